@@ -1,0 +1,77 @@
+/*
+ * analyze.h — pass 8: what the lowered program costs.
+ *
+ * Everything here is read off the Program (its buffers, instructions and
+ * schedule); nothing is re-derived from the model by formula.
+ */
+#ifndef PARC_ANALYZE_H
+#define PARC_ANALYZE_H
+
+#include "ir.h"
+
+extern const char *const ledger_class_names[PRT_NCLASS];
+
+/* One row of the collective report: identical instructions of one stage
+ * aggregated over a step. */
+typedef struct CollRow {
+    int stage;
+    Phase phase;
+    CollKind coll;
+    int axis;                 /* -1 for pipeline messages between stages */
+    int group;                /* ranks in the group */
+    int64_t elems;            /* elements per call (the full buffer, as nccl-tests counts size) */
+    int elem_bytes;
+    int64_t calls;            /* per step */
+    int inside_node;
+    const char *op;           /* op that causes it */
+    const char *tensor;
+    const char *why;
+} CollRow;
+
+typedef struct StageCost {
+    int64_t ledger[PRT_NCLASS];   /* bytes per class on one rank of the stage */
+    int64_t total;
+    int64_t params_local;         /* parameter elements held (weights) */
+    double flops_fwd_chunk;       /* one micro-batch through one chunk, forward */
+    double flops_bwd_chunk;
+    double flops_step;            /* per rank per step */
+    double comm_fwd_chunk_s;      /* blocking collectives inside one chunk's forward */
+    double comm_bwd_chunk_s;
+    double sync_s;                /* gradient sync per step */
+    double optim_s;               /* optimizer step (memory bound) */
+} StageCost;
+
+typedef struct Analysis {
+    const Program *prog;
+    StageCost *stages;
+    CollRow *rows;
+    int nrows, rows_cap;
+    int64_t max_total;            /* the most memory any rank needs */
+    int worst_stage;
+    double flops_per_step;        /* the whole model, all ranks */
+    double model_flops_per_step;  /* 6 Ψ tokens + attention (the MFU numerator) */
+    double peak_flops;            /* per GPU for the plan's precision */
+    double t_fwd, t_bwd, t_p2p;   /* per chunk per micro-batch, slowest stage */
+    double pipeline_s;            /* simulated makespan of the schedule */
+    double bubble_ideal;          /* (p-1)/(v m) */
+    double bubble_share;          /* idle share of the simulated step on the busiest stage */
+    double step_s;                /* estimated step time */
+    double axis_bytes[PARC_MAX_AXES];  /* bytes per step per rank on each axis (buffer sizes) */
+    double axis_wire[PARC_MAX_AXES];   /* ... times the bus factor: what crosses the links */
+    double link_wire[2];               /* [0] inside nodes, [1] across nodes */
+    double pipeline_bytes;             /* send/recv bytes per step per rank, both directions */
+} Analysis;
+
+/* Fills prog->stages[*].ledger too (the code generator embeds it). */
+Analysis *analyze_program(Arena *arena, Program *prog);
+
+/* Memory fit: errors when a rank needs more than the GPU holds, with the
+ * breakdown and the cheapest changes that would make it fit (each variant
+ * re-lowered and re-analyzed).  Warnings for tensor-parallel groups that span
+ * nodes.  Returns the number of errors reported. */
+int analyze_check(Arena *arena, const Analysis *an);
+
+/* Byte counts as people read them: "61.2 GiB". */
+void format_bytes(double bytes, char *buf, size_t size);
+
+#endif

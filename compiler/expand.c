@@ -1,0 +1,449 @@
+/*
+ * expand.c — pass 3: the model as a forward op graph over named-dim tensors.
+ *
+ * Takes a checked Plan.  Produces a Graph with three regions (embedding, one
+ * repeated block, head) whose tensors carry global sizes and a home placement
+ * on every mesh axis, derived from the layout rules alone:
+ *   - a dim mapped to an axis (`ffn -> tp`) splits every tensor having that dim;
+ *   - parameters are never split on batch or seq; ZeRO-3 shards them flat over
+ *     the data axis;
+ *   - with sequence parallelism, [batch, seq, hidden] activations that no other
+ *     rule splits on the tensor axis are split on seq there.
+ * One axis splits at most one dim of a tensor: a plan that asks for more is a
+ * user error naming the tensor and the two rules.
+ */
+#include "ir.h"
+
+#include <math.h>
+#include <string.h>
+
+const char *const op_names[OP_COUNT] = {
+#define X(name, str) str,
+    IR_OPS(X)
+#undef X
+};
+
+typedef struct Expander {
+    Arena *arena;
+    const Plan *plan;
+    Graph *g;
+    int errors;
+} Expander;
+
+int64_t tensor_numel(const Tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->sizes[i];
+    return n;
+}
+
+int64_t tensor_local_numel(const Plan *plan, const Tensor *t, const Placement *place)
+{
+    int64_t sizes[IR_MAX_TDIMS];
+    memcpy(sizes, t->sizes, sizeof sizes);
+    int64_t flat_parts = 1;
+    for (int a = 0; a < plan->mesh.naxes; a++) {
+        if (place[a].kind != PLACE_S) continue;
+        int parts = plan->mesh.axes[a].size;
+        if (place[a].dim == DIM_FLAT) {
+            flat_parts *= parts;
+            continue;
+        }
+        for (int d = 0; d < t->ndim; d++) {
+            if (t->dims[d] == place[a].dim) {
+                sizes[d] /= parts;
+                break;
+            }
+        }
+    }
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= sizes[d];
+    return (n + flat_parts - 1) / flat_parts;
+}
+
+void placement_format(const Plan *plan, const Placement *place, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (int a = 0; a < plan->mesh.naxes && used < size; a++) {
+        const char *axis = plan->mesh.axes[a].name;
+        int n;
+        switch (place[a].kind) {
+        case PLACE_R: n = snprintf(buf + used, size - used, "%sR", a ? " " : ""); break;
+        case PLACE_P: n = snprintf(buf + used, size - used, "%sP", a ? " " : ""); break;
+        default:
+            n = snprintf(buf + used, size - used, "%sS(%s)", a ? " " : "", dim_names[place[a].dim]);
+            break;
+        }
+        (void)axis;
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+}
+
+static int tensor_new(Expander *ex, Region region, TensorKind kind, const char *name, SrcLoc loc,
+                      int ndim, const Dim *dims, const int64_t *sizes)
+{
+    Graph *g = ex->g;
+    Tensor t;
+    memset(&t, 0, sizeof t);
+    t.id = g->ntensors;
+    t.region = region;
+    t.kind = kind;
+    t.name = arena_strdup(ex->arena, name);
+    t.ndim = ndim;
+    memcpy(t.dims, dims, sizeof(Dim) * (size_t)ndim);
+    memcpy(t.sizes, sizes, sizeof(int64_t) * (size_t)ndim);
+    t.producer = -1;
+    t.loc = loc;
+    ARR_PUSH(ex->arena, g->tensors, g->ntensors, g->tensors_cap, t);
+    return t.id;
+}
+
+#define DIMS(...) ((const Dim[]){__VA_ARGS__})
+#define SIZES(...) ((const int64_t[]){__VA_ARGS__})
+#define NDIMS(...) ((int)(sizeof((const Dim[]){__VA_ARGS__}) / sizeof(Dim)))
+
+static int act(Expander *ex, Region r, const char *name, SrcLoc loc, int ndim, const Dim *dims,
+               const int64_t *sizes)
+{
+    return tensor_new(ex, r, TENSOR_ACT, name, loc, ndim, dims, sizes);
+}
+
+static int param(Expander *ex, Region r, const char *name, SrcLoc loc, int ndim, const Dim *dims,
+                 const int64_t *sizes, int init, double std)
+{
+    int id = tensor_new(ex, r, TENSOR_PARAM, name, loc, ndim, dims, sizes);
+    Tensor *t = &ex->g->tensors[id];
+    t->init = init;
+    t->init_std = std;
+    t->decay = ndim >= 2;
+    return id;
+}
+
+static int op_new(Expander *ex, OpKind kind, Region region, const char *name, SrcLoc loc,
+                  int nin, const int *in, int nparam, const int *params, int out)
+{
+    Graph *g = ex->g;
+    Op op;
+    memset(&op, 0, sizeof op);
+    op.id = g->nops;
+    op.kind = kind;
+    op.region = region;
+    op.name = arena_strdup(ex->arena, name);
+    op.loc = loc;
+    op.nin = nin;
+    for (int i = 0; i < nin; i++) op.in[i] = in[i];
+    op.nparam = nparam;
+    for (int i = 0; i < nparam; i++) op.param[i] = params[i];
+    op.out = out;
+    if (out >= 0) g->tensors[out].producer = op.id;
+    ARR_PUSH(ex->arena, g->ops, g->nops, g->ops_cap, op);
+    return op.id;
+}
+
+static void op_aux(Expander *ex, int op, int tensor)
+{
+    Op *o = &ex->g->ops[op];
+    PARC_ASSERT(o->naux < 2);
+    o->aux[o->naux++] = tensor;
+    ex->g->tensors[tensor].producer = op;
+}
+
+/* -------------------------------------------------------------- regions */
+
+static int norm_op(Expander *ex, Region r, NormKind kind, int bias, const char *prefix, SrcLoc loc,
+                   int x, int64_t B, int64_t S, int64_t H)
+{
+    char name[96];
+    snprintf(name, sizeof name, "%s.out", prefix);
+    int out = act(ex, r, name, loc, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_HIDDEN), SIZES(B, S, H));
+    snprintf(name, sizeof name, "%s.g", prefix);
+    int params[2], np = 0;
+    params[np++] = param(ex, r, name, loc, 1, DIMS(DIM_HIDDEN), SIZES(H), PRT_INIT_ONES, 0);
+    if (kind == NORM_LAYER && bias) {
+        snprintf(name, sizeof name, "%s.b", prefix);
+        params[np++] = param(ex, r, name, loc, 1, DIMS(DIM_HIDDEN), SIZES(H), PRT_INIT_ZEROS, 0);
+    }
+    int op = op_new(ex, kind == NORM_RMS ? OP_RMSNORM : OP_LAYERNORM, r, prefix, loc, 1, &x, np,
+                    params, out);
+    if (kind == NORM_LAYER) {
+        snprintf(name, sizeof name, "%s.mean", prefix);
+        op_aux(ex, op, tensor_new(ex, r, TENSOR_STAT, name, loc, 2, DIMS(DIM_BATCH, DIM_SEQ), SIZES(B, S)));
+    }
+    snprintf(name, sizeof name, "%s.rstd", prefix);
+    op_aux(ex, op, tensor_new(ex, r, TENSOR_STAT, name, loc, 2, DIMS(DIM_BATCH, DIM_SEQ), SIZES(B, S)));
+    return out;
+}
+
+/* y = x @ w (+ b).  wdims/wsizes: the weight; the output keeps x's leading
+ * [batch, seq] and takes the weight's trailing `nout` dims. */
+static int linear(Expander *ex, Region r, const char *prefix, SrcLoc loc, int x, int nw,
+                  const Dim *wdims, const int64_t *wsizes, int nout, int bias, double std)
+{
+    Graph *g = ex->g;
+    char name[96];
+    const Tensor *xt = &g->tensors[x];
+    Dim ydims[IR_MAX_TDIMS];
+    int64_t ysizes[IR_MAX_TDIMS];
+    ydims[0] = DIM_BATCH, ydims[1] = DIM_SEQ;
+    ysizes[0] = xt->sizes[0], ysizes[1] = xt->sizes[1];
+    for (int i = 0; i < nout; i++) {
+        ydims[2 + i] = wdims[nw - nout + i];
+        ysizes[2 + i] = wsizes[nw - nout + i];
+    }
+    snprintf(name, sizeof name, "%s.w", prefix);
+    int w = param(ex, r, name, loc, nw, wdims, wsizes, PRT_INIT_NORMAL, std);
+    snprintf(name, sizeof name, "%s.y", prefix);
+    int y = act(ex, r, name, loc, 2 + nout, ydims, ysizes);
+    op_new(ex, OP_LINEAR, r, prefix, loc, 1, &x, 1, &w, y);
+    if (!bias) return y;
+    snprintf(name, sizeof name, "%s.b", prefix);
+    int b = param(ex, r, name, loc, nout, wdims + nw - nout, wsizes + nw - nout, PRT_INIT_ZEROS, 0);
+    snprintf(name, sizeof name, "%s.out", prefix);
+    int out = act(ex, r, name, loc, 2 + nout, ydims, ysizes);
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    op_new(ex, OP_BIAS, r, name, loc, 1, &y, 1, &b, out);
+    return out;
+}
+
+static int unary(Expander *ex, OpKind kind, Region r, const char *name, SrcLoc loc, int x, int nout,
+                 const Dim *dims, const int64_t *sizes)
+{
+    char tname[96];
+    snprintf(tname, sizeof tname, "%s.out", name);
+    int y = act(ex, r, tname, loc, nout, dims, sizes);
+    op_new(ex, kind, r, name, loc, 1, &x, 0, NULL, y);
+    return y;
+}
+
+static int add(Expander *ex, Region r, const char *name, SrcLoc loc, int a, int b)
+{
+    const Tensor *at = &ex->g->tensors[a];
+    char tname[96];
+    snprintf(tname, sizeof tname, "%s.out", name);
+    int y = act(ex, r, tname, loc, at->ndim, at->dims, at->sizes);
+    int in[2] = {a, b};
+    op_new(ex, OP_ADD, r, name, loc, 2, in, 0, NULL, y);
+    return y;
+}
+
+static void expand_embed(Expander *ex, int *wte_out)
+{
+    const Model *m = &ex->plan->model;
+    Graph *g = ex->g;
+    int64_t B = ex->plan->train.micro_batch * plan_dp(ex->plan), S = m->seq, H = m->hidden;
+    SrcLoc loc = m->loc;
+    g->tokens = tensor_new(ex, REGION_EMBED, TENSOR_INDEX, "tokens", loc, 2, DIMS(DIM_BATCH, DIM_SEQ), SIZES(B, S));
+    op_new(ex, OP_DATA, REGION_EMBED, "data", loc, 0, NULL, 0, NULL, g->tokens);
+    int wte = param(ex, REGION_EMBED, "wte", loc, 2, DIMS(DIM_VOCAB, DIM_HIDDEN), SIZES(m->vocab, H),
+                    PRT_INIT_NORMAL, 0.02);
+    *wte_out = wte;
+    int e = act(ex, REGION_EMBED, "embed.out", loc, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_HIDDEN), SIZES(B, S, H));
+    op_new(ex, OP_EMBED, REGION_EMBED, "embed", loc, 1, &g->tokens, 1, &wte, e);
+    if (m->positions == POS_LEARNED) {
+        int wpe = param(ex, REGION_EMBED, "wpe", loc, 2, DIMS(DIM_SEQ, DIM_HIDDEN), SIZES(S, H),
+                        PRT_INIT_NORMAL, 0.01);
+        int x = act(ex, REGION_EMBED, "pos.out", loc, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_HIDDEN), SIZES(B, S, H));
+        op_new(ex, OP_POS, REGION_EMBED, "pos", loc, 1, &e, 1, &wpe, x);
+        e = x;
+    } else {
+        /* the stream entering layer 0 must have the residual placement: the copy
+         * is where a vocab-split lookup's Partial sum is resolved */
+        e = unary(ex, OP_COPY, REGION_EMBED, "embed.stream", loc, e, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_HIDDEN),
+                  SIZES(B, S, H));
+    }
+    g->embed_out = e;
+}
+
+static void expand_block(Expander *ex)
+{
+    const Model *m = &ex->plan->model;
+    const BlockSpec *bs = &m->block;
+    Graph *g = ex->g;
+    int64_t B = ex->plan->train.micro_batch * plan_dp(ex->plan), S = m->seq, H = m->hidden;
+    int64_t F = m->ffn, NH = m->heads, HD = m->head_dim;
+    SrcLoc loc = bs->loc;
+    Region r = REGION_BLOCK;
+    double std = 0.02, std_out = 0.02 / sqrt(2.0 * (double)(m->layers > 0 ? m->layers : 1));
+    int x = act(ex, r, "x", loc, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_HIDDEN), SIZES(B, S, H));
+    g->block_in = x;
+    int resid = x;
+    if (bs->kind == BLOCK_TRANSFORMER) {
+        int h = norm_op(ex, r, bs->norm, bs->bias, "ln1", loc, x, B, S, H);
+        int qkv;
+        if (m->kv_heads == m->heads) {
+            qkv = linear(ex, r, "attn.qkv", loc, h, 4, DIMS(DIM_HIDDEN, DIM_QKV, DIM_HEADS, DIM_HEAD_DIM),
+                         SIZES(H, 3, NH, HD), 3, bs->bias, std);
+        } else {
+            /* grouped-query attention: the query heads and 2 × kv_heads key/value
+             * heads side by side on the heads dim. */
+            int64_t width = NH + 2 * m->kv_heads;
+            qkv = linear(ex, r, "attn.qkv", loc, h, 3, DIMS(DIM_HIDDEN, DIM_HEADS, DIM_HEAD_DIM),
+                         SIZES(H, width, HD), 2, bs->bias, std);
+        }
+        int att = act(ex, r, "attn.out", loc, 4, DIMS(DIM_BATCH, DIM_SEQ, DIM_HEADS, DIM_HEAD_DIM),
+                      SIZES(B, S, NH, HD));
+        int aop = op_new(ex, OP_ATTENTION, r, "attn", loc, 1, &qkv, 0, NULL, att);
+        op_aux(ex, aop, tensor_new(ex, r, TENSOR_STAT, "attn.probs", loc, 4,
+                                   DIMS(DIM_BATCH, DIM_HEADS, DIM_SEQ, DIM_SEQ), SIZES(B, NH, S, S)));
+        int proj = linear(ex, r, "attn.proj", loc, att, 3, DIMS(DIM_HEADS, DIM_HEAD_DIM, DIM_HIDDEN),
+                          SIZES(NH, HD, H), 1, bs->bias, std_out);
+        resid = add(ex, r, "attn.resid", loc, x, proj);
+    }
+    int h = resid;
+    if (bs->norm != NORM_NONE)
+        h = norm_op(ex, r, bs->norm, bs->bias, bs->kind == BLOCK_TRANSFORMER ? "ln2" : "ln", loc, resid, B, S, H);
+    int a;
+    if (bs->mlp == MLP_SWIGLU) {
+        int up = linear(ex, r, "mlp.up", loc, h, 3, DIMS(DIM_HIDDEN, DIM_GATE, DIM_FFN), SIZES(H, 2, F), 2,
+                        bs->bias, std);
+        a = unary(ex, OP_SWIGLU, r, "mlp.act", loc, up, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_FFN), SIZES(B, S, F));
+    } else {
+        int up = linear(ex, r, "mlp.up", loc, h, 2, DIMS(DIM_HIDDEN, DIM_FFN), SIZES(H, F), 1, bs->bias, std);
+        a = unary(ex, bs->mlp == MLP_RELU ? OP_RELU : OP_GELU, r, "mlp.act", loc, up, 3,
+                  DIMS(DIM_BATCH, DIM_SEQ, DIM_FFN), SIZES(B, S, F));
+    }
+    int down = linear(ex, r, "mlp.down", loc, a, 2, DIMS(DIM_FFN, DIM_HIDDEN), SIZES(F, H), 1, bs->bias, std_out);
+    int out = (bs->kind == BLOCK_TRANSFORMER || bs->residual)
+                  ? add(ex, r, "mlp.resid", loc, resid, down)
+                  : unary(ex, OP_COPY, r, "block.stream", loc, down, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_HIDDEN),
+                          SIZES(B, S, H));
+    g->block_out = out;
+}
+
+static void expand_head(Expander *ex, int wte)
+{
+    const Model *m = &ex->plan->model;
+    Graph *g = ex->g;
+    int64_t B = ex->plan->train.micro_batch * plan_dp(ex->plan), S = m->seq, H = m->hidden, V = m->vocab;
+    SrcLoc loc = m->loc;
+    Region r = REGION_HEAD;
+    int x = act(ex, r, "xf", loc, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_HIDDEN), SIZES(B, S, H));
+    g->head_in = x;
+    int h = x;
+    if (m->final_norm != NORM_NONE) h = norm_op(ex, r, m->final_norm, m->block.bias, "lnf", loc, x, B, S, H);
+    if (!m->has_head) return;
+    int logits;
+    if (m->tied_head && wte >= 0) {
+        logits = act(ex, r, "head.y", loc, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_VOCAB), SIZES(B, S, V));
+        op_new(ex, OP_LINEAR_T, r, "head", loc, 1, &h, 1, &wte, logits);
+    } else {
+        logits = linear(ex, r, "head", loc, h, 2, DIMS(DIM_HIDDEN, DIM_VOCAB), SIZES(H, V), 1, 0, 0.02);
+    }
+    if (!m->has_loss) return;
+    g->targets = tensor_new(ex, r, TENSOR_INDEX, "targets", loc, 2, DIMS(DIM_BATCH, DIM_SEQ), SIZES(B, S));
+    op_new(ex, OP_DATA, r, "data", loc, 0, NULL, 0, NULL, g->targets);
+    g->loss = tensor_new(ex, r, TENSOR_SCALAR, "loss", loc, 0, NULL, NULL);
+    int in[2] = {logits, g->targets};
+    int op = op_new(ex, OP_XENT, r, "loss", loc, 2, in, 0, NULL, g->loss);
+    op_aux(ex, op, tensor_new(ex, r, TENSOR_STAT, "loss.stats", loc, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_GATE),
+                              SIZES(B, S, 2)));
+}
+
+/* ----------------------------------------------------------- placements */
+
+static const char *axis_name(const Plan *plan, int axis) { return plan->mesh.axes[axis].name; }
+
+static void place_tensor(Expander *ex, Tensor *t)
+{
+    const Plan *plan = ex->plan;
+    const Layout *lay = &plan->layout;
+    int sp = lay->sp_axis;
+    for (int a = 0; a < plan->mesh.naxes; a++) {
+        Placement p = {PLACE_R, 0};
+        int owner_dim = -1;
+        for (int d = 0; d < t->ndim; d++) {
+            Dim dim = t->dims[d];
+            if (lay->dim_axis[dim] != a) continue;
+            if (dim == DIM_LAYERS) continue;
+            if (t->kind == TENSOR_PARAM && (dim == DIM_BATCH || dim == DIM_SEQ)) continue;
+            if (t->kind == TENSOR_INDEX && dim == DIM_SEQ && sp == a) continue;
+            if (owner_dim >= 0 && owner_dim != (int)dim) {
+                diag_error(lay->dim_axis_loc[dim],
+                           "tensor `%s` would be split on axis `%s` twice: `%s -> %s` and `%s -> %s`",
+                           t->name, axis_name(plan, a), dim_names[owner_dim], axis_name(plan, a),
+                           dim_names[dim], axis_name(plan, a));
+                ex->errors++;
+                continue;
+            }
+            if (owner_dim == (int)dim) continue; /* a second dim of the same name (probs) */
+            owner_dim = (int)dim;
+            p.kind = PLACE_S;
+            p.dim = (uint8_t)dim;
+        }
+        /* Sequence parallelism: the residual stream and norm outputs are split on
+         * seq where nothing else splits them on the tensor axis. */
+        if (a == sp && t->kind == TENSOR_ACT && p.kind == PLACE_R && t->ndim == 3 &&
+            t->dims[0] == DIM_BATCH && t->dims[1] == DIM_SEQ && t->dims[2] == DIM_HIDDEN) {
+            p.kind = PLACE_S;
+            p.dim = DIM_SEQ;
+        }
+        /* ZeRO-3 / FSDP: parameters live flat-sharded over the data axis. */
+        if (t->kind == TENSOR_PARAM && lay->zero_stage == 3 && lay->zero_axis == a && p.kind == PLACE_R) {
+            p.kind = PLACE_S;
+            p.dim = DIM_FLAT;
+        }
+        t->home[a] = p;
+    }
+}
+
+Graph *expand_model(Arena *arena, const Plan *plan)
+{
+    Expander ex = {arena, plan, arena_alloc(arena, sizeof(Graph)), 0};
+    Graph *g = ex.g;
+    g->plan = plan;
+    g->tokens = g->targets = g->embed_out = g->head_in = g->loss = -1;
+    int wte = -1;
+    int first = 0;
+    g->region_first[REGION_EMBED] = 0;
+    if (plan->model.has_embed) expand_embed(&ex, &wte);
+    g->region_count[REGION_EMBED] = g->nops - first;
+    first = g->nops;
+    g->region_first[REGION_BLOCK] = first;
+    expand_block(&ex);
+    g->region_count[REGION_BLOCK] = g->nops - first;
+    first = g->nops;
+    g->region_first[REGION_HEAD] = first;
+    expand_head(&ex, wte);
+    g->region_count[REGION_HEAD] = g->nops - first;
+
+    for (int i = 0; i < g->ntensors; i++) place_tensor(&ex, &g->tensors[i]);
+    for (int i = 0; i < g->ntensors; i++) {
+        const Tensor *t = &g->tensors[i];
+        if (t->kind != TENSOR_PARAM) continue;
+        int64_t n = tensor_numel(t);
+        g->params_total += t->region == REGION_BLOCK ? n * plan->model.layers : n;
+    }
+    return ex.errors ? NULL : g;
+}
+
+void graph_dump(const Graph *g, FILE *out)
+{
+    const Plan *plan = g->plan;
+    static const char *const region_names[REGION_COUNT] = {"embed", "block", "head"};
+    static const char *const kind_names[] = {"act", "param", "index", "stat", "scalar"};
+    fprintf(out, "graph %s: %lld parameters\n", plan->model.name ? plan->model.name : "model",
+            (long long)g->params_total);
+    for (int r = 0; r < REGION_COUNT; r++) {
+        fprintf(out, "region %s:\n", region_names[r]);
+        for (int i = 0; i < g->ntensors; i++) {
+            const Tensor *t = &g->tensors[i];
+            if (t->region != (Region)r) continue;
+            char place[256];
+            placement_format(plan, t->home, place, sizeof place);
+            fprintf(out, "  %-6s %-14s [", kind_names[t->kind], t->name);
+            for (int d = 0; d < t->ndim; d++)
+                fprintf(out, "%s%s=%lld", d ? ", " : "", dim_names[t->dims[d]], (long long)t->sizes[d]);
+            fprintf(out, "]  %s\n", place);
+        }
+        for (int i = 0; i < g->region_count[r]; i++) {
+            const Op *o = &g->ops[g->region_first[r] + i];
+            fprintf(out, "  op %-12s %-10s", o->name, op_names[o->kind]);
+            for (int k = 0; k < o->nin; k++) fprintf(out, " %s", g->tensors[o->in[k]].name);
+            for (int k = 0; k < o->nparam; k++) fprintf(out, " %s", g->tensors[o->param[k]].name);
+            if (o->out >= 0) fprintf(out, " -> %s", g->tensors[o->out].name);
+            fprintf(out, "\n");
+        }
+    }
+}

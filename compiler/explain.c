@@ -1,0 +1,349 @@
+/*
+ * explain.c — the reports: `check`'s summary, `explain` (text and JSON) and
+ * `collectives` (text and JSON).  Every number printed here is read from the
+ * Analysis of the lowered Program; nothing is recomputed by formula.  The JSON
+ * schema is documented in docs/json.md and kept stable (keys only added).
+ */
+#include "explain.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *precision_name(Precision p)
+{
+    return p == PREC_BF16 ? "bf16" : p == PREC_FP16 ? "fp16" : "fp32";
+}
+
+static const char *virtual_note(int v)
+{
+    static char buf[32];
+    snprintf(buf, sizeof buf, ", %d virtual stages", v);
+    return buf;
+}
+
+static const char *axis_role(const Program *prog, int a, char *buf, size_t size)
+{
+    const Plan *plan = prog->plan;
+    const Layout *l = &plan->layout;
+    size_t used = 0;
+    buf[0] = 0;
+    const char *sep = "";
+    if (a == l->pp_axis) {
+        used += (size_t)snprintf(buf + used, size - used, "%spipeline (layers, %s%s)", sep,
+                                 schedule_kind_name(prog->schedule.kind),
+                                 l->virtual_stages > 1 ? virtual_note(l->virtual_stages) : "");
+        sep = ", ";
+    }
+    char dims[128] = "";
+    size_t du = 0;
+    for (int d = 0; d < DIM_COUNT && du < sizeof dims; d++) {
+        if (d == DIM_LAYERS || l->dim_axis[d] != a) continue;
+        du += (size_t)snprintf(dims + du, sizeof dims - du, "%s%s", du ? ", " : "", dim_names[d]);
+    }
+    if (dims[0] && used < size) {
+        int is_data = l->dim_axis[DIM_BATCH] == a;
+        used += (size_t)snprintf(buf + used, size - used, "%s%s (%s)", sep, is_data ? "data" : "tensor", dims);
+        sep = ", ";
+    }
+    if (l->sp_axis == a && used < size) {
+        used += (size_t)snprintf(buf + used, size - used, "%ssequence parallel", sep);
+        sep = ", ";
+    }
+    if (l->zero_axis == a && l->zero_stage > 0 && used < size) {
+        used += (size_t)snprintf(buf + used, size - used, "%sZeRO-%d", sep, l->zero_stage);
+        sep = ", ";
+    }
+    if (!buf[0]) snprintf(buf, size, "replicated (no rule maps to it)");
+    return buf;
+}
+
+
+static double gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
+
+static void print_count(FILE *out, double v)
+{
+    if (v >= 1e12) fprintf(out, "%.3g T", v / 1e12);
+    else if (v >= 1e9) fprintf(out, "%.3g B", v / 1e9);
+    else if (v >= 1e6) fprintf(out, "%.3g M", v / 1e6);
+    else if (v >= 1e3) fprintf(out, "%.3g K", v / 1e3);
+    else fprintf(out, "%.0f", v);
+}
+
+void report_check_summary(FILE *out, const Analysis *an)
+{
+    const Plan *plan = an->prog->plan;
+    char total[64], cap[64];
+    format_bytes((double)an->max_total, total, sizeof total);
+    format_bytes(plan->cluster.gpu_memory, cap, sizeof cap);
+    fprintf(out, "%s: ok: %d rank%s, ", plan->file ? plan->file : "plan", plan->mesh.world,
+            plan->mesh.world == 1 ? "" : "s");
+    print_count(out, (double)an->prog->graph->params_total);
+    fprintf(out, " parameters, peak %s of %s per GPU (stage %d)\n", total, cap, an->worst_stage);
+}
+
+static int64_t stage_ranks(const Program *prog) { return prog->plan->mesh.world / (prog->nstages ? prog->nstages : 1); }
+
+void report_explain(FILE *out, const Analysis *an, int verbose)
+{
+    const Program *prog = an->prog;
+    const Plan *plan = prog->plan;
+    const Model *m = &plan->model;
+    const Train *t = &plan->train;
+    char b1[64], b2[64];
+
+    fprintf(out, "plan %s: model %s\n", plan->file ? plan->file : "", m->name ? m->name : "");
+    fprintf(out, "  parameters      %lld (", (long long)prog->graph->params_total);
+    print_count(out, (double)prog->graph->params_total);
+    fprintf(out, ")\n");
+    format_bytes(plan->cluster.gpu_memory, b1, sizeof b1);
+    fprintf(out, "  cluster         %d node%s x %d GPUs = %d GPUs, %s each\n", plan->cluster.nodes,
+            plan->cluster.nodes == 1 ? "" : "s", plan->cluster.gpus_per_node, plan->mesh.world, b1);
+    fprintf(out, "  training        batch %lld x seq %lld = %lld tokens/step; micro-batch %lld, %lld micro-batches per "
+                 "rank; %s%s; %s\n",
+            (long long)t->batch, (long long)m->seq, (long long)(t->batch * m->seq), (long long)t->micro_batch,
+            (long long)t->micro_batches, precision_name(t->precision),
+            t->master_fp32 && t->precision != PREC_FP32 ? " with fp32 master weights" : "",
+            t->optimizer == OPT_SGD ? "sgd" : t->optimizer == OPT_ADAM ? "adam" : "adamw");
+    fprintf(out, "  compute         %.4g FLOP/step (model FLOPs, 6 x params x tokens + attention: %.4g)\n",
+            an->flops_per_step, an->model_flops_per_step);
+
+    fprintf(out, "\nmesh (last axis varies fastest):\n");
+    fprintf(out, "  %-6s %5s  %-44s %-12s %s\n", "axis", "size", "carries", "groups", "link");
+    for (int a = 0; a < plan->mesh.naxes; a++) {
+        char role[256];
+        int inside = plan_axis_inside_node(plan, a);
+        double bw = inside ? plan->cluster.intra_bw : plan->cluster.inter_bw;
+        format_bytes(bw, b1, sizeof b1);
+        fprintf(out, "  %-6s %5d  %-44s %-12s %s %s/s\n", plan->mesh.axes[a].name, plan->mesh.axes[a].size,
+                axis_role(prog, a, role, sizeof role), inside ? "inside node" : "across nodes",
+                inside ? "intra" : "inter", b1);
+    }
+
+    for (int s = 0; s < prog->nstages; s++) {
+        const StageProgram *sp = &prog->stages[s];
+        const StageCost *sc = &an->stages[s];
+        fprintf(out, "\n");
+        if (prog->nstages > 1)
+            fprintf(out, "stage %d (%lld ranks): layers", s, (long long)stage_ranks(prog));
+        else
+            fprintf(out, "every rank (%lld): layers", (long long)stage_ranks(prog));
+        for (int c = 0; c < sp->chunks; c++)
+            fprintf(out, " %d..%d", sp->chunk_first_layer[c], sp->chunk_first_layer[c] + sp->layers_per_chunk - 1);
+        fprintf(out, "%s%s; %lld parameters held\n", sp->has_embed ? " + embedding" : "",
+                sp->has_head ? " + head" : "", (long long)sc->params_local);
+        fprintf(out, "  %-14s %16s %11s\n", "memory", "bytes", "");
+        for (int k = 0; k < PRT_NCLASS; k++) {
+            format_bytes((double)sc->ledger[k], b1, sizeof b1);
+            fprintf(out, "  %-14s %16lld %11s", ledger_class_names[k], (long long)sc->ledger[k], b1);
+            if (k == PRT_ACTIVATIONS)
+                fprintf(out, "   (%d in-flight micro-batch%s x %d layer%s)", sp->nslots, sp->nslots == 1 ? "" : "es",
+                        sp->layers_per_chunk, sp->layers_per_chunk == 1 ? "" : "s");
+            if (k < PRT_ACTIVATIONS && sc->params_local > 0 && sc->ledger[k])
+                fprintf(out, "   %.3g bytes/parameter", (double)sc->ledger[k] / (double)sc->params_local);
+            fprintf(out, "\n");
+            if (verbose) {
+                for (int b = 0; b < sp->nbufs; b++) {
+                    const Buffer *bf = &sp->bufs[b];
+                    if (bf->klass != k) continue;
+                    int bytes = bf->dtype == PRT_BF16 || bf->dtype == PRT_F16 ? 2 : 4;
+                    fprintf(out, "      %-28s %12lld elements x %4lld instances x %d B = %lld\n", bf->name,
+                            (long long)bf->elems, (long long)bf->instances, bytes,
+                            (long long)(bf->elems * bf->instances * bytes));
+                }
+                if (k == PRT_COMM)
+                    fprintf(out, "      + runtime staging (packing of strided gathers, pipeline send copies)\n");
+            }
+        }
+        format_bytes((double)sc->total, b1, sizeof b1);
+        format_bytes(plan->cluster.gpu_memory, b2, sizeof b2);
+        double pct = plan->cluster.gpu_memory > 0 ? 100.0 * (double)sc->total / plan->cluster.gpu_memory : 0;
+        fprintf(out, "  %-14s %16lld %11s   of %s (%.1f%%) %s\n", "total", (long long)sc->total, b1, b2, pct,
+                pct <= 100.0 ? "fits" : "DOES NOT FIT");
+        double states = (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS] + sc->ledger[PRT_MASTER] +
+                                 sc->ledger[PRT_OPTIM]);
+        if (sc->params_local > 0)
+            fprintf(out, "  model states   %.4g bytes per parameter held\n", states / (double)sc->params_local);
+        if (verbose)
+            fprintf(out, "  flops          %.4g per step on each rank of this stage (forward %.4g, backward %.4g per "
+                         "micro-batch through one chunk)\n",
+                    sc->flops_step, sc->flops_fwd_chunk, sc->flops_bwd_chunk);
+    }
+
+    /* the schedule */
+    const Schedule *sc = &prog->schedule;
+    fprintf(out, "\npipeline: %s, %d stage%s, %d micro-batches, %d virtual stage%s per rank\n",
+            schedule_kind_name(sc->kind), sc->stages, sc->stages == 1 ? "" : "s", sc->micro_batches, sc->chunks,
+            sc->chunks == 1 ? "" : "s");
+    fprintf(out, "  bubble          (p-1)/(v*m) = %.4g of ideal time; %.1f%% of the simulated step\n", an->bubble_ideal,
+            100.0 * an->bubble_share);
+    for (int s = 0; s < sc->stages; s++) {
+        fprintf(out, "  stage %-3d peak in flight %d:", s, sc->peak_in_flight[s]);
+        int shown = sc->count[s] < 24 || verbose ? sc->count[s] : 24;
+        for (int i = 0; i < shown; i++) {
+            const WorkItem *w = &sc->items[s][i];
+            if (sc->chunks > 1) fprintf(out, " %c%d.%d", w->kind == WORK_FORWARD ? 'F' : 'B', w->micro, w->chunk);
+            else fprintf(out, " %c%d", w->kind == WORK_FORWARD ? 'F' : 'B', w->micro);
+        }
+        if (shown < sc->count[s]) fprintf(out, " ... (%d items)", sc->count[s]);
+        fprintf(out, "\n");
+        if (s >= 7 && !verbose && sc->stages > 9) {
+            fprintf(out, "  ... %d more stages\n", sc->stages - s - 1);
+            break;
+        }
+    }
+
+    fprintf(out, "\nstep time estimate: %.4g s", an->step_s);
+    double mfu = an->step_s > 0 ? an->model_flops_per_step / (an->step_s * an->peak_flops * plan->mesh.world) : 0;
+    fprintf(out, " (pipeline %.4g s + gradient sync and optimizer %.4g s); model FLOPs utilisation %.1f%%\n",
+            an->pipeline_s, an->step_s - an->pipeline_s, 100.0 * mfu);
+    fprintf(out, "  per micro-batch through one chunk: forward %.4g s, backward %.4g s, stage hand-off %.4g s\n",
+            an->t_fwd, an->t_bwd, an->t_p2p);
+    if (verbose)
+        fprintf(out, "  model: compute at %.4g FLOP/s per GPU; each collective costs hops x latency + bytes x "
+                     "bus factor / link bandwidth; the pipeline is simulated over the actual schedule\n",
+                an->peak_flops);
+    fprintf(out, "  communication per rank per step:");
+    for (int a = 0; a < plan->mesh.naxes; a++) {
+        format_bytes(an->axis_wire[a], b1, sizeof b1);
+        fprintf(out, " %s %s", plan->mesh.axes[a].name, b1);
+    }
+    format_bytes(an->pipeline_bytes, b1, sizeof b1);
+    if (prog->nstages > 1) fprintf(out, ", pipeline messages %s", b1);
+    fprintf(out, "\n");
+    (void)gib;
+}
+
+static void json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; s && *s; s++) {
+        if (*s == '"' || *s == '\\') fprintf(out, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) fprintf(out, "\\u%04x", *s);
+        else fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+void report_explain_json(FILE *out, const Analysis *an)
+{
+    const Program *prog = an->prog;
+    const Plan *plan = prog->plan;
+    fprintf(out, "{\n  \"schema\": \"parc.explain/1\",\n  \"plan\": ");
+    json_str(out, plan->file);
+    fprintf(out, ",\n  \"model\": {\"name\": ");
+    json_str(out, plan->model.name);
+    fprintf(out, ", \"parameters\": %lld, \"layers\": %lld},\n", (long long)prog->graph->params_total,
+            (long long)plan->model.layers);
+    fprintf(out, "  \"world\": %d,\n  \"gpu_memory_bytes\": %.0f,\n", plan->mesh.world, plan->cluster.gpu_memory);
+    fprintf(out, "  \"mesh\": [");
+    for (int a = 0; a < plan->mesh.naxes; a++) {
+        char role[256];
+        fprintf(out, "%s\n    {\"name\": ", a ? "," : "");
+        json_str(out, plan->mesh.axes[a].name);
+        fprintf(out, ", \"size\": %d, \"carries\": ", plan->mesh.axes[a].size);
+        json_str(out, axis_role(prog, a, role, sizeof role));
+        fprintf(out, ", \"inside_node\": %s, \"bytes_per_step\": %.0f, \"wire_bytes_per_step\": %.0f}",
+                plan_axis_inside_node(plan, a) ? "true" : "false", an->axis_bytes[a], an->axis_wire[a]);
+    }
+    fprintf(out, "\n  ],\n  \"stages\": [");
+    for (int s = 0; s < prog->nstages; s++) {
+        const StageProgram *sp = &prog->stages[s];
+        const StageCost *sc = &an->stages[s];
+        fprintf(out, "%s\n    {\"stage\": %d, \"ranks\": %lld, \"layers\": %d, \"embed\": %s, \"head\": %s, "
+                     "\"parameters_held\": %lld, \"in_flight_peak\": %d,\n     \"memory\": {",
+                s ? "," : "", s, (long long)stage_ranks(prog), sp->chunks * sp->layers_per_chunk,
+                sp->has_embed ? "true" : "false", sp->has_head ? "true" : "false", (long long)sc->params_local,
+                prog->schedule.peak_in_flight[s]);
+        for (int k = 0; k < PRT_NCLASS; k++)
+            fprintf(out, "%s\"%s\": %lld", k ? ", " : "", ledger_class_names[k], (long long)sc->ledger[k]);
+        fprintf(out, ", \"total\": %lld, \"fits\": %s},\n     \"flops_per_step\": %.6g}", (long long)sc->total,
+                (double)sc->total <= plan->cluster.gpu_memory ? "true" : "false", sc->flops_step);
+    }
+    fprintf(out, "\n  ],\n");
+    fprintf(out, "  \"peak_memory_bytes\": %lld,\n  \"fits\": %s,\n", (long long)an->max_total,
+            (double)an->max_total <= plan->cluster.gpu_memory ? "true" : "false");
+    fprintf(out, "  \"pipeline\": {\"schedule\": \"%s\", \"stages\": %d, \"micro_batches\": %d, \"virtual_stages\": %d, "
+                 "\"bubble_ideal\": %.6g, \"bubble_share\": %.6g},\n",
+            schedule_kind_name(prog->schedule.kind), prog->schedule.stages, prog->schedule.micro_batches,
+            prog->schedule.chunks, an->bubble_ideal, an->bubble_share);
+    fprintf(out, "  \"flops_per_step\": %.6g,\n  \"model_flops_per_step\": %.6g,\n  \"step_time_s\": %.6g\n}\n",
+            an->flops_per_step, an->model_flops_per_step, an->step_s);
+}
+
+static const char *dtype_name(int bytes) { return bytes == 2 ? "16-bit" : "32-bit"; }
+
+void report_collectives(FILE *out, const Analysis *an)
+{
+    const Program *prog = an->prog;
+    const Plan *plan = prog->plan;
+    char b1[64], b2[64];
+    for (int s = 0; s < prog->nstages; s++) {
+        if (prog->nstages > 1) fprintf(out, "%sstage %d:\n", s ? "\n" : "", s);
+        fprintf(out, "  %-9s %-14s %-15s %-5s %5s %12s %-6s %10s %6s %11s %-6s %s\n", "phase", "op", "collective",
+                "axis", "group", "elements", "dtype", "bytes/call", "calls", "bytes/step", "link", "rule");
+        for (int i = 0; i < an->nrows; i++) {
+            const CollRow *r = &an->rows[i];
+            if (r->stage != s) continue;
+            double bytes = (double)r->elems * r->elem_bytes;
+            format_bytes(bytes, b1, sizeof b1);
+            format_bytes(bytes * (double)r->calls, b2, sizeof b2);
+            const char *axis = r->axis >= 0 ? plan->mesh.axes[r->axis].name : "-";
+            fprintf(out, "  %-9s %-14s %-15s %-5s %5d %12lld %-6s %10s %6lld %11s %-6s %s\n", phase_names[r->phase],
+                    r->op, r->phase == PHASE_PIPELINE ? "send/recv" : coll_names[r->coll], axis, r->group,
+                    (long long)r->elems, dtype_name(r->elem_bytes), b1, (long long)r->calls, b2,
+                    r->inside_node ? "intra" : "inter", r->why);
+        }
+    }
+    fprintf(out, "\ntotals per rank per step (stage %d, the busiest):\n", an->worst_stage);
+    fprintf(out, "  %-6s %14s %14s\n", "axis", "buffer bytes", "on the wire");
+    for (int a = 0; a < plan->mesh.naxes; a++) {
+        format_bytes(an->axis_bytes[a], b1, sizeof b1);
+        format_bytes(an->axis_wire[a], b2, sizeof b2);
+        fprintf(out, "  %-6s %14s %14s   %s\n", plan->mesh.axes[a].name, b1, b2,
+                plan_axis_inside_node(plan, a) ? "inside a node" : "across nodes");
+    }
+    if (prog->nstages > 1) {
+        format_bytes(an->pipeline_bytes, b1, sizeof b1);
+        fprintf(out, "  %-6s %14s %14s   pipeline send/recv\n", "pp", b1, b1);
+    }
+    format_bytes(an->link_wire[0], b1, sizeof b1);
+    format_bytes(an->link_wire[1], b2, sizeof b2);
+    fprintf(out, "  links: inside nodes %s, across nodes %s\n", b1, b2);
+    fprintf(out, "  bus factors (nccl-tests): all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n\n");
+}
+
+void report_collectives_json(FILE *out, const Analysis *an)
+{
+    const Program *prog = an->prog;
+    const Plan *plan = prog->plan;
+    fprintf(out, "{\n  \"schema\": \"parc.collectives/1\",\n  \"collectives\": [");
+    for (int i = 0; i < an->nrows; i++) {
+        const CollRow *r = &an->rows[i];
+        fprintf(out, "%s\n    {\"stage\": %d, \"phase\": \"%s\", \"op\": ", i ? "," : "", r->stage,
+                phase_names[r->phase]);
+        json_str(out, r->op);
+        fprintf(out, ", \"tensor\": ");
+        json_str(out, r->tensor);
+        fprintf(out, ", \"collective\": \"%s\", \"axis\": ", r->phase == PHASE_PIPELINE ? "send/recv" : coll_names[r->coll]);
+        json_str(out, r->axis >= 0 ? plan->mesh.axes[r->axis].name : "");
+        fprintf(out, ", \"group\": %d, \"elements\": %lld, \"element_bytes\": %d, \"bytes_per_call\": %lld, "
+                     "\"calls_per_step\": %lld, \"bytes_per_step\": %lld, \"bus_factor\": %.6g, \"inside_node\": %s, "
+                     "\"rule\": ",
+                r->group, (long long)r->elems, r->elem_bytes, (long long)(r->elems * r->elem_bytes),
+                (long long)r->calls, (long long)(r->elems * r->elem_bytes * r->calls),
+                r->phase == PHASE_PIPELINE ? 1.0 : coll_bus_factor(r->coll, r->group),
+                r->inside_node ? "true" : "false");
+        json_str(out, r->why);
+        fprintf(out, "}");
+    }
+    fprintf(out, "\n  ],\n  \"totals\": {");
+    for (int a = 0; a < plan->mesh.naxes; a++) {
+        fprintf(out, "%s\n    ", a ? "," : "");
+        json_str(out, plan->mesh.axes[a].name);
+        fprintf(out, ": {\"bytes_per_step\": %.0f, \"wire_bytes_per_step\": %.0f}", an->axis_bytes[a],
+                an->axis_wire[a]);
+    }
+    fprintf(out, "\n  },\n  \"pipeline_bytes_per_step\": %.0f,\n  \"wire_inside_nodes\": %.0f,\n  "
+                 "\"wire_across_nodes\": %.0f\n}\n",
+            an->pipeline_bytes, an->link_wire[0], an->link_wire[1]);
+}

@@ -1,0 +1,295 @@
+/*
+ * ir.h — the graph IR and the lowered per-stage program.
+ *
+ * expand.c builds the Graph: one forward op list per region (embedding, the
+ * repeated block, head) over tensors with NAMED dims and GLOBAL sizes.  Every
+ * tensor carries a home placement per mesh axis derived from the layout rules.
+ *
+ * lower.c turns the graph into a Program: per pipeline stage, instruction
+ * sequences (forward, backward, gradient sync, optimizer) in which every
+ * collective is explicit, each inserted by the one resharding table
+ * (reshard_collective), plus the buffers they use and the schedule.  The memory
+ * ledger (analyze.c), the reports (explain.c) and the code generator
+ * (codegen.c) read only the Program.
+ */
+#ifndef PARC_IR_H
+#define PARC_IR_H
+
+#include "parc.h"
+#include "parc_rt.h"
+#include "schedule.h"
+
+#define IR_MAX_TDIMS 6
+
+/* ------------------------------------------------------------ placements */
+
+typedef enum { PLACE_R, PLACE_S, PLACE_P } PlaceKind;
+typedef struct Placement {
+    uint8_t kind; /* PlaceKind */
+    uint8_t dim;  /* Dim, for PLACE_S */
+} Placement;
+
+/* The one resharding table.  ORDER: the collective a (from -> to) change needs.
+ * X(kind, name, bus factor numerator kind) -- bus bandwidth factors as
+ * nccl-tests defines them: all-reduce 2(n-1)/n, gathers/scatters (n-1)/n. */
+#define IR_COLLECTIVES(X)                   \
+    X(NONE, "none")                         \
+    X(ALLREDUCE, "all-reduce")              \
+    X(ALLGATHER, "all-gather")              \
+    X(REDUCESCATTER, "reduce-scatter")      \
+    X(ALLTOALL, "all-to-all")               \
+    X(SLICE, "slice")                       \
+    X(SEND, "send")                         \
+    X(RECV, "recv")                         \
+    X(ALLREDUCE_MAX, "all-reduce(max)")
+
+typedef enum {
+#define X(name, str) COLL_##name,
+    IR_COLLECTIVES(X)
+#undef X
+    COLL_COUNT
+} CollKind;
+extern const char *const coll_names[COLL_COUNT];
+/* nccl-tests bus bandwidth factor for a group of n ranks. */
+double coll_bus_factor(CollKind kind, int n);
+
+/* from -> to on one axis: the collective, per the table
+ *   P->R all-reduce, P->S reduce-scatter, S->R all-gather, S(d)->S(e) all-to-all,
+ *   R->S slice (no communication), equal -> none.  R/S -> P never happens. */
+CollKind reshard_collective(Placement from, Placement to);
+
+/* ------------------------------------------------------------ tensors, ops */
+
+typedef enum { REGION_EMBED, REGION_BLOCK, REGION_HEAD, REGION_COUNT } Region;
+typedef enum { TENSOR_ACT, TENSOR_PARAM, TENSOR_INDEX, TENSOR_STAT, TENSOR_SCALAR } TensorKind;
+
+typedef struct Tensor {
+    int id;
+    Region region;
+    TensorKind kind;
+    const char *name;                 /* "mlp.up.w", "h2" */
+    int ndim;
+    Dim dims[IR_MAX_TDIMS];
+    int64_t sizes[IR_MAX_TDIMS];      /* global sizes */
+    Placement home[PARC_MAX_AXES];    /* the layout's placement on each mesh axis */
+    int producer;                     /* op id, -1 for params */
+    int saved;                        /* kept for backward (set by lower) */
+    /* parameters */
+    int init;                         /* prt_init */
+    double init_std;
+    int decay;                        /* weight decay applies (matrices) */
+    SrcLoc loc;
+} Tensor;
+
+#define IR_OPS(X)                     \
+    X(DATA, "data")                   \
+    X(EMBED, "embed")                 \
+    X(POS, "pos")                     \
+    X(LAYERNORM, "layernorm")         \
+    X(RMSNORM, "rmsnorm")             \
+    X(LINEAR, "linear")               \
+    X(LINEAR_T, "linear_t")           \
+    X(BIAS, "bias")                   \
+    X(GELU, "gelu")                   \
+    X(RELU, "relu")                   \
+    X(SWIGLU, "swiglu")               \
+    X(ATTENTION, "attention")         \
+    X(ADD, "add")                     \
+    X(COPY, "copy")                   \
+    X(XENT, "cross_entropy")
+
+typedef enum {
+#define X(name, str) OP_##name,
+    IR_OPS(X)
+#undef X
+    OP_COUNT
+} OpKind;
+extern const char *const op_names[OP_COUNT];
+
+typedef struct Op {
+    int id;
+    OpKind kind;
+    Region region;
+    const char *name;     /* "mlp.up" */
+    int nin, in[3];       /* activation inputs (tensor ids) */
+    int nparam, param[2]; /* parameters (tensor ids) */
+    int out;              /* output tensor */
+    int naux, aux[2];     /* statistics the op saves for backward (mean, rstd, probs) */
+    SrcLoc loc;           /* the plan line that asked for it */
+} Op;
+
+typedef struct Graph {
+    const Plan *plan;
+    Tensor *tensors;
+    int ntensors, tensors_cap;
+    Op *ops;
+    int nops, ops_cap;
+    int region_first[REGION_COUNT], region_count[REGION_COUNT];
+    int tokens, targets;        /* TENSOR_INDEX tensors (REGION_EMBED / REGION_HEAD) */
+    int embed_out;              /* residual stream entering layer 0 */
+    int block_in, block_out;    /* a block's input and output (same shape and home) */
+    int head_in;                /* residual stream leaving the last layer */
+    int loss;                   /* TENSOR_SCALAR */
+    int64_t params_total;       /* model parameters (global) */
+} Graph;
+
+/* Builds the forward graph of plan's model and every tensor's home placement.
+ * Reports placement errors no op can accept (e.g. attention with seq split)
+ * through diag; returns NULL after reporting. */
+Graph *expand_model(Arena *arena, const Plan *plan);
+void graph_dump(const Graph *graph, FILE *out);
+int64_t tensor_numel(const Tensor *t);
+/* Local elements of t on one rank under placement place[] (no Partial). */
+int64_t tensor_local_numel(const Plan *plan, const Tensor *t, const Placement *place);
+void placement_format(const Plan *plan, const Placement *place, char *buf, size_t size);
+
+/* ------------------------------------------------------------ lowered program */
+
+/* How an instruction's buffer argument picks its instance at run time.
+ *   INST_FIXED:   instance = k
+ *   INST_LAYER:   instance = chunk * layers_per_chunk + l     (per-layer parameters)
+ *   INST_SLOT_L:  instance = (l + k) * nslots + slot          (per layer, per in-flight micro-batch;
+ *                                                              k = 1 names the next layer's slot)
+ *   INST_SLOT:    instance = slot                             (per in-flight micro-batch)
+ *   INST_PARITY:  instance = (l + k) & 1                      (gradient ping-pong between layers) */
+typedef enum { INST_FIXED, INST_LAYER, INST_SLOT_L, INST_SLOT, INST_PARITY } InstMode;
+
+typedef enum {
+    ARG_NULL,        /* a NULL pointer */
+    ARG_BUF,         /* buffer `buf`, instance per `inst`/`k`, plus an element offset
+                        coord(axis) * i when axis >= 0 (a rank's share of a flat tensor) */
+    ARG_INT,         /* i */
+    ARG_F64,         /* d */
+    ARG_COORD_TIMES, /* coord(axis) * i */
+    ARG_STEP,        /* the step number, counting from 1 */
+    ARG_FIRST_SAMPLE /* first sample of this micro-batch in the step's global batch:
+                        micro * (micro_batch * dp) + coord(dp axis) * micro_batch */
+} ArgKind;
+
+typedef struct Arg {
+    uint8_t kind, inst;
+    int8_t axis;
+    int32_t buf;
+    int32_t k;
+    int64_t i;
+    double d;
+} Arg;
+
+typedef enum { PHASE_FORWARD, PHASE_BACKWARD, PHASE_RECOMPUTE, PHASE_GRAD_SYNC, PHASE_OPTIMIZER, PHASE_PIPELINE, PHASE_COUNT } Phase;
+extern const char *const phase_names[PHASE_COUNT];
+
+#define IR_MAX_ARGS 14
+
+/* One call of a runtime function (an entry of PRT_OPS in runtime/parc_rt.h). */
+typedef struct Instr {
+    int fn;                  /* index into PRT_OPS order (see rt_fn_names) */
+    int nargs;               /* arguments after the context */
+    Arg args[IR_MAX_ARGS];
+    /* what reports need */
+    CollKind coll;           /* COLL_NONE for compute */
+    int axis;                /* collective axis */
+    int64_t elems;           /* collective: elements each rank contributes / receives per call */
+    int elem_bytes;
+    int op;                  /* graph op that caused it, -1 */
+    int tensor;              /* tensor resharded, -1 */
+    Phase phase;
+    const char *why;         /* the rule: "mlp.down contracts ffn split on tp -> Partial -> all-reduce" */
+    double flops;            /* compute instructions: FLOPs per call */
+} Instr;
+
+typedef enum {
+    SEQ_EMBED_FWD,   /* per micro-batch, on the stage holding the embedding (slot) */
+    SEQ_BLOCK_FWD,   /* per layer per micro-batch (l, slot) */
+    SEQ_HEAD_FWD,    /* per micro-batch on the head stage (slot) */
+    SEQ_HEAD_BWD,
+    SEQ_BLOCK_BWD,   /* (l, slot) */
+    SEQ_EMBED_BWD,
+    SEQ_ZERO_GRADS_BLOCK, SEQ_ZERO_GRADS_ONCE,   /* start of each step */
+    SEQ_GRAD_SYNC_BLOCK, SEQ_GRAD_SYNC_ONCE,     /* after the last micro-batch (l) / () */
+    SEQ_OPTIM_BLOCK, SEQ_OPTIM_ONCE,             /* (l, step) / (step) */
+    SEQ_COUNT
+} SeqKind;
+extern const char *const seq_names[SEQ_COUNT];
+
+typedef struct Seq {
+    Instr *ins;
+    int n, cap;
+} Seq;
+
+typedef struct Buffer {
+    int id;
+    const char *name;
+    int klass;            /* enum prt_class */
+    int dtype;            /* enum prt_dtype */
+    int64_t elems;        /* per instance */
+    int64_t instances;
+    int tensor;           /* graph tensor it holds (or the gradient of), -1 */
+    /* parameters: see prt_buffer_desc */
+    const char *init_name;
+    int init;
+    int64_t first_layer;
+    int ndim;
+    int64_t gdims[4];
+    int split_axis[4];
+    int zero_axis;
+    int copy_of;
+    double init_std;
+    int64_t layers_per_chunk, chunk_layer_stride; /* see prt_buffer_desc */
+} Buffer;
+
+typedef struct StageProgram {
+    int stage;                 /* coordinate on the pipeline axis */
+    int chunks;                /* virtual stages held */
+    int layers_per_chunk;      /* L: layers of each chunk (equal for all chunks of a stage) */
+    int chunk_first_layer[64]; /* global layer of each chunk's first layer */
+    int has_embed, has_head;
+    int nslots;                /* activation slots = peak in-flight (micro, chunk) pairs */
+    Buffer *bufs;
+    int nbufs, bufs_cap;
+    Seq seq[SEQ_COUNT];
+    /* pipeline messages: resid buffer instance (0 or L, per slot) is received /
+     * sent; the gradient ping-pong buffer likewise. */
+    int resid_buf, dresid_buf;
+    int64_t boundary_elems;    /* elements per pipeline message */
+    /* the schedule of this stage: work items and the activation slot of each */
+    int nitems;
+    const WorkItem *items;
+    int *slot_of_item;
+    /* memory ledger: bytes per prt class on this stage's ranks */
+    int64_t ledger[8];
+    double flops_per_step;     /* this rank's FLOPs per step */
+} StageProgram;
+
+typedef struct Program {
+    const Plan *plan;
+    Graph *graph;
+    Schedule schedule;
+    int nstages;
+    StageProgram *stages;
+    int dp_axis, tp_axis, pp_axis;
+} Program;
+
+/* Lowers a placed graph into per-stage programs (reshard, autodiff, gradient
+ * sync, optimizer, schedule, ledger).  Reports user errors through diag and
+ * returns NULL after reporting; a broken invariant is an internal error. */
+Program *lower_program(Arena *arena, const Plan *plan, Graph *graph);
+/* Checks the program's invariants (every collective's group is a mesh axis,
+ * buffers in range, instance modes valid for the sequence, schedule sound).
+ * Failure is a compiler bug: PARC_BUG. */
+void verify_program(const Program *program);
+void program_dump(const Program *program, FILE *out);
+
+/* How many times per step a sequence runs on a stage. */
+int64_t seq_calls_per_step(const Program *program, const StageProgram *sp, SeqKind seq);
+
+/* Names of the runtime functions in PRT_OPS order, and their signatures. */
+typedef enum {
+#define X(name, sig) RT_##name,
+    PRT_OPS(X)
+#undef X
+    RT_FN_COUNT
+} RtFn;
+extern const char *const rt_fn_names[RT_FN_COUNT];
+extern const char *const rt_fn_sigs[RT_FN_COUNT];
+
+#endif

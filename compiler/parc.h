@@ -1,0 +1,265 @@
+/*
+ * parc.h — the compiler's one core header.
+ *
+ * Holds the shared vocabulary of every pass: the arena, source locations and
+ * diagnostics, the resolved plan (what `check` guarantees), the named dims, the
+ * mesh, and the pass entry points.  The graph IR and the lowered program live in
+ * ir.h; the pipeline schedule in schedule.h.
+ *
+ * Pass order (main.c reads like this list):
+ *   parse (grammar/par.y) -> check (check.c) -> expand (expand.c) ->
+ *   place + reshard + autodiff (lower.c) -> schedule (schedule.c) ->
+ *   analyze (analyze.c) -> report (explain.c) | codegen (codegen.c)
+ */
+#ifndef PARC_H
+#define PARC_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---------------------------------------------------------------- arena */
+
+/* A bump allocator.  Everything of one compilation (AST, plan, IR) lives in one
+ * arena and is freed at once; there are no per-node free functions.
+ * arena_alloc returns zeroed memory aligned to 16 bytes; it never returns NULL
+ * (out of memory is fatal). */
+typedef struct ArenaBlock ArenaBlock;
+typedef struct Arena {
+    ArenaBlock *head;
+} Arena;
+
+void *arena_alloc(Arena *arena, size_t size);
+char *arena_strdup(Arena *arena, const char *s);
+char *arena_strndup(Arena *arena, const char *s, size_t n);
+char *arena_printf(Arena *arena, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void arena_free(Arena *arena);
+
+/* Growable array stored in an arena: ARR_PUSH(arena, items, count, cap, value). */
+#define ARR_PUSH(arena, items, count, cap, value)                                   \
+    do {                                                                          \
+        if ((count) == (cap)) {                                                   \
+            size_t new_cap_ = (cap) ? (size_t)(cap) * 2 : 8;                      \
+            void *grown_ = arena_alloc((arena), new_cap_ * sizeof(*(items)));     \
+            if (count) memcpy(grown_, (items), (size_t)(count) * sizeof(*(items))); \
+            (items) = grown_;                                                     \
+            (cap) = new_cap_;                                                     \
+        }                                                                         \
+        (items)[(count)++] = (value);                                             \
+    } while (0)
+
+/* ---------------------------------------------------------- diagnostics */
+
+/* A span in a source file.  line and col are 1-based; len is the number of
+ * columns the caret underlines (at least 1).  file == NULL means "no location"
+ * (e.g. a default value nobody wrote). */
+typedef struct SrcLoc {
+    const char *file;
+    int line, col, len;
+} SrcLoc;
+
+typedef enum { DIAG_ERROR, DIAG_WARNING, DIAG_NOTE } DiagLevel;
+
+/* Source text registry: diag_add_source() lets diagnostics print the line of a
+ * location and a caret under it.  The text must outlive the diagnostics. */
+void diag_add_source(const char *file, const char *text);
+
+/* Prints `file:line:col: error: message`, the source line, a caret under the
+ * span, and, when hint != NULL, `  hint: ...`.  Counts errors and warnings. */
+void diag_report(DiagLevel level, SrcLoc loc, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define diag_error(loc, hint, ...) diag_report(DIAG_ERROR, (loc), (hint), __VA_ARGS__)
+#define diag_warning(loc, hint, ...) diag_report(DIAG_WARNING, (loc), (hint), __VA_ARGS__)
+#define diag_note(loc, hint, ...) diag_report(DIAG_NOTE, (loc), (hint), __VA_ARGS__)
+int diag_error_count(void);
+int diag_warning_count(void);
+void diag_set_stream(FILE *stream); /* default stderr */
+void diag_reset(void);              /* zero the counters and forget sources */
+
+/* "did you mean": the closest candidate by edit distance, or NULL when nothing is
+ * close enough to suggest. */
+const char *diag_closest(const char *word, const char *const *candidates, int count);
+
+/* A compiler bug, never a user diagnostic: prints `parc: internal error at
+ * FILE:LINE: message` and aborts. */
+_Noreturn void parc_internal_error(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define PARC_BUG(...) parc_internal_error(__FILE__, __LINE__, __VA_ARGS__)
+#define PARC_ASSERT(cond)                                                           \
+    do {                                                                          \
+        if (!(cond)) PARC_BUG("assertion failed: %s", #cond);                     \
+    } while (0)
+
+/* ------------------------------------------------------------ named dims */
+
+/* The named dims of the model.  DIM_FLAT is the flattened element index of a
+ * parameter, the dim ZeRO shards over the data axis.  ORDER: dim_names[] in
+ * plan.c follows this enum. */
+#define PARC_DIMS(X)          \
+    X(BATCH, "batch")         \
+    X(SEQ, "seq")             \
+    X(HIDDEN, "hidden")       \
+    X(HEADS, "heads")         \
+    X(HEAD_DIM, "head_dim")   \
+    X(FFN, "ffn")             \
+    X(VOCAB, "vocab")         \
+    X(LAYERS, "layers")       \
+    X(QKV, "qkv")             \
+    X(GATE, "gate")           \
+    X(FLAT, "flat")
+
+typedef enum {
+#define X(name, str) DIM_##name,
+    PARC_DIMS(X)
+#undef X
+    DIM_COUNT
+} Dim;
+extern const char *const dim_names[DIM_COUNT];
+
+/* ------------------------------------------------------------- the plan */
+
+typedef enum { NORM_NONE, NORM_LAYER, NORM_RMS } NormKind;
+typedef enum { MLP_GELU, MLP_SWIGLU, MLP_RELU } MlpKind;
+typedef enum { BLOCK_TRANSFORMER, BLOCK_MLP } BlockKind;
+typedef enum { POS_NONE, POS_LEARNED } PosKind;
+typedef enum { PREC_FP32, PREC_BF16, PREC_FP16 } Precision;
+typedef enum { OPT_ADAMW, OPT_ADAM, OPT_SGD } OptKind;
+typedef enum { SCHED_NONE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED } SchedKind;
+typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } RecomputeKind;
+
+/* Bytes of one element in a precision. */
+int precision_bytes(Precision p);
+
+typedef struct Cluster {
+    int nodes, gpus_per_node;
+    double gpu_memory;   /* bytes */
+    double flops_bf16;   /* FLOP/s, peak dense 16-bit */
+    double flops_fp32;   /* FLOP/s; 0 when the plan did not say */
+    double hbm_bandwidth;/* bytes/s */
+    double intra_bw, intra_latency; /* bytes/s, seconds: GPU to GPU inside a node */
+    double inter_bw, inter_latency; /* bytes/s per GPU, seconds: between nodes */
+    SrcLoc loc, memory_loc;
+} Cluster;
+
+/* One block kind in the repeated stack. */
+typedef struct BlockSpec {
+    BlockKind kind;
+    NormKind norm;        /* transformer: norm before attention and before MLP */
+    MlpKind mlp;
+    int bias;             /* linear layers (and LayerNorm) carry biases */
+    int causal;           /* attention is causal */
+    int residual;         /* BLOCK_MLP: x + mlp(norm(x)); always 1 for transformer */
+    SrcLoc loc;
+} BlockSpec;
+
+typedef struct Model {
+    const char *name;
+    int64_t vocab, seq, hidden, heads, head_dim, ffn, layers;
+    int64_t kv_heads;     /* key/value heads (== heads unless grouped-query attention) */
+                          /* BLOCK_MLP models: heads = kv_heads = head_dim = 0 (no attention);
+                           * vocab = 0 when the model has neither embedding nor head. */
+    PosKind positions;    /* learned position embedding or none */
+    int has_embed;        /* token embedding at the front (else input is hidden-wide) */
+    BlockSpec block;      /* the repeated block */
+    NormKind final_norm;
+    int has_head;         /* vocab projection at the end */
+    int tied_head;        /* head shares the embedding matrix */
+    int has_loss;         /* cross-entropy on the head's logits */
+    SrcLoc loc, dim_loc[DIM_COUNT]; /* where each dim was given */
+} Model;
+
+typedef struct Train {
+    int64_t batch;          /* global batch, in samples (sequences) */
+    int64_t micro_batch;    /* samples per micro-batch per data-parallel rank */
+    int64_t micro_batches;  /* micro-batches per step per rank (derived when absent) */
+    Precision precision;    /* compute/storage precision of weights and activations */
+    int master_fp32;        /* fp32 master weights kept (mixed precision) */
+    OptKind optimizer;
+    double lr, beta1, beta2, eps, weight_decay, momentum;
+    int64_t steps;
+    uint64_t seed;
+    SrcLoc loc, batch_loc, micro_batch_loc, micro_batches_loc, precision_loc;
+} Train;
+
+#define PARC_MAX_AXES 8
+#define PARC_MAX_STAGES 4096
+
+typedef struct MeshAxis {
+    const char *name;
+    int size;
+    SrcLoc loc;
+} MeshAxis;
+
+/* Axes in rank order: the last axis varies fastest in the global rank. */
+typedef struct Mesh {
+    int naxes;
+    MeshAxis axes[PARC_MAX_AXES];
+    int world;             /* product of sizes */
+    SrcLoc loc;
+} Mesh;
+
+typedef struct Layout {
+    int dim_axis[DIM_COUNT];      /* mesh axis a dim maps to, or -1 */
+    SrcLoc dim_axis_loc[DIM_COUNT];
+    int pp_axis;                  /* axis carrying `layers`, or -1 */
+    SchedKind schedule;
+    int virtual_stages;           /* chunks per pipeline rank (1 unless interleaved) */
+    int sp_axis;                  /* sequence-parallel axis, or -1 */
+    int zero_stage;               /* 0..3 */
+    int zero_axis;                /* axis ZeRO shards over, or -1 */
+    RecomputeKind recompute;
+    /* Stage assignment, always filled by check: stage s (pipeline rank) holds
+     * layers [stage_first[s], stage_first[s] + stage_layers[s]) of every chunk
+     * when virtual_stages == 1.  For interleaved schedules chunk c of stage s holds
+     * the layers of model chunk c * stages + s, evenly; then stage_layers[s] is the
+     * layer count of ONE chunk and stage_first[s] the first layer of chunk 0. */
+    int stages;                   /* size of the pp axis, 1 without one */
+    int stage_first[PARC_MAX_STAGES];
+    int stage_layers[PARC_MAX_STAGES];
+    int embed_stage, head_stage;  /* where the embedding and head live */
+    int uneven;                   /* the plan assigned layers explicitly */
+    SrcLoc schedule_loc, sp_loc, zero_loc, recompute_loc, stage_loc;
+} Layout;
+
+/* The resolved, checked plan.  Guarantees after check_plan() succeeds:
+ * every number is in base units (bytes, FLOP/s, seconds, counts); every split
+ * dim divides by its axis; mesh.world == nodes * gpus_per_node; batch ==
+ * micro_batch * micro_batches * size(batch axis); the stage assignment covers
+ * every layer exactly once; the schedule's constraints on micro_batches hold. */
+typedef struct Plan {
+    const char *file;
+    Cluster cluster;
+    Model model;
+    Train train;
+    Mesh mesh;
+    Layout layout;
+} Plan;
+
+/* Axis sizes helpers: 1 when the axis is -1. */
+int plan_axis_size(const Plan *plan, int axis);
+/* Size of the axis a dim maps to (1 if unmapped). */
+int plan_dim_parts(const Plan *plan, Dim dim);
+/* Size of the data-parallel axis (the axis `batch` maps to), 1 without one. */
+int plan_dp(const Plan *plan);
+/* Whether every group of `axis` stays inside one node (mesh order, last axis
+ * fastest, ranks 0..gpus_per_node-1 on node 0). */
+int plan_axis_inside_node(const Plan *plan, int axis);
+/* Coordinates of a global rank on every axis, and back. */
+void plan_rank_coords(const Plan *plan, int rank, int coords[PARC_MAX_AXES]);
+int plan_coords_rank(const Plan *plan, const int coords[PARC_MAX_AXES]);
+
+/* ------------------------------------------------------- front end (check) */
+
+/* Parses and checks a .par file into *plan.  Reports every error it finds
+ * (parse errors, then all semantic errors of the check pass) through diag and
+ * returns 0 on success, -1 when any error was reported.  The plan's strings and
+ * locations live in `arena`. Memory fit is NOT checked here (analyze does it). */
+int front_load(Arena *arena, const char *path, Plan *plan);
+/* The same from text already in memory (tests, fuzzing). */
+int front_load_text(Arena *arena, const char *path, const char *text, Plan *plan);
+
+/* Dumps the resolved plan in a stable text form (`parc check --dump`). */
+void plan_dump(const Plan *plan, FILE *out);
+
+#endif

@@ -1,0 +1,223 @@
+/*
+ * plan.c — helpers over the resolved Plan and its stable text dump.
+ *
+ * Mesh convention (parc.h): axes in rank order, the last axis varies fastest;
+ * global rank r has coordinate (r / stride(a)) % size(a) on axis a, where
+ * stride(a) is the product of the sizes of the axes after a.  Ranks
+ * 0..gpus_per_node-1 are node 0, and so on.
+ */
+#include "parc.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+const char *const dim_names[DIM_COUNT] = {
+#define X(name, str) str,
+    PARC_DIMS(X)
+#undef X
+};
+
+int precision_bytes(Precision p)
+{
+    switch (p) {
+    case PREC_FP32: return 4;
+    case PREC_BF16: return 2;
+    case PREC_FP16: return 2;
+    }
+    PARC_BUG("bad precision %d", (int)p);
+}
+
+int plan_axis_size(const Plan *plan, int axis)
+{
+    if (axis < 0) return 1;
+    PARC_ASSERT(axis < plan->mesh.naxes);
+    return plan->mesh.axes[axis].size;
+}
+
+int plan_dim_parts(const Plan *plan, Dim dim)
+{
+    PARC_ASSERT(dim >= 0 && dim < DIM_COUNT);
+    return plan_axis_size(plan, plan->layout.dim_axis[dim]);
+}
+
+int plan_dp(const Plan *plan)
+{
+    return plan_dim_parts(plan, DIM_BATCH);
+}
+
+/* Product of the sizes of the axes after `axis`. */
+static int64_t plan_axis_stride(const Plan *plan, int axis)
+{
+    int64_t stride = 1;
+    for (int a = axis + 1; a < plan->mesh.naxes; a++) stride *= plan->mesh.axes[a].size;
+    return stride;
+}
+
+int plan_axis_inside_node(const Plan *plan, int axis)
+{
+    if (axis < 0) return 1;
+    PARC_ASSERT(axis < plan->mesh.naxes);
+    int64_t size = plan->mesh.axes[axis].size;
+    int64_t gpn = plan->cluster.gpus_per_node;
+    if (size <= 1) return 1;
+    if (gpn <= 0) return 0;
+    int64_t stride = plan_axis_stride(plan, axis);
+    int64_t world = plan->mesh.world;
+    /* A group's ranks are base + c*stride, c = 0..size-1, increasing in c: it
+     * stays in one node iff its first and last rank do.  Bases are the ranks
+     * whose coordinate on `axis` is 0. */
+    for (int64_t base = 0; base < world; base++) {
+        if ((base / stride) % size != 0) continue;
+        int64_t last = base + (size - 1) * stride;
+        if (base / gpn != last / gpn) return 0;
+    }
+    return 1;
+}
+
+void plan_rank_coords(const Plan *plan, int rank, int coords[PARC_MAX_AXES])
+{
+    PARC_ASSERT(rank >= 0 && rank < plan->mesh.world);
+    for (int a = plan->mesh.naxes - 1; a >= 0; a--) {
+        coords[a] = rank % plan->mesh.axes[a].size;
+        rank /= plan->mesh.axes[a].size;
+    }
+    for (int a = plan->mesh.naxes; a < PARC_MAX_AXES; a++) coords[a] = 0;
+}
+
+int plan_coords_rank(const Plan *plan, const int coords[PARC_MAX_AXES])
+{
+    int rank = 0;
+    for (int a = 0; a < plan->mesh.naxes; a++) {
+        PARC_ASSERT(coords[a] >= 0 && coords[a] < plan->mesh.axes[a].size);
+        rank = rank * plan->mesh.axes[a].size + coords[a];
+    }
+    return rank;
+}
+
+/* ------------------------------------------------------------------ dump */
+
+static const char *const norm_names[] = {"none", "layer", "rms"};
+static const char *const mlp_names[] = {"gelu", "swiglu", "relu"};
+static const char *const block_names[] = {"transformer", "mlp"};
+static const char *const pos_names[] = {"none", "learned"};
+static const char *const precision_names[] = {"fp32", "bf16", "fp16"};
+static const char *const optimizer_names[] = {"adamw", "adam", "sgd"};
+static const char *const schedule_names[] = {"none", "gpipe", "1f1b", "interleaved"};
+static const char *const recompute_names[] = {"none", "selective", "full"};
+
+static const char *plan_axis_name(const Plan *plan, int axis)
+{
+    if (axis < 0 || axis >= plan->mesh.naxes) return "-";
+    return plan->mesh.axes[axis].name ? plan->mesh.axes[axis].name : "?";
+}
+
+static void plan_dump_loc(FILE *out, const char *what, SrcLoc loc)
+{
+    if (!loc.file) return;
+    const char *base = strrchr(loc.file, '/');
+    fprintf(out, "  %s %s:%d:%d+%d\n", what, base ? base + 1 : loc.file, loc.line, loc.col, loc.len);
+}
+
+/* A double in stable text: whole numbers below 2^53 in full (85899345920),
+ * others with %.10g (3e-04 prints as 0.0003), the same on every platform. */
+static const char *plan_num(char buf[48], double x)
+{
+    if (x == (double)(int64_t)x && x > -9007199254740992.0 && x < 9007199254740992.0)
+        snprintf(buf, 48, "%" PRId64, (int64_t)x);
+    else
+        snprintf(buf, 48, "%.10g", x);
+    return buf;
+}
+
+void plan_dump(const Plan *plan, FILE *out)
+{
+    const Cluster *c = &plan->cluster;
+    const Model *m = &plan->model;
+    const Train *t = &plan->train;
+    const Mesh *mesh = &plan->mesh;
+    const Layout *l = &plan->layout;
+
+    fprintf(out, "plan %s\n", plan->file ? plan->file : "-");
+    fprintf(out, "cluster\n");
+    fprintf(out, "  nodes %d\n  gpus_per_node %d\n", c->nodes, c->gpus_per_node);
+    char n1[48], n2[48], n3[48], n4[48], n5[48], n6[48];
+    fprintf(out, "  gpu_memory %s B\n", plan_num(n1, c->gpu_memory));
+    fprintf(out, "  flops_bf16 %s FLOP/s\n  flops_fp32 %s FLOP/s\n", plan_num(n1, c->flops_bf16),
+            plan_num(n2, c->flops_fp32));
+    fprintf(out, "  hbm_bandwidth %s B/s\n", plan_num(n1, c->hbm_bandwidth));
+    fprintf(out, "  intra %s B/s %s s\n", plan_num(n1, c->intra_bw), plan_num(n2, c->intra_latency));
+    fprintf(out, "  inter %s B/s %s s\n", plan_num(n1, c->inter_bw), plan_num(n2, c->inter_latency));
+
+    fprintf(out, "model %s\n", m->name ? m->name : "-");
+    fprintf(out, "  vocab %" PRId64 "\n  seq %" PRId64 "\n  hidden %" PRId64 "\n", m->vocab, m->seq, m->hidden);
+    fprintf(out, "  heads %" PRId64 "\n  kv_heads %" PRId64 "\n  head_dim %" PRId64 "\n", m->heads, m->kv_heads,
+            m->head_dim);
+    fprintf(out, "  ffn %" PRId64 "\n  layers %" PRId64 "\n", m->ffn, m->layers);
+    fprintf(out, "  embed %d\n  positions %s\n", m->has_embed, pos_names[m->positions]);
+    fprintf(out, "  block %s norm %s mlp %s bias %d causal %d residual %d\n", block_names[m->block.kind],
+            norm_names[m->block.norm], mlp_names[m->block.mlp], m->block.bias, m->block.causal,
+            m->block.residual);
+    fprintf(out, "  final_norm %s\n", norm_names[m->final_norm]);
+    fprintf(out, "  head %d\n  tied_head %d\n  loss %d\n", m->has_head, m->tied_head, m->has_loss);
+
+    fprintf(out, "train\n");
+    fprintf(out, "  batch %" PRId64 "\n  micro_batch %" PRId64 "\n  micro_batches %" PRId64 "\n", t->batch,
+            t->micro_batch, t->micro_batches);
+    fprintf(out, "  precision %s\n  master_fp32 %d\n", precision_names[t->precision], t->master_fp32);
+    fprintf(out, "  optimizer %s lr %s beta1 %s beta2 %s eps %s weight_decay %s momentum %s\n",
+            optimizer_names[t->optimizer], plan_num(n1, t->lr), plan_num(n2, t->beta1), plan_num(n3, t->beta2),
+            plan_num(n4, t->eps), plan_num(n5, t->weight_decay), plan_num(n6, t->momentum));
+    fprintf(out, "  steps %" PRId64 "\n  seed %" PRIu64 "\n", t->steps, t->seed);
+
+    fprintf(out, "mesh\n");
+    for (int a = 0; a < mesh->naxes; a++)
+        fprintf(out, "  axis %d %s size %d stride %" PRId64 " inside_node %d\n", a, plan_axis_name(plan, a),
+                mesh->axes[a].size, plan_axis_stride(plan, a), plan_axis_inside_node(plan, a));
+    fprintf(out, "  world %d\n", mesh->world);
+
+    fprintf(out, "layout\n");
+    for (int d = 0; d < DIM_COUNT; d++)
+        if (l->dim_axis[d] >= 0) fprintf(out, "  %s -> %s\n", dim_names[d], plan_axis_name(plan, l->dim_axis[d]));
+    fprintf(out, "  dp %d\n", plan_dp(plan));
+    fprintf(out, "  pp_axis %s\n  schedule %s\n  virtual_stages %d\n", plan_axis_name(plan, l->pp_axis),
+            schedule_names[l->schedule], l->virtual_stages);
+    fprintf(out, "  sp_axis %s\n", plan_axis_name(plan, l->sp_axis));
+    fprintf(out, "  zero %d over %s\n", l->zero_stage, plan_axis_name(plan, l->zero_axis));
+    fprintf(out, "  recompute %s\n", recompute_names[l->recompute]);
+    fprintf(out, "  stages %d\n  uneven %d\n  embed_stage %d\n  head_stage %d\n", l->stages, l->uneven,
+            l->embed_stage, l->head_stage);
+    for (int s = 0; s < l->stages && s < PARC_MAX_STAGES; s++)
+        fprintf(out, "  stage %d first %d layers %d\n", s, l->stage_first[s], l->stage_layers[s]);
+
+    fprintf(out, "locations\n");
+    plan_dump_loc(out, "cluster", c->loc);
+    plan_dump_loc(out, "cluster.memory", c->memory_loc);
+    plan_dump_loc(out, "model", m->loc);
+    plan_dump_loc(out, "model.block", m->block.loc);
+    for (int d = 0; d < DIM_COUNT; d++) {
+        char what[40];
+        snprintf(what, sizeof what, "model.%s", dim_names[d]);
+        plan_dump_loc(out, what, m->dim_loc[d]);
+    }
+    plan_dump_loc(out, "train", t->loc);
+    plan_dump_loc(out, "train.batch", t->batch_loc);
+    plan_dump_loc(out, "train.micro_batch", t->micro_batch_loc);
+    plan_dump_loc(out, "train.micro_batches", t->micro_batches_loc);
+    plan_dump_loc(out, "train.precision", t->precision_loc);
+    plan_dump_loc(out, "mesh", mesh->loc);
+    for (int a = 0; a < mesh->naxes; a++) {
+        char what[64];
+        snprintf(what, sizeof what, "mesh.%s", plan_axis_name(plan, a));
+        plan_dump_loc(out, what, mesh->axes[a].loc);
+    }
+    for (int d = 0; d < DIM_COUNT; d++) {
+        char what[40];
+        snprintf(what, sizeof what, "layout.%s", dim_names[d]);
+        plan_dump_loc(out, what, l->dim_axis_loc[d]);
+    }
+    plan_dump_loc(out, "layout.schedule", l->schedule_loc);
+    plan_dump_loc(out, "layout.sequence_parallel", l->sp_loc);
+    plan_dump_loc(out, "layout.zero", l->zero_loc);
+    plan_dump_loc(out, "layout.recompute", l->recompute_loc);
+    plan_dump_loc(out, "layout.stage", l->stage_loc);
+}

@@ -1,0 +1,277 @@
+/*
+ * parc_rt.h — the one public header of the parc runtime.
+ *
+ * Generated programs (see compiler/codegen.c) call only what is declared here.
+ * Conventions, so that code generation stays mechanical:
+ *   - every function takes the runtime context first;
+ *   - every other argument is a pointer, an int64_t or a double (never int or
+ *     float), so the LLVM signature of each call is a string over {p, i, d};
+ *     PRT_OPS below lists them, and the compiler declares the calls from it;
+ *   - tensors are row-major and fp32 on the CPU backend unless a buffer says
+ *     otherwise; shapes are written beside each argument;
+ *   - forward ops overwrite their outputs; backward ops ACCUMULATE (+=) into the
+ *     gradient of their inputs and into parameter gradients, so residual branches
+ *     and tied weights need no special case.  Callers zero gradients first.
+ */
+#ifndef PARC_RT_H
+#define PARC_RT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct prt prt;
+
+/* Buffer classes of the memory ledger.  ORDER: prt_class_names[] in the runtime
+ * and the compiler's ledger use this order. */
+enum prt_class {
+    PRT_WEIGHTS = 0,     /* parameters as the forward pass reads them */
+    PRT_GRADS,           /* parameter gradients */
+    PRT_MASTER,          /* fp32 master weights (mixed precision only) */
+    PRT_OPTIM,           /* optimizer moments (Adam m and v; SGD momentum) */
+    PRT_ACTIVATIONS,     /* tensors saved for backward, for all in-flight micro-batches */
+    PRT_COMM,            /* communication staging buffers (pipeline messages, gathers) */
+    PRT_WORKSPACE,       /* transient tensors of one layer's forward/backward */
+    PRT_NCLASS
+};
+
+enum prt_dtype { PRT_F32 = 0, PRT_BF16, PRT_F16, PRT_I32 };
+
+enum prt_init { PRT_INIT_NONE = 0, PRT_INIT_NORMAL, PRT_INIT_ONES, PRT_INIT_ZEROS, PRT_INIT_COPY };
+
+#define PRT_MAX_AXES 8
+#define PRT_MAX_DIMS 4
+
+/* One buffer of a stage's table.  Every field is int64_t, double or a pointer
+ * so the compiler can emit the table as a constant LLVM struct array.
+ *
+ * A buffer has `instances` copies of `elems` local elements each (e.g. one per
+ * layer held by this stage, or one per layer × in-flight micro-batch slot).
+ *
+ * Parameters (init != NONE) describe their GLOBAL tensor: `ndim` dims `gdims`,
+ * each dim split over mesh axis split_axis[d] (-1 = whole).  The local block of a
+ * rank is gdims[d] / size(axis) long, at offset coord(axis) × that.  When
+ * zero_axis >= 0, the rank holds only its 1/size(zero_axis) share of the
+ * flattened local block, padded up to a multiple of that size (pad elements are
+ * zero and stay zero): elems is that share.  Initial values are a pure function of
+ * (init_name, global layer, global element index, seed):
+ *   NORMAL: init_std × a standard normal from a counter-based hash;
+ *   ONES/ZEROS: constants;  COPY: copy of buffer `copy_of` (fp32 master weights).
+ * Instance i of a per-layer parameter is global layer first_layer + i (see
+ * layers_per_chunk for interleaved pipelines). */
+typedef struct prt_buffer_desc {
+    const char *name;        /* for messages, traces, --memory: "h.3.mlp.up.w" style */
+    const char *init_name;   /* stable parameter name hashed into its init key */
+    int64_t klass;           /* enum prt_class */
+    int64_t dtype;           /* enum prt_dtype */
+    int64_t elems;           /* local elements per instance */
+    int64_t instances;
+    int64_t init;            /* enum prt_init */
+    int64_t first_layer;     /* global layer of instance 0, or -1 for non-layer params */
+    int64_t ndim;
+    int64_t gdims[PRT_MAX_DIMS];
+    int64_t split_axis[PRT_MAX_DIMS];
+    int64_t zero_axis;
+    int64_t copy_of;         /* buffer index for PRT_INIT_COPY, else -1 */
+    double init_std;
+    /* Interleaved pipelines hold several chunks of layers: when
+     * layers_per_chunk > 0, instance i is global layer
+     *   first_layer + (i / layers_per_chunk) * chunk_layer_stride + i % layers_per_chunk
+     * (else first_layer + i). */
+    int64_t layers_per_chunk;
+    int64_t chunk_layer_stride;
+} prt_buffer_desc;
+
+/* What the program tells the runtime about its plan. */
+typedef struct prt_plan_desc {
+    const char *plan_name;
+    const char *source_file;
+    int64_t naxes;
+    const char *axis_names[PRT_MAX_AXES];
+    int64_t axis_sizes[PRT_MAX_AXES];
+    int64_t dp_axis, tp_axis, pp_axis;   /* -1 when absent */
+    int64_t steps;                       /* default number of steps (--steps overrides) */
+    int64_t seed;
+    int64_t batch, micro_batch, micro_batches, seq, vocab;
+} prt_plan_desc;
+
+/* ---------------------------------------------------------------- lifecycle */
+
+/* Initialises MPI, checks world size == product of axis sizes, builds one
+ * communicator per axis (MPI_Comm_split), parses runtime flags from argv:
+ *   --steps N  --data FILE  --memory  --trace FILE  --quiet  --device cpu|cuda
+ * Bad flags print a usage message and exit 2 on every rank. */
+prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan);
+/* Allocates every buffer of this rank's stage (booked to its ledger class) and
+ * initialises parameters.  Called once after prt_init. */
+void prt_register_buffers(prt *rt, const prt_buffer_desc *descs, int64_t count);
+/* Address of instance `instance` of buffer `buffer`. */
+void *prt_ptr(prt *rt, int64_t buffer, int64_t instance);
+int64_t prt_coord(prt *rt, int64_t axis);  /* this rank's coordinate on an axis, 0 if axis < 0 */
+int64_t prt_steps(prt *rt);
+/* Compares measured bytes per class with the compiler's ledger (bytes per class
+ * for this rank).  With --memory prints both; weights, grads, master and optim
+ * must match exactly, activations/comm/workspace must not exceed; a mismatch
+ * is an error (exit status 3 from prt_finalize). */
+void prt_expect_memory(prt *rt, const int64_t *expected_bytes /* [PRT_NCLASS] */);
+void prt_step_begin(prt *rt, int64_t step);
+/* Ends a step: sums the loss over the ranks that hold it, prints
+ * `step N | loss L | tokens/s | ms` on global rank 0. */
+void prt_step_end(prt *rt, int64_t step);
+/* Writes the trace, checks the ledger, finalises MPI.  Returns the exit status. */
+int64_t prt_finalize(prt *rt);
+
+/* ---------------------------------------------------------------- data */
+
+/* tokens, targets: [B, T] int32.  Sample g of step `step` (g = first_sample + b)
+ * is a pure function of (seed, step, g): synthetic learnable sequences, or a
+ * window of the --data file (byte level). */
+void prt_data(prt *rt, void *tokens, void *targets, int64_t step, int64_t first_sample,
+              int64_t B, int64_t T, int64_t vocab);
+
+/* ---------------------------------------------------------------- ops */
+
+void prt_zero(prt *rt, void *buf, int64_t n);                      /* n floats */
+void prt_copy(prt *rt, void *dst, const void *src, int64_t n);
+void prt_acc(prt *rt, void *dst, const void *src, int64_t n);      /* dst += src */
+/* out[N,C] = wte[tok - vocab_offset] when that row is local, else 0 (Partial). */
+void prt_embed_fwd(prt *rt, void *out, const void *tokens, const void *wte, int64_t N, int64_t C,
+                   int64_t vocab_local, int64_t vocab_offset);
+void prt_embed_bwd(prt *rt, void *dwte, const void *tokens, const void *dout, int64_t N, int64_t C,
+                   int64_t vocab_local, int64_t vocab_offset);
+/* out[B,T,C] = in + wpe[t + t_offset] (t_offset: first position held, for seq splits). */
+void prt_pos_fwd(prt *rt, void *out, const void *in, const void *wpe, int64_t B, int64_t T, int64_t C,
+                 int64_t t_offset);
+void prt_pos_bwd(prt *rt, void *dwpe, void *din, const void *dout, int64_t B, int64_t T, int64_t C,
+                 int64_t t_offset);
+/* LayerNorm over C; b may be NULL (no bias). mean, rstd: [N] saved. */
+void prt_layernorm_fwd(prt *rt, void *out, void *mean, void *rstd, const void *in, const void *w,
+                       const void *b, int64_t N, int64_t C);
+void prt_layernorm_bwd(prt *rt, void *din, void *dw, void *db, const void *dout, const void *in,
+                       const void *w, const void *mean, const void *rstd, int64_t N, int64_t C);
+void prt_rmsnorm_fwd(prt *rt, void *out, void *rstd, const void *in, const void *w, int64_t N, int64_t C);
+void prt_rmsnorm_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
+                     const void *rstd, int64_t N, int64_t C);
+/* out[N,M] = in[N,K] @ w[K,M] (BLAS). bwd: din[N,K] += dout @ w^T (din may be NULL);
+ * dw[K,M] += in^T @ dout. */
+void prt_matmul_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M);
+void prt_matmul_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
+                    int64_t N, int64_t K, int64_t M);
+/* The transposed weight (a head tied to the embedding): out[N,M] = in[N,K] @ w[M,K]^T.
+ * bwd: din[N,K] += dout @ w (din may be NULL); dw[M,K] += dout^T @ in. */
+void prt_matmul_t_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M);
+void prt_matmul_t_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
+                      int64_t N, int64_t K, int64_t M);
+/* out[N,M] = in + b[M] (out may equal in). bwd: db += column sums of dout. */
+void prt_bias_fwd(prt *rt, void *out, const void *in, const void *b, int64_t N, int64_t M);
+void prt_bias_bwd(prt *rt, void *db, const void *dout, int64_t N, int64_t M);
+void prt_gelu_fwd(prt *rt, void *out, const void *in, int64_t n);   /* tanh approximation */
+void prt_gelu_bwd(prt *rt, void *din, const void *in, const void *dout, int64_t n);
+void prt_relu_fwd(prt *rt, void *out, const void *in, int64_t n);
+void prt_relu_bwd(prt *rt, void *din, const void *in, const void *dout, int64_t n);
+/* in[N,2,F]: gate = in[:,0,:], up = in[:,1,:]; out[N,F] = silu(gate) * up. */
+void prt_swiglu_fwd(prt *rt, void *out, const void *in, int64_t N, int64_t F);
+void prt_swiglu_bwd(prt *rt, void *din, const void *in, const void *dout, int64_t N, int64_t F);
+/* qkv[B,T,3,NH,HD] -> out[B,T,NH,HD]; probs[B,NH,T,T] saved when not NULL.
+ * bwd recomputes the probabilities when probs is NULL. */
+void prt_attention_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T,
+                       int64_t NH, int64_t HD, int64_t causal);
+void prt_attention_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
+                       int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal);
+void prt_add_fwd(prt *rt, void *out, const void *a, const void *b, int64_t n);
+/* Softmax cross-entropy over logits[N,V_local] whose vocab is split over `axis`
+ * (vocab_offset = first local class; axis < 0: not split).  The max and the sum
+ * of exponentials are all-reduced over the axis (the vocab-parallel loss).
+ * stats[N,2] (max, log-sum-exp) saved; *loss_sum (one float) += sum over the N
+ * rows of -log p(target) (every rank of the axis gets the same value).  The same
+ * sum is also added to the loss of the current step that prt_step_end reports;
+ * only coordinate 0 of `axis` contributes it there, so a tensor-parallel group
+ * counts its loss once. */
+void prt_xent_fwd(prt *rt, void *loss_sum, void *stats, const void *logits, const void *targets,
+                  int64_t N, int64_t V_local, int64_t vocab_offset, int64_t axis);
+/* dlogits[N,V_local] += scale * (softmax - onehot(target)). */
+void prt_xent_bwd(prt *rt, void *dlogits, const void *logits, const void *stats, const void *targets,
+                  int64_t N, int64_t V_local, int64_t vocab_offset, double scale);
+
+/* ---------------------------------------------------------------- communication */
+
+/* Sum all-reduce in place over the group of `axis`. */
+void prt_allreduce(prt *rt, int64_t axis, void *buf, int64_t n);
+/* in[outer, inner] from each of the S ranks of the axis -> out[outer, S, inner]. */
+void prt_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner);
+/* in[outer, S, inner] summed over the axis; out[outer, inner] = this rank's block. */
+void prt_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner);
+/* in[outer, S, inner] -> out[S, outer, inner]: block j goes to rank j, arriving
+ * blocks are placed by source rank (the resharding Split(d) -> Split(e)). */
+void prt_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner);
+/* Local slice, no communication: out[outer, inner] = in[outer, coord, inner]. */
+void prt_slice(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner);
+/* Pipeline messages to/from the rank at coord + delta (mod size) on `axis`.
+ * Sends are buffered (the call returns once the data is copied); receives
+ * block.  tag identifies (direction, micro-batch, chunk). */
+void prt_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag);
+void prt_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag);
+
+/* ---------------------------------------------------------------- optimizer */
+
+/* AdamW on n elements: master (fp32) is updated when not NULL and copied to
+ * param; else param is updated in place.  step counts from 1. */
+void prt_adamw(prt *rt, void *param, void *master, const void *grad, void *m, void *v, int64_t n,
+               int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay);
+void prt_sgd(prt *rt, void *param, void *master, const void *grad, void *mom, int64_t n, double lr,
+             double momentum, double weight_decay);
+
+/* Trace span around generated code regions (no-op without --trace). */
+void prt_span_begin(prt *rt, const char *name);
+void prt_span_end(prt *rt);
+
+/* The signature table the compiler declares calls from: p = pointer,
+ * i = int64_t, d = double; the first `p` is the prt context. */
+#define PRT_OPS(X)                                  \
+    X(prt_zero, "ppi")                              \
+    X(prt_copy, "pppi")                             \
+    X(prt_acc, "pppi")                              \
+    X(prt_data, "pppiiiii")                         \
+    X(prt_embed_fwd, "ppppiiii")                    \
+    X(prt_embed_bwd, "ppppiiii")                    \
+    X(prt_pos_fwd, "ppppiiii")                      \
+    X(prt_pos_bwd, "ppppiiii")                      \
+    X(prt_layernorm_fwd, "pppppppii")                \
+    X(prt_layernorm_bwd, "pppppppppii")             \
+    X(prt_rmsnorm_fwd, "pppppii")                   \
+    X(prt_rmsnorm_bwd, "pppppppii")                  \
+    X(prt_matmul_fwd, "ppppiii")                    \
+    X(prt_matmul_bwd, "ppppppiii")                  \
+    X(prt_matmul_t_fwd, "ppppiii")                  \
+    X(prt_matmul_t_bwd, "ppppppiii")                \
+    X(prt_bias_fwd, "ppppii")                       \
+    X(prt_bias_bwd, "pppii")                        \
+    X(prt_gelu_fwd, "pppi")                         \
+    X(prt_gelu_bwd, "ppppi")                        \
+    X(prt_relu_fwd, "pppi")                         \
+    X(prt_relu_bwd, "ppppi")                        \
+    X(prt_swiglu_fwd, "pppii")                      \
+    X(prt_swiglu_bwd, "ppppii")                     \
+    X(prt_attention_fwd, "ppppiiiii")               \
+    X(prt_attention_bwd, "pppppiiiii")              \
+    X(prt_add_fwd, "ppppi")                         \
+    X(prt_xent_fwd, "pppppiiii")                    \
+    X(prt_xent_bwd, "pppppiiid")                    \
+    X(prt_allreduce, "pipi")                       \
+    X(prt_allgather, "pippii")                     \
+    X(prt_reducescatter, "pippii")                 \
+    X(prt_alltoall, "pippii")                      \
+    X(prt_slice, "pippii")                         \
+    X(prt_send, "piipii")                           \
+    X(prt_recv, "piipii")                           \
+    X(prt_adamw, "ppppppiiddddd")                   \
+    X(prt_sgd, "pppppiddd")                         \
+    X(prt_span_begin, "pp")                         \
+    X(prt_span_end, "p")
+
+#ifdef __cplusplus
+}
+#endif
+#endif

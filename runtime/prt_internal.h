@@ -1,0 +1,192 @@
+/*
+ * prt_internal.h — what the CPU runtime's files share and generated code never sees:
+ * the context struct, the ledger, the check macros, the counter-based hashes, the
+ * trace hooks and the watchdog around blocking MPI calls.
+ *
+ * Files: prt_core.c (lifecycle, flags, buffers, ledger, steps, errors, watchdog),
+ * prt_ops_cpu.c (fp32 ops and optimizers), prt_comm_mpi.c (collectives, send/recv),
+ * prt_data.c (synthetic and file data), prt_trace.c (Chrome trace JSON).
+ */
+#ifndef PRT_INTERNAL_H
+#define PRT_INTERNAL_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+
+#include "parc_rt.h"
+
+/* ---------------------------------------------------------------- errors */
+
+/* Reports a runtime error with file, line, rank and host, then MPI_Abort(world, 1).
+ * Safe to call before MPI_Init (then it exits with status 1). */
+void prt_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
+
+/* PRT_CHECK(cond, fmt, ...): a runtime error (bad arguments, inconsistent tables,
+ * I/O failures) when cond is false. */
+#define PRT_CHECK(cond, ...)                                   \
+    do {                                                       \
+        if (!(cond)) prt_fail(__FILE__, __LINE__, __VA_ARGS__); \
+    } while (0)
+
+/* PRT_MPI_CHECK(call): the one check for MPI calls; reports the call text and
+ * MPI_Error_string.  Communicators use MPI_ERRORS_RETURN so errors reach it. */
+void prt_mpi_fail(const char *file, int line, const char *call, int err) __attribute__((noreturn));
+#define PRT_MPI_CHECK(call)                                          \
+    do {                                                             \
+        int prt_mpi_err_ = (call);                                   \
+        if (prt_mpi_err_ != MPI_SUCCESS)                             \
+            prt_mpi_fail(__FILE__, __LINE__, #call, prt_mpi_err_);  \
+    } while (0)
+
+/* malloc/calloc that never return NULL (PRT_CHECK on failure). */
+void *prt_xmalloc(size_t bytes);
+void *prt_xcalloc(size_t count, size_t size);
+void *prt_xrealloc(void *ptr, size_t bytes);
+
+/* ---------------------------------------------------------------- hashes */
+
+static inline uint64_t prt_splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+/* Hash of an ordered pair: different (a, b) give independent-looking values. */
+static inline uint64_t prt_hash2(uint64_t a, uint64_t b) {
+    return prt_splitmix64(prt_splitmix64(a) ^ (b + 0x632be59bd9b4e019ULL));
+}
+static inline uint64_t prt_hash_str(const char *s) { /* FNV-1a 64 */
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (; s && *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ULL;
+    return h;
+}
+/* Uniform in (0, 1), never 0: 53 high bits, offset by half a step. */
+static inline double prt_unit(uint64_t h) { return ((double)(h >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+/* ---------------------------------------------------------------- context */
+
+typedef struct prt_buffer {
+    prt_buffer_desc desc;
+    char *base;              /* instance i at base + i * instance_bytes */
+    size_t instance_bytes;
+} prt_buffer;
+
+typedef struct prt_send_slot {  /* one buffered pipeline send */
+    float *data;
+    size_t capacity;            /* floats */
+    MPI_Request request;        /* MPI_REQUEST_NULL when free */
+} prt_send_slot;
+
+typedef struct prt_trace_event {
+    const char *name;        /* a string constant (op names, span names) */
+    const char *category;    /* "op", "comm", "p2p", "span", "step" */
+    double start_us, duration_us;
+    int64_t bytes;           /* -1: none */
+    int64_t axis;            /* -1: none */
+} prt_trace_event;
+
+#define PRT_SPAN_DEPTH 64
+
+struct prt {
+    prt_plan_desc plan;
+    int world_rank, world_size, local_ranks;
+    char host[MPI_MAX_PROCESSOR_NAME];
+    int naxes;
+    int axis_size[PRT_MAX_AXES];
+    int coord[PRT_MAX_AXES];
+    MPI_Comm axis_comm[PRT_MAX_AXES];
+    int tag_ub;
+
+    /* flags */
+    int64_t steps;
+    int memory_report, quiet;
+    const char *trace_path, *data_path;
+
+    /* --data file, byte level, read once at init */
+    uint8_t *data_bytes;
+    size_t data_len;
+
+    /* buffers: one allocation per class, carved into 64-byte aligned slices */
+    prt_buffer *buffers;
+    int64_t nbuffers;
+    char *class_block[PRT_NCLASS];
+
+    /* ledger (bytes): current and peak per class, and the compiler's numbers */
+    int64_t ledger_now[PRT_NCLASS];
+    int64_t ledger_peak[PRT_NCLASS];
+    int64_t expected[PRT_NCLASS];
+    int have_expected;
+
+    /* runtime-internal scratch (all booked: staging to PRT_COMM, workspace to PRT_WORKSPACE) */
+    float *comm_stage;       size_t comm_stage_cap;   /* floats: collective packing */
+    float *work;             size_t work_cap;         /* floats: attention, xent scratch */
+    prt_send_slot *send_slots; int nsend_slots;
+
+    /* steps and metrics */
+    int64_t step;            /* current step, -1 outside a step */
+    double step_start;       /* MPI_Wtime */
+    double step_loss;        /* this rank's loss contribution (sum of -log p) */
+    int64_t steps_done;
+    double total_seconds, last_loss;
+    FILE *loss_file;         /* PRT_LOSS_FILE on rank 0 */
+    int64_t die_rank, die_step;   /* PRT_TEST_DIE */
+
+    /* trace */
+    int tracing;
+    double time_origin;      /* MPI_Wtime at init (after a barrier) */
+    prt_trace_event *events; int64_t nevents, events_cap;
+    const char *span_name[PRT_SPAN_DEPTH];
+    double span_start[PRT_SPAN_DEPTH];
+    int span_depth;
+
+    int exit_status;
+};
+
+extern const char *const prt_class_names[PRT_NCLASS];
+extern const char *const prt_dtype_names[4];
+size_t prt_dtype_size(int64_t dtype);
+
+/* Ledger: book (bytes > 0) or release (bytes < 0) to a class; tracks the peak. */
+void prt_ledger_book(prt *rt, int64_t klass, int64_t bytes);
+/* Runtime scratch that grows and never shrinks until finalize, booked to its class. */
+float *prt_comm_stage(prt *rt, size_t floats);
+float *prt_workspace(prt *rt, size_t floats);
+
+/* The communicator and group size of an axis; size 1 (and MPI_COMM_NULL) when axis < 0. */
+int prt_axis_size(prt *rt, int64_t axis);
+MPI_Comm prt_axis_comm(prt *rt, int64_t axis);
+
+/* Completes every outstanding pipeline send (step end, finalize). */
+void prt_comm_complete_sends(prt *rt);
+void prt_comm_free(prt *rt);
+/* Called by prt_xent_fwd: the loss that prt_step_end reports. */
+void prt_add_step_loss(prt *rt, double loss);
+
+/* ---------------------------------------------------------------- watchdog */
+
+/* Brackets a blocking MPI call: if it stays blocked longer than PRT_TIMEOUT seconds
+ * (default 300, 0 = off), the watchdog thread prints what was blocked and on which
+ * axis, and kills this process so mpirun ends the job. */
+void prt_block_begin(const char *what, int64_t axis);
+void prt_block_end(void);
+
+/* ---------------------------------------------------------------- trace */
+
+static inline double prt_trace_start(prt *rt) { return rt->tracing ? MPI_Wtime() : 0.0; }
+void prt_trace_record(prt *rt, const char *name, const char *category, double start, int64_t bytes,
+                      int64_t axis);
+#define PRT_TRACE_END(rt, name, category, start, bytes, axis) \
+    do {                                                      \
+        if ((rt)->tracing) prt_trace_record(rt, name, category, start, bytes, axis); \
+    } while (0)
+/* Gathers every rank's events and rank 0 writes the Chrome trace JSON file. */
+void prt_trace_write(prt *rt);
+
+/* ---------------------------------------------------------------- data */
+
+void prt_data_load(prt *rt, const char *path);
+
+#endif

@@ -1,0 +1,47 @@
+/*
+ * fault_prog.c — a small 4-rank program (mesh dp=2 x tp=2) for test_fault.sh: each
+ * step all-reduces on both axes and passes a message around the dp ring.
+ * Fault hooks: PRT_TEST_DIE=RANK:STEP (the runtime's: SIGKILL at step begin),
+ * FAULT_HANG=RANK:STEP (that rank sleeps 120 s instead of communicating, so the
+ * others' watchdog must fire), FAULT_BADCALL=RANK:STEP (that rank makes an invalid
+ * runtime call, so PRT_CHECK must abort the job).  Runtime flags pass through.
+ */
+#include <unistd.h>
+
+#include "rt_test.h"
+
+static int hook(const char *env, int64_t rank, int64_t step) {
+    const char *v = getenv(env);
+    long long r, s;
+    return v && sscanf(v, "%lld:%lld", &r, &s) == 2 && r == rank && s == step;
+}
+
+int main(int argc, char **argv) {
+    static const char *names[2] = {"dp", "tp"};
+    static const int64_t sizes[2] = {2, 2};
+    prt_plan_desc plan = rt_plan("fault_prog", 2, names, sizes);
+    plan.steps = 6;
+    plan.batch = 4;
+    plan.seq = 8;
+    prt *rt = prt_init(argc, argv, &plan);
+    int64_t rank = prt_coord(rt, 0) * 2 + prt_coord(rt, 1);
+    float buf[256], msg[64];
+    int32_t tokens[4 * 8], targets[4 * 8];
+    for (int64_t step = 0; step < prt_steps(rt); step++) {
+        prt_step_begin(rt, step);
+        if (hook("FAULT_HANG", rank, step)) sleep(120);
+        if (hook("FAULT_BADCALL", rank, step)) prt_ptr(rt, 99, 0);
+        prt_data(rt, tokens, targets, step, prt_coord(rt, 0) * 2, 2, 8, 256);  /* this dp rank's half of the batch */
+        prt_span_begin(rt, "exchange");
+        for (int i = 0; i < 256; i++) buf[i] = (float)(i + rank + tokens[0]);
+        prt_allreduce(rt, 0, buf, 256);
+        prt_allreduce(rt, 1, buf, 256);
+        for (int i = 0; i < 64; i++) msg[i] = buf[i];
+        prt_send(rt, 0, 1, msg, 64, (int64_t)step);
+        prt_recv(rt, 0, -1, msg, 64, (int64_t)step);
+        prt_span_end(rt);
+        usleep(50 * 1000);
+        prt_step_end(rt, step);
+    }
+    return (int)prt_finalize(rt);
+}

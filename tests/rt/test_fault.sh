@@ -1,0 +1,79 @@
+#!/bin/sh
+# test_fault.sh — a rank that dies or hangs must end the whole job quickly, with a
+# message naming it; bad runtime flags must print the usage and exit 2.
+# usage: test_fault.sh FAULT_PROG [MPIRUN]
+# Asserts:
+#   1. PRT_TEST_DIE=2:3 (rank 2 SIGKILLs itself at step 3): mpirun exits non-zero
+#      within 10 s and its output names rank 2;
+#   2. FAULT_BADCALL=1:2 (rank 1 makes an invalid runtime call): non-zero within 10 s,
+#      the output names rank 1 and the error;
+#   3. FAULT_HANG=1:3 with PRT_TIMEOUT=2 (rank 1 hangs without dying): the watchdog
+#      ends the job within 15 s and says what was blocked;
+#   4. --steps abc: usage and exit status 2; --device cuda: exit 2 naming the CPU
+#      runtime; 2 ranks for a 4-rank mesh: exit 2 saying how many ranks it needs.
+# Exit status 0 iff every assertion held.
+PROG=${1:?usage: test_fault.sh FAULT_PROG [MPIRUN]}
+MPIRUN=${2:-mpirun}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+OUT=$(mktemp)
+trap 'rm -f "$OUT"' EXIT
+failures=0
+
+fail() { echo "FAIL: $*"; sed 's/^/    | /' "$OUT" | tail -20; failures=$((failures + 1)); }
+
+# run NP LIMIT_S [ENV=VALUE...] -- ARGS: sets rc and elapsed
+run() {
+    np=$1; shift
+    start=$(date +%s.%N)
+    env "$@" timeout 30 "$MPIRUN" -np "$np" --oversubscribe "$PROG" $ARGS >"$OUT" 2>&1
+    rc=$?
+    end=$(date +%s.%N)
+    elapsed=$(echo "$end $start" | awk '{printf "%.2f", $1 - $2}')
+}
+within() { awk -v e="$elapsed" -v l="$1" 'BEGIN { exit !(e < l) }'; }
+
+ARGS="--quiet"
+run 4 PRT_TEST_DIE=2:3
+echo "die:      rc=$rc elapsed=${elapsed}s"
+[ "$rc" -ne 0 ] || fail "PRT_TEST_DIE=2:3: mpirun exited 0"
+[ "$rc" -ne 124 ] || fail "PRT_TEST_DIE=2:3: hung until timeout"
+within 10 || fail "PRT_TEST_DIE=2:3: took ${elapsed}s (limit 10s)"
+grep -q "rank 2" "$OUT" || fail "PRT_TEST_DIE=2:3: output does not name rank 2"
+
+run 4 FAULT_BADCALL=1:2
+echo "badcall:  rc=$rc elapsed=${elapsed}s"
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "FAULT_BADCALL=1:2: rc=$rc"
+within 10 || fail "FAULT_BADCALL=1:2: took ${elapsed}s (limit 10s)"
+grep -q "rank 1 .*error: prt_ptr" "$OUT" || fail "FAULT_BADCALL=1:2: no error message naming rank 1"
+
+run 4 FAULT_HANG=1:3 PRT_TIMEOUT=2
+echo "hang:     rc=$rc elapsed=${elapsed}s"
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "FAULT_HANG=1:3: rc=$rc"
+within 15 || fail "FAULT_HANG=1:3: took ${elapsed}s (limit 15s)"
+grep -q "blocked for more than 2 s" "$OUT" || fail "FAULT_HANG=1:3: the watchdog did not report"
+
+ARGS="--steps abc"
+run 1 PRT_TIMEOUT=30
+echo "badflag:  rc=$rc"
+[ "$rc" -eq 2 ] || fail "--steps abc: exit status $rc, want 2"
+grep -q "usage:" "$OUT" || fail "--steps abc: no usage message"
+
+ARGS="--device cuda"
+run 1 PRT_TIMEOUT=30
+echo "cuda:     rc=$rc"
+[ "$rc" -eq 2 ] || fail "--device cuda: exit status $rc, want 2"
+grep -q "CPU runtime" "$OUT" || fail "--device cuda: no message naming the CPU runtime"
+
+ARGS="--quiet"
+run 2 PRT_TIMEOUT=30
+echo "mesh:     rc=$rc"
+[ "$rc" -eq 2 ] || fail "2 ranks for a 4-rank mesh: exit status $rc, want 2"
+grep -q "needs 4 ranks" "$OUT" || fail "2 ranks for a 4-rank mesh: no message saying it needs 4"
+
+ARGS=""
+run 4 PRT_TIMEOUT=30
+echo "clean:    rc=$rc elapsed=${elapsed}s"
+[ "$rc" -eq 0 ] || fail "a run without faults exited $rc"
+
+if [ "$failures" -ne 0 ]; then echo "test_fault: FAIL ($failures)"; exit 1; fi
+echo "test_fault: ok"

@@ -1,0 +1,437 @@
+/*
+ * test_ops_grad.c — every op of the CPU runtime on one rank:
+ *   - backward against central finite differences of L = sum(out * R) (R random),
+ *     with the gradient buffers prefilled so that accumulation (+=) is checked too;
+ *   - forward against small independent double-precision references;
+ *   - optimizers against a double-precision reference of the same update;
+ *   - the data stream's contract (determinism, targets = next token, split-invariance).
+ * Exit status 0 iff every check passed.
+ */
+#include "prt_internal.h"
+#include "rt_test.h"
+
+static prt *RT;
+
+/* ---------------------------------------------------------------- finite differences */
+
+typedef double (*loss_fn)(void *ctx);
+
+static double dot_r(const float *out, const float *r, int64_t n) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += (double)out[i] * r[i];
+    return s;
+}
+
+/* Compares analytic (= grad after backward - prefill) with central differences of f in x. */
+static void grad_check(const char *what, loss_fn f, void *ctx, float *x, const float *grad, const float *prefill,
+                       int64_t n, float h) {
+    float *num = rt_alloc(n), *ana = rt_alloc(n);
+    for (int64_t i = 0; i < n; i++) {
+        float old = x[i], up = old + h, down = old - h;
+        x[i] = up;
+        double lp = f(ctx);
+        x[i] = down;
+        double lm = f(ctx);
+        x[i] = old;
+        num[i] = (float)((lp - lm) / ((double)up - (double)down));
+        ana[i] = grad[i] - (prefill ? prefill[i] : 0.0f);
+    }
+    rt_close(what, ana, num, n, 2e-3, 2e-2);
+    free(num);
+    free(ana);
+}
+
+/* A gradient buffer prefilled with random values, and a copy of the prefill. */
+typedef struct { float *g, *g0; } gradbuf;
+static gradbuf grad_new(int64_t n, uint64_t seed) {
+    gradbuf b = {rt_alloc(n), rt_alloc(n)};
+    rt_fill(b.g0, n, seed, 0.5f);
+    memcpy(b.g, b.g0, (size_t)n * sizeof(float));
+    return b;
+}
+static void grad_free(gradbuf b) { free(b.g); free(b.g0); }
+
+/* ---------------------------------------------------------------- embedding, positions */
+
+typedef struct { float *out, *r, *wte; int32_t *tok; int64_t N, C, V, off; } embed_ctx;
+static double embed_loss(void *p) {
+    embed_ctx *c = p;
+    prt_embed_fwd(RT, c->out, c->tok, c->wte, c->N, c->C, c->V, c->off);
+    return dot_r(c->out, c->r, c->N * c->C);
+}
+static void test_embed(void) {
+    embed_ctx c = {.N = 7, .C = 4, .V = 5, .off = 2};
+    int32_t tok[7] = {0, 2, 3, 6, 7, 4, 2};  /* 0 and 7 are outside [2, 7) */
+    c.tok = tok;
+    c.out = rt_alloc(c.N * c.C); c.r = rt_alloc(c.N * c.C); c.wte = rt_alloc(c.V * c.C);
+    rt_fill(c.r, c.N * c.C, 1, 1); rt_fill(c.wte, c.V * c.C, 2, 1);
+    embed_loss(&c);
+    float *want = rt_alloc(c.N * c.C);
+    for (int64_t n = 0; n < c.N; n++)
+        for (int64_t j = 0; j < c.C; j++) {
+            int64_t row = tok[n] - c.off;
+            want[n * c.C + j] = row >= 0 && row < c.V ? c.wte[row * c.C + j] : 0.0f;
+        }
+    rt_close("embed_fwd", c.out, want, c.N * c.C, 0, 0);
+    gradbuf d = grad_new(c.V * c.C, 3);
+    prt_embed_bwd(RT, d.g, tok, c.r, c.N, c.C, c.V, c.off);
+    grad_check("embed_bwd dwte", embed_loss, &c, c.wte, d.g, d.g0, c.V * c.C, 1e-2f);
+    grad_free(d); free(want); free(c.out); free(c.r); free(c.wte);
+}
+
+typedef struct { float *out, *r, *in, *wpe; int64_t B, T, C, off; } pos_ctx;
+static double pos_loss(void *p) {
+    pos_ctx *c = p;
+    prt_pos_fwd(RT, c->out, c->in, c->wpe, c->B, c->T, c->C, c->off);
+    return dot_r(c->out, c->r, c->B * c->T * c->C);
+}
+static void test_pos(void) {
+    pos_ctx c = {.B = 2, .T = 3, .C = 4, .off = 1};
+    int64_t n = c.B * c.T * c.C, np = (c.T + c.off) * c.C;
+    c.out = rt_alloc(n); c.r = rt_alloc(n); c.in = rt_alloc(n); c.wpe = rt_alloc(np);
+    rt_fill(c.r, n, 4, 1); rt_fill(c.in, n, 5, 1); rt_fill(c.wpe, np, 6, 1);
+    pos_loss(&c);
+    float *want = rt_alloc(n);
+    for (int64_t b = 0; b < c.B; b++)
+        for (int64_t t = 0; t < c.T; t++)
+            for (int64_t j = 0; j < c.C; j++)
+                want[(b * c.T + t) * c.C + j] = c.in[(b * c.T + t) * c.C + j] + c.wpe[(t + c.off) * c.C + j];
+    rt_close("pos_fwd", c.out, want, n, 0, 0);
+    gradbuf dwpe = grad_new(np, 7), din = grad_new(n, 8);
+    prt_pos_bwd(RT, dwpe.g, din.g, c.r, c.B, c.T, c.C, c.off);
+    grad_check("pos_bwd dwpe", pos_loss, &c, c.wpe, dwpe.g, dwpe.g0, np, 1e-2f);
+    grad_check("pos_bwd din", pos_loss, &c, c.in, din.g, din.g0, n, 1e-2f);
+    grad_free(dwpe); grad_free(din); free(want); free(c.out); free(c.r); free(c.in); free(c.wpe);
+}
+
+/* ---------------------------------------------------------------- norms */
+
+typedef struct { float *out, *r, *in, *w, *b, *mean, *rstd; int64_t N, C; int rms; } norm_ctx;
+static double norm_loss(void *p) {
+    norm_ctx *c = p;
+    if (c->rms) prt_rmsnorm_fwd(RT, c->out, c->rstd, c->in, c->w, c->N, c->C);
+    else prt_layernorm_fwd(RT, c->out, c->mean, c->rstd, c->in, c->w, c->b, c->N, c->C);
+    return dot_r(c->out, c->r, c->N * c->C);
+}
+static void test_norm(int rms, int with_bias) {
+    norm_ctx c = {.N = 3, .C = 8, .rms = rms};
+    int64_t n = c.N * c.C;
+    c.out = rt_alloc(n); c.r = rt_alloc(n); c.in = rt_alloc(n); c.w = rt_alloc(c.C);
+    c.b = with_bias ? rt_alloc(c.C) : NULL;
+    c.mean = rt_alloc(c.N); c.rstd = rt_alloc(c.N);
+    rt_fill(c.r, n, 9, 1); rt_fill(c.in, n, 10, 2); rt_fill(c.w, c.C, 11, 1);
+    if (c.b) rt_fill(c.b, c.C, 12, 1);
+    norm_loss(&c);
+    float *want = rt_alloc(n);
+    for (int64_t i = 0; i < c.N; i++) {
+        const float *x = c.in + i * c.C;
+        double m = 0, v = 0;
+        for (int64_t j = 0; j < c.C; j++) m += x[j];
+        m = rms ? 0.0 : m / c.C;
+        for (int64_t j = 0; j < c.C; j++) v += (x[j] - m) * (x[j] - m);
+        double r = 1.0 / sqrt(v / c.C + 1e-5);
+        for (int64_t j = 0; j < c.C; j++) want[i * c.C + j] = (float)((x[j] - m) * r * c.w[j] + (c.b ? c.b[j] : 0.0));
+    }
+    const char *name = rms ? "rmsnorm" : with_bias ? "layernorm" : "layernorm(no bias)";
+    char what[64];
+    snprintf(what, sizeof what, "%s fwd", name);
+    rt_close(what, c.out, want, n, 1e-5, 1e-5);
+    gradbuf din = grad_new(n, 13), dw = grad_new(c.C, 14), db = grad_new(c.C, 15);
+    if (rms) prt_rmsnorm_bwd(RT, din.g, dw.g, c.r, c.in, c.w, c.rstd, c.N, c.C);
+    else prt_layernorm_bwd(RT, din.g, dw.g, c.b ? db.g : NULL, c.r, c.in, c.w, c.mean, c.rstd, c.N, c.C);
+    snprintf(what, sizeof what, "%s bwd din", name);
+    grad_check(what, norm_loss, &c, c.in, din.g, din.g0, n, 1e-2f);
+    snprintf(what, sizeof what, "%s bwd dw", name);
+    grad_check(what, norm_loss, &c, c.w, dw.g, dw.g0, c.C, 1e-2f);
+    if (c.b) grad_check("layernorm bwd db", norm_loss, &c, c.b, db.g, db.g0, c.C, 1e-2f);
+    else rt_close("layernorm(no bias) db untouched", db.g, db.g0, c.C, 0, 0);
+    grad_free(din); grad_free(dw); grad_free(db);
+    free(want); free(c.out); free(c.r); free(c.in); free(c.w); free(c.b); free(c.mean); free(c.rstd);
+}
+
+/* ---------------------------------------------------------------- matmul, bias */
+
+typedef struct { float *out, *r, *in, *w; int64_t N, K, M; } mm_ctx;
+static double mm_loss(void *p) {
+    mm_ctx *c = p;
+    prt_matmul_fwd(RT, c->out, c->in, c->w, c->N, c->K, c->M);
+    return dot_r(c->out, c->r, c->N * c->M);
+}
+static void test_matmul(void) {
+    mm_ctx c = {.N = 3, .K = 4, .M = 5};
+    c.out = rt_alloc(c.N * c.M); c.r = rt_alloc(c.N * c.M); c.in = rt_alloc(c.N * c.K); c.w = rt_alloc(c.K * c.M);
+    rt_fill(c.r, c.N * c.M, 16, 1); rt_fill(c.in, c.N * c.K, 17, 1); rt_fill(c.w, c.K * c.M, 18, 1);
+    mm_loss(&c);
+    float *want = rt_alloc(c.N * c.M);
+    for (int64_t i = 0; i < c.N; i++)
+        for (int64_t j = 0; j < c.M; j++) {
+            double s = 0;
+            for (int64_t k = 0; k < c.K; k++) s += (double)c.in[i * c.K + k] * c.w[k * c.M + j];
+            want[i * c.M + j] = (float)s;
+        }
+    rt_close("matmul fwd", c.out, want, c.N * c.M, 1e-6, 1e-5);
+    gradbuf din = grad_new(c.N * c.K, 19), dw = grad_new(c.K * c.M, 20);
+    prt_matmul_bwd(RT, din.g, dw.g, c.r, c.in, c.w, c.N, c.K, c.M);
+    grad_check("matmul bwd din", mm_loss, &c, c.in, din.g, din.g0, c.N * c.K, 1e-2f);
+    grad_check("matmul bwd dw", mm_loss, &c, c.w, dw.g, dw.g0, c.K * c.M, 1e-2f);
+    /* din == NULL: only dw accumulates */
+    gradbuf dw2 = grad_new(c.K * c.M, 20);
+    prt_matmul_bwd(RT, NULL, dw2.g, c.r, c.in, c.w, c.N, c.K, c.M);
+    rt_close("matmul bwd (din NULL) dw", dw2.g, dw.g, c.K * c.M, 0, 0);
+    grad_free(din); grad_free(dw); grad_free(dw2);
+    free(want); free(c.out); free(c.r); free(c.in); free(c.w);
+}
+
+typedef struct { float *out, *r, *in, *b; int64_t N, M; } bias_ctx;
+static double bias_loss(void *p) {
+    bias_ctx *c = p;
+    prt_bias_fwd(RT, c->out, c->in, c->b, c->N, c->M);
+    return dot_r(c->out, c->r, c->N * c->M);
+}
+static void test_bias(void) {
+    bias_ctx c = {.N = 3, .M = 5};
+    c.out = rt_alloc(15); c.r = rt_alloc(15); c.in = rt_alloc(15); c.b = rt_alloc(5);
+    rt_fill(c.r, 15, 21, 1); rt_fill(c.in, 15, 22, 1); rt_fill(c.b, 5, 23, 1);
+    bias_loss(&c);
+    float want[15];
+    for (int i = 0; i < 15; i++) want[i] = c.in[i] + c.b[i % 5];
+    rt_close("bias fwd", c.out, want, 15, 0, 0);
+    float inplace[15];
+    memcpy(inplace, c.in, sizeof inplace);
+    prt_bias_fwd(RT, inplace, inplace, c.b, 3, 5);
+    rt_close("bias fwd in place", inplace, want, 15, 0, 0);
+    gradbuf db = grad_new(5, 24);
+    prt_bias_bwd(RT, db.g, c.r, c.N, c.M);
+    grad_check("bias bwd db", bias_loss, &c, c.b, db.g, db.g0, 5, 1e-2f);
+    grad_free(db); free(c.out); free(c.r); free(c.in); free(c.b);
+}
+
+/* ---------------------------------------------------------------- activations */
+
+typedef struct { float *out, *r, *in; int64_t n, F; int kind; } act_ctx;  /* kind: 0 gelu, 1 relu, 2 swiglu */
+static double act_loss(void *p) {
+    act_ctx *c = p;
+    int64_t nout = c->kind == 2 ? c->n * c->F : c->n;
+    if (c->kind == 0) prt_gelu_fwd(RT, c->out, c->in, c->n);
+    else if (c->kind == 1) prt_relu_fwd(RT, c->out, c->in, c->n);
+    else prt_swiglu_fwd(RT, c->out, c->in, c->n, c->F);
+    return dot_r(c->out, c->r, nout);
+}
+static void test_activation(int kind) {
+    act_ctx c = {.n = kind == 2 ? 3 : 24, .F = 4, .kind = kind};
+    int64_t nin = kind == 2 ? c.n * 2 * c.F : c.n, nout = kind == 2 ? c.n * c.F : c.n;
+    c.out = rt_alloc(nout); c.r = rt_alloc(nout); c.in = rt_alloc(nin);
+    rt_fill(c.r, nout, 25, 1); rt_fill(c.in, nin, 26 + kind, 3);
+    if (kind == 1)  /* keep relu inputs away from the kink */
+        for (int64_t i = 0; i < nin; i++) c.in[i] += c.in[i] >= 0 ? 0.1f : -0.1f;
+    act_loss(&c);
+    float *want = rt_alloc(nout);
+    for (int64_t i = 0; i < nout; i++) {
+        if (kind == 0) {
+            double x = c.in[i];
+            want[i] = (float)(0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))));
+        } else if (kind == 1) {
+            want[i] = c.in[i] > 0 ? c.in[i] : 0.0f;
+        } else {
+            int64_t row = i / c.F, f = i % c.F;
+            double g = c.in[row * 2 * c.F + f], u = c.in[row * 2 * c.F + c.F + f];
+            want[i] = (float)(g / (1.0 + exp(-g)) * u);
+        }
+    }
+    const char *name = kind == 0 ? "gelu" : kind == 1 ? "relu" : "swiglu";
+    char what[64];
+    snprintf(what, sizeof what, "%s fwd", name);
+    rt_close(what, c.out, want, nout, 1e-6, 1e-5);
+    gradbuf din = grad_new(nin, 30 + kind);
+    if (kind == 0) prt_gelu_bwd(RT, din.g, c.in, c.r, c.n);
+    else if (kind == 1) prt_relu_bwd(RT, din.g, c.in, c.r, c.n);
+    else prt_swiglu_bwd(RT, din.g, c.in, c.r, c.n, c.F);
+    snprintf(what, sizeof what, "%s bwd din", name);
+    grad_check(what, act_loss, &c, c.in, din.g, din.g0, nin, 1e-2f);
+    grad_free(din); free(want); free(c.out); free(c.r); free(c.in);
+}
+
+static void test_add(void) {
+    float a[9], b[9], out[9], want[9];
+    rt_fill(a, 9, 40, 1); rt_fill(b, 9, 41, 1);
+    for (int i = 0; i < 9; i++) want[i] = a[i] + b[i];
+    prt_add_fwd(RT, out, a, b, 9);
+    rt_close("add fwd", out, want, 9, 0, 0);
+    float acc[9];
+    memcpy(acc, a, sizeof acc);
+    prt_acc(RT, acc, b, 9);
+    rt_close("acc", acc, want, 9, 0, 0);
+    prt_copy(RT, acc, a, 9);
+    rt_close("copy", acc, a, 9, 0, 0);
+    prt_zero(RT, acc, 9);
+    float zeros[9] = {0};
+    rt_close("zero", acc, zeros, 9, 0, 0);
+}
+
+/* ---------------------------------------------------------------- attention */
+
+typedef struct { float *out, *r, *qkv, *probs; int64_t B, T, NH, HD, causal; int save; } att_ctx;
+static double att_loss(void *p) {
+    att_ctx *c = p;
+    prt_attention_fwd(RT, c->out, c->save ? c->probs : NULL, c->qkv, c->B, c->T, c->NH, c->HD, c->causal);
+    return dot_r(c->out, c->r, c->B * c->T * c->NH * c->HD);
+}
+static void test_attention(int64_t causal, int save) {
+    att_ctx c = {.B = 2, .T = 5, .NH = 2, .HD = 3, .causal = causal, .save = save};
+    int64_t C = c.NH * c.HD, nq = c.B * c.T * 3 * C, no = c.B * c.T * C;
+    c.out = rt_alloc(no); c.r = rt_alloc(no); c.qkv = rt_alloc(nq); c.probs = rt_alloc(c.B * c.NH * c.T * c.T);
+    rt_fill(c.r, no, 42, 1); rt_fill(c.qkv, nq, 43, 1.5f);
+    att_loss(&c);
+    float *want = rt_alloc(no);
+    for (int64_t b = 0; b < c.B; b++)
+        for (int64_t h = 0; h < c.NH; h++)
+            for (int64_t t = 0; t < c.T; t++) {
+                double s[16], m = -1e300, z = 0;
+                int64_t last = causal ? t : c.T - 1;
+                const float *q = c.qkv + (b * c.T + t) * 3 * C + h * c.HD;
+                for (int64_t j = 0; j <= last; j++) {
+                    const float *k = c.qkv + (b * c.T + j) * 3 * C + C + h * c.HD;
+                    double d = 0;
+                    for (int64_t e = 0; e < c.HD; e++) d += (double)q[e] * k[e];
+                    s[j] = d / sqrt((double)c.HD);
+                    if (s[j] > m) m = s[j];
+                }
+                for (int64_t j = 0; j <= last; j++) z += (s[j] = exp(s[j] - m));
+                for (int64_t e = 0; e < c.HD; e++) {
+                    double o = 0;
+                    for (int64_t j = 0; j <= last; j++) o += s[j] / z * c.qkv[(b * c.T + j) * 3 * C + 2 * C + h * c.HD + e];
+                    want[(b * c.T + t) * C + h * c.HD + e] = (float)o;
+                }
+            }
+    char what[80];
+    snprintf(what, sizeof what, "attention(causal=%lld, probs %s) fwd", (long long)causal, save ? "saved" : "recomputed");
+    rt_close(what, c.out, want, no, 1e-5, 1e-4);
+    gradbuf d = grad_new(nq, 44);
+    prt_attention_bwd(RT, d.g, c.r, c.qkv, save ? c.probs : NULL, c.B, c.T, c.NH, c.HD, causal);
+    snprintf(what, sizeof what, "attention(causal=%lld, probs %s) bwd dqkv", (long long)causal, save ? "saved" : "recomputed");
+    grad_check(what, att_loss, &c, c.qkv, d.g, d.g0, nq, 1e-2f);
+    grad_free(d); free(want); free(c.out); free(c.r); free(c.qkv); free(c.probs);
+}
+
+/* ---------------------------------------------------------------- cross-entropy */
+
+typedef struct { float *logits, *stats; int32_t *targets; int64_t N, V; double scale; } xent_ctx;
+static double xent_loss(void *p) {
+    xent_ctx *c = p;
+    float loss = 0.0f;
+    prt_xent_fwd(RT, &loss, c->stats, c->logits, c->targets, c->N, c->V, 0, -1);
+    return c->scale * loss;
+}
+static void test_xent(void) {
+    xent_ctx c = {.N = 4, .V = 7, .scale = 0.25};
+    int32_t targets[4] = {0, 6, 3, 3};
+    c.targets = targets;
+    c.logits = rt_alloc(c.N * c.V); c.stats = rt_alloc(2 * c.N);
+    rt_fill(c.logits, c.N * c.V, 45, 3);
+    float loss = 1.5f;  /* accumulates */
+    prt_xent_fwd(RT, &loss, c.stats, c.logits, targets, c.N, c.V, 0, -1);
+    double want = 1.5;
+    for (int64_t n = 0; n < c.N; n++) {
+        double z = 0;
+        for (int64_t j = 0; j < c.V; j++) z += exp((double)c.logits[n * c.V + j]);
+        want += log(z) - c.logits[n * c.V + targets[n]];
+    }
+    float got = loss, wantf = (float)want;
+    rt_close("xent fwd loss_sum", &got, &wantf, 1, 1e-5, 1e-6);
+    gradbuf d = grad_new(c.N * c.V, 46);
+    prt_xent_bwd(RT, d.g, c.logits, c.stats, targets, c.N, c.V, 0, c.scale);
+    grad_check("xent bwd dlogits", xent_loss, &c, c.logits, d.g, d.g0, c.N * c.V, 1e-2f);
+    grad_free(d); free(c.logits); free(c.stats);
+}
+
+/* ---------------------------------------------------------------- optimizers */
+
+static void test_optimizers(void) {
+    enum { N = 10, STEPS = 3 };
+    for (int with_master = 0; with_master < 2; with_master++) {
+        float p[N], master[N], m[N] = {0}, v[N] = {0}, g[N];
+        double pr[N], mr[N] = {0}, vr[N] = {0};
+        rt_fill(p, N, 50, 1);
+        memcpy(master, p, sizeof p);
+        for (int i = 0; i < N; i++) pr[i] = p[i];
+        double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
+        for (int s = 1; s <= STEPS; s++) {
+            rt_fill(g, N, 60 + (uint64_t)s, 1);
+            prt_adamw(RT, p, with_master ? master : NULL, g, m, v, N, s, lr, b1, b2, eps, wd);
+            for (int i = 0; i < N; i++) {
+                mr[i] = b1 * mr[i] + (1 - b1) * g[i];
+                vr[i] = b2 * vr[i] + (1 - b2) * (double)g[i] * g[i];
+                double mh = mr[i] / (1 - pow(b1, s)), vh = vr[i] / (1 - pow(b2, s));
+                pr[i] -= lr * (mh / (sqrt(vh) + eps) + wd * pr[i]);
+            }
+        }
+        float want[N];
+        for (int i = 0; i < N; i++) want[i] = (float)pr[i];
+        rt_close(with_master ? "adamw (master) param" : "adamw param", p, want, N, 1e-6, 1e-5);
+        if (with_master) rt_close("adamw master", master, want, N, 1e-6, 1e-5);
+    }
+    for (int with_master = 0; with_master < 2; with_master++) {
+        float p[N], master[N], mom[N] = {0}, g[N];
+        double pr[N], br[N] = {0};
+        rt_fill(p, N, 70, 1);
+        memcpy(master, p, sizeof p);
+        for (int i = 0; i < N; i++) pr[i] = p[i];
+        double lr = 0.1, mu = 0.9, wd = 0.01;
+        for (int s = 1; s <= STEPS; s++) {
+            rt_fill(g, N, 80 + (uint64_t)s, 1);
+            prt_sgd(RT, p, with_master ? master : NULL, g, mom, N, lr, mu, wd);
+            for (int i = 0; i < N; i++) {
+                double d = g[i] + wd * pr[i];
+                br[i] = mu * br[i] + d;
+                pr[i] -= lr * br[i];
+            }
+        }
+        float want[N];
+        for (int i = 0; i < N; i++) want[i] = (float)pr[i];
+        rt_close(with_master ? "sgd (master) param" : "sgd param", p, want, N, 1e-6, 1e-5);
+    }
+}
+
+/* ---------------------------------------------------------------- data */
+
+static void test_data(void) {
+    enum { B = 4, T = 12, V = 50 };
+    int32_t tok[B * T], tgt[B * T], tok2[B * T], tgt2[B * T];
+    prt_data(RT, tok, tgt, 3, 0, B, T, V);
+    prt_data(RT, tok2, tgt2, 3, 2, 2, T, V);  /* samples 2, 3 alone */
+    int bad = 0;
+    for (int i = 0; i < B * T; i++) bad += tok[i] < 0 || tok[i] >= V || tgt[i] < 0 || tgt[i] >= V;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t + 1 < T; t++) bad += tgt[b * T + t] != tok[b * T + t + 1];
+    RT_EXPECT(!bad, "data: %d tokens out of range or targets != next token", bad);
+    RT_EXPECT(!memcmp(tok + 2 * T, tok2, sizeof(int32_t) * 2 * T) && !memcmp(tgt + 2 * T, tgt2, sizeof(int32_t) * 2 * T),
+              "data: sample g differs when fetched in another batch split");
+    prt_data(RT, tok2, tgt2, 4, 0, B, T, V);
+    RT_EXPECT(memcmp(tok, tok2, sizeof tok), "data: step 3 and step 4 gave the same batch");
+}
+
+int main(int argc, char **argv) {
+    prt_plan_desc plan = rt_plan("test_ops_grad", 0, NULL, NULL);
+    RT = prt_init(1, argv, &plan);
+    (void)argc;
+    test_embed();
+    test_pos();
+    test_norm(0, 1);
+    test_norm(0, 0);
+    test_norm(1, 0);
+    test_matmul();
+    test_bias();
+    test_activation(0);
+    test_activation(1);
+    test_activation(2);
+    test_add();
+    for (int causal = 0; causal < 2; causal++)
+        for (int save = 0; save < 2; save++) test_attention(causal, save);
+    test_xent();
+    test_optimizers();
+    test_data();
+    int64_t status = prt_finalize(RT);
+    if (status) rt_failures++;
+    printf("test_ops_grad: %s (%d failures)\n", rt_failures ? "FAIL" : "ok", rt_failures);
+    return rt_failures ? 1 : 0;
+}
