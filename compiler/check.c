@@ -282,8 +282,6 @@ static int check_shape(Check *c, const Stmt *st, int min_values, int max_values,
     } else if (st->nvalues > max_values) {
         const Value *extra = &st->values[max_values];
         const Value *before = max_values > 0 ? &st->values[max_values - 1] : NULL;
-        const UnitInfo *unit_hint = NULL;
-        (void)unit_hint;
         if (extra->kind == VAL_WORD && before && before->kind == VAL_NUMBER && !before->unit &&
             extra->loc.line == before->loc.line) {
             static const char *unit_names[64];
@@ -328,9 +326,8 @@ static int unknown_key(Check *c, const Stmt *st, const char *where, const char *
 }
 
 /* Records st in seen[k]; reports a duplicate. Returns 1 when st is the first. */
-static int first_of(Check *c, const Stmt **seen, const Stmt *st, const char *where)
+static int first_of(const Stmt **seen, const Stmt *st, const char *where)
 {
-    (void)c;
     if (*seen) {
         diag_error(st->key_loc, "each key appears once; remove one of them", "duplicate `%s` in %s", st->key,
                    where);
@@ -615,7 +612,7 @@ static void check_gpu(Check *c, const Stmt *gpu, int *have)
             if (guess >= 0 && !have[guess]) have[guess] = -1; /* not "missing" too */
             continue;
         }
-        if (!first_of(c, &seen[k], st, "`gpu`")) continue;
+        if (!first_of(&seen[k], st, "`gpu`")) continue;
         if (!check_shape(c, st, 1, 1, BODY_NO, GPU_usage[k])) {
             have[k] = -1; /* given but wrong: not "missing" */
             continue;
@@ -649,7 +646,7 @@ static void check_cluster(Check *c, const Stmt *sec)
             if (guess >= 0 && guess != CL_LINK && guess != CL_GPU) suggested[guess] = st;
             continue;
         }
-        if (k != CL_LINK && !first_of(c, &seen[k], st, "`cluster`")) continue;
+        if (k != CL_LINK && !first_of(&seen[k], st, "`cluster`")) continue;
         int64_t n;
         switch (k) {
         case CL_NODES:
@@ -749,7 +746,7 @@ static void check_block(Check *c, const Stmt *st)
                        k == BK_RESIDUAL ? " (its residuals are always there)" : "");
             continue;
         }
-        if (!first_of(c, &seen[k], s, where)) continue;
+        if (!first_of(&seen[k], s, where)) continue;
         int w;
         switch (k) {
         case BK_NORM:
@@ -789,7 +786,7 @@ static void check_repeat(Check *c, const Stmt *st, int *have_block)
             unknown_key(c, s, "`repeat`", only, 1);
             continue;
         }
-        if (!first_of(c, &block, s, "`repeat`")) continue;
+        if (!first_of(&block, s, "`repeat`")) continue;
         check_block(c, s);
         *have_block = 1;
     }
@@ -810,8 +807,6 @@ static void check_model(Check *c, const Stmt *sec)
     const Stmt *seen[MODEL_COUNT] = {0}, *suggested[MODEL_COUNT] = {0};
     int have_block = 0;
     int head = -1, loss = -1;
-    const Stmt *norm_st = NULL;
-    (void)norm_st;
     for (int i = 0; i < sec->body.count; i++) {
         const Stmt *st = sec->body.items[i];
         int k = word_index(st->key, MODEL_names, MODEL_COUNT);
@@ -825,7 +820,7 @@ static void check_model(Check *c, const Stmt *sec)
             if (guess >= 0 && guess <= MD_LAYERS) suggested[guess] = st;
             continue;
         }
-        if (!first_of(c, &seen[k], st, "`model`")) continue;
+        if (!first_of(&seen[k], st, "`model`")) continue;
         int64_t n;
         int w;
         Dim dim = DIM_COUNT;
@@ -1065,7 +1060,7 @@ static void check_train(Check *c, const Stmt *sec)
             if (guess >= 0) suggested[guess] = st;
             continue;
         }
-        if (!first_of(c, &seen[k], st, "`train`")) continue;
+        if (!first_of(&seen[k], st, "`train`")) continue;
         int64_t n;
         switch (k) {
         case TR_BATCH:
@@ -1314,7 +1309,7 @@ static void check_layout(Check *c, const Stmt *sec)
         }
         if (k == LY_FSDP && seen[LY_ZERO]) k = LY_ZERO; /* fsdp is zero 3: one of them */
         if (k == LY_ZERO && seen[LY_FSDP]) k = LY_FSDP;
-        if (!first_of(c, &seen[k], st, "`layout`")) continue;
+        if (!first_of(&seen[k], st, "`layout`")) continue;
         switch (k) {
         case LY_SP:
             l->sp_loc = stmt_span(st);
@@ -1598,7 +1593,7 @@ static void check_stage_blocks(Check *c, int *explicit_layers)
                 continue;
             }
             const Stmt **seen = k == 0 ? &seen_layers : k == 1 ? &seen_embed : &seen_head;
-            if (!first_of(c, seen, b, "`stage`")) {
+            if (!first_of(seen, b, "`stage`")) {
                 ok = 0;
                 continue;
             }
@@ -1660,10 +1655,25 @@ static void check_stage_blocks(Check *c, int *explicit_layers)
     int *owner = arena_alloc(c->arena, (size_t)layers * sizeof(int));
     for (int64_t i = 0; i < layers; i++) owner[i] = -1;
     int ranges_known = 1; /* every stage's range was read: gaps are meaningful */
+    int missing_reported = 0;
     for (int s = 0; s < stages; s++) {
         if (!range_of[s]) {
-            diag_error(l->stage_loc, "with explicit stages every stage needs `stage N { layers A..B; }`",
-                       "stage %d has no layers", s);
+            /* One error for all stages without layers, as runs: "stages 1, 3..7". */
+            if (!missing_reported) {
+                const char *runs = "";
+                int count = 0;
+                for (int a = s; a < stages; a++) {
+                    if (range_of[a] || (a > s && !range_of[a - 1])) continue;
+                    int b = a;
+                    while (b + 1 < stages && !range_of[b + 1]) b++;
+                    runs = arena_printf(c->arena, "%s%s%d%s", runs, *runs ? ", " : "", a,
+                                        b > a ? arena_printf(c->arena, "..%d", b) : "");
+                    count += b - a + 1;
+                }
+                diag_error(l->stage_loc, "with explicit stages every stage needs `stage N { layers A..B; }`",
+                           "stage%s %s %s no layers", count > 1 ? "s" : "", runs, count > 1 ? "have" : "has");
+                missing_reported = 1;
+            }
             ok = 0;
             ranges_known = 0;
             continue;
@@ -1743,11 +1753,15 @@ static void check_pipeline(Check *c)
     Train *t = &p->train;
     l->pp_axis = l->dim_axis[DIM_LAYERS];
     l->stages = plan_axis_size(p, l->pp_axis);
-    if (l->stages > PARC_MAX_STAGES) {
+    int too_many_stages = l->stages > PARC_MAX_STAGES;
+    if (too_many_stages) {
         diag_error(l->dim_axis_loc[DIM_LAYERS], NULL, "%d pipeline stages; parc handles at most %d", l->stages,
                    PARC_MAX_STAGES);
         l->stages = 1;
         l->pp_axis = -1;
+        c->schedule_stmt = NULL;
+        c->nstage_stmts = 0;
+        l->schedule = SCHED_NONE;
     }
     if (c->schedule_stmt && l->pp_axis < 0) {
         if (!c->dim_rule[DIM_LAYERS])
@@ -1883,7 +1897,7 @@ int front_load_text(Arena *arena, const char *path, const char *text, Plan *plan
                        "unknown section `%s`", st->key);
             continue;
         }
-        if (!first_of(c, &c->section[k], st, "the plan")) continue;
+        if (!first_of(&c->section[k], st, "the plan")) continue;
     }
     /* Mesh and model first: layout names their axes and dims. */
     static const int order[] = {SEC_CLUSTER, SEC_MESH, SEC_MODEL, SEC_TRAIN, SEC_LAYOUT};

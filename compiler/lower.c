@@ -88,6 +88,7 @@ typedef struct Lowerer {
     int *master, *mom1, *mom2;
     int loss_buf, scratch_idx;
     Region region;
+    int replaying;        /* emitting a forward reshard again inside backward */
 } Lowerer;
 
 #define RULE(lw, op, a) (&(lw)->rule[(size_t)(op) * (size_t)(lw)->naxes + (size_t)(a)])
@@ -617,7 +618,10 @@ static Val op_input(Emit *e, const Op *op, int i, int is_param)
         if (!place_eq(to[a], v.place[a]) && lw->plan->mesh.axes[a].size > 1) differs = 1;
     }
     if (!differs) return v;
-    return reshard(e, v, to, op->id, reshard_why(lw, op, t, to, 0), 0);
+    const char *why = reshard_why(lw, op, t, to, 0);
+    if (lw->replaying) why = arena_printf(lw->arena, "again for the backward of %s (the forward's copy was not kept): %s",
+                                          op->name, why);
+    return reshard(e, v, to, op->id, why, 0);
 }
 
 static int64_t rows_of(Lowerer *lw, int t, const Placement *place)
@@ -862,6 +866,7 @@ static void emit_backward(Emit *e, const Op *op)
     Placement *op_out = &PROD(lw, out, 0);
     /* inputs as the forward read them (resharded copies are replayed) */
     Val in[3], pr[2];
+    lw->replaying = 1;
     for (int i = 0; i < op->nin; i++) {
         if (lw->needed[op->in[i]] && lw->tbuf[op->in[i]] >= 0) in[i] = op_input(e, op, i, 0);
         else {
@@ -879,6 +884,7 @@ static void emit_backward(Emit *e, const Op *op)
             pr[i].tensor = op->param[i];
         }
     }
+    lw->replaying = 0;
     Arg dout = out >= 0 && lw->gbuf[out] >= 0 ? g_arg(lw, out) : a_null();
     GradDst din[3], dp[2];
     for (int i = 0; i < op->nin; i++) din[i] = grad_dst(e, op, i, 0);
@@ -1196,11 +1202,12 @@ static void emit_param_steps(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Regi
         Val v = {gr, t, {{0}}};
         memcpy(v.place, acc, sizeof acc);
         /* tensor-parallel axes first, the data axis last */
+        int data_axis = za >= 0 ? za : lay->dim_axis[DIM_BATCH];
         for (int pass = 0; pass < 2; pass++) {
             Placement to[PARC_MAX_AXES];
             memcpy(to, v.place, sizeof to);
             for (int a = 0; a < lw->naxes; a++)
-                if ((a == za) == (pass == 1)) to[a] = opt[a];
+                if ((a == data_axis) == (pass == 1)) to[a] = opt[a];
             int moves = 0;
             for (int a = 0; a < lw->naxes; a++) moves |= reshard_collective(v.place[a], to[a]) != COLL_NONE;
             if (!moves) continue;

@@ -93,6 +93,12 @@ int main(int argc, char **argv) {
         prt_bias_bwd(rt, db, dout, N, M);
         DUMP("mm_in", in, N, C); DUMP("mm_w", w, C, M); DUMP("mm_b", b, M); DUMP("mm_dout", dout, N, M);
         DUMP("mm_out", out, N, M); DUMP("mm_din", din, N, C); DUMP("mm_dw", dw, C, M); DUMP("mm_db", db, M);
+        /* the transposed (tied) form: w[M, K] */
+        float wt[M * C], tout[N * M], tdin[N * C] = {0}, tdw[M * C] = {0};
+        rt_fill(wt, M * C, 25, 1);
+        prt_matmul_t_fwd(rt, tout, in, wt, N, C, M);
+        prt_matmul_t_bwd(rt, tdin, tdw, dout, in, wt, N, C, M);
+        DUMP("mmt_w", wt, M, C); DUMP("mmt_out", tout, N, M); DUMP("mmt_din", tdin, N, C); DUMP("mmt_dw", tdw, M, C);
     }
     {   /* causal attention (probs recomputed in backward) and non-causal with saved probs */
         enum { B = 2, T = 6, NH = 2, HD = 4, CC = NH * HD };

@@ -8,7 +8,8 @@
  *   - initial values are layout-independent: a split parameter's block, a
  *     ZeRO-sharded parameter's flat share (pad elements 0) and an fp32 master
  *     (COPY) equal the corresponding elements of the unsplit parameter bit for bit;
- *     a bf16 parameter is the rounded fp32 one; layers differ;
+ *     a bf16 parameter is the rounded fp32 one; layers differ; the instances of
+ *     interleaved pipeline chunks (layers_per_chunk) are the right global layers;
  *   - prt_finalize returns 0 with the right expectations (good) and 3 when the
  *     compiler's ledger disagrees (bad: weights off by 4 bytes; bad-comm: comm
  *     expectation one byte below the measured peak).
@@ -18,7 +19,7 @@
 #include "rt_test.h"
 
 enum { WTE, W_SPLIT, W_FULL, W_ZERO, W_ZERO_FULL, MASTER_Z, ADAM_M, ADAM_V, ONES_ZERO, GRADS, ACT_BF16, COMM_BUF,
-       WTE_BF16, MASTER_WTE, NBUF };
+       WTE_BF16, MASTER_WTE, INTERLEAVED, ALL_LAYERS, NBUF };
 
 static uint16_t to_bf16(float f) {
     uint32_t x;
@@ -66,7 +67,12 @@ int main(int argc, char **argv) {
         [COMM_BUF] = P("pp.msg", "pp.msg", PRT_COMM, PRT_F32, 16, 1, PRT_INIT_NONE, -1, 0, 0, 0, -1, -1, -1, -1, 0),
         [WTE_BF16] = P("wte(bf16)", "wte", PRT_WEIGHTS, PRT_BF16, 60, 1, PRT_INIT_NORMAL, -1, 2, 10, 6, -1, -1, -1, -1, 0.02),
         [MASTER_WTE] = P("wte(master)", "wte", PRT_MASTER, PRT_F32, 60, 1, PRT_INIT_COPY, -1, 2, 10, 6, -1, -1, -1, WTE_BF16, 0),
+        /* interleaved pipeline chunks: layers 1, 2 and 5, 6 (2 per chunk, 4 apart) vs layers 0..7 */
+        [INTERLEAVED] = P("h.ln.w(chunks)", "ln.noise", PRT_ACTIVATIONS, PRT_F32, 6, 4, PRT_INIT_NORMAL, 1, 1, 6, 0, -1, -1, -1, -1, 1.0),
+        [ALL_LAYERS] = P("h.ln.w(all)", "ln.noise", PRT_ACTIVATIONS, PRT_F32, 6, 8, PRT_INIT_NORMAL, 0, 1, 6, 0, -1, -1, -1, -1, 1.0),
     };
+    t[INTERLEAVED].layers_per_chunk = 2;
+    t[INTERLEAVED].chunk_layer_stride = 4;
     prt_register_buffers(rt, t, NBUF);
 
     int64_t want[PRT_NCLASS] = {
@@ -74,7 +80,7 @@ int main(int argc, char **argv) {
         [PRT_GRADS] = 130 * 4,
         [PRT_MASTER] = zshare * 4 + 60 * 4,
         [PRT_OPTIM] = 2 * zshare * 4,
-        [PRT_ACTIVATIONS] = 120 * 4 + 15 * 4 + 99 * 2,
+        [PRT_ACTIVATIONS] = 120 * 4 + 15 * 4 + 99 * 2 + 12 * 6 * 4,
         [PRT_COMM] = 16 * 4,
         [PRT_WORKSPACE] = 0,
     };
@@ -93,6 +99,10 @@ int main(int argc, char **argv) {
         RT_EXPECT(!bad, "layer %d: %lld elements of the split parameter differ from the unsplit one", layer, (long long)bad);
     }
     RT_EXPECT(memcmp(prt_ptr(rt, W_FULL, 0), prt_ptr(rt, W_FULL, 1), 60 * 4), "layers 0 and 1 got the same values");
+    static const int chunk_layers[4] = {1, 2, 5, 6};
+    for (int i = 0; i < 4; i++)
+        RT_EXPECT(!memcmp(prt_ptr(rt, INTERLEAVED, i), prt_ptr(rt, ALL_LAYERS, chunk_layers[i]), 6 * 4),
+                  "interleaved instance %d is not global layer %d", i, chunk_layers[i]);
     const float *zw = prt_ptr(rt, W_ZERO, 0), *zfull = prt_ptr(rt, W_ZERO_FULL, 0), *zmaster = prt_ptr(rt, MASTER_Z, 0);
     for (int64_t e = 0; e < zshare; e++) {
         int64_t g = c * zshare + e;

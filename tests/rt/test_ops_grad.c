@@ -151,12 +151,37 @@ static void test_norm(int rms, int with_bias) {
 
 /* ---------------------------------------------------------------- matmul, bias */
 
-typedef struct { float *out, *r, *in, *w; int64_t N, K, M; } mm_ctx;
+typedef struct { float *out, *r, *in, *w; int64_t N, K, M; int transposed; } mm_ctx;
 static double mm_loss(void *p) {
     mm_ctx *c = p;
-    prt_matmul_fwd(RT, c->out, c->in, c->w, c->N, c->K, c->M);
+    if (c->transposed) prt_matmul_t_fwd(RT, c->out, c->in, c->w, c->N, c->K, c->M);
+    else prt_matmul_fwd(RT, c->out, c->in, c->w, c->N, c->K, c->M);
     return dot_r(c->out, c->r, c->N * c->M);
 }
+static void test_matmul_t(void) {  /* w[M,K]: the tied head */
+    mm_ctx c = {.N = 3, .K = 4, .M = 5, .transposed = 1};
+    c.out = rt_alloc(c.N * c.M); c.r = rt_alloc(c.N * c.M); c.in = rt_alloc(c.N * c.K); c.w = rt_alloc(c.M * c.K);
+    rt_fill(c.r, c.N * c.M, 116, 1); rt_fill(c.in, c.N * c.K, 117, 1); rt_fill(c.w, c.M * c.K, 118, 1);
+    mm_loss(&c);
+    float *want = rt_alloc(c.N * c.M);
+    for (int64_t i = 0; i < c.N; i++)
+        for (int64_t j = 0; j < c.M; j++) {
+            double s = 0;
+            for (int64_t k = 0; k < c.K; k++) s += (double)c.in[i * c.K + k] * c.w[j * c.K + k];
+            want[i * c.M + j] = (float)s;
+        }
+    rt_close("matmul_t fwd", c.out, want, c.N * c.M, 1e-6, 1e-5);
+    gradbuf din = grad_new(c.N * c.K, 119), dw = grad_new(c.M * c.K, 120);
+    prt_matmul_t_bwd(RT, din.g, dw.g, c.r, c.in, c.w, c.N, c.K, c.M);
+    grad_check("matmul_t bwd din", mm_loss, &c, c.in, din.g, din.g0, c.N * c.K, 1e-2f);
+    grad_check("matmul_t bwd dw", mm_loss, &c, c.w, dw.g, dw.g0, c.M * c.K, 1e-2f);
+    gradbuf dw2 = grad_new(c.M * c.K, 120);
+    prt_matmul_t_bwd(RT, NULL, dw2.g, c.r, c.in, c.w, c.N, c.K, c.M);
+    rt_close("matmul_t bwd (din NULL) dw", dw2.g, dw.g, c.M * c.K, 0, 0);
+    grad_free(din); grad_free(dw); grad_free(dw2);
+    free(want); free(c.out); free(c.r); free(c.in); free(c.w);
+}
+
 static void test_matmul(void) {
     mm_ctx c = {.N = 3, .K = 4, .M = 5};
     c.out = rt_alloc(c.N * c.M); c.r = rt_alloc(c.N * c.M); c.in = rt_alloc(c.N * c.K); c.w = rt_alloc(c.K * c.M);
@@ -420,6 +445,7 @@ int main(int argc, char **argv) {
     test_norm(0, 0);
     test_norm(1, 0);
     test_matmul();
+    test_matmul_t();
     test_bias();
     test_activation(0);
     test_activation(1);

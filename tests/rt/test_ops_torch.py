@@ -90,6 +90,10 @@ def main():
     y = x @ w + b
     y.backward(t["mm_dout"])
     check("mm_out", y); check("mm_din", x.grad); check("mm_dw", w.grad); check("mm_db", b.grad)
+    x, w = leaf("mm_in"), leaf("mmt_w")  # tied head: w is [M, K]
+    y = F.linear(x, w)
+    y.backward(t["mm_dout"])
+    check("mmt_out", y); check("mmt_din", x.grad); check("mmt_dw", w.grad)
 
     # attention: qkv[B, T, 3, NH, HD] -> out[B, T, NH, HD]
     for prefix, causal in (("att", True), ("attnc", False)):

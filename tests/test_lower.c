@@ -1,0 +1,397 @@
+/*
+ * test_lower.c — the textbook arithmetic of distributed training, asserted on
+ * what the compiler derives from small plans: bytes per parameter, ZeRO
+ * memory per stage, the collectives of tensor, sequence and data parallelism,
+ * ZeRO's communication volumes, pipeline messages and in-flight micro-batches.
+ * Every assertion reads the lowered program or its analysis.  Exit status is
+ * the verdict.
+ */
+#include "analyze.h"
+#include "ir.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                      \
+    do {                                                                      \
+        if (cond) passed++;                                                   \
+        else {                                                                \
+            failed++;                                                         \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                       \
+            printf(__VA_ARGS__);                                              \
+            printf("\n");                                                     \
+        }                                                                     \
+    } while (0)
+
+typedef struct Opts {
+    const char *block;      /* "gpt2", "llama", "mlp" */
+    const char *mesh;       /* "dp 4;" */
+    const char *layout;
+    const char *precision;  /* "fp32" or "bf16 master fp32" */
+    int nodes, gpus;
+    int batch, micro_batch;
+    int layers, hidden, heads, ffn, vocab, seq;
+    int no_positions;
+} Opts;
+
+static Opts defaults(void)
+{
+    Opts o = {"gpt2", "dp 1;", "batch -> dp;", "fp32", 1, 1, 8, 2, 4, 64, 4, 256, 256, 32, 0};
+    return o;
+}
+
+static char text[8192];
+
+static Analysis *compile(Arena *arena, Opts o, Program **prog_out)
+{
+    const char *block = !strcmp(o.block, "mlp") ? "block mlp { act gelu; norm layer; bias false; residual true; }"
+                        : !strcmp(o.block, "llama") ? "block llama;"
+                                                    : "block gpt2;";
+    snprintf(text, sizeof text,
+             "cluster { nodes %d; gpus_per_node %d;\n"
+             "  gpu { memory 80 GiB; bf16 100 TFLOP/s; fp32 50 TFLOP/s; hbm 2 TB/s; }\n"
+             "  link intra 100 GB/s 2 us; link inter 10 GB/s 5 us; }\n"
+             "model m { vocab %d; seq %d; hidden %d; heads %d; ffn %d; layers %d;\n"
+             "  %s repeat layers { %s } norm %s; head untied; loss cross_entropy; }\n"
+             "train { batch %d; micro_batch %d; precision %s; optimizer adam lr 1e-3; }\n"
+             "mesh { %s }\nlayout { %s }\n",
+             o.nodes, o.gpus, o.vocab, o.seq, o.hidden, o.heads, o.ffn, o.layers,
+             o.no_positions ? "embed;" : "embed positions learned;", block,
+             !strcmp(o.block, "llama") ? "rms" : "layer", o.batch, o.micro_batch, o.precision, o.mesh, o.layout);
+    static Plan plan;
+    memset(&plan, 0, sizeof plan);
+    if (front_load_text(arena, "test.par", text, &plan) != 0) {
+        printf("plan did not load:\n%s\n", text);
+        return NULL;
+    }
+    Plan *p = arena_alloc(arena, sizeof *p);
+    *p = plan;
+    Graph *g = expand_model(arena, p);
+    if (!g) return NULL;
+    Program *prog = lower_program(arena, p, g);
+    if (!prog) return NULL;
+    if (prog_out) *prog_out = prog;
+    return analyze_program(arena, prog);
+}
+
+/* Sum over a stage's rows matching a filter. */
+typedef struct Sum {
+    int64_t calls;
+    double elems;   /* elements x calls */
+    double wire;    /* bytes x bus factor x calls */
+} Sum;
+
+static Sum sum_rows(const Analysis *an, int stage, Phase phase, CollKind coll, int axis, const char *why_prefix,
+                    int exclude_replays)
+{
+    Sum s = {0, 0, 0};
+    for (int i = 0; i < an->nrows; i++) {
+        const CollRow *r = &an->rows[i];
+        if (r->stage != stage || (phase != PHASE_COUNT && r->phase != phase) || r->coll != coll) continue;
+        if (axis >= 0 && r->axis != axis) continue;
+        if (why_prefix && strncmp(r->why, why_prefix, strlen(why_prefix))) continue;
+        if (exclude_replays && !strncmp(r->why, "again for the backward", 22)) continue;
+        s.calls += r->calls;
+        s.elems += (double)r->elems * (double)r->calls;
+        s.wire += (double)r->elems * r->elem_bytes * coll_bus_factor(r->coll, r->group) * (double)r->calls;
+    }
+    return s;
+}
+
+static int64_t params_of(const Program *prog) { return prog->graph->params_total; }
+
+static void test_bytes_per_parameter(void)
+{
+    Arena arena = {0};
+    Opts o = defaults();
+    o.precision = "bf16 master fp32";
+    Program *prog;
+    Analysis *an = compile(&arena, o, &prog);
+    CHECK(an != NULL, "mixed-precision plan lowers");
+    if (!an) return;
+    const StageCost *sc = &an->stages[0];
+    double P = (double)params_of(prog);
+    CHECK(sc->params_local == params_of(prog), "one rank holds all %lld parameters", (long long)params_of(prog));
+    CHECK(sc->ledger[PRT_WEIGHTS] == 2 * P, "bf16 weights: 2 bytes/parameter, got %g", sc->ledger[PRT_WEIGHTS] / P);
+    CHECK(sc->ledger[PRT_GRADS] == 2 * P, "bf16 gradients: 2 bytes/parameter, got %g", sc->ledger[PRT_GRADS] / P);
+    CHECK(sc->ledger[PRT_MASTER] == 4 * P, "fp32 master: 4 bytes/parameter, got %g", sc->ledger[PRT_MASTER] / P);
+    CHECK(sc->ledger[PRT_OPTIM] == 8 * P, "Adam m and v: 4 + 4 bytes/parameter, got %g", sc->ledger[PRT_OPTIM] / P);
+    arena_free(&arena);
+}
+
+/* ZeRO memory with N data-parallel ranks: (2+2+12)Ψ, 2Ψ+2Ψ+12Ψ/N, 2Ψ+(2+12)Ψ/N, 16Ψ/N. */
+static void test_zero_memory(void)
+{
+    const int N = 4;
+    for (int z = 0; z <= 3; z++) {
+        Arena arena = {0};
+        Opts o = defaults();
+        o.precision = "bf16 master fp32";
+        o.gpus = N;
+        o.mesh = "dp 4;";
+        char layout[128];
+        snprintf(layout, sizeof layout, "batch -> dp; zero %d over dp;", z);
+        o.layout = layout;
+        o.batch = 8;
+        Program *prog;
+        Analysis *an = compile(&arena, o, &prog);
+        CHECK(an != NULL, "zero %d plan lowers", z);
+        if (!an) continue;
+        double P = (double)params_of(prog);
+        const int64_t *l = an->stages[0].ledger;
+        double states = (double)(l[PRT_WEIGHTS] + l[PRT_GRADS] + l[PRT_MASTER] + l[PRT_OPTIM]);
+        double want = z == 0 ? 16 * P : z == 1 ? 4 * P + 12 * P / N : z == 2 ? 2 * P + 14 * P / N : 16 * P / N;
+        CHECK(states == want, "zero %d model states %.0f, want %.0f", z, states, want);
+        CHECK(l[PRT_WEIGHTS] == (z == 3 ? 2 * P / N : 2 * P), "zero %d weights", z);
+        CHECK(l[PRT_GRADS] == (z >= 2 ? 2 * P / N : 2 * P), "zero %d gradients", z);
+        CHECK(l[PRT_MASTER] + l[PRT_OPTIM] == (z >= 1 ? 12 * P / N : 12 * P), "zero %d optimizer states", z);
+        arena_free(&arena);
+    }
+}
+
+/* Megatron: per transformer layer 2 all-reduces forward + 2 backward of b·s·h. */
+static void test_tensor_parallel(void)
+{
+    Arena arena = {0};
+    Opts o = defaults();
+    o.gpus = 2;
+    o.mesh = "tp 2;";
+    o.layout = "heads -> tp; ffn -> tp;";
+    Program *prog;
+    Analysis *an = compile(&arena, o, &prog);
+    CHECK(an != NULL, "tp plan lowers");
+    if (!an) return;
+    const StageProgram *sp = &prog->stages[0];
+    int64_t bsh = (int64_t)o.micro_batch * o.seq * o.hidden;
+    int fwd = 0, bwd = 0, other = 0;
+    for (int q = SEQ_BLOCK_FWD; q <= SEQ_BLOCK_BWD; q += SEQ_BLOCK_BWD - SEQ_BLOCK_FWD) {
+        for (int i = 0; i < sp->seq[q].n; i++) {
+            const Instr *ins = &sp->seq[q].ins[i];
+            if (ins->coll == COLL_NONE) continue;
+            if (ins->coll == COLL_ALLREDUCE && ins->elems == bsh) *(q == SEQ_BLOCK_FWD ? &fwd : &bwd) += 1;
+            else other++;
+        }
+    }
+    CHECK(fwd == 2, "2 forward all-reduces of b*s*h per layer, got %d", fwd);
+    CHECK(bwd == 2, "2 backward all-reduces of b*s*h per layer, got %d", bwd);
+    CHECK(other == 0, "no other collective inside a tp block, got %d", other);
+    /* rules behind them */
+    Sum rowpar = sum_rows(an, 0, PHASE_FORWARD, COLL_ALLREDUCE, 0, "mlp.down contracts ffn split on tp", 1);
+    CHECK(rowpar.calls == (int64_t)o.layers * (o.batch / o.micro_batch), "mlp.down's all-reduce once per layer per "
+          "micro-batch, got %lld", (long long)rowpar.calls);
+    arena_free(&arena);
+}
+
+/* Sequence parallelism: the same volume as all-gather + reduce-scatter pairs. */
+static void test_sequence_parallel(void)
+{
+    Arena arena = {0};
+    Opts o = defaults();
+    o.gpus = 2;
+    o.mesh = "tp 2;";
+    o.layout = "heads -> tp; ffn -> tp; vocab -> tp; sequence_parallel over tp;";
+    Program *prog;
+    Analysis *an = compile(&arena, o, &prog);
+    CHECK(an != NULL, "sp plan lowers");
+    if (!an) return;
+    const StageProgram *sp = &prog->stages[0];
+    int64_t bsh = (int64_t)o.micro_batch * o.seq * o.hidden;
+    int ag[2] = {0, 0}, rs[2] = {0, 0}, ar = 0, replay = 0;
+    for (int k = 0; k < 2; k++) {
+        const Seq *seq = &sp->seq[k ? SEQ_BLOCK_BWD : SEQ_BLOCK_FWD];
+        for (int i = 0; i < seq->n; i++) {
+            const Instr *ins = &seq->ins[i];
+            if (ins->coll == COLL_NONE) continue;
+            if (ins->why && !strncmp(ins->why, "again for the backward", 22)) {
+                replay++;
+                continue;
+            }
+            if (ins->coll == COLL_ALLGATHER && ins->elems == bsh) ag[k]++;
+            else if (ins->coll == COLL_REDUCESCATTER && ins->elems == bsh) rs[k]++;
+            else if (ins->coll == COLL_ALLREDUCE) ar++;
+        }
+    }
+    CHECK(ag[0] == 2 && rs[0] == 2, "forward: 2 all-gathers + 2 reduce-scatters of b*s*h, got %d + %d", ag[0], rs[0]);
+    CHECK(ag[1] == 2 && rs[1] == 2, "backward: 2 all-gathers + 2 reduce-scatters, got %d + %d", ag[1], rs[1]);
+    CHECK(ar == 0, "no all-reduce of activations with sequence parallelism, got %d", ar);
+    CHECK(replay == 2, "the column-parallel inputs are gathered again in backward (Megatron-SP), got %d", replay);
+    /* an all-reduce moves 2(n-1)/n, a gather + scatter pair (n-1)/n each: equal volumes */
+    Analysis *tp;
+    Opts t = o;
+    t.layout = "heads -> tp; ffn -> tp; vocab -> tp;";
+    tp = compile(&arena, t, NULL);
+    if (tp) {
+        double tp_wire = 0, sp_wire = 0;
+        for (int ph = PHASE_FORWARD; ph <= PHASE_BACKWARD; ph++) {
+            tp_wire += sum_rows(tp, 0, (Phase)ph, COLL_ALLREDUCE, 0, NULL, 1).wire;
+            sp_wire += sum_rows(an, 0, (Phase)ph, COLL_ALLGATHER, 0, NULL, 1).wire +
+                       sum_rows(an, 0, (Phase)ph, COLL_REDUCESCATTER, 0, NULL, 1).wire;
+            /* both have the same vocab-parallel loss reductions */
+            sp_wire += sum_rows(an, 0, (Phase)ph, COLL_ALLREDUCE, 0, "vocab-parallel", 1).wire;
+        }
+        /* every tp all-reduce has a gather + scatter pair (the embedding's and the
+         * head's too, one of them in forward, the other in backward) */
+        CHECK(fabs(tp_wire - sp_wire) < 1e-6 * tp_wire, "activation wire bytes per step: tp %.0f == sp %.0f",
+              tp_wire, sp_wire);
+    }
+    arena_free(&arena);
+}
+
+/* DDP all-reduces exactly Ψ gradient elements; ZeRO-1/2 move the same bytes;
+ * ZeRO-3 1.5x for every parameter whose backward reads it. */
+static void test_data_parallel_volumes(void)
+{
+    Arena arena = {0};
+    Opts o = defaults();
+    o.block = "llama";   /* no biases: every block parameter is read by its backward */
+    o.no_positions = 1;
+    o.gpus = 4;
+    o.mesh = "dp 4;";
+    o.batch = 8;
+    o.micro_batch = 2; /* one micro-batch per rank: ZeRO-2's per-micro-batch scatter happens once */
+    double wire[4];
+    int64_t P = 0;
+    for (int z = 0; z <= 3; z++) {
+        char layout[96];
+        snprintf(layout, sizeof layout, "batch -> dp; zero %d over dp;", z);
+        o.layout = layout;
+        Program *prog;
+        Analysis *an = compile(&arena, o, &prog);
+        CHECK(an != NULL, "zero %d lowers", z);
+        if (!an) return;
+        P = params_of(prog);
+        wire[z] = 0;
+        for (int c = COLL_ALLREDUCE; c <= COLL_REDUCESCATTER; c++)
+            wire[z] += sum_rows(an, 0, PHASE_COUNT, (CollKind)c, 0, NULL, 0).wire;
+        if (z == 0) {
+            Sum ar = sum_rows(an, 0, PHASE_GRAD_SYNC, COLL_ALLREDUCE, 0, NULL, 0);
+            CHECK(ar.elems == (double)P, "DDP all-reduces exactly %lld gradient elements per step, got %.0f",
+                  (long long)P, ar.elems);
+        }
+        if (z == 3) {
+            /* the embedding table's backward does not read it: gathered once */
+            const Tensor *wte = NULL;
+            for (int t = 0; t < prog->graph->ntensors; t++)
+                if (!strcmp(prog->graph->tensors[t].name, "wte")) wte = &prog->graph->tensors[t];
+            double wte_ddp_wire = wte ? 2.0 * 0.75 * (double)tensor_numel(wte) * 4 : 0;
+            CHECK(fabs(wire[3] - (1.5 * wire[0] - 0.5 * wte_ddp_wire)) < 1e-6 * wire[0],
+                  "ZeRO-3 moves 1.5x DDP's bytes for parameters re-read in backward: %.0f vs DDP %.0f", wire[3],
+                  wire[0]);
+        }
+    }
+    CHECK(wire[1] == wire[0], "ZeRO-1 moves DDP's bytes: %.0f vs %.0f", wire[1], wire[0]);
+    CHECK(wire[2] == wire[0], "ZeRO-2 moves DDP's bytes: %.0f vs %.0f", wire[2], wire[0]);
+    arena_free(&arena);
+}
+
+/* Pipeline: b·s·h per micro-batch per boundary each way; in-flight peaks. */
+static void test_pipeline(void)
+{
+    static const char *const kinds[] = {"gpipe", "1f1b", "interleaved 2"};
+    for (int k = 0; k < 3; k++) {
+        Arena arena = {0};
+        Opts o = defaults();
+        o.gpus = 2;
+        o.mesh = "pp 2;";
+        o.batch = 8;
+        o.micro_batch = 1; /* m = 8 */
+        char layout[96];
+        snprintf(layout, sizeof layout, "layers -> pp schedule %s;", kinds[k]);
+        o.layout = layout;
+        Program *prog;
+        Analysis *an = compile(&arena, o, &prog);
+        CHECK(an != NULL, "pipeline %s lowers", kinds[k]);
+        if (!an) continue;
+        int64_t bsh = (int64_t)o.micro_batch * o.seq * o.hidden;
+        int m = o.batch / o.micro_batch, v = k == 2 ? 2 : 1;
+        for (int s = 0; s < 2; s++) {
+            const StageProgram *sp = &prog->stages[s];
+            CHECK(sp->boundary_elems == bsh, "message of b*s*h elements");
+            int64_t fwd = 0, bwd = 0;
+            for (int i = 0; i < an->nrows; i++) {
+                const CollRow *r = &an->rows[i];
+                if (r->stage != s || r->phase != PHASE_PIPELINE) continue;
+                if (!strcmp(r->tensor, "resid")) fwd += r->calls;
+                else bwd += r->calls;
+            }
+            /* chunk boundaries a stage sends across, forward and backward */
+            int64_t want_fwd = (int64_t)m * (s == 0 ? v : v - 1), want_bwd = (int64_t)m * (s == 0 ? v - 1 : v);
+            CHECK(fwd == want_fwd && bwd == want_bwd, "%s stage %d sends %lld/%lld, want %lld/%lld", kinds[k], s,
+                  (long long)fwd, (long long)bwd, (long long)want_fwd, (long long)want_bwd);
+        }
+        if (k == 0) CHECK(prog->stages[0].nslots == m, "GPipe keeps all m = %d micro-batches in flight, got %d", m,
+                          prog->stages[0].nslots);
+        if (k == 1) {
+            CHECK(prog->stages[0].nslots == 2, "1F1B keeps p = 2 in flight on the first stage, got %d",
+                  prog->stages[0].nslots);
+            CHECK(prog->stages[1].nslots == 1, "1F1B keeps 1 in flight on the last stage, got %d",
+                  prog->stages[1].nslots);
+            CHECK(fabs(an->bubble_ideal - 1.0 / 8) < 1e-12, "bubble (p-1)/m = 1/8, got %g", an->bubble_ideal);
+        }
+        if (k == 2) CHECK(fabs(an->bubble_ideal - 1.0 / 16) < 1e-12, "interleaved bubble (p-1)/(v m)");
+        arena_free(&arena);
+    }
+}
+
+/* Activation memory follows the schedule's peak and the recompute policy. */
+static void test_activations(void)
+{
+    Arena arena = {0};
+    Opts o = defaults();
+    Analysis *none = compile(&arena, o, NULL);
+    Opts s = o;
+    char lay[64] = "batch -> dp; recompute selective;";
+    s.layout = lay;
+    Analysis *sel = compile(&arena, s, NULL);
+    Opts f = o;
+    f.layout = "batch -> dp; recompute full;";
+    Analysis *full = compile(&arena, f, NULL);
+    CHECK(none && sel && full, "recompute variants lower");
+    if (!none || !sel || !full) return;
+    int64_t a0 = none->stages[0].ledger[PRT_ACTIVATIONS], a1 = sel->stages[0].ledger[PRT_ACTIVATIONS],
+            a2 = full->stages[0].ledger[PRT_ACTIVATIONS];
+    /* selective drops exactly the attention probabilities: b * heads * s * s per layer */
+    int64_t probs = (int64_t)o.micro_batch * o.heads * o.seq * o.seq * 4 * o.layers;
+    CHECK(a0 - a1 == probs, "selective recompute saves b*a*s^2 per layer: %lld, want %lld", (long long)(a0 - a1),
+          (long long)probs);
+    /* full keeps the layer inputs (+ the embedding/head's own) */
+    int64_t inputs = (int64_t)o.micro_batch * o.seq * o.hidden * 4 * (o.layers + 1);
+    CHECK(a2 < a1 && a2 >= inputs, "full recompute keeps at least the %d layer inputs: %lld", o.layers, (long long)a2);
+    arena_free(&arena);
+}
+
+/* Placement errors name the op, the tensor and the rule. */
+static void test_placement_errors(void)
+{
+    Arena arena = {0};
+    Opts o = defaults();
+    o.gpus = 2;
+    o.mesh = "tp 2;";
+    o.layout = "seq -> tp;";
+    FILE *null = fopen("/dev/null", "w");
+    diag_set_stream(null);
+    int before = diag_error_count();
+    Analysis *an = compile(&arena, o, NULL);
+    diag_set_stream(NULL);
+    if (null) fclose(null);
+    CHECK(an == NULL && diag_error_count() > before, "attention with seq split on tp is an error");
+    arena_free(&arena);
+}
+
+int main(void)
+{
+    test_bytes_per_parameter();
+    test_zero_memory();
+    test_tensor_parallel();
+    test_sequence_parallel();
+    test_data_parallel_volumes();
+    test_pipeline();
+    test_activations();
+    test_placement_errors();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
