@@ -287,7 +287,7 @@ int analyze_check(Arena *arena, const Analysis *an)
         if (!tensor_axis) continue;
         format_bytes(an->axis_wire[a], buf, sizeof buf);
         char bw[64];
-        format_bytes(plan->cluster.inter_bw, bw, sizeof bw);
+        snprintf(bw, sizeof bw, "%.4g GB", plan->cluster.inter_bw / 1e9);
         diag_warning(plan->mesh.axes[a].loc,
                      "put the tensor axis last in `mesh { ... }` so its groups are GPUs of one node, and let "
                      "pipeline or data parallelism cross nodes",

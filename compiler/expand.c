@@ -358,7 +358,9 @@ static void place_tensor(Expander *ex, Tensor *t)
             if (lay->dim_axis[dim] != a) continue;
             if (dim == DIM_LAYERS) continue;
             if (t->kind == TENSOR_PARAM && (dim == DIM_BATCH || dim == DIM_SEQ)) continue;
-            if (t->kind == TENSOR_INDEX && dim == DIM_SEQ && sp == a) continue;
+            /* token ids are loaded whole along seq; a seq split starts at the
+             * embedding's output (a local slice) */
+            if (t->kind == TENSOR_INDEX && dim == DIM_SEQ) continue;
             if (owner_dim >= 0 && owner_dim != (int)dim) {
                 diag_error(lay->dim_axis_loc[dim],
                            "tensor `%s` would be split on axis `%s` twice: `%s -> %s` and `%s -> %s`",

@@ -113,7 +113,7 @@ void report_explain(FILE *out, const Analysis *an, int verbose)
         char role[256];
         int inside = plan_axis_inside_node(plan, a);
         double bw = inside ? plan->cluster.intra_bw : plan->cluster.inter_bw;
-        format_bytes(bw, b1, sizeof b1);
+        snprintf(b1, sizeof b1, "%.4g GB", bw / 1e9);
         fprintf(out, "  %-6s %5d  %-44s %-12s %s %s/s\n", plan->mesh.axes[a].name, plan->mesh.axes[a].size,
                 axis_role(prog, a, role, sizeof role), inside ? "inside node" : "across nodes",
                 inside ? "intra" : "inter", b1);
@@ -171,9 +171,12 @@ void report_explain(FILE *out, const Analysis *an, int verbose)
 
     /* the schedule */
     const Schedule *sc = &prog->schedule;
-    fprintf(out, "\npipeline: %s, %d stage%s, %d micro-batches, %d virtual stage%s per rank\n",
-            schedule_kind_name(sc->kind), sc->stages, sc->stages == 1 ? "" : "s", sc->micro_batches, sc->chunks,
-            sc->chunks == 1 ? "" : "s");
+    if (sc->stages == 1)
+        fprintf(out, "\nno pipeline axis: %d micro-batches accumulate gradients, each forward then backward\n",
+                sc->micro_batches);
+    else
+        fprintf(out, "\npipeline: %s, %d stages, %d micro-batches, %d virtual stage%s per rank\n",
+                schedule_kind_name(sc->kind), sc->stages, sc->micro_batches, sc->chunks, sc->chunks == 1 ? "" : "s");
     fprintf(out, "  bubble          (p-1)/(v*m) = %.4g of ideal time; %.1f%% of the simulated step\n", an->bubble_ideal,
             100.0 * an->bubble_share);
     for (int s = 0; s < sc->stages; s++) {

@@ -89,6 +89,7 @@ typedef struct Lowerer {
     int loss_buf, scratch_idx;
     Region region;
     int replaying;        /* emitting a forward reshard again inside backward */
+    int rule_seen[OP_COUNT][DIM_COUNT][PARC_MAX_AXES];
 } Lowerer;
 
 #define RULE(lw, op, a) (&(lw)->rule[(size_t)(op) * (size_t)(lw)->naxes + (size_t)(a)])
@@ -135,6 +136,11 @@ static const char *axis_name(const Lowerer *lw, int a) { return lw->plan->mesh.a
 
 static void rule_error(Lowerer *lw, const Op *op, const char *fmt, const char *hint, int a, int dim)
 {
+    /* one report per (op kind, dim, axis): every layer repeats the same op */
+    if (lw->rule_seen[op->kind][dim][a]++) {
+        lw->errors++;
+        return;
+    }
     char msg[512];
     snprintf(msg, sizeof msg, fmt, op->name, dim_names[dim], axis_name(lw, a));
     SrcLoc loc = lw->plan->layout.dim_axis_loc[dim].file ? lw->plan->layout.dim_axis_loc[dim] : op->loc;
@@ -249,10 +255,8 @@ static void op_rule(Lowerer *lw, const Op *op, int a)
     case OP_XENT: {
         Placement lp = g->tensors[op->in[0]].home[a];
         r->in[0] = r->din[0] = lp;
-        Placement tp = g->tensors[op->in[1]].home[a];
+        /* the targets follow the logits' rows (a local slice when they differ) */
         r->in[1] = r->din[1] = (lp.kind == PLACE_S && lp.dim == DIM_VOCAB) ? REP : lp;
-        if (r->in[1].kind == PLACE_S && !place_eq(r->in[1], tp))
-            rule_error(lw, op, "%s: the targets cannot follow the logits' split of %s on `%s`", NULL, a, lp.dim);
         r->out = is_row_split(lp) ? PART : REP;
         break;
     }

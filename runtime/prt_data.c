@@ -3,11 +3,13 @@
  * (seed, step, global sample index), so any data-parallel layout sees the same
  * global batch as the single-rank run.
  *
- * Synthetic (default): sample g of step s is a noisy arithmetic progression mod
- * vocab: token[t] = (start + stride * t) mod vocab with start, stride (1..4)
- * hashed from (seed, s, g), and one token in 16 replaced by a hashed random one.
- * A small model learns it within a few steps (the next token is the previous one
- * plus the stride seen in the context).  targets[t] = token[t + 1].
+ * Synthetic (default): sample g of step s is a noisy arithmetic progression over
+ * an alphabet of A = min(vocab, 64) tokens spread evenly over the vocab:
+ * token[t] = (vocab / A) * ((start + stride * t) mod A), with start and stride
+ * (1..4) hashed from (seed, s, g), and one token in 16 replaced by a hashed
+ * random one from the whole vocab.  A small model learns it within a few steps:
+ * first which tokens occur at all, then that the next token is the previous one
+ * plus the stride seen in the context.  targets[t] = token[t + 1].
  *
  * --data FILE (byte level, read once at init): the window of T + 1 bytes starting
  * at hash(seed, s, g) mod (len - T - 1); tokens are bytes, so vocab >= 256.
@@ -51,19 +53,17 @@ void prt_data(prt *rt, void *tokens_, void *targets_, int64_t step, int64_t firs
             }
         }
     } else {
+        uint64_t alphabet = vocab < 64 ? (uint64_t)vocab : 64, spacing = (uint64_t)vocab / alphabet;
         for (int64_t b = 0; b < B; b++) {
             uint64_t h = prt_hash2(prt_hash2(seed_key, (uint64_t)step), (uint64_t)(first_sample + b));
-            uint64_t start = h % (uint64_t)vocab, stride = 1 + (h >> 40) % 4;
-            int32_t prev = 0;
+            uint64_t start = h % alphabet, stride = 1 + (h >> 40) % 4;
             for (int64_t t = 0; t <= T; t++) {
                 uint64_t noise = prt_hash2(h, (uint64_t)t);
                 int32_t tok = (noise & 15) == 0 ? (int32_t)((noise >> 8) % (uint64_t)vocab)
-                                                : (int32_t)((start + stride * (uint64_t)t) % (uint64_t)vocab);
+                                                : (int32_t)(spacing * ((start + stride * (uint64_t)t) % alphabet));
                 if (t < T) tokens[b * T + t] = tok;
                 if (t > 0) targets[b * T + t - 1] = tok;
-                prev = tok;
             }
-            (void)prev;
         }
     }
     PRT_TRACE_END(rt, "data", "op", t0, -1, -1);
