@@ -50,30 +50,40 @@ static double coll_time(const Plan *plan, CollKind kind, int axis, int64_t bytes
     return hops * lat + (double)bytes * coll_bus_factor(kind, n) / bw;
 }
 
-/* The runtime's own communication staging, as the runtime allocates it: a
- * pack/unpack pair for [outer, S, inner] collectives with outer > 1, and one
- * staging copy per pipeline message not yet completed (bounded by the
- * messages a stage sends per step). */
-static int64_t comm_staging(const Program *prog, const StageProgram *sp)
+/* The runtime's own scratch, as the CPU runtime allocates it (parc_rt.h,
+ * prt_expect_memory): each scratch buffer grows to its largest request.
+ *   comm:      one packing buffer for [outer, S, inner] collectives with outer > 1,
+ *              plus one staging copy per pipeline message a stage sends in a step
+ *              (an upper bound on those still in flight);
+ *   workspace: attention's T x T (2 T x T in a backward that recomputes the
+ *              probabilities) and cross-entropy's 3 N floats share one buffer. */
+static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t *comm, int64_t *work)
 {
-    int64_t largest = 0;
+    int64_t pack = 0, scratch = 0;
     for (int q = 0; q < SEQ_COUNT; q++)
         for (int i = 0; i < sp->seq[q].n; i++) {
             const Instr *ins = &sp->seq[q].ins[i];
-            if (ins->fn < 0 || ins->coll == COLL_NONE) continue;
-            int64_t bytes = ins->elems * ins->elem_bytes;
-            if (ins->coll == COLL_ALLGATHER || ins->coll == COLL_REDUCESCATTER || ins->coll == COLL_SLICE) {
-                if (bytes > largest) largest = bytes;
+            if (ins->fn == RT_prt_allgather || ins->fn == RT_prt_reducescatter || ins->fn == RT_prt_alltoall) {
+                int64_t outer = ins->args[3].i, S = prog->plan->mesh.axes[ins->axis].size;
+                if (outer > 1 && S > 1 && ins->elems > pack) pack = ins->elems;
             }
+            int64_t want = 0;
+            if (ins->fn == RT_prt_attention_fwd && ins->args[1].kind == ARG_NULL) want = ins->args[4].i * ins->args[4].i;
+            if (ins->fn == RT_prt_attention_bwd)
+                want = (ins->args[3].kind == ARG_NULL ? 2 : 1) * ins->args[5].i * ins->args[5].i;
+            if (ins->fn == RT_prt_xent_fwd) want = 3 * ins->args[4].i;
+            if (want > scratch) scratch = want;
         }
-    int64_t staging = 2 * largest;
+    int64_t sends = 0;
     if (prog->nstages > 1) {
-        int64_t msg = sp->boundary_elems * dtype_size(sp->bufs[sp->resid_buf].dtype);
-        int64_t sends = 0;
-        for (int i = 0; i < sp->nitems; i++) sends++;
-        staging += msg * sends;
+        int64_t m = prog->plan->train.micro_batches;
+        for (int c = 0; c < sp->chunks; c++) {
+            if (!(sp->stage == prog->nstages - 1 && c == sp->chunks - 1)) sends += m;
+            if (!(sp->stage == 0 && c == 0)) sends += m;
+        }
     }
-    return staging;
+    *comm = 4 * pack + 4 * sends * sp->boundary_elems;
+    *work = 4 * scratch;
 }
 
 static void add_row(Arena *arena, Analysis *an, CollRow row)
@@ -110,7 +120,10 @@ Analysis *analyze_program(Arena *arena, Program *prog)
             sc->ledger[bf->klass] += bf->elems * bf->instances * dtype_size(bf->dtype);
             if (bf->klass == PRT_WEIGHTS) sc->params_local += bf->elems * bf->instances;
         }
-        sc->ledger[PRT_COMM] += comm_staging(prog, sp);
+        int64_t scratch_comm, scratch_work;
+        runtime_scratch(prog, sp, &scratch_comm, &scratch_work);
+        sc->ledger[PRT_COMM] += scratch_comm;
+        sc->ledger[PRT_WORKSPACE] += scratch_work;
         for (int k = 0; k < PRT_NCLASS; k++) {
             sp->ledger[k] = sc->ledger[k];
             sc->total += sc->ledger[k];

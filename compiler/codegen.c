@@ -22,7 +22,8 @@
  *
  * Guarantees: the module verifies (LLVMVerifyModule before every emit); its
  * text is a pure function of the Program and the host triple; code size is
- * O(stages × instructions), independent of layers and micro-batches.
+ * O(stages × instructions), independent of layers and micro-batches (only the
+ * schedule tables grow with micro-batches).
  */
 #include "codegen.h"
 

@@ -763,25 +763,30 @@ static void emit_forward(Emit *e, const Op *op)
     case OP_XENT: {
         int64_t N = rows_of(lw, op->in[0], in[0].place), V = trailing(lw, op->in[0], in[0].place, 2);
         int va = axis_of_split(lw, in[0].place, DIM_VOCAB);
+        int64_t replicas = 0;
+        for (int a = 0; a < lw->naxes; a++)
+            if (in[0].place[a].kind == PLACE_R && lw->plan->mesh.axes[a].size > 1 && a != lw->plan->layout.pp_axis)
+                replicas |= (int64_t)1 << a;
+        if (replicas) EMIT(e, RT_prt_loss_replicas, a_int(replicas));
         ins = EMIT(e, RT_prt_xent_fwd, a_buf(lw->loss_buf, INST_FIXED, 0), t_arg(lw, op->aux[0]), in[0].arg,
                    in[1].arg, a_int(N), a_int(V), a_coord(va, V), a_int(va));
         set_flops(ins, 5.0 * N * V);
         if (va >= 0) {
             /* the vocab-parallel loss: max, sum of exponentials and the target
              * logit are reduced over the vocab axis inside the op */
-            static const CollKind kinds[3] = {COLL_ALLREDUCE_MAX, COLL_ALLREDUCE, COLL_ALLREDUCE};
-            static const char *const whys[3] = {
+            static const CollKind kinds[2] = {COLL_ALLREDUCE_MAX, COLL_ALLREDUCE};
+            static const char *const whys[2] = {
                 "vocab-parallel cross-entropy: the row max over a vocab split",
-                "vocab-parallel cross-entropy: the sum of exponentials over a vocab split",
-                "vocab-parallel cross-entropy: the target logit lives on one rank of the split"};
-            for (int k = 0; k < 3; k++) {
+                "vocab-parallel cross-entropy: the sum of exponentials and the target logit (held by one rank of "
+                "the split), in one call"};
+            for (int k = 0; k < 2; k++) {
                 /* a report-only record: the runtime op performs them */
                 Instr rec;
                 memset(&rec, 0, sizeof rec);
                 rec.fn = -1;
                 rec.coll = kinds[k];
                 rec.axis = va;
-                rec.elems = N;
+                rec.elems = k == 0 ? N : 2 * N;
                 rec.elem_bytes = 4;
                 rec.op = op->id;
                 rec.tensor = op->in[0];

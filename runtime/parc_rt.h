@@ -114,7 +114,18 @@ int64_t prt_steps(prt *rt);
 /* Compares measured bytes per class with the compiler's ledger (bytes per class
  * for this rank).  With --memory prints both; weights, grads, master and optim
  * must match exactly, activations/comm/workspace must not exceed; a mismatch
- * is an error (exit status 3 from prt_finalize). */
+ * is an error (exit status 3 from prt_finalize).  Checked at prt_finalize, against
+ * the PEAK for activations/comm/workspace.  Measured = the table's tensor bytes
+ * (elems x instances x dtype size; slices are 64-byte aligned, padding not
+ * counted) plus the CPU runtime's own scratch, which the compiler must budget:
+ *   PRT_COMM: one packing buffer of max(outer x S x inner) floats over the
+ *     all-gathers/reduce-scatters/all-to-alls with outer > 1 and S > 1; and send
+ *     slots holding the floats of pipeline sends not yet completed (slots are
+ *     reused, sends complete by prt_step_end), i.e. the peak bytes in flight;
+ *   PRT_WORKSPACE: max of T x T floats (attention forward with probs NULL),
+ *     T x T (backward with probs) or 2 x T x T (backward with probs NULL), and
+ *     3 x N floats (prt_xent_fwd).
+ * Each scratch buffer grows to exactly its largest request, so its peak is that. */
 void prt_expect_memory(prt *rt, const int64_t *expected_bytes /* [PRT_NCLASS] */);
 void prt_step_begin(prt *rt, int64_t step);
 /* Ends a step: sums the loss over the ranks that hold it, prints
@@ -191,6 +202,9 @@ void prt_add_fwd(prt *rt, void *out, const void *a, const void *b, int64_t n);
  * counts its loss once. */
 void prt_xent_fwd(prt *rt, void *loss_sum, void *stats, const void *logits, const void *targets,
                   int64_t N, int64_t V_local, int64_t vocab_offset, int64_t axis);
+/* The axes (bit a = axis a) over which the logits, and so the loss, are
+ * replicated: only the ranks at coordinate 0 of each count the step loss. */
+void prt_loss_replicas(prt *rt, int64_t axis_mask);
 /* dlogits[N,V_local] += scale * (softmax - onehot(target)). */
 void prt_xent_bwd(prt *rt, void *dlogits, const void *logits, const void *stats, const void *targets,
                   int64_t N, int64_t V_local, int64_t vocab_offset, double scale);
@@ -217,13 +231,17 @@ void prt_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_
 /* ---------------------------------------------------------------- optimizer */
 
 /* AdamW on n elements: master (fp32) is updated when not NULL and copied to
- * param; else param is updated in place.  step counts from 1. */
+ * param; else param is updated in place.  step counts from 1.  Bias-corrected,
+ * decoupled decay: p -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * p)
+ * (torch.optim.AdamW).  SGD is torch.optim.SGD's: d = grad + weight_decay * p,
+ * mom = momentum * mom + d (mom may be NULL: no momentum), p -= lr * d. */
 void prt_adamw(prt *rt, void *param, void *master, const void *grad, void *m, void *v, int64_t n,
                int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay);
 void prt_sgd(prt *rt, void *param, void *master, const void *grad, void *mom, int64_t n, double lr,
              double momentum, double weight_decay);
 
-/* Trace span around generated code regions (no-op without --trace). */
+/* Trace span around generated code regions (no-op without --trace).  The name is
+ * kept by pointer until prt_finalize: pass a string constant. */
 void prt_span_begin(prt *rt, const char *name);
 void prt_span_end(prt *rt);
 
@@ -259,6 +277,7 @@ void prt_span_end(prt *rt);
     X(prt_add_fwd, "ppppi")                         \
     X(prt_xent_fwd, "pppppiiii")                    \
     X(prt_xent_bwd, "pppppiiid")                    \
+    X(prt_loss_replicas, "pi")                      \
     X(prt_allreduce, "pipi")                       \
     X(prt_allgather, "pippii")                     \
     X(prt_reducescatter, "pippii")                 \

@@ -348,8 +348,8 @@ void prt_ledger_book(prt *rt, int64_t klass, int64_t bytes) {
 }
 
 static float *grow(prt *rt, float **buf, size_t *cap, size_t floats, int64_t klass) {
-    if (floats > *cap) {
-        size_t want = floats < 2 * *cap ? 2 * *cap : floats;  /* grow rarely */
+    if (floats > *cap) {  /* exactly what is asked: the peak is the largest need */
+        size_t want = floats;
         free(*buf);
         *buf = prt_xmalloc(want * sizeof(float));
         prt_ledger_book(rt, klass, (int64_t)((want - *cap) * sizeof(float)));

@@ -129,6 +129,7 @@ struct prt {
     int64_t step;            /* current step, -1 outside a step */
     double step_start;       /* MPI_Wtime */
     double step_loss;        /* this rank's loss contribution (sum of -log p) */
+    int64_t loss_replica_axes; /* bit a: ranks off coordinate 0 of axis a hold copies of the loss */
     int64_t steps_done;
     double total_seconds, last_loss;
     FILE *loss_file;         /* PRT_LOSS_FILE on rank 0 */
@@ -151,7 +152,8 @@ size_t prt_dtype_size(int64_t dtype);
 
 /* Ledger: book (bytes > 0) or release (bytes < 0) to a class; tracks the peak. */
 void prt_ledger_book(prt *rt, int64_t klass, int64_t bytes);
-/* Runtime scratch that grows and never shrinks until finalize, booked to its class. */
+/* Runtime scratch, booked to its class: grows to exactly the largest request
+ * (the previous contents are lost) and never shrinks until finalize. */
 float *prt_comm_stage(prt *rt, size_t floats);
 float *prt_workspace(prt *rt, size_t floats);
 

@@ -467,7 +467,10 @@ void prt_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *logits_, c
         loss += (double)lse - (double)sums[N + n];
     }
     *loss_sum += (float)loss;
-    if (prt_coord(rt, axis) == 0) prt_add_step_loss(rt, loss);
+    int owner = prt_coord(rt, axis) == 0;
+    for (int a = 0; a < PRT_MAX_AXES; a++)
+        if ((rt->loss_replica_axes >> a & 1) && prt_coord(rt, a) != 0) owner = 0;
+    if (owner) prt_add_step_loss(rt, loss);
     OP_END(rt, "xent_fwd");
 }
 
@@ -530,3 +533,5 @@ void prt_sgd(prt *rt, void *param_, void *master_, const void *grad_, void *mom_
     }
     OP_END(rt, "sgd");
 }
+
+void prt_loss_replicas(prt *rt, int64_t axis_mask) { rt->loss_replica_axes = axis_mask; }
