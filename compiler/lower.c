@@ -260,7 +260,7 @@ static void op_rule(Lowerer *lw, const Op *op, int a)
         r->out = is_row_split(lp) ? PART : REP;
         break;
     }
-    default: PARC_BUG("no placement rule for op %s", op_names[op->kind]);
+    default: PARC_BUG("no placement rule for op kind %d", (int)op->kind);
     }
 }
 
@@ -798,7 +798,7 @@ static void emit_forward(Emit *e, const Op *op)
         }
         break;
     }
-    default: PARC_BUG("no forward for %s", op_names[op->kind]);
+    default: PARC_BUG("no forward for op kind %d", (int)op->kind);
     }
     if (ins) ins->op = op->id;
 }
@@ -989,7 +989,7 @@ static void emit_backward(Emit *e, const Op *op)
         set_flops(ins, 3.0 * N * V);
         break;
     }
-    default: PARC_BUG("no backward for %s", op_names[op->kind]);
+    default: PARC_BUG("no backward for op kind %d", (int)op->kind);
     }
     if (ins) ins->op = op->id;
     for (int i = 0; i < op->nin; i++) grad_finish(e, op, &din[i]);
