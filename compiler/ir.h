@@ -180,9 +180,11 @@ extern const char *const phase_names[PHASE_COUNT];
 
 #define IR_MAX_ARGS 14
 
-/* One call of a runtime function (an entry of PRT_OPS in runtime/parc_rt.h). */
+/* One call of a runtime function (an entry of PRT_OPS in runtime/parc_rt.h).
+ * fn < 0 marks a report-only record: a collective a runtime op performs
+ * inside itself (the vocab-parallel loss reductions); code generation skips it. */
 typedef struct Instr {
-    int fn;                  /* index into PRT_OPS order (see rt_fn_names) */
+    int fn;                  /* index into PRT_OPS order (see rt_fn_names), -1 = report only */
     int nargs;               /* arguments after the context */
     Arg args[IR_MAX_ARGS];
     /* what reports need */
@@ -197,6 +199,14 @@ typedef struct Instr {
     double flops;            /* compute instructions: FLOPs per call */
 } Instr;
 
+/* Sequences.  Code generation calls each as f(rt, chunk, l, slot, micro, step):
+ * block sequences inside loops over (chunk, l); the others with l = 0, so
+ * INST_SLOT_L there names resid instance k (the head reads resid[L] with k = L).
+ * The pipeline's input and output are decided by position: stage 0 chunk 0
+ * receives nothing and runs SEQ_EMBED_FWD, the last stage's last chunk sends
+ * nothing and runs SEQ_HEAD_FWD; lower_program guarantees has_embed only on
+ * stage 0 and has_head only on the last stage.  A pipeline axis always has
+ * size > 1 (check.c), so interleaved chunks never send to their own rank. */
 typedef enum {
     SEQ_EMBED_FWD,   /* per micro-batch, on the stage holding the embedding (slot) */
     SEQ_BLOCK_FWD,   /* per layer per micro-batch (l, slot) */
@@ -256,7 +266,7 @@ typedef struct StageProgram {
     const WorkItem *items;
     int *slot_of_item;
     /* memory ledger: bytes per prt class on this stage's ranks */
-    int64_t ledger[8];
+    int64_t ledger[PRT_NCLASS];
     double flops_per_step;     /* this rank's FLOPs per step */
 } StageProgram;
 
