@@ -63,6 +63,7 @@ const char *const rt_fn_sigs[RT_FN_COUNT] = {
     X(prt_steps, 'i', "p")               \
     X(prt_expect_memory, 'v', "pp")      \
     X(prt_step_begin, 'v', "pi")         \
+    X(prt_before_optimizer, 'v', "pi")   \
     X(prt_step_end, 'v', "pi")           \
     X(prt_finalize, 'i', "p")            \
     X(abort, 'v', "")
@@ -756,6 +757,7 @@ static LLVMValueRef emit_stage_main(Gen *g, const StageProgram *sp, const StageF
 
     emit_every_layer(g, sp, fns->seq[SEQ_GRAD_SYNC_BLOCK], step, "sync");
     call_seq(g, fns->seq[SEQ_GRAD_SYNC_ONCE], zero, zero, zero, zero, step);
+    call_life(g, LIFE_prt_before_optimizer, sargs, 2, "");
     emit_every_layer(g, sp, fns->seq[SEQ_OPTIM_BLOCK], step, "optim");
     call_seq(g, fns->seq[SEQ_OPTIM_ONCE], zero, zero, zero, zero, step);
 

@@ -66,6 +66,32 @@ static int compile_plan(Arena *arena, const char *path, Compiled *c, int until, 
     return diag_error_count() ? 1 : 0;
 }
 
+/* What the CPU runtime can execute today; everything else is checked and
+ * explained but not built (an error, never a silent change of the plan). */
+static int runtime_supports(const Plan *plan)
+{
+    int ok = 1;
+    if (plan->train.precision != PREC_FP32) {
+        diag_error(plan->train.precision_loc.file ? plan->train.precision_loc : plan->train.loc,
+                   "use `precision fp32;` to build for the CPU runtime; explain works for every precision",
+                   "the CPU runtime computes in fp32: a %s plan can be explained but not built yet",
+                   plan->train.precision == PREC_BF16 ? "bf16" : "fp16");
+        ok = 0;
+    }
+    if (plan->model.block.kind == BLOCK_TRANSFORMER && plan->model.kv_heads != plan->model.heads) {
+        diag_error(plan->model.dim_loc[DIM_HEADS].file ? plan->model.dim_loc[DIM_HEADS] : plan->model.loc, NULL,
+                   "grouped-query attention (kv_heads %lld of %lld heads) is explained but not executed by the runtime",
+                   (long long)plan->model.kv_heads, (long long)plan->model.heads);
+        ok = 0;
+    }
+    if (!plan->model.has_embed || !plan->model.has_head || !plan->model.has_loss) {
+        diag_error(plan->model.loc, "give the model `embed;`, a head and `loss cross_entropy;`",
+                   "a trainable program needs token embedding, head and loss");
+        ok = 0;
+    }
+    return ok;
+}
+
 static int has_flag(int argc, char **argv, const char *flag)
 {
     for (int i = 0; i < argc; i++)
@@ -194,9 +220,11 @@ int main(int argc, char **argv)
             }
         }
         status = compile_plan(&arena, path, &c, 2, 1);
+        if (!status && !runtime_supports(&c.plan)) status = 1;
         if (!status) status = codegen_emit(c.prog, kind, out) ? 1 : 0;
     } else if (!strcmp(cmd, "run")) {
         status = compile_plan(&arena, path, &c, 2, 1);
+        if (!status && !runtime_supports(&c.plan)) status = 1;
         if (!status) {
             report_check_summary(stdout, c.an);
             fflush(stdout);

@@ -128,11 +128,44 @@ int64_t prt_steps(prt *rt);
  * Each scratch buffer grows to exactly its largest request, so its peak is that. */
 void prt_expect_memory(prt *rt, const int64_t *expected_bytes /* [PRT_NCLASS] */);
 void prt_step_begin(prt *rt, int64_t step);
+/* Called once per step after the gradient sync and before the optimizer (the
+ * gradients of the step are final here); the PRT_DUMP_STEP gradient dump. */
+void prt_before_optimizer(prt *rt, int64_t step);
 /* Ends a step: sums the loss over the ranks that hold it, prints
  * `step N | loss L | tokens/s | ms` on global rank 0. */
 void prt_step_end(prt *rt, int64_t step);
 /* Writes the trace, checks the ledger, finalises MPI.  Returns the exit status. */
 int64_t prt_finalize(prt *rt);
+
+/* Dumps for the parity tests (tests/parity/), read from the environment at
+ * prt_init; none has any effect unless PRT_DUMP_DIR is set.
+ *   PRT_DUMP_DIR=DIR   (created if missing) at prt_finalize every rank writes
+ *                      DIR/params.rank<R>.bin: its WEIGHTS buffers, final values.
+ *   PRT_DUMP_STEP=K    also, on step K:
+ *                      init_params.rank<R>.bin  WEIGHTS at prt_step_begin(K), before
+ *                                               the step changes them;
+ *                      grads.rank<R>.bin        GRADS at prt_before_optimizer(K).  The
+ *                        indices are global only where the gradient has its
+ *                        parameter's layout (flags 0); a ZeRO-2 share is written with
+ *                        local indices (flags 1).  Whether the values are the full
+ *                        gradient depends on the layout (a pipeline or tensor-parallel
+ *                        rank holds only its part, before any missing sync), so they are
+ *                        only required to be meaningful for single-rank runs;
+ *                      data.rank<R>.bin         every prt_data call of step K;
+ *                      logits.rank<R>.bin       every prt_xent_fwd call of step K, in
+ *                                               call order (the local vocab block).
+ *   PRT_DUMP_DATA_ALL=1  data.rank<R>.bin holds the prt_data calls of every step.
+ * Formats (little-endian; i64 = int64, f32 = float, i32 = int32):
+ *   params / init_params / grads: "PRTPAR1\0", i64 rank, i64 step (-1: final), then
+ *     one block per buffer instance: i64 name_len, name bytes (init_name, no NUL),
+ *     i64 global layer (-1: not per-layer), i64 flags (0: global indices), i64 count,
+ *     i64 index[count] (global flat element index, the initialiser's mapping of
+ *     gdims/split_axis/zero_axis/layers_per_chunk; ZeRO padding is left out),
+ *     f32 value[count] (bf16/f16 widened).
+ *   data: "PRTDAT1\0", then per call: i64 step, i64 first_sample, i64 B, i64 T,
+ *     i32 tokens[B*T], i32 targets[B*T] (both filled whatever the call stores).
+ *   logits: "PRTLOG1\0", then per call: i64 step, i64 call (0, 1, ... in order),
+ *     i64 N, i64 V_local, i64 vocab_offset, i64 axis, f32 logits[N*V_local]. */
 
 /* ---------------------------------------------------------------- data */
 

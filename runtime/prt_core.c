@@ -161,7 +161,8 @@ static void usage(FILE *f, const char *prog) {
             "  --quiet        print only the final line\n"
             "  --device cpu   the backend (this runtime is the CPU one; cuda needs the CUDA build)\n"
             "environment: PRT_LOSS_FILE (rank 0 writes 'step loss' lines), PRT_TIMEOUT (seconds a\n"
-            "blocking call may wait, default 300, 0 = off), OPENBLAS_NUM_THREADS\n",
+            "blocking call may wait, default 300, 0 = off), OPENBLAS_NUM_THREADS, PRT_DUMP_DIR,\n"
+            "PRT_DUMP_STEP, PRT_DUMP_DATA_ALL (parameter/gradient/data/logit dumps, see parc_rt.h)\n",
             prog);
 }
 
@@ -311,6 +312,7 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
         PRT_CHECK(rt->loss_file, "cannot write PRT_LOSS_FILE '%s'", loss_path);
     }
     if (rt->data_path) prt_data_load(rt, rt->data_path);
+    prt_dump_init(rt);
 
     rt->tracing = rt->trace_path != NULL;
     PRT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
@@ -400,56 +402,76 @@ static void store(void *base, int64_t dtype, int64_t i, double v) {
     }
 }
 
+/* ---------------------------------------------------------------- parameter maps */
+
+int64_t prt_param_map_init(prt *rt, prt_param_map *map, const prt_buffer_desc *gen, const char *name,
+                           int64_t undescribed_elems) {
+    int64_t ndim = gen->ndim;
+    PRT_CHECK(ndim >= 0 && ndim <= PRT_MAX_DIMS, "buffer %s: ndim %lld", name, (long long)ndim);
+    memset(map, 0, sizeof *map);
+    map->ndim = ndim;
+    map->local_total = 1;
+    for (int64_t k = 0; k < ndim; k++) {
+        int s = prt_axis_size(rt, gen->split_axis[k]);
+        PRT_CHECK(gen->gdims[k] > 0 && gen->gdims[k] % s == 0,
+                  "buffer %s: dim %lld (%lld) does not divide by its axis size %d", name, (long long)k,
+                  (long long)gen->gdims[k], s);
+        map->gdims[k] = gen->gdims[k];
+        map->local_dims[k] = gen->gdims[k] / s;
+        map->offset[k] = prt_coord(rt, gen->split_axis[k]) * map->local_dims[k];
+        map->local_total *= map->local_dims[k];
+    }
+    if (ndim == 0) map->local_total = undescribed_elems;  /* undescribed: local index is the global index */
+    int64_t share = map->local_total;
+    if (gen->zero_axis >= 0) {
+        PRT_CHECK(ndim > 0, "buffer %s: a ZeRO-sharded parameter needs its global dims", name);
+        int64_t zero_size = prt_axis_size(rt, gen->zero_axis);
+        share = (map->local_total + zero_size - 1) / zero_size;
+        map->first = prt_coord(rt, gen->zero_axis) * share;
+    }
+    return share;
+}
+
+int64_t prt_param_global(const prt_param_map *map, int64_t e) {
+    int64_t local = map->first + e;
+    if (local >= map->local_total) return -1;  /* ZeRO padding */
+    if (map->ndim == 0) return local;
+    int64_t idx[PRT_MAX_DIMS], rem = local, global = 0;  /* local flat -> local multi-index -> global flat */
+    for (int64_t k = map->ndim - 1; k >= 0; k--) {
+        idx[k] = rem % map->local_dims[k] + map->offset[k];
+        rem /= map->local_dims[k];
+    }
+    for (int64_t k = 0; k < map->ndim; k++) global = global * map->gdims[k] + idx[k];
+    return global;
+}
+
+int64_t prt_param_layer(const prt_buffer_desc *gen, int64_t instance) {
+    if (gen->first_layer < 0) return -1;
+    /* chunks of layers_per_chunk layers, chunk_layer_stride apart (interleaved pipelines), else consecutive */
+    if (gen->layers_per_chunk > 0)
+        return gen->first_layer + (instance / gen->layers_per_chunk) * gen->chunk_layer_stride +
+               instance % gen->layers_per_chunk;
+    return gen->first_layer + instance;
+}
+
 /* Fills buffer `dst` (this rank's local shard of every instance) with the initial
  * values that `gen` describes: value(seed, init_name, global layer, global index). */
 static void init_values(prt *rt, const prt_buffer *dst, const prt_buffer_desc *gen) {
     const prt_buffer_desc *d = &dst->desc;
-    int64_t ndim = gen->ndim, local_dims[PRT_MAX_DIMS], offset[PRT_MAX_DIMS], local_total = 1;
-    PRT_CHECK(ndim >= 0 && ndim <= PRT_MAX_DIMS, "buffer %s: ndim %lld", d->name, (long long)ndim);
-    for (int64_t k = 0; k < ndim; k++) {
-        int s = prt_axis_size(rt, gen->split_axis[k]);
-        PRT_CHECK(gen->gdims[k] > 0 && gen->gdims[k] % s == 0,
-                  "buffer %s: dim %lld (%lld) does not divide by its axis size %d", d->name, (long long)k,
-                  (long long)gen->gdims[k], s);
-        local_dims[k] = gen->gdims[k] / s;
-        offset[k] = prt_coord(rt, gen->split_axis[k]) * local_dims[k];
-        local_total *= local_dims[k];
-    }
-    if (ndim == 0) local_total = d->elems;  /* undescribed: local index is the global index */
-    int64_t zero_size = prt_axis_size(rt, gen->zero_axis), share = local_total, first = 0;
-    if (gen->zero_axis >= 0) {
-        PRT_CHECK(ndim > 0, "buffer %s: a ZeRO-sharded parameter needs its global dims", d->name);
-        share = (local_total + zero_size - 1) / zero_size;
-        first = prt_coord(rt, gen->zero_axis) * share;
-    }
+    prt_param_map map;
+    int64_t share = prt_param_map_init(rt, &map, gen, d->name, d->elems);
     PRT_CHECK(d->elems == share,
               "buffer %s: %lld local elements per instance, but its dims and sharding give %lld", d->name,
               (long long)d->elems, (long long)share);
     uint64_t name_key = prt_hash2((uint64_t)rt->plan.seed, prt_hash_str(gen->init_name ? gen->init_name : gen->name));
     for (int64_t inst = 0; inst < d->instances; inst++) {
-        /* global layer of this instance: chunks of layers_per_chunk layers,
-         * chunk_layer_stride apart (interleaved pipelines), else consecutive */
-        int64_t layer = -1;
-        if (gen->first_layer >= 0)
-            layer = gen->layers_per_chunk > 0 ? gen->first_layer + (inst / gen->layers_per_chunk) * gen->chunk_layer_stride +
-                                                    inst % gen->layers_per_chunk
-                                              : gen->first_layer + inst;
+        int64_t layer = prt_param_layer(gen, inst);
         uint64_t key = prt_hash2(name_key, (uint64_t)layer);
         char *base = dst->base + inst * dst->instance_bytes;
         for (int64_t e = 0; e < d->elems; e++) {
-            int64_t local = first + e;
+            int64_t global = prt_param_global(&map, e);
             double v = 0.0;
-            if (local < local_total) {
-                int64_t global = local;
-                if (ndim > 0) {  /* local flat -> local multi-index -> global flat */
-                    int64_t idx[PRT_MAX_DIMS], rem = local;
-                    for (int64_t k = ndim - 1; k >= 0; k--) {
-                        idx[k] = rem % local_dims[k] + offset[k];
-                        rem /= local_dims[k];
-                    }
-                    global = 0;
-                    for (int64_t k = 0; k < ndim; k++) global = global * gen->gdims[k] + idx[k];
-                }
+            if (global >= 0) {
                 switch (gen->init) {
                 case PRT_INIT_ONES: v = 1.0; break;
                 case PRT_INIT_ZEROS: v = 0.0; break;
@@ -544,6 +566,12 @@ void prt_step_begin(prt *rt, int64_t step) {
     rt->step = step;
     rt->step_loss = 0.0;
     rt->step_start = MPI_Wtime();
+    prt_dump_step_begin(rt, step);
+}
+
+void prt_before_optimizer(prt *rt, int64_t step) {
+    PRT_CHECK(rt->step == step, "prt_before_optimizer(%lld) outside step %lld", (long long)step, (long long)rt->step);
+    prt_dump_before_optimizer(rt, step);
 }
 
 void prt_step_end(prt *rt, int64_t step) {
@@ -630,6 +658,7 @@ static void print_memory_table(prt *rt) {
 
 int64_t prt_finalize(prt *rt) {
     prt_comm_complete_sends(rt);
+    prt_dump_finalize(rt);
     if (rt->tracing) prt_trace_write(rt);
     int status = check_ledger(rt);
     if (rt->memory_report) print_memory_table(rt);

@@ -66,5 +66,6 @@ void prt_data(prt *rt, void *tokens_, void *targets_, int64_t step, int64_t firs
             }
         }
     }
+    prt_dump_data(rt, tokens, targets, step, first_sample, B, T);
     PRT_TRACE_END(rt, "data", "op", t0, -1, -1);
 }

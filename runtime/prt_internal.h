@@ -135,6 +135,13 @@ struct prt {
     FILE *loss_file;         /* PRT_LOSS_FILE on rank 0 */
     int64_t die_rank, die_step;   /* PRT_TEST_DIE */
 
+    /* dumps for the parity tests (PRT_DUMP_DIR, PRT_DUMP_STEP, PRT_DUMP_DATA_ALL; prt_dump.c) */
+    char *dump_dir;          /* NULL: no dumps */
+    int64_t dump_step;       /* -1: no per-step dumps */
+    int dump_data_all;       /* data of every step, not only dump_step's */
+    FILE *dump_data, *dump_logits;   /* opened at their first record */
+    int64_t dump_logits_calls;       /* prt_xent_fwd calls recorded so far */
+
     /* trace */
     int tracing;
     double time_origin;      /* MPI_Wtime at init (after a barrier) */
@@ -186,6 +193,41 @@ void prt_trace_record(prt *rt, const char *name, const char *category, double st
     } while (0)
 /* Gathers every rank's events and rank 0 writes the Chrome trace JSON file. */
 void prt_trace_write(prt *rt);
+
+/* ---------------------------------------------------------------- parameter maps */
+
+/* Where the local elements of a parameter buffer sit in its global tensor (the
+ * layout parc_rt.h describes at prt_buffer_desc).  The initialiser and the dumps
+ * share it, so a dump's global indices are the ones the values were drawn for. */
+typedef struct prt_param_map {
+    int64_t ndim;
+    int64_t gdims[PRT_MAX_DIMS], local_dims[PRT_MAX_DIMS], offset[PRT_MAX_DIMS];
+    int64_t local_total;     /* elements of the local (tensor-parallel) block */
+    int64_t first;           /* local flat index of element 0: the ZeRO share's start */
+} prt_param_map;
+/* Fills *map from `gen` for this rank (ndim 0: local index = global index over
+ * undescribed_elems elements) and returns the elements per instance the
+ * description implies (the ZeRO share, padding included).  PRT_CHECKs dims that
+ * do not divide by their axis. */
+int64_t prt_param_map_init(prt *rt, prt_param_map *map, const prt_buffer_desc *gen, const char *name,
+                           int64_t undescribed_elems);
+/* Global flat index of local element e of an instance; -1 for a ZeRO padding element. */
+int64_t prt_param_global(const prt_param_map *map, int64_t e);
+/* Global layer of instance `instance` (layers_per_chunk / chunk_layer_stride), or -1. */
+int64_t prt_param_layer(const prt_buffer_desc *gen, int64_t instance);
+
+/* ---------------------------------------------------------------- dumps (prt_dump.c) */
+
+/* Reads PRT_DUMP_DIR / PRT_DUMP_STEP / PRT_DUMP_DATA_ALL (prt_init). */
+void prt_dump_init(prt *rt);
+/* Hooks; each returns at once when its dump is off. */
+void prt_dump_step_begin(prt *rt, int64_t step);       /* init_params at dump_step */
+void prt_dump_before_optimizer(prt *rt, int64_t step); /* grads at dump_step */
+void prt_dump_data(prt *rt, const int32_t *tokens, const int32_t *targets, int64_t step, int64_t first_sample,
+                   int64_t B, int64_t T);
+void prt_dump_logits(prt *rt, const float *logits, int64_t N, int64_t V_local, int64_t vocab_offset, int64_t axis);
+/* Writes params.rank<R>.bin and closes the dump files (prt_finalize). */
+void prt_dump_finalize(prt *rt);
 
 /* ---------------------------------------------------------------- data */
 

@@ -428,6 +428,7 @@ void prt_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *logits_, c
     const float *logits = logits_;
     const int32_t *targets = targets_;
     int S = prt_axis_size(rt, axis);
+    prt_dump_logits(rt, logits, N, V_local, vocab_offset, axis);
     /* scratch: row max [N], then (sum of exp [N], target logit [N]) for one all-reduce */
     float *mx = prt_workspace(rt, (size_t)3 * (size_t)N), *sums = mx + N;
     for (int64_t n = 0; n < N; n++) {

@@ -382,8 +382,47 @@ static void test_placement_errors(void)
     arena_free(&arena);
 }
 
+/* The program verifier (run inside lower_program) over every schedule kind and
+ * many (p, m, v), with ZeRO and sequence parallelism mixed in. */
+static void test_verifier_sweep(void)
+{
+    static const char *const kinds[] = {"gpipe", "1f1b", "interleaved 2", "interleaved 4"};
+    int lowered = 0, tried = 0;
+    for (int p = 2; p <= 8; p *= 2)
+        for (int k = 0; k < 4; k++)
+            for (int m = p; m <= 4 * p; m += p)
+                for (int z = 0; z <= 3; z += 3) {
+                    int v = k == 2 ? 2 : k == 3 ? 4 : 1;
+                    Arena arena = {0};
+                    Opts o = defaults();
+                    o.layers = p * v * 2;
+                    o.gpus = p * 2;
+                    o.batch = m * 2;
+                    o.micro_batch = 1;
+                    char mesh[64], layout[160];
+                    snprintf(mesh, sizeof mesh, "pp %d; dp 2;", p);
+                    snprintf(layout, sizeof layout, "batch -> dp; layers -> pp schedule %s; zero %d over dp;", kinds[k],
+                             z);
+                    o.mesh = mesh;
+                    o.layout = layout;
+                    Program *prog = NULL;
+                    tried++;
+                    if (compile(&arena, o, &prog) && prog) {
+                        lowered++;
+                        int slots_ok = 1;
+                        for (int s = 0; s < prog->nstages; s++)
+                            if (prog->stages[s].nslots != prog->schedule.peak_in_flight[s]) slots_ok = 0;
+                        CHECK(slots_ok, "p=%d m=%d %s: activation slots equal the schedule's in-flight peak", p, m,
+                              kinds[k]);
+                    }
+                    arena_free(&arena);
+                }
+    CHECK(lowered == tried, "every (p, m, v) lowers and verifies: %d of %d", lowered, tried);
+}
+
 int main(void)
 {
+    test_verifier_sweep();
     test_bytes_per_parameter();
     test_zero_memory();
     test_tensor_parallel();

@@ -1,0 +1,173 @@
+/*
+ * prt_dump.c — dumps for the parity tests (tests/parity/): parameters, gradients,
+ * training data and logits, written per rank in little-endian binary files that
+ * tests/parity/prt_dump.py reads.  Everything here is off unless PRT_DUMP_DIR is
+ * set; parc_rt.h (PRT_DUMP_DIR) describes the files and their formats.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "prt_internal.h"
+
+/* File magics, 8 bytes each. */
+static const char magic_params[8] = "PRTPAR1";
+static const char magic_data[8] = "PRTDAT1";
+static const char magic_logits[8] = "PRTLOG1";
+
+void prt_dump_init(prt *rt) {
+    rt->dump_step = -1;
+    const char *dir = getenv("PRT_DUMP_DIR");
+    if (!dir || !*dir) return;
+    rt->dump_dir = prt_xmalloc(strlen(dir) + 1);
+    strcpy(rt->dump_dir, dir);
+    PRT_CHECK(mkdir(dir, 0777) == 0 || errno == EEXIST, "PRT_DUMP_DIR '%s': cannot create it: %s", dir,
+              strerror(errno));
+    const char *step = getenv("PRT_DUMP_STEP");
+    if (step && *step) {
+        char *end = NULL;
+        long long k = strtoll(step, &end, 10);
+        PRT_CHECK(*end == 0 && k >= 1, "PRT_DUMP_STEP must be a step number >= 1, got '%s'", step);
+        rt->dump_step = k;
+    }
+    const char *all = getenv("PRT_DUMP_DATA_ALL");
+    rt->dump_data_all = all && *all && strcmp(all, "0") != 0;
+}
+
+static FILE *open_dump(prt *rt, const char *what, const char magic[8]) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.rank%d.bin", rt->dump_dir, what, rt->world_rank);
+    FILE *f = fopen(path, "wb");
+    PRT_CHECK(f, "PRT_DUMP_DIR: cannot write '%s': %s", path, strerror(errno));
+    PRT_CHECK(fwrite(magic, 1, 8, f) == 8, "PRT_DUMP_DIR: short write to '%s'", path);
+    return f;
+}
+
+static void put(FILE *f, const void *p, size_t size, size_t n) {
+    PRT_CHECK(fwrite(p, size, n, f) == n, "PRT_DUMP_DIR: short write (%zu x %zu bytes)", n, size);
+}
+static void put_i64(FILE *f, int64_t v) { put(f, &v, sizeof v, 1); }
+
+static float load_value(const char *base, int64_t dtype, int64_t i) {
+    uint16_t h;
+    uint32_t x;
+    float f;
+    switch (dtype) {
+    case PRT_F32: memcpy(&f, base + 4 * i, 4); return f;
+    case PRT_I32: { int32_t v; memcpy(&v, base + 4 * i, 4); return (float)v; }
+    case PRT_BF16:
+        memcpy(&h, base + 2 * i, 2);
+        x = (uint32_t)h << 16;
+        memcpy(&f, &x, 4);
+        return f;
+    case PRT_F16: {
+        memcpy(&h, base + 2 * i, 2);
+        uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+        if (exp == 0x1f) x = sign | 0x7f800000 | (mant << 13);
+        else if (exp) x = sign | ((exp + 112) << 23) | (mant << 13);
+        else {  /* subnormal: mant x 2^-24 */
+            f = (float)mant * (1.0f / 16777216.0f);
+            return sign ? -f : f;
+        }
+        memcpy(&f, &x, 4);
+        return f;
+    }
+    }
+    return 0.0f;
+}
+
+/* One block per instance of buffer `b`, its elements mapped by `gen` (the
+ * parameter's own description).  A buffer whose size disagrees with gen's
+ * mapping (a ZeRO-2 gradient share) is written with local indices, flags = 1. */
+static void write_instances(prt *rt, FILE *f, const prt_buffer *b, const prt_buffer_desc *gen) {
+    const prt_buffer_desc *d = &b->desc;
+    prt_param_map map;
+    int64_t share = prt_param_map_init(rt, &map, gen, d->name, d->elems);
+    int64_t flags = share == d->elems ? 0 : 1;
+    const char *name = gen->init_name ? gen->init_name : gen->name ? gen->name : "?";
+    int64_t *index = prt_xmalloc(sizeof(int64_t) * (size_t)(d->elems ? d->elems : 1));
+    float *value = prt_xmalloc(sizeof(float) * (size_t)(d->elems ? d->elems : 1));
+    for (int64_t inst = 0; inst < d->instances; inst++) {
+        const char *base = b->base + inst * b->instance_bytes;
+        int64_t count = 0;
+        for (int64_t e = 0; e < d->elems; e++) {
+            int64_t global = flags ? e : prt_param_global(&map, e);
+            if (global < 0) continue;  /* ZeRO padding */
+            index[count] = global;
+            value[count] = load_value(base, d->dtype, e);
+            count++;
+        }
+        put_i64(f, (int64_t)strlen(name));
+        put(f, name, 1, strlen(name));
+        put_i64(f, prt_param_layer(gen, inst));
+        put_i64(f, flags);
+        put_i64(f, count);
+        put(f, index, sizeof *index, (size_t)count);
+        put(f, value, sizeof *value, (size_t)count);
+    }
+    free(index);
+    free(value);
+}
+
+/* WHAT.rank<R>.bin with every buffer of class `klass`.  Gradient buffers carry no
+ * description of their own: "X.grad" is mapped by the weights buffer "X". */
+static void write_class(prt *rt, const char *what, int64_t klass, int64_t step) {
+    FILE *f = open_dump(rt, what, magic_params);
+    put_i64(f, rt->world_rank);
+    put_i64(f, step);
+    for (int64_t i = 0; i < rt->nbuffers; i++) {
+        const prt_buffer *b = &rt->buffers[i];
+        if (b->desc.klass != klass) continue;
+        const prt_buffer_desc *gen = &b->desc;
+        if (klass != PRT_WEIGHTS) {
+            gen = NULL;
+            size_t len = b->desc.name ? strlen(b->desc.name) : 0;
+            for (int64_t j = 0; j < rt->nbuffers && len > 5 && !strcmp(b->desc.name + len - 5, ".grad"); j++) {
+                const prt_buffer_desc *w = &rt->buffers[j].desc;
+                if (w->klass == PRT_WEIGHTS && w->name && strlen(w->name) == len - 5 &&
+                    !strncmp(w->name, b->desc.name, len - 5))
+                    gen = w;
+            }
+            if (!gen) continue;  /* not the gradient of a parameter */
+        }
+        write_instances(rt, f, b, gen);
+    }
+    PRT_CHECK(fclose(f) == 0, "PRT_DUMP_DIR: cannot close the %s dump", what);
+}
+
+void prt_dump_step_begin(prt *rt, int64_t step) {
+    if (rt->dump_dir && step == rt->dump_step) write_class(rt, "init_params", PRT_WEIGHTS, step);
+}
+
+void prt_dump_before_optimizer(prt *rt, int64_t step) {
+    if (rt->dump_dir && step == rt->dump_step) write_class(rt, "grads", PRT_GRADS, step);
+}
+
+void prt_dump_data(prt *rt, const int32_t *tokens, const int32_t *targets, int64_t step, int64_t first_sample,
+                   int64_t B, int64_t T) {
+    if (!rt->dump_dir || (step != rt->dump_step && !rt->dump_data_all)) return;
+    if (!rt->dump_data) rt->dump_data = open_dump(rt, "data", magic_data);
+    int64_t header[4] = {step, first_sample, B, T};
+    put(rt->dump_data, header, sizeof header[0], 4);
+    put(rt->dump_data, tokens, sizeof *tokens, (size_t)(B * T));
+    put(rt->dump_data, targets, sizeof *targets, (size_t)(B * T));
+}
+
+void prt_dump_logits(prt *rt, const float *logits, int64_t N, int64_t V_local, int64_t vocab_offset, int64_t axis) {
+    if (!rt->dump_dir || rt->step < 0 || rt->step != rt->dump_step) return;
+    if (!rt->dump_logits) rt->dump_logits = open_dump(rt, "logits", magic_logits);
+    int64_t header[6] = {rt->step, rt->dump_logits_calls++, N, V_local, vocab_offset, axis};
+    put(rt->dump_logits, header, sizeof header[0], 6);
+    put(rt->dump_logits, logits, sizeof *logits, (size_t)(N * V_local));
+}
+
+void prt_dump_finalize(prt *rt) {
+    if (!rt->dump_dir) return;
+    write_class(rt, "params", PRT_WEIGHTS, -1);
+    if (rt->dump_data) PRT_CHECK(fclose(rt->dump_data) == 0, "PRT_DUMP_DIR: cannot close the data dump");
+    if (rt->dump_logits) PRT_CHECK(fclose(rt->dump_logits) == 0, "PRT_DUMP_DIR: cannot close the logits dump");
+    rt->dump_data = rt->dump_logits = NULL;
+    free(rt->dump_dir);
+    rt->dump_dir = NULL;
+}

@@ -1,0 +1,179 @@
+"""prt_dump.py — readers for the runtime's PRT_DUMP_DIR files and the helpers the
+parity tests share (building a plan, launching it, merging per-rank dumps).
+
+The formats are documented in runtime/parc_rt.h next to PRT_DUMP_DIR; all
+little-endian.  Only numpy is needed here (torch is imported by the torch test).
+"""
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+MAGIC_PARAMS = b"PRTPAR1\0"
+MAGIC_DATA = b"PRTDAT1\0"
+MAGIC_LOGITS = b"PRTLOG1\0"
+
+
+def _i64(buf, off, n=1):
+    return np.frombuffer(buf, dtype="<i8", count=n, offset=off)
+
+
+def read_params(path):
+    """params / init_params / grads file -> (rank, step, blocks); a block is
+    (name, layer, flags, index int64[count], value float32[count])."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    if buf[:8] != MAGIC_PARAMS:
+        raise ValueError(f"{path}: not a parameter dump")
+    rank, step = (int(x) for x in _i64(buf, 8, 2))
+    off, blocks = 24, []
+    while off < len(buf):
+        name_len = int(_i64(buf, off)[0])
+        name = buf[off + 8:off + 8 + name_len].decode()
+        off += 8 + name_len
+        layer, flags, count = (int(x) for x in _i64(buf, off, 3))
+        off += 24
+        index = _i64(buf, off, count)
+        off += 8 * count
+        value = np.frombuffer(buf, dtype="<f4", count=count, offset=off)
+        off += 4 * count
+        blocks.append((name, layer, flags, index, value))
+    return rank, step, blocks
+
+
+def read_data(path):
+    """data file -> list of (step, first_sample, tokens int32[B,T], targets int32[B,T])."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    if buf[:8] != MAGIC_DATA:
+        raise ValueError(f"{path}: not a data dump")
+    off, records = 8, []
+    while off < len(buf):
+        step, first, B, T = (int(x) for x in _i64(buf, off, 4))
+        off += 32
+        n = B * T
+        tokens = np.frombuffer(buf, dtype="<i4", count=n, offset=off).reshape(B, T)
+        targets = np.frombuffer(buf, dtype="<i4", count=n, offset=off + 4 * n).reshape(B, T)
+        off += 8 * n
+        records.append((step, first, tokens, targets))
+    return records
+
+
+def read_logits(path):
+    """logits file -> list of dicts step, call, N, V_local, vocab_offset, axis, logits float32[N, V_local]."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    if buf[:8] != MAGIC_LOGITS:
+        raise ValueError(f"{path}: not a logits dump")
+    off, records = 8, []
+    while off < len(buf):
+        step, call, N, V, voff, axis = (int(x) for x in _i64(buf, off, 6))
+        off += 48
+        logits = np.frombuffer(buf, dtype="<f4", count=N * V, offset=off).reshape(N, V)
+        off += 4 * N * V
+        records.append(dict(step=step, call=call, N=N, V_local=V, vocab_offset=voff, axis=axis, logits=logits))
+    return records
+
+
+def merge_params(dump_dir, what="params"):
+    """Merges WHAT.rank*.bin of every rank into {(name, layer): float32 array (flat,
+    global order)}.  Raises ValueError unless every element is present exactly once,
+    or, where replicated, every copy holds the same value."""
+    paths = sorted(glob.glob(os.path.join(dump_dir, f"{what}.rank*.bin")))
+    if not paths:
+        raise ValueError(f"{dump_dir}: no {what}.rank*.bin")
+    parts = {}
+    for p in paths:
+        _, _, blocks = read_params(p)
+        for name, layer, flags, index, value in blocks:
+            if flags != 0:
+                raise ValueError(f"{p}: {name} layer {layer} has local indices (flags {flags})")
+            parts.setdefault((name, layer), []).append((index, value))
+    merged = {}
+    for key, pieces in parts.items():
+        index = np.concatenate([i for i, _ in pieces])
+        value = np.concatenate([v for _, v in pieces])
+        order = np.argsort(index, kind="stable")
+        index, value = index[order], value[order]
+        uniq, first = np.unique(index, return_index=True)
+        if len(uniq) == 0 or uniq[0] != 0 or uniq[-1] != len(uniq) - 1:
+            missing = (int(uniq[-1]) + 1 - len(uniq)) if len(uniq) else "all"
+            raise ValueError(f"{key[0]} layer {key[1]}: elements missing ({missing} of {int(uniq[-1]) + 1})")
+        lo = np.minimum.reduceat(value, first)
+        hi = np.maximum.reduceat(value, first)
+        if np.any(hi != lo):
+            bad = int(np.count_nonzero(hi != lo))
+            raise ValueError(f"{key[0]} layer {key[1]}: {bad} replicated elements differ between ranks "
+                             f"(max spread {float(np.max(hi - lo)):.3g})")
+        merged[key] = value[first]
+    return merged
+
+
+def read_losses(path):
+    """PRT_LOSS_FILE -> {step: loss}."""
+    losses = {}
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                step, loss = line.split()
+                losses[int(step)] = float(loss)
+    return losses
+
+
+def run_env(extra=None):
+    env = dict(os.environ)
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1")
+    env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
+    env.update(extra or {})
+    return env
+
+
+def world_size(parc, plan):
+    out = subprocess.run([parc, "explain", plan, "--json"], capture_output=True, text=True, check=True).stdout
+    return int(json.loads(out)["world"])
+
+
+def build(parc, plan, exe):
+    r = subprocess.run([parc, "build", plan, "-o", exe], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"parc build {plan} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
+
+
+def launch(exe, world, steps, env_extra, timeout=300):
+    """Runs exe on `world` ranks (mpirun, oversubscribed) with the dump variables in
+    env_extra exported to every rank.  Raises RuntimeError on failure."""
+    mpirun = os.environ.get("PARC_MPIRUN") or shutil.which("mpirun") or shutil.which("mpiexec")
+    if not mpirun:
+        raise RuntimeError("mpirun not found (set PARC_MPIRUN)")
+    cmd = [mpirun, "-np", str(world), "--oversubscribe"]
+    for k in sorted(env_extra):
+        cmd += ["-x", k]
+    cmd += [exe, "--steps", str(steps), "--quiet"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=run_env(env_extra), timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout[-4000:]}{r.stderr[-4000:]}")
+
+
+def param_shapes(parc, plan):
+    """{name: (per_layer, [sizes])} of the model's parameters from `parc lower --emit=graph`."""
+    out = subprocess.run([parc, "lower", plan, "--emit=graph"], capture_output=True, text=True, check=True).stdout
+    shapes, region = {}, None
+    for line in out.splitlines():
+        m = re.match(r"region (\w+):", line)
+        if m:
+            region = m.group(1)
+            continue
+        m = re.match(r"\s+param\s+(\S+)\s+\[([^\]]*)\]", line)
+        if m:
+            sizes = [int(s.split("=")[1]) for s in m.group(2).split(",") if s.strip()]
+            shapes[m.group(1)] = (region == "block", sizes)
+    return shapes
+
+
+def fail(msg):
+    print(f"FAIL: {msg}", file=sys.stderr)
