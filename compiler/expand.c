@@ -92,8 +92,10 @@ static int tensor_new(Expander *ex, Region region, TensorKind kind, const char *
     t.kind = kind;
     t.name = arena_strdup(ex->arena, name);
     t.ndim = ndim;
-    memcpy(t.dims, dims, sizeof(Dim) * (size_t)ndim);
-    memcpy(t.sizes, sizes, sizeof(int64_t) * (size_t)ndim);
+    if (ndim > 0) {
+        memcpy(t.dims, dims, sizeof(Dim) * (size_t)ndim);
+        memcpy(t.sizes, sizes, sizeof(int64_t) * (size_t)ndim);
+    }
     t.producer = -1;
     t.loc = loc;
     ARR_PUSH(ex->arena, g->tensors, g->ntensors, g->tensors_cap, t);

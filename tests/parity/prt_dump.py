@@ -175,5 +175,19 @@ def param_shapes(parc, plan):
     return shapes
 
 
+def optimizer_settings(parc, plan):
+    """{parameter name: dict(lr, betas, eps, weight_decay)} from the adamw calls of
+    `parc lower --emit=ir` (weight decay is per parameter: the plan decays matrices only)."""
+    out = subprocess.run([parc, "lower", plan, "--emit=ir"], capture_output=True, text=True, check=True).stdout
+    settings = {}
+    for m in re.finditer(r"adamw\(%([^\[,]+)[^\n]*?,\s*step,\s*([^,]+),\s*([^,]+),\s*([^,]+),\s*([^,]+),\s*([^)]+)\)",
+                         out):
+        lr, b1, b2, eps, wd = (float(x) for x in m.groups()[1:])
+        settings[m.group(1)] = dict(lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)
+    if not settings:
+        raise RuntimeError(f"{plan}: no adamw calls in the lowered program")
+    return settings
+
+
 def fail(msg):
     print(f"FAIL: {msg}", file=sys.stderr)
