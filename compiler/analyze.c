@@ -74,13 +74,24 @@ static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t
             if (ins->fn == RT_prt_xent_fwd) want = 3 * ins->args[4].i;
             if (want > scratch) scratch = want;
         }
+    /* Pipeline send copies still in flight.  An activation sent for (micro,
+     * chunk) is unreceived only while that pair is in flight on the sender (its
+     * backward needs the receiver's gradient, which needs the activation); a
+     * gradient sent back is unreceived only while the pair is in flight on the
+     * receiver.  So the schedule's in-flight peaks bound the copies; one more per
+     * direction covers a completed send not yet reaped. */
     int64_t sends = 0;
     if (prog->nstages > 1) {
-        int64_t m = prog->plan->train.micro_batches;
+        int p = prog->nstages, s = sp->stage;
+        int64_t m = prog->plan->train.micro_batches, fwd = 0, bwd = 0;
         for (int c = 0; c < sp->chunks; c++) {
-            if (!(sp->stage == prog->nstages - 1 && c == sp->chunks - 1)) sends += m;
-            if (!(sp->stage == 0 && c == 0)) sends += m;
+            if (!(s == p - 1 && c == sp->chunks - 1)) fwd += m;
+            if (!(s == 0 && c == 0)) bwd += m;
         }
+        int prev = s > 0 ? s - 1 : p - 1;
+        int64_t fwd_bound = prog->schedule.peak_in_flight[s] + 1;
+        int64_t bwd_bound = prog->schedule.peak_in_flight[prev] + 1;
+        sends = (fwd < fwd_bound ? fwd : fwd_bound) + (bwd < bwd_bound ? bwd : bwd_bound);
     }
     *comm = 4 * pack + 4 * sends * sp->boundary_elems;
     *work = 4 * scratch;

@@ -80,10 +80,12 @@ def read_logits(path):
     return records
 
 
-def merge_params(dump_dir, what="params"):
+def merge_params(dump_dir, what="params", local_ok=False):
     """Merges WHAT.rank*.bin of every rank into {(name, layer): float32 array (flat,
     global order)}.  Raises ValueError unless every element is present exactly once,
-    or, where replicated, every copy holds the same value."""
+    or, where replicated, every copy holds the same value.  A block with local
+    indices (flags != 0: a ZeRO-2 gradient share) is an error, or, with local_ok,
+    makes the result None (cannot be merged)."""
     paths = sorted(glob.glob(os.path.join(dump_dir, f"{what}.rank*.bin")))
     if not paths:
         raise ValueError(f"{dump_dir}: no {what}.rank*.bin")
@@ -92,6 +94,8 @@ def merge_params(dump_dir, what="params"):
         _, _, blocks = read_params(p)
         for name, layer, flags, index, value in blocks:
             if flags != 0:
+                if local_ok:
+                    return None
                 raise ValueError(f"{p}: {name} layer {layer} has local indices (flags {flags})")
             parts.setdefault((name, layer), []).append((index, value))
     merged = {}
@@ -133,9 +137,20 @@ def run_env(extra=None):
     return env
 
 
-def world_size(parc, plan):
+def explain(parc, plan):
+    """`parc explain PLAN --json` (schema docs/json.md) as a dict."""
     out = subprocess.run([parc, "explain", plan, "--json"], capture_output=True, text=True, check=True).stdout
-    return int(json.loads(out)["world"])
+    return json.loads(out)
+
+
+def world_size(info):
+    return int(info["world"])
+
+
+def zero_stage(info):
+    """The plan's ZeRO stage (0: none), from what its mesh axes carry."""
+    stages = [int(m.group(1)) for axis in info["mesh"] for m in [re.search(r"ZeRO-(\d)", axis.get("carries", ""))] if m]
+    return max(stages, default=0)
 
 
 def build(parc, plan, exe):
