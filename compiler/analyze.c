@@ -376,7 +376,8 @@ int analyze_check(Arena *arena, const Analysis *an)
         format_bytes((double)v->max_total, buf, sizeof buf);
         int ok = (double)v->max_total <= capacity;
         fits += ok;
-        HINT("\n        %-22s -> %s per GPU%s", tries[i].what, buf, ok ? " (fits)" : "");
+        HINT("\n        %-22s -> %s per GPU%s", tries[i].what, buf,
+             ok ? (fits == 1 ? " (fits: the cheapest change)" : " (fits)") : "");
         const StageCost *vs = &v->stages[v->worst_stage];
         double vstates = (double)(vs->ledger[PRT_WEIGHTS] + vs->ledger[PRT_GRADS] + vs->ledger[PRT_MASTER] +
                                   vs->ledger[PRT_OPTIM]);

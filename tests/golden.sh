@@ -32,6 +32,7 @@ done
 run tiny_3d.explain.json explain examples/tiny_3d.par --json
 run tiny_3d.collectives.json collectives examples/tiny_3d.par --json
 run llama2_7b.explain.verbose explain examples/llama2_7b.par --verbose
+run fit_zero.check check tests/neg_place/fit_zero.par
 rm -f /tmp/parc-golden.$$
 echo "golden: $((count - fails)) passed, $fails failed"
 [ "$fails" = 0 ]
