@@ -67,8 +67,8 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(C)
         self.up = nn.Linear(C, FF)
         self.down = nn.Linear(FF, C)
-        mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
-        self.register_buffer("mask", mask, persistent=False)
+        # a plain attribute, not a buffer: DDP broadcasts buffers, and gloo has no bool
+        self.mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
 
     def attn(self, x):
         B, T, C = x.shape

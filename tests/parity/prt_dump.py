@@ -80,12 +80,11 @@ def read_logits(path):
     return records
 
 
-def merge_params(dump_dir, what="params", local_ok=False):
+def merge_params(dump_dir, what="params"):
     """Merges WHAT.rank*.bin of every rank into {(name, layer): float32 array (flat,
     global order)}.  Raises ValueError unless every element is present exactly once,
     or, where replicated, every copy holds the same value.  A block with local
-    indices (flags != 0: a ZeRO-2 gradient share) is an error, or, with local_ok,
-    makes the result None (cannot be merged)."""
+    indices (flags != 0: a ZeRO-2 gradient share) cannot be merged: an error."""
     paths = sorted(glob.glob(os.path.join(dump_dir, f"{what}.rank*.bin")))
     if not paths:
         raise ValueError(f"{dump_dir}: no {what}.rank*.bin")
@@ -94,8 +93,6 @@ def merge_params(dump_dir, what="params", local_ok=False):
         _, _, blocks = read_params(p)
         for name, layer, flags, index, value in blocks:
             if flags != 0:
-                if local_ok:
-                    return None
                 raise ValueError(f"{p}: {name} layer {layer} has local indices (flags {flags})")
             parts.setdefault((name, layer), []).append((index, value))
     merged = {}

@@ -1,0 +1,286 @@
+#!/usr/bin/python3
+"""test_torch_model.py — the single-rank run of the tiny GPT-2 and tiny Llama
+plans against the same models written in PyTorch (float64).
+
+usage: test_torch_model.py PARC EXAMPLES_DIR [--keep DIR]
+
+For tiny_single (pre-LN GPT-2: LayerNorm, qkv/proj/up/down with biases, GELU
+(tanh), learned positions, untied head) and tiny_llama (RMSNorm, SwiGLU with up
+weight [hidden, 2, ffn], no biases, no positions, head tied to wte) it builds the
+plan and runs 10 steps on one rank with PRT_LOSS_FILE, PRT_DUMP_DIR,
+PRT_DUMP_STEP=1 and PRT_DUMP_DATA_ALL=1, then rebuilds the model in torch from
+the dumped initial parameters (init_params: the weights at the start of step 1)
+and feeds it the dumped tokens and targets of every step, micro-batch k being
+samples [k * micro_batch, (k + 1) * micro_batch) (checked on first_sample).
+Asserts, per plan:
+  - logits of every micro-batch of step 1: ||a - b|| / ||b|| < 1e-5;
+  - the loss of step 1 (mean over all batch x seq tokens): relative 1e-5;
+  - every parameter gradient of step 1 (summed over micro-batches, after the
+    gradient sync): ||a - b|| / ||b|| < 1e-5 per tensor;
+  - the loss of every step of 10 AdamW steps (torch.optim.AdamW with each
+    parameter's lr, betas, eps and weight decay read from the lowered program,
+    so decay applies where the plan applies it): relative 1e-4.
+Exits 1 on any failure, 77 (skip) without torch.
+"""
+import math
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import prt_dump  # noqa: E402
+
+try:
+    import torch
+except ImportError:
+    print("SKIP: torch not installed")
+    sys.exit(77)
+
+STEPS = 10
+LOGIT_TOL = 1e-5
+LOSS1_TOL = 1e-5
+GRAD_TOL = 1e-5
+CURVE_TOL = 1e-4
+NORM_EPS = 1e-5        # runtime/prt_ops_cpu.c NORM_EPS (LayerNorm and RMSNorm)
+PLANS = ["tiny_single", "tiny_llama"]
+
+
+class Model:
+    """The parc model of a plan in torch: parameters by (name, layer) from a dump,
+    shapes from `parc lower --emit=graph`."""
+
+    def __init__(self, shapes, init, settings):
+        self.shapes = shapes
+        self.layers = 1 + max(layer for (_, layer) in init)
+        self.p = {}
+        for (name, layer), flat in init.items():
+            per_layer, sizes = shapes[name]
+            if per_layer != (layer >= 0):
+                raise ValueError(f"{name} layer {layer}: per-layer mismatch with the graph")
+            t = torch.tensor(flat, dtype=torch.float64).reshape(sizes)
+            self.p[(name, layer)] = t.requires_grad_(True)
+        missing = [n for n, (per_layer, _) in shapes.items()
+                   if any((n, l) not in self.p for l in (range(self.layers) if per_layer else [-1]))]
+        if missing:
+            raise ValueError(f"parameters missing from the dump: {missing}")
+        self.llama = ("ln1.b", 0) not in self.p
+        self.tied = ("head.w", -1) not in self.p
+        self.settings = settings
+
+    def has(self, name, layer=-1):
+        return (name, layer) in self.p
+
+    def norm(self, x, name, layer=-1):
+        g = self.p[(name + ".g", layer)]
+        if self.has(name + ".b", layer):
+            mean = x.mean(-1, keepdim=True)
+            var = ((x - mean) ** 2).mean(-1, keepdim=True)
+            return (x - mean) / torch.sqrt(var + NORM_EPS) * g + self.p[(name + ".b", layer)]
+        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + NORM_EPS) * g
+
+    def linear(self, x, name, layer):
+        """x[..., K] @ w, the weight's leading dims flattened to K (row-major) and the rest to M; + b."""
+        k = x.shape[-1]
+        w = self.p[(name + ".w", layer)].reshape(k, -1)
+        y = x.reshape(-1, k) @ w
+        if self.has(name + ".b", layer):
+            y = y + self.p[(name + ".b", layer)].reshape(-1)
+        return y.reshape(*x.shape[:-1], w.shape[1])
+
+    def forward(self, tokens):
+        B, T = tokens.shape
+        tok = torch.as_tensor(tokens.astype("int64"))
+        wte = self.p[("wte", -1)]
+        x = wte[tok]
+        if self.has("wpe"):
+            x = x + self.p[("wpe", -1)][:T]
+        NH, HD = self.shapes["attn.qkv.w"][1][2], self.shapes["attn.qkv.w"][1][3]
+        C = NH * HD
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        for l in range(self.layers):
+            h = self.norm(x, "ln1", l)
+            # attn.qkv.w [hidden, 3, heads, head_dim]: qkv[B, T, 3, NH, HD]
+            qkv = self.linear(h, "attn.qkv", l).reshape(B, T, 3, NH, HD)
+            q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))  # [B, NH, T, HD]
+            s = (q @ k.transpose(-1, -2)) / math.sqrt(HD)
+            s = s.masked_fill(~mask, float("-inf"))
+            a = torch.softmax(s, dim=-1) @ v
+            a = a.transpose(1, 2).reshape(B, T, C)
+            x = x + self.linear(a, "attn.proj", l)
+            h = self.norm(x, "ln2", l)
+            u = self.linear(h, "mlp.up", l)
+            if self.llama:  # mlp.up.w [hidden, 2, ffn]: gate = [:, 0, :], up = [:, 1, :]
+                F = self.shapes["mlp.up.w"][1][2]
+                u = u.reshape(B, T, 2, F)
+                u = torch.nn.functional.silu(u[:, :, 0]) * u[:, :, 1]
+            else:
+                u = torch.nn.functional.gelu(u, approximate="tanh")
+            x = x + self.linear(u, "mlp.down", l)
+        x = self.norm(x, "lnf")
+        if self.tied:
+            return x @ wte.t()
+        return x @ self.p[("head.w", -1)]
+
+    def optimizer(self):
+        groups = []
+        for (name, layer), t in sorted(self.p.items()):
+            s = self.settings[name]
+            groups.append(dict(params=[t], lr=s["lr"], betas=s["betas"], eps=s["eps"],
+                               weight_decay=s["weight_decay"]))
+        return torch.optim.AdamW(groups)
+
+
+def step_batches(records, step):
+    """The step's micro-batches in order: [(first_sample, tokens, targets)], deduplicated
+    (prt_data runs once for the tokens and once for the targets of a micro-batch)."""
+    seen = {}
+    for s, first, tokens, targets in records:
+        if s != step:
+            continue
+        if first in seen:
+            if not ((seen[first][0] == tokens).all() and (seen[first][1] == targets).all()):
+                raise ValueError(f"step {step}: two different samples at first_sample {first}")
+            continue
+        seen[first] = (tokens, targets)
+    batches = [(first, t, g) for first, (t, g) in seen.items()]
+    if not batches:
+        raise ValueError(f"no data dumped for step {step}")
+    mb = batches[0][1].shape[0]
+    firsts = [b[0] for b in batches]
+    if firsts != [k * mb for k in range(len(batches))]:
+        raise ValueError(f"step {step}: micro-batches start at samples {firsts}, expected multiples of {mb}")
+    return batches
+
+
+def rel(a, b):
+    a, b = (x.detach().double() if torch.is_tensor(x) else torch.tensor(x, dtype=torch.float64) for x in (a, b))
+    return float(torch.linalg.norm(a - b) / max(float(torch.linalg.norm(b)), 1e-300))
+
+
+def check_plan(parc, examples, name, work):
+    """-> list of problems; prints the comparison numbers."""
+    plan = os.path.join(examples, name + ".par")
+    exe = os.path.join(work, name)
+    dump = os.path.join(work, name + ".dump")
+    loss_file = os.path.join(work, name + ".loss")
+    info = prt_dump.explain(parc, plan)
+    if prt_dump.world_size(info) != 1:
+        return [f"{name} is not a single-rank plan"]
+    prt_dump.build(parc, plan, exe)
+    prt_dump.launch(exe, 1, STEPS, {"PRT_LOSS_FILE": loss_file, "PRT_DUMP_DIR": dump, "PRT_DUMP_STEP": "1",
+                                     "PRT_DUMP_DATA_ALL": "1"})
+    losses = prt_dump.read_losses(loss_file)
+    init = prt_dump.merge_params(dump, "init_params")
+    grads = prt_dump.merge_params(dump, "grads")
+    data = prt_dump.read_data(os.path.join(dump, "data.rank0.bin"))
+    logits = prt_dump.read_logits(os.path.join(dump, "logits.rank0.bin"))
+    model = Model(prt_dump.param_shapes(parc, plan), init, prt_dump.optimizer_settings(parc, plan))
+    problems = []
+
+    # step 1: logits, loss and gradients
+    batches = step_batches(data, 1)
+    tokens_per_step = sum(t.size for _, t, _ in batches)
+    if len(logits) != len(batches):
+        problems.append(f"{len(logits)} prt_xent_fwd calls dumped for {len(batches)} micro-batches")
+    loss = torch.zeros((), dtype=torch.float64)
+    logit_err = 0.0
+    for k, (first, tokens, targets) in enumerate(batches):
+        out = model.forward(tokens)
+        if k < len(logits):
+            rec = logits[k]
+            if rec["vocab_offset"] != 0 or rec["V_local"] != out.shape[-1]:
+                problems.append(f"logits call {k}: vocab block {rec['vocab_offset']}+{rec['V_local']}")
+            else:
+                logit_err = max(logit_err, rel(rec["logits"], out.detach().reshape(rec["N"], -1)))
+        tgt = torch.as_tensor(targets.astype("int64")).reshape(-1)
+        loss = loss + torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), tgt, reduction="sum")
+    loss = loss / tokens_per_step
+    loss.backward()
+    loss1_err = abs(losses[1] - float(loss)) / abs(float(loss))
+    grad_err, grad_worst = 0.0, None
+    for key, t in sorted(model.p.items()):
+        if key not in grads:
+            problems.append(f"no gradient dumped for {key[0]} layer {key[1]}")
+            continue
+        e = rel(grads[key], t.grad.reshape(-1))
+        if e > grad_err:
+            grad_err, grad_worst = e, key
+        if e > GRAD_TOL:
+            problems.append(f"gradient {key[0]} layer {key[1]}: ||a-b||/||b|| = {e:.3g}")
+    if logit_err > LOGIT_TOL:
+        problems.append(f"logits: ||a-b||/||b|| = {logit_err:.3g}")
+    if loss1_err > LOSS1_TOL:
+        problems.append(f"step 1 loss {losses[1]:.9g} vs torch {float(loss):.9g} (rel {loss1_err:.3g})")
+
+    # AdamW over every step: the torch loss curve against the runtime's
+    opt = model.optimizer()
+    opt.step()  # step 1's gradients are already in .grad
+    curve = [float(loss)]
+    for step in range(2, STEPS + 1):
+        opt.zero_grad(set_to_none=False)
+        batches = step_batches(data, step)
+        loss = torch.zeros((), dtype=torch.float64)
+        for _, tokens, targets in batches:
+            out = model.forward(tokens)
+            tgt = torch.as_tensor(targets.astype("int64")).reshape(-1)
+            loss = loss + torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), tgt, reduction="sum")
+        loss = loss / tokens_per_step
+        loss.backward()
+        opt.step()
+        curve.append(float(loss))
+    curve_err = 0.0
+    for step, torch_loss in enumerate(curve, start=1):
+        if step not in losses:
+            problems.append(f"no runtime loss for step {step}")
+            continue
+        e = abs(losses[step] - torch_loss) / abs(torch_loss)
+        curve_err = max(curve_err, e)
+        if e > CURVE_TOL:
+            problems.append(f"step {step}: loss {losses[step]:.9g} vs torch {torch_loss:.9g} (rel {e:.3g})")
+    if not curve[-1] < curve[0]:
+        problems.append(f"the torch loss does not fall: {curve}")
+
+    print(f"{name}: {'llama' if model.llama else 'gpt2'}, {'tied' if model.tied else 'untied'} head, "
+          f"{len(model.p)} parameter tensors, {len(step_batches(data, 1))} micro-batches/step")
+    print(f"  logits step 1     ||a-b||/||b|| = {logit_err:.2e}  (tol {LOGIT_TOL:g})")
+    print(f"  loss step 1       runtime {losses[1]:.7f} torch {curve[0]:.7f} rel {loss1_err:.2e}  (tol {LOSS1_TOL:g})")
+    print(f"  grads step 1      max ||a-b||/||b|| = {grad_err:.2e} ({grad_worst[0]} layer {grad_worst[1]})"
+          f"  (tol {GRAD_TOL:g})")
+    print(f"  loss curve 1..{STEPS}  max rel diff = {curve_err:.2e}  (tol {CURVE_TOL:g})")
+    print("    runtime " + " ".join(f"{losses.get(s, float('nan')):.5f}" for s in range(1, STEPS + 1)))
+    print("    torch   " + " ".join(f"{x:.5f}" for x in curve))
+    return problems
+
+
+def main(argv):
+    args = argv[1:]
+    keep = None
+    if "--keep" in args:
+        i = args.index("--keep")
+        keep = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    parc, examples = args
+    torch.set_num_threads(1)
+    tmp = None if keep else tempfile.TemporaryDirectory(prefix="parc-torch-")
+    work = keep or tmp.name
+    os.makedirs(work, exist_ok=True)
+    failures = 0
+    for name in PLANS:
+        try:
+            problems = check_plan(parc, examples, name, work)
+        except (RuntimeError, ValueError, OSError, KeyError) as e:
+            problems = [f"{type(e).__name__}: {e}"]
+        for p in problems:
+            prt_dump.fail(f"{name}: {p}")
+        failures += bool(problems)
+    print(f"{len(PLANS) - failures}/{len(PLANS)} plans match PyTorch")
+    if tmp:
+        tmp.cleanup()
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
