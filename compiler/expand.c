@@ -15,6 +15,7 @@
 #include "ir.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *const op_names[OP_COUNT] = {
@@ -392,6 +393,51 @@ static void place_tensor(Expander *ex, Tensor *t)
     }
 }
 
+/* The graph's invariants: every op reads tensors already produced (or the
+ * region's inputs and parameters), linear contractions agree in size, and
+ * every split dim divides by its axis.  A failure is a compiler bug. */
+static void verify_graph(const Graph *g)
+{
+    const Plan *plan = g->plan;
+    char *ready = calloc((size_t)g->ntensors + 1, 1);
+    if (!ready) PARC_BUG("out of memory");
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *tt = &g->tensors[t];
+        if (tt->kind == TENSOR_PARAM || t == g->block_in || t == g->head_in) ready[t] = 1;
+        for (int a = 0; a < plan->mesh.naxes; a++) {
+            Placement p = tt->home[a];
+            if (p.kind == PLACE_P) PARC_BUG("tensor %s has a Partial home", tt->name);
+            if (p.kind != PLACE_S || p.dim == DIM_FLAT) continue;
+            int found = 0;
+            for (int d = 0; d < tt->ndim; d++)
+                if (tt->dims[d] == p.dim) {
+                    found = 1;
+                    if (tt->sizes[d] % plan->mesh.axes[a].size)
+                        PARC_BUG("tensor %s: %s = %lld does not divide by axis %s", tt->name, dim_names[p.dim],
+                                 (long long)tt->sizes[d], plan->mesh.axes[a].name);
+                }
+            if (!found) PARC_BUG("tensor %s is split on a dim it does not have", tt->name);
+        }
+    }
+    for (int i = 0; i < g->nops; i++) {
+        const Op *op = &g->ops[i];
+        for (int k = 0; k < op->nin; k++)
+            if (!ready[op->in[k]]) PARC_BUG("op %s reads %s before it is produced", op->name, g->tensors[op->in[k]].name);
+        if (op->kind == OP_LINEAR || op->kind == OP_LINEAR_T) {
+            const Tensor *x = &g->tensors[op->in[0]], *w = &g->tensors[op->param[0]];
+            int64_t k_in = 1, k_w = 1;
+            for (int d = 2; d < x->ndim; d++) k_in *= x->sizes[d];
+            int nk = x->ndim - 2;
+            for (int d = 0; d < nk; d++) k_w *= w->sizes[op->kind == OP_LINEAR ? d : w->ndim - nk + d];
+            if (k_in != k_w) PARC_BUG("op %s contracts %lld input features with %lld weight rows", op->name,
+                                      (long long)k_in, (long long)k_w);
+        }
+        if (op->out >= 0) ready[op->out] = 1;
+        for (int k = 0; k < op->naux; k++) ready[op->aux[k]] = 1;
+    }
+    free(ready);
+}
+
 Graph *expand_model(Arena *arena, const Plan *plan)
 {
     Expander ex = {arena, plan, arena_alloc(arena, sizeof(Graph)), 0};
@@ -413,6 +459,7 @@ Graph *expand_model(Arena *arena, const Plan *plan)
     g->region_count[REGION_HEAD] = g->nops - first;
 
     for (int i = 0; i < g->ntensors; i++) place_tensor(&ex, &g->tensors[i]);
+    if (!ex.errors) verify_graph(g);
     for (int i = 0; i < g->ntensors; i++) {
         const Tensor *t = &g->tensors[i];
         if (t->kind != TENSOR_PARAM) continue;

@@ -35,5 +35,13 @@ expect "build exe" 0 "" "$parc" build "$examples/tiny_tp.par" -o "$tmp/tp"
 n=$((n + 1)); [ -x "$tmp/tp" ] || { echo "FAIL build: no executable"; fails=$((fails + 1)); }
 expect "bad runtime flag" 2 "usage" "$parc" run "$examples/tiny_dp.par" --steps abc
 expect "run trains" 0 "final loss" "$parc" run "$examples/tiny_dp.par" --steps 2
+# a rank killed mid-run: every rank stops, non-zero, within seconds, naming the rank
+n=$((n + 1))
+t0=$(date +%s)
+out=$(PRT_TEST_DIE=1:3 timeout 60 "$parc" run "$examples/tiny_3d.par" --steps 8 2>&1); status=$?
+t1=$(date +%s)
+if [ "$status" = 0 ] || [ "$status" = 124 ] || [ $((t1 - t0)) -gt 30 ] || ! printf '%s\n' "$out" | grep -qiE "rank 1|process rank 1"; then
+    echo "FAIL killed rank: exit $status after $((t1 - t0)) s"; printf '%s\n' "$out" | tail -12; fails=$((fails + 1))
+fi
 echo "cli: $((n - fails)) passed, $fails failed"
 [ "$fails" = 0 ]
