@@ -13,7 +13,7 @@
 #   env: STEPS (steps per training run, default 8; medians over steps 3..STEPS),
 #        ROUNDS (alternating parc/torch rounds in 1 and 3, default 2),
 #        TORCH_PYTHON (default /usr/bin/python3).
-# About 3 minutes on 2 cores.  Single-rank parc runs use `mpirun --bind-to none`:
+# About 3.5 minutes on 2 cores.  Single-rank parc runs use `mpirun --bind-to none`:
 # Open MPI binds a lone rank to one core, which would leave OpenBLAS's second
 # thread no core of its own (see bench/README.md).
 set -uo pipefail
@@ -101,6 +101,17 @@ if [ "$ok_single" = 1 ] && [ -x "$benchbin/bench_sgemm_peak" ]; then
     echo "   'BLAS shapes' = cblas_sgemm alone on the same shapes and transposes; 'BLAS peak' = 2048^3 sgemm;"
     echo "   'vs shapes' = BLAS-alone time / parc's GEMM time (1.00x: no runtime overhead)."
     for T in 1 2; do [ -n "${tops[$T]:-}" ] && echo "   largest ops per step, $T thread(s): ${tops[$T]}"; done
+    if [ "$have_torch" = 1 ] && [ -s "$tmp/r1.txt" ]; then
+        tops_torch=$("$TORCH_PYTHON" "$root/bench/torch_gpt.py" --ops --threads 1 2>/dev/null | sed -n 's/^OPS //p')
+        pair() { # op -> "parc X / torch Y ms = R"
+            local p t
+            p=$(awk -F= -v a="op.$1_fwd" -v b="op.$1_bwd" '$1 == a || $1 == b { s += $2 } END { printf "%.0f", s }' "$tmp/r1.txt")
+            t=$(echo "$tops_torch" | tr ' ' '\n' | sed -n "s/^$1=//p")
+            echo "$1 $p / $(printf '%.0f' "${t:-0}") ms ($(ratio "$t" "$p"))"
+        }
+        [ -n "$tops_torch" ] && echo "   non-GEMM ops, fwd+bwd ms per step at 1 thread, parc / torch alone on the same shapes (torch/parc):" &&
+            echo "     $(pair gelu); $(pair attention); $(pair xent)"
+    fi
 else
     echo "   skipped (no parc build or no $benchbin/bench_sgemm_peak: build with .ci/build)"
 fi
@@ -127,17 +138,34 @@ fi
 echo
 echo "4. runtime collectives vs raw MPI on the same communicator (bench_collectives, 2 ranks): overhead by size"
 if [ -x "$benchbin/bench_collectives" ]; then
-    if "$MPIRUN" -np 2 "$benchbin/bench_collectives" > "$tmp/coll.txt" 2>&1; then
-        awk 'NR > 2 && NF >= 5 {
+    coll_ok=1
+    for r in 1 2 3; do
+        "$MPIRUN" -np 2 "$benchbin/bench_collectives" > "$tmp/coll$r.txt" 2>&1 ||
+            { coll_ok=0; echo "   bench_collectives failed:"; sed 's/^/   /' "$tmp/coll$r.txt" | tail -5; break; }
+    done
+    if [ "$coll_ok" = 1 ]; then
+        # per (op, size): the median of the 3 runs' overhead column
+        awk 'FNR > 2 && NF >= 5 {
                  if ($1 == "allgather(outer") { op = $1 " " $2; b = $3; o = $6 } else { op = $1; b = $2; o = $5 }
                  if (b !~ /^[0-9]+$/) next
-                 u = b >= 1048576 ? b / 1048576 "M" : b / 1024 "K"
-                 if (!(op in line)) order[++n] = op
-                 line[op] = line[op] sprintf(" %6s %7s", u, o) }
-             END { for (i = 1; i <= n; i++) printf "   %-20s%s\n", order[i], line[order[i]] }' "$tmp/coll.txt"
-        echo "   (overhead = prt time / MPI time - 1; +: the runtime is slower; min of a few hundred ms per point)"
-    else
-        echo "   bench_collectives failed:"; sed 's/^/   /' "$tmp/coll.txt" | tail -5
+                 sub(/%/, "", o); k = op SUBSEP b
+                 if (!(k in cnt)) { keys[++nk] = k; kop[k] = op; kb[k] = b }
+                 v[k, ++cnt[k]] = o + 0 }
+             END {
+                 for (i = 1; i <= nk; i++) {
+                     k = keys[i]; n = cnt[k]
+                     for (x = 1; x <= n; x++) a[x] = v[k, x]
+                     for (x = 1; x <= n; x++) for (y = x + 1; y <= n; y++) if (a[y] < a[x]) { t = a[x]; a[x] = a[y]; a[y] = t }
+                     m = n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+                     op = kop[k]; b = kb[k]
+                     u = b >= 1048576 ? b / 1048576 "M" : b / 1024 "K"
+                     if (!(op in line)) order[++no] = op
+                     line[op] = line[op] sprintf(" %6s %+7.1f%%", u, m)
+                 }
+                 for (i = 1; i <= no; i++) printf "   %-20s%s\n", order[i], line[order[i]] }' \
+            "$tmp/coll1.txt" "$tmp/coll2.txt" "$tmp/coll3.txt"
+        echo "   (overhead = prt time / MPI time - 1, median of 3 runs; +: the runtime is slower;"
+        echo "    each point is timed over ~0.1 s, so tens of percent either way is this machine's noise)"
     fi
 else
     echo "   skipped: $benchbin/bench_collectives not built (CPU runtime missing?)"

@@ -13,6 +13,10 @@ for speed).  Batches are random tokens.
 
   /usr/bin/python3 bench/torch_gpt.py --threads T [--steps N] [--batch B] [--ddp W]
 
+--ops times three of the step's non-GEMM ops alone, fwd + bwd (autograd), on
+the same shapes, and prints `OPS gelu=<ms> attention=<ms> xent=<ms>` per step
+(gelu and attention x layers): the peer of parc's per-op trace spans.
+
 --threads T sets torch.set_num_threads(T) per process AND, before torch is
 imported, OPENBLAS_NUM_THREADS=T / OMP_NUM_THREADS=T: Debian's torch 1.13 is
 built with BLAS_INFO=generic and runs its GEMMs in the system OpenBLAS
@@ -158,6 +162,35 @@ def run(rank, a):
         dist.destroy_process_group()
 
 
+def ops(a):
+    torch.set_num_threads(a.threads)
+
+    def ms(f, n=8):
+        f()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            f()
+        return (time.perf_counter() - t0) / n * 1e3
+
+    N, hd = a.batch * a.seq, a.hidden // a.heads
+    x = torch.randn(N * a.ffn, requires_grad=True)
+    gx = torch.randn_like(x)
+    gelu = ms(lambda: torch.autograd.grad(F.gelu(x, approximate="tanh"), x, gx)) * a.layers
+    q, k, v = (torch.randn(a.batch, a.heads, a.seq, hd, requires_grad=True) for _ in range(3))
+    mask = torch.triu(torch.ones(a.seq, a.seq, dtype=torch.bool), diagonal=1)
+
+    def att():
+        s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        return F.softmax(s.masked_fill(mask, float("-inf")), dim=-1) @ v
+
+    go = torch.randn_like(att())
+    attention = ms(lambda: torch.autograd.grad(att(), (q, k, v), go)) * a.layers
+    logits = torch.randn(N, a.vocab, requires_grad=True)
+    tgt = torch.randint(0, a.vocab, (N,))
+    xent = ms(lambda: torch.autograd.grad(F.cross_entropy(logits, tgt), logits))
+    print(f"OPS gelu={gelu:.1f} attention={attention:.1f} xent={xent:.1f}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--threads", type=int, default=1)
@@ -165,6 +198,7 @@ def main():
     p.add_argument("--batch", type=int, default=8, help="sequences per process per step")
     p.add_argument("--ddp", type=int, default=0, help="processes of DistributedDataParallel (gloo)")
     p.add_argument("--port", type=int, default=29531)
+    p.add_argument("--ops", action="store_true", help="time gelu, attention, cross-entropy alone")
     p.add_argument("--vocab", type=int, default=4096)
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--hidden", type=int, default=256)
@@ -172,7 +206,9 @@ def main():
     p.add_argument("--ffn", type=int, default=1024)
     p.add_argument("--layers", type=int, default=4)
     a = p.parse_args()
-    if a.ddp > 1:
+    if a.ops:
+        ops(a)
+    elif a.ddp > 1:
         import torch.multiprocessing as mp
         mp.spawn(run, args=(a,), nprocs=a.ddp, join=True)
     else:

@@ -107,13 +107,19 @@ int launch_run(const Program *program, int argc, char **argv) {
     if (cores < 1) cores = 1;
     char np[32];
     snprintf(np, sizeof np, "%d", world);
-    char **args = calloc((size_t)argc + 8, sizeof *args);
+    char **args = calloc((size_t)argc + 10, sizeof *args);
     PARC_ASSERT(args);
     int n = 0;
     args[n++] = (char *)PARC_MPIEXEC;
     args[n++] = (char *)"-np";
     args[n++] = np;
     if (world > cores) args[n++] = (char *)"--oversubscribe";
+    /* fewer ranks than cores: don't pin a rank to one core, its BLAS threads
+     * would share it */
+    if (world < cores) {
+        args[n++] = (char *)"--bind-to";
+        args[n++] = (char *)"none";
+    }
     args[n++] = exe;
     for (int i = 0; i < argc; i++) args[n++] = argv[i];
     args[n] = NULL;
@@ -124,7 +130,9 @@ int launch_run(const Program *program, int argc, char **argv) {
         env[ne++] = (char *)"OMPI_ALLOW_RUN_AS_ROOT=1";
         env[ne++] = (char *)"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
     }
-    if (world > cores) env[ne++] = (char *)"OPENBLAS_NUM_THREADS=1";
+    /* one BLAS thread per rank unless the user asks for more: at the shapes of
+     * small plans threading costs more than it gains (bench/README.md) */
+    if (!getenv("OPENBLAS_NUM_THREADS")) env[ne++] = (char *)"OPENBLAS_NUM_THREADS=1";
 #ifdef PARC_RT_SANITIZE
     /* a sanitized runtime: LeakSanitizer would report Open MPI's own allocations */
     if (!getenv("ASAN_OPTIONS")) env[ne++] = (char *)"ASAN_OPTIONS=detect_leaks=0";

@@ -71,13 +71,6 @@ static int compile_plan(Arena *arena, const char *path, Compiled *c, int until, 
 static int runtime_supports(const Plan *plan)
 {
     int ok = 1;
-    if (plan->train.precision != PREC_FP32) {
-        diag_error(plan->train.precision_loc.file ? plan->train.precision_loc : plan->train.loc,
-                   "use `precision fp32;` to build for the CPU runtime; explain works for every precision",
-                   "the CPU runtime computes in fp32: a %s plan can be explained but not built yet",
-                   plan->train.precision == PREC_BF16 ? "bf16" : "fp16");
-        ok = 0;
-    }
     if (plan->model.block.kind == BLOCK_TRANSFORMER && plan->model.kv_heads != plan->model.heads) {
         diag_error(plan->model.dim_loc[DIM_HEADS].file ? plan->model.dim_loc[DIM_HEADS] : plan->model.loc, NULL,
                    "grouped-query attention (kv_heads %lld of %lld heads) is explained but not executed by the runtime",

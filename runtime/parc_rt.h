@@ -7,8 +7,13 @@
  *   - every other argument is a pointer, an int64_t or a double (never int or
  *     float), so the LLVM signature of each call is a string over {p, i, d};
  *     PRT_OPS below lists them, and the compiler declares the calls from it;
- *   - tensors are row-major and fp32 on the CPU backend unless a buffer says
- *     otherwise; shapes are written beside each argument;
+ *   - tensors are row-major; shapes are written beside each argument, counts
+ *     are elements.  A tensor is stored in the dtype of the buffer that holds it
+ *     (prt_buffer_desc.dtype: f32, bf16 or f16 for float tensors, i32 for tokens
+ *     and targets); memory the runtime did not allocate is fp32.  The CPU backend
+ *     computes in fp32: an op widens its 16-bit inputs and rounds its outputs to
+ *     nearest even (bf16, IEEE half), so it equals the fp32 op on the widened
+ *     inputs, rounded; a backward op's += is done in fp32 and rounded once;
  *   - forward ops overwrite their outputs; backward ops ACCUMULATE (+=) into the
  *     gradient of their inputs and into parameter gradients, so residual branches
  *     and tied weights need no special case.  Callers zero gradients first.
@@ -42,6 +47,9 @@ enum prt_dtype { PRT_F32 = 0, PRT_BF16, PRT_F16, PRT_I32 };
 enum prt_init { PRT_INIT_NONE = 0, PRT_INIT_NORMAL, PRT_INIT_ONES, PRT_INIT_ZEROS, PRT_INIT_COPY };
 
 #define PRT_MAX_AXES 8
+/* Rows a GEMM op widens from 16-bit storage at a time (the ledger's R, at
+ * prt_expect_memory). */
+#define PRT_CONVERT_ROWS 64
 #define PRT_MAX_DIMS 4
 
 /* One buffer of a stage's table.  Every field is int64_t, double or a pointer
@@ -122,9 +130,20 @@ int64_t prt_steps(prt *rt);
  *     all-gathers/reduce-scatters/all-to-alls with outer > 1 and S > 1; and send
  *     slots holding the floats of pipeline sends not yet completed (slots are
  *     reused, sends complete by prt_step_end), i.e. the peak bytes in flight;
- *   PRT_WORKSPACE: max of T x T floats (attention forward with probs NULL),
- *     T x T (backward with probs) or 2 x T x T (backward with probs NULL), and
- *     3 x N floats (prt_xent_fwd).
+ *   PRT_WORKSPACE: one buffer of the largest of the ops' requests below, in
+ *     floats.  Write [x] = 1 when tensor argument x is non-NULL and stored in
+ *     bf16 or f16, else 0; R = min(N, PRT_CONVERT_ROWS); C = NH x HD.  With only
+ *     fp32 tensors every [x] is 0 and this is the fp32 runtime's scratch.
+ *       attention_fwd:  (probs NULL or [probs]) x T x T + [qkv] x 3 x T x HD + [out] x T x HD
+ *       attention_bwd:  (probs NULL or [probs] ? 2 : 1) x T x T
+ *                       + ([qkv] + [dqkv]) x 3 x T x HD + [dout] x T x HD
+ *       xent_fwd:       3 x N
+ *       matmul_fwd, matmul_t_fwd:   [w] x K x M + R x ([in] x K + [out] x M)
+ *       matmul_bwd, matmul_t_bwd:   ([w] x (din != NULL) + [dw]) x K x M
+ *                       + R x ([dout] x M + [din] x K + [in] x (dw != NULL) x K)
+ *       layernorm_bwd:  ([dw] + [db]) x C;   rmsnorm_bwd: [dw] x C;   embed_bwd: [dwte] x C
+ *       every other op: 0.
+ *     Collectives need no fp32 staging: 16-bit sums are an MPI_Op adding in fp32.
  * Each scratch buffer grows to exactly its largest request, so its peak is that. */
 void prt_expect_memory(prt *rt, const int64_t *expected_bytes /* [PRT_NCLASS] */);
 void prt_step_begin(prt *rt, int64_t step);
@@ -177,9 +196,10 @@ void prt_data(prt *rt, void *tokens, void *targets, int64_t step, int64_t first_
 
 /* ---------------------------------------------------------------- ops */
 
-void prt_zero(prt *rt, void *buf, int64_t n);                      /* n floats */
+/* n elements of the buffer's dtype; copy converts when the dtypes differ. */
+void prt_zero(prt *rt, void *buf, int64_t n);
 void prt_copy(prt *rt, void *dst, const void *src, int64_t n);
-void prt_acc(prt *rt, void *dst, const void *src, int64_t n);      /* dst += src */
+void prt_acc(prt *rt, void *dst, const void *src, int64_t n);      /* dst += src, in fp32 */
 /* out[N,C] = wte[tok - vocab_offset] when that row is local, else 0 (Partial). */
 void prt_embed_fwd(prt *rt, void *out, const void *tokens, const void *wte, int64_t N, int64_t C,
                    int64_t vocab_local, int64_t vocab_offset);
@@ -244,6 +264,10 @@ void prt_xent_bwd(prt *rt, void *dlogits, const void *logits, const void *stats,
 
 /* ---------------------------------------------------------------- communication */
 
+/* n, outer and inner count elements of the buffers' dtype (which must agree):
+ * 16-bit elements move as 2 bytes; 16-bit sums add in fp32 and round to the
+ * dtype at every combination of two partial sums. */
+
 /* Sum all-reduce in place over the group of `axis`. */
 void prt_allreduce(prt *rt, int64_t axis, void *buf, int64_t n);
 /* in[outer, inner] from each of the S ranks of the axis -> out[outer, S, inner]. */
@@ -264,7 +288,8 @@ void prt_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_
 /* ---------------------------------------------------------------- optimizer */
 
 /* AdamW on n elements: master (fp32) is updated when not NULL and copied to
- * param; else param is updated in place.  step counts from 1.  Bias-corrected,
+ * param (rounded to param's dtype: a bf16 param is the rounded master); else
+ * param is updated in place.  Arithmetic is fp32 whatever the storage.  step counts from 1.  Bias-corrected,
  * decoupled decay: p -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * p)
  * (torch.optim.AdamW).  SGD is torch.optim.SGD's: d = grad + weight_decay * p,
  * mom = momentum * mom + d (mom may be NULL: no momentum), p -= lr * d. */

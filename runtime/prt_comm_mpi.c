@@ -1,9 +1,16 @@
 /*
  * prt_comm_mpi.c — collectives on one mesh axis and pipeline send/recv, over MPI.
  *
+ * Counts are elements of the buffer's dtype (prt_dtype_of; unregistered memory is
+ * fp32): f32 and i32 move as MPI_FLOAT / MPI_INT32_T, bf16 and f16 as
+ * MPI_UINT16_T, two bytes each.  Sums of 16-bit elements use a user-defined
+ * MPI_Op that adds in fp32 and rounds to nearest even at every combination (what
+ * NCCL does for bf16): with two ranks that is the rounded exact-in-fp32 sum, and no
+ * fp32 staging copy is needed.
+ *
  * Layouts are parc_rt.h's [outer, S, inner].  With outer == 1 the MPI call works on
  * the caller's buffers directly; with outer > 1 the blocks are packed to or from
- * one staging buffer (outer*S*inner floats, booked to PRT_COMM, grown rarely).
+ * one staging buffer (outer*S*inner elements, booked to PRT_COMM, grown rarely).
  * Pipeline sends copy into send slots (booked to PRT_COMM) and MPI_Isend; a slot
  * is reused once MPI_Test says its send completed; every send is completed at
  * prt_step_end and prt_finalize.  An axis < 0 or of size 1 is a local copy.
@@ -19,107 +26,172 @@ static int count_of(int64_t n, const char *what) {
     return (int)n;
 }
 
-static void local_copy(void *out, const void *in, int64_t n) {
-    if (n > 0 && out != in) memmove(out, in, (size_t)n * sizeof(float));
-}
-
 static const char *axis_label(prt *rt, int64_t axis) {
     return axis >= 0 && axis < rt->naxes && rt->plan.axis_names[axis] ? rt->plan.axis_names[axis] : "?";
 }
 
+/* ---------------------------------------------------------------- element types */
+
+/* The dtype the elements of a collective have: that of its registered buffers
+ * (which must agree), else fp32.  b may be NULL. */
+static int64_t elem_dtype(prt *rt, const void *a, const void *b, const char *what) {
+    int64_t da = prt_dtype_of(rt, a), db = prt_dtype_of(rt, b);
+    PRT_CHECK(da < 0 || db < 0 || da == db, "%s: its buffers hold %s and %s elements", what, prt_dtype_names[da],
+              prt_dtype_names[db]);
+    return da >= 0 ? da : db >= 0 ? db : PRT_F32;
+}
+
+static MPI_Datatype mpi_type(int64_t dtype) {
+    switch (dtype) {
+    case PRT_BF16:
+    case PRT_F16: return MPI_UINT16_T;
+    case PRT_I32: return MPI_INT32_T;
+    default: return MPI_FLOAT;
+    }
+}
+
+static void sum_bf16(void *in_, void *inout_, int *len, MPI_Datatype *type) {
+    (void)type;
+    const uint16_t *in = in_;
+    uint16_t *inout = inout_;
+    for (int i = 0; i < *len; i++) inout[i] = prt_f32_to_bf16(prt_bf16_to_f32(in[i]) + prt_bf16_to_f32(inout[i]));
+}
+static void sum_f16(void *in_, void *inout_, int *len, MPI_Datatype *type) {
+    (void)type;
+    const uint16_t *in = in_;
+    uint16_t *inout = inout_;
+    for (int i = 0; i < *len; i++) inout[i] = prt_f32_to_f16(prt_f16_to_f32(in[i]) + prt_f16_to_f32(inout[i]));
+}
+
+/* The sum for elements of `dtype` (the user ops are created at first use and
+ * freed by prt_comm_free). */
+static MPI_Op sum_op(prt *rt, int64_t dtype) {
+    if (!prt_dtype_is_16(dtype)) return MPI_SUM;
+    if (!rt->have_sum_ops) {
+        PRT_MPI_CHECK(MPI_Op_create(sum_bf16, 1, &rt->sum_bf16));
+        PRT_MPI_CHECK(MPI_Op_create(sum_f16, 1, &rt->sum_f16));
+        rt->have_sum_ops = 1;
+    }
+    return dtype == PRT_BF16 ? rt->sum_bf16 : rt->sum_f16;
+}
+
+static void local_copy(void *out, const void *in, int64_t n, size_t esize) {
+    if (n > 0 && out != in) memmove(out, in, (size_t)n * esize);
+}
+
+/* Packing buffer of `bytes` (booked to PRT_COMM in whole floats). */
+static char *stage_bytes(prt *rt, size_t bytes) { return (char *)prt_comm_stage(rt, (bytes + sizeof(float) - 1) / sizeof(float)); }
+
+/* ---------------------------------------------------------------- collectives */
+
 void prt_allreduce(prt *rt, int64_t axis, void *buf, int64_t n) {
     int S = prt_axis_size(rt, axis);
     if (S == 1 || n == 0) return;
+    int64_t dtype = elem_dtype(rt, buf, NULL, "allreduce");
     double t = prt_trace_start(rt);
     prt_block_begin("all-reduce", axis);
-    PRT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count_of(n, "allreduce"), MPI_FLOAT, MPI_SUM,
+    PRT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count_of(n, "allreduce"), mpi_type(dtype), sum_op(rt, dtype),
                                 prt_axis_comm(rt, axis)));
     prt_block_end();
-    PRT_TRACE_END(rt, "allreduce", "comm", t, n * 4, axis);
+    PRT_TRACE_END(rt, "allreduce", "comm", t, n * (int64_t)prt_dtype_size(dtype), axis);
 }
 
 void prt_allgather(prt *rt, int64_t axis, void *out_, const void *in, int64_t outer, int64_t inner) {
+    int64_t dtype = elem_dtype(rt, out_, in, "allgather");
+    size_t esize = prt_dtype_size(dtype);
     int S = prt_axis_size(rt, axis);
     if (S == 1) {
-        local_copy(out_, in, outer * inner);
+        local_copy(out_, in, outer * inner, esize);
         return;
     }
     double t = prt_trace_start(rt);
-    float *out = out_;
+    char *out = out_;
     int block = count_of(outer * inner, "allgather");
+    MPI_Datatype type = mpi_type(dtype);
     prt_block_begin("all-gather", axis);
     if (outer == 1) {
-        PRT_MPI_CHECK(MPI_Allgather(in, block, MPI_FLOAT, out, block, MPI_FLOAT, prt_axis_comm(rt, axis)));
+        PRT_MPI_CHECK(MPI_Allgather(in, block, type, out, block, type, prt_axis_comm(rt, axis)));
     } else {
-        float *stage = prt_comm_stage(rt, (size_t)S * (size_t)block);  /* [S, outer, inner] */
-        PRT_MPI_CHECK(MPI_Allgather(in, block, MPI_FLOAT, stage, block, MPI_FLOAT, prt_axis_comm(rt, axis)));
+        char *stage = stage_bytes(rt, (size_t)S * (size_t)block * esize);  /* [S, outer, inner] */
+        PRT_MPI_CHECK(MPI_Allgather(in, block, type, stage, block, type, prt_axis_comm(rt, axis)));
         for (int s = 0; s < S; s++)
             for (int64_t o = 0; o < outer; o++)
-                memcpy(out + (o * S + s) * inner, stage + ((size_t)s * outer + o) * inner, (size_t)inner * sizeof(float));
+                memcpy(out + (size_t)((o * S + s) * inner) * esize, stage + ((size_t)s * outer + o) * inner * esize,
+                       (size_t)inner * esize);
     }
     prt_block_end();
-    PRT_TRACE_END(rt, "allgather", "comm", t, (int64_t)S * block * 4, axis);
+    PRT_TRACE_END(rt, "allgather", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
 }
 
 void prt_reducescatter(prt *rt, int64_t axis, void *out, const void *in_, int64_t outer, int64_t inner) {
+    int64_t dtype = elem_dtype(rt, out, in_, "reducescatter");
+    size_t esize = prt_dtype_size(dtype);
     int S = prt_axis_size(rt, axis);
     if (S == 1) {
-        local_copy(out, in_, outer * inner);
+        local_copy(out, in_, outer * inner, esize);
         return;
     }
     double t = prt_trace_start(rt);
-    const float *in = in_;
+    const char *in = in_;
     int block = count_of(outer * inner, "reducescatter");
     count_of((int64_t)S * block, "reducescatter");
-    const float *send = in;
+    const char *send = in;
     if (outer > 1) {
-        float *stage = prt_comm_stage(rt, (size_t)S * (size_t)block);  /* [S, outer, inner] */
+        char *stage = stage_bytes(rt, (size_t)S * (size_t)block * esize);  /* [S, outer, inner] */
         for (int s = 0; s < S; s++)
             for (int64_t o = 0; o < outer; o++)
-                memcpy(stage + ((size_t)s * outer + o) * inner, in + (o * S + s) * inner, (size_t)inner * sizeof(float));
+                memcpy(stage + ((size_t)s * outer + o) * inner * esize, in + (size_t)((o * S + s) * inner) * esize,
+                       (size_t)inner * esize);
         send = stage;
     }
     prt_block_begin("reduce-scatter", axis);
-    PRT_MPI_CHECK(MPI_Reduce_scatter_block(send, out, block, MPI_FLOAT, MPI_SUM, prt_axis_comm(rt, axis)));
+    PRT_MPI_CHECK(MPI_Reduce_scatter_block(send, out, block, mpi_type(dtype), sum_op(rt, dtype), prt_axis_comm(rt, axis)));
     prt_block_end();
-    PRT_TRACE_END(rt, "reducescatter", "comm", t, (int64_t)S * block * 4, axis);
+    PRT_TRACE_END(rt, "reducescatter", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
 }
 
 void prt_alltoall(prt *rt, int64_t axis, void *out, const void *in_, int64_t outer, int64_t inner) {
+    int64_t dtype = elem_dtype(rt, out, in_, "alltoall");
+    size_t esize = prt_dtype_size(dtype);
     int S = prt_axis_size(rt, axis);
     if (S == 1) {
-        local_copy(out, in_, outer * inner);
+        local_copy(out, in_, outer * inner, esize);
         return;
     }
     double t = prt_trace_start(rt);
-    const float *in = in_;
+    const char *in = in_;
     int block = count_of(outer * inner, "alltoall");
     count_of((int64_t)S * block, "alltoall");
-    const float *send = in;
+    const char *send = in;
     if (outer > 1) {
-        float *stage = prt_comm_stage(rt, (size_t)S * (size_t)block);  /* [S, outer, inner]: block j for rank j */
+        char *stage = stage_bytes(rt, (size_t)S * (size_t)block * esize);  /* [S, outer, inner]: block j for rank j */
         for (int s = 0; s < S; s++)
             for (int64_t o = 0; o < outer; o++)
-                memcpy(stage + ((size_t)s * outer + o) * inner, in + (o * S + s) * inner, (size_t)inner * sizeof(float));
+                memcpy(stage + ((size_t)s * outer + o) * inner * esize, in + (size_t)((o * S + s) * inner) * esize,
+                       (size_t)inner * esize);
         send = stage;
     }
+    MPI_Datatype type = mpi_type(dtype);
     prt_block_begin("all-to-all", axis);
-    PRT_MPI_CHECK(MPI_Alltoall(send, block, MPI_FLOAT, out, block, MPI_FLOAT, prt_axis_comm(rt, axis)));
+    PRT_MPI_CHECK(MPI_Alltoall(send, block, type, out, block, type, prt_axis_comm(rt, axis)));
     prt_block_end();
-    PRT_TRACE_END(rt, "alltoall", "comm", t, (int64_t)S * block * 4, axis);
+    PRT_TRACE_END(rt, "alltoall", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
 }
 
 void prt_slice(prt *rt, int64_t axis, void *out_, const void *in_, int64_t outer, int64_t inner) {
+    int64_t dtype = elem_dtype(rt, out_, in_, "slice");
+    size_t esize = prt_dtype_size(dtype);
     int S = prt_axis_size(rt, axis);
     if (S == 1) {
-        local_copy(out_, in_, outer * inner);
+        local_copy(out_, in_, outer * inner, esize);
         return;
     }
     double t = prt_trace_start(rt);
-    float *out = out_;
-    const float *in = in_;
+    char *out = out_;
+    const char *in = in_;
     int64_t c = prt_coord(rt, axis);
-    for (int64_t o = 0; o < outer; o++) memcpy(out + o * inner, in + (o * S + c) * inner, (size_t)inner * sizeof(float));
+    for (int64_t o = 0; o < outer; o++)
+        memcpy(out + (size_t)(o * inner) * esize, in + (size_t)((o * S + c) * inner) * esize, (size_t)inner * esize);
     PRT_TRACE_END(rt, "slice", "op", t, -1, axis);
 }
 
@@ -144,6 +216,8 @@ static void reap_sends(prt *rt) {
 void prt_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag) {
     double t = prt_trace_start(rt);
     int count = count_of(n, "send");
+    int64_t dtype = elem_dtype(rt, buf, NULL, "send");
+    size_t bytes = (size_t)count * prt_dtype_size(dtype);
     PRT_CHECK(tag >= 0 && tag <= rt->tag_ub, "send: tag %lld outside [0, %d]", (long long)tag, rt->tag_ub);
     MPI_Comm comm = axis >= 0 ? prt_axis_comm(rt, axis) : MPI_COMM_SELF;
     reap_sends(rt);
@@ -154,7 +228,7 @@ void prt_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, 
         if (s->request != MPI_REQUEST_NULL) continue;
         if (pick < 0) { pick = i; continue; }
         prt_send_slot *p = &rt->send_slots[pick];
-        int s_fits = s->capacity >= (size_t)count, p_fits = p->capacity >= (size_t)count;
+        int s_fits = s->capacity >= bytes, p_fits = p->capacity >= bytes;
         if ((s_fits && (!p_fits || s->capacity < p->capacity)) || (!s_fits && !p_fits && s->capacity > p->capacity))
             pick = i;
     }
@@ -164,32 +238,34 @@ void prt_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, 
         rt->send_slots[pick] = (prt_send_slot){NULL, 0, MPI_REQUEST_NULL};
     }
     prt_send_slot *slot = &rt->send_slots[pick];
-    if (slot->capacity < (size_t)count) {
+    if (slot->capacity < bytes) {
         free(slot->data);
-        slot->data = prt_xmalloc((size_t)count * sizeof(float));
-        prt_ledger_book(rt, PRT_COMM, (int64_t)(((size_t)count - slot->capacity) * sizeof(float)));
-        slot->capacity = (size_t)count;
+        slot->data = prt_xmalloc(bytes);
+        prt_ledger_book(rt, PRT_COMM, (int64_t)(bytes - slot->capacity));
+        slot->capacity = bytes;
     }
-    if (count) memcpy(slot->data, buf, (size_t)count * sizeof(float));
-    PRT_MPI_CHECK(MPI_Isend(slot->data, count, MPI_FLOAT, peer_of(rt, axis, delta), (int)tag, comm, &slot->request));
-    PRT_TRACE_END(rt, "send", "p2p", t, n * 4, axis);
+    if (count) memcpy(slot->data, buf, bytes);
+    PRT_MPI_CHECK(MPI_Isend(slot->data, count, mpi_type(dtype), peer_of(rt, axis, delta), (int)tag, comm, &slot->request));
+    PRT_TRACE_END(rt, "send", "p2p", t, (int64_t)bytes, axis);
 }
 
 void prt_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag) {
     double t = prt_trace_start(rt);
     int count = count_of(n, "recv");
+    int64_t dtype = elem_dtype(rt, buf, NULL, "recv");
+    MPI_Datatype type = mpi_type(dtype);
     PRT_CHECK(tag >= 0 && tag <= rt->tag_ub, "recv: tag %lld outside [0, %d]", (long long)tag, rt->tag_ub);
     MPI_Comm comm = axis >= 0 ? prt_axis_comm(rt, axis) : MPI_COMM_SELF;
     MPI_Status status;
     prt_block_begin("pipeline receive", axis);
-    PRT_MPI_CHECK(MPI_Recv(buf, count, MPI_FLOAT, peer_of(rt, axis, delta), (int)tag, comm, &status));
+    PRT_MPI_CHECK(MPI_Recv(buf, count, type, peer_of(rt, axis, delta), (int)tag, comm, &status));
     prt_block_end();
     int got = -1;
-    PRT_MPI_CHECK(MPI_Get_count(&status, MPI_FLOAT, &got));
-    PRT_CHECK(got == count, "recv on axis %s (tag %lld): expected %d floats, got %d", axis_label(rt, axis),
-              (long long)tag, count, got);
+    PRT_MPI_CHECK(MPI_Get_count(&status, type, &got));
+    PRT_CHECK(got == count, "recv on axis %s (tag %lld): expected %d %s elements, got %d", axis_label(rt, axis),
+              (long long)tag, count, prt_dtype_names[dtype], got);
     reap_sends(rt);
-    PRT_TRACE_END(rt, "recv", "p2p", t, n * 4, axis);
+    PRT_TRACE_END(rt, "recv", "p2p", t, n * (int64_t)prt_dtype_size(dtype), axis);
 }
 
 void prt_comm_complete_sends(prt *rt) {
@@ -207,4 +283,9 @@ void prt_comm_free(prt *rt) {
     free(rt->send_slots);
     rt->send_slots = NULL;
     rt->nsend_slots = 0;
+    if (rt->have_sum_ops) {
+        MPI_Op_free(&rt->sum_bf16);
+        MPI_Op_free(&rt->sum_f16);
+        rt->have_sum_ops = 0;
+    }
 }

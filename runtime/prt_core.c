@@ -365,39 +365,11 @@ float *prt_workspace(prt *rt, size_t floats) { return grow(rt, &rt->work, &rt->w
 
 /* ---------------------------------------------------------------- buffers */
 
-static uint16_t float_to_bf16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40);  /* NaN stays NaN */
-    x += 0x7fff + ((x >> 16) & 1);                                           /* round to nearest even */
-    return (uint16_t)(x >> 16);
-}
-
-static uint16_t float_to_f16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000, mant = x & 0x7fffff;
-    int exp = (int)((x >> 23) & 0xff) - 127 + 15;
-    if (((x >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
-    if (exp >= 31) return (uint16_t)(sign | 0x7c00);
-    if (exp <= 0) {
-        if (exp < -10) return (uint16_t)sign;
-        mant |= 0x800000;
-        int shift = 14 - exp;
-        uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
-        if (rem > mid || (rem == mid && (half & 1))) half++;
-        return (uint16_t)(sign | half);
-    }
-    uint32_t half = sign | ((uint32_t)exp << 10) | (mant >> 13), rem = mant & 0x1fff;
-    if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++;
-    return (uint16_t)half;
-}
-
 static void store(void *base, int64_t dtype, int64_t i, double v) {
     switch (dtype) {
     case PRT_F32: ((float *)base)[i] = (float)v; break;
-    case PRT_BF16: ((uint16_t *)base)[i] = float_to_bf16((float)v); break;
-    case PRT_F16: ((uint16_t *)base)[i] = float_to_f16((float)v); break;
+    case PRT_BF16: ((uint16_t *)base)[i] = prt_f32_to_bf16((float)v); break;  /* the rounded fp32 value */
+    case PRT_F16: ((uint16_t *)base)[i] = prt_f32_to_f16((float)v); break;
     case PRT_I32: ((int32_t *)base)[i] = (int32_t)v; break;
     }
 }
@@ -488,6 +460,8 @@ static void init_values(prt *rt, const prt_buffer *dst, const prt_buffer_desc *g
     }
 }
 
+static void build_ranges(prt *rt);
+
 void prt_register_buffers(prt *rt, const prt_buffer_desc *descs, int64_t count) {
     PRT_CHECK(!rt->buffers, "prt_register_buffers called twice");
     PRT_CHECK(count >= 0 && (count == 0 || descs), "prt_register_buffers: bad table");
@@ -516,8 +490,14 @@ void prt_register_buffers(prt *rt, const prt_buffer_desc *descs, int64_t count) 
         memset(rt->class_block[c], 0, class_size[c]);
     }
     for (int64_t i = 0; i < count; i++) rt->buffers[i].base = rt->class_block[descs[i].klass] + offset[i];
+    build_ranges(rt);
     for (int64_t i = 0; i < count; i++) {
         const prt_buffer_desc *d = &descs[i];
+        /* fp32 master weights start as the parameter's full-precision values: a
+         * master without any is a table error, not a model that starts from 0 */
+        PRT_CHECK(d->klass != PRT_MASTER || d->init != PRT_INIT_NONE,
+                  "buffer %s: master weights without initial values (init NONE); the table must describe "
+                  "the parameter (its init, dims and ZeRO axis) or COPY an fp32-equal-shaped one", d->name);
         if (d->init == PRT_INIT_NONE) continue;
         const prt_buffer_desc *gen = d;
         if (d->init == PRT_INIT_COPY) {
@@ -535,6 +515,35 @@ void prt_register_buffers(prt *rt, const prt_buffer_desc *descs, int64_t count) 
          * when the dtypes agree. */
         init_values(rt, &rt->buffers[i], gen);
     }
+}
+
+static int range_cmp(const void *a, const void *b) {
+    const prt_range *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+/* The sorted address ranges of the non-empty buffers (slices never overlap). */
+static void build_ranges(prt *rt) {
+    rt->ranges = prt_xcalloc((size_t)(rt->nbuffers ? rt->nbuffers : 1), sizeof(prt_range));
+    rt->nranges = 0;
+    for (int64_t i = 0; i < rt->nbuffers; i++) {
+        const prt_buffer *b = &rt->buffers[i];
+        size_t bytes = b->instance_bytes * (size_t)b->desc.instances;
+        if (bytes) rt->ranges[rt->nranges++] = (prt_range){b->base, b->base + bytes, b->desc.dtype};
+    }
+    qsort(rt->ranges, (size_t)rt->nranges, sizeof(prt_range), range_cmp);
+}
+
+int64_t prt_dtype_of(prt *rt, const void *ptr) {
+    const char *p = ptr;
+    if (!p) return -1;
+    int64_t lo = 0, hi = rt->nranges;  /* first range with begin > p */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (rt->ranges[mid].begin <= p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo > 0 && p < rt->ranges[lo - 1].end ? rt->ranges[lo - 1].dtype : -1;
 }
 
 void *prt_ptr(prt *rt, int64_t buffer, int64_t instance) {
@@ -677,6 +686,7 @@ int64_t prt_finalize(prt *rt) {
     for (int a = 0; a < rt->naxes; a++) MPI_Comm_free(&rt->axis_comm[a]);
     for (int c = 0; c < PRT_NCLASS; c++) free(rt->class_block[c]);
     free(rt->buffers);
+    free(rt->ranges);
     free(rt->comm_stage);
     free(rt->work);
     free(rt->events);

@@ -50,31 +50,12 @@ static void put(FILE *f, const void *p, size_t size, size_t n) {
 static void put_i64(FILE *f, int64_t v) { put(f, &v, sizeof v, 1); }
 
 static float load_value(const char *base, int64_t dtype, int64_t i) {
-    uint16_t h;
-    uint32_t x;
-    float f;
-    switch (dtype) {
-    case PRT_F32: memcpy(&f, base + 4 * i, 4); return f;
-    case PRT_I32: { int32_t v; memcpy(&v, base + 4 * i, 4); return (float)v; }
-    case PRT_BF16:
-        memcpy(&h, base + 2 * i, 2);
-        x = (uint32_t)h << 16;
-        memcpy(&f, &x, 4);
-        return f;
-    case PRT_F16: {
-        memcpy(&h, base + 2 * i, 2);
-        uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-        if (exp == 0x1f) x = sign | 0x7f800000 | (mant << 13);
-        else if (exp) x = sign | ((exp + 112) << 23) | (mant << 13);
-        else {  /* subnormal: mant x 2^-24 */
-            f = (float)mant * (1.0f / 16777216.0f);
-            return sign ? -f : f;
-        }
-        memcpy(&f, &x, 4);
-        return f;
+    if (dtype == PRT_I32) {
+        int32_t v;
+        memcpy(&v, base + 4 * i, 4);
+        return (float)v;
     }
-    }
-    return 0.0f;
+    return prt_load(base, dtype, i);
 }
 
 /* One block per instance of buffer `b`, its elements mapped by `gen` (the
@@ -154,12 +135,22 @@ void prt_dump_data(prt *rt, const int32_t *tokens, const int32_t *targets, int64
     put(rt->dump_data, targets, sizeof *targets, (size_t)(B * T));
 }
 
-void prt_dump_logits(prt *rt, const float *logits, int64_t N, int64_t V_local, int64_t vocab_offset, int64_t axis) {
+void prt_dump_logits(prt *rt, const void *logits, int64_t dtype, int64_t N, int64_t V_local, int64_t vocab_offset,
+                     int64_t axis) {
     if (!rt->dump_dir || rt->step < 0 || rt->step != rt->dump_step) return;
     if (!rt->dump_logits) rt->dump_logits = open_dump(rt, "logits", magic_logits);
     int64_t header[6] = {rt->step, rt->dump_logits_calls++, N, V_local, vocab_offset, axis};
     put(rt->dump_logits, header, sizeof header[0], 6);
-    put(rt->dump_logits, logits, sizeof *logits, (size_t)(N * V_local));
+    if (dtype == PRT_F32) {
+        put(rt->dump_logits, logits, sizeof(float), (size_t)(N * V_local));
+        return;
+    }
+    float *row = prt_xmalloc(sizeof(float) * (size_t)(V_local ? V_local : 1));  /* widened row by row */
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t j = 0; j < V_local; j++) row[j] = prt_load(logits, dtype, n * V_local + j);
+        put(rt->dump_logits, row, sizeof(float), (size_t)V_local);
+    }
+    free(row);
 }
 
 void prt_dump_finalize(prt *rt) {

@@ -4,7 +4,7 @@
  * trace hooks and the watchdog around blocking MPI calls.
  *
  * Files: prt_core.c (lifecycle, flags, buffers, ledger, steps, errors, watchdog),
- * prt_ops_cpu.c (fp32 ops and optimizers), prt_comm_mpi.c (collectives, send/recv),
+ * prt_ops_cpu.c (ops and optimizers: fp32 arithmetic over f32/bf16/f16 storage), prt_comm_mpi.c (collectives, send/recv),
  * prt_data.c (synthetic and file data), prt_trace.c (Chrome trace JSON).
  */
 #ifndef PRT_INTERNAL_H
@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "parc_rt.h"
 
@@ -66,6 +67,73 @@ static inline uint64_t prt_hash_str(const char *s) { /* FNV-1a 64 */
 /* Uniform in (0, 1), never 0: 53 high bits, offset by half a step. */
 static inline double prt_unit(uint64_t h) { return ((double)(h >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
+/* ---------------------------------------------------------------- 16-bit floats */
+
+/* float -> bf16, round to nearest even; a NaN stays a (quiet) NaN. */
+static inline uint16_t prt_f32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40);
+    x += 0x7fff + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+static inline float prt_bf16_to_f32(uint16_t h) {
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+/* float -> IEEE binary16, round to nearest even, with subnormals; overflow gives inf. */
+static inline uint16_t prt_f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, mant = x & 0x7fffff;
+    int exp = (int)((x >> 23) & 0xff) - 127 + 15;
+    if (((x >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
+    if (exp >= 31) return (uint16_t)(sign | 0x7c00);
+    if (exp <= 0) {
+        if (exp < -10) return (uint16_t)sign;
+        mant |= 0x800000;
+        int shift = 14 - exp;
+        uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1))) half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = sign | ((uint32_t)exp << 10) | (mant >> 13), rem = mant & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++;  /* a carry into the exponent is right */
+    return (uint16_t)half;
+}
+static inline float prt_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, x;
+    float f;
+    if (exp == 0x1f) x = sign | 0x7f800000 | (mant << 13);
+    else if (exp) x = sign | ((exp + 112) << 23) | (mant << 13);
+    else {  /* zero or subnormal: mant x 2^-24 */
+        f = (float)mant * (1.0f / 16777216.0f);
+        return sign ? -f : f;
+    }
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+/* Element i of a float tensor stored as `dtype` (PRT_F32, PRT_BF16 or PRT_F16), and
+ * the store that rounds to it.  The ops compute in fp32 through these. */
+static inline float prt_load(const void *base, int64_t dtype, int64_t i) {
+    switch (dtype) {
+    case PRT_BF16: return prt_bf16_to_f32(((const uint16_t *)base)[i]);
+    case PRT_F16: return prt_f16_to_f32(((const uint16_t *)base)[i]);
+    default: return ((const float *)base)[i];
+    }
+}
+static inline void prt_store(void *base, int64_t dtype, int64_t i, float v) {
+    switch (dtype) {
+    case PRT_BF16: ((uint16_t *)base)[i] = prt_f32_to_bf16(v); break;
+    case PRT_F16: ((uint16_t *)base)[i] = prt_f32_to_f16(v); break;
+    default: ((float *)base)[i] = v; break;
+    }
+}
+static inline int prt_dtype_is_16(int64_t dtype) { return dtype == PRT_BF16 || dtype == PRT_F16; }
+
 /* ---------------------------------------------------------------- context */
 
 typedef struct prt_buffer {
@@ -74,9 +142,15 @@ typedef struct prt_buffer {
     size_t instance_bytes;
 } prt_buffer;
 
+/* The address range of one registered buffer (all instances); sorted by begin. */
+typedef struct prt_range {
+    const char *begin, *end;
+    int64_t dtype;
+} prt_range;
+
 typedef struct prt_send_slot {  /* one buffered pipeline send */
-    float *data;
-    size_t capacity;            /* floats */
+    char *data;
+    size_t capacity;            /* bytes */
     MPI_Request request;        /* MPI_REQUEST_NULL when free */
 } prt_send_slot;
 
@@ -113,6 +187,8 @@ struct prt {
     prt_buffer *buffers;
     int64_t nbuffers;
     char *class_block[PRT_NCLASS];
+    prt_range *ranges;       /* non-empty buffers by address: prt_dtype_of */
+    int64_t nranges;
 
     /* ledger (bytes): current and peak per class, and the compiler's numbers */
     int64_t ledger_now[PRT_NCLASS];
@@ -122,8 +198,10 @@ struct prt {
 
     /* runtime-internal scratch (all booked: staging to PRT_COMM, workspace to PRT_WORKSPACE) */
     float *comm_stage;       size_t comm_stage_cap;   /* floats: collective packing */
-    float *work;             size_t work_cap;         /* floats: attention, xent scratch */
+    float *work;             size_t work_cap;         /* floats: attention, xent scratch, 16-bit conversions */
     prt_send_slot *send_slots; int nsend_slots;
+    MPI_Op sum_bf16, sum_f16;  /* sums of 16-bit elements in fp32, created at first use */
+    int have_sum_ops;
 
     /* steps and metrics */
     int64_t step;            /* current step, -1 outside a step */
@@ -156,6 +234,10 @@ struct prt {
 extern const char *const prt_class_names[PRT_NCLASS];
 extern const char *const prt_dtype_names[4];
 size_t prt_dtype_size(int64_t dtype);
+/* The dtype of the registered buffer whose bytes hold `ptr` (any address inside
+ * it, e.g. a ZeRO shard's offset), or -1 for NULL and for memory the runtime did
+ * not allocate (test programs' arrays), which the ops read as fp32.  O(log buffers). */
+int64_t prt_dtype_of(prt *rt, const void *ptr);
 
 /* Ledger: book (bytes > 0) or release (bytes < 0) to a class; tracks the peak. */
 void prt_ledger_book(prt *rt, int64_t klass, int64_t bytes);
@@ -225,7 +307,7 @@ void prt_dump_step_begin(prt *rt, int64_t step);       /* init_params at dump_st
 void prt_dump_before_optimizer(prt *rt, int64_t step); /* grads at dump_step */
 void prt_dump_data(prt *rt, const int32_t *tokens, const int32_t *targets, int64_t step, int64_t first_sample,
                    int64_t B, int64_t T);
-void prt_dump_logits(prt *rt, const float *logits, int64_t N, int64_t V_local, int64_t vocab_offset, int64_t axis);
+void prt_dump_logits(prt *rt, const void *logits, int64_t dtype, int64_t N, int64_t V_local, int64_t vocab_offset, int64_t axis);
 /* Writes params.rank<R>.bin and closes the dump files (prt_finalize). */
 void prt_dump_finalize(prt *rt);
 

@@ -1,8 +1,19 @@
 /*
- * prt_ops_cpu.c — the fp32 ops of the CPU backend: simple loops plus OpenBLAS GEMMs.
+ * prt_ops_cpu.c — the ops of the CPU backend: simple loops plus OpenBLAS GEMMs.
  * Semantics are parc_rt.h's: forward ops overwrite their outputs, backward ops
  * accumulate (+=) into input and parameter gradients.  Reductions over a row
  * accumulate in double; everything else is plain float arithmetic.
+ *
+ * Storage.  A tensor argument is stored in the dtype of the registered buffer that
+ * holds it (prt_dtype_of; memory the runtime did not allocate is fp32): f32, bf16
+ * or f16.  Arithmetic is always fp32.  Loops read through prt_load and write
+ * through prt_store (round to nearest even), so an op on 16-bit storage equals the
+ * fp32 op applied to the widened inputs, its outputs rounded; a backward op's +=
+ * happens in fp32 and is rounded once.  The GEMM ops widen their 16-bit operands
+ * into the runtime workspace (prt_workspace, booked to PRT_WORKSPACE): the weight
+ * (and a weight gradient) whole, the row tensors PRT_CONVERT_ROWS rows at a time;
+ * attention one head of one sample at a time.  The floats each op asks for are
+ * the formulas at prt_expect_memory in parc_rt.h; all-f32 arguments ask for none.
  */
 #include <cblas.h>
 #include <limits.h>
@@ -19,23 +30,83 @@ static int blas_dim(int64_t n, const char *what) {
     return (int)n;
 }
 
+/* ---------------------------------------------------------------- tensors in their storage dtype */
+
+/* A float tensor argument: its address (NULL allowed) and storage dtype. */
+typedef struct tensor {
+    char *p;
+    int64_t dtype;
+} tensor;
+
+static tensor ften(prt *rt, const void *p, const char *op) {
+    int64_t dtype = prt_dtype_of(rt, p);
+    PRT_CHECK(dtype != PRT_I32, "%s: a float tensor argument points into an i32 buffer", op);
+    return (tensor){(char *)p, dtype < 0 ? PRT_F32 : dtype};
+}
+static inline int is16(tensor t) { return t.p && prt_dtype_is_16(t.dtype); }
+#define LD(t, i) prt_load((t).p, (t).dtype, (i))
+#define ST(t, i, v) prt_store((t).p, (t).dtype, (i), (v))
+
+/* Workspace for widened operands: one request per op (the scratch buffer keeps
+ * only its largest request), carved front to back by take(). */
+static float *scratch(prt *rt, int64_t floats) { return floats > 0 ? prt_workspace(rt, (size_t)floats) : NULL; }
+static float *take(float **next, int64_t floats) {
+    if (floats <= 0) return NULL;
+    float *p = *next;
+    *next += floats;
+    return p;
+}
+
+/* An fp32 view of rows x cols elements of t starting at element off, rows `ld`
+ * elements apart: t's own memory when it is fp32, else `slot` (rows x cols,
+ * packed), filled with the widened values when `load`. */
+typedef struct view {
+    float *f;
+    int ld;
+} view;
+
+static view view_of(tensor t, float *slot, int64_t off, int64_t rows, int64_t cols, int64_t ld, int load) {
+    if (!is16(t)) return (view){(float *)t.p + off, (int)ld};
+    if (load)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++) slot[r * cols + c] = LD(t, off + r * ld + c);
+    return (view){slot, (int)cols};
+}
+/* Rounds a view back into t (nothing to do when t is fp32: the view was t). */
+static void view_store(tensor t, view v, int64_t off, int64_t rows, int64_t cols, int64_t ld) {
+    if (!is16(t)) return;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) ST(t, off + r * ld + c, v.f[r * cols + c]);
+}
+
+/* Rows per chunk of a GEMM op's row tensors: all N when none is 16-bit. */
+static int64_t chunk_rows(int64_t N, int any16) { return any16 && N > PRT_CONVERT_ROWS ? PRT_CONVERT_ROWS : N; }
+
 void prt_zero(prt *rt, void *buf, int64_t n) {
     OP_BEGIN(rt);
-    if (n > 0) memset(buf, 0, (size_t)n * sizeof(float));
+    int64_t dtype = prt_dtype_of(rt, buf);
+    if (n > 0) memset(buf, 0, (size_t)n * prt_dtype_size(dtype < 0 ? PRT_F32 : dtype));
     OP_END(rt, "zero");
 }
 
-void prt_copy(prt *rt, void *dst, const void *src, int64_t n) {
+void prt_copy(prt *rt, void *dst_, const void *src_, int64_t n) {
     OP_BEGIN(rt);
-    if (n > 0 && dst != src) memmove(dst, src, (size_t)n * sizeof(float));
+    int64_t dd = prt_dtype_of(rt, dst_), ds = prt_dtype_of(rt, src_);
+    dd = dd < 0 ? PRT_F32 : dd;
+    ds = ds < 0 ? PRT_F32 : ds;
+    if (dd == ds) {
+        if (n > 0 && dst_ != src_) memmove(dst_, src_, (size_t)n * prt_dtype_size(dd));
+    } else {  /* a conversion: float dtypes only, never in place */
+        tensor dst = ften(rt, dst_, "copy"), src = ften(rt, src_, "copy");
+        for (int64_t i = 0; i < n; i++) ST(dst, i, LD(src, i));
+    }
     OP_END(rt, "copy");
 }
 
-void prt_acc(prt *rt, void *dst, const void *src, int64_t n) {
+void prt_acc(prt *rt, void *dst_, const void *src_, int64_t n) {
     OP_BEGIN(rt);
-    float *d = dst;
-    const float *s = src;
-    for (int64_t i = 0; i < n; i++) d[i] += s[i];
+    tensor dst = ften(rt, dst_, "acc"), src = ften(rt, src_, "acc");
+    for (int64_t i = 0; i < n; i++) ST(dst, i, LD(dst, i) + LD(src, i));
     OP_END(rt, "acc");
 }
 
@@ -44,29 +115,39 @@ void prt_acc(prt *rt, void *dst, const void *src, int64_t n) {
 void prt_embed_fwd(prt *rt, void *out_, const void *tokens_, const void *wte_, int64_t N, int64_t C,
                    int64_t vocab_local, int64_t vocab_offset) {
     OP_BEGIN(rt);
-    float *out = out_;
+    tensor out = ften(rt, out_, "embed_fwd"), wte = ften(rt, wte_, "embed_fwd");
     const int32_t *tokens = tokens_;
-    const float *wte = wte_;
     for (int64_t n = 0; n < N; n++) {
         int64_t row = (int64_t)tokens[n] - vocab_offset;
-        if (row >= 0 && row < vocab_local) memcpy(out + n * C, wte + row * C, (size_t)C * sizeof(float));
-        else memset(out + n * C, 0, (size_t)C * sizeof(float));
+        for (int64_t c = 0; c < C; c++) ST(out, n * C + c, row >= 0 && row < vocab_local ? LD(wte, row * C + c) : 0.0f);
     }
     OP_END(rt, "embed_fwd");
 }
 
+/* A 16-bit dwte sums each row's tokens in fp32 (in token order, as the fp32 op
+ * does) and rounds once: a row buffer of C floats from the workspace. */
 void prt_embed_bwd(prt *rt, void *dwte_, const void *tokens_, const void *dout_, int64_t N, int64_t C,
                    int64_t vocab_local, int64_t vocab_offset) {
     OP_BEGIN(rt);
-    float *dwte = dwte_;
+    tensor dwte = ften(rt, dwte_, "embed_bwd"), dout = ften(rt, dout_, "embed_bwd");
     const int32_t *tokens = tokens_;
-    const float *dout = dout_;
+    float *acc = scratch(rt, is16(dwte) * C);
     for (int64_t n = 0; n < N; n++) {
         int64_t row = (int64_t)tokens[n] - vocab_offset;
         if (row < 0 || row >= vocab_local) continue;
-        float *d = dwte + row * C;
-        const float *g = dout + n * C;
-        for (int64_t c = 0; c < C; c++) d[c] += g[c];
+        if (!acc) {
+            float *d = (float *)dwte.p + row * C;
+            for (int64_t c = 0; c < C; c++) d[c] += LD(dout, n * C + c);
+            continue;
+        }
+        int seen = 0;  /* this row was summed at its first token */
+        for (int64_t e = 0; e < n && !seen; e++) seen = tokens[e] == tokens[n];
+        if (seen) continue;
+        view a = view_of(dwte, acc, row * C, 1, C, C, 1);
+        for (int64_t e = n; e < N; e++)
+            if (tokens[e] == tokens[n])
+                for (int64_t c = 0; c < C; c++) a.f[c] += LD(dout, e * C + c);
+        view_store(dwte, a, row * C, 1, C, C);
     }
     OP_END(rt, "embed_bwd");
 }
@@ -74,13 +155,11 @@ void prt_embed_bwd(prt *rt, void *dwte_, const void *tokens_, const void *dout_,
 void prt_pos_fwd(prt *rt, void *out_, const void *in_, const void *wpe_, int64_t B, int64_t T, int64_t C,
                  int64_t t_offset) {
     OP_BEGIN(rt);
-    float *out = out_;
-    const float *in = in_, *wpe = wpe_;
+    tensor out = ften(rt, out_, "pos_fwd"), in = ften(rt, in_, "pos_fwd"), wpe = ften(rt, wpe_, "pos_fwd");
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++) {
-            float *o = out + (b * T + t) * C;
-            const float *x = in + (b * T + t) * C, *p = wpe + (t + t_offset) * C;
-            for (int64_t c = 0; c < C; c++) o[c] = x[c] + p[c];
+            int64_t o = (b * T + t) * C, p = (t + t_offset) * C;
+            for (int64_t c = 0; c < C; c++) ST(out, o + c, LD(in, o + c) + LD(wpe, p + c));
         }
     OP_END(rt, "pos_fwd");
 }
@@ -88,20 +167,17 @@ void prt_pos_fwd(prt *rt, void *out_, const void *in_, const void *wpe_, int64_t
 void prt_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int64_t B, int64_t T, int64_t C,
                  int64_t t_offset) {
     OP_BEGIN(rt);
-    float *dwpe = dwpe_, *din = din_;
-    const float *dout = dout_;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t t = 0; t < T; t++) {
-            const float *g = dout + (b * T + t) * C;
-            if (dwpe) {
-                float *p = dwpe + (t + t_offset) * C;
-                for (int64_t c = 0; c < C; c++) p[c] += g[c];
+    tensor dwpe = ften(rt, dwpe_, "pos_bwd"), din = ften(rt, din_, "pos_bwd"), dout = ften(rt, dout_, "pos_bwd");
+    if (dwpe.p)  /* each position sums its B samples in fp32, rounded once */
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t c = 0; c < C; c++) {
+                int64_t p = (t + t_offset) * C + c;
+                float acc = LD(dwpe, p);
+                for (int64_t b = 0; b < B; b++) acc += LD(dout, (b * T + t) * C + c);
+                ST(dwpe, p, acc);
             }
-            if (din) {
-                float *d = din + (b * T + t) * C;
-                for (int64_t c = 0; c < C; c++) d[c] += g[c];
-            }
-        }
+    if (din.p)
+        for (int64_t i = 0; i < B * T * C; i++) ST(din, i, LD(din, i) + LD(dout, i));
     OP_END(rt, "pos_bwd");
 }
 
@@ -112,19 +188,20 @@ void prt_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int64_t B,
 void prt_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, const void *in_, const void *w_,
                        const void *b_, int64_t N, int64_t C) {
     OP_BEGIN(rt);
-    float *out = out_, *mean = mean_, *rstd = rstd_;
-    const float *in = in_, *w = w_, *b = b_;
+    const char *op = "layernorm_fwd";
+    tensor out = ften(rt, out_, op), mean = ften(rt, mean_, op), rstd = ften(rt, rstd_, op), in = ften(rt, in_, op),
+           w = ften(rt, w_, op), b = ften(rt, b_, op);
     for (int64_t n = 0; n < N; n++) {
-        const float *x = in + n * C;
+        int64_t x = n * C;
         double s = 0.0, v = 0.0;
-        for (int64_t c = 0; c < C; c++) s += x[c];
+        for (int64_t c = 0; c < C; c++) s += LD(in, x + c);
         double m = s / (double)C;
-        for (int64_t c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        for (int64_t c = 0; c < C; c++) v += (LD(in, x + c) - m) * (LD(in, x + c) - m);
         double r = 1.0 / sqrt(v / (double)C + NORM_EPS);
-        float *o = out + n * C;
-        for (int64_t c = 0; c < C; c++) o[c] = (float)((x[c] - m) * r) * w[c] + (b ? b[c] : 0.0f);
-        if (mean) mean[n] = (float)m;
-        if (rstd) rstd[n] = (float)r;
+        for (int64_t c = 0; c < C; c++)
+            ST(out, x + c, (float)((LD(in, x + c) - m) * r) * LD(w, c) + (b.p ? LD(b, c) : 0.0f));
+        if (mean.p) ST(mean, n, (float)m);
+        if (rstd.p) ST(rstd, n, (float)r);
     }
     OP_END(rt, "layernorm_fwd");
 }
@@ -132,41 +209,48 @@ void prt_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, const void
 void prt_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const void *dout_, const void *in_,
                        const void *w_, const void *mean_, const void *rstd_, int64_t N, int64_t C) {
     OP_BEGIN(rt);
-    float *din = din_, *dw = dw_, *db = db_;
-    const float *dout = dout_, *in = in_, *w = w_, *mean = mean_, *rstd = rstd_;
+    const char *op = "layernorm_bwd";
+    tensor din = ften(rt, din_, op), dw = ften(rt, dw_, op), db = ften(rt, db_, op), dout = ften(rt, dout_, op),
+           in = ften(rt, in_, op), w = ften(rt, w_, op), mean = ften(rt, mean_, op), rstd = ften(rt, rstd_, op);
+    /* dw, db sum over the N rows in fp32 (their own memory when fp32), rounded once */
+    float *s = scratch(rt, (is16(dw) + is16(db)) * C), *dw_slot = take(&s, is16(dw) * C), *db_slot = take(&s, is16(db) * C);
+    view dwv = {NULL, 0}, dbv = {NULL, 0};
+    if (dw.p) dwv = view_of(dw, dw_slot, 0, 1, C, C, 1);
+    if (db.p) dbv = view_of(db, db_slot, 0, 1, C, C, 1);
     for (int64_t n = 0; n < N; n++) {
-        const float *g = dout + n * C, *x = in + n * C;
-        float m = mean[n], r = rstd[n];
+        int64_t x = n * C;
+        float m = LD(mean, n), r = LD(rstd, n);
         double dnorm_mean = 0.0, dnorm_norm_mean = 0.0;
         for (int64_t c = 0; c < C; c++) {
-            float norm = (x[c] - m) * r, dnorm = w[c] * g[c];
+            float norm = (LD(in, x + c) - m) * r, dnorm = LD(w, c) * LD(dout, x + c);
             dnorm_mean += dnorm;
             dnorm_norm_mean += dnorm * norm;
         }
         dnorm_mean /= (double)C;
         dnorm_norm_mean /= (double)C;
         for (int64_t c = 0; c < C; c++) {
-            float norm = (x[c] - m) * r, dnorm = w[c] * g[c];
-            if (db) db[c] += g[c];
-            if (dw) dw[c] += norm * g[c];
-            if (din) din[n * C + c] += (float)(r * (dnorm - dnorm_mean - norm * dnorm_norm_mean));
+            float g = LD(dout, x + c), norm = (LD(in, x + c) - m) * r, dnorm = LD(w, c) * g;
+            if (db.p) dbv.f[c] += g;
+            if (dw.p) dwv.f[c] += norm * g;
+            if (din.p) ST(din, x + c, LD(din, x + c) + (float)(r * (dnorm - dnorm_mean - norm * dnorm_norm_mean)));
         }
     }
+    if (dw.p) view_store(dw, dwv, 0, 1, C, C);
+    if (db.p) view_store(db, dbv, 0, 1, C, C);
     OP_END(rt, "layernorm_bwd");
 }
 
 void prt_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, const void *w_, int64_t N, int64_t C) {
     OP_BEGIN(rt);
-    float *out = out_, *rstd = rstd_;
-    const float *in = in_, *w = w_;
+    const char *op = "rmsnorm_fwd";
+    tensor out = ften(rt, out_, op), rstd = ften(rt, rstd_, op), in = ften(rt, in_, op), w = ften(rt, w_, op);
     for (int64_t n = 0; n < N; n++) {
-        const float *x = in + n * C;
+        int64_t x = n * C;
         double ss = 0.0;
-        for (int64_t c = 0; c < C; c++) ss += (double)x[c] * x[c];
+        for (int64_t c = 0; c < C; c++) ss += (double)LD(in, x + c) * LD(in, x + c);
         double r = 1.0 / sqrt(ss / (double)C + NORM_EPS);
-        float *o = out + n * C;
-        for (int64_t c = 0; c < C; c++) o[c] = (float)(x[c] * r) * w[c];
-        if (rstd) rstd[n] = (float)r;
+        for (int64_t c = 0; c < C; c++) ST(out, x + c, (float)(LD(in, x + c) * r) * LD(w, c));
+        if (rstd.p) ST(rstd, n, (float)r);
     }
     OP_END(rt, "rmsnorm_fwd");
 }
@@ -174,84 +258,137 @@ void prt_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, const vo
 void prt_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout_, const void *in_, const void *w_,
                      const void *rstd_, int64_t N, int64_t C) {
     OP_BEGIN(rt);
-    float *din = din_, *dw = dw_;
-    const float *dout = dout_, *in = in_, *w = w_, *rstd = rstd_;
+    const char *op = "rmsnorm_bwd";
+    tensor din = ften(rt, din_, op), dw = ften(rt, dw_, op), dout = ften(rt, dout_, op), in = ften(rt, in_, op),
+           w = ften(rt, w_, op), rstd = ften(rt, rstd_, op);
+    float *dw_slot = scratch(rt, is16(dw) * C);  /* dw sums over the rows in fp32, rounded once */
+    view dwv = {NULL, 0};
+    if (dw.p) dwv = view_of(dw, dw_slot, 0, 1, C, C, 1);
     for (int64_t n = 0; n < N; n++) {
-        const float *g = dout + n * C, *x = in + n * C;
-        double r = rstd[n], dot = 0.0;  /* dot = sum_c dnorm_c x_c */
-        for (int64_t c = 0; c < C; c++) dot += (double)w[c] * g[c] * x[c];
+        int64_t x = n * C;
+        double r = LD(rstd, n), dot = 0.0;  /* dot = sum_c dnorm_c x_c */
+        for (int64_t c = 0; c < C; c++) dot += (double)LD(w, c) * LD(dout, x + c) * LD(in, x + c);
         double k = r * r * dot / (double)C;
         for (int64_t c = 0; c < C; c++) {
-            if (dw) dw[c] += (float)(x[c] * r) * g[c];
-            if (din) din[n * C + c] += (float)(r * ((double)w[c] * g[c] - x[c] * k));
+            float g = LD(dout, x + c), xc = LD(in, x + c);
+            if (dw.p) dwv.f[c] += (float)(xc * r) * g;
+            if (din.p) ST(din, x + c, LD(din, x + c) + (float)(r * ((double)LD(w, c) * g - xc * k)));
         }
     }
+    if (dw.p) view_store(dw, dwv, 0, 1, C, C);
     OP_END(rt, "rmsnorm_bwd");
 }
 
 /* ---------------------------------------------------------------- linear */
 
+/* out[N,M] = in[N,K] @ op(w), op(w) = w[K,M] or, transposed, w[M,K]^T. */
+static void matmul_fwd(prt *rt, const char *op, void *out_, const void *in_, const void *w_, int64_t N, int64_t K,
+                       int64_t M, int transposed) {
+    int n = blas_dim(N, op), k = blas_dim(K, op), m = blas_dim(M, op);
+    if (!n || !m) return;
+    tensor out = ften(rt, out_, op), in = ften(rt, in_, op), w = ften(rt, w_, op);
+    int64_t R = chunk_rows(N, is16(in) || is16(out));
+    float *s = scratch(rt, is16(w) * K * M + R * (is16(in) * K + is16(out) * M));
+    float *w_slot = take(&s, is16(w) * K * M), *in_slot = take(&s, is16(in) * R * K), *out_slot = take(&s, is16(out) * R * M);
+    view wv = transposed ? view_of(w, w_slot, 0, M, K, K, 1) : view_of(w, w_slot, 0, K, M, M, 1);
+    for (int64_t r0 = 0; r0 < N; r0 += R) {
+        int r = (int)(N - r0 < R ? N - r0 : R);
+        view iv = view_of(in, in_slot, r0 * K, r, K, K, 1), ov = view_of(out, out_slot, r0 * M, r, M, M, 0);
+        if (k)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, transposed ? CblasTrans : CblasNoTrans, r, m, k, 1.0f, iv.f, iv.ld,
+                        wv.f, wv.ld, 0.0f, ov.f, ov.ld);
+        else
+            for (int i = 0; i < r; i++) memset(ov.f + (size_t)i * ov.ld, 0, (size_t)m * sizeof(float));
+        view_store(out, ov, r0 * M, r, M, M);
+    }
+}
+
+/* din[N,K] += dout[N,M] @ op(w)^T;  dw += in^T @ dout (w[K,M]) or dout^T @ in (transposed: w[M,K]). */
+static void matmul_bwd(prt *rt, const char *op, void *din_, void *dw_, const void *dout_, const void *in_,
+                       const void *w_, int64_t N, int64_t K, int64_t M, int transposed) {
+    int n = blas_dim(N, op), k = blas_dim(K, op), m = blas_dim(M, op);
+    if (!n || !k || !m) return;
+    tensor din = ften(rt, din_, op), dw = ften(rt, dw_, op), dout = ften(rt, dout_, op), in = ften(rt, in_, op),
+           w = ften(rt, w_, op);
+    int w16 = din.p && is16(w), dw16 = is16(dw), din16 = is16(din), in16 = dw.p && is16(in), dout16 = is16(dout);
+    int64_t R = chunk_rows(N, dout16 || din16 || in16);
+    float *s = scratch(rt, (w16 + dw16) * K * M + R * (dout16 * M + din16 * K + in16 * K));
+    float *w_slot = take(&s, w16 * K * M), *dw_slot = take(&s, dw16 * K * M), *dout_slot = take(&s, dout16 * R * M),
+          *din_slot = take(&s, din16 * R * K), *in_slot = take(&s, in16 * R * K);
+    int64_t wr = transposed ? M : K, wc = transposed ? K : M;  /* w and dw are [wr, wc] */
+    view wv = {NULL, 0}, dwv = {NULL, 0};
+    if (din.p) wv = view_of(w, w_slot, 0, wr, wc, wc, 1);
+    if (dw.p) dwv = view_of(dw, dw_slot, 0, wr, wc, wc, 1);
+    for (int64_t r0 = 0; r0 < N; r0 += R) {
+        int r = (int)(N - r0 < R ? N - r0 : R);
+        view dov = view_of(dout, dout_slot, r0 * M, r, M, M, 1);
+        if (din.p) {
+            view dv = view_of(din, din_slot, r0 * K, r, K, K, 1);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, transposed ? CblasNoTrans : CblasTrans, r, k, m, 1.0f, dov.f,
+                        dov.ld, wv.f, wv.ld, 1.0f, dv.f, dv.ld);
+            view_store(din, dv, r0 * K, r, K, K);
+        }
+        if (dw.p) {
+            view iv = view_of(in, in_slot, r0 * K, r, K, K, 1);
+            if (transposed)  /* dw[M,K] += dout^T @ in */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, k, r, 1.0f, dov.f, dov.ld, iv.f, iv.ld, 1.0f,
+                            dwv.f, dwv.ld);
+            else             /* dw[K,M] += in^T @ dout */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, m, r, 1.0f, iv.f, iv.ld, dov.f, dov.ld, 1.0f,
+                            dwv.f, dwv.ld);
+        }
+    }
+    if (dw.p) view_store(dw, dwv, 0, wr, wc, wc);
+}
+
 void prt_matmul_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M) {
     OP_BEGIN(rt);
-    int n = blas_dim(N, "matmul"), k = blas_dim(K, "matmul"), m = blas_dim(M, "matmul");
-    if (n && m) {
-        if (k) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, m, k, 1.0f, in, k, w, m, 0.0f, out, m);
-        else memset(out, 0, (size_t)n * (size_t)m * sizeof(float));
-    }
+    matmul_fwd(rt, "matmul", out, in, w, N, K, M, 0);
     OP_END(rt, "matmul_fwd");
 }
 
 void prt_matmul_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
                     int64_t K, int64_t M) {
     OP_BEGIN(rt);
-    int n = blas_dim(N, "matmul"), k = blas_dim(K, "matmul"), m = blas_dim(M, "matmul");
-    if (n && k && m) {
-        /* din[N,K] += dout[N,M] @ w[K,M]^T */
-        if (din) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, k, m, 1.0f, dout, m, w, m, 1.0f, din, k);
-        /* dw[K,M] += in[N,K]^T @ dout[N,M] */
-        if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, m, n, 1.0f, in, k, dout, m, 1.0f, dw, m);
-    }
+    matmul_bwd(rt, "matmul", din, dw, dout, in, w, N, K, M, 0);
     OP_END(rt, "matmul_bwd");
 }
 
 void prt_matmul_t_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M) {
     OP_BEGIN(rt);
-    int n = blas_dim(N, "matmul_t"), k = blas_dim(K, "matmul_t"), m = blas_dim(M, "matmul_t");
-    if (n && m) {  /* out[N,M] = in[N,K] @ w[M,K]^T */
-        if (k) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, m, k, 1.0f, in, k, w, k, 0.0f, out, m);
-        else memset(out, 0, (size_t)n * (size_t)m * sizeof(float));
-    }
+    matmul_fwd(rt, "matmul_t", out, in, w, N, K, M, 1);
     OP_END(rt, "matmul_t_fwd");
 }
 
 void prt_matmul_t_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
                       int64_t K, int64_t M) {
     OP_BEGIN(rt);
-    int n = blas_dim(N, "matmul_t"), k = blas_dim(K, "matmul_t"), m = blas_dim(M, "matmul_t");
-    if (n && k && m) {
-        /* din[N,K] += dout[N,M] @ w[M,K] */
-        if (din) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, k, m, 1.0f, dout, m, w, k, 1.0f, din, k);
-        /* dw[M,K] += dout[N,M]^T @ in[N,K] */
-        if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, k, n, 1.0f, dout, m, in, k, 1.0f, dw, k);
-    }
+    matmul_bwd(rt, "matmul_t", din, dw, dout, in, w, N, K, M, 1);
     OP_END(rt, "matmul_t_bwd");
 }
 
 void prt_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, int64_t N, int64_t M) {
     OP_BEGIN(rt);
-    float *out = out_;
-    const float *in = in_, *b = b_;
+    tensor out = ften(rt, out_, "bias_fwd"), in = ften(rt, in_, "bias_fwd"), b = ften(rt, b_, "bias_fwd");
     for (int64_t n = 0; n < N; n++)
-        for (int64_t j = 0; j < M; j++) out[n * M + j] = in[n * M + j] + b[j];
+        for (int64_t j = 0; j < M; j++) ST(out, n * M + j, LD(in, n * M + j) + LD(b, j));
     OP_END(rt, "bias_fwd");
 }
 
 void prt_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M) {
     OP_BEGIN(rt);
-    float *db = db_;
-    const float *dout = dout_;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t j = 0; j < M; j++) db[j] += dout[n * M + j];
+    tensor db = ften(rt, db_, "bias_bwd"), dout = ften(rt, dout_, "bias_bwd");
+    if (!is16(db)) {
+        float *d = (float *)db.p;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t j = 0; j < M; j++) d[j] += LD(dout, n * M + j);
+    } else {  /* column sums in fp32 (the order of the fp32 op), rounded once */
+        for (int64_t j = 0; j < M; j++) {
+            float acc = LD(db, j);
+            for (int64_t n = 0; n < N; n++) acc += LD(dout, n * M + j);
+            ST(db, j, acc);
+        }
+    }
     OP_END(rt, "bias_bwd");
 }
 
@@ -261,43 +398,42 @@ void prt_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M) {
 
 void prt_gelu_fwd(prt *rt, void *out_, const void *in_, int64_t n) {
     OP_BEGIN(rt);
-    float *out = out_;
-    const float *in = in_;
+    tensor out = ften(rt, out_, "gelu_fwd"), in = ften(rt, in_, "gelu_fwd");
     for (int64_t i = 0; i < n; i++) {
-        float x = in[i], cube = 0.044715f * x * x * x;
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + cube)));
+        float x = LD(in, i), cube = 0.044715f * x * x * x;
+        ST(out, i, 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + cube))));
     }
     OP_END(rt, "gelu_fwd");
 }
 
 void prt_gelu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n) {
     OP_BEGIN(rt);
-    float *din = din_;
-    const float *in = in_, *dout = dout_;
+    tensor din = ften(rt, din_, "gelu_bwd"), in = ften(rt, in_, "gelu_bwd"), dout = ften(rt, dout_, "gelu_bwd");
     for (int64_t i = 0; i < n; i++) {
-        float x = in[i], cube = 0.044715f * x * x * x;
+        float x = LD(in, i), cube = 0.044715f * x * x * x;
         float t = tanhf(GELU_SCALE * (x + cube));
         float sech2 = 1.0f - t * t;
         float grad = 0.5f * (1.0f + t) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-        din[i] += grad * dout[i];
+        ST(din, i, LD(din, i) + grad * LD(dout, i));
     }
     OP_END(rt, "gelu_bwd");
 }
 
 void prt_relu_fwd(prt *rt, void *out_, const void *in_, int64_t n) {
     OP_BEGIN(rt);
-    float *out = out_;
-    const float *in = in_;
-    for (int64_t i = 0; i < n; i++) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
+    tensor out = ften(rt, out_, "relu_fwd"), in = ften(rt, in_, "relu_fwd");
+    for (int64_t i = 0; i < n; i++) {
+        float x = LD(in, i);
+        ST(out, i, x > 0.0f ? x : 0.0f);
+    }
     OP_END(rt, "relu_fwd");
 }
 
 void prt_relu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n) {
     OP_BEGIN(rt);
-    float *din = din_;
-    const float *in = in_, *dout = dout_;
+    tensor din = ften(rt, din_, "relu_bwd"), in = ften(rt, in_, "relu_bwd"), dout = ften(rt, dout_, "relu_bwd");
     for (int64_t i = 0; i < n; i++)
-        if (in[i] > 0.0f) din[i] += dout[i];
+        if (LD(in, i) > 0.0f) ST(din, i, LD(din, i) + LD(dout, i));
     OP_END(rt, "relu_bwd");
 }
 
@@ -305,49 +441,42 @@ static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 void prt_swiglu_fwd(prt *rt, void *out_, const void *in_, int64_t N, int64_t F) {
     OP_BEGIN(rt);
-    float *out = out_;
-    const float *in = in_;
-    for (int64_t n = 0; n < N; n++) {
-        const float *gate = in + n * 2 * F, *up = gate + F;
-        for (int64_t f = 0; f < F; f++) out[n * F + f] = gate[f] * sigmoidf(gate[f]) * up[f];
-    }
+    tensor out = ften(rt, out_, "swiglu_fwd"), in = ften(rt, in_, "swiglu_fwd");
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t f = 0; f < F; f++) {
+            float g = LD(in, n * 2 * F + f), up = LD(in, n * 2 * F + F + f);
+            ST(out, n * F + f, g * sigmoidf(g) * up);
+        }
     OP_END(rt, "swiglu_fwd");
 }
 
 void prt_swiglu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t N, int64_t F) {
     OP_BEGIN(rt);
-    float *din = din_;
-    const float *in = in_, *dout = dout_;
-    for (int64_t n = 0; n < N; n++) {
-        const float *gate = in + n * 2 * F, *up = gate + F;
-        float *dgate = din + n * 2 * F, *dup = dgate + F;
+    tensor din = ften(rt, din_, "swiglu_bwd"), in = ften(rt, in_, "swiglu_bwd"), dout = ften(rt, dout_, "swiglu_bwd");
+    for (int64_t n = 0; n < N; n++)
         for (int64_t f = 0; f < F; f++) {
-            float g = gate[f], s = sigmoidf(g), d = dout[n * F + f];
-            dgate[f] += d * up[f] * s * (1.0f + g * (1.0f - s));
-            dup[f] += d * g * s;
+            int64_t ig = n * 2 * F + f, iu = ig + F;
+            float g = LD(in, ig), up = LD(in, iu), s = sigmoidf(g), d = LD(dout, n * F + f);
+            ST(din, ig, LD(din, ig) + d * up * s * (1.0f + g * (1.0f - s)));
+            ST(din, iu, LD(din, iu) + d * g * s);
         }
-    }
     OP_END(rt, "swiglu_bwd");
 }
 
 void prt_add_fwd(prt *rt, void *out_, const void *a_, const void *b_, int64_t n) {
     OP_BEGIN(rt);
-    float *out = out_;
-    const float *a = a_, *b = b_;
-    for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+    tensor out = ften(rt, out_, "add_fwd"), a = ften(rt, a_, "add_fwd"), b = ften(rt, b_, "add_fwd");
+    for (int64_t i = 0; i < n; i++) ST(out, i, LD(a, i) + LD(b, i));
     OP_END(rt, "add_fwd");
 }
 
 /* ---------------------------------------------------------------- attention */
 
-/* P[T,T] = softmax(scale * Q K^T) of head h of sample b, causal mask when asked
- * (masked entries are exactly 0).  Q, K rows are 3*C apart in qkv. */
-static void attention_probs(float *P, const float *qkv, int64_t b, int64_t h, int T, int NH, int HD,
-                            int64_t causal) {
-    int C = NH * HD, ld = 3 * C;
-    const float *q = qkv + (size_t)b * T * ld + (size_t)h * HD, *k = q + C;
+/* P[T,T] = softmax(scale * Q K^T) of one head, causal mask when asked (masked
+ * entries are exactly 0).  Rows of q and k are ldq, ldk floats apart. */
+static void attention_probs(float *P, view q, view k, int T, int HD, int64_t causal) {
     float scale = 1.0f / sqrtf((float)HD);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HD, scale, q, ld, k, ld, 0.0f, P, T);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HD, scale, q.f, q.ld, k.f, k.ld, 0.0f, P, T);
     for (int t = 0; t < T; t++) {
         float *row = P + (size_t)t * T;
         int last = causal ? t : T - 1;
@@ -364,21 +493,45 @@ static void attention_probs(float *P, const float *qkv, int64_t b, int64_t h, in
     }
 }
 
+/* Views of head h of sample b: q, k, v of qkv[B,T,3,NH,HD] (rows 3C apart). */
+static void head_views(tensor qkv, float *slot, int64_t b, int64_t h, int T, int C, int HD, int load, view *q,
+                       view *k, view *v) {
+    int64_t base = (int64_t)b * T * 3 * C + h * HD, THD = (int64_t)T * HD;
+    *q = view_of(qkv, slot, base, T, HD, 3 * C, load);
+    *k = view_of(qkv, slot ? slot + THD : NULL, base + C, T, HD, 3 * C, load);
+    *v = view_of(qkv, slot ? slot + 2 * THD : NULL, base + 2 * C, T, HD, 3 * C, load);
+}
+static void head_store(tensor qkv, view q, view k, view v, int64_t b, int64_t h, int T, int C, int HD) {
+    int64_t base = (int64_t)b * T * 3 * C + h * HD;
+    view_store(qkv, q, base, T, HD, 3 * C);
+    view_store(qkv, k, base + C, T, HD, 3 * C);
+    view_store(qkv, v, base + 2 * C, T, HD, 3 * C);
+}
+
 void prt_attention_fwd(prt *rt, void *out_, void *probs_, const void *qkv_, int64_t B, int64_t T_, int64_t NH_,
                        int64_t HD_, int64_t causal) {
     OP_BEGIN(rt);
     int T = blas_dim(T_, "attention"), NH = blas_dim(NH_, "attention"), HD = blas_dim(HD_, "attention");
-    int C = blas_dim(NH_ * HD_, "attention"), ld = 3 * C;
-    float *out = out_, *probs = probs_;
-    const float *qkv = qkv_;
-    float *scratch = probs ? NULL : prt_workspace(rt, (size_t)T * T);
+    int C = blas_dim(NH_ * HD_, "attention");
+    blas_dim(3 * (int64_t)C, "attention");
+    tensor out = ften(rt, out_, "attention_fwd"), probs = ften(rt, probs_, "attention_fwd"),
+           qkv = ften(rt, qkv_, "attention_fwd");
+    int64_t THD = (int64_t)T * HD, TT = (int64_t)T * T;
+    int p_own = probs.p && !is16(probs);  /* P computed in the probs buffer itself */
+    float *s = scratch(rt, is16(qkv) * 3 * THD + is16(out) * THD + (p_own ? 0 : TT));
+    float *qkv_slot = take(&s, is16(qkv) * 3 * THD), *out_slot = take(&s, is16(out) * THD),
+          *p_slot = take(&s, p_own ? 0 : TT);
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            float *P = probs ? probs + ((size_t)b * NH + h) * T * T : scratch;
-            attention_probs(P, qkv, b, h, T, NH, HD, causal);
-            const float *v = qkv + (size_t)b * T * ld + 2 * C + (size_t)h * HD;
-            float *o = out + (size_t)b * T * C + (size_t)h * HD;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HD, T, 1.0f, P, T, v, ld, 0.0f, o, C);
+            view q, k, v;
+            head_views(qkv, qkv_slot, b, h, T, C, HD, 1, &q, &k, &v);
+            int64_t p_off = ((int64_t)b * NH + h) * TT;
+            float *P = p_own ? (float *)probs.p + p_off : p_slot;
+            attention_probs(P, q, k, T, HD, causal);
+            if (probs.p && !p_own) view_store(probs, (view){P, T}, p_off, T, T, T);
+            view o = view_of(out, out_slot, (int64_t)b * T * C + (int64_t)h * HD, T, HD, C, 0);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HD, T, 1.0f, P, T, v.f, v.ld, 0.0f, o.f, o.ld);
+            view_store(out, o, (int64_t)b * T * C + (int64_t)h * HD, T, HD, C);
         }
     OP_END(rt, "attention_fwd");
 }
@@ -387,23 +540,30 @@ void prt_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const void *qkv_
                        int64_t T_, int64_t NH_, int64_t HD_, int64_t causal) {
     OP_BEGIN(rt);
     int T = blas_dim(T_, "attention"), NH = blas_dim(NH_, "attention"), HD = blas_dim(HD_, "attention");
-    int C = blas_dim(NH_ * HD_, "attention"), ld = 3 * C;
-    float *dqkv = dqkv_;
-    const float *dout = dout_, *qkv = qkv_, *probs = probs_;
-    float *scratch = prt_workspace(rt, (size_t)(probs ? 1 : 2) * T * T);
-    float *dP = scratch, *Pbuf = probs ? NULL : scratch + (size_t)T * T;
+    int C = blas_dim(NH_ * HD_, "attention");
+    blas_dim(3 * (int64_t)C, "attention");
+    tensor dqkv = ften(rt, dqkv_, "attention_bwd"), dout = ften(rt, dout_, "attention_bwd"),
+           qkv = ften(rt, qkv_, "attention_bwd"), probs = ften(rt, probs_, "attention_bwd");
+    int64_t THD = (int64_t)T * HD, TT = (int64_t)T * T;
+    /* dP [T,T] always; P [T,T] unless read from an fp32 probs buffer */
+    int p_own = probs.p && !is16(probs);
+    float *s = scratch(rt, is16(qkv) * 3 * THD + is16(dqkv) * 3 * THD + is16(dout) * THD + (p_own ? 1 : 2) * TT);
+    float *dP = take(&s, TT), *p_slot = take(&s, p_own ? 0 : TT), *qkv_slot = take(&s, is16(qkv) * 3 * THD),
+          *dqkv_slot = take(&s, is16(dqkv) * 3 * THD), *dout_slot = take(&s, is16(dout) * THD);
     float scale = 1.0f / sqrtf((float)HD);
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            const float *P = probs ? probs + ((size_t)b * NH + h) * T * T : Pbuf;
-            if (!probs) attention_probs(Pbuf, qkv, b, h, T, NH, HD, causal);
-            size_t base = (size_t)b * T * ld + (size_t)h * HD;
-            const float *q = qkv + base, *k = q + C, *v = q + 2 * C;
-            float *dq = dqkv + base, *dk = dq + C, *dv = dq + 2 * C;
-            const float *dO = dout + (size_t)b * T * C + (size_t)h * HD;
+            view q, k, v, dq, dk, dv;
+            head_views(qkv, qkv_slot, b, h, T, C, HD, 1, &q, &k, &v);
+            head_views(dqkv, dqkv_slot, b, h, T, C, HD, 1, &dq, &dk, &dv);
+            int64_t p_off = ((int64_t)b * NH + h) * TT, o_off = (int64_t)b * T * C + (int64_t)h * HD;
+            const float *P = p_own ? (const float *)probs.p + p_off : p_slot;
+            if (!probs.p) attention_probs(p_slot, q, k, T, HD, causal);
+            else if (!p_own) view_of(probs, p_slot, p_off, T, T, T, 1);
+            view dO = view_of(dout, dout_slot, o_off, T, HD, C, 1);
             /* dV += P^T dO;  dP = dO V^T */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HD, T, 1.0f, P, T, dO, C, 1.0f, dv, ld);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HD, 1.0f, dO, C, v, ld, 0.0f, dP, T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HD, T, 1.0f, P, T, dO.f, dO.ld, 1.0f, dv.f, dv.ld);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HD, 1.0f, dO.f, dO.ld, v.f, v.ld, 0.0f, dP, T);
             /* dS = P * (dP - rowsum(P * dP)), in place in dP (masked entries: P = 0 -> 0) */
             for (int t = 0; t < T; t++) {
                 const float *p = P + (size_t)t * T;
@@ -413,8 +573,9 @@ void prt_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const void *qkv_
                 for (int j = 0; j < T; j++) dp[j] = p[j] * (dp[j] - (float)dot);
             }
             /* dQ += scale dS K;  dK += scale dS^T Q */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HD, T, scale, dP, T, k, ld, 1.0f, dq, ld);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HD, T, scale, dP, T, q, ld, 1.0f, dk, ld);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HD, T, scale, dP, T, k.f, k.ld, 1.0f, dq.f, dq.ld);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HD, T, scale, dP, T, q.f, q.ld, 1.0f, dk.f, dk.ld);
+            head_store(dqkv, dq, dk, dv, b, h, T, C, HD);
         }
     OP_END(rt, "attention_bwd");
 }
@@ -424,17 +585,19 @@ void prt_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const void *qkv_
 void prt_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *logits_, const void *targets_, int64_t N,
                   int64_t V_local, int64_t vocab_offset, int64_t axis) {
     OP_BEGIN(rt);
-    float *loss_sum = loss_sum_, *stats = stats_;
-    const float *logits = logits_;
+    tensor loss_sum = ften(rt, loss_sum_, "xent_fwd"), stats = ften(rt, stats_, "xent_fwd"),
+           logits = ften(rt, logits_, "xent_fwd");
     const int32_t *targets = targets_;
     int S = prt_axis_size(rt, axis);
-    prt_dump_logits(rt, logits, N, V_local, vocab_offset, axis);
+    prt_dump_logits(rt, logits.p, logits.dtype, N, V_local, vocab_offset, axis);
     /* scratch: row max [N], then (sum of exp [N], target logit [N]) for one all-reduce */
     float *mx = prt_workspace(rt, (size_t)3 * (size_t)N), *sums = mx + N;
     for (int64_t n = 0; n < N; n++) {
-        const float *x = logits + n * V_local;
         float m = -INFINITY;
-        for (int64_t j = 0; j < V_local; j++) m = x[j] > m ? x[j] : m;
+        for (int64_t j = 0; j < V_local; j++) {
+            float x = LD(logits, n * V_local + j);
+            m = x > m ? x : m;
+        }
         mx[n] = m;
     }
     PRT_CHECK(N <= INT_MAX / 2, "xent: %lld rows is too many for one all-reduce", (long long)N);
@@ -446,12 +609,11 @@ void prt_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *logits_, c
         PRT_TRACE_END(rt, "xent_allreduce_max", "comm", t, N * 4, axis);
     }
     for (int64_t n = 0; n < N; n++) {
-        const float *x = logits + n * V_local;
         double s = 0.0;
-        for (int64_t j = 0; j < V_local; j++) s += exp((double)(x[j] - mx[n]));
+        for (int64_t j = 0; j < V_local; j++) s += exp((double)(LD(logits, n * V_local + j) - mx[n]));
         sums[n] = (float)s;
         int64_t j = (int64_t)targets[n] - vocab_offset;
-        sums[N + n] = j >= 0 && j < V_local ? x[j] : 0.0f;
+        sums[N + n] = j >= 0 && j < V_local ? LD(logits, n * V_local + j) : 0.0f;
     }
     if (S > 1) {
         double t = prt_trace_start(rt);
@@ -463,11 +625,11 @@ void prt_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *logits_, c
     double loss = 0.0;
     for (int64_t n = 0; n < N; n++) {
         float lse = mx[n] + logf(sums[n]);
-        stats[2 * n] = mx[n];
-        stats[2 * n + 1] = lse;
+        ST(stats, 2 * n, mx[n]);
+        ST(stats, 2 * n + 1, lse);
         loss += (double)lse - (double)sums[N + n];
     }
-    *loss_sum += (float)loss;
+    ST(loss_sum, 0, LD(loss_sum, 0) + (float)loss);
     int owner = prt_coord(rt, axis) == 0;
     for (int a = 0; a < PRT_MAX_AXES; a++)
         if ((rt->loss_replica_axes >> a & 1) && prt_coord(rt, a) != 0) owner = 0;
@@ -478,17 +640,16 @@ void prt_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *logits_, c
 void prt_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const void *stats_, const void *targets_, int64_t N,
                   int64_t V_local, int64_t vocab_offset, double scale) {
     OP_BEGIN(rt);
-    float *dlogits = dlogits_;
-    const float *logits = logits_, *stats = stats_;
+    tensor dlogits = ften(rt, dlogits_, "xent_bwd"), logits = ften(rt, logits_, "xent_bwd"),
+           stats = ften(rt, stats_, "xent_bwd");
     const int32_t *targets = targets_;
     float s = (float)scale;
     for (int64_t n = 0; n < N; n++) {
-        const float *x = logits + n * V_local;
-        float *d = dlogits + n * V_local, lse = stats[2 * n + 1];
-        int64_t target = (int64_t)targets[n] - vocab_offset;
+        float lse = LD(stats, 2 * n + 1);
+        int64_t target = (int64_t)targets[n] - vocab_offset, row = n * V_local;
         for (int64_t j = 0; j < V_local; j++) {
-            float p = expf(x[j] - lse);
-            d[j] += s * (p - (j == target ? 1.0f : 0.0f));
+            float p = expf(LD(logits, row + j) - lse);
+            ST(dlogits, row + j, LD(dlogits, row + j) + s * (p - (j == target ? 1.0f : 0.0f)));
         }
     }
     OP_END(rt, "xent_bwd");
@@ -496,22 +657,25 @@ void prt_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const void *stat
 
 /* ---------------------------------------------------------------- optimizers */
 
+/* With a master the fp32 master is updated and the param gets its rounding. */
 void prt_adamw(prt *rt, void *param_, void *master_, const void *grad_, void *m_, void *v_, int64_t n, int64_t step,
                double lr, double beta1, double beta2, double eps, double weight_decay) {
     OP_BEGIN(rt);
     PRT_CHECK(step >= 1, "adamw: step counts from 1, got %lld", (long long)step);
-    float *param = param_, *master = master_, *m = m_, *v = v_;
-    const float *grad = grad_;
-    float *p = master ? master : param;
+    tensor param = ften(rt, param_, "adamw"), master = ften(rt, master_, "adamw"), grad = ften(rt, grad_, "adamw"),
+           m = ften(rt, m_, "adamw"), v = ften(rt, v_, "adamw");
+    tensor p = master.p ? master : param;
     float b1 = (float)beta1, b2 = (float)beta2, lr_f = (float)lr, eps_f = (float)eps, wd = (float)weight_decay;
     float bc1 = (float)(1.0 - pow(beta1, (double)step)), bc2 = (float)(1.0 - pow(beta2, (double)step));
     for (int64_t i = 0; i < n; i++) {
-        float g = grad[i];
-        m[i] = b1 * m[i] + (1.0f - b1) * g;
-        v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-        float mhat = m[i] / bc1, vhat = v[i] / bc2;
-        p[i] -= lr_f * (mhat / (sqrtf(vhat) + eps_f) + wd * p[i]);
-        if (master) param[i] = p[i];
+        float g = LD(grad, i);
+        float mi = b1 * LD(m, i) + (1.0f - b1) * g, vi = b2 * LD(v, i) + (1.0f - b2) * g * g;
+        ST(m, i, mi);
+        ST(v, i, vi);
+        float mhat = mi / bc1, vhat = vi / bc2, pi = LD(p, i);
+        pi -= lr_f * (mhat / (sqrtf(vhat) + eps_f) + wd * pi);
+        ST(p, i, pi);
+        if (master.p) ST(param, i, pi);
     }
     OP_END(rt, "adamw");
 }
@@ -519,18 +683,19 @@ void prt_adamw(prt *rt, void *param_, void *master_, const void *grad_, void *m_
 void prt_sgd(prt *rt, void *param_, void *master_, const void *grad_, void *mom_, int64_t n, double lr,
              double momentum, double weight_decay) {
     OP_BEGIN(rt);
-    float *param = param_, *master = master_, *mom = mom_;
-    const float *grad = grad_;
-    float *p = master ? master : param;
+    tensor param = ften(rt, param_, "sgd"), master = ften(rt, master_, "sgd"), grad = ften(rt, grad_, "sgd"),
+           mom = ften(rt, mom_, "sgd");
+    tensor p = master.p ? master : param;
     float lr_f = (float)lr, mu = (float)momentum, wd = (float)weight_decay;
     for (int64_t i = 0; i < n; i++) {
-        float d = grad[i] + wd * p[i];
-        if (mom) {
-            mom[i] = mu * mom[i] + d;
-            d = mom[i];
+        float pi = LD(p, i), d = LD(grad, i) + wd * pi;
+        if (mom.p) {
+            d = mu * LD(mom, i) + d;
+            ST(mom, i, d);
         }
-        p[i] -= lr_f * d;
-        if (master) param[i] = p[i];
+        pi -= lr_f * d;
+        ST(p, i, pi);
+        if (master.p) ST(param, i, pi);
     }
     OP_END(rt, "sgd");
 }
