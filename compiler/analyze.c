@@ -57,9 +57,15 @@ static double coll_time(const Plan *plan, CollKind kind, int axis, int64_t bytes
  *              (an upper bound on those still in flight);
  *   workspace: attention's T x T (2 T x T in a backward that recomputes the
  *              probabilities) and cross-entropy's 3 N floats share one buffer. */
-static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t *comm, int64_t *work)
+static int arg_is_16(const StageProgram *sp, const Arg *a)
 {
-    int64_t pack = 0, scratch = 0;
+    return a->kind == ARG_BUF && (sp->bufs[a->buf].dtype == PRT_BF16 || sp->bufs[a->buf].dtype == PRT_F16);
+}
+
+static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t *comm, int64_t *work,
+                            int64_t *work_16)
+{
+    int64_t pack = 0, scratch = 0, scratch_16 = 0;
     for (int q = 0; q < SEQ_COUNT; q++)
         for (int i = 0; i < sp->seq[q].n; i++) {
             const Instr *ins = &sp->seq[q].ins[i];
@@ -67,12 +73,48 @@ static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t
                 int64_t outer = ins->args[3].i, S = prog->plan->mesh.axes[ins->axis].size;
                 if (outer > 1 && S > 1 && ins->elems > pack) pack = ins->elems;
             }
-            int64_t want = 0;
-            if (ins->fn == RT_prt_attention_fwd && ins->args[1].kind == ARG_NULL) want = ins->args[4].i * ins->args[4].i;
-            if (ins->fn == RT_prt_attention_bwd)
-                want = (ins->args[3].kind == ARG_NULL ? 2 : 1) * ins->args[5].i * ins->args[5].i;
-            if (ins->fn == RT_prt_xent_fwd) want = 3 * ins->args[4].i;
-            if (want > scratch) scratch = want;
+            int64_t want = 0, base = 0;
+            switch (ins->fn) {
+            case RT_prt_attention_fwd: base = (ins->args[1].kind == ARG_NULL) * ins->args[4].i * ins->args[4].i; break;
+            case RT_prt_attention_bwd:
+                base = (ins->args[3].kind == ARG_NULL ? 2 : 1) * ins->args[5].i * ins->args[5].i;
+                break;
+            case RT_prt_xent_fwd: base = 3 * ins->args[4].i; break;
+            default: break;
+            }
+#define A16(k) arg_is_16(sp, &ins->args[k])
+#define HAS(k) (ins->args[k].kind != ARG_NULL)
+#define I(k) (ins->args[k].i)
+            switch (ins->fn) {
+            case RT_prt_attention_fwd:
+                want = (!HAS(1) || A16(1)) * I(4) * I(4) + (A16(2) * 3 + A16(0)) * I(4) * I(6);
+                break;
+            case RT_prt_attention_bwd:
+                want = (!HAS(3) || A16(3) ? 2 : 1) * I(5) * I(5) + ((A16(2) + A16(0)) * 3 + A16(1)) * I(5) * I(7);
+                break;
+            case RT_prt_xent_fwd: want = 3 * I(4); break;
+            case RT_prt_matmul_fwd:
+            case RT_prt_matmul_t_fwd: {
+                int64_t R = I(3) < PRT_CONVERT_ROWS ? I(3) : PRT_CONVERT_ROWS;
+                want = A16(2) * I(4) * I(5) + R * (A16(1) * I(4) + A16(0) * I(5));
+                break;
+            }
+            case RT_prt_matmul_bwd:
+            case RT_prt_matmul_t_bwd: {
+                int64_t R = I(5) < PRT_CONVERT_ROWS ? I(5) : PRT_CONVERT_ROWS;
+                want = (A16(4) * HAS(0) + A16(1)) * I(6) * I(7) + R * (A16(2) * I(7) + (A16(0) + A16(3) * HAS(1)) * I(6));
+                break;
+            }
+            case RT_prt_layernorm_bwd: want = (A16(1) + A16(2)) * I(9); break;
+            case RT_prt_rmsnorm_bwd: want = A16(1) * I(7); break;
+            case RT_prt_embed_bwd: want = A16(0) * I(4); break;
+            default: break;
+            }
+#undef A16
+#undef HAS
+#undef I
+            if (base > scratch) scratch = base;
+            if (want > scratch_16) scratch_16 = want;
         }
     /* Pipeline send copies still in flight.  An activation sent for (micro,
      * chunk) is unreceived only while that pair is in flight on the sender (its
@@ -95,6 +137,7 @@ static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t
     }
     *comm = 4 * pack + 4 * sends * sp->boundary_elems;
     *work = 4 * scratch;
+    *work_16 = 4 * (scratch_16 > scratch ? scratch_16 - scratch : 0);
 }
 
 static void add_row(Arena *arena, Analysis *an, CollRow row)
@@ -132,13 +175,16 @@ Analysis *analyze_program(Arena *arena, Program *prog)
             if (bf->klass == PRT_WEIGHTS) sc->params_local += bf->elems * bf->instances;
         }
         int64_t scratch_comm, scratch_work;
-        runtime_scratch(prog, sp, &scratch_comm, &scratch_work);
+        runtime_scratch(prog, sp, &scratch_comm, &scratch_work, &sc->cpu_widen);
         sc->ledger[PRT_COMM] += scratch_comm;
         sc->ledger[PRT_WORKSPACE] += scratch_work;
         for (int k = 0; k < PRT_NCLASS; k++) {
             sp->ledger[k] = sc->ledger[k];
             sc->total += sc->ledger[k];
         }
+        /* the program built for the CPU runtime also widens 16-bit operands to
+         * fp32 in its workspace; a GPU computes on them directly */
+        sp->ledger[PRT_WORKSPACE] += sc->cpu_widen;
         if (sc->total > an->max_total) an->max_total = sc->total, an->worst_stage = s;
 
         /* FLOPs and blocking communication per chunk */

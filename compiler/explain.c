@@ -163,6 +163,12 @@ void report_explain(FILE *out, const Analysis *an, int verbose)
                                  sc->ledger[PRT_OPTIM]);
         if (sc->params_local > 0)
             fprintf(out, "  model states   %.4g bytes per parameter held\n", states / (double)sc->params_local);
+        if (sc->cpu_widen) {
+            format_bytes((double)sc->cpu_widen, b1, sizeof b1);
+            fprintf(out, "  the CPU runtime computes in fp32: a program built from this plan also widens 16-bit "
+                         "operands in %s more workspace\n",
+                    b1);
+        }
         if (verbose)
             fprintf(out, "  flops          %.4g per step on each rank of this stage (forward %.4g, backward %.4g per "
                          "micro-batch through one chunk)\n",
@@ -259,8 +265,10 @@ void report_explain_json(FILE *out, const Analysis *an)
                 prog->schedule.peak_in_flight[s]);
         for (int k = 0; k < PRT_NCLASS; k++)
             fprintf(out, "%s\"%s\": %lld", k ? ", " : "", ledger_class_names[k], (long long)sc->ledger[k]);
-        fprintf(out, ", \"total\": %lld, \"fits\": %s},\n     \"flops_per_step\": %.6g}", (long long)sc->total,
-                (double)sc->total <= plan->cluster.gpu_memory ? "true" : "false", sc->flops_step);
+        fprintf(out, ", \"total\": %lld, \"fits\": %s},\n     \"cpu_runtime_extra_workspace\": %lld, "
+                     "\"flops_per_step\": %.6g}",
+                (long long)sc->total, (double)sc->total <= plan->cluster.gpu_memory ? "true" : "false",
+                (long long)sc->cpu_widen, sc->flops_step);
     }
     fprintf(out, "\n  ],\n");
     fprintf(out, "  \"peak_memory_bytes\": %lld,\n  \"fits\": %s,\n", (long long)an->max_total,

@@ -1169,6 +1169,19 @@ static void bind_params(Lowerer *lw, Region r, int instances, int first_layer)
         if (plan->train.master_fp32 && plan->train.precision != PREC_FP32) {
             snprintf(name, sizeof name, "%s.master", tt->name);
             lw->master[t] = buf_new(lw, name, PRT_MASTER, PRT_F32, oelems, instances, t);
+            /* the master describes the parameter itself (its ZeRO share when zs >= 1), so the
+             * runtime draws the full fp32 initial values; the weights are their rounding */
+            const Buffer *pw = &lw->sp->bufs[w];   /* bufs may have moved */
+            Buffer *mb = &lw->sp->bufs[lw->master[t]];
+            mb->init_name = pw->init_name;
+            mb->init = pw->init;
+            mb->init_std = pw->init_std;
+            mb->first_layer = pw->first_layer;
+            mb->ndim = pw->ndim;
+            for (int d = 0; d < 4; d++) mb->gdims[d] = pw->gdims[d], mb->split_axis[d] = pw->split_axis[d];
+            mb->zero_axis = zs >= 1 ? za : -1;
+            mb->layers_per_chunk = pw->layers_per_chunk;
+            mb->chunk_layer_stride = pw->chunk_layer_stride;
         }
         if (plan->train.optimizer != OPT_SGD || plan->train.momentum != 0) {
             snprintf(name, sizeof name, "%s.m", tt->name);

@@ -66,7 +66,14 @@ enum prt_init { PRT_INIT_NONE = 0, PRT_INIT_NORMAL, PRT_INIT_ONES, PRT_INIT_ZERO
  * zero and stay zero): elems is that share.  Initial values are a pure function of
  * (init_name, global layer, global element index, seed):
  *   NORMAL: init_std × a standard normal from a counter-based hash;
- *   ONES/ZEROS: constants;  COPY: copy of buffer `copy_of` (fp32 master weights).
+ *   ONES/ZEROS: constants;  COPY: copy of buffer `copy_of`, same elems and
+ *   instances, regenerated in this buffer's dtype.
+ * A 16-bit buffer holds the rounding (to nearest even) of the fp32 value.  fp32
+ * master weights (class PRT_MASTER) must have initial values: they describe
+ * their parameter themselves (same init, init_name, dims, split axes and layers,
+ * zero_axis = the ZeRO axis when the optimizer state is sharded) or COPY an
+ * equal-shaped buffer; either way they get the full fp32 values, of which the
+ * 16-bit weights are the rounding.  init NONE for a master is an error.
  * Instance i of a per-layer parameter is global layer first_layer + i (see
  * layers_per_chunk for interleaved pipelines). */
 typedef struct prt_buffer_desc {
@@ -126,14 +133,17 @@ int64_t prt_steps(prt *rt);
  * the PEAK for activations/comm/workspace.  Measured = the table's tensor bytes
  * (elems x instances x dtype size; slices are 64-byte aligned, padding not
  * counted) plus the CPU runtime's own scratch, which the compiler must budget:
- *   PRT_COMM: one packing buffer of max(outer x S x inner) floats over the
- *     all-gathers/reduce-scatters/all-to-alls with outer > 1 and S > 1; and send
- *     slots holding the floats of pipeline sends not yet completed (slots are
- *     reused, sends complete by prt_step_end), i.e. the peak bytes in flight;
+ *   PRT_COMM: one packing buffer of max(outer x S x inner x element size, rounded
+ *     up to whole 4-byte floats) over the all-gathers/reduce-scatters/all-to-alls
+ *     with outer > 1 and S > 1; and send slots holding the bytes (n x element size)
+ *     of pipeline sends not yet completed (slots are reused, sends complete by
+ *     prt_step_end), i.e. the peak bytes in flight.  Budgeting 4 bytes per element
+ *     bounds both for every dtype;
  *   PRT_WORKSPACE: one buffer of the largest of the ops' requests below, in
  *     floats.  Write [x] = 1 when tensor argument x is non-NULL and stored in
- *     bf16 or f16, else 0; R = min(N, PRT_CONVERT_ROWS); C = NH x HD.  With only
- *     fp32 tensors every [x] is 0 and this is the fp32 runtime's scratch.
+ *     bf16 or f16, else 0; R = min(N, PRT_CONVERT_ROWS); the other letters are
+ *     the op's own size arguments.  With only fp32 tensors every [x] is 0 and this
+ *     is the fp32 runtime's scratch.
  *       attention_fwd:  (probs NULL or [probs]) x T x T + [qkv] x 3 x T x HD + [out] x T x HD
  *       attention_bwd:  (probs NULL or [probs] ? 2 : 1) x T x T
  *                       + ([qkv] + [dqkv]) x 3 x T x HD + [dout] x T x HD
