@@ -396,12 +396,21 @@ void prt_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M) {
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
 
+/* tanh through one expf: (e^2u - 1) / (e^2u + 1), within 1e-7 absolute of tanh
+ * and about four times faster than glibc's tanhf (bench/README.md). */
+static inline float tanh_exp(float u) {
+    if (u > 9.0f) return 1.0f;
+    if (u < -9.0f) return -1.0f;
+    float e = expf(2.0f * u);
+    return (e - 1.0f) / (e + 1.0f);
+}
+
 void prt_gelu_fwd(prt *rt, void *out_, const void *in_, int64_t n) {
     OP_BEGIN(rt);
     tensor out = ften(rt, out_, "gelu_fwd"), in = ften(rt, in_, "gelu_fwd");
     for (int64_t i = 0; i < n; i++) {
         float x = LD(in, i), cube = 0.044715f * x * x * x;
-        ST(out, i, 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + cube))));
+        ST(out, i, 0.5f * x * (1.0f + tanh_exp(GELU_SCALE * (x + cube))));
     }
     OP_END(rt, "gelu_fwd");
 }
@@ -411,7 +420,7 @@ void prt_gelu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64
     tensor din = ften(rt, din_, "gelu_bwd"), in = ften(rt, in_, "gelu_bwd"), dout = ften(rt, dout_, "gelu_bwd");
     for (int64_t i = 0; i < n; i++) {
         float x = LD(in, i), cube = 0.044715f * x * x * x;
-        float t = tanhf(GELU_SCALE * (x + cube));
+        float t = tanh_exp(GELU_SCALE * (x + cube));
         float sech2 = 1.0f - t * t;
         float grad = 0.5f * (1.0f + t) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
         ST(din, i, LD(din, i) + grad * LD(dout, i));
