@@ -943,6 +943,10 @@ static int link_executable(const char *obj_path, const char *out_path, const cha
     push_words(argv, &argc, 120, mpi_flags, " ");
     push_words(argv, &argc, 120, mpi_libs, "|");
     argv[argc++] = (char *)PARC_OPENBLAS_LIBRARY;
+#ifdef PARC_CUDA_LIBRARIES
+    char cuda_libs[] = PARC_CUDA_LIBRARIES;  /* the runtime was built with its CUDA backend */
+    push_words(argv, &argc, 120, cuda_libs, "|");
+#endif
     argv[argc++] = (char *)"-lm";
     argv[argc] = NULL;
     int status = launch_process(argv, NULL, log_path);

@@ -82,12 +82,82 @@ static void local_copy(void *out, const void *in, int64_t n, size_t esize) {
 /* Packing buffer of `bytes` (booked to PRT_COMM in whole floats). */
 static char *stage_bytes(prt *rt, size_t bytes) { return (char *)prt_comm_stage(rt, (bytes + sizeof(float) - 1) / sizeof(float)); }
 
-/* ---------------------------------------------------------------- collectives */
+/* ---------------------------------------------------------------- dispatch */
+
+/* GPU(rt, call): with --device cuda the call (a prt_cu_* function) does the work. */
+#ifdef PRT_HAVE_CUDA
+#define GPU(rt, call)        \
+    do {                     \
+        if ((rt)->device) {  \
+            call;            \
+            return;          \
+        }                    \
+    } while (0)
+#else
+#define GPU(rt, call) \
+    do {              \
+    } while (0)
+#endif
+
+/* out = in, n elements of esize bytes: an axis of size 1. */
+static void copy_local(prt *rt, void *out, const void *in, int64_t n, size_t esize) {
+    GPU(rt, if (n > 0 && out != in) prt_cu_copy_bytes(rt, out, in, (size_t)n * esize));
+    local_copy(out, in, n, esize);
+}
 
 void prt_allreduce(prt *rt, int64_t axis, void *buf, int64_t n) {
     int S = prt_axis_size(rt, axis);
     if (S == 1 || n == 0) return;
     int64_t dtype = elem_dtype(rt, buf, NULL, "allreduce");
+    GPU(rt, prt_cu_allreduce(rt, axis, buf, n, dtype));
+    prt_mpi_allreduce(rt, axis, buf, n, dtype);
+}
+
+void prt_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner) {
+    int64_t dtype = elem_dtype(rt, out, in, "allgather");
+    if (prt_axis_size(rt, axis) == 1) {
+        copy_local(rt, out, in, outer * inner, prt_dtype_size(dtype));
+        return;
+    }
+    GPU(rt, prt_cu_allgather(rt, axis, out, in, outer, inner, dtype));
+    prt_mpi_allgather(rt, axis, out, in, outer, inner, dtype);
+}
+
+void prt_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner) {
+    int64_t dtype = elem_dtype(rt, out, in, "reducescatter");
+    if (prt_axis_size(rt, axis) == 1) {
+        copy_local(rt, out, in, outer * inner, prt_dtype_size(dtype));
+        return;
+    }
+    GPU(rt, prt_cu_reducescatter(rt, axis, out, in, outer, inner, dtype));
+    prt_mpi_reducescatter(rt, axis, out, in, outer, inner, dtype);
+}
+
+void prt_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner) {
+    int64_t dtype = elem_dtype(rt, out, in, "alltoall");
+    if (prt_axis_size(rt, axis) == 1) {
+        copy_local(rt, out, in, outer * inner, prt_dtype_size(dtype));
+        return;
+    }
+    GPU(rt, prt_cu_alltoall(rt, axis, out, in, outer, inner, dtype));
+    prt_mpi_alltoall(rt, axis, out, in, outer, inner, dtype);
+}
+
+void prt_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag) {
+    int64_t dtype = elem_dtype(rt, buf, NULL, "send");
+    GPU(rt, prt_cu_send(rt, axis, delta, buf, n, tag, dtype));
+    prt_mpi_send(rt, axis, delta, buf, n, tag, dtype);
+}
+
+void prt_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag) {
+    int64_t dtype = elem_dtype(rt, buf, NULL, "recv");
+    GPU(rt, prt_cu_recv(rt, axis, delta, buf, n, tag, dtype));
+    prt_mpi_recv(rt, axis, delta, buf, n, tag, dtype);
+}
+
+/* ---------------------------------------------------------------- collectives over MPI (host memory) */
+
+void prt_mpi_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype) {
     double t = prt_trace_start(rt);
     prt_block_begin("all-reduce", axis);
     PRT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count_of(n, "allreduce"), mpi_type(dtype), sum_op(rt, dtype),
@@ -96,14 +166,9 @@ void prt_allreduce(prt *rt, int64_t axis, void *buf, int64_t n) {
     PRT_TRACE_END(rt, "allreduce", "comm", t, n * (int64_t)prt_dtype_size(dtype), axis);
 }
 
-void prt_allgather(prt *rt, int64_t axis, void *out_, const void *in, int64_t outer, int64_t inner) {
-    int64_t dtype = elem_dtype(rt, out_, in, "allgather");
+void prt_mpi_allgather(prt *rt, int64_t axis, void *out_, const void *in, int64_t outer, int64_t inner, int64_t dtype) {
     size_t esize = prt_dtype_size(dtype);
     int S = prt_axis_size(rt, axis);
-    if (S == 1) {
-        local_copy(out_, in, outer * inner, esize);
-        return;
-    }
     double t = prt_trace_start(rt);
     char *out = out_;
     int block = count_of(outer * inner, "allgather");
@@ -123,14 +188,10 @@ void prt_allgather(prt *rt, int64_t axis, void *out_, const void *in, int64_t ou
     PRT_TRACE_END(rt, "allgather", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
 }
 
-void prt_reducescatter(prt *rt, int64_t axis, void *out, const void *in_, int64_t outer, int64_t inner) {
-    int64_t dtype = elem_dtype(rt, out, in_, "reducescatter");
+void prt_mpi_reducescatter(prt *rt, int64_t axis, void *out, const void *in_, int64_t outer, int64_t inner,
+                           int64_t dtype) {
     size_t esize = prt_dtype_size(dtype);
     int S = prt_axis_size(rt, axis);
-    if (S == 1) {
-        local_copy(out, in_, outer * inner, esize);
-        return;
-    }
     double t = prt_trace_start(rt);
     const char *in = in_;
     int block = count_of(outer * inner, "reducescatter");
@@ -150,14 +211,9 @@ void prt_reducescatter(prt *rt, int64_t axis, void *out, const void *in_, int64_
     PRT_TRACE_END(rt, "reducescatter", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
 }
 
-void prt_alltoall(prt *rt, int64_t axis, void *out, const void *in_, int64_t outer, int64_t inner) {
-    int64_t dtype = elem_dtype(rt, out, in_, "alltoall");
+void prt_mpi_alltoall(prt *rt, int64_t axis, void *out, const void *in_, int64_t outer, int64_t inner, int64_t dtype) {
     size_t esize = prt_dtype_size(dtype);
     int S = prt_axis_size(rt, axis);
-    if (S == 1) {
-        local_copy(out, in_, outer * inner, esize);
-        return;
-    }
     double t = prt_trace_start(rt);
     const char *in = in_;
     int block = count_of(outer * inner, "alltoall");
@@ -183,9 +239,10 @@ void prt_slice(prt *rt, int64_t axis, void *out_, const void *in_, int64_t outer
     size_t esize = prt_dtype_size(dtype);
     int S = prt_axis_size(rt, axis);
     if (S == 1) {
-        local_copy(out_, in_, outer * inner, esize);
+        copy_local(rt, out_, in_, outer * inner, esize);
         return;
     }
+    GPU(rt, prt_cu_slice(rt, axis, out_, in_, outer, inner, dtype));
     double t = prt_trace_start(rt);
     char *out = out_;
     const char *in = in_;
@@ -213,10 +270,9 @@ static void reap_sends(prt *rt) {
     }
 }
 
-void prt_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag) {
+void prt_mpi_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag, int64_t dtype) {
     double t = prt_trace_start(rt);
     int count = count_of(n, "send");
-    int64_t dtype = elem_dtype(rt, buf, NULL, "send");
     size_t bytes = (size_t)count * prt_dtype_size(dtype);
     PRT_CHECK(tag >= 0 && tag <= rt->tag_ub, "send: tag %lld outside [0, %d]", (long long)tag, rt->tag_ub);
     MPI_Comm comm = axis >= 0 ? prt_axis_comm(rt, axis) : MPI_COMM_SELF;
@@ -249,10 +305,9 @@ void prt_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, 
     PRT_TRACE_END(rt, "send", "p2p", t, (int64_t)bytes, axis);
 }
 
-void prt_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag) {
+void prt_mpi_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag, int64_t dtype) {
     double t = prt_trace_start(rt);
     int count = count_of(n, "recv");
-    int64_t dtype = elem_dtype(rt, buf, NULL, "recv");
     MPI_Datatype type = mpi_type(dtype);
     PRT_CHECK(tag >= 0 && tag <= rt->tag_ub, "recv: tag %lld outside [0, %d]", (long long)tag, rt->tag_ub);
     MPI_Comm comm = axis >= 0 ? prt_axis_comm(rt, axis) : MPI_COMM_SELF;

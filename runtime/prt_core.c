@@ -159,7 +159,12 @@ static void usage(FILE *f, const char *prog) {
             "  --memory       print the memory ledger per rank and class (measured vs compiler)\n"
             "  --trace FILE   write a Chrome trace (JSON, open in Perfetto) of every op and collective\n"
             "  --quiet        print only the final line\n"
+#ifdef PRT_HAVE_CUDA
+            "  --device cpu|cuda  the backend: cpu (default), or cuda: every op on the GPU, one rank per GPU\n"
+            "                 (PRT_COLLECTIVES=nccl|mpi picks the collectives; see docs/gpu.md)\n"
+#else
             "  --device cpu   the backend (this runtime is the CPU one; cuda needs the CUDA build)\n"
+#endif
             "environment: PRT_LOSS_FILE (rank 0 writes 'step loss' lines), PRT_TIMEOUT (seconds a\n"
             "blocking call may wait, default 300, 0 = off), OPENBLAS_NUM_THREADS, PRT_DUMP_DIR,\n"
             "PRT_DUMP_STEP, PRT_DUMP_DATA_ALL (parameter/gradient/data/logit dumps, see parc_rt.h)\n",
@@ -207,10 +212,20 @@ static void parse_flags(prt *rt, int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--device")) {
             if (!value) bad_flag(rt, prog, "%s needs cpu or cuda", a);
+#ifdef PRT_HAVE_CUDA
+            if (!strcmp(value, "cuda")) {
+                if (prt_cuda_device_count() <= 0)
+                    bad_flag(rt, prog, "--device %s: no CUDA device is visible to this process; only the CPU runtime "
+                                       "(--device cpu) can run here", value);
+                rt->device = 1;
+            }
+#else
             if (!strcmp(value, "cuda"))
                 bad_flag(rt, prog, "--device %s: this program was linked with the CPU runtime (MPI + OpenBLAS); "
                                    "build it with the CUDA backend to run on GPUs", value);
-            if (strcmp(value, "cpu")) bad_flag(rt, prog, "--device must be cpu or cuda, got '%s'", value);
+#endif
+            if (strcmp(value, "cpu") && strcmp(value, "cuda"))
+                bad_flag(rt, prog, "--device must be cpu or cuda, got '%s'", value);
             i++;
         } else if (!strcmp(a, "--memory")) {
             rt->memory_report = 1;
@@ -313,6 +328,9 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     }
     if (rt->data_path) prt_data_load(rt, rt->data_path);
     prt_dump_init(rt);
+#ifdef PRT_HAVE_CUDA
+    if (rt->device) prt_cuda_init(rt);
+#endif
 
     rt->tracing = rt->trace_path != NULL;
     PRT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
@@ -485,6 +503,12 @@ void prt_register_buffers(prt *rt, const prt_buffer_desc *descs, int64_t count) 
     }
     for (int c = 0; c < PRT_NCLASS; c++) {
         if (!class_size[c]) continue;
+#ifdef PRT_HAVE_CUDA
+        if (rt->device) {  /* one cudaMalloc per class, zeroed (slices stay 64-byte aligned) */
+            rt->class_block[c] = prt_cuda_alloc_zero(rt, class_size[c], prt_class_names[c]);
+            continue;
+        }
+#endif
         rt->class_block[c] = aligned_alloc(64, class_size[c]);
         PRT_CHECK(rt->class_block[c], "out of memory: %zu bytes of %s", class_size[c], prt_class_names[c]);
         memset(rt->class_block[c], 0, class_size[c]);
@@ -513,6 +537,17 @@ void prt_register_buffers(prt *rt, const prt_buffer_desc *descs, int64_t count) 
         /* A copy regenerates the source's values in its own dtype: an fp32 master of
          * bf16 weights gets the full-precision initial values, equal to the source's
          * when the dtypes agree. */
+#ifdef PRT_HAVE_CUDA
+        if (rt->device) {  /* generated on the host, copied to the device */
+            prt_buffer host = rt->buffers[i];
+            size_t bytes = host.instance_bytes * (size_t)d->instances;
+            host.base = prt_xcalloc(bytes ? bytes : 1, 1);
+            init_values(rt, &host, gen);
+            if (bytes) prt_cuda_h2d(rt, rt->buffers[i].base, host.base, bytes);
+            free(host.base);
+            continue;
+        }
+#endif
         init_values(rt, &rt->buffers[i], gen);
     }
 }
@@ -585,6 +620,9 @@ void prt_before_optimizer(prt *rt, int64_t step) {
 
 void prt_step_end(prt *rt, int64_t step) {
     PRT_CHECK(rt->step == step, "prt_step_end(%lld) without prt_step_begin(%lld)", (long long)step, (long long)step);
+#ifdef PRT_HAVE_CUDA
+    if (rt->device) prt_cuda_sync(rt);  /* the step's time includes its device work */
+#endif
     prt_comm_complete_sends(rt);
     double loss = rt->step_loss;
     double t_comm = prt_trace_start(rt);
@@ -666,6 +704,9 @@ static void print_memory_table(prt *rt) {
 }
 
 int64_t prt_finalize(prt *rt) {
+#ifdef PRT_HAVE_CUDA
+    if (rt->device) prt_cuda_sync(rt);
+#endif
     prt_comm_complete_sends(rt);
     prt_dump_finalize(rt);
     if (rt->tracing) prt_trace_write(rt);
@@ -684,6 +725,14 @@ int64_t prt_finalize(prt *rt) {
     if (rt->loss_file) fclose(rt->loss_file);
     prt_comm_free(rt);
     for (int a = 0; a < rt->naxes; a++) MPI_Comm_free(&rt->axis_comm[a]);
+#ifdef PRT_HAVE_CUDA
+    if (rt->device)
+        for (int c = 0; c < PRT_NCLASS; c++) {
+            prt_cuda_free(rt->class_block[c]);
+            rt->class_block[c] = NULL;
+        }
+    if (rt->cuda) prt_cuda_finalize(rt);
+#endif
     for (int c = 0; c < PRT_NCLASS; c++) free(rt->class_block[c]);
     free(rt->buffers);
     free(rt->ranges);

@@ -38,6 +38,14 @@ void prt_data(prt *rt, void *tokens_, void *targets_, int64_t step, int64_t firs
     int32_t *tokens = tokens_, *targets = targets_;
     PRT_CHECK(vocab > 0 && T > 0 && B >= 0, "prt_data: bad shape B=%lld T=%lld vocab=%lld", (long long)B,
               (long long)T, (long long)vocab);
+#ifdef PRT_HAVE_CUDA
+    int32_t *host = NULL;  /* --device cuda: generated on the host, then copied to the device buffers */
+    if (rt->device) {
+        host = prt_xmalloc(2 * sizeof(int32_t) * (size_t)(B * T));
+        tokens = host;
+        targets = host + B * T;
+    }
+#endif
     uint64_t seed_key = prt_hash2((uint64_t)rt->plan.seed, 0x64617461 /* "data" */);
     if (rt->data_bytes) {
         PRT_CHECK(vocab >= 256, "--data reads bytes, so the model's vocab must be >= 256 (it is %lld)", (long long)vocab);
@@ -67,5 +75,12 @@ void prt_data(prt *rt, void *tokens_, void *targets_, int64_t step, int64_t firs
         }
     }
     prt_dump_data(rt, tokens, targets, step, first_sample, B, T);
+#ifdef PRT_HAVE_CUDA
+    if (host) {
+        if (tokens_) prt_cuda_h2d(rt, tokens_, tokens, sizeof(int32_t) * (size_t)(B * T));
+        if (targets_) prt_cuda_h2d(rt, targets_, targets, sizeof(int32_t) * (size_t)(B * T));
+        free(host);
+    }
+#endif
     PRT_TRACE_END(rt, "data", "op", t0, -1, -1);
 }

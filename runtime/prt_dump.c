@@ -71,6 +71,10 @@ static void write_instances(prt *rt, FILE *f, const prt_buffer *b, const prt_buf
     float *value = prt_xmalloc(sizeof(float) * (size_t)(d->elems ? d->elems : 1));
     for (int64_t inst = 0; inst < d->instances; inst++) {
         const char *base = b->base + inst * b->instance_bytes;
+        void *host = NULL;  /* --device cuda: the instance copied to the host */
+#ifdef PRT_HAVE_CUDA
+        if (rt->device) base = host = prt_cuda_host_copy(rt, base, b->instance_bytes);
+#endif
         int64_t count = 0;
         for (int64_t e = 0; e < d->elems; e++) {
             int64_t global = flags ? e : prt_param_global(&map, e);
@@ -86,6 +90,7 @@ static void write_instances(prt *rt, FILE *f, const prt_buffer *b, const prt_buf
         put_i64(f, count);
         put(f, index, sizeof *index, (size_t)count);
         put(f, value, sizeof *value, (size_t)count);
+        free(host);
     }
     free(index);
     free(value);
@@ -141,8 +146,13 @@ void prt_dump_logits(prt *rt, const void *logits, int64_t dtype, int64_t N, int6
     if (!rt->dump_logits) rt->dump_logits = open_dump(rt, "logits", magic_logits);
     int64_t header[6] = {rt->step, rt->dump_logits_calls++, N, V_local, vocab_offset, axis};
     put(rt->dump_logits, header, sizeof header[0], 6);
+    void *host = NULL;  /* --device cuda: the logits copied to the host */
+#ifdef PRT_HAVE_CUDA
+    if (rt->device) logits = host = prt_cuda_host_copy(rt, logits, prt_dtype_size(dtype) * (size_t)(N * V_local));
+#endif
     if (dtype == PRT_F32) {
         put(rt->dump_logits, logits, sizeof(float), (size_t)(N * V_local));
+        free(host);
         return;
     }
     float *row = prt_xmalloc(sizeof(float) * (size_t)(V_local ? V_local : 1));  /* widened row by row */
@@ -151,6 +161,7 @@ void prt_dump_logits(prt *rt, const void *logits, int64_t dtype, int64_t N, int6
         put(rt->dump_logits, row, sizeof(float), (size_t)V_local);
     }
     free(row);
+    free(host);
 }
 
 void prt_dump_finalize(prt *rt) {

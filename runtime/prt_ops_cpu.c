@@ -79,11 +79,39 @@ static void view_store(tensor t, view v, int64_t off, int64_t rows, int64_t cols
         for (int64_t c = 0; c < cols; c++) ST(t, off + r * ld + c, v.f[r * cols + c]);
 }
 
+/* ---------------------------------------------------------------- the CUDA backend
+
+GPU_OP(rt, name, call): with --device cuda the op runs on the device (a prt_cu_*
+function of runtime/cuda/) and returns; with --trace the span is timed on the
+host around a device synchronisation.  TN(p) is a float tensor argument with its
+storage dtype.  Without PRT_HAVE_CUDA both vanish and the CPU path is unchanged. */
+#ifdef PRT_HAVE_CUDA
+static prt_ten tn(prt *rt, const void *p, const char *op) {
+    tensor t = ften(rt, p, op);
+    return (prt_ten){t.p, t.dtype};
+}
+#define TN(p) tn(rt, (p), __func__)
+#define GPU_OP(rt, name, call)                  \
+    do {                                        \
+        if ((rt)->device) {                     \
+            call;                               \
+            if ((rt)->tracing) prt_cuda_sync(rt); \
+            OP_END(rt, name);                   \
+            return;                             \
+        }                                       \
+    } while (0)
+#else
+#define GPU_OP(rt, name, call) \
+    do {                       \
+    } while (0)
+#endif
+
 /* Rows per chunk of a GEMM op's row tensors: all N when none is 16-bit. */
 static int64_t chunk_rows(int64_t N, int any16) { return any16 && N > PRT_CONVERT_ROWS ? PRT_CONVERT_ROWS : N; }
 
 void prt_zero(prt *rt, void *buf, int64_t n) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "zero", prt_cu_zero(rt, TN(buf), n, prt_dtype_size(prt_dtype_of(rt, buf) < 0 ? PRT_F32 : prt_dtype_of(rt, buf))));
     int64_t dtype = prt_dtype_of(rt, buf);
     if (n > 0) memset(buf, 0, (size_t)n * prt_dtype_size(dtype < 0 ? PRT_F32 : dtype));
     OP_END(rt, "zero");
@@ -91,6 +119,7 @@ void prt_zero(prt *rt, void *buf, int64_t n) {
 
 void prt_copy(prt *rt, void *dst_, const void *src_, int64_t n) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "copy", prt_cu_copy(rt, TN(dst_), TN(src_), n));
     int64_t dd = prt_dtype_of(rt, dst_), ds = prt_dtype_of(rt, src_);
     dd = dd < 0 ? PRT_F32 : dd;
     ds = ds < 0 ? PRT_F32 : ds;
@@ -105,6 +134,7 @@ void prt_copy(prt *rt, void *dst_, const void *src_, int64_t n) {
 
 void prt_acc(prt *rt, void *dst_, const void *src_, int64_t n) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "acc", prt_cu_acc(rt, TN(dst_), TN(src_), n));
     tensor dst = ften(rt, dst_, "acc"), src = ften(rt, src_, "acc");
     for (int64_t i = 0; i < n; i++) ST(dst, i, LD(dst, i) + LD(src, i));
     OP_END(rt, "acc");
@@ -115,6 +145,7 @@ void prt_acc(prt *rt, void *dst_, const void *src_, int64_t n) {
 void prt_embed_fwd(prt *rt, void *out_, const void *tokens_, const void *wte_, int64_t N, int64_t C,
                    int64_t vocab_local, int64_t vocab_offset) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "embed_fwd", prt_cu_embed_fwd(rt, TN(out_), tokens_, TN(wte_), N, C, vocab_local, vocab_offset));
     tensor out = ften(rt, out_, "embed_fwd"), wte = ften(rt, wte_, "embed_fwd");
     const int32_t *tokens = tokens_;
     for (int64_t n = 0; n < N; n++) {
@@ -129,6 +160,7 @@ void prt_embed_fwd(prt *rt, void *out_, const void *tokens_, const void *wte_, i
 void prt_embed_bwd(prt *rt, void *dwte_, const void *tokens_, const void *dout_, int64_t N, int64_t C,
                    int64_t vocab_local, int64_t vocab_offset) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "embed_bwd", prt_cu_embed_bwd(rt, TN(dwte_), tokens_, TN(dout_), N, C, vocab_local, vocab_offset));
     tensor dwte = ften(rt, dwte_, "embed_bwd"), dout = ften(rt, dout_, "embed_bwd");
     const int32_t *tokens = tokens_;
     float *acc = scratch(rt, is16(dwte) * C);
@@ -155,6 +187,7 @@ void prt_embed_bwd(prt *rt, void *dwte_, const void *tokens_, const void *dout_,
 void prt_pos_fwd(prt *rt, void *out_, const void *in_, const void *wpe_, int64_t B, int64_t T, int64_t C,
                  int64_t t_offset) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "pos_fwd", prt_cu_pos_fwd(rt, TN(out_), TN(in_), TN(wpe_), B, T, C, t_offset));
     tensor out = ften(rt, out_, "pos_fwd"), in = ften(rt, in_, "pos_fwd"), wpe = ften(rt, wpe_, "pos_fwd");
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++) {
@@ -167,6 +200,7 @@ void prt_pos_fwd(prt *rt, void *out_, const void *in_, const void *wpe_, int64_t
 void prt_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int64_t B, int64_t T, int64_t C,
                  int64_t t_offset) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "pos_bwd", prt_cu_pos_bwd(rt, TN(dwpe_), TN(din_), TN(dout_), B, T, C, t_offset));
     tensor dwpe = ften(rt, dwpe_, "pos_bwd"), din = ften(rt, din_, "pos_bwd"), dout = ften(rt, dout_, "pos_bwd");
     if (dwpe.p)  /* each position sums its B samples in fp32, rounded once */
         for (int64_t t = 0; t < T; t++)
@@ -188,6 +222,7 @@ void prt_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int64_t B,
 void prt_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, const void *in_, const void *w_,
                        const void *b_, int64_t N, int64_t C) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "layernorm_fwd", prt_cu_layernorm_fwd(rt, TN(out_), TN(mean_), TN(rstd_), TN(in_), TN(w_), TN(b_), N, C));
     const char *op = "layernorm_fwd";
     tensor out = ften(rt, out_, op), mean = ften(rt, mean_, op), rstd = ften(rt, rstd_, op), in = ften(rt, in_, op),
            w = ften(rt, w_, op), b = ften(rt, b_, op);
@@ -209,6 +244,7 @@ void prt_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, const void
 void prt_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const void *dout_, const void *in_,
                        const void *w_, const void *mean_, const void *rstd_, int64_t N, int64_t C) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "layernorm_bwd", prt_cu_layernorm_bwd(rt, TN(din_), TN(dw_), TN(db_), TN(dout_), TN(in_), TN(w_), TN(mean_), TN(rstd_), N, C));
     const char *op = "layernorm_bwd";
     tensor din = ften(rt, din_, op), dw = ften(rt, dw_, op), db = ften(rt, db_, op), dout = ften(rt, dout_, op),
            in = ften(rt, in_, op), w = ften(rt, w_, op), mean = ften(rt, mean_, op), rstd = ften(rt, rstd_, op);
@@ -242,6 +278,7 @@ void prt_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const void *do
 
 void prt_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, const void *w_, int64_t N, int64_t C) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "rmsnorm_fwd", prt_cu_rmsnorm_fwd(rt, TN(out_), TN(rstd_), TN(in_), TN(w_), N, C));
     const char *op = "rmsnorm_fwd";
     tensor out = ften(rt, out_, op), rstd = ften(rt, rstd_, op), in = ften(rt, in_, op), w = ften(rt, w_, op);
     for (int64_t n = 0; n < N; n++) {
@@ -258,6 +295,7 @@ void prt_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, const vo
 void prt_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout_, const void *in_, const void *w_,
                      const void *rstd_, int64_t N, int64_t C) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "rmsnorm_bwd", prt_cu_rmsnorm_bwd(rt, TN(din_), TN(dw_), TN(dout_), TN(in_), TN(w_), TN(rstd_), N, C));
     const char *op = "rmsnorm_bwd";
     tensor din = ften(rt, din_, op), dw = ften(rt, dw_, op), dout = ften(rt, dout_, op), in = ften(rt, in_, op),
            w = ften(rt, w_, op), rstd = ften(rt, rstd_, op);
@@ -343,6 +381,7 @@ static void matmul_bwd(prt *rt, const char *op, void *din_, void *dw_, const voi
 
 void prt_matmul_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "matmul_fwd", prt_cu_matmul_fwd(rt, TN(out), TN(in), TN(w), N, K, M, 0));
     matmul_fwd(rt, "matmul", out, in, w, N, K, M, 0);
     OP_END(rt, "matmul_fwd");
 }
@@ -350,12 +389,14 @@ void prt_matmul_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N
 void prt_matmul_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
                     int64_t K, int64_t M) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "matmul_bwd", prt_cu_matmul_bwd(rt, TN(din), TN(dw), TN(dout), TN(in), TN(w), N, K, M, 0));
     matmul_bwd(rt, "matmul", din, dw, dout, in, w, N, K, M, 0);
     OP_END(rt, "matmul_bwd");
 }
 
 void prt_matmul_t_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "matmul_t_fwd", prt_cu_matmul_fwd(rt, TN(out), TN(in), TN(w), N, K, M, 1));
     matmul_fwd(rt, "matmul_t", out, in, w, N, K, M, 1);
     OP_END(rt, "matmul_t_fwd");
 }
@@ -363,12 +404,14 @@ void prt_matmul_t_fwd(prt *rt, void *out, const void *in, const void *w, int64_t
 void prt_matmul_t_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
                       int64_t K, int64_t M) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "matmul_t_bwd", prt_cu_matmul_bwd(rt, TN(din), TN(dw), TN(dout), TN(in), TN(w), N, K, M, 1));
     matmul_bwd(rt, "matmul_t", din, dw, dout, in, w, N, K, M, 1);
     OP_END(rt, "matmul_t_bwd");
 }
 
 void prt_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, int64_t N, int64_t M) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "bias_fwd", prt_cu_bias_fwd(rt, TN(out_), TN(in_), TN(b_), N, M));
     tensor out = ften(rt, out_, "bias_fwd"), in = ften(rt, in_, "bias_fwd"), b = ften(rt, b_, "bias_fwd");
     for (int64_t n = 0; n < N; n++)
         for (int64_t j = 0; j < M; j++) ST(out, n * M + j, LD(in, n * M + j) + LD(b, j));
@@ -377,6 +420,7 @@ void prt_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, int64_t 
 
 void prt_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "bias_bwd", prt_cu_bias_bwd(rt, TN(db_), TN(dout_), N, M));
     tensor db = ften(rt, db_, "bias_bwd"), dout = ften(rt, dout_, "bias_bwd");
     if (!is16(db)) {
         float *d = (float *)db.p;
@@ -428,6 +472,7 @@ static inline float gelu_grad(float x) {
 
 void prt_gelu_fwd(prt *rt, void *out_, const void *in_, int64_t n) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "gelu_fwd", prt_cu_gelu_fwd(rt, TN(out_), TN(in_), n));
     tensor out = ften(rt, out_, "gelu_fwd"), in = ften(rt, in_, "gelu_fwd");
     if (out.dtype == PRT_F32 && in.dtype == PRT_F32) {
         float *restrict o = (float *)out.p;
@@ -441,6 +486,7 @@ void prt_gelu_fwd(prt *rt, void *out_, const void *in_, int64_t n) {
 
 void prt_gelu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "gelu_bwd", prt_cu_gelu_bwd(rt, TN(din_), TN(in_), TN(dout_), n));
     tensor din = ften(rt, din_, "gelu_bwd"), in = ften(rt, in_, "gelu_bwd"), dout = ften(rt, dout_, "gelu_bwd");
     if (din.dtype == PRT_F32 && in.dtype == PRT_F32 && dout.dtype == PRT_F32) {
         float *restrict d = (float *)din.p;
@@ -454,6 +500,7 @@ void prt_gelu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64
 
 void prt_relu_fwd(prt *rt, void *out_, const void *in_, int64_t n) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "relu_fwd", prt_cu_relu_fwd(rt, TN(out_), TN(in_), n));
     tensor out = ften(rt, out_, "relu_fwd"), in = ften(rt, in_, "relu_fwd");
     for (int64_t i = 0; i < n; i++) {
         float x = LD(in, i);
@@ -464,6 +511,7 @@ void prt_relu_fwd(prt *rt, void *out_, const void *in_, int64_t n) {
 
 void prt_relu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "relu_bwd", prt_cu_relu_bwd(rt, TN(din_), TN(in_), TN(dout_), n));
     tensor din = ften(rt, din_, "relu_bwd"), in = ften(rt, in_, "relu_bwd"), dout = ften(rt, dout_, "relu_bwd");
     for (int64_t i = 0; i < n; i++)
         if (LD(in, i) > 0.0f) ST(din, i, LD(din, i) + LD(dout, i));
@@ -474,6 +522,7 @@ static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 void prt_swiglu_fwd(prt *rt, void *out_, const void *in_, int64_t N, int64_t F) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "swiglu_fwd", prt_cu_swiglu_fwd(rt, TN(out_), TN(in_), N, F));
     tensor out = ften(rt, out_, "swiglu_fwd"), in = ften(rt, in_, "swiglu_fwd");
     for (int64_t n = 0; n < N; n++)
         for (int64_t f = 0; f < F; f++) {
@@ -485,6 +534,7 @@ void prt_swiglu_fwd(prt *rt, void *out_, const void *in_, int64_t N, int64_t F) 
 
 void prt_swiglu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t N, int64_t F) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "swiglu_bwd", prt_cu_swiglu_bwd(rt, TN(din_), TN(in_), TN(dout_), N, F));
     tensor din = ften(rt, din_, "swiglu_bwd"), in = ften(rt, in_, "swiglu_bwd"), dout = ften(rt, dout_, "swiglu_bwd");
     for (int64_t n = 0; n < N; n++)
         for (int64_t f = 0; f < F; f++) {
@@ -498,6 +548,7 @@ void prt_swiglu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int
 
 void prt_add_fwd(prt *rt, void *out_, const void *a_, const void *b_, int64_t n) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "add_fwd", prt_cu_add_fwd(rt, TN(out_), TN(a_), TN(b_), n));
     tensor out = ften(rt, out_, "add_fwd"), a = ften(rt, a_, "add_fwd"), b = ften(rt, b_, "add_fwd");
     for (int64_t i = 0; i < n; i++) ST(out, i, LD(a, i) + LD(b, i));
     OP_END(rt, "add_fwd");
@@ -544,6 +595,7 @@ static void head_store(tensor qkv, view q, view k, view v, int64_t b, int64_t h,
 void prt_attention_fwd(prt *rt, void *out_, void *probs_, const void *qkv_, int64_t B, int64_t T_, int64_t NH_,
                        int64_t HD_, int64_t causal) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "attention_fwd", prt_cu_attention_fwd(rt, TN(out_), TN(probs_), TN(qkv_), B, T_, NH_, HD_, causal));
     int T = blas_dim(T_, "attention"), NH = blas_dim(NH_, "attention"), HD = blas_dim(HD_, "attention");
     int C = blas_dim(NH_ * HD_, "attention");
     blas_dim(3 * (int64_t)C, "attention");
@@ -572,6 +624,7 @@ void prt_attention_fwd(prt *rt, void *out_, void *probs_, const void *qkv_, int6
 void prt_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const void *qkv_, const void *probs_, int64_t B,
                        int64_t T_, int64_t NH_, int64_t HD_, int64_t causal) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "attention_bwd", prt_cu_attention_bwd(rt, TN(dqkv_), TN(dout_), TN(qkv_), TN(probs_), B, T_, NH_, HD_, causal));
     int T = blas_dim(T_, "attention"), NH = blas_dim(NH_, "attention"), HD = blas_dim(HD_, "attention");
     int C = blas_dim(NH_ * HD_, "attention");
     blas_dim(3 * (int64_t)C, "attention");
@@ -615,9 +668,28 @@ void prt_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const void *qkv_
 
 /* ---------------------------------------------------------------- cross-entropy */
 
+/* Adds the loss of an xent_fwd call to the step's loss when this rank owns it:
+ * coordinate 0 of `axis` and of every loss-replica axis. */
+static void count_step_loss(prt *rt, int64_t axis, double loss) {
+    int owner = prt_coord(rt, axis) == 0;
+    for (int a = 0; a < PRT_MAX_AXES; a++)
+        if ((rt->loss_replica_axes >> a & 1) && prt_coord(rt, a) != 0) owner = 0;
+    if (owner) prt_add_step_loss(rt, loss);
+}
+
 void prt_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *logits_, const void *targets_, int64_t N,
                   int64_t V_local, int64_t vocab_offset, int64_t axis) {
     OP_BEGIN(rt);
+#ifdef PRT_HAVE_CUDA
+    if (rt->device) {
+        prt_ten lg = TN(logits_);
+        prt_dump_logits(rt, lg.p, lg.dtype, N, V_local, vocab_offset, axis);
+        count_step_loss(rt, axis, prt_cu_xent_fwd(rt, TN(loss_sum_), TN(stats_), lg, targets_, N, V_local,
+                                                  vocab_offset, axis));
+        OP_END(rt, "xent_fwd");
+        return;
+    }
+#endif
     tensor loss_sum = ften(rt, loss_sum_, "xent_fwd"), stats = ften(rt, stats_, "xent_fwd"),
            logits = ften(rt, logits_, "xent_fwd");
     const int32_t *targets = targets_;
@@ -663,16 +735,14 @@ void prt_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *logits_, c
         loss += (double)lse - (double)sums[N + n];
     }
     ST(loss_sum, 0, LD(loss_sum, 0) + (float)loss);
-    int owner = prt_coord(rt, axis) == 0;
-    for (int a = 0; a < PRT_MAX_AXES; a++)
-        if ((rt->loss_replica_axes >> a & 1) && prt_coord(rt, a) != 0) owner = 0;
-    if (owner) prt_add_step_loss(rt, loss);
+    count_step_loss(rt, axis, loss);
     OP_END(rt, "xent_fwd");
 }
 
 void prt_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const void *stats_, const void *targets_, int64_t N,
                   int64_t V_local, int64_t vocab_offset, double scale) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "xent_bwd", prt_cu_xent_bwd(rt, TN(dlogits_), TN(logits_), TN(stats_), targets_, N, V_local, vocab_offset, scale));
     tensor dlogits = ften(rt, dlogits_, "xent_bwd"), logits = ften(rt, logits_, "xent_bwd"),
            stats = ften(rt, stats_, "xent_bwd");
     const int32_t *targets = targets_;
@@ -694,6 +764,7 @@ void prt_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const void *stat
 void prt_adamw(prt *rt, void *param_, void *master_, const void *grad_, void *m_, void *v_, int64_t n, int64_t step,
                double lr, double beta1, double beta2, double eps, double weight_decay) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "adamw", prt_cu_adamw(rt, TN(param_), TN(master_), TN(grad_), TN(m_), TN(v_), n, step, lr, beta1, beta2, eps, weight_decay));
     PRT_CHECK(step >= 1, "adamw: step counts from 1, got %lld", (long long)step);
     tensor param = ften(rt, param_, "adamw"), master = ften(rt, master_, "adamw"), grad = ften(rt, grad_, "adamw"),
            m = ften(rt, m_, "adamw"), v = ften(rt, v_, "adamw");
@@ -716,6 +787,7 @@ void prt_adamw(prt *rt, void *param_, void *master_, const void *grad_, void *m_
 void prt_sgd(prt *rt, void *param_, void *master_, const void *grad_, void *mom_, int64_t n, double lr,
              double momentum, double weight_decay) {
     OP_BEGIN(rt);
+    GPU_OP(rt, "sgd", prt_cu_sgd(rt, TN(param_), TN(master_), TN(grad_), TN(mom_), n, lr, momentum, weight_decay));
     tensor param = ften(rt, param_, "sgd"), master = ften(rt, master_, "sgd"), grad = ften(rt, grad_, "sgd"),
            mom = ften(rt, mom_, "sgd");
     tensor p = master.p ? master : param;

@@ -1,0 +1,421 @@
+/*
+ * prt_cuda.cu — the CUDA backend's lifecycle, device memory and communication.
+ *
+ * One rank per GPU: device = local rank % visible devices.  Every op runs on one
+ * stream (c->stream), in program order, so the CPU path's semantics hold without
+ * any host synchronisation; the host waits only where it needs a value (the loss,
+ * data uploads, dumps, MPI staging, step ends).
+ *
+ * Collectives (same [outer, S, inner] layouts as prt_comm_mpi.c):
+ *   nccl: one communicator per mesh axis (ncclCommInitRank, its unique id
+ *         broadcast over the axis' MPI communicator) running on a communication
+ *         stream that waits for the compute stream through an event and is waited
+ *         for the same way; [outer, S, inner] packing is cudaMemcpy2DAsync through
+ *         a device stage booked to PRT_COMM (the CPU path's packing buffer).
+ *   mpi:  host-staged: copy to the host, the CPU runtime's MPI code
+ *         (prt_mpi_*), copy back.  Works with any number of ranks per GPU.
+ * PRT_COLLECTIVES=nccl|mpi chooses; the default is nccl unless two ranks of a
+ * node share a device (or the runtime was built without NCCL), then mpi.
+ * Pipeline send/recv always take the host-staged MPI path (buffered sends as on
+ * the CPU; NCCL point-to-point would block a send until its receive is posted).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "prt_cuda.h"
+
+/* ---------------------------------------------------------------- errors */
+
+void prt_cuda_fail(const char *file, int line, const char *call, cudaError_t err) {
+    prt_fail(file, line, "CUDA call failed: %s: %s (%s)", call, cudaGetErrorString(err), cudaGetErrorName(err));
+}
+
+void prt_cublas_fail(const char *file, int line, const char *call, cublasStatus_t st) {
+    prt_fail(file, line, "cuBLAS call failed: %s: %s", call, cublasGetStatusString(st));
+}
+
+#ifdef PRT_HAVE_NCCL
+void prt_nccl_fail(const char *file, int line, const char *call, ncclResult_t res) {
+    prt_fail(file, line, "NCCL call failed: %s: %s (%s)", call, ncclGetErrorString(res), ncclGetLastError(NULL));
+}
+#endif
+
+/* ---------------------------------------------------------------- lifecycle */
+
+int prt_cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();  /* clear it: no driver or no device */
+        return 0;
+    }
+    return n;
+}
+
+static long env_long(const char *name, long fallback) {
+    const char *v = getenv(name);
+    return v && *v ? strtol(v, NULL, 10) : fallback;
+}
+
+void prt_cuda_init(prt *rt) {
+    PRT_CHECK(!rt->cuda, "prt_cuda_init called twice");
+    prt_cuda *c = (prt_cuda *)prt_xcalloc(1, sizeof *c);
+    rt->cuda = c;
+    c->devices = prt_cuda_device_count();
+    PRT_CHECK(c->devices > 0, "--device cuda: no CUDA device is visible to rank %d", rt->world_rank);
+
+    MPI_Comm local;
+    PRT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
+    PRT_MPI_CHECK(MPI_Comm_rank(local, &c->local_rank));
+    PRT_MPI_CHECK(MPI_Comm_size(local, &c->local_ranks));
+    MPI_Comm_free(&local);
+    c->device = c->local_rank % c->devices;
+    PRT_CUDA_CHECK(cudaSetDevice(c->device));
+    cudaDeviceProp prop;
+    PRT_CUDA_CHECK(cudaGetDeviceProperties(&prop, c->device));
+    snprintf(c->name, sizeof c->name, "%s", prop.name);
+
+    PRT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    PRT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->comm_stream, cudaStreamNonBlocking));
+    PRT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_compute, cudaEventDisableTiming));
+    PRT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_comm, cudaEventDisableTiming));
+    PRT_CUBLAS_CHECK(cublasCreate(&c->blas));
+    PRT_CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
+    /* cuBLAS gets no device memory of its own unless asked: the ledger stays exact. */
+    long ws_mb = env_long("PRT_CUBLAS_WORKSPACE_MB", 0);
+    if (ws_mb > 0) {
+        c->blas_ws_bytes = (size_t)ws_mb << 20;
+        PRT_CUDA_CHECK(cudaMalloc(&c->blas_ws, c->blas_ws_bytes));
+        prt_ledger_book(rt, PRT_WORKSPACE, (int64_t)c->blas_ws_bytes);
+    }
+    PRT_CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->blas_ws, c->blas_ws_bytes));
+    c->tf32 = env_long("PRT_CUDA_TF32", 0) != 0;
+
+    /* collectives: PRT_COLLECTIVES, else nccl unless ranks share a device */
+    const char *want = getenv("PRT_COLLECTIVES");
+    int shared = c->local_ranks > c->devices, forced = 0;
+    if (want && *want) {
+        PRT_CHECK(!strcmp(want, "nccl") || !strcmp(want, "mpi"), "PRT_COLLECTIVES must be nccl or mpi, got '%s'", want);
+        c->nccl = !strcmp(want, "nccl");
+        forced = c->nccl;
+    } else {
+        c->nccl = !shared;
+    }
+#ifndef PRT_HAVE_NCCL
+    PRT_CHECK(!forced, "PRT_COLLECTIVES=nccl: this runtime was built without NCCL");
+    c->nccl = 0;
+#else
+    if (c->nccl) {
+        /* one communicator per axis; every rank creates them in axis order */
+        for (int a = 0; a < rt->naxes; a++) {
+            int S = rt->axis_size[a];
+            if (S == 1 && !forced) continue;
+            ncclUniqueId id;
+            if (rt->coord[a] == 0) PRT_NCCL_CHECK(ncclGetUniqueId(&id));
+            PRT_MPI_CHECK(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, rt->axis_comm[a]));
+            prt_block_begin("NCCL communicator setup", a);
+            PRT_NCCL_CHECK(ncclCommInitRank(&c->comm[a], S, id, rt->coord[a]));
+            prt_block_end();
+        }
+    }
+#endif
+    if (rt->world_rank == 0 && !rt->quiet) {
+        printf("parc: cuda: %d rank%s on %d x %s (%d rank%s per node), collectives %s%s\n", rt->world_size,
+               rt->world_size == 1 ? "" : "s", c->devices, c->name, c->local_ranks, c->local_ranks == 1 ? "" : "s",
+               c->nccl ? "nccl" : "mpi (host-staged)", shared ? "; ranks share a GPU" : "");
+        fflush(stdout);
+    }
+}
+
+void prt_cuda_finalize(prt *rt) {
+    prt_cuda *c = rt->cuda;
+    if (!c) return;
+    PRT_CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    PRT_CUDA_CHECK(cudaStreamSynchronize(c->comm_stream));
+#ifdef PRT_HAVE_NCCL
+    for (int a = 0; a < PRT_MAX_AXES; a++)
+        if (c->comm[a]) PRT_NCCL_CHECK(ncclCommDestroy(c->comm[a]));
+#endif
+    PRT_CUBLAS_CHECK(cublasDestroy(c->blas));
+    cudaFree(c->work);
+    cudaFree(c->stage);
+    cudaFree(c->blas_ws);
+    cudaEventDestroy(c->ev_compute);
+    cudaEventDestroy(c->ev_comm);
+    cudaStreamDestroy(c->stream);
+    cudaStreamDestroy(c->comm_stream);
+    free(c->host);
+    free(c);
+    rt->cuda = NULL;
+}
+
+void prt_cuda_sync(prt *rt) { PRT_CUDA_CHECK(cudaStreamSynchronize(prt_cu(rt)->stream)); }
+
+const char *prt_cuda_collectives(prt *rt) { return prt_cu(rt)->nccl ? "nccl" : "mpi"; }
+
+/* ---------------------------------------------------------------- memory */
+
+char *prt_cuda_alloc_zero(prt *rt, size_t bytes, const char *what) {
+    void *p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
+    if (err != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&free_b, &total_b);
+        prt_fail(__FILE__, __LINE__, "cudaMalloc of %zu bytes (%s) failed: %s (device has %zu of %zu bytes free)", bytes,
+                 what, cudaGetErrorString(err), free_b, total_b);
+    }
+    PRT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, prt_cu(rt)->stream));
+    return (char *)p;
+}
+
+void prt_cuda_free(void *p) {
+    if (p) PRT_CUDA_CHECK(cudaFree(p));
+}
+
+void prt_cuda_h2d(prt *rt, void *dst, const void *src, size_t bytes) {
+    prt_cuda *c = prt_cu(rt);
+    if (!bytes) return;
+    PRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
+    PRT_CUDA_CHECK(cudaStreamSynchronize(c->stream));
+}
+
+void prt_cuda_d2h(prt *rt, void *dst, const void *src, size_t bytes) {
+    prt_cuda *c = prt_cu(rt);
+    if (!bytes) return;
+    PRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+    PRT_CUDA_CHECK(cudaStreamSynchronize(c->stream));
+}
+
+void prt_cuda_memset(prt *rt, void *dst, int byte, size_t bytes) {
+    if (bytes) PRT_CUDA_CHECK(cudaMemsetAsync(dst, byte, bytes, prt_cu(rt)->stream));
+}
+
+void *prt_cuda_host_copy(prt *rt, const void *dev, size_t bytes) {
+    void *h = prt_xmalloc(bytes);
+    prt_cuda_d2h(rt, h, dev, bytes);
+    return h;
+}
+
+void prt_cu_copy_bytes(prt *rt, void *dst, const void *src, size_t bytes) {
+    if (bytes && dst != src)
+        PRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, prt_cu(rt)->stream));
+}
+
+/* Device scratch that grows to exactly the largest request (booked like the CPU's). */
+static void *grow_device(prt *rt, void **buf, size_t *cap, size_t want, size_t unit, int64_t klass) {
+    if (want > *cap) {
+        prt_cuda_sync(rt);  /* the old buffer may still be read by queued ops */
+        if (*buf) PRT_CUDA_CHECK(cudaFree(*buf));
+        *buf = NULL;
+        PRT_CUDA_CHECK(cudaMalloc(buf, want * unit));
+        prt_ledger_book(rt, klass, (int64_t)((want - *cap) * unit));
+        *cap = want;
+    }
+    return *buf;
+}
+
+float *prt_cuda_workspace(prt *rt, size_t floats) {
+    prt_cuda *c = prt_cu(rt);
+    return (float *)grow_device(rt, (void **)&c->work, &c->work_cap, floats, sizeof(float), PRT_WORKSPACE);
+}
+
+char *prt_cuda_comm_stage(prt *rt, size_t bytes) {
+    prt_cuda *c = prt_cu(rt);
+    size_t floats = (bytes + sizeof(float) - 1) / sizeof(float), cap = c->stage_cap / sizeof(float);
+    void *p = grow_device(rt, (void **)&c->stage, &cap, floats, sizeof(float), PRT_COMM);
+    c->stage_cap = cap * sizeof(float);
+    return (char *)p;
+}
+
+/* Host staging of the MPI path (not device memory: not booked). */
+static char *host_stage(prt_cuda *c, size_t bytes) {
+    if (bytes > c->host_cap) {
+        free(c->host);
+        c->host = (char *)prt_xmalloc(bytes);
+        c->host_cap = bytes;
+    }
+    return c->host;
+}
+
+/* ---------------------------------------------------------------- collectives */
+
+#ifdef PRT_HAVE_NCCL
+static ncclDataType_t nccl_type(int64_t dtype) {
+    switch (dtype) {
+    case PRT_BF16: return ncclBfloat16;
+    case PRT_F16: return ncclFloat16;
+    case PRT_I32: return ncclInt32;
+    default: return ncclFloat32;
+    }
+}
+
+static ncclComm_t nccl_comm(prt *rt, int64_t axis) {
+    prt_cuda *c = prt_cu(rt);
+    PRT_CHECK(axis >= 0 && axis < rt->naxes && c->comm[axis], "no NCCL communicator for axis %lld", (long long)axis);
+    return c->comm[axis];
+}
+
+/* The communication stream, after everything issued on the compute stream. */
+static cudaStream_t comm_begin(prt_cuda *c) {
+    PRT_CUDA_CHECK(cudaEventRecord(c->ev_compute, c->stream));
+    PRT_CUDA_CHECK(cudaStreamWaitEvent(c->comm_stream, c->ev_compute, 0));
+    return c->comm_stream;
+}
+/* The compute stream continues after the collective. */
+static void comm_end(prt_cuda *c) {
+    PRT_CUDA_CHECK(cudaEventRecord(c->ev_comm, c->comm_stream));
+    PRT_CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->ev_comm, 0));
+}
+#endif
+
+/* [outer, S, inner] <-> [S, outer, inner] on the compute stream (esize-byte elements). */
+static void to_s_major(prt_cuda *c, char *dst, const char *src, int S, int64_t outer, int64_t inner, size_t esize) {
+    size_t row = (size_t)inner * esize;
+    for (int s = 0; s < S; s++)
+        PRT_CUDA_CHECK(cudaMemcpy2DAsync(dst + (size_t)s * outer * row, row, src + (size_t)s * row, (size_t)S * row, row,
+                                         (size_t)outer, cudaMemcpyDeviceToDevice, c->stream));
+}
+static void from_s_major(prt_cuda *c, char *dst, const char *src, int S, int64_t outer, int64_t inner, size_t esize) {
+    size_t row = (size_t)inner * esize;
+    for (int s = 0; s < S; s++)
+        PRT_CUDA_CHECK(cudaMemcpy2DAsync(dst + (size_t)s * row, (size_t)S * row, src + (size_t)s * outer * row, row, row,
+                                         (size_t)outer, cudaMemcpyDeviceToDevice, c->stream));
+}
+
+#define TRACE_BEGIN(rt) double prt_t0_ = prt_trace_start(rt)
+#define TRACE_COMM(rt, name, bytes, axis)                      \
+    do {                                                       \
+        if ((rt)->tracing) {                                   \
+            prt_cuda_sync(rt);                                 \
+            prt_trace_record(rt, name, "comm", prt_t0_, bytes, axis); \
+        }                                                      \
+    } while (0)
+
+void prt_cu_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype) {
+    prt_cuda *c = prt_cu(rt);
+    size_t bytes = (size_t)n * prt_dtype_size(dtype);
+#ifdef PRT_HAVE_NCCL
+    if (c->nccl) {
+        TRACE_BEGIN(rt);
+        cudaStream_t s = comm_begin(c);
+        PRT_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, nccl_type(dtype), ncclSum, nccl_comm(rt, axis), s));
+        comm_end(c);
+        TRACE_COMM(rt, "allreduce", (int64_t)bytes, axis);
+        return;
+    }
+#endif
+    char *h = host_stage(c, bytes);
+    prt_cuda_d2h(rt, h, buf, bytes);
+    prt_mpi_allreduce(rt, axis, h, n, dtype);
+    prt_cuda_h2d(rt, buf, h, bytes);
+}
+
+void prt_cu_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype) {
+    prt_cuda *c = prt_cu(rt);
+    int S = prt_axis_size(rt, axis);
+    size_t esize = prt_dtype_size(dtype), block = (size_t)(outer * inner) * esize;
+#ifdef PRT_HAVE_NCCL
+    if (c->nccl) {
+        TRACE_BEGIN(rt);
+        char *dst = outer == 1 ? (char *)out : prt_cuda_comm_stage(rt, (size_t)S * block);  /* [S, outer, inner] */
+        cudaStream_t s = comm_begin(c);
+        PRT_NCCL_CHECK(ncclAllGather(in, dst, (size_t)(outer * inner), nccl_type(dtype), nccl_comm(rt, axis), s));
+        comm_end(c);
+        if (outer != 1) from_s_major(c, (char *)out, dst, S, outer, inner, esize);
+        TRACE_COMM(rt, "allgather", (int64_t)(S * block), axis);
+        return;
+    }
+#endif
+    char *h = host_stage(c, block + (size_t)S * block), *hin = h, *hout = h + block;
+    prt_cuda_d2h(rt, hin, in, block);
+    prt_mpi_allgather(rt, axis, hout, hin, outer, inner, dtype);
+    prt_cuda_h2d(rt, out, hout, (size_t)S * block);
+}
+
+void prt_cu_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
+                          int64_t dtype) {
+    prt_cuda *c = prt_cu(rt);
+    int S = prt_axis_size(rt, axis);
+    size_t esize = prt_dtype_size(dtype), block = (size_t)(outer * inner) * esize;
+#ifdef PRT_HAVE_NCCL
+    if (c->nccl) {
+        TRACE_BEGIN(rt);
+        const char *src = (const char *)in;
+        if (outer != 1) {
+            char *stage = prt_cuda_comm_stage(rt, (size_t)S * block);
+            to_s_major(c, stage, (const char *)in, S, outer, inner, esize);
+            src = stage;
+        }
+        cudaStream_t s = comm_begin(c);
+        PRT_NCCL_CHECK(ncclReduceScatter(src, out, (size_t)(outer * inner), nccl_type(dtype), ncclSum,
+                                         nccl_comm(rt, axis), s));
+        comm_end(c);
+        TRACE_COMM(rt, "reducescatter", (int64_t)(S * block), axis);
+        return;
+    }
+#endif
+    char *h = host_stage(c, (size_t)S * block + block), *hin = h, *hout = h + (size_t)S * block;
+    prt_cuda_d2h(rt, hin, in, (size_t)S * block);
+    prt_mpi_reducescatter(rt, axis, hout, hin, outer, inner, dtype);
+    prt_cuda_h2d(rt, out, hout, block);
+}
+
+void prt_cu_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype) {
+    prt_cuda *c = prt_cu(rt);
+    int S = prt_axis_size(rt, axis);
+    size_t esize = prt_dtype_size(dtype), block = (size_t)(outer * inner) * esize;
+#ifdef PRT_HAVE_NCCL
+    if (c->nccl) {
+        TRACE_BEGIN(rt);
+        const char *src = (const char *)in;
+        if (outer != 1) {
+            char *stage = prt_cuda_comm_stage(rt, (size_t)S * block);  /* block j for rank j */
+            to_s_major(c, stage, (const char *)in, S, outer, inner, esize);
+            src = stage;
+        }
+        ncclComm_t comm = nccl_comm(rt, axis);
+        size_t count = (size_t)(outer * inner);
+        cudaStream_t s = comm_begin(c);
+        PRT_NCCL_CHECK(ncclGroupStart());
+        for (int j = 0; j < S; j++) {
+            PRT_NCCL_CHECK(ncclSend(src + (size_t)j * block, count, nccl_type(dtype), j, comm, s));
+            PRT_NCCL_CHECK(ncclRecv((char *)out + (size_t)j * block, count, nccl_type(dtype), j, comm, s));
+        }
+        PRT_NCCL_CHECK(ncclGroupEnd());
+        comm_end(c);
+        TRACE_COMM(rt, "alltoall", (int64_t)(S * block), axis);
+        return;
+    }
+#endif
+    char *h = host_stage(c, 2 * (size_t)S * block), *hin = h, *hout = h + (size_t)S * block;
+    prt_cuda_d2h(rt, hin, in, (size_t)S * block);
+    prt_mpi_alltoall(rt, axis, hout, hin, outer, inner, dtype);
+    prt_cuda_h2d(rt, out, hout, (size_t)S * block);
+}
+
+void prt_cu_slice(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype) {
+    prt_cuda *c = prt_cu(rt);
+    int S = prt_axis_size(rt, axis);
+    size_t row = (size_t)inner * prt_dtype_size(dtype);
+    int64_t coord = prt_coord(rt, axis);
+    if (!row || !outer) return;
+    PRT_CUDA_CHECK(cudaMemcpy2DAsync(out, row, (const char *)in + (size_t)coord * row, (size_t)S * row, row, (size_t)outer,
+                                     cudaMemcpyDeviceToDevice, c->stream));
+}
+
+/* Pipeline messages: host-staged MPI with the CPU path's buffered sends. */
+void prt_cu_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag, int64_t dtype) {
+    prt_cuda *c = prt_cu(rt);
+    size_t bytes = (size_t)n * prt_dtype_size(dtype);
+    char *h = host_stage(c, bytes ? bytes : 1);
+    prt_cuda_d2h(rt, h, buf, bytes);
+    prt_mpi_send(rt, axis, delta, h, n, tag, dtype);  /* copies into its send slot before returning */
+}
+
+void prt_cu_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag, int64_t dtype) {
+    prt_cuda *c = prt_cu(rt);
+    size_t bytes = (size_t)n * prt_dtype_size(dtype);
+    char *h = host_stage(c, bytes ? bytes : 1);
+    prt_mpi_recv(rt, axis, delta, h, n, tag, dtype);
+    prt_cuda_h2d(rt, buf, h, bytes);
+}

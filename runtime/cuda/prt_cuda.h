@@ -1,0 +1,84 @@
+/*
+ * prt_cuda.h — what the CUDA sources of the runtime share: the device state, the
+ * check macros (one per library: CUDA, cuBLAS, NCCL; each reports file, line, rank,
+ * host and the library's own error string through prt_fail) and the element
+ * load/store helpers that give every kernel the CPU path's storage semantics
+ * (fp32 arithmetic, round to nearest even into bf16/f16).
+ */
+#ifndef PRT_CUDA_H
+#define PRT_CUDA_H
+
+#include <mpi.h>
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cublas_v2.h>
+#ifdef PRT_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+#include "prt_internal.h"
+
+struct prt_cuda {
+    int device, devices, local_rank, local_ranks;
+    char name[256];
+    cudaStream_t stream;        /* every op */
+    cudaStream_t comm_stream;   /* NCCL collectives, ordered with events */
+    cudaEvent_t ev_compute, ev_comm;
+    cublasHandle_t blas;
+    int tf32;                   /* PRT_CUDA_TF32=1: fp32 GEMMs on TF32 tensor cores */
+    int nccl;                   /* 1: collectives over NCCL; 0: host-staged MPI */
+#ifdef PRT_HAVE_NCCL
+    ncclComm_t comm[PRT_MAX_AXES];   /* NULL where the axis has none */
+#endif
+    /* device scratch, booked: workspace -> PRT_WORKSPACE, comm stage -> PRT_COMM */
+    float *work;  size_t work_cap;   /* floats */
+    char *stage;  size_t stage_cap;  /* bytes, booked in whole floats */
+    void *blas_ws; size_t blas_ws_bytes;   /* PRT_CUBLAS_WORKSPACE_MB, booked to PRT_WORKSPACE */
+    /* host staging of the MPI path (host memory, not in the device ledger) */
+    char *host;   size_t host_cap;
+};
+
+void prt_cuda_fail(const char *file, int line, const char *call, cudaError_t err) __attribute__((noreturn));
+void prt_cublas_fail(const char *file, int line, const char *call, cublasStatus_t st) __attribute__((noreturn));
+#define PRT_CUDA_CHECK(call)                                                 \
+    do {                                                                     \
+        cudaError_t prt_cuda_err_ = (call);                                  \
+        if (prt_cuda_err_ != cudaSuccess) prt_cuda_fail(__FILE__, __LINE__, #call, prt_cuda_err_); \
+    } while (0)
+#define PRT_CUBLAS_CHECK(call)                                               \
+    do {                                                                     \
+        cublasStatus_t prt_cublas_st_ = (call);                              \
+        if (prt_cublas_st_ != CUBLAS_STATUS_SUCCESS) prt_cublas_fail(__FILE__, __LINE__, #call, prt_cublas_st_); \
+    } while (0)
+#ifdef PRT_HAVE_NCCL
+void prt_nccl_fail(const char *file, int line, const char *call, ncclResult_t res) __attribute__((noreturn));
+#define PRT_NCCL_CHECK(call)                                                 \
+    do {                                                                     \
+        ncclResult_t prt_nccl_res_ = (call);                                 \
+        if (prt_nccl_res_ != ncclSuccess) prt_nccl_fail(__FILE__, __LINE__, #call, prt_nccl_res_); \
+    } while (0)
+#endif
+/* After a kernel launch: the launch error, if any. */
+#define PRT_LAUNCH_CHECK() PRT_CUDA_CHECK(cudaGetLastError())
+
+static inline prt_cuda *prt_cu(prt *rt) {
+    PRT_CHECK(rt->cuda, "the CUDA backend is not initialised (prt_cuda_init)");
+    return rt->cuda;
+}
+
+/* Element i of a float tensor stored as `dt`, and the store that rounds to it. */
+#ifdef __CUDACC__
+__device__ __forceinline__ float prt_ld(const void *p, int64_t dt, int64_t i) {
+    if (dt == PRT_BF16) return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    if (dt == PRT_F16) return __half2float(((const __half *)p)[i]);
+    return ((const float *)p)[i];
+}
+__device__ __forceinline__ void prt_st(void *p, int64_t dt, int64_t i, float v) {
+    if (dt == PRT_BF16) ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+    else if (dt == PRT_F16) ((__half *)p)[i] = __float2half_rn(v);
+    else ((float *)p)[i] = v;
+}
+#endif
+
+#endif

@@ -1,0 +1,929 @@
+/*
+ * prt_cuda_ops.cu — every op of parc_rt.h on the GPU: simple, one-pass CUDA C
+ * kernels plus cuBLAS GEMMs, with the CPU path's semantics (prt_ops_cpu.c):
+ * forward ops overwrite, backward ops accumulate; tensors are read and written in
+ * their storage dtype (prt_ld / prt_st), arithmetic is fp32 (row reductions in
+ * fp64 where the CPU path uses double), and a backward op's += is rounded once.
+ *
+ * Scratch: only what the ledger already budgets for the CPU path (parc_rt.h,
+ * prt_expect_memory), from prt_cuda_workspace:
+ *   xent_fwd 3 x N floats (row max, sum of exp, target logit);
+ *   attention_bwd: per (sample, head) pair, T floats (D = rowsum(dO * O)) and, when
+ *     probs is NULL, T more (the rows' log-sum-exp), for at most T pairs at a time:
+ *     at most (probs NULL ? 2 : 1) x T x T floats;
+ *   nothing else (no cuBLAS workspace unless PRT_CUBLAS_WORKSPACE_MB is set).
+ * Attention never materialises a T x T matrix: the forward pass is one kernel with
+ * an online softmax (one thread per query row, key/value tiles in shared memory);
+ * the backward pass recomputes the probabilities in four kernels (row statistics,
+ * dQ by query rows, dK and dV by key rows), each accumulating in registers and
+ * writing its rows once.  Head dims up to 128.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "prt_cuda.h"
+
+#define THREADS 256
+
+static int blocks_for(int64_t n) {
+    int64_t b = (n + THREADS - 1) / THREADS;
+    return (int)(b < 1 ? 1 : b > 65535 * 16 ? 65535 * 16 : b);
+}
+
+#define GRID_STRIDE(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+#define LD(t, i) prt_ld((t).p, (t).dtype, (i))
+#define ST(t, i, v) prt_st((t).p, (t).dtype, (i), (v))
+
+static cudaStream_t stream_of(prt *rt) { return prt_cu(rt)->stream; }
+
+/* Block-wide sums (every thread gets the result); blockDim.x a multiple of 32, <= 1024. */
+__device__ double block_sum_d(double v) {
+    __shared__ double part[32];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    __syncthreads();  /* part[] may still be read by a previous call */
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    double s = 0.0;
+    for (int w = 0; w < nwarps; w++) s += part[w];
+    return s;
+}
+__device__ float block_max_f(float v) {
+    __shared__ float part[32];
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    float m = -INFINITY;
+    for (int w = 0; w < nwarps; w++) m = fmaxf(m, part[w]);
+    return m;
+}
+
+/* ---------------------------------------------------------------- element-wise */
+
+__global__ void k_convert(prt_ten dst, prt_ten src, int64_t n) { GRID_STRIDE(i, n) ST(dst, i, LD(src, i)); }
+__global__ void k_acc(prt_ten dst, prt_ten src, int64_t n) { GRID_STRIDE(i, n) ST(dst, i, LD(dst, i) + LD(src, i)); }
+__global__ void k_add(prt_ten out, prt_ten a, prt_ten b, int64_t n) { GRID_STRIDE(i, n) ST(out, i, LD(a, i) + LD(b, i)); }
+
+#define GELU_SCALE 0.7978845608028654f
+__device__ __forceinline__ float gelu_f(float x) {
+    return 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float gelu_grad(float x) {
+    float t = tanhf(GELU_SCALE * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+}
+__global__ void k_gelu_fwd(prt_ten out, prt_ten in, int64_t n) { GRID_STRIDE(i, n) ST(out, i, gelu_f(LD(in, i))); }
+__global__ void k_gelu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t n) {
+    GRID_STRIDE(i, n) ST(din, i, LD(din, i) + gelu_grad(LD(in, i)) * LD(dout, i));
+}
+__global__ void k_relu_fwd(prt_ten out, prt_ten in, int64_t n) {
+    GRID_STRIDE(i, n) {
+        float x = LD(in, i);
+        ST(out, i, x > 0.0f ? x : 0.0f);
+    }
+}
+__global__ void k_relu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t n) {
+    GRID_STRIDE(i, n) if (LD(in, i) > 0.0f) ST(din, i, LD(din, i) + LD(dout, i));
+}
+__device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
+__global__ void k_swiglu_fwd(prt_ten out, prt_ten in, int64_t N, int64_t F) {
+    GRID_STRIDE(i, N * F) {
+        int64_t n = i / F, f = i % F;
+        float g = LD(in, n * 2 * F + f), up = LD(in, n * 2 * F + F + f);
+        ST(out, i, g * sigmoid_f(g) * up);
+    }
+}
+__global__ void k_swiglu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t N, int64_t F) {
+    GRID_STRIDE(i, N * F) {
+        int64_t n = i / F, f = i % F, ig = n * 2 * F + f, iu = ig + F;
+        float g = LD(in, ig), up = LD(in, iu), s = sigmoid_f(g), d = LD(dout, i);
+        ST(din, ig, LD(din, ig) + d * up * s * (1.0f + g * (1.0f - s)));
+        ST(din, iu, LD(din, iu) + d * g * s);
+    }
+}
+__global__ void k_bias_fwd(prt_ten out, prt_ten in, prt_ten b, int64_t N, int64_t M) {
+    GRID_STRIDE(i, N * M) ST(out, i, LD(in, i) + LD(b, i % M));
+}
+
+void prt_cu_zero(prt *rt, prt_ten buf, int64_t n, size_t esize) {
+    if (n > 0) PRT_CUDA_CHECK(cudaMemsetAsync(buf.p, 0, (size_t)n * esize, stream_of(rt)));
+}
+void prt_cu_copy(prt *rt, prt_ten dst, prt_ten src, int64_t n) {
+    if (n <= 0) return;
+    if (dst.dtype == src.dtype) {
+        prt_cu_copy_bytes(rt, dst.p, src.p, (size_t)n * prt_dtype_size(dst.dtype));
+        return;
+    }
+    k_convert<<<blocks_for(n), THREADS, 0, stream_of(rt)>>>(dst, src, n);
+    PRT_LAUNCH_CHECK();
+}
+#define ELEMENTWISE(kernel, n, ...)                                           \
+    do {                                                                      \
+        if ((n) > 0) {                                                        \
+            kernel<<<blocks_for(n), THREADS, 0, stream_of(rt)>>>(__VA_ARGS__); \
+            PRT_LAUNCH_CHECK();                                               \
+        }                                                                     \
+    } while (0)
+void prt_cu_acc(prt *rt, prt_ten dst, prt_ten src, int64_t n) { ELEMENTWISE(k_acc, n, dst, src, n); }
+void prt_cu_add_fwd(prt *rt, prt_ten out, prt_ten a, prt_ten b, int64_t n) { ELEMENTWISE(k_add, n, out, a, b, n); }
+void prt_cu_gelu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t n) { ELEMENTWISE(k_gelu_fwd, n, out, in, n); }
+void prt_cu_gelu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n) {
+    ELEMENTWISE(k_gelu_bwd, n, din, in, dout, n);
+}
+void prt_cu_relu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t n) { ELEMENTWISE(k_relu_fwd, n, out, in, n); }
+void prt_cu_relu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n) {
+    ELEMENTWISE(k_relu_bwd, n, din, in, dout, n);
+}
+void prt_cu_swiglu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t N, int64_t F) {
+    ELEMENTWISE(k_swiglu_fwd, N * F, out, in, N, F);
+}
+void prt_cu_swiglu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t N, int64_t F) {
+    ELEMENTWISE(k_swiglu_bwd, N * F, din, in, dout, N, F);
+}
+void prt_cu_bias_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten b, int64_t N, int64_t M) {
+    ELEMENTWISE(k_bias_fwd, N * M, out, in, b, N, M);
+}
+
+/* ---------------------------------------------------------------- column sums */
+
+/* dst[c] += sum over rows n of term(n, c), in fp32, rounded once:
+ *   mode 0: dout[n,c]                                  (bias, layernorm db)
+ *   mode 1: ((in[n,c] - mean[n]) * rstd[n]) * dout[n,c] (layernorm dw)
+ *   mode 2: (in[n,c] * rstd[n]) * dout[n,c]             (rmsnorm dw)
+ * Block: 32 columns x 16 row lanes; lanes summed in a fixed order (deterministic). */
+__global__ void k_colsum(int mode, prt_ten dst, prt_ten dout, prt_ten in, prt_ten mean, prt_ten rstd, int64_t N,
+                         int64_t C) {
+    __shared__ float part[16][33];
+    int64_t c = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    if (c < C)
+        for (int64_t n = threadIdx.y; n < N; n += 16) {
+            float g = LD(dout, n * C + c);
+            if (mode == 1) g *= (LD(in, n * C + c) - LD(mean, n)) * LD(rstd, n);
+            else if (mode == 2) g *= LD(in, n * C + c) * LD(rstd, n);
+            acc += g;
+        }
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float s = LD(dst, c);
+        for (int k = 0; k < 16; k++) s += part[k][threadIdx.x];
+        ST(dst, c, s);
+    }
+}
+static void colsum(prt *rt, int mode, prt_ten dst, prt_ten dout, prt_ten in, prt_ten mean, prt_ten rstd, int64_t N,
+                   int64_t C) {
+    if (!dst.p || C <= 0) return;
+    PRT_CHECK((C + 31) / 32 <= 0x7fffffff, "column sum: %lld columns", (long long)C);
+    k_colsum<<<(unsigned)((C + 31) / 32), dim3(32, 16), 0, stream_of(rt)>>>(mode, dst, dout, in, mean, rstd, N, C);
+    PRT_LAUNCH_CHECK();
+}
+
+void prt_cu_bias_bwd(prt *rt, prt_ten db, prt_ten dout, int64_t N, int64_t M) {
+    prt_ten none = {NULL, PRT_F32};
+    colsum(rt, 0, db, dout, none, none, none, N, M);
+}
+
+/* ---------------------------------------------------------------- embedding and positions */
+
+__global__ void k_embed_fwd(prt_ten out, const int32_t *tokens, prt_ten wte, int64_t N, int64_t C, int64_t vocab_local,
+                            int64_t vocab_offset) {
+    GRID_STRIDE(i, N * C) {
+        int64_t n = i / C, c = i % C, row = (int64_t)tokens[n] - vocab_offset;
+        ST(out, i, row >= 0 && row < vocab_local ? LD(wte, row * C + c) : 0.0f);
+    }
+}
+
+/* One block per token n.  The block of the FIRST occurrence of a (local) token sums,
+ * for every channel, the existing dwte value and dout of every occurrence in token
+ * order, in fp32, and rounds once: the CPU path's order exactly, so fp32 results
+ * are bit-identical and no two blocks write the same row. */
+__global__ void k_embed_bwd(prt_ten dwte, const int32_t *tokens, prt_ten dout, int64_t N, int64_t C,
+                            int64_t vocab_local, int64_t vocab_offset) {
+    __shared__ int32_t match[THREADS];   /* offsets in the chunk of the matching tokens, in order */
+    __shared__ int wcount[THREADS / 32];
+    int64_t n = blockIdx.x;
+    int32_t tok = tokens[n];
+    int64_t row = (int64_t)tok - vocab_offset;
+    if (row < 0 || row >= vocab_local) return;
+    int seen = 0;
+    for (int64_t e0 = 0; e0 < n && !seen; e0 += blockDim.x) {
+        int64_t e = e0 + threadIdx.x;
+        seen = __syncthreads_or(e < n && tokens[e] == tok);
+    }
+    if (seen) return;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int64_t c0 = 0; c0 < C; c0 += blockDim.x) {
+        int64_t c = c0 + threadIdx.x;
+        float acc = c < C ? LD(dwte, row * C + c) : 0.0f;
+        for (int64_t e0 = n; e0 < N; e0 += blockDim.x) {
+            int64_t e = e0 + threadIdx.x;
+            bool f = e < N && tokens[e] == tok;
+            unsigned mask = __ballot_sync(0xffffffffu, f);
+            __syncthreads();  /* the previous chunk's match[] and wcount[] are read */
+            if (lane == 0) wcount[warp] = __popc(mask);
+            __syncthreads();
+            int base = 0, total = 0;
+            for (int w = 0; w < THREADS / 32; w++) {
+                if (w < warp) base += wcount[w];
+                total += wcount[w];
+            }
+            if (f) match[base + __popc(mask & ((1u << lane) - 1u))] = threadIdx.x;
+            __syncthreads();
+            if (c < C)
+                for (int k = 0; k < total; k++) acc += LD(dout, (e0 + match[k]) * C + c);
+        }
+        if (c < C) ST(dwte, row * C + c, acc);
+    }
+}
+
+void prt_cu_embed_fwd(prt *rt, prt_ten out, const int32_t *tokens, prt_ten wte, int64_t N, int64_t C,
+                      int64_t vocab_local, int64_t vocab_offset) {
+    ELEMENTWISE(k_embed_fwd, N * C, out, tokens, wte, N, C, vocab_local, vocab_offset);
+}
+void prt_cu_embed_bwd(prt *rt, prt_ten dwte, const int32_t *tokens, prt_ten dout, int64_t N, int64_t C,
+                      int64_t vocab_local, int64_t vocab_offset) {
+    if (N <= 0 || C <= 0 || !dwte.p) return;
+    PRT_CHECK(N <= 0x7fffffff, "embed_bwd: %lld tokens", (long long)N);
+    k_embed_bwd<<<(unsigned)N, THREADS, 0, stream_of(rt)>>>(dwte, tokens, dout, N, C, vocab_local, vocab_offset);
+    PRT_LAUNCH_CHECK();
+}
+
+__global__ void k_pos_fwd(prt_ten out, prt_ten in, prt_ten wpe, int64_t B, int64_t T, int64_t C, int64_t t_offset) {
+    GRID_STRIDE(i, B * T * C) {
+        int64_t c = i % C, t = (i / C) % T;
+        ST(out, i, LD(in, i) + LD(wpe, (t + t_offset) * C + c));
+    }
+}
+__global__ void k_pos_dwpe(prt_ten dwpe, prt_ten dout, int64_t B, int64_t T, int64_t C, int64_t t_offset) {
+    GRID_STRIDE(i, T * C) {
+        int64_t t = i / C, c = i % C, p = (t + t_offset) * C + c;
+        float acc = LD(dwpe, p);
+        for (int64_t b = 0; b < B; b++) acc += LD(dout, (b * T + t) * C + c);
+        ST(dwpe, p, acc);
+    }
+}
+void prt_cu_pos_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten wpe, int64_t B, int64_t T, int64_t C, int64_t t_offset) {
+    ELEMENTWISE(k_pos_fwd, B * T * C, out, in, wpe, B, T, C, t_offset);
+}
+void prt_cu_pos_bwd(prt *rt, prt_ten dwpe, prt_ten din, prt_ten dout, int64_t B, int64_t T, int64_t C, int64_t t_offset) {
+    if (dwpe.p) ELEMENTWISE(k_pos_dwpe, T * C, dwpe, dout, B, T, C, t_offset);
+    if (din.p) ELEMENTWISE(k_acc, B * T * C, din, dout, B * T * C);
+}
+
+/* ---------------------------------------------------------------- norms (one block per row) */
+
+#define NORM_EPS 1e-5
+
+__global__ void k_layernorm_fwd(prt_ten out, prt_ten mean, prt_ten rstd, prt_ten in, prt_ten w, prt_ten b, int64_t C) {
+    int64_t x = blockIdx.x * C;
+    double s = 0.0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s += LD(in, x + c);
+    double m = block_sum_d(s) / (double)C, v = 0.0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        double d = LD(in, x + c) - m;
+        v += d * d;
+    }
+    double r = 1.0 / sqrt(block_sum_d(v) / (double)C + NORM_EPS);
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+        ST(out, x + c, (float)((LD(in, x + c) - m) * r) * LD(w, c) + (b.p ? LD(b, c) : 0.0f));
+    if (threadIdx.x == 0) {
+        if (mean.p) ST(mean, blockIdx.x, (float)m);
+        if (rstd.p) ST(rstd, blockIdx.x, (float)r);
+    }
+}
+
+__global__ void k_layernorm_din(prt_ten din, prt_ten dout, prt_ten in, prt_ten w, prt_ten mean, prt_ten rstd, int64_t C) {
+    int64_t n = blockIdx.x, x = n * C;
+    float m = LD(mean, n), r = LD(rstd, n);
+    double a = 0.0, bsum = 0.0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        float norm = (LD(in, x + c) - m) * r, dnorm = LD(w, c) * LD(dout, x + c);
+        a += dnorm;
+        bsum += dnorm * norm;
+    }
+    double dnorm_mean = block_sum_d(a) / (double)C, dnorm_norm_mean = block_sum_d(bsum) / (double)C;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        float g = LD(dout, x + c), norm = (LD(in, x + c) - m) * r, dnorm = LD(w, c) * g;
+        ST(din, x + c, LD(din, x + c) + (float)(r * (dnorm - dnorm_mean - norm * dnorm_norm_mean)));
+    }
+}
+
+__global__ void k_rmsnorm_fwd(prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, int64_t C) {
+    int64_t x = blockIdx.x * C;
+    double ss = 0.0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        double v = LD(in, x + c);
+        ss += v * v;
+    }
+    double r = 1.0 / sqrt(block_sum_d(ss) / (double)C + NORM_EPS);
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ST(out, x + c, (float)(LD(in, x + c) * r) * LD(w, c));
+    if (threadIdx.x == 0 && rstd.p) ST(rstd, blockIdx.x, (float)r);
+}
+
+__global__ void k_rmsnorm_din(prt_ten din, prt_ten dout, prt_ten in, prt_ten w, prt_ten rstd, int64_t C) {
+    int64_t n = blockIdx.x, x = n * C;
+    double r = LD(rstd, n), dot = 0.0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) dot += (double)LD(w, c) * LD(dout, x + c) * LD(in, x + c);
+    double k = r * r * block_sum_d(dot) / (double)C;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        float g = LD(dout, x + c), xc = LD(in, x + c);
+        ST(din, x + c, LD(din, x + c) + (float)(r * ((double)LD(w, c) * g - xc * k)));
+    }
+}
+
+static unsigned rows_grid(int64_t N, const char *op) {
+    PRT_CHECK(N <= 0x7fffffff, "%s: %lld rows", op, (long long)N);
+    return (unsigned)N;
+}
+
+void prt_cu_layernorm_fwd(prt *rt, prt_ten out, prt_ten mean, prt_ten rstd, prt_ten in, prt_ten w, prt_ten b,
+                          int64_t N, int64_t C) {
+    if (N <= 0) return;
+    k_layernorm_fwd<<<rows_grid(N, "layernorm_fwd"), THREADS, 0, stream_of(rt)>>>(out, mean, rstd, in, w, b, C);
+    PRT_LAUNCH_CHECK();
+}
+void prt_cu_layernorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten db, prt_ten dout, prt_ten in, prt_ten w,
+                          prt_ten mean, prt_ten rstd, int64_t N, int64_t C) {
+    if (N <= 0) return;
+    if (db.p) colsum(rt, 0, db, dout, in, mean, rstd, N, C);
+    if (dw.p) colsum(rt, 1, dw, dout, in, mean, rstd, N, C);
+    if (din.p) {
+        k_layernorm_din<<<rows_grid(N, "layernorm_bwd"), THREADS, 0, stream_of(rt)>>>(din, dout, in, w, mean, rstd, C);
+        PRT_LAUNCH_CHECK();
+    }
+}
+void prt_cu_rmsnorm_fwd(prt *rt, prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, int64_t N, int64_t C) {
+    if (N <= 0) return;
+    k_rmsnorm_fwd<<<rows_grid(N, "rmsnorm_fwd"), THREADS, 0, stream_of(rt)>>>(out, rstd, in, w, C);
+    PRT_LAUNCH_CHECK();
+}
+void prt_cu_rmsnorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, prt_ten rstd,
+                        int64_t N, int64_t C) {
+    if (N <= 0) return;
+    prt_ten none = {NULL, PRT_F32};
+    if (dw.p) colsum(rt, 2, dw, dout, in, none, rstd, N, C);
+    if (din.p) {
+        k_rmsnorm_din<<<rows_grid(N, "rmsnorm_bwd"), THREADS, 0, stream_of(rt)>>>(din, dout, in, w, rstd, C);
+        PRT_LAUNCH_CHECK();
+    }
+}
+
+/* ---------------------------------------------------------------- GEMMs */
+
+/* Row-major C[M,N] (ldc) = alpha op(A)[M,K] op(B)[K,N] + beta C: any dtypes, fp32
+ * accumulation; the fallback when cuBLAS has no kernel for the mix of dtypes. */
+__global__ void k_gemm_generic(int ta, int tb, int M, int N, int K, float alpha, prt_ten A, int lda, prt_ten B, int ldb,
+                               float beta, prt_ten C, int ldc) {
+    __shared__ float As[16][17], Bs[16][17];
+    int row = blockIdx.y * 16 + threadIdx.y, col = blockIdx.x * 16 + threadIdx.x;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        int ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
+        As[threadIdx.y][threadIdx.x] =
+            row < M && ka < K ? LD(A, ta ? (int64_t)ka * lda + row : (int64_t)row * lda + ka) : 0.0f;
+        Bs[threadIdx.y][threadIdx.x] =
+            kb < K && col < N ? LD(B, tb ? (int64_t)col * ldb + kb : (int64_t)kb * ldb + col) : 0.0f;
+        __syncthreads();
+        for (int kk = 0; kk < 16; kk++) acc += As[threadIdx.y][kk] * Bs[kk][threadIdx.x];
+        __syncthreads();
+    }
+    if (row < M && col < N) {
+        int64_t i = (int64_t)row * ldc + col;
+        ST(C, i, alpha * acc + (beta != 0.0f ? beta * LD(C, i) : 0.0f));
+    }
+}
+
+static cudaDataType_t cuda_type(int64_t dtype) {
+    return dtype == PRT_BF16 ? CUDA_R_16BF : dtype == PRT_F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+static int gemm_dim(int64_t n, const char *op) {
+    PRT_CHECK(n >= 0 && n <= 0x7fffffff, "%s: dimension %lld does not fit a cuBLAS int", op, (long long)n);
+    return (int)n;
+}
+
+/* Row-major C[M,N] = alpha op(A) op(B) + beta C (lda, ldb, ldc: row strides of the
+ * stored matrices).  cuBLAS (fp32 compute) when A and B share a dtype and C has it
+ * or is fp32; the generic kernel otherwise. */
+static void gemm_rm(prt *rt, int ta, int tb, int M, int N, int K, float alpha, prt_ten A, int lda, prt_ten B, int ldb,
+                    float beta, prt_ten C, int ldc) {
+    prt_cuda *c = prt_cu(rt);
+    if (A.dtype == B.dtype && (C.dtype == A.dtype || C.dtype == PRT_F32)) {
+        /* column-major view: C^T[N,M] = op(B)^T op(A)^T */
+        cublasComputeType_t compute =
+            A.dtype == PRT_F32 && c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        PRT_CUBLAS_CHECK(cublasGemmEx(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
+                                      &alpha, B.p, cuda_type(B.dtype), ldb, A.p, cuda_type(A.dtype), lda, &beta, C.p,
+                                      cuda_type(C.dtype), ldc, compute, CUBLAS_GEMM_DEFAULT));
+        return;
+    }
+    PRT_CHECK((M + 15) / 16 <= 65535, "gemm: %d rows is too many for the generic kernel", M);
+    dim3 grid((unsigned)((N + 15) / 16), (unsigned)((M + 15) / 16));
+    k_gemm_generic<<<grid, dim3(16, 16), 0, c->stream>>>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    PRT_LAUNCH_CHECK();
+}
+
+void prt_cu_matmul_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten w, int64_t N_, int64_t K_, int64_t M_, int transposed) {
+    const char *op = transposed ? "matmul_t_fwd" : "matmul_fwd";
+    int N = gemm_dim(N_, op), K = gemm_dim(K_, op), M = gemm_dim(M_, op);
+    if (!N || !M) return;
+    if (!K) {
+        prt_cu_zero(rt, out, (int64_t)N * M, prt_dtype_size(out.dtype));
+        return;
+    }
+    /* out[N,M] = in[N,K] @ w[K,M]  or  in[N,K] @ w[M,K]^T */
+    gemm_rm(rt, 0, transposed, N, M, K, 1.0f, in, K, w, transposed ? K : M, 0.0f, out, M);
+}
+
+void prt_cu_matmul_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, int64_t N_, int64_t K_,
+                       int64_t M_, int transposed) {
+    const char *op = transposed ? "matmul_t_bwd" : "matmul_bwd";
+    int N = gemm_dim(N_, op), K = gemm_dim(K_, op), M = gemm_dim(M_, op);
+    if (!N || !K || !M) return;
+    if (din.p) {
+        if (transposed)  /* din[N,K] += dout[N,M] @ w[M,K] */
+            gemm_rm(rt, 0, 0, N, K, M, 1.0f, dout, M, w, K, 1.0f, din, K);
+        else             /* din[N,K] += dout[N,M] @ w[K,M]^T */
+            gemm_rm(rt, 0, 1, N, K, M, 1.0f, dout, M, w, M, 1.0f, din, K);
+    }
+    if (dw.p) {
+        if (transposed)  /* dw[M,K] += dout^T @ in */
+            gemm_rm(rt, 1, 0, M, K, N, 1.0f, dout, M, in, K, 1.0f, dw, K);
+        else             /* dw[K,M] += in^T @ dout */
+            gemm_rm(rt, 1, 0, K, M, N, 1.0f, in, K, dout, M, 1.0f, dw, M);
+    }
+}
+
+/* ---------------------------------------------------------------- attention */
+
+#define ATT_BQ 64  /* query (or key) rows per block: one per thread */
+#define ATT_BK 32  /* rows per shared-memory tile */
+
+/* Index of element d of q/k/v (which = 0, 1, 2) of token t, head h, sample b in qkv[B,T,3,NH,HD]. */
+__device__ __forceinline__ int64_t qkv_at(int64_t b, int64_t t, int which, int64_t h, int T, int C, int HD) {
+    return ((b * T + t) * 3 + which) * (int64_t)C + h * HD;
+}
+
+/* One thread per query row t of pair (b, h); online softmax over key tiles.
+ * mode 0 (forward): out = softmax(q K^T / sqrt(HD)) V; probs (when not NULL) written
+ *   in a second pass, masked entries 0.
+ * mode 1 (backward statistics): lse[t] = log-sum-exp of the scaled scores (not when
+ *   probs is given) and D[t] = dO[t] . O[t], with O from probs when given. */
+template <int HDMAX>
+__global__ void __launch_bounds__(ATT_BQ) k_attn_rows(int mode, prt_ten out, prt_ten probs, prt_ten qkv, prt_ten dout,
+                                                      float *lse_ws, float *d_ws, int64_t pair0, int T, int NH, int HD,
+                                                      int causal, float scale) {
+    __shared__ float ks[ATT_BK][HDMAX], vs[ATT_BK][HDMAX];
+    int64_t pair = pair0 + blockIdx.y, b = pair / NH, h = pair % NH;
+    int C = NH * HD;
+    int t = blockIdx.x * ATT_BQ + threadIdx.x;
+    bool active = t < T;
+    bool use_probs = mode == 1 && probs.p;
+    int64_t prow = (pair * T + t) * (int64_t)T;  /* probs row of t */
+    float q[HDMAX], acc[HDMAX];
+#pragma unroll
+    for (int d = 0; d < HDMAX; d++) {
+        q[d] = active && d < HD ? LD(qkv, qkv_at(b, t, 0, h, T, C, HD) + d) * scale : 0.0f;
+        acc[d] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    int last = min(T - 1, (int)(blockIdx.x * ATT_BQ + ATT_BQ - 1));
+    int kend = causal ? last + 1 : T;
+    for (int k0 = 0; k0 < kend; k0 += ATT_BK) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < ATT_BK * HDMAX; e += ATT_BQ) {
+            int j = e / HDMAX, d = e % HDMAX, key = k0 + j;
+            float kv = 0.0f, vv = 0.0f;
+            if (key < T && d < HD) {
+                kv = LD(qkv, qkv_at(b, key, 1, h, T, C, HD) + d);
+                vv = LD(qkv, qkv_at(b, key, 2, h, T, C, HD) + d);
+            }
+            ks[j][d] = kv;
+            vs[j][d] = vv;
+        }
+        __syncthreads();
+        if (!active) continue;
+        int jn = min(ATT_BK, T - k0);
+        if (causal) jn = min(jn, t - k0 + 1);
+        if (jn <= 0) continue;
+        if (use_probs) {
+            for (int j = 0; j < jn; j++) {
+                float p = LD(probs, prow + k0 + j);
+#pragma unroll
+                for (int d = 0; d < HDMAX; d++) acc[d] += p * vs[j][d];
+            }
+            continue;
+        }
+        float s[ATT_BK], tm = m;
+#pragma unroll
+        for (int j = 0; j < ATT_BK; j++) {
+            float x = -INFINITY;
+            if (j < jn) {
+                x = 0.0f;
+#pragma unroll
+                for (int d = 0; d < HDMAX; d++) x += q[d] * ks[j][d];
+            }
+            s[j] = x;
+            tm = fmaxf(tm, x);
+        }
+        float corr = expf(m - tm);  /* 0 on the first tile (m = -inf) */
+        l *= corr;
+#pragma unroll
+        for (int d = 0; d < HDMAX; d++) acc[d] *= corr;
+#pragma unroll
+        for (int j = 0; j < ATT_BK; j++) {
+            float p = j < jn ? expf(s[j] - tm) : 0.0f;
+            l += p;
+#pragma unroll
+            for (int d = 0; d < HDMAX; d++) acc[d] += p * vs[j][d];
+        }
+        m = tm;
+    }
+    float inv = use_probs ? 1.0f : 1.0f / l;
+    if (mode == 0) {
+        if (active) {
+            int64_t o = (b * T + t) * (int64_t)C + h * HD;
+#pragma unroll
+            for (int d = 0; d < HDMAX; d++)
+                if (d < HD) ST(out, o + d, acc[d] * inv);
+        }
+        if (!probs.p) return;
+        for (int k0 = 0; k0 < T; k0 += ATT_BK) {  /* second pass: the probabilities, every key */
+            __syncthreads();
+            for (int e = threadIdx.x; e < ATT_BK * HDMAX; e += ATT_BQ) {
+                int j = e / HDMAX, d = e % HDMAX, key = k0 + j;
+                ks[j][d] = key < T && d < HD ? LD(qkv, qkv_at(b, key, 1, h, T, C, HD) + d) : 0.0f;
+            }
+            __syncthreads();
+            if (!active) continue;
+            for (int j = 0; j < ATT_BK && k0 + j < T; j++) {
+                float p = 0.0f;
+                if (!causal || k0 + j <= t) {
+                    float x = 0.0f;
+#pragma unroll
+                    for (int d = 0; d < HDMAX; d++) x += q[d] * ks[j][d];
+                    p = expf(x - m) * inv;
+                }
+                ST(probs, prow + k0 + j, p);
+            }
+        }
+        return;
+    }
+    if (!active) return;
+    int64_t o = (b * T + t) * (int64_t)C + h * HD, r = (pair - pair0) * T + t;
+    float dsum = 0.0f;
+#pragma unroll
+    for (int d = 0; d < HDMAX; d++)
+        if (d < HD) dsum += LD(dout, o + d) * (acc[d] * inv);
+    d_ws[r] = dsum;
+    if (!use_probs) lse_ws[r] = m + logf(l);
+}
+
+/* dQ: one thread per query row t.  dS = P (dO . v - D);  dq += scale dS k. */
+template <int HDMAX>
+__global__ void __launch_bounds__(ATT_BQ) k_attn_dq(prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs,
+                                                    const float *lse_ws, const float *d_ws, int64_t pair0, int T,
+                                                    int NH, int HD, int causal, float scale) {
+    __shared__ float ks[ATT_BK][HDMAX], vs[ATT_BK][HDMAX];
+    int64_t pair = pair0 + blockIdx.y, b = pair / NH, h = pair % NH;
+    int C = NH * HD;
+    int t = blockIdx.x * ATT_BQ + threadIdx.x;
+    bool active = t < T;
+    int64_t o = (b * T + t) * (int64_t)C + h * HD, r = (pair - pair0) * T + t, prow = (pair * T + t) * (int64_t)T;
+    float q[HDMAX], g[HDMAX], dq[HDMAX];
+#pragma unroll
+    for (int d = 0; d < HDMAX; d++) {
+        q[d] = active && d < HD ? LD(qkv, qkv_at(b, t, 0, h, T, C, HD) + d) * scale : 0.0f;
+        g[d] = active && d < HD ? LD(dout, o + d) : 0.0f;
+        dq[d] = 0.0f;
+    }
+    float lse = active && !probs.p ? lse_ws[r] : 0.0f, D = active ? d_ws[r] : 0.0f;
+    int last = min(T - 1, (int)(blockIdx.x * ATT_BQ + ATT_BQ - 1));
+    int kend = causal ? last + 1 : T;
+    for (int k0 = 0; k0 < kend; k0 += ATT_BK) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < ATT_BK * HDMAX; e += ATT_BQ) {
+            int j = e / HDMAX, d = e % HDMAX, key = k0 + j;
+            bool in = key < T && d < HD;
+            ks[j][d] = in ? LD(qkv, qkv_at(b, key, 1, h, T, C, HD) + d) : 0.0f;
+            vs[j][d] = in ? LD(qkv, qkv_at(b, key, 2, h, T, C, HD) + d) : 0.0f;
+        }
+        __syncthreads();
+        if (!active) continue;
+        int jn = min(ATT_BK, T - k0);
+        if (causal) jn = min(jn, t - k0 + 1);
+        for (int j = 0; j < jn; j++) {
+            float p;
+            if (probs.p) {
+                p = LD(probs, prow + k0 + j);
+            } else {
+                float x = 0.0f;
+#pragma unroll
+                for (int d = 0; d < HDMAX; d++) x += q[d] * ks[j][d];
+                p = expf(x - lse);
+            }
+            float dp = 0.0f;
+#pragma unroll
+            for (int d = 0; d < HDMAX; d++) dp += g[d] * vs[j][d];
+            float ds = p * (dp - D);
+#pragma unroll
+            for (int d = 0; d < HDMAX; d++) dq[d] += ds * ks[j][d];
+        }
+    }
+    if (!active) return;
+    int64_t at = qkv_at(b, t, 0, h, T, C, HD);
+#pragma unroll
+    for (int d = 0; d < HDMAX; d++)
+        if (d < HD) ST(dqkv, at + d, LD(dqkv, at + d) + scale * dq[d]);
+}
+
+/* dK (want_dk) or dV: one thread per key row j, over the query rows i (i >= j when causal).
+ *   dv += P dO_i;   dk += scale P (dO_i . v - D_i) q_i. */
+template <int HDMAX, bool WANT_DK>
+__global__ void __launch_bounds__(ATT_BQ) k_attn_dkv(prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs,
+                                                     const float *lse_ws, const float *d_ws, int64_t pair0, int T,
+                                                     int NH, int HD, int causal, float scale) {
+    __shared__ float qs[ATT_BK][HDMAX], gs[ATT_BK][HDMAX], ls[ATT_BK], dsh[ATT_BK];
+    int64_t pair = pair0 + blockIdx.y, b = pair / NH, h = pair % NH;
+    int C = NH * HD;
+    int j = blockIdx.x * ATT_BQ + threadIdx.x;
+    bool active = j < T;
+    float k[HDMAX], v[HDMAX], a[HDMAX];
+#pragma unroll
+    for (int d = 0; d < HDMAX; d++) {
+        k[d] = active && d < HD ? LD(qkv, qkv_at(b, j, 1, h, T, C, HD) + d) : 0.0f;
+        v[d] = WANT_DK && active && d < HD ? LD(qkv, qkv_at(b, j, 2, h, T, C, HD) + d) : 0.0f;
+        a[d] = 0.0f;
+    }
+    int first = causal ? (int)(blockIdx.x * ATT_BQ) : 0;  /* a multiple of ATT_BK */
+    for (int i0 = first; i0 < T; i0 += ATT_BK) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < ATT_BK * HDMAX; e += ATT_BQ) {
+            int r = e / HDMAX, d = e % HDMAX, i = i0 + r;
+            bool in = i < T && d < HD;
+            qs[r][d] = in ? LD(qkv, qkv_at(b, i, 0, h, T, C, HD) + d) * scale : 0.0f;
+            gs[r][d] = in ? LD(dout, (b * T + i) * (int64_t)C + h * HD + d) : 0.0f;
+        }
+        for (int r = threadIdx.x; r < ATT_BK; r += ATT_BQ) {
+            int i = i0 + r;
+            int64_t w = (pair - pair0) * T + i;
+            ls[r] = i < T && !probs.p ? lse_ws[w] : 0.0f;
+            dsh[r] = i < T ? d_ws[w] : 0.0f;
+        }
+        __syncthreads();
+        if (!active) continue;
+        for (int r = 0; r < ATT_BK; r++) {
+            int i = i0 + r;
+            if (i >= T) break;
+            if (causal && i < j) continue;
+            float p;
+            if (probs.p) {
+                p = LD(probs, (pair * T + i) * (int64_t)T + j);
+            } else {
+                float x = 0.0f;
+#pragma unroll
+                for (int d = 0; d < HDMAX; d++) x += qs[r][d] * k[d];
+                p = expf(x - ls[r]);
+            }
+            if (WANT_DK) {
+                float dp = 0.0f;
+#pragma unroll
+                for (int d = 0; d < HDMAX; d++) dp += gs[r][d] * v[d];
+                float ds = p * (dp - dsh[r]);
+#pragma unroll
+                for (int d = 0; d < HDMAX; d++) a[d] += ds * qs[r][d];  /* qs carries one factor of scale */
+            } else {
+#pragma unroll
+                for (int d = 0; d < HDMAX; d++) a[d] += p * gs[r][d];
+            }
+        }
+    }
+    if (!active) return;
+    int64_t at = qkv_at(b, j, WANT_DK ? 1 : 2, h, T, C, HD);
+#pragma unroll
+    for (int d = 0; d < HDMAX; d++)
+        if (d < HD) ST(dqkv, at + d, LD(dqkv, at + d) + a[d]);
+}
+
+static int att_hdmax(int64_t HD) {
+    PRT_CHECK(HD >= 1 && HD <= 128, "attention: head dim %lld; the CUDA kernels take 1..128", (long long)HD);
+    return HD <= 32 ? 32 : HD <= 64 ? 64 : 128;
+}
+
+static void att_check(int64_t B, int64_t T, int64_t NH, int64_t HD) {
+    PRT_CHECK(T >= 0 && T <= 0x7fffffff && NH * HD * 3 <= 0x7fffffff && NH >= 1, "attention: bad shape T=%lld NH=%lld HD=%lld",
+              (long long)T, (long long)NH, (long long)HD);
+    (void)B;
+}
+
+#define ATT_LAUNCH(kernel, grid, ...)                                                        \
+    do {                                                                                     \
+        switch (att_hdmax(HD)) {                                                             \
+        case 32: kernel<32><<<grid, ATT_BQ, 0, stream_of(rt)>>>(__VA_ARGS__); break;         \
+        case 64: kernel<64><<<grid, ATT_BQ, 0, stream_of(rt)>>>(__VA_ARGS__); break;         \
+        default: kernel<128><<<grid, ATT_BQ, 0, stream_of(rt)>>>(__VA_ARGS__); break;        \
+        }                                                                                    \
+        PRT_LAUNCH_CHECK();                                                                  \
+    } while (0)
+
+void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
+                          int64_t HD, int64_t causal) {
+    att_check(B, T, NH, HD);
+    if (B <= 0 || T <= 0) return;
+    float scale = 1.0f / sqrtf((float)HD);
+    prt_ten none = {NULL, PRT_F32};
+    int64_t pairs = B * NH;
+    for (int64_t p0 = 0; p0 < pairs; p0 += 65535) {
+        int64_t np = pairs - p0 < 65535 ? pairs - p0 : 65535;
+        dim3 grid((unsigned)((T + ATT_BQ - 1) / ATT_BQ), (unsigned)np);
+        ATT_LAUNCH(k_attn_rows, grid, 0, out, probs, qkv, none, (float *)NULL, (float *)NULL, p0, (int)T, (int)NH,
+                   (int)HD, (int)causal, scale);
+    }
+}
+
+void prt_cu_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B, int64_t T,
+                          int64_t NH, int64_t HD, int64_t causal) {
+    att_check(B, T, NH, HD);
+    if (B <= 0 || T <= 0 || !dqkv.p) return;
+    float scale = 1.0f / sqrtf((float)HD);
+    prt_ten none = {NULL, PRT_F32};
+    int64_t pairs = B * NH, per_pair = probs.p ? T : 2 * T;
+    int64_t chunk = T < 65535 ? T : 65535;  /* pairs at a time: chunk x per_pair <= the ledger's (1 or 2) x T x T */
+    if (chunk > pairs) chunk = pairs;
+    float *ws = prt_cuda_workspace(rt, (size_t)(chunk * per_pair));
+    for (int64_t p0 = 0; p0 < pairs; p0 += chunk) {
+        int64_t np = pairs - p0 < chunk ? pairs - p0 : chunk;
+        float *d_ws = ws, *lse_ws = probs.p ? NULL : ws + np * T;
+        dim3 grid((unsigned)((T + ATT_BQ - 1) / ATT_BQ), (unsigned)np);
+        ATT_LAUNCH(k_attn_rows, grid, 1, none, probs, qkv, dout, lse_ws, d_ws, p0, (int)T, (int)NH, (int)HD,
+                   (int)causal, scale);
+        ATT_LAUNCH(k_attn_dq, grid, dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T, (int)NH, (int)HD, (int)causal,
+                   scale);
+        switch (att_hdmax(HD)) {
+        case 32:
+            k_attn_dkv<32, true><<<grid, ATT_BQ, 0, stream_of(rt)>>>(dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T,
+                                                                    (int)NH, (int)HD, (int)causal, scale);
+            k_attn_dkv<32, false><<<grid, ATT_BQ, 0, stream_of(rt)>>>(dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T,
+                                                                     (int)NH, (int)HD, (int)causal, scale);
+            break;
+        case 64:
+            k_attn_dkv<64, true><<<grid, ATT_BQ, 0, stream_of(rt)>>>(dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T,
+                                                                    (int)NH, (int)HD, (int)causal, scale);
+            k_attn_dkv<64, false><<<grid, ATT_BQ, 0, stream_of(rt)>>>(dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T,
+                                                                     (int)NH, (int)HD, (int)causal, scale);
+            break;
+        default:
+            k_attn_dkv<128, true><<<grid, ATT_BQ, 0, stream_of(rt)>>>(dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T,
+                                                                     (int)NH, (int)HD, (int)causal, scale);
+            k_attn_dkv<128, false><<<grid, ATT_BQ, 0, stream_of(rt)>>>(dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T,
+                                                                      (int)NH, (int)HD, (int)causal, scale);
+            break;
+        }
+        PRT_LAUNCH_CHECK();
+    }
+}
+
+/* ---------------------------------------------------------------- cross-entropy (one block per row) */
+
+__global__ void k_xent_max(float *mx, prt_ten logits, int64_t V) {
+    int64_t row = blockIdx.x * V;
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, LD(logits, row + j));
+    m = block_max_f(m);
+    if (threadIdx.x == 0) mx[blockIdx.x] = m;
+}
+__global__ void k_xent_sums(float *sums, const float *mx, prt_ten logits, const int32_t *targets, int64_t N, int64_t V,
+                            int64_t vocab_offset) {
+    int64_t n = blockIdx.x, row = n * V;
+    double s = 0.0;
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += exp((double)(LD(logits, row + j) - mx[n]));
+    s = block_sum_d(s);
+    if (threadIdx.x == 0) {
+        sums[n] = (float)s;
+        int64_t j = (int64_t)targets[n] - vocab_offset;
+        sums[N + n] = j >= 0 && j < V ? LD(logits, row + j) : 0.0f;
+    }
+}
+/* One block: stats, the loss (double) into loss_out[0] (8 bytes at the start of the
+ * workspace, written after every read of it), loss_sum[0] += loss. */
+__global__ void k_xent_final(prt_ten stats, prt_ten loss_sum, float *mx, const float *sums, int64_t N) {
+    double loss = 0.0;
+    for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
+        float lse = mx[n] + logf(sums[n]);
+        ST(stats, 2 * n, mx[n]);
+        ST(stats, 2 * n + 1, lse);
+        loss += (double)lse - (double)sums[N + n];
+    }
+    loss = block_sum_d(loss);  /* ends with __syncthreads: every read of mx is done */
+    if (threadIdx.x == 0) {
+        *(double *)mx = loss;
+        if (loss_sum.p) ST(loss_sum, 0, LD(loss_sum, 0) + (float)loss);
+    }
+}
+__global__ void k_xent_bwd(prt_ten dlogits, prt_ten logits, prt_ten stats, const int32_t *targets, int64_t N, int64_t V,
+                           int64_t vocab_offset, float s) {
+    GRID_STRIDE(i, N * V) {
+        int64_t n = i / V, j = i % V;
+        float p = expf(LD(logits, i) - LD(stats, 2 * n + 1));
+        ST(dlogits, i, LD(dlogits, i) + s * (p - (j == (int64_t)targets[n] - vocab_offset ? 1.0f : 0.0f)));
+    }
+}
+
+/* MAX or SUM over the axis of n floats in device memory (the xent all-reduces). */
+static void allreduce_f32(prt *rt, int64_t axis, float *buf, int64_t n, int is_max, const char *name) {
+    prt_cuda *c = prt_cu(rt);
+    (void)c;
+    if (prt_axis_size(rt, axis) == 1) return;
+    double t0 = prt_trace_start(rt);
+#ifdef PRT_HAVE_NCCL
+    if (c->nccl) {
+        PRT_CUDA_CHECK(cudaEventRecord(c->ev_compute, c->stream));
+        PRT_CUDA_CHECK(cudaStreamWaitEvent(c->comm_stream, c->ev_compute, 0));
+        PRT_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, ncclFloat32, is_max ? ncclMax : ncclSum, c->comm[axis],
+                                     c->comm_stream));
+        PRT_CUDA_CHECK(cudaEventRecord(c->ev_comm, c->comm_stream));
+        PRT_CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->ev_comm, 0));
+        if (rt->tracing) prt_cuda_sync(rt);
+        PRT_TRACE_END(rt, name, "comm", t0, n * 4, axis);
+        return;
+    }
+#endif
+    float *h = (float *)prt_cuda_host_copy(rt, buf, (size_t)n * sizeof(float));
+    prt_block_begin(is_max ? "cross-entropy max all-reduce" : "cross-entropy sum all-reduce", axis);
+    PRT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, is_max ? MPI_MAX : MPI_SUM, prt_axis_comm(rt, axis)));
+    prt_block_end();
+    prt_cuda_h2d(rt, buf, h, (size_t)n * sizeof(float));
+    free(h);
+    PRT_TRACE_END(rt, name, "comm", t0, n * 4, axis);
+}
+
+double prt_cu_xent_fwd(prt *rt, prt_ten loss_sum, prt_ten stats, prt_ten logits, const int32_t *targets, int64_t N,
+                       int64_t V_local, int64_t vocab_offset, int64_t axis) {
+    if (N <= 0) return 0.0;
+    PRT_CHECK(N <= 0x7fffffff / 2, "xent: %lld rows is too many for one all-reduce", (long long)N);
+    float *mx = prt_cuda_workspace(rt, (size_t)3 * (size_t)N), *sums = mx + N;
+    cudaStream_t s = stream_of(rt);
+    k_xent_max<<<(unsigned)N, THREADS, 0, s>>>(mx, logits, V_local);
+    PRT_LAUNCH_CHECK();
+    allreduce_f32(rt, axis, mx, N, 1, "xent_allreduce_max");
+    k_xent_sums<<<(unsigned)N, THREADS, 0, s>>>(sums, mx, logits, targets, N, V_local, vocab_offset);
+    PRT_LAUNCH_CHECK();
+    allreduce_f32(rt, axis, sums, 2 * N, 0, "xent_allreduce_sum");
+    k_xent_final<<<1, 1024, 0, s>>>(stats, loss_sum, mx, sums, N);
+    PRT_LAUNCH_CHECK();
+    double loss = 0.0;
+    prt_cuda_d2h(rt, &loss, mx, sizeof loss);
+    return loss;
+}
+
+void prt_cu_xent_bwd(prt *rt, prt_ten dlogits, prt_ten logits, prt_ten stats, const int32_t *targets, int64_t N,
+                     int64_t V_local, int64_t vocab_offset, double scale) {
+    ELEMENTWISE(k_xent_bwd, N * V_local, dlogits, logits, stats, targets, N, V_local, vocab_offset, (float)scale);
+}
+
+/* ---------------------------------------------------------------- optimizers */
+
+__global__ void k_adamw(prt_ten param, prt_ten master, prt_ten grad, prt_ten m, prt_ten v, int64_t n, float b1, float b2,
+                        float lr, float eps, float wd, float bc1, float bc2) {
+    prt_ten p = master.p ? master : param;
+    GRID_STRIDE(i, n) {
+        float g = LD(grad, i);
+        float mi = b1 * LD(m, i) + (1.0f - b1) * g, vi = b2 * LD(v, i) + (1.0f - b2) * g * g;
+        ST(m, i, mi);
+        ST(v, i, vi);
+        float mhat = mi / bc1, vhat = vi / bc2, pi = LD(p, i);
+        pi -= lr * (mhat / (sqrtf(vhat) + eps) + wd * pi);
+        ST(p, i, pi);
+        if (master.p) ST(param, i, pi);
+    }
+}
+__global__ void k_sgd(prt_ten param, prt_ten master, prt_ten grad, prt_ten mom, int64_t n, float lr, float mu, float wd) {
+    prt_ten p = master.p ? master : param;
+    GRID_STRIDE(i, n) {
+        float pi = LD(p, i), d = LD(grad, i) + wd * pi;
+        if (mom.p) {
+            d = mu * LD(mom, i) + d;
+            ST(mom, i, d);
+        }
+        pi -= lr * d;
+        ST(p, i, pi);
+        if (master.p) ST(param, i, pi);
+    }
+}
+
+void prt_cu_adamw(prt *rt, prt_ten param, prt_ten master, prt_ten grad, prt_ten m, prt_ten v, int64_t n, int64_t step,
+                  double lr, double beta1, double beta2, double eps, double weight_decay) {
+    PRT_CHECK(step >= 1, "adamw: step counts from 1, got %lld", (long long)step);
+    float bc1 = (float)(1.0 - pow(beta1, (double)step)), bc2 = (float)(1.0 - pow(beta2, (double)step));
+    ELEMENTWISE(k_adamw, n, param, master, grad, m, v, n, (float)beta1, (float)beta2, (float)lr, (float)eps,
+                (float)weight_decay, bc1, bc2);
+}
+
+void prt_cu_sgd(prt *rt, prt_ten param, prt_ten master, prt_ten grad, prt_ten mom, int64_t n, double lr, double momentum,
+                double weight_decay) {
+    ELEMENTWISE(k_sgd, n, param, master, grad, mom, n, (float)lr, (float)momentum, (float)weight_decay);
+}

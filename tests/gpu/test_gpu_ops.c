@@ -1,0 +1,297 @@
+/*
+ * test_gpu_ops.c — every op of the CUDA backend against the CPU path (habit 10).
+ *
+ * One rank, mesh {x: 1}.  The runtime runs on the CPU (--device cpu); its CUDA
+ * state is set up beside it (prt_cuda_init), so both backends run the same op on
+ * the same inputs: the CPU op through the public API on registered host buffers
+ * (one pool per dtype, so prt_dtype_of gives each tensor its dtype), the GPU op
+ * through its prt_cu_* entry point on device copies.  Per op, dtype and output:
+ *   relative error ||gpu - cpu|| / ||cpu|| <= tol (f32 1e-4; bf16 1e-2, about 2.5
+ *   bf16 ulps: both sides round nearly equal fp32 values; f16 2e-3);
+ *   forward outputs start as NaN on the device: any NaN left is an unwritten output.
+ * Backward outputs start as the same random values on both sides (they accumulate).
+ * Then the collectives of the active PRT_COLLECTIVES path on axis x (size 1: with
+ * PRT_COLLECTIVES=nccl that is a one-rank NCCL communicator, the real code path).
+ * Exit status 0 when every check passes.  Prints one line per check.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prt_internal.h"
+
+#define POOL (1 << 22) /* elements per dtype pool */
+
+static prt *rt;
+static char *pool[3];      /* host pools: f32, bf16, f16 */
+static int64_t used[3];
+static int32_t *ipool;     /* host i32 pool */
+static int failures, checks;
+
+typedef struct {           /* one tensor on both sides */
+    void *h;               /* host, in a registered pool */
+    void *d;               /* device copy */
+    int64_t dt, n;
+} ten;
+
+static uint64_t rng = 12345;
+static float frand(void) {
+    uint64_t x = (rng += 0x9e3779b97f4a7c15ULL);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+/* A tensor of n elements of dtype dt: random in [lo, hi) (or NaN on the device when nan_dev). */
+static ten mk(int64_t dt, int64_t n, float lo, float hi, int nan_dev) {
+    ten t = {NULL, NULL, dt, n};
+    size_t es = prt_dtype_size(dt);
+    if (used[dt] + n + 32 > POOL) { fprintf(stderr, "pool exhausted\n"); exit(1); }
+    t.h = pool[dt] + used[dt] * es;
+    used[dt] += (n + 31) / 32 * 32;
+    for (int64_t i = 0; i < n; i++) prt_store(t.h, dt, i, lo + (hi - lo) * 0.5f * (frand() + 1.0f));
+    t.d = prt_cuda_alloc_zero(rt, (size_t)n * es, "test");
+    if (nan_dev) prt_cuda_memset(rt, t.d, 0xff, (size_t)n * es);
+    else prt_cuda_h2d(rt, t.d, t.h, (size_t)n * es);
+    return t;
+}
+static prt_ten D(ten t) { return (prt_ten){t.d, t.dt}; }
+static prt_ten NONE = {NULL, PRT_F32};
+
+static double tol_of(int64_t dt) { return dt == PRT_F32 ? 1e-4 : dt == PRT_BF16 ? 1e-2 : 2e-3; }
+
+/* Compares the device copy of t with its host value. */
+static void check(const char *op, const char *what, ten t, double tol) {
+    size_t es = prt_dtype_size(t.dt);
+    void *g = malloc((size_t)t.n * es);
+    prt_cuda_d2h(rt, g, t.d, (size_t)t.n * es);
+    double num = 0, den = 0;
+    int64_t nans = 0;
+    for (int64_t i = 0; i < t.n; i++) {
+        float a = prt_load(g, t.dt, i), b = prt_load(t.h, t.dt, i);
+        if (isnan(a) && !isnan(b)) nans++;
+        num += ((double)a - b) * ((double)a - b);
+        den += (double)b * b;
+    }
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    int ok = nans == 0 && rel <= tol && !isnan(rel);
+    checks++;
+    if (!ok) failures++;
+    printf("%-22s %-6s %-8s rel %.2e (tol %.0e) nan %lld  %s\n", op, prt_dtype_names[t.dt], what, rel, tol,
+           (long long)nans, ok ? "ok" : "FAIL");
+    free(g);
+}
+
+static ten mki(int64_t n, int64_t lo, int64_t hi) {  /* i32 tokens in [lo, hi) */
+    static int64_t iused;
+    ten t = {ipool + iused, NULL, PRT_I32, n};
+    iused += n;
+    for (int64_t i = 0; i < n; i++) ((int32_t *)t.h)[i] = (int32_t)(lo + (int64_t)((frand() + 1.0f) * 0.5f * (hi - lo)) % (hi - lo));
+    t.d = prt_cuda_alloc_zero(rt, (size_t)n * 4, "test");
+    prt_cuda_h2d(rt, t.d, t.h, (size_t)n * 4);
+    return t;
+}
+
+static void ops(int64_t dt) {
+    double tol = tol_of(dt);
+    const int64_t N = 48, C = 96, M = 80, K = 72;
+    /* element-wise */
+    {
+        ten in = mk(dt, N * C, -2, 2, 0), out = mk(dt, N * C, 0, 0, 1), din = mk(dt, N * C, -1, 1, 0),
+            dout = mk(dt, N * C, -1, 1, 0), b = mk(dt, N * C, -1, 1, 0);
+        prt_gelu_fwd(rt, out.h, in.h, N * C); prt_cu_gelu_fwd(rt, D(out), D(in), N * C); check("gelu_fwd", "out", out, tol);
+        prt_gelu_bwd(rt, din.h, in.h, dout.h, N * C); prt_cu_gelu_bwd(rt, D(din), D(in), D(dout), N * C); check("gelu_bwd", "din", din, tol);
+        prt_cuda_memset(rt, out.d, 0xff, (size_t)(N * C) * prt_dtype_size(dt));
+        prt_relu_fwd(rt, out.h, in.h, N * C); prt_cu_relu_fwd(rt, D(out), D(in), N * C); check("relu_fwd", "out", out, tol);
+        prt_relu_bwd(rt, din.h, in.h, dout.h, N * C); prt_cu_relu_bwd(rt, D(din), D(in), D(dout), N * C); check("relu_bwd", "din", din, tol);
+        prt_cuda_memset(rt, out.d, 0xff, (size_t)(N * C) * prt_dtype_size(dt));
+        prt_add_fwd(rt, out.h, in.h, b.h, N * C); prt_cu_add_fwd(rt, D(out), D(in), D(b), N * C); check("add_fwd", "out", out, tol);
+        prt_acc(rt, out.h, b.h, N * C); prt_cu_acc(rt, D(out), D(b), N * C); check("acc", "dst", out, tol);
+        prt_cuda_memset(rt, out.d, 0xff, (size_t)(N * C) * prt_dtype_size(dt));
+        prt_copy(rt, out.h, in.h, N * C); prt_cu_copy(rt, D(out), D(in), N * C); check("copy", "dst", out, tol);
+        ten f32 = mk(PRT_F32, N * C, 0, 0, 1);
+        prt_copy(rt, f32.h, in.h, N * C); prt_cu_copy(rt, D(f32), D(in), N * C); check("copy(convert)", "dst", f32, tol);
+        prt_zero(rt, out.h, N * C); prt_cu_zero(rt, D(out), N * C, prt_dtype_size(dt)); check("zero", "buf", out, tol);
+        ten sw_out = mk(dt, N * C / 2, 0, 0, 1);
+        prt_swiglu_fwd(rt, sw_out.h, in.h, N, C / 2); prt_cu_swiglu_fwd(rt, D(sw_out), D(in), N, C / 2); check("swiglu_fwd", "out", sw_out, tol);
+        prt_swiglu_bwd(rt, din.h, in.h, sw_out.h, N, C / 2); prt_cu_swiglu_bwd(rt, D(din), D(in), D(sw_out), N, C / 2); check("swiglu_bwd", "din", din, tol);
+        ten bias = mk(dt, C, -1, 1, 0), db = mk(dt, C, -1, 1, 0);
+        prt_cuda_memset(rt, out.d, 0xff, (size_t)(N * C) * prt_dtype_size(dt));
+        prt_bias_fwd(rt, out.h, in.h, bias.h, N, C); prt_cu_bias_fwd(rt, D(out), D(in), D(bias), N, C); check("bias_fwd", "out", out, tol);
+        prt_bias_bwd(rt, db.h, dout.h, N, C); prt_cu_bias_bwd(rt, D(db), D(dout), N, C); check("bias_bwd", "db", db, tol);
+    }
+    /* embedding (vocab-parallel: a local block [16, 16 + 40) of a vocab of 64) and positions */
+    {
+        const int64_t V = 40, off = 16, B = 3, T = 16;
+        ten tok = mki(N, 0, 64), wte = mk(dt, V * C, -1, 1, 0), out = mk(dt, N * C, 0, 0, 1), dwte = mk(dt, V * C, -1, 1, 0),
+            dout = mk(dt, N * C, -1, 1, 0);
+        prt_embed_fwd(rt, out.h, tok.h, wte.h, N, C, V, off); prt_cu_embed_fwd(rt, D(out), tok.d, D(wte), N, C, V, off); check("embed_fwd", "out", out, tol);
+        prt_embed_bwd(rt, dwte.h, tok.h, dout.h, N, C, V, off); prt_cu_embed_bwd(rt, D(dwte), tok.d, D(dout), N, C, V, off); check("embed_bwd", "dwte", dwte, tol);
+        ten wpe = mk(dt, (T + 4) * C, -1, 1, 0), in = mk(dt, B * T * C, -1, 1, 0), po = mk(dt, B * T * C, 0, 0, 1),
+            dwpe = mk(dt, (T + 4) * C, -1, 1, 0), din = mk(dt, B * T * C, -1, 1, 0), pg = mk(dt, B * T * C, -1, 1, 0);
+        prt_pos_fwd(rt, po.h, in.h, wpe.h, B, T, C, 4); prt_cu_pos_fwd(rt, D(po), D(in), D(wpe), B, T, C, 4); check("pos_fwd", "out", po, tol);
+        prt_pos_bwd(rt, dwpe.h, din.h, pg.h, B, T, C, 4); prt_cu_pos_bwd(rt, D(dwpe), D(din), D(pg), B, T, C, 4);
+        check("pos_bwd", "dwpe", dwpe, tol); check("pos_bwd", "din", din, tol);
+    }
+    /* norms */
+    {
+        ten in = mk(dt, N * C, -2, 3, 0), w = mk(dt, C, 0.5f, 1.5f, 0), b = mk(dt, C, -1, 1, 0), out = mk(dt, N * C, 0, 0, 1),
+            mean = mk(dt, N, 0, 0, 1), rstd = mk(dt, N, 0, 0, 1), din = mk(dt, N * C, -1, 1, 0), dw = mk(dt, C, -1, 1, 0),
+            db = mk(dt, C, -1, 1, 0), dout = mk(dt, N * C, -1, 1, 0);
+        prt_layernorm_fwd(rt, out.h, mean.h, rstd.h, in.h, w.h, b.h, N, C);
+        prt_cu_layernorm_fwd(rt, D(out), D(mean), D(rstd), D(in), D(w), D(b), N, C);
+        check("layernorm_fwd", "out", out, tol); check("layernorm_fwd", "mean", mean, tol); check("layernorm_fwd", "rstd", rstd, tol);
+        prt_layernorm_bwd(rt, din.h, dw.h, db.h, dout.h, in.h, w.h, mean.h, rstd.h, N, C);
+        prt_cu_layernorm_bwd(rt, D(din), D(dw), D(db), D(dout), D(in), D(w), D(mean), D(rstd), N, C);
+        check("layernorm_bwd", "din", din, tol); check("layernorm_bwd", "dw", dw, tol); check("layernorm_bwd", "db", db, tol);
+        prt_cuda_memset(rt, out.d, 0xff, (size_t)(N * C) * prt_dtype_size(dt));
+        prt_cuda_memset(rt, rstd.d, 0xff, (size_t)N * prt_dtype_size(dt));
+        prt_rmsnorm_fwd(rt, out.h, rstd.h, in.h, w.h, N, C); prt_cu_rmsnorm_fwd(rt, D(out), D(rstd), D(in), D(w), N, C);
+        check("rmsnorm_fwd", "out", out, tol); check("rmsnorm_fwd", "rstd", rstd, tol);
+        prt_rmsnorm_bwd(rt, din.h, dw.h, dout.h, in.h, w.h, rstd.h, N, C);
+        prt_cu_rmsnorm_bwd(rt, D(din), D(dw), D(dout), D(in), D(w), D(rstd), N, C);
+        check("rmsnorm_bwd", "din", din, tol); check("rmsnorm_bwd", "dw", dw, tol);
+    }
+    /* GEMMs, both layouts; and a mixed-dtype one (fp32 input, 16-bit weight: the generic kernel) */
+    for (int tr = 0; tr < 2; tr++) {
+        const char *f = tr ? "matmul_t_fwd" : "matmul_fwd", *bw = tr ? "matmul_t_bwd" : "matmul_bwd";
+        ten in = mk(dt, N * K, -1, 1, 0), w = mk(dt, K * M, -1, 1, 0), out = mk(dt, N * M, 0, 0, 1),
+            din = mk(dt, N * K, -1, 1, 0), dw = mk(dt, K * M, -1, 1, 0), dout = mk(dt, N * M, -1, 1, 0);
+        if (tr) { prt_matmul_t_fwd(rt, out.h, in.h, w.h, N, K, M); prt_matmul_t_bwd(rt, din.h, dw.h, dout.h, in.h, w.h, N, K, M); }
+        else { prt_matmul_fwd(rt, out.h, in.h, w.h, N, K, M); prt_matmul_bwd(rt, din.h, dw.h, dout.h, in.h, w.h, N, K, M); }
+        prt_cu_matmul_fwd(rt, D(out), D(in), D(w), N, K, M, tr);
+        prt_cu_matmul_bwd(rt, D(din), D(dw), D(dout), D(in), D(w), N, K, M, tr);
+        check(f, "out", out, tol); check(bw, "din", din, tol); check(bw, "dw", dw, tol);
+        if (dt != PRT_F32) {
+            ten in32 = mk(PRT_F32, N * K, -1, 1, 0), o2 = mk(dt, N * M, 0, 0, 1);
+            if (tr) prt_matmul_t_fwd(rt, o2.h, in32.h, w.h, N, K, M); else prt_matmul_fwd(rt, o2.h, in32.h, w.h, N, K, M);
+            prt_cu_matmul_fwd(rt, D(o2), D(in32), D(w), N, K, M, tr);
+            check(tr ? "matmul_t_fwd(mixed)" : "matmul_fwd(mixed)", "out", o2, tol);
+        }
+    }
+    /* attention: head dims 16 / 64 / 128, causal or not, probs saved or not; T not a multiple of the tiles */
+    const int64_t shapes[][4] = {{2, 80, 3, 16}, {1, 70, 2, 64}, {1, 40, 1, 128}};
+    for (int s = 0; s < 3; s++)
+        for (int causal = 0; causal < 2; causal++)
+            for (int with_probs = 0; with_probs < 2; with_probs++) {
+                int64_t B = shapes[s][0], T = shapes[s][1], NH = shapes[s][2], HD = shapes[s][3], Cq = NH * HD;
+                if (s > 0 && !causal && with_probs) continue;
+                ten qkv = mk(dt, B * T * 3 * Cq, -1, 1, 0), out = mk(dt, B * T * Cq, 0, 0, 1),
+                    probs = with_probs ? mk(dt, B * NH * T * T, 0, 0, 1) : (ten){NULL, NULL, dt, 0},
+                    dqkv = mk(dt, B * T * 3 * Cq, -1, 1, 0), dout = mk(dt, B * T * Cq, -1, 1, 0);
+                char name[64];
+                snprintf(name, sizeof name, "attention_fwd hd%lld%s%s", (long long)HD, causal ? " c" : "", with_probs ? " p" : "");
+                prt_attention_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, HD, causal);
+                prt_cu_attention_fwd(rt, D(out), with_probs ? D(probs) : NONE, D(qkv), B, T, NH, HD, causal);
+                check(name, "out", out, tol);
+                if (with_probs) check(name, "probs", probs, tol);
+                name[10] = 'b', name[11] = 'w', name[12] = 'd';
+                prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, HD, causal);
+                prt_cu_attention_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, HD, causal);
+                check(name, "dqkv", dqkv, tol);
+            }
+    /* cross-entropy, vocab block [8, 8 + 50) of 70 classes on axis 0 (size 1) */
+    {
+        const int64_t V = 50, off = 8;
+        ten logits = mk(dt, N * V, -3, 3, 0), stats = mk(dt, 2 * N, 0, 0, 1), loss = mk(PRT_F32, 1, 0, 0, 0),
+            tg = mki(N, 0, 70), dl = mk(dt, N * V, -1, 1, 0);
+        prt_cuda_memset(rt, loss.d, 0, 4);
+        prt_store(loss.h, PRT_F32, 0, 0.0f);
+        prt_xent_fwd(rt, loss.h, stats.h, logits.h, tg.h, N, V, off, 0);
+        double l = prt_cu_xent_fwd(rt, D(loss), D(stats), D(logits), tg.d, N, V, off, 0);
+        check("xent_fwd", "stats", stats, tol); check("xent_fwd", "loss", loss, 1e-5);
+        double want = prt_load(loss.h, PRT_F32, 0);
+        checks++;
+        int ok = fabs(l - want) <= 1e-5 * fabs(want);
+        if (!ok) failures++;
+        printf("%-22s %-6s %-8s %.6f vs %.6f  %s\n", "xent_fwd", prt_dtype_names[dt], "return", l, want, ok ? "ok" : "FAIL");
+        prt_xent_bwd(rt, dl.h, logits.h, stats.h, tg.h, N, V, off, 0.25);
+        prt_cu_xent_bwd(rt, D(dl), D(logits), D(stats), tg.d, N, V, off, 0.25);
+        check("xent_bwd", "dlogits", dl, tol);
+    }
+    /* optimizers: master fp32 when the parameter is 16-bit */
+    {
+        const int64_t n = 1000;
+        ten p = mk(dt, n, -1, 1, 0), g = mk(dt, n, -1, 1, 0), m = mk(PRT_F32, n, -0.1f, 0.1f, 0), v = mk(PRT_F32, n, 0, 0.1f, 0),
+            master = mk(PRT_F32, n, -1, 1, 0);
+        int int16 = dt != PRT_F32;
+        prt_adamw(rt, p.h, int16 ? master.h : NULL, g.h, m.h, v.h, n, 3, 1e-2, 0.9, 0.95, 1e-8, 0.1);
+        prt_cu_adamw(rt, D(p), int16 ? D(master) : NONE, D(g), D(m), D(v), n, 3, 1e-2, 0.9, 0.95, 1e-8, 0.1);
+        check("adamw", "param", p, tol); check("adamw", "m", m, 1e-5); check("adamw", "v", v, 1e-5);
+        if (int16) check("adamw", "master", master, 1e-5);
+        prt_sgd(rt, p.h, int16 ? master.h : NULL, g.h, m.h, n, 1e-2, 0.9, 0.01);
+        prt_cu_sgd(rt, D(p), int16 ? D(master) : NONE, D(g), D(m), n, 1e-2, 0.9, 0.01);
+        check("sgd", "param", p, tol); check("sgd", "mom", m, 1e-5);
+    }
+}
+
+/* The collectives of the active path on axis 0 (size 1): each must leave the
+ * [outer, S, inner] data as the CPU path does (a copy for S = 1). */
+static void collectives(void) {
+    const int64_t outer = 3, inner = 50;
+    for (int64_t dt = PRT_F32; dt <= PRT_BF16; dt++) {
+        ten a = mk(dt, outer * inner, -1, 1, 0), o = mk(dt, outer * inner, 0, 0, 1);
+        prt_cu_allreduce(rt, 0, a.d, outer * inner, dt); check("cu_allreduce", "buf", a, 0);
+        prt_cu_allgather(rt, 0, o.d, a.d, outer, inner, dt); memcpy(o.h, a.h, (size_t)(outer * inner) * prt_dtype_size(dt));
+        check("cu_allgather", "out", o, 0);
+        prt_cuda_memset(rt, o.d, 0xff, (size_t)(outer * inner) * prt_dtype_size(dt));
+        prt_cu_reducescatter(rt, 0, o.d, a.d, outer, inner, dt); check("cu_reducescatter", "out", o, 0);
+        prt_cuda_memset(rt, o.d, 0xff, (size_t)(outer * inner) * prt_dtype_size(dt));
+        prt_cu_alltoall(rt, 0, o.d, a.d, outer, inner, dt); check("cu_alltoall", "out", o, 0);
+        prt_cuda_memset(rt, o.d, 0xff, (size_t)(outer * inner) * prt_dtype_size(dt));
+        prt_cu_slice(rt, 0, o.d, a.d, outer, inner, dt); check("cu_slice", "out", o, 0);
+    }
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    const char *names[1] = {"x"};
+    prt_plan_desc plan;
+    memset(&plan, 0, sizeof plan);
+    plan.plan_name = "test_gpu_ops";
+    plan.source_file = "test";
+    plan.naxes = 1;
+    plan.axis_names[0] = names[0];
+    plan.axis_sizes[0] = 1;
+    plan.dp_axis = plan.tp_axis = plan.pp_axis = -1;
+    plan.steps = 1;
+    plan.seed = 1;
+    plan.batch = plan.micro_batch = plan.micro_batches = plan.seq = 1;
+    plan.vocab = 70;
+    char *args[2] = {argv[0], NULL};
+    rt = prt_init(1, args, &plan);
+    if (prt_cuda_device_count() <= 0) {
+        printf("test_gpu_ops: no CUDA device: skipped\n");
+        prt_finalize(rt);
+        return 77;
+    }
+    prt_buffer_desc d[4];
+    memset(d, 0, sizeof d);
+    const char *pn[4] = {"pool_f32", "pool_bf16", "pool_f16", "pool_i32"};
+    for (int i = 0; i < 4; i++) {
+        d[i].name = pn[i];
+        d[i].klass = PRT_WORKSPACE;
+        d[i].dtype = i;
+        d[i].elems = POOL;
+        d[i].instances = 1;
+        d[i].init = PRT_INIT_NONE;
+        d[i].first_layer = -1;
+        d[i].zero_axis = -1;
+        d[i].copy_of = -1;
+    }
+    prt_register_buffers(rt, d, 4);
+    for (int i = 0; i < 3; i++) pool[i] = prt_ptr(rt, i, 0);
+    ipool = prt_ptr(rt, 3, 0);
+    prt_cuda_init(rt);
+    printf("test_gpu_ops: collectives %s\n", prt_cuda_collectives(rt));
+    for (int64_t dt = PRT_F32; dt <= PRT_F16; dt++) ops(dt);
+    collectives();
+    prt_cuda_sync(rt);
+    printf("test_gpu_ops: %d checks, %d failed: %s\n", checks, failures, failures ? "FAIL" : "ok");
+    prt_cuda_finalize(rt);
+    prt_finalize(rt);
+    return failures ? 1 : 0;
+}
