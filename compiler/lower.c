@@ -84,7 +84,6 @@ typedef struct Lowerer {
     int *tinst, *tk;      /* instance mode and k of tbuf per tensor */
     int *ginst, *gk;
     int *ofull;           /* ZeRO-2/3 per-micro-batch full gradient temp per param */
-    int *wfull;           /* ZeRO-3 gathered parameter temp per param */
     int *master, *mom1, *mom2;
     int loss_buf, scratch_idx;
     Region region;
@@ -214,7 +213,6 @@ static void op_rule(Lowerer *lw, const Op *op, int a)
         break;
     case OP_LINEAR:
     case OP_LINEAR_T: {
-        const Tensor *w = &g->tensors[op->param[0]];
         const Tensor *x = &g->tensors[op->in[0]];
         Placement wp = r->param[0];
         if (wp.kind == PLACE_S && tensor_has_dim(x, (Dim)wp.dim)) {
@@ -239,7 +237,6 @@ static void op_rule(Lowerer *lw, const Op *op, int a)
             r->out = want;
             r->dparam[0] = is_row_split(want) ? PART : REP;
         }
-        (void)w;
         break;
     }
     case OP_ATTENTION:
@@ -563,9 +560,7 @@ static const char *reshard_why(Lowerer *lw, const Op *consumer, int t, const Pla
     size_t used = 0;
     buf[0] = 0;
     for (int a = 0; a < lw->naxes; a++) {
-        Placement from = backward ? to[a] : PROD(lw, t, a);
         Placement want = backward ? GRADP(lw, t, a) : to[a];
-        (void)from;
         CollKind c;
         if (backward) c = reshard_collective(to[a], GRADP(lw, t, a));
         else c = reshard_collective(PROD(lw, t, a), to[a]);
@@ -711,11 +706,8 @@ static void emit_forward(Emit *e, const Op *op)
     case OP_LINEAR_T: {
         int64_t N = rows_of(lw, op->in[0], in[0].place);
         int64_t K = trailing(lw, op->in[0], in[0].place, 2);
-        int64_t M = trailing(lw, out, op_out, 2);
-        if (op_out[0].kind == PLACE_P || 1) {
-            /* the output's local size under the op's own produced placement */
-            M = local_numel(lw, &g->tensors[out], op_out) / (N ? N : 1);
-        }
+        /* the output's local width under the op's own produced placement */
+        int64_t M = local_numel(lw, &g->tensors[out], op_out) / (N ? N : 1);
         ins = EMIT(e, op->kind == OP_LINEAR ? RT_prt_matmul_fwd : RT_prt_matmul_t_fwd, o, in[0].arg, pr[0].arg,
                    a_int(N), a_int(K), a_int(M));
         set_flops(ins, 2.0 * N * K * M);
@@ -1387,7 +1379,7 @@ static void lower_stage(Lowerer *lw, int s)
     sp->has_head = plan->layout.head_stage == s;
     assign_slots(lw, sp, &prog->schedule, s);
     size_t nt = (size_t)g->ntensors;
-    int *arrays[] = {lw->tbuf, lw->gbuf, lw->ofull, lw->wfull, lw->master, lw->mom1, lw->mom2};
+    int *arrays[] = {lw->tbuf, lw->gbuf, lw->ofull, lw->master, lw->mom1, lw->mom2};
     for (size_t k = 0; k < sizeof arrays / sizeof arrays[0]; k++)
         for (size_t i = 0; i < nt; i++) arrays[k][i] = -1;
 
@@ -1509,7 +1501,7 @@ Program *lower_program(Arena *arena, const Plan *plan, Graph *g)
     lw.produced = arena_alloc(arena, sizeof(Placement) * nt * na);
     lw.gradp = arena_alloc(arena, sizeof(Placement) * nt * na);
     lw.needed = arena_alloc(arena, sizeof(int) * nt);
-    int **arrays[] = {&lw.tbuf, &lw.gbuf, &lw.tinst, &lw.tk, &lw.ginst, &lw.gk, &lw.ofull, &lw.wfull,
+    int **arrays[] = {&lw.tbuf, &lw.gbuf, &lw.tinst, &lw.tk, &lw.ginst, &lw.gk, &lw.ofull,
                       &lw.master, &lw.mom1, &lw.mom2};
     for (size_t k = 0; k < sizeof arrays / sizeof arrays[0]; k++) *arrays[k] = arena_alloc(arena, sizeof(int) * nt);
 
