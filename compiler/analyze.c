@@ -229,6 +229,10 @@ Analysis *analyze_program(Arena *arena, Program *prog)
                 sc->flops_bwd_chunk += flops * per_chunk_embed, sc->comm_bwd_chunk_s += comm * per_chunk_embed;
                 break;
             case SEQ_GRAD_SYNC_BLOCK:
+                /* bucketed during backward: all but the last bucket overlap the
+                 * backward of earlier layers */
+                sc->sync_s += comm * (sp->sync_in_backward ? 1.0 : (double)calls);
+                break;
             case SEQ_GRAD_SYNC_ONCE:
             case SEQ_OPTIM_BLOCK:
             case SEQ_OPTIM_ONCE: sc->sync_s += comm * (double)calls; break;

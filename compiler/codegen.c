@@ -681,6 +681,18 @@ static LLVMValueRef emit_work_fn(Gen *g, const StageProgram *sp, const StageFns 
             Loop lp = loop_begin(g, c64(g, 0), c64(g, L), "i");
             LLVMValueRef l = LLVMBuildSub(g->b, c64(g, L - 1), lp.index, "l");
             call_seq(g, fns->seq[SEQ_BLOCK_BWD], p.chunk, l, p.slot, p.micro, p.step);
+            if (sp->sync_in_backward && fns->seq[SEQ_GRAD_SYNC_BLOCK]) {
+                /* the layer's gradients are complete after the last micro-batch's
+                 * backward through it: reduce them now (a bucket per layer) */
+                int64_t last = g->program->plan->train.micro_batches - 1;
+                LLVMValueRef cond = LLVMBuildICmp(g->b, LLVMIntEQ, p.micro, c64(g, last), "last_micro");
+                LLVMBasicBlockRef bt = new_block(g, "sync.now"), bd = new_block(g, "sync.done");
+                LLVMBuildCondBr(g->b, cond, bt, bd);
+                LLVMPositionBuilderAtEnd(g->b, bt);
+                call_seq(g, fns->seq[SEQ_GRAD_SYNC_BLOCK], p.chunk, l, c64(g, 0), c64(g, 0), p.step);
+                LLVMBuildBr(g->b, bd);
+                LLVMPositionBuilderAtEnd(g->b, bd);
+            }
             loop_end(g, &lp);
         }
         emit_choice(g, sp, fns, &p, begins_model, has_neighbour_in, 0, side_embed_bwd, side_send_bwd,
@@ -755,7 +767,7 @@ static LLVMValueRef emit_stage_main(Gen *g, const StageProgram *sp, const StageF
         loop_end(g, &li);
     }
 
-    emit_every_layer(g, sp, fns->seq[SEQ_GRAD_SYNC_BLOCK], step, "sync");
+    if (!sp->sync_in_backward) emit_every_layer(g, sp, fns->seq[SEQ_GRAD_SYNC_BLOCK], step, "sync");
     call_seq(g, fns->seq[SEQ_GRAD_SYNC_ONCE], zero, zero, zero, zero, step);
     call_life(g, LIFE_prt_before_optimizer, sargs, 2, "");
     emit_every_layer(g, sp, fns->seq[SEQ_OPTIM_BLOCK], step, "optim");

@@ -254,6 +254,12 @@ typedef struct StageProgram {
     int chunk_first_layer[64]; /* global layer of each chunk's first layer */
     int has_embed, has_head;
     int nslots;                /* activation slots = peak in-flight (micro, chunk) pairs */
+    /* Where SEQ_GRAD_SYNC_BLOCK runs: 0 = for every layer after the whole
+     * schedule; 1 = bucketed, for each layer right after the last micro-batch's
+     * backward through it (so a GPU can overlap it with the next layer's
+     * backward).  Set for ZeRO-0/1 (whole gradients accumulate until then);
+     * ZeRO-2/3 scatter after every micro-batch inside SEQ_BLOCK_BWD instead. */
+    int sync_in_backward;
     Buffer *bufs;
     int nbufs, bufs_cap;
     Seq seq[SEQ_COUNT];

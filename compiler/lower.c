@@ -1226,9 +1226,16 @@ static void emit_param_steps(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Regi
             for (int a = 0; a < lw->naxes; a++) moves |= reshard_collective(v.place[a], to[a]) != COLL_NONE;
             if (!moves) continue;
             const char *why;
+            int bucket = r == REGION_BLOCK && lw->sp->sync_in_backward;
             if (pass == 0) why = "partial gradients of a parameter used on rows split on a tensor axis";
-            else if (zs == 0) why = "data parallel: gradients summed over the data axis (DDP)";
-            else why = "ZeRO-1: gradients reduce-scattered so each rank updates its shard";
+            else if (zs == 0)
+                why = bucket ? "data parallel: gradients summed over the data axis (DDP), a bucket per layer after "
+                               "its last micro-batch's backward"
+                             : "data parallel: gradients summed over the data axis (DDP)";
+            else
+                why = bucket ? "ZeRO-1: gradients reduce-scattered so each rank updates its shard, a bucket per layer "
+                               "after its last micro-batch's backward"
+                             : "ZeRO-1: gradients reduce-scattered so each rank updates its shard";
             Val nv = reshard(&es, v, to, -1, why, 1);
             if (nv.arg.buf != v.arg.buf) {
                 int64_t n = local_numel(lw, tt, to);
@@ -1375,6 +1382,7 @@ static void lower_stage(Lowerer *lw, int s)
     int L = stage_layers(plan, s, &sp->chunks, first);
     sp->layers_per_chunk = L;
     for (int c = 0; c < sp->chunks; c++) sp->chunk_first_layer[c] = first[c];
+    sp->sync_in_backward = plan->layout.zero_stage <= 1;
     sp->has_embed = plan->model.has_embed && plan->layout.embed_stage == s;
     sp->has_head = plan->layout.head_stage == s;
     assign_slots(lw, sp, &prog->schedule, s);
@@ -1631,6 +1639,9 @@ void program_dump(const Program *prog, FILE *out)
         for (int c = 0; c < sp->chunks; c++) fprintf(out, " %d", sp->chunk_first_layer[c]);
         fprintf(out, ", embed %d, head %d, slots %d, message %lld elements\n", sp->has_embed, sp->has_head, sp->nslots,
                 (long long)sp->boundary_elems);
+        fprintf(out, "  gradient sync of layers: %s\n",
+                sp->sync_in_backward ? "per layer, right after the last micro-batch's backward through it"
+                                     : "reduce-scattered after every micro-batch's backward (ZeRO-2/3)");
         fprintf(out, "  buffers:\n");
         for (int b = 0; b < sp->nbufs; b++) {
             const Buffer *bf = &sp->bufs[b];
