@@ -65,7 +65,7 @@ static Analysis *compile(Arena *arena, Opts o, Program **prog_out)
     static Plan plan;
     memset(&plan, 0, sizeof plan);
     if (front_load_text(arena, "test.par", text, &plan) != 0) {
-        printf("plan did not load:\n%s\n", text);
+        if (getenv("TEST_LOWER_VERBOSE")) printf("plan did not load:\n%s\n", text);
         return NULL;
     }
     Plan *p = arena_alloc(arena, sizeof *p);
@@ -420,8 +420,71 @@ static void test_verifier_sweep(void)
     CHECK(lowered == tried, "every (p, m, v) lowers and verifies: %d of %d", lowered, tried);
 }
 
+/* Every combination of mesh, rules, ZeRO stage, recompute, schedule and
+ * sequence parallelism the front end accepts must lower and analyze without an
+ * internal error (PARC_BUG aborts, which fails the test), or be refused with a
+ * diagnostic. */
+static void test_layout_combinations(void)
+{
+    static const char *const meshes[] = {"dp 4;", "tp 4;", "pp 4;", "dp 2; tp 2;", "pp 2; tp 2;", "pp 2; dp 2;",
+                                         "tp 2; dp 2;", "dp 2; pp 2;"};
+    static const char *const rules[] = {"", "heads -> tp; ffn -> tp;", "heads -> tp; ffn -> tp; vocab -> tp;",
+                                        "ffn -> tp;", "vocab -> tp;"};
+    static const char *const extras[] = {"", "sequence_parallel over tp;", "recompute selective;",
+                                         "recompute full;", "zero 1 over dp;", "zero 2 over dp;", "zero 3 over dp;",
+                                         "zero 3 over dp; recompute full; sequence_parallel over tp;"};
+    static const char *const scheds[] = {"gpipe", "1f1b", "interleaved 2"};
+    static const char *const blocks[] = {"gpt2", "llama", "mlp"};
+    int accepted = 0, lowered = 0, refused = 0;
+    FILE *null = fopen("/dev/null", "w");
+    for (size_t mi = 0; mi < sizeof meshes / sizeof meshes[0]; mi++)
+        for (size_t ri = 0; ri < sizeof rules / sizeof rules[0]; ri++)
+            for (size_t ei = 0; ei < sizeof extras / sizeof extras[0]; ei++)
+                for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
+                    const char *mesh = meshes[mi];
+                    int has_dp = strstr(mesh, "dp") != NULL, has_tp = strstr(mesh, "tp") != NULL,
+                        has_pp = strstr(mesh, "pp") != NULL;
+                    char layout[256];
+                    snprintf(layout, sizeof layout, "%s %s %s %s", has_dp ? "batch -> dp;" : "",
+                             has_tp ? rules[ri] : "", has_pp ? "layers -> pp schedule " : "",
+                             has_pp ? scheds[(mi + ri + ei) % 3] : "");
+                    if (has_pp) strncat(layout, ";", sizeof layout - strlen(layout) - 1);
+                    strncat(layout, extras[ei], sizeof layout - strlen(layout) - 1);
+                    Arena arena = {0};
+                    Opts o = defaults();
+                    o.block = blocks[bi];
+                    o.gpus = 4;
+                    o.mesh = mesh;
+                    o.layout = layout;
+                    o.batch = 16;
+                    o.micro_batch = 2;
+                    o.layers = 8;
+                    diag_set_stream(null);
+                    int before = diag_error_count();
+                    Program *prog = NULL;
+                    Analysis *an = compile(&arena, o, &prog);
+                    int errors = diag_error_count() - before;
+                    diag_set_stream(NULL);
+                    if (an) {
+                        lowered++;
+                        CHECK(an->max_total > 0 && errors == 0, "%s / %s lowered with a ledger", mesh, layout);
+                        verify_program(prog);
+                    } else if (errors > 0) {
+                        refused++;
+                    } else {
+                        CHECK(0, "%s / %s: neither lowered nor refused with a diagnostic", mesh, layout);
+                    }
+                    accepted++;
+                    arena_free(&arena);
+                }
+    if (null) fclose(null);
+    CHECK(lowered > accepted / 2, "most combinations lower: %d of %d (refused %d)", lowered, accepted, refused);
+    printf("layout combinations: %d lowered, %d refused with diagnostics\n", lowered, refused);
+}
+
 int main(void)
 {
+    test_layout_combinations();
     test_verifier_sweep();
     test_bytes_per_parameter();
     test_zero_memory();
