@@ -480,9 +480,22 @@ static int temp_buf(Lowerer *lw, const char *what, int t, const Placement *place
 /* Moves value v to placement `to` axis by axis, each step one collective from
  * the table; returns the new value (fresh workspace buffers).  `why` names the
  * rule; op is the graph op that causes it. */
-static Val reshard(Emit *e, Val v, const Placement *to, int op, const char *why, int is_grad)
+static int arg_same(Arg x, Arg y)
+{
+    return x.kind == y.kind && x.inst == y.inst && x.axis == y.axis && x.buf == y.buf && x.k == y.k && x.i == y.i;
+}
+
+/* Moves value v to placement `to`, axis by axis, each step the one collective
+ * the table names for it.  Intermediate values get fresh buffers; the last step
+ * writes into *dst when dst != NULL.  dst may be v's own buffer only when that
+ * last step is an all-reduce (it then runs in place); for any other collective
+ * dst must not overlap v. */
+static Val reshard_to(Emit *e, Val v, const Placement *to, int op, const char *why, int is_grad, const Arg *dst)
 {
     Lowerer *lw = e->lw;
+    int last = -1;
+    for (int a = 0; a < lw->naxes; a++)
+        if (reshard_collective(v.place[a], to[a]) != COLL_NONE && lw->plan->mesh.axes[a].size > 1) last = a;
     for (int a = 0; a < lw->naxes; a++) {
         Placement from = v.place[a];
         CollKind c = reshard_collective(from, to[a]);
@@ -495,15 +508,20 @@ static Val reshard(Emit *e, Val v, const Placement *to, int op, const char *why,
         Val nv = v;
         nv.place[a] = to[a];
         int t = v.tensor;
-        int buf = temp_buf(lw, is_grad ? "grad.resharded" : "resharded", t, nv.place,
-                           lw->g->tensors[t].kind == TENSOR_PARAM ? PRT_COMM : PRT_WORKSPACE);
-        nv.arg = a_buf(buf, INST_FIXED, 0);
+        if (dst && a == last) {
+            PARC_ASSERT(c == COLL_ALLREDUCE || dst->buf != v.arg.buf);
+            nv.arg = *dst;
+        } else {
+            int buf = temp_buf(lw, is_grad ? "grad.resharded" : "resharded", t, nv.place,
+                               lw->g->tensors[t].kind == TENSOR_PARAM ? PRT_COMM : PRT_WORKSPACE);
+            nv.arg = a_buf(buf, INST_FIXED, 0);
+        }
         int64_t outer, inner;
         Instr *ins;
         switch (c) {
         case COLL_ALLREDUCE: {
             int64_t n = val_elems(lw, &v);
-            EMIT(e, RT_prt_copy, nv.arg, v.arg, a_int(n));
+            if (!arg_same(nv.arg, v.arg)) EMIT(e, RT_prt_copy, nv.arg, v.arg, a_int(n));
             ins = EMIT(e, RT_prt_allreduce, a_int(a), nv.arg, a_int(n));
             ins->elems = n;
             break;
@@ -541,6 +559,11 @@ static Val reshard(Emit *e, Val v, const Placement *to, int op, const char *why,
         v = nv;
     }
     return v;
+}
+
+static Val reshard(Emit *e, Val v, const Placement *to, int op, const char *why, int is_grad)
+{
+    return reshard_to(e, v, to, op, why, is_grad, NULL);
 }
 
 static Val val_of(Lowerer *lw, int t)
@@ -1194,7 +1217,6 @@ static void emit_param_steps(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Regi
     const Layout *lay = &plan->layout;
     const Train *tr = &plan->train;
     int za = lay->zero_axis, zs = lay->zero_stage;
-    int zn = za >= 0 ? plan->mesh.axes[za].size : 1;
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *tt = &g->tensors[t];
         if (tt->region != r || tt->kind != TENSOR_PARAM || lw->tbuf[t] < 0) continue;
@@ -1236,12 +1258,15 @@ static void emit_param_steps(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Regi
                 why = bucket ? "ZeRO-1: gradients reduce-scattered so each rank updates its shard, a bucket per layer "
                                "after its last micro-batch's backward"
                              : "ZeRO-1: gradients reduce-scattered so each rank updates its shard";
-            Val nv = reshard(&es, v, to, -1, why, 1);
-            if (nv.arg.buf != v.arg.buf) {
+            if (pass == 1 && zs == 1) {
+                /* ZeRO-1 keeps the reduced shard in its region of the whole
+                 * gradient buffer; a reduce-scatter cannot write into its own
+                 * input, so it goes through a temporary */
+                Val nv = reshard(&es, v, to, -1, why, 1);
                 int64_t n = local_numel(lw, tt, to);
-                /* keep the result in the gradient buffer (its shard region for ZeRO-1) */
-                int off_axis = (pass == 1 && zs == 1) ? za : -1;
-                EMIT(&es, RT_prt_copy, off_axis >= 0 ? a_buf_off(lw->gbuf[t], mode, 0, za, n) : gr, nv.arg, a_int(n));
+                EMIT(&es, RT_prt_copy, a_buf_off(lw->gbuf[t], mode, 0, za, n), nv.arg, a_int(n));
+            } else {
+                reshard_to(&es, v, to, -1, why, 1, &gr); /* all-reduces in place */
             }
             memcpy(v.place, to, sizeof to);
         }
@@ -1265,17 +1290,19 @@ static void emit_param_steps(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Regi
         set_flops(ins, 12.0 * n);
         /* ZeRO-1/2: the updated shards are gathered back into whole weights */
         if (zs == 1 || zs == 2) {
+            /* the shard is copied out first: an all-gather cannot read a region of
+             * the buffer it writes */
             int tmp = buf_new(lw, arena_printf(lw->arena, "%s.shard", tt->name), PRT_COMM, lw->sp->bufs[lw->tbuf[t]].dtype,
                               n, 1, t);
             EMIT(&eo, RT_prt_copy, a_buf(tmp, INST_FIXED, 0), pw, a_int(n));
-            Instr *ag = EMIT(&eo, RT_prt_allgather, a_int(za), w, a_buf(tmp, INST_FIXED, 0), a_int(1), a_int(n));
-            ag->coll = COLL_ALLGATHER;
-            ag->axis = za;
-            ag->elems = n * zn;
-            ag->tensor = t;
-            ag->elem_bytes = dtype_bytes(lw->sp->bufs[lw->tbuf[t]].dtype);
-            ag->why = zs == 1 ? "ZeRO-1: each rank updated its shard; the whole weights are gathered back"
-                              : "ZeRO-2: each rank updated its shard; the whole weights are gathered back";
+            Val shard = {a_buf(tmp, INST_FIXED, 0), t, {{0}}};
+            memcpy(shard.place, opt, sizeof opt);
+            Placement whole[PARC_MAX_AXES];
+            for (int a = 0; a < lw->naxes; a++) whole[a] = param_use(tt, a);
+            reshard_to(&eo, shard, whole, -1,
+                       zs == 1 ? "ZeRO-1: each rank updated its shard; the whole weights are gathered back"
+                               : "ZeRO-2: each rank updated its shard; the whole weights are gathered back",
+                       0, &w);
         }
     }
 }
