@@ -29,8 +29,6 @@ void format_bytes(double bytes, char *buf, size_t size)
     else snprintf(buf, size, "%.*f %s", fabs(v) >= 100 ? 0 : 1, v, units[u]);
 }
 
-static int dtype_size(int dtype) { return dtype == PRT_BF16 || dtype == PRT_F16 ? 2 : 4; }
-
 static void link_of(const Plan *plan, int inside, double *bw, double *lat)
 {
     const Cluster *c = &plan->cluster;
@@ -57,9 +55,23 @@ static double coll_time(const Plan *plan, CollKind kind, int axis, int64_t bytes
  *              (an upper bound on those still in flight);
  *   workspace: attention's T x T (2 T x T in a backward that recomputes the
  *              probabilities) and cross-entropy's 3 N floats share one buffer. */
+/* Pipeline messages a stage sends per step: one per micro-batch per chunk
+ * boundary, activations forward (none from the model's last chunk) and
+ * gradients backward (none from its first). */
+static void stage_sends(const Program *prog, const StageProgram *sp, int64_t *fwd, int64_t *bwd)
+{
+    *fwd = *bwd = 0;
+    if (prog->nstages <= 1) return;
+    int64_t m = prog->plan->train.micro_batches;
+    for (int c = 0; c < sp->chunks; c++) {
+        if (!(sp->stage == prog->nstages - 1 && c == sp->chunks - 1)) *fwd += m;
+        if (!(sp->stage == 0 && c == 0)) *bwd += m;
+    }
+}
+
 static int arg_is_16(const StageProgram *sp, const Arg *a)
 {
-    return a->kind == ARG_BUF && (sp->bufs[a->buf].dtype == PRT_BF16 || sp->bufs[a->buf].dtype == PRT_F16);
+    return a->kind == ARG_BUF && dtype_is_16(sp->bufs[a->buf].dtype);
 }
 
 static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t *comm, int64_t *work,
@@ -122,14 +134,10 @@ static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t
      * gradient sent back is unreceived only while the pair is in flight on the
      * receiver.  So the schedule's in-flight peaks bound the copies; one more per
      * direction covers a completed send not yet reaped. */
-    int64_t sends = 0;
+    int64_t sends = 0, fwd, bwd;
+    stage_sends(prog, sp, &fwd, &bwd);
     if (prog->nstages > 1) {
         int p = prog->nstages, s = sp->stage;
-        int64_t m = prog->plan->train.micro_batches, fwd = 0, bwd = 0;
-        for (int c = 0; c < sp->chunks; c++) {
-            if (!(s == p - 1 && c == sp->chunks - 1)) fwd += m;
-            if (!(s == 0 && c == 0)) bwd += m;
-        }
         int prev = s > 0 ? s - 1 : p - 1;
         int64_t fwd_bound = prog->schedule.peak_in_flight[s] + 1;
         int64_t bwd_bound = prog->schedule.peak_in_flight[prev] + 1;
@@ -171,7 +179,7 @@ Analysis *analyze_program(Arena *arena, Program *prog)
         StageCost *sc = &an->stages[s];
         for (int b = 0; b < sp->nbufs; b++) {
             const Buffer *bf = &sp->bufs[b];
-            sc->ledger[bf->klass] += bf->elems * bf->instances * dtype_size(bf->dtype);
+            sc->ledger[bf->klass] += bf->elems * bf->instances * dtype_bytes(bf->dtype);
             if (bf->klass == PRT_WEIGHTS) sc->params_local += bf->elems * bf->instances;
         }
         int64_t scratch_comm, scratch_work;
@@ -247,15 +255,9 @@ Analysis *analyze_program(Arena *arena, Program *prog)
 
         /* pipeline messages: one per micro-batch per chunk boundary, each way */
         if (prog->nstages > 1) {
-            int64_t m = plan->train.micro_batches;
-            int64_t sends_fwd = 0, sends_bwd = 0;
-            for (int c = 0; c < sp->chunks; c++) {
-                int last = (s == prog->nstages - 1 && c == sp->chunks - 1);
-                int first = (s == 0 && c == 0);
-                if (!last) sends_fwd += m;
-                if (!first) sends_bwd += m;
-            }
-            int bytes = dtype_size(sp->bufs[sp->resid_buf].dtype);
+            int64_t sends_fwd, sends_bwd;
+            stage_sends(prog, sp, &sends_fwd, &sends_bwd);
+            int bytes = dtype_bytes(sp->bufs[sp->resid_buf].dtype);
             int inside = plan_axis_inside_node(plan, prog->pp_axis);
             CollRow fwd = {s, PHASE_PIPELINE, COLL_SEND, prog->pp_axis, 2, sp->boundary_elems, bytes, sends_fwd,
                            inside, "stage boundary", "resid",
@@ -303,7 +305,7 @@ Analysis *analyze_program(Arena *arena, Program *prog)
         const StageProgram *sp = &prog->stages[0];
         double bw, lat;
         link_of(plan, plan_axis_inside_node(plan, prog->pp_axis), &bw, &lat);
-        an->t_p2p = lat + (double)sp->boundary_elems * dtype_size(sp->bufs[sp->resid_buf].dtype) / bw;
+        an->t_p2p = lat + (double)sp->boundary_elems * dtype_bytes(sp->bufs[sp->resid_buf].dtype) / bw;
     }
     double *idle = arena_alloc(arena, sizeof(double) * (size_t)prog->nstages);
     an->pipeline_s = schedule_simulate(&prog->schedule, an->t_fwd, an->t_bwd, an->t_p2p, idle);

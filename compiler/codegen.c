@@ -423,13 +423,6 @@ static void loop_end(Gen *g, Loop *lp) {
 
 /* ---------------------------------------------------------------- sequences */
 
-static int dtype_bytes(int dtype) {
-    switch (dtype) {
-    case PRT_F32: case PRT_I32: return 4;
-    case PRT_BF16: case PRT_F16: return 2;
-    }
-    PARC_BUG("bad buffer dtype %d", dtype);
-}
 
 /* The parameters of a sequence function. */
 typedef struct SeqParams {

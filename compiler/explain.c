@@ -58,8 +58,6 @@ static const char *axis_role(const Program *prog, int a, char *buf, size_t size)
 }
 
 
-static double gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
-
 static void print_count(FILE *out, double v)
 {
     if (v >= 1e12) fprintf(out, "%.3g T", v / 1e12);
@@ -145,7 +143,7 @@ void report_explain(FILE *out, const Analysis *an, int verbose)
                 for (int b = 0; b < sp->nbufs; b++) {
                     const Buffer *bf = &sp->bufs[b];
                     if (bf->klass != k) continue;
-                    int bytes = bf->dtype == PRT_BF16 || bf->dtype == PRT_F16 ? 2 : 4;
+                    int bytes = dtype_bytes(bf->dtype);
                     fprintf(out, "      %-28s %12lld elements x %4lld instances x %d B = %lld\n", bf->name,
                             (long long)bf->elems, (long long)bf->instances, bytes,
                             (long long)(bf->elems * bf->instances * bytes));
@@ -219,7 +217,6 @@ void report_explain(FILE *out, const Analysis *an, int verbose)
     format_bytes(an->pipeline_bytes, b1, sizeof b1);
     if (prog->nstages > 1) fprintf(out, ", pipeline messages %s", b1);
     fprintf(out, "\n");
-    (void)gib;
 }
 
 static void json_str(FILE *out, const char *s)

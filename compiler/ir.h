@@ -247,6 +247,10 @@ typedef struct Buffer {
     int64_t layers_per_chunk, chunk_layer_stride; /* see prt_buffer_desc */
 } Buffer;
 
+/* Bytes of one element of a buffer dtype (enum prt_dtype). */
+static inline int dtype_bytes(int dtype) { return dtype == PRT_BF16 || dtype == PRT_F16 ? 2 : 4; }
+static inline int dtype_is_16(int dtype) { return dtype == PRT_BF16 || dtype == PRT_F16; }
+
 typedef struct StageProgram {
     int stage;                 /* coordinate on the pipeline axis */
     int chunks;                /* virtual stages held */

@@ -314,8 +314,6 @@ static void local_sizes(const Lowerer *lw, const Tensor *t, const Placement *pla
     }
 }
 
-static int dtype_bytes(int dtype) { return dtype == PRT_BF16 || dtype == PRT_F16 ? 2 : 4; }
-
 static int act_dtype(const Lowerer *lw)
 {
     switch (lw->plan->train.precision) {
@@ -918,9 +916,9 @@ static void emit_backward(Emit *e, const Op *op)
     case OP_EMBED: {
         int64_t N = rows_of(lw, op->in[0], in[0].place);
         int64_t C = trailing(lw, out, op_out, 2);
-        int64_t V = trailing(lw, op->param[0], pr[0].place, 0) / (C ? C : 1);
+        /* the backward reads no weights: the table's placement comes from the rule */
         for (int a = 0; a < lw->naxes; a++) pr[0].place[a] = RULE(lw, op->id, a)->param[0];
-        V = trailing(lw, op->param[0], pr[0].place, 0) / (C ? C : 1);
+        int64_t V = trailing(lw, op->param[0], pr[0].place, 0) / (C ? C : 1);
         int va = axis_of_split(lw, pr[0].place, DIM_VOCAB);
         ins = EMIT(e, RT_prt_embed_bwd, dp[0].arg, in[0].arg, dout, a_int(N), a_int(C), a_int(V), a_coord(va, V));
         break;

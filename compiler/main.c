@@ -102,7 +102,8 @@ static const char *flag_value(int argc, char **argv, const char *flag)
     return NULL;
 }
 
-/* Options a command accepts; anything else is a usage error. */
+/* Options a command accepts; anything else is a usage error.  A trailing '='
+ * in `known` marks an option that takes a value (`--emit=ir` or `--emit ir`). */
 static int check_options(int argc, char **argv, const char *const *known, const char *cmd)
 {
     for (int i = 0; i < argc; i++) {
@@ -112,13 +113,19 @@ static int check_options(int argc, char **argv, const char *const *known, const 
             return 2;
         }
         int ok = 0;
-        for (int k = 0; known[k]; k++) {
+        for (int k = 0; known[k] && !ok; k++) {
             size_t n = strlen(known[k]);
-            if (!strncmp(a, known[k], n) && (a[n] == 0 || a[n] == '=')) {
+            int takes_value = known[k][n - 1] == '=';
+            if (takes_value) n--;
+            if (strncmp(a, known[k], n)) continue;
+            if (a[n] == 0) {
                 ok = 1;
-                if (a[n] == 0 && known[k][n - 1] != '!' && i + 1 < argc && known[k][0] == '-' &&
-                    (!strcmp(known[k], "-o") || !strcmp(known[k], "--emit")))
-                    i++;
+                if (takes_value && ++i >= argc) {
+                    fprintf(stderr, "parc %s: `%s` needs a value\n", cmd, a);
+                    return 2;
+                }
+            } else if (a[n] == '=' && takes_value) {
+                ok = 1;
             }
         }
         if (!ok) {
@@ -177,7 +184,7 @@ int main(int argc, char **argv)
             else report_collectives(stdout, c.an);
         }
     } else if (!strcmp(cmd, "lower")) {
-        static const char *const known[] = {"--emit", NULL};
+        static const char *const known[] = {"--emit=", NULL};
         if ((status = check_options(oargc, oargv, known, cmd))) return status;
         const char *emit = flag_value(oargc, oargv, "--emit");
         if (!emit) emit = "ir";
@@ -194,7 +201,7 @@ int main(int argc, char **argv)
             else program_dump(c.prog, stdout);
         }
     } else if (!strcmp(cmd, "build")) {
-        static const char *const known[] = {"-o", "--emit", NULL};
+        static const char *const known[] = {"-o=", "--emit=", NULL};
         if ((status = check_options(oargc, oargv, known, cmd))) return status;
         const char *out = flag_value(oargc, oargv, "-o");
         const char *emit = flag_value(oargc, oargv, "--emit");

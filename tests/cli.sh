@@ -28,6 +28,7 @@ expect "valid plan" 0 "ok: 8 ranks" "$parc" check "$examples/tiny_3d.par"
 expect "does not fit" 1 "does not fit.*\$|16 bytes per parameter" "$parc" check "$examples/llama7b_1gpu.par"
 expect "explain json" 0 '"schema": "parc.explain/1"' "$parc" explain "$examples/tiny_3d.par" --json
 expect "lower bad emit" 2 "--emit takes" "$parc" lower "$examples/tiny_3d.par" --emit=asm
+expect "option without its value" 2 "needs a value" "$parc" build "$examples/tiny_tp.par" -o
 expect "emit llvm" 0 "define i32 @main" "$parc" build "$examples/tiny_tp.par" --emit=llvm
 expect "emit obj" 0 "" "$parc" build "$examples/tiny_tp.par" --emit=obj -o "$tmp/tp.o"
 n=$((n + 1)); [ -s "$tmp/tp.o" ] || { echo "FAIL emit obj: no object file"; fails=$((fails + 1)); }
