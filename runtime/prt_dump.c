@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "prt_backend.h"
 #include "prt_internal.h"
 
 /* File magics, 8 bytes each. */
@@ -72,9 +73,7 @@ static void write_instances(prt *rt, FILE *f, const prt_buffer *b, const prt_buf
     for (int64_t inst = 0; inst < d->instances; inst++) {
         const char *base = b->base + inst * b->instance_bytes;
         void *host = NULL;  /* --device cuda: the instance copied to the host */
-#ifdef PRT_HAVE_CUDA
-        if (rt->device) base = host = prt_cuda_host_copy(rt, base, b->instance_bytes);
-#endif
+        if (!rt->backend->host_memory) base = host = prt_host_copy(rt, base, b->instance_bytes);
         int64_t count = 0;
         for (int64_t e = 0; e < d->elems; e++) {
             int64_t global = flags ? e : prt_param_global(&map, e);
@@ -147,9 +146,7 @@ void prt_dump_logits(prt *rt, const void *logits, int64_t dtype, int64_t N, int6
     int64_t header[6] = {rt->step, rt->dump_logits_calls++, N, V_local, vocab_offset, axis};
     put(rt->dump_logits, header, sizeof header[0], 6);
     void *host = NULL;  /* --device cuda: the logits copied to the host */
-#ifdef PRT_HAVE_CUDA
-    if (rt->device) logits = host = prt_cuda_host_copy(rt, logits, prt_dtype_size(dtype) * (size_t)(N * V_local));
-#endif
+    if (!rt->backend->host_memory) logits = host = prt_host_copy(rt, logits, prt_dtype_size(dtype) * (size_t)(N * V_local));
     if (dtype == PRT_F32) {
         put(rt->dump_logits, logits, sizeof(float), (size_t)(N * V_local));
         free(host);

@@ -1,6 +1,6 @@
 /*
  * prt_cuda_ops.cu — every op of parc_rt.h on the GPU: simple, one-pass CUDA C
- * kernels plus cuBLAS GEMMs, with the CPU path's semantics (prt_ops_cpu.c):
+ * kernels plus cuBLAS GEMMs, with the CPU path's semantics (cpu/prt_cpu_ops.c) and its element math (prt_math.h):
  * forward ops overwrite, backward ops accumulate; tensors are read and written in
  * their storage dtype (prt_ld / prt_st), arithmetic is fp32 (row reductions in
  * fp64 where the CPU path uses double), and a backward op's += is rounded once.
@@ -67,17 +67,10 @@ __global__ void k_convert(prt_ten dst, prt_ten src, int64_t n) { GRID_STRIDE(i, 
 __global__ void k_acc(prt_ten dst, prt_ten src, int64_t n) { GRID_STRIDE(i, n) ST(dst, i, LD(dst, i) + LD(src, i)); }
 __global__ void k_add(prt_ten out, prt_ten a, prt_ten b, int64_t n) { GRID_STRIDE(i, n) ST(out, i, LD(a, i) + LD(b, i)); }
 
-#define GELU_SCALE 0.7978845608028654f
-__device__ __forceinline__ float gelu_f(float x) {
-    return 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
-}
-__device__ __forceinline__ float gelu_grad(float x) {
-    float t = tanhf(GELU_SCALE * (x + 0.044715f * x * x * x));
-    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-}
-__global__ void k_gelu_fwd(prt_ten out, prt_ten in, int64_t n) { GRID_STRIDE(i, n) ST(out, i, gelu_f(LD(in, i))); }
+/* GELU, SiLU and the SwiGLU gate: prt_math.h's formulas, the CPU reference's. */
+__global__ void k_gelu_fwd(prt_ten out, prt_ten in, int64_t n) { GRID_STRIDE(i, n) ST(out, i, prt_gelu(LD(in, i))); }
 __global__ void k_gelu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t n) {
-    GRID_STRIDE(i, n) ST(din, i, LD(din, i) + gelu_grad(LD(in, i)) * LD(dout, i));
+    GRID_STRIDE(i, n) ST(din, i, LD(din, i) + prt_gelu_grad(LD(in, i)) * LD(dout, i));
 }
 __global__ void k_relu_fwd(prt_ten out, prt_ten in, int64_t n) {
     GRID_STRIDE(i, n) {
@@ -88,20 +81,19 @@ __global__ void k_relu_fwd(prt_ten out, prt_ten in, int64_t n) {
 __global__ void k_relu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t n) {
     GRID_STRIDE(i, n) if (LD(in, i) > 0.0f) ST(din, i, LD(din, i) + LD(dout, i));
 }
-__device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
 __global__ void k_swiglu_fwd(prt_ten out, prt_ten in, int64_t N, int64_t F) {
     GRID_STRIDE(i, N * F) {
         int64_t n = i / F, f = i % F;
         float g = LD(in, n * 2 * F + f), up = LD(in, n * 2 * F + F + f);
-        ST(out, i, g * sigmoid_f(g) * up);
+        ST(out, i, prt_swiglu(g, up));
     }
 }
 __global__ void k_swiglu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t N, int64_t F) {
     GRID_STRIDE(i, N * F) {
         int64_t n = i / F, f = i % F, ig = n * 2 * F + f, iu = ig + F;
-        float g = LD(in, ig), up = LD(in, iu), s = sigmoid_f(g), d = LD(dout, i);
-        ST(din, ig, LD(din, ig) + d * up * s * (1.0f + g * (1.0f - s)));
-        ST(din, iu, LD(din, iu) + d * g * s);
+        float g = LD(in, ig), up = LD(in, iu), d = LD(dout, i);
+        ST(din, ig, LD(din, ig) + prt_swiglu_dgate(d, g, up));
+        ST(din, iu, LD(din, iu) + prt_swiglu_dup(d, g));
     }
 }
 __global__ void k_bias_fwd(prt_ten out, prt_ten in, prt_ten b, int64_t N, int64_t M) {
