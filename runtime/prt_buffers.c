@@ -51,8 +51,12 @@ static float *grow(prt *rt, float **buf, size_t *cap, size_t floats, int64_t kla
     return *buf;
 }
 
-float *prt_comm_stage(prt *rt, size_t floats) { return grow(rt, &rt->comm_stage, &rt->comm_stage_cap, floats, PRT_COMM); }
-float *prt_workspace(prt *rt, size_t floats) { return grow(rt, &rt->work, &rt->work_cap, floats, PRT_WORKSPACE); }
+float *prt_comm_stage(prt *rt, size_t floats) {
+    return grow(rt, &rt->comm_stage, &rt->comm_stage_cap, floats, PRT_COMM);
+}
+float *prt_workspace(prt *rt, size_t floats) {
+    return grow(rt, &rt->work, &rt->work_cap, floats, PRT_WORKSPACE);
+}
 
 /* ---------------------------------------------------------------- buffers */
 
@@ -166,7 +170,8 @@ void prt_register_buffers(prt *rt, const prt_buffer_desc *descs, int64_t count) 
         PRT_CHECK(d->klass >= 0 && d->klass < PRT_NCLASS, "buffer %s: bad class %lld", name, (long long)d->klass);
         PRT_CHECK(prt_dtype_size(d->dtype), "buffer %s: bad dtype %lld", name, (long long)d->dtype);
         PRT_CHECK(d->elems >= 0 && d->instances >= 0, "buffer %s: negative size", name);
-        PRT_CHECK(d->init >= PRT_INIT_NONE && d->init <= PRT_INIT_COPY, "buffer %s: bad init %lld", name, (long long)d->init);
+        PRT_CHECK(d->init >= PRT_INIT_NONE && d->init <= PRT_INIT_COPY, "buffer %s: bad init %lld", name,
+                  (long long)d->init);
         rt->buffers[i].desc = *d;
         rt->buffers[i].instance_bytes = (size_t)d->elems * prt_dtype_size(d->dtype);
         size_t bytes = rt->buffers[i].instance_bytes * (size_t)d->instances;
@@ -199,7 +204,8 @@ void prt_register_buffers(prt *rt, const prt_buffer_desc *descs, int64_t count) 
             PRT_CHECK(gen->elems == d->elems && gen->instances == d->instances,
                       "buffer %s: copy of %s with another shape", d->name, gen->name);
         }
-        PRT_CHECK(gen->init != PRT_INIT_NORMAL || d->dtype != PRT_I32, "buffer %s: normal init of an i32 buffer", d->name);
+        PRT_CHECK(gen->init != PRT_INIT_NORMAL || d->dtype != PRT_I32, "buffer %s: normal init of an i32 buffer",
+                  d->name);
         /* A copy regenerates the source's values in its own dtype: an fp32 master of
          * bf16 weights gets the full-precision initial values, equal to the source's
          * when the dtypes agree. */

@@ -43,8 +43,9 @@ static int open_data(prt *rt, const char *path, char *message, size_t size) {
                  S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
         ok = 0;
     } else if (rt->plan.vocab > 0 && rt->plan.vocab < 256) {
-        snprintf(message, size, "--data %s: the data is read as bytes, so the model's vocab must be >= 256 (it is %lld)",
-                 path, (long long)rt->plan.vocab);
+        snprintf(message, size,
+                 "--data %s: the data is read as bytes, so the model's vocab must be >= 256 (it is %lld)", path,
+                 (long long)rt->plan.vocab);
         ok = 0;
     } else if (st.st_size < (off_t)(rt->plan.seq > 0 ? rt->plan.seq + 2 : 2)) {
         snprintf(message, size, "--data %s: %lld bytes is too short for sequences of %lld tokens (needs %lld)", path,
@@ -70,13 +71,7 @@ void prt_data_open(prt *rt, const char *path) {
     prt_block_begin("opening the --data file (start-up)", -1);
     int ok = open_data(rt, path, message, sizeof message);
     prt_block_end();
-    int first = ok ? rt->world_size : rt->world_rank;  /* the lowest rank with a problem reports it */
-    MPI_Request req;
-    PRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req));
-    prt_wait(rt, &req, NULL, "the --data checks (start-up)", -1);
-    if (first == rt->world_size) return;
-    if (first == rt->world_rank) fprintf(stderr, "parc: error: %s\n", message);
-    prt_exit_all(rt, 2);
+    prt_startup_verdict(rt, ok ? NULL : message);
 }
 
 void prt_data_close(prt *rt) {
@@ -98,7 +93,8 @@ void prt_data(prt *rt, void *tokens_, void *targets_, int64_t step, int64_t firs
     }
     uint64_t seed_key = prt_hash2((uint64_t)rt->plan.seed, 0x64617461 /* "data" */);
     if (rt->data_bytes) {
-        PRT_CHECK(vocab >= 256, "--data reads bytes, so the model's vocab must be >= 256 (it is %lld)", (long long)vocab);
+        PRT_CHECK(vocab >= 256, "--data reads bytes, so the model's vocab must be >= 256 (it is %lld)",
+                  (long long)vocab);
         PRT_CHECK(rt->data_len >= (size_t)T + 2, "--data %s: %zu bytes is too short for sequences of %lld tokens",
                   rt->data_path, rt->data_len, (long long)T);
         uint64_t windows = (uint64_t)(rt->data_len - (size_t)T - 1);

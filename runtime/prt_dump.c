@@ -146,7 +146,8 @@ void prt_dump_logits(prt *rt, const void *logits, int64_t dtype, int64_t N, int6
     int64_t header[6] = {rt->step, rt->dump_logits_calls++, N, V_local, vocab_offset, axis};
     put(rt->dump_logits, header, sizeof header[0], 6);
     void *host = NULL;  /* --device cuda: the logits copied to the host */
-    if (!rt->backend->host_memory) logits = host = prt_host_copy(rt, logits, prt_dtype_size(dtype) * (size_t)(N * V_local));
+    if (!rt->backend->host_memory)
+        logits = host = prt_host_copy(rt, logits, prt_dtype_size(dtype) * (size_t)(N * V_local));
     if (dtype == PRT_F32) {
         put(rt->dump_logits, logits, sizeof(float), (size_t)(N * V_local));
         free(host);

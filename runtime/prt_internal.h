@@ -307,6 +307,11 @@ void prt_dump_finalize(prt *rt);
 void prt_data_open(prt *rt, const char *path);
 void prt_data_close(prt *rt);
 
+/* Start-up problems found by some ranks (bad data, unwritable outputs): each rank
+ * passes its message or NULL; the lowest rank that has one prints it and every
+ * rank exits 2.  Returns when no rank has one.  Watched (prt_wait). */
+void prt_startup_verdict(prt *rt, const char *message);
+
 /* ---------------------------------------------------------------- flags (prt_flags.c) */
 
 /* Parses the runtime options (argv after argv[0]); on a bad one every rank exits

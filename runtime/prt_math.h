@@ -136,4 +136,37 @@ PRT_MATH float prt_swiglu_dgate(float d, float g, float u) {
 }
 PRT_MATH float prt_swiglu_dup(float d, float g) { return d * g * prt_sigmoid(g); }
 
+/* ---------------------------------------------------------------- optimizers */
+
+/* AdamW's per-step constants (parc_rt.h, prt_adamw), in fp32 as the updates use them. */
+typedef struct prt_adamw_args {
+    float b1, b2, lr, eps, wd, bc1, bc2;   /* bc = 1 - beta^step: the bias corrections */
+} prt_adamw_args;
+
+PRT_MATH prt_adamw_args prt_adamw_prepare(int64_t step, double lr, double beta1, double beta2, double eps,
+                                          double weight_decay) {
+    prt_adamw_args a = {(float)beta1, (float)beta2, (float)lr, (float)eps, (float)weight_decay,
+                        (float)(1.0 - pow(beta1, (double)step)), (float)(1.0 - pow(beta2, (double)step))};
+    return a;
+}
+/* One element: *m and *v get their new (fp32) moments, the new parameter is
+ * returned; decoupled weight decay, bias-corrected (torch.optim.AdamW). */
+PRT_MATH float prt_adamw_update(const prt_adamw_args *a, float p, float g, float *m, float *v) {
+    float mi = a->b1 * *m + (1.0f - a->b1) * g, vi = a->b2 * *v + (1.0f - a->b2) * g * g;
+    *m = mi;
+    *v = vi;
+    float mhat = mi / a->bc1, vhat = vi / a->bc2;
+    return p - a->lr * (mhat / (sqrtf(vhat) + a->eps) + a->wd * p);
+}
+/* One SGD element (torch.optim.SGD): d = g + wd p; with momentum (mom non-NULL)
+ * *mom = mu *mom + d and d = *mom; returns p - lr d. */
+PRT_MATH float prt_sgd_update(float p, float g, float *mom, float lr, float mu, float wd) {
+    float d = g + wd * p;
+    if (mom) {
+        d = mu * *mom + d;
+        *mom = d;
+    }
+    return p - lr * d;
+}
+
 #endif

@@ -13,10 +13,7 @@
 #include "prt_backend.h"
 #include "prt_internal.h"
 
-/* Start-up problems found by some ranks (bad data, unwritable outputs): the
- * lowest rank that has one prints it (message non-NULL there), every rank exits 2.
- * Watched, so a rank stopped at start-up is named too. */
-static void startup_verdict(prt *rt, const char *message) {
+void prt_startup_verdict(prt *rt, const char *message) {
     int first = message ? rt->world_rank : rt->world_size;
     MPI_Request req;
     PRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req));
@@ -138,7 +135,7 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     }
     char message[1024] = "";
     open_outputs(rt, message, sizeof message);
-    startup_verdict(rt, *message ? message : NULL);
+    prt_startup_verdict(rt, *message ? message : NULL);
     if (rt->data_path) prt_data_open(rt, rt->data_path);
     prt_dump_init(rt);
     if (rt->backend->init) {

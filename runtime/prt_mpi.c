@@ -73,9 +73,22 @@ static MPI_Op sum_op(prt *rt, int64_t dtype) {
 }
 
 /* Packing buffer of `bytes` (booked to PRT_COMM in whole floats). */
-static char *stage_bytes(prt *rt, size_t bytes) { return (char *)prt_comm_stage(rt, (bytes + sizeof(float) - 1) / sizeof(float)); }
+static char *stage_bytes(prt *rt, size_t bytes) {
+    return (char *)prt_comm_stage(rt, (bytes + sizeof(float) - 1) / sizeof(float));
+}
 
 /* ---------------------------------------------------------------- collectives over MPI (host memory) */
+
+/* in[outer, S, inner] packed into the staging buffer as [S, outer, inner]: block s
+ * is what rank s of the axis gets (reduce-scatter, all-to-all). */
+static const char *pack_blocks(prt *rt, const char *in, int S, int64_t outer, int64_t inner, size_t esize) {
+    char *stage = stage_bytes(rt, (size_t)S * (size_t)(outer * inner) * esize);
+    for (int s = 0; s < S; s++)
+        for (int64_t o = 0; o < outer; o++)
+            memcpy(stage + ((size_t)s * outer + o) * inner * esize, in + (size_t)((o * S + s) * inner) * esize,
+                   (size_t)inner * esize);
+    return stage;
+}
 
 void prt_mpi_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype) {
     double t = prt_trace_start(rt);
@@ -119,12 +132,7 @@ void prt_mpi_reducescatter(prt *rt, int64_t axis, void *out, const void *in_, in
     count_of((int64_t)S * block, "reducescatter");
     const char *send = in;
     if (outer > 1) {
-        char *stage = stage_bytes(rt, (size_t)S * (size_t)block * esize);  /* [S, outer, inner] */
-        for (int s = 0; s < S; s++)
-            for (int64_t o = 0; o < outer; o++)
-                memcpy(stage + ((size_t)s * outer + o) * inner * esize, in + (size_t)((o * S + s) * inner) * esize,
-                       (size_t)inner * esize);
-        send = stage;
+        send = pack_blocks(rt, in, S, outer, inner, esize);
     }
     MPI_Request req;
     PRT_MPI_CHECK(MPI_Ireduce_scatter_block(send, out, block, mpi_type(dtype), sum_op(rt, dtype),
@@ -142,12 +150,7 @@ void prt_mpi_alltoall(prt *rt, int64_t axis, void *out, const void *in_, int64_t
     count_of((int64_t)S * block, "alltoall");
     const char *send = in;
     if (outer > 1) {
-        char *stage = stage_bytes(rt, (size_t)S * (size_t)block * esize);  /* [S, outer, inner]: block j for rank j */
-        for (int s = 0; s < S; s++)
-            for (int64_t o = 0; o < outer; o++)
-                memcpy(stage + ((size_t)s * outer + o) * inner * esize, in + (size_t)((o * S + s) * inner) * esize,
-                       (size_t)inner * esize);
-        send = stage;
+        send = pack_blocks(rt, in, S, outer, inner, esize);
     }
     MPI_Datatype type = mpi_type(dtype);
     MPI_Request req;
@@ -218,7 +221,8 @@ void prt_mpi_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t
         slot->capacity = bytes;
     }
     if (count) memcpy(slot->data, buf, bytes);
-    PRT_MPI_CHECK(MPI_Isend(slot->data, count, mpi_type(dtype), peer_of(rt, axis, delta), (int)tag, comm, &slot->request));
+    PRT_MPI_CHECK(
+        MPI_Isend(slot->data, count, mpi_type(dtype), peer_of(rt, axis, delta), (int)tag, comm, &slot->request));
     PRT_TRACE_END(rt, "send", "p2p", t, (int64_t)bytes, axis);
 }
 

@@ -78,7 +78,8 @@ void prt_trace_write(prt *rt) {
         put_escaped(&t, rt->plan.axis_names[a] ? rt->plan.axis_names[a] : "?");
         put(&t, "=%d%s", rt->coord[a], a == rt->naxes - 1 ? ")" : "");
     }
-    put(&t, "\"}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}", r, r);
+    put(&t, "\"}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}",
+        r, r);
     for (int64_t i = 0; i < rt->nevents; i++) {
         const prt_trace_event *e = &rt->events[i];
         put(&t, ",\n{\"name\":\"");
@@ -90,7 +91,8 @@ void prt_trace_write(prt *rt) {
             if (e->bytes >= 0) put(&t, "\"bytes\":%lld%s", (long long)e->bytes, e->axis >= 0 ? "," : "");
             if (e->axis >= 0) {
                 put(&t, "\"axis\":\"");
-                put_escaped(&t, e->axis < rt->naxes && rt->plan.axis_names[e->axis] ? rt->plan.axis_names[e->axis] : "?");
+                put_escaped(&t,
+                            e->axis < rt->naxes && rt->plan.axis_names[e->axis] ? rt->plan.axis_names[e->axis] : "?");
                 put(&t, "\"");
             }
             put(&t, "}");
@@ -129,7 +131,8 @@ void prt_trace_write(prt *rt) {
         int err = errno;
         ok = fclose(f) == 0 && ok;
         rt->trace_file = NULL;
-        if (!ok) prt_user_fail(1, "--trace %s: cannot write the trace: %s", rt->trace_path, strerror(err ? err : errno));
+        if (!ok)
+            prt_user_fail(1, "--trace %s: cannot write the trace: %s", rt->trace_path, strerror(err ? err : errno));
         if (!rt->quiet) printf("parc: trace of %d ranks written to %s\n", rt->world_size, rt->trace_path);
     }
     free(all);

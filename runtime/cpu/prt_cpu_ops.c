@@ -197,7 +197,8 @@ static void cpu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const v
     tensor din = ften(rt, din_, op), dw = ften(rt, dw_, op), db = ften(rt, db_, op), dout = ften(rt, dout_, op),
            in = ften(rt, in_, op), w = ften(rt, w_, op), mean = ften(rt, mean_, op), rstd = ften(rt, rstd_, op);
     /* dw, db sum over the N rows in fp32 (their own memory when fp32), rounded once */
-    float *s = scratch(rt, (is16(dw) + is16(db)) * C), *dw_slot = take(&s, is16(dw) * C), *db_slot = take(&s, is16(db) * C);
+    float *s = scratch(rt, (is16(dw) + is16(db)) * C), *dw_slot = take(&s, is16(dw) * C),
+          *db_slot = take(&s, is16(db) * C);
     view dwv = {NULL, 0}, dbv = {NULL, 0};
     if (dw.p) dwv = view_of(dw, dw_slot, 0, 1, C, C, 1);
     if (db.p) dbv = view_of(db, db_slot, 0, 1, C, C, 1);
@@ -268,7 +269,8 @@ static void matmul_fwd(prt *rt, const char *op, void *out_, const void *in_, con
     tensor out = ften(rt, out_, op), in = ften(rt, in_, op), w = ften(rt, w_, op);
     int64_t R = chunk_rows(N, is16(in) || is16(out));
     float *s = scratch(rt, is16(w) * K * M + R * (is16(in) * K + is16(out) * M));
-    float *w_slot = take(&s, is16(w) * K * M), *in_slot = take(&s, is16(in) * R * K), *out_slot = take(&s, is16(out) * R * M);
+    float *w_slot = take(&s, is16(w) * K * M), *in_slot = take(&s, is16(in) * R * K),
+          *out_slot = take(&s, is16(out) * R * M);
     view wv = transposed ? view_of(w, w_slot, 0, M, K, K, 1) : view_of(w, w_slot, 0, K, M, M, 1);
     for (int64_t r0 = 0; r0 < N; r0 += R) {
         int r = (int)(N - r0 < R ? N - r0 : R);
@@ -524,7 +526,8 @@ static void cpu_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const voi
                 for (int j = 0; j < T; j++) dp[j] = p[j] * (dp[j] - (float)dot);
             }
             /* dQ += scale dS K;  dK += scale dS^T Q */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HD, T, scale, dP, T, k.f, k.ld, 1.0f, dq.f, dq.ld);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HD, T, scale, dP, T, k.f, k.ld, 1.0f, dq.f,
+                        dq.ld);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HD, T, scale, dP, T, q.f, q.ld, 1.0f, dk.f, dk.ld);
             head_store(dqkv, dq, dk, dv, b, h, T, C, HD);
         }
@@ -583,8 +586,8 @@ static void cpu_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *log
     prt_count_step_loss(rt, axis, loss);
 }
 
-static void cpu_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const void *stats_, const void *targets_, int64_t N,
-                  int64_t V_local, int64_t vocab_offset, double scale) {
+static void cpu_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const void *stats_, const void *targets_,
+                         int64_t N, int64_t V_local, int64_t vocab_offset, double scale) {
     tensor dlogits = ften(rt, dlogits_, "xent_bwd"), logits = ften(rt, logits_, "xent_bwd"),
            stats = ften(rt, stats_, "xent_bwd");
     const int32_t *targets = targets_;
@@ -602,21 +605,17 @@ static void cpu_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const voi
 /* ---------------------------------------------------------------- optimizers */
 
 /* With a master the fp32 master is updated and the param gets its rounding. */
-static void cpu_adamw(prt *rt, void *param_, void *master_, const void *grad_, void *m_, void *v_, int64_t n, int64_t step,
-               double lr, double beta1, double beta2, double eps, double weight_decay) {
+static void cpu_adamw(prt *rt, void *param_, void *master_, const void *grad_, void *m_, void *v_, int64_t n,
+                      int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay) {
     PRT_CHECK(step >= 1, "adamw: step counts from 1, got %lld", (long long)step);
     tensor param = ften(rt, param_, "adamw"), master = ften(rt, master_, "adamw"), grad = ften(rt, grad_, "adamw"),
            m = ften(rt, m_, "adamw"), v = ften(rt, v_, "adamw");
     tensor p = master.p ? master : param;
-    float b1 = (float)beta1, b2 = (float)beta2, lr_f = (float)lr, eps_f = (float)eps, wd = (float)weight_decay;
-    float bc1 = (float)(1.0 - pow(beta1, (double)step)), bc2 = (float)(1.0 - pow(beta2, (double)step));
+    prt_adamw_args args = prt_adamw_prepare(step, lr, beta1, beta2, eps, weight_decay);
     for (int64_t i = 0; i < n; i++) {
-        float g = LD(grad, i);
-        float mi = b1 * LD(m, i) + (1.0f - b1) * g, vi = b2 * LD(v, i) + (1.0f - b2) * g * g;
+        float mi = LD(m, i), vi = LD(v, i), pi = prt_adamw_update(&args, LD(p, i), LD(grad, i), &mi, &vi);
         ST(m, i, mi);
         ST(v, i, vi);
-        float mhat = mi / bc1, vhat = vi / bc2, pi = LD(p, i);
-        pi -= lr_f * (mhat / (sqrtf(vhat) + eps_f) + wd * pi);
         ST(p, i, pi);
         if (master.p) ST(param, i, pi);
     }
@@ -627,19 +626,14 @@ static void cpu_sgd(prt *rt, void *param_, void *master_, const void *grad_, voi
     tensor param = ften(rt, param_, "sgd"), master = ften(rt, master_, "sgd"), grad = ften(rt, grad_, "sgd"),
            mom = ften(rt, mom_, "sgd");
     tensor p = master.p ? master : param;
-    float lr_f = (float)lr, mu = (float)momentum, wd = (float)weight_decay;
     for (int64_t i = 0; i < n; i++) {
-        float pi = LD(p, i), d = LD(grad, i) + wd * pi;
-        if (mom.p) {
-            d = mu * LD(mom, i) + d;
-            ST(mom, i, d);
-        }
-        pi -= lr_f * d;
+        float mi = mom.p ? LD(mom, i) : 0.0f, pi = prt_sgd_update(LD(p, i), LD(grad, i), mom.p ? &mi : NULL, (float)lr,
+                                                                  (float)momentum, (float)weight_decay);
+        if (mom.p) ST(mom, i, mi);
         ST(p, i, pi);
         if (master.p) ST(param, i, pi);
     }
 }
-
 
 /* ---------------------------------------------------------------- the backend table */
 
