@@ -147,9 +147,13 @@ typedef struct prt_plan_desc {
 /* ---------------------------------------------------------------- lifecycle */
 
 /* Initialises MPI, checks world size == product of axis sizes, builds one
- * communicator per axis (MPI_Comm_split), parses runtime flags from argv:
- *   --steps N  --data FILE  --memory  --trace FILE  --quiet  --device cpu|cuda
- * Bad flags print a usage message and exit 2 on every rank. */
+ * communicator per axis (MPI_Comm_split), parses runtime flags from argv
+ * (values as --name value or --name=value):
+ *   --steps N  --data FILE  --memory  --trace FILE  --quiet  --timeout SECONDS
+ *   --device cpu|cuda
+ * Bad flags print a usage message and exit 2 on every rank; so do outputs that
+ * cannot be opened and --data files that cannot be used, checked here before
+ * any training. */
 prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan);
 /* Allocates every buffer of this rank's stage (booked to its ledger class) and
  * initialises parameters.  Called once after prt_init. */

@@ -288,8 +288,9 @@ int64_t prt_param_layer(const prt_buffer_desc *gen, int64_t instance);
 
 /* ---------------------------------------------------------------- dumps (prt_dump.c) */
 
-/* Reads PRT_DUMP_DIR / PRT_DUMP_STEP / PRT_DUMP_DATA_ALL (prt_init). */
-void prt_dump_init(prt *rt);
+/* Reads PRT_DUMP_DIR / PRT_DUMP_STEP / PRT_DUMP_DATA_ALL (prt_init); a problem
+ * (a directory that cannot be made or written, a bad step) goes to message. */
+void prt_dump_init(prt *rt, char *message, size_t size);
 /* Hooks; each returns at once when its dump is off. */
 void prt_dump_step_begin(prt *rt, int64_t step);       /* init_params at dump_step */
 void prt_dump_before_optimizer(prt *rt, int64_t step); /* grads at dump_step */

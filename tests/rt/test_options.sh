@@ -64,6 +64,9 @@ expect "PRT_LOSS_FILE in a missing directory" 2 \
 untrained "PRT_LOSS_FILE in a missing directory"
 expect "PRT_LOSS_FILE=/dev/full" 1 "parc: error: PRT_LOSS_FILE /dev/full: cannot write step 0: No space left on device" \
     PRT_LOSS_FILE=/dev/full -- --quiet --steps 2
+expect "PRT_DUMP_DIR=/dev/null" 2 "parc: error: PRT_DUMP_DIR /dev/null: is not a directory" \
+    PRT_DUMP_DIR=/dev/null -- --steps 2
+untrained "PRT_DUMP_DIR=/dev/null"
 
 # ---- data: validated at start-up, before training; a FIFO must not hang
 mkfifo "$DIR/fifo"
