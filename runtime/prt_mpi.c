@@ -1,8 +1,9 @@
 /*
  * prt_mpi.c — collectives on one mesh axis and pipeline send/recv over MPI, on
  * host memory: the CPU backend's collectives, and the CUDA backend's host-staged
- * path.  Every wait is a nonblocking call completed under the watchdog
- * (prt_wait), so a peer that never arrives is named instead of hanging the job.
+ * path.  Every collective first waits, watched (prt_wait), for all ranks of its
+ * axis to arrive, and receives and send completions are polled the same way, so
+ * a peer that never arrives is named instead of hanging the job.
  *
  * Counts are elements of the buffer's dtype (prt_dtype_of; unregistered memory is
  * fp32): f32 and i32 move as MPI_FLOAT / MPI_INT32_T, bf16 and f16 as
@@ -79,6 +80,19 @@ static char *stage_bytes(prt *rt, size_t bytes) {
 
 /* ---------------------------------------------------------------- collectives over MPI (host memory) */
 
+/* Waits, watched, until every rank of the axis has reached this collective (a
+ * nonblocking barrier that prt_wait polls, so a missing peer is named), then
+ * brackets the blocking call that follows for the watchdog thread.  The
+ * collective itself stays MPI's blocking one, with the algorithms MPI tunes for
+ * it (Open MPI's nonblocking collectives are a separate, simpler implementation);
+ * the barrier adds one small round trip per collective. */
+static void arrive(prt *rt, int64_t axis, const char *what) {
+    MPI_Request req;
+    PRT_MPI_CHECK(MPI_Ibarrier(prt_axis_comm(rt, axis), &req));
+    prt_wait(rt, &req, NULL, what, axis);
+    prt_block_begin(what, axis);
+}
+
 /* in[outer, S, inner] packed into the staging buffer as [S, outer, inner]: block s
  * is what rank s of the axis gets (reduce-scatter, all-to-all). */
 static const char *pack_blocks(prt *rt, const char *in, int S, int64_t outer, int64_t inner, size_t esize) {
@@ -92,10 +106,10 @@ static const char *pack_blocks(prt *rt, const char *in, int S, int64_t outer, in
 
 void prt_mpi_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype) {
     double t = prt_trace_start(rt);
-    MPI_Request req;
-    PRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n, "allreduce"), mpi_type(dtype), sum_op(rt, dtype),
-                                 prt_axis_comm(rt, axis), &req));
-    prt_wait(rt, &req, NULL, "all-reduce", axis);
+    arrive(rt, axis, "all-reduce");
+    PRT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count_of(n, "allreduce"), mpi_type(dtype), sum_op(rt, dtype),
+                                prt_axis_comm(rt, axis)));
+    prt_block_end();
     PRT_TRACE_END(rt, "allreduce", "comm", t, n * (int64_t)prt_dtype_size(dtype), axis);
 }
 
@@ -106,14 +120,11 @@ void prt_mpi_allgather(prt *rt, int64_t axis, void *out_, const void *in, int64_
     char *out = out_;
     int block = count_of(outer * inner, "allgather");
     MPI_Datatype type = mpi_type(dtype);
-    MPI_Request req;
-    if (outer == 1) {
-        PRT_MPI_CHECK(MPI_Iallgather(in, block, type, out, block, type, prt_axis_comm(rt, axis), &req));
-        prt_wait(rt, &req, NULL, "all-gather", axis);
-    } else {
-        char *stage = stage_bytes(rt, (size_t)S * (size_t)block * esize);  /* [S, outer, inner] */
-        PRT_MPI_CHECK(MPI_Iallgather(in, block, type, stage, block, type, prt_axis_comm(rt, axis), &req));
-        prt_wait(rt, &req, NULL, "all-gather", axis);
+    char *stage = outer == 1 ? NULL : stage_bytes(rt, (size_t)S * (size_t)block * esize);  /* [S, outer, inner] */
+    arrive(rt, axis, "all-gather");
+    PRT_MPI_CHECK(MPI_Allgather(in, block, type, stage ? stage : out, block, type, prt_axis_comm(rt, axis)));
+    prt_block_end();
+    if (stage) {
         for (int s = 0; s < S; s++)
             for (int64_t o = 0; o < outer; o++)
                 memcpy(out + (size_t)((o * S + s) * inner) * esize, stage + ((size_t)s * outer + o) * inner * esize,
@@ -134,10 +145,10 @@ void prt_mpi_reducescatter(prt *rt, int64_t axis, void *out, const void *in_, in
     if (outer > 1) {
         send = pack_blocks(rt, in, S, outer, inner, esize);
     }
-    MPI_Request req;
-    PRT_MPI_CHECK(MPI_Ireduce_scatter_block(send, out, block, mpi_type(dtype), sum_op(rt, dtype),
-                                            prt_axis_comm(rt, axis), &req));
-    prt_wait(rt, &req, NULL, "reduce-scatter", axis);
+    arrive(rt, axis, "reduce-scatter");
+    PRT_MPI_CHECK(MPI_Reduce_scatter_block(send, out, block, mpi_type(dtype), sum_op(rt, dtype),
+                                           prt_axis_comm(rt, axis)));
+    prt_block_end();
     PRT_TRACE_END(rt, "reducescatter", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
 }
 
@@ -153,9 +164,9 @@ void prt_mpi_alltoall(prt *rt, int64_t axis, void *out, const void *in_, int64_t
         send = pack_blocks(rt, in, S, outer, inner, esize);
     }
     MPI_Datatype type = mpi_type(dtype);
-    MPI_Request req;
-    PRT_MPI_CHECK(MPI_Ialltoall(send, block, type, out, block, type, prt_axis_comm(rt, axis), &req));
-    prt_wait(rt, &req, NULL, "all-to-all", axis);
+    arrive(rt, axis, "all-to-all");
+    PRT_MPI_CHECK(MPI_Alltoall(send, block, type, out, block, type, prt_axis_comm(rt, axis)));
+    prt_block_end();
     PRT_TRACE_END(rt, "alltoall", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
 }
 
