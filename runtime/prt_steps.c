@@ -32,9 +32,18 @@ void prt_before_optimizer(prt *rt, int64_t step) {
     prt_dump_before_optimizer(rt, step);
 }
 
+/* Waits for the backend's outstanding work (device kernels, NCCL collectives)
+ * under the watchdog thread: a device wait cannot be polled like MPI's. */
+static void backend_sync(prt *rt, const char *what) {
+    if (!rt->backend->sync) return;
+    prt_block_begin(what, -1);
+    rt->backend->sync(rt);
+    prt_block_end();
+}
+
 void prt_step_end(prt *rt, int64_t step) {
     PRT_CHECK(rt->step == step, "prt_step_end(%lld) without prt_step_begin(%lld)", (long long)step, (long long)step);
-    if (rt->backend->sync) rt->backend->sync(rt);  /* the step's time includes its device work */
+    backend_sync(rt, "the device work of the step");  /* the step's time includes it */
     prt_comm_complete_sends(rt);
     double loss = rt->step_loss;
     double t_comm = prt_trace_start(rt);
@@ -118,7 +127,7 @@ static void print_memory_table(prt *rt) {
 }
 
 int64_t prt_finalize(prt *rt) {
-    if (rt->backend->sync) rt->backend->sync(rt);
+    backend_sync(rt, "the device work before shutdown");
     prt_comm_complete_sends(rt);
     prt_dump_finalize(rt);
     if (rt->tracing) prt_trace_write(rt);
