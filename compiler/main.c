@@ -14,6 +14,7 @@
 #include "codegen.h"
 #include "explain.h"
 #include "ir.h"
+#include "report_html.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@ static void usage(FILE *out)
             "  explain PLAN          memory per GPU, parallelism per axis, schedule, step time\n"
             "       --verbose        the formula behind each number\n"
             "       --json           the same as JSON (schema in docs/json.md)\n"
+            "       --html FILE      the same as one self-contained HTML page with pictures\n"
             "  collectives PLAN      every collective each rank issues per step, and why\n"
             "       --json\n"
             "  lower PLAN --emit=KIND  dump a pass: plan | graph | ir | schedule\n"
@@ -166,12 +168,14 @@ int main(int argc, char **argv)
         status = compile_plan(&arena, path, &c, 2, 1);
         if (!status) report_check_summary(stdout, c.an);
     } else if (!strcmp(cmd, "explain")) {
-        static const char *const known[] = {"--json", "--verbose", NULL};
+        static const char *const known[] = {"--json", "--verbose", "--html=", NULL};
         if ((status = check_options(oargc, oargv, known, cmd))) return status;
         status = compile_plan(&arena, path, &c, 2, 0);
         if (!status || (c.an && diag_error_count() == 0)) {
             int fit_errors = analyze_check(&arena, c.an);
-            if (has_flag(oargc, oargv, "--json")) report_explain_json(stdout, c.an);
+            const char *html = flag_value(oargc, oargv, "--html");
+            if (html) fit_errors += report_html_write(c.an, html) != 0;
+            else if (has_flag(oargc, oargv, "--json")) report_explain_json(stdout, c.an);
             else report_explain(stdout, c.an, has_flag(oargc, oargv, "--verbose"));
             status = fit_errors ? 1 : 0;
         }
