@@ -83,6 +83,8 @@ static const char page_style[] =
     ".bar{display:inline-block;height:10px;border-radius:2px;vertical-align:-1px}\n"
     ".scroll{max-height:560px;overflow:auto;border:1px solid #eceef2}\n"
     ".scroll th{position:sticky;top:0}\n"
+    ".panels{display:flex;flex-wrap:wrap;gap:6px 40px}.panel h3{font-size:14px;margin:10px 0 2px}\n"
+    ".panel h3 .sub{font-weight:400;font-size:13px}\n"
     "svg{display:block;margin:4px 0}svg text{font-size:12px;fill:var(--ink)}\n"
     "svg .mute{fill:var(--mute)}svg .ax{stroke:#9aa1ad}svg .grid{stroke:#e6e9ee}\n"
     "svg .hl{stroke:#111;stroke-width:2}\n";
@@ -340,7 +342,8 @@ void report_html_memory(FILE *out, const Analysis *an, double scale_bytes)
 
 /* ------------------------------------------------------------ mesh */
 
-/* What an axis carries, in a few words. */
+/* What an axis carries, in a few words: "pipeline (1f1b)", "tensor (heads,
+ * ffn)", "data (batch)", "sequence parallel", "ZeRO-1". */
 static void axis_carries(FILE *out, const Plan *plan, const Program *prog, int a)
 {
     const Layout *l = &plan->layout;
@@ -352,40 +355,72 @@ static void axis_carries(FILE *out, const Plan *plan, const Program *prog, int a
     int any = 0;
     for (int d = 0; d < DIM_COUNT; d++) {
         if (d == DIM_LAYERS || l->dim_axis[d] != a) continue;
-        fprintf(out, "%s%s", any ? " " : sep, dim_names[d]);
+        if (!any) fprintf(out, "%s%s (", sep, l->dim_axis[DIM_BATCH] == a ? "data" : "tensor");
+        fprintf(out, "%s%s", any ? ", " : "", dim_names[d]);
         any = 1;
     }
-    if (any) sep = ", ";
+    if (any) fputs(")", out), sep = ", ";
     if (l->sp_axis == a) fprintf(out, "%ssequence parallel", sep), sep = ", ";
     if (l->zero_axis == a && l->zero_stage > 0) fprintf(out, "%sZeRO-%d", sep, l->zero_stage), sep = ", ";
     if (!*sep) fputs("replicated", out);
 }
 
+/* Where the GPUs of the mesh pictures go: nodes in rows of boxes, a node's
+ * GPUs in rows of 8, room above each row of nodes for the arcs of groups. */
 typedef struct MeshGeom {
-    int cell, cols, rows, pad, node_w, node_h, gap, per_row, width, height;
+    int gpn, cell, cols, pad, label, node_w, node_h, gap, arc_room, per_row, width, height;
 } MeshGeom;
 
 static MeshGeom mesh_geom(const Plan *plan)
 {
     MeshGeom g;
-    int world = plan->mesh.world, gpn = plan->cluster.gpus_per_node > 0 ? plan->cluster.gpus_per_node : world;
-    g.cell = world <= 64 ? 26 : world <= 256 ? 16 : 9;
-    g.cols = gpn < 8 ? gpn : 8;
-    g.rows = (gpn + g.cols - 1) / g.cols;
-    g.pad = g.cell >= 16 ? 5 : 3;
-    g.gap = g.cell >= 16 ? 12 : 6;
+    int world = plan->mesh.world;
+    g.gpn = plan->cluster.gpus_per_node > 0 ? plan->cluster.gpus_per_node : world;
+    g.cell = world <= 16 ? 32 : world <= 64 ? 24 : world <= 256 ? 16 : 9;
+    g.cols = g.gpn < 8 ? g.gpn : 8;
+    int rows = (g.gpn + g.cols - 1) / g.cols;
+    int big = g.cell >= 16;
+    g.pad = big ? 6 : 3;
+    g.label = big ? 15 : 0;
+    g.gap = big ? 18 : 8;
+    g.arc_room = big ? 20 : 8;
     g.node_w = g.cols * g.cell + 2 * g.pad;
-    g.node_h = g.rows * g.cell + 2 * g.pad + (g.cell >= 16 ? 14 : 0);
-    g.width = 1320;
-    g.per_row = (g.width + g.gap) / (g.node_w + g.gap);
+    g.node_h = rows * g.cell + 2 * g.pad + g.label;
+    g.per_row = (1320 + g.gap) / (g.node_w + g.gap);
     if (g.per_row < 1) g.per_row = 1;
-    int nodes = (world + gpn - 1) / gpn;
-    int node_rows = (nodes + g.per_row - 1) / g.per_row;
-    g.height = node_rows * (g.node_h + g.gap);
+    int nodes = (world + g.gpn - 1) / g.gpn;
+    if (nodes > g.per_row && nodes <= 16) {
+        /* smaller GPUs rather than a second row: groups' arcs stay in one row */
+        int cell = (1320 - nodes * (g.gap + 2 * g.pad)) / (nodes * g.cols);
+        if (cell >= 16 && cell < g.cell) {
+            g.cell = cell;
+            g.node_w = g.cols * g.cell + 2 * g.pad;
+            g.node_h = rows * g.cell + 2 * g.pad + g.label;
+            g.per_row = nodes;
+        }
+    }
+    int used = nodes < g.per_row ? nodes : g.per_row;
+    g.width = used * (g.node_w + g.gap) - g.gap + 2;
+    g.height = ((nodes + g.per_row - 1) / g.per_row) * (g.node_h + g.gap + g.arc_room);
     return g;
 }
 
-/* Ranks' group numbers on axis a: groups numbered by their first rank. */
+static void node_origin(const MeshGeom *g, int node, int *x, int *y)
+{
+    *x = 1 + (node % g->per_row) * (g->node_w + g->gap);
+    *y = g->arc_room + (node / g->per_row) * (g->node_h + g->gap + g->arc_room);
+}
+
+static void cell_origin(const MeshGeom *g, int rank, int *x, int *y)
+{
+    int gpu = rank % g->gpn;
+    node_origin(g, rank / g->gpn, x, y);
+    *x += g->pad + (gpu % g->cols) * g->cell;
+    *y += g->pad + (gpu / g->cols) * g->cell;
+}
+
+/* Ranks' group numbers on axis a: groups numbered in the order of their
+ * first rank.  leader_group is scratch of world ints. */
 static void mesh_groups(const Plan *plan, int a, int *group_of, int *leader_group)
 {
     int world = plan->mesh.world, next = 0, coords[PARC_MAX_AXES];
@@ -399,17 +434,17 @@ static void mesh_groups(const Plan *plan, int a, int *group_of, int *leader_grou
     }
 }
 
+/* A GPU coloured by its position in its group on axis a. */
 static void mesh_cell(FILE *out, const Plan *plan, const MeshGeom *g, int a, int r, const int *group_of)
 {
-    int gpn = plan->cluster.gpus_per_node > 0 ? plan->cluster.gpus_per_node : plan->mesh.world;
-    int node = r / gpn, gpu = r % gpn, coords[PARC_MAX_AXES];
-    int nx = (node % g->per_row) * (g->node_w + g->gap), ny = (node / g->per_row) * (g->node_h + g->gap);
-    int x = nx + g->pad + (gpu % g->cols) * g->cell, y = ny + g->pad + (gpu / g->cols) * g->cell;
+    int coords[PARC_MAX_AXES], x, y;
+    cell_origin(g, r, &x, &y);
     plan_rank_coords(plan, r, coords);
-    const char *color = group_colors[group_of[r] % NGROUP_COLORS];
+    const char *color = group_colors[coords[a] % NGROUP_COLORS];
     fprintf(out, "<rect data-axis=\"%s\" data-rank=\"%d\" data-node=\"%d\" data-group=\"%d\" x=\"%d\" y=\"%d\" "
                  "width=\"%d\" height=\"%d\" rx=\"2\" fill=\"%s\" stroke=\"#fff\"><title>rank %d (node %d, GPU %d): ",
-            plan->mesh.axes[a].name, r, node, group_of[r], x, y, g->cell, g->cell, color, r, node, gpu);
+            plan->mesh.axes[a].name, r, r / g->gpn, group_of[r], x, y, g->cell, g->cell, color, r, r / g->gpn,
+            r % g->gpn);
     report_html_escape(out, plan->mesh.axes[a].name);
     fprintf(out, " group %d, position %d of %d; coordinates", group_of[r], coords[a], plan->mesh.axes[a].size);
     for (int b = 0; b < plan->mesh.naxes; b++) {
@@ -417,42 +452,79 @@ static void mesh_cell(FILE *out, const Plan *plan, const MeshGeom *g, int a, int
         report_html_escape(out, plan->mesh.axes[b].name);
         fprintf(out, "=%d", coords[b]);
     }
-    fputs("</title></rect>", out);
-    if (g->cell >= 16)
-        fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" style=\"fill:#fff;font-size:11px;"
-                     "pointer-events:none\">%d</text>",
-                x + g->cell / 2, y + g->cell / 2 + 4, coords[a]);
-    fputc('\n', out);
+    fputs("</title></rect>\n", out);
+}
+
+/* Each group's members joined in order: a line along neighbouring GPUs of one
+ * node, an arc for any other hop; teal inside a node, red across nodes. */
+static void mesh_links(FILE *out, const Plan *plan, const MeshGeom *g, int a)
+{
+    int world = plan->mesh.world, coords[PARC_MAX_AXES];
+    double width = g->cell >= 16 ? 2.0 : 1.0;
+    for (int r = 0; r < world; r++) {
+        plan_rank_coords(plan, r, coords);
+        if (coords[a] + 1 >= plan->mesh.axes[a].size) continue;
+        coords[a]++;
+        int next = plan_coords_rank(plan, coords), x0, y0, x1, y1;
+        cell_origin(g, r, &x0, &y0);
+        cell_origin(g, next, &x1, &y1);
+        int same_node = r / g->gpn == next / g->gpn;
+        const char *color = same_node ? "#2a9d8f" : "#d62728";
+        if (same_node && y0 == y1 && x1 - x0 == g->cell) {
+            double y = y0 + g->cell - 3.5;
+            fprintf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"%.1f\" "
+                         "pointer-events=\"none\"/>\n",
+                    x0 + g->cell / 2.0, y, x1 + g->cell / 2.0, y, color, width);
+            continue;
+        }
+        /* leaves and meets the cells vertically, so it does not cross their neighbours */
+        double cx0 = x0 + g->cell / 2.0, cx1 = x1 + g->cell / 2.0, lift = (g->arc_room + g->pad) * 1.2;
+        fprintf(out, "<path d=\"M%.1f %d C%.1f %.1f %.1f %.1f %.1f %d\" fill=\"none\" stroke=\"%s\" "
+                     "stroke-width=\"%.1f\" stroke-opacity=\"0.7\" pointer-events=\"none\"/>\n",
+                cx0, y0, cx0, y0 - lift, cx1, y1 - lift, cx1, y1, color, width * 0.7);
+    }
 }
 
 static void mesh_panel(FILE *out, const Analysis *an, int a, const MeshGeom *g, int *group_of, int *scratch)
 {
     const Plan *plan = an->prog->plan;
-    int world = plan->mesh.world, gpn = plan->cluster.gpus_per_node > 0 ? plan->cluster.gpus_per_node : world;
-    int size = plan->mesh.axes[a].size, inside = plan_axis_inside_node(plan, a);
+    int world = plan->mesh.world, size = plan->mesh.axes[a].size, inside = plan_axis_inside_node(plan, a);
+    int pipeline = a == an->prog->pp_axis && an->prog->nstages > 1;
     char b1[64], bw[64];
-    format_bytes(an->axis_wire[a], b1, sizeof b1);
+    format_bytes(pipeline ? an->pipeline_bytes : an->axis_wire[a], b1, sizeof b1);
     snprintf(bw, sizeof bw, "%.4g GB/s", (inside ? plan->cluster.intra_bw : plan->cluster.inter_bw) / 1e9);
-    fputs("<h3 style=\"font-size:14px;margin:12px 0 2px\">", out);
+    fputs("<div class=\"panel\"><h3>", out);
     report_html_escape(out, plan->mesh.axes[a].name);
-    fprintf(out, " <span class=\"sub\" style=\"font-weight:400\">&middot; %d groups of %d &middot; ", world / size, size);
+    fprintf(out, " <span class=\"sub\">&middot; %d groups of %d &middot; ", world / size, size);
     axis_carries(out, plan, an->prog, a);
-    fprintf(out, " &middot; %s, %s &middot; %s per rank per step on the wire</span></h3>\n",
-            inside ? "inside a node" : "across nodes", bw, b1);
+    fprintf(out, "<br>%s, %s &middot; %s per rank per step %s</span></h3>\n",
+            inside ? "groups inside a node" : "groups across nodes", bw, b1,
+            pipeline ? "in pipeline messages" : "on the wire");
     mesh_groups(plan, a, group_of, scratch);
     fprintf(out, "<svg class=\"mesh\" data-axis=\"%s\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n",
             plan->mesh.axes[a].name, g->width, g->height, g->width, g->height);
-    for (int node = 0; node * gpn < world; node++) {
-        int nx = (node % g->per_row) * (g->node_w + g->gap), ny = (node / g->per_row) * (g->node_h + g->gap);
+    for (int node = 0; node * g->gpn < world; node++) {
+        int nx, ny;
+        node_origin(g, node, &nx, &ny);
         fprintf(out, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"4\" fill=\"#f3f4f6\" stroke=\"#c3c9d2\">"
                      "<title>node %d</title></rect>\n",
                 nx, ny, g->node_w, g->node_h, node);
-        if (g->cell >= 16)
+        if (g->label)
             fprintf(out, "<text class=\"mute\" x=\"%d\" y=\"%d\" style=\"font-size:11px\">node %d</text>\n", nx + g->pad,
                     ny + g->node_h - 5, node);
     }
     for (int r = 0; r < world; r++) mesh_cell(out, plan, g, a, r, group_of);
-    fputs("</svg>\n", out);
+    if (g->cell >= 16)
+        for (int r = 0; r < world; r++) {
+            int x, y, coords[PARC_MAX_AXES];
+            cell_origin(g, r, &x, &y);
+            plan_rank_coords(plan, r, coords);
+            fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" style=\"fill:#fff;font-size:11px;"
+                         "pointer-events:none\">%d</text>\n",
+                    x + g->cell / 2, y + g->cell / 2 + 2, coords[a]);
+        }
+    mesh_links(out, plan, g, a);
+    fputs("</svg></div>\n", out);
 }
 
 /* One row of the traffic table; the exact bytes in the row's data-*. */
@@ -506,20 +578,23 @@ void report_html_mesh(FILE *out, const Analysis *an)
     int world = plan->mesh.world;
     fprintf(out, "<section class=\"mesh\">\n<h2>Mesh: %d node%s &times; %d GPUs</h2>\n", plan->cluster.nodes,
             plan->cluster.nodes == 1 ? "" : "s", plan->cluster.gpus_per_node);
-    fputs("<p class=\"note\" style=\"margin-top:0\">Each picture colours the GPUs by their group on one axis; the "
-          "number in a GPU is its position in the group. The last axis of <code>mesh { }</code> varies fastest, so "
-          "its groups are neighbouring GPUs.</p>\n",
+    fputs("<div class=\"legend\"><span>one picture per axis: a GPU's colour and number are its position in its "
+          "group on that axis; lines join each group's members in order:</span>"
+          "<span><i class=\"swatch line\" style=\"background:#2a9d8f\"></i>inside a node</span>"
+          "<span><i class=\"swatch line\" style=\"background:#d62728\"></i>across nodes</span></div>\n",
           out);
     MeshGeom g = mesh_geom(plan);
     Arena arena = {0};
     int *group_of = arena_alloc(&arena, sizeof(int) * (size_t)world);
     int *scratch = arena_alloc(&arena, sizeof(int) * (size_t)world);
     int drawn = 0;
+    fputs("<div class=\"panels\">\n", out);
     for (int a = 0; a < plan->mesh.naxes; a++) {
         if (plan->mesh.axes[a].size <= 1) continue;
         mesh_panel(out, an, a, &g, group_of, scratch);
         drawn++;
     }
+    fputs("</div>\n", out);
     if (!drawn) fputs("<p>One GPU: no axis has more than one rank.</p>\n", out);
     arena_free(&arena);
     traffic_table(out, an);

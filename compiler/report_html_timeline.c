@@ -120,10 +120,15 @@ static void timeline_block(FILE *out, const Timeline *tl, int s, int i)
         fprintf(out, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"5\" fill=\"#1d2330\" fill-opacity=\"0.5\" "
                      "pointer-events=\"none\"/>",
                 x + 0.5, y + TL_LANE - 5.5, fmin(comm / len, 1.0) * width - 1);
-    if (width >= 7.5 * (double)strlen(name) + 4)
+    /* the item's name where it fits, else its micro-batch (the shade tells the chunk) */
+    char micro[16];
+    snprintf(micro, sizeof micro, "%d", (int)w->micro);
+    const char *label = width >= 7.0 * (double)strlen(name) + 4 ? name
+                        : width >= 7.0 * (double)strlen(micro) + 3 ? micro : NULL;
+    if (label)
         fprintf(out, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" style=\"fill:%s;font-size:11px;"
                      "pointer-events:none\">%s</text>",
-                x + width / 2, y + TL_LANE / 2 + 2, label_colors[shade], name);
+                x + width / 2, y + TL_LANE / 2 + 2, label_colors[shade], label);
     fputc('\n', out);
 }
 
@@ -274,10 +279,11 @@ void report_html_timeline(FILE *out, const Analysis *an, double scale_s)
             height);
     timeline_axis(out, &tl, scale, y_end);
     timeline_step_label(out, &tl);
-    for (int s = 0; s < sc->stages; s++) timeline_lane(out, &tl, s);
+    /* hand-offs first: the lanes cover them, so they show between the lanes */
     int most = 0;
     for (int s = 0; s < sc->stages; s++) most = sc->count[s] > most ? sc->count[s] : most;
     int handoffs = sc->stages > 1 && most <= TL_MAX_HANDOFF_ITEMS ? timeline_handoffs(out, &tl) : 0;
+    for (int s = 0; s < sc->stages; s++) timeline_lane(out, &tl, s);
     fputs("</svg>\n", out);
 
     char f[64], b[64], h[64];
