@@ -170,6 +170,12 @@ int main(int argc, char **argv)
     } else if (!strcmp(cmd, "explain")) {
         static const char *const known[] = {"--json", "--verbose", "--html=", NULL};
         if ((status = check_options(oargc, oargv, known, cmd))) return status;
+        if (flag_value(oargc, oargv, "--html") &&
+            (has_flag(oargc, oargv, "--json") || has_flag(oargc, oargv, "--verbose"))) {
+            fprintf(stderr, "parc explain: --html writes its own form of the report; give it without --json and "
+                            "--verbose\n");
+            return 2;
+        }
         status = compile_plan(&arena, path, &c, 2, 0);
         if (!status || (c.an && diag_error_count() == 0)) {
             int fit_errors = analyze_check(&arena, c.an);

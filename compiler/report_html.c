@@ -140,7 +140,7 @@ void report_html_summary(FILE *out, const Analysis *an)
     report_html_escape(out, plan->file ? plan->file : "plan");
     fputs("</h1>\n<p class=\"sub\">model ", out);
     report_html_escape(out, plan->model.name ? plan->model.name : "");
-    fprintf(out, ", %lld parameters, %lld layers &middot; %d node%s &times; %d GPUs &middot; mesh", 
+    fprintf(out, ", %lld parameters, %lld layers &middot; %d node%s &times; %d GPUs &middot; mesh",
             (long long)prog->graph->params_total, (long long)plan->model.layers, plan->cluster.nodes,
             plan->cluster.nodes == 1 ? "" : "s", plan->cluster.gpus_per_node);
     for (int a = 0; a < plan->mesh.naxes; a++) {
@@ -157,9 +157,8 @@ void report_html_summary(FILE *out, const Analysis *an)
     double cap = plan->cluster.gpu_memory;
     format_bytes((double)an->max_total, b1, sizeof b1);
     format_bytes(cap, b2, sizeof b2);
-    snprintf(detail, sizeof detail, "%.1f%% of %s%s%s", cap > 0 ? 100.0 * (double)an->max_total / cap : 0.0, b2,
-             prog->nstages > 1 ? ", stage " : "", "");
-    if (prog->nstages > 1) snprintf(detail + strlen(detail), sizeof detail - strlen(detail), "%d", an->worst_stage);
+    int used = snprintf(detail, sizeof detail, "%.1f%% of %s", cap > 0 ? 100.0 * (double)an->max_total / cap : 0.0, b2);
+    if (prog->nstages > 1) snprintf(detail + used, sizeof detail - (size_t)used, ", stage %d", an->worst_stage);
     int fits = (double)an->max_total <= cap;
     summary_card(out, !fits, fits ? "peak memory per GPU" : "peak memory per GPU: DOES NOT FIT", b1, detail);
 
@@ -245,7 +244,8 @@ static void memory_bars(FILE *out, const Analysis *an, double scale_bytes)
     int n = prog->nstages;
     double slot = plot_w / n, bw = fmin(76.0, slot * 0.62);
     int label_every = slot >= 44 ? 1 : (int)ceil(44.0 / slot);
-    fprintf(out, "<svg class=\"memory\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n", MEM_W, MEM_H, MEM_W, MEM_H);
+    fprintf(out, "<svg class=\"memory\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n", MEM_W, MEM_H, MEM_W,
+            MEM_H);
     memory_axis(out, top, y0, plot_h);
     for (int s = 0; s < n; s++) {
         double x = MEM_L + slot * s + (slot - bw) / 2;
@@ -268,8 +268,8 @@ static void memory_bars(FILE *out, const Analysis *an, double scale_bytes)
                 y + 4, b1);
     } else if (cap > 0) {
         format_bytes(peak, b2, sizeof b2);
-        fprintf(out, "<text x=\"%d\" y=\"%d\" style=\"fill:#b3161b\">&#9650; GPU memory %s</text>\n", MEM_W - MEM_R + 14,
-                MEM_T + 10, b1);
+        fprintf(out, "<text x=\"%d\" y=\"%d\" style=\"fill:#b3161b\">&#9650; GPU memory %s</text>\n",
+                MEM_W - MEM_R + 14, MEM_T + 10, b1);
         fprintf(out, "<text class=\"mute\" x=\"%d\" y=\"%d\">above this scale: the peak,</text>\n", MEM_W - MEM_R + 14,
                 MEM_T + 28);
         fprintf(out, "<text class=\"mute\" x=\"%d\" y=\"%d\">%s, is %.2g%% of it</text>\n", MEM_W - MEM_R + 14,
@@ -510,8 +510,8 @@ static void mesh_panel(FILE *out, const Analysis *an, int a, const MeshGeom *g, 
                      "<title>node %d</title></rect>\n",
                 nx, ny, g->node_w, g->node_h, node);
         if (g->label)
-            fprintf(out, "<text class=\"mute\" x=\"%d\" y=\"%d\" style=\"font-size:11px\">node %d</text>\n", nx + g->pad,
-                    ny + g->node_h - 5, node);
+            fprintf(out, "<text class=\"mute\" x=\"%d\" y=\"%d\" style=\"font-size:11px\">node %d</text>\n",
+                    nx + g->pad, ny + g->node_h - 5, node);
     }
     for (int r = 0; r < world; r++) mesh_cell(out, plan, g, a, r, group_of);
     if (g->cell >= 16)
@@ -556,8 +556,8 @@ static void traffic_table(FILE *out, const Analysis *an)
           out);
     for (int a = 0; a < plan->mesh.naxes; a++) {
         int size = plan->mesh.axes[a].size;
-        traffic_row(out, plan->mesh.axes[a].name, plan->mesh.axes[a].name, size, plan->mesh.world / size, plan_axis_inside_node(plan, a),
-                    an->axis_bytes[a], an->axis_wire[a], max_wire);
+        traffic_row(out, plan->mesh.axes[a].name, plan->mesh.axes[a].name, size, plan->mesh.world / size,
+                    plan_axis_inside_node(plan, a), an->axis_bytes[a], an->axis_wire[a], max_wire);
     }
     if (prog->nstages > 1)
         traffic_row(out, "pipeline send/recv", "-", 2, plan->mesh.world / 2,

@@ -169,9 +169,11 @@ static void timeline_lane(FILE *out, const Timeline *tl, int s)
     for (int i = 0; i < tl->sc->count[s]; i++) timeline_block(out, tl, s, i);
     timeline_tail(out, tl, s);
     if (tl->sc->stages == 1)
-        fprintf(out, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">every rank</text>\n", TL_L - 8, y + TL_LANE / 2 + 4);
+        fprintf(out, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">every rank</text>\n", TL_L - 8,
+                y + TL_LANE / 2 + 4);
     else
-        fprintf(out, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">stage %d</text>\n", TL_L - 8, y + TL_LANE / 2 + 4, s);
+        fprintf(out, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">stage %d</text>\n", TL_L - 8,
+                y + TL_LANE / 2 + 4, s);
     fprintf(out, "<text class=\"mute\" x=\"%d\" y=\"%.1f\">idle %s (%.1f%%)</text>\n", TL_W - TL_R + 12,
             y + TL_LANE / 2 + 4, b1, 100.0 * share);
 }
@@ -227,8 +229,9 @@ static void timeline_step_label(FILE *out, const Timeline *tl)
     double x0 = tl_x(tl, 0), x1 = tl_x(tl, an->step_s), xp = tl_x(tl, an->pipeline_s), y = TL_TOP - 16;
     fprintf(out, "<path d=\"M%.2f %.1f v-7 H%.2f v7\" fill=\"none\" stroke=\"#1d2330\" stroke-width=\"1.2\"/>\n", x0,
             y, x1);
-    fprintf(out, "<line x1=\"%.2f\" x2=\"%.2f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#1d2330\" stroke-dasharray=\"3 3\"/>\n",
-            xp, xp, y - 7.0, tl_y(tl->sc->stages) - TL_GAP + 4);
+    fprintf(out,
+            "<line x1=\"%.2f\" x2=\"%.2f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#1d2330\" stroke-dasharray=\"3 3\"/>\n", xp,
+            xp, y - 7.0, tl_y(tl->sc->stages) - TL_GAP + 4);
     fprintf(out, "<text class=\"step\" data-step-s=\"%.6g\" data-pipeline-s=\"%.6g\" data-bubble-share=\"%.6g\" "
                  "data-bubble-ideal=\"%.6g\" x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" style=\"font-weight:600\">"
                  "step %s = pipeline %s + gradient sync and optimizer %s &#183; bubble %.1f%% of the simulated step"

@@ -269,6 +269,8 @@ def test_write(parc, examples, tmp):
     check(missing in p.stderr and "No such file" in p.stderr, f"missing directory: message `{p.stderr.strip()}`")
     p = run([parc, "explain", plan, "--html"], 2)
     check("needs a value" in p.stderr, f"--html without a file: `{p.stderr.strip()}`")
+    p = run([parc, "explain", plan, "--html", os.path.join(tmp, "r.html"), "--json"], 2)
+    check("without --json" in p.stderr, f"--html with --json: `{p.stderr.strip()}`")
     p = run([parc, "explain", plan, "--html", "-"])
     check(p.stdout.startswith("<!DOCTYPE html>") and p.stdout.rstrip().endswith("</html>"),
           "--html - does not write the page to standard output")
@@ -295,6 +297,8 @@ def main():
             render(parc, examples, browser, tmp, "tiny_single.par", 0, False)
             render(parc, examples, browser, tmp, "llama7b_1gpu.par", 1, False)
             render(parc, examples, browser, tmp, "gpt3_175b.par", 0, True)
+            # the plan of the README's picture (docs/report.png)
+            render(parc, os.path.join(examples, "..", "docs"), browser, tmp, "report.par", 0, False)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"html {mode}: {len(FAILS)} failed")
