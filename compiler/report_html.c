@@ -44,10 +44,10 @@ static const char *precision_name(Precision p) { return p == PREC_BF16 ? "bf16" 
 /* Ledger classes, in enum prt_class order. */
 static const char *const class_colors[PRT_NCLASS] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
                                                      "#59a14f", "#edc948", "#b07aa1"};
-/* Colours for mesh groups, cycled. */
-static const char *const group_colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
+/* Colours of the positions in a mesh group (coordinate on the axis), cycled. */
+static const char *const position_colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
                                            "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
-#define NGROUP_COLORS ((int)(sizeof group_colors / sizeof group_colors[0]))
+#define NPOSITION_COLORS ((int)(sizeof position_colors / sizeof position_colors[0]))
 
 static void legend_item(FILE *out, const char *color, const char *label)
 {
@@ -440,7 +440,7 @@ static void mesh_cell(FILE *out, const Plan *plan, const MeshGeom *g, int a, int
     int coords[PARC_MAX_AXES], x, y;
     cell_origin(g, r, &x, &y);
     plan_rank_coords(plan, r, coords);
-    const char *color = group_colors[coords[a] % NGROUP_COLORS];
+    const char *color = position_colors[coords[a] % NPOSITION_COLORS];
     fprintf(out, "<rect data-axis=\"%s\" data-rank=\"%d\" data-node=\"%d\" data-group=\"%d\" x=\"%d\" y=\"%d\" "
                  "width=\"%d\" height=\"%d\" rx=\"2\" fill=\"%s\" stroke=\"#fff\"><title>rank %d (node %d, GPU %d): ",
             plan->mesh.axes[a].name, r, r / g->gpn, group_of[r], x, y, g->cell, g->cell, color, r, r / g->gpn,

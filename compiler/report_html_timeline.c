@@ -278,13 +278,14 @@ void report_html_timeline(FILE *out, const Analysis *an, double scale_s)
     if (sc->chunks > 1) fprintf(out, ", %d virtual stages per rank", sc->chunks);
     fputs("</h2>\n", out);
     timeline_legend(out, sc);
-    fprintf(out, "<svg class=\"timeline\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n", TL_W, height, TL_W,
-            height);
+    int most = 0;
+    for (int s = 0; s < sc->stages; s++) most = sc->count[s] > most ? sc->count[s] : most;
+    /* blocks a pixel or two wide stay solid colour instead of blurring into their neighbours */
+    fprintf(out, "<svg class=\"timeline\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\"%s>\n", TL_W, height, TL_W,
+            height, most > TL_MAX_HANDOFF_ITEMS ? " shape-rendering=\"crispEdges\"" : "");
     timeline_axis(out, &tl, scale, y_end);
     timeline_step_label(out, &tl);
     /* hand-offs first: the lanes cover them, so they show between the lanes */
-    int most = 0;
-    for (int s = 0; s < sc->stages; s++) most = sc->count[s] > most ? sc->count[s] : most;
     int handoffs = sc->stages > 1 && most <= TL_MAX_HANDOFF_ITEMS ? timeline_handoffs(out, &tl) : 0;
     for (int s = 0; s < sc->stages; s++) timeline_lane(out, &tl, s);
     fputs("</svg>\n", out);

@@ -164,6 +164,25 @@ def check_timeline(name, els, exp, sched, text_report):
     check(close(min(idle) / makespan, exp["pipeline"]["bubble_share"], 1e-4, 1e-6),
           f"{name}: the blocks' bubble {min(idle) / makespan} is not explain's {exp['pipeline']['bubble_share']}")
     p, m_, v = exp["pipeline"]["stages"], exp["pipeline"]["micro_batches"], exp["pipeline"]["virtual_stages"]
+    # every block waits for its input (schedule.h: F(m, c) on stage s receives from F(m, c) on s - 1, or from
+    # chunk c - 1 on the last stage; B the reverse) plus the hand-off explain prints
+    hop = re.search(r"stage hand-off ([0-9.e+-]+) s", text_report)
+    hop = float(hop.group(1)) if hop else 0.0
+    at = {(int(e["attrs"]["data-stage"]), e["attrs"]["data-item"]): e for e in blocks}
+    late = 0
+    for (s, item), e in at.items():
+        kind, micro, chunk = item[0], int(item[1:].split(".")[0]), int(item.split(".")[1]) if "." in item else 0
+        if kind == "F":
+            src = None if s == 0 and chunk == 0 else (s - 1, chunk) if s > 0 else (p - 1, chunk - 1)
+        else:
+            src = None if s == p - 1 and chunk == v - 1 else (s + 1, chunk) if s < p - 1 else (0, chunk + 1)
+        if src is None:
+            continue
+        src_item = f"{kind}{micro}" + (f".{src[1]}" if v > 1 else "")
+        sender = at[(src[0], src_item)]
+        if attr_float(e, "data-start") < attr_float(sender, "data-end") + hop * (1 - 1e-3) - 1e-12:
+            late += 1
+    check(late == 0, f"{name}: {late} blocks start before their input arrives")
     notes = [e for e in els if "data-handoffs" in e["attrs"]]
     handoffs = [e for e in els if "data-handoff" in e["attrs"]]
     if check(len(notes) == 1, f"{name}: no hand-off count"):
