@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-/* ------------------------------------------------------------ helpers */
+/* ------------------------------------------------------------ text and numbers */
 
 void report_html_escape(FILE *out, const char *s)
 {

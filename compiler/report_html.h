@@ -51,7 +51,7 @@ void report_html_mesh(FILE *out, const Analysis *an);
 /* Every collective row of the Analysis with the rule behind it. */
 void report_html_collectives(FILE *out, const Analysis *an);
 
-/* Helpers the report's sections share. */
+/* Text and number formatting the report's sections share. */
 void report_html_escape(FILE *out, const char *s);          /* text with & < > " escaped */
 void report_html_time(double seconds, char *buf, size_t size); /* "853.4 us" (a micro sign), "13.88 s" */
 /* A tick step of 1, 2 or 5 times a power of ten giving about `ticks` ticks
