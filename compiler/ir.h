@@ -5,12 +5,14 @@
  * repeated block, head) over tensors with NAMED dims and GLOBAL sizes.  Every
  * tensor carries a home placement per mesh axis derived from the layout rules.
  *
- * lower.c turns the graph into a Program: per pipeline stage, instruction
- * sequences (forward, backward, gradient sync, optimizer) in which every
- * collective is explicit, each inserted by the one resharding table
- * (reshard_collective), plus the buffers they use and the schedule.  The memory
- * ledger (analyze.c), the reports (explain.c) and the code generator
- * (codegen.c) read only the Program.
+ * lower_program (lower.c, with place.c, reshard.c, autodiff.c, optim.c and
+ * program.c; see lower.h) turns the graph into a Program: per pipeline stage,
+ * instruction sequences (forward, backward, gradient sync, optimizer) in which
+ * every collective is explicit, each inserted by the one resharding table
+ * (reshard_collective), plus the buffers they use and the schedule
+ * (schedule.c).  What each op needs, saves, costs and calls is its row of the
+ * ops table (ops.h).  The memory ledger (analyze.c), the reports (explain.c)
+ * and the code generator (codegen.c) read only the Program.
  */
 #ifndef PARC_IR_H
 #define PARC_IR_H
@@ -23,15 +25,24 @@
 
 /* ------------------------------------------------------------ placements */
 
-typedef enum { PLACE_R, PLACE_S, PLACE_P } PlaceKind;
+/* ORDER: X(kind, name) */
+#define IR_PLACE_KINDS(X) \
+    X(R, "R")             \
+    X(S, "S")             \
+    X(P, "P")
+typedef enum {
+#define X(name, str) PLACE_##name,
+    IR_PLACE_KINDS(X)
+#undef X
+} PlaceKind;
 typedef struct Placement {
     uint8_t kind; /* PlaceKind */
     uint8_t dim;  /* Dim, for PLACE_S */
 } Placement;
 
-/* The one resharding table.  ORDER: the collective a (from -> to) change needs.
- * X(kind, name, bus factor numerator kind) -- bus bandwidth factors as
- * nccl-tests defines them: all-reduce 2(n-1)/n, gathers/scatters (n-1)/n. */
+/* The collectives.  ORDER: X(kind, name).  reshard_collective maps a
+ * placement change to one; coll_bus_factor gives their bus bandwidth factors
+ * as nccl-tests defines them: all-reduce 2(n-1)/n, gathers/scatters (n-1)/n. */
 #define IR_COLLECTIVES(X)                   \
     X(NONE, "none")                         \
     X(ALLREDUCE, "all-reduce")              \
@@ -60,8 +71,33 @@ CollKind reshard_collective(Placement from, Placement to);
 
 /* ------------------------------------------------------------ tensors, ops */
 
-typedef enum { REGION_EMBED, REGION_BLOCK, REGION_HEAD, REGION_COUNT } Region;
-typedef enum { TENSOR_ACT, TENSOR_PARAM, TENSOR_INDEX, TENSOR_STAT, TENSOR_SCALAR } TensorKind;
+/* ORDER: X(region, name) */
+#define IR_REGIONS(X)    \
+    X(EMBED, "embed")    \
+    X(BLOCK, "block")    \
+    X(HEAD, "head")
+typedef enum {
+#define X(name, str) REGION_##name,
+    IR_REGIONS(X)
+#undef X
+    REGION_COUNT
+} Region;
+extern const char *const region_names[REGION_COUNT];
+
+/* ORDER: X(kind, name) */
+#define IR_TENSOR_KINDS(X)   \
+    X(ACT, "act")            \
+    X(PARAM, "param")        \
+    X(INDEX, "index")        \
+    X(STAT, "stat")          \
+    X(SCALAR, "scalar")
+typedef enum {
+#define X(name, str) TENSOR_##name,
+    IR_TENSOR_KINDS(X)
+#undef X
+    TENSOR_KIND_COUNT
+} TensorKind;
+extern const char *const tensor_kind_names[TENSOR_KIND_COUNT];
 
 typedef struct Tensor {
     int id;
@@ -73,7 +109,6 @@ typedef struct Tensor {
     int64_t sizes[IR_MAX_TDIMS];      /* global sizes */
     Placement home[PARC_MAX_AXES];    /* the layout's placement on each mesh axis */
     int producer;                     /* op id, -1 for params */
-    int saved;                        /* kept for backward (set by lower) */
     /* parameters */
     int init;                         /* prt_init */
     double init_std;
@@ -81,6 +116,8 @@ typedef struct Tensor {
     SrcLoc loc;
 } Tensor;
 
+/* The graph ops.  ORDER: X(kind, name); what each needs, saves, costs and
+ * calls is its row of op_table (ops.h). */
 #define IR_OPS(X)                     \
     X(DATA, "data")                   \
     X(EMBED, "embed")                 \
@@ -175,8 +212,36 @@ typedef struct Arg {
     double d;
 } Arg;
 
-typedef enum { PHASE_FORWARD, PHASE_BACKWARD, PHASE_RECOMPUTE, PHASE_GRAD_SYNC, PHASE_OPTIMIZER, PHASE_PIPELINE, PHASE_COUNT } Phase;
+/* ORDER: X(phase, name) */
+#define IR_PHASES(X)              \
+    X(FORWARD, "forward")         \
+    X(BACKWARD, "backward")       \
+    X(RECOMPUTE, "recompute")     \
+    X(GRAD_SYNC, "grad-sync")     \
+    X(OPTIMIZER, "optimizer")     \
+    X(PIPELINE, "pipeline")
+typedef enum {
+#define X(name, str) PHASE_##name,
+    IR_PHASES(X)
+#undef X
+    PHASE_COUNT
+} Phase;
 extern const char *const phase_names[PHASE_COUNT];
+
+/* The sizes and flags one runtime call of a graph op is made with, computed
+ * once per op by its row's shape function and read by both directions, by the
+ * FLOP count and by the scratch size.  d[] are the call's size arguments in
+ * the order of the op's row (ops.c); axis is the mesh axis whose coordinate
+ * offsets the op's local block (-1 none); kept says the op's statistics were
+ * kept from the forward (attention's probabilities). */
+typedef struct OpShape {
+    int64_t d[4];
+    int axis;
+    int kept;
+} OpShape;
+
+/* Which runtime entry of its graph op an instruction is (ops.h). */
+typedef enum { ENTRY_NONE, ENTRY_FORWARD, ENTRY_BACKWARD } OpEntry;
 
 #define IR_MAX_ARGS 14
 
@@ -193,6 +258,8 @@ typedef struct Instr {
     int64_t elems;           /* collective: elements each rank contributes / receives per call */
     int elem_bytes;
     int op;                  /* graph op that caused it, -1 */
+    OpEntry entry;           /* the op's forward / backward runtime entry, or neither */
+    OpShape shape;           /* entry != ENTRY_NONE: the call's shape */
     int tensor;              /* tensor resharded, -1 */
     Phase phase;
     const char *why;         /* the rule: "mlp.down contracts ffn split on tp -> Partial -> all-reduce" */
@@ -207,16 +274,28 @@ typedef struct Instr {
  * nothing and runs SEQ_HEAD_FWD; lower_program guarantees has_embed only on
  * stage 0 and has_head only on the last stage.  A pipeline axis always has
  * size > 1 (check.c), so interleaved chunks never send to their own rank. */
+/* ORDER: X(seq, name).  Per micro-batch: EMBED_FWD on the stage holding the
+ * embedding (slot), BLOCK_FWD per layer (l, slot), HEAD_FWD on the head
+ * stage (slot), and the backward ones likewise; ZERO_GRADS_* at the start of
+ * each step; GRAD_SYNC_* after the last micro-batch ((l) / ());
+ * OPTIM_* ((l, step) / (step)). */
+#define IR_SEQS(X)                               \
+    X(EMBED_FWD, "embed.fwd")                    \
+    X(BLOCK_FWD, "block.fwd")                    \
+    X(HEAD_FWD, "head.fwd")                      \
+    X(HEAD_BWD, "head.bwd")                      \
+    X(BLOCK_BWD, "block.bwd")                    \
+    X(EMBED_BWD, "embed.bwd")                    \
+    X(ZERO_GRADS_BLOCK, "zero_grads.block")      \
+    X(ZERO_GRADS_ONCE, "zero_grads.once")        \
+    X(GRAD_SYNC_BLOCK, "grad_sync.block")        \
+    X(GRAD_SYNC_ONCE, "grad_sync.once")          \
+    X(OPTIM_BLOCK, "optim.block")                \
+    X(OPTIM_ONCE, "optim.once")
 typedef enum {
-    SEQ_EMBED_FWD,   /* per micro-batch, on the stage holding the embedding (slot) */
-    SEQ_BLOCK_FWD,   /* per layer per micro-batch (l, slot) */
-    SEQ_HEAD_FWD,    /* per micro-batch on the head stage (slot) */
-    SEQ_HEAD_BWD,
-    SEQ_BLOCK_BWD,   /* (l, slot) */
-    SEQ_EMBED_BWD,
-    SEQ_ZERO_GRADS_BLOCK, SEQ_ZERO_GRADS_ONCE,   /* start of each step */
-    SEQ_GRAD_SYNC_BLOCK, SEQ_GRAD_SYNC_ONCE,     /* after the last micro-batch (l) / () */
-    SEQ_OPTIM_BLOCK, SEQ_OPTIM_ONCE,             /* (l, step) / (step) */
+#define X(name, str) SEQ_##name,
+    IR_SEQS(X)
+#undef X
     SEQ_COUNT
 } SeqKind;
 extern const char *const seq_names[SEQ_COUNT];
@@ -277,7 +356,6 @@ typedef struct StageProgram {
     int *slot_of_item;
     /* memory ledger: bytes per prt class on this stage's ranks */
     int64_t ledger[PRT_NCLASS];
-    double flops_per_step;     /* this rank's FLOPs per step */
 } StageProgram;
 
 typedef struct Program {
@@ -302,8 +380,10 @@ void program_dump(const Program *program, FILE *out);
 /* How many times per step a sequence runs on a stage. */
 int64_t seq_calls_per_step(const Program *program, const StageProgram *sp, SeqKind seq);
 
-/* Names of the runtime functions in PRT_OPS order, and their signatures. */
+/* Names of the runtime functions in PRT_OPS order, and their signatures.
+ * RT_NONE: no runtime function (an op without a backward). */
 typedef enum {
+    RT_NONE = -1,
 #define X(name, sig) RT_##name,
     PRT_OPS(X)
 #undef X
