@@ -14,6 +14,7 @@
 #include "codegen.h"
 #include "explain.h"
 #include "ir.h"
+#include "launch.h"
 
 #include <stdlib.h>
 #include <string.h>
