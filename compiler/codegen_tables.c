@@ -213,7 +213,12 @@ LLVMValueRef cg_emit_schedule_table(Gen *g, const StageProgram *sp) {
 LLVMValueRef cg_emit_ledger(Gen *g, const StageProgram *sp) {
     char name[64];
     snprintf(name, sizeof name, "stage%d.ledger", sp->stage);
-    return add_const_global(g, const_i64_array(g, sp->ledger, PRT_NCLASS), name);
+    /* the built program runs on the CPU runtime, which also widens 16-bit
+     * operands to fp32 in its workspace */
+    int64_t ledger[PRT_NCLASS];
+    memcpy(ledger, sp->ledger, sizeof ledger);
+    ledger[PRT_WORKSPACE] += sp->cpu_widen;
+    return add_const_global(g, const_i64_array(g, ledger, PRT_NCLASS), name);
 }
 
 /* ---------------------------------------------------------------- functions, loops */

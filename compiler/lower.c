@@ -18,6 +18,7 @@
  * collective runs over one mesh axis; verify_program() holds.
  */
 #include "ir.h"
+#include "ledger.h"
 
 #include <string.h>
 
@@ -1572,6 +1573,7 @@ Program *lower_program(Arena *arena, const Plan *plan, Graph *g)
     prog->stages = arena_alloc(arena, sizeof(StageProgram) * (size_t)p);
     for (int s = 0; s < p && !lw.errors; s++) lower_stage(&lw, s);
     if (lw.errors) return NULL;
+    ledger_compute(prog);
     verify_program(prog);
     return prog;
 }
