@@ -9,8 +9,8 @@
  * that stage.  Code size grows with stages and sequences, never with layers or
  * micro-batches: those are loops and tables.
  *
- * launch.c builds the executable into a temporary directory and runs it with
- * the local mpirun.
+ * The implementation is three files sharing codegen_gen.h: codegen_tables.c,
+ * codegen_seq.c and this interface's codegen.c.
  */
 #ifndef PARC_CODEGEN_H
 #define PARC_CODEGEN_H
@@ -39,25 +39,5 @@ int codegen_emit(const Program *program, EmitKind kind, const char *out_path);
  * Returns the number of fields (which may exceed max), or -1 for a bad `which`
  * or when the host target is unavailable. */
 int codegen_struct_layout(int which, uint64_t *size, uint64_t *offsets, int max);
-
-/* ---------------------------------------------------------------- launch.c */
-
-/* `parc run`: builds the program into a fresh temporary directory, then runs
- *   mpirun -np <world> [--oversubscribe] <exe> argv[0..argc-1]
- * with --oversubscribe when world > online cores, OPENBLAS_NUM_THREADS=1 when
- * world > cores, and OMPI_ALLOW_RUN_AS_ROOT{,_CONFIRM}=1 when running as root
- * (only in the child's environment).  argv are runtime flags passed to every
- * rank (--steps 5 --memory --trace f.json --data FILE).  Returns the job's exit
- * status (128 + signal when a signal ended it); -1 when the build or the launch
- * failed (reported via diag_error).  The temporary directory is removed. */
-int launch_run(const Program *program, int argc, char **argv);
-
-/* For launch.c and tests: runs argv[0] (searched in PATH) with `extra_env`
- * (NULL-terminated "NAME=value" strings, may be NULL) added to the environment,
- * waits for it and returns its exit status (128 + signal when killed), or -1
- * when it could not be started.  When stderr_path != NULL the child's stderr
- * (and stdout) go to that file.  SIGINT and SIGQUIT are ignored in the caller
- * while the child runs (the child keeps the defaults). */
-int launch_process(char *const argv[], char *const extra_env[], const char *stderr_path);
 
 #endif

@@ -354,8 +354,14 @@ typedef struct StageProgram {
     int nitems;
     const WorkItem *items;
     int *slot_of_item;
-    /* memory ledger: bytes per prt class on this stage's ranks */
+    /* memory ledger (ledger.h, the last step of lowering): bytes per prt class
+     * on one rank of this stage, their sum, the parameter elements held, and
+     * the extra workspace a program built for the CPU runtime needs to widen
+     * 16-bit operands to fp32 (not in ledger[]: a GPU computes on them) */
     int64_t ledger[PRT_NCLASS];
+    int64_t ledger_total;
+    int64_t params_local;
+    int64_t cpu_widen;
 } StageProgram;
 
 typedef struct Program {

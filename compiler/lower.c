@@ -12,6 +12,7 @@
  * collective runs over one mesh axis; verify_program() holds.  Plans the rules
  * cannot place are reported through diag (NULL returned).
  */
+#include "ledger.h"
 #include "lower.h"
 
 static int is_block_boundary(const Lowerer *lw, int t)
@@ -271,6 +272,7 @@ Program *lower_program(Arena *arena, const Plan *plan, Graph *g)
     prog->stages = arena_alloc(arena, sizeof(StageProgram) * (size_t)p);
     for (int s = 0; s < p && !lw.errors; s++) lower_stage(&lw, s);
     if (lw.errors) return NULL;
+    ledger_compute(prog);
     verify_program(prog);
     return prog;
 }

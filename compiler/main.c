@@ -10,10 +10,12 @@
  *
  * Exit status: 0 success, 1 the plan has errors, 2 usage, 3+ a failed tool.
  */
+#include "advise.h"
 #include "analyze.h"
 #include "codegen.h"
 #include "explain.h"
 #include "ir.h"
+#include "launch.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +64,7 @@ static int compile_plan(Arena *arena, const char *path, Compiled *c, int until, 
     c->prog = lower_program(arena, &c->plan, c->graph);
     if (!c->prog) return 1;
     c->an = analyze_program(arena, c->prog);
-    if (check_fit && analyze_check(arena, c->an)) return 1;
+    if (check_fit && advise_plan(arena, c->an)) return 1;
     return diag_error_count() ? 1 : 0;
 }
 
@@ -170,7 +172,7 @@ int main(int argc, char **argv)
         if ((status = check_options(oargc, oargv, known, cmd))) return status;
         status = compile_plan(&arena, path, &c, 2, 0);
         if (!status || (c.an && diag_error_count() == 0)) {
-            int fit_errors = analyze_check(&arena, c.an);
+            int fit_errors = advise_plan(&arena, c.an);
             if (has_flag(oargc, oargv, "--json")) report_explain_json(stdout, c.an);
             else report_explain(stdout, c.an, has_flag(oargc, oargv, "--verbose"));
             status = fit_errors ? 1 : 0;

@@ -20,6 +20,7 @@
  * Prints "N passed, M failed"; exits non-zero on any failure.
  */
 #include "codegen.h"
+#include "launch.h"
 
 #include <limits.h>
 #include <stddef.h>
