@@ -8,6 +8,7 @@
  * against.
  */
 #include "ledger.h"
+#include "ops.h"
 
 #include <string.h>
 
@@ -45,15 +46,10 @@ void ledger_stage_sends(const Program *prog, const StageProgram *sp, int64_t *fw
 /* The runtime's own scratch, as the CPU runtime allocates it (parc_rt.h,
  * prt_expect_memory): each scratch buffer grows to its largest request.
  *   comm:      one packing buffer for [outer, S, inner] collectives with outer > 1,
- *              plus one staging copy per pipeline message a stage sends in a step
- *              (an upper bound on those still in flight);
- *   workspace: attention's T x T (2 T x T in a backward that recomputes the
- *              probabilities) and cross-entropy's 3 N floats share one buffer. */
-static int arg_is_16(const StageProgram *sp, const Arg *a)
-{
-    return a->kind == ARG_BUF && dtype_is_16(sp->bufs[a->buf].dtype);
-}
-
+ *              plus one staging copy per pipeline message still in flight;
+ *   workspace: the largest request of an op's call, per its row of op_table
+ *              (runtime/prt_scratch.h): with all-fp32 operands in `work`, the
+ *              extra a CPU build needs to widen 16-bit operands in `work_16`. */
 static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t *comm, int64_t *work,
                             int64_t *work_16)
 {
@@ -65,46 +61,7 @@ static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t
                 int64_t outer = ins->args[3].i, S = prog->plan->mesh.axes[ins->axis].size;
                 if (outer > 1 && S > 1 && ins->elems > pack) pack = ins->elems;
             }
-            int64_t want = 0, base = 0;
-            switch (ins->fn) {
-            case RT_prt_attention_fwd: base = (ins->args[1].kind == ARG_NULL) * ins->args[4].i * ins->args[4].i; break;
-            case RT_prt_attention_bwd:
-                base = (ins->args[3].kind == ARG_NULL ? 2 : 1) * ins->args[5].i * ins->args[5].i;
-                break;
-            case RT_prt_xent_fwd: base = 3 * ins->args[4].i; break;
-            default: break;
-            }
-#define A16(k) arg_is_16(sp, &ins->args[k])
-#define HAS(k) (ins->args[k].kind != ARG_NULL)
-#define I(k) (ins->args[k].i)
-            switch (ins->fn) {
-            case RT_prt_attention_fwd:
-                want = (!HAS(1) || A16(1)) * I(4) * I(4) + (A16(2) * 3 + A16(0)) * I(4) * I(6);
-                break;
-            case RT_prt_attention_bwd:
-                want = (!HAS(3) || A16(3) ? 2 : 1) * I(5) * I(5) + ((A16(2) + A16(0)) * 3 + A16(1)) * I(5) * I(7);
-                break;
-            case RT_prt_xent_fwd: want = 3 * I(4); break;
-            case RT_prt_matmul_fwd:
-            case RT_prt_matmul_t_fwd: {
-                int64_t R = I(3) < PRT_CONVERT_ROWS ? I(3) : PRT_CONVERT_ROWS;
-                want = A16(2) * I(4) * I(5) + R * (A16(1) * I(4) + A16(0) * I(5));
-                break;
-            }
-            case RT_prt_matmul_bwd:
-            case RT_prt_matmul_t_bwd: {
-                int64_t R = I(5) < PRT_CONVERT_ROWS ? I(5) : PRT_CONVERT_ROWS;
-                want = (A16(4) * HAS(0) + A16(1)) * I(6) * I(7) + R * (A16(2) * I(7) + (A16(0) + A16(3) * HAS(1)) * I(6));
-                break;
-            }
-            case RT_prt_layernorm_bwd: want = (A16(1) + A16(2)) * I(9); break;
-            case RT_prt_rmsnorm_bwd: want = A16(1) * I(7); break;
-            case RT_prt_embed_bwd: want = A16(0) * I(4); break;
-            default: break;
-            }
-#undef A16
-#undef HAS
-#undef I
+            int64_t base = ops_instr_scratch(prog, sp, ins, 0), want = ops_instr_scratch(prog, sp, ins, 1);
             if (base > scratch) scratch = base;
             if (want > scratch_16) scratch_16 = want;
         }
