@@ -91,24 +91,23 @@ Analysis *analyze_program(Arena *arena, const Program *prog)
             for (int i = 0; i < seq->n; i++) {
                 const Instr *ins = &seq->ins[i];
                 flops += ins->flops;
-                if (ins->coll != COLL_NONE && ins->coll != COLL_SLICE)
-                    comm += coll_time(plan, ins->coll, ins->axis, ins->elems * ins->elem_bytes);
-                if (ins->coll != COLL_NONE && ins->coll != COLL_SLICE) {
-                    CollRow row = {s,
-                                   ins->phase,
-                                   ins->coll,
-                                   ins->axis,
-                                   plan->mesh.axes[ins->axis].size,
-                                   ins->elems,
-                                   ins->elem_bytes,
-                                   calls,
-                                   plan_axis_inside_node(plan, ins->axis),
-                                   ins->op >= 0 ? g->ops[ins->op].name
-                                                : (ins->tensor >= 0 ? g->tensors[ins->tensor].name : "-"),
-                                   ins->tensor >= 0 ? g->tensors[ins->tensor].name : "-",
-                                   ins->why ? ins->why : ""};
-                    if (row.group > 1) add_row(arena, an, row);
-                }
+                /* pipeline messages are the schedule's (t_p2p), rows of their own below */
+                if (ins->coll == COLL_NONE || ins->coll == COLL_SLICE || ins->phase == PHASE_PIPELINE) continue;
+                comm += coll_time(plan, ins->coll, ins->axis, ins->elems * ins->elem_bytes);
+                CollRow row = {s,
+                               ins->phase,
+                               ins->coll,
+                               ins->axis,
+                               plan->mesh.axes[ins->axis].size,
+                               ins->elems,
+                               ins->elem_bytes,
+                               calls,
+                               plan_axis_inside_node(plan, ins->axis),
+                               ins->op >= 0 ? g->ops[ins->op].name
+                                            : (ins->tensor >= 0 ? g->tensors[ins->tensor].name : "-"),
+                               ins->tensor >= 0 ? g->tensors[ins->tensor].name : "-",
+                               ins->why ? ins->why : ""};
+                if (row.group > 1) add_row(arena, an, row);
             }
             sc->flops_step += flops * (double)calls;
             switch (q) {
@@ -139,20 +138,19 @@ Analysis *analyze_program(Arena *arena, const Program *prog)
         sc->optim_s = 2.0 * state / hbm;
         an->flops_per_step += sc->flops_step * (double)(plan->mesh.world / (prog->nstages ? prog->nstages : 1));
 
-        /* pipeline messages: one per micro-batch per chunk boundary, each way */
-        if (prog->nstages > 1) {
-            int64_t sends_fwd, sends_bwd;
-            ledger_stage_sends(prog, sp, &sends_fwd, &sends_bwd);
-            int bytes = dtype_bytes(sp->bufs[sp->resid_buf].dtype);
-            int inside = plan_axis_inside_node(plan, prog->pp_axis);
-            CollRow fwd = {s, PHASE_PIPELINE, COLL_SEND, prog->pp_axis, 2, sp->boundary_elems, bytes, sends_fwd,
-                           inside, "stage boundary", "resid",
-                           "activations to the next stage (one message per micro-batch per chunk)"};
-            CollRow bwd = {s, PHASE_PIPELINE, COLL_SEND, prog->pp_axis, 2, sp->boundary_elems, bytes, sends_bwd,
-                           inside, "stage boundary", "resid.grad",
-                           "gradients to the previous stage (one message per micro-batch per chunk)"};
-            if (sends_fwd) add_row(arena, an, fwd);
-            if (sends_bwd) add_row(arena, an, bwd);
+        /* pipeline messages: the sends of the stage's message sequences */
+        static const SeqKind sends[2] = {SEQ_SEND_FWD, SEQ_SEND_BWD};
+        for (int k = 0; k < 2; k++) {
+            const Seq *seq = &sp->seq[sends[k]];
+            int64_t calls = seq_calls_per_step(prog, sp, sends[k]);
+            for (int i = 0; i < seq->n; i++) {
+                const Instr *ins = &seq->ins[i];
+                if (ins->coll != COLL_SEND || calls == 0) continue;
+                CollRow row = {s, PHASE_PIPELINE, COLL_SEND, ins->axis, 2, ins->elems, ins->elem_bytes, calls,
+                               plan_axis_inside_node(plan, ins->axis), "stage boundary",
+                               sp->bufs[ins->args[2].buf].name, ins->why ? ins->why : ""};
+                add_row(arena, an, row);
+            }
         }
     }
 

@@ -10,11 +10,6 @@
 #include <string.h>
 
 /* Symbol suffix of each sequence's function.  ORDER: SeqKind in ir.h. */
-static const char *const seq_symbol[SEQ_COUNT] = {
-    "embed_fwd",       "block_fwd",      "head_fwd",        "head_bwd",
-    "block_bwd",       "embed_bwd",      "zero_grads_block", "zero_grads_once",
-    "grad_sync_block", "grad_sync_once", "optim_block",     "optim_once",
-};
 
 /* ---------------------------------------------------------------- sequences */
 
@@ -93,6 +88,13 @@ static LLVMValueRef arg_value(Gen *g, const StageProgram *sp, const Instr *in, i
         v = add(g, first, mul(g, cg_coord(g, pr->dp_axis), c64(g, mb), ""), "first_sample");
         break;
     }
+    case ARG_TAG: {
+        have = 'i';
+        int chunks = sp->chunks > 0 ? sp->chunks : 1;
+        LLVMValueRef t = add(g, mul(g, p->micro, c64(g, chunks), ""), add(g, p->chunk, c64(g, a->k), ""), "");
+        v = add(g, mul(g, t, c64(g, 2), ""), c64(g, a->i), "tag");
+        break;
+    }
     default: PARC_BUG("stage %d: %s argument %d has bad kind %d", sp->stage, rt_fn_names[in->fn], j, a->kind);
     }
     if (have != want)
@@ -112,7 +114,7 @@ static LLVMValueRef emit_seq(Gen *g, const StageProgram *sp, SeqKind kind) {
     if (ncalls == 0) return NULL;
     static const char *const params[] = {"rt", "chunk", "l", "slot", "micro", "step", NULL};
     char name[64];
-    snprintf(name, sizeof name, "stage%d.%s", sp->stage, seq_symbol[kind]);
+    snprintf(name, sizeof name, "stage%d.%s", sp->stage, seq_symbols[kind]);
     LLVMValueRef fn = cg_add_function(g, g->t_seq_fn, name, params);
     cg_begin_function(g, fn);
     g->cache_ptrs = 1; /* one basic block: every value dominates what follows */
@@ -143,24 +145,6 @@ static void call_seq(Gen *g, LLVMValueRef fn, LLVMValueRef chunk, LLVMValueRef l
 }
 
 /* ---------------------------------------------------------------- forward, backward */
-
-/* tag = (micro * chunks + receiver chunk) * 2 + dir */
-static LLVMValueRef message_tag(Gen *g, const StageProgram *sp, LLVMValueRef micro, LLVMValueRef recv_chunk,
-                                int dir) {
-    int chunks = sp->chunks > 0 ? sp->chunks : 1;
-    LLVMValueRef t = add(g, mul(g, micro, c64(g, chunks), ""), recv_chunk, "");
-    return add(g, mul(g, t, c64(g, 2), ""), c64(g, dir), "tag");
-}
-
-/* prt_send / prt_recv of one pipeline message of `buf` instance `inst`. */
-static void emit_message(Gen *g, const StageProgram *sp, RtFn fn, int delta, int buf, LLVMValueRef inst,
-                         LLVMValueRef tag) {
-    PARC_ASSERT(buf >= 0 && buf < sp->nbufs);
-    LLVMValueRef pargs[] = {g->rt, c64(g, buf), inst};
-    LLVMValueRef ptr = call_life(g, LIFE_prt_ptr, pargs, 3, "msg");
-    LLVMValueRef args[] = {g->rt, c64(g, g->program->pp_axis), c64(g, delta), ptr, c64(g, sp->boundary_elems), tag};
-    call_rt(g, fn, args, 6);
-}
 
 /* Emits "if (chunk == then_chunk) then_fn() else else_fn()" where either side
  * may be absent at compile time: `can_then` / `can_else` say which sides are
@@ -206,37 +190,32 @@ static void side_embed_fwd(Gen *g, const StageProgram *sp, const StageFns *fns, 
     call_seq(g, fns->seq[SEQ_EMBED_FWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
 }
 static void side_recv_fwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
-    (void)fns;
-    emit_message(g, sp, RT_prt_recv, -1, sp->resid_buf, p->slot, message_tag(g, sp, p->micro, p->chunk, 0));
+    (void)sp;
+    call_seq(g, fns->seq[SEQ_RECV_FWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
 }
 static void side_head_fwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
     (void)sp;
     call_seq(g, fns->seq[SEQ_HEAD_FWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
 }
 static void side_send_fwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
-    (void)fns;
-    /* the receiver's chunk: the same on the next stage, the next one after wrapping */
-    LLVMValueRef recv_chunk = last_stage(g, sp) ? LLVMBuildAdd(g->b, p->chunk, c64(g, 1), "next_chunk") : p->chunk;
-    LLVMValueRef inst = add(g, c64(g, (int64_t)sp->layers_per_chunk * sp->nslots), p->slot, "");
-    emit_message(g, sp, RT_prt_send, +1, sp->resid_buf, inst, message_tag(g, sp, p->micro, recv_chunk, 0));
+    (void)sp;
+    call_seq(g, fns->seq[SEQ_SEND_FWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
 }
 static void side_head_bwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
     (void)sp;
     call_seq(g, fns->seq[SEQ_HEAD_BWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
 }
 static void side_recv_bwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
-    (void)fns;
-    emit_message(g, sp, RT_prt_recv, +1, sp->dresid_buf, c64(g, sp->layers_per_chunk & 1),
-                 message_tag(g, sp, p->micro, p->chunk, 1));
+    (void)sp;
+    call_seq(g, fns->seq[SEQ_RECV_BWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
 }
 static void side_embed_bwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
     (void)sp;
     call_seq(g, fns->seq[SEQ_EMBED_BWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
 }
 static void side_send_bwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
-    (void)fns;
-    LLVMValueRef recv_chunk = first_stage(g, sp) ? LLVMBuildSub(g->b, p->chunk, c64(g, 1), "prev_chunk") : p->chunk;
-    emit_message(g, sp, RT_prt_send, -1, sp->dresid_buf, c64(g, 0), message_tag(g, sp, p->micro, recv_chunk, 1));
+    (void)sp;
+    call_seq(g, fns->seq[SEQ_SEND_BWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
 }
 
 static LLVMValueRef emit_work_fn(Gen *g, const StageProgram *sp, const StageFns *fns, int backward) {

@@ -199,8 +199,10 @@ typedef enum {
     ARG_F64,         /* d */
     ARG_COORD_TIMES, /* coord(axis) * i */
     ARG_STEP,        /* the step number, counting from 1 */
-    ARG_FIRST_SAMPLE /* first sample of this micro-batch in the step's global batch:
-                        micro * (micro_batch * dp) + coord(dp axis) * micro_batch */
+    ARG_FIRST_SAMPLE, /* first sample of this micro-batch in the step's global batch:
+                         micro * (micro_batch * dp) + coord(dp axis) * micro_batch */
+    ARG_TAG          /* a pipeline message's tag, (micro * chunks + chunk + k) * 2 + i:
+                        the receiver's chunk is chunk + k, i = 0 activations, 1 gradients */
 } ArgKind;
 
 typedef struct Arg {
@@ -274,30 +276,39 @@ typedef struct Instr {
  * nothing and runs SEQ_HEAD_FWD; lower_program guarantees has_embed only on
  * stage 0 and has_head only on the last stage.  A pipeline axis always has
  * size > 1 (check.c), so interleaved chunks never send to their own rank. */
-/* ORDER: X(seq, name).  Per micro-batch: EMBED_FWD on the stage holding the
- * embedding (slot), BLOCK_FWD per layer (l, slot), HEAD_FWD on the head
- * stage (slot), and the backward ones likewise; ZERO_GRADS_* at the start of
- * each step; GRAD_SYNC_* after the last micro-batch ((l) / ());
- * OPTIM_* ((l, step) / (step)). */
-#define IR_SEQS(X)                               \
-    X(EMBED_FWD, "embed.fwd")                    \
-    X(BLOCK_FWD, "block.fwd")                    \
-    X(HEAD_FWD, "head.fwd")                      \
-    X(HEAD_BWD, "head.bwd")                      \
-    X(BLOCK_BWD, "block.bwd")                    \
-    X(EMBED_BWD, "embed.bwd")                    \
-    X(ZERO_GRADS_BLOCK, "zero_grads.block")      \
-    X(ZERO_GRADS_ONCE, "zero_grads.once")        \
-    X(GRAD_SYNC_BLOCK, "grad_sync.block")        \
-    X(GRAD_SYNC_ONCE, "grad_sync.once")          \
-    X(OPTIM_BLOCK, "optim.block")                \
-    X(OPTIM_ONCE, "optim.once")
+/* ORDER: X(seq, name, symbol, per layer, per micro-batch).  Per micro-batch:
+ * EMBED_FWD on the stage holding the embedding (slot), BLOCK_FWD per layer
+ * (l, slot), HEAD_FWD on the head stage (slot), and the backward ones
+ * likewise; ZERO_GRADS_* at the start of each step; GRAD_SYNC_* after the last
+ * micro-batch ((l) / ()); OPTIM_* ((l, step) / (step)); the pipeline messages
+ * of a (micro-batch, chunk) at a stage boundary (chunk, slot, micro): the
+ * activations received / sent, the gradients received / sent. */
+#define IR_SEQS(X)                                                  \
+    X(EMBED_FWD, "embed.fwd", "embed_fwd", 0, 1)                    \
+    X(BLOCK_FWD, "block.fwd", "block_fwd", 1, 1)                    \
+    X(HEAD_FWD, "head.fwd", "head_fwd", 0, 1)                       \
+    X(HEAD_BWD, "head.bwd", "head_bwd", 0, 1)                       \
+    X(BLOCK_BWD, "block.bwd", "block_bwd", 1, 1)                    \
+    X(EMBED_BWD, "embed.bwd", "embed_bwd", 0, 1)                    \
+    X(ZERO_GRADS_BLOCK, "zero_grads.block", "zero_grads_block", 1, 0) \
+    X(ZERO_GRADS_ONCE, "zero_grads.once", "zero_grads_once", 0, 0)  \
+    X(GRAD_SYNC_BLOCK, "grad_sync.block", "grad_sync_block", 1, 0)  \
+    X(GRAD_SYNC_ONCE, "grad_sync.once", "grad_sync_once", 0, 0)     \
+    X(OPTIM_BLOCK, "optim.block", "optim_block", 1, 0)              \
+    X(OPTIM_ONCE, "optim.once", "optim_once", 0, 0)                 \
+    X(RECV_FWD, "recv.fwd", "recv_fwd", 0, 1)                       \
+    X(SEND_FWD, "send.fwd", "send_fwd", 0, 1)                       \
+    X(RECV_BWD, "recv.bwd", "recv_bwd", 0, 1)                       \
+    X(SEND_BWD, "send.bwd", "send_bwd", 0, 1)
 typedef enum {
-#define X(name, str) SEQ_##name,
+#define X(name, str, sym, layer, micro) SEQ_##name,
     IR_SEQS(X)
 #undef X
     SEQ_COUNT
 } SeqKind;
+extern const char *const seq_symbols[SEQ_COUNT]; /* for generated function names */
+extern const uint8_t seq_per_layer[SEQ_COUNT];    /* runs inside the loop over layers */
+extern const uint8_t seq_per_micro[SEQ_COUNT];    /* runs per micro-batch (slot valid) */
 extern const char *const seq_names[SEQ_COUNT];
 
 typedef struct Seq {
@@ -385,6 +396,13 @@ void program_dump(const Program *program, FILE *out);
 
 /* How many times per step a sequence runs on a stage. */
 int64_t seq_calls_per_step(const Program *program, const StageProgram *sp, SeqKind seq);
+
+/* The pipeline messages of stage sp as instructions of SEQ_RECV_FWD,
+ * SEQ_SEND_FWD, SEQ_RECV_BWD and SEQ_SEND_BWD (reshard.c): each sequence that
+ * runs on the stage gets its one prt_recv / prt_send of the residual stream
+ * (resid_buf, dresid_buf, boundary_elems, chunks and layers_per_chunk set).
+ * Nothing with one stage. */
+void reshard_pipeline(Arena *arena, const Program *program, StageProgram *sp);
 
 /* Names of the runtime functions in PRT_OPS order, and their signatures.
  * RT_NONE: no runtime function (an op without a backward). */

@@ -34,13 +34,8 @@ LEDGER_CLASSES(X)
  * gradients backward (none from its first). */
 void ledger_stage_sends(const Program *prog, const StageProgram *sp, int64_t *fwd, int64_t *bwd)
 {
-    *fwd = *bwd = 0;
-    if (prog->nstages <= 1) return;
-    int64_t m = prog->plan->train.micro_batches;
-    for (int c = 0; c < sp->chunks; c++) {
-        if (!(sp->stage == prog->nstages - 1 && c == sp->chunks - 1)) *fwd += m;
-        if (!(sp->stage == 0 && c == 0)) *bwd += m;
-    }
+    *fwd = sp->seq[SEQ_SEND_FWD].n ? seq_calls_per_step(prog, sp, SEQ_SEND_FWD) : 0;
+    *bwd = sp->seq[SEQ_SEND_BWD].n ? seq_calls_per_step(prog, sp, SEQ_SEND_BWD) : 0;
 }
 
 /* The runtime's own scratch, as the CPU runtime allocates it (parc_rt.h,

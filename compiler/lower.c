@@ -219,6 +219,7 @@ static void lower_stage(Lowerer *lw, int s)
     if (L > 0) optim_emit(lw, &q[SEQ_ZERO_GRADS_BLOCK], &q[SEQ_GRAD_SYNC_BLOCK], &q[SEQ_OPTIM_BLOCK], REGION_BLOCK);
     /* the tied table's parameters were stepped with the embedding */
     if (sp->has_head) optim_emit(lw, &q[SEQ_ZERO_GRADS_ONCE], &q[SEQ_GRAD_SYNC_ONCE], &q[SEQ_OPTIM_ONCE], REGION_HEAD);
+    reshard_pipeline(lw->arena, lw->prog, sp);
 }
 
 /* The pipeline schedule of the plan, verified. */

@@ -19,7 +19,22 @@ const char *const phase_names[PHASE_COUNT] = {
 #undef X
 };
 const char *const seq_names[SEQ_COUNT] = {
-#define X(name, str) str,
+#define X(name, str, sym, layer, micro) str,
+    IR_SEQS(X)
+#undef X
+};
+const char *const seq_symbols[SEQ_COUNT] = {
+#define X(name, str, sym, layer, micro) sym,
+    IR_SEQS(X)
+#undef X
+};
+const uint8_t seq_per_layer[SEQ_COUNT] = {
+#define X(name, str, sym, layer, micro) layer,
+    IR_SEQS(X)
+#undef X
+};
+const uint8_t seq_per_micro[SEQ_COUNT] = {
+#define X(name, str, sym, layer, micro) micro,
     IR_SEQS(X)
 #undef X
 };
@@ -131,6 +146,12 @@ int64_t seq_calls_per_step(const Program *prog, const StageProgram *sp, SeqKind 
     case SEQ_ZERO_GRADS_BLOCK:
     case SEQ_GRAD_SYNC_BLOCK:
     case SEQ_OPTIM_BLOCK: return layers;
+    /* one message per micro-batch per chunk boundary: none into the model's
+     * first chunk, none out of its last */
+    case SEQ_RECV_FWD:
+    case SEQ_SEND_BWD: return prog->nstages > 1 ? m * (sp->chunks - (sp->stage == 0)) : 0;
+    case SEQ_SEND_FWD:
+    case SEQ_RECV_BWD: return prog->nstages > 1 ? m * (sp->chunks - (sp->stage == prog->nstages - 1)) : 0;
     default: return 1;
     }
 }
@@ -144,9 +165,7 @@ void verify_program(const Program *prog)
         const StageProgram *sp = &prog->stages[s];
         for (int q = 0; q < SEQ_COUNT; q++) {
             const Seq *seq = &sp->seq[q];
-            int block = q == SEQ_BLOCK_FWD || q == SEQ_BLOCK_BWD || q == SEQ_ZERO_GRADS_BLOCK ||
-                        q == SEQ_GRAD_SYNC_BLOCK || q == SEQ_OPTIM_BLOCK;
-            int per_micro = q <= SEQ_EMBED_BWD;
+            int block = seq_per_layer[q], per_micro = seq_per_micro[q];
             for (int i = 0; i < seq->n; i++) {
                 const Instr *ins = &seq->ins[i];
                 if (ins->fn < 0) {
@@ -206,6 +225,11 @@ static void arg_dump(const StageProgram *sp, const Arg *a, FILE *out)
     case ARG_COORD_TIMES: fprintf(out, "coord(%d)*%lld", a->axis, (long long)a->i); break;
     case ARG_STEP: fprintf(out, "step"); break;
     case ARG_FIRST_SAMPLE: fprintf(out, "first_sample"); break;
+    case ARG_TAG:
+        fprintf(out, "tag(%s, micro, chunk", a->i ? "grad" : "act");
+        if (a->k) fprintf(out, "%+d", a->k);
+        fprintf(out, ")");
+        break;
     }
 }
 

@@ -254,3 +254,59 @@ Val reshard_input(Emit *e, const Op *op, int i, int is_param)
                                           op->name, why);
     return reshard_to(e, v, to, op->id, why, 0, NULL);
 }
+
+/* ------------------------------------------------------------ pipeline messages */
+
+typedef struct Message {
+    SeqKind seq;
+    RtFn fn;
+    CollKind coll;
+    int delta;        /* the peer: coord + delta on the pipeline axis */
+    int buf, inst, k; /* the stream buffer's instance */
+    int chunk_delta;  /* the receiver's chunk minus the sender's (tags name the receiver's) */
+    int grad;         /* 0 activations, 1 gradients */
+    const char *why;
+} Message;
+
+void reshard_pipeline(Arena *arena, const Program *prog, StageProgram *sp)
+{
+    if (prog->nstages <= 1) return;
+    int s = sp->stage, last = prog->nstages - 1, L = sp->layers_per_chunk;
+    /* the activations leave from resid[L] and arrive in resid[0] of the slot;
+     * gradients leave from the ping-pong half layer 0 wrote and arrive in the
+     * half the last layer reads; wrapping to the next chunk happens at the
+     * last stage forward and the first stage backward */
+    const Message msgs[4] = {
+        {SEQ_RECV_FWD, RT_prt_recv, COLL_RECV, -1, sp->resid_buf, INST_SLOT_L, 0, 0, 0,
+         "activations from the previous stage"},
+        {SEQ_SEND_FWD, RT_prt_send, COLL_SEND, +1, sp->resid_buf, INST_SLOT_L, L, s == last ? 1 : 0, 0,
+         "activations to the next stage (one message per micro-batch per chunk)"},
+        {SEQ_RECV_BWD, RT_prt_recv, COLL_RECV, +1, sp->dresid_buf, INST_FIXED, L & 1, 0, 1,
+         "gradients from the next stage"},
+        {SEQ_SEND_BWD, RT_prt_send, COLL_SEND, -1, sp->dresid_buf, INST_FIXED, 0, s == 0 ? -1 : 0, 1,
+         "gradients to the previous stage (one message per micro-batch per chunk)"},
+    };
+    for (int i = 0; i < 4; i++) {
+        const Message *m = &msgs[i];
+        if (seq_calls_per_step(prog, sp, m->seq) == 0) continue;
+        Instr ins;
+        memset(&ins, 0, sizeof ins);
+        ins.fn = (int)m->fn;
+        const Arg args[] = {arg_int(prog->pp_axis), arg_int(m->delta), arg_buf(m->buf, m->inst, m->k),
+                            arg_int(sp->boundary_elems), {ARG_TAG, 0, -1, -1, m->chunk_delta, m->grad, 0}};
+        ins.nargs = (int)(sizeof args / sizeof args[0]);
+        memcpy(ins.args, args, sizeof args);
+        ins.coll = m->coll;
+        ins.axis = prog->pp_axis;
+        ins.elems = sp->boundary_elems;
+        ins.elem_bytes = dtype_bytes(sp->bufs[m->buf].dtype);
+        ins.op = -1;
+        ins.entry = ENTRY_NONE;
+        ins.shape.axis = -1;
+        ins.tensor = prog->graph ? prog->graph->block_in : -1;
+        ins.phase = PHASE_PIPELINE;
+        ins.why = m->why;
+        Seq *q = &sp->seq[m->seq];
+        ARR_PUSH(arena, q->ins, q->n, q->cap, ins);
+    }
+}

@@ -263,6 +263,7 @@ static Program *build_program(Arena *arena, const Shape *sh) {
         sp->items = pr->schedule.items[s];
         sp->nslots = assign_slots(arena, sp->nitems, sp->items, sh->chunks, sh->micro_batches, &sp->slot_of_item);
         build_stage(arena, pr, sp, sh);
+        reshard_pipeline(arena, pr, sp);
     }
     return pr;
 }
