@@ -8,8 +8,10 @@
  *
  * Pass order (main.c reads like this list):
  *   parse (grammar/par.y) -> check (check.c) -> expand (expand.c) ->
- *   place + reshard + autodiff (lower.c) -> schedule (schedule.c) ->
- *   analyze (analyze.c) -> report (explain.c) | codegen (codegen.c)
+ *   lower (lower.c: place.c and schedule.c once, then per stage autodiff.c
+ *   and optim.c over the ops of ops.c, communication from reshard.c; the
+ *   ledger of ledger.c last) ->
+ *   analyze (analyze.c) -> report (explain.c) | codegen (codegen*.c)
  */
 #ifndef PARC_H
 #define PARC_H
