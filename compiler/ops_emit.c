@@ -9,7 +9,7 @@
 
 static const OpDesc *row(const Op *op) { return &op_table[op->kind]; }
 
-int emit_data_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_data_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     Lowerer *lw = e->lw;
     const Graph *g = lw->g;
@@ -20,7 +20,7 @@ int emit_data_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
                  arg_int(s->d[1]), arg_int(lw->plan->model.vocab));
 }
 
-int emit_embed_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_embed_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;
     return ENTRY(e, RT_prt_embed_fwd, a->out, a->in[0].arg, a->param[0].arg, arg_int(s->d[0]), arg_int(s->d[1]),
@@ -28,28 +28,28 @@ int emit_embed_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 }
 
 /* the backward reads no weights: the table's placement comes from the rule */
-int emit_embed_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_embed_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;
     return ENTRY(e, RT_prt_embed_bwd, a->dparam[0].arg, a->in[0].arg, a->dout, arg_int(s->d[0]), arg_int(s->d[1]),
                  arg_int(s->d[2]), arg_coord(s->axis, s->d[2]));
 }
 
-int emit_pos_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_pos_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;
     return ENTRY(e, RT_prt_pos_fwd, a->out, a->in[0].arg, a->param[0].arg, arg_int(s->d[0]), arg_int(s->d[1]),
                  arg_int(s->d[2]), arg_coord(s->axis, s->d[1]));
 }
 
-int emit_pos_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_pos_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;
     return ENTRY(e, RT_prt_pos_bwd, a->dparam[0].arg, a->din[0].arg, a->dout, arg_int(s->d[0]), arg_int(s->d[1]),
                  arg_int(s->d[2]), arg_coord(s->axis, s->d[1]));
 }
 
-int emit_layernorm_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_layernorm_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     Lowerer *lw = e->lw;
     return ENTRY(e, RT_prt_layernorm_fwd, a->out, arg_value(lw, op->aux[0]), arg_value(lw, op->aux[1]),
@@ -57,7 +57,7 @@ int emit_layernorm_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
                  arg_int(s->d[1]));
 }
 
-int emit_layernorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_layernorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     Lowerer *lw = e->lw;
     return ENTRY(e, RT_prt_layernorm_bwd, a->din[0].arg, a->dparam[0].arg,
@@ -65,38 +65,38 @@ int emit_layernorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
                  arg_value(lw, op->aux[0]), arg_value(lw, op->aux[1]), arg_int(s->d[0]), arg_int(s->d[1]));
 }
 
-int emit_rmsnorm_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_rmsnorm_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     return ENTRY(e, RT_prt_rmsnorm_fwd, a->out, arg_value(e->lw, op->aux[0]), a->in[0].arg, a->param[0].arg,
                  arg_int(s->d[0]), arg_int(s->d[1]));
 }
 
-int emit_rmsnorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_rmsnorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     return ENTRY(e, RT_prt_rmsnorm_bwd, a->din[0].arg, a->dparam[0].arg, a->dout, a->in[0].arg, a->param[0].arg,
                  arg_value(e->lw, op->aux[0]), arg_int(s->d[0]), arg_int(s->d[1]));
 }
 
-int emit_linear_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_linear_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     return ENTRY(e, row(op)->fwd, a->out, a->in[0].arg, a->param[0].arg, arg_int(s->d[0]), arg_int(s->d[1]),
                  arg_int(s->d[2]));
 }
 
-int emit_linear_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_linear_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     return ENTRY(e, row(op)->bwd, a->din[0].arg, a->dparam[0].arg, a->dout, a->in[0].arg, a->param[0].arg,
                  arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]));
 }
 
-int emit_bias_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_bias_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;
     return ENTRY(e, RT_prt_bias_fwd, a->out, a->in[0].arg, a->param[0].arg, arg_int(s->d[0]), arg_int(s->d[1]));
 }
 
 /* the bias's gradient, then the input's (the op is an identity on it) */
-int emit_bias_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_bias_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;
     int entry = ENTRY(e, RT_prt_bias_bwd, a->dparam[0].arg, a->dout, arg_int(s->d[0]), arg_int(s->d[1]));
@@ -104,23 +104,23 @@ int emit_bias_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
     return entry;
 }
 
-int emit_activation_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_activation_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     return ENTRY(e, row(op)->fwd, a->out, a->in[0].arg, arg_int(s->d[0]));
 }
 
-int emit_activation_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_activation_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     return ENTRY(e, row(op)->bwd, a->din[0].arg, a->in[0].arg, a->dout, arg_int(s->d[0]));
 }
 
-int emit_swiglu_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_swiglu_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;
     return ENTRY(e, RT_prt_swiglu_fwd, a->out, a->in[0].arg, arg_int(s->d[0]), arg_int(s->d[1]));
 }
 
-int emit_swiglu_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_swiglu_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;
     return ENTRY(e, RT_prt_swiglu_bwd, a->din[0].arg, a->in[0].arg, a->dout, arg_int(s->d[0]), arg_int(s->d[1]));
@@ -131,39 +131,39 @@ static Arg probs_arg(const Lowerer *lw, const Op *op, const OpShape *s)
     return s->kept ? arg_value(lw, op->aux[0]) : arg_null();
 }
 
-int emit_attention_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_attention_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     return ENTRY(e, RT_prt_attention_fwd, a->out, probs_arg(e->lw, op, s), a->in[0].arg, arg_int(s->d[0]),
                  arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]), arg_int(e->lw->plan->model.block.causal));
 }
 
-int emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     return ENTRY(e, RT_prt_attention_bwd, a->din[0].arg, a->dout, a->in[0].arg, probs_arg(e->lw, op, s),
                  arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]),
                  arg_int(e->lw->plan->model.block.causal));
 }
 
-int emit_add_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_add_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;
     return ENTRY(e, RT_prt_add_fwd, a->out, a->in[0].arg, a->in[1].arg, arg_int(s->d[0]));
 }
 
-int emit_add_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_add_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;
     EMIT(e, RT_prt_acc, a->din[0].arg, a->dout, arg_int(s->d[0]));
     return ENTRY(e, RT_prt_acc, a->din[1].arg, a->dout, arg_int(s->d[0]));
 }
 
-int emit_copy_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_copy_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;
     return ENTRY(e, RT_prt_copy, a->out, a->in[0].arg, arg_int(s->d[0]));
 }
 
-int emit_copy_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_copy_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;
     return ENTRY(e, RT_prt_acc, a->din[0].arg, a->dout, arg_int(s->d[0]));
@@ -174,7 +174,7 @@ int emit_copy_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
  * counted once.  With a vocab split, the row max, the sum of exponentials and
  * the target logit are reduced over the vocab axis inside the op: report-only
  * records of those collectives follow the call. */
-int emit_xent_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_xent_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     Lowerer *lw = e->lw;
     int64_t N = s->d[0], V = s->d[1];
@@ -196,7 +196,7 @@ int emit_xent_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
     return entry;
 }
 
-int emit_xent_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+int ops_emit_xent_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;
     const Plan *plan = e->lw->plan;

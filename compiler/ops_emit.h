@@ -10,30 +10,30 @@
 
 #include "lower.h"
 
-int emit_data_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_embed_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_embed_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_pos_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_pos_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_layernorm_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_layernorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_rmsnorm_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_rmsnorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_linear_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_linear_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_bias_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_bias_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_activation_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_activation_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_swiglu_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_swiglu_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_attention_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_add_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_add_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_copy_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_copy_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_xent_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int emit_xent_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_data_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_embed_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_embed_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_pos_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_pos_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_layernorm_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_layernorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_rmsnorm_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_rmsnorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_linear_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_linear_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_bias_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_bias_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_activation_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_activation_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_swiglu_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_swiglu_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_attention_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_add_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_add_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_copy_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_copy_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_xent_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_xent_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 
 #endif
