@@ -154,7 +154,8 @@ void autodiff_backward(Lowerer *lw, Seq *seq, Region r, int incoming)
 {
     Emit e = {lw, seq, PHASE_BACKWARD};
     const Graph *g = lw->g;
-    if (r == REGION_BLOCK && lw->plan->layout.recompute == RECOMPUTE_FULL) autodiff_forward(lw, seq, r, PHASE_RECOMPUTE);
+    if (r == REGION_BLOCK && lw->plan->layout.recompute == RECOMPUTE_FULL)
+        autodiff_forward(lw, seq, r, PHASE_RECOMPUTE);
     zero_region_grads(&e, r, incoming);
     for (int t = 0; t < g->ntensors; t++)
         if (g->tensors[t].region == r && lw->bind[t].full_grad >= 0) {

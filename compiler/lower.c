@@ -128,14 +128,17 @@ static void bind_stream(Lowerer *lw, StageProgram *sp, int L)
             PARC_BUG("block output placement differs from its input on axis %d", a);
 }
 
-/* A head tied to the embedding needs the table on this stage. */
+/* A head that uses another region's parameter (a head tied to the embedding)
+ * needs it on this stage. */
 static int check_tied_head(Lowerer *lw)
 {
     const Graph *g = lw->g;
     const Plan *plan = lw->plan;
     for (int i = 0; i < g->region_count[REGION_HEAD]; i++) {
         const Op *op = &g->ops[g->region_first[REGION_HEAD] + i];
-        if (op->kind == OP_LINEAR_T && lw->bind[op->param[0]].value.buf < 0) {
+        for (int k = 0; k < op->nparam; k++) {
+            int t = op->param[k];
+            if (g->tensors[t].region == REGION_HEAD || lw->bind[t].value.buf >= 0) continue;
             diag_error(plan->layout.stage_loc.file ? plan->layout.stage_loc : plan->model.loc,
                        "put the embedding and the head on one stage, or use `head untied`",
                        "the head is tied to the embedding, but they sit on different pipeline stages (%d and %d)",

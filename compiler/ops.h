@@ -16,6 +16,9 @@
  *             prt_scratch_* functions of runtime/prt_scratch.h, which the
  *             runtime's ops allocate by): `given` and `wide` have bit k set
  *             when argument k of the call is a buffer / a 16-bit buffer;
+ *   partial   for an op whose rule can produce a Partial value, how: the verb
+ *             of "<op> <partial> <dim> split on <axis> -> Partial" in the
+ *             collective report (NULL: it never does);
  *   fwd, bwd  its runtime entry points (RT_NONE: none);
  *   emit_fwd, emit_bwd  emit its calls for a shape and return the index of the
  *             entry's instruction in the sequence (emit_bwd NULL: no backward).
@@ -62,6 +65,7 @@ typedef struct OpDesc {
     void (*shape)(const struct Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s);
     double (*flops)(const OpShape *s, int backward);
     int64_t (*scratch)(const OpShape *s, int backward, unsigned given, unsigned wide);
+    const char *partial;
     RtFn fwd, bwd;
     int (*emit_fwd)(struct Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
     int (*emit_bwd)(struct Emit *e, const Op *op, const OpArgs *a, const OpShape *s);

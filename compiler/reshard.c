@@ -41,7 +41,10 @@ CollKind reshard_collective(Placement from, Placement to)
     PARC_BUG("no collective turns %d into Partial", from.kind);
 }
 
-static int64_t val_elems(Lowerer *lw, const Val *v) { return lower_local_numel(lw, &lw->g->tensors[v->tensor], v->place); }
+static int64_t val_elems(Lowerer *lw, const Val *v)
+{
+    return lower_local_numel(lw, &lw->g->tensors[v->tensor], v->place);
+}
 
 static int elem_bytes_of(Lowerer *lw, int t)
 {
@@ -184,6 +187,26 @@ static Val val_of(Lowerer *lw, int t)
     return v;
 }
 
+/* How producer made a Partial value, per its row of the ops table. */
+static const char *op_partial_verb(const Op *prod)
+{
+    const char *verb = op_table[prod->kind].partial;
+    if (!verb) PARC_BUG("op %s produced a Partial value its row does not account for", prod->name);
+    return verb;
+}
+
+/* The dim the producer's rule splits among its inputs, then its parameters,
+ * on axis a: the one a Partial output sums over. */
+static Dim split_dim(const Lowerer *lw, const Op *prod, int a)
+{
+    const OpPlace *r = lower_rule(lw, prod->id, a);
+    for (int i = 0; i < prod->nin; i++)
+        if (r->in[i].kind == PLACE_S) return (Dim)r->in[i].dim;
+    for (int i = 0; i < prod->nparam; i++)
+        if (r->param[i].kind == PLACE_S) return (Dim)r->param[i].dim;
+    return (Dim)r->in[0].dim;
+}
+
 const char *reshard_why(Lowerer *lw, const Op *consumer, int t, const Placement *to, int backward)
 {
     const Graph *g = lw->g;
@@ -205,13 +228,9 @@ const char *reshard_why(Lowerer *lw, const Op *consumer, int t, const Placement 
             if (tt->kind == TENSOR_PARAM && p.kind == PLACE_S && p.dim == DIM_FLAT)
                 n = snprintf(buf + used, sizeof buf - used, "%s needs %s whole; ZeRO-3 shards it over %s",
                              consumer->name, tt->name, ax);
-            else if (p.kind == PLACE_P && prod && (prod->kind == OP_EMBED))
-                n = snprintf(buf + used, sizeof buf - used,
-                             "%s looks rows up in a vocab split on %s -> Partial; %s needs %s",
-                             prod->name, ax, consumer->name, want.kind == PLACE_R ? "it whole" : "it split on seq");
             else if (p.kind == PLACE_P && prod)
-                n = snprintf(buf + used, sizeof buf - used, "%s contracts %s split on %s -> Partial; %s needs %s",
-                             prod->name, dim_names[lower_rule(lw, prod->id, a)->in[0].dim], ax, consumer->name,
+                n = snprintf(buf + used, sizeof buf - used, "%s %s %s split on %s -> Partial; %s needs %s",
+                             prod->name, op_partial_verb(prod), dim_names[split_dim(lw, prod, a)], ax, consumer->name,
                              want.kind == PLACE_R ? "it whole" : "it split on seq");
             else if (p.kind == PLACE_S)
                 n = snprintf(buf + used, sizeof buf - used, "%s needs %s whole on %s (split on %s)", consumer->name,
@@ -250,8 +269,9 @@ Val reshard_input(Emit *e, const Op *op, int i, int is_param)
     }
     if (!differs) return v;
     const char *why = reshard_why(lw, op, t, to, 0);
-    if (lw->replaying) why = arena_printf(lw->arena, "again for the backward of %s (the forward's copy was not kept): %s",
-                                          op->name, why);
+    if (lw->replaying)
+        why = arena_printf(lw->arena, "again for the backward of %s (the forward's copy was not kept): %s", op->name,
+                           why);
     return reshard_to(e, v, to, op->id, why, 0, NULL);
 }
 

@@ -384,6 +384,28 @@ static void test_placement_errors(void)
     if (null) fclose(null);
     CHECK(an == NULL && diag_error_count() > before, "attention with seq split on tp is an error");
     arena_free(&arena);
+
+    /* a head tied to the embedding on another pipeline stage: one error, with its hint */
+    Arena arena2 = {0};
+    o = defaults();
+    o.gpus = 2, o.mesh = "pp 2;", o.layout = "layers -> pp schedule 1f1b;", o.tied = 1;
+    FILE *msgs = tmpfile();
+    diag_set_stream(msgs);
+    before = diag_error_count();
+    an = compile(&arena2, o, NULL);
+    diag_set_stream(NULL);
+    char text[2048] = "";
+    if (msgs) {
+        rewind(msgs);
+        size_t n = fread(text, 1, sizeof text - 1, msgs);
+        text[n] = 0;
+        fclose(msgs);
+    }
+    CHECK(an == NULL && diag_error_count() == before + 1, "a tied head on another stage is one error");
+    CHECK(strstr(text, "error: the head is tied to the embedding, but they sit on different pipeline stages (0 and 1)") &&
+              strstr(text, "hint: put the embedding and the head on one stage, or use `head untied`"),
+          "the tied-head error names both stages and the fix:\n%s", text);
+    arena_free(&arena2);
 }
 
 /* The program verifier (run inside lower_program) over every schedule kind and
