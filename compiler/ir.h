@@ -317,13 +317,11 @@ typedef struct Seq {
 } Seq;
 
 typedef struct Buffer {
-    int id;
     const char *name;
     int klass;            /* enum prt_class */
     int dtype;            /* enum prt_dtype */
     int64_t elems;        /* per instance */
     int64_t instances;
-    int tensor;           /* graph tensor it holds (or the gradient of), -1 */
     /* parameters: see prt_buffer_desc */
     const char *init_name;
     int init;

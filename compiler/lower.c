@@ -47,11 +47,11 @@ static void bind_region(Lowerer *lw, Region r, int L)
             else inst = sp->nslots, mode = INST_SLOT;
         }
         int buf = prog_buf_new(lw, tt->name, saved ? PRT_ACTIVATIONS : PRT_WORKSPACE, dtype,
-                               lower_local_numel(lw, tt, b->produced), inst, t);
+                               lower_local_numel(lw, tt, b->produced), inst);
         b->value = (BufRef){buf, mode, 0};
         if (tt->kind == TENSOR_ACT) {
             int gbuf = prog_buf_new(lw, arena_printf(lw->arena, "%s.grad", tt->name), PRT_WORKSPACE,
-                                    prog_act_dtype(lw), lower_local_numel(lw, tt, b->grad), 1, t);
+                                    prog_act_dtype(lw), lower_local_numel(lw, tt, b->grad), 1);
             b->gradient = (BufRef){gbuf, INST_FIXED, 0};
         }
     }
@@ -110,8 +110,8 @@ static void bind_stream(Lowerer *lw, StageProgram *sp, int L)
     int64_t relems = lower_local_numel(lw, &g->tensors[g->block_in], rp);
     sp->boundary_elems = relems;
     sp->resid_buf = prog_buf_new(lw, "resid", PRT_ACTIVATIONS, prog_act_dtype(lw), relems,
-                                 (int64_t)(L + 1) * sp->nslots, g->block_in);
-    sp->dresid_buf = prog_buf_new(lw, "resid.grad", PRT_WORKSPACE, prog_act_dtype(lw), relems, 2, g->block_in);
+                                 (int64_t)(L + 1) * sp->nslots);
+    sp->dresid_buf = prog_buf_new(lw, "resid.grad", PRT_WORKSPACE, prog_act_dtype(lw), relems, 2);
     int bound[4] = {g->block_in, g->block_out, g->embed_out, g->head_in};
     int bk[4] = {0, 1, 0, L};
     int gmode[4] = {INST_PARITY, INST_PARITY, INST_FIXED, INST_FIXED};
@@ -166,10 +166,10 @@ static void bind_stage(Lowerer *lw, StageProgram *sp, int L, const int *first)
     const Graph *g = lw->g;
     reset_bindings(lw);
     bind_stream(lw, sp, L);
-    lw->loss_buf = prog_buf_new(lw, "loss.sum", PRT_WORKSPACE, PRT_F32, 1, 1, g->loss);
+    lw->loss_buf = prog_buf_new(lw, "loss.sum", PRT_WORKSPACE, PRT_F32, 1, 1);
     int t = g->tokens >= 0 ? g->tokens : g->targets;
     lw->scratch_idx = t >= 0 ? prog_buf_new(lw, "data.scratch", PRT_WORKSPACE, PRT_I32,
-                                            lower_local_numel(lw, &g->tensors[t], lw->bind[t].produced), 1, t)
+                                            lower_local_numel(lw, &g->tensors[t], lw->bind[t].produced), 1)
                              : -1;
     if (sp->has_embed) {
         optim_bind_params(lw, REGION_EMBED, 1, -1);

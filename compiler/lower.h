@@ -120,7 +120,7 @@ typedef struct Emit {
     Phase phase;
 } Emit;
 
-int prog_buf_new(Lowerer *lw, const char *name, int klass, int dtype, int64_t elems, int64_t instances, int tensor);
+int prog_buf_new(Lowerer *lw, const char *name, int klass, int dtype, int64_t elems, int64_t instances);
 Instr *prog_instr_new(Emit *e, RtFn fn);
 void prog_push_args(Instr *ins, int n, const Arg *args);
 /* A report-only record of a collective a runtime op performs inside itself. */

@@ -117,26 +117,26 @@ void optim_bind_params(Lowerer *lw, Region r, int instances, int first_layer)
         if (tt->region != r || tt->kind != TENSOR_PARAM) continue;
         Binding *b = &lw->bind[t];
         int64_t oelems = param_elems(lw, tt, z->optim);
-        int w = prog_buf_new(lw, tt->name, PRT_WEIGHTS, wdtype, param_elems(lw, tt, z->weights), instances, t);
+        int w = prog_buf_new(lw, tt->name, PRT_WEIGHTS, wdtype, param_elems(lw, tt, z->weights), instances);
         describe_weights(lw, w, tt, r, first_layer, sharded(z->weights) ? za : -1);
         b->value = (BufRef){w, mode, 0};
         int gb = prog_buf_new(lw, arena_printf(lw->arena, "%s.grad", tt->name), PRT_GRADS, wdtype,
-                              param_elems(lw, tt, z->grads), instances, t);
+                              param_elems(lw, tt, z->grads), instances);
         b->gradient = (BufRef){gb, mode, 0};
         if (sharded(z->grads))
             b->full_grad = prog_buf_new(lw, arena_printf(lw->arena, "%s.grad.full", tt->name), PRT_WORKSPACE, wdtype,
-                                        param_elems(lw, tt, PLACE_REP), 1, t);
+                                        param_elems(lw, tt, PLACE_REP), 1);
         if (plan->train.master_fp32 && plan->train.precision != PREC_FP32) {
             b->master = prog_buf_new(lw, arena_printf(lw->arena, "%s.master", tt->name), PRT_MASTER, PRT_F32, oelems,
-                                     instances, t);
+                                     instances);
             describe_master(lw, w, b->master, sharded(z->optim) ? za : -1);
         }
         if (plan->train.optimizer != OPT_SGD || plan->train.momentum != 0)
             b->mom1 = prog_buf_new(lw, arena_printf(lw->arena, "%s.m", tt->name), PRT_OPTIM, PRT_F32, oelems,
-                                   instances, t);
+                                   instances);
         if (plan->train.optimizer != OPT_SGD)
             b->mom2 = prog_buf_new(lw, arena_printf(lw->arena, "%s.v", tt->name), PRT_OPTIM, PRT_F32, oelems,
-                                   instances, t);
+                                   instances);
     }
 }
 

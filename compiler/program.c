@@ -70,24 +70,22 @@ int prog_act_dtype(const Lowerer *lw)
     }
 }
 
-int prog_buf_new(Lowerer *lw, const char *name, int klass, int dtype, int64_t elems, int64_t instances, int tensor)
+int prog_buf_new(Lowerer *lw, const char *name, int klass, int dtype, int64_t elems, int64_t instances)
 {
     StageProgram *sp = lw->sp;
     Buffer b;
     memset(&b, 0, sizeof b);
-    b.id = sp->nbufs;
     b.name = arena_strdup(lw->arena, name);
     b.klass = klass;
     b.dtype = dtype;
     b.elems = elems;
     b.instances = instances;
-    b.tensor = tensor;
     b.first_layer = -1;
     b.zero_axis = -1;
     b.copy_of = -1;
     for (int i = 0; i < 4; i++) b.split_axis[i] = -1;
     ARR_PUSH(lw->arena, sp->bufs, sp->nbufs, sp->bufs_cap, b);
-    return b.id;
+    return sp->nbufs - 1;
 }
 
 static Instr instr_blank(const Emit *e, int fn)

@@ -81,7 +81,7 @@ int reshard_temp_buf(Lowerer *lw, const char *what, int t, const Placement *plac
     char name[160];
     snprintf(name, sizeof name, "%s.%s", tt->name, what);
     int dtype = tt->kind == TENSOR_INDEX ? PRT_I32 : (tt->kind == TENSOR_STAT ? PRT_F32 : prog_act_dtype(lw));
-    return prog_buf_new(lw, name, klass, dtype, lower_local_numel(lw, tt, place), 1, t);
+    return prog_buf_new(lw, name, klass, dtype, lower_local_numel(lw, tt, place), 1);
 }
 
 /* Moves value v to placement `to` axis by axis, each step one collective from

@@ -121,8 +121,8 @@ static void emit_instr(Arena *arena, Seq *seq, RtFn fn, int nargs, const Arg *ar
 
 static void add_buffer(Arena *arena, StageProgram *sp, const char *name, int klass, int dtype, int64_t elems,
                        int64_t instances) {
-    Buffer b = {.id = sp->nbufs, .name = name, .klass = klass, .dtype = dtype, .elems = elems,
-                .instances = instances, .tensor = -1, .init = PRT_INIT_NONE, .first_layer = -1,
+    Buffer b = {.name = name, .klass = klass, .dtype = dtype, .elems = elems,
+                .instances = instances, .init = PRT_INIT_NONE, .first_layer = -1,
                 .split_axis = {-1, -1, -1, -1}, .zero_axis = -1, .copy_of = -1};
     ARR_PUSH(arena, sp->bufs, sp->nbufs, sp->bufs_cap, b);
 }
