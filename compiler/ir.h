@@ -183,13 +183,25 @@ void placement_format(const Plan *plan, const Placement *place, char *buf, size_
 /* ------------------------------------------------------------ lowered program */
 
 /* How an instruction's buffer argument picks its instance at run time.
- *   INST_FIXED:   instance = k
- *   INST_LAYER:   instance = chunk * layers_per_chunk + l     (per-layer parameters)
- *   INST_SLOT_L:  instance = (l + k) * nslots + slot          (per layer, per in-flight micro-batch;
- *                                                              k = 1 names the next layer's slot)
- *   INST_SLOT:    instance = slot                             (per in-flight micro-batch)
- *   INST_PARITY:  instance = (l + k) & 1                      (gradient ping-pong between layers) */
-typedef enum { INST_FIXED, INST_LAYER, INST_SLOT_L, INST_SLOT, INST_PARITY } InstMode;
+ * ORDER: X(mode, dump format of its instance, given k).
+ *   FIXED:   instance = k
+ *   LAYER:   instance = chunk * layers_per_chunk + l     (per-layer parameters)
+ *   SLOT_L:  instance = (l + k) * nslots + slot          (per layer, per in-flight micro-batch;
+ *                                                        k = 1 names the next layer's slot)
+ *   SLOT:    instance = slot                             (per in-flight micro-batch)
+ *   PARITY:  instance = (l + k) & 1                      (gradient ping-pong between layers) */
+#define IR_INST_MODES(X)          \
+    X(FIXED, "[%d]")              \
+    X(LAYER, "[layer]")           \
+    X(SLOT_L, "[l+%d,slot]")      \
+    X(SLOT, "[slot]")             \
+    X(PARITY, "[(l+%d)&1]")
+typedef enum {
+#define X(name, fmt) INST_##name,
+    IR_INST_MODES(X)
+#undef X
+    INST_COUNT
+} InstMode;
 
 typedef enum {
     ARG_NULL,        /* a NULL pointer */

@@ -27,6 +27,8 @@ typedef struct ZeroRow {
 #define WHOLE {PLACE_R, 0}
 #define SHARD {PLACE_S, DIM_FLAT}
 #define BUCKETED ", a bucket per layer after its last micro-batch's backward"
+/* the data axis's sync into a sharded optimizer; ZeRO-2/3 gradients are
+ * already this rank's share by then, so only ZeRO-1 reports it */
 #define ZERO1_SYNC "ZeRO-1: gradients reduce-scattered so each rank updates its shard"
 
 static const ZeroRow zero_rows[4] = {

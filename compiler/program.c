@@ -208,14 +208,16 @@ void verify_program(const Program *prog)
 
 static void arg_dump(const StageProgram *sp, const Arg *a, FILE *out)
 {
-    static const char *const inst_names[] = {"", "[layer]", "[l+%d,slot]", "[slot]", "[(l+%d)&1]"};
+    static const char *const inst_formats[INST_COUNT] = {
+#define X(name, fmt) fmt,
+        IR_INST_MODES(X)
+#undef X
+    };
     switch (a->kind) {
     case ARG_NULL: fprintf(out, "null"); break;
     case ARG_BUF:
         fprintf(out, "%%%s", sp->bufs[a->buf].name);
-        if (a->inst == INST_FIXED) {
-            if (a->k) fprintf(out, "[%d]", a->k);
-        } else fprintf(out, inst_names[a->inst], a->k);
+        if (a->inst != INST_FIXED || a->k) fprintf(out, inst_formats[a->inst], a->k);
         if (a->axis >= 0) fprintf(out, "+coord(%d)*%lld", a->axis, (long long)a->i);
         break;
     case ARG_INT: fprintf(out, "%lld", (long long)a->i); break;
