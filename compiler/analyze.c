@@ -208,3 +208,76 @@ Analysis *analyze_program(Arena *arena, const Program *prog)
     an->step_s = an->pipeline_s + tail;
     return an;
 }
+
+/* ------------------------------------------------------------ dump, verify */
+
+void analyze_dump(const Analysis *an, FILE *out)
+{
+    const Program *prog = an->prog;
+    const Plan *plan = prog->plan;
+    fprintf(out, "analysis: %d stage%s, worst stage %d needs %lld bytes per rank\n", prog->nstages,
+            prog->nstages == 1 ? "" : "s", an->worst_stage, (long long)an->max_total);
+    for (int s = 0; s < prog->nstages; s++) {
+        const StageCost *sc = &an->stages[s];
+        fprintf(out, "stage %d:", s);
+        for (int k = 0; k < PRT_NCLASS; k++) fprintf(out, " %s %lld", ledger_class_names[k], (long long)sc->ledger[k]);
+        fprintf(out, " total %lld\n", (long long)sc->total);
+        fprintf(out, "  params_local %lld cpu_widen %lld\n", (long long)sc->params_local, (long long)sc->cpu_widen);
+        fprintf(out, "  flops fwd_chunk %.6g bwd_chunk %.6g step %.6g\n", sc->flops_fwd_chunk, sc->flops_bwd_chunk,
+                sc->flops_step);
+        fprintf(out, "  seconds comm_fwd_chunk %.6g comm_bwd_chunk %.6g sync %.6g optim %.6g\n", sc->comm_fwd_chunk_s,
+                sc->comm_bwd_chunk_s, sc->sync_s, sc->optim_s);
+    }
+    fprintf(out, "collectives (%d rows):\n", an->nrows);
+    for (int i = 0; i < an->nrows; i++) {
+        const CollRow *r = &an->rows[i];
+        fprintf(out, "  stage %d %s %s axis %s group %d: %lld x %d B x %lld calls, %s; %s %s; %s\n", r->stage,
+                phase_names[r->phase], coll_names[r->coll], r->axis >= 0 ? plan->mesh.axes[r->axis].name : "-",
+                r->group, (long long)r->elems, r->elem_bytes, (long long)r->calls,
+                r->inside_node ? "inside node" : "across nodes", r->op, r->tensor, r->why);
+    }
+    for (int a = 0; a < plan->mesh.naxes; a++)
+        fprintf(out, "axis %s: bytes %.6g wire %.6g\n", plan->mesh.axes[a].name, an->axis_bytes[a], an->axis_wire[a]);
+    fprintf(out, "links: inside %.6g across %.6g pipeline %.6g\n", an->link_wire[0], an->link_wire[1],
+            an->pipeline_bytes);
+    fprintf(out, "flops: step %.6g model %.6g peak %.6g\n", an->flops_per_step, an->model_flops_per_step,
+            an->peak_flops);
+    fprintf(out, "time: fwd %.6g bwd %.6g p2p %.6g pipeline %.6g step %.6g\n", an->t_fwd, an->t_bwd, an->t_p2p,
+            an->pipeline_s, an->step_s);
+    fprintf(out, "bubble: ideal %.6g simulated %.6g\n", an->bubble_ideal, an->bubble_share);
+}
+
+void analyze_verify(const Analysis *an)
+{
+    const Program *prog = an->prog;
+    int64_t max_total = -1;
+    for (int s = 0; s < prog->nstages; s++) {
+        const StageCost *sc = &an->stages[s];
+        const StageProgram *sp = &prog->stages[s];
+        int64_t sum = 0;
+        for (int k = 0; k < PRT_NCLASS; k++) {
+            if (sc->ledger[k] != sp->ledger[k] || sc->ledger[k] < 0)
+                PARC_BUG("stage %d: analyzed %s %lld bytes, the program's ledger %lld", s, ledger_class_names[k],
+                         (long long)sc->ledger[k], (long long)sp->ledger[k]);
+            sum += sc->ledger[k];
+        }
+        if (sum != sc->total || sum != sp->ledger_total)
+            PARC_BUG("stage %d: ledger classes sum to %lld, total %lld", s, (long long)sum, (long long)sc->total);
+        if (sc->total > max_total) max_total = sc->total;
+        if (!(sc->flops_step >= 0 && sc->sync_s >= 0 && sc->optim_s >= 0))
+            PARC_BUG("stage %d: negative FLOPs or time", s);
+    }
+    if (an->worst_stage < 0 || an->worst_stage >= prog->nstages || an->max_total != max_total ||
+        an->stages[an->worst_stage].total != max_total)
+        PARC_BUG("worst stage %d with %lld bytes, the most any stage needs is %lld", an->worst_stage,
+                 (long long)an->max_total, (long long)max_total);
+    for (int i = 0; i < an->nrows; i++) {
+        const CollRow *r = &an->rows[i];
+        if (r->stage < 0 || r->stage >= prog->nstages || r->group < 2 || r->calls < 1 || r->elems < 1)
+            PARC_BUG("collective row %d: stage %d group %d, %lld calls of %lld elements", i, r->stage, r->group,
+                     (long long)r->calls, (long long)r->elems);
+        if (r->axis < -1 || r->axis >= prog->plan->mesh.naxes) PARC_BUG("collective row %d: axis %d", i, r->axis);
+    }
+    if (!(an->step_s >= an->pipeline_s && an->pipeline_s >= 0 && an->bubble_share >= 0 && an->bubble_share <= 1))
+        PARC_BUG("step %g s, pipeline %g s, bubble share %g", an->step_s, an->pipeline_s, an->bubble_share);
+}

@@ -137,6 +137,9 @@ typedef struct Graph {
  * Reports placement errors no op can accept (e.g. attention with seq split)
  * through diag; returns NULL after reporting. */
 Graph *expand_model(Arena *arena, const Plan *plan);
+/* The graph's invariants (expand_model checks them before returning).
+ * Failure is a compiler bug: PARC_BUG. */
+void verify_graph(const Graph *graph);
 void graph_dump(const Graph *graph, FILE *out);
 int64_t tensor_numel(const Tensor *t);
 /* Local elements of t on one rank under placement place[] (no Partial). */
