@@ -2,10 +2,9 @@
  * analyze.c — pass 8: the memory ledger, FLOPs, collective volumes, the
  * pipeline bubble and the step-time estimate, all read off the Program.
  *
- * The ledger is the sum of the buffers the generated program allocates (plus
- * the runtime's communication staging, bounded here), so the number `explain`
- * prints is the number the runtime measures; tests assert they are equal.
- * The cost model is deliberately simple and stated: compute at the GPU's peak
+ * The ledger comes from the Program (ledger.c computes it at the end of
+ * lowering); this pass copies it per stage and adds what it costs.  The cost
+ * model is deliberately simple and stated: compute at the GPU's peak
  * rate for the plan's precision, each collective costs latency × steps +
  * bytes × bus factor / link bandwidth (nccl-tests' bus bandwidth), pipeline
  * idle time from simulating the actual schedule.
@@ -59,104 +58,102 @@ static void add_row(Arena *arena, Analysis *an, CollRow row)
     ARR_PUSH(arena, an->rows, an->nrows, an->rows_cap, row);
 }
 
-Analysis *analyze_program(Arena *arena, const Program *prog)
+/* The cost of stage s: its ledger (read from the program), FLOPs and blocking
+ * communication per chunk, gradient sync, optimizer, and its collective rows. */
+static void analyze_stage(Arena *arena, Analysis *an, int s, double hbm)
 {
+    const Program *prog = an->prog;
     const Plan *plan = prog->plan;
     const Graph *g = prog->graph;
-    Analysis *an = arena_alloc(arena, sizeof(Analysis));
-    an->prog = prog;
-    an->stages = arena_alloc(arena, sizeof(StageCost) * (size_t)prog->nstages);
-    int half = plan->train.precision != PREC_FP32;
-    an->peak_flops = half ? plan->cluster.flops_bf16
-                          : (plan->cluster.flops_fp32 > 0 ? plan->cluster.flops_fp32 : plan->cluster.flops_bf16);
-    if (an->peak_flops <= 0) an->peak_flops = 1e12;
-    double hbm = plan->cluster.hbm_bandwidth > 0 ? plan->cluster.hbm_bandwidth : 1e12;
+    const StageProgram *sp = &prog->stages[s];
+    StageCost *sc = &an->stages[s];
+    memcpy(sc->ledger, sp->ledger, sizeof sc->ledger);
+    sc->total = sp->ledger_total;
+    sc->params_local = sp->params_local;
+    sc->cpu_widen = sp->cpu_widen;
+    if (sc->total > an->max_total) an->max_total = sc->total, an->worst_stage = s;
 
-    for (int s = 0; s < prog->nstages; s++) {
-        const StageProgram *sp = &prog->stages[s];
-        StageCost *sc = &an->stages[s];
-        memcpy(sc->ledger, sp->ledger, sizeof sc->ledger);
-        sc->total = sp->ledger_total;
-        sc->params_local = sp->params_local;
-        sc->cpu_widen = sp->cpu_widen;
-        if (sc->total > an->max_total) an->max_total = sc->total, an->worst_stage = s;
-
-        /* FLOPs and blocking communication per chunk */
-        int L = sp->layers_per_chunk;
-        double per_chunk_embed = 1.0 / (sp->chunks ? sp->chunks : 1);
-        for (int q = 0; q < SEQ_COUNT; q++) {
-            const Seq *seq = &sp->seq[q];
-            int64_t calls = seq_calls_per_step(prog, sp, (SeqKind)q);
-            double flops = 0, comm = 0;
-            for (int i = 0; i < seq->n; i++) {
-                const Instr *ins = &seq->ins[i];
-                flops += ins->flops;
-                if (ins->coll != COLL_NONE && ins->coll != COLL_SLICE)
-                    comm += coll_time(plan, ins->coll, ins->axis, ins->elems * ins->elem_bytes);
-                if (ins->coll != COLL_NONE && ins->coll != COLL_SLICE) {
-                    CollRow row = {s,
-                                   ins->phase,
-                                   ins->coll,
-                                   ins->axis,
-                                   plan->mesh.axes[ins->axis].size,
-                                   ins->elems,
-                                   ins->elem_bytes,
-                                   calls,
-                                   plan_axis_inside_node(plan, ins->axis),
-                                   ins->op >= 0 ? g->ops[ins->op].name
-                                                : (ins->tensor >= 0 ? g->tensors[ins->tensor].name : "-"),
-                                   ins->tensor >= 0 ? g->tensors[ins->tensor].name : "-",
-                                   ins->why ? ins->why : ""};
-                    if (row.group > 1) add_row(arena, an, row);
-                }
-            }
-            sc->flops_step += flops * (double)calls;
-            switch (q) {
-            case SEQ_BLOCK_FWD: sc->flops_fwd_chunk += flops * L, sc->comm_fwd_chunk_s += comm * L; break;
-            case SEQ_BLOCK_BWD: sc->flops_bwd_chunk += flops * L, sc->comm_bwd_chunk_s += comm * L; break;
-            case SEQ_EMBED_FWD:
-            case SEQ_HEAD_FWD:
-                sc->flops_fwd_chunk += flops * per_chunk_embed, sc->comm_fwd_chunk_s += comm * per_chunk_embed;
-                break;
-            case SEQ_EMBED_BWD:
-            case SEQ_HEAD_BWD:
-                sc->flops_bwd_chunk += flops * per_chunk_embed, sc->comm_bwd_chunk_s += comm * per_chunk_embed;
-                break;
-            case SEQ_GRAD_SYNC_BLOCK:
-                /* bucketed during backward: all but the last bucket overlap the
-                 * backward of earlier layers */
-                sc->sync_s += comm * (sp->sync_in_backward ? 1.0 : (double)calls);
-                break;
-            case SEQ_GRAD_SYNC_ONCE:
-            case SEQ_OPTIM_BLOCK:
-            case SEQ_OPTIM_ONCE: sc->sync_s += comm * (double)calls; break;
-            default: break;
+    /* FLOPs and blocking communication per chunk */
+    int L = sp->layers_per_chunk;
+    double per_chunk_embed = 1.0 / (sp->chunks ? sp->chunks : 1);
+    for (int q = 0; q < SEQ_COUNT; q++) {
+        const Seq *seq = &sp->seq[q];
+        int64_t calls = seq_calls_per_step(prog, sp, (SeqKind)q);
+        double flops = 0, comm = 0;
+        for (int i = 0; i < seq->n; i++) {
+            const Instr *ins = &seq->ins[i];
+            flops += ins->flops;
+            if (ins->coll != COLL_NONE && ins->coll != COLL_SLICE)
+                comm += coll_time(plan, ins->coll, ins->axis, ins->elems * ins->elem_bytes);
+            if (ins->coll != COLL_NONE && ins->coll != COLL_SLICE) {
+                CollRow row = {s,
+                               ins->phase,
+                               ins->coll,
+                               ins->axis,
+                               plan->mesh.axes[ins->axis].size,
+                               ins->elems,
+                               ins->elem_bytes,
+                               calls,
+                               plan_axis_inside_node(plan, ins->axis),
+                               ins->op >= 0 ? g->ops[ins->op].name
+                                            : (ins->tensor >= 0 ? g->tensors[ins->tensor].name : "-"),
+                               ins->tensor >= 0 ? g->tensors[ins->tensor].name : "-",
+                               ins->why ? ins->why : ""};
+                if (row.group > 1) add_row(arena, an, row);
             }
         }
-        /* optimizer: reads and writes weights, gradients, master and moments */
-        double state = (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS] + sc->ledger[PRT_MASTER] +
-                                sc->ledger[PRT_OPTIM]);
-        sc->optim_s = 2.0 * state / hbm;
-        an->flops_per_step += sc->flops_step * (double)(plan->mesh.world / (prog->nstages ? prog->nstages : 1));
-
-        /* pipeline messages: one per micro-batch per chunk boundary, each way */
-        if (prog->nstages > 1) {
-            int64_t sends_fwd, sends_bwd;
-            ledger_stage_sends(prog, sp, &sends_fwd, &sends_bwd);
-            int bytes = dtype_bytes(sp->bufs[sp->resid_buf].dtype);
-            int inside = plan_axis_inside_node(plan, prog->pp_axis);
-            CollRow fwd = {s, PHASE_PIPELINE, COLL_SEND, prog->pp_axis, 2, sp->boundary_elems, bytes, sends_fwd,
-                           inside, "stage boundary", "resid",
-                           "activations to the next stage (one message per micro-batch per chunk)"};
-            CollRow bwd = {s, PHASE_PIPELINE, COLL_SEND, prog->pp_axis, 2, sp->boundary_elems, bytes, sends_bwd,
-                           inside, "stage boundary", "resid.grad",
-                           "gradients to the previous stage (one message per micro-batch per chunk)"};
-            if (sends_fwd) add_row(arena, an, fwd);
-            if (sends_bwd) add_row(arena, an, bwd);
+        sc->flops_step += flops * (double)calls;
+        switch (q) {
+        case SEQ_BLOCK_FWD: sc->flops_fwd_chunk += flops * L, sc->comm_fwd_chunk_s += comm * L; break;
+        case SEQ_BLOCK_BWD: sc->flops_bwd_chunk += flops * L, sc->comm_bwd_chunk_s += comm * L; break;
+        case SEQ_EMBED_FWD:
+        case SEQ_HEAD_FWD:
+            sc->flops_fwd_chunk += flops * per_chunk_embed, sc->comm_fwd_chunk_s += comm * per_chunk_embed;
+            break;
+        case SEQ_EMBED_BWD:
+        case SEQ_HEAD_BWD:
+            sc->flops_bwd_chunk += flops * per_chunk_embed, sc->comm_bwd_chunk_s += comm * per_chunk_embed;
+            break;
+        case SEQ_GRAD_SYNC_BLOCK:
+            /* bucketed during backward: all but the last bucket overlap the
+             * backward of earlier layers */
+            sc->sync_s += comm * (sp->sync_in_backward ? 1.0 : (double)calls);
+            break;
+        case SEQ_GRAD_SYNC_ONCE:
+        case SEQ_OPTIM_BLOCK:
+        case SEQ_OPTIM_ONCE: sc->sync_s += comm * (double)calls; break;
+        default: break;
         }
     }
+    /* optimizer: reads and writes weights, gradients, master and moments */
+    double state = (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS] + sc->ledger[PRT_MASTER] +
+                            sc->ledger[PRT_OPTIM]);
+    sc->optim_s = 2.0 * state / hbm;
+    an->flops_per_step += sc->flops_step * (double)(plan->mesh.world / (prog->nstages ? prog->nstages : 1));
 
-    /* totals of stage 0's rows (every rank runs one stage; report the busiest) */
+    /* pipeline messages: one per micro-batch per chunk boundary, each way */
+    if (prog->nstages > 1) {
+        int64_t sends_fwd, sends_bwd;
+        ledger_stage_sends(prog, sp, &sends_fwd, &sends_bwd);
+        int bytes = dtype_bytes(sp->bufs[sp->resid_buf].dtype);
+        int inside = plan_axis_inside_node(plan, prog->pp_axis);
+        CollRow fwd = {s, PHASE_PIPELINE, COLL_SEND, prog->pp_axis, 2, sp->boundary_elems, bytes, sends_fwd,
+                       inside, "stage boundary", "resid",
+                       "activations to the next stage (one message per micro-batch per chunk)"};
+        CollRow bwd = {s, PHASE_PIPELINE, COLL_SEND, prog->pp_axis, 2, sp->boundary_elems, bytes, sends_bwd,
+                       inside, "stage boundary", "resid.grad",
+                       "gradients to the previous stage (one message per micro-batch per chunk)"};
+        if (sends_fwd) add_row(arena, an, fwd);
+        if (sends_bwd) add_row(arena, an, bwd);
+    }
+}
+
+/* Per-axis and per-link volumes of the busiest stage, and the model FLOPs. */
+static void analyze_totals(Analysis *an)
+{
+    const Plan *plan = an->prog->plan;
+    const Graph *g = an->prog->graph;
+    /* every rank runs one stage: report the busiest one's rows */
     for (int i = 0; i < an->nrows; i++) {
         const CollRow *r = &an->rows[i];
         if (r->stage != an->worst_stage) continue;
@@ -178,8 +175,14 @@ Analysis *analyze_program(Arena *arena, const Program *prog)
     double attn = m->block.kind == BLOCK_TRANSFORMER ? 12.0 * (double)m->layers * (double)m->seq * (double)m->hidden
                                                      : 0.0;
     an->model_flops_per_step = 6.0 * (double)g->params_total * tokens + attn * tokens;
+}
 
-    /* step time: the slowest stage's chunk times through the actual schedule */
+/* Step time: the slowest stage's chunk times through the actual schedule,
+ * then the longest gradient sync and optimizer tail. */
+static void analyze_step_time(Arena *arena, Analysis *an)
+{
+    const Program *prog = an->prog;
+    const Plan *plan = prog->plan;
     for (int s = 0; s < prog->nstages; s++) {
         const StageCost *sc = &an->stages[s];
         double tf = sc->flops_fwd_chunk / an->peak_flops + sc->comm_fwd_chunk_s;
@@ -206,6 +209,23 @@ Analysis *analyze_program(Arena *arena, const Program *prog)
         if (t > tail) tail = t;
     }
     an->step_s = an->pipeline_s + tail;
+}
+
+Analysis *analyze_program(Arena *arena, const Program *prog)
+{
+    const Plan *plan = prog->plan;
+    Analysis *an = arena_alloc(arena, sizeof(Analysis));
+    an->prog = prog;
+    an->stages = arena_alloc(arena, sizeof(StageCost) * (size_t)prog->nstages);
+    int half = plan->train.precision != PREC_FP32;
+    an->peak_flops = half ? plan->cluster.flops_bf16
+                          : (plan->cluster.flops_fp32 > 0 ? plan->cluster.flops_fp32 : plan->cluster.flops_bf16);
+    if (an->peak_flops <= 0) an->peak_flops = 1e12;
+    double hbm = plan->cluster.hbm_bandwidth > 0 ? plan->cluster.hbm_bandwidth : 1e12;
+
+    for (int s = 0; s < prog->nstages; s++) analyze_stage(arena, an, s, hbm);
+    analyze_totals(an);
+    analyze_step_time(arena, an);
     return an;
 }
 

@@ -8,9 +8,9 @@
  * lower.c turns the graph into a Program: per pipeline stage, instruction
  * sequences (forward, backward, gradient sync, optimizer) in which every
  * collective is explicit, each inserted by the one resharding table
- * (reshard_collective), plus the buffers they use and the schedule.  The memory
- * ledger (analyze.c), the reports (explain.c) and the code generator
- * (codegen.c) read only the Program.
+ * (reshard_collective), plus the buffers they use, the schedule and the memory
+ * ledger (ledger.c).  The analysis (analyze.c), the reports (explain.c) and
+ * the code generator (codegen*.c) read only the Program.
  */
 #ifndef PARC_IR_H
 #define PARC_IR_H
