@@ -149,7 +149,7 @@ int main(int argc, char **argv)
     Arena arena = {0};
     Compilation c;
     int status;
-    int verify = passes_verify_from_env() || has_flag(oargc, oargv, "--verify");
+    int verify = passes_verify_from_env() || has_flag(oargc, oargv, "--verify"); /* not for run */
     const int analyze = passes_find("analyze");
 
     if (!strcmp(cmd, "check")) {
@@ -211,7 +211,8 @@ int main(int argc, char **argv)
         if (!status && !runtime_supports(&c.plan)) status = 1;
         if (!status) status = codegen_emit(c.prog, kind, out) ? 1 : 0;
     } else if (!strcmp(cmd, "run")) {
-        status = compile_plan(&arena, path, &c, analyze, 1, verify);
+        /* its options go to the runtime: only PARC_VERIFY turns verification on */
+        status = compile_plan(&arena, path, &c, analyze, 1, passes_verify_from_env());
         if (!status && !runtime_supports(&c.plan)) status = 1;
         if (!status) {
             report_check_summary(stdout, c.analysis);
