@@ -42,6 +42,11 @@ void ledger_stage_sends(const Program *prog, const StageProgram *sp, int64_t *fw
     }
 }
 
+static int arg_is_16(const StageProgram *sp, const Arg *a)
+{
+    return a->kind == ARG_BUF && dtype_is_16(sp->bufs[a->buf].dtype);
+}
+
 /* The runtime's own scratch, as the CPU runtime allocates it (parc_rt.h,
  * prt_expect_memory): each scratch buffer grows to its largest request.
  *   comm:      one packing buffer for [outer, S, inner] collectives with outer > 1,
@@ -49,11 +54,6 @@ void ledger_stage_sends(const Program *prog, const StageProgram *sp, int64_t *fw
  *              (an upper bound on those still in flight);
  *   workspace: attention's T x T (2 T x T in a backward that recomputes the
  *              probabilities) and cross-entropy's 3 N floats share one buffer. */
-static int arg_is_16(const StageProgram *sp, const Arg *a)
-{
-    return a->kind == ARG_BUF && dtype_is_16(sp->bufs[a->buf].dtype);
-}
-
 static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t *comm, int64_t *work,
                             int64_t *work_16)
 {
