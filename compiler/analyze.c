@@ -2,10 +2,9 @@
  * analyze.c — pass 8: the memory ledger, FLOPs, collective volumes, the
  * pipeline bubble and the step-time estimate, all read off the Program.
  *
- * The ledger is the sum of the buffers the generated program allocates (plus
- * the runtime's communication staging, bounded here), so the number `explain`
- * prints is the number the runtime measures; tests assert they are equal.
- * The cost model is deliberately simple and stated: compute at the GPU's peak
+ * The ledger comes from the Program (ledger.c computes it at the end of
+ * lowering); this pass copies it per stage and adds what it costs.  The cost
+ * model is deliberately simple and stated: compute at the GPU's peak
  * rate for the plan's precision, each collective costs latency × steps +
  * bytes × bus factor / link bandwidth (nccl-tests' bus bandwidth), pipeline
  * idle time from simulating the actual schedule.
@@ -59,102 +58,100 @@ static void add_row(Arena *arena, Analysis *an, CollRow row)
     ARR_PUSH(arena, an->rows, an->nrows, an->rows_cap, row);
 }
 
-Analysis *analyze_program(Arena *arena, const Program *prog)
+/* The cost of stage s: its ledger (read from the program), FLOPs and blocking
+ * communication per chunk, gradient sync, optimizer, and its collective rows. */
+static void analyze_stage(Arena *arena, Analysis *an, int s, double hbm)
 {
+    const Program *prog = an->prog;
     const Plan *plan = prog->plan;
     const Graph *g = prog->graph;
-    Analysis *an = arena_alloc(arena, sizeof(Analysis));
-    an->prog = prog;
-    an->stages = arena_alloc(arena, sizeof(StageCost) * (size_t)prog->nstages);
-    int half = plan->train.precision != PREC_FP32;
-    an->peak_flops = half ? plan->cluster.flops_bf16
-                          : (plan->cluster.flops_fp32 > 0 ? plan->cluster.flops_fp32 : plan->cluster.flops_bf16);
-    if (an->peak_flops <= 0) an->peak_flops = 1e12;
-    double hbm = plan->cluster.hbm_bandwidth > 0 ? plan->cluster.hbm_bandwidth : 1e12;
+    const StageProgram *sp = &prog->stages[s];
+    StageCost *sc = &an->stages[s];
+    memcpy(sc->ledger, sp->ledger, sizeof sc->ledger);
+    sc->total = sp->ledger_total;
+    sc->params_local = sp->params_local;
+    sc->cpu_widen = sp->cpu_widen;
+    if (sc->total > an->max_total) an->max_total = sc->total, an->worst_stage = s;
 
-    for (int s = 0; s < prog->nstages; s++) {
-        const StageProgram *sp = &prog->stages[s];
-        StageCost *sc = &an->stages[s];
-        memcpy(sc->ledger, sp->ledger, sizeof sc->ledger);
-        sc->total = sp->ledger_total;
-        sc->params_local = sp->params_local;
-        sc->cpu_widen = sp->cpu_widen;
-        if (sc->total > an->max_total) an->max_total = sc->total, an->worst_stage = s;
-
-        /* FLOPs and blocking communication per chunk */
-        int L = sp->layers_per_chunk;
-        double per_chunk_embed = 1.0 / (sp->chunks ? sp->chunks : 1);
-        for (int q = 0; q < SEQ_COUNT; q++) {
-            const Seq *seq = &sp->seq[q];
-            int64_t calls = seq_calls_per_step(prog, sp, (SeqKind)q);
-            double flops = 0, comm = 0;
-            for (int i = 0; i < seq->n; i++) {
-                const Instr *ins = &seq->ins[i];
-                flops += ins->flops;
-                /* pipeline messages are the schedule's (t_p2p), rows of their own below */
-                if (ins->coll == COLL_NONE || ins->coll == COLL_SLICE || ins->phase == PHASE_PIPELINE) continue;
-                comm += coll_time(plan, ins->coll, ins->axis, ins->elems * ins->elem_bytes);
-                CollRow row = {s,
-                               ins->phase,
-                               ins->coll,
-                               ins->axis,
-                               plan->mesh.axes[ins->axis].size,
-                               ins->elems,
-                               ins->elem_bytes,
-                               calls,
-                               plan_axis_inside_node(plan, ins->axis),
-                               ins->op >= 0 ? g->ops[ins->op].name
-                                            : (ins->tensor >= 0 ? g->tensors[ins->tensor].name : "-"),
-                               ins->tensor >= 0 ? g->tensors[ins->tensor].name : "-",
-                               ins->why ? ins->why : ""};
-                if (row.group > 1) add_row(arena, an, row);
-            }
-            sc->flops_step += flops * (double)calls;
-            switch (q) {
-            case SEQ_BLOCK_FWD: sc->flops_fwd_chunk += flops * L, sc->comm_fwd_chunk_s += comm * L; break;
-            case SEQ_BLOCK_BWD: sc->flops_bwd_chunk += flops * L, sc->comm_bwd_chunk_s += comm * L; break;
-            case SEQ_EMBED_FWD:
-            case SEQ_HEAD_FWD:
-                sc->flops_fwd_chunk += flops * per_chunk_embed, sc->comm_fwd_chunk_s += comm * per_chunk_embed;
-                break;
-            case SEQ_EMBED_BWD:
-            case SEQ_HEAD_BWD:
-                sc->flops_bwd_chunk += flops * per_chunk_embed, sc->comm_bwd_chunk_s += comm * per_chunk_embed;
-                break;
-            case SEQ_GRAD_SYNC_BLOCK:
-                /* bucketed during backward: all but the last bucket overlap the
-                 * backward of earlier layers */
-                sc->sync_s += comm * (sp->sync_in_backward ? 1.0 : (double)calls);
-                break;
-            case SEQ_GRAD_SYNC_ONCE:
-            case SEQ_OPTIM_BLOCK:
-            case SEQ_OPTIM_ONCE: sc->sync_s += comm * (double)calls; break;
-            default: break;
-            }
+    /* FLOPs and blocking communication per chunk */
+    int L = sp->layers_per_chunk;
+    double per_chunk_embed = 1.0 / (sp->chunks ? sp->chunks : 1);
+    for (int q = 0; q < SEQ_COUNT; q++) {
+        const Seq *seq = &sp->seq[q];
+        int64_t calls = seq_calls_per_step(prog, sp, (SeqKind)q);
+        double flops = 0, comm = 0;
+        for (int i = 0; i < seq->n; i++) {
+            const Instr *ins = &seq->ins[i];
+            flops += ins->flops;
+            /* pipeline messages are the schedule's (t_p2p), rows of their own below */
+            if (ins->coll == COLL_NONE || ins->coll == COLL_SLICE || ins->phase == PHASE_PIPELINE) continue;
+            comm += coll_time(plan, ins->coll, ins->axis, ins->elems * ins->elem_bytes);
+            CollRow row = {s,
+                           ins->phase,
+                           ins->coll,
+                           ins->axis,
+                           plan->mesh.axes[ins->axis].size,
+                           ins->elems,
+                           ins->elem_bytes,
+                           calls,
+                           plan_axis_inside_node(plan, ins->axis),
+                           ins->op >= 0 ? g->ops[ins->op].name
+                                        : (ins->tensor >= 0 ? g->tensors[ins->tensor].name : "-"),
+                           ins->tensor >= 0 ? g->tensors[ins->tensor].name : "-",
+                           ins->why ? ins->why : ""};
+            if (row.group > 1) add_row(arena, an, row);
         }
-        /* optimizer: reads and writes weights, gradients, master and moments */
-        double state = (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS] + sc->ledger[PRT_MASTER] +
-                                sc->ledger[PRT_OPTIM]);
-        sc->optim_s = 2.0 * state / hbm;
-        an->flops_per_step += sc->flops_step * (double)(plan->mesh.world / (prog->nstages ? prog->nstages : 1));
-
-        /* pipeline messages: the sends of the stage's message sequences */
-        static const SeqKind sends[2] = {SEQ_SEND_FWD, SEQ_SEND_BWD};
-        for (int k = 0; k < 2; k++) {
-            const Seq *seq = &sp->seq[sends[k]];
-            int64_t calls = seq_calls_per_step(prog, sp, sends[k]);
-            for (int i = 0; i < seq->n; i++) {
-                const Instr *ins = &seq->ins[i];
-                if (ins->coll != COLL_SEND || calls == 0) continue;
-                CollRow row = {s, PHASE_PIPELINE, COLL_SEND, ins->axis, 2, ins->elems, ins->elem_bytes, calls,
-                               plan_axis_inside_node(plan, ins->axis), "stage boundary",
-                               sp->bufs[ins->args[2].buf].name, ins->why ? ins->why : ""};
-                add_row(arena, an, row);
-            }
+        sc->flops_step += flops * (double)calls;
+        switch (q) {
+        case SEQ_BLOCK_FWD: sc->flops_fwd_chunk += flops * L, sc->comm_fwd_chunk_s += comm * L; break;
+        case SEQ_BLOCK_BWD: sc->flops_bwd_chunk += flops * L, sc->comm_bwd_chunk_s += comm * L; break;
+        case SEQ_EMBED_FWD:
+        case SEQ_HEAD_FWD:
+            sc->flops_fwd_chunk += flops * per_chunk_embed, sc->comm_fwd_chunk_s += comm * per_chunk_embed;
+            break;
+        case SEQ_EMBED_BWD:
+        case SEQ_HEAD_BWD:
+            sc->flops_bwd_chunk += flops * per_chunk_embed, sc->comm_bwd_chunk_s += comm * per_chunk_embed;
+            break;
+        case SEQ_GRAD_SYNC_BLOCK:
+            /* bucketed during backward: all but the last bucket overlap the
+             * backward of earlier layers */
+            sc->sync_s += comm * (sp->sync_in_backward ? 1.0 : (double)calls);
+            break;
+        case SEQ_GRAD_SYNC_ONCE:
+        case SEQ_OPTIM_BLOCK:
+        case SEQ_OPTIM_ONCE: sc->sync_s += comm * (double)calls; break;
+        default: break;
         }
     }
+    /* optimizer: reads and writes weights, gradients, master and moments */
+    double state = (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS] + sc->ledger[PRT_MASTER] +
+                            sc->ledger[PRT_OPTIM]);
+    sc->optim_s = 2.0 * state / hbm;
+    an->flops_per_step += sc->flops_step * (double)(plan->mesh.world / (prog->nstages ? prog->nstages : 1));
 
-    /* totals of stage 0's rows (every rank runs one stage; report the busiest) */
+    /* pipeline messages: the sends of the stage's message sequences */
+    static const SeqKind sends[2] = {SEQ_SEND_FWD, SEQ_SEND_BWD};
+    for (int k = 0; k < 2; k++) {
+        const Seq *seq = &sp->seq[sends[k]];
+        int64_t calls = seq_calls_per_step(prog, sp, sends[k]);
+        for (int i = 0; i < seq->n; i++) {
+            const Instr *ins = &seq->ins[i];
+            if (ins->coll != COLL_SEND || calls == 0) continue;
+            CollRow row = {s, PHASE_PIPELINE, COLL_SEND, ins->axis, 2, ins->elems, ins->elem_bytes, calls,
+                           plan_axis_inside_node(plan, ins->axis), "stage boundary", sp->bufs[ins->args[2].buf].name,
+                           ins->why ? ins->why : ""};
+            add_row(arena, an, row);
+        }
+    }
+}
+
+/* Per-axis and per-link volumes of the busiest stage, and the model FLOPs. */
+static void analyze_totals(Analysis *an)
+{
+    const Plan *plan = an->prog->plan;
+    const Graph *g = an->prog->graph;
+    /* every rank runs one stage: report the busiest one's rows */
     for (int i = 0; i < an->nrows; i++) {
         const CollRow *r = &an->rows[i];
         if (r->stage != an->worst_stage) continue;
@@ -176,8 +173,14 @@ Analysis *analyze_program(Arena *arena, const Program *prog)
     double attn = m->block.kind == BLOCK_TRANSFORMER ? 12.0 * (double)m->layers * (double)m->seq * (double)m->hidden
                                                      : 0.0;
     an->model_flops_per_step = 6.0 * (double)g->params_total * tokens + attn * tokens;
+}
 
-    /* step time: the slowest stage's chunk times through the actual schedule */
+/* Step time: the slowest stage's chunk times through the actual schedule,
+ * then the longest gradient sync and optimizer tail. */
+static void analyze_step_time(Arena *arena, Analysis *an)
+{
+    const Program *prog = an->prog;
+    const Plan *plan = prog->plan;
     for (int s = 0; s < prog->nstages; s++) {
         const StageCost *sc = &an->stages[s];
         double tf = sc->flops_fwd_chunk / an->peak_flops + sc->comm_fwd_chunk_s;
@@ -204,5 +207,95 @@ Analysis *analyze_program(Arena *arena, const Program *prog)
         if (t > tail) tail = t;
     }
     an->step_s = an->pipeline_s + tail;
+}
+
+Analysis *analyze_program(Arena *arena, const Program *prog)
+{
+    const Plan *plan = prog->plan;
+    Analysis *an = arena_alloc(arena, sizeof(Analysis));
+    an->prog = prog;
+    an->stages = arena_alloc(arena, sizeof(StageCost) * (size_t)prog->nstages);
+    int half = plan->train.precision != PREC_FP32;
+    an->peak_flops = half ? plan->cluster.flops_bf16
+                          : (plan->cluster.flops_fp32 > 0 ? plan->cluster.flops_fp32 : plan->cluster.flops_bf16);
+    if (an->peak_flops <= 0) an->peak_flops = 1e12;
+    double hbm = plan->cluster.hbm_bandwidth > 0 ? plan->cluster.hbm_bandwidth : 1e12;
+
+    for (int s = 0; s < prog->nstages; s++) analyze_stage(arena, an, s, hbm);
+    analyze_totals(an);
+    analyze_step_time(arena, an);
     return an;
+}
+
+/* ------------------------------------------------------------ dump, verify */
+
+void analyze_dump(const Analysis *an, FILE *out)
+{
+    const Program *prog = an->prog;
+    const Plan *plan = prog->plan;
+    fprintf(out, "analysis: %d stage%s, worst stage %d needs %lld bytes per rank\n", prog->nstages,
+            prog->nstages == 1 ? "" : "s", an->worst_stage, (long long)an->max_total);
+    for (int s = 0; s < prog->nstages; s++) {
+        const StageCost *sc = &an->stages[s];
+        fprintf(out, "stage %d:", s);
+        for (int k = 0; k < PRT_NCLASS; k++) fprintf(out, " %s %lld", ledger_class_names[k], (long long)sc->ledger[k]);
+        fprintf(out, " total %lld\n", (long long)sc->total);
+        fprintf(out, "  params_local %lld cpu_widen %lld\n", (long long)sc->params_local, (long long)sc->cpu_widen);
+        fprintf(out, "  flops fwd_chunk %.6g bwd_chunk %.6g step %.6g\n", sc->flops_fwd_chunk, sc->flops_bwd_chunk,
+                sc->flops_step);
+        fprintf(out, "  seconds comm_fwd_chunk %.6g comm_bwd_chunk %.6g sync %.6g optim %.6g\n", sc->comm_fwd_chunk_s,
+                sc->comm_bwd_chunk_s, sc->sync_s, sc->optim_s);
+    }
+    fprintf(out, "collectives (%d rows):\n", an->nrows);
+    for (int i = 0; i < an->nrows; i++) {
+        const CollRow *r = &an->rows[i];
+        fprintf(out, "  stage %d %s %s axis %s group %d: %lld x %d B x %lld calls, %s; %s %s; %s\n", r->stage,
+                phase_names[r->phase], coll_names[r->coll], r->axis >= 0 ? plan->mesh.axes[r->axis].name : "-",
+                r->group, (long long)r->elems, r->elem_bytes, (long long)r->calls,
+                r->inside_node ? "inside node" : "across nodes", r->op, r->tensor, r->why);
+    }
+    for (int a = 0; a < plan->mesh.naxes; a++)
+        fprintf(out, "axis %s: bytes %.6g wire %.6g\n", plan->mesh.axes[a].name, an->axis_bytes[a], an->axis_wire[a]);
+    fprintf(out, "links: inside %.6g across %.6g pipeline %.6g\n", an->link_wire[0], an->link_wire[1],
+            an->pipeline_bytes);
+    fprintf(out, "flops: step %.6g model %.6g peak %.6g\n", an->flops_per_step, an->model_flops_per_step,
+            an->peak_flops);
+    fprintf(out, "time: fwd %.6g bwd %.6g p2p %.6g pipeline %.6g step %.6g\n", an->t_fwd, an->t_bwd, an->t_p2p,
+            an->pipeline_s, an->step_s);
+    fprintf(out, "bubble: ideal %.6g simulated %.6g\n", an->bubble_ideal, an->bubble_share);
+}
+
+void analyze_verify(const Analysis *an)
+{
+    const Program *prog = an->prog;
+    int64_t max_total = -1;
+    for (int s = 0; s < prog->nstages; s++) {
+        const StageCost *sc = &an->stages[s];
+        const StageProgram *sp = &prog->stages[s];
+        int64_t sum = 0;
+        for (int k = 0; k < PRT_NCLASS; k++) {
+            if (sc->ledger[k] != sp->ledger[k] || sc->ledger[k] < 0)
+                PARC_BUG("stage %d: analyzed %s %lld bytes, the program's ledger %lld", s, ledger_class_names[k],
+                         (long long)sc->ledger[k], (long long)sp->ledger[k]);
+            sum += sc->ledger[k];
+        }
+        if (sum != sc->total || sum != sp->ledger_total)
+            PARC_BUG("stage %d: ledger classes sum to %lld, total %lld", s, (long long)sum, (long long)sc->total);
+        if (sc->total > max_total) max_total = sc->total;
+        if (!(sc->flops_step >= 0 && sc->sync_s >= 0 && sc->optim_s >= 0))
+            PARC_BUG("stage %d: negative FLOPs or time", s);
+    }
+    if (an->worst_stage < 0 || an->worst_stage >= prog->nstages || an->max_total != max_total ||
+        an->stages[an->worst_stage].total != max_total)
+        PARC_BUG("worst stage %d with %lld bytes, the most any stage needs is %lld", an->worst_stage,
+                 (long long)an->max_total, (long long)max_total);
+    for (int i = 0; i < an->nrows; i++) {
+        const CollRow *r = &an->rows[i];
+        if (r->stage < 0 || r->stage >= prog->nstages || r->group < 2 || r->calls < 1 || r->elems < 1)
+            PARC_BUG("collective row %d: stage %d group %d, %lld calls of %lld elements", i, r->stage, r->group,
+                     (long long)r->calls, (long long)r->elems);
+        if (r->axis < -1 || r->axis >= prog->plan->mesh.naxes) PARC_BUG("collective row %d: axis %d", i, r->axis);
+    }
+    if (!(an->step_s >= an->pipeline_s && an->pipeline_s >= 0 && an->bubble_share >= 0 && an->bubble_share <= 1))
+        PARC_BUG("step %g s, pipeline %g s, bubble share %g", an->step_s, an->pipeline_s, an->bubble_share);
 }

@@ -67,6 +67,14 @@ typedef struct Analysis {
 /* Reads the program and its ledger (ledger.h); changes nothing in it. */
 Analysis *analyze_program(Arena *arena, const Program *prog);
 
+/* The analysis in a stable text form (`parc lower --emit=analyze`). */
+void analyze_dump(const Analysis *an, FILE *out);
+
+/* Its invariants: the ledger equals the program's, classes sum to totals, the
+ * worst stage is the largest, rows name real groups, times are ordered.
+ * Failure is a compiler bug: PARC_BUG. */
+void analyze_verify(const Analysis *an);
+
 /* Byte counts as people read them: "61.2 GiB". */
 void analyze_format_bytes(double bytes, char *buf, size_t size);
 

@@ -190,44 +190,73 @@ static int emit_executable(LLVMTargetMachineRef tm, LLVMModuleRef mod, const cha
 #endif
 }
 
-int codegen_emit(const Program *program, EmitKind kind, const char *out_path) {
-    Gen g = {.program = program};
-    g.ctx = LLVMContextCreate();
-    g.mod = LLVMModuleCreateWithNameInContext("parc", g.ctx);
-    g.b = LLVMCreateBuilderInContext(g.ctx);
-    int rc = -1;
+struct CodegenModule {
+    Gen g;
+    LLVMTargetMachineRef tm;
+};
+
+CodegenModule *codegen_build(const Program *program) {
     LLVMTargetMachineRef tm = host_machine();
-    if (!tm) goto out;
+    if (!tm) return NULL;
+    CodegenModule *m = calloc(1, sizeof *m);
+    PARC_ASSERT(m);
+    m->tm = tm;
+    Gen *g = &m->g;
+    g->program = program;
+    g->ctx = LLVMContextCreate();
+    g->mod = LLVMModuleCreateWithNameInContext("parc", g->ctx);
+    g->b = LLVMCreateBuilderInContext(g->ctx);
     char *triple = LLVMGetTargetMachineTriple(tm);
-    LLVMSetTarget(g.mod, triple);
+    LLVMSetTarget(g->mod, triple);
     LLVMDisposeMessage(triple);
     LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
     char *layout = LLVMCopyStringRepOfTargetData(td);
-    LLVMSetDataLayout(g.mod, layout);
+    LLVMSetDataLayout(g->mod, layout);
     LLVMDisposeMessage(layout);
 
-    cg_build_module(&g);
-    check_layouts(&g, td);
+    cg_build_module(g);
+    check_layouts(g, td);
     LLVMDisposeTargetData(td);
+    return m;
+}
 
+void codegen_verify(const CodegenModule *m) {
     char *err = NULL;
-    if (LLVMVerifyModule(g.mod, LLVMReturnStatusAction, &err)) {
-        diag_error(no_loc(), NULL, "codegen: internal error: the generated LLVM module does not verify (a bug in %s): %s",
-                   __FILE__, err ? err : "?");
-        LLVMDisposeMessage(err);
-        goto out;
-    }
+    if (LLVMVerifyModule(m->g.mod, LLVMReturnStatusAction, &err))
+        PARC_BUG("the generated LLVM module does not verify: %s", err ? err : "?");
     LLVMDisposeMessage(err);
+}
+
+void codegen_dump(const CodegenModule *m, FILE *out) {
+    char *text = LLVMPrintModuleToString(m->g.mod);
+    fputs(text, out);
+    LLVMDisposeMessage(text);
+}
+
+int codegen_write(const CodegenModule *m, EmitKind kind, const char *out_path) {
+    codegen_verify(m);
     switch (kind) {
-    case EMIT_LLVM: rc = write_text(g.mod, out_path); break;
-    case EMIT_OBJ: rc = emit_object(tm, g.mod, out_path); break;
-    case EMIT_EXE: rc = emit_executable(tm, g.mod, out_path); break;
+    case EMIT_LLVM: return write_text(m->g.mod, out_path);
+    case EMIT_OBJ: return emit_object(m->tm, m->g.mod, out_path);
+    case EMIT_EXE: return emit_executable(m->tm, m->g.mod, out_path);
     }
-out:
-    if (tm) LLVMDisposeTargetMachine(tm);
-    LLVMDisposeBuilder(g.b);
-    LLVMDisposeModule(g.mod);
-    LLVMContextDispose(g.ctx);
+    PARC_BUG("bad emit kind %d", (int)kind);
+}
+
+void codegen_free(CodegenModule *m) {
+    if (!m) return;
+    LLVMDisposeTargetMachine(m->tm);
+    LLVMDisposeBuilder(m->g.b);
+    LLVMDisposeModule(m->g.mod);
+    LLVMContextDispose(m->g.ctx);
+    free(m);
+}
+
+int codegen_emit(const Program *program, EmitKind kind, const char *out_path) {
+    CodegenModule *m = codegen_build(program);
+    if (!m) return -1;
+    int rc = codegen_write(m, kind, out_path);
+    codegen_free(m);
     return rc;
 }
 

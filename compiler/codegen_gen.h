@@ -53,7 +53,7 @@ typedef struct Gen {
     LLVMContextRef ctx;
     LLVMModuleRef mod;
     LLVMBuilderRef b;
-    LLVMTypeRef t_void, t_i1, t_i8, t_i32, t_i64, t_f64, t_ptr;
+    LLVMTypeRef t_void, t_i8, t_i32, t_i64, t_f64, t_ptr;
     LLVMTypeRef t_buffer_desc, t_plan_desc, t_item;
     LLVMTypeRef t_seq_fn;   /* void(i8* rt, i64 chunk, i64 l, i64 slot, i64 micro, i64 step) */
     LLVMTypeRef t_work_fn;  /* void(i8* rt, i64 micro, i64 chunk, i64 slot, i64 step) */

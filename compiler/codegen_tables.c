@@ -50,7 +50,6 @@ static LLVMTypeRef fn_type(Gen *g, char ret, const char *params) {
 /* The struct types mirroring runtime/parc_rt.h, field for field. */
 void cg_build_types(Gen *g) {
     g->t_void = LLVMVoidTypeInContext(g->ctx);
-    g->t_i1 = LLVMInt1TypeInContext(g->ctx);
     g->t_i8 = LLVMInt8TypeInContext(g->ctx);
     g->t_i32 = LLVMInt32TypeInContext(g->ctx);
     g->t_i64 = LLVMInt64TypeInContext(g->ctx);

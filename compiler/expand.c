@@ -406,7 +406,7 @@ static void place_tensor(Expander *ex, Tensor *t)
 /* The graph's invariants: every op reads tensors already produced (or the
  * region's inputs and parameters), linear contractions agree in size, and
  * every split dim divides by its axis.  A failure is a compiler bug. */
-static void verify_graph(const Graph *g)
+void verify_graph(const Graph *g)
 {
     const Plan *plan = g->plan;
     char *ready = calloc((size_t)g->ntensors + 1, 1);

@@ -81,13 +81,75 @@ void report_check_summary(FILE *out, const Analysis *an)
 
 static int64_t stage_ranks(const Program *prog) { return prog->plan->mesh.world / (prog->nstages ? prog->nstages : 1); }
 
+/* One stage's memory: every class (with its buffers when verbose), the total
+ * against the GPU, bytes per parameter. */
+static void explain_stage_memory(FILE *out, const Analysis *an, int s, int verbose)
+{
+    const Program *prog = an->prog;
+    const Plan *plan = prog->plan;
+    char b1[64], b2[64];
+    const StageProgram *sp = &prog->stages[s];
+    const StageCost *sc = &an->stages[s];
+    fprintf(out, "\n");
+    if (prog->nstages > 1)
+        fprintf(out, "stage %d (%lld ranks): layers", s, (long long)stage_ranks(prog));
+    else
+        fprintf(out, "every rank (%lld): layers", (long long)stage_ranks(prog));
+    for (int c = 0; c < sp->chunks; c++)
+        fprintf(out, " %d..%d", sp->chunk_first_layer[c], sp->chunk_first_layer[c] + sp->layers_per_chunk - 1);
+    fprintf(out, "%s%s; %lld parameters held\n", sp->has_embed ? " + embedding" : "",
+            sp->has_head ? " + head" : "", (long long)sc->params_local);
+    fprintf(out, "  %-14s %16s %11s\n", "memory", "bytes", "");
+    for (int k = 0; k < PRT_NCLASS; k++) {
+        analyze_format_bytes((double)sc->ledger[k], b1, sizeof b1);
+        fprintf(out, "  %-14s %16lld %11s", ledger_class_names[k], (long long)sc->ledger[k], b1);
+        if (k == PRT_ACTIVATIONS)
+            fprintf(out, "   (%d in-flight micro-batch%s x %d layer%s)", sp->nslots, sp->nslots == 1 ? "" : "es",
+                    sp->layers_per_chunk, sp->layers_per_chunk == 1 ? "" : "s");
+        if (k < PRT_ACTIVATIONS && sc->params_local > 0 && sc->ledger[k])
+            fprintf(out, "   %.3g bytes/parameter", (double)sc->ledger[k] / (double)sc->params_local);
+        fprintf(out, "\n");
+        if (verbose) {
+            for (int b = 0; b < sp->nbufs; b++) {
+                const Buffer *bf = &sp->bufs[b];
+                if (bf->klass != k) continue;
+                int bytes = dtype_bytes(bf->dtype);
+                fprintf(out, "      %-28s %12lld elements x %4lld instances x %d B = %lld\n", bf->name,
+                        (long long)bf->elems, (long long)bf->instances, bytes,
+                        (long long)(bf->elems * bf->instances * bytes));
+            }
+            if (k == PRT_COMM)
+                fprintf(out, "      + runtime staging (packing of strided gathers, pipeline send copies)\n");
+        }
+    }
+    analyze_format_bytes((double)sc->total, b1, sizeof b1);
+    analyze_format_bytes(plan->cluster.gpu_memory, b2, sizeof b2);
+    double pct = plan->cluster.gpu_memory > 0 ? 100.0 * (double)sc->total / plan->cluster.gpu_memory : 0;
+    fprintf(out, "  %-14s %16lld %11s   of %s (%.1f%%) %s\n", "total", (long long)sc->total, b1, b2, pct,
+            pct <= 100.0 ? "fits" : "DOES NOT FIT");
+    double states = (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS] + sc->ledger[PRT_MASTER] +
+                             sc->ledger[PRT_OPTIM]);
+    if (sc->params_local > 0)
+        fprintf(out, "  model states   %.4g bytes per parameter held\n", states / (double)sc->params_local);
+    if (sc->cpu_widen) {
+        analyze_format_bytes((double)sc->cpu_widen, b1, sizeof b1);
+        fprintf(out, "  the CPU runtime computes in fp32: a program built from this plan also widens 16-bit "
+                     "operands in %s more workspace\n",
+                b1);
+    }
+    if (verbose)
+        fprintf(out, "  flops          %.4g per step on each rank of this stage (forward %.4g, backward %.4g per "
+                     "micro-batch through one chunk)\n",
+                sc->flops_step, sc->flops_fwd_chunk, sc->flops_bwd_chunk);
+}
+
 void report_explain(FILE *out, const Analysis *an, int verbose)
 {
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;
     const Model *m = &plan->model;
     const Train *t = &plan->train;
-    char b1[64], b2[64];
+    char b1[64];
 
     fprintf(out, "plan %s: model %s\n", plan->file ? plan->file : "", m->name ? m->name : "");
     fprintf(out, "  parameters      %lld (", (long long)prog->graph->params_total);
@@ -117,61 +179,7 @@ void report_explain(FILE *out, const Analysis *an, int verbose)
                 inside ? "intra" : "inter", b1);
     }
 
-    for (int s = 0; s < prog->nstages; s++) {
-        const StageProgram *sp = &prog->stages[s];
-        const StageCost *sc = &an->stages[s];
-        fprintf(out, "\n");
-        if (prog->nstages > 1)
-            fprintf(out, "stage %d (%lld ranks): layers", s, (long long)stage_ranks(prog));
-        else
-            fprintf(out, "every rank (%lld): layers", (long long)stage_ranks(prog));
-        for (int c = 0; c < sp->chunks; c++)
-            fprintf(out, " %d..%d", sp->chunk_first_layer[c], sp->chunk_first_layer[c] + sp->layers_per_chunk - 1);
-        fprintf(out, "%s%s; %lld parameters held\n", sp->has_embed ? " + embedding" : "",
-                sp->has_head ? " + head" : "", (long long)sc->params_local);
-        fprintf(out, "  %-14s %16s %11s\n", "memory", "bytes", "");
-        for (int k = 0; k < PRT_NCLASS; k++) {
-            analyze_format_bytes((double)sc->ledger[k], b1, sizeof b1);
-            fprintf(out, "  %-14s %16lld %11s", ledger_class_names[k], (long long)sc->ledger[k], b1);
-            if (k == PRT_ACTIVATIONS)
-                fprintf(out, "   (%d in-flight micro-batch%s x %d layer%s)", sp->nslots, sp->nslots == 1 ? "" : "es",
-                        sp->layers_per_chunk, sp->layers_per_chunk == 1 ? "" : "s");
-            if (k < PRT_ACTIVATIONS && sc->params_local > 0 && sc->ledger[k])
-                fprintf(out, "   %.3g bytes/parameter", (double)sc->ledger[k] / (double)sc->params_local);
-            fprintf(out, "\n");
-            if (verbose) {
-                for (int b = 0; b < sp->nbufs; b++) {
-                    const Buffer *bf = &sp->bufs[b];
-                    if (bf->klass != k) continue;
-                    int bytes = dtype_bytes(bf->dtype);
-                    fprintf(out, "      %-28s %12lld elements x %4lld instances x %d B = %lld\n", bf->name,
-                            (long long)bf->elems, (long long)bf->instances, bytes,
-                            (long long)(bf->elems * bf->instances * bytes));
-                }
-                if (k == PRT_COMM)
-                    fprintf(out, "      + runtime staging (packing of strided gathers, pipeline send copies)\n");
-            }
-        }
-        analyze_format_bytes((double)sc->total, b1, sizeof b1);
-        analyze_format_bytes(plan->cluster.gpu_memory, b2, sizeof b2);
-        double pct = plan->cluster.gpu_memory > 0 ? 100.0 * (double)sc->total / plan->cluster.gpu_memory : 0;
-        fprintf(out, "  %-14s %16lld %11s   of %s (%.1f%%) %s\n", "total", (long long)sc->total, b1, b2, pct,
-                pct <= 100.0 ? "fits" : "DOES NOT FIT");
-        double states = (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS] + sc->ledger[PRT_MASTER] +
-                                 sc->ledger[PRT_OPTIM]);
-        if (sc->params_local > 0)
-            fprintf(out, "  model states   %.4g bytes per parameter held\n", states / (double)sc->params_local);
-        if (sc->cpu_widen) {
-            analyze_format_bytes((double)sc->cpu_widen, b1, sizeof b1);
-            fprintf(out, "  the CPU runtime computes in fp32: a program built from this plan also widens 16-bit "
-                         "operands in %s more workspace\n",
-                    b1);
-        }
-        if (verbose)
-            fprintf(out, "  flops          %.4g per step on each rank of this stage (forward %.4g, backward %.4g per "
-                         "micro-batch through one chunk)\n",
-                    sc->flops_step, sc->flops_fwd_chunk, sc->flops_bwd_chunk);
-    }
+    for (int s = 0; s < prog->nstages; s++) explain_stage_memory(out, an, s, verbose);
 
     /* the schedule */
     const Schedule *sc = &prog->schedule;

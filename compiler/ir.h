@@ -7,12 +7,13 @@
  *
  * lower_program (lower.c, with place.c, reshard.c, autodiff.c, optim.c and
  * program.c; see lower.h) turns the graph into a Program: per pipeline stage,
- * instruction sequences (forward, backward, gradient sync, optimizer) in which
- * every collective is explicit, each inserted by the one resharding table
- * (reshard_collective), plus the buffers they use and the schedule
- * (schedule.c).  What each op needs, saves, costs and calls is its row of the
- * ops table (ops.h).  The memory ledger (analyze.c), the reports (explain.c)
- * and the code generator (codegen.c) read only the Program.
+ * instruction sequences (forward, backward, gradient sync, optimizer, pipeline
+ * messages) in which all communication is explicit, each collective inserted
+ * by the one resharding table (reshard_collective), plus the buffers they use,
+ * the schedule (schedule.c) and the memory ledger (ledger.c).  What each op
+ * needs, saves, costs and calls is its row of the ops table (ops.h).  The
+ * analysis (analyze.c), the reports (explain.c) and the code generator
+ * (codegen*.c) read only the Program.
  */
 #ifndef PARC_IR_H
 #define PARC_IR_H
@@ -174,6 +175,9 @@ typedef struct Graph {
  * Reports placement errors no op can accept (e.g. attention with seq split)
  * through diag; returns NULL after reporting. */
 Graph *expand_model(Arena *arena, const Plan *plan);
+/* The graph's invariants (expand_model checks them before returning).
+ * Failure is a compiler bug: PARC_BUG. */
+void verify_graph(const Graph *graph);
 void graph_dump(const Graph *graph, FILE *out);
 int64_t tensor_numel(const Tensor *t);
 /* Local elements of t on one rank under placement place[] (no Partial). */
