@@ -8,8 +8,7 @@
 #define PARC_ANALYZE_H
 
 #include "ir.h"
-
-extern const char *const ledger_class_names[PRT_NCLASS];
+#include "ledger.h"
 
 /* One row of the collective report: identical instructions of one stage
  * aggregated over a step. */
@@ -29,6 +28,7 @@ typedef struct CollRow {
 } CollRow;
 
 typedef struct StageCost {
+    /* copied from the stage's ledger (StageProgram, ledger.h) */
     int64_t ledger[PRT_NCLASS];   /* bytes per class on one rank of the stage */
     int64_t total;
     int64_t params_local;         /* parameter elements held (weights) */
@@ -64,16 +64,18 @@ typedef struct Analysis {
     double pipeline_bytes;             /* send/recv bytes per step per rank, both directions */
 } Analysis;
 
-/* Fills prog->stages[*].ledger too (the code generator embeds it). */
-Analysis *analyze_program(Arena *arena, Program *prog);
+/* Reads the program and its ledger (ledger.h); changes nothing in it. */
+Analysis *analyze_program(Arena *arena, const Program *prog);
 
-/* Memory fit: errors when a rank needs more than the GPU holds, with the
- * breakdown and the cheapest changes that would make it fit (each variant
- * re-lowered and re-analyzed).  Warnings for tensor-parallel groups that span
- * nodes.  Returns the number of errors reported. */
-int analyze_check(Arena *arena, const Analysis *an);
+/* The analysis in a stable text form (`parc lower --emit=analyze`). */
+void analyze_dump(const Analysis *an, FILE *out);
+
+/* Its invariants: the ledger equals the program's, classes sum to totals, the
+ * worst stage is the largest, rows name real groups, times are ordered.
+ * Failure is a compiler bug: PARC_BUG. */
+void analyze_verify(const Analysis *an);
 
 /* Byte counts as people read them: "61.2 GiB". */
-void format_bytes(double bytes, char *buf, size_t size);
+void analyze_format_bytes(double bytes, char *buf, size_t size);
 
 #endif

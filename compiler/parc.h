@@ -6,10 +6,13 @@
  * mesh, and the pass entry points.  The graph IR and the lowered program live in
  * ir.h; the pipeline schedule in schedule.h.
  *
- * Pass order (main.c reads like this list):
- *   parse (grammar/par.y) -> check (check.c) -> expand (expand.c) ->
- *   place + reshard + autodiff (lower.c) -> schedule (schedule.c) ->
- *   analyze (analyze.c) -> report (explain.c) | codegen (codegen.c)
+ * Pass order (the table in passes.c, which main.c runs):
+ *   front: parse (grammar/par.y) + check (check.c) -> expand (expand.c) ->
+ *   lower (lower.c: placement (place.c) and the schedule (schedule.c) once,
+ *   then per stage autodiff.c and optim.c over the ops of ops.c, all
+ *   communication from reshard.c, the ledger (ledger.c) last) ->
+ *   analyze (analyze.c) -> codegen (codegen*.c); then advice (advise.c) and
+ *   reports (explain.c)
  */
 #ifndef PARC_H
 #define PARC_H
@@ -254,12 +257,13 @@ int plan_coords_rank(const Plan *plan, const int coords[PARC_MAX_AXES]);
 /* Parses and checks a .par file into *plan.  Reports every error it finds
  * (parse errors, then all semantic errors of the check pass) through diag and
  * returns 0 on success, -1 when any error was reported.  The plan's strings and
- * locations live in `arena`. Memory fit is NOT checked here (analyze does it). */
+ * locations live in `arena`. Memory fit is NOT checked here (advise.c does it
+ * on the analyzed program). */
 int front_load(Arena *arena, const char *path, Plan *plan);
 /* The same from text already in memory (tests, fuzzing). */
 int front_load_text(Arena *arena, const char *path, const char *text, Plan *plan);
 
-/* Dumps the resolved plan in a stable text form (`parc check --dump`). */
+/* Dumps the resolved plan in a stable text form (`parc lower --emit=front`). */
 void plan_dump(const Plan *plan, FILE *out);
 
 #endif

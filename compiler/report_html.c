@@ -155,8 +155,8 @@ void report_html_summary(FILE *out, const Analysis *an)
     fputs("</p>\n<div class=\"cards\">\n", out);
 
     double cap = plan->cluster.gpu_memory;
-    format_bytes((double)an->max_total, b1, sizeof b1);
-    format_bytes(cap, b2, sizeof b2);
+    analyze_format_bytes((double)an->max_total, b1, sizeof b1);
+    analyze_format_bytes(cap, b2, sizeof b2);
     int used = snprintf(detail, sizeof detail, "%.1f%% of %s", cap > 0 ? 100.0 * (double)an->max_total / cap : 0.0, b2);
     if (prog->nstages > 1) snprintf(detail + used, sizeof detail - (size_t)used, ", stage %d", an->worst_stage);
     int fits = (double)an->max_total <= cap;
@@ -177,8 +177,8 @@ void report_html_summary(FILE *out, const Analysis *an)
     snprintf(detail, sizeof detail, "%.4g model FLOP per step on %d GPUs", an->model_flops_per_step, plan->mesh.world);
     summary_card(out, 0, "model FLOPs utilisation", b1, detail);
 
-    format_bytes(an->link_wire[0], b1, sizeof b1);
-    format_bytes(an->link_wire[1], b2, sizeof b2);
+    analyze_format_bytes(an->link_wire[0], b1, sizeof b1);
+    analyze_format_bytes(an->link_wire[1], b2, sizeof b2);
     snprintf(detail, sizeof detail, "inside nodes; %s across nodes (per rank, busiest stage)", b2);
     summary_card(out, an->link_wire[1] > an->link_wire[0], "traffic per step", b1, detail);
     fputs("</div>\n</section>\n", out);
@@ -196,7 +196,7 @@ static void memory_axis(FILE *out, double top, double y0, double plot_h)
     for (double v = 0; v <= top * 1.0001; v += step) {
         char label[64];
         double y = y0 - v / top * plot_h;
-        format_bytes(v, label, sizeof label);
+        analyze_format_bytes(v, label, sizeof label);
         fprintf(out, "<line class=\"grid\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>", MEM_L, MEM_W - MEM_R, y, y);
         fprintf(out, "<text class=\"mute\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", MEM_L - 8, y + 4,
                 label);
@@ -217,7 +217,7 @@ static void memory_bar(FILE *out, const Analysis *an, int s, double x, double bw
         if (!sc->ledger[k]) continue;
         double h = (double)sc->ledger[k] * px_per_byte;
         y -= h;
-        format_bytes((double)sc->ledger[k], b1, sizeof b1);
+        analyze_format_bytes((double)sc->ledger[k], b1, sizeof b1);
         fprintf(out,
                 "<rect data-stage=\"%d\" data-class=\"%s\" data-bytes=\"%lld\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
                 "height=\"%.2f\" fill=\"%s\"><title>stage %d, %s: %s (%lld B, %.1f%% of the stage)</title></rect>\n",
@@ -226,7 +226,7 @@ static void memory_bar(FILE *out, const Analysis *an, int s, double x, double bw
                 sc->total ? 100.0 * (double)sc->ledger[k] / (double)sc->total : 0.0);
     }
     if (!labelled) return;
-    format_bytes((double)sc->total, b1, sizeof b1);
+    analyze_format_bytes((double)sc->total, b1, sizeof b1);
     int fits = (double)sc->total <= plan->cluster.gpu_memory;
     fprintf(out, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\"%s>%s</text>\n", x + bw / 2, y - 5,
             fits ? "" : " style=\"fill:#b3161b;font-weight:600\"", b1);
@@ -258,7 +258,7 @@ static void memory_bars(FILE *out, const Analysis *an, double scale_bytes)
                     slot >= 44 ? "stage " : "", s);
     }
     char b1[64], b2[64];
-    format_bytes(cap, b1, sizeof b1);
+    analyze_format_bytes(cap, b1, sizeof b1);
     if (cap_on_scale) {
         double y = y0 - cap / top * plot_h;
         fprintf(out, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" stroke-width=\"2\" "
@@ -267,7 +267,7 @@ static void memory_bars(FILE *out, const Analysis *an, double scale_bytes)
         fprintf(out, "<text x=\"%d\" y=\"%.1f\" style=\"fill:#b3161b\">GPU memory %s</text>\n", MEM_W - MEM_R + 14,
                 y + 4, b1);
     } else if (cap > 0) {
-        format_bytes(peak, b2, sizeof b2);
+        analyze_format_bytes(peak, b2, sizeof b2);
         fprintf(out, "<text x=\"%d\" y=\"%d\" style=\"fill:#b3161b\">&#9650; GPU memory %s</text>\n",
                 MEM_W - MEM_R + 14, MEM_T + 10, b1);
         fprintf(out, "<text class=\"mute\" x=\"%d\" y=\"%d\">above this scale: the peak,</text>\n", MEM_W - MEM_R + 14,
@@ -292,7 +292,7 @@ static void stage_layers(FILE *out, const StageProgram *sp)
 static void memory_cell(FILE *out, int s, const char *klass, int64_t bytes, int bad)
 {
     char b1[64];
-    format_bytes((double)bytes, b1, sizeof b1);
+    analyze_format_bytes((double)bytes, b1, sizeof b1);
     fprintf(out, "<td%s data-stage=\"%d\" data-class=\"%s\" data-bytes=\"%lld\" title=\"%lld B\">%s</td>",
             bad ? " class=\"bad\"" : "", s, klass, (long long)bytes, (long long)bytes, b1);
 }
@@ -491,7 +491,7 @@ static void mesh_panel(FILE *out, const Analysis *an, int a, const MeshGeom *g, 
     int world = plan->mesh.world, size = plan->mesh.axes[a].size, inside = plan_axis_inside_node(plan, a);
     int pipeline = a == an->prog->pp_axis && an->prog->nstages > 1;
     char b1[64], bw[64];
-    format_bytes(pipeline ? an->pipeline_bytes : an->axis_wire[a], b1, sizeof b1);
+    analyze_format_bytes(pipeline ? an->pipeline_bytes : an->axis_wire[a], b1, sizeof b1);
     snprintf(bw, sizeof bw, "%.4g GB/s", (inside ? plan->cluster.intra_bw : plan->cluster.inter_bw) / 1e9);
     fputs("<div class=\"panel\"><h3>", out);
     report_html_escape(out, plan->mesh.axes[a].name);
@@ -532,8 +532,8 @@ static void traffic_row(FILE *out, const char *name, const char *axis_attr, int 
                         double bytes, double wire, double max_wire)
 {
     char b1[64], b2[64];
-    format_bytes(bytes, b1, sizeof b1);
-    format_bytes(wire, b2, sizeof b2);
+    analyze_format_bytes(bytes, b1, sizeof b1);
+    analyze_format_bytes(wire, b2, sizeof b2);
     const char *color = inside ? "#76b7b2" : "#e15759";
     fputs("<tr data-axis=\"", out);
     report_html_escape(out, axis_attr);
@@ -563,8 +563,8 @@ static void traffic_table(FILE *out, const Analysis *an)
         traffic_row(out, "pipeline send/recv", "-", 2, plan->mesh.world / 2,
                     plan_axis_inside_node(plan, prog->pp_axis), an->pipeline_bytes, an->pipeline_bytes, max_wire);
     char b1[64], b2[64];
-    format_bytes(an->link_wire[0], b1, sizeof b1);
-    format_bytes(an->link_wire[1], b2, sizeof b2);
+    analyze_format_bytes(an->link_wire[0], b1, sizeof b1);
+    analyze_format_bytes(an->link_wire[1], b2, sizeof b2);
     fprintf(out, "<tr class=\"total\"><td class=\"l\" colspan=\"4\">per rank of stage %d, the busiest</td>"
                  "<td class=\"l\" colspan=\"3\">inside nodes <span data-link=\"intra\" data-wire-bytes=\"%.0f\">%s"
                  "</span>, across nodes <span data-link=\"inter\" data-wire-bytes=\"%.0f\">%s</span></td></tr>\n",
@@ -619,8 +619,8 @@ void report_html_collectives(FILE *out, const Analysis *an)
         const CollRow *r = &an->rows[i];
         double call = (double)r->elems * r->elem_bytes, step = call * (double)r->calls;
         char b1[64], b2[64];
-        format_bytes(call, b1, sizeof b1);
-        format_bytes(step, b2, sizeof b2);
+        analyze_format_bytes(call, b1, sizeof b1);
+        analyze_format_bytes(step, b2, sizeof b2);
         fprintf(out, "<tr data-row=\"%d\" data-stage=\"%d\" data-bytes-per-call=\"%.0f\" data-calls=\"%lld\" "
                      "data-bytes-per-step=\"%.0f\"><td>%d</td><td class=\"l\">%s</td><td class=\"l\">",
                 i, r->stage, call, (long long)r->calls, step, r->stage, phase_names[r->phase]);
