@@ -3,11 +3,14 @@
  * pipeline bubble and the step-time estimate, all read off the Program.
  *
  * The ledger comes from the Program (ledger.c computes it at the end of
- * lowering); this pass copies it per stage and adds what it costs.  The cost
- * model is deliberately simple and stated: compute at the GPU's peak
- * rate for the plan's precision, each collective costs latency × steps +
- * bytes × bus factor / link bandwidth (nccl-tests' bus bandwidth), pipeline
- * idle time from simulating the actual schedule.
+ * lowering); this pass copies it per stage and adds what it costs.  The
+ * cost model's terms are cost.c's, each at a stated efficiency
+ * (docs/cost-model.md): GEMMs by shape class, attention matmuls,
+ * memory-bound ops at HBM bandwidth, collectives by latency x steps + bytes
+ * x bus factor / (link bandwidth x bus efficiency).  Overlap as the runtime
+ * schedules it: every collective, gradient buckets included, completes
+ * before the next op runs, so all communication is exposed.  Pipeline idle
+ * time comes from simulating the actual schedule.
  */
 #include "analyze.h"
 #include "ledger.h"
@@ -26,24 +29,11 @@ void analyze_format_bytes(double bytes, char *buf, size_t size)
     else snprintf(buf, size, "%.*f %s", fabs(v) >= 100 ? 0 : 1, v, units[u]);
 }
 
-static void link_of(const Plan *plan, int inside, double *bw, double *lat)
-{
-    const Cluster *c = &plan->cluster;
-    *bw = inside ? c->intra_bw : c->inter_bw;
-    *lat = inside ? c->intra_latency : c->inter_latency;
-    if (*bw <= 0) *bw = 1e12;
-}
-
-static double coll_time(const Plan *plan, CollKind kind, int axis, int64_t bytes)
-{
-    if (axis < 0) return 0;
-    int n = plan->mesh.axes[axis].size;
-    if (n <= 1) return 0;
-    double bw, lat;
-    link_of(plan, plan_axis_inside_node(plan, axis), &bw, &lat);
-    int hops = (kind == COLL_ALLREDUCE || kind == COLL_ALLREDUCE_MAX) ? 2 * (n - 1) : n - 1;
-    return hops * lat + (double)bytes * coll_bus_factor(kind, n) / bw;
-}
+const char *const analyze_phase_names[ANALYZE_NPHASES] = {
+#define X(name, str) str,
+    ANALYZE_PHASES(X)
+#undef X
+};
 
 static void add_row(Arena *arena, Analysis *an, CollRow row)
 {
@@ -60,7 +50,7 @@ static void add_row(Arena *arena, Analysis *an, CollRow row)
 
 /* The cost of stage s: its ledger (read from the program), FLOPs and blocking
  * communication per chunk, gradient sync, optimizer, and its collective rows. */
-static void analyze_stage(Arena *arena, Analysis *an, int s, double hbm)
+static void analyze_stage(Arena *arena, Analysis *an, int s)
 {
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;
@@ -79,13 +69,14 @@ static void analyze_stage(Arena *arena, Analysis *an, int s, double hbm)
     for (int q = 0; q < SEQ_COUNT; q++) {
         const Seq *seq = &sp->seq[q];
         int64_t calls = seq_calls_per_step(prog, sp, (SeqKind)q);
-        double flops = 0, comm = 0;
+        double flops = 0;
+        CostTerms ct = {0};
         for (int i = 0; i < seq->n; i++) {
             const Instr *ins = &seq->ins[i];
             flops += ins->flops;
+            if (ins->phase != PHASE_PIPELINE) cost_instr(prog, ins, 1.0, &ct);
             /* pipeline messages are the schedule's (t_p2p), rows of their own below */
             if (ins->coll == COLL_NONE || ins->coll == COLL_SLICE || ins->phase == PHASE_PIPELINE) continue;
-            comm += coll_time(plan, ins->coll, ins->axis, ins->elems * ins->elem_bytes);
             CollRow row = {s,
                            ins->phase,
                            ins->coll,
@@ -102,32 +93,38 @@ static void analyze_stage(Arena *arena, Analysis *an, int s, double hbm)
             if (row.group > 1) add_row(arena, an, row);
         }
         sc->flops_step += flops * (double)calls;
+        /* per chunk: the block's layers, and the embedding and head spread
+         * over the chunks (as the schedule simulator takes one time for all) */
         switch (q) {
-        case SEQ_BLOCK_FWD: sc->flops_fwd_chunk += flops * L, sc->comm_fwd_chunk_s += comm * L; break;
-        case SEQ_BLOCK_BWD: sc->flops_bwd_chunk += flops * L, sc->comm_bwd_chunk_s += comm * L; break;
+        case SEQ_BLOCK_FWD: sc->flops_fwd_chunk += flops * L, cost_terms_add(&sc->fwd, &ct, L); break;
+        case SEQ_BLOCK_BWD: sc->flops_bwd_chunk += flops * L, cost_terms_add(&sc->bwd, &ct, L); break;
         case SEQ_EMBED_FWD:
         case SEQ_HEAD_FWD:
-            sc->flops_fwd_chunk += flops * per_chunk_embed, sc->comm_fwd_chunk_s += comm * per_chunk_embed;
+            sc->flops_fwd_chunk += flops * per_chunk_embed, cost_terms_add(&sc->fwd, &ct, per_chunk_embed);
             break;
         case SEQ_EMBED_BWD:
         case SEQ_HEAD_BWD:
-            sc->flops_bwd_chunk += flops * per_chunk_embed, sc->comm_bwd_chunk_s += comm * per_chunk_embed;
+            sc->flops_bwd_chunk += flops * per_chunk_embed, cost_terms_add(&sc->bwd, &ct, per_chunk_embed);
             break;
         case SEQ_GRAD_SYNC_BLOCK:
-            /* bucketed during backward: all but the last bucket overlap the
-             * backward of earlier layers */
-            sc->sync_s += comm * (sp->sync_in_backward ? 1.0 : (double)calls);
-            break;
         case SEQ_GRAD_SYNC_ONCE:
         case SEQ_OPTIM_BLOCK:
-        case SEQ_OPTIM_ONCE: sc->sync_s += comm * (double)calls; break;
+        case SEQ_OPTIM_ONCE:
+            /* the runtime waits for every bucket: nothing of it is hidden
+             * under the backward, wherever the bucket runs */
+            cost_terms_add(&sc->sync, &ct, (double)calls);
+            break;
         default: break;
         }
     }
+    sc->comm_fwd_chunk_s = sc->fwd.comm_s;
+    sc->comm_bwd_chunk_s = sc->bwd.comm_s;
+    sc->sync_s = sc->sync.comm_s;
     /* optimizer: reads and writes weights, gradients, master and moments */
     double state = (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS] + sc->ledger[PRT_MASTER] +
                             sc->ledger[PRT_OPTIM]);
-    sc->optim_s = 2.0 * state / hbm;
+    sc->optim_bytes = 2.0 * state;
+    sc->optim_s = cost_stream_s(&plan->cluster, sc->optim_bytes);
     an->flops_per_step += sc->flops_step * (double)(plan->mesh.world / (prog->nstages ? prog->nstages : 1));
 
     /* pipeline messages: the sends of the stage's message sequences */
@@ -181,18 +178,19 @@ static void analyze_step_time(Arena *arena, Analysis *an)
 {
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;
+    double slowest = -1;
     for (int s = 0; s < prog->nstages; s++) {
         const StageCost *sc = &an->stages[s];
-        double tf = sc->flops_fwd_chunk / an->peak_flops + sc->comm_fwd_chunk_s;
-        double tb = sc->flops_bwd_chunk / an->peak_flops + sc->comm_bwd_chunk_s;
+        double tf = cost_terms_total(&sc->fwd);
+        double tb = cost_terms_total(&sc->bwd);
         if (tf > an->t_fwd) an->t_fwd = tf;
         if (tb > an->t_bwd) an->t_bwd = tb;
+        if (tf + tb > slowest) slowest = tf + tb, an->slow_stage = s;
     }
     if (prog->nstages > 1) {
         const StageProgram *sp = &prog->stages[0];
-        double bw, lat;
-        link_of(plan, plan_axis_inside_node(plan, prog->pp_axis), &bw, &lat);
-        an->t_p2p = lat + (double)sp->boundary_elems * dtype_bytes(sp->bufs[sp->resid_buf].dtype) / bw;
+        double bytes = (double)sp->boundary_elems * dtype_bytes(sp->bufs[sp->resid_buf].dtype);
+        an->t_p2p = cost_coll_s(&plan->cluster, COLL_SEND, 2, plan_axis_inside_node(plan, prog->pp_axis), bytes);
     }
     double *idle = arena_alloc(arena, sizeof(double) * (size_t)prog->nstages);
     an->pipeline_s = schedule_simulate(&prog->schedule, an->t_fwd, an->t_bwd, an->t_p2p, idle);
@@ -201,12 +199,24 @@ static void analyze_step_time(Arena *arena, Analysis *an)
     for (int s = 0; s < prog->nstages; s++)
         if (idle[s] < min_idle) min_idle = idle[s];
     an->bubble_share = an->pipeline_s > 0 ? min_idle / an->pipeline_s : 0;
-    double tail = 0;
+    double tail = -1;
     for (int s = 0; s < prog->nstages; s++) {
         double t = an->stages[s].sync_s + an->stages[s].optim_s;
-        if (t > tail) tail = t;
+        if (t > tail) tail = t, an->tail_stage = s;
     }
     an->step_s = an->pipeline_s + tail;
+
+    /* by phase: the slowest stage's work items, the rest of the simulated
+     * makespan as bubble, then the tail stage's sync and optimizer */
+    const StageCost *slow = &an->stages[an->slow_stage], *end = &an->stages[an->tail_stage];
+    double items = (double)prog->schedule.micro_batches * (double)prog->schedule.chunks;
+    an->phase_s[APHASE_FORWARD] = items * (cost_terms_total(&slow->fwd) - slow->fwd.comm_s);
+    an->phase_s[APHASE_BACKWARD] = items * (cost_terms_total(&slow->bwd) - slow->bwd.comm_s);
+    an->phase_s[APHASE_COMM] = items * (slow->fwd.comm_s + slow->bwd.comm_s) + end->sync_s;
+    double busy = items * (cost_terms_total(&slow->fwd) + cost_terms_total(&slow->bwd));
+    an->phase_s[APHASE_BUBBLE] = an->pipeline_s > busy ? an->pipeline_s - busy : 0;
+    an->phase_s[APHASE_OPTIMIZER] = end->optim_s;
+    an->comm_hidden_s = 0;
 }
 
 Analysis *analyze_program(Arena *arena, const Program *prog)
@@ -215,13 +225,8 @@ Analysis *analyze_program(Arena *arena, const Program *prog)
     Analysis *an = arena_alloc(arena, sizeof(Analysis));
     an->prog = prog;
     an->stages = arena_alloc(arena, sizeof(StageCost) * (size_t)prog->nstages);
-    int half = plan->train.precision != PREC_FP32;
-    an->peak_flops = half ? plan->cluster.flops_bf16
-                          : (plan->cluster.flops_fp32 > 0 ? plan->cluster.flops_fp32 : plan->cluster.flops_bf16);
-    if (an->peak_flops <= 0) an->peak_flops = 1e12;
-    double hbm = plan->cluster.hbm_bandwidth > 0 ? plan->cluster.hbm_bandwidth : 1e12;
-
-    for (int s = 0; s < prog->nstages; s++) analyze_stage(arena, an, s, hbm);
+    an->peak_flops = cost_peak_flops(&plan->cluster, plan->train.precision);
+    for (int s = 0; s < prog->nstages; s++) analyze_stage(arena, an, s);
     analyze_totals(an);
     analyze_step_time(arena, an);
     return an;
@@ -245,6 +250,13 @@ void analyze_dump(const Analysis *an, FILE *out)
                 sc->flops_step);
         fprintf(out, "  seconds comm_fwd_chunk %.6g comm_bwd_chunk %.6g sync %.6g optim %.6g\n", sc->comm_fwd_chunk_s,
                 sc->comm_bwd_chunk_s, sc->sync_s, sc->optim_s);
+        const CostTerms *terms[3] = {&sc->fwd, &sc->bwd, &sc->sync};
+        static const char *const tname[3] = {"fwd_chunk", "bwd_chunk", "sync"};
+        for (int k = 0; k < 3; k++)
+            fprintf(out, "  terms %s: gemm %.6g s (%.6g FLOP) attention %.6g s (%.6g FLOP) stream %.6g s (%.6g B) "
+                         "comm %.6g s (%.6g B)\n",
+                    tname[k], terms[k]->gemm_s, terms[k]->gemm_flops, terms[k]->attention_s, terms[k]->attention_flops,
+                    terms[k]->stream_s, terms[k]->stream_bytes, terms[k]->comm_s, terms[k]->comm_bytes);
     }
     fprintf(out, "collectives (%d rows):\n", an->nrows);
     for (int i = 0; i < an->nrows; i++) {
@@ -263,6 +275,9 @@ void analyze_dump(const Analysis *an, FILE *out)
     fprintf(out, "time: fwd %.6g bwd %.6g p2p %.6g pipeline %.6g step %.6g\n", an->t_fwd, an->t_bwd, an->t_p2p,
             an->pipeline_s, an->step_s);
     fprintf(out, "bubble: ideal %.6g simulated %.6g\n", an->bubble_ideal, an->bubble_share);
+    fprintf(out, "phases (slow stage %d, tail stage %d):", an->slow_stage, an->tail_stage);
+    for (int k = 0; k < ANALYZE_NPHASES; k++) fprintf(out, "%s %s %.6g", k ? "," : "", analyze_phase_names[k], an->phase_s[k]);
+    fprintf(out, "; hidden communication %.6g\n", an->comm_hidden_s);
 }
 
 void analyze_verify(const Analysis *an)
@@ -298,4 +313,10 @@ void analyze_verify(const Analysis *an)
     }
     if (!(an->step_s >= an->pipeline_s && an->pipeline_s >= 0 && an->bubble_share >= 0 && an->bubble_share <= 1))
         PARC_BUG("step %g s, pipeline %g s, bubble share %g", an->step_s, an->pipeline_s, an->bubble_share);
+}
+
+double analyze_mfu(const Analysis *an)
+{
+    double denom = an->step_s * an->peak_flops * an->prog->plan->mesh.world;
+    return denom > 0 ? an->model_flops_per_step / denom : 0;
 }

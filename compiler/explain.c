@@ -213,10 +213,8 @@ void report_explain(FILE *out, const Analysis *an, int verbose)
             an->pipeline_s, an->step_s - an->pipeline_s, 100.0 * mfu);
     fprintf(out, "  per micro-batch through one chunk: forward %.4g s, backward %.4g s, stage hand-off %.4g s\n",
             an->t_fwd, an->t_bwd, an->t_p2p);
-    if (verbose)
-        fprintf(out, "  model: compute at %.4g FLOP/s per GPU; each collective costs hops x latency + bytes x "
-                     "bus factor / link bandwidth; the pipeline is simulated over the actual schedule\n",
-                an->peak_flops);
+    report_phases(out, an);
+    if (verbose) report_cost_terms(out, an);
     fprintf(out, "  communication per rank per step:");
     for (int a = 0; a < plan->mesh.naxes; a++) {
         analyze_format_bytes(an->axis_wire[a], b1, sizeof b1);
@@ -282,6 +280,10 @@ void report_explain_json(FILE *out, const Analysis *an)
                  "\"bubble_ideal\": %.6g, \"bubble_share\": %.6g},\n",
             schedule_kind_name(prog->schedule.kind), prog->schedule.stages, prog->schedule.micro_batches,
             prog->schedule.chunks, an->bubble_ideal, an->bubble_share);
+    fprintf(out, "  \"phases_s\": {");
+    for (int k = 0; k < ANALYZE_NPHASES; k++)
+        fprintf(out, "%s\"%s\": %.6g", k ? ", " : "", analyze_phase_names[k], an->phase_s[k]);
+    fprintf(out, "},\n  \"communication_hidden_s\": %.6g,\n  \"mfu\": %.6g,\n", an->comm_hidden_s, analyze_mfu(an));
     fprintf(out, "  \"flops_per_step\": %.6g,\n  \"model_flops_per_step\": %.6g,\n  \"step_time_s\": %.6g\n}\n",
             an->flops_per_step, an->model_flops_per_step, an->step_s);
 }
