@@ -13,6 +13,7 @@
 #include "analyze.h"
 #include "codegen.h"
 #include "explain.h"
+#include "tools.h"
 #include "ir.h"
 #include "launch.h"
 #include "passes.h"
@@ -43,6 +44,10 @@ static void usage(FILE *out)
             "  build PLAN -o OUT     compile to an executable (--emit=llvm|obj|exe, default exe)\n"
             "  run PLAN [runtime options]  build and launch locally with mpirun:\n"
             "       --steps N --data FILE --memory --trace FILE --quiet\n"
+            "  diff A.par B.par      two plans side by side: memory, collectives, links, time\n"
+            "       --json\n"
+            "  search PLAN           the fastest layouts of the plan's model on its cluster\n"
+            "       --top K --json -o DIR (writes each as a .par)\n"
             "\n"
             "  --verify (or PARC_VERIFY=1)  run each pass's verifier after it\n"
             "\n"
@@ -140,6 +145,8 @@ int main(int argc, char **argv)
         return 0;
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "diff")) return diff_main(argc - 2, argv + 2);
+    if (!strcmp(cmd, "search")) return search_main(argc - 2, argv + 2);
     if (argc < 3) {
         fprintf(stderr, "parc %s: missing PLAN.par\n", cmd);
         usage(stderr);

@@ -44,6 +44,12 @@ run tiny_pp_interleaved.schedule lower examples/tiny_pp_interleaved.par --emit=s
 run tiny_3d.analyze lower examples/tiny_3d.par --emit=analyze
 run llama2_7b.analyze lower examples/llama2_7b.par --emit=analyze
 run lower.unknown_pass lower examples/tiny_3d.par --emit=asm
+
+# diff and search on small spaces (search writes no time unless --time)
+run tiny_dp-zero3.diff diff examples/tiny_dp.par examples/tiny_zero3.par
+run tiny_tp-pp_1f1b.diff.json diff examples/tiny_tp.par examples/tiny_pp_1f1b.par --json
+run tiny_dp.search search examples/tiny_dp.par --top 3
+run tiny_mlp_tp.search.json search examples/tiny_mlp_tp.par --top 2 --json
 same() { # what, command A..., --, command B...: identical stdout, both exit 0
     local what=$1; shift
     local a=() b=()
