@@ -8,8 +8,8 @@
 #define PARC_ANALYZE_H
 
 #include "ir.h"
-
-extern const char *const ledger_class_names[PRT_NCLASS];
+#include "ledger.h"
+#include "cost.h"
 
 /* One row of the collective report: identical instructions of one stage
  * aggregated over a step. */
@@ -28,7 +28,24 @@ typedef struct CollRow {
     const char *why;
 } CollRow;
 
+/* The step's time by phase, as analyze_step_time puts it together (they
+ * sum to step_s).  ORDER: analyze_phase_names follows. */
+#define ANALYZE_PHASES(X)                          \
+    X(FORWARD, "forward")                          \
+    X(BACKWARD, "backward")                        \
+    X(COMM, "exposed communication")               \
+    X(BUBBLE, "bubble")                            \
+    X(OPTIMIZER, "optimizer")
+enum {
+#define X(name, str) APHASE_##name,
+    ANALYZE_PHASES(X)
+#undef X
+    ANALYZE_NPHASES
+};
+extern const char *const analyze_phase_names[ANALYZE_NPHASES];
+
 typedef struct StageCost {
+    /* copied from the stage's ledger (StageProgram, ledger.h) */
     int64_t ledger[PRT_NCLASS];   /* bytes per class on one rank of the stage */
     int64_t total;
     int64_t params_local;         /* parameter elements held (weights) */
@@ -41,6 +58,11 @@ typedef struct StageCost {
     double comm_bwd_chunk_s;
     double sync_s;                /* gradient sync per step */
     double optim_s;               /* optimizer step (memory bound) */
+    /* the cost model's terms (cost.h): one micro-batch through one chunk,
+     * forward and backward (recompute included); per step, gradient sync and
+     * the optimizer's communication */
+    CostTerms fwd, bwd, sync;
+    double optim_bytes;           /* state the optimizer streams per step */
 } StageCost;
 
 typedef struct Analysis {
@@ -62,18 +84,27 @@ typedef struct Analysis {
     double axis_wire[PARC_MAX_AXES];   /* ... times the bus factor: what crosses the links */
     double link_wire[2];               /* [0] inside nodes, [1] across nodes */
     double pipeline_bytes;             /* send/recv bytes per step per rank, both directions */
+    int slow_stage;                    /* the stage whose chunks are slowest (t_fwd + t_bwd) */
+    int tail_stage;                    /* the stage with the longest gradient sync + optimizer */
+    double phase_s[ANALYZE_NPHASES];   /* step_s by phase */
+    double comm_hidden_s;              /* communication under compute: 0, the runtime waits for each collective */
 } Analysis;
 
-/* Fills prog->stages[*].ledger too (the code generator embeds it). */
-Analysis *analyze_program(Arena *arena, Program *prog);
+/* Reads the program and its ledger (ledger.h); changes nothing in it. */
+Analysis *analyze_program(Arena *arena, const Program *prog);
 
-/* Memory fit: errors when a rank needs more than the GPU holds, with the
- * breakdown and the cheapest changes that would make it fit (each variant
- * re-lowered and re-analyzed).  Warnings for tensor-parallel groups that span
- * nodes.  Returns the number of errors reported. */
-int analyze_check(Arena *arena, const Analysis *an);
+/* The analysis in a stable text form (`parc lower --emit=analyze`). */
+void analyze_dump(const Analysis *an, FILE *out);
+
+/* Its invariants: the ledger equals the program's, classes sum to totals, the
+ * worst stage is the largest, rows name real groups, times are ordered.
+ * Failure is a compiler bug: PARC_BUG. */
+void analyze_verify(const Analysis *an);
+
+/* Model FLOPs utilisation: model FLOPs per step / (step time x peak x GPUs). */
+double analyze_mfu(const Analysis *an);
 
 /* Byte counts as people read them: "61.2 GiB". */
-void format_bytes(double bytes, char *buf, size_t size);
+void analyze_format_bytes(double bytes, char *buf, size_t size);
 
 #endif

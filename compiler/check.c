@@ -38,7 +38,15 @@
     X(CL_NODES, "nodes", "nodes 2;")             \
     X(CL_GPN, "gpus_per_node", "gpus_per_node 8;") \
     X(CL_GPU, "gpu", "gpu { memory 80 GiB; bf16 989 TFLOP/s; hbm 3.35 TB/s; }") \
-    X(CL_LINK, "link", "link intra 450 GB/s 2 us;")
+    X(CL_LINK, "link", "link intra 450 GB/s 2 us;") \
+    X(CL_EFFICIENCY, "efficiency", "efficiency h100;` or `efficiency a100 { gemm 0.3 0.55 0.75 0.85; hbm 0.8; }")
+
+#define EFF_KEYS(X)                                          \
+    X(EF_GEMM, "gemm", "gemm 0.3 0.55 0.75 0.85;")           \
+    X(EF_ATTENTION, "attention", "attention 0.5;")           \
+    X(EF_HBM, "hbm", "hbm 0.85;")                            \
+    X(EF_INTRA, "intra", "intra 0.78;")                      \
+    X(EF_INTER, "inter", "inter 0.85;")
 
 #define GPU_KEYS(X)                             \
     X(GPU_MEMORY, "memory", "memory 80 GiB;")   \
@@ -105,6 +113,7 @@
 DEFINE_KEYS(SECTION, SECTION_KEYS)
 DEFINE_KEYS(CLUSTER, CLUSTER_KEYS)
 DEFINE_KEYS(GPU, GPU_KEYS)
+DEFINE_KEYS(EFF, EFF_KEYS)
 DEFINE_KEYS(MODEL, MODEL_KEYS)
 DEFINE_KEYS(BLOCK, BLOCK_KEYS)
 DEFINE_KEYS(TRAIN, TRAIN_KEYS)
@@ -631,6 +640,38 @@ static void check_gpu(Check *c, const Stmt *gpu, int *have)
     }
 }
 
+/* `efficiency NAME;`, `efficiency NAME { overrides }` or `efficiency { overrides }`
+ * (from the generic defaults): what share of each peak the cost model uses. */
+static void check_efficiency(Check *c, const Stmt *st)
+{
+    Efficiency *eff = &c->plan->cluster.eff;
+    if (!check_shape(c, st, st->has_body ? 0 : 1, 1, st->has_body ? BODY_YES : BODY_NO, CLUSTER_usage[CL_EFFICIENCY]))
+        return;
+    if (st->nvalues == 1) {
+        int k = read_word(c, "efficiency set", &st->values[0], cost_efficiency_names, cost_efficiency_count);
+        if (k < 0) return;
+        cost_efficiency_defaults(cost_efficiency_names[k], eff);
+    }
+    eff->loc = stmt_span(st);
+    const Stmt *seen[EFF_COUNT] = {0};
+    for (int i = 0; i < st->body.count; i++) {
+        const Stmt *e = st->body.items[i];
+        int k = word_index(e->key, EFF_names, EFF_COUNT);
+        if (k < 0) {
+            unknown_key(c, e, "`efficiency`", EFF_names, EFF_COUNT);
+            continue;
+        }
+        if (!first_of(&seen[k], e, "`efficiency`")) continue;
+        int n = k == EF_GEMM ? PARC_GEMM_CLASSES : 1;
+        if (!check_shape(c, e, n, n, BODY_NO, EFF_usage[k])) continue;
+        double *dst[] = {eff->gemm, &eff->attention, &eff->hbm, &eff->bus[0], &eff->bus[1]};
+        for (int j = 0; j < n; j++) {
+            const char *what = k == EF_GEMM ? arena_printf(c->arena, "gemm %s", gemm_class_names[j]) : e->key;
+            read_real(c, what, &e->values[j], 0, 1, 1, 0, &dst[k][j]);
+        }
+    }
+}
+
 static void check_cluster(Check *c, const Stmt *sec)
 {
     Cluster *cl = &c->plan->cluster;
@@ -649,6 +690,7 @@ static void check_cluster(Check *c, const Stmt *sec)
         if (k != CL_LINK && !first_of(&seen[k], st, "`cluster`")) continue;
         int64_t n;
         switch (k) {
+        case CL_EFFICIENCY: check_efficiency(c, st); break;
         case CL_NODES:
             if (read_count_stmt(c, st, 1, 1 << 20, &n, CLUSTER_usage[k])) cl->nodes = (int)n, c->have_nodes = 1;
             break;
@@ -1868,6 +1910,7 @@ static void plan_defaults(Plan *plan, const char *path)
     plan->train.steps = 10;
     plan->train.seed = 1234;
     plan->model.name = "model";
+    cost_efficiency_defaults("generic", &plan->cluster.eff);
     plan->model.block = (BlockSpec){.kind = BLOCK_TRANSFORMER, .norm = NORM_LAYER, .mlp = MLP_GELU, .bias = 1,
                                     .causal = 1, .residual = 1};
 }

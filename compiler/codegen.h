@@ -1,5 +1,5 @@
 /*
- * codegen.h — pass 9: the host program of a plan, and `parc run`.
+ * codegen.h — pass 9: the host program of a plan.
  *
  * codegen.c takes a verified Program (ir.h) and emits, through the LLVM C API,
  * one module: constant tables per pipeline stage (buffer descriptors, schedule,
@@ -9,8 +9,8 @@
  * that stage.  Code size grows with stages and sequences, never with layers or
  * micro-batches: those are loops and tables.
  *
- * launch.c builds the executable into a temporary directory and runs it with
- * the local mpirun.
+ * The implementation is three files sharing codegen_gen.h: codegen_tables.c,
+ * codegen_seq.c and this interface's codegen.c.
  */
 #ifndef PARC_CODEGEN_H
 #define PARC_CODEGEN_H
@@ -21,16 +21,35 @@
 
 typedef enum { EMIT_LLVM, EMIT_OBJ, EMIT_EXE } EmitKind;
 
-/* Emits the program's host code.  EMIT_LLVM writes textual IR to out_path
- * ("-" = stdout), deterministic for a given Program and host (no pointers, no
- * hash order); EMIT_OBJ an object file for the host triple (PIC); EMIT_EXE
- * links that object with the runtime library, MPI and OpenBLAS into an
- * executable using the C compiler parc was built with.  The module is verified
- * before every emit.  Errors from LLVM (verify, target lookup, emit) and from
- * the linker (with its own message), and EMIT_EXE when parc was built without
- * the CPU runtime, are reported via diag_error; returns -1 then, else 0.
- * A Program that breaks ir.h's contract (argument kinds against the runtime
- * signature, buffer indices, instance modes) is a compiler bug: PARC_BUG. */
+/* The LLVM module of a program, built and not yet written. */
+typedef struct CodegenModule CodegenModule;
+
+/* Builds the module of a Program for the host target.  Returns NULL after
+ * reporting (via diag_error) when LLVM has no target for the host.  A Program
+ * that breaks ir.h's contract (argument kinds against the runtime signature,
+ * buffer indices, instance modes) is a compiler bug: PARC_BUG. */
+CodegenModule *codegen_build(const Program *program);
+
+/* LLVMVerifyModule; a module that does not verify is a compiler bug: PARC_BUG. */
+void codegen_verify(const CodegenModule *module);
+
+/* The module as textual IR, deterministic for a given Program and host (no
+ * pointers, no hash order). */
+void codegen_dump(const CodegenModule *module, FILE *out);
+
+/* Verifies the module, then writes it.  EMIT_LLVM writes textual IR to
+ * out_path ("-" = stdout); EMIT_OBJ an object file for the host triple (PIC);
+ * EMIT_EXE links that object with the runtime library, MPI and OpenBLAS into
+ * an executable using the C compiler parc was built with.  Errors from LLVM
+ * (target lookup, emit) and from the linker (with its own message), and
+ * EMIT_EXE when parc was built without the CPU runtime, are reported via
+ * diag_error; returns -1 then, else 0. */
+int codegen_write(const CodegenModule *module, EmitKind kind, const char *out_path);
+
+void codegen_free(CodegenModule *module);
+
+/* codegen_build, codegen_write and codegen_free in one call; -1 after
+ * reporting, else 0. */
 int codegen_emit(const Program *program, EmitKind kind, const char *out_path);
 
 /* For tests: the layout, under the host data layout, of the LLVM struct type
@@ -39,25 +58,5 @@ int codegen_emit(const Program *program, EmitKind kind, const char *out_path);
  * Returns the number of fields (which may exceed max), or -1 for a bad `which`
  * or when the host target is unavailable. */
 int codegen_struct_layout(int which, uint64_t *size, uint64_t *offsets, int max);
-
-/* ---------------------------------------------------------------- launch.c */
-
-/* `parc run`: builds the program into a fresh temporary directory, then runs
- *   mpirun -np <world> [--oversubscribe] <exe> argv[0..argc-1]
- * with --oversubscribe when world > online cores, OPENBLAS_NUM_THREADS=1 when
- * world > cores, and OMPI_ALLOW_RUN_AS_ROOT{,_CONFIRM}=1 when running as root
- * (only in the child's environment).  argv are runtime flags passed to every
- * rank (--steps 5 --memory --trace f.json --data FILE).  Returns the job's exit
- * status (128 + signal when a signal ended it); -1 when the build or the launch
- * failed (reported via diag_error).  The temporary directory is removed. */
-int launch_run(const Program *program, int argc, char **argv);
-
-/* For launch.c and tests: runs argv[0] (searched in PATH) with `extra_env`
- * (NULL-terminated "NAME=value" strings, may be NULL) added to the environment,
- * waits for it and returns its exit status (128 + signal when killed), or -1
- * when it could not be started.  When stderr_path != NULL the child's stderr
- * (and stdout) go to that file.  SIGINT and SIGQUIT are ignored in the caller
- * while the child runs (the child keeps the defaults). */
-int launch_process(char *const argv[], char *const extra_env[], const char *stderr_path);
 
 #endif

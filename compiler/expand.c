@@ -23,6 +23,16 @@ const char *const op_names[OP_COUNT] = {
     IR_OPS(X)
 #undef X
 };
+const char *const tensor_kind_names[TENSOR_KIND_COUNT] = {
+#define X(name, str) str,
+    IR_TENSOR_KINDS(X)
+#undef X
+};
+const char *const region_names[REGION_COUNT] = {
+#define X(name, str) str,
+    IR_REGIONS(X)
+#undef X
+};
 
 typedef struct Expander {
     Arena *arena;
@@ -396,7 +406,7 @@ static void place_tensor(Expander *ex, Tensor *t)
 /* The graph's invariants: every op reads tensors already produced (or the
  * region's inputs and parameters), linear contractions agree in size, and
  * every split dim divides by its axis.  A failure is a compiler bug. */
-static void verify_graph(const Graph *g)
+void verify_graph(const Graph *g)
 {
     const Plan *plan = g->plan;
     char *ready = calloc((size_t)g->ntensors + 1, 1);
@@ -472,8 +482,6 @@ Graph *expand_model(Arena *arena, const Plan *plan)
 void graph_dump(const Graph *g, FILE *out)
 {
     const Plan *plan = g->plan;
-    static const char *const region_names[REGION_COUNT] = {"embed", "block", "head"};
-    static const char *const kind_names[] = {"act", "param", "index", "stat", "scalar"};
     fprintf(out, "graph %s: %lld parameters\n", plan->model.name ? plan->model.name : "model",
             (long long)g->params_total);
     for (int r = 0; r < REGION_COUNT; r++) {
@@ -483,7 +491,7 @@ void graph_dump(const Graph *g, FILE *out)
             if (t->region != (Region)r) continue;
             char place[256];
             placement_format(plan, t->home, place, sizeof place);
-            fprintf(out, "  %-6s %-14s [", kind_names[t->kind], t->name);
+            fprintf(out, "  %-6s %-14s [", tensor_kind_names[t->kind], t->name);
             for (int d = 0; d < t->ndim; d++)
                 fprintf(out, "%s%s=%lld", d ? ", " : "", dim_names[t->dims[d]], (long long)t->sizes[d]);
             fprintf(out, "]  %s\n", place);

@@ -71,8 +71,8 @@ void report_check_summary(FILE *out, const Analysis *an)
 {
     const Plan *plan = an->prog->plan;
     char total[64], cap[64];
-    format_bytes((double)an->max_total, total, sizeof total);
-    format_bytes(plan->cluster.gpu_memory, cap, sizeof cap);
+    analyze_format_bytes((double)an->max_total, total, sizeof total);
+    analyze_format_bytes(plan->cluster.gpu_memory, cap, sizeof cap);
     fprintf(out, "%s: ok: %d rank%s, ", plan->file ? plan->file : "plan", plan->mesh.world,
             plan->mesh.world == 1 ? "" : "s");
     print_count(out, (double)an->prog->graph->params_total);
@@ -81,19 +81,81 @@ void report_check_summary(FILE *out, const Analysis *an)
 
 static int64_t stage_ranks(const Program *prog) { return prog->plan->mesh.world / (prog->nstages ? prog->nstages : 1); }
 
+/* One stage's memory: every class (with its buffers when verbose), the total
+ * against the GPU, bytes per parameter. */
+static void explain_stage_memory(FILE *out, const Analysis *an, int s, int verbose)
+{
+    const Program *prog = an->prog;
+    const Plan *plan = prog->plan;
+    char b1[64], b2[64];
+    const StageProgram *sp = &prog->stages[s];
+    const StageCost *sc = &an->stages[s];
+    fprintf(out, "\n");
+    if (prog->nstages > 1)
+        fprintf(out, "stage %d (%lld ranks): layers", s, (long long)stage_ranks(prog));
+    else
+        fprintf(out, "every rank (%lld): layers", (long long)stage_ranks(prog));
+    for (int c = 0; c < sp->chunks; c++)
+        fprintf(out, " %d..%d", sp->chunk_first_layer[c], sp->chunk_first_layer[c] + sp->layers_per_chunk - 1);
+    fprintf(out, "%s%s; %lld parameters held\n", sp->has_embed ? " + embedding" : "",
+            sp->has_head ? " + head" : "", (long long)sc->params_local);
+    fprintf(out, "  %-14s %16s %11s\n", "memory", "bytes", "");
+    for (int k = 0; k < PRT_NCLASS; k++) {
+        analyze_format_bytes((double)sc->ledger[k], b1, sizeof b1);
+        fprintf(out, "  %-14s %16lld %11s", ledger_class_names[k], (long long)sc->ledger[k], b1);
+        if (k == PRT_ACTIVATIONS)
+            fprintf(out, "   (%d in-flight micro-batch%s x %d layer%s)", sp->nslots, sp->nslots == 1 ? "" : "es",
+                    sp->layers_per_chunk, sp->layers_per_chunk == 1 ? "" : "s");
+        if (k < PRT_ACTIVATIONS && sc->params_local > 0 && sc->ledger[k])
+            fprintf(out, "   %.3g bytes/parameter", (double)sc->ledger[k] / (double)sc->params_local);
+        fprintf(out, "\n");
+        if (verbose) {
+            for (int b = 0; b < sp->nbufs; b++) {
+                const Buffer *bf = &sp->bufs[b];
+                if (bf->klass != k) continue;
+                int bytes = dtype_bytes(bf->dtype);
+                fprintf(out, "      %-28s %12lld elements x %4lld instances x %d B = %lld\n", bf->name,
+                        (long long)bf->elems, (long long)bf->instances, bytes,
+                        (long long)(bf->elems * bf->instances * bytes));
+            }
+            if (k == PRT_COMM)
+                fprintf(out, "      + runtime staging (packing of strided gathers, pipeline send copies)\n");
+        }
+    }
+    analyze_format_bytes((double)sc->total, b1, sizeof b1);
+    analyze_format_bytes(plan->cluster.gpu_memory, b2, sizeof b2);
+    double pct = plan->cluster.gpu_memory > 0 ? 100.0 * (double)sc->total / plan->cluster.gpu_memory : 0;
+    fprintf(out, "  %-14s %16lld %11s   of %s (%.1f%%) %s\n", "total", (long long)sc->total, b1, b2, pct,
+            pct <= 100.0 ? "fits" : "DOES NOT FIT");
+    double states = (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS] + sc->ledger[PRT_MASTER] +
+                             sc->ledger[PRT_OPTIM]);
+    if (sc->params_local > 0)
+        fprintf(out, "  model states   %.4g bytes per parameter held\n", states / (double)sc->params_local);
+    if (sc->cpu_widen) {
+        analyze_format_bytes((double)sc->cpu_widen, b1, sizeof b1);
+        fprintf(out, "  the CPU runtime computes in fp32: a program built from this plan also widens 16-bit "
+                     "operands in %s more workspace\n",
+                b1);
+    }
+    if (verbose)
+        fprintf(out, "  flops          %.4g per step on each rank of this stage (forward %.4g, backward %.4g per "
+                     "micro-batch through one chunk)\n",
+                sc->flops_step, sc->flops_fwd_chunk, sc->flops_bwd_chunk);
+}
+
 void report_explain(FILE *out, const Analysis *an, int verbose)
 {
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;
     const Model *m = &plan->model;
     const Train *t = &plan->train;
-    char b1[64], b2[64];
+    char b1[64];
 
     fprintf(out, "plan %s: model %s\n", plan->file ? plan->file : "", m->name ? m->name : "");
     fprintf(out, "  parameters      %lld (", (long long)prog->graph->params_total);
     print_count(out, (double)prog->graph->params_total);
     fprintf(out, ")\n");
-    format_bytes(plan->cluster.gpu_memory, b1, sizeof b1);
+    analyze_format_bytes(plan->cluster.gpu_memory, b1, sizeof b1);
     fprintf(out, "  cluster         %d node%s x %d GPUs = %d GPUs, %s each\n", plan->cluster.nodes,
             plan->cluster.nodes == 1 ? "" : "s", plan->cluster.gpus_per_node, plan->mesh.world, b1);
     fprintf(out, "  training        batch %lld x seq %lld = %lld tokens/step; micro-batch %lld, %lld micro-batches per "
@@ -117,61 +179,7 @@ void report_explain(FILE *out, const Analysis *an, int verbose)
                 inside ? "intra" : "inter", b1);
     }
 
-    for (int s = 0; s < prog->nstages; s++) {
-        const StageProgram *sp = &prog->stages[s];
-        const StageCost *sc = &an->stages[s];
-        fprintf(out, "\n");
-        if (prog->nstages > 1)
-            fprintf(out, "stage %d (%lld ranks): layers", s, (long long)stage_ranks(prog));
-        else
-            fprintf(out, "every rank (%lld): layers", (long long)stage_ranks(prog));
-        for (int c = 0; c < sp->chunks; c++)
-            fprintf(out, " %d..%d", sp->chunk_first_layer[c], sp->chunk_first_layer[c] + sp->layers_per_chunk - 1);
-        fprintf(out, "%s%s; %lld parameters held\n", sp->has_embed ? " + embedding" : "",
-                sp->has_head ? " + head" : "", (long long)sc->params_local);
-        fprintf(out, "  %-14s %16s %11s\n", "memory", "bytes", "");
-        for (int k = 0; k < PRT_NCLASS; k++) {
-            format_bytes((double)sc->ledger[k], b1, sizeof b1);
-            fprintf(out, "  %-14s %16lld %11s", ledger_class_names[k], (long long)sc->ledger[k], b1);
-            if (k == PRT_ACTIVATIONS)
-                fprintf(out, "   (%d in-flight micro-batch%s x %d layer%s)", sp->nslots, sp->nslots == 1 ? "" : "es",
-                        sp->layers_per_chunk, sp->layers_per_chunk == 1 ? "" : "s");
-            if (k < PRT_ACTIVATIONS && sc->params_local > 0 && sc->ledger[k])
-                fprintf(out, "   %.3g bytes/parameter", (double)sc->ledger[k] / (double)sc->params_local);
-            fprintf(out, "\n");
-            if (verbose) {
-                for (int b = 0; b < sp->nbufs; b++) {
-                    const Buffer *bf = &sp->bufs[b];
-                    if (bf->klass != k) continue;
-                    int bytes = dtype_bytes(bf->dtype);
-                    fprintf(out, "      %-28s %12lld elements x %4lld instances x %d B = %lld\n", bf->name,
-                            (long long)bf->elems, (long long)bf->instances, bytes,
-                            (long long)(bf->elems * bf->instances * bytes));
-                }
-                if (k == PRT_COMM)
-                    fprintf(out, "      + runtime staging (packing of strided gathers, pipeline send copies)\n");
-            }
-        }
-        format_bytes((double)sc->total, b1, sizeof b1);
-        format_bytes(plan->cluster.gpu_memory, b2, sizeof b2);
-        double pct = plan->cluster.gpu_memory > 0 ? 100.0 * (double)sc->total / plan->cluster.gpu_memory : 0;
-        fprintf(out, "  %-14s %16lld %11s   of %s (%.1f%%) %s\n", "total", (long long)sc->total, b1, b2, pct,
-                pct <= 100.0 ? "fits" : "DOES NOT FIT");
-        double states = (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS] + sc->ledger[PRT_MASTER] +
-                                 sc->ledger[PRT_OPTIM]);
-        if (sc->params_local > 0)
-            fprintf(out, "  model states   %.4g bytes per parameter held\n", states / (double)sc->params_local);
-        if (sc->cpu_widen) {
-            format_bytes((double)sc->cpu_widen, b1, sizeof b1);
-            fprintf(out, "  the CPU runtime computes in fp32: a program built from this plan also widens 16-bit "
-                         "operands in %s more workspace\n",
-                    b1);
-        }
-        if (verbose)
-            fprintf(out, "  flops          %.4g per step on each rank of this stage (forward %.4g, backward %.4g per "
-                         "micro-batch through one chunk)\n",
-                    sc->flops_step, sc->flops_fwd_chunk, sc->flops_bwd_chunk);
-    }
+    for (int s = 0; s < prog->nstages; s++) explain_stage_memory(out, an, s, verbose);
 
     /* the schedule */
     const Schedule *sc = &prog->schedule;
@@ -205,16 +213,14 @@ void report_explain(FILE *out, const Analysis *an, int verbose)
             an->pipeline_s, an->step_s - an->pipeline_s, 100.0 * mfu);
     fprintf(out, "  per micro-batch through one chunk: forward %.4g s, backward %.4g s, stage hand-off %.4g s\n",
             an->t_fwd, an->t_bwd, an->t_p2p);
-    if (verbose)
-        fprintf(out, "  model: compute at %.4g FLOP/s per GPU; each collective costs hops x latency + bytes x "
-                     "bus factor / link bandwidth; the pipeline is simulated over the actual schedule\n",
-                an->peak_flops);
+    report_phases(out, an);
+    if (verbose) report_cost_terms(out, an);
     fprintf(out, "  communication per rank per step:");
     for (int a = 0; a < plan->mesh.naxes; a++) {
-        format_bytes(an->axis_wire[a], b1, sizeof b1);
+        analyze_format_bytes(an->axis_wire[a], b1, sizeof b1);
         fprintf(out, " %s %s", plan->mesh.axes[a].name, b1);
     }
-    format_bytes(an->pipeline_bytes, b1, sizeof b1);
+    analyze_format_bytes(an->pipeline_bytes, b1, sizeof b1);
     if (prog->nstages > 1) fprintf(out, ", pipeline messages %s", b1);
     fprintf(out, "\n");
 }
@@ -274,6 +280,10 @@ void report_explain_json(FILE *out, const Analysis *an)
                  "\"bubble_ideal\": %.6g, \"bubble_share\": %.6g},\n",
             schedule_kind_name(prog->schedule.kind), prog->schedule.stages, prog->schedule.micro_batches,
             prog->schedule.chunks, an->bubble_ideal, an->bubble_share);
+    fprintf(out, "  \"phases_s\": {");
+    for (int k = 0; k < ANALYZE_NPHASES; k++)
+        fprintf(out, "%s\"%s\": %.6g", k ? ", " : "", analyze_phase_names[k], an->phase_s[k]);
+    fprintf(out, "},\n  \"communication_hidden_s\": %.6g,\n  \"mfu\": %.6g,\n", an->comm_hidden_s, analyze_mfu(an));
     fprintf(out, "  \"flops_per_step\": %.6g,\n  \"model_flops_per_step\": %.6g,\n  \"step_time_s\": %.6g\n}\n",
             an->flops_per_step, an->model_flops_per_step, an->step_s);
 }
@@ -293,8 +303,8 @@ void report_collectives(FILE *out, const Analysis *an)
             const CollRow *r = &an->rows[i];
             if (r->stage != s) continue;
             double bytes = (double)r->elems * r->elem_bytes;
-            format_bytes(bytes, b1, sizeof b1);
-            format_bytes(bytes * (double)r->calls, b2, sizeof b2);
+            analyze_format_bytes(bytes, b1, sizeof b1);
+            analyze_format_bytes(bytes * (double)r->calls, b2, sizeof b2);
             const char *axis = r->axis >= 0 ? plan->mesh.axes[r->axis].name : "-";
             fprintf(out, "  %-9s %-14s %-15s %-5s %5d %12lld %-6s %10s %6lld %11s %-6s %s\n", phase_names[r->phase],
                     r->op, r->phase == PHASE_PIPELINE ? "send/recv" : coll_names[r->coll], axis, r->group,
@@ -305,17 +315,17 @@ void report_collectives(FILE *out, const Analysis *an)
     fprintf(out, "\ntotals per rank per step (stage %d, the busiest):\n", an->worst_stage);
     fprintf(out, "  %-6s %14s %14s\n", "axis", "buffer bytes", "on the wire");
     for (int a = 0; a < plan->mesh.naxes; a++) {
-        format_bytes(an->axis_bytes[a], b1, sizeof b1);
-        format_bytes(an->axis_wire[a], b2, sizeof b2);
+        analyze_format_bytes(an->axis_bytes[a], b1, sizeof b1);
+        analyze_format_bytes(an->axis_wire[a], b2, sizeof b2);
         fprintf(out, "  %-6s %14s %14s   %s\n", plan->mesh.axes[a].name, b1, b2,
                 plan_axis_inside_node(plan, a) ? "inside a node" : "across nodes");
     }
     if (prog->nstages > 1) {
-        format_bytes(an->pipeline_bytes, b1, sizeof b1);
+        analyze_format_bytes(an->pipeline_bytes, b1, sizeof b1);
         fprintf(out, "  %-6s %14s %14s   pipeline send/recv\n", "pp", b1, b1);
     }
-    format_bytes(an->link_wire[0], b1, sizeof b1);
-    format_bytes(an->link_wire[1], b2, sizeof b2);
+    analyze_format_bytes(an->link_wire[0], b1, sizeof b1);
+    analyze_format_bytes(an->link_wire[1], b2, sizeof b2);
     fprintf(out, "  links: inside nodes %s, across nodes %s\n", b1, b2);
     fprintf(out, "  bus factors (nccl-tests): all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n\n");
 }

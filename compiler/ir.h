@@ -5,12 +5,15 @@
  * repeated block, head) over tensors with NAMED dims and GLOBAL sizes.  Every
  * tensor carries a home placement per mesh axis derived from the layout rules.
  *
- * lower.c turns the graph into a Program: per pipeline stage, instruction
- * sequences (forward, backward, gradient sync, optimizer) in which every
- * collective is explicit, each inserted by the one resharding table
- * (reshard_collective), plus the buffers they use and the schedule.  The memory
- * ledger (analyze.c), the reports (explain.c) and the code generator
- * (codegen.c) read only the Program.
+ * lower_program (lower.c, with place.c, reshard.c, autodiff.c, optim.c and
+ * program.c; see lower.h) turns the graph into a Program: per pipeline stage,
+ * instruction sequences (forward, backward, gradient sync, optimizer, pipeline
+ * messages) in which all communication is explicit, each collective inserted
+ * by the one resharding table (reshard_collective), plus the buffers they use,
+ * the schedule (schedule.c) and the memory ledger (ledger.c).  What each op
+ * needs, saves, costs and calls is its row of the ops table (ops.h).  The
+ * analysis (analyze.c), the reports (explain.c) and the code generator
+ * (codegen*.c) read only the Program.
  */
 #ifndef PARC_IR_H
 #define PARC_IR_H
@@ -23,15 +26,24 @@
 
 /* ------------------------------------------------------------ placements */
 
-typedef enum { PLACE_R, PLACE_S, PLACE_P } PlaceKind;
+/* ORDER: X(kind, name) */
+#define IR_PLACE_KINDS(X) \
+    X(R, "R")             \
+    X(S, "S")             \
+    X(P, "P")
+typedef enum {
+#define X(name, str) PLACE_##name,
+    IR_PLACE_KINDS(X)
+#undef X
+} PlaceKind;
 typedef struct Placement {
     uint8_t kind; /* PlaceKind */
     uint8_t dim;  /* Dim, for PLACE_S */
 } Placement;
 
-/* The one resharding table.  ORDER: the collective a (from -> to) change needs.
- * X(kind, name, bus factor numerator kind) -- bus bandwidth factors as
- * nccl-tests defines them: all-reduce 2(n-1)/n, gathers/scatters (n-1)/n. */
+/* The collectives.  ORDER: X(kind, name).  reshard_collective maps a
+ * placement change to one; coll_bus_factor gives their bus bandwidth factors
+ * as nccl-tests defines them: all-reduce 2(n-1)/n, gathers/scatters (n-1)/n. */
 #define IR_COLLECTIVES(X)                   \
     X(NONE, "none")                         \
     X(ALLREDUCE, "all-reduce")              \
@@ -60,8 +72,33 @@ CollKind reshard_collective(Placement from, Placement to);
 
 /* ------------------------------------------------------------ tensors, ops */
 
-typedef enum { REGION_EMBED, REGION_BLOCK, REGION_HEAD, REGION_COUNT } Region;
-typedef enum { TENSOR_ACT, TENSOR_PARAM, TENSOR_INDEX, TENSOR_STAT, TENSOR_SCALAR } TensorKind;
+/* ORDER: X(region, name) */
+#define IR_REGIONS(X)    \
+    X(EMBED, "embed")    \
+    X(BLOCK, "block")    \
+    X(HEAD, "head")
+typedef enum {
+#define X(name, str) REGION_##name,
+    IR_REGIONS(X)
+#undef X
+    REGION_COUNT
+} Region;
+extern const char *const region_names[REGION_COUNT];
+
+/* ORDER: X(kind, name) */
+#define IR_TENSOR_KINDS(X)   \
+    X(ACT, "act")            \
+    X(PARAM, "param")        \
+    X(INDEX, "index")        \
+    X(STAT, "stat")          \
+    X(SCALAR, "scalar")
+typedef enum {
+#define X(name, str) TENSOR_##name,
+    IR_TENSOR_KINDS(X)
+#undef X
+    TENSOR_KIND_COUNT
+} TensorKind;
+extern const char *const tensor_kind_names[TENSOR_KIND_COUNT];
 
 typedef struct Tensor {
     int id;
@@ -73,7 +110,6 @@ typedef struct Tensor {
     int64_t sizes[IR_MAX_TDIMS];      /* global sizes */
     Placement home[PARC_MAX_AXES];    /* the layout's placement on each mesh axis */
     int producer;                     /* op id, -1 for params */
-    int saved;                        /* kept for backward (set by lower) */
     /* parameters */
     int init;                         /* prt_init */
     double init_std;
@@ -81,6 +117,8 @@ typedef struct Tensor {
     SrcLoc loc;
 } Tensor;
 
+/* The graph ops.  ORDER: X(kind, name); what each needs, saves, costs and
+ * calls is its row of op_table (ops.h). */
 #define IR_OPS(X)                     \
     X(DATA, "data")                   \
     X(EMBED, "embed")                 \
@@ -137,6 +175,9 @@ typedef struct Graph {
  * Reports placement errors no op can accept (e.g. attention with seq split)
  * through diag; returns NULL after reporting. */
 Graph *expand_model(Arena *arena, const Plan *plan);
+/* The graph's invariants (expand_model checks them before returning).
+ * Failure is a compiler bug: PARC_BUG. */
+void verify_graph(const Graph *graph);
 void graph_dump(const Graph *graph, FILE *out);
 int64_t tensor_numel(const Tensor *t);
 /* Local elements of t on one rank under placement place[] (no Partial). */
@@ -146,13 +187,25 @@ void placement_format(const Plan *plan, const Placement *place, char *buf, size_
 /* ------------------------------------------------------------ lowered program */
 
 /* How an instruction's buffer argument picks its instance at run time.
- *   INST_FIXED:   instance = k
- *   INST_LAYER:   instance = chunk * layers_per_chunk + l     (per-layer parameters)
- *   INST_SLOT_L:  instance = (l + k) * nslots + slot          (per layer, per in-flight micro-batch;
- *                                                              k = 1 names the next layer's slot)
- *   INST_SLOT:    instance = slot                             (per in-flight micro-batch)
- *   INST_PARITY:  instance = (l + k) & 1                      (gradient ping-pong between layers) */
-typedef enum { INST_FIXED, INST_LAYER, INST_SLOT_L, INST_SLOT, INST_PARITY } InstMode;
+ * ORDER: X(mode, dump format of its instance, given k).
+ *   FIXED:   instance = k
+ *   LAYER:   instance = chunk * layers_per_chunk + l     (per-layer parameters)
+ *   SLOT_L:  instance = (l + k) * nslots + slot          (per layer, per in-flight micro-batch;
+ *                                                        k = 1 names the next layer's slot)
+ *   SLOT:    instance = slot                             (per in-flight micro-batch)
+ *   PARITY:  instance = (l + k) & 1                      (gradient ping-pong between layers) */
+#define IR_INST_MODES(X)          \
+    X(FIXED, "[%d]")              \
+    X(LAYER, "[layer]")           \
+    X(SLOT_L, "[l+%d,slot]")      \
+    X(SLOT, "[slot]")             \
+    X(PARITY, "[(l+%d)&1]")
+typedef enum {
+#define X(name, fmt) INST_##name,
+    IR_INST_MODES(X)
+#undef X
+    INST_COUNT
+} InstMode;
 
 typedef enum {
     ARG_NULL,        /* a NULL pointer */
@@ -162,8 +215,10 @@ typedef enum {
     ARG_F64,         /* d */
     ARG_COORD_TIMES, /* coord(axis) * i */
     ARG_STEP,        /* the step number, counting from 1 */
-    ARG_FIRST_SAMPLE /* first sample of this micro-batch in the step's global batch:
-                        micro * (micro_batch * dp) + coord(dp axis) * micro_batch */
+    ARG_FIRST_SAMPLE, /* first sample of this micro-batch in the step's global batch:
+                         micro * (micro_batch * dp) + coord(dp axis) * micro_batch */
+    ARG_TAG          /* a pipeline message's tag, (micro * chunks + chunk + k) * 2 + i:
+                        the receiver's chunk is chunk + k, i = 0 activations, 1 gradients */
 } ArgKind;
 
 typedef struct Arg {
@@ -175,8 +230,36 @@ typedef struct Arg {
     double d;
 } Arg;
 
-typedef enum { PHASE_FORWARD, PHASE_BACKWARD, PHASE_RECOMPUTE, PHASE_GRAD_SYNC, PHASE_OPTIMIZER, PHASE_PIPELINE, PHASE_COUNT } Phase;
+/* ORDER: X(phase, name) */
+#define IR_PHASES(X)              \
+    X(FORWARD, "forward")         \
+    X(BACKWARD, "backward")       \
+    X(RECOMPUTE, "recompute")     \
+    X(GRAD_SYNC, "grad-sync")     \
+    X(OPTIMIZER, "optimizer")     \
+    X(PIPELINE, "pipeline")
+typedef enum {
+#define X(name, str) PHASE_##name,
+    IR_PHASES(X)
+#undef X
+    PHASE_COUNT
+} Phase;
 extern const char *const phase_names[PHASE_COUNT];
+
+/* The sizes and flags one runtime call of a graph op is made with, computed
+ * once per op by its row's shape function and read by both directions, by the
+ * FLOP count and by the scratch size.  d[] are the call's size arguments in
+ * the order of the op's row (ops.c); axis is the mesh axis whose coordinate
+ * offsets the op's local block (-1 none); kept says the op's statistics were
+ * kept from the forward (attention's probabilities). */
+typedef struct OpShape {
+    int64_t d[4];
+    int axis;
+    int kept;
+} OpShape;
+
+/* Which runtime entry of its graph op an instruction is (ops.h). */
+typedef enum { ENTRY_NONE, ENTRY_FORWARD, ENTRY_BACKWARD } OpEntry;
 
 #define IR_MAX_ARGS 14
 
@@ -193,6 +276,8 @@ typedef struct Instr {
     int64_t elems;           /* collective: elements each rank contributes / receives per call */
     int elem_bytes;
     int op;                  /* graph op that caused it, -1 */
+    OpEntry entry;           /* the op's forward / backward runtime entry, or neither */
+    OpShape shape;           /* entry != ENTRY_NONE: the call's shape */
     int tensor;              /* tensor resharded, -1 */
     Phase phase;
     const char *why;         /* the rule: "mlp.down contracts ffn split on tp -> Partial -> all-reduce" */
@@ -207,18 +292,39 @@ typedef struct Instr {
  * nothing and runs SEQ_HEAD_FWD; lower_program guarantees has_embed only on
  * stage 0 and has_head only on the last stage.  A pipeline axis always has
  * size > 1 (check.c), so interleaved chunks never send to their own rank. */
+/* ORDER: X(seq, name, symbol, per layer, per micro-batch).  Per micro-batch:
+ * EMBED_FWD on the stage holding the embedding (slot), BLOCK_FWD per layer
+ * (l, slot), HEAD_FWD on the head stage (slot), and the backward ones
+ * likewise; ZERO_GRADS_* at the start of each step; GRAD_SYNC_* after the last
+ * micro-batch ((l) / ()); OPTIM_* ((l, step) / (step)); the pipeline messages
+ * of a (micro-batch, chunk) at a stage boundary (chunk, slot, micro): the
+ * activations received / sent, the gradients received / sent. */
+#define IR_SEQS(X)                                                  \
+    X(EMBED_FWD, "embed.fwd", "embed_fwd", 0, 1)                    \
+    X(BLOCK_FWD, "block.fwd", "block_fwd", 1, 1)                    \
+    X(HEAD_FWD, "head.fwd", "head_fwd", 0, 1)                       \
+    X(HEAD_BWD, "head.bwd", "head_bwd", 0, 1)                       \
+    X(BLOCK_BWD, "block.bwd", "block_bwd", 1, 1)                    \
+    X(EMBED_BWD, "embed.bwd", "embed_bwd", 0, 1)                    \
+    X(ZERO_GRADS_BLOCK, "zero_grads.block", "zero_grads_block", 1, 0) \
+    X(ZERO_GRADS_ONCE, "zero_grads.once", "zero_grads_once", 0, 0)  \
+    X(GRAD_SYNC_BLOCK, "grad_sync.block", "grad_sync_block", 1, 0)  \
+    X(GRAD_SYNC_ONCE, "grad_sync.once", "grad_sync_once", 0, 0)     \
+    X(OPTIM_BLOCK, "optim.block", "optim_block", 1, 0)              \
+    X(OPTIM_ONCE, "optim.once", "optim_once", 0, 0)                 \
+    X(RECV_FWD, "recv.fwd", "recv_fwd", 0, 1)                       \
+    X(SEND_FWD, "send.fwd", "send_fwd", 0, 1)                       \
+    X(RECV_BWD, "recv.bwd", "recv_bwd", 0, 1)                       \
+    X(SEND_BWD, "send.bwd", "send_bwd", 0, 1)
 typedef enum {
-    SEQ_EMBED_FWD,   /* per micro-batch, on the stage holding the embedding (slot) */
-    SEQ_BLOCK_FWD,   /* per layer per micro-batch (l, slot) */
-    SEQ_HEAD_FWD,    /* per micro-batch on the head stage (slot) */
-    SEQ_HEAD_BWD,
-    SEQ_BLOCK_BWD,   /* (l, slot) */
-    SEQ_EMBED_BWD,
-    SEQ_ZERO_GRADS_BLOCK, SEQ_ZERO_GRADS_ONCE,   /* start of each step */
-    SEQ_GRAD_SYNC_BLOCK, SEQ_GRAD_SYNC_ONCE,     /* after the last micro-batch (l) / () */
-    SEQ_OPTIM_BLOCK, SEQ_OPTIM_ONCE,             /* (l, step) / (step) */
+#define X(name, str, sym, layer, micro) SEQ_##name,
+    IR_SEQS(X)
+#undef X
     SEQ_COUNT
 } SeqKind;
+extern const char *const seq_symbols[SEQ_COUNT]; /* for generated function names */
+extern const uint8_t seq_per_layer[SEQ_COUNT];    /* runs inside the loop over layers */
+extern const uint8_t seq_per_micro[SEQ_COUNT];    /* runs per micro-batch (slot valid) */
 extern const char *const seq_names[SEQ_COUNT];
 
 typedef struct Seq {
@@ -227,13 +333,11 @@ typedef struct Seq {
 } Seq;
 
 typedef struct Buffer {
-    int id;
     const char *name;
     int klass;            /* enum prt_class */
     int dtype;            /* enum prt_dtype */
     int64_t elems;        /* per instance */
     int64_t instances;
-    int tensor;           /* graph tensor it holds (or the gradient of), -1 */
     /* parameters: see prt_buffer_desc */
     const char *init_name;
     int init;
@@ -275,9 +379,14 @@ typedef struct StageProgram {
     int nitems;
     const WorkItem *items;
     int *slot_of_item;
-    /* memory ledger: bytes per prt class on this stage's ranks */
+    /* memory ledger (ledger.h, the last step of lowering): bytes per prt class
+     * on one rank of this stage, their sum, the parameter elements held, and
+     * the extra workspace a program built for the CPU runtime needs to widen
+     * 16-bit operands to fp32 (not in ledger[]: a GPU computes on them) */
     int64_t ledger[PRT_NCLASS];
-    double flops_per_step;     /* this rank's FLOPs per step */
+    int64_t ledger_total;
+    int64_t params_local;
+    int64_t cpu_widen;
 } StageProgram;
 
 typedef struct Program {
@@ -287,6 +396,8 @@ typedef struct Program {
     int nstages;
     StageProgram *stages;
     int dp_axis, tp_axis, pp_axis;
+    double est_step_seconds;   /* the analysis's step time estimate, 0 before analyze; the built
+                                  program's watchdog timeout is a multiple of it */
 } Program;
 
 /* Lowers a placed graph into per-stage programs (reshard, autodiff, gradient
@@ -302,8 +413,17 @@ void program_dump(const Program *program, FILE *out);
 /* How many times per step a sequence runs on a stage. */
 int64_t seq_calls_per_step(const Program *program, const StageProgram *sp, SeqKind seq);
 
-/* Names of the runtime functions in PRT_OPS order, and their signatures. */
+/* The pipeline messages of stage sp as instructions of SEQ_RECV_FWD,
+ * SEQ_SEND_FWD, SEQ_RECV_BWD and SEQ_SEND_BWD (reshard.c): each sequence that
+ * runs on the stage gets its one prt_recv / prt_send of the residual stream
+ * (resid_buf, dresid_buf, boundary_elems, chunks and layers_per_chunk set).
+ * Nothing with one stage. */
+void reshard_pipeline(Arena *arena, const Program *program, StageProgram *sp);
+
+/* Names of the runtime functions in PRT_OPS order, and their signatures.
+ * RT_NONE: no runtime function (an op without a backward). */
 typedef enum {
+    RT_NONE = -1,
 #define X(name, sig) RT_##name,
     PRT_OPS(X)
 #undef X

@@ -5,6 +5,8 @@
  * of `parc build`.
  */
 #define _GNU_SOURCE /* environ */
+#include "launch.h"
+
 #include "codegen.h"
 
 #include <errno.h>

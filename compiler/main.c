@@ -1,19 +1,23 @@
 /*
  * main.c — the parc driver.  It reads like the pipeline of passes:
  *
- *   front_load      parse + check            (grammar/par.y, check.c)
- *   expand_model    the forward op graph     (expand.c)
- *   lower_program   placements, collectives, autodiff, schedule (lower.c)
- *   analyze_program memory ledger, volumes, cost (analyze.c)
+ *   passes_run      the pass table: front, expand, lower, schedule, analyze,
+ *                   codegen (passes.c), each with a dump and a verifier
+ *   advise_plan     memory fit and the cheapest change that fits (advise.c)
  *   report_*        check / explain / collectives (explain.c)
  *   codegen_emit    LLVM -> object -> executable (codegen.c), launch_run (launch.c)
  *
  * Exit status: 0 success, 1 the plan has errors, 2 usage, 3+ a failed tool.
  */
+#include "advise.h"
 #include "analyze.h"
 #include "codegen.h"
 #include "explain.h"
+#include "tools.h"
 #include "ir.h"
+#include "launch.h"
+#include "passes.h"
+#include "report_html.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,37 +36,30 @@ static void usage(FILE *out)
             "  explain PLAN          memory per GPU, parallelism per axis, schedule, step time\n"
             "       --verbose        the formula behind each number\n"
             "       --json           the same as JSON (schema in docs/json.md)\n"
+            "       --html FILE      the same as one self-contained HTML page with pictures\n"
             "  collectives PLAN      every collective each rank issues per step, and why\n"
             "       --json\n"
-            "  lower PLAN --emit=KIND  dump a pass: plan | graph | ir | schedule\n"
+            "  lower PLAN --emit=PASS  dump after a pass: front | expand | lower | schedule |\n"
+            "                        analyze | codegen (plan, graph, ir: front, expand, lower)\n"
             "  build PLAN -o OUT     compile to an executable (--emit=llvm|obj|exe, default exe)\n"
             "  run PLAN [runtime options]  build and launch locally with mpirun:\n"
             "       --steps N --data FILE --memory --trace FILE --quiet\n"
+            "  diff A.par B.par      two plans side by side: memory, collectives, links, time\n"
+            "       --json\n"
+            "  search PLAN           the fastest layouts of the plan's model on its cluster\n"
+            "       --top K --json -o DIR (writes each as a .par)\n"
+            "\n"
+            "  --verify (or PARC_VERIFY=1)  run each pass's verifier after it\n"
             "\n"
             "  parc --version | --help\n");
 }
 
-typedef struct Compiled {
-    Plan plan;
-    Graph *graph;
-    Program *prog;
-    Analysis *an;
-} Compiled;
-
-/* Runs the passes up to `until` (0 plan, 1 graph, 2 program + analysis).
+/* Runs the pass table up to pass `last`, then with check_fit the fit advice.
  * Returns 0, or 1 after reporting errors. */
-static int compile_plan(Arena *arena, const char *path, Compiled *c, int until, int check_fit)
+static int compile_plan(Arena *arena, const char *path, Compilation *c, int last, int check_fit, int verify)
 {
-    memset(c, 0, sizeof *c);
-    if (front_load(arena, path, &c->plan) != 0) return 1;
-    if (until < 1) return 0;
-    c->graph = expand_model(arena, &c->plan);
-    if (!c->graph) return 1;
-    if (until < 2) return 0;
-    c->prog = lower_program(arena, &c->plan, c->graph);
-    if (!c->prog) return 1;
-    c->an = analyze_program(arena, c->prog);
-    if (check_fit && analyze_check(arena, c->an)) return 1;
+    if (passes_run(c, arena, path, verify, last)) return 1;
+    if (check_fit && advise_plan(arena, c->analysis)) return 1;
     return diag_error_count() ? 1 : 0;
 }
 
@@ -148,6 +145,8 @@ int main(int argc, char **argv)
         return 0;
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "diff")) return diff_main(argc - 2, argv + 2);
+    if (!strcmp(cmd, "search")) return search_main(argc - 2, argv + 2);
     if (argc < 3) {
         fprintf(stderr, "parc %s: missing PLAN.par\n", cmd);
         usage(stderr);
@@ -157,51 +156,57 @@ int main(int argc, char **argv)
     int oargc = argc - 3;
     char **oargv = argv + 3;
     Arena arena = {0};
-    Compiled c;
+    Compilation c;
     int status;
+    int verify = passes_verify_from_env() || has_flag(oargc, oargv, "--verify"); /* not for run */
+    const int analyze = passes_find("analyze");
 
     if (!strcmp(cmd, "check")) {
-        static const char *const known[] = {NULL};
+        static const char *const known[] = {"--verify", NULL};
         if ((status = check_options(oargc, oargv, known, cmd))) return status;
-        status = compile_plan(&arena, path, &c, 2, 1);
-        if (!status) report_check_summary(stdout, c.an);
+        status = compile_plan(&arena, path, &c, analyze, 1, verify);
+        if (!status) report_check_summary(stdout, c.analysis);
     } else if (!strcmp(cmd, "explain")) {
-        static const char *const known[] = {"--json", "--verbose", NULL};
+        static const char *const known[] = {"--json", "--verbose", "--html=", "--verify", NULL};
         if ((status = check_options(oargc, oargv, known, cmd))) return status;
-        status = compile_plan(&arena, path, &c, 2, 0);
-        if (!status || (c.an && diag_error_count() == 0)) {
-            int fit_errors = analyze_check(&arena, c.an);
-            if (has_flag(oargc, oargv, "--json")) report_explain_json(stdout, c.an);
-            else report_explain(stdout, c.an, has_flag(oargc, oargv, "--verbose"));
+        if (flag_value(oargc, oargv, "--html") &&
+            (has_flag(oargc, oargv, "--json") || has_flag(oargc, oargv, "--verbose"))) {
+            fprintf(stderr, "parc explain: --html writes its own form of the report; give it without --json and "
+                            "--verbose\n");
+            return 2;
+        }
+        status = compile_plan(&arena, path, &c, analyze, 0, verify);
+        if (!status || (c.analysis && diag_error_count() == 0)) {
+            int fit_errors = advise_plan(&arena, c.analysis);
+            const char *html = flag_value(oargc, oargv, "--html");
+            if (html) fit_errors += report_html_write(c.analysis, html) != 0;
+            else if (has_flag(oargc, oargv, "--json")) report_explain_json(stdout, c.analysis);
+            else report_explain(stdout, c.analysis, has_flag(oargc, oargv, "--verbose"));
             status = fit_errors ? 1 : 0;
         }
     } else if (!strcmp(cmd, "collectives")) {
-        static const char *const known[] = {"--json", NULL};
+        static const char *const known[] = {"--json", "--verify", NULL};
         if ((status = check_options(oargc, oargv, known, cmd))) return status;
-        status = compile_plan(&arena, path, &c, 2, 0);
+        status = compile_plan(&arena, path, &c, analyze, 0, verify);
         if (!status) {
-            if (has_flag(oargc, oargv, "--json")) report_collectives_json(stdout, c.an);
-            else report_collectives(stdout, c.an);
+            if (has_flag(oargc, oargv, "--json")) report_collectives_json(stdout, c.analysis);
+            else report_collectives(stdout, c.analysis);
         }
     } else if (!strcmp(cmd, "lower")) {
-        static const char *const known[] = {"--emit=", NULL};
+        static const char *const known[] = {"--emit=", "--verify", NULL};
         if ((status = check_options(oargc, oargv, known, cmd))) return status;
         const char *emit = flag_value(oargc, oargv, "--emit");
         if (!emit) emit = "ir";
-        int until = !strcmp(emit, "plan") ? 0 : !strcmp(emit, "graph") ? 1 : 2;
-        if (strcmp(emit, "plan") && strcmp(emit, "graph") && strcmp(emit, "ir") && strcmp(emit, "schedule")) {
-            fprintf(stderr, "parc lower: --emit takes plan, graph, ir or schedule, not `%s`\n", emit);
+        int last = passes_find(emit);
+        if (last < 0) {
+            fprintf(stderr, "parc lower: --emit takes a pass: %s (or plan, graph, ir), not `%s`\n", passes_names(),
+                    emit);
             return 2;
         }
-        status = compile_plan(&arena, path, &c, until, 0);
-        if (!status) {
-            if (until == 0) plan_dump(&c.plan, stdout);
-            else if (until == 1) graph_dump(c.graph, stdout);
-            else if (!strcmp(emit, "schedule")) schedule_dump(&c.prog->schedule, stdout);
-            else program_dump(c.prog, stdout);
-        }
+        status = compile_plan(&arena, path, &c, last, 0, verify);
+        if (!status) passes[last].dump(&c, stdout);
     } else if (!strcmp(cmd, "build")) {
-        static const char *const known[] = {"-o=", "--emit=", NULL};
+        static const char *const known[] = {"-o=", "--emit=", "--verify", NULL};
         if ((status = check_options(oargc, oargv, known, cmd))) return status;
         const char *out = flag_value(oargc, oargv, "-o");
         const char *emit = flag_value(oargc, oargv, "--emit");
@@ -219,14 +224,15 @@ int main(int argc, char **argv)
                 return 2;
             }
         }
-        status = compile_plan(&arena, path, &c, 2, 1);
+        status = compile_plan(&arena, path, &c, analyze, 1, verify);
         if (!status && !runtime_supports(&c.plan)) status = 1;
         if (!status) status = codegen_emit(c.prog, kind, out) ? 1 : 0;
     } else if (!strcmp(cmd, "run")) {
-        status = compile_plan(&arena, path, &c, 2, 1);
+        /* its options go to the runtime: only PARC_VERIFY turns verification on */
+        status = compile_plan(&arena, path, &c, analyze, 1, passes_verify_from_env());
         if (!status && !runtime_supports(&c.plan)) status = 1;
         if (!status) {
-            report_check_summary(stdout, c.an);
+            report_check_summary(stdout, c.analysis);
             fflush(stdout);
             status = launch_run(c.prog, oargc, oargv);
         }
@@ -238,6 +244,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    passes_finish(&c);
     arena_free(&arena);
     return status;
 }

@@ -6,10 +6,13 @@
  * mesh, and the pass entry points.  The graph IR and the lowered program live in
  * ir.h; the pipeline schedule in schedule.h.
  *
- * Pass order (main.c reads like this list):
- *   parse (grammar/par.y) -> check (check.c) -> expand (expand.c) ->
- *   place + reshard + autodiff (lower.c) -> schedule (schedule.c) ->
- *   analyze (analyze.c) -> report (explain.c) | codegen (codegen.c)
+ * Pass order (the table in passes.c, which main.c runs):
+ *   front: parse (grammar/par.y) + check (check.c) -> expand (expand.c) ->
+ *   lower (lower.c: placement (place.c) and the schedule (schedule.c) once,
+ *   then per stage autodiff.c and optim.c over the ops of ops.c, all
+ *   communication from reshard.c, the ledger (ledger.c) last) ->
+ *   analyze (analyze.c) -> codegen (codegen*.c); then advice (advise.c) and
+ *   reports (explain.c)
  */
 #ifndef PARC_H
 #define PARC_H
@@ -131,6 +134,29 @@ typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } RecomputeKi
 /* Bytes of one element in a precision. */
 int precision_bytes(Precision p);
 
+/* What fraction of its peak a GPU and its links reach (cost.c uses it; the
+ * defaults per GPU and where each comes from are in cost.c and
+ * docs/cost-model.md).  GEMMs by the class of their smallest dimension
+ * (GemmClass in cost.h), attention as its kernel runs, streaming ops at HBM
+ * bandwidth, collectives at bus bandwidth per link class. */
+#define PARC_GEMM_CLASSES 4
+typedef struct Efficiency {
+    const char *name;                 /* the default set it started from: "a100", "h100", "h200", "generic" */
+    double gemm[PARC_GEMM_CLASSES];   /* achieved / peak FLOP/s of a GEMM, by shape class */
+    double attention;                 /* achieved / peak FLOP/s of the attention matmuls */
+    double hbm;                       /* achieved / peak bandwidth of memory-bound ops */
+    double bus[2];                    /* achieved bus bandwidth / link bandwidth: [0] intra, [1] inter */
+    SrcLoc loc;                       /* the `efficiency` statement; file == NULL for the defaults */
+} Efficiency;
+
+/* Shape class names (cost.h: GemmClass), and the named default sets
+ * ("generic", "a100", "h100", "h200"; cost.c says where each comes from). */
+extern const char *const gemm_class_names[PARC_GEMM_CLASSES];
+extern const char *const cost_efficiency_names[];
+extern const int cost_efficiency_count;
+/* Fills *eff with the named defaults; -1 when the name is unknown. */
+int cost_efficiency_defaults(const char *name, Efficiency *eff);
+
 typedef struct Cluster {
     int nodes, gpus_per_node;
     double gpu_memory;   /* bytes */
@@ -139,6 +165,7 @@ typedef struct Cluster {
     double hbm_bandwidth;/* bytes/s */
     double intra_bw, intra_latency; /* bytes/s, seconds: GPU to GPU inside a node */
     double inter_bw, inter_latency; /* bytes/s per GPU, seconds: between nodes */
+    Efficiency eff;      /* always filled by check (defaults when the plan says nothing) */
     SrcLoc loc, memory_loc;
 } Cluster;
 
@@ -254,12 +281,13 @@ int plan_coords_rank(const Plan *plan, const int coords[PARC_MAX_AXES]);
 /* Parses and checks a .par file into *plan.  Reports every error it finds
  * (parse errors, then all semantic errors of the check pass) through diag and
  * returns 0 on success, -1 when any error was reported.  The plan's strings and
- * locations live in `arena`. Memory fit is NOT checked here (analyze does it). */
+ * locations live in `arena`. Memory fit is NOT checked here (advise.c does it
+ * on the analyzed program). */
 int front_load(Arena *arena, const char *path, Plan *plan);
 /* The same from text already in memory (tests, fuzzing). */
 int front_load_text(Arena *arena, const char *path, const char *text, Plan *plan);
 
-/* Dumps the resolved plan in a stable text form (`parc check --dump`). */
+/* Dumps the resolved plan in a stable text form (`parc lower --emit=front`). */
 void plan_dump(const Plan *plan, FILE *out);
 
 #endif

@@ -151,6 +151,7 @@ typedef struct Executor {
     int *ready;       /* stack of stages that may make progress */
     int nready;
     double t_fwd, t_bwd, t_p2p;
+    double *const *start; /* per stage, per item: when it starts (NULL: not kept) */
     char *why;        /* first error, or NULL to stop reporting */
     size_t why_size;
     int failed;
@@ -234,6 +235,7 @@ static void executor_run_stage(Executor *ex, int stage) {
             ex->mail[need] = MSG_RECEIVED;
             if (ex->arrival[need] > start) start = ex->arrival[need];
         }
+        if (ex->start) ex->start[stage][ex->pc[stage]] = start;
         double length = item->kind == WORK_FORWARD ? ex->t_fwd : ex->t_bwd;
         ex->clock[stage] = start + length;
         ex->busy[stage] += length;
@@ -415,9 +417,14 @@ int schedule_verify(const Schedule *s, char *why, size_t why_size) {
 
 double schedule_simulate(const Schedule *s, double t_fwd, double t_bwd, double t_p2p,
                          double *idle) {
+    return schedule_simulate_spans(s, t_fwd, t_bwd, t_p2p, idle, NULL);
+}
+
+double schedule_simulate_spans(const Schedule *s, double t_fwd, double t_bwd, double t_p2p,
+                               double *idle, double *const *start) {
     if (schedule_verify(s, NULL, 0) != 0) return -1.0;
     Arena scratch = {0};
-    Executor ex = {.s = s, .t_fwd = t_fwd, .t_bwd = t_bwd, .t_p2p = t_p2p};
+    Executor ex = {.s = s, .t_fwd = t_fwd, .t_bwd = t_bwd, .t_p2p = t_p2p, .start = start};
     double makespan = -1.0;
     if (executor_run(&ex, &scratch) == 0) {
         makespan = 0.0;

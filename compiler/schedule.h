@@ -121,6 +121,13 @@ double schedule_bubble_ideal(const Schedule *s);
 double schedule_simulate(const Schedule *s, double t_fwd, double t_bwd, double t_p2p,
                          double *idle);
 
+/* The same simulation, also telling when each item starts: when start != NULL,
+ * start[st][i] = the start of item i of stage st (the caller gives s->count[st]
+ * doubles per stage).  Item i runs until start + t_fwd (or t_bwd); a message
+ * it received arrived at or before its start. */
+double schedule_simulate_spans(const Schedule *s, double t_fwd, double t_bwd, double t_p2p,
+                               double *idle, double *const *start);
+
 /* Stable text form:
  *   schedule 1f1b: stages 2, micro_batches 4, chunks 1
  *   stage 0: F0 F1 B0 F2 B1 F3 B2 B3

@@ -39,17 +39,19 @@ typedef struct prt prt;
  *   ACTIVATIONS  tensors saved for backward, for all in-flight micro-batches
  *   COMM         communication staging buffers (pipeline messages, gathers)
  *   WORKSPACE    transient tensors of one layer's forward/backward */
-#define PRT_CLASSES(X)              \
-    X(WEIGHTS, "weights")           \
-    X(GRADS, "grads")               \
-    X(MASTER, "master")             \
-    X(OPTIM, "optim")               \
-    X(ACTIVATIONS, "activations")   \
-    X(COMM, "comm")                 \
-    X(WORKSPACE, "workspace")
+/* X(ID, key, report name): the key is what the runtime prints (--memory) and
+ * the dumps use; the report name is what the compiler's reports print. */
+#define PRT_CLASSES(X)                            \
+    X(WEIGHTS, "weights", "weights")              \
+    X(GRADS, "grads", "gradients")                \
+    X(MASTER, "master", "master")                 \
+    X(OPTIM, "optim", "optimizer")                \
+    X(ACTIVATIONS, "activations", "activations")  \
+    X(COMM, "comm", "comm")                       \
+    X(WORKSPACE, "workspace", "workspace")
 
 enum prt_class {
-#define PRT_CLASS_ENUM_(id, name) PRT_##id,
+#define PRT_CLASS_ENUM_(id, key, report) PRT_##id,
     PRT_CLASSES(PRT_CLASS_ENUM_)
 #undef PRT_CLASS_ENUM_
     PRT_NCLASS
@@ -175,20 +177,9 @@ int64_t prt_steps(prt *rt);
  *     of pipeline sends not yet completed (slots are reused, sends complete by
  *     prt_step_end), i.e. the peak bytes in flight.  Budgeting 4 bytes per element
  *     bounds both for every dtype;
- *   PRT_WORKSPACE: one buffer of the largest of the ops' requests below, in
- *     floats.  Write [x] = 1 when tensor argument x is non-NULL and stored in
- *     bf16 or f16, else 0; R = min(N, PRT_CONVERT_ROWS); the other letters are
- *     the op's own size arguments.  With only fp32 tensors every [x] is 0 and this
- *     is the fp32 runtime's scratch.
- *       attention_fwd:  (probs NULL or [probs]) x T x T + [qkv] x 3 x T x HD + [out] x T x HD
- *       attention_bwd:  (probs NULL or [probs] ? 2 : 1) x T x T
- *                       + ([qkv] + [dqkv]) x 3 x T x HD + [dout] x T x HD
- *       xent_fwd:       3 x N
- *       matmul_fwd, matmul_t_fwd:   [w] x K x M + R x ([in] x K + [out] x M)
- *       matmul_bwd, matmul_t_bwd:   ([w] x (din != NULL) + [dw]) x K x M
- *                       + R x ([dout] x M + [din] x K + [in] x (dw != NULL) x K)
- *       layernorm_bwd:  ([dw] + [db]) x C;   rmsnorm_bwd: [dw] x C;   embed_bwd: [dwte] x C
- *       every other op: 0.
+ *   PRT_WORKSPACE: one buffer of the largest of the ops' requests, in floats:
+ *     the prt_scratch_* function of each op in prt_scratch.h, which both the
+ *     CPU backend and the compiler's ledger call (0 for ops that have none).
  *     Collectives need no fp32 staging: 16-bit sums are an MPI_Op adding in fp32.
  * Each scratch buffer grows to exactly its largest request, so its peak is that. */
 void prt_expect_memory(prt *rt, const int64_t *expected_bytes /* [PRT_NCLASS] */);

@@ -13,7 +13,7 @@
 #include "prt_internal.h"
 
 const char *const prt_class_names[PRT_NCLASS] = {
-#define PRT_CLASS_NAME_(id, name) name,
+#define PRT_CLASS_NAME_(id, key, report) key,
     PRT_CLASSES(PRT_CLASS_NAME_)
 #undef PRT_CLASS_NAME_
 };

@@ -16,16 +16,29 @@
  *   5. an executable links with the runtime and runs under mpirun (launch_run):
  *      1 rank, a 2-stage interleaved pipeline on 2 ranks, and 4 stages × 2
  *      chunks × dp 2 on 8 ranks; exit status 0, which includes the runtime's
- *      ledger check of every buffer it allocated from the emitted table.
+ *      ledger check of every buffer it allocated from the emitted table;
+ *   6. the pass table (compiler/passes.c) on example plans with every verifier
+ *      on: each pass's dump is non-empty, the codegen row's module is the one
+ *      codegen_emit writes; a broken plan, ledger or analysis makes its
+ *      verifier abort with an internal error; the fit advice's predicate
+ *      accepts exactly the changed plans that keep the rules.
+ * Every module emitted here is also built, verified and dumped through
+ * codegen_build / codegen_verify / codegen_dump, which must give the same text.
  * Prints "N passed, M failed"; exits non-zero on any failure.
  */
+#include "advise.h"
 #include "codegen.h"
+#include "launch.h"
+#include "passes.h"
 
+#include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int passed, failed;
@@ -120,8 +133,8 @@ static void emit_instr(Arena *arena, Seq *seq, RtFn fn, int nargs, const Arg *ar
 
 static void add_buffer(Arena *arena, StageProgram *sp, const char *name, int klass, int dtype, int64_t elems,
                        int64_t instances) {
-    Buffer b = {.id = sp->nbufs, .name = name, .klass = klass, .dtype = dtype, .elems = elems,
-                .instances = instances, .tensor = -1, .init = PRT_INIT_NONE, .first_layer = -1,
+    Buffer b = {.name = name, .klass = klass, .dtype = dtype, .elems = elems,
+                .instances = instances, .init = PRT_INIT_NONE, .first_layer = -1,
                 .split_axis = {-1, -1, -1, -1}, .zero_axis = -1, .copy_of = -1};
     ARR_PUSH(arena, sp->bufs, sp->nbufs, sp->bufs_cap, b);
 }
@@ -262,6 +275,7 @@ static Program *build_program(Arena *arena, const Shape *sh) {
         sp->items = pr->schedule.items[s];
         sp->nslots = assign_slots(arena, sp->nitems, sp->items, sh->chunks, sh->micro_batches, &sp->slot_of_item);
         build_stage(arena, pr, sp, sh);
+        reshard_pipeline(arena, pr, sp);
     }
     return pr;
 }
@@ -288,13 +302,35 @@ static int count_of(const char *text, const char *needle) {
     return n;
 }
 
+/* Builds pr's module, verifies it and compares its dump with `text`. */
+static int same_as_module_dump(const Program *pr, const char *text) {
+    CodegenModule *m = codegen_build(pr);
+    if (!m) return 0;
+    codegen_verify(m);
+    char *dump = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&dump, &size);
+    if (!f) {
+        codegen_free(m);
+        return 0;
+    }
+    codegen_dump(m, f);
+    fclose(f);
+    codegen_free(m);
+    int same = dump && strcmp(dump, text) == 0;
+    free(dump);
+    return same;
+}
+
 /* Emits pr as LLVM text into tmpdir/name; returns the text (malloc) or NULL. */
 static char *emit_text(const Program *pr, const char *name) {
     char path[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/%s", tmpdir, name);
     int rc = codegen_emit(pr, EMIT_LLVM, path);
     CHECK(rc == 0, "codegen_emit(EMIT_LLVM, %s) failed (see the diagnostic above)", name);
-    return rc == 0 ? read_all(path) : NULL;
+    char *text = rc == 0 ? read_all(path) : NULL;
+    if (text) CHECK(same_as_module_dump(pr, text), "%s: codegen_dump of the verified module differs", name);
+    return text;
 }
 
 /* ---------------------------------------------------------------- 2. LLVM text */
@@ -487,6 +523,177 @@ static void test_object_and_run(void) {
     arena_free(&arena3);
 }
 
+/* ---------------------------------------------------------------- 6. the pass table */
+
+/* The repository root, from this file's path (tests/test_codegen.c). */
+static const char *source_root(void) {
+    static char root[PATH_MAX];
+    snprintf(root, sizeof root, "%s", __FILE__);
+    char *slash = strrchr(root, '/');
+    if (slash) *slash = 0; /* .../tests */
+    slash = strrchr(root, '/');
+    if (slash) *slash = 0;
+    else snprintf(root, sizeof root, "..");
+    return root;
+}
+
+static char *dump_to_text(const Pass *p, const Compilation *c) {
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    if (!f) return NULL;
+    p->dump(c, f);
+    fclose(f);
+    return text;
+}
+
+static void test_pass_table(void) {
+    static const char *const plans[] = {"tiny_3d", "tiny_pp_interleaved", "tiny_zero3", "tiny_bf16"};
+    static const char *const order[] = {"front", "expand", "lower", "schedule", "analyze", "codegen"};
+    CHECK(passes_count == 6, "the table has %d passes", passes_count);
+    for (int i = 0; i < 6 && i < passes_count; i++)
+        CHECK(passes_find(order[i]) == i, "pass %s at %d", order[i], passes_find(order[i]));
+    CHECK(passes_find("plan") == 0 && passes_find("graph") == 1 && passes_find("ir") == 2,
+          "the old dump names plan, graph, ir");
+    CHECK(passes_find("asm") == -1, "an unknown pass name");
+    CHECK(strcmp(passes_names(), "front, expand, lower, schedule, analyze, codegen") == 0, "names: %s",
+          passes_names());
+    for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
+        char path[PATH_MAX + 64];
+        snprintf(path, sizeof path, "%s/examples/%s.par", source_root(), plans[k]);
+        Arena arena = {0};
+        Compilation c;
+        int rc = passes_run(&c, &arena, path, 1, passes_count - 1);
+        CHECK(rc == 0 && c.module, "%s: the passes with verifiers on failed (see above)", plans[k]);
+        if (rc == 0 && c.module) {
+            for (int i = 0; i < passes_count; i++) {
+                char *text = dump_to_text(&passes[i], &c);
+                CHECK(text && strlen(text) > 10, "%s: --emit=%s dumps nothing", plans[k], passes[i].name);
+                if (i == passes_count - 1 && text) {
+                    CHECK(same_as_module_dump(c.prog, text), "%s: the codegen row's module is not codegen_emit's",
+                          plans[k]);
+                    CHECK(strstr(text, "define i32 @main") != NULL, "%s: no main in the module", plans[k]);
+                }
+                free(text);
+            }
+            CHECK(c.analysis->max_total == c.prog->stages[c.analysis->worst_stage].ledger_total,
+                  "%s: analysis and ledger disagree on the worst stage", plans[k]);
+        }
+        passes_finish(&c);
+        CHECK(c.module == NULL, "%s: passes_finish keeps the module", plans[k]);
+        arena_free(&arena);
+    }
+}
+
+/* Runs verify(c) in a child; passes when it aborts with an internal error
+ * whose message contains `expect`. */
+static void expect_internal_error(const char *what, void (*verify)(const Compilation *), const Compilation *c,
+                                  const char *expect) {
+    char log[PATH_MAX + 64];
+    snprintf(log, sizeof log, "%s/verify.log", tmpdir);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || dup2(fd, 2) < 0) _exit(99);
+        verify(c);
+        _exit(0);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "%s: fork/wait", what);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "%s: the verifier did not abort (status %d)", what,
+          status);
+    char *text = read_all(log);
+    CHECK(text && strstr(text, "parc: internal error at ") && strstr(text, expect),
+          "%s: expected an internal error with `%s`, got: %s", what, expect, text ? text : "(nothing)");
+    free(text);
+}
+
+static void verify_with(const Compilation *c, const char *name) { passes[passes_find(name)].verify(c); }
+static void verify_front_row(const Compilation *c) { verify_with(c, "front"); }
+static void verify_analyze_row(const Compilation *c) { verify_with(c, "analyze"); }
+
+static void test_verifiers_fail(void) {
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/examples/tiny_3d.par", source_root());
+    Arena arena = {0};
+    Compilation c;
+    int rc = passes_run(&c, &arena, path, 1, passes_find("analyze"));
+    CHECK(rc == 0, "tiny_3d through analyze");
+    if (rc == 0) {
+        c.plan.mesh.world++;
+        expect_internal_error("plan world", verify_front_row, &c, "axis sizes multiply to 8, world is 9");
+        c.plan.mesh.world--;
+        c.plan.train.micro_batches++;
+        expect_internal_error("plan batch", verify_front_row, &c, "is not micro_batch");
+        c.plan.train.micro_batches--;
+        c.analysis->stages[0].ledger[PRT_GRADS] += 4;
+        expect_internal_error("analysis ledger", verify_analyze_row, &c, "analyzed gradients");
+        c.analysis->stages[0].ledger[PRT_GRADS] -= 4;
+        c.analysis->worst_stage = c.prog->nstages;
+        expect_internal_error("worst stage", verify_analyze_row, &c, "worst stage");
+    }
+    passes_finish(&c);
+    arena_free(&arena);
+}
+
+/* Loads examples/<name>.par through the front pass into *c; 0 on success. */
+static int load_example(Compilation *c, Arena *arena, const char *name) {
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/examples/%s.par", source_root(), name);
+    int rc = passes_run(c, arena, path, 1, passes_find("front"));
+    CHECK(rc == 0, "%s parses", name);
+    return rc;
+}
+
+static Plan with_micro(const Plan *base, int64_t micro_batch, int64_t micro_batches) {
+    Plan p = *base;
+    p.train.micro_batch = micro_batch, p.train.micro_batches = micro_batches;
+    return p;
+}
+
+/* The fit advice lowers only changed plans that keep the rules. */
+static void test_variant_predicate(void) {
+    Arena arena = {0};
+    Compilation c;
+    /* interleaved over 2 stages, batch 8, micro_batch 2, no data axis */
+    if (load_example(&c, &arena, "tiny_pp_interleaved") == 0) {
+        Plan p = c.plan;
+        CHECK(advise_variant_valid(&p), "the checked plan keeps the rules");
+        p = with_micro(&c.plan, 1, 8);
+        CHECK(advise_variant_valid(&p), "micro_batch 1: 8 micro-batches, a multiple of 2 stages");
+        p = with_micro(&c.plan, 8, 1);
+        CHECK(!advise_variant_valid(&p), "micro_batch 8: 1 micro-batch, not a multiple of 2 stages");
+        p = with_micro(&c.plan, 2, 5);
+        CHECK(!advise_variant_valid(&p), "micro_batches not batch / micro_batch");
+        p = c.plan;
+        p.layout.zero_stage = 1, p.layout.zero_axis = -1;
+        CHECK(!advise_variant_valid(&p), "ZeRO without a data axis");
+    }
+    arena_free(&arena);
+    Arena arena2 = {0};
+    /* 1F1B over 2 stages, dp 2, batch 8, micro_batch 1 */
+    if (load_example(&c, &arena2, "tiny_3d") == 0) {
+        Plan p = with_micro(&c.plan, 2, 2);
+        CHECK(advise_variant_valid(&p), "micro_batch 2: 2 micro-batches for 2 stages");
+        p = with_micro(&c.plan, 4, 1);
+        CHECK(!advise_variant_valid(&p), "micro_batch 4: 1F1B needs 2 micro-batches");
+        p = with_micro(&c.plan, 3, 1);
+        CHECK(!advise_variant_valid(&p), "micro_batch 3 x dp 2 does not divide batch 8");
+        p = c.plan;
+        for (int z = 1; z <= 3; z++) {
+            p.layout.zero_stage = z, p.layout.zero_axis = p.layout.dim_axis[DIM_BATCH];
+            CHECK(advise_variant_valid(&p), "zero %d over the batch axis", z);
+        }
+        p.layout.zero_axis = p.layout.pp_axis;
+        CHECK(!advise_variant_valid(&p), "ZeRO over the pipeline axis");
+        p = c.plan;
+        p.layout.recompute = RECOMPUTE_FULL;
+        CHECK(advise_variant_valid(&p), "recompute full");
+    }
+    arena_free(&arena2);
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(void) {
@@ -500,6 +707,9 @@ int main(void) {
     test_llvm_text();
     test_pipelines();
     test_object_and_run();
+    test_pass_table();
+    test_verifiers_fail();
+    test_variant_predicate();
     if (failed == 0) {
         char cmd[PATH_MAX + 16];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

@@ -8,6 +8,8 @@
  */
 #include "analyze.h"
 #include "ir.h"
+#include "ops.h"
+#include "prt_scratch.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -36,11 +38,12 @@ typedef struct Opts {
     int batch, micro_batch;
     int layers, hidden, heads, ffn, vocab, seq;
     int no_positions;
+    int tied;               /* head tied to the embedding */
 } Opts;
 
 static Opts defaults(void)
 {
-    Opts o = {"gpt2", "dp 1;", "batch -> dp;", "fp32", 1, 1, 8, 2, 4, 64, 4, 256, 256, 32, 0};
+    Opts o = {"gpt2", "dp 1;", "batch -> dp;", "fp32", 1, 1, 8, 2, 4, 64, 4, 256, 256, 32, 0, 0};
     return o;
 }
 
@@ -48,7 +51,8 @@ static char text[8192];
 
 static Analysis *compile(Arena *arena, Opts o, Program **prog_out)
 {
-    const char *block = !strcmp(o.block, "mlp") ? "block mlp { act gelu; norm layer; bias false; residual true; }"
+    const char *block = !strcmp(o.block, "mlp")      ? "block mlp { act gelu; norm layer; bias false; residual true; }"
+                        : !strcmp(o.block, "relu") ? "block mlp { act relu; norm rms; bias true; residual false; }"
                         : !strcmp(o.block, "llama") ? "block llama;"
                                                     : "block gpt2;";
     snprintf(text, sizeof text,
@@ -56,12 +60,12 @@ static Analysis *compile(Arena *arena, Opts o, Program **prog_out)
              "  gpu { memory 80 GiB; bf16 100 TFLOP/s; fp32 50 TFLOP/s; hbm 2 TB/s; }\n"
              "  link intra 100 GB/s 2 us; link inter 10 GB/s 5 us; }\n"
              "model m { vocab %d; seq %d; hidden %d; heads %d; ffn %d; layers %d;\n"
-             "  %s repeat layers { %s } norm %s; head untied; loss cross_entropy; }\n"
+             "  %s repeat layers { %s } norm %s; head %s; loss cross_entropy; }\n"
              "train { batch %d; micro_batch %d; precision %s; optimizer adam lr 1e-3; }\n"
              "mesh { %s }\nlayout { %s }\n",
              o.nodes, o.gpus, o.vocab, o.seq, o.hidden, o.heads, o.ffn, o.layers,
              o.no_positions ? "embed;" : "embed positions learned;", block,
-             !strcmp(o.block, "llama") ? "rms" : "layer", o.batch, o.micro_batch, o.precision, o.mesh, o.layout);
+             !strcmp(o.block, "llama") ? "rms" : "layer", o.tied ? "tied" : "untied", o.batch, o.micro_batch, o.precision, o.mesh, o.layout);
     static Plan plan;
     memset(&plan, 0, sizeof plan);
     if (front_load_text(arena, "test.par", text, &plan) != 0) {
@@ -380,6 +384,28 @@ static void test_placement_errors(void)
     if (null) fclose(null);
     CHECK(an == NULL && diag_error_count() > before, "attention with seq split on tp is an error");
     arena_free(&arena);
+
+    /* a head tied to the embedding on another pipeline stage: one error, with its hint */
+    Arena arena2 = {0};
+    o = defaults();
+    o.gpus = 2, o.mesh = "pp 2;", o.layout = "layers -> pp schedule 1f1b;", o.tied = 1;
+    FILE *msgs = tmpfile();
+    diag_set_stream(msgs);
+    before = diag_error_count();
+    an = compile(&arena2, o, NULL);
+    diag_set_stream(NULL);
+    char text[2048] = "";
+    if (msgs) {
+        rewind(msgs);
+        size_t n = fread(text, 1, sizeof text - 1, msgs);
+        text[n] = 0;
+        fclose(msgs);
+    }
+    CHECK(an == NULL && diag_error_count() == before + 1, "a tied head on another stage is one error");
+    CHECK(strstr(text, "error: the head is tied to the embedding, but they sit on different pipeline stages (0 and 1)") &&
+              strstr(text, "hint: put the embedding and the head on one stage, or use `head untied`"),
+          "the tied-head error names both stages and the fix:\n%s", text);
+    arena_free(&arena2);
 }
 
 /* The program verifier (run inside lower_program) over every schedule kind and
@@ -482,8 +508,148 @@ static void test_layout_combinations(void)
     printf("layout combinations: %d lowered, %d refused with diagnostics\n", lowered, refused);
 }
 
+
+/* ---------------------------------------------------------------- the ops table */
+
+static int is16(const StageProgram *sp, const Instr *ins, int k, int wide)
+{
+    const Arg *a = &ins->args[k];
+    return wide && a->kind == ARG_BUF && (sp->bufs[a->buf].dtype == PRT_BF16 || sp->bufs[a->buf].dtype == PRT_F16);
+}
+static int given(const Instr *ins, int k) { return ins->args[k].kind == ARG_BUF; }
+
+/* The runtime op's scratch from its call's arguments, by the runtime's own
+ * signatures (parc_rt.h): independent of the table's shapes. */
+static int64_t call_scratch(const StageProgram *sp, const Instr *ins, int w)
+{
+#define A(k) (ins->args[k].i)
+#define W(k) is16(sp, ins, k, w)
+    switch (ins->fn) {
+    case RT_prt_matmul_fwd:
+    case RT_prt_matmul_t_fwd: return prt_scratch_matmul_fwd(A(4), A(5), A(3), W(2), W(1), W(0));
+    case RT_prt_matmul_bwd:
+    case RT_prt_matmul_t_bwd:
+        return prt_scratch_matmul_bwd(A(6), A(7), A(5), given(ins, 0), given(ins, 1), W(4), W(1), W(3), W(2), W(0));
+    case RT_prt_attention_fwd: return prt_scratch_attention_fwd(A(4), A(6), given(ins, 1), W(1), W(2), W(0));
+    case RT_prt_attention_bwd: return prt_scratch_attention_bwd(A(5), A(7), given(ins, 3), W(3), W(2), W(0), W(1));
+    case RT_prt_xent_fwd: return prt_scratch_xent_fwd(A(4));
+    case RT_prt_layernorm_bwd: return prt_scratch_layernorm_bwd(A(9), W(1), W(2));
+    case RT_prt_rmsnorm_bwd: return prt_scratch_rmsnorm_bwd(A(7), W(1));
+    case RT_prt_embed_bwd: return prt_scratch_embed_bwd(A(4), W(0));
+    default: return 0;
+    }
+#undef A
+#undef W
+}
+
+/* FLOPs of a call from its arguments, the textbook counts. */
+static double call_flops(const Instr *ins)
+{
+#define A(k) ((double)ins->args[k].i)
+    switch (ins->fn) {
+    case RT_prt_matmul_fwd:
+    case RT_prt_matmul_t_fwd: return 2 * A(3) * A(4) * A(5);
+    case RT_prt_matmul_bwd:
+    case RT_prt_matmul_t_bwd: return 4 * A(5) * A(6) * A(7);
+    case RT_prt_attention_fwd: return 4 * A(3) * A(4) * A(4) * A(5) * A(6);
+    case RT_prt_attention_bwd: return (ins->args[3].kind == ARG_NULL ? 12 : 8) * A(4) * A(5) * A(5) * A(6) * A(7);
+    case RT_prt_xent_fwd: return 5 * A(4) * A(5);
+    case RT_prt_xent_bwd: return 3 * A(4) * A(5);
+    default: return -1; /* not checked here */
+    }
+#undef A
+}
+
+/* Every op of the table appears in lowered programs, each entry instruction
+ * is the row's runtime function with the row's FLOPs for its shape, and the
+ * ledger's workspace is the largest prt_scratch_* request over the stage's
+ * calls (fp32), with the CPU's widening extra in cpu_widen. */
+static void test_ops_table(void)
+{
+    for (int k = 0; k < OP_COUNT; k++) {
+        const OpDesc *d = &op_table[k];
+        CHECK(d->rule && d->shape && d->flops && d->scratch && d->emit_fwd && d->fwd >= 0 && d->fwd < RT_FN_COUNT,
+              "op %s has a complete row", op_names[k]);
+        CHECK((d->emit_bwd != NULL) == (d->bwd != RT_NONE), "op %s: backward emitter and entry agree", op_names[k]);
+    }
+    Opts plans[6];
+    for (int i = 0; i < 6; i++) plans[i] = defaults();
+    plans[1].precision = "bf16 master fp32", plans[1].mesh = "tp 2;", plans[1].gpus = 2,
+    plans[1].layout = "heads -> tp; ffn -> tp; vocab -> tp;";
+    plans[2].block = "llama", plans[2].precision = "bf16 master fp32", plans[2].layout = "recompute full;",
+    plans[2].no_positions = 1;
+    plans[3].block = "relu", plans[3].tied = 1, plans[3].no_positions = 1;
+    plans[4].block = "mlp", plans[4].precision = "bf16 master fp32", plans[4].mesh = "pp 2; dp 2;", plans[4].gpus = 4,
+    plans[4].layout = "batch -> dp; layers -> pp schedule 1f1b; zero 3 over dp;";
+    plans[5].precision = "bf16 master fp32", plans[5].mesh = "tp 2;", plans[5].gpus = 2,
+    plans[5].layout = "heads -> tp; ffn -> tp; sequence_parallel over tp; recompute selective;";
+    int seen[OP_COUNT][3] = {{0}};
+    for (int pi = 0; pi < 6; pi++) {
+        Arena arena = {0};
+        Program *prog = NULL;
+        FILE *quiet = fopen("/dev/null", "w"); /* the mlp plans warn that `heads` is unused */
+        int before = diag_error_count();
+        diag_set_stream(quiet);
+        Analysis *an = compile(&arena, plans[pi], &prog);
+        diag_set_stream(NULL);
+        if (quiet) fclose(quiet);
+        CHECK(an != NULL && diag_error_count() == before, "ops plan %d lowers without errors", pi);
+        if (!an) {
+            arena_free(&arena);
+            continue;
+        }
+        for (int s = 0; s < prog->nstages; s++) {
+            const StageProgram *sp = &prog->stages[s];
+            int64_t base = 0, want = 0, work_bufs = 0;
+            for (int b = 0; b < sp->nbufs; b++)
+                if (sp->bufs[b].klass == PRT_WORKSPACE)
+                    work_bufs += sp->bufs[b].elems * sp->bufs[b].instances * dtype_bytes(sp->bufs[b].dtype);
+            for (int q = 0; q < SEQ_COUNT; q++)
+                for (int i = 0; i < sp->seq[q].n; i++) {
+                    const Instr *ins = &sp->seq[q].ins[i];
+                    int64_t b32 = call_scratch(sp, ins, 0), b16 = call_scratch(sp, ins, 1);
+                    if (b32 > base) base = b32;
+                    if (b16 > want) want = b16;
+                    if (ins->entry == ENTRY_NONE) {
+                        CHECK(call_scratch(sp, ins, 1) == 0, "plan %d: %s outside an op's entry takes scratch", pi,
+                              rt_fn_names[ins->fn]);
+                        continue;
+                    }
+                    const Op *op = &prog->graph->ops[ins->op];
+                    const OpDesc *d = &op_table[op->kind];
+                    int bwd = ins->entry == ENTRY_BACKWARD;
+                    seen[op->kind][ins->entry]++;
+                    CHECK(ins->fn == (int)(bwd ? d->bwd : d->fwd), "plan %d: %s %s is its row's entry", pi, op->name,
+                          bwd ? "backward" : "forward");
+                    CHECK(ins->flops == d->flops(&ins->shape, bwd), "plan %d: %s FLOPs %g are its row's %g", pi,
+                          op->name, ins->flops, d->flops(&ins->shape, bwd));
+                    double f = call_flops(ins);
+                    CHECK(f < 0 || f == ins->flops, "plan %d: %s FLOPs %g, its arguments say %g", pi, op->name,
+                          ins->flops, f);
+                    CHECK(ops_instr_scratch(prog, sp, ins, 1) == b16 && ops_instr_scratch(prog, sp, ins, 0) == b32,
+                          "plan %d: %s scratch %lld, its call takes %lld", pi, op->name,
+                          (long long)ops_instr_scratch(prog, sp, ins, 1), (long long)b16);
+                }
+            CHECK(sp->ledger[PRT_WORKSPACE] == work_bufs + 4 * base,
+                  "plan %d stage %d: workspace %lld = buffers %lld + 4 x largest fp32 scratch %lld", pi, s,
+                  (long long)sp->ledger[PRT_WORKSPACE], (long long)work_bufs, (long long)base);
+            CHECK(sp->cpu_widen == 4 * (want > base ? want - base : 0),
+                  "plan %d stage %d: CPU widening %lld = 4 x (%lld - %lld)", pi, s, (long long)sp->cpu_widen,
+                  (long long)want, (long long)base);
+            if (pi == 1 || pi == 2) CHECK(want > base, "plan %d: a 16-bit plan widens operands on the CPU", pi);
+        }
+        arena_free(&arena);
+    }
+    for (int k = 0; k < OP_COUNT; k++) {
+        CHECK(seen[k][ENTRY_FORWARD] > 0, "op %s's forward appears in a lowered program", op_names[k]);
+        CHECK(op_table[k].emit_bwd == NULL || seen[k][ENTRY_BACKWARD] > 0,
+              "op %s's backward appears in a lowered program", op_names[k]);
+    }
+}
+
 int main(void)
 {
+    test_ops_table();
     test_layout_combinations();
     test_verifier_sweep();
     test_bytes_per_parameter();

@@ -25,6 +25,7 @@
 
 #include "prt_backend.h"
 #include "prt_internal.h"
+#include "prt_scratch.h"
 
 static int blas_dim(int64_t n, const char *what) {
     PRT_CHECK(n >= 0 && n <= INT_MAX, "%s: dimension %lld does not fit a BLAS int", what, (long long)n);
@@ -80,8 +81,8 @@ static void view_store(tensor t, view v, int64_t off, int64_t rows, int64_t cols
         for (int64_t c = 0; c < cols; c++) ST(t, off + r * ld + c, v.f[r * cols + c]);
 }
 
-/* Rows per chunk of a GEMM op's row tensors: all N when none is 16-bit. */
-static int64_t chunk_rows(int64_t N, int any16) { return any16 && N > PRT_CONVERT_ROWS ? PRT_CONVERT_ROWS : N; }
+/* Rows widened at a time: the ledger's R (prt_scratch.h). */
+static int64_t chunk_rows(int64_t N, int any16) { return prt_scratch_rows(N, any16); }
 
 static void cpu_zero(prt *rt, void *buf, int64_t n) {
     int64_t dtype = prt_dtype_of(rt, buf);
@@ -123,7 +124,7 @@ static void cpu_embed_bwd(prt *rt, void *dwte_, const void *tokens_, const void 
                    int64_t vocab_local, int64_t vocab_offset) {
     tensor dwte = ften(rt, dwte_, "embed_bwd"), dout = ften(rt, dout_, "embed_bwd");
     const int32_t *tokens = tokens_;
-    float *acc = scratch(rt, is16(dwte) * C);
+    float *acc = scratch(rt, prt_scratch_embed_bwd(C, is16(dwte)));
     for (int64_t n = 0; n < N; n++) {
         int64_t row = (int64_t)tokens[n] - vocab_offset;
         if (row < 0 || row >= vocab_local) continue;
@@ -197,7 +198,7 @@ static void cpu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const v
     tensor din = ften(rt, din_, op), dw = ften(rt, dw_, op), db = ften(rt, db_, op), dout = ften(rt, dout_, op),
            in = ften(rt, in_, op), w = ften(rt, w_, op), mean = ften(rt, mean_, op), rstd = ften(rt, rstd_, op);
     /* dw, db sum over the N rows in fp32 (their own memory when fp32), rounded once */
-    float *s = scratch(rt, (is16(dw) + is16(db)) * C), *dw_slot = take(&s, is16(dw) * C),
+    float *s = scratch(rt, prt_scratch_layernorm_bwd(C, is16(dw), is16(db))), *dw_slot = take(&s, is16(dw) * C),
           *db_slot = take(&s, is16(db) * C);
     view dwv = {NULL, 0}, dbv = {NULL, 0};
     if (dw.p) dwv = view_of(dw, dw_slot, 0, 1, C, C, 1);
@@ -242,7 +243,7 @@ static void cpu_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout_, c
     const char *op = "rmsnorm_bwd";
     tensor din = ften(rt, din_, op), dw = ften(rt, dw_, op), dout = ften(rt, dout_, op), in = ften(rt, in_, op),
            w = ften(rt, w_, op), rstd = ften(rt, rstd_, op);
-    float *dw_slot = scratch(rt, is16(dw) * C);  /* dw sums over the rows in fp32, rounded once */
+    float *dw_slot = scratch(rt, prt_scratch_rmsnorm_bwd(C, is16(dw)));  /* dw sums over the rows in fp32, rounded once */
     view dwv = {NULL, 0};
     if (dw.p) dwv = view_of(dw, dw_slot, 0, 1, C, C, 1);
     for (int64_t n = 0; n < N; n++) {
@@ -268,7 +269,7 @@ static void matmul_fwd(prt *rt, const char *op, void *out_, const void *in_, con
     if (!n || !m) return;
     tensor out = ften(rt, out_, op), in = ften(rt, in_, op), w = ften(rt, w_, op);
     int64_t R = chunk_rows(N, is16(in) || is16(out));
-    float *s = scratch(rt, is16(w) * K * M + R * (is16(in) * K + is16(out) * M));
+    float *s = scratch(rt, prt_scratch_matmul_fwd(K, M, N, is16(w), is16(in), is16(out)));
     float *w_slot = take(&s, is16(w) * K * M), *in_slot = take(&s, is16(in) * R * K),
           *out_slot = take(&s, is16(out) * R * M);
     view wv = transposed ? view_of(w, w_slot, 0, M, K, K, 1) : view_of(w, w_slot, 0, K, M, M, 1);
@@ -293,7 +294,7 @@ static void matmul_bwd(prt *rt, const char *op, void *din_, void *dw_, const voi
            w = ften(rt, w_, op);
     int w16 = din.p && is16(w), dw16 = is16(dw), din16 = is16(din), in16 = dw.p && is16(in), dout16 = is16(dout);
     int64_t R = chunk_rows(N, dout16 || din16 || in16);
-    float *s = scratch(rt, (w16 + dw16) * K * M + R * (dout16 * M + din16 * K + in16 * K));
+    float *s = scratch(rt, prt_scratch_matmul_bwd(K, M, N, din.p != NULL, dw.p != NULL, is16(w), dw16, is16(in), dout16, din16));
     float *w_slot = take(&s, w16 * K * M), *dw_slot = take(&s, dw16 * K * M), *dout_slot = take(&s, dout16 * R * M),
           *din_slot = take(&s, din16 * R * K), *in_slot = take(&s, in16 * R * K);
     int64_t wr = transposed ? M : K, wc = transposed ? K : M;  /* w and dw are [wr, wc] */
@@ -473,7 +474,7 @@ static void cpu_attention_fwd(prt *rt, void *out_, void *probs_, const void *qkv
            qkv = ften(rt, qkv_, "attention_fwd");
     int64_t THD = (int64_t)T * HD, TT = (int64_t)T * T;
     int p_own = probs.p && !is16(probs);  /* P computed in the probs buffer itself */
-    float *s = scratch(rt, is16(qkv) * 3 * THD + is16(out) * THD + (p_own ? 0 : TT));
+    float *s = scratch(rt, prt_scratch_attention_fwd(T, HD, probs.p != NULL, is16(probs), is16(qkv), is16(out)));
     float *qkv_slot = take(&s, is16(qkv) * 3 * THD), *out_slot = take(&s, is16(out) * THD),
           *p_slot = take(&s, p_own ? 0 : TT);
     for (int64_t b = 0; b < B; b++)
@@ -500,7 +501,7 @@ static void cpu_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const voi
     int64_t THD = (int64_t)T * HD, TT = (int64_t)T * T;
     /* dP [T,T] always; P [T,T] unless read from an fp32 probs buffer */
     int p_own = probs.p && !is16(probs);
-    float *s = scratch(rt, is16(qkv) * 3 * THD + is16(dqkv) * 3 * THD + is16(dout) * THD + (p_own ? 1 : 2) * TT);
+    float *s = scratch(rt, prt_scratch_attention_bwd(T, HD, probs.p != NULL, is16(probs), is16(qkv), is16(dqkv), is16(dout)));
     float *dP = take(&s, TT), *p_slot = take(&s, p_own ? 0 : TT), *qkv_slot = take(&s, is16(qkv) * 3 * THD),
           *dqkv_slot = take(&s, is16(dqkv) * 3 * THD), *dout_slot = take(&s, is16(dout) * THD);
     float scale = 1.0f / sqrtf((float)HD);
@@ -543,7 +544,7 @@ static void cpu_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *log
     int S = prt_axis_size(rt, axis);
     prt_dump_logits(rt, logits.p, logits.dtype, N, V_local, vocab_offset, axis);
     /* scratch: row max [N], then (sum of exp [N], target logit [N]) for one all-reduce */
-    float *mx = prt_workspace(rt, (size_t)3 * (size_t)N), *sums = mx + N;
+    float *mx = prt_workspace(rt, (size_t)prt_scratch_xent_fwd(N)), *sums = mx + N;
     for (int64_t n = 0; n < N; n++) {
         float m = -INFINITY;
         for (int64_t j = 0; j < V_local; j++) {

@@ -1,0 +1,226 @@
+/*
+ * advise.c — what the driver tells a user about an analyzed plan beyond its
+ * report: tensor-parallel groups that cross nodes, and, for a plan that does
+ * not fit, the cheapest changes that would.
+ *
+ * Each candidate change is a copy of the plan with one layout or training
+ * field changed, lowered and analyzed again: the numbers come from the same
+ * IR as the plan's own.  A candidate is lowered only when advise_variant_valid
+ * holds for it, so lowering it has nothing to report; any report there is a
+ * compiler bug, never hidden.
+ */
+#include "advise.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ variants */
+
+int advise_variant_valid(const Plan *p)
+{
+    const Layout *l = &p->layout;
+    const Train *t = &p->train;
+    int batch_axis = l->dim_axis[DIM_BATCH];
+    if (l->zero_stage < 0 || l->zero_stage > 3) return 0;
+    if (l->zero_stage > 0 && (batch_axis < 0 || l->zero_axis != batch_axis)) return 0;
+    if (l->recompute < RECOMPUTE_NONE || l->recompute > RECOMPUTE_FULL) return 0;
+    int64_t dp = plan_dp(p);
+    if (t->micro_batch < 1 || dp < 1 || t->batch % (t->micro_batch * dp) != 0) return 0;
+    if (t->micro_batches != t->batch / (t->micro_batch * dp)) return 0;
+    if (l->pp_axis >= 0) {
+        if (l->schedule == SCHED_1F1B && t->micro_batches < l->stages) return 0;
+        if (l->schedule == SCHED_INTERLEAVED && t->micro_batches % l->stages != 0) return 0;
+    }
+    return 1;
+}
+
+typedef enum { CHANGE_ZERO, CHANGE_RECOMPUTE, CHANGE_HALVE_MICRO } ChangeKind;
+
+typedef struct Change {
+    ChangeKind kind;
+    int arg;
+    const char *what;
+} Change;
+
+static void apply_change(Plan *p, const Change *c)
+{
+    switch (c->kind) {
+    case CHANGE_ZERO:
+        p->layout.zero_stage = c->arg;
+        p->layout.zero_axis = p->layout.dim_axis[DIM_BATCH];
+        break;
+    case CHANGE_RECOMPUTE: p->layout.recompute = (RecomputeKind)c->arg; break;
+    case CHANGE_HALVE_MICRO:
+        p->train.micro_batch /= 2;
+        p->train.micro_batches *= 2;
+        break;
+    }
+}
+
+/* The candidate changes of a plan, cheapest kinds first; returns how many. */
+static int list_changes(const Plan *plan, Change *out, int max)
+{
+    static const char *const zero_what[4] = {NULL, "zero 1 over dp", "zero 2 over dp", "zero 3 over dp"};
+    int n = 0;
+    int dp_axis = plan->layout.dim_axis[DIM_BATCH];
+    int dp = dp_axis >= 0 ? plan->mesh.axes[dp_axis].size : 1;
+    if (dp > 1)
+        for (int z = plan->layout.zero_stage + 1; z <= 3 && n < max; z++) out[n++] = (Change){CHANGE_ZERO, z, zero_what[z]};
+    if (plan->layout.recompute < RECOMPUTE_SELECTIVE && n < max)
+        out[n++] = (Change){CHANGE_RECOMPUTE, RECOMPUTE_SELECTIVE, "recompute selective"};
+    if (plan->layout.recompute < RECOMPUTE_FULL && n < max)
+        out[n++] = (Change){CHANGE_RECOMPUTE, RECOMPUTE_FULL, "recompute full"};
+    if (plan->train.micro_batch % 2 == 0 && n < max)
+        out[n++] = (Change){CHANGE_HALVE_MICRO, 0, "micro_batch halved"};
+    return n;
+}
+
+/* The analysis of `base` with one change, or NULL when the changed plan
+ * breaks a rule (it is then not a candidate). */
+static Analysis *analyze_variant(Arena *arena, const Plan *base, const Change *c)
+{
+    Plan *p = arena_alloc(arena, sizeof(Plan));
+    *p = *base;
+    apply_change(p, c);
+    if (!advise_variant_valid(p)) return NULL;
+    int errors = diag_error_count(), warnings = diag_warning_count();
+    Graph *g = expand_model(arena, p);
+    Program *prog = g ? lower_program(arena, p, g) : NULL;
+    if (!prog || diag_error_count() != errors || diag_warning_count() != warnings)
+        PARC_BUG("the plan changed by `%s` keeps every rule but did not lower cleanly", c->what);
+    return analyze_program(arena, prog);
+}
+
+/* ------------------------------------------------------------ advice */
+
+static void warn_tensor_axis_across_nodes(const Analysis *an)
+{
+    const Program *prog = an->prog;
+    const Plan *plan = prog->plan;
+    for (int a = 0; a < plan->mesh.naxes; a++) {
+        if (plan_axis_inside_node(plan, a) || plan->mesh.axes[a].size <= 1) continue;
+        if (a != prog->tp_axis && a != plan->layout.sp_axis) continue;
+        char wire[64], bw[64];
+        analyze_format_bytes(an->axis_wire[a], wire, sizeof wire);
+        snprintf(bw, sizeof bw, "%.4g GB", plan->cluster.inter_bw / 1e9);
+        diag_warning(plan->mesh.axes[a].loc,
+                     "put the tensor axis last in `mesh { ... }` so its groups are GPUs of one node, and let "
+                     "pipeline or data parallelism cross nodes",
+                     "tensor-parallel axis `%s` spans nodes: its groups push %s per step over the %s/s link between "
+                     "nodes",
+                     plan->mesh.axes[a].name, wire, bw);
+    }
+}
+
+/* A hint being written: appends stop at the buffer's end. */
+typedef struct Hint {
+    char text[4096];
+    size_t used;
+} Hint;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void hint_add(Hint *h, const char *fmt, ...)
+{
+    if (h->used >= sizeof h->text) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(h->text + h->used, sizeof h->text - h->used, fmt, ap);
+    va_end(ap);
+    if (n > 0) h->used += (size_t)n;
+}
+
+static double model_states(const StageCost *sc)
+{
+    return (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS] + sc->ledger[PRT_MASTER] + sc->ledger[PRT_OPTIM]);
+}
+
+/* The breakdown of the worst stage: bytes per class and per parameter. */
+static void hint_breakdown(Hint *h, const StageCost *sc)
+{
+    char buf[64];
+    hint_add(h, "per GPU:");
+    for (int k = 0; k < PRT_NCLASS; k++) {
+        if (!sc->ledger[k]) continue;
+        analyze_format_bytes((double)sc->ledger[k], buf, sizeof buf);
+        hint_add(h, " %s %s%s", ledger_class_names[k], buf, k + 1 < PRT_NCLASS ? "," : "");
+    }
+    if (sc->params_local > 0) {
+        double P = (double)sc->params_local, states = model_states(sc);
+        analyze_format_bytes(states, buf, sizeof buf);
+        hint_add(h,
+                 "\n        model states: %.4g bytes per parameter (weights %.3g, gradients %.3g, fp32 master %.3g, "
+                 "optimizer moments %.3g) x %.4g B parameters = %s",
+                 states / P, (double)sc->ledger[PRT_WEIGHTS] / P, (double)sc->ledger[PRT_GRADS] / P,
+                 (double)sc->ledger[PRT_MASTER] / P, (double)sc->ledger[PRT_OPTIM] / P, P / 1e9, buf);
+    }
+}
+
+/* One line per candidate change; when none fits, how far ZeRO-3 over more
+ * data-parallel ranks would go. */
+static void hint_changes(Arena *arena, Hint *h, const Analysis *an, double capacity)
+{
+    const Plan *plan = an->prog->plan;
+    double states = model_states(&an->stages[an->worst_stage]);
+    Change changes[8];
+    int nchanges = list_changes(plan, changes, 8);
+    int fits = 0;
+    double min_other = (double)an->max_total - states;
+    const char *min_other_what = NULL;
+    char buf[64];
+    for (int i = 0; i < nchanges; i++) {
+        Analysis *v = analyze_variant(arena, plan, &changes[i]);
+        if (!v) continue;
+        analyze_format_bytes((double)v->max_total, buf, sizeof buf);
+        int ok = (double)v->max_total <= capacity;
+        fits += ok;
+        hint_add(h, "\n        %-22s -> %s per GPU%s", changes[i].what, buf,
+                 ok ? (fits == 1 ? " (fits: the cheapest change)" : " (fits)") : "");
+        double vstates = model_states(&v->stages[v->worst_stage]);
+        if ((double)v->max_total - vstates < min_other && vstates >= states) {
+            min_other = (double)v->max_total - vstates;
+            min_other_what = changes[i].what;
+        }
+    }
+    if (fits) return;
+    /* more GPUs: model states shrink with ZeRO-3 over N data-parallel ranks */
+    double room = capacity - min_other;
+    if (room > 0) {
+        double n = ceil(states / room);
+        analyze_format_bytes(states / n + min_other, buf, sizeof buf);
+        hint_add(h,
+                 "\n        no change of this mesh fits: model states alone are %.0f%% of the GPU; ZeRO-3 divides "
+                 "them by the data-parallel size: dp %.0f%s%s -> %s per GPU",
+                 100.0 * states / capacity, n, min_other_what ? " with " : "", min_other_what ? min_other_what : "",
+                 buf);
+    } else {
+        hint_add(h, "\n        activations and buffers alone exceed the GPU: shard the model (tp, pp) or shrink "
+                    "micro_batch and seq");
+    }
+}
+
+int advise_plan(Arena *arena, const Analysis *an)
+{
+    const Program *prog = an->prog;
+    const Plan *plan = prog->plan;
+    warn_tensor_axis_across_nodes(an);
+    double capacity = plan->cluster.gpu_memory;
+    if (capacity <= 0 || (double)an->max_total <= capacity) return 0;
+
+    Hint *h = arena_alloc(arena, sizeof(Hint));
+    hint_breakdown(h, &an->stages[an->worst_stage]);
+    hint_changes(arena, h, an, capacity);
+    char need[64], cap[64];
+    analyze_format_bytes((double)an->max_total, need, sizeof need);
+    analyze_format_bytes(capacity, cap, sizeof cap);
+    SrcLoc at = plan->cluster.memory_loc.file ? plan->cluster.memory_loc : plan->cluster.loc;
+    if (prog->nstages > 1)
+        diag_error(at, h->text, "the plan does not fit: a rank of stage %d needs %s, the GPU holds %s",
+                   an->worst_stage, need, cap);
+    else
+        diag_error(at, h->text, "the plan does not fit: each rank needs %s, the GPU holds %s", need, cap);
+    return 1;
+}

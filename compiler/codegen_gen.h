@@ -1,0 +1,144 @@
+/*
+ * codegen_gen.h — the generator state shared by the code generator's files
+ * (not part of its interface; codegen.h is):
+ *
+ *   codegen_tables.c  LLVM types mirroring parc_rt.h, runtime declarations, the
+ *                     constant tables (plan, buffers, schedule, ledger) and the
+ *                     function, block and loop builders;
+ *   codegen_seq.c     the instruction sequences, per-stage forward/backward and
+ *                     step loop, `main`;
+ *   codegen.c         target machine, verification, text/object emission, linking.
+ */
+#ifndef PARC_CODEGEN_GEN_H
+#define PARC_CODEGEN_GEN_H
+
+#include "codegen.h"
+
+#include <llvm-c/Core.h>
+
+/* The lifecycle calls, not in PRT_OPS because they return values or are
+ * called only by the driver code.  X(name, return, parameters) over
+ * {v void, p pointer, i int64_t}.  ORDER: LifeFn. */
+#define CG_LIFECYCLE(X)                  \
+    X(prt_init, 'p', "ipp")              \
+    X(prt_register_buffers, 'v', "ppi")  \
+    X(prt_ptr, 'p', "pii")               \
+    X(prt_coord, 'i', "pi")              \
+    X(prt_steps, 'i', "p")               \
+    X(prt_expect_memory, 'v', "pp")      \
+    X(prt_step_begin, 'v', "pi")         \
+    X(prt_before_optimizer, 'v', "pi")   \
+    X(prt_step_end, 'v', "pi")           \
+    X(prt_finalize, 'i', "p")            \
+    X(abort, 'v', "")
+
+typedef enum {
+#define X(name, ret, params) LIFE_##name,
+    CG_LIFECYCLE(X)
+#undef X
+    LIFE_COUNT
+} LifeFn;
+
+typedef struct CgLifeFn {
+    const char *name;
+    char ret;
+    const char *params;
+} CgLifeFn;
+extern const CgLifeFn cg_life_fns[LIFE_COUNT];
+
+/* ---------------------------------------------------------------- generator state */
+
+typedef struct Gen {
+    const Program *program;
+    LLVMContextRef ctx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;
+    LLVMTypeRef t_void, t_i8, t_i32, t_i64, t_f64, t_ptr;
+    LLVMTypeRef t_buffer_desc, t_plan_desc, t_item;
+    LLVMTypeRef t_seq_fn;   /* void(i8* rt, i64 chunk, i64 l, i64 slot, i64 micro, i64 step) */
+    LLVMTypeRef t_work_fn;  /* void(i8* rt, i64 micro, i64 chunk, i64 slot, i64 step) */
+    LLVMTypeRef t_stage_fn; /* void(i8* rt) */
+    LLVMTypeRef rt_type[RT_FN_COUNT];
+    LLVMValueRef rt_fn[RT_FN_COUNT];
+    LLVMTypeRef life_type[LIFE_COUNT];
+    LLVMValueRef life_fn[LIFE_COUNT];
+    int nstrings;
+    /* the function being built */
+    LLVMValueRef fn, rt;
+    LLVMValueRef coord[PARC_MAX_AXES]; /* prt_coord results, computed once in the entry block */
+    LLVMBasicBlockRef entry;
+    /* buffer pointers already computed in a straight-line sequence function */
+    struct PtrCache {
+        Arg arg;
+        LLVMValueRef value;
+    } ptrs[64];
+    int nptrs, cache_ptrs;
+} Gen;
+
+/* Per stage: the sequence functions (NULL when the sequence is empty). */
+typedef struct StageFns {
+    LLVMValueRef seq[SEQ_COUNT];
+    LLVMValueRef fwd, bwd, main;
+} StageFns;
+
+/* A counted loop being built (cg_loop_begin / cg_loop_end). */
+typedef struct Loop {
+    LLVMBasicBlockRef pre, head, body, exit;
+    LLVMValueRef index, to;
+} Loop;
+
+static inline LLVMValueRef c64(Gen *g, int64_t v) { return LLVMConstInt(g->t_i64, (unsigned long long)v, 1); }
+
+static inline int is_const(LLVMValueRef v, int64_t k) {
+    return LLVMIsAConstantInt(v) && LLVMConstIntGetSExtValue(v) == k;
+}
+/* a + b and a * b, skipping the identities so the text stays readable. */
+static inline LLVMValueRef add(Gen *g, LLVMValueRef a, LLVMValueRef b, const char *name) {
+    if (is_const(b, 0)) return a;
+    if (is_const(a, 0)) return b;
+    return LLVMBuildAdd(g->b, a, b, name);
+}
+static inline LLVMValueRef mul(Gen *g, LLVMValueRef a, LLVMValueRef b, const char *name) {
+    if (is_const(b, 1)) return a;
+    if (is_const(a, 1)) return b;
+    if (is_const(a, 0) || is_const(b, 0)) return c64(g, 0);
+    return LLVMBuildMul(g->b, a, b, name);
+}
+
+static inline LLVMValueRef call_life(Gen *g, LifeFn f, LLVMValueRef *args, unsigned n, const char *name) {
+    return LLVMBuildCall2(g->b, g->life_type[f], g->life_fn[f], args, n, cg_life_fns[f].ret == 'v' ? "" : name);
+}
+
+static inline LLVMValueRef call_rt(Gen *g, RtFn f, LLVMValueRef *args, unsigned n) {
+    return LLVMBuildCall2(g->b, g->rt_type[f], g->rt_fn[f], args, n, "");
+}
+
+static inline LLVMBasicBlockRef new_block(Gen *g, const char *name) {
+    return LLVMAppendBasicBlockInContext(g->ctx, g->fn, name);
+}
+
+/* Types and runtime declarations into g (g->ctx set; declare needs g->mod). */
+void cg_build_types(Gen *g);
+void cg_declare_runtime(Gen *g);
+
+/* Constant globals: @plan, @stageS.buffers, @stageS.schedule, @stageS.ledger. */
+LLVMValueRef cg_emit_plan_desc(Gen *g);
+LLVMValueRef cg_emit_buffer_table(Gen *g, const StageProgram *sp);
+LLVMValueRef cg_emit_schedule_table(Gen *g, const StageProgram *sp);
+LLVMValueRef cg_emit_ledger(Gen *g, const StageProgram *sp);
+
+/* An internal function with named parameters (params NULL-terminated). */
+LLVMValueRef cg_add_function(Gen *g, LLVMTypeRef type, const char *name, const char *const *params);
+/* Starts the body of fn: an entry block, rt = parameter 0, no cached coordinates. */
+void cg_begin_function(Gen *g, LLVMValueRef fn);
+/* prt_coord(rt, axis), computed once per function in its entry block; 0 without the axis. */
+LLVMValueRef cg_coord(Gen *g, int axis);
+/* A counted loop "for (i = from; i < to; i++)"; the body goes between
+ * cg_loop_begin and cg_loop_end. */
+Loop cg_loop_begin(Gen *g, LLVMValueRef from, LLVMValueRef to, const char *name);
+void cg_loop_end(Gen *g, Loop *lp);
+
+/* The whole module: types, declarations, tables, every stage's functions, main. */
+void cg_build_module(Gen *g);
+
+#endif

@@ -1,0 +1,413 @@
+/*
+ * codegen_seq.c — the code of a plan: one function per (stage, instruction
+ * sequence), the per-stage forward/backward drivers with the pipeline
+ * send/recv, the per-stage step loop and `main` (the module layout is in
+ * codegen.c's banner).
+ */
+#include "codegen_gen.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Symbol suffix of each sequence's function.  ORDER: SeqKind in ir.h. */
+
+/* ---------------------------------------------------------------- sequences */
+
+/* The parameters of a sequence function. */
+typedef struct SeqParams {
+    LLVMValueRef chunk, l, slot, micro, step;
+} SeqParams;
+
+static LLVMValueRef instance_of(Gen *g, const StageProgram *sp, const Arg *a, const SeqParams *p) {
+    LLVMValueRef k = c64(g, a->k);
+    switch (a->inst) {
+    case INST_FIXED: return k;
+    case INST_LAYER: return add(g, mul(g, p->chunk, c64(g, sp->layers_per_chunk), ""), p->l, "");
+    case INST_SLOT_L: return add(g, mul(g, add(g, p->l, k, ""), c64(g, sp->nslots), ""), p->slot, "");
+    case INST_SLOT: return p->slot;
+    case INST_PARITY: return LLVMBuildAnd(g->b, add(g, p->l, k, ""), c64(g, 1), "");
+    }
+    PARC_BUG("stage %d: bad instance mode %d", sp->stage, a->inst);
+}
+
+static LLVMValueRef arg_value(Gen *g, const StageProgram *sp, const Instr *in, int j, const SeqParams *p) {
+    const Program *pr = g->program;
+    const Arg *a = &in->args[j];
+    char want = rt_fn_sigs[in->fn][j + 1];
+    char have = 0;
+    LLVMValueRef v = NULL;
+    switch (a->kind) {
+    case ARG_NULL:
+        have = 'p';
+        v = LLVMConstNull(g->t_ptr);
+        break;
+    case ARG_BUF: {
+        have = 'p';
+        if (a->buf < 0 || a->buf >= sp->nbufs)
+            PARC_BUG("stage %d: %s argument %d names buffer %d of %d", sp->stage, rt_fn_names[in->fn], j, a->buf,
+                     sp->nbufs);
+        for (int c = 0; c < g->nptrs && !v; c++) {
+            const Arg *b = &g->ptrs[c].arg;
+            if (b->buf == a->buf && b->inst == a->inst && b->k == a->k && b->axis == a->axis &&
+                (a->axis < 0 || b->i == a->i))
+                v = g->ptrs[c].value;
+        }
+        if (v) break;
+        LLVMValueRef args[] = {g->rt, c64(g, a->buf), instance_of(g, sp, a, p)};
+        v = call_life(g, LIFE_prt_ptr, args, 3, sp->bufs[a->buf].name ? sp->bufs[a->buf].name : "buf");
+        if (a->axis >= 0) {
+            int64_t bytes = a->i * dtype_bytes(sp->bufs[a->buf].dtype);
+            LLVMValueRef off = mul(g, cg_coord(g, a->axis), c64(g, bytes), "");
+            v = LLVMBuildInBoundsGEP2(g->b, g->t_i8, v, &off, 1, "");
+        }
+        if (g->cache_ptrs && g->nptrs < (int)(sizeof g->ptrs / sizeof g->ptrs[0]))
+            g->ptrs[g->nptrs++] = (struct PtrCache){*a, v};
+        break;
+    }
+    case ARG_INT:
+        have = 'i';
+        v = c64(g, a->i);
+        break;
+    case ARG_F64:
+        have = 'd';
+        v = LLVMConstReal(g->t_f64, a->d);
+        break;
+    case ARG_COORD_TIMES:
+        have = 'i';
+        v = mul(g, cg_coord(g, a->axis), c64(g, a->i), "");
+        break;
+    case ARG_STEP:
+        have = 'i';
+        v = p->step;
+        break;
+    case ARG_FIRST_SAMPLE: {
+        have = 'i';
+        int64_t mb = pr->plan->train.micro_batch;
+        int64_t dp = plan_axis_size(pr->plan, pr->dp_axis);
+        LLVMValueRef first = mul(g, p->micro, c64(g, mb * dp), "");
+        v = add(g, first, mul(g, cg_coord(g, pr->dp_axis), c64(g, mb), ""), "first_sample");
+        break;
+    }
+    case ARG_TAG: {
+        have = 'i';
+        int chunks = sp->chunks > 0 ? sp->chunks : 1;
+        LLVMValueRef t = add(g, mul(g, p->micro, c64(g, chunks), ""), add(g, p->chunk, c64(g, a->k), ""), "");
+        v = add(g, mul(g, t, c64(g, 2), ""), c64(g, a->i), "tag");
+        break;
+    }
+    default: PARC_BUG("stage %d: %s argument %d has bad kind %d", sp->stage, rt_fn_names[in->fn], j, a->kind);
+    }
+    if (have != want)
+        PARC_BUG("stage %d: %s argument %d is '%c' but the runtime signature \"%s\" wants '%c'", sp->stage,
+                 rt_fn_names[in->fn], j, have, rt_fn_sigs[in->fn], want);
+    return v;
+}
+
+/* void stageS.<seq>(rt, chunk, l, slot, micro, step): the instructions in order. */
+static LLVMValueRef emit_seq(Gen *g, const StageProgram *sp, SeqKind kind) {
+    const Seq *seq = &sp->seq[kind];
+    int ncalls = 0;
+    for (int i = 0; i < seq->n; i++) {
+        if (seq->ins[i].fn >= 0) ncalls++;
+        else if (seq->ins[i].coll == COLL_NONE) PARC_BUG("stage %d: a record without a runtime call or collective", sp->stage);
+    }
+    if (ncalls == 0) return NULL;
+    static const char *const params[] = {"rt", "chunk", "l", "slot", "micro", "step", NULL};
+    char name[64];
+    snprintf(name, sizeof name, "stage%d.%s", sp->stage, seq_symbols[kind]);
+    LLVMValueRef fn = cg_add_function(g, g->t_seq_fn, name, params);
+    cg_begin_function(g, fn);
+    g->cache_ptrs = 1; /* one basic block: every value dominates what follows */
+    SeqParams p = {LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), LLVMGetParam(fn, 3), LLVMGetParam(fn, 4),
+                   LLVMGetParam(fn, 5)};
+    for (int i = 0; i < seq->n; i++) {
+        const Instr *in = &seq->ins[i];
+        if (in->fn < 0) continue; /* a record for the reports only */
+        if (in->fn >= RT_FN_COUNT) PARC_BUG("stage %d %s: bad runtime function %d", sp->stage, name, in->fn);
+        int want = (int)strlen(rt_fn_sigs[in->fn]) - 1;
+        if (in->nargs != want || in->nargs > IR_MAX_ARGS)
+            PARC_BUG("stage %d %s: %s has %d arguments, its signature \"%s\" wants %d", sp->stage, name,
+                     rt_fn_names[in->fn], in->nargs, rt_fn_sigs[in->fn], want);
+        LLVMValueRef args[IR_MAX_ARGS + 1];
+        args[0] = g->rt;
+        for (int j = 0; j < in->nargs; j++) args[j + 1] = arg_value(g, sp, in, j, &p);
+        call_rt(g, (RtFn)in->fn, args, (unsigned)in->nargs + 1);
+    }
+    LLVMBuildRetVoid(g->b);
+    return fn;
+}
+
+static void call_seq(Gen *g, LLVMValueRef fn, LLVMValueRef chunk, LLVMValueRef l, LLVMValueRef slot,
+                     LLVMValueRef micro, LLVMValueRef step) {
+    if (!fn) return;
+    LLVMValueRef args[] = {g->rt, chunk, l, slot, micro, step};
+    LLVMBuildCall2(g->b, g->t_seq_fn, fn, args, 6, "");
+}
+
+/* ---------------------------------------------------------------- forward, backward */
+
+/* Emits "if (chunk == then_chunk) then_fn() else else_fn()" where either side
+ * may be absent at compile time: `can_then` / `can_else` say which sides are
+ * reachable on this stage. */
+typedef void (*SideFn)(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p);
+
+static void emit_choice(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p, int can_then,
+                        int can_else, int then_chunk, SideFn then_fn, SideFn else_fn, const char *name) {
+    if (can_then && can_else) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "is_chunk%d", then_chunk);
+        LLVMValueRef cond = LLVMBuildICmp(g->b, LLVMIntEQ, p->chunk, c64(g, then_chunk), buf);
+        snprintf(buf, sizeof buf, "%s.then", name);
+        LLVMBasicBlockRef bt = new_block(g, buf);
+        snprintf(buf, sizeof buf, "%s.else", name);
+        LLVMBasicBlockRef be = new_block(g, buf);
+        snprintf(buf, sizeof buf, "%s.done", name);
+        LLVMBasicBlockRef bd = new_block(g, buf);
+        LLVMBuildCondBr(g->b, cond, bt, be);
+        LLVMPositionBuilderAtEnd(g->b, bt);
+        then_fn(g, sp, fns, p);
+        LLVMBuildBr(g->b, bd);
+        LLVMPositionBuilderAtEnd(g->b, be);
+        else_fn(g, sp, fns, p);
+        LLVMBuildBr(g->b, bd);
+        LLVMPositionBuilderAtEnd(g->b, bd);
+    } else if (can_then) {
+        then_fn(g, sp, fns, p);
+    } else if (can_else) {
+        else_fn(g, sp, fns, p);
+    }
+}
+
+/* The stage's position in the model order (schedule.h): chunk c of stage s is
+ * model chunk c * p + s.  The first position (stage 0, chunk 0) reads its
+ * input through SEQ_EMBED_FWD; the last (stage p-1, chunk v-1) ends in
+ * SEQ_HEAD_FWD; everything else receives from / sends to the neighbour. */
+static int first_stage(const Gen *g, const StageProgram *sp) { (void)g; return sp->stage == 0; }
+static int last_stage(const Gen *g, const StageProgram *sp) { return sp->stage == g->program->nstages - 1; }
+
+static void side_embed_fwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
+    (void)sp;
+    call_seq(g, fns->seq[SEQ_EMBED_FWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
+}
+static void side_recv_fwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
+    (void)sp;
+    call_seq(g, fns->seq[SEQ_RECV_FWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
+}
+static void side_head_fwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
+    (void)sp;
+    call_seq(g, fns->seq[SEQ_HEAD_FWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
+}
+static void side_send_fwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
+    (void)sp;
+    call_seq(g, fns->seq[SEQ_SEND_FWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
+}
+static void side_head_bwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
+    (void)sp;
+    call_seq(g, fns->seq[SEQ_HEAD_BWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
+}
+static void side_recv_bwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
+    (void)sp;
+    call_seq(g, fns->seq[SEQ_RECV_BWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
+}
+static void side_embed_bwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
+    (void)sp;
+    call_seq(g, fns->seq[SEQ_EMBED_BWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
+}
+static void side_send_bwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
+    (void)sp;
+    call_seq(g, fns->seq[SEQ_SEND_BWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
+}
+
+static LLVMValueRef emit_work_fn(Gen *g, const StageProgram *sp, const StageFns *fns, int backward) {
+    static const char *const params[] = {"rt", "micro", "chunk", "slot", "step", NULL};
+    char name[64];
+    snprintf(name, sizeof name, "stage%d.%s", sp->stage, backward ? "bwd" : "fwd");
+    LLVMValueRef fn = cg_add_function(g, g->t_work_fn, name, params);
+    cg_begin_function(g, fn);
+    SeqParams p = {.micro = LLVMGetParam(fn, 1), .chunk = LLVMGetParam(fn, 2), .slot = LLVMGetParam(fn, 3),
+                   .step = LLVMGetParam(fn, 4)};
+    int chunks = sp->chunks > 0 ? sp->chunks : 1;
+    int L = sp->layers_per_chunk;
+    /* Which ends are reachable on this stage at all. */
+    int begins_model = first_stage(g, sp);                 /* chunk 0 here is the model's start */
+    int ends_model = last_stage(g, sp);                    /* chunk v-1 here is the model's end */
+    int has_neighbour_in = !begins_model || chunks > 1;    /* some chunk receives */
+    int has_neighbour_out = !ends_model || chunks > 1;     /* some chunk sends */
+    if (!backward) {
+        emit_choice(g, sp, fns, &p, begins_model, has_neighbour_in, 0, side_embed_fwd, side_recv_fwd, "input");
+        if (L > 0 && fns->seq[SEQ_BLOCK_FWD]) {
+            Loop lp = cg_loop_begin(g, c64(g, 0), c64(g, L), "l");
+            call_seq(g, fns->seq[SEQ_BLOCK_FWD], p.chunk, lp.index, p.slot, p.micro, p.step);
+            cg_loop_end(g, &lp);
+        }
+        emit_choice(g, sp, fns, &p, ends_model, has_neighbour_out, chunks - 1, side_head_fwd, side_send_fwd, "output");
+    } else {
+        emit_choice(g, sp, fns, &p, ends_model, has_neighbour_out, chunks - 1, side_head_bwd, side_recv_bwd, "dinput");
+        if (L > 0 && fns->seq[SEQ_BLOCK_BWD]) {
+            Loop lp = cg_loop_begin(g, c64(g, 0), c64(g, L), "i");
+            LLVMValueRef l = LLVMBuildSub(g->b, c64(g, L - 1), lp.index, "l");
+            call_seq(g, fns->seq[SEQ_BLOCK_BWD], p.chunk, l, p.slot, p.micro, p.step);
+            if (sp->sync_in_backward && fns->seq[SEQ_GRAD_SYNC_BLOCK]) {
+                /* the layer's gradients are complete after the last micro-batch's
+                 * backward through it: reduce them now (a bucket per layer) */
+                int64_t last = g->program->plan->train.micro_batches - 1;
+                LLVMValueRef cond = LLVMBuildICmp(g->b, LLVMIntEQ, p.micro, c64(g, last), "last_micro");
+                LLVMBasicBlockRef bt = new_block(g, "sync.now"), bd = new_block(g, "sync.done");
+                LLVMBuildCondBr(g->b, cond, bt, bd);
+                LLVMPositionBuilderAtEnd(g->b, bt);
+                call_seq(g, fns->seq[SEQ_GRAD_SYNC_BLOCK], p.chunk, l, c64(g, 0), c64(g, 0), p.step);
+                LLVMBuildBr(g->b, bd);
+                LLVMPositionBuilderAtEnd(g->b, bd);
+            }
+            cg_loop_end(g, &lp);
+        }
+        emit_choice(g, sp, fns, &p, begins_model, has_neighbour_in, 0, side_embed_bwd, side_send_bwd,
+                    "doutput");
+    }
+    LLVMBuildRetVoid(g->b);
+    return fn;
+}
+
+/* ---------------------------------------------------------------- stage main */
+
+/* for chunk in 0..chunks-1, l in 0..L-1: fn(rt, chunk, l, 0, 0, step) */
+static void emit_every_layer(Gen *g, const StageProgram *sp, LLVMValueRef fn, LLVMValueRef step, const char *name) {
+    if (!fn || sp->layers_per_chunk <= 0) return;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s.chunk", name);
+    Loop lc = cg_loop_begin(g, c64(g, 0), c64(g, sp->chunks > 0 ? sp->chunks : 1), buf);
+    snprintf(buf, sizeof buf, "%s.l", name);
+    Loop ll = cg_loop_begin(g, c64(g, 0), c64(g, sp->layers_per_chunk), buf);
+    call_seq(g, fn, lc.index, ll.index, c64(g, 0), c64(g, 0), step);
+    cg_loop_end(g, &ll);
+    cg_loop_end(g, &lc);
+}
+
+static LLVMValueRef emit_stage_main(Gen *g, const StageProgram *sp, const StageFns *fns) {
+    static const char *const params[] = {"rt", NULL};
+    char name[64];
+    snprintf(name, sizeof name, "stage%d.main", sp->stage);
+    LLVMValueRef buffers = cg_emit_buffer_table(g, sp);
+    LLVMValueRef schedule = cg_emit_schedule_table(g, sp);
+    LLVMValueRef ledger = cg_emit_ledger(g, sp);
+    LLVMValueRef fn = cg_add_function(g, g->t_stage_fn, name, params);
+    cg_begin_function(g, fn);
+    LLVMValueRef zero = c64(g, 0);
+
+    LLVMValueRef reg[] = {g->rt, LLVMConstBitCast(buffers, g->t_ptr), c64(g, sp->nbufs)};
+    call_life(g, LIFE_prt_register_buffers, reg, 3, "");
+    LLVMValueRef exp[] = {g->rt, LLVMConstBitCast(ledger, g->t_ptr)};
+    call_life(g, LIFE_prt_expect_memory, exp, 2, "");
+    LLVMValueRef steps = call_life(g, LIFE_prt_steps, &g->rt, 1, "steps");
+
+    Loop ls = cg_loop_begin(g, c64(g, 1), LLVMBuildAdd(g->b, steps, c64(g, 1), "steps_end"), "step");
+    LLVMValueRef step = ls.index;
+    LLVMValueRef sargs[] = {g->rt, step};
+    call_life(g, LIFE_prt_step_begin, sargs, 2, "");
+
+    call_seq(g, fns->seq[SEQ_ZERO_GRADS_ONCE], zero, zero, zero, zero, step);
+    emit_every_layer(g, sp, fns->seq[SEQ_ZERO_GRADS_BLOCK], step, "zero");
+
+    if (sp->nitems > 0) {
+        Loop li = cg_loop_begin(g, c64(g, 0), c64(g, sp->nitems), "item");
+        LLVMValueRef field[4];
+        static const char *const field_names[4] = {"kind", "micro", "chunk", "slot"};
+        for (int f = 0; f < 4; f++) {
+            LLVMValueRef idx[] = {zero, li.index, c64(g, f)};
+            LLVMValueRef addr = LLVMBuildInBoundsGEP2(g->b, LLVMGlobalGetValueType(schedule), schedule, idx, 3, "");
+            field[f] = LLVMBuildLoad2(g->b, g->t_i64, addr, field_names[f]);
+        }
+        LLVMBasicBlockRef bf = new_block(g, "item.fwd");
+        LLVMBasicBlockRef bb = new_block(g, "item.bwd");
+        LLVMBasicBlockRef bn = new_block(g, "item.next");
+        LLVMValueRef is_fwd = LLVMBuildICmp(g->b, LLVMIntEQ, field[0], c64(g, WORK_FORWARD), "is_fwd");
+        LLVMBuildCondBr(g->b, is_fwd, bf, bb);
+        LLVMValueRef wargs[] = {g->rt, field[1], field[2], field[3], step};
+        LLVMPositionBuilderAtEnd(g->b, bf);
+        LLVMBuildCall2(g->b, g->t_work_fn, fns->fwd, wargs, 5, "");
+        LLVMBuildBr(g->b, bn);
+        LLVMPositionBuilderAtEnd(g->b, bb);
+        LLVMBuildCall2(g->b, g->t_work_fn, fns->bwd, wargs, 5, "");
+        LLVMBuildBr(g->b, bn);
+        LLVMPositionBuilderAtEnd(g->b, bn);
+        cg_loop_end(g, &li);
+    }
+
+    if (!sp->sync_in_backward) emit_every_layer(g, sp, fns->seq[SEQ_GRAD_SYNC_BLOCK], step, "sync");
+    call_seq(g, fns->seq[SEQ_GRAD_SYNC_ONCE], zero, zero, zero, zero, step);
+    call_life(g, LIFE_prt_before_optimizer, sargs, 2, "");
+    emit_every_layer(g, sp, fns->seq[SEQ_OPTIM_BLOCK], step, "optim");
+    call_seq(g, fns->seq[SEQ_OPTIM_ONCE], zero, zero, zero, zero, step);
+
+    call_life(g, LIFE_prt_step_end, sargs, 2, "");
+    cg_loop_end(g, &ls);
+    LLVMBuildRetVoid(g->b);
+    return fn;
+}
+
+/* int main(int argc, char **argv) */
+static void emit_main(Gen *g, LLVMValueRef plan_desc, const StageFns *stages) {
+    const Program *pr = g->program;
+    LLVMTypeRef argv_type = LLVMPointerType(g->t_ptr, 0);
+    LLVMTypeRef params[] = {g->t_i32, argv_type};
+    LLVMValueRef fn = LLVMAddFunction(g->mod, "main", LLVMFunctionType(g->t_i32, params, 2, 0));
+    LLVMSetValueName2(LLVMGetParam(fn, 0), "argc", 4);
+    LLVMSetValueName2(LLVMGetParam(fn, 1), "argv", 4);
+    g->fn = fn;
+    memset(g->coord, 0, sizeof g->coord);
+    g->entry = new_block(g, "entry");
+    LLVMPositionBuilderAtEnd(g->b, g->entry);
+    LLVMValueRef iargs[] = {LLVMBuildSExt(g->b, LLVMGetParam(fn, 0), g->t_i64, "argc64"),
+                            LLVMBuildBitCast(g->b, LLVMGetParam(fn, 1), g->t_ptr, "argv8"),
+                            LLVMConstBitCast(plan_desc, g->t_ptr)};
+    g->rt = call_life(g, LIFE_prt_init, iargs, 3, "rt");
+    LLVMBasicBlockRef done = new_block(g, "finalize");
+    if (pr->nstages == 1) {
+        LLVMBuildCall2(g->b, g->t_stage_fn, stages[0].main, &g->rt, 1, "");
+        LLVMBuildBr(g->b, done);
+    } else {
+        LLVMValueRef cargs[] = {g->rt, c64(g, pr->pp_axis)};
+        LLVMValueRef stage = call_life(g, LIFE_prt_coord, cargs, 2, "stage");
+        LLVMBasicBlockRef bad = new_block(g, "bad_stage");
+        LLVMValueRef sw = LLVMBuildSwitch(g->b, stage, bad, (unsigned)pr->nstages);
+        for (int s = 0; s < pr->nstages; s++) {
+            char name[32];
+            snprintf(name, sizeof name, "stage%d", s);
+            LLVMBasicBlockRef bs = new_block(g, name);
+            LLVMAddCase(sw, c64(g, s), bs);
+            LLVMPositionBuilderAtEnd(g->b, bs);
+            LLVMBuildCall2(g->b, g->t_stage_fn, stages[s].main, &g->rt, 1, "");
+            LLVMBuildBr(g->b, done);
+        }
+        LLVMPositionBuilderAtEnd(g->b, bad);
+        call_life(g, LIFE_abort, NULL, 0, "");
+        LLVMBuildUnreachable(g->b);
+    }
+    LLVMPositionBuilderAtEnd(g->b, done);
+    LLVMValueRef status = call_life(g, LIFE_prt_finalize, &g->rt, 1, "status");
+    LLVMBuildRet(g->b, LLVMBuildTrunc(g->b, status, g->t_i32, ""));
+}
+
+void cg_build_module(Gen *g) {
+    const Program *pr = g->program;
+    PARC_ASSERT(pr->nstages >= 1 && pr->plan);
+    cg_build_types(g);
+    cg_declare_runtime(g);
+    LLVMValueRef plan_desc = cg_emit_plan_desc(g);
+    StageFns *fns = calloc((size_t)pr->nstages, sizeof *fns);
+    PARC_ASSERT(fns);
+    for (int s = 0; s < pr->nstages; s++) {
+        const StageProgram *sp = &pr->stages[s];
+        PARC_ASSERT(sp->stage == s);
+        if (sp->has_embed && s != 0) PARC_BUG("stage %d holds the embedding; codegen expects it on stage 0", s);
+        if (sp->has_head && s != pr->nstages - 1)
+            PARC_BUG("stage %d holds the head; codegen expects it on the last stage", s);
+        if (pr->nstages > 1 && pr->pp_axis < 0) PARC_BUG("%d stages without a pipeline axis", pr->nstages);
+        for (int k = 0; k < SEQ_COUNT; k++) fns[s].seq[k] = emit_seq(g, sp, (SeqKind)k);
+        fns[s].fwd = emit_work_fn(g, sp, &fns[s], 0);
+        fns[s].bwd = emit_work_fn(g, sp, &fns[s], 1);
+        fns[s].main = emit_stage_main(g, sp, &fns[s]);
+    }
+    emit_main(g, plan_desc, fns);
+    free(fns);
+}

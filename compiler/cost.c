@@ -1,0 +1,233 @@
+/*
+ * cost.c — the cost model's terms (cost.h): GEMMs at a shape-dependent
+ * efficiency, attention matmuls at their kernel's efficiency, memory-bound
+ * ops at HBM bandwidth x efficiency, collectives by latency x steps + bytes
+ * x bus factor / (bandwidth x bus efficiency).
+ *
+ * The default efficiencies are judgements about the hardware, stated here
+ * and argued in docs/cost-model.md: what vendor-published or widely
+ * reproduced measurements (cuBLAS GEMM sweeps, BabelStream-style bandwidth
+ * tests, nccl-tests bus bandwidth, FlashAttention's kernel measurements)
+ * reach of each part's datasheet peak.  A plan overrides any of them in
+ * its cluster's `efficiency` statement.
+ */
+#include "cost.h"
+
+#include <string.h>
+
+const char *const gemm_class_names[PARC_GEMM_CLASSES] = {"tiny", "small", "medium", "large"};
+const int64_t gemm_class_min_dim[PARC_GEMM_CLASSES] = {1, 128, 512, 2048};
+
+GemmClass cost_gemm_class(int64_t m, int64_t n, int64_t k)
+{
+    int64_t d = m < n ? m : n;
+    if (k < d) d = k;
+    for (int c = PARC_GEMM_CLASSES - 1; c > 0; c--)
+        if (d >= gemm_class_min_dim[c]) return (GemmClass)c;
+    return GEMM_TINY;
+}
+
+/* ORDER: cost_efficiency_names follows the rows of `defaults`.
+ * Columns: gemm tiny/small/medium/large, attention, hbm, bus intra, bus inter.
+ *
+ * a100 (A100 SXM 80 GB: 312 TFLOP/s bf16, 2.04 TB/s HBM2e, NVLink3 300 GB/s
+ *   a direction): cuBLAS bf16 GEMMs of 8192-class shapes run near 270
+ *   TFLOP/s (0.85), falling with the smallest dimension as tiles stop filling
+ *   108 SMs (wave quantization); FlashAttention-2 reports 50-73% of peak
+ *   forward and less backward on A100 (0.50 overall); streaming kernels reach
+ *   about 1.75 TB/s (0.85); nccl-tests all-reduce bus bandwidth on DGX A100
+ *   is about 230 GB/s of 300 (0.78), and across nodes per HDR rail about 0.85
+ *   of line rate.
+ * h100 (H100 SXM: 989 TFLOP/s dense bf16, 3.35 TB/s HBM3, NVLink4 450 GB/s):
+ *   large bf16 GEMMs sustain about 700-750 TFLOP/s under the power limit
+ *   (0.75); FlashAttention-2 reaches about 35-40% of peak there (0.40);
+ *   streaming about 2.9 TB/s (0.85); nccl-tests about 360 GB/s of 450 (0.80).
+ * h200: the H100's compute with 4.8 TB/s HBM3e: the same GEMM and link
+ *   figures; small GEMMs, more often bandwidth-bound, gain a little.
+ * generic: a part nobody named: between the two generations. */
+static const double defaults[][8] = {
+    {0.25, 0.50, 0.70, 0.80, 0.45, 0.80, 0.75, 0.80}, /* generic */
+    {0.30, 0.55, 0.75, 0.85, 0.50, 0.85, 0.78, 0.85}, /* a100 */
+    {0.22, 0.45, 0.65, 0.75, 0.40, 0.85, 0.80, 0.85}, /* h100 */
+    {0.25, 0.50, 0.67, 0.75, 0.42, 0.85, 0.80, 0.85}, /* h200 */
+};
+const char *const cost_efficiency_names[] = {"generic", "a100", "h100", "h200"};
+const int cost_efficiency_count = (int)(sizeof defaults / sizeof defaults[0]);
+
+int cost_efficiency_defaults(const char *name, Efficiency *eff)
+{
+    for (int i = 0; i < cost_efficiency_count; i++) {
+        if (strcmp(name, cost_efficiency_names[i]) != 0) continue;
+        memset(eff, 0, sizeof *eff);
+        eff->name = cost_efficiency_names[i];
+        for (int c = 0; c < PARC_GEMM_CLASSES; c++) eff->gemm[c] = defaults[i][c];
+        eff->attention = defaults[i][4];
+        eff->hbm = defaults[i][5];
+        eff->bus[0] = defaults[i][6];
+        eff->bus[1] = defaults[i][7];
+        return 0;
+    }
+    return -1;
+}
+
+double cost_peak_flops(const Cluster *cl, Precision p)
+{
+    double peak = p != PREC_FP32 ? cl->flops_bf16 : (cl->flops_fp32 > 0 ? cl->flops_fp32 : cl->flops_bf16);
+    return peak > 0 ? peak : 1e12;
+}
+
+/* An efficiency a plan left at zero (a hand-built Cluster) counts as 1. */
+static double eff_or_one(double e) { return e > 0 ? e : 1.0; }
+
+double cost_gemm_s(const Cluster *cl, double peak, int64_t m, int64_t n, int64_t k)
+{
+    if (m <= 0 || n <= 0 || k <= 0) return 0;
+    double e = eff_or_one(cl->eff.gemm[cost_gemm_class(m, n, k)]);
+    return 2.0 * (double)m * (double)n * (double)k / (peak * e);
+}
+
+double cost_attention_s(const Cluster *cl, double peak, double flops)
+{
+    return flops / (peak * eff_or_one(cl->eff.attention));
+}
+
+double cost_stream_s(const Cluster *cl, double bytes)
+{
+    double bw = cl->hbm_bandwidth > 0 ? cl->hbm_bandwidth : 1e12;
+    return bytes / (bw * eff_or_one(cl->eff.hbm));
+}
+
+static int coll_steps(CollKind kind, int n)
+{
+    if (kind == COLL_SEND || kind == COLL_RECV) return 1;
+    return (kind == COLL_ALLREDUCE || kind == COLL_ALLREDUCE_MAX) ? 2 * (n - 1) : n - 1;
+}
+
+double cost_coll_latency_s(const Cluster *cl, CollKind kind, int n, int inside)
+{
+    if (n <= 1 || kind == COLL_NONE || kind == COLL_SLICE) return 0;
+    return coll_steps(kind, n) * (inside ? cl->intra_latency : cl->inter_latency);
+}
+
+double cost_coll_bandwidth_s(const Cluster *cl, CollKind kind, int n, int inside, double bytes)
+{
+    if (n <= 1 || kind == COLL_NONE || kind == COLL_SLICE) return 0;
+    double bw = inside ? cl->intra_bw : cl->inter_bw;
+    if (bw <= 0) bw = 1e12;
+    double factor = (kind == COLL_SEND || kind == COLL_RECV) ? 1.0 : coll_bus_factor(kind, n);
+    return bytes * factor / (bw * eff_or_one(cl->eff.bus[inside ? 0 : 1]));
+}
+
+double cost_coll_s(const Cluster *cl, CollKind kind, int n, int inside, double bytes)
+{
+    return cost_coll_latency_s(cl, kind, n, inside) + cost_coll_bandwidth_s(cl, kind, n, inside, bytes);
+}
+
+/* ------------------------------------------------------------ per instruction */
+
+/* Memory-bound ops: the elements one call touches (from its shape, ops.c's
+ * conventions) and how many times each is read or written, forward and
+ * backward.  ORDER: indexed by OpKind. */
+typedef struct StreamRow {
+    int elems;       /* which product of shape dims: 0 none, 1 d0, 2 d0 d1, 3 d0 d1 d2 */
+    double passes[2];
+} StreamRow;
+
+static const StreamRow stream_rows[OP_COUNT] = {
+    [OP_DATA] = {0, {0, 0}},
+    [OP_EMBED] = {2, {2, 3}},     /* gather rows / read dout, add into table rows */
+    [OP_POS] = {3, {3, 2}},       /* x + pos / dpos += dout */
+    [OP_LAYERNORM] = {2, {2, 3}}, /* read x, write y / read x and dy, write dx */
+    [OP_RMSNORM] = {2, {2, 3}},
+    [OP_LINEAR] = {0, {0, 0}},    /* a GEMM */
+    [OP_LINEAR_T] = {0, {0, 0}},
+    [OP_BIAS] = {2, {2, 1}},      /* in place / sum dy over rows */
+    [OP_GELU] = {1, {2, 3}},
+    [OP_RELU] = {1, {2, 3}},
+    [OP_SWIGLU] = {2, {3, 5}},    /* read gate and up, write / read both and dy, write both */
+    [OP_ATTENTION] = {0, {0, 0}}, /* its own term */
+    [OP_ADD] = {1, {3, 3}},
+    [OP_COPY] = {1, {2, 2}},
+    [OP_XENT] = {2, {3, 2}},      /* max, sum, loss over the logits / write dlogits */
+};
+
+static double shape_product(const OpShape *s, int upto)
+{
+    double n = 1;
+    for (int i = 0; i < upto; i++) n *= (double)s->d[i];
+    return upto ? n : 0;
+}
+
+static void cost_op_entry(const Program *prog, const Instr *ins, double times, CostTerms *t)
+{
+    const Cluster *cl = &prog->plan->cluster;
+    Precision p = prog->plan->train.precision;
+    double peak = cost_peak_flops(cl, p);
+    int bytes = precision_bytes(p);
+    const Op *op = &prog->graph->ops[ins->op];
+    int bwd = ins->entry == ENTRY_BACKWARD;
+    const OpShape *s = &ins->shape;
+    switch (op->kind) {
+    case OP_LINEAR:
+    case OP_LINEAR_T: {
+        /* d = {N, K, M}: forward N x K by K x M; backward the input
+         * gradient (N x M by M x K) and the weight gradient (K x N by N x M) */
+        int64_t N = s->d[0], K = s->d[1], M = s->d[2];
+        double calls = bwd ? 2.0 : 1.0;
+        double secs = calls * cost_gemm_s(cl, peak, N, M, K);
+        double flops = calls * 2.0 * (double)N * (double)K * (double)M;
+        t->gemm_s += times * secs;
+        t->gemm_flops += times * flops;
+        t->gemm_class_flops[cost_gemm_class(N, M, K)] += times * flops;
+        return;
+    }
+    case OP_ATTENTION: {
+        /* d = {B, T, NH, HD}: the score matrix B NH T T is written, read
+         * by the softmax and read again by P V (forward); the backward reads
+         * it and writes its gradient (and first rebuilds it unless kept). */
+        double scores = (double)s->d[0] * s->d[2] * s->d[1] * s->d[1];
+        double passes = bwd ? (s->kept ? 4.0 : 7.0) : 3.0;
+        t->attention_s += times * cost_attention_s(cl, peak, ins->flops);
+        t->attention_flops += times * ins->flops;
+        t->stream_s += times * cost_stream_s(cl, passes * scores * bytes);
+        t->stream_bytes += times * passes * scores * bytes;
+        return;
+    }
+    default: {
+        const StreamRow *r = &stream_rows[op->kind];
+        double b = r->passes[bwd] * shape_product(s, r->elems) * bytes;
+        t->stream_s += times * cost_stream_s(cl, b);
+        t->stream_bytes += times * b;
+        return;
+    }
+    }
+}
+
+void cost_instr(const Program *prog, const Instr *ins, double times, CostTerms *t)
+{
+    const Plan *plan = prog->plan;
+    if (ins->coll != COLL_NONE && ins->coll != COLL_SLICE) {
+        if (ins->axis < 0) return;
+        int n = plan->mesh.axes[ins->axis].size;
+        double bytes = (double)ins->elems * ins->elem_bytes;
+        t->comm_s += times * cost_coll_s(&plan->cluster, ins->coll, n, plan_axis_inside_node(plan, ins->axis), bytes);
+        if (n > 1) t->comm_bytes += times * bytes;
+        return;
+    }
+    if (ins->op >= 0 && ins->entry != ENTRY_NONE) cost_op_entry(prog, ins, times, t);
+}
+
+void cost_terms_add(CostTerms *to, const CostTerms *from, double times)
+{
+    to->gemm_s += times * from->gemm_s;
+    to->attention_s += times * from->attention_s;
+    to->stream_s += times * from->stream_s;
+    to->comm_s += times * from->comm_s;
+    to->gemm_flops += times * from->gemm_flops;
+    to->attention_flops += times * from->attention_flops;
+    to->stream_bytes += times * from->stream_bytes;
+    to->comm_bytes += times * from->comm_bytes;
+    for (int c = 0; c < PARC_GEMM_CLASSES; c++) to->gemm_class_flops[c] += times * from->gemm_class_flops[c];
+}
+
+double cost_terms_total(const CostTerms *t) { return t->gemm_s + t->attention_s + t->stream_s + t->comm_s; }

@@ -1,0 +1,61 @@
+/*
+ * cost.h — the cost model's terms, each with its stated efficiency.
+ *
+ * Takes: a cluster (its peaks and its Efficiency, parc.h) and one piece of
+ * work — a GEMM of a shape, attention matmuls, bytes a memory-bound op
+ * streams, a collective of some bytes over a group — and gives its seconds.
+ * analyze.c sums these over the lowered program's instructions; nothing here
+ * reads a plan's model.  The formulas and where each default efficiency comes
+ * from are in docs/cost-model.md.
+ */
+#ifndef PARC_COST_H
+#define PARC_COST_H
+
+#include "ir.h"
+
+/* GEMM shape classes by the smallest of (m, n, k): below 128, below 512,
+ * below 2048, and the rest.  ORDER: Efficiency.gemm[] follows this enum. */
+typedef enum { GEMM_TINY, GEMM_SMALL, GEMM_MEDIUM, GEMM_LARGE } GemmClass;
+extern const int64_t gemm_class_min_dim[PARC_GEMM_CLASSES];
+GemmClass cost_gemm_class(int64_t m, int64_t n, int64_t k);
+/* gemm_class_names and the default sets: parc.h, beside Efficiency. */
+
+/* Peak FLOP/s for a precision (bf16/fp16 at the 16-bit rate, fp32 at the
+ * fp32 rate when given, else the 16-bit one). */
+double cost_peak_flops(const Cluster *cl, Precision p);
+
+/* Seconds of one GEMM m x k by k x n (2 m n k FLOPs) at peak x efficiency of its class. */
+double cost_gemm_s(const Cluster *cl, double peak, int64_t m, int64_t n, int64_t k);
+/* Seconds of `flops` of attention matmuls at peak x attention efficiency. */
+double cost_attention_s(const Cluster *cl, double peak, double flops);
+/* Seconds to stream `bytes` through HBM (reads + writes) at bandwidth x efficiency. */
+double cost_stream_s(const Cluster *cl, double bytes);
+/* Seconds of one collective of `bytes` per rank (the buffer nccl-tests calls
+ * size) over a group of n ranks on the intra (inside = 1) or inter link:
+ * latency x steps + bytes x bus factor / (link bandwidth x bus efficiency).
+ * Steps: 2(n-1) for all-reduce (ring reduce-scatter + all-gather), n-1 for
+ * the others, 1 for a send. */
+double cost_coll_s(const Cluster *cl, CollKind kind, int n, int inside, double bytes);
+/* The latency and bandwidth parts of cost_coll_s separately. */
+double cost_coll_latency_s(const Cluster *cl, CollKind kind, int n, int inside);
+double cost_coll_bandwidth_s(const Cluster *cl, CollKind kind, int n, int inside, double bytes);
+
+/* What one instruction costs, by term.  flops and bytes say what was
+ * charged, so reports can print the rate each term ran at. */
+typedef struct CostTerms {
+    double gemm_s, attention_s, stream_s, comm_s;
+    double gemm_flops, attention_flops, stream_bytes, comm_bytes;
+    double gemm_class_flops[PARC_GEMM_CLASSES];
+} CostTerms;
+
+/* Adds the cost of instruction `ins` (one call) times `times` to *t: a
+ * GEMM for linear entries (forward one, backward two: input and weight
+ * gradients), attention matmuls plus the score matrix streamed through
+ * memory, every other op entry as the bytes it streams, a collective by
+ * cost_coll_s.  Report-only collectives (fn < 0) count: the runtime performs
+ * them inside an op. */
+void cost_instr(const Program *prog, const Instr *ins, double times, CostTerms *t);
+void cost_terms_add(CostTerms *to, const CostTerms *from, double times);
+double cost_terms_total(const CostTerms *t);
+
+#endif

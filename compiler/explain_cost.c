@@ -1,0 +1,71 @@
+/*
+ * explain_cost.c — the step time by phase (every `explain`) and each term of
+ * the cost model behind it (`explain --verbose`): what was charged, at which
+ * rate, with which stated efficiency.  Read from the Analysis only.
+ */
+#include "explain.h"
+
+static void print_terms(FILE *out, const char *what, const CostTerms *t, double times)
+{
+    fprintf(out, "    %-26s %.4g s = GEMM %.4g s + attention %.4g s + memory-bound %.4g s + communication %.4g s\n",
+            what, times * cost_terms_total(t), times * t->gemm_s, times * t->attention_s, times * t->stream_s,
+            times * t->comm_s);
+}
+
+static double rate(double amount, double secs) { return secs > 0 ? amount / secs : 0; }
+
+void report_phases(FILE *out, const Analysis *an)
+{
+    fprintf(out, "  by phase:");
+    for (int k = 0; k < ANALYZE_NPHASES; k++)
+        fprintf(out, "%s %s %.4g s", k ? "," : "", analyze_phase_names[k], an->phase_s[k]);
+    fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (the runtime finishes every collective, gradient "
+                 "buckets included, before the next op)\n",
+            an->phase_s[APHASE_COMM], an->comm_hidden_s);
+}
+
+void report_cost_terms(FILE *out, const Analysis *an)
+{
+    const Program *prog = an->prog;
+    const Plan *plan = prog->plan;
+    const Cluster *cl = &plan->cluster;
+    const Efficiency *e = &cl->eff;
+    const StageCost *slow = &an->stages[an->slow_stage], *end = &an->stages[an->tail_stage];
+    fprintf(out, "  cost model (docs/cost-model.md), efficiencies %s%s", e->name ? e->name : "generic",
+            e->loc.file ? "" : " (the defaults: the plan names none)");
+    if (e->loc.file) fprintf(out, " (%s:%d)", e->loc.file, e->loc.line);
+    fprintf(out, ":\n");
+    fprintf(out, "    GEMM           2 m n k FLOPs at %.4g FLOP/s x efficiency by the smallest of m, n, k:",
+            an->peak_flops);
+    for (int c = 0; c < PARC_GEMM_CLASSES; c++)
+        fprintf(out, "%s %s (>= %lld) %.3g", c ? "," : "", gemm_class_names[c], (long long)gemm_class_min_dim[c],
+                e->gemm[c]);
+    fprintf(out, "\n    attention      its matmul FLOPs at %.4g x %.3g; its score matrix streamed as memory-bound\n",
+            an->peak_flops, e->attention);
+    fprintf(out, "    memory-bound   bytes read and written at %.4g B/s x %.3g (norms, activations, softmax, "
+                 "embedding, loss, optimizer)\n",
+            cl->hbm_bandwidth, e->hbm);
+    fprintf(out, "    collectives    steps x latency + bytes x bus factor / (link x efficiency): intra %.4g B/s x "
+                 "%.3g, %.3g s a step; inter %.4g B/s x %.3g, %.3g s a step\n",
+            cl->intra_bw, e->bus[0], cl->intra_latency, cl->inter_bw, e->bus[1], cl->inter_latency);
+    fprintf(out, "  terms on stage %d (its chunks are the slowest), one micro-batch through one chunk:\n",
+            an->slow_stage);
+    print_terms(out, "forward", &slow->fwd, 1);
+    print_terms(out, "backward", &slow->bwd, 1);
+    const CostTerms *f = &slow->fwd, *b = &slow->bwd;
+    double gf = f->gemm_flops + b->gemm_flops, gs = f->gemm_s + b->gemm_s;
+    fprintf(out, "    GEMMs          %.4g FLOP at %.4g FLOP/s (%.1f%% of peak); by class:", gf, rate(gf, gs),
+            100.0 * rate(gf, gs) / an->peak_flops);
+    for (int c = 0; c < PARC_GEMM_CLASSES; c++)
+        fprintf(out, " %s %.3g", gemm_class_names[c], f->gemm_class_flops[c] + b->gemm_class_flops[c]);
+    double as = f->attention_s + b->attention_s, af = f->attention_flops + b->attention_flops;
+    double ss = f->stream_s + b->stream_s, sb = f->stream_bytes + b->stream_bytes;
+    fprintf(out, "\n    attention      %.4g FLOP in %.4g s; memory-bound %.4g B in %.4g s\n", af, as, sb, ss);
+    fprintf(out, "  per step on stage %d: gradient sync %.4g s (%.4g B); optimizer %.4g B in %.4g s\n", an->tail_stage,
+            end->sync.comm_s, end->sync.comm_bytes, end->optim_bytes, end->optim_s);
+    double items = (double)prog->schedule.micro_batches * (double)prog->schedule.chunks;
+    fprintf(out, "  pipeline: %.0f work items x (forward %.4g s + backward %.4g s) = %.4g s busy; simulated %.4g s "
+                 "(hand-off %.4g s), so %.4g s bubble\n",
+            items, cost_terms_total(f), cost_terms_total(b), items * (cost_terms_total(f) + cost_terms_total(b)),
+            an->pipeline_s, an->t_p2p, an->phase_s[APHASE_BUBBLE]);
+}

@@ -1,0 +1,24 @@
+/*
+ * ledger.h — the memory ledger: bytes per buffer class on one rank of each
+ * pipeline stage.  Lowering computes it (ledger_compute, the last step of
+ * lower_program) from the program's buffers and the runtime's scratch and
+ * stores it in each StageProgram; every later pass only reads it.
+ */
+#ifndef PARC_LEDGER_H
+#define PARC_LEDGER_H
+
+#include "ir.h"
+
+/* The report name of each buffer class (PRT_CLASSES in runtime/parc_rt.h). */
+extern const char *const ledger_class_names[PRT_NCLASS];
+
+/* Fills ledger[], ledger_total, params_local and cpu_widen of every stage of
+ * a lowered program (buffers and schedule complete). */
+void ledger_compute(Program *prog);
+
+/* Pipeline messages a stage sends per step: one per micro-batch per chunk
+ * boundary, activations forward (none from the model's last chunk) and
+ * gradients backward (none from its first); 0 and 0 without pipelining. */
+void ledger_stage_sends(const Program *prog, const StageProgram *sp, int64_t *fwd, int64_t *bwd);
+
+#endif

@@ -1,0 +1,243 @@
+/*
+ * lower.h — what the lowering passes share: the Lowerer, one Binding per
+ * tensor, values and gradient destinations, and the instruction builders.
+ *
+ * Lowering is a sequence of passes over one Lowerer, one file each:
+ *   place.c     every op's rule per mesh axis -> the placement each tensor is
+ *               produced in, its gradient's placement, what backward reads;
+ *   reshard.c   the one resharding table and the only emitter of
+ *               communication (collectives and pipeline messages);
+ *   autodiff.c  the backward program, op by op in reverse, and gradients moved
+ *               back to their placements through reshard.c;
+ *   optim.c     parameters, gradients and optimizer state per ZeRO stage (a
+ *               table of placements), gradient sync and the optimizer step;
+ *   program.c   buffers and instructions, the verifier and the dump;
+ *   lower.c     the driver: per pipeline stage, bind buffers and run the passes.
+ * The ops themselves (rules, shapes, FLOPs, scratch, forward and backward
+ * calls) are rows of ops.c's table.  Nothing outside these files includes
+ * this header.
+ */
+#ifndef PARC_LOWER_H
+#define PARC_LOWER_H
+
+#include "ops.h"
+
+#include <string.h>
+
+/* Where a tensor (or its gradient) lives on the current stage: buffer `buf`
+ * (-1: none), instance chosen per `inst` (InstMode) and `k`. */
+typedef struct BufRef {
+    int buf, inst, k;
+} BufRef;
+
+/* Everything lowering knows about one tensor.  The placements and `needed`
+ * hold for the whole program; the buffers are rebound per stage. */
+typedef struct Binding {
+    Placement produced[PARC_MAX_AXES]; /* placement the tensor is produced in */
+    Placement grad[PARC_MAX_AXES];     /* placement of its gradient buffer */
+    int needed;                        /* the backward reads it */
+    BufRef value, gradient;
+    int full_grad;                     /* ZeRO-2/3: per-micro-batch whole gradient of a parameter */
+    int master, mom1, mom2;            /* optimizer state buffers of a parameter */
+} Binding;
+
+typedef struct Lowerer {
+    Arena *arena;
+    const Plan *plan;
+    Graph *g;
+    Program *prog;
+    int naxes;
+    OpPlace *rule;        /* [nops * naxes] */
+    Binding *bind;        /* [ntensors] */
+    int errors;
+    StageProgram *sp;     /* the stage being lowered */
+    int loss_buf, scratch_idx;
+    int replaying;        /* emitting a forward reshard again inside backward */
+    int rule_seen[OP_COUNT][DIM_COUNT][PARC_MAX_AXES];
+} Lowerer;
+
+static inline OpPlace *lower_rule(const Lowerer *lw, int op, int a)
+{
+    return &lw->rule[(size_t)op * (size_t)lw->naxes + (size_t)a];
+}
+
+static const Placement PLACE_REP = {PLACE_R, 0};
+static const Placement PLACE_PART = {PLACE_P, 0};
+
+static inline int place_eq(Placement a, Placement b)
+{
+    return a.kind == b.kind && (a.kind != PLACE_S || a.dim == b.dim);
+}
+static inline Placement place_split(Dim d)
+{
+    Placement p = {PLACE_S, (uint8_t)d};
+    return p;
+}
+/* Is the activation placement a split of a "row" dim (batch or seq)? */
+static inline int place_is_row_split(Placement p)
+{
+    return p.kind == PLACE_S && (p.dim == DIM_BATCH || p.dim == DIM_SEQ);
+}
+static inline int tensor_has_dim(const Tensor *t, Dim d)
+{
+    for (int i = 0; i < t->ndim; i++)
+        if (t->dims[i] == d) return 1;
+    return 0;
+}
+/* The placement a parameter is consumed in: its home, with a ZeRO-3 flat
+ * shard gathered first. */
+static inline Placement place_param_use(const Tensor *w, int a)
+{
+    Placement p = w->home[a];
+    return (p.kind == PLACE_S && p.dim == DIM_FLAT) ? PLACE_REP : p;
+}
+
+/* ------------------------------------------------------------ place.c */
+
+/* Runs every op's rule on every axis and derives each tensor's produced and
+ * gradient placements and whether backward reads it.  Reports placements no
+ * rule accepts (lw->errors counts them). */
+void place_plan(Lowerer *lw);
+/* Reports that op cannot take `dim` split on axis a; once per (op kind, dim,
+ * axis).  fmt takes the op's name, the dim's name and the axis's name. */
+void place_rule_error(Lowerer *lw, const Op *op, const char *fmt, const char *hint, int a, int dim);
+/* The placement rules of op_table's rows (r->param[] and r->dparam[] arrive
+ * set to the parameters' use placements). */
+void place_rule_data(Lowerer *lw, const Op *op, int a, OpPlace *r);
+void place_rule_embed(Lowerer *lw, const Op *op, int a, OpPlace *r);
+void place_rule_elementwise(Lowerer *lw, const Op *op, int a, OpPlace *r);
+void place_rule_norm(Lowerer *lw, const Op *op, int a, OpPlace *r);
+void place_rule_linear(Lowerer *lw, const Op *op, int a, OpPlace *r);
+void place_rule_attention(Lowerer *lw, const Op *op, int a, OpPlace *r);
+void place_rule_xent(Lowerer *lw, const Op *op, int a, OpPlace *r);
+
+/* ------------------------------------------------------------ program.c */
+
+/* Instruction emission into one sequence of the current stage. */
+typedef struct Emit {
+    Lowerer *lw;
+    Seq *seq;
+    Phase phase;
+} Emit;
+
+int prog_buf_new(Lowerer *lw, const char *name, int klass, int dtype, int64_t elems, int64_t instances);
+Instr *prog_instr_new(Emit *e, RtFn fn);
+void prog_push_args(Instr *ins, int n, const Arg *args);
+/* A report-only record of a collective a runtime op performs inside itself. */
+void prog_record(Emit *e, CollKind coll, int axis, int64_t elems, int op, int tensor, const char *why);
+int prog_act_dtype(const Lowerer *lw);
+
+#define EMIT(e, fn, ...)                                                                  \
+    ({                                                                                    \
+        Instr *ins_ = prog_instr_new((e), (fn));                                          \
+        const Arg args_[] = {__VA_ARGS__};                                                \
+        prog_push_args(ins_, (int)(sizeof args_ / sizeof args_[0]), args_);               \
+        ins_;                                                                             \
+    })
+
+static inline Arg arg_buf(int buf, int inst, int k)
+{
+    Arg a = {ARG_BUF, (uint8_t)inst, -1, buf, k, 0, 0};
+    return a;
+}
+static inline Arg arg_buf_off(int buf, int inst, int k, int axis, int64_t per_coord)
+{
+    Arg a = {ARG_BUF, (uint8_t)inst, (int8_t)axis, buf, k, per_coord, 0};
+    return a;
+}
+static inline Arg arg_null(void)
+{
+    Arg a = {ARG_NULL, 0, -1, -1, 0, 0, 0};
+    return a;
+}
+static inline Arg arg_int(int64_t v)
+{
+    Arg a = {ARG_INT, 0, -1, -1, 0, v, 0};
+    return a;
+}
+static inline Arg arg_f64(double v)
+{
+    Arg a = {ARG_F64, 0, -1, -1, 0, 0, v};
+    return a;
+}
+static inline Arg arg_coord(int axis, int64_t times)
+{
+    if (axis < 0) return arg_int(0);
+    Arg a = {ARG_COORD_TIMES, 0, (int8_t)axis, -1, 0, times, 0};
+    return a;
+}
+static inline Arg arg_kind(ArgKind kind)
+{
+    Arg a = {(uint8_t)kind, 0, -1, -1, 0, 0, 0};
+    return a;
+}
+static inline Arg arg_ref(BufRef r)
+{
+    PARC_ASSERT(r.buf >= 0);
+    return arg_buf(r.buf, r.inst, r.k);
+}
+/* Buffer argument of a tensor's value / gradient on the current stage. */
+static inline Arg arg_value(const Lowerer *lw, int t) { return arg_ref(lw->bind[t].value); }
+static inline Arg arg_grad(const Lowerer *lw, int t) { return arg_ref(lw->bind[t].gradient); }
+
+/* Local elements / sizes of tensor t under placement place[] (scalars: 1). */
+int64_t lower_local_numel(const Lowerer *lw, const Tensor *t, const Placement *place);
+void lower_local_sizes(const Lowerer *lw, const Tensor *t, const Placement *place, int64_t *sizes);
+
+/* ------------------------------------------------------------ reshard.c */
+
+/* A value: a buffer argument plus the placement and tensor it holds. */
+typedef struct Val {
+    Arg arg;
+    int tensor;
+    Placement place[PARC_MAX_AXES];
+} Val;
+
+/* Moves value v to placement `to`, axis by axis, each step the one collective
+ * the table names for it.  Intermediate values get fresh buffers; the last
+ * step writes into *dst when dst != NULL.  When dst shares v's buffer, an
+ * all-reduce runs in place; a gather first copies its source out to a
+ * `.shard` buffer and a scatter writes a fresh buffer copied into dst (a
+ * collective cannot read a region of the buffer it writes).  `why` names the
+ * rule; op is the graph op that causes it (-1 none). */
+Val reshard_to(Emit *e, Val v, const Placement *to, int op, const char *why, int is_grad, const Arg *dst);
+/* The value op reads for input i (or parameter i): the tensor as produced, or
+ * a resharded copy in the placement the op's rule asks for. */
+Val reshard_input(Emit *e, const Op *op, int i, int is_param);
+/* The rule behind moving tensor t for consumer (forward) or moving its
+ * gradient from placement `to` back (backward), one clause per axis. */
+const char *reshard_why(Lowerer *lw, const Op *consumer, int t, const Placement *to, int backward);
+/* A fresh buffer for tensor t under placement place: "<tensor>.<what>". */
+int reshard_temp_buf(Lowerer *lw, const char *what, int t, const Placement *place, int klass);
+
+/* ------------------------------------------------------------ autodiff.c */
+
+/* Gradient destination of an op's input or parameter: the tensor's gradient
+ * buffer directly when the op's gradient placement matches it, else a fresh
+ * zeroed temp resharded and accumulated after the op's backward. */
+typedef struct GradDst {
+    Arg arg;
+    int tmp; /* temp buffer, -1 when direct */
+    int tensor;
+    Placement place[PARC_MAX_AXES];
+} GradDst;
+
+/* The forward of a region's ops (phase FORWARD, or RECOMPUTE inside backward). */
+void autodiff_forward(Lowerer *lw, Seq *seq, Region r, Phase phase);
+/* The backward of a region: recompute (full policy), zeroed gradients (except
+ * `incoming`, which the next region wrote), each op's backward in reverse, and
+ * the ZeRO-2/3 per-micro-batch scatter of parameter gradients. */
+void autodiff_backward(Lowerer *lw, Seq *seq, Region r, int incoming);
+
+/* ------------------------------------------------------------ optim.c */
+
+/* Weights, gradients, fp32 master and optimizer moments of a region's
+ * parameters on the current stage, shaped by the ZeRO stage's row. */
+void optim_bind_params(Lowerer *lw, Region r, int instances, int first_layer);
+/* Zeroing, gradient sync and optimizer step of a region's parameters. */
+void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r);
+/* ZeRO-2/3 after a micro-batch's backward: each parameter's whole gradient
+ * reduce-scattered into this rank's shard. */
+void optim_emit_scatter(Emit *e, Region r);
+
+#endif

@@ -1,0 +1,412 @@
+/*
+ * ops.c — the rows of the compiler's op table (ops.h): per graph op its
+ * placement rule (place.c), what its backward reads, the shape of its runtime
+ * calls, their FLOPs and scratch, and its runtime entries and emitters
+ * (ops_emit.c).  Adding an op is one row here plus its functions; see
+ * docs/design.md, "Adding an op".
+ */
+#include "lower.h"
+#include "ops_emit.h"
+#include "prt_scratch.h"
+
+/* ------------------------------------------------------------ shape helpers */
+
+static const Placement *out_place(const Lowerer *lw, const Op *op) { return lw->bind[op->out].produced; }
+
+/* Local sizes of tensor t under placement place. */
+static void sizes_of(const Lowerer *lw, int t, const Placement *place, int64_t *sizes)
+{
+    lower_local_sizes(lw, &lw->g->tensors[t], place, sizes);
+}
+
+/* Rows (batch x seq) of tensor t under place. */
+static int64_t rows_of(const Lowerer *lw, int t, const Placement *place)
+{
+    int64_t s[IR_MAX_TDIMS];
+    sizes_of(lw, t, place, s);
+    return s[0] * s[1];
+}
+
+/* Product of t's local sizes from dim `from` on. */
+static int64_t trailing(const Lowerer *lw, int t, const Placement *place, int from)
+{
+    int64_t s[IR_MAX_TDIMS];
+    sizes_of(lw, t, place, s);
+    int64_t n = 1;
+    for (int i = from; i < lw->g->tensors[t].ndim; i++) n *= s[i];
+    return n;
+}
+
+static int64_t numel_of(const Lowerer *lw, int t, const Placement *place)
+{
+    return lower_local_numel(lw, &lw->g->tensors[t], place);
+}
+
+/* The mesh axis splitting dim d under place, -1 none. */
+static int axis_of_split(const Lowerer *lw, const Placement *place, Dim d)
+{
+    for (int a = 0; a < lw->naxes; a++)
+        if (place[a].kind == PLACE_S && place[a].dim == d) return a;
+    return -1;
+}
+
+static void shape_clear(OpShape *s)
+{
+    memset(s, 0, sizeof *s);
+    s->axis = -1;
+}
+
+/* ------------------------------------------------------------ shapes */
+
+/* data: d = {B, T} local samples and positions. */
+static void shape_data(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
+{
+    (void)a;
+    int64_t z[IR_MAX_TDIMS];
+    shape_clear(s);
+    sizes_of(lw, op->out, out_place(lw, op), z);
+    s->d[0] = z[0], s->d[1] = z[1];
+}
+
+/* embed: d = {N rows, C width, V local vocab}, axis splits the vocab. */
+static void shape_embed(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
+{
+    shape_clear(s);
+    s->d[0] = rows_of(lw, op->in[0], a->in[0].place);
+    s->d[1] = trailing(lw, op->out, out_place(lw, op), 2);
+    s->d[2] = trailing(lw, op->param[0], a->param[0].place, 0) / (s->d[1] ? s->d[1] : 1);
+    s->axis = axis_of_split(lw, a->param[0].place, DIM_VOCAB);
+}
+
+/* pos: d = {B, T, C}, axis splits the sequence. */
+static void shape_pos(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
+{
+    (void)a;
+    int64_t z[IR_MAX_TDIMS];
+    shape_clear(s);
+    sizes_of(lw, op->out, out_place(lw, op), z);
+    s->d[0] = z[0], s->d[1] = z[1], s->d[2] = z[2];
+    s->axis = axis_of_split(lw, out_place(lw, op), DIM_SEQ);
+}
+
+/* layernorm, rmsnorm, bias, swiglu: d = {N rows, C (or M, F) width}. */
+static void shape_rows(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
+{
+    (void)a;
+    shape_clear(s);
+    s->d[0] = rows_of(lw, op->out, out_place(lw, op));
+    s->d[1] = trailing(lw, op->out, out_place(lw, op), 2);
+}
+
+/* linear, linear_t: d = {N, K, M}: in[N,K] -> out[N,M] under the op's own
+ * produced placement. */
+static void shape_linear(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
+{
+    shape_clear(s);
+    int64_t N = rows_of(lw, op->in[0], a->in[0].place);
+    s->d[0] = N;
+    s->d[1] = trailing(lw, op->in[0], a->in[0].place, 2);
+    s->d[2] = numel_of(lw, op->out, out_place(lw, op)) / (N ? N : 1);
+}
+
+/* gelu, relu, add, copy: d = {n elements}. */
+static void shape_elements(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
+{
+    (void)a;
+    shape_clear(s);
+    s->d[0] = numel_of(lw, op->out, out_place(lw, op));
+}
+
+/* attention: d = {B, T, NH, HD}; kept: the probabilities were saved. */
+static void shape_attention(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
+{
+    (void)a;
+    int64_t z[IR_MAX_TDIMS];
+    shape_clear(s);
+    sizes_of(lw, op->out, out_place(lw, op), z);
+    for (int i = 0; i < 4; i++) s->d[i] = z[i];
+    const Binding *p = &lw->bind[op->aux[0]];
+    s->kept = p->needed && p->value.buf >= 0;
+}
+
+/* cross_entropy: d = {N rows, V local vocab}, axis splits the vocab. */
+static void shape_xent(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
+{
+    shape_clear(s);
+    s->d[0] = rows_of(lw, op->in[0], a->in[0].place);
+    s->d[1] = trailing(lw, op->in[0], a->in[0].place, 2);
+    s->axis = axis_of_split(lw, a->in[0].place, DIM_VOCAB);
+}
+
+/* ------------------------------------------------------------ FLOPs */
+
+static double flops_none(const OpShape *s, int backward) { return (void)s, (void)backward, 0; }
+static double flops_layernorm(const OpShape *s, int bwd) { return (bwd ? 16.0 : 8.0) * s->d[0] * s->d[1]; }
+static double flops_rmsnorm(const OpShape *s, int bwd) { return (bwd ? 8.0 : 4.0) * s->d[0] * s->d[1]; }
+static double flops_linear(const OpShape *s, int bwd) { return (bwd ? 4.0 : 2.0) * s->d[0] * s->d[1] * s->d[2]; }
+static double flops_bias(const OpShape *s, int bwd) { return bwd ? 0 : (double)s->d[0] * s->d[1]; }
+static double flops_activation(const OpShape *s, int bwd) { return bwd ? 0 : 8.0 * s->d[0]; }
+static double flops_swiglu(const OpShape *s, int bwd) { return bwd ? 0 : 6.0 * s->d[0] * s->d[1]; }
+static double flops_add(const OpShape *s, int bwd) { return bwd ? 0 : (double)s->d[0]; }
+static double flops_xent(const OpShape *s, int bwd) { return (bwd ? 3.0 : 5.0) * s->d[0] * s->d[1]; }
+/* QK^T and PV forward; backward twice that, plus QK^T again when the
+ * probabilities were not kept */
+static double flops_attention(const OpShape *s, int bwd)
+{
+    double f = (double)s->d[0] * s->d[1] * s->d[1] * s->d[2] * s->d[3];
+    return (bwd ? (s->kept ? 8.0 : 12.0) : 4.0) * f;
+}
+
+/* ------------------------------------------------------------ scratch */
+
+#define BIT(mask, k) (((mask) >> (k)) & 1u)
+
+static int64_t scratch_none(const OpShape *s, int bwd, unsigned given, unsigned wide)
+{
+    return (void)s, (void)bwd, (void)given, (void)wide, 0;
+}
+
+/* embed_bwd(dwte, tokens, dout, ...) */
+static int64_t scratch_embed(const OpShape *s, int bwd, unsigned given, unsigned wide)
+{
+    (void)given;
+    return bwd ? prt_scratch_embed_bwd(s->d[1], (int)BIT(wide, 0)) : 0;
+}
+
+/* layernorm_bwd(din, dw, db, ...) */
+static int64_t scratch_layernorm(const OpShape *s, int bwd, unsigned given, unsigned wide)
+{
+    (void)given;
+    return bwd ? prt_scratch_layernorm_bwd(s->d[1], (int)BIT(wide, 1), (int)BIT(wide, 2)) : 0;
+}
+
+/* rmsnorm_bwd(din, dw, ...) */
+static int64_t scratch_rmsnorm(const OpShape *s, int bwd, unsigned given, unsigned wide)
+{
+    (void)given;
+    return bwd ? prt_scratch_rmsnorm_bwd(s->d[1], (int)BIT(wide, 1)) : 0;
+}
+
+/* matmul_fwd(out, in, w, N, K, M);  matmul_bwd(din, dw, dout, in, w, N, K, M) */
+static int64_t scratch_linear(const OpShape *s, int bwd, unsigned given, unsigned wide)
+{
+    int64_t N = s->d[0], K = s->d[1], M = s->d[2];
+    if (!bwd) return prt_scratch_matmul_fwd(K, M, N, (int)BIT(wide, 2), (int)BIT(wide, 1), (int)BIT(wide, 0));
+    return prt_scratch_matmul_bwd(K, M, N, (int)BIT(given, 0), (int)BIT(given, 1), (int)BIT(wide, 4),
+                                  (int)BIT(wide, 1), (int)BIT(wide, 3), (int)BIT(wide, 2), (int)BIT(wide, 0));
+}
+
+/* attention_fwd(out, probs, qkv, ...);  attention_bwd(dqkv, dout, qkv, probs, ...) */
+static int64_t scratch_attention(const OpShape *s, int bwd, unsigned given, unsigned wide)
+{
+    int64_t T = s->d[1], HD = s->d[3];
+    if (!bwd)
+        return prt_scratch_attention_fwd(T, HD, (int)BIT(given, 1), (int)BIT(wide, 1), (int)BIT(wide, 2),
+                                         (int)BIT(wide, 0));
+    return prt_scratch_attention_bwd(T, HD, (int)BIT(given, 3), (int)BIT(wide, 3), (int)BIT(wide, 2),
+                                     (int)BIT(wide, 0), (int)BIT(wide, 1));
+}
+
+static int64_t scratch_xent(const OpShape *s, int bwd, unsigned given, unsigned wide)
+{
+    (void)given, (void)wide;
+    return bwd ? 0 : prt_scratch_xent_fwd(s->d[0]);
+}
+
+/* ------------------------------------------------------------ the table */
+
+#define SAVES_INPUT_AND_STATS (OP_SAVES_IN0 | OP_SAVES_AUX)
+
+const OpDesc op_table[OP_COUNT] = {
+    [OP_DATA] = {.rule = place_rule_data,
+                 .saves = 0,
+                 .reads_params = 0,
+                 .shape = shape_data,
+                 .flops = flops_none,
+                 .scratch = scratch_none,
+                 .partial = NULL,
+                 .fwd = RT_prt_data,
+                 .bwd = RT_NONE,
+                 .emit_fwd = ops_emit_data_fwd,
+                 .emit_bwd = NULL},
+    [OP_EMBED] = {.rule = place_rule_embed,
+                 .saves = SAVES_INPUT_AND_STATS,
+                 .reads_params = 0,
+                 .shape = shape_embed,
+                 .flops = flops_none,
+                 .scratch = scratch_embed,
+                 .partial = "looks rows up in a",
+                 .fwd = RT_prt_embed_fwd,
+                 .bwd = RT_prt_embed_bwd,
+                 .emit_fwd = ops_emit_embed_fwd,
+                 .emit_bwd = ops_emit_embed_bwd},
+    [OP_POS] = {.rule = place_rule_elementwise,
+                 .saves = 0,
+                 .reads_params = 0,
+                 .shape = shape_pos,
+                 .flops = flops_none,
+                 .scratch = scratch_none,
+                 .partial = NULL,
+                 .fwd = RT_prt_pos_fwd,
+                 .bwd = RT_prt_pos_bwd,
+                 .emit_fwd = ops_emit_pos_fwd,
+                 .emit_bwd = ops_emit_pos_bwd},
+    [OP_LAYERNORM] = {.rule = place_rule_norm,
+                 .saves = SAVES_INPUT_AND_STATS,
+                 .reads_params = 1,
+                 .shape = shape_rows,
+                 .flops = flops_layernorm,
+                 .scratch = scratch_layernorm,
+                 .partial = NULL,
+                 .fwd = RT_prt_layernorm_fwd,
+                 .bwd = RT_prt_layernorm_bwd,
+                 .emit_fwd = ops_emit_layernorm_fwd,
+                 .emit_bwd = ops_emit_layernorm_bwd},
+    [OP_RMSNORM] = {.rule = place_rule_norm,
+                 .saves = SAVES_INPUT_AND_STATS,
+                 .reads_params = 1,
+                 .shape = shape_rows,
+                 .flops = flops_rmsnorm,
+                 .scratch = scratch_rmsnorm,
+                 .partial = NULL,
+                 .fwd = RT_prt_rmsnorm_fwd,
+                 .bwd = RT_prt_rmsnorm_bwd,
+                 .emit_fwd = ops_emit_rmsnorm_fwd,
+                 .emit_bwd = ops_emit_rmsnorm_bwd},
+    [OP_LINEAR] = {.rule = place_rule_linear,
+                 .saves = SAVES_INPUT_AND_STATS,
+                 .reads_params = 1,
+                 .shape = shape_linear,
+                 .flops = flops_linear,
+                 .scratch = scratch_linear,
+                 .partial = "contracts",
+                 .fwd = RT_prt_matmul_fwd,
+                 .bwd = RT_prt_matmul_bwd,
+                 .emit_fwd = ops_emit_linear_fwd,
+                 .emit_bwd = ops_emit_linear_bwd},
+    [OP_LINEAR_T] = {.rule = place_rule_linear,
+                 .saves = SAVES_INPUT_AND_STATS,
+                 .reads_params = 1,
+                 .shape = shape_linear,
+                 .flops = flops_linear,
+                 .scratch = scratch_linear,
+                 .partial = "contracts",
+                 .fwd = RT_prt_matmul_t_fwd,
+                 .bwd = RT_prt_matmul_t_bwd,
+                 .emit_fwd = ops_emit_linear_fwd,
+                 .emit_bwd = ops_emit_linear_bwd},
+    [OP_BIAS] = {.rule = place_rule_elementwise,
+                 .saves = 0,
+                 .reads_params = 0,
+                 .shape = shape_rows,
+                 .flops = flops_bias,
+                 .scratch = scratch_none,
+                 .partial = NULL,
+                 .fwd = RT_prt_bias_fwd,
+                 .bwd = RT_prt_bias_bwd,
+                 .emit_fwd = ops_emit_bias_fwd,
+                 .emit_bwd = ops_emit_bias_bwd},
+    [OP_GELU] = {.rule = place_rule_elementwise,
+                 .saves = SAVES_INPUT_AND_STATS,
+                 .reads_params = 0,
+                 .shape = shape_elements,
+                 .flops = flops_activation,
+                 .scratch = scratch_none,
+                 .partial = NULL,
+                 .fwd = RT_prt_gelu_fwd,
+                 .bwd = RT_prt_gelu_bwd,
+                 .emit_fwd = ops_emit_activation_fwd,
+                 .emit_bwd = ops_emit_activation_bwd},
+    [OP_RELU] = {.rule = place_rule_elementwise,
+                 .saves = SAVES_INPUT_AND_STATS,
+                 .reads_params = 0,
+                 .shape = shape_elements,
+                 .flops = flops_activation,
+                 .scratch = scratch_none,
+                 .partial = NULL,
+                 .fwd = RT_prt_relu_fwd,
+                 .bwd = RT_prt_relu_bwd,
+                 .emit_fwd = ops_emit_activation_fwd,
+                 .emit_bwd = ops_emit_activation_bwd},
+    [OP_SWIGLU] = {.rule = place_rule_elementwise,
+                 .saves = SAVES_INPUT_AND_STATS,
+                 .reads_params = 0,
+                 .shape = shape_rows,
+                 .flops = flops_swiglu,
+                 .scratch = scratch_none,
+                 .partial = NULL,
+                 .fwd = RT_prt_swiglu_fwd,
+                 .bwd = RT_prt_swiglu_bwd,
+                 .emit_fwd = ops_emit_swiglu_fwd,
+                 .emit_bwd = ops_emit_swiglu_bwd},
+    [OP_ATTENTION] = {.rule = place_rule_attention,
+                 .saves = OP_SAVES_IN0 | OP_SAVES_AUX_KEPT,
+                 .reads_params = 0,
+                 .shape = shape_attention,
+                 .flops = flops_attention,
+                 .scratch = scratch_attention,
+                 .partial = NULL,
+                 .fwd = RT_prt_attention_fwd,
+                 .bwd = RT_prt_attention_bwd,
+                 .emit_fwd = ops_emit_attention_fwd,
+                 .emit_bwd = ops_emit_attention_bwd},
+    [OP_ADD] = {.rule = place_rule_elementwise,
+                 .saves = 0,
+                 .reads_params = 0,
+                 .shape = shape_elements,
+                 .flops = flops_add,
+                 .scratch = scratch_none,
+                 .partial = NULL,
+                 .fwd = RT_prt_add_fwd,
+                 .bwd = RT_prt_acc,
+                 .emit_fwd = ops_emit_add_fwd,
+                 .emit_bwd = ops_emit_add_bwd},
+    [OP_COPY] = {.rule = place_rule_elementwise,
+                 .saves = 0,
+                 .reads_params = 0,
+                 .shape = shape_elements,
+                 .flops = flops_none,
+                 .scratch = scratch_none,
+                 .partial = NULL,
+                 .fwd = RT_prt_copy,
+                 .bwd = RT_prt_acc,
+                 .emit_fwd = ops_emit_copy_fwd,
+                 .emit_bwd = ops_emit_copy_bwd},
+    [OP_XENT] = {.rule = place_rule_xent,
+                 .saves = OP_SAVES_IN0 | OP_SAVES_IN1 | OP_SAVES_AUX,
+                 .reads_params = 0,
+                 .shape = shape_xent,
+                 .flops = flops_xent,
+                 .scratch = scratch_xent,
+                 .partial = NULL,
+                 .fwd = RT_prt_xent_fwd,
+                 .bwd = RT_prt_xent_bwd,
+                 .emit_fwd = ops_emit_xent_fwd,
+                 .emit_bwd = ops_emit_xent_bwd},
+};
+
+void ops_check(void)
+{
+    for (int k = 0; k < OP_COUNT; k++) {
+        const OpDesc *d = &op_table[k];
+        if (!d->rule || !d->shape || !d->flops || !d->scratch || !d->emit_fwd || d->fwd <= RT_NONE ||
+            d->fwd >= RT_FN_COUNT)
+            PARC_BUG("op %s has an incomplete row in op_table", op_names[k]);
+        if ((d->emit_bwd != NULL) != (d->bwd != RT_NONE))
+            PARC_BUG("op %s: a backward emitter needs a backward entry and the other way round", op_names[k]);
+    }
+}
+
+int64_t ops_instr_scratch(const Program *prog, const StageProgram *sp, const Instr *ins, int wide)
+{
+    if (ins->entry == ENTRY_NONE || ins->op < 0) return 0;
+    const OpDesc *d = &op_table[prog->graph->ops[ins->op].kind];
+    unsigned given = 0, w16 = 0;
+    for (int k = 0; k < ins->nargs && k < 32; k++) {
+        const Arg *a = &ins->args[k];
+        if (a->kind != ARG_BUF) continue;
+        given |= 1u << k;
+        if (wide && dtype_is_16(sp->bufs[a->buf].dtype)) w16 |= 1u << k;
+    }
+    return d->scratch(&ins->shape, ins->entry == ENTRY_BACKWARD, given, w16);
+}

@@ -1,0 +1,206 @@
+/*
+ * ops_emit.c — each op's forward and backward runtime calls (see ops_emit.h).
+ * The arguments follow the runtime's signatures (PRT_OPS in parc_rt.h); the
+ * shape's d[] are the call's size arguments in the order ops.c documents.
+ */
+#include "ops_emit.h"
+
+#define ENTRY(e, fn, ...) (EMIT((e), (fn), __VA_ARGS__), (e)->seq->n - 1)
+
+static const OpDesc *row(const Op *op) { return &op_table[op->kind]; }
+
+int ops_emit_data_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    Lowerer *lw = e->lw;
+    const Graph *g = lw->g;
+    Arg scratch = arg_buf(lw->scratch_idx, INST_FIXED, 0);
+    Arg tok = op->out == g->tokens ? a->out : scratch;
+    Arg tgt = op->out == g->targets ? a->out : scratch;
+    return ENTRY(e, RT_prt_data, tok, tgt, arg_kind(ARG_STEP), arg_kind(ARG_FIRST_SAMPLE), arg_int(s->d[0]),
+                 arg_int(s->d[1]), arg_int(lw->plan->model.vocab));
+}
+
+int ops_emit_embed_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return ENTRY(e, RT_prt_embed_fwd, a->out, a->in[0].arg, a->param[0].arg, arg_int(s->d[0]), arg_int(s->d[1]),
+                 arg_int(s->d[2]), arg_coord(s->axis, s->d[2]));
+}
+
+/* the backward reads no weights: the table's placement comes from the rule */
+int ops_emit_embed_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return ENTRY(e, RT_prt_embed_bwd, a->dparam[0].arg, a->in[0].arg, a->dout, arg_int(s->d[0]), arg_int(s->d[1]),
+                 arg_int(s->d[2]), arg_coord(s->axis, s->d[2]));
+}
+
+int ops_emit_pos_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return ENTRY(e, RT_prt_pos_fwd, a->out, a->in[0].arg, a->param[0].arg, arg_int(s->d[0]), arg_int(s->d[1]),
+                 arg_int(s->d[2]), arg_coord(s->axis, s->d[1]));
+}
+
+int ops_emit_pos_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return ENTRY(e, RT_prt_pos_bwd, a->dparam[0].arg, a->din[0].arg, a->dout, arg_int(s->d[0]), arg_int(s->d[1]),
+                 arg_int(s->d[2]), arg_coord(s->axis, s->d[1]));
+}
+
+int ops_emit_layernorm_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    Lowerer *lw = e->lw;
+    return ENTRY(e, RT_prt_layernorm_fwd, a->out, arg_value(lw, op->aux[0]), arg_value(lw, op->aux[1]),
+                 a->in[0].arg, a->param[0].arg, op->nparam > 1 ? a->param[1].arg : arg_null(), arg_int(s->d[0]),
+                 arg_int(s->d[1]));
+}
+
+int ops_emit_layernorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    Lowerer *lw = e->lw;
+    return ENTRY(e, RT_prt_layernorm_bwd, a->din[0].arg, a->dparam[0].arg,
+                 op->nparam > 1 ? a->dparam[1].arg : arg_null(), a->dout, a->in[0].arg, a->param[0].arg,
+                 arg_value(lw, op->aux[0]), arg_value(lw, op->aux[1]), arg_int(s->d[0]), arg_int(s->d[1]));
+}
+
+int ops_emit_rmsnorm_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    return ENTRY(e, RT_prt_rmsnorm_fwd, a->out, arg_value(e->lw, op->aux[0]), a->in[0].arg, a->param[0].arg,
+                 arg_int(s->d[0]), arg_int(s->d[1]));
+}
+
+int ops_emit_rmsnorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    return ENTRY(e, RT_prt_rmsnorm_bwd, a->din[0].arg, a->dparam[0].arg, a->dout, a->in[0].arg, a->param[0].arg,
+                 arg_value(e->lw, op->aux[0]), arg_int(s->d[0]), arg_int(s->d[1]));
+}
+
+int ops_emit_linear_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    return ENTRY(e, row(op)->fwd, a->out, a->in[0].arg, a->param[0].arg, arg_int(s->d[0]), arg_int(s->d[1]),
+                 arg_int(s->d[2]));
+}
+
+int ops_emit_linear_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    return ENTRY(e, row(op)->bwd, a->din[0].arg, a->dparam[0].arg, a->dout, a->in[0].arg, a->param[0].arg,
+                 arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]));
+}
+
+int ops_emit_bias_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return ENTRY(e, RT_prt_bias_fwd, a->out, a->in[0].arg, a->param[0].arg, arg_int(s->d[0]), arg_int(s->d[1]));
+}
+
+/* the bias's gradient, then the input's (the op is an identity on it) */
+int ops_emit_bias_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    int entry = ENTRY(e, RT_prt_bias_bwd, a->dparam[0].arg, a->dout, arg_int(s->d[0]), arg_int(s->d[1]));
+    EMIT(e, RT_prt_acc, a->din[0].arg, a->dout, arg_int(s->d[0] * s->d[1]));
+    return entry;
+}
+
+int ops_emit_activation_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    return ENTRY(e, row(op)->fwd, a->out, a->in[0].arg, arg_int(s->d[0]));
+}
+
+int ops_emit_activation_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    return ENTRY(e, row(op)->bwd, a->din[0].arg, a->in[0].arg, a->dout, arg_int(s->d[0]));
+}
+
+int ops_emit_swiglu_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return ENTRY(e, RT_prt_swiglu_fwd, a->out, a->in[0].arg, arg_int(s->d[0]), arg_int(s->d[1]));
+}
+
+int ops_emit_swiglu_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return ENTRY(e, RT_prt_swiglu_bwd, a->din[0].arg, a->in[0].arg, a->dout, arg_int(s->d[0]), arg_int(s->d[1]));
+}
+
+static Arg probs_arg(const Lowerer *lw, const Op *op, const OpShape *s)
+{
+    return s->kept ? arg_value(lw, op->aux[0]) : arg_null();
+}
+
+int ops_emit_attention_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    return ENTRY(e, RT_prt_attention_fwd, a->out, probs_arg(e->lw, op, s), a->in[0].arg, arg_int(s->d[0]),
+                 arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]), arg_int(e->lw->plan->model.block.causal));
+}
+
+int ops_emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    return ENTRY(e, RT_prt_attention_bwd, a->din[0].arg, a->dout, a->in[0].arg, probs_arg(e->lw, op, s),
+                 arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]),
+                 arg_int(e->lw->plan->model.block.causal));
+}
+
+int ops_emit_add_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return ENTRY(e, RT_prt_add_fwd, a->out, a->in[0].arg, a->in[1].arg, arg_int(s->d[0]));
+}
+
+int ops_emit_add_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    EMIT(e, RT_prt_acc, a->din[0].arg, a->dout, arg_int(s->d[0]));
+    return ENTRY(e, RT_prt_acc, a->din[1].arg, a->dout, arg_int(s->d[0]));
+}
+
+int ops_emit_copy_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return ENTRY(e, RT_prt_copy, a->out, a->in[0].arg, arg_int(s->d[0]));
+}
+
+int ops_emit_copy_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return ENTRY(e, RT_prt_acc, a->din[0].arg, a->dout, arg_int(s->d[0]));
+}
+
+/* The loss over the ranks that hold different rows: the replicas of the
+ * logits (mesh axes other than the pipeline's where they are whole) are
+ * counted once.  With a vocab split, the row max, the sum of exponentials and
+ * the target logit are reduced over the vocab axis inside the op: report-only
+ * records of those collectives follow the call. */
+int ops_emit_xent_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    Lowerer *lw = e->lw;
+    int64_t N = s->d[0], V = s->d[1];
+    int va = s->axis;
+    int64_t replicas = 0;
+    for (int x = 0; x < lw->naxes; x++)
+        if (a->in[0].place[x].kind == PLACE_R && lw->plan->mesh.axes[x].size > 1 && x != lw->plan->layout.pp_axis)
+            replicas |= (int64_t)1 << x;
+    if (replicas) EMIT(e, RT_prt_loss_replicas, arg_int(replicas));
+    int entry = ENTRY(e, RT_prt_xent_fwd, arg_buf(lw->loss_buf, INST_FIXED, 0), arg_value(lw, op->aux[0]),
+                      a->in[0].arg, a->in[1].arg, arg_int(N), arg_int(V), arg_coord(va, V), arg_int(va));
+    if (va >= 0) {
+        prog_record(e, COLL_ALLREDUCE_MAX, va, N, op->id, op->in[0],
+                    "vocab-parallel cross-entropy: the row max over a vocab split");
+        prog_record(e, COLL_ALLREDUCE, va, 2 * N, op->id, op->in[0],
+                    "vocab-parallel cross-entropy: the sum of exponentials and the target logit (held by one rank of "
+                    "the split), in one call");
+    }
+    return entry;
+}
+
+int ops_emit_xent_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    const Plan *plan = e->lw->plan;
+    double scale = 1.0 / ((double)plan->train.batch * (double)plan->model.seq);
+    return ENTRY(e, RT_prt_xent_bwd, a->din[0].arg, a->in[0].arg, arg_value(e->lw, op->aux[0]), a->in[1].arg,
+                 arg_int(s->d[0]), arg_int(s->d[1]), arg_coord(s->axis, s->d[1]), arg_f64(scale));
+}

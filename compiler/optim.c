@@ -1,0 +1,251 @@
+/*
+ * optim.c — lowering pass: parameters, gradient sync and the optimizer step.
+ *
+ * Takes the placed graph and the current stage.  A ZeRO stage is one row of
+ * zero_rows: the placement on the ZeRO axis of the weights, of the gradient
+ * buffer and of the optimizer state (whole, or this rank's share of the
+ * flattened tensor).  Everything else follows by plain resharding: the
+ * gradient moves from the placement it accumulated in to the optimizer's
+ * (tensor axes first, the data axis last: DDP's all-reduce, ZeRO's
+ * reduce-scatter), the step runs on the optimizer's placement, and the result
+ * moves back to the weights' placement (ZeRO-1/2's all-gather).
+ *
+ * Guarantees: every parameter of a region bound on the stage has its weights,
+ * gradient, optional fp32 master and moments; its gradient is zeroed at the
+ * start of each step, synced after the last micro-batch and stepped once.
+ */
+#include "lower.h"
+
+typedef struct ZeroRow {
+    /* on the ZeRO axis: PLACE_R = whole, split(DIM_FLAT) = this rank's share */
+    Placement weights, grads, optim;
+    const char *sync_why, *sync_why_bucketed; /* the data axis's gradient sync */
+    const char *scatter_why;                  /* sharded gradients: the per-micro-batch scatter */
+    const char *gather_why;                   /* whole weights, sharded optimizer: the gather back */
+} ZeroRow;
+
+#define WHOLE {PLACE_R, 0}
+#define SHARD {PLACE_S, DIM_FLAT}
+#define BUCKETED ", a bucket per layer after its last micro-batch's backward"
+/* the data axis's sync into a sharded optimizer; ZeRO-2/3 gradients are
+ * already this rank's share by then, so only ZeRO-1 reports it */
+#define ZERO1_SYNC "ZeRO-1: gradients reduce-scattered so each rank updates its shard"
+
+static const ZeroRow zero_rows[4] = {
+    {WHOLE, WHOLE, WHOLE, "data parallel: gradients summed over the data axis (DDP)",
+     "data parallel: gradients summed over the data axis (DDP)" BUCKETED, NULL, NULL},
+    {WHOLE, WHOLE, SHARD, ZERO1_SYNC, ZERO1_SYNC BUCKETED, NULL,
+     "ZeRO-1: each rank updated its shard; the whole weights are gathered back"},
+    {WHOLE, SHARD, SHARD, ZERO1_SYNC, ZERO1_SYNC BUCKETED, "ZeRO-2 keeps only this rank's shard of each gradient",
+     "ZeRO-2: each rank updated its shard; the whole weights are gathered back"},
+    {SHARD, SHARD, SHARD, ZERO1_SYNC, ZERO1_SYNC BUCKETED, "ZeRO-3 keeps only this rank's shard of each gradient",
+     NULL},
+};
+
+static const ZeroRow *zero_row(const Lowerer *lw)
+{
+    int zs = lw->plan->layout.zero_stage;
+    PARC_ASSERT(zs >= 0 && zs < 4);
+    return &zero_rows[zs];
+}
+
+static int sharded(Placement p) { return p.kind == PLACE_S; }
+
+/* Local elements of a parameter buffer: this rank's share of the padded
+ * tensor-parallel block when sharded, else the padded block. */
+static int64_t param_elems(const Lowerer *lw, const Tensor *tt, Placement on_zero_axis)
+{
+    const Layout *lay = &lw->plan->layout;
+    int zn = lay->zero_axis >= 0 ? lw->plan->mesh.axes[lay->zero_axis].size : 1;
+    Placement tp[PARC_MAX_AXES]; /* tensor-parallel placement: home without the flat shard */
+    for (int a = 0; a < lw->naxes; a++) tp[a] = place_param_use(tt, a);
+    int64_t tp_local = lower_local_numel(lw, tt, tp);
+    int64_t share = lay->zero_stage > 0 ? (tp_local + zn - 1) / zn : tp_local;
+    return sharded(on_zero_axis) ? share : share * (lay->zero_stage > 0 ? zn : 1);
+}
+
+/* The fp32 master describes the parameter itself (its ZeRO share when the
+ * optimizer state is sharded), so the runtime draws the full fp32 initial
+ * values; the weights are their rounding. */
+static void describe_master(Lowerer *lw, int w, int master, int zero_axis)
+{
+    const Buffer *pw = &lw->sp->bufs[w];
+    Buffer *mb = &lw->sp->bufs[master];
+    mb->init_name = pw->init_name;
+    mb->init = pw->init;
+    mb->init_std = pw->init_std;
+    mb->first_layer = pw->first_layer;
+    mb->ndim = pw->ndim;
+    for (int d = 0; d < 4; d++) mb->gdims[d] = pw->gdims[d], mb->split_axis[d] = pw->split_axis[d];
+    mb->zero_axis = zero_axis;
+    mb->layers_per_chunk = pw->layers_per_chunk;
+    mb->chunk_layer_stride = pw->chunk_layer_stride;
+}
+
+static void describe_weights(Lowerer *lw, int w, const Tensor *tt, Region r, int first_layer, int zero_axis)
+{
+    Buffer *wb = &lw->sp->bufs[w];
+    wb->init_name = tt->name;
+    wb->init = tt->init;
+    wb->init_std = tt->init_std;
+    wb->first_layer = r == REGION_BLOCK ? first_layer : -1;
+    PARC_ASSERT(tt->ndim <= 4);
+    wb->ndim = tt->ndim;
+    for (int d = 0; d < tt->ndim; d++) {
+        wb->gdims[d] = tt->sizes[d];
+        wb->split_axis[d] = -1;
+        for (int a = 0; a < lw->naxes; a++) {
+            Placement p = place_param_use(tt, a);
+            if (p.kind == PLACE_S && p.dim == tt->dims[d]) wb->split_axis[d] = a;
+        }
+    }
+    wb->zero_axis = zero_axis;
+    if (r == REGION_BLOCK && lw->sp->chunks > 1) {
+        wb->layers_per_chunk = lw->sp->layers_per_chunk;
+        wb->chunk_layer_stride = (int64_t)lw->plan->layout.stages * lw->sp->layers_per_chunk;
+    }
+}
+
+void optim_bind_params(Lowerer *lw, Region r, int instances, int first_layer)
+{
+    const Graph *g = lw->g;
+    const Plan *plan = lw->plan;
+    const ZeroRow *z = zero_row(lw);
+    int za = plan->layout.zero_axis;
+    int wdtype = prog_act_dtype(lw);
+    int mode = r == REGION_BLOCK ? INST_LAYER : INST_FIXED;
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *tt = &g->tensors[t];
+        if (tt->region != r || tt->kind != TENSOR_PARAM) continue;
+        Binding *b = &lw->bind[t];
+        int64_t oelems = param_elems(lw, tt, z->optim);
+        int w = prog_buf_new(lw, tt->name, PRT_WEIGHTS, wdtype, param_elems(lw, tt, z->weights), instances);
+        describe_weights(lw, w, tt, r, first_layer, sharded(z->weights) ? za : -1);
+        b->value = (BufRef){w, mode, 0};
+        int gb = prog_buf_new(lw, arena_printf(lw->arena, "%s.grad", tt->name), PRT_GRADS, wdtype,
+                              param_elems(lw, tt, z->grads), instances);
+        b->gradient = (BufRef){gb, mode, 0};
+        if (sharded(z->grads))
+            b->full_grad = prog_buf_new(lw, arena_printf(lw->arena, "%s.grad.full", tt->name), PRT_WORKSPACE, wdtype,
+                                        param_elems(lw, tt, PLACE_REP), 1);
+        if (plan->train.master_fp32 && plan->train.precision != PREC_FP32) {
+            b->master = prog_buf_new(lw, arena_printf(lw->arena, "%s.master", tt->name), PRT_MASTER, PRT_F32, oelems,
+                                     instances);
+            describe_master(lw, w, b->master, sharded(z->optim) ? za : -1);
+        }
+        if (plan->train.optimizer != OPT_SGD || plan->train.momentum != 0)
+            b->mom1 = prog_buf_new(lw, arena_printf(lw->arena, "%s.m", tt->name), PRT_OPTIM, PRT_F32, oelems,
+                                   instances);
+        if (plan->train.optimizer != OPT_SGD)
+            b->mom2 = prog_buf_new(lw, arena_printf(lw->arena, "%s.v", tt->name), PRT_OPTIM, PRT_F32, oelems,
+                                   instances);
+    }
+}
+
+void optim_emit_scatter(Emit *e, Region r)
+{
+    Lowerer *lw = e->lw;
+    const Graph *g = lw->g;
+    const ZeroRow *z = zero_row(lw);
+    int za = lw->plan->layout.zero_axis;
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *tt = &g->tensors[t];
+        const Binding *b = &lw->bind[t];
+        if (tt->region != r || tt->kind != TENSOR_PARAM || b->full_grad < 0) continue;
+        Val v;
+        v.arg = arg_buf(b->full_grad, INST_FIXED, 0);
+        v.tensor = t;
+        Placement to[PARC_MAX_AXES];
+        memcpy(v.place, b->grad, sizeof v.place);
+        memcpy(to, b->grad, sizeof to);
+        to[za] = z->grads;
+        Val s = reshard_to(e, v, to, -1, z->scatter_why, 1, NULL);
+        EMIT(e, RT_prt_acc, arg_grad(lw, t), s.arg, arg_int(lower_local_numel(lw, tt, to)));
+    }
+}
+
+/* Gradient sync: from the accumulation placement to the optimizer's, tensor
+ * axes first, the data axis last; the last step writes into dst_data. */
+static void emit_sync(Lowerer *lw, Emit *es, int t, const Placement *acc, const Placement *opt, Arg gr, Arg dst_data,
+                      Region r)
+{
+    const Layout *lay = &lw->plan->layout;
+    const ZeroRow *z = zero_row(lw);
+    int data_axis = lay->zero_axis >= 0 ? lay->zero_axis : lay->dim_axis[DIM_BATCH];
+    Val v = {gr, t, {{0}}};
+    memcpy(v.place, acc, sizeof v.place);
+    for (int pass = 0; pass < 2; pass++) {
+        Placement to[PARC_MAX_AXES];
+        memcpy(to, v.place, sizeof to);
+        int moves = 0;
+        for (int a = 0; a < lw->naxes; a++) {
+            if ((a == data_axis) == (pass == 1)) to[a] = opt[a];
+            moves |= reshard_collective(v.place[a], to[a]) != COLL_NONE;
+        }
+        if (!moves) continue;
+        int bucket = r == REGION_BLOCK && lw->sp->sync_in_backward;
+        const char *why = pass == 0 ? "partial gradients of a parameter used on rows split on a tensor axis"
+                          : bucket  ? z->sync_why_bucketed
+                                    : z->sync_why;
+        reshard_to(es, v, to, -1, why, 1, pass == 0 ? &gr : &dst_data);
+        memcpy(v.place, to, sizeof to);
+    }
+}
+
+void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r)
+{
+    const Graph *g = lw->g;
+    const Train *tr = &lw->plan->train;
+    const ZeroRow *z = zero_row(lw);
+    int za = lw->plan->layout.zero_axis;
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *tt = &g->tensors[t];
+        const Binding *b = &lw->bind[t];
+        if (tt->region != r || tt->kind != TENSOR_PARAM || b->value.buf < 0) continue;
+        int mode = b->value.inst;
+        Arg w = arg_ref(b->value), gr = arg_ref(b->gradient);
+        Emit ez = {lw, zero, PHASE_GRAD_SYNC};
+        EMIT(&ez, RT_prt_zero, gr, arg_int(lw->sp->bufs[b->gradient.buf].elems));
+
+        /* the placements of the gradient as accumulated, of the optimizer and
+         * of the weights, per this ZeRO stage's row */
+        Placement acc[PARC_MAX_AXES], opt[PARC_MAX_AXES], whole[PARC_MAX_AXES];
+        for (int a = 0; a < lw->naxes; a++) {
+            acc[a] = b->grad[a];
+            opt[a] = whole[a] = place_param_use(tt, a);
+        }
+        if (za >= 0 && sharded(z->weights)) whole[za] = z->weights;
+        if (za >= 0 && sharded(z->grads)) acc[za] = z->grads;
+        if (za >= 0 && sharded(z->optim)) opt[za] = z->optim;
+        int64_t n = lower_local_numel(lw, tt, opt);
+        /* a whole buffer stepped on a shard: this rank's region of it */
+        int shard_of_whole_w = za >= 0 && sharded(z->optim) && !sharded(z->weights);
+        int shard_of_whole_g = za >= 0 && sharded(z->optim) && !sharded(z->grads);
+        Arg pw = shard_of_whole_w ? arg_buf_off(b->value.buf, mode, 0, za, n) : w;
+        Arg pg = shard_of_whole_g ? arg_buf_off(b->gradient.buf, mode, 0, za, n) : gr;
+        Emit es = {lw, sync, PHASE_GRAD_SYNC};
+        emit_sync(lw, &es, t, acc, opt, gr, pg, r);
+
+        /* the optimizer step on the optimizer's placement */
+        Emit eo = {lw, optim, PHASE_OPTIMIZER};
+        Arg master = b->master >= 0 ? arg_buf(b->master, mode, 0) : arg_null();
+        Arg m1 = b->mom1 >= 0 ? arg_buf(b->mom1, mode, 0) : arg_null();
+        Arg m2 = b->mom2 >= 0 ? arg_buf(b->mom2, mode, 0) : arg_null();
+        double wd = tt->decay ? tr->weight_decay : 0.0;
+        Instr *ins;
+        if (tr->optimizer == OPT_SGD)
+            ins = EMIT(&eo, RT_prt_sgd, pw, master, pg, m1, arg_int(n), arg_f64(tr->lr), arg_f64(tr->momentum),
+                       arg_f64(wd));
+        else
+            ins = EMIT(&eo, RT_prt_adamw, pw, master, pg, m1, m2, arg_int(n), arg_kind(ARG_STEP), arg_f64(tr->lr),
+                       arg_f64(tr->beta1), arg_f64(tr->beta2), arg_f64(tr->eps), arg_f64(wd));
+        ins->tensor = t;
+        ins->flops = 12.0 * n;
+        /* back to the weights' placement */
+        Val updated = {pw, t, {{0}}};
+        memcpy(updated.place, opt, sizeof opt);
+        int gathers = 0;
+        for (int a = 0; a < lw->naxes; a++) gathers |= reshard_collective(opt[a], whole[a]) != COLL_NONE;
+        if (gathers) reshard_to(&eo, updated, whole, -1, z->gather_why, 0, &w);
+    }
+}

@@ -1,0 +1,178 @@
+/*
+ * passes.c — the pass table (passes.h): the compiler's pipeline as data.
+ *
+ *   front     parse + check                   grammar/par.y, check.c   Plan
+ *   expand    the forward op graph            expand.c                 Graph
+ *   lower     placements, collectives, autodiff, gradient sync, optimizer,
+ *             stage programs and their ledger lower.c, ledger.c        Program
+ *   schedule  the pipeline schedule the stage programs were cut from
+ *             (built by lower_program; this row dumps and verifies it)
+ *   analyze   ledger per class, FLOPs, collective volumes, step time  analyze.c
+ *   codegen   the LLVM module                 codegen*.c
+ *
+ * Older dump names stay valid: plan = front, graph = expand, ir = lower.
+ */
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ front */
+
+static int run_front(Compilation *c) { return front_load(c->arena, c->path, &c->plan) != 0; }
+
+static void dump_front(const Compilation *c, FILE *out) { plan_dump(&c->plan, out); }
+
+/* What check guarantees about a plan (parc.h, struct Plan). */
+static void verify_front(const Compilation *c)
+{
+    const Plan *p = &c->plan;
+    const Mesh *m = &p->mesh;
+    if (m->naxes < 0 || m->naxes > PARC_MAX_AXES) PARC_BUG("plan: %d mesh axes", m->naxes);
+    int64_t world = 1;
+    for (int a = 0; a < m->naxes; a++) {
+        if (m->axes[a].size < 1) PARC_BUG("plan: axis `%s` has size %d", m->axes[a].name, m->axes[a].size);
+        world *= m->axes[a].size;
+    }
+    if (world != m->world) PARC_BUG("plan: axis sizes multiply to %lld, world is %d", (long long)world, m->world);
+    const Layout *l = &p->layout;
+    for (int d = 0; d < DIM_COUNT; d++)
+        if (l->dim_axis[d] < -1 || l->dim_axis[d] >= m->naxes)
+            PARC_BUG("plan: dim %s maps to axis %d of %d", dim_names[d], l->dim_axis[d], m->naxes);
+    if (l->zero_stage < 0 || l->zero_stage > 3 || (l->zero_stage > 0 && (l->zero_axis < 0 || l->zero_axis >= m->naxes)))
+        PARC_BUG("plan: zero %d over axis %d", l->zero_stage, l->zero_axis);
+    const Train *t = &p->train;
+    if (t->micro_batch < 1 || t->micro_batches < 1 || t->batch != t->micro_batch * t->micro_batches * plan_dp(p))
+        PARC_BUG("plan: batch %lld is not micro_batch %lld x micro_batches %lld x dp %d", (long long)t->batch,
+                 (long long)t->micro_batch, (long long)t->micro_batches, plan_dp(p));
+    if (l->stages < 1 || l->stages > PARC_MAX_STAGES || l->virtual_stages < 1)
+        PARC_BUG("plan: %d stages of %d chunks", l->stages, l->virtual_stages);
+    int64_t layers = 0;
+    for (int s = 0; s < l->stages; s++) {
+        if (l->virtual_stages == 1 && s > 0 && l->stage_first[s] != l->stage_first[s - 1] + l->stage_layers[s - 1])
+            PARC_BUG("plan: stage %d starts at layer %d, after %d + %d", s, l->stage_first[s], l->stage_first[s - 1],
+                     l->stage_layers[s - 1]);
+        layers += (int64_t)l->stage_layers[s] * l->virtual_stages;
+    }
+    if (layers != p->model.layers)
+        PARC_BUG("plan: the stages hold %lld layers, the model has %lld", (long long)layers, (long long)p->model.layers);
+}
+
+/* ------------------------------------------------------------ expand */
+
+static int run_expand(Compilation *c)
+{
+    c->graph = expand_model(c->arena, &c->plan);
+    return c->graph == NULL;
+}
+
+static void dump_expand(const Compilation *c, FILE *out) { graph_dump(c->graph, out); }
+
+static void verify_expand(const Compilation *c) { verify_graph(c->graph); }
+
+/* ------------------------------------------------------------ lower, schedule */
+
+static int run_lower(Compilation *c)
+{
+    c->prog = lower_program(c->arena, &c->plan, c->graph);
+    return c->prog == NULL;
+}
+
+static void dump_lower(const Compilation *c, FILE *out) { program_dump(c->prog, out); }
+
+static void verify_lower(const Compilation *c) { verify_program(c->prog); }
+
+static void dump_schedule(const Compilation *c, FILE *out) { schedule_dump(&c->prog->schedule, out); }
+
+static void verify_schedule(const Compilation *c)
+{
+    char why[256];
+    if (schedule_verify(&c->prog->schedule, why, sizeof why) != 0) PARC_BUG("unsound schedule: %s", why);
+}
+
+/* ------------------------------------------------------------ analyze, codegen */
+
+static int run_analyze(Compilation *c)
+{
+    c->analysis = analyze_program(c->arena, c->prog);
+    c->prog->est_step_seconds = c->analysis->step_s; /* the program's watchdog scales with it */
+    return 0;
+}
+
+static void dump_analyze(const Compilation *c, FILE *out) { analyze_dump(c->analysis, out); }
+
+static void verify_analyze(const Compilation *c) { analyze_verify(c->analysis); }
+
+static int run_codegen(Compilation *c)
+{
+    c->module = codegen_build(c->prog);
+    return c->module == NULL;
+}
+
+static void dump_codegen(const Compilation *c, FILE *out) { codegen_dump(c->module, out); }
+
+static void verify_codegen(const Compilation *c) { codegen_verify(c->module); }
+
+/* ------------------------------------------------------------ the table */
+
+const Pass passes[] = {
+    {"front", run_front, dump_front, verify_front},
+    {"expand", run_expand, dump_expand, verify_expand},
+    {"lower", run_lower, dump_lower, verify_lower},
+    {"schedule", NULL, dump_schedule, verify_schedule},
+    {"analyze", run_analyze, dump_analyze, verify_analyze},
+    {"codegen", run_codegen, dump_codegen, verify_codegen},
+};
+const int passes_count = (int)(sizeof passes / sizeof passes[0]);
+
+int passes_find(const char *name)
+{
+    static const struct {
+        const char *old, *now;
+    } aliases[] = {{"plan", "front"}, {"graph", "expand"}, {"ir", "lower"}};
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (!strcmp(name, aliases[i].old)) name = aliases[i].now;
+    for (int i = 0; i < passes_count; i++)
+        if (!strcmp(name, passes[i].name)) return i;
+    return -1;
+}
+
+const char *passes_names(void)
+{
+    static char names[256];
+    if (!names[0]) {
+        size_t used = 0;
+        for (int i = 0; i < passes_count; i++)
+            used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", passes[i].name);
+    }
+    return names;
+}
+
+int passes_verify_from_env(void)
+{
+    const char *v = getenv("PARC_VERIFY");
+    return v && !strcmp(v, "1");
+}
+
+int passes_run(Compilation *c, Arena *arena, const char *path, int verify, int last)
+{
+    memset(c, 0, sizeof *c);
+    c->arena = arena;
+    c->path = path;
+    c->verify = verify;
+    PARC_ASSERT(last >= 0 && last < passes_count);
+    for (int i = 0; i <= last; i++) {
+        const Pass *p = &passes[i];
+        int errors = diag_error_count();
+        if (p->run && p->run(c)) return 1;
+        if (diag_error_count() != errors) return 1;
+        if (c->verify && p->verify) p->verify(c);
+    }
+    return 0;
+}
+
+void passes_finish(Compilation *c)
+{
+    codegen_free(c->module);
+    c->module = NULL;
+}

@@ -1,0 +1,231 @@
+/*
+ * place.c — lowering pass: placement.
+ *
+ * Takes a Graph whose tensors carry home placements (expand.c).  Runs every
+ * op's placement rule (op_table[kind].rule, the place_rule_* functions below)
+ * on every mesh axis: the placement the op needs of each input and parameter,
+ * the one it produces, and those of the gradients its backward produces (a
+ * contraction over a split dim produces Partial values and gradients).
+ *
+ * Guarantees on success: lw->rule holds every (op, axis) rule; every tensor's
+ * Binding has its produced and gradient placements and `needed` (the backward
+ * reads it, per op_table[kind].saves and the recompute policy); a block's
+ * output is produced in its input's placement.  A placement no rule accepts is
+ * a user error, reported once per (op kind, dim, axis).
+ */
+#include "lower.h"
+
+/* Placement of a gradient given the placement of its value: Partial values
+ * get replicated (complete) gradients. */
+static Placement grad_of(Placement p) { return p.kind == PLACE_P ? PLACE_REP : p; }
+
+void place_rule_error(Lowerer *lw, const Op *op, const char *fmt, const char *hint, int a, int dim)
+{
+    /* one report per (op kind, dim, axis): every layer repeats the same op */
+    if (lw->rule_seen[op->kind][dim][a]++) {
+        lw->errors++;
+        return;
+    }
+    char msg[512];
+    snprintf(msg, sizeof msg, fmt, op->name, dim_names[dim], lw->plan->mesh.axes[a].name);
+    SrcLoc loc = lw->plan->layout.dim_axis_loc[dim].file ? lw->plan->layout.dim_axis_loc[dim] : op->loc;
+    if (dim == DIM_SEQ && lw->plan->layout.sp_axis == a && lw->plan->layout.sp_loc.file)
+        loc = lw->plan->layout.sp_loc;
+    diag_error(loc, hint, "%s", msg);
+    lw->errors++;
+}
+
+/* ------------------------------------------------------------ the rules */
+
+static Placement out_home(const Lowerer *lw, const Op *op, int a)
+{
+    return op->out >= 0 ? lw->g->tensors[op->out].home[a] : PLACE_REP;
+}
+
+void place_rule_data(Lowerer *lw, const Op *op, int a, OpPlace *r)
+{
+    Placement home = out_home(lw, op, a);
+    r->out = home;
+    if (home.kind == PLACE_S && home.dim == DIM_SEQ)
+        place_rule_error(lw, op, "%s: the data loader cannot split %s on `%s`", NULL, a, DIM_SEQ);
+}
+
+void place_rule_embed(Lowerer *lw, const Op *op, int a, OpPlace *r)
+{
+    Placement w = r->param[0];
+    Placement tok = lw->g->tensors[op->in[0]].home[a];
+    if (w.kind == PLACE_S) {
+        if (tok.kind == PLACE_S)
+            place_rule_error(lw, op, "%s: the table and the tokens are both split on `%s` (%s)",
+                             "map batch and vocab to different axes", a, tok.dim);
+        r->in[0] = PLACE_REP;
+        r->din[0] = PLACE_REP;
+        r->out = w.dim == DIM_VOCAB ? PLACE_PART : w;
+    } else {
+        r->in[0] = tok;
+        r->din[0] = tok;
+        r->out = tok;
+    }
+    /* the table's gradient: rows this rank looked up (vocab split) or partial
+     * sums over this rank's samples */
+    r->dparam[0] = w.kind == PLACE_S ? w : (tok.kind == PLACE_S ? PLACE_PART : PLACE_REP);
+}
+
+/* Elementwise ops (positions, bias, activations, add, copy): everything in the
+ * output's home; a parameter's gradient sums over rows split elsewhere. */
+void place_rule_elementwise(Lowerer *lw, const Op *op, int a, OpPlace *r)
+{
+    Placement home = out_home(lw, op, a);
+    for (int i = 0; i < op->nin; i++) r->in[i] = r->din[i] = home;
+    r->out = home;
+    for (int i = 0; i < op->nparam; i++) {
+        const Tensor *p = &lw->g->tensors[op->param[i]];
+        if (r->param[i].kind == PLACE_S) r->dparam[i] = r->param[i];
+        else if (place_is_row_split(home) || (home.kind == PLACE_S && !tensor_has_dim(p, (Dim)home.dim)))
+            r->dparam[i] = PLACE_PART;
+        else r->dparam[i] = PLACE_REP;
+    }
+}
+
+void place_rule_norm(Lowerer *lw, const Op *op, int a, OpPlace *r)
+{
+    Placement home = out_home(lw, op, a);
+    if (home.kind == PLACE_S && home.dim == DIM_HIDDEN)
+        place_rule_error(lw, op, "%s normalises over %s, which is split on `%s`",
+                         "keep hidden whole: split heads and ffn instead (Megatron tensor parallelism)", a,
+                         DIM_HIDDEN);
+    r->in[0] = r->din[0] = home;
+    r->out = home;
+    for (int i = 0; i < op->nparam; i++) r->dparam[i] = place_is_row_split(home) ? PLACE_PART : PLACE_REP;
+}
+
+void place_rule_linear(Lowerer *lw, const Op *op, int a, OpPlace *r)
+{
+    Placement home = out_home(lw, op, a);
+    const Tensor *x = &lw->g->tensors[op->in[0]];
+    Placement wp = r->param[0];
+    if (wp.kind == PLACE_S && tensor_has_dim(x, (Dim)wp.dim)) {
+        /* the weight is split on a contracted dim: row parallel */
+        r->in[0] = wp;
+        r->din[0] = wp;
+        r->out = PLACE_PART;
+        r->dparam[0] = wp;
+    } else if (wp.kind == PLACE_S) {
+        /* split on an output dim: column parallel, needs the whole input */
+        if (place_is_row_split(home) || (home.kind == PLACE_S && home.dim != wp.dim))
+            place_rule_error(lw, op, "%s: its output would be split twice on `%s` (%s and the weight's dim)", NULL,
+                             a, home.dim);
+        r->in[0] = PLACE_REP;
+        r->din[0] = PLACE_PART;
+        r->out = wp;
+        r->dparam[0] = wp;
+    } else {
+        Placement want = place_is_row_split(home) ? home : PLACE_REP;
+        r->in[0] = want;
+        r->din[0] = want;
+        r->out = want;
+        r->dparam[0] = place_is_row_split(want) ? PLACE_PART : PLACE_REP;
+    }
+}
+
+void place_rule_attention(Lowerer *lw, const Op *op, int a, OpPlace *r)
+{
+    Placement home = out_home(lw, op, a);
+    if (home.kind == PLACE_S && home.dim == DIM_SEQ)
+        place_rule_error(lw, op, "%s cannot split %s on `%s` without context parallelism",
+                         "split heads on this axis, or use `sequence_parallel over AXIS` with `heads -> AXIS`", a,
+                         DIM_SEQ);
+    if (home.kind == PLACE_S && home.dim == DIM_HEAD_DIM)
+        place_rule_error(lw, op, "%s cannot split %s on `%s`", "split heads instead", a, DIM_HEAD_DIM);
+    r->in[0] = r->din[0] = home;
+    r->out = home;
+}
+
+void place_rule_xent(Lowerer *lw, const Op *op, int a, OpPlace *r)
+{
+    Placement lp = lw->g->tensors[op->in[0]].home[a];
+    r->in[0] = r->din[0] = lp;
+    /* the targets follow the logits' rows (a local slice when they differ) */
+    r->in[1] = r->din[1] = (lp.kind == PLACE_S && lp.dim == DIM_VOCAB) ? PLACE_REP : lp;
+    r->out = place_is_row_split(lp) ? PLACE_PART : PLACE_REP;
+}
+
+/* ------------------------------------------------------------ the pass */
+
+static void run_rules(Lowerer *lw)
+{
+    const Graph *g = lw->g;
+    for (int i = 0; i < g->nops; i++) {
+        const Op *op = &g->ops[i];
+        for (int a = 0; a < lw->naxes; a++) {
+            OpPlace *r = lower_rule(lw, op->id, a);
+            for (int k = 0; k < op->nparam; k++) {
+                r->param[k] = place_param_use(&g->tensors[op->param[k]], a);
+                r->dparam[k] = r->param[k];
+            }
+            op_table[op->kind].rule(lw, op, a, r);
+        }
+    }
+}
+
+/* Which tensors the backward reads, per each op's row and the recompute policy. */
+static void mark_needed(Lowerer *lw)
+{
+    const Graph *g = lw->g;
+    int keep_stats = lw->plan->layout.recompute == RECOMPUTE_NONE;
+    for (int i = 0; i < g->nops; i++) {
+        const Op *op = &g->ops[i];
+        unsigned saves = op_table[op->kind].saves;
+        if (saves & OP_SAVES_IN0) lw->bind[op->in[0]].needed = 1;
+        if (saves & OP_SAVES_IN1) lw->bind[op->in[1]].needed = 1;
+        if ((saves & OP_SAVES_AUX) || ((saves & OP_SAVES_AUX_KEPT) && keep_stats))
+            for (int k = 0; k < op->naux; k++) lw->bind[op->aux[k]].needed = 1;
+    }
+}
+
+/* The placement a parameter's gradient accumulates in: Partial when any use
+ * produces a Partial gradient, else the last use's. */
+static Placement param_grad(const Lowerer *lw, int t, int a)
+{
+    const Graph *g = lw->g;
+    Placement acc = PLACE_REP;
+    for (int i = 0; i < g->nops; i++)
+        for (int k = 0; k < g->ops[i].nparam; k++)
+            if (g->ops[i].param[k] == t) {
+                Placement d = lower_rule(lw, i, a)->dparam[k];
+                if (d.kind == PLACE_P || acc.kind == PLACE_R) acc = d;
+            }
+    return acc;
+}
+
+void place_plan(Lowerer *lw)
+{
+    Graph *g = lw->g;
+    run_rules(lw);
+    for (int t = 0; t < g->ntensors; t++)
+        for (int a = 0; a < lw->naxes; a++) lw->bind[t].produced[a] = g->tensors[t].home[a];
+    for (int i = 0; i < g->nops; i++) {
+        const Op *op = &g->ops[i];
+        for (int a = 0; a < lw->naxes; a++) {
+            const OpPlace *r = lower_rule(lw, i, a);
+            if (op->out >= 0) lw->bind[op->out].produced[a] = r->out;
+            for (int k = 0; k < op->naux; k++)
+                lw->bind[op->aux[k]].produced[a] = r->out.kind == PLACE_P ? g->tensors[op->in[0]].home[a] : r->out;
+        }
+    }
+    /* statistics follow the op's rows: never split on a feature dim */
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *tt = &g->tensors[t];
+        if (tt->kind != TENSOR_STAT) continue;
+        for (int a = 0; a < lw->naxes; a++) {
+            Placement p = lw->bind[t].produced[a];
+            if (p.kind == PLACE_P || (p.kind == PLACE_S && !tensor_has_dim(tt, (Dim)p.dim)))
+                lw->bind[t].produced[a] = PLACE_REP;
+        }
+    }
+    for (int t = 0; t < g->ntensors; t++)
+        for (int a = 0; a < lw->naxes; a++)
+            lw->bind[t].grad[a] = g->tensors[t].kind == TENSOR_PARAM ? param_grad(lw, t, a)
+                                                                      : grad_of(lw->bind[t].produced[a]);
+    mark_needed(lw);
+}

@@ -1,0 +1,110 @@
+/*
+ * plan_write.c — a checked Plan written back as a .par file that `parc check`
+ * accepts and that loads into the same Plan (numbers in base units, every
+ * rule spelled out).  `parc search` writes its layouts with it.
+ */
+#include "cost.h"
+#include "plan_write.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+static const char *const norm_w[] = {"none", "layer", "rms"};
+static const char *const mlp_w[] = {"gelu", "swiglu", "relu"};
+static const char *const prec_w[] = {"fp32", "bf16", "fp16"};
+static const char *const opt_w[] = {"adamw", "adam", "sgd"};
+static const char *const sched_w[] = {"none", "gpipe", "1f1b", "interleaved"};
+static const char *const rc_w[] = {"none", "selective", "full"};
+static const char *const tf_w[] = {"false", "true"};
+
+static void write_cluster(const Plan *p, FILE *out)
+{
+    const Cluster *c = &p->cluster;
+    const Efficiency *e = &c->eff;
+    fprintf(out, "cluster {\n  nodes %d;\n  gpus_per_node %d;\n", c->nodes, c->gpus_per_node);
+    fprintf(out, "  gpu { memory %.17g B; bf16 %.17g FLOP/s;", c->gpu_memory, c->flops_bf16);
+    if (c->flops_fp32 > 0) fprintf(out, " fp32 %.17g FLOP/s;", c->flops_fp32);
+    fprintf(out, " hbm %.17g B/s; }\n", c->hbm_bandwidth);
+    if (c->gpus_per_node > 1 || c->intra_bw > 0)
+        fprintf(out, "  link intra %.17g B/s %.17g s;\n", c->intra_bw, c->intra_latency);
+    if (c->nodes > 1 || c->inter_bw > 0)
+        fprintf(out, "  link inter %.17g B/s %.17g s;\n", c->inter_bw, c->inter_latency);
+    fprintf(out, "  efficiency %s { gemm", e->name ? e->name : "generic");
+    for (int k = 0; k < PARC_GEMM_CLASSES; k++) fprintf(out, " %.17g", e->gemm[k]);
+    fprintf(out, "; attention %.17g; hbm %.17g; intra %.17g; inter %.17g; }\n}\n", e->attention, e->hbm, e->bus[0],
+            e->bus[1]);
+}
+
+static void write_model(const Plan *p, FILE *out)
+{
+    const Model *m = &p->model;
+    const BlockSpec *b = &m->block;
+    fprintf(out, "model %s {\n ", m->name ? m->name : "model");
+    if (m->vocab > 0) fprintf(out, " vocab %" PRId64 ";", m->vocab);
+    fprintf(out, " seq %" PRId64 "; hidden %" PRId64 ";", m->seq, m->hidden);
+    if (b->kind == BLOCK_TRANSFORMER) {
+        fprintf(out, " heads %" PRId64 ";", m->heads);
+        if (m->kv_heads != m->heads) fprintf(out, " kv_heads %" PRId64 ";", m->kv_heads);
+        if (m->heads > 0 && m->head_dim * m->heads != m->hidden) fprintf(out, " head_dim %" PRId64 ";", m->head_dim);
+    }
+    fprintf(out, " ffn %" PRId64 "; layers %" PRId64 ";\n", m->ffn, m->layers);
+    if (m->has_embed) fprintf(out, "  embed%s;\n", m->positions == POS_LEARNED ? " positions learned" : "");
+    if (b->kind == BLOCK_TRANSFORMER)
+        fprintf(out, "  repeat layers { block transformer { norm %s; mlp %s; attention %s; bias %s; } }\n",
+                norm_w[b->norm], mlp_w[b->mlp], b->causal ? "causal" : "full", tf_w[b->bias]);
+    else
+        fprintf(out, "  repeat layers { block mlp { act %s; norm %s; bias %s; residual %s; } }\n", mlp_w[b->mlp],
+                norm_w[b->norm], tf_w[b->bias], tf_w[b->residual]);
+    fprintf(out, "  norm %s;\n", norm_w[m->final_norm]);
+    fprintf(out, "  head %s;\n", !m->has_head ? "none" : m->tied_head ? "tied" : "untied");
+    fprintf(out, "  loss %s;\n}\n", m->has_loss ? "cross_entropy" : "none");
+}
+
+static void write_train(const Plan *p, FILE *out)
+{
+    const Train *t = &p->train;
+    fprintf(out, "train {\n  batch %" PRId64 ";\n  micro_batch %" PRId64 ";\n", t->batch, t->micro_batch);
+    fprintf(out, "  precision %s%s;\n", prec_w[t->precision],
+            t->precision != PREC_FP32 && t->master_fp32 ? " master fp32" : "");
+    fprintf(out, "  optimizer %s lr %.17g", opt_w[t->optimizer], t->lr);
+    if (t->optimizer == OPT_SGD) fprintf(out, " momentum %.17g", t->momentum);
+    else fprintf(out, " beta1 %.17g beta2 %.17g eps %.17g", t->beta1, t->beta2, t->eps);
+    fprintf(out, " weight_decay %.17g;\n", t->weight_decay);
+    fprintf(out, "  steps %" PRId64 ";\n  seed %" PRIu64 ";\n}\n", t->steps, t->seed);
+}
+
+static void write_layout(const Plan *p, FILE *out)
+{
+    const Layout *l = &p->layout;
+    const Mesh *mesh = &p->mesh;
+    fprintf(out, "mesh {");
+    for (int a = 0; a < mesh->naxes; a++) fprintf(out, " %s %d;", mesh->axes[a].name, mesh->axes[a].size);
+    fprintf(out, " }\nlayout {\n");
+    for (int d = 0; d < DIM_COUNT; d++) {
+        int a = l->dim_axis[d];
+        if (a < 0 || d == DIM_LAYERS) continue;
+        fprintf(out, "  %s -> %s;\n", dim_names[d], mesh->axes[a].name);
+    }
+    if (l->pp_axis >= 0) {
+        fprintf(out, "  layers -> %s schedule %s", mesh->axes[l->pp_axis].name, sched_w[l->schedule]);
+        if (l->schedule == SCHED_INTERLEAVED) fprintf(out, " %d", l->virtual_stages);
+        fprintf(out, ";\n");
+        if (l->uneven)
+            for (int s = 0; s < l->stages; s++)
+                fprintf(out, "  stage %d { layers %d..%d; }\n", s, l->stage_first[s],
+                        l->stage_first[s] + l->stage_layers[s] - 1);
+    }
+    if (l->sp_axis >= 0) fprintf(out, "  sequence_parallel over %s;\n", mesh->axes[l->sp_axis].name);
+    if (l->zero_stage > 0) fprintf(out, "  zero %d over %s;\n", l->zero_stage, mesh->axes[l->zero_axis].name);
+    if (l->recompute != RECOMPUTE_NONE) fprintf(out, "  recompute %s;\n", rc_w[l->recompute]);
+    fprintf(out, "}\n");
+}
+
+void plan_write_par(const Plan *p, const char *comment, FILE *out)
+{
+    if (comment && *comment) fprintf(out, "# %s\n", comment);
+    write_cluster(p, out);
+    write_model(p, out);
+    write_train(p, out);
+    write_layout(p, out);
+}

@@ -1,0 +1,292 @@
+/*
+ * program.c — the lowered program's builders, verifier and dump.
+ *
+ * Builders: buffers of the current stage, instructions appended to a
+ * sequence, report-only records.  verify_program checks a Program's
+ * invariants (a failure is a compiler bug, PARC_BUG); program_dump prints it
+ * in a stable text form (no pointers, no hash order) for golden files.
+ */
+#include "lower.h"
+
+const char *const coll_names[COLL_COUNT] = {
+#define X(name, str) str,
+    IR_COLLECTIVES(X)
+#undef X
+};
+const char *const phase_names[PHASE_COUNT] = {
+#define X(name, str) str,
+    IR_PHASES(X)
+#undef X
+};
+const char *const seq_names[SEQ_COUNT] = {
+#define X(name, str, sym, layer, micro) str,
+    IR_SEQS(X)
+#undef X
+};
+const char *const seq_symbols[SEQ_COUNT] = {
+#define X(name, str, sym, layer, micro) sym,
+    IR_SEQS(X)
+#undef X
+};
+const uint8_t seq_per_layer[SEQ_COUNT] = {
+#define X(name, str, sym, layer, micro) layer,
+    IR_SEQS(X)
+#undef X
+};
+const uint8_t seq_per_micro[SEQ_COUNT] = {
+#define X(name, str, sym, layer, micro) micro,
+    IR_SEQS(X)
+#undef X
+};
+/* ------------------------------------------------------------ sizes */
+
+int64_t lower_local_numel(const Lowerer *lw, const Tensor *t, const Placement *place)
+{
+    if (t->kind == TENSOR_SCALAR) return 1;
+    return tensor_local_numel(lw->plan, t, place);
+}
+
+void lower_local_sizes(const Lowerer *lw, const Tensor *t, const Placement *place, int64_t *sizes)
+{
+    memcpy(sizes, t->sizes, sizeof(int64_t) * IR_MAX_TDIMS);
+    for (int a = 0; a < lw->naxes; a++) {
+        if (place[a].kind != PLACE_S || place[a].dim == DIM_FLAT) continue;
+        for (int d = 0; d < t->ndim; d++)
+            if (t->dims[d] == place[a].dim) {
+                sizes[d] /= lw->plan->mesh.axes[a].size;
+                break;
+            }
+    }
+}
+
+/* ------------------------------------------------------------ builders */
+
+int prog_act_dtype(const Lowerer *lw)
+{
+    switch (lw->plan->train.precision) {
+    case PREC_BF16: return PRT_BF16;
+    case PREC_FP16: return PRT_F16;
+    default: return PRT_F32;
+    }
+}
+
+int prog_buf_new(Lowerer *lw, const char *name, int klass, int dtype, int64_t elems, int64_t instances)
+{
+    StageProgram *sp = lw->sp;
+    Buffer b;
+    memset(&b, 0, sizeof b);
+    b.name = arena_strdup(lw->arena, name);
+    b.klass = klass;
+    b.dtype = dtype;
+    b.elems = elems;
+    b.instances = instances;
+    b.first_layer = -1;
+    b.zero_axis = -1;
+    b.copy_of = -1;
+    for (int i = 0; i < 4; i++) b.split_axis[i] = -1;
+    ARR_PUSH(lw->arena, sp->bufs, sp->nbufs, sp->bufs_cap, b);
+    return sp->nbufs - 1;
+}
+
+static Instr instr_blank(const Emit *e, int fn)
+{
+    Instr ins;
+    memset(&ins, 0, sizeof ins);
+    ins.fn = fn;
+    ins.coll = COLL_NONE;
+    ins.axis = -1;
+    ins.op = -1;
+    ins.entry = ENTRY_NONE;
+    ins.shape.axis = -1;
+    ins.tensor = -1;
+    ins.phase = e->phase;
+    return ins;
+}
+
+Instr *prog_instr_new(Emit *e, RtFn fn)
+{
+    Instr ins = instr_blank(e, (int)fn);
+    ARR_PUSH(e->lw->arena, e->seq->ins, e->seq->n, e->seq->cap, ins);
+    return &e->seq->ins[e->seq->n - 1];
+}
+
+void prog_push_args(Instr *ins, int n, const Arg *args)
+{
+    PARC_ASSERT(n <= IR_MAX_ARGS);
+    ins->nargs = n;
+    memcpy(ins->args, args, sizeof(Arg) * (size_t)n);
+}
+
+void prog_record(Emit *e, CollKind coll, int axis, int64_t elems, int op, int tensor, const char *why)
+{
+    Instr rec = instr_blank(e, -1);
+    rec.coll = coll;
+    rec.axis = axis;
+    rec.elems = elems;
+    rec.elem_bytes = 4;
+    rec.op = op;
+    rec.tensor = tensor;
+    rec.why = why;
+    ARR_PUSH(e->lw->arena, e->seq->ins, e->seq->n, e->seq->cap, rec);
+}
+
+int64_t seq_calls_per_step(const Program *prog, const StageProgram *sp, SeqKind seq)
+{
+    int64_t m = prog->plan->train.micro_batches;
+    int64_t layers = (int64_t)sp->chunks * sp->layers_per_chunk;
+    switch (seq) {
+    case SEQ_EMBED_FWD:
+    case SEQ_EMBED_BWD: return sp->has_embed ? m : 0;
+    case SEQ_HEAD_FWD:
+    case SEQ_HEAD_BWD: return sp->has_head ? m : 0;
+    case SEQ_BLOCK_FWD:
+    case SEQ_BLOCK_BWD: return m * layers;
+    case SEQ_ZERO_GRADS_BLOCK:
+    case SEQ_GRAD_SYNC_BLOCK:
+    case SEQ_OPTIM_BLOCK: return layers;
+    /* one message per micro-batch per chunk boundary: none into the model's
+     * first chunk, none out of its last */
+    case SEQ_RECV_FWD:
+    case SEQ_SEND_BWD: return prog->nstages > 1 ? m * (sp->chunks - (sp->stage == 0)) : 0;
+    case SEQ_SEND_FWD:
+    case SEQ_RECV_BWD: return prog->nstages > 1 ? m * (sp->chunks - (sp->stage == prog->nstages - 1)) : 0;
+    default: return 1;
+    }
+}
+
+/* ------------------------------------------------------------ verifier */
+
+void verify_program(const Program *prog)
+{
+    const Plan *plan = prog->plan;
+    for (int s = 0; s < prog->nstages; s++) {
+        const StageProgram *sp = &prog->stages[s];
+        for (int q = 0; q < SEQ_COUNT; q++) {
+            const Seq *seq = &sp->seq[q];
+            int block = seq_per_layer[q], per_micro = seq_per_micro[q];
+            for (int i = 0; i < seq->n; i++) {
+                const Instr *ins = &seq->ins[i];
+                if (ins->fn < 0) {
+                    if (ins->coll == COLL_NONE) PARC_BUG("stage %d %s: a record without a collective", s, seq_names[q]);
+                    continue;
+                }
+                if (ins->fn >= RT_FN_COUNT) PARC_BUG("stage %d %s: bad runtime function %d", s, seq_names[q], ins->fn);
+                const char *sig = rt_fn_sigs[ins->fn];
+                if ((int)strlen(sig) != ins->nargs + 1)
+                    PARC_BUG("stage %d %s: %s takes %zu arguments, given %d", s, seq_names[q], rt_fn_names[ins->fn],
+                             strlen(sig) - 1, ins->nargs);
+                for (int k = 0; k < ins->nargs; k++) {
+                    const Arg *a = &ins->args[k];
+                    char want = sig[k + 1];
+                    int is_ptr = a->kind == ARG_BUF || a->kind == ARG_NULL;
+                    int is_f = a->kind == ARG_F64;
+                    if ((want == 'p') != is_ptr || (want == 'd') != is_f)
+                        PARC_BUG("stage %d %s: %s argument %d has the wrong kind", s, seq_names[q],
+                                 rt_fn_names[ins->fn], k + 1);
+                    if (a->kind == ARG_BUF) {
+                        if (a->buf < 0 || a->buf >= sp->nbufs)
+                            PARC_BUG("stage %d %s: %s names buffer %d of %d", s, seq_names[q], rt_fn_names[ins->fn],
+                                     a->buf, sp->nbufs);
+                        /* embed/head sequences run with l = 0, so INST_SLOT_L names resid[k] there */
+                        if ((a->inst == INST_LAYER || a->inst == INST_PARITY) && !block)
+                            PARC_BUG("stage %d %s: per-layer instance outside a layer loop", s, seq_names[q]);
+                        if ((a->inst == INST_SLOT || a->inst == INST_SLOT_L) && !per_micro)
+                            PARC_BUG("stage %d %s: per-slot instance outside a micro-batch", s, seq_names[q]);
+                    }
+                    if ((a->kind == ARG_COORD_TIMES || (a->kind == ARG_BUF && a->axis >= 0)) &&
+                        a->axis >= plan->mesh.naxes)
+                        PARC_BUG("stage %d %s: axis %d is not a mesh axis", s, seq_names[q], a->axis);
+                }
+                if (ins->coll != COLL_NONE && (ins->axis < 0 || ins->axis >= plan->mesh.naxes))
+                    PARC_BUG("stage %d %s: collective over a non-axis group", s, seq_names[q]);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ dump */
+
+static void arg_dump(const StageProgram *sp, const Arg *a, FILE *out)
+{
+    static const char *const inst_formats[INST_COUNT] = {
+#define X(name, fmt) fmt,
+        IR_INST_MODES(X)
+#undef X
+    };
+    switch (a->kind) {
+    case ARG_NULL: fprintf(out, "null"); break;
+    case ARG_BUF:
+        fprintf(out, "%%%s", sp->bufs[a->buf].name);
+        if (a->inst != INST_FIXED || a->k) fprintf(out, inst_formats[a->inst], a->k);
+        if (a->axis >= 0) fprintf(out, "+coord(%d)*%lld", a->axis, (long long)a->i);
+        break;
+    case ARG_INT: fprintf(out, "%lld", (long long)a->i); break;
+    case ARG_F64: fprintf(out, "%.9g", a->d); break;
+    case ARG_COORD_TIMES: fprintf(out, "coord(%d)*%lld", a->axis, (long long)a->i); break;
+    case ARG_STEP: fprintf(out, "step"); break;
+    case ARG_FIRST_SAMPLE: fprintf(out, "first_sample"); break;
+    case ARG_TAG:
+        fprintf(out, "tag(%s, micro, chunk", a->i ? "grad" : "act");
+        if (a->k) fprintf(out, "%+d", a->k);
+        fprintf(out, ")");
+        break;
+    }
+}
+
+static const char *const class_names[PRT_NCLASS] = {"weights", "grads", "master", "optim", "activations", "comm",
+                                                    "workspace"};
+
+void program_dump(const Program *prog, FILE *out)
+{
+    const Plan *plan = prog->plan;
+    fprintf(out, "program %s: %d stage(s), schedule %s, %lld micro-batches\n",
+            plan->model.name ? plan->model.name : "model", prog->nstages, schedule_kind_name(prog->schedule.kind),
+            (long long)plan->train.micro_batches);
+    for (int s = 0; s < prog->nstages; s++) {
+        const StageProgram *sp = &prog->stages[s];
+        fprintf(out, "\nstage %d: chunks %d, layers per chunk %d, first layers", s, sp->chunks, sp->layers_per_chunk);
+        for (int c = 0; c < sp->chunks; c++) fprintf(out, " %d", sp->chunk_first_layer[c]);
+        fprintf(out, ", embed %d, head %d, slots %d, message %lld elements\n", sp->has_embed, sp->has_head, sp->nslots,
+                (long long)sp->boundary_elems);
+        fprintf(out, "  gradient sync of layers: %s\n",
+                sp->sync_in_backward ? "per layer, right after the last micro-batch's backward through it"
+                                     : "reduce-scattered after every micro-batch's backward (ZeRO-2/3)");
+        fprintf(out, "  buffers:\n");
+        for (int b = 0; b < sp->nbufs; b++) {
+            const Buffer *bf = &sp->bufs[b];
+            fprintf(out, "    %%%-24s %-11s %-4s %10lld x %lld", bf->name, class_names[bf->klass],
+                    bf->dtype == PRT_F32 ? "f32" : bf->dtype == PRT_BF16 ? "bf16" : bf->dtype == PRT_F16 ? "f16" : "i32",
+                    (long long)bf->elems, (long long)bf->instances);
+            if (bf->zero_axis >= 0) fprintf(out, " zero(%d)", bf->zero_axis);
+            fprintf(out, "\n");
+        }
+        for (int q = 0; q < SEQ_COUNT; q++) {
+            const Seq *seq = &sp->seq[q];
+            if (!seq->n) continue;
+            fprintf(out, "  %s:\n", seq_names[q]);
+            for (int i = 0; i < seq->n; i++) {
+                const Instr *ins = &seq->ins[i];
+                if (ins->fn < 0) {
+                    fprintf(out, "    ; in %s: %s over %s, %lld x 4 bytes\n",
+                            ins->op >= 0 ? prog->graph->ops[ins->op].name : "-", coll_names[ins->coll],
+                            plan->mesh.axes[ins->axis].name, (long long)ins->elems);
+                    continue;
+                }
+                fprintf(out, "    %s(", rt_fn_names[ins->fn] + 4);
+                for (int k = 0; k < ins->nargs; k++) {
+                    if (k) fprintf(out, ", ");
+                    arg_dump(sp, &ins->args[k], out);
+                }
+                fprintf(out, ")");
+                if (ins->coll != COLL_NONE) fprintf(out, "    ; %s", ins->why ? ins->why : "");
+                fprintf(out, "\n");
+            }
+        }
+        fprintf(out, "  schedule:");
+        for (int i = 0; i < sp->nitems; i++)
+            fprintf(out, " %c%d.%d@%d", sp->items[i].kind == WORK_FORWARD ? 'F' : 'B', sp->items[i].micro,
+                    sp->items[i].chunk, sp->slot_of_item[i]);
+        fprintf(out, "\n");
+    }
+}
+

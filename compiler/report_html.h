@@ -1,0 +1,61 @@
+/*
+ * report_html.h — the plan report as one self-contained HTML page
+ * (`parc explain PLAN --html FILE`): memory per stage, the simulated pipeline
+ * timeline, the mesh and the traffic of each axis, the collectives and the
+ * rule behind each.
+ *
+ * The page needs nothing from the network: CSS and SVG are inline, and a few
+ * lines of inline script only highlight what belongs together on hover (a
+ * micro-batch across stages, a group of the mesh).  Every number is read from
+ * the Analysis of the lowered Program, the timeline from the same schedule
+ * simulation the cost model runs; readable values are in the text and in SVG
+ * <title>s (hover), exact ones in data-* attributes, so the DOM alone carries
+ * every number (tests compare them with `parc explain --json`).
+ *
+ * Each section is its own function writing one <section> element, so a page
+ * that compares plans (diff, search) can put the same pieces side by side;
+ * the `scale` arguments let such a page draw two plans on one scale.
+ */
+#ifndef PARC_REPORT_HTML_H
+#define PARC_REPORT_HTML_H
+
+#include "analyze.h"
+
+/* Writes the whole report of `an` to `path` ("-" is standard output).
+ * Returns 0, or -1 after reporting through diag an error that names the path
+ * (a file that cannot be opened, a write or close that fails). */
+int report_html_write(const Analysis *an, const char *path);
+
+/* The page around the sections: <!doctype>, <head> with the style sheet, the
+ * shared SVG patterns, and at the end the hover script. */
+void report_html_begin(FILE *out, const char *title);
+void report_html_end(FILE *out);
+
+/* The plan in a paragraph and the headline numbers (peak memory, step time,
+ * bubble, model FLOPs utilisation, traffic per link class). */
+void report_html_summary(FILE *out, const Analysis *an);
+
+/* Stacked bars of the memory ledger per stage against the GPU's capacity, and
+ * the table of the same bytes.  scale_bytes > 0 fixes the top of the bar axis
+ * (0: fitted to this plan). */
+void report_html_memory(FILE *out, const Analysis *an, double scale_bytes);
+
+/* One lane per pipeline stage over one simulated step.  scale_s > 0 fixes the
+ * time axis (0: this plan's step). */
+void report_html_timeline(FILE *out, const Analysis *an, double scale_s);
+
+/* Nodes x GPUs once per mesh axis with the axis' groups marked, and the bytes
+ * each axis moves per step over links inside and across nodes. */
+void report_html_mesh(FILE *out, const Analysis *an);
+
+/* Every collective row of the Analysis with the rule behind it. */
+void report_html_collectives(FILE *out, const Analysis *an);
+
+/* Text and number formatting the report's sections share. */
+void report_html_escape(FILE *out, const char *s);          /* text with & < > " escaped */
+void report_html_time(double seconds, char *buf, size_t size); /* "853.4 us" (a micro sign), "13.88 s" */
+/* A tick step of 1, 2 or 5 times a power of ten giving about `ticks` ticks
+ * over [0, range]. */
+double report_html_tick(double range, int ticks);
+
+#endif

@@ -1,0 +1,305 @@
+/*
+ * report_html_timeline.c — the pipeline timeline of the plan report: one lane
+ * per stage over one step, a block per forward or backward of each
+ * (micro-batch, chunk) at the time the cost model's simulation runs it
+ * (schedule_simulate_spans with analyze's per-chunk times, so the step, the
+ * idle time and the bubble are `parc explain`'s), the hand-offs between
+ * stages, the idle time hatched, and the gradient sync and optimizer step
+ * after the pipeline drains.  Contracts in report_html.h.
+ */
+#include "report_html.h"
+
+#include <math.h>
+#include <string.h>
+
+enum { TL_W = 1320, TL_L = 84, TL_R = 190, TL_LANE = 30, TL_GAP = 12, TL_TOP = 58, TL_AXIS = 34 };
+/* Hand-off lines are drawn while a lane holds at most this many items. */
+enum { TL_MAX_HANDOFF_ITEMS = 200 };
+
+static const char *const forward_colors[2] = {"#4e79a7", "#a0cbe8"};
+static const char *const backward_colors[2] = {"#59a14f", "#8cd17d"};
+static const char *const label_colors[2] = {"#fff", "#1d2330"};
+#define SYNC_COLOR "#f28e2b"
+#define OPTIM_COLOR "#9c755f"
+
+typedef struct Timeline {
+    const Analysis *an;
+    const Schedule *sc;
+    double **start;  /* per stage, per item: when it starts */
+    double *idle;    /* per stage: the pipeline's length minus the stage's busy time */
+    int **item_at;   /* per stage: index of (kind, chunk, micro) in its order */
+    double px;       /* pixels per second */
+} Timeline;
+
+static double tl_x(const Timeline *tl, double t) { return TL_L + t * tl->px; }
+static double tl_y(int stage) { return TL_TOP + stage * (TL_LANE + TL_GAP); }
+static double item_length(const Timeline *tl, const WorkItem *w)
+{
+    return w->kind == WORK_FORWARD ? tl->an->t_fwd : tl->an->t_bwd;
+}
+static int item_key(const Schedule *sc, int kind, int chunk, int micro)
+{
+    return (kind * sc->chunks + chunk) * sc->micro_batches + micro;
+}
+
+static void item_name(const Schedule *sc, const WorkItem *w, char *buf, size_t size)
+{
+    if (sc->chunks > 1)
+        snprintf(buf, size, "%c%d.%d", w->kind == WORK_FORWARD ? 'F' : 'B', (int)w->micro, (int)w->chunk);
+    else snprintf(buf, size, "%c%d", w->kind == WORK_FORWARD ? 'F' : 'B', (int)w->micro);
+}
+
+/* Runs the simulation with the analysis' times; its makespan is the
+ * analysis' pipeline time or the report would contradict `explain`. */
+static void timeline_build(Arena *arena, Timeline *tl, const Analysis *an)
+{
+    const Schedule *sc = &an->prog->schedule;
+    int p = sc->stages;
+    tl->an = an;
+    tl->sc = sc;
+    tl->start = arena_alloc(arena, sizeof(double *) * (size_t)p);
+    tl->item_at = arena_alloc(arena, sizeof(int *) * (size_t)p);
+    tl->idle = arena_alloc(arena, sizeof(double) * (size_t)p);
+    for (int s = 0; s < p; s++) {
+        tl->start[s] = arena_alloc(arena, sizeof(double) * (size_t)sc->count[s]);
+        tl->item_at[s] = arena_alloc(arena, sizeof(int) * 2 * (size_t)sc->micro_batches * (size_t)sc->chunks);
+        for (int i = 0; i < sc->count[s]; i++) {
+            const WorkItem *w = &sc->items[s][i];
+            tl->item_at[s][item_key(sc, w->kind, w->chunk, w->micro)] = i;
+        }
+    }
+    double makespan = schedule_simulate_spans(sc, an->t_fwd, an->t_bwd, an->t_p2p, tl->idle, tl->start);
+    if (makespan != an->pipeline_s)
+        PARC_BUG("the timeline's simulation gives %.9g s, the analysis %.9g s", makespan, an->pipeline_s);
+}
+
+/* The stage and item that send item i of `stage` its input (schedule.h: the
+ * communication implied by the order); 0 when it receives nothing. */
+static int item_sender(const Timeline *tl, int stage, int i, int *from, int *from_item)
+{
+    const Schedule *sc = tl->sc;
+    const WorkItem *w = &sc->items[stage][i];
+    int p = sc->stages, v = sc->chunks, c = w->chunk;
+    if (w->kind == WORK_FORWARD) {
+        if (stage == 0 && c == 0) return 0;
+        *from = stage > 0 ? stage - 1 : p - 1;
+        c = stage > 0 ? c : c - 1;
+    } else {
+        if (stage == p - 1 && c == v - 1) return 0;
+        *from = stage < p - 1 ? stage + 1 : 0;
+        c = stage < p - 1 ? c : c + 1;
+    }
+    *from_item = tl->item_at[*from][item_key(sc, w->kind, c, w->micro)];
+    return 1;
+}
+
+static void timeline_block(FILE *out, const Timeline *tl, int s, int i)
+{
+    const WorkItem *w = &tl->sc->items[s][i];
+    const StageCost *cost = &tl->an->stages[s];
+    double t0 = tl->start[s][i], len = item_length(tl, w), x = tl_x(tl, t0), y = tl_y(s), width = len * tl->px;
+    int fwd = w->kind == WORK_FORWARD, shade = w->chunk % 2;
+    double comm = fwd ? cost->comm_fwd_chunk_s : cost->comm_bwd_chunk_s;
+    char name[32], b0[64], b1[64], b2[64], b3[64];
+    item_name(tl->sc, w, name, sizeof name);
+    report_html_time(t0, b0, sizeof b0);
+    report_html_time(t0 + len, b1, sizeof b1);
+    report_html_time(len, b2, sizeof b2);
+    report_html_time(comm, b3, sizeof b3);
+    fprintf(out, "<rect data-stage=\"%d\" data-item=\"%s\" data-micro=\"%d\" data-chunk=\"%d\" data-start=\"%.9g\" "
+                 "data-end=\"%.9g\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" fill=\"%s\"%s>"
+                 "<title>stage %d, %s: %s of micro-batch %d",
+            s, name, (int)w->micro, (int)w->chunk, t0, t0 + len, x, y, width, TL_LANE,
+            fwd ? forward_colors[shade] : backward_colors[shade], width >= 4 ? " stroke=\"#fff\"" : "", s, name,
+            fwd ? "forward" : "backward", (int)w->micro);
+    if (tl->sc->chunks > 1) fprintf(out, " through chunk %d", (int)w->chunk);
+    fprintf(out, ", %s to %s (%s", b0, b1, b2);
+    if (comm > 0) fprintf(out, ", of which %s in blocking collectives", b3);
+    fputs(")</title></rect>", out);
+    if (comm > 0 && width >= 4)
+        fprintf(out, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"5\" fill=\"#1d2330\" fill-opacity=\"0.5\" "
+                     "pointer-events=\"none\"/>",
+                x + 0.5, y + TL_LANE - 5.5, fmin(comm / len, 1.0) * width - 1);
+    /* the item's name where it fits, else its micro-batch (the shade tells the chunk) */
+    char micro[16];
+    snprintf(micro, sizeof micro, "%d", (int)w->micro);
+    const char *label = width >= 7.0 * (double)strlen(name) + 4 ? name
+                        : width >= 7.0 * (double)strlen(micro) + 3 ? micro : NULL;
+    if (label)
+        fprintf(out, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" style=\"fill:%s;font-size:11px;"
+                     "pointer-events:none\">%s</text>",
+                x + width / 2, y + TL_LANE / 2 + 2, label_colors[shade], label);
+    fputc('\n', out);
+}
+
+/* Gradient sync and optimizer step after the pipeline: what the cost model
+ * adds to the pipeline's length (the busiest stage's sum sets the step). */
+static void timeline_tail(FILE *out, const Timeline *tl, int s)
+{
+    const StageCost *cost = &tl->an->stages[s];
+    double t = tl->an->pipeline_s, y = tl_y(s);
+    char b1[64];
+    if (cost->sync_s > 0) {
+        report_html_time(cost->sync_s, b1, sizeof b1);
+        fprintf(out, "<rect data-stage=\"%d\" data-phase=\"grad-sync\" data-seconds=\"%.9g\" x=\"%.2f\" y=\"%.1f\" "
+                     "width=\"%.2f\" height=\"%d\" fill=\"" SYNC_COLOR "\"><title>stage %d: gradient sync not hidden "
+                     "behind the backward, %s</title></rect>\n",
+                s, cost->sync_s, tl_x(tl, t), y, cost->sync_s * tl->px, TL_LANE, s, b1);
+        t += cost->sync_s;
+    }
+    if (cost->optim_s > 0) {
+        report_html_time(cost->optim_s, b1, sizeof b1);
+        fprintf(out, "<rect data-stage=\"%d\" data-phase=\"optimizer\" data-seconds=\"%.9g\" x=\"%.2f\" y=\"%.1f\" "
+                     "width=\"%.2f\" height=\"%d\" fill=\"" OPTIM_COLOR "\"><title>stage %d: optimizer step, %s "
+                     "(reads and writes the model states at memory bandwidth)</title></rect>\n",
+                s, cost->optim_s, tl_x(tl, t), y, cost->optim_s * tl->px, TL_LANE, s, b1);
+    }
+}
+
+static void timeline_lane(FILE *out, const Timeline *tl, int s)
+{
+    const Analysis *an = tl->an;
+    double y = tl_y(s);
+    char b1[64];
+    report_html_time(tl->idle[s], b1, sizeof b1);
+    double share = an->pipeline_s > 0 ? tl->idle[s] / an->pipeline_s : 0;
+    fprintf(out, "<rect data-stage=\"%d\" data-idle-s=\"%.9g\" x=\"%d\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" "
+                 "fill=\"url(#parc-idle)\"><title>stage %d waits %s in all (%.1f%% of the pipeline)</title></rect>\n",
+            s, tl->idle[s], TL_L, y, an->pipeline_s * tl->px, TL_LANE, s, b1, 100.0 * share);
+    for (int i = 0; i < tl->sc->count[s]; i++) timeline_block(out, tl, s, i);
+    timeline_tail(out, tl, s);
+    if (tl->sc->stages == 1)
+        fprintf(out, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">every rank</text>\n", TL_L - 8,
+                y + TL_LANE / 2 + 4);
+    else
+        fprintf(out, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">stage %d</text>\n", TL_L - 8,
+                y + TL_LANE / 2 + 4, s);
+    fprintf(out, "<text class=\"mute\" x=\"%d\" y=\"%.1f\">idle %s (%.1f%%)</text>\n", TL_W - TL_R + 12,
+            y + TL_LANE / 2 + 4, b1, 100.0 * share);
+}
+
+/* A line per message from the end of the item that sends it to its arrival
+ * on the receiving lane.  Returns the number drawn. */
+static int timeline_handoffs(FILE *out, const Timeline *tl)
+{
+    const Schedule *sc = tl->sc;
+    char b1[64], name[32];
+    report_html_time(tl->an->t_p2p, b1, sizeof b1);
+    int drawn = 0;
+    for (int s = 0; s < sc->stages; s++)
+        for (int i = 0; i < sc->count[s]; i++) {
+            int from, j;
+            if (!item_sender(tl, s, i, &from, &j)) continue;
+            const WorkItem *w = &sc->items[from][j];
+            double sent = tl->start[from][j] + item_length(tl, w), arrives = sent + tl->an->t_p2p;
+            int down = from < s;
+            double y0 = tl_y(from) + (down ? TL_LANE : 0), y1 = tl_y(s) + (down ? 0 : TL_LANE);
+            item_name(sc, w, name, sizeof name);
+            fprintf(out, "<line data-handoff=\"%s\" data-from=\"%d\" data-to=\"%d\" x1=\"%.2f\" y1=\"%.1f\" "
+                         "x2=\"%.2f\" y2=\"%.1f\" stroke=\"#3d4452\" stroke-width=\"1.2\"><title>%s of %s: stage %d "
+                         "to stage %d, %s</title></line>\n",
+                    name, from, s, tl_x(tl, sent), y0, tl_x(tl, arrives), y1,
+                    w->kind == WORK_FORWARD ? "activation" : "gradient", name, from, s, b1);
+            drawn++;
+        }
+    return drawn;
+}
+
+static void timeline_axis(FILE *out, const Timeline *tl, double scale, double y_end)
+{
+    double step = report_html_tick(scale, 8);
+    for (double t = 0; t <= scale * 1.0001; t += step) {
+        char label[64];
+        double x = tl_x(tl, t);
+        report_html_time(t, label, sizeof label);
+        fprintf(out, "<line class=\"grid\" x1=\"%.2f\" x2=\"%.2f\" y1=\"%d\" y2=\"%.1f\"/>", x, x, TL_TOP - 6, y_end);
+        fprintf(out, "<text class=\"mute\" x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", x, y_end + 16,
+                label);
+    }
+}
+
+/* The step above the lanes: a bracket over its length, the numbers on it. */
+static void timeline_step_label(FILE *out, const Timeline *tl)
+{
+    const Analysis *an = tl->an;
+    char step[64], pipe[64], tail[64];
+    report_html_time(an->step_s, step, sizeof step);
+    report_html_time(an->pipeline_s, pipe, sizeof pipe);
+    report_html_time(an->step_s - an->pipeline_s, tail, sizeof tail);
+    double x0 = tl_x(tl, 0), x1 = tl_x(tl, an->step_s), xp = tl_x(tl, an->pipeline_s), y = TL_TOP - 16;
+    fprintf(out, "<path d=\"M%.2f %.1f v-7 H%.2f v7\" fill=\"none\" stroke=\"#1d2330\" stroke-width=\"1.2\"/>\n", x0,
+            y, x1);
+    fprintf(out,
+            "<line x1=\"%.2f\" x2=\"%.2f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#1d2330\" stroke-dasharray=\"3 3\"/>\n", xp,
+            xp, y - 7.0, tl_y(tl->sc->stages) - TL_GAP + 4);
+    fprintf(out, "<text class=\"step\" data-step-s=\"%.6g\" data-pipeline-s=\"%.6g\" data-bubble-share=\"%.6g\" "
+                 "data-bubble-ideal=\"%.6g\" x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" style=\"font-weight:600\">"
+                 "step %s = pipeline %s + gradient sync and optimizer %s &#183; bubble %.1f%% of the simulated step"
+                 "</text>\n",
+            an->step_s, an->pipeline_s, an->bubble_share, an->bubble_ideal, (x0 + fmin(x1, TL_W - TL_R)) / 2, y - 13,
+            step, pipe, tail, 100.0 * an->bubble_share);
+}
+
+static void timeline_legend(FILE *out, const Schedule *sc)
+{
+    fputs("<div class=\"legend\">", out);
+    for (int c = 0; c < (sc->chunks > 1 ? 2 : 1); c++) {
+        fprintf(out, "<span><i class=\"swatch\" style=\"background:%s\"></i>forward%s</span>", forward_colors[c],
+                sc->chunks > 1 ? (c ? " (odd chunks)" : " (even chunks)") : "");
+        fprintf(out, "<span><i class=\"swatch\" style=\"background:%s\"></i>backward%s</span>", backward_colors[c],
+                sc->chunks > 1 ? (c ? " (odd chunks)" : " (even chunks)") : "");
+    }
+    fputs("<span><i class=\"swatch\" style=\"background:#1d2330;opacity:.5;height:5px;vertical-align:1px\"></i>"
+          "blocking collectives inside</span>",
+          out);
+    if (sc->stages > 1) fputs("<span><i class=\"swatch line\"></i>hand-off to the next stage</span>", out);
+    fputs("<span><i class=\"swatch idle\"></i>idle</span>", out);
+    fputs("<span><i class=\"swatch\" style=\"background:" SYNC_COLOR "\"></i>gradient sync</span>", out);
+    fputs("<span><i class=\"swatch\" style=\"background:" OPTIM_COLOR "\"></i>optimizer</span></div>\n", out);
+}
+
+void report_html_timeline(FILE *out, const Analysis *an, double scale_s)
+{
+    Arena arena = {0};
+    Timeline tl;
+    timeline_build(&arena, &tl, an);
+    const Schedule *sc = tl.sc;
+    double scale = scale_s > 0 ? scale_s : an->step_s;
+    if (!(scale > 0)) scale = 1.0;
+    tl.px = (TL_W - TL_L - TL_R) / scale;
+    int height = TL_TOP + sc->stages * (TL_LANE + TL_GAP) - TL_GAP + TL_AXIS;
+    double y_end = tl_y(sc->stages) - TL_GAP + 4;
+
+    fputs("<section class=\"timeline\">\n<h2>", out);
+    if (sc->stages > 1)
+        fprintf(out, "Pipeline: %s, %d stages, %d micro-batches", schedule_kind_name(sc->kind), sc->stages,
+                sc->micro_batches);
+    else fprintf(out, "One step: %d micro-batches, each forward then backward", sc->micro_batches);
+    if (sc->chunks > 1) fprintf(out, ", %d virtual stages per rank", sc->chunks);
+    fputs("</h2>\n", out);
+    timeline_legend(out, sc);
+    int most = 0;
+    for (int s = 0; s < sc->stages; s++) most = sc->count[s] > most ? sc->count[s] : most;
+    /* blocks a pixel or two wide stay solid colour instead of blurring into their neighbours */
+    fprintf(out, "<svg class=\"timeline\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\"%s>\n", TL_W, height, TL_W,
+            height, most > TL_MAX_HANDOFF_ITEMS ? " shape-rendering=\"crispEdges\"" : "");
+    timeline_axis(out, &tl, scale, y_end);
+    timeline_step_label(out, &tl);
+    /* hand-offs first: the lanes cover them, so they show between the lanes */
+    int handoffs = sc->stages > 1 && most <= TL_MAX_HANDOFF_ITEMS ? timeline_handoffs(out, &tl) : 0;
+    for (int s = 0; s < sc->stages; s++) timeline_lane(out, &tl, s);
+    fputs("</svg>\n", out);
+
+    char f[64], b[64], h[64];
+    report_html_time(an->t_fwd, f, sizeof f);
+    report_html_time(an->t_bwd, b, sizeof b);
+    report_html_time(an->t_p2p, h, sizeof h);
+    fprintf(out, "<p class=\"note\" data-handoffs=\"%d\">The cost model's simulation of the schedule: every forward "
+                 "of a micro-batch through one chunk takes %s and every backward %s (the slowest stage's compute at "
+                 "the GPU's peak rate plus its blocking collectives)",
+            handoffs, f, b);
+    if (sc->stages > 1) fprintf(out, "; a hand-off between stages takes %s", h);
+    if (sc->stages > 1 && !handoffs) fputs(" (not drawn at this scale)", out);
+    fputs(". The bubble is the idle share of the least idle stage.</p>\n</section>\n", out);
+    arena_free(&arena);
+}

@@ -1,0 +1,332 @@
+/*
+ * reshard.c — lowering pass: resharding, the only emitter of communication.
+ *
+ * Takes values (a buffer argument, the tensor it holds and its placement per
+ * mesh axis) and the placement a consumer needs.  Each axis whose placement
+ * differs gets the one collective the table names (reshard_collective):
+ *
+ *   Partial -> Replicated   all-reduce        Split(d) -> Replicated  all-gather
+ *   Partial -> Split(d)     reduce-scatter    Replicated -> Split(d)  local slice
+ *   Split(d) -> Split(e)    not lowered: reported as an error (no op's rule
+ *                           asks for it; see docs/design.md)
+ *
+ * Guarantees: every collective instruction runs over one mesh axis of size > 1
+ * (a group of one needs none), carries its element count, element size, the
+ * op and tensor that caused it and the rule (`why`); a step's output never
+ * overlaps its input except an all-reduce in place.
+ */
+#include "lower.h"
+
+double coll_bus_factor(CollKind kind, int n)
+{
+    if (n <= 1) return 0;
+    switch (kind) {
+    case COLL_ALLREDUCE:
+    case COLL_ALLREDUCE_MAX: return 2.0 * (n - 1) / n;
+    case COLL_ALLGATHER:
+    case COLL_REDUCESCATTER:
+    case COLL_ALLTOALL: return (double)(n - 1) / n;
+    case COLL_SEND:
+    case COLL_RECV: return 1.0;
+    default: return 0;
+    }
+}
+
+CollKind reshard_collective(Placement from, Placement to)
+{
+    if (from.kind == to.kind && (from.kind != PLACE_S || from.dim == to.dim)) return COLL_NONE;
+    if (from.kind == PLACE_P) return to.kind == PLACE_R ? COLL_ALLREDUCE : COLL_REDUCESCATTER;
+    if (from.kind == PLACE_S) return to.kind == PLACE_R ? COLL_ALLGATHER : COLL_ALLTOALL;
+    if (from.kind == PLACE_R && to.kind == PLACE_S) return COLL_SLICE;
+    PARC_BUG("no collective turns %d into Partial", from.kind);
+}
+
+static int64_t val_elems(Lowerer *lw, const Val *v)
+{
+    return lower_local_numel(lw, &lw->g->tensors[v->tensor], v->place);
+}
+
+static int elem_bytes_of(Lowerer *lw, int t)
+{
+    const Tensor *tt = &lw->g->tensors[t];
+    return tt->kind == TENSOR_PARAM || tt->kind == TENSOR_ACT ? dtype_bytes(prog_act_dtype(lw)) : 4;
+}
+
+/* outer/inner of a [outer, S, inner] collective splitting dim d. */
+static void coll_shape(Lowerer *lw, int t, const Placement *small, Dim d, int64_t *outer, int64_t *inner)
+{
+    const Tensor *tt = &lw->g->tensors[t];
+    if (d == DIM_FLAT) {
+        *outer = 1;
+        *inner = lower_local_numel(lw, tt, small);
+        return;
+    }
+    int64_t sizes[IR_MAX_TDIMS];
+    lower_local_sizes(lw, tt, small, sizes);
+    int64_t o = 1, in = 1;
+    int seen = 0;
+    for (int i = 0; i < tt->ndim; i++) {
+        if (!seen && tt->dims[i] == d) seen = 1;
+        if (seen) in *= sizes[i];
+        else o *= sizes[i];
+    }
+    PARC_ASSERT(seen);
+    *outer = o;
+    *inner = in;
+}
+
+int reshard_temp_buf(Lowerer *lw, const char *what, int t, const Placement *place, int klass)
+{
+    const Tensor *tt = &lw->g->tensors[t];
+    char name[160];
+    snprintf(name, sizeof name, "%s.%s", tt->name, what);
+    int dtype = tt->kind == TENSOR_INDEX ? PRT_I32 : (tt->kind == TENSOR_STAT ? PRT_F32 : prog_act_dtype(lw));
+    return prog_buf_new(lw, name, klass, dtype, lower_local_numel(lw, tt, place), 1);
+}
+
+/* Moves value v to placement `to` axis by axis, each step one collective from
+ * the table; returns the new value (fresh workspace buffers).  `why` names the
+ * rule; op is the graph op that causes it. */
+static int arg_same(Arg x, Arg y)
+{
+    return x.kind == y.kind && x.inst == y.inst && x.axis == y.axis && x.buf == y.buf && x.k == y.k && x.i == y.i;
+}
+
+
+/* Elements of the step's smaller side go through a fresh buffer when the
+ * destination shares the source's buffer: a gather's source is copied out
+ * first, a scatter or slice writes a fresh buffer copied into dst after. */
+Val reshard_to(Emit *e, Val v, const Placement *to, int op, const char *why, int is_grad, const Arg *dst)
+{
+    Lowerer *lw = e->lw;
+    int last = -1;
+    for (int a = 0; a < lw->naxes; a++)
+        if (reshard_collective(v.place[a], to[a]) != COLL_NONE && lw->plan->mesh.axes[a].size > 1) last = a;
+    for (int a = 0; a < lw->naxes; a++) {
+        Placement from = v.place[a];
+        CollKind c = reshard_collective(from, to[a]);
+        if (c == COLL_NONE) continue;
+        if (lw->plan->mesh.axes[a].size == 1) {
+            /* a group of one: every placement is the whole tensor */
+            v.place[a] = to[a];
+            continue;
+        }
+        int t = v.tensor;
+        int klass = lw->g->tensors[t].kind == TENSOR_PARAM ? PRT_COMM : PRT_WORKSPACE;
+        Val nv = v;
+        nv.place[a] = to[a];
+        int into_dst = dst && a == last;
+        int overlap = into_dst && dst->buf == v.arg.buf && c != COLL_ALLREDUCE;
+        if (overlap && c == COLL_ALLGATHER) {
+            int shard = reshard_temp_buf(lw, "shard", t, v.place, klass);
+            EMIT(e, RT_prt_copy, arg_buf(shard, INST_FIXED, 0), v.arg, arg_int(val_elems(lw, &v)));
+            v.arg = arg_buf(shard, INST_FIXED, 0);
+            overlap = 0;
+        }
+        if (into_dst && !overlap) {
+            nv.arg = *dst;
+        } else {
+            int buf = reshard_temp_buf(lw, is_grad ? "grad.resharded" : "resharded", t, nv.place, klass);
+            nv.arg = arg_buf(buf, INST_FIXED, 0);
+        }
+        int64_t outer, inner;
+        Instr *ins;
+        switch (c) {
+        case COLL_ALLREDUCE: {
+            int64_t n = val_elems(lw, &v);
+            if (!arg_same(nv.arg, v.arg)) EMIT(e, RT_prt_copy, nv.arg, v.arg, arg_int(n));
+            ins = EMIT(e, RT_prt_allreduce, arg_int(a), nv.arg, arg_int(n));
+            ins->elems = n;
+            break;
+        }
+        case COLL_ALLGATHER:
+            coll_shape(lw, t, v.place, (Dim)from.dim, &outer, &inner);
+            ins = EMIT(e, RT_prt_allgather, arg_int(a), nv.arg, v.arg, arg_int(outer), arg_int(inner));
+            ins->elems = outer * inner * lw->plan->mesh.axes[a].size;
+            break;
+        case COLL_REDUCESCATTER:
+            coll_shape(lw, t, nv.place, (Dim)to[a].dim, &outer, &inner);
+            ins = EMIT(e, RT_prt_reducescatter, arg_int(a), nv.arg, v.arg, arg_int(outer), arg_int(inner));
+            ins->elems = outer * inner * lw->plan->mesh.axes[a].size;
+            break;
+        case COLL_SLICE:
+            coll_shape(lw, t, nv.place, (Dim)to[a].dim, &outer, &inner);
+            ins = EMIT(e, RT_prt_slice, arg_int(a), nv.arg, v.arg, arg_int(outer), arg_int(inner));
+            ins->elems = outer * inner;
+            break;
+        default:
+            diag_error(lw->g->ops[op >= 0 ? op : 0].loc, NULL,
+                       "moving `%s` from split %s to split %s on `%s` needs an all-to-all, which the runtime does "
+                       "not lower yet",
+                       lw->g->tensors[t].name, dim_names[from.dim], dim_names[to[a].dim], lw->plan->mesh.axes[a].name);
+            lw->errors++;
+            return v;
+        }
+        ins->coll = c;
+        ins->axis = a;
+        ins->op = op;
+        ins->tensor = t;
+        ins->elem_bytes = elem_bytes_of(lw, t);
+        ins->why = why;
+        if (overlap) {
+            int64_t n = val_elems(lw, &nv);
+            EMIT(e, RT_prt_copy, *dst, nv.arg, arg_int(n));
+            nv.arg = *dst;
+        }
+        v = nv;
+    }
+    return v;
+}
+
+static Val val_of(Lowerer *lw, int t)
+{
+    Val v;
+    v.arg = arg_value(lw, t);
+    v.tensor = t;
+    for (int a = 0; a < lw->naxes; a++) v.place[a] = lw->bind[t].produced[a];
+    return v;
+}
+
+/* How producer made a Partial value, per its row of the ops table. */
+static const char *op_partial_verb(const Op *prod)
+{
+    const char *verb = op_table[prod->kind].partial;
+    if (!verb) PARC_BUG("op %s produced a Partial value its row does not account for", prod->name);
+    return verb;
+}
+
+/* The dim the producer's rule splits among its inputs, then its parameters,
+ * on axis a: the one a Partial output sums over. */
+static Dim split_dim(const Lowerer *lw, const Op *prod, int a)
+{
+    const OpPlace *r = lower_rule(lw, prod->id, a);
+    for (int i = 0; i < prod->nin; i++)
+        if (r->in[i].kind == PLACE_S) return (Dim)r->in[i].dim;
+    for (int i = 0; i < prod->nparam; i++)
+        if (r->param[i].kind == PLACE_S) return (Dim)r->param[i].dim;
+    return (Dim)r->in[0].dim;
+}
+
+const char *reshard_why(Lowerer *lw, const Op *consumer, int t, const Placement *to, int backward)
+{
+    const Graph *g = lw->g;
+    const Tensor *tt = &g->tensors[t];
+    char buf[512];
+    size_t used = 0;
+    buf[0] = 0;
+    for (int a = 0; a < lw->naxes; a++) {
+        Placement want = backward ? lw->bind[t].grad[a] : to[a];
+        CollKind c;
+        if (backward) c = reshard_collective(to[a], lw->bind[t].grad[a]);
+        else c = reshard_collective(lw->bind[t].produced[a], to[a]);
+        if (c == COLL_NONE) continue;
+        const char *ax = lw->plan->mesh.axes[a].name;
+        int n;
+        if (!backward) {
+            Placement p = lw->bind[t].produced[a];
+            const Op *prod = tt->producer >= 0 ? &g->ops[tt->producer] : NULL;
+            if (tt->kind == TENSOR_PARAM && p.kind == PLACE_S && p.dim == DIM_FLAT)
+                n = snprintf(buf + used, sizeof buf - used, "%s needs %s whole; ZeRO-3 shards it over %s",
+                             consumer->name, tt->name, ax);
+            else if (p.kind == PLACE_P && prod)
+                n = snprintf(buf + used, sizeof buf - used, "%s %s %s split on %s -> Partial; %s needs %s",
+                             prod->name, op_partial_verb(prod), dim_names[split_dim(lw, prod, a)], ax, consumer->name,
+                             want.kind == PLACE_R ? "it whole" : "it split on seq");
+            else if (p.kind == PLACE_S)
+                n = snprintf(buf + used, sizeof buf - used, "%s needs %s whole on %s (split on %s)", consumer->name,
+                             tt->name, ax, dim_names[p.dim]);
+            else
+                n = snprintf(buf + used, sizeof buf - used, "%s takes its part of %s on %s", consumer->name,
+                             tt->name, ax);
+        } else {
+            if (to[a].kind == PLACE_P)
+                n = snprintf(buf + used, sizeof buf - used,
+                             "backward of %s sums over a dim split on %s -> Partial gradient of %s", consumer->name,
+                             ax, tt->name);
+            else
+                n = snprintf(buf + used, sizeof buf - used, "gradient of %s back to its %s placement on %s",
+                             tt->name, want.kind == PLACE_S ? "split" : "whole", ax);
+        }
+        if (n < 0) break;
+        used += (size_t)n;
+        if (used >= sizeof buf) break;
+    }
+    return arena_strdup(lw->arena, buf);
+}
+
+/* The value an op reads for input i: the tensor itself, or a resharded copy. */
+Val reshard_input(Emit *e, const Op *op, int i, int is_param)
+{
+    Lowerer *lw = e->lw;
+    int t = is_param ? op->param[i] : op->in[i];
+    Val v = val_of(lw, t);
+    Placement to[PARC_MAX_AXES];
+    int differs = 0;
+    for (int a = 0; a < lw->naxes; a++) {
+        OpPlace *r = lower_rule(lw, op->id, a);
+        to[a] = is_param ? r->param[i] : r->in[i];
+        if (!place_eq(to[a], v.place[a]) && lw->plan->mesh.axes[a].size > 1) differs = 1;
+    }
+    if (!differs) return v;
+    const char *why = reshard_why(lw, op, t, to, 0);
+    if (lw->replaying)
+        why = arena_printf(lw->arena, "again for the backward of %s (the forward's copy was not kept): %s", op->name,
+                           why);
+    return reshard_to(e, v, to, op->id, why, 0, NULL);
+}
+
+/* ------------------------------------------------------------ pipeline messages */
+
+typedef struct Message {
+    SeqKind seq;
+    RtFn fn;
+    CollKind coll;
+    int delta;        /* the peer: coord + delta on the pipeline axis */
+    int buf, inst, k; /* the stream buffer's instance */
+    int chunk_delta;  /* the receiver's chunk minus the sender's (tags name the receiver's) */
+    int grad;         /* 0 activations, 1 gradients */
+    const char *why;
+} Message;
+
+void reshard_pipeline(Arena *arena, const Program *prog, StageProgram *sp)
+{
+    if (prog->nstages <= 1) return;
+    int s = sp->stage, last = prog->nstages - 1, L = sp->layers_per_chunk;
+    /* the activations leave from resid[L] and arrive in resid[0] of the slot;
+     * gradients leave from the ping-pong half layer 0 wrote and arrive in the
+     * half the last layer reads; wrapping to the next chunk happens at the
+     * last stage forward and the first stage backward */
+    const Message msgs[4] = {
+        {SEQ_RECV_FWD, RT_prt_recv, COLL_RECV, -1, sp->resid_buf, INST_SLOT_L, 0, 0, 0,
+         "activations from the previous stage"},
+        {SEQ_SEND_FWD, RT_prt_send, COLL_SEND, +1, sp->resid_buf, INST_SLOT_L, L, s == last ? 1 : 0, 0,
+         "activations to the next stage (one message per micro-batch per chunk)"},
+        {SEQ_RECV_BWD, RT_prt_recv, COLL_RECV, +1, sp->dresid_buf, INST_FIXED, L & 1, 0, 1,
+         "gradients from the next stage"},
+        {SEQ_SEND_BWD, RT_prt_send, COLL_SEND, -1, sp->dresid_buf, INST_FIXED, 0, s == 0 ? -1 : 0, 1,
+         "gradients to the previous stage (one message per micro-batch per chunk)"},
+    };
+    for (int i = 0; i < 4; i++) {
+        const Message *m = &msgs[i];
+        if (seq_calls_per_step(prog, sp, m->seq) == 0) continue;
+        Instr ins;
+        memset(&ins, 0, sizeof ins);
+        ins.fn = (int)m->fn;
+        const Arg args[] = {arg_int(prog->pp_axis), arg_int(m->delta), arg_buf(m->buf, m->inst, m->k),
+                            arg_int(sp->boundary_elems), {ARG_TAG, 0, -1, -1, m->chunk_delta, m->grad, 0}};
+        ins.nargs = (int)(sizeof args / sizeof args[0]);
+        memcpy(ins.args, args, sizeof args);
+        ins.coll = m->coll;
+        ins.axis = prog->pp_axis;
+        ins.elems = sp->boundary_elems;
+        ins.elem_bytes = dtype_bytes(sp->bufs[m->buf].dtype);
+        ins.op = -1;
+        ins.entry = ENTRY_NONE;
+        ins.shape.axis = -1;
+        ins.tensor = prog->graph ? prog->graph->block_in : -1;
+        ins.phase = PHASE_PIPELINE;
+        ins.why = m->why;
+        Seq *q = &sp->seq[m->seq];
+        ARR_PUSH(arena, q->ins, q->n, q->cap, ins);
+    }
+}

@@ -1,0 +1,393 @@
+/*
+ * search.c — `parc search PLAN [--top K] [--json] [-o DIR]`: the layouts of
+ * a plan's model on its cluster at its global batch, ranked by the cost
+ * model.
+ *
+ * The space: every dp x tp x pp factorization of the cluster's GPUs (tp a
+ * divisor of the GPUs in a node, so its groups stay inside one; mesh order
+ * pp, dp, tp), each pipeline schedule (GPipe, 1F1B, interleaved with every
+ * virtual-stage count that divides the layers), ZeRO 0-3 over the data
+ * axis, sequence parallelism over tp, recompute none / selective / full,
+ * and every micro-batch size dividing the per-rank batch up to 16.
+ *
+ * Each candidate is written as .par text (plan_write.c) and goes through
+ * the same passes as `parc explain` would take it: check (its rules prune:
+ * divisibility, schedule constraints), expand, lower, analyze; a candidate
+ * whose busiest rank exceeds the GPU's memory is pruned too.  So every plan
+ * the search prints or writes passes check and explains to the printed
+ * figures: they are that plan's own analysis.
+ */
+#include "passes.h"
+#include "plan_write.h"
+#include "tools.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* One point of the space. */
+typedef struct Layout1 {
+    int tp, pp, dp;
+    int64_t micro_batch;
+    SchedKind sched;
+    int virt;
+    int zero, sp;
+    RecomputeKind rc;
+} Layout1;
+
+/* Its figures, copied out of its analysis (the arena is freed). */
+typedef struct Result {
+    Layout1 l;
+    double step_s, mfu, bubble, pipeline_s;
+    double phase[ANALYZE_NPHASES];
+    double link_wire[2], pipeline_bytes;
+    int64_t mem[PRT_NCLASS], peak;
+} Result;
+
+typedef struct Search {
+    const Plan *base;
+    int verify;
+    int64_t considered, pruned_check, pruned_memory;
+    Result *res;
+    int nres, cap;
+} Search;
+
+static const char *const rc_names[] = {"none", "selective", "full"};
+
+/* The base plan with layout l: mesh pp x dp x tp (size-1 axes left out),
+ * the model's dims mapped onto them. */
+static void apply_layout(const Plan *base, const Layout1 *l, Plan *p)
+{
+    *p = *base;
+    Mesh *m = &p->mesh;
+    Layout *ly = &p->layout;
+    m->naxes = 0;
+    for (int d = 0; d < DIM_COUNT; d++) ly->dim_axis[d] = -1;
+    ly->pp_axis = ly->sp_axis = ly->zero_axis = -1;
+    ly->zero_stage = 0;
+    ly->uneven = 0;
+    ly->virtual_stages = 1;
+    ly->schedule = SCHED_NONE;
+    int sizes[3] = {l->pp, l->dp, l->tp};
+    static const char *const names[3] = {"pp", "dp", "tp"};
+    int axis[3] = {-1, -1, -1};
+    for (int k = 0; k < 3; k++)
+        if (sizes[k] > 1 || (k == 1 && l->pp == 1 && l->tp == 1)) {
+            axis[k] = m->naxes;
+            m->axes[m->naxes++] = (MeshAxis){.name = names[k], .size = sizes[k]};
+        }
+    m->world = l->pp * l->dp * l->tp;
+    if (axis[1] >= 0) ly->dim_axis[DIM_BATCH] = axis[1];
+    if (axis[2] >= 0) {
+        const Model *md = &base->model;
+        if (md->block.kind == BLOCK_TRANSFORMER) ly->dim_axis[DIM_HEADS] = axis[2];
+        ly->dim_axis[DIM_FFN] = axis[2];
+        if (md->vocab > 0 && md->vocab % l->tp == 0 && (md->has_embed || md->has_head)) ly->dim_axis[DIM_VOCAB] = axis[2];
+        if (l->sp) ly->sp_axis = axis[2];
+    }
+    if (axis[0] >= 0) {
+        ly->pp_axis = axis[0];
+        ly->dim_axis[DIM_LAYERS] = axis[0];
+        ly->schedule = l->sched;
+        ly->virtual_stages = l->sched == SCHED_INTERLEAVED ? l->virt : 1;
+    }
+    if (l->zero > 0 && axis[1] >= 0) ly->zero_stage = l->zero, ly->zero_axis = axis[1];
+    ly->recompute = l->rc;
+    p->train.micro_batch = l->micro_batch;
+}
+
+static char *layout_text(const Plan *base, const Layout1 *l, const char *comment, size_t *len)
+{
+    Plan *p = malloc(sizeof *p);
+    if (!p) return NULL;
+    apply_layout(base, l, p);
+    char *text = NULL;
+    FILE *f = open_memstream(&text, len);
+    if (!f) {
+        free(p);
+        return NULL;
+    }
+    plan_write_par(p, comment, f);
+    fclose(f);
+    free(p);
+    return text;
+}
+
+static void layout_describe(const Layout1 *l, char *buf, size_t size)
+{
+    int n = snprintf(buf, size, "pp %d dp %d tp %d, micro_batch %lld", l->pp, l->dp, l->tp, (long long)l->micro_batch);
+    if (l->pp > 1 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, ", %s", schedule_kind_name(l->sched));
+    if (l->pp > 1 && l->sched == SCHED_INTERLEAVED && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, " %d", l->virt);
+    if ((size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, ", zero %d%s, recompute %s", l->zero, l->sp ? ", sp" : "",
+                 rc_names[l->rc]);
+}
+
+/* Checks, lowers and analyzes one layout; records it unless pruned. */
+static void try_layout(Search *s, const Layout1 *l)
+{
+    s->considered++;
+    size_t len;
+    char *text = layout_text(s->base, l, NULL, &len);
+    if (!text) return;
+    Arena arena = {0};
+    Plan *p = arena_alloc(&arena, sizeof *p);
+    int ok = front_load_text(&arena, "search", text, p) == 0;
+    Analysis *an = NULL;
+    if (ok) {
+        Graph *g = expand_model(&arena, p);
+        Program *prog = g ? lower_program(&arena, p, g) : NULL;
+        if (prog && diag_error_count() == 0) an = analyze_program(&arena, prog);
+        if (an && s->verify) analyze_verify(an);
+    }
+    if (!an) s->pruned_check++;
+    else if ((double)an->max_total > p->cluster.gpu_memory) s->pruned_memory++;
+    else {
+        Result r = {.l = *l, .step_s = an->step_s, .mfu = analyze_mfu(an), .bubble = an->bubble_share,
+                    .pipeline_s = an->pipeline_s, .pipeline_bytes = an->pipeline_bytes, .peak = an->max_total};
+        memcpy(r.phase, an->phase_s, sizeof r.phase);
+        memcpy(r.link_wire, an->link_wire, sizeof r.link_wire);
+        memcpy(r.mem, an->stages[an->worst_stage].ledger, sizeof r.mem);
+        if (s->nres == s->cap) {
+            s->cap = s->cap ? 2 * s->cap : 256;
+            Result *grown = realloc(s->res, (size_t)s->cap * sizeof *grown);
+            if (!grown) PARC_BUG("out of memory");
+            s->res = grown;
+        }
+        s->res[s->nres++] = r;
+    }
+    arena_free(&arena);
+    diag_reset();
+    free(text);
+}
+
+static void enumerate(Search *s)
+{
+    const Plan *b = s->base;
+    int world = b->cluster.nodes * b->cluster.gpus_per_node;
+    int64_t layers = b->model.layers;
+    for (int tp = 1; tp <= b->cluster.gpus_per_node; tp++) {
+        if (b->cluster.gpus_per_node % tp || world % tp) continue;
+        for (int pp = 1; pp <= world / tp && pp <= layers; pp++) {
+            if ((world / tp) % pp) continue;
+            int dp = world / tp / pp;
+            if (b->train.batch % dp) continue;
+            int64_t per_rank = b->train.batch / dp;
+            for (int64_t mb = 1; mb <= per_rank && mb <= 16; mb++) {
+                if (per_rank % mb) continue;
+                for (int sched = pp > 1 ? SCHED_GPIPE : SCHED_NONE; sched <= (pp > 1 ? SCHED_INTERLEAVED : SCHED_NONE);
+                     sched++) {
+                    for (int v = sched == SCHED_INTERLEAVED ? 2 : 1; v <= (sched == SCHED_INTERLEAVED ? layers / pp : 1);
+                         v++) {
+                        if (sched == SCHED_INTERLEAVED && layers % (pp * v)) continue;
+                        for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
+                            for (int sp = 0; sp <= (tp > 1 ? 1 : 0); sp++)
+                                for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++) {
+                                    Layout1 l = {tp, pp, dp, mb, (SchedKind)sched, v, zero, sp, (RecomputeKind)rc};
+                                    try_layout(s, &l);
+                                }
+                    }
+                }
+            }
+        }
+    }
+}
+
+static int by_step(const void *x, const void *y)
+{
+    const Result *a = x, *b = y;
+    if (a->step_s != b->step_s) return a->step_s < b->step_s ? -1 : 1;
+    if (a->peak != b->peak) return a->peak < b->peak ? -1 : 1;
+    return 0;
+}
+
+/* One line on why the first layout beats the second: the phase whose
+ * difference is the largest share of the gap. */
+static void why_first(FILE *out, const Result *a, const Result *b)
+{
+    int best = 0;
+    double gap = b->step_s - a->step_s, most = -1;
+    for (int k = 0; k < ANALYZE_NPHASES; k++) {
+        double d = b->phase[k] - a->phase[k];
+        if (d > most) most = d, best = k;
+    }
+    if (gap <= 0) {
+        fprintf(out, "#1 and #2 have the same estimated step time; #1 needs %s memory\n",
+                a->peak < b->peak ? "less" : "as much");
+        return;
+    }
+    fprintf(out, "#1 beats #2 by %.4g s (%.1f%%): its %s is %.4g s shorter (%.4g s against %.4g s)\n", gap,
+            100.0 * gap / b->step_s, analyze_phase_names[best], most, a->phase[best], b->phase[best]);
+}
+
+static void print_text(FILE *out, const Search *s, int top, double secs)
+{
+    char d[160], b1[32], b2[32], b3[32];
+    fprintf(out, "search %s: %d GPUs, batch %lld: %lld layouts considered, %lld refused by check, %lld do not fit, "
+                 "%d ranked",
+            s->base->file, s->base->cluster.nodes * s->base->cluster.gpus_per_node, (long long)s->base->train.batch,
+            (long long)s->considered, (long long)s->pruned_check, (long long)s->pruned_memory, s->nres);
+    if (secs >= 0) fprintf(out, " in %.3f s", secs);
+    fprintf(out, "\n");
+    for (int i = 0; i < top && i < s->nres; i++) {
+        const Result *r = &s->res[i];
+        layout_describe(&r->l, d, sizeof d);
+        fprintf(out, "\n#%d %s\n", i + 1, d);
+        fprintf(out, "   step %.4g s, MFU %.1f%%, bubble %.1f%%;", r->step_s, 100.0 * r->mfu, 100.0 * r->bubble);
+        for (int k = 0; k < ANALYZE_NPHASES; k++) fprintf(out, "%s %s %.4g s", k ? "," : "", analyze_phase_names[k], r->phase[k]);
+        fprintf(out, "\n   memory per GPU");
+        for (int k = 0; k < PRT_NCLASS; k++) {
+            analyze_format_bytes((double)r->mem[k], b1, sizeof b1);
+            fprintf(out, "%s %s %s", k ? "," : "", ledger_class_names[k], b1);
+        }
+        analyze_format_bytes((double)r->peak, b1, sizeof b1);
+        fprintf(out, "; total %s\n", b1);
+        analyze_format_bytes(r->link_wire[0], b1, sizeof b1);
+        analyze_format_bytes(r->link_wire[1], b2, sizeof b2);
+        analyze_format_bytes(r->pipeline_bytes, b3, sizeof b3);
+        fprintf(out, "   per rank per step: inside nodes %s, across nodes %s (pipeline messages %s)\n", b1, b2, b3);
+    }
+    if (s->nres >= 2) {
+        fprintf(out, "\n");
+        why_first(out, &s->res[0], &s->res[1]);
+    }
+}
+
+static void print_json(FILE *out, const Search *s, int top)
+{
+    fprintf(out, "{\n  \"schema\": \"parc.search/1\",\n  \"considered\": %lld,\n  \"refused_by_check\": %lld,\n  "
+                 "\"do_not_fit\": %lld,\n  \"ranked\": %d,\n  \"top\": [",
+            (long long)s->considered, (long long)s->pruned_check, (long long)s->pruned_memory, s->nres);
+    for (int i = 0; i < top && i < s->nres; i++) {
+        const Result *r = &s->res[i];
+        fprintf(out, "%s\n    {\"rank\": %d, \"pp\": %d, \"dp\": %d, \"tp\": %d, \"micro_batch\": %lld, "
+                     "\"schedule\": \"%s\", \"virtual_stages\": %d, \"zero\": %d, \"sequence_parallel\": %s, "
+                     "\"recompute\": \"%s\", \"step_time_s\": %.6g, \"mfu\": %.6g, \"bubble_share\": %.6g, "
+                     "\"peak_memory_bytes\": %lld, \"wire_inside_nodes\": %.0f, \"wire_across_nodes\": %.0f, "
+                     "\"pipeline_bytes\": %.0f, \"phases_s\": {",
+                i ? "," : "", i + 1, r->l.pp, r->l.dp, r->l.tp, (long long)r->l.micro_batch,
+                schedule_kind_name(r->l.pp > 1 ? r->l.sched : SCHED_NONE), r->l.pp > 1 ? r->l.virt : 1, r->l.zero,
+                r->l.sp ? "true" : "false", rc_names[r->l.rc], r->step_s, r->mfu, r->bubble, (long long)r->peak,
+                r->link_wire[0], r->link_wire[1], r->pipeline_bytes);
+        for (int k = 0; k < ANALYZE_NPHASES; k++)
+            fprintf(out, "%s\"%s\": %.6g", k ? ", " : "", analyze_phase_names[k], r->phase[k]);
+        fprintf(out, "}}");
+    }
+    fprintf(out, "\n  ]\n}\n");
+}
+
+/* DIR/1.par ... DIR/K.par; 0, or 3 after reporting a failed write. */
+static int write_plans(const Search *s, int top, const char *dir)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "parc search: cannot create `%s`: %s\n", dir, strerror(errno));
+        return 3;
+    }
+    for (int i = 0; i < top && i < s->nres; i++) {
+        const Result *r = &s->res[i];
+        char d[160], comment[320], path[4096];
+        layout_describe(&r->l, d, sizeof d);
+        snprintf(comment, sizeof comment, "parc search #%d for %s: %s; estimated step %.6g s", i + 1, s->base->file, d,
+                 r->step_s);
+        size_t len;
+        char *text = layout_text(s->base, &r->l, comment, &len);
+        snprintf(path, sizeof path, "%s/%d.par", dir, i + 1);
+        FILE *f = text ? fopen(path, "w") : NULL;
+        int bad = !f || fwrite(text, 1, len, f) != len;
+        if (f && fclose(f) != 0) bad = 1;
+        free(text);
+        if (bad) {
+            fprintf(stderr, "parc search: cannot write `%s`: %s\n", path, strerror(errno));
+            return 3;
+        }
+    }
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, const char **path, int *top, int *json, const char **dir, int *verify,
+                      int *timed)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = NULL;
+        if (!strcmp(a, "--json")) *json = 1;
+        else if (!strcmp(a, "--time")) *timed = 1;
+        else if (!strcmp(a, "--verify")) *verify = 1;
+        else if (!strncmp(a, "--top", 5) && (a[5] == '=' || a[5] == 0)) val = a[5] ? a + 6 : (i + 1 < argc ? argv[++i] : NULL);
+        else if (!strncmp(a, "-o", 2)) val = a[2] == '=' ? a + 3 : a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+        else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "parc search: unknown option `%s`\n", a);
+            return 2;
+        } else if (!*path) *path = a;
+        else {
+            fprintf(stderr, "parc search: unexpected argument `%s`\n", a);
+            return 2;
+        }
+        if (!strncmp(a, "--top", 5)) {
+            char *end = NULL;
+            long k = val ? strtol(val, &end, 10) : 0;
+            if (!val || *end || k < 1 || k > 1000) {
+                fprintf(stderr, "parc search: --top takes a count from 1 to 1000\n");
+                return 2;
+            }
+            *top = (int)k;
+        } else if (!strncmp(a, "-o", 2)) {
+            if (!val || !*val) {
+                fprintf(stderr, "parc search: -o needs a directory\n");
+                return 2;
+            }
+            *dir = val;
+        }
+    }
+    if (!*path) {
+        fprintf(stderr, "parc search: usage: parc search PLAN.par [--top K] [--json] [-o DIR]\n");
+        return 2;
+    }
+    return 0;
+}
+
+int search_main(int argc, char **argv)
+{
+    const char *path = NULL, *dir = NULL;
+    int top = 5, json = 0, timed = 0, verify = passes_verify_from_env();
+    int status = parse_args(argc, argv, &path, &top, &json, &dir, &verify, &timed);
+    if (status) return status;
+    Arena arena = {0};
+    Compilation c;
+    if (passes_run(&c, &arena, path, verify, passes_find("front")) || diag_error_count()) {
+        passes_finish(&c);
+        arena_free(&arena);
+        return 1;
+    }
+    Search s = {.base = &c.plan, .verify = verify};
+    FILE *devnull = fopen("/dev/null", "w");
+    diag_set_stream(devnull);
+    diag_reset();
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    enumerate(&s);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    diag_set_stream(NULL);
+    if (devnull) fclose(devnull);
+    qsort(s.res, (size_t)s.nres, sizeof *s.res, by_step);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (json) print_json(stdout, &s, top);
+    else print_text(stdout, &s, top, timed ? secs : -1);
+    if (s.nres == 0) {
+        fprintf(stderr, "parc search: no layout of %s fits its cluster\n", path);
+        status = 1;
+    }
+    if (!status && dir) status = write_plans(&s, top, dir);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "parc search: cannot write the report\n");
+        status = 3;
+    }
+    free(s.res);
+    passes_finish(&c);
+    arena_free(&arena);
+    return status;
+}

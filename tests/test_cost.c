@@ -1,0 +1,180 @@
+/*
+ * test_cost.c — the cost model's terms against hand-computed cases: one
+ * GEMM per shape class, one all-reduce and one all-gather, the default
+ * efficiency sets, and, through lowered plans, the GEMM, all-reduce and
+ * pipeline-bubble terms of the analysis, with every communication exposed
+ * (the runtime waits for each collective) and the phases summing to the step.
+ * Exit status: 0 when every check holds, 1 otherwise.
+ */
+#include "analyze.h"
+#include "cost.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int failures;
+
+static void near(const char *what, double got, double want)
+{
+    double tol = 1e-9 * fabs(want) + 1e-15;
+    if (fabs(got - want) > tol) {
+        printf("FAIL %s: %.12g, hand-computed %.12g\n", what, got, want);
+        failures++;
+    }
+}
+
+static void truth(const char *what, int ok)
+{
+    if (!ok) {
+        printf("FAIL %s\n", what);
+        failures++;
+    }
+}
+
+static Cluster test_cluster(void)
+{
+    Cluster c = {0};
+    c.flops_bf16 = 100e12;
+    c.hbm_bandwidth = 2e12;
+    c.intra_bw = 300e9, c.intra_latency = 2e-6;
+    c.inter_bw = 25e9, c.inter_latency = 5e-6;
+    c.eff = (Efficiency){.name = "test", .gemm = {0.2, 0.4, 0.6, 0.8}, .attention = 0.5, .hbm = 0.9, .bus = {0.75, 0.5}};
+    return c;
+}
+
+static void test_primitives(void)
+{
+    Cluster c = test_cluster();
+    truth("class of 127 x 4096 x 4096 is tiny", cost_gemm_class(127, 4096, 4096) == GEMM_TINY);
+    truth("class of 4096 x 128 x 4096 is small", cost_gemm_class(4096, 128, 4096) == GEMM_SMALL);
+    truth("class of 4096 x 4096 x 512 is medium", cost_gemm_class(4096, 4096, 512) == GEMM_MEDIUM);
+    truth("class of 2048 cubed is large", cost_gemm_class(2048, 2048, 2048) == GEMM_LARGE);
+    /* one GEMM: 2 m n k FLOPs at 100 TFLOP/s x 0.8 (large) and x 0.2 (tiny) */
+    near("gemm 4096^3", cost_gemm_s(&c, c.flops_bf16, 4096, 4096, 4096), 2.0 * 4096.0 * 4096 * 4096 / 80e12);
+    near("gemm 64 x 4096 x 4096", cost_gemm_s(&c, c.flops_bf16, 64, 4096, 4096), 2.0 * 64 * 4096.0 * 4096 / 20e12);
+    /* one all-reduce of 1 GiB over 8 GPUs of a node: 2(n-1) steps of 2 us,
+     * 2(n-1)/n x bytes at 300 GB/s x 0.75 */
+    double gib = 1073741824.0;
+    near("all-reduce 8 ranks 1 GiB", cost_coll_s(&c, COLL_ALLREDUCE, 8, 1, gib), 14 * 2e-6 + 1.75 * gib / 225e9);
+    near("all-reduce latency", cost_coll_latency_s(&c, COLL_ALLREDUCE, 8, 1), 28e-6);
+    /* one all-gather of 64 MiB over 4 nodes: 3 steps of 5 us, 3/4 x bytes at 25 GB/s x 0.5 */
+    near("all-gather 4 ranks across nodes", cost_coll_s(&c, COLL_ALLGATHER, 4, 0, 64 * 1048576.0),
+         3 * 5e-6 + 0.75 * 64 * 1048576.0 / 12.5e9);
+    near("send inside a node", cost_coll_s(&c, COLL_SEND, 2, 1, 1e6), 2e-6 + 1e6 / 225e9);
+    near("nothing over one rank", cost_coll_s(&c, COLL_ALLREDUCE, 1, 1, 1e9), 0);
+    near("stream 1 GB", cost_stream_s(&c, 1e9), 1e9 / 1.8e12);
+    near("attention 1 TFLOP", cost_attention_s(&c, c.flops_bf16, 1e12), 1e12 / 50e12);
+
+    Efficiency e;
+    truth("a100 defaults exist", cost_efficiency_defaults("a100", &e) == 0 && !strcmp(e.name, "a100"));
+    near("a100 large GEMMs", e.gemm[GEMM_LARGE], 0.85);
+    near("a100 NVLink bus efficiency", e.bus[0], 0.78);
+    truth("h100 and h200 defaults exist",
+          cost_efficiency_defaults("h100", &e) == 0 && cost_efficiency_defaults("h200", &e) == 0);
+    truth("an unknown set is refused", cost_efficiency_defaults("b300", &e) == -1);
+}
+
+/* Two stages of two MLP layers each, no embedding or head, so both stages
+ * take the same time: GEMMs 64 x 64 x 256 (tokens 2 x 32, hidden 64, ffn
+ * 256), all tiny; efficiencies given in the plan. */
+static const char *const mlp_plan =
+    "cluster { nodes 1; gpus_per_node 2;\n"
+    "  gpu { memory 1 GiB; bf16 1 TFLOP/s; fp32 1 TFLOP/s; hbm 100 GB/s; }\n"
+    "  link intra 10 GB/s 5 us;\n"
+    "  efficiency { gemm 0.5 0.6 0.7 0.8; attention 0.5; hbm 0.5; intra 0.25; inter 0.5; }\n"
+    "}\n"
+    "model m { seq 32; hidden 64; ffn 256; layers 4; repeat layers { block mlp; } }\n"
+    "train { batch 8; micro_batch 2; precision fp32; optimizer sgd lr 0.1; }\n";
+
+static Analysis *analyze_text(Arena *arena, const char *name, const char *tail)
+{
+    Plan *p = arena_alloc(arena, sizeof *p);
+    char *text = arena_printf(arena, "%s%s", mlp_plan, tail);
+    if (front_load_text(arena, name, text, p) != 0) return NULL;
+    Graph *g = expand_model(arena, p);
+    Program *prog = g ? lower_program(arena, p, g) : NULL;
+    Analysis *an = prog ? analyze_program(arena, prog) : NULL;
+    if (an) analyze_verify(an);
+    return an;
+}
+
+static void phases_sum(const char *what, const Analysis *an)
+{
+    double sum = 0;
+    for (int k = 0; k < ANALYZE_NPHASES; k++) sum += an->phase_s[k];
+    near(what, sum, an->step_s);
+    near("no communication hidden", an->comm_hidden_s, 0);
+}
+
+static void test_pipeline_bubble(void)
+{
+    Arena arena = {0};
+    Analysis *an = analyze_text(&arena, "mlp_pp", "mesh { pp 2; }\nlayout { layers -> pp schedule gpipe; }\n");
+    truth("the pipeline plan analyzes", an != NULL);
+    if (!an) return;
+    /* forward: 2 layers x 2 GEMMs of 2 x 64 x 64 x 256 FLOPs at 1 TFLOP/s x 0.5 */
+    double gemm = 2.0 * 64 * 64 * 256 / 0.5e12;
+    near("forward GEMM term of a chunk", an->stages[0].fwd.gemm_s, 4 * gemm);
+    near("backward GEMM term of a chunk", an->stages[0].bwd.gemm_s, 8 * gemm);
+    /* a hand-off: 5 us + 2 x 32 x 64 fp32 at 10 GB/s x 0.25 */
+    double p2p = 5e-6 + 2.0 * 32 * 64 * 4 / 2.5e9;
+    near("stage hand-off", an->t_p2p, p2p);
+    /* GPipe, p = 2, m = 4, equal stages: (m + p - 1)(tf + tb) + 2 (p - 1) hand-offs */
+    double tf = an->t_fwd, tb = an->t_bwd;
+    near("stage 1 as fast as stage 0", cost_terms_total(&an->stages[1].fwd), tf);
+    near("simulated GPipe makespan", an->pipeline_s, 5 * (tf + tb) + 2 * p2p);
+    near("bubble", an->phase_s[APHASE_BUBBLE], (tf + tb) + 2 * p2p);
+    near("forward phase", an->phase_s[APHASE_FORWARD], 4 * tf);
+    phases_sum("pipeline phases sum to the step", an);
+    arena_free(&arena);
+}
+
+static void test_allreduce(void)
+{
+    Arena arena = {0};
+    Analysis *an = analyze_text(&arena, "mlp_tp", "mesh { tp 2; }\nlayout { ffn -> tp; }\n");
+    truth("the tensor-parallel plan analyzes", an != NULL);
+    if (!an) return;
+    /* per layer one all-reduce of 2 x 32 x 64 fp32 over 2 ranks each way:
+     * 2 steps of 5 us + (2 (n-1)/n = 1) x 16384 B at 10 GB/s x 0.25 */
+    double ar = 2 * 5e-6 + 16384.0 / 2.5e9;
+    near("forward all-reduces of a chunk", an->stages[0].fwd.comm_s, 4 * ar);
+    near("backward all-reduces of a chunk", an->stages[0].bwd.comm_s, 4 * ar);
+    near("exposed communication", an->phase_s[APHASE_COMM], 4 * 8 * ar);
+    near("no bubble without a pipeline", an->phase_s[APHASE_BUBBLE], 0);
+    phases_sum("tensor-parallel phases sum to the step", an);
+    arena_free(&arena);
+}
+
+static void test_gradient_sync_exposed(void)
+{
+    Arena arena = {0};
+    Analysis *an = analyze_text(&arena, "mlp_dp", "mesh { dp 2; }\nlayout { batch -> dp; }\n");
+    truth("the data-parallel plan analyzes", an != NULL);
+    if (!an) return;
+    /* every bucket is waited for: the sync is the sum of its all-reduces */
+    double want = 0;
+    for (int i = 0; i < an->nrows; i++) {
+        const CollRow *r = &an->rows[i];
+        if (r->phase != PHASE_GRAD_SYNC) continue;
+        want += (double)r->calls * cost_coll_s(&an->prog->plan->cluster, r->coll, r->group, r->inside_node,
+                                               (double)r->elems * r->elem_bytes);
+    }
+    truth("there are gradient all-reduces", want > 0);
+    near("gradient sync, all of it exposed", an->stages[0].sync_s, want);
+    near("exposed communication is the sync", an->phase_s[APHASE_COMM], want);
+    phases_sum("data-parallel phases sum to the step", an);
+    arena_free(&arena);
+}
+
+int main(void)
+{
+    test_primitives();
+    test_pipeline_bubble();
+    test_allreduce();
+    test_gradient_sync_exposed();
+    if (diag_error_count()) printf("FAIL %d diagnostics\n", diag_error_count()), failures++;
+    printf("%s: %d failure%s\n", failures ? "FAIL" : "ok", failures, failures == 1 ? "" : "s");
+    return failures ? 1 : 0;
+}
