@@ -37,7 +37,8 @@ const char *const analyze_phase_names[ANALYZE_NPHASES] = {
 
 static void add_row(Arena *arena, Analysis *an, CollRow row)
 {
-    for (int i = 0; i < an->nrows; i++) {
+    /* rows are added stage by stage: only the current stage's can match */
+    for (int i = an->nrows - 1; i >= 0 && an->rows[i].stage == row.stage; i--) {
         CollRow *r = &an->rows[i];
         if (r->stage == row.stage && r->phase == row.phase && r->coll == row.coll && r->axis == row.axis &&
             r->elems == row.elems && r->op == row.op && r->tensor == row.tensor && r->why == row.why) {

@@ -64,14 +64,21 @@ int plan_axis_inside_node(const Plan *plan, int axis)
     int64_t stride = plan_axis_stride(plan, axis);
     int64_t world = plan->mesh.world;
     /* A group's ranks are base + c*stride, c = 0..size-1, increasing in c: it
-     * stays in one node iff its first and last rank do.  Bases are the ranks
-     * whose coordinate on `axis` is 0. */
-    for (int64_t base = 0; base < world; base++) {
-        if ((base / stride) % size != 0) continue;
-        int64_t last = base + (size - 1) * stride;
-        if (base / gpn != last / gpn) return 0;
-    }
-    return 1;
+     * stays in one node iff its first and last rank do.  The groups of one
+     * block of size*stride ranks (bases k*block + 0..stride-1) together
+     * cover the block, and any node boundary inside it falls between the
+     * first and last rank of one of them: so every group stays inside a node
+     * iff every block does. */
+    int64_t block = size * stride;
+    /* reports ask for every instruction's axis: remember the last answers */
+    static struct { int64_t world, gpn, block; int inside; } memo[16];
+    unsigned h = (unsigned)((world * 31 + gpn) * 31 + block) % 16u;
+    if (memo[h].world == world && memo[h].gpn == gpn && memo[h].block == block) return memo[h].inside;
+    int inside = 1;
+    for (int64_t first = 0; first < world && inside; first += block)
+        if (first / gpn != (first + block - 1) / gpn) inside = 0;
+    memo[h].world = world, memo[h].gpn = gpn, memo[h].block = block, memo[h].inside = inside;
+    return inside;
 }
 
 void plan_rank_coords(const Plan *plan, int rank, int coords[PARC_MAX_AXES])

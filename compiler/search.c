@@ -22,6 +22,7 @@
 #include "tools.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -207,7 +208,7 @@ static int by_step(const void *x, const void *y)
 
 /* One line on why the first layout beats the second: the phase whose
  * difference is the largest share of the gap. */
-static void why_first(FILE *out, const Result *a, const Result *b)
+static void why_first(FILE *out, const Result *a, const Result *b, int rank_b)
 {
     int best = 0;
     double gap = b->step_s - a->step_s, most = -1;
@@ -216,12 +217,57 @@ static void why_first(FILE *out, const Result *a, const Result *b)
         if (d > most) most = d, best = k;
     }
     if (gap <= 0) {
-        fprintf(out, "#1 and #2 have the same estimated step time; #1 needs %s memory\n",
+        fprintf(out, "#1 and #%d have the same estimated step time; #1 needs %s memory\n", rank_b,
                 a->peak < b->peak ? "less" : "as much");
         return;
     }
-    fprintf(out, "#1 beats #2 by %.4g s (%.1f%%): its %s is %.4g s shorter (%.4g s against %.4g s)\n", gap,
+    fprintf(out, "#1 beats #%d by %.4g s (%.1f%%): its %s is %.4g s shorter (%.4g s against %.4g s)\n", rank_b, gap,
             100.0 * gap / b->step_s, analyze_phase_names[best], most, a->phase[best], b->phase[best]);
+}
+
+/* The plan's own layout as a point of the space; 0 when the plan maps dims
+ * the search does not (then it is not ranked). */
+static int own_layout(const Plan *p, Layout1 *l)
+{
+    const Layout *ly = &p->layout;
+    int tp_axis = ly->dim_axis[DIM_FFN], dp_axis = ly->dim_axis[DIM_BATCH];
+    *l = (Layout1){.tp = plan_axis_size(p, tp_axis), .pp = ly->stages, .dp = plan_dp(p),
+                   .micro_batch = p->train.micro_batch, .sched = ly->pp_axis >= 0 ? ly->schedule : SCHED_NONE,
+                   .virt = ly->virtual_stages, .zero = ly->zero_stage, .sp = ly->sp_axis >= 0, .rc = ly->recompute};
+    if (l->pp == 1) l->virt = 1;
+    int axes = (l->tp > 1) + (l->pp > 1) + (l->dp > 1 || (l->tp == 1 && l->pp == 1));
+    return p->mesh.naxes == axes && (ly->zero_stage == 0 || ly->zero_axis == dp_axis) && !ly->uneven &&
+           (ly->sp_axis < 0 || ly->sp_axis == tp_axis);
+}
+
+static int same_layout(const Layout1 *a, const Layout1 *b)
+{
+    return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->micro_batch == b->micro_batch &&
+           (a->pp == 1 || (a->sched == b->sched && (a->sched != SCHED_INTERLEAVED || a->virt == b->virt))) &&
+           a->zero == b->zero && a->sp == b->sp && a->rc == b->rc;
+}
+
+/* Where the plan's own layout ranks, and why #1 beats it. */
+static void print_own(FILE *out, const Search *s)
+{
+    Layout1 own;
+    char d[160];
+    if (!own_layout(s->base, &own)) {
+        fprintf(out, "\nthe plan's own layout maps dims the search does not vary; it is not ranked\n");
+        return;
+    }
+    layout_describe(&own, d, sizeof d);
+    for (int i = 0; i < s->nres; i++) {
+        if (!same_layout(&s->res[i].l, &own)) continue;
+        fprintf(out, "\nthe plan's own layout (%s) ranks #%d of %d: step %.4g s, %.1f%% slower than #1\n", d, i + 1,
+                s->nres, s->res[i].step_s, 100.0 * (s->res[i].step_s / s->res[0].step_s - 1.0));
+        if (i > 0) {
+            fprintf(out, "  ");
+            why_first(out, &s->res[0], &s->res[i], i + 1);
+        }
+        return;
+    }
+    fprintf(out, "\nthe plan's own layout (%s) is not among the ranked: it is refused by check or does not fit\n", d);
 }
 
 static void print_text(FILE *out, const Search *s, int top, double secs)
@@ -253,8 +299,9 @@ static void print_text(FILE *out, const Search *s, int top, double secs)
     }
     if (s->nres >= 2) {
         fprintf(out, "\n");
-        why_first(out, &s->res[0], &s->res[1]);
+        why_first(out, &s->res[0], &s->res[1], 2);
     }
+    if (s->nres > 0) print_own(out, s);
 }
 
 static void print_json(FILE *out, const Search *s, int top)
@@ -364,6 +411,10 @@ int search_main(int argc, char **argv)
         return 1;
     }
     Search s = {.base = &c.plan, .verify = verify};
+    /* each candidate's arena is freed before the next one takes about as
+     * much: keep the heap instead of returning it to the system each time */
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
     FILE *devnull = fopen("/dev/null", "w");
     diag_set_stream(devnull);
     diag_reset();
