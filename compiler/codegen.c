@@ -152,6 +152,8 @@ static int link_executable(const char *obj_path, const char *out_path, const cha
     char cuda_libs[] = PARC_CUDA_LIBRARIES;  /* the runtime was built with its CUDA backend */
     push_words(argv, &argc, 120, cuda_libs, "|");
 #endif
+    argv[argc++] = (char *)"-lcjson";  /* checkpoints: JSON headers and manifests, CRC-32 */
+    argv[argc++] = (char *)"-lz";
     argv[argc++] = (char *)"-lm";
     argv[argc] = NULL;
     int status = launch_process(argv, NULL, log_path);

@@ -25,6 +25,7 @@
     X(prt_ptr, 'p', "pii")               \
     X(prt_coord, 'i', "pi")              \
     X(prt_steps, 'i', "p")               \
+    X(prt_first_step, 'i', "p")          \
     X(prt_expect_memory, 'v', "pp")      \
     X(prt_step_begin, 'v', "pi")         \
     X(prt_before_optimizer, 'v', "pi")   \

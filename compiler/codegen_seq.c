@@ -300,7 +300,8 @@ static LLVMValueRef emit_stage_main(Gen *g, const StageProgram *sp, const StageF
     call_life(g, LIFE_prt_expect_memory, exp, 2, "");
     LLVMValueRef steps = call_life(g, LIFE_prt_steps, &g->rt, 1, "steps");
 
-    Loop ls = cg_loop_begin(g, c64(g, 1), LLVMBuildAdd(g->b, steps, c64(g, 1), "steps_end"), "step");
+    LLVMValueRef first = call_life(g, LIFE_prt_first_step, &g->rt, 1, "first_step");  /* after a resume: later */
+    Loop ls = cg_loop_begin(g, first, LLVMBuildAdd(g->b, steps, c64(g, 1), "steps_end"), "step");
     LLVMValueRef step = ls.index;
     LLVMValueRef sargs[] = {g->rt, step};
     call_life(g, LIFE_prt_step_begin, sargs, 2, "");

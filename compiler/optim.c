@@ -82,6 +82,17 @@ static void describe_master(Lowerer *lw, int w, int master, int zero_axis)
     mb->chunk_layer_stride = pw->chunk_layer_stride;
 }
 
+/* Optimizer moments start at zero (init NONE: the class block is zeroed) but
+ * describe their parameter like the master does, so a checkpoint can name each
+ * element by its global index and load it into another layout. */
+static void describe_moment(Lowerer *lw, int w, int moment, int zero_axis)
+{
+    Buffer *ob = &lw->sp->bufs[moment];
+    describe_master(lw, w, moment, zero_axis);
+    ob->init = PRT_INIT_NONE;
+    ob->init_std = 0;
+}
+
 static void describe_weights(Lowerer *lw, int w, const Tensor *tt, Region r, int first_layer, int zero_axis)
 {
     Buffer *wb = &lw->sp->bufs[w];
@@ -136,9 +147,11 @@ void optim_bind_params(Lowerer *lw, Region r, int instances, int first_layer)
         if (plan->train.optimizer != OPT_SGD || plan->train.momentum != 0)
             b->mom1 = prog_buf_new(lw, arena_printf(lw->arena, "%s.m", tt->name), PRT_OPTIM, PRT_F32, oelems,
                                    instances);
+        if (b->mom1 >= 0) describe_moment(lw, w, b->mom1, sharded(z->optim) ? za : -1);
         if (plan->train.optimizer != OPT_SGD)
             b->mom2 = prog_buf_new(lw, arena_printf(lw->arena, "%s.v", tt->name), PRT_OPTIM, PRT_F32, oelems,
                                    instances);
+        if (b->mom2 >= 0) describe_moment(lw, w, b->mom2, sharded(z->optim) ? za : -1);
     }
 }
 

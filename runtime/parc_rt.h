@@ -164,6 +164,12 @@ void prt_register_buffers(prt *rt, const prt_buffer_desc *descs, int64_t count);
 void *prt_ptr(prt *rt, int64_t buffer, int64_t instance);
 int64_t prt_coord(prt *rt, int64_t axis);  /* this rank's coordinate on an axis, 0 if axis < 0 */
 int64_t prt_steps(prt *rt);
+/* The first step the loop runs: 1, or with --resume the checkpoint's step + 1
+ * after its weights, fp32 master and optimizer moments have been loaded into this
+ * rank's buffers from whichever rank files hold them (any layout of the same
+ * model and training settings; prt_ckpt.c).  Called once after
+ * prt_register_buffers. */
+int64_t prt_first_step(prt *rt);
 /* Compares measured bytes per class with the compiler's ledger (bytes per class
  * for this rank).  With --memory prints both; weights, grads, master and optim
  * must match exactly, activations/comm/workspace must not exceed; a mismatch

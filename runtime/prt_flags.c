@@ -20,7 +20,8 @@
 static void usage(FILE *f, const char *prog) {
     fprintf(f,
             "usage: %s [--steps N] [--data FILE] [--memory] [--trace FILE] [--quiet] [--timeout SECONDS]\n"
-            "       [--device NAME]   (values as --name value or --name=value)\n"
+            "       [--device NAME] [--checkpoint-dir DIR] [--checkpoint-every N] [--checkpoint-keep N]\n"
+            "       [--resume latest|DIR] [--save-on-exit]   (values as --name value or --name=value)\n"
             "  --steps N          number of training steps, 1 to %lld (default: the plan's)\n"
             "  --data FILE        train on FILE, byte level (vocab must be >= 256); default: synthetic data\n"
             "  --memory           print the memory ledger per rank and class (measured vs compiler)\n"
@@ -35,6 +36,7 @@ static void usage(FILE *f, const char *prog) {
     fprintf(f, "\n");
     for (int i = 0; prt_backends[i]; i++)
         fprintf(f, "                     %s: %s\n", prt_backends[i]->name, prt_backends[i]->description);
+    fputs(prt_ckpt_usage, f);
     fprintf(f,
             "environment: PRT_LOSS_FILE (rank 0 writes 'step loss' lines), PRT_TIMEOUT (seconds, as --timeout),\n"
             "OPENBLAS_NUM_THREADS, PRT_DUMP_DIR, PRT_DUMP_STEP, PRT_DUMP_DATA_ALL (parameter/gradient/data/logit\n"
@@ -90,10 +92,14 @@ static double default_timeout(const prt_plan_desc *plan) {
 }
 
 /* Options that take a value. */
-static const char *const valued[] = {"--steps", "--data", "--trace", "--device", "--timeout", NULL};
+static const char *const valued[] = {"--steps", "--data", "--trace", "--device", "--timeout", "--checkpoint-dir",
+                                     "--checkpoint-every", "--checkpoint-keep", "--resume", NULL};
 
 static void set_option(prt *rt, const char *prog, const char *name, const char *value) {
-    if (!strcmp(name, "--steps")) {
+    char err[512] = "";
+    if (prt_ckpt_option(rt, name, value, err, sizeof err)) {
+        if (*err) bad_flag(rt, prog, "%s", err);
+    } else if (!strcmp(name, "--steps")) {
         long long n = 0;
         if (!parse_int(value, 1, PRT_MAX_STEPS, &n))
             bad_flag(rt, prog, "--steps needs a whole number of steps from 1 to %lld, got '%s'", PRT_MAX_STEPS, value);
@@ -124,6 +130,7 @@ void prt_parse_flags(prt *rt, int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "--memory")) rt->memory_report = 1;
         else if (!strcmp(a, "--quiet")) rt->quiet = 1;
+        else if (!strcmp(a, "--save-on-exit")) prt_ckpt_option(rt, a, NULL, NULL, 0);
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             if (rt->world_rank == 0) usage(stdout, prog);
             prt_exit_all(rt, 0);

@@ -199,6 +199,9 @@ struct prt {
     MPI_Comm watch_comm;
     const char *wait_what;   /* the wait in progress, NULL outside one */
     int64_t wait_axis;
+
+    /* checkpoints and signals (prt_ckpt.c); NULL until prt_ckpt_init */
+    struct prt_ckpt *ckpt;
 };
 
 extern const char *const prt_class_names[PRT_NCLASS];
@@ -320,6 +323,22 @@ void prt_startup_verdict(prt *rt, const char *message);
 void prt_parse_flags(prt *rt, int argc, char **argv);
 /* Every rank calls it with the same status: flush, MPI_Finalize, exit. */
 void prt_exit_all(prt *rt, int status) __attribute__((noreturn));
+
+/* ---------------------------------------------------------------- checkpoints (prt_ckpt.c) */
+
+/* One runtime option of checkpointing (--checkpoint-dir DIR, --checkpoint-every N,
+ * --checkpoint-keep N, --resume latest|DIR, --save-on-exit with value NULL).
+ * Returns 1 when `name` is one of them (a bad value is written to err), else 0. */
+int prt_ckpt_option(prt *rt, const char *name, const char *value, char *err, size_t size);
+/* At prt_init after the options: checks the checkpoint directory can be written
+ * and the checkpoint to resume exists; installs the SIGINT/SIGTERM handlers. */
+void prt_ckpt_init(prt *rt, char *message, size_t size);
+/* At prt_step_end: stops after this step when a signal came (saving first when a
+ * checkpoint directory is set), and saves every --checkpoint-every steps and at
+ * the last step with --save-on-exit. */
+void prt_ckpt_step_end(prt *rt, int64_t step);
+/* Options text for the usage message. */
+extern const char prt_ckpt_usage[];
 
 /* ---------------------------------------------------------------- collectives, dtype explicit (prt_comm_mpi.c) */
 

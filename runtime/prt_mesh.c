@@ -136,6 +136,7 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     char message[1024] = "";
     open_outputs(rt, message, sizeof message);
     if (!*message) prt_dump_init(rt, message, sizeof message);
+    if (!*message) prt_ckpt_init(rt, message, sizeof message);
     prt_startup_verdict(rt, *message ? message : NULL);
     if (rt->data_path) prt_data_open(rt, rt->data_path);
     if (rt->backend->init) {

@@ -70,6 +70,7 @@ void prt_step_end(prt *rt, int64_t step) {
                           strerror(errno));
     }
     rt->step = -1;
+    prt_ckpt_step_end(rt, step);
 }
 
 /* ---------------------------------------------------------------- finalize */
