@@ -27,6 +27,13 @@ extern char **environ;
 
 static SrcLoc no_loc(void) { return (SrcLoc){0}; }
 
+/* The child being waited for; SIGINT and SIGTERM are passed on to it (a run
+ * then finishes its step, saves and stops; a second signal kills it). */
+static volatile pid_t g_child;
+static void forward_signal(int sig) {
+    if (g_child > 0) kill(g_child, sig);
+}
+
 int launch_process(char *const argv[], char *const extra_env[], const char *stderr_path) {
     /* environment: ours plus extra_env (extra entries come first, so they win
      * with getenv's first-match lookup; ours with the same name are dropped) */
@@ -59,27 +66,38 @@ int launch_process(char *const argv[], char *const extra_env[], const char *stde
     sigset_t defaults;
     sigemptyset(&defaults);
     sigaddset(&defaults, SIGINT);
+    sigaddset(&defaults, SIGTERM);
     sigaddset(&defaults, SIGQUIT);
     posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+    /* The child runs in its own process group, so ^C (sent to ours) and a SIGTERM
+     * (a scheduler's preemption) reach it exactly once: forwarded by us.  Its
+     * stdin is /dev/null: a background group must not read the terminal. */
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
 
-    /* The child gets ^C (same process group) and decides; we wait for it. */
-    struct sigaction ignore = {.sa_handler = SIG_IGN}, old_int, old_quit;
+    struct sigaction forward = {.sa_handler = forward_signal}, ignore = {.sa_handler = SIG_IGN};
+    struct sigaction old_int, old_term, old_quit;
+    sigemptyset(&forward.sa_mask);
     sigemptyset(&ignore.sa_mask);
-    sigaction(SIGINT, &ignore, &old_int);
+    sigaction(SIGINT, &forward, &old_int);
+    sigaction(SIGTERM, &forward, &old_term);
     sigaction(SIGQUIT, &ignore, &old_quit);
 
     pid_t pid;
     int err = posix_spawnp(&pid, argv[0], &actions, &attr, argv, env);
     int status = -1;
     if (err == 0) {
+        g_child = pid;
         int ws;
         pid_t r;
         do r = waitpid(pid, &ws, 0);
         while (r < 0 && errno == EINTR);
         if (r == pid) status = WIFEXITED(ws) ? WEXITSTATUS(ws) : WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : -1;
     }
+    g_child = 0;
     sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGQUIT, &old_quit, NULL);
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&actions);

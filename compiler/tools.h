@@ -11,6 +11,8 @@
 
 int diff_main(int argc, char **argv);
 int search_main(int argc, char **argv);
+/* `parc export CKPT -o MODEL.safetensors` (export.c): a checkpoint as one file. */
+int export_main(int argc, char **argv);
 
 /* Two analyzed plans side by side with their deltas (diff.c). */
 void diff_report(FILE *out, const Analysis *a, const Analysis *b);

@@ -43,6 +43,7 @@ struct prt_ckpt {
     const char *resume;     /* --resume: "latest" or a directory; NULL: none */
     int save_on_exit;
     char *resume_path;      /* the step directory resumed from (prt_ckpt_init) */
+    int64_t die_step;       /* PRT_TEST_CKPT_DIE: the last rank kills itself inside this step's save */
     int64_t first_step;
 };
 
@@ -151,6 +152,8 @@ void prt_ckpt_init(prt *rt, char *message, size_t size) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    const char *die = getenv("PRT_TEST_CKPT_DIE");
+    c->die_step = die && *die ? strtoll(die, NULL, 10) : -1;
     if (c->dir) {
         if (mkdir(c->dir, 0777) != 0 && errno != EEXIST)
             snprintf(message, size, "--checkpoint-dir %s: cannot create the directory: %s", c->dir, strerror(errno));
@@ -285,6 +288,9 @@ static cJSON *write_rank_file(prt *rt, const char *tmp, int64_t step) {
             char crc[9];
             prt_st_crc32_hex(t[k].data, t[k].bytes, crc);
             cJSON *sh = cJSON_AddObjectToObject(list, names[k]);
+            cJSON_AddStringToObject(sh, "role", b->desc.klass == PRT_WEIGHTS  ? "weights"
+                                                : b->desc.klass == PRT_MASTER ? "master"
+                                                                              : "optimizer");
             cJSON_AddStringToObject(sh, "dtype", prt_st_dtype_name(b->desc.dtype));
             cJSON_AddItemToObject(sh, "global", int_array(m.gdims, m.ndim));
             cJSON_AddItemToObject(sh, "offset", int_array(m.offset, m.ndim));
@@ -310,6 +316,7 @@ static cJSON *write_rank_file(prt *rt, const char *tmp, int64_t step) {
 /* Gathers every rank's manifest entry (JSON text) on rank 0; NULL elsewhere. */
 static cJSON *gather_entries(prt *rt, cJSON *mine) {
     char *text = cJSON_PrintUnformatted(mine);
+    cJSON_Delete(mine);
     int len = (int)strlen(text) + 1;
     int *lens = rt->world_rank == 0 ? prt_xcalloc((size_t)rt->world_size, sizeof(int)) : NULL;
     MPI_Request req;
@@ -408,7 +415,14 @@ static void save(prt *rt, int64_t step) {
         if (mkdir(tmp, 0777) != 0) save_fail("cannot create", tmp);
     }
     prt_watched_barrier(rt, "the checkpoint's start");
-    cJSON *ranks = gather_entries(rt, write_rank_file(rt, tmp, step));
+    cJSON *mine = write_rank_file(rt, tmp, step);
+    if (c->die_step == step && rt->world_rank == rt->world_size - 1) {  /* the test of a kill mid-save */
+        fprintf(stderr, "parc: rank %d: PRT_TEST_CKPT_DIE: killing myself inside the save of step %lld\n",
+                rt->world_rank, (long long)step);
+        fflush(stderr);
+        raise(SIGKILL);
+    }
+    cJSON *ranks = gather_entries(rt, mine);
     if (rt->world_rank == 0) {
         write_manifest(rt, tmp, step, ranks);
         errno = 0;
@@ -570,8 +584,8 @@ static int gather_tensor(loader *L, const char *name, const prt_buffer_desc *d, 
         saved.ndim = d->ndim;
         const cJSON *dt = cJSON_GetObjectItemCaseSensitive(sh, "dtype");
         if (nums(sh, "global", saved.gdims, d->ndim) != 0)
-            return lfail(L, "tensor %s: the checkpoint has %s dims, this plan %lld", name,
-                         "another number of", (long long)d->ndim);
+            return lfail(L, "tensor %s: the checkpoint has %d dims, this plan %lld (another model shape)", name,
+                         cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sh, "global")), (long long)d->ndim);
         for (int64_t k = 0; k < d->ndim; k++)
             if (saved.gdims[k] != d->gdims[k])
                 return lfail(L, "tensor %s: global dim %lld is %lld in the checkpoint, %lld in this plan (another "
@@ -579,8 +593,10 @@ static int gather_tensor(loader *L, const char *name, const prt_buffer_desc *d, 
         if (!cJSON_IsString(dt) || prt_st_dtype_of(dt->valuestring) != d->dtype)
             return lfail(L, "tensor %s: saved as %s, this plan holds it as %s (another precision)", name,
                          cJSON_IsString(dt) ? dt->valuestring : "?", prt_st_dtype_name(d->dtype));
-        if (nums(sh, "offset", saved.offset, d->ndim) || nums(sh, "local", saved.local_dims, d->ndim))
-            return lfail(L, "tensor %s: the manifest's slice of rank %d is corrupted", name, r);
+        int bad = nums(sh, "offset", saved.offset, d->ndim) || nums(sh, "local", saved.local_dims, d->ndim);
+        for (int64_t k = 0; k < d->ndim && !bad; k++)
+            bad = saved.offset[k] < 0 || saved.local_dims[k] < 1 || saved.offset[k] + saved.local_dims[k] > d->gdims[k];
+        if (bad) return lfail(L, "tensor %s: the manifest's slice of rank %d is corrupted", name, r);
         if (!blocks_meet(&saved, mine)) continue;
         saved.local_total = 1;
         for (int64_t k = 0; k < d->ndim; k++) saved.local_total *= saved.local_dims[k];
@@ -600,12 +616,12 @@ static int gather_tensor(loader *L, const char *name, const prt_buffer_desc *d, 
             return lfail(L, "%s: tensor %s: checksum mismatch (CRC-32 %s in the manifest, %s read): the file is "
                          "corrupted", st->path, name, cJSON_IsString(want) ? want->valuestring : "?", crc);
         }
-        for (int64_t e = 0; e < count; e++) {
-            int64_t g = prt_param_global(&saved, e);
-            if (g < 0) continue;
-            memcpy(global + (size_t)g * dsize, data + (size_t)e * dsize, dsize);
-            have[g] = 1;
+        if (saved.first < 0 || count < 0 || saved.first + count > saved.local_total) {
+            free(data);
+            return lfail(L, "tensor %s: the manifest's slice of rank %d is corrupted", name, r);
         }
+        prt_st_scatter_shard(d->ndim, saved.gdims, saved.offset, saved.local_dims, saved.first, count, data, global,
+                             have, dsize);
         free(data);
     }
     if (!found)

@@ -231,3 +231,19 @@ void prt_st_close(prt_st_file *st) {
     free(st->path);
     free(st);
 }
+
+void prt_st_scatter_shard(int64_t ndim, const int64_t *gdims, const int64_t *offset, const int64_t *local_dims,
+                          int64_t first, int64_t count, const void *shard, void *global, char *have, size_t esize) {
+    const char *src = shard;
+    char *dst = global;
+    for (int64_t e = 0; e < count; e++) {
+        int64_t rem = first + e, idx[8], g = 0;  /* local flat -> local multi-index -> global flat */
+        for (int64_t k = ndim - 1; k >= 0; k--) {
+            idx[k] = rem % local_dims[k] + offset[k];
+            rem /= local_dims[k];
+        }
+        for (int64_t k = 0; k < ndim; k++) g = g * gdims[k] + idx[k];
+        memcpy(dst + (size_t)g * esize, src + (size_t)e * esize, esize);
+        have[g] = 1;
+    }
+}

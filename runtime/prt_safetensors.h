@@ -62,6 +62,14 @@ prt_st_file *prt_st_open(const char *path, char *err, size_t errsize);
 int prt_st_read(prt_st_file *st, const char *name, int64_t dtype, void *dst, size_t bytes, char *err, size_t errsize);
 void prt_st_close(prt_st_file *st);
 
+/* Copies the `count` elements of a saved shard into `global` (a whole tensor of
+ * ndim dims gdims, elements of esize bytes) and sets have[g] for each: the shard
+ * holds elements first, first + 1, ... of the row-major block local_dims at
+ * offset (a ZeRO share of a tensor-parallel block; first = 0 and count = the
+ * block's size when unsharded). */
+void prt_st_scatter_shard(int64_t ndim, const int64_t *gdims, const int64_t *offset, const int64_t *local_dims,
+                          int64_t first, int64_t count, const void *shard, void *global, char *have, size_t esize);
+
 /* CRC-32 (zlib's) of `bytes` bytes, as 8 lowercase hex digits into out[9]. */
 void prt_st_crc32_hex(const void *data, size_t bytes, char out[9]);
 

@@ -1,0 +1,284 @@
+/*
+ * export.c — `parc export CKPT -o MODEL.safetensors [--master]`: one consolidated
+ * safetensors file from a checkpoint of any layout (runtime/prt_ckpt.c writes
+ * them).  Every parameter is assembled from the shards of whichever rank files
+ * hold it (each checked against the manifest's CRC-32), with its global shape
+ * and its global name: "h.<layer>.<name>" for the parameters of block <layer>
+ * (GPT-2's "h.<layer>." prefix), the plain name for the others ("wte", "wpe",
+ * "lnf.g", ...).  The weights are written in their training dtype (bf16 for a
+ * bf16 plan); --master writes the fp32 master weights instead where the plan
+ * keeps them.  Loadable by safetensors' load_file / PyTorch.
+ *
+ * Exit status: 0, 1 a checkpoint that cannot be read (the message names the file
+ * and the tensor), 2 usage, 3 a failed write.  The output is written to a
+ * temporary name, fsynced and renamed, so a failed export leaves no partial file.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "parc_rt.h"
+#include "tools.h"
+
+#ifdef PARC_HAVE_EXPORT
+#include "prt_safetensors.h"
+
+/* vsnprintf into a fixed buffer (a path or a message), cut if it must be. */
+static void textf(char *out, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void textf(char *out, size_t size, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out, size, fmt, ap);
+    va_end(ap);
+}
+
+static int export_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int export_error(int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "parc export: error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return status;
+}
+
+static cJSON *read_json(const char *path, char *err, size_t size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        textf(err, size, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)(n > 0 ? n : 0) + 1);
+    size_t got = text ? fread(text, 1, (size_t)(n > 0 ? n : 0), f) : 0;
+    fclose(f);
+    if (!text) return NULL;
+    text[got] = 0;
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    if (!j) textf(err, size, "%s: corrupted: not JSON", path);
+    return j;
+}
+
+static int ints(const cJSON *o, const char *key, int64_t *v, int max) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key), *x;
+    int n = 0;
+    if (!cJSON_IsArray(a)) return -1;
+    cJSON_ArrayForEach(x, a) {
+        if (n >= max || !cJSON_IsNumber(x)) return -1;
+        v[n++] = (int64_t)x->valuedouble;
+    }
+    return n;
+}
+
+/* One output tensor, assembled. */
+typedef struct Assembled {
+    char *name;
+    int64_t dtype, ndim, gdims[8], total;
+    char *data, *have;
+} Assembled;
+
+/* Adds shard `sh` of tensor `name` from rank file `path` to out (created at the
+ * first shard).  Returns 0 or 1 with err filled. */
+static int add_shard(Assembled *a, const char *name, const cJSON *sh, prt_st_file **file, const char *path,
+                     char *err, size_t size) {
+    int64_t gd[8], off[8], loc[8];
+    int nd = ints(sh, "global", gd, 8);
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(sh, "dtype"), *crc = cJSON_GetObjectItemCaseSensitive(sh, "crc32");
+    const cJSON *first = cJSON_GetObjectItemCaseSensitive(sh, "first"), *count = cJSON_GetObjectItemCaseSensitive(sh, "count");
+    int64_t dtype = cJSON_IsString(dt) ? prt_st_dtype_of(dt->valuestring) : -1;
+    if (nd < 1 || ints(sh, "offset", off, 8) != nd || ints(sh, "local", loc, 8) != nd || dtype < 0 ||
+        !cJSON_IsNumber(first) || !cJSON_IsNumber(count) || !cJSON_IsString(crc)) {
+        textf(err, size, "manifest: tensor %s: corrupted shard entry for %s", name, path);
+        return 1;
+    }
+    int64_t block = 1;
+    for (int k = 0; k < nd; k++) {
+        if (off[k] < 0 || loc[k] < 1 || off[k] + loc[k] > gd[k]) {
+            textf(err, size, "manifest: tensor %s: the slice of %s lies outside its global shape", name, path);
+            return 1;
+        }
+        block *= loc[k];
+    }
+    int64_t f0 = (int64_t)first->valuedouble, n = (int64_t)count->valuedouble;
+    if (f0 < 0 || n < 0 || f0 + n > block) {
+        textf(err, size, "manifest: tensor %s: bad share of %s", name, path);
+        return 1;
+    }
+    size_t esize = dtype == PRT_F32 || dtype == PRT_I32 ? 4 : 2;
+    if (!a->data) {
+        a->name = strdup(name);
+        a->dtype = dtype;
+        a->ndim = nd;
+        a->total = 1;
+        for (int k = 0; k < nd; k++) a->gdims[k] = gd[k], a->total *= gd[k];
+        a->data = calloc((size_t)a->total, esize);
+        a->have = calloc((size_t)a->total, 1);
+    } else if (a->dtype != dtype || a->ndim != nd || memcmp(a->gdims, gd, sizeof(int64_t) * (size_t)nd)) {
+        textf(err, size, "manifest: tensor %s: shards disagree on its dtype or shape (%s)", name, path);
+        return 1;
+    }
+    if (!*file && !(*file = prt_st_open(path, err, size))) return 1;
+    char *buf = malloc((size_t)(n ? n : 1) * esize), hex[9];
+    if (prt_st_read(*file, name, dtype, buf, (size_t)n * esize, err, size) != 0) {
+        free(buf);
+        return 1;
+    }
+    prt_st_crc32_hex(buf, (size_t)n * esize, hex);
+    if (strcmp(hex, crc->valuestring)) {
+        textf(err, size, "%s: tensor %s: checksum mismatch (CRC-32 %s in the manifest, %s read)", path, name,
+                 crc->valuestring, hex);
+        free(buf);
+        return 1;
+    }
+    prt_st_scatter_shard(nd, gd, off, loc, f0, n, buf, a->data, a->have, esize);
+    free(buf);
+    return 0;
+}
+
+/* The step directory: CKPT itself when it holds a manifest, else CKPT/latest. */
+static char *step_dir(const char *ckpt) {
+    char path[4096], name[256] = "";
+    textf(path, sizeof path, "%s/manifest.json", ckpt);
+    if (access(path, R_OK) == 0) return strdup(ckpt);
+    textf(path, sizeof path, "%s/latest", ckpt);
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    if (!fgets(name, sizeof name, f)) name[0] = 0;
+    fclose(f);
+    name[strcspn(name, "\n")] = 0;
+    if (!*name) return NULL;
+    size_t len = strlen(ckpt) + strlen(name) + 2;
+    char *dir = malloc(len);
+    textf(dir, len, "%s/%s", ckpt, name);
+    return dir;
+}
+
+/* Assembles every tensor of `role`; returns the count, or -1 with err filled. */
+static int64_t assemble(const char *dir, const cJSON *ranks, const char *role, Assembled **out, char *err,
+                        size_t size) {
+    int64_t n = 0, cap = 0;
+    Assembled *as = NULL;
+    int nranks = cJSON_GetArraySize(ranks);
+    for (int r = 0; r < nranks; r++) {
+        const cJSON *entry = cJSON_GetArrayItem(ranks, r), *sh;
+        const cJSON *file = cJSON_GetObjectItemCaseSensitive(entry, "file");
+        char path[4096];
+        textf(path, sizeof path, "%s/%s", dir, cJSON_IsString(file) ? file->valuestring : "?");
+        if (access(path, F_OK) != 0) {
+            textf(err, size, "%s: missing (the file of rank %d of the %d that saved this checkpoint)", path, r,
+                     nranks);
+            return -1;
+        }
+        prt_st_file *st = NULL;
+        cJSON_ArrayForEach(sh, cJSON_GetObjectItemCaseSensitive(entry, "tensors")) {
+            const cJSON *rl = cJSON_GetObjectItemCaseSensitive(sh, "role");
+            if (!cJSON_IsString(rl) || strcmp(rl->valuestring, role)) continue;
+            int64_t i = 0;
+            while (i < n && strcmp(as[i].name, sh->string)) i++;
+            if (i == n) {
+                if (n == cap) as = realloc(as, (size_t)(cap = cap ? 2 * cap : 64) * sizeof *as);
+                memset(&as[n++], 0, sizeof *as);
+            }
+            if (add_shard(&as[i], sh->string, sh, &st, path, err, size) != 0) {
+                prt_st_close(st);
+                *out = as;
+                return -1;
+            }
+        }
+        prt_st_close(st);
+    }
+    *out = as;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t g = 0; g < as[i].total; g++)
+            if (!as[i].have[g]) {
+                textf(err, size, "tensor %s: element %lld is in no rank file of the checkpoint", as[i].name,
+                         (long long)g);
+                return -1;
+            }
+    return n;
+}
+
+int export_main(int argc, char **argv) {
+    const char *ckpt = NULL, *out = NULL;
+    int master = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
+        else if (!strncmp(argv[i], "-o=", 3) || !strncmp(argv[i], "--output=", 9)) out = strchr(argv[i], '=') + 1;
+        else if (!strcmp(argv[i], "--master")) master = 1;
+        else if (argv[i][0] == '-' || ckpt) return export_error(2, "unexpected argument '%s'\nusage: parc export "
+                                                                   "CKPT -o MODEL.safetensors [--master]", argv[i]);
+        else ckpt = argv[i];
+    }
+    if (!ckpt || !out || !*out) return export_error(2, "usage: parc export CKPT -o MODEL.safetensors [--master]");
+    char *dir = step_dir(ckpt), err[2048] = "", path[4096];
+    if (!dir) return export_error(1, "%s: not a checkpoint (no manifest.json, no latest)", ckpt);
+    textf(path, sizeof path, "%s/manifest.json", dir);
+    cJSON *manifest = read_json(path, err, sizeof err);
+    const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(manifest, "ranks");
+    if (!manifest || !cJSON_IsArray(ranks)) {
+        free(dir);
+        cJSON_Delete(manifest);
+        return export_error(1, "%s", *err ? err : "manifest.json: corrupted: no ranks");
+    }
+    Assembled *as = NULL, *ms = NULL;
+    int64_t n = assemble(dir, ranks, "weights", &as, err, sizeof err), nm = 0;
+    if (n >= 0 && master) nm = assemble(dir, ranks, "master", &ms, err, sizeof err);
+    int status = 0;
+    if (n < 0 || nm < 0) status = export_error(1, "%s", err);
+    prt_st_tensor *t = calloc((size_t)(n > 0 ? n : 1), sizeof *t);
+    char (*names)[256] = calloc((size_t)(n > 0 ? n : 1), 256);
+    for (int64_t i = 0; !status && i < n; i++) {
+        const Assembled *src = &as[i];
+        for (int64_t j = 0; j < nm; j++) {  /* --master: the fp32 master of this weight, where kept */
+            size_t len = strlen(as[i].name);
+            if (!strncmp(ms[j].name, as[i].name, len) && !strcmp(ms[j].name + len, ".master")) src = &ms[j];
+        }
+        textf(names[i], sizeof names[i], "%s", as[i].name);
+        t[i] = (prt_st_tensor){.name = names[i], .dtype = src->dtype, .ndim = src->ndim, .data = src->data,
+                               .bytes = (size_t)src->total * (src->dtype == PRT_F32 ? 4 : 2)};
+        memcpy(t[i].shape, src->gdims, sizeof t[i].shape);
+    }
+    if (!status) {
+        cJSON *meta = cJSON_CreateObject();
+        cJSON_AddStringToObject(meta, "format", "pt");
+        const cJSON *plan = cJSON_GetObjectItemCaseSensitive(manifest, "plan");
+        cJSON_AddStringToObject(meta, "plan", cJSON_IsString(plan) ? plan->valuestring : "");
+        char step[32];
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(manifest, "step");
+        snprintf(step, sizeof step, "%lld", cJSON_IsNumber(st) ? (long long)st->valuedouble : -1LL);
+        cJSON_AddStringToObject(meta, "step", step);
+        textf(path, sizeof path, "%s.tmp", out);
+        if (prt_st_write(path, t, n, meta, err, sizeof err) != 0 || rename(path, out) != 0) {
+            if (!*err) textf(err, sizeof err, "%s: cannot rename into place: %s", out, strerror(errno));
+            unlink(path);
+            status = export_error(3, "%s", err);
+        }
+        cJSON_Delete(meta);
+    }
+    if (!status) printf("parc export: %lld tensors from %s -> %s\n", (long long)n, dir, out);
+    for (int64_t i = 0; i < n; i++) free(as[i].name), free(as[i].data), free(as[i].have);
+    for (int64_t i = 0; i < nm; i++) free(ms[i].name), free(ms[i].data), free(ms[i].have);
+    free(as);
+    free(ms);
+    free(t);
+    free(names);
+    free(dir);
+    cJSON_Delete(manifest);
+    return status;
+}
+#else
+int export_main(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "parc export: error: this parc was built without cJSON and zlib (apt-get install libcjson-dev "
+                    "zlib1g-dev)\n");
+    return 2;
+}
+#endif

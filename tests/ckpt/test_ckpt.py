@@ -1,0 +1,251 @@
+#!/usr/bin/python3
+"""test_ckpt.py — checkpoints: bit-exact resume, resharding, kills, corruption, signals.
+
+usage: test_ckpt.py PARC EXAMPLES_DIR [part ...]   parts: exact reshard kill corrupt signal
+                                                   (default: all)
+
+exact    for every parity layout (and bf16 on 1 and 8 ranks): 10 uninterrupted
+         steps equal 6 steps + --save-on-exit + a new process resuming to 10: the
+         loss lines are the same text and every rank's final parameter dump
+         (PRT_DUMP_DIR, raw f32 / widened bf16) is the same bytes.
+reshard  tiny_3d (8 ranks) saved at step 5 resumes on 1 rank, tp 2, ZeRO-3 dp 2 and
+         interleaved pp 2; steps 6..10 equal the uninterrupted tiny_3d run within
+         the parity tests' tolerances (loss 1e-5 relative; parameters 1e-5 of max|b|
+         plus 1e-2 of lr).
+kill     PRT_TEST_CKPT_DIE kills the last rank (SIGKILL) inside the save of step 6,
+         after its shard is written and before the rename: the job fails, step 4's
+         checkpoint is still `latest`, resuming from it reproduces the curve, and the
+         next save clears what the killed one left.
+corrupt  a flipped byte in a tensor, a truncated rank file, a deleted rank file, a
+         checkpoint of another model: each exits 2 with a message naming the file
+         (and the tensor).
+signal   SIGTERM to mpirun mid-run: the ranks finish the step, save it, say so and
+         exit within seconds; resuming continues the same loss curve, bitwise.
+Exits 1 on any failure.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "parity"))
+import prt_dump  # noqa: E402
+
+EXACT = ["tiny_single", "tiny_dp", "tiny_tp", "tiny_sp", "tiny_pp_gpipe", "tiny_pp_1f1b", "tiny_pp_interleaved",
+         "tiny_zero1", "tiny_zero2", "tiny_zero3", "tiny_recompute", "tiny_3d", "tiny_bf16", "tiny_bf16_3d"]
+RESHARD_TO = ["tiny_single", "tiny_tp", "tiny_zero3", "tiny_pp_interleaved"]
+LOSS_TOL, PARAM_TOL, PARAM_ATOL_LR = 1e-5, 1e-5, 1e-2
+
+failures = []
+
+
+def check(ok, what):
+    print(("ok    " if ok else "FAIL  ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+class Plans:
+    def __init__(self, parc, examples, work):
+        self.parc, self.examples, self.work, self.info = parc, examples, work, {}
+
+    def exe(self, name):
+        exe = os.path.join(self.work, name)
+        if name not in self.info:
+            plan = os.path.join(self.examples, name + ".par")
+            self.info[name] = prt_dump.world_size(prt_dump.explain(self.parc, plan))
+            prt_dump.build(self.parc, plan, exe)
+        return exe
+
+    def run(self, name, args, env=None, expect=0, popen=False):
+        """Runs plan `name` on its world size with runtime args; returns (rc, stdout + stderr)."""
+        exe = self.exe(name)
+        mpirun = os.environ.get("PARC_MPIRUN") or shutil.which("mpirun")
+        env = dict(env or {})
+        cmd = [mpirun, "-np", str(self.info[name]), "--oversubscribe"]
+        for k in sorted(env):
+            cmd += ["-x", k]
+        cmd += [exe, "--quiet"] + args
+        if popen:
+            return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    env=prt_dump.run_env(env))
+        r = subprocess.run(cmd, capture_output=True, text=True, env=prt_dump.run_env(env), timeout=300)
+        out = r.stdout + r.stderr
+        if expect is not None and r.returncode != expect:
+            raise RuntimeError(f"{' '.join(cmd)}: exit {r.returncode}, expected {expect}:\n{out[-3000:]}")
+        return r.returncode, out
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def dumps_equal(a, b):
+    fa, fb = sorted(os.listdir(a)), sorted(os.listdir(b))
+    return bool(fa) and fa == fb and all(read(os.path.join(a, f)) == read(os.path.join(b, f)) for f in fa if f.startswith("params"))
+
+
+def test_exact(plans, work):
+    for name in EXACT:
+        d = os.path.join(work, "exact", name)
+        os.makedirs(d)
+        full_loss, part_loss, res_loss = (os.path.join(d, x) for x in ("full.loss", "part.loss", "res.loss"))
+        plans.run(name, ["--steps", "10"], {"PRT_LOSS_FILE": full_loss, "PRT_DUMP_DIR": os.path.join(d, "full")})
+        ck = os.path.join(d, "ck")
+        plans.run(name, ["--steps", "6", "--checkpoint-dir", ck, "--save-on-exit"], {"PRT_LOSS_FILE": part_loss})
+        plans.run(name, ["--steps", "10", "--checkpoint-dir", ck, "--resume", "latest"],
+                  {"PRT_LOSS_FILE": res_loss, "PRT_DUMP_DIR": os.path.join(d, "res")})
+        full = open(full_loss).read().splitlines()
+        resumed = open(part_loss).read().splitlines() + open(res_loss).read().splitlines()
+        check(full == resumed and len(full) == 10, f"exact {name}: 10 loss lines of 6 + save + resume equal the "
+              f"uninterrupted run's")
+        check(dumps_equal(os.path.join(d, "full"), os.path.join(d, "res")),
+              f"exact {name}: every rank's final parameters are the same bytes")
+
+
+def test_reshard(plans, work):
+    d = os.path.join(work, "reshard")
+    os.makedirs(d)
+    ref_loss = os.path.join(d, "3d.loss")
+    plans.run("tiny_3d", ["--steps", "10"], {"PRT_LOSS_FILE": ref_loss, "PRT_DUMP_DIR": os.path.join(d, "3d")})
+    ck = os.path.join(d, "ck")
+    plans.run("tiny_3d", ["--steps", "5", "--checkpoint-dir", ck, "--save-on-exit"])
+    ref = prt_dump.read_losses(ref_loss)
+    ref_params = prt_dump.merge_params(os.path.join(d, "3d"))
+    lr = max(s["lr"] for s in prt_dump.optimizer_settings(plans.parc, os.path.join(plans.examples,
+                                                                                  "tiny_3d.par")).values())
+    for name in RESHARD_TO:
+        loss = os.path.join(d, name + ".loss")
+        out = plans.run(name, ["--steps", "10", "--resume", os.path.join(ck, "step-000000005")],
+                        {"PRT_LOSS_FILE": loss, "PRT_DUMP_DIR": os.path.join(d, name)})[1]
+        got = prt_dump.read_losses(loss)
+        worst = max(abs(got[s] - ref[s]) / abs(ref[s]) for s in range(6, 11)) if sorted(got) == list(range(6, 11)) \
+            else float("inf")
+        check(worst <= LOSS_TOL, f"reshard tiny_3d@5 -> {name}: losses 6..10 within {LOSS_TOL} (worst {worst:.2e})")
+        params = prt_dump.merge_params(os.path.join(d, name))
+        bad = [k for k in ref_params if k not in params or
+               float(abs(params[k] - ref_params[k]).max()) > PARAM_TOL * float(abs(ref_params[k]).max()) +
+               PARAM_ATOL_LR * lr]
+        check(not bad and set(params) == set(ref_params),
+              f"reshard tiny_3d@5 -> {name}: final parameters equal the 3d run's ({len(bad)} tensors off)")
+        check("resumed from" not in out, f"reshard -> {name}: --quiet prints no resume line")
+
+
+def test_kill(plans, work):
+    d = os.path.join(work, "kill")
+    os.makedirs(d)
+    ck = os.path.join(d, "ck")
+    rc, out = plans.run("tiny_tp", ["--steps", "10", "--checkpoint-dir", ck, "--checkpoint-every", "2"],
+                        {"PRT_TEST_CKPT_DIE": "6"}, expect=None)
+    check(rc != 0, f"kill: a rank killed inside the save of step 6 fails the job (exit {rc})")
+    check(open(os.path.join(ck, "latest")).read().strip() == "step-000000004",
+          "kill: latest still names step 4's checkpoint")
+    check(os.path.isdir(os.path.join(ck, ".tmp.step-000000006")) and not os.path.exists(
+        os.path.join(ck, "step-000000006")), "kill: the killed save left only its temporary directory")
+    full = os.path.join(d, "full.loss")
+    plans.run("tiny_tp", ["--steps", "8"], {"PRT_LOSS_FILE": full})
+    res = os.path.join(d, "res.loss")
+    plans.run("tiny_tp", ["--steps", "8", "--checkpoint-dir", ck, "--resume", "latest", "--checkpoint-every", "6"],
+              {"PRT_LOSS_FILE": res})
+    check(open(res).read().splitlines() == open(full).read().splitlines()[4:],
+          "kill: resuming from step 4 reproduces steps 5..8 exactly")
+    check(not os.path.exists(os.path.join(ck, ".tmp.step-000000006")) and
+          os.path.isdir(os.path.join(ck, "step-000000006")), "kill: the next save of step 6 replaced the leftover")
+
+
+def expect_error(plans, name, ck, text, what):
+    rc, out = plans.run(name, ["--steps", "8", "--resume", ck], expect=None)
+    texts = text if isinstance(text, tuple) else (text,)
+    check(rc == 2 and any(t in out for t in texts), f"corrupt: {what}: exit 2 and '{text}' (got exit {rc}: "
+          f"{out.strip().splitlines()[-1] if out.strip() else ''})")
+
+
+def test_corrupt(plans, work):
+    d = os.path.join(work, "corrupt")
+    os.makedirs(d)
+    base = os.path.join(d, "base")
+    plans.run("tiny_tp", ["--steps", "3", "--checkpoint-dir", base, "--save-on-exit"])
+    good = os.path.join(base, "step-000000003")
+
+    def copy(tag):
+        dst = os.path.join(d, tag)
+        shutil.copytree(good, dst)
+        return dst
+
+    c = copy("flip")
+    f = os.path.join(c, "rank-00001.safetensors")
+    raw = bytearray(read(f))
+    hlen = int.from_bytes(raw[:8], "little")
+    import json
+    header = json.loads(raw[8:8 + hlen])
+    name = sorted(k for k in header if k != "__metadata__")[0]
+    begin = 8 + hlen + header[name]["data_offsets"][0]
+    raw[begin + 5] ^= 0x40
+    open(f, "wb").write(raw)
+    expect_error(plans, "tiny_tp", c, f"{f}: tensor {name}: checksum mismatch", "a flipped byte")
+    c = copy("trunc")
+    f = os.path.join(c, "rank-00000.safetensors")
+    os.truncate(f, os.path.getsize(f) - 100)
+    expect_error(plans, "tiny_tp", c, f"{f}: truncated: tensor ", "a truncated file")
+    c = copy("missing")
+    f = os.path.join(c, "rank-00001.safetensors")
+    os.remove(f)
+    expect_error(plans, "tiny_tp", c, f"{f}: missing (the file of rank 1 of the 2", "a deleted rank file")
+    expect_error(plans, "tiny_llama", good, ("the checkpoint has no tensor", "it cannot continue that run",
+                                             "another model shape"), "another model")
+
+
+def test_signal(plans, work):
+    d = os.path.join(work, "signal")
+    os.makedirs(d)
+    ck, loss = os.path.join(d, "ck"), os.path.join(d, "run.loss")
+    p = plans.run("tiny_tp", ["--steps", "100000", "--checkpoint-dir", ck], {"PRT_LOSS_FILE": loss}, popen=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not os.path.exists(loss) or len(open(loss).read().splitlines()) < 3):
+        time.sleep(0.2)
+    t0 = time.time()
+    p.send_signal(signal.SIGTERM)
+    try:
+        out, _ = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+    took = time.time() - t0
+    lines = open(loss).read().splitlines()
+    k = len(lines)
+    check(took < 30 and p.returncode != 0, f"signal: SIGTERM stops the run in {took:.1f} s (exit {p.returncode})")
+    check(f"SIGTERM: stopped after step {k}; resume with --resume latest" in out,
+          f"signal: the run says it stopped after step {k}")
+    check(open(os.path.join(ck, "latest")).read().strip() == f"step-{k:09d}", f"signal: a checkpoint of step {k}")
+    full, res = os.path.join(d, "full.loss"), os.path.join(d, "res.loss")
+    plans.run("tiny_tp", ["--steps", str(k + 3)], {"PRT_LOSS_FILE": full})
+    plans.run("tiny_tp", ["--steps", str(k + 3), "--checkpoint-dir", ck, "--resume", "latest"],
+              {"PRT_LOSS_FILE": res})
+    check(lines + open(res).read().splitlines() == open(full).read().splitlines(),
+          f"signal: steps 1..{k} and the resumed {k + 1}..{k + 3} equal an uninterrupted run")
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    parc, examples = sys.argv[1], sys.argv[2]
+    parts = sys.argv[3:] or ["exact", "reshard", "kill", "corrupt", "signal"]
+    work = tempfile.mkdtemp(prefix="parc_ckpt_")
+    plans = Plans(parc, examples, work)
+    for part in parts:
+        globals()["test_" + part](plans, work)
+    if failures:
+        print(f"test_ckpt: {len(failures)} failures (work in {work})")
+        return 1
+    shutil.rmtree(work)
+    print("test_ckpt: all passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
