@@ -651,6 +651,8 @@ static void check_efficiency(Check *c, const Stmt *st)
         int k = read_word(c, "efficiency set", &st->values[0], cost_efficiency_names, cost_efficiency_count);
         if (k < 0) return;
         cost_efficiency_defaults(cost_efficiency_names[k], eff);
+    } else {
+        eff->name = "the plan's"; /* every value not given stays generic */
     }
     eff->loc = stmt_span(st);
     const Stmt *seen[EFF_COUNT] = {0};

@@ -48,6 +48,7 @@ static void usage(FILE *out)
             "       --json\n"
             "  search PLAN           the fastest layouts of the plan's model on its cluster\n"
             "       --top K --json -o DIR (writes each as a .par)\n"
+            "  calibrate [-o FILE]   measure this machine (GEMMs, memory, MPI) as a cluster fragment\n"
             "\n"
             "  --verify (or PARC_VERIFY=1)  run each pass's verifier after it\n"
             "\n"
@@ -147,6 +148,7 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "diff")) return diff_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "search")) return search_main(argc - 2, argv + 2);
+    if (!strcmp(cmd, "calibrate")) return calibrate_main(argc - 2, argv + 2);
     if (argc < 3) {
         fprintf(stderr, "parc %s: missing PLAN.par\n", cmd);
         usage(stderr);
