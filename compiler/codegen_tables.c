@@ -76,7 +76,8 @@ void cg_build_types(Gen *g) {
         LLVMArrayType(g->t_i64, PRT_MAX_AXES),           /* axis_sizes */
         g->t_i64, g->t_i64, g->t_i64,                    /* dp_axis, tp_axis, pp_axis */
         g->t_i64, g->t_i64,                              /* steps, seed */
-        g->t_i64, g->t_i64, g->t_i64, g->t_i64, g->t_i64 /* batch, micro_batch, micro_batches, seq, vocab */
+        g->t_i64, g->t_i64, g->t_i64, g->t_i64, g->t_i64, /* batch, micro_batch, micro_batches, seq, vocab */
+        g->t_f64,                                         /* est_step_seconds */
     };
     g->t_plan_desc = LLVMStructCreateNamed(g->ctx, "prt_plan_desc");
     LLVMStructSetBody(g->t_plan_desc, plan_fields, sizeof plan_fields / sizeof plan_fields[0], 0);
@@ -154,6 +155,7 @@ LLVMValueRef cg_emit_plan_desc(Gen *g) {
         c64(g, plan->train.steps), c64(g, (int64_t)plan->train.seed),
         c64(g, plan->train.batch), c64(g, plan->train.micro_batch), c64(g, plan->train.micro_batches),
         c64(g, plan->model.seq), c64(g, plan->model.vocab),
+        LLVMConstReal(g->t_f64, pr->est_step_seconds),
     };
     return add_const_global(g, LLVMConstNamedStruct(g->t_plan_desc, fields, sizeof fields / sizeof fields[0]),
                             "plan");

@@ -396,6 +396,8 @@ typedef struct Program {
     int nstages;
     StageProgram *stages;
     int dp_axis, tp_axis, pp_axis;
+    double est_step_seconds;   /* the analysis's step time estimate, 0 before analyze; the built
+                                  program's watchdog timeout is a multiple of it */
 } Program;
 
 /* Lowers a placed graph into per-stage programs (reshard, autodiff, gradient

@@ -13,21 +13,10 @@
 #include <string.h>
 
 const char *const ledger_class_names[PRT_NCLASS] = {
-#define X(name, text) text,
-    LEDGER_CLASSES(X)
+#define X(id, key, report) report,
+    PRT_CLASSES(X)
 #undef X
 };
-
-enum {
-#define X(name, text) LEDGER_ORDER_##name,
-    LEDGER_CLASSES(X)
-#undef X
-    LEDGER_ORDER_COUNT
-};
-_Static_assert((int)LEDGER_ORDER_COUNT == (int)PRT_NCLASS, "LEDGER_CLASSES names every enum prt_class value");
-#define X(name, text) _Static_assert((int)PRT_##name == (int)LEDGER_ORDER_##name, "LEDGER_CLASSES follows enum prt_class");
-LEDGER_CLASSES(X)
-#undef X
 
 /* Pipeline messages a stage sends per step: one per micro-batch per chunk
  * boundary, activations forward (none from the model's last chunk) and

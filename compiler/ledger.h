@@ -9,17 +9,7 @@
 
 #include "ir.h"
 
-/* The buffer classes, in enum prt_class order (runtime/parc_rt.h), with the
- * names reports print.  X(class, name): PRT_<class> is the enum value. */
-#define LEDGER_CLASSES(X)         \
-    X(WEIGHTS, "weights")         \
-    X(GRADS, "gradients")         \
-    X(MASTER, "master")           \
-    X(OPTIM, "optimizer")         \
-    X(ACTIVATIONS, "activations") \
-    X(COMM, "comm")               \
-    X(WORKSPACE, "workspace")
-
+/* The report name of each buffer class (PRT_CLASSES in runtime/parc_rt.h). */
 extern const char *const ledger_class_names[PRT_NCLASS];
 
 /* Fills ledger[], ledger_total, params_local and cpu_widen of every stage of

@@ -95,6 +95,7 @@ static void verify_schedule(const Compilation *c)
 static int run_analyze(Compilation *c)
 {
     c->analysis = analyze_program(c->arena, c->prog);
+    c->prog->est_step_seconds = c->analysis->step_s; /* the program's watchdog scales with it */
     return 0;
 }
 

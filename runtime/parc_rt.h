@@ -29,20 +29,47 @@ extern "C" {
 
 typedef struct prt prt;
 
-/* Buffer classes of the memory ledger.  ORDER: prt_class_names[] in the runtime
- * and the compiler's ledger use this order. */
+/* Buffer classes of the memory ledger, in ledger order: X(ID, name) gives
+ * enum prt_class (PRT_<ID> = its position) and the name the runtime prints
+ * (--memory, ledger mismatches).
+ *   WEIGHTS      parameters as the forward pass reads them
+ *   GRADS        parameter gradients
+ *   MASTER       fp32 master weights (mixed precision only)
+ *   OPTIM        optimizer moments (Adam m and v; SGD momentum)
+ *   ACTIVATIONS  tensors saved for backward, for all in-flight micro-batches
+ *   COMM         communication staging buffers (pipeline messages, gathers)
+ *   WORKSPACE    transient tensors of one layer's forward/backward */
+/* X(ID, key, report name): the key is what the runtime prints (--memory) and
+ * the dumps use; the report name is what the compiler's reports print. */
+#define PRT_CLASSES(X)                            \
+    X(WEIGHTS, "weights", "weights")              \
+    X(GRADS, "grads", "gradients")                \
+    X(MASTER, "master", "master")                 \
+    X(OPTIM, "optim", "optimizer")                \
+    X(ACTIVATIONS, "activations", "activations")  \
+    X(COMM, "comm", "comm")                       \
+    X(WORKSPACE, "workspace", "workspace")
+
 enum prt_class {
-    PRT_WEIGHTS = 0,     /* parameters as the forward pass reads them */
-    PRT_GRADS,           /* parameter gradients */
-    PRT_MASTER,          /* fp32 master weights (mixed precision only) */
-    PRT_OPTIM,           /* optimizer moments (Adam m and v; SGD momentum) */
-    PRT_ACTIVATIONS,     /* tensors saved for backward, for all in-flight micro-batches */
-    PRT_COMM,            /* communication staging buffers (pipeline messages, gathers) */
-    PRT_WORKSPACE,       /* transient tensors of one layer's forward/backward */
+#define PRT_CLASS_ENUM_(id, key, report) PRT_##id,
+    PRT_CLASSES(PRT_CLASS_ENUM_)
+#undef PRT_CLASS_ENUM_
     PRT_NCLASS
 };
 
-enum prt_dtype { PRT_F32 = 0, PRT_BF16, PRT_F16, PRT_I32 };
+/* Element types: X(ID, name, bytes) gives enum prt_dtype (PRT_<ID>). */
+#define PRT_DTYPES(X)      \
+    X(F32, "f32", 4)       \
+    X(BF16, "bf16", 2)     \
+    X(F16, "f16", 2)       \
+    X(I32, "i32", 4)
+
+enum prt_dtype {
+#define PRT_DTYPE_ENUM_(id, name, bytes) PRT_##id,
+    PRT_DTYPES(PRT_DTYPE_ENUM_)
+#undef PRT_DTYPE_ENUM_
+    PRT_NDTYPE
+};
 
 enum prt_init { PRT_INIT_NONE = 0, PRT_INIT_NORMAL, PRT_INIT_ONES, PRT_INIT_ZEROS, PRT_INIT_COPY };
 
@@ -110,14 +137,25 @@ typedef struct prt_plan_desc {
     int64_t steps;                       /* default number of steps (--steps overrides) */
     int64_t seed;
     int64_t batch, micro_batch, micro_batches, seq, vocab;
+    /* The compiler's estimate of one step's wall time in seconds (0 = unknown).
+     * The default watchdog timeout is PRT_TIMEOUT_STEPS times it, at least
+     * PRT_TIMEOUT_FLOOR seconds (see prt_init). */
+    double est_step_seconds;
 } prt_plan_desc;
+
+#define PRT_TIMEOUT_STEPS 20
+#define PRT_TIMEOUT_FLOOR 60.0
 
 /* ---------------------------------------------------------------- lifecycle */
 
 /* Initialises MPI, checks world size == product of axis sizes, builds one
- * communicator per axis (MPI_Comm_split), parses runtime flags from argv:
- *   --steps N  --data FILE  --memory  --trace FILE  --quiet  --device cpu|cuda
- * Bad flags print a usage message and exit 2 on every rank. */
+ * communicator per axis (MPI_Comm_split), parses runtime flags from argv
+ * (values as --name value or --name=value):
+ *   --steps N  --data FILE  --memory  --trace FILE  --quiet  --timeout SECONDS
+ *   --device cpu|cuda
+ * Bad flags print a usage message and exit 2 on every rank; so do outputs that
+ * cannot be opened and --data files that cannot be used, checked here before
+ * any training. */
 prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan);
 /* Allocates every buffer of this rank's stage (booked to its ledger class) and
  * initialises parameters.  Called once after prt_init. */
@@ -139,20 +177,9 @@ int64_t prt_steps(prt *rt);
  *     of pipeline sends not yet completed (slots are reused, sends complete by
  *     prt_step_end), i.e. the peak bytes in flight.  Budgeting 4 bytes per element
  *     bounds both for every dtype;
- *   PRT_WORKSPACE: one buffer of the largest of the ops' requests below, in
- *     floats.  Write [x] = 1 when tensor argument x is non-NULL and stored in
- *     bf16 or f16, else 0; R = min(N, PRT_CONVERT_ROWS); the other letters are
- *     the op's own size arguments.  With only fp32 tensors every [x] is 0 and this
- *     is the fp32 runtime's scratch.
- *       attention_fwd:  (probs NULL or [probs]) x T x T + [qkv] x 3 x T x HD + [out] x T x HD
- *       attention_bwd:  (probs NULL or [probs] ? 2 : 1) x T x T
- *                       + ([qkv] + [dqkv]) x 3 x T x HD + [dout] x T x HD
- *       xent_fwd:       3 x N
- *       matmul_fwd, matmul_t_fwd:   [w] x K x M + R x ([in] x K + [out] x M)
- *       matmul_bwd, matmul_t_bwd:   ([w] x (din != NULL) + [dw]) x K x M
- *                       + R x ([dout] x M + [din] x K + [in] x (dw != NULL) x K)
- *       layernorm_bwd:  ([dw] + [db]) x C;   rmsnorm_bwd: [dw] x C;   embed_bwd: [dwte] x C
- *       every other op: 0.
+ *   PRT_WORKSPACE: one buffer of the largest of the ops' requests, in floats:
+ *     the prt_scratch_* function of each op in prt_scratch.h, which both the
+ *     CPU backend and the compiler's ledger call (0 for ops that have none).
  *     Collectives need no fp32 staging: 16-bit sums are an MPI_Op adding in fp32.
  * Each scratch buffer grows to exactly its largest request, so its peak is that. */
 void prt_expect_memory(prt *rt, const int64_t *expected_bytes /* [PRT_NCLASS] */);
@@ -196,167 +223,215 @@ int64_t prt_finalize(prt *rt);
  *   logits: "PRTLOG1\0", then per call: i64 step, i64 call (0, 1, ... in order),
  *     i64 N, i64 V_local, i64 vocab_offset, i64 axis, f32 logits[N*V_local]. */
 
-/* ---------------------------------------------------------------- data */
+/* ---------------------------------------------------------------- the calls of generated code
 
-/* tokens, targets: [B, T] int32.  Sample g of step `step` (g = first_sample + b)
- * is a pure function of (seed, step, g): synthetic learnable sequences, or a
- * window of the --data file (byte level). */
-void prt_data(prt *rt, void *tokens, void *targets, int64_t step, int64_t first_sample,
-              int64_t B, int64_t T, int64_t vocab);
+Every call generated code makes is one row of PRT_CALLS below; the row gives its
+prototype, the signature string the compiler declares it from (PRT_OPS) and, for
+ops and collectives, its slot in the runtime's backend interface.  What each call
+does:
 
-/* ---------------------------------------------------------------- ops */
+ data (host)
+  prt_data(tokens, targets, step, first_sample, B, T, vocab): tokens, targets
+    [B, T] int32.  Sample g of step `step` (g = first_sample + b) is a pure
+    function of (seed, step, g): synthetic learnable sequences, or a window of the
+    --data file (byte level).
 
-/* n elements of the buffer's dtype; copy converts when the dtypes differ. */
-void prt_zero(prt *rt, void *buf, int64_t n);
-void prt_copy(prt *rt, void *dst, const void *src, int64_t n);
-void prt_acc(prt *rt, void *dst, const void *src, int64_t n);      /* dst += src, in fp32 */
-/* out[N,C] = wte[tok - vocab_offset] when that row is local, else 0 (Partial). */
-void prt_embed_fwd(prt *rt, void *out, const void *tokens, const void *wte, int64_t N, int64_t C,
-                   int64_t vocab_local, int64_t vocab_offset);
-void prt_embed_bwd(prt *rt, void *dwte, const void *tokens, const void *dout, int64_t N, int64_t C,
-                   int64_t vocab_local, int64_t vocab_offset);
-/* out[B,T,C] = in + wpe[t + t_offset] (t_offset: first position held, for seq splits). */
-void prt_pos_fwd(prt *rt, void *out, const void *in, const void *wpe, int64_t B, int64_t T, int64_t C,
-                 int64_t t_offset);
-void prt_pos_bwd(prt *rt, void *dwpe, void *din, const void *dout, int64_t B, int64_t T, int64_t C,
-                 int64_t t_offset);
-/* LayerNorm over C; b may be NULL (no bias). mean, rstd: [N] saved. */
-void prt_layernorm_fwd(prt *rt, void *out, void *mean, void *rstd, const void *in, const void *w,
-                       const void *b, int64_t N, int64_t C);
-void prt_layernorm_bwd(prt *rt, void *din, void *dw, void *db, const void *dout, const void *in,
-                       const void *w, const void *mean, const void *rstd, int64_t N, int64_t C);
-void prt_rmsnorm_fwd(prt *rt, void *out, void *rstd, const void *in, const void *w, int64_t N, int64_t C);
-void prt_rmsnorm_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
-                     const void *rstd, int64_t N, int64_t C);
-/* out[N,M] = in[N,K] @ w[K,M] (BLAS). bwd: din[N,K] += dout @ w^T (din may be NULL);
- * dw[K,M] += in^T @ dout. */
-void prt_matmul_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M);
-void prt_matmul_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
-                    int64_t N, int64_t K, int64_t M);
-/* The transposed weight (a head tied to the embedding): out[N,M] = in[N,K] @ w[M,K]^T.
- * bwd: din[N,K] += dout @ w (din may be NULL); dw[M,K] += dout^T @ in. */
-void prt_matmul_t_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M);
-void prt_matmul_t_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
-                      int64_t N, int64_t K, int64_t M);
-/* out[N,M] = in + b[M] (out may equal in). bwd: db += column sums of dout. */
-void prt_bias_fwd(prt *rt, void *out, const void *in, const void *b, int64_t N, int64_t M);
-void prt_bias_bwd(prt *rt, void *db, const void *dout, int64_t N, int64_t M);
-void prt_gelu_fwd(prt *rt, void *out, const void *in, int64_t n);   /* tanh approximation */
-void prt_gelu_bwd(prt *rt, void *din, const void *in, const void *dout, int64_t n);
-void prt_relu_fwd(prt *rt, void *out, const void *in, int64_t n);
-void prt_relu_bwd(prt *rt, void *din, const void *in, const void *dout, int64_t n);
-/* in[N,2,F]: gate = in[:,0,:], up = in[:,1,:]; out[N,F] = silu(gate) * up. */
-void prt_swiglu_fwd(prt *rt, void *out, const void *in, int64_t N, int64_t F);
-void prt_swiglu_bwd(prt *rt, void *din, const void *in, const void *dout, int64_t N, int64_t F);
-/* qkv[B,T,3,NH,HD] -> out[B,T,NH,HD]; probs[B,NH,T,T] saved when not NULL.
- * bwd recomputes the probabilities when probs is NULL. */
-void prt_attention_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T,
-                       int64_t NH, int64_t HD, int64_t causal);
-void prt_attention_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
-                       int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal);
-void prt_add_fwd(prt *rt, void *out, const void *a, const void *b, int64_t n);
-/* Softmax cross-entropy over logits[N,V_local] whose vocab is split over `axis`
- * (vocab_offset = first local class; axis < 0: not split).  The max and the sum
- * of exponentials are all-reduced over the axis (the vocab-parallel loss).
- * stats[N,2] (max, log-sum-exp) saved; *loss_sum (one float) += sum over the N
- * rows of -log p(target) (every rank of the axis gets the same value).  The same
- * sum is also added to the loss of the current step that prt_step_end reports;
- * only coordinate 0 of `axis` contributes it there, so a tensor-parallel group
- * counts its loss once. */
-void prt_xent_fwd(prt *rt, void *loss_sum, void *stats, const void *logits, const void *targets,
-                  int64_t N, int64_t V_local, int64_t vocab_offset, int64_t axis);
-/* The axes (bit a = axis a) over which the logits, and so the loss, are
- * replicated: only the ranks at coordinate 0 of each count the step loss. */
-void prt_loss_replicas(prt *rt, int64_t axis_mask);
-/* dlogits[N,V_local] += scale * (softmax - onehot(target)). */
-void prt_xent_bwd(prt *rt, void *dlogits, const void *logits, const void *stats, const void *targets,
-                  int64_t N, int64_t V_local, int64_t vocab_offset, double scale);
+ ops (backend; n elements of the buffer's dtype; copy converts when dtypes differ)
+  zero(buf, n); copy(dst, src, n); acc(dst, src, n): dst += src, in fp32.
+  embed_fwd(out, tokens, wte, N, C, vocab_local, vocab_offset): out[N,C] =
+    wte[tok - vocab_offset] when that row is local, else 0 (Partial).
+  embed_bwd(dwte, tokens, dout, N, C, vocab_local, vocab_offset).
+  pos_fwd(out, in, wpe, B, T, C, t_offset): out[B,T,C] = in + wpe[t + t_offset]
+    (t_offset: first position held, for seq splits);  pos_bwd(dwpe, din, dout, ...).
+  layernorm_fwd(out, mean, rstd, in, w, b, N, C): over C; b may be NULL (no bias);
+    mean, rstd: [N] saved.  layernorm_bwd(din, dw, db, dout, in, w, mean, rstd, N, C).
+  rmsnorm_fwd(out, rstd, in, w, N, C);  rmsnorm_bwd(din, dw, dout, in, w, rstd, N, C).
+  matmul_fwd(out, in, w, N, K, M): out[N,M] = in[N,K] @ w[K,M] (BLAS).
+    matmul_bwd(din, dw, dout, in, w, N, K, M): din[N,K] += dout @ w^T (din may be
+    NULL); dw[K,M] += in^T @ dout.
+  matmul_t_fwd / matmul_t_bwd: the transposed weight (a head tied to the
+    embedding): out[N,M] = in[N,K] @ w[M,K]^T; din[N,K] += dout @ w (din may be
+    NULL); dw[M,K] += dout^T @ in.
+  bias_fwd(out, in, b, N, M): out[N,M] = in + b[M] (out may equal in);
+    bias_bwd(db, dout, N, M): db += column sums of dout.
+  gelu_fwd(out, in, n) (tanh approximation, prt_math.h), gelu_bwd(din, in, dout, n);
+    relu_fwd, relu_bwd likewise.
+  swiglu_fwd(out, in, N, F): in[N,2,F]: gate = in[:,0,:], up = in[:,1,:];
+    out[N,F] = silu(gate) * up.  swiglu_bwd(din, in, dout, N, F).
+  attention_fwd(out, probs, qkv, B, T, NH, HD, causal): qkv[B,T,3,NH,HD] ->
+    out[B,T,NH,HD]; probs[B,NH,T,T] saved when not NULL.  attention_bwd(dqkv, dout,
+    qkv, probs, B, T, NH, HD, causal) recomputes the probabilities when probs is NULL.
+  add_fwd(out, a, b, n).
+  xent_fwd(loss_sum, stats, logits, targets, N, V_local, vocab_offset, axis):
+    softmax cross-entropy over logits[N,V_local] whose vocab is split over `axis`
+    (vocab_offset = first local class; axis < 0: not split).  The max and the sum
+    of exponentials are all-reduced over the axis (the vocab-parallel loss).
+    stats[N,2] (max, log-sum-exp) saved; *loss_sum (one float) += sum over the N
+    rows of -log p(target) (every rank of the axis gets the same value).  The same
+    sum is also added to the loss of the current step that prt_step_end reports;
+    only coordinate 0 of `axis` contributes it there, so a tensor-parallel group
+    counts its loss once.
+  xent_bwd(dlogits, logits, stats, targets, N, V_local, vocab_offset, scale):
+    dlogits[N,V_local] += scale * (softmax - onehot(target)).
+  adamw(param, master, grad, m, v, n, step, lr, beta1, beta2, eps, weight_decay):
+    AdamW on n elements: master (fp32) is updated when not NULL and copied to
+    param (rounded to param's dtype: a bf16 param is the rounded master); else
+    param is updated in place.  Arithmetic is fp32 whatever the storage.  step
+    counts from 1.  Bias-corrected, decoupled decay: p -= lr * (mhat / (sqrt(vhat)
+    + eps) + weight_decay * p) (torch.optim.AdamW).
+  sgd(param, master, grad, mom, n, lr, momentum, weight_decay): torch.optim.SGD's:
+    d = grad + weight_decay * p, mom = momentum * mom + d (mom may be NULL: no
+    momentum), p -= lr * d.
 
-/* ---------------------------------------------------------------- communication */
+ loss bookkeeping (host)
+  loss_replicas(axis_mask): the axes (bit a = axis a) over which the logits, and
+    so the loss, are replicated: only the ranks at coordinate 0 of each count the
+    step loss.
 
-/* n, outer and inner count elements of the buffers' dtype (which must agree):
- * 16-bit elements move as 2 bytes; 16-bit sums add in fp32 and round to the
- * dtype at every combination of two partial sums. */
+ communication (backend, dtype explicit there).  n, outer and inner count
+ elements of the buffers' dtype (which must agree): 16-bit elements move as 2
+ bytes; 16-bit sums add in fp32 and round to the dtype at every combination of
+ two partial sums.
+  allreduce(axis, buf, n): sum all-reduce in place over the group of `axis`.
+  allgather(axis, out, in, outer, inner): in[outer, inner] from each of the S ranks
+    of the axis -> out[outer, S, inner].
+  reducescatter(axis, out, in, outer, inner): in[outer, S, inner] summed over the
+    axis; out[outer, inner] = this rank's block.
+  alltoall(axis, out, in, outer, inner): in[outer, S, inner] -> out[S, outer,
+    inner]: block j goes to rank j, arriving blocks are placed by source rank (the
+    resharding Split(d) -> Split(e)).
+  slice(axis, out, in, outer, inner): local slice, no communication:
+    out[outer, inner] = in[outer, coord, inner].
+  send(axis, delta, buf, n, tag) / recv(axis, delta, buf, n, tag): pipeline
+    messages to/from the rank at coord + delta (mod size) on `axis`.  Sends are
+    buffered (the call returns once the data is copied); receives block.  tag
+    identifies (direction, micro-batch, chunk).
 
-/* Sum all-reduce in place over the group of `axis`. */
-void prt_allreduce(prt *rt, int64_t axis, void *buf, int64_t n);
-/* in[outer, inner] from each of the S ranks of the axis -> out[outer, S, inner]. */
-void prt_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner);
-/* in[outer, S, inner] summed over the axis; out[outer, inner] = this rank's block. */
-void prt_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner);
-/* in[outer, S, inner] -> out[S, outer, inner]: block j goes to rank j, arriving
- * blocks are placed by source rank (the resharding Split(d) -> Split(e)). */
-void prt_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner);
-/* Local slice, no communication: out[outer, inner] = in[outer, coord, inner]. */
-void prt_slice(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner);
-/* Pipeline messages to/from the rank at coord + delta (mod size) on `axis`.
- * Sends are buffered (the call returns once the data is copied); receives
- * block.  tag identifies (direction, micro-batch, chunk). */
-void prt_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag);
-void prt_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag);
+ trace (host)
+  span_begin(name) / span_end(): a trace span around generated code regions (no-op
+    without --trace).  The name is kept by pointer until prt_finalize: pass a
+    string constant.
 
-/* ---------------------------------------------------------------- optimizer */
+PRT_CALLS(R, X) calls R(X, kind, name, sig, params, args) per row: kind is OP (a
+backend op), COMM (a backend collective) or HOST (the runtime's own code); sig is
+over {p pointer, i int64_t, d double}, the first p the prt context; params the
+parenthesised parameter list, args the parenthesised argument names.  ORDER: the
+compiler's runtime function table follows PRT_OPS. */
+#define PRT_CALLS(R, X)                                                                                           \
+    R(X, OP, zero, "ppi", (prt *rt, void *buf, int64_t n), (rt, buf, n))                                          \
+    R(X, OP, copy, "pppi", (prt *rt, void *dst, const void *src, int64_t n), (rt, dst, src, n))                   \
+    R(X, OP, acc, "pppi", (prt *rt, void *dst, const void *src, int64_t n), (rt, dst, src, n))                    \
+    R(X, HOST, data, "pppiiiii",                                                                                  \
+      (prt *rt, void *tokens, void *targets, int64_t step, int64_t first_sample, int64_t B, int64_t T,            \
+       int64_t vocab),                                                                                            \
+      (rt, tokens, targets, step, first_sample, B, T, vocab))                                                     \
+    R(X, OP, embed_fwd, "ppppiiii",                                                                               \
+      (prt *rt, void *out, const void *tokens, const void *wte, int64_t N, int64_t C, int64_t vocab_local,        \
+       int64_t vocab_offset),                                                                                     \
+      (rt, out, tokens, wte, N, C, vocab_local, vocab_offset))                                                    \
+    R(X, OP, embed_bwd, "ppppiiii",                                                                               \
+      (prt *rt, void *dwte, const void *tokens, const void *dout, int64_t N, int64_t C, int64_t vocab_local,      \
+       int64_t vocab_offset),                                                                                     \
+      (rt, dwte, tokens, dout, N, C, vocab_local, vocab_offset))                                                  \
+    R(X, OP, pos_fwd, "ppppiiii",                                                                                 \
+      (prt *rt, void *out, const void *in, const void *wpe, int64_t B, int64_t T, int64_t C, int64_t t_offset),   \
+      (rt, out, in, wpe, B, T, C, t_offset))                                                                      \
+    R(X, OP, pos_bwd, "ppppiiii",                                                                                 \
+      (prt *rt, void *dwpe, void *din, const void *dout, int64_t B, int64_t T, int64_t C, int64_t t_offset),      \
+      (rt, dwpe, din, dout, B, T, C, t_offset))                                                                   \
+    R(X, OP, layernorm_fwd, "pppppppii",                                                                          \
+      (prt *rt, void *out, void *mean, void *rstd, const void *in, const void *w, const void *b, int64_t N,       \
+       int64_t C),                                                                                                \
+      (rt, out, mean, rstd, in, w, b, N, C))                                                                      \
+    R(X, OP, layernorm_bwd, "pppppppppii",                                                                        \
+      (prt *rt, void *din, void *dw, void *db, const void *dout, const void *in, const void *w, const void *mean, \
+       const void *rstd, int64_t N, int64_t C),                                                                   \
+      (rt, din, dw, db, dout, in, w, mean, rstd, N, C))                                                           \
+    R(X, OP, rmsnorm_fwd, "pppppii",                                                                              \
+      (prt *rt, void *out, void *rstd, const void *in, const void *w, int64_t N, int64_t C),                      \
+      (rt, out, rstd, in, w, N, C))                                                                               \
+    R(X, OP, rmsnorm_bwd, "pppppppii",                                                                            \
+      (prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, const void *rstd,           \
+       int64_t N, int64_t C),                                                                                     \
+      (rt, din, dw, dout, in, w, rstd, N, C))                                                                     \
+    R(X, OP, matmul_fwd, "ppppiii",                                                                               \
+      (prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M),                       \
+      (rt, out, in, w, N, K, M))                                                                                  \
+    R(X, OP, matmul_bwd, "ppppppiii",                                                                             \
+      (prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N, int64_t K,       \
+       int64_t M),                                                                                                \
+      (rt, din, dw, dout, in, w, N, K, M))                                                                        \
+    R(X, OP, matmul_t_fwd, "ppppiii",                                                                             \
+      (prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M),                       \
+      (rt, out, in, w, N, K, M))                                                                                  \
+    R(X, OP, matmul_t_bwd, "ppppppiii",                                                                           \
+      (prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N, int64_t K,       \
+       int64_t M),                                                                                                \
+      (rt, din, dw, dout, in, w, N, K, M))                                                                        \
+    R(X, OP, bias_fwd, "ppppii", (prt *rt, void *out, const void *in, const void *b, int64_t N, int64_t M),       \
+      (rt, out, in, b, N, M))                                                                                     \
+    R(X, OP, bias_bwd, "pppii", (prt *rt, void *db, const void *dout, int64_t N, int64_t M), (rt, db, dout, N, M)) \
+    R(X, OP, gelu_fwd, "pppi", (prt *rt, void *out, const void *in, int64_t n), (rt, out, in, n))                 \
+    R(X, OP, gelu_bwd, "ppppi", (prt *rt, void *din, const void *in, const void *dout, int64_t n),                \
+      (rt, din, in, dout, n))                                                                                     \
+    R(X, OP, relu_fwd, "pppi", (prt *rt, void *out, const void *in, int64_t n), (rt, out, in, n))                 \
+    R(X, OP, relu_bwd, "ppppi", (prt *rt, void *din, const void *in, const void *dout, int64_t n),                \
+      (rt, din, in, dout, n))                                                                                     \
+    R(X, OP, swiglu_fwd, "pppii", (prt *rt, void *out, const void *in, int64_t N, int64_t F), (rt, out, in, N, F)) \
+    R(X, OP, swiglu_bwd, "ppppii", (prt *rt, void *din, const void *in, const void *dout, int64_t N, int64_t F),  \
+      (rt, din, in, dout, N, F))                                                                                  \
+    R(X, OP, attention_fwd, "ppppiiiii",                                                                          \
+      (prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T, int64_t NH, int64_t HD,            \
+       int64_t causal),                                                                                           \
+      (rt, out, probs, qkv, B, T, NH, HD, causal))                                                                \
+    R(X, OP, attention_bwd, "pppppiiiii",                                                                         \
+      (prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B, int64_t T,           \
+       int64_t NH, int64_t HD, int64_t causal),                                                                   \
+      (rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal))                                                         \
+    R(X, OP, add_fwd, "ppppi", (prt *rt, void *out, const void *a, const void *b, int64_t n), (rt, out, a, b, n)) \
+    R(X, OP, xent_fwd, "pppppiiii",                                                                               \
+      (prt *rt, void *loss_sum, void *stats, const void *logits, const void *targets, int64_t N, int64_t V_local, \
+       int64_t vocab_offset, int64_t axis),                                                                       \
+      (rt, loss_sum, stats, logits, targets, N, V_local, vocab_offset, axis))                                     \
+    R(X, OP, xent_bwd, "pppppiiid",                                                                               \
+      (prt *rt, void *dlogits, const void *logits, const void *stats, const void *targets, int64_t N,             \
+       int64_t V_local, int64_t vocab_offset, double scale),                                                      \
+      (rt, dlogits, logits, stats, targets, N, V_local, vocab_offset, scale))                                     \
+    R(X, HOST, loss_replicas, "pi", (prt *rt, int64_t axis_mask), (rt, axis_mask))                                \
+    R(X, COMM, allreduce, "pipi", (prt *rt, int64_t axis, void *buf, int64_t n), (rt, axis, buf, n))              \
+    R(X, COMM, allgather, "pippii", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner), \
+      (rt, axis, out, in, outer, inner))                                                                          \
+    R(X, COMM, reducescatter, "pippii",                                                                           \
+      (prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner),                           \
+      (rt, axis, out, in, outer, inner))                                                                          \
+    R(X, COMM, alltoall, "pippii", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner), \
+      (rt, axis, out, in, outer, inner))                                                                          \
+    R(X, COMM, slice, "pippii", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner), \
+      (rt, axis, out, in, outer, inner))                                                                          \
+    R(X, COMM, send, "piipii", (prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag),   \
+      (rt, axis, delta, buf, n, tag))                                                                             \
+    R(X, COMM, recv, "piipii", (prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag),         \
+      (rt, axis, delta, buf, n, tag))                                                                             \
+    R(X, OP, adamw, "ppppppiiddddd",                                                                              \
+      (prt *rt, void *param, void *master, const void *grad, void *m, void *v, int64_t n, int64_t step,           \
+       double lr, double beta1, double beta2, double eps, double weight_decay),                                   \
+      (rt, param, master, grad, m, v, n, step, lr, beta1, beta2, eps, weight_decay))                              \
+    R(X, OP, sgd, "pppppiddd",                                                                                    \
+      (prt *rt, void *param, void *master, const void *grad, void *mom, int64_t n, double lr, double momentum,    \
+       double weight_decay),                                                                                      \
+      (rt, param, master, grad, mom, n, lr, momentum, weight_decay))                                              \
+    R(X, HOST, span_begin, "pp", (prt *rt, const char *name), (rt, name))                                         \
+    R(X, HOST, span_end, "p", (prt *rt), (rt))
 
-/* AdamW on n elements: master (fp32) is updated when not NULL and copied to
- * param (rounded to param's dtype: a bf16 param is the rounded master); else
- * param is updated in place.  Arithmetic is fp32 whatever the storage.  step counts from 1.  Bias-corrected,
- * decoupled decay: p -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * p)
- * (torch.optim.AdamW).  SGD is torch.optim.SGD's: d = grad + weight_decay * p,
- * mom = momentum * mom + d (mom may be NULL: no momentum), p -= lr * d. */
-void prt_adamw(prt *rt, void *param, void *master, const void *grad, void *m, void *v, int64_t n,
-               int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay);
-void prt_sgd(prt *rt, void *param, void *master, const void *grad, void *mom, int64_t n, double lr,
-             double momentum, double weight_decay);
+/* The prototypes: void prt_<name> params. */
+#define PRT_CALL_PROTOTYPE_(X, kind, name, sig, params, args) void prt_##name params;
+PRT_CALLS(PRT_CALL_PROTOTYPE_, _)
+#undef PRT_CALL_PROTOTYPE_
 
-/* Trace span around generated code regions (no-op without --trace).  The name is
- * kept by pointer until prt_finalize: pass a string constant. */
-void prt_span_begin(prt *rt, const char *name);
-void prt_span_end(prt *rt);
-
-/* The signature table the compiler declares calls from: p = pointer,
- * i = int64_t, d = double; the first `p` is the prt context. */
-#define PRT_OPS(X)                                  \
-    X(prt_zero, "ppi")                              \
-    X(prt_copy, "pppi")                             \
-    X(prt_acc, "pppi")                              \
-    X(prt_data, "pppiiiii")                         \
-    X(prt_embed_fwd, "ppppiiii")                    \
-    X(prt_embed_bwd, "ppppiiii")                    \
-    X(prt_pos_fwd, "ppppiiii")                      \
-    X(prt_pos_bwd, "ppppiiii")                      \
-    X(prt_layernorm_fwd, "pppppppii")                \
-    X(prt_layernorm_bwd, "pppppppppii")             \
-    X(prt_rmsnorm_fwd, "pppppii")                   \
-    X(prt_rmsnorm_bwd, "pppppppii")                  \
-    X(prt_matmul_fwd, "ppppiii")                    \
-    X(prt_matmul_bwd, "ppppppiii")                  \
-    X(prt_matmul_t_fwd, "ppppiii")                  \
-    X(prt_matmul_t_bwd, "ppppppiii")                \
-    X(prt_bias_fwd, "ppppii")                       \
-    X(prt_bias_bwd, "pppii")                        \
-    X(prt_gelu_fwd, "pppi")                         \
-    X(prt_gelu_bwd, "ppppi")                        \
-    X(prt_relu_fwd, "pppi")                         \
-    X(prt_relu_bwd, "ppppi")                        \
-    X(prt_swiglu_fwd, "pppii")                      \
-    X(prt_swiglu_bwd, "ppppii")                     \
-    X(prt_attention_fwd, "ppppiiiii")               \
-    X(prt_attention_bwd, "pppppiiiii")              \
-    X(prt_add_fwd, "ppppi")                         \
-    X(prt_xent_fwd, "pppppiiii")                    \
-    X(prt_xent_bwd, "pppppiiid")                    \
-    X(prt_loss_replicas, "pi")                      \
-    X(prt_allreduce, "pipi")                       \
-    X(prt_allgather, "pippii")                     \
-    X(prt_reducescatter, "pippii")                 \
-    X(prt_alltoall, "pippii")                      \
-    X(prt_slice, "pippii")                         \
-    X(prt_send, "piipii")                           \
-    X(prt_recv, "piipii")                           \
-    X(prt_adamw, "ppppppiiddddd")                   \
-    X(prt_sgd, "pppppiddd")                         \
-    X(prt_span_begin, "pp")                         \
-    X(prt_span_end, "p")
+/* The signature table the compiler declares calls from: X(prt_<name>, sig) per
+ * row of PRT_CALLS, in its order. */
+#define PRT_OPS_ROW_(X, kind, name, sig, params, args) X(prt_##name, sig)
+#define PRT_OPS(X) PRT_CALLS(PRT_OPS_ROW_, X)
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "prt_backend.h"
 #include "prt_internal.h"
 
 /* File magics, 8 bytes each. */
@@ -16,19 +18,35 @@ static const char magic_params[8] = "PRTPAR1";
 static const char magic_data[8] = "PRTDAT1";
 static const char magic_logits[8] = "PRTLOG1";
 
-void prt_dump_init(prt *rt) {
+/* The dump directory, for messages: a failed write is a user error naming it. */
+static const char *g_dump_dir = "?";
+
+static void dump_fail(const char *what) __attribute__((noreturn));
+static void dump_fail(const char *what) {
+    prt_user_fail(1, "PRT_DUMP_DIR %s: %s: %s", g_dump_dir, what, strerror(errno ? errno : EIO));
+}
+
+void prt_dump_init(prt *rt, char *message, size_t size) {
     rt->dump_step = -1;
     const char *dir = getenv("PRT_DUMP_DIR");
     if (!dir || !*dir) return;
     rt->dump_dir = prt_xmalloc(strlen(dir) + 1);
     strcpy(rt->dump_dir, dir);
-    PRT_CHECK(mkdir(dir, 0777) == 0 || errno == EEXIST, "PRT_DUMP_DIR '%s': cannot create it: %s", dir,
-              strerror(errno));
+    g_dump_dir = rt->dump_dir;
+    struct stat st;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        snprintf(message, size, "PRT_DUMP_DIR %s: cannot create the directory: %s", dir, strerror(errno));
+    else if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        snprintf(message, size, "PRT_DUMP_DIR %s: is not a directory", dir);
+    else if (access(dir, W_OK | X_OK) != 0)
+        snprintf(message, size, "PRT_DUMP_DIR %s: cannot write into it: %s", dir, strerror(errno));
     const char *step = getenv("PRT_DUMP_STEP");
     if (step && *step) {
         char *end = NULL;
+        errno = 0;
         long long k = strtoll(step, &end, 10);
-        PRT_CHECK(*end == 0 && k >= 1, "PRT_DUMP_STEP must be a step number >= 1, got '%s'", step);
+        if (*end || errno || k < 1 || k > 1000000000LL)
+            snprintf(message, size, "PRT_DUMP_STEP must be a step number from 1 to 1000000000, got '%s'", step);
         rt->dump_step = k;
     }
     const char *all = getenv("PRT_DUMP_DATA_ALL");
@@ -39,13 +57,15 @@ static FILE *open_dump(prt *rt, const char *what, const char magic[8]) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.rank%d.bin", rt->dump_dir, what, rt->world_rank);
     FILE *f = fopen(path, "wb");
-    PRT_CHECK(f, "PRT_DUMP_DIR: cannot write '%s': %s", path, strerror(errno));
-    PRT_CHECK(fwrite(magic, 1, 8, f) == 8, "PRT_DUMP_DIR: short write to '%s'", path);
+    if (!f) dump_fail("cannot open a dump file for writing");
+    errno = 0;
+    if (fwrite(magic, 1, 8, f) != 8) dump_fail("cannot write a dump file");
     return f;
 }
 
 static void put(FILE *f, const void *p, size_t size, size_t n) {
-    PRT_CHECK(fwrite(p, size, n, f) == n, "PRT_DUMP_DIR: short write (%zu x %zu bytes)", n, size);
+    errno = 0;
+    if (fwrite(p, size, n, f) != n) dump_fail("cannot write a dump file");
 }
 static void put_i64(FILE *f, int64_t v) { put(f, &v, sizeof v, 1); }
 
@@ -72,9 +92,7 @@ static void write_instances(prt *rt, FILE *f, const prt_buffer *b, const prt_buf
     for (int64_t inst = 0; inst < d->instances; inst++) {
         const char *base = b->base + inst * b->instance_bytes;
         void *host = NULL;  /* --device cuda: the instance copied to the host */
-#ifdef PRT_HAVE_CUDA
-        if (rt->device) base = host = prt_cuda_host_copy(rt, base, b->instance_bytes);
-#endif
+        if (!rt->backend->host_memory) base = host = prt_host_copy(rt, base, b->instance_bytes);
         int64_t count = 0;
         for (int64_t e = 0; e < d->elems; e++) {
             int64_t global = flags ? e : prt_param_global(&map, e);
@@ -119,7 +137,8 @@ static void write_class(prt *rt, const char *what, int64_t klass, int64_t step) 
         }
         write_instances(rt, f, b, gen);
     }
-    PRT_CHECK(fclose(f) == 0, "PRT_DUMP_DIR: cannot close the %s dump", what);
+    errno = 0;
+    if (fclose(f) != 0) dump_fail("cannot write a dump file");
 }
 
 void prt_dump_step_begin(prt *rt, int64_t step) {
@@ -147,9 +166,8 @@ void prt_dump_logits(prt *rt, const void *logits, int64_t dtype, int64_t N, int6
     int64_t header[6] = {rt->step, rt->dump_logits_calls++, N, V_local, vocab_offset, axis};
     put(rt->dump_logits, header, sizeof header[0], 6);
     void *host = NULL;  /* --device cuda: the logits copied to the host */
-#ifdef PRT_HAVE_CUDA
-    if (rt->device) logits = host = prt_cuda_host_copy(rt, logits, prt_dtype_size(dtype) * (size_t)(N * V_local));
-#endif
+    if (!rt->backend->host_memory)
+        logits = host = prt_host_copy(rt, logits, prt_dtype_size(dtype) * (size_t)(N * V_local));
     if (dtype == PRT_F32) {
         put(rt->dump_logits, logits, sizeof(float), (size_t)(N * V_local));
         free(host);
@@ -167,8 +185,10 @@ void prt_dump_logits(prt *rt, const void *logits, int64_t dtype, int64_t N, int6
 void prt_dump_finalize(prt *rt) {
     if (!rt->dump_dir) return;
     write_class(rt, "params", PRT_WEIGHTS, -1);
-    if (rt->dump_data) PRT_CHECK(fclose(rt->dump_data) == 0, "PRT_DUMP_DIR: cannot close the data dump");
-    if (rt->dump_logits) PRT_CHECK(fclose(rt->dump_logits) == 0, "PRT_DUMP_DIR: cannot close the logits dump");
+    errno = 0;
+    if (rt->dump_data && fclose(rt->dump_data) != 0) dump_fail("cannot write the data dump");
+    errno = 0;
+    if (rt->dump_logits && fclose(rt->dump_logits) != 0) dump_fail("cannot write the logits dump");
     rt->dump_data = rt->dump_logits = NULL;
     free(rt->dump_dir);
     rt->dump_dir = NULL;

@@ -1,11 +1,16 @@
 /*
- * prt_internal.h — what the CPU runtime's files share and generated code never sees:
+ * prt_internal.h — what the runtime's files share and generated code never sees:
  * the context struct, the ledger, the check macros, the counter-based hashes, the
- * trace hooks and the watchdog around blocking MPI calls.
+ * trace hooks and the watchdog.
  *
- * Files: prt_core.c (lifecycle, flags, buffers, ledger, steps, errors, watchdog),
- * prt_ops_cpu.c (ops and optimizers: fp32 arithmetic over f32/bf16/f16 storage), prt_comm_mpi.c (collectives, send/recv),
- * prt_data.c (synthetic and file data), prt_trace.c (Chrome trace JSON).
+ * Files: prt_mesh.c (prt_init: MPI, the mesh, its communicators, the backend),
+ * prt_flags.c (runtime options), prt_buffers.c (buffers, ledger, parameter
+ * initialisation), prt_steps.c (step loop, metrics, finalize), prt_failure.c
+ * (errors, the watchdog, watched waits), prt_ops.c (public op and collective
+ * entry points, dispatching to the backend), prt_backend.c (the backends of this
+ * build), prt_mpi.c (collectives over MPI on host memory), prt_data.c (synthetic
+ * and file data), prt_trace.c (Chrome trace JSON), prt_dump.c (parity dumps);
+ * cpu/ the reference backend, cuda/ the CUDA backend.
  */
 #ifndef PRT_INTERNAL_H
 #define PRT_INTERNAL_H
@@ -29,6 +34,12 @@ extern "C" {  /* the CUDA sources (runtime/cuda/) include this header */
 void prt_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 3, 4)));
 
+/* A user-facing error (bad input, an unwritable output, a hang): prints
+ * "parc: error: MESSAGE" without runtime source locations, then ends the job
+ * with exit status `status` (MPI_Abort when MPI runs).  Only the rank that sees
+ * the problem calls it. */
+void prt_user_fail(int status, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+
 /* PRT_CHECK(cond, fmt, ...): a runtime error (bad arguments, inconsistent tables,
  * I/O failures) when cond is false. */
 #define PRT_CHECK(cond, ...)                                   \
@@ -38,6 +49,9 @@ void prt_fail(const char *file, int line, const char *fmt, ...)
 
 /* PRT_MPI_CHECK(call): the one check for MPI calls; reports the call text and
  * MPI_Error_string.  Communicators use MPI_ERRORS_RETURN so errors reach it. */
+/* The context errors report the rank and host of (prt_init; NULL at finalize). */
+void prt_failure_context(prt *rt);
+
 void prt_mpi_fail(const char *file, int line, const char *call, int err) __attribute__((noreturn));
 #define PRT_MPI_CHECK(call)                                          \
     do {                                                             \
@@ -71,72 +85,7 @@ static inline uint64_t prt_hash_str(const char *s) { /* FNV-1a 64 */
 /* Uniform in (0, 1), never 0: 53 high bits, offset by half a step. */
 static inline double prt_unit(uint64_t h) { return ((double)(h >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
-/* ---------------------------------------------------------------- 16-bit floats */
-
-/* float -> bf16, round to nearest even; a NaN stays a (quiet) NaN. */
-static inline uint16_t prt_f32_to_bf16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40);
-    x += 0x7fff + ((x >> 16) & 1);
-    return (uint16_t)(x >> 16);
-}
-static inline float prt_bf16_to_f32(uint16_t h) {
-    uint32_t x = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-/* float -> IEEE binary16, round to nearest even, with subnormals; overflow gives inf. */
-static inline uint16_t prt_f32_to_f16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000, mant = x & 0x7fffff;
-    int exp = (int)((x >> 23) & 0xff) - 127 + 15;
-    if (((x >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
-    if (exp >= 31) return (uint16_t)(sign | 0x7c00);
-    if (exp <= 0) {
-        if (exp < -10) return (uint16_t)sign;
-        mant |= 0x800000;
-        int shift = 14 - exp;
-        uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
-        if (rem > mid || (rem == mid && (half & 1))) half++;
-        return (uint16_t)(sign | half);
-    }
-    uint32_t half = sign | ((uint32_t)exp << 10) | (mant >> 13), rem = mant & 0x1fff;
-    if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++;  /* a carry into the exponent is right */
-    return (uint16_t)half;
-}
-static inline float prt_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, x;
-    float f;
-    if (exp == 0x1f) x = sign | 0x7f800000 | (mant << 13);
-    else if (exp) x = sign | ((exp + 112) << 23) | (mant << 13);
-    else {  /* zero or subnormal: mant x 2^-24 */
-        f = (float)mant * (1.0f / 16777216.0f);
-        return sign ? -f : f;
-    }
-    memcpy(&f, &x, 4);
-    return f;
-}
-
-/* Element i of a float tensor stored as `dtype` (PRT_F32, PRT_BF16 or PRT_F16), and
- * the store that rounds to it.  The ops compute in fp32 through these. */
-static inline float prt_load(const void *base, int64_t dtype, int64_t i) {
-    switch (dtype) {
-    case PRT_BF16: return prt_bf16_to_f32(((const uint16_t *)base)[i]);
-    case PRT_F16: return prt_f16_to_f32(((const uint16_t *)base)[i]);
-    default: return ((const float *)base)[i];
-    }
-}
-static inline void prt_store(void *base, int64_t dtype, int64_t i, float v) {
-    switch (dtype) {
-    case PRT_BF16: ((uint16_t *)base)[i] = prt_f32_to_bf16(v); break;
-    case PRT_F16: ((uint16_t *)base)[i] = prt_f32_to_f16(v); break;
-    default: ((float *)base)[i] = v; break;
-    }
-}
-static inline int prt_dtype_is_16(int64_t dtype) { return dtype == PRT_BF16 || dtype == PRT_F16; }
+#include "prt_math.h"
 
 /* ---------------------------------------------------------------- context */
 
@@ -182,10 +131,17 @@ struct prt {
     int64_t steps;
     int memory_report, quiet;
     const char *trace_path, *data_path;
+    const char *device_name;   /* --device, default the first backend */
+    double timeout;            /* seconds a watched wait may last; 0 = off */
+    int timeout_set;           /* --timeout or PRT_TIMEOUT given */
 
-    /* --data file, byte level, read once at init */
-    uint8_t *data_bytes;
+    /* --data file, byte level, mapped read-only at init */
+    const uint8_t *data_bytes;
     size_t data_len;
+
+    /* outputs, opened at init (rank 0) so a bad path fails before training */
+    FILE *trace_file;
+    const char *loss_path;
 
     /* buffers: one allocation per class, carved into 64-byte aligned slices */
     prt_buffer *buffers;
@@ -234,19 +190,27 @@ struct prt {
 
     int exit_status;
 
-    /* --device cuda (only in a runtime built with PRT_HAVE_CUDA): every op, buffer
-     * and workspace lives on the GPU; runtime/cuda/ holds the state */
-    int device;
-    struct prt_cuda *cuda;   /* NULL until prt_cuda_init */
+    /* the backend chosen at init (prt_backend.h) */
+    const struct prt_backend *backend;
+    struct prt_cuda *cuda;   /* the CUDA backend's state; NULL until prt_cuda_init */
+
+    /* watched waits (prt_failure.c): a duplicate of the world communicator for
+     * the watchdog's own messages */
+    MPI_Comm watch_comm;
+    const char *wait_what;   /* the wait in progress, NULL outside one */
+    int64_t wait_axis;
 };
 
 extern const char *const prt_class_names[PRT_NCLASS];
-extern const char *const prt_dtype_names[4];
+extern const char *const prt_dtype_names[PRT_NDTYPE];
 size_t prt_dtype_size(int64_t dtype);
 /* The dtype of the registered buffer whose bytes hold `ptr` (any address inside
  * it, e.g. a ZeRO shard's offset), or -1 for NULL and for memory the runtime did
  * not allocate (test programs' arrays), which the ops read as fp32.  O(log buffers). */
 int64_t prt_dtype_of(prt *rt, const void *ptr);
+
+/* A malloc'ed host copy of `bytes` bytes of buffer memory (the caller frees it). */
+void *prt_host_copy(prt *rt, const void *src, size_t bytes);
 
 /* Ledger: book (bytes > 0) or release (bytes < 0) to a class; tracks the peak. */
 void prt_ledger_book(prt *rt, int64_t klass, int64_t bytes);
@@ -262,16 +226,31 @@ MPI_Comm prt_axis_comm(prt *rt, int64_t axis);
 /* Completes every outstanding pipeline send (step end, finalize). */
 void prt_comm_complete_sends(prt *rt);
 void prt_comm_free(prt *rt);
-/* Called by prt_xent_fwd: the loss that prt_step_end reports. */
-void prt_add_step_loss(prt *rt, double loss);
+/* Called by every backend's xent_fwd with the loss of its N rows: adds it to the
+ * loss prt_step_end reports when this rank owns it (coordinate 0 of `axis` and
+ * of every loss-replica axis). */
+void prt_count_step_loss(prt *rt, int64_t axis, double loss);
 
 /* ---------------------------------------------------------------- watchdog */
 
-/* Brackets a blocking MPI call: if it stays blocked longer than PRT_TIMEOUT seconds
- * (default 300, 0 = off), the watchdog thread prints what was blocked and on which
- * axis, and kills this process so mpirun ends the job. */
+/* Completes a nonblocking MPI request (status may be NULL), polling it.  If it
+ * takes longer than rt->timeout seconds, the ranks still polling ask each other
+ * where they are waiting; the lowest of them reports the ranks that did not
+ * answer (stopped, hung in computation, or dead) with their mesh coordinates and
+ * what the others wait in, then ends the job (exit status 1).  `what` names the
+ * wait ("all-reduce"), `axis` its mesh axis (-1: the world). */
+void prt_wait(prt *rt, MPI_Request *request, MPI_Status *status, const char *what, int64_t axis);
+/* A watched barrier over the world: start-up and shutdown phases. */
+void prt_watched_barrier(prt *rt, const char *what);
+
+/* Brackets a blocking call that cannot be polled (a communicator split, a device
+ * synchronisation): if it stays blocked longer than the timeout, the watchdog
+ * thread prints what was blocked and ends this process, so mpirun ends the job. */
 void prt_block_begin(const char *what, int64_t axis);
 void prt_block_end(void);
+/* Starts (timeout > 0) and stops the watchdog thread. */
+void prt_watchdog_start(prt *rt);
+void prt_watchdog_stop(void);
 
 /* ---------------------------------------------------------------- trace */
 
@@ -309,8 +288,9 @@ int64_t prt_param_layer(const prt_buffer_desc *gen, int64_t instance);
 
 /* ---------------------------------------------------------------- dumps (prt_dump.c) */
 
-/* Reads PRT_DUMP_DIR / PRT_DUMP_STEP / PRT_DUMP_DATA_ALL (prt_init). */
-void prt_dump_init(prt *rt);
+/* Reads PRT_DUMP_DIR / PRT_DUMP_STEP / PRT_DUMP_DATA_ALL (prt_init); a problem
+ * (a directory that cannot be made or written, a bad step) goes to message. */
+void prt_dump_init(prt *rt, char *message, size_t size);
 /* Hooks; each returns at once when its dump is off. */
 void prt_dump_step_begin(prt *rt, int64_t step);       /* init_params at dump_step */
 void prt_dump_before_optimizer(prt *rt, int64_t step); /* grads at dump_step */
@@ -322,7 +302,24 @@ void prt_dump_finalize(prt *rt);
 
 /* ---------------------------------------------------------------- data */
 
-void prt_data_load(prt *rt, const char *path);
+/* Opens, validates (a regular file of at least seq + 2 bytes, vocab >= 256) and
+ * maps the --data file.  Every rank checks; the first rank that finds a problem
+ * reports it (rank 0 when all do) and the job exits with status 2. */
+void prt_data_open(prt *rt, const char *path);
+void prt_data_close(prt *rt);
+
+/* Start-up problems found by some ranks (bad data, unwritable outputs): each rank
+ * passes its message or NULL; the lowest rank that has one prints it and every
+ * rank exits 2.  Returns when no rank has one.  Watched (prt_wait). */
+void prt_startup_verdict(prt *rt, const char *message);
+
+/* ---------------------------------------------------------------- flags (prt_flags.c) */
+
+/* Parses the runtime options (argv after argv[0]); on a bad one every rank exits
+ * with status 2 after rank 0 prints the message and the usage. */
+void prt_parse_flags(prt *rt, int argc, char **argv);
+/* Every rank calls it with the same status: flush, MPI_Finalize, exit. */
+void prt_exit_all(prt *rt, int status) __attribute__((noreturn));
 
 /* ---------------------------------------------------------------- collectives, dtype explicit (prt_comm_mpi.c) */
 
@@ -338,95 +335,15 @@ void prt_mpi_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t 
 void prt_mpi_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag, int64_t dtype);
 void prt_mpi_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag, int64_t dtype);
 
-/* ---------------------------------------------------------------- CUDA backend (runtime/cuda/, PRT_HAVE_CUDA) */
-
-/* Defined only when the runtime is built with CUDA (-DPRT_HAVE_CUDA); the CPU
- * files call them only inside #ifdef PRT_HAVE_CUDA.  Device memory is addressed
- * by plain pointers (unified addressing), so prt_dtype_of works on it too. */
-
-/* A float tensor on the device and its storage dtype (PRT_F32, PRT_BF16, PRT_F16);
- * p may be NULL where the op allows it. */
+/* A float tensor and its storage dtype (PRT_F32, PRT_BF16, PRT_F16); p may be
+ * NULL where the op allows it.  The CUDA backend's kernels take these. */
 typedef struct prt_ten {
     void *p;
     int64_t dtype;
 } prt_ten;
 
-int prt_cuda_device_count(void);          /* 0 when no device (or no driver) */
-/* Picks device (local rank % devices), creates the streams, the cuBLAS handle and,
- * for collectives over NCCL, one communicator per mesh axis of size > 1 (every axis
- * when PRT_COLLECTIVES=nccl is set).  Needs the axis communicators (after prt_init's
- * mesh).  Independent of rt->device, so tests can drive both backends. */
-void prt_cuda_init(prt *rt);
-void prt_cuda_finalize(prt *rt);          /* frees the device scratch, destroys comms and handles */
-void prt_cuda_sync(prt *rt);              /* waits for every op issued so far */
-const char *prt_cuda_collectives(prt *rt);   /* "nccl" or "mpi" */
-char *prt_cuda_alloc_zero(prt *rt, size_t bytes, const char *what);   /* cudaMalloc + zero; not booked */
-void prt_cuda_free(void *p);
-/* Copies ordered after every op issued so far; they return when the copy is done. */
-void prt_cuda_h2d(prt *rt, void *dst, const void *src, size_t bytes);
-void prt_cuda_d2h(prt *rt, void *dst, const void *src, size_t bytes);
-void prt_cuda_memset(prt *rt, void *dst, int byte, size_t bytes);
-/* A malloc'ed host copy of `bytes` device bytes (the caller frees it). */
-void *prt_cuda_host_copy(prt *rt, const void *dev, size_t bytes);
-/* Device scratch, booked like prt_workspace / prt_comm_stage (grows to exactly the
- * largest request, contents lost on growth). */
-float *prt_cuda_workspace(prt *rt, size_t floats);
-char *prt_cuda_comm_stage(prt *rt, size_t bytes);
-
-/* The ops on the device: parc_rt.h's semantics, float tensors as prt_ten. */
-void prt_cu_zero(prt *rt, prt_ten buf, int64_t n, size_t esize);
-void prt_cu_copy(prt *rt, prt_ten dst, prt_ten src, int64_t n);
-void prt_cu_acc(prt *rt, prt_ten dst, prt_ten src, int64_t n);
-void prt_cu_embed_fwd(prt *rt, prt_ten out, const int32_t *tokens, prt_ten wte, int64_t N, int64_t C,
-                      int64_t vocab_local, int64_t vocab_offset);
-void prt_cu_embed_bwd(prt *rt, prt_ten dwte, const int32_t *tokens, prt_ten dout, int64_t N, int64_t C,
-                      int64_t vocab_local, int64_t vocab_offset);
-void prt_cu_pos_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten wpe, int64_t B, int64_t T, int64_t C, int64_t t_offset);
-void prt_cu_pos_bwd(prt *rt, prt_ten dwpe, prt_ten din, prt_ten dout, int64_t B, int64_t T, int64_t C, int64_t t_offset);
-void prt_cu_layernorm_fwd(prt *rt, prt_ten out, prt_ten mean, prt_ten rstd, prt_ten in, prt_ten w, prt_ten b,
-                          int64_t N, int64_t C);
-void prt_cu_layernorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten db, prt_ten dout, prt_ten in, prt_ten w,
-                          prt_ten mean, prt_ten rstd, int64_t N, int64_t C);
-void prt_cu_rmsnorm_fwd(prt *rt, prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, int64_t N, int64_t C);
-void prt_cu_rmsnorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, prt_ten rstd,
-                        int64_t N, int64_t C);
-void prt_cu_matmul_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten w, int64_t N, int64_t K, int64_t M, int transposed);
-void prt_cu_matmul_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, int64_t N, int64_t K,
-                       int64_t M, int transposed);
-void prt_cu_bias_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten b, int64_t N, int64_t M);
-void prt_cu_bias_bwd(prt *rt, prt_ten db, prt_ten dout, int64_t N, int64_t M);
-void prt_cu_gelu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t n);
-void prt_cu_gelu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n);
-void prt_cu_relu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t n);
-void prt_cu_relu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n);
-void prt_cu_swiglu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t N, int64_t F);
-void prt_cu_swiglu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t N, int64_t F);
-void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
-                          int64_t HD, int64_t causal);
-void prt_cu_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B, int64_t T,
-                          int64_t NH, int64_t HD, int64_t causal);
-void prt_cu_add_fwd(prt *rt, prt_ten out, prt_ten a, prt_ten b, int64_t n);
-/* Returns the loss (sum over the N rows of -log p(target)); loss_sum += it on the device. */
-double prt_cu_xent_fwd(prt *rt, prt_ten loss_sum, prt_ten stats, prt_ten logits, const int32_t *targets, int64_t N,
-                       int64_t V_local, int64_t vocab_offset, int64_t axis);
-void prt_cu_xent_bwd(prt *rt, prt_ten dlogits, prt_ten logits, prt_ten stats, const int32_t *targets, int64_t N,
-                     int64_t V_local, int64_t vocab_offset, double scale);
-void prt_cu_adamw(prt *rt, prt_ten param, prt_ten master, prt_ten grad, prt_ten m, prt_ten v, int64_t n, int64_t step,
-                  double lr, double beta1, double beta2, double eps, double weight_decay);
-void prt_cu_sgd(prt *rt, prt_ten param, prt_ten master, prt_ten grad, prt_ten mom, int64_t n, double lr,
-                double momentum, double weight_decay);
-
-/* Collectives on device buffers, axes of size > 1 (NCCL on the communication
- * stream, or host-staged through prt_mpi_*), and the local pieces. */
-void prt_cu_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype);
-void prt_cu_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
-void prt_cu_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
-                          int64_t dtype);
-void prt_cu_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
-void prt_cu_slice(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
-void prt_cu_copy_bytes(prt *rt, void *dst, const void *src, size_t bytes);
-void prt_cu_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag, int64_t dtype);
-void prt_cu_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag, int64_t dtype);
+/* The local slice on host memory (the CPU backend's slice). */
+void prt_mpi_slice(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
  * writes one file: pid = world rank (one track per rank, named with its mesh
  * coordinates), tid 0, timestamps in microseconds since the barrier in prt_init.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +78,8 @@ void prt_trace_write(prt *rt) {
         put_escaped(&t, rt->plan.axis_names[a] ? rt->plan.axis_names[a] : "?");
         put(&t, "=%d%s", rt->coord[a], a == rt->naxes - 1 ? ")" : "");
     }
-    put(&t, "\"}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}", r, r);
+    put(&t, "\"}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}",
+        r, r);
     for (int64_t i = 0; i < rt->nevents; i++) {
         const prt_trace_event *e = &rt->events[i];
         put(&t, ",\n{\"name\":\"");
@@ -89,7 +91,8 @@ void prt_trace_write(prt *rt) {
             if (e->bytes >= 0) put(&t, "\"bytes\":%lld%s", (long long)e->bytes, e->axis >= 0 ? "," : "");
             if (e->axis >= 0) {
                 put(&t, "\"axis\":\"");
-                put_escaped(&t, e->axis < rt->naxes && rt->plan.axis_names[e->axis] ? rt->plan.axis_names[e->axis] : "?");
+                put_escaped(&t,
+                            e->axis < rt->naxes && rt->plan.axis_names[e->axis] ? rt->plan.axis_names[e->axis] : "?");
                 put(&t, "\"");
             }
             put(&t, "}");
@@ -103,7 +106,9 @@ void prt_trace_write(prt *rt) {
         lens = prt_xcalloc((size_t)rt->world_size, sizeof(int));
         displs = prt_xcalloc((size_t)rt->world_size, sizeof(int));
     }
-    PRT_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    MPI_Request req;
+    PRT_MPI_CHECK(MPI_Igather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD, &req));
+    prt_wait(rt, &req, NULL, "the trace gather (shutdown)", -1);
     if (r == 0) {
         long long total = 0;
         for (int i = 0; i < rt->world_size; i++) {
@@ -113,21 +118,22 @@ void prt_trace_write(prt *rt) {
         }
         all = prt_xmalloc((size_t)total + 1);
     }
-    PRT_MPI_CHECK(MPI_Gatherv(t.s, len, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, MPI_COMM_WORLD));
+    PRT_MPI_CHECK(MPI_Igatherv(t.s, len, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, MPI_COMM_WORLD, &req));
+    prt_wait(rt, &req, NULL, "the trace gather (shutdown)", -1);
     if (r == 0) {
-        FILE *f = fopen(rt->trace_path, "w");
-        if (!f) {
-            fprintf(stderr, "parc: error: cannot write the trace to %s\n", rt->trace_path);
-        } else {
-            fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-            for (int i = 0; i < rt->world_size; i++) {
-                if (i) fprintf(f, ",\n");
-                fwrite(all + displs[i], 1, (size_t)lens[i], f);
-            }
-            fprintf(f, "\n]}\n");
-            fclose(f);
-            if (!rt->quiet) printf("parc: trace of %d ranks written to %s\n", rt->world_size, rt->trace_path);
-        }
+        FILE *f = rt->trace_file;  /* opened at prt_init, so a bad path failed before training */
+        errno = 0;
+        int ok = fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n") >= 0;
+        for (int i = 0; ok && i < rt->world_size; i++)
+            ok = (!i || fputs(",\n", f) >= 0) && fwrite(all + displs[i], 1, (size_t)lens[i], f) == (size_t)lens[i];
+        ok = ok && fprintf(f, "\n]}\n") >= 0;
+        ok = fflush(f) == 0 && ok;
+        int err = errno;
+        ok = fclose(f) == 0 && ok;
+        rt->trace_file = NULL;
+        if (!ok)
+            prt_user_fail(1, "--trace %s: cannot write the trace: %s", rt->trace_path, strerror(err ? err : errno));
+        if (!rt->quiet) printf("parc: trace of %d ranks written to %s\n", rt->world_size, rt->trace_path);
     }
     free(all);
     free(lens);

@@ -85,7 +85,7 @@ static void test_layouts(void) {
         offsetof(prt_plan_desc, steps),      offsetof(prt_plan_desc, seed),
         offsetof(prt_plan_desc, batch),      offsetof(prt_plan_desc, micro_batch),
         offsetof(prt_plan_desc, micro_batches), offsetof(prt_plan_desc, seq),
-        offsetof(prt_plan_desc, vocab),
+        offsetof(prt_plan_desc, vocab),      offsetof(prt_plan_desc, est_step_seconds),
     };
     n = codegen_struct_layout(1, &size, off, 32);
     CHECK(n == (int)(sizeof plan_off / sizeof plan_off[0]), "prt_plan_desc: %d LLVM fields", n);

@@ -42,13 +42,19 @@ void prt_nccl_fail(const char *file, int line, const char *call, ncclResult_t re
 
 /* ---------------------------------------------------------------- lifecycle */
 
-int prt_cuda_device_count(void) {
+int prt_cuda_probe(char *error, size_t error_size) {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError();  /* clear it: no driver or no device */
-        return 0;
-    }
-    return n;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err == cudaSuccess) return n;
+    cudaGetLastError();  /* clear it */
+    if (err == cudaErrorNoDevice) return 0;
+    if (error && error_size) snprintf(error, error_size, "%s: %s", cudaGetErrorName(err), cudaGetErrorString(err));
+    return -1;
+}
+
+int prt_cuda_device_count(void) {
+    int n = prt_cuda_probe(NULL, 0);
+    return n > 0 ? n : 0;
 }
 
 static long env_long(const char *name, long fallback) {
@@ -60,8 +66,9 @@ void prt_cuda_init(prt *rt) {
     PRT_CHECK(!rt->cuda, "prt_cuda_init called twice");
     prt_cuda *c = (prt_cuda *)prt_xcalloc(1, sizeof *c);
     rt->cuda = c;
-    c->devices = prt_cuda_device_count();
-    PRT_CHECK(c->devices > 0, "--device cuda: no CUDA device is visible to rank %d", rt->world_rank);
+    char error[256] = "no CUDA device";
+    c->devices = prt_cuda_probe(error, sizeof error);
+    PRT_CHECK(c->devices > 0, "the CUDA backend: no usable device for rank %d: %s", rt->world_rank, error);
 
     MPI_Comm local;
     PRT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));

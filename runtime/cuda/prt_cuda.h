@@ -2,22 +2,20 @@
  * prt_cuda.h — what the CUDA sources of the runtime share: the device state, the
  * check macros (one per library: CUDA, cuBLAS, NCCL; each reports file, line, rank,
  * host and the library's own error string through prt_fail) and the element
- * load/store helpers that give every kernel the CPU path's storage semantics
- * (fp32 arithmetic, round to nearest even into bf16/f16).
+ * load/store of prt_math.h that give every kernel the CPU path's storage
+ * semantics (fp32 arithmetic, round to nearest even into bf16/f16).
  */
 #ifndef PRT_CUDA_H
 #define PRT_CUDA_H
 
 #include <mpi.h>
 #include <cuda_runtime.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cublas_v2.h>
 #ifdef PRT_HAVE_NCCL
 #include <nccl.h>
 #endif
 
-#include "prt_internal.h"
+#include "prt_cuda_api.h"
 
 struct prt_cuda {
     int device, devices, local_rank, local_ranks;
@@ -67,18 +65,12 @@ static inline prt_cuda *prt_cu(prt *rt) {
     return rt->cuda;
 }
 
-/* Element i of a float tensor stored as `dt`, and the store that rounds to it. */
+/* Element i of a float tensor stored as `dt`, and the store that rounds to it:
+ * prt_math.h's, compiled for the device, so kernels round exactly as the CPU
+ * reference does. */
 #ifdef __CUDACC__
-__device__ __forceinline__ float prt_ld(const void *p, int64_t dt, int64_t i) {
-    if (dt == PRT_BF16) return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    if (dt == PRT_F16) return __half2float(((const __half *)p)[i]);
-    return ((const float *)p)[i];
-}
-__device__ __forceinline__ void prt_st(void *p, int64_t dt, int64_t i, float v) {
-    if (dt == PRT_BF16) ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
-    else if (dt == PRT_F16) ((__half *)p)[i] = __float2half_rn(v);
-    else ((float *)p)[i] = v;
-}
+__device__ __forceinline__ float prt_ld(const void *p, int64_t dt, int64_t i) { return prt_load(p, dt, i); }
+__device__ __forceinline__ void prt_st(void *p, int64_t dt, int64_t i, float v) { prt_store(p, dt, i, v); }
 #endif
 
 #endif

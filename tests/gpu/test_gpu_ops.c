@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prt_internal.h"
+#include "cuda/prt_cuda_api.h"
 
 #define POOL (1 << 22) /* elements per dtype pool */
 
@@ -263,10 +263,14 @@ int main(int argc, char **argv) {
     plan.vocab = 70;
     char *args[2] = {argv[0], NULL};
     rt = prt_init(1, args, &plan);
-    if (prt_cuda_device_count() <= 0) {
-        printf("test_gpu_ops: no CUDA device: skipped\n");
+    /* Skipped only when the driver reports no device; any other CUDA error (a
+     * driver or toolkit mismatch) is a failure, named. */
+    char error[256] = "";
+    int devices = prt_cuda_probe(error, sizeof error);
+    if (devices <= 0) {
+        printf("test_gpu_ops: %s: %s\n", devices == 0 ? "no CUDA device" : error, devices == 0 ? "skipped" : "FAIL");
         prt_finalize(rt);
-        return 77;
+        return devices == 0 ? 77 : 1;
     }
     prt_buffer_desc d[4];
     memset(d, 0, sizeof d);

@@ -3,9 +3,11 @@
  * step all-reduces on both axes and passes a message around the dp ring.
  * Fault hooks: PRT_TEST_DIE=RANK:STEP (the runtime's: SIGKILL at step begin),
  * FAULT_HANG=RANK:STEP (that rank sleeps 120 s instead of communicating, so the
- * others' watchdog must fire), FAULT_BADCALL=RANK:STEP (that rank makes an invalid
+ * others' watchdog must fire), FAULT_STOP=RANK:STEP (that rank stops itself with
+ * SIGSTOP: alive but never arriving), FAULT_BADCALL=RANK:STEP (that rank makes an invalid
  * runtime call, so PRT_CHECK must abort the job).  Runtime flags pass through.
  */
+#include <signal.h>
 #include <unistd.h>
 
 #include "rt_test.h"
@@ -23,6 +25,7 @@ int main(int argc, char **argv) {
     plan.steps = 6;
     plan.batch = 4;
     plan.seq = 8;
+    plan.vocab = 256;
     prt *rt = prt_init(argc, argv, &plan);
     int64_t rank = prt_coord(rt, 0) * 2 + prt_coord(rt, 1);
     float buf[256], msg[64];
@@ -30,6 +33,7 @@ int main(int argc, char **argv) {
     for (int64_t step = 0; step < prt_steps(rt); step++) {
         prt_step_begin(rt, step);
         if (hook("FAULT_HANG", rank, step)) sleep(120);
+        if (hook("FAULT_STOP", rank, step)) raise(SIGSTOP);
         if (hook("FAULT_BADCALL", rank, step)) prt_ptr(rt, 99, 0);
         prt_data(rt, tokens, targets, step, prt_coord(rt, 0) * 2, 2, 8, 256);  /* this dp rank's half of the batch */
         prt_span_begin(rt, "exchange");
@@ -43,5 +47,6 @@ int main(int argc, char **argv) {
         usleep(50 * 1000);
         prt_step_end(rt, step);
     }
+    if (hook("FAULT_STOP", rank, prt_steps(rt))) raise(SIGSTOP);  /* step = steps: before the shutdown */
     return (int)prt_finalize(rt);
 }

@@ -8,7 +8,12 @@
 #   2. FAULT_BADCALL=1:2 (rank 1 makes an invalid runtime call): non-zero within 10 s,
 #      the output names rank 1 and the error;
 #   3. FAULT_HANG=1:3 with PRT_TIMEOUT=2 (rank 1 hangs without dying): the watchdog
-#      ends the job within 15 s and says what was blocked;
+#      ends the job within 15 s, naming rank 1 as the one that did not arrive and
+#      what its peers wait in;
+#   3b. FAULT_STOP=3:2 with --timeout 2 (rank 3 SIGSTOPs itself at step 2): the
+#      job stops within 15 s, naming rank 3 with its mesh coordinates;
+#   3c. FAULT_STOP=3:6 (rank 3 stops after its last step, before prt_finalize)
+#      with --trace: the shutdown gathers are watched too, rank 3 is named;
 #   4. --steps abc: usage and exit status 2; --device cuda: exit 2 naming the CPU
 #      runtime; 2 ranks for a 4-rank mesh: exit 2 saying how many ranks it needs.
 # Exit status 0 iff every assertion held.
@@ -50,7 +55,26 @@ run 4 FAULT_HANG=1:3 PRT_TIMEOUT=2
 echo "hang:     rc=$rc elapsed=${elapsed}s"
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "FAULT_HANG=1:3: rc=$rc"
 within 15 || fail "FAULT_HANG=1:3: took ${elapsed}s (limit 15s)"
-grep -q "blocked for more than 2 s" "$OUT" || fail "FAULT_HANG=1:3: the watchdog did not report"
+grep -q "rank 1 (dp 0, tp 1) did not reach all-reduce on tp within 2 s" "$OUT" ||
+    fail "FAULT_HANG=1:3: the watchdog did not name rank 1"
+grep -q "rank 0 (dp 0, tp 0) waits in all-reduce on tp (step 3)" "$OUT" ||
+    fail "FAULT_HANG=1:3: the report does not say what rank 0 waits in"
+
+ARGS="--quiet --timeout=2"
+run 4 FAULT_STOP=3:2
+echo "stop:     rc=$rc elapsed=${elapsed}s"
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "FAULT_STOP=3:2: rc=$rc"
+within 15 || fail "FAULT_STOP=3:2: took ${elapsed}s (limit 15s)"
+grep -q "rank 3 (dp 1, tp 1) did not reach all-reduce on dp within 2 s (step 2; rank 1 (dp 0, tp 1) waits for it)" "$OUT" ||
+    fail "FAULT_STOP=3:2: the report does not name rank 3"
+[ "$(grep -c 'did not reach' "$OUT")" -eq 1 ] || fail "FAULT_STOP=3:2: the report is not printed exactly once"
+
+ARGS="--quiet --timeout 2 --trace /dev/null"
+run 4 FAULT_STOP=3:6
+echo "shutdown: rc=$rc elapsed=${elapsed}s"
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "FAULT_STOP=3:6: rc=$rc"
+within 15 || fail "FAULT_STOP=3:6: took ${elapsed}s (limit 15s)"
+grep -q "rank 3 (dp 1, tp 1) did not .*(shutdown)" "$OUT" || fail "FAULT_STOP=3:6: the shutdown hang does not name rank 3"
 
 ARGS="--steps abc"
 run 1 PRT_TIMEOUT=30

@@ -1,5 +1,9 @@
 /*
- * prt_comm_mpi.c — collectives on one mesh axis and pipeline send/recv, over MPI.
+ * prt_mpi.c — collectives on one mesh axis and pipeline send/recv over MPI, on
+ * host memory: the CPU backend's collectives, and the CUDA backend's host-staged
+ * path.  Every collective first waits, watched (prt_wait), for all ranks of its
+ * axis to arrive, and receives and send completions are polled the same way, so
+ * a peer that never arrives is named instead of hanging the job.
  *
  * Counts are elements of the buffer's dtype (prt_dtype_of; unregistered memory is
  * fp32): f32 and i32 move as MPI_FLOAT / MPI_INT32_T, bf16 and f16 as
@@ -13,7 +17,8 @@
  * one staging buffer (outer*S*inner elements, booked to PRT_COMM, grown rarely).
  * Pipeline sends copy into send slots (booked to PRT_COMM) and MPI_Isend; a slot
  * is reused once MPI_Test says its send completed; every send is completed at
- * prt_step_end and prt_finalize.  An axis < 0 or of size 1 is a local copy.
+ * prt_step_end and prt_finalize.  The public entry points (prt_ops.c) handle
+ * axes of size 1 and find the dtype.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -34,13 +39,6 @@ static const char *axis_label(prt *rt, int64_t axis) {
 
 /* The dtype the elements of a collective have: that of its registered buffers
  * (which must agree), else fp32.  b may be NULL. */
-static int64_t elem_dtype(prt *rt, const void *a, const void *b, const char *what) {
-    int64_t da = prt_dtype_of(rt, a), db = prt_dtype_of(rt, b);
-    PRT_CHECK(da < 0 || db < 0 || da == db, "%s: its buffers hold %s and %s elements", what, prt_dtype_names[da],
-              prt_dtype_names[db]);
-    return da >= 0 ? da : db >= 0 ? db : PRT_F32;
-}
-
 static MPI_Datatype mpi_type(int64_t dtype) {
     switch (dtype) {
     case PRT_BF16:
@@ -75,91 +73,40 @@ static MPI_Op sum_op(prt *rt, int64_t dtype) {
     return dtype == PRT_BF16 ? rt->sum_bf16 : rt->sum_f16;
 }
 
-static void local_copy(void *out, const void *in, int64_t n, size_t esize) {
-    if (n > 0 && out != in) memmove(out, in, (size_t)n * esize);
-}
-
 /* Packing buffer of `bytes` (booked to PRT_COMM in whole floats). */
-static char *stage_bytes(prt *rt, size_t bytes) { return (char *)prt_comm_stage(rt, (bytes + sizeof(float) - 1) / sizeof(float)); }
-
-/* ---------------------------------------------------------------- dispatch */
-
-/* GPU(rt, call): with --device cuda the call (a prt_cu_* function) does the work. */
-#ifdef PRT_HAVE_CUDA
-#define GPU(rt, call)        \
-    do {                     \
-        if ((rt)->device) {  \
-            call;            \
-            return;          \
-        }                    \
-    } while (0)
-#else
-#define GPU(rt, call) \
-    do {              \
-    } while (0)
-#endif
-
-/* out = in, n elements of esize bytes: an axis of size 1. */
-static void copy_local(prt *rt, void *out, const void *in, int64_t n, size_t esize) {
-    GPU(rt, if (n > 0 && out != in) prt_cu_copy_bytes(rt, out, in, (size_t)n * esize));
-    local_copy(out, in, n, esize);
-}
-
-void prt_allreduce(prt *rt, int64_t axis, void *buf, int64_t n) {
-    int S = prt_axis_size(rt, axis);
-    if (S == 1 || n == 0) return;
-    int64_t dtype = elem_dtype(rt, buf, NULL, "allreduce");
-    GPU(rt, prt_cu_allreduce(rt, axis, buf, n, dtype));
-    prt_mpi_allreduce(rt, axis, buf, n, dtype);
-}
-
-void prt_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner) {
-    int64_t dtype = elem_dtype(rt, out, in, "allgather");
-    if (prt_axis_size(rt, axis) == 1) {
-        copy_local(rt, out, in, outer * inner, prt_dtype_size(dtype));
-        return;
-    }
-    GPU(rt, prt_cu_allgather(rt, axis, out, in, outer, inner, dtype));
-    prt_mpi_allgather(rt, axis, out, in, outer, inner, dtype);
-}
-
-void prt_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner) {
-    int64_t dtype = elem_dtype(rt, out, in, "reducescatter");
-    if (prt_axis_size(rt, axis) == 1) {
-        copy_local(rt, out, in, outer * inner, prt_dtype_size(dtype));
-        return;
-    }
-    GPU(rt, prt_cu_reducescatter(rt, axis, out, in, outer, inner, dtype));
-    prt_mpi_reducescatter(rt, axis, out, in, outer, inner, dtype);
-}
-
-void prt_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner) {
-    int64_t dtype = elem_dtype(rt, out, in, "alltoall");
-    if (prt_axis_size(rt, axis) == 1) {
-        copy_local(rt, out, in, outer * inner, prt_dtype_size(dtype));
-        return;
-    }
-    GPU(rt, prt_cu_alltoall(rt, axis, out, in, outer, inner, dtype));
-    prt_mpi_alltoall(rt, axis, out, in, outer, inner, dtype);
-}
-
-void prt_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag) {
-    int64_t dtype = elem_dtype(rt, buf, NULL, "send");
-    GPU(rt, prt_cu_send(rt, axis, delta, buf, n, tag, dtype));
-    prt_mpi_send(rt, axis, delta, buf, n, tag, dtype);
-}
-
-void prt_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag) {
-    int64_t dtype = elem_dtype(rt, buf, NULL, "recv");
-    GPU(rt, prt_cu_recv(rt, axis, delta, buf, n, tag, dtype));
-    prt_mpi_recv(rt, axis, delta, buf, n, tag, dtype);
+static char *stage_bytes(prt *rt, size_t bytes) {
+    return (char *)prt_comm_stage(rt, (bytes + sizeof(float) - 1) / sizeof(float));
 }
 
 /* ---------------------------------------------------------------- collectives over MPI (host memory) */
 
+/* Waits, watched, until every rank of the axis has reached this collective (a
+ * nonblocking barrier that prt_wait polls, so a missing peer is named), then
+ * brackets the blocking call that follows for the watchdog thread.  The
+ * collective itself stays MPI's blocking one, with the algorithms MPI tunes for
+ * it (Open MPI's nonblocking collectives are a separate, simpler implementation);
+ * the barrier adds one small round trip per collective. */
+static void arrive(prt *rt, int64_t axis, const char *what) {
+    MPI_Request req;
+    PRT_MPI_CHECK(MPI_Ibarrier(prt_axis_comm(rt, axis), &req));
+    prt_wait(rt, &req, NULL, what, axis);
+    prt_block_begin(what, axis);
+}
+
+/* in[outer, S, inner] packed into the staging buffer as [S, outer, inner]: block s
+ * is what rank s of the axis gets (reduce-scatter, all-to-all). */
+static const char *pack_blocks(prt *rt, const char *in, int S, int64_t outer, int64_t inner, size_t esize) {
+    char *stage = stage_bytes(rt, (size_t)S * (size_t)(outer * inner) * esize);
+    for (int s = 0; s < S; s++)
+        for (int64_t o = 0; o < outer; o++)
+            memcpy(stage + ((size_t)s * outer + o) * inner * esize, in + (size_t)((o * S + s) * inner) * esize,
+                   (size_t)inner * esize);
+    return stage;
+}
+
 void prt_mpi_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype) {
     double t = prt_trace_start(rt);
-    prt_block_begin("all-reduce", axis);
+    arrive(rt, axis, "all-reduce");
     PRT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count_of(n, "allreduce"), mpi_type(dtype), sum_op(rt, dtype),
                                 prt_axis_comm(rt, axis)));
     prt_block_end();
@@ -173,18 +120,16 @@ void prt_mpi_allgather(prt *rt, int64_t axis, void *out_, const void *in, int64_
     char *out = out_;
     int block = count_of(outer * inner, "allgather");
     MPI_Datatype type = mpi_type(dtype);
-    prt_block_begin("all-gather", axis);
-    if (outer == 1) {
-        PRT_MPI_CHECK(MPI_Allgather(in, block, type, out, block, type, prt_axis_comm(rt, axis)));
-    } else {
-        char *stage = stage_bytes(rt, (size_t)S * (size_t)block * esize);  /* [S, outer, inner] */
-        PRT_MPI_CHECK(MPI_Allgather(in, block, type, stage, block, type, prt_axis_comm(rt, axis)));
+    char *stage = outer == 1 ? NULL : stage_bytes(rt, (size_t)S * (size_t)block * esize);  /* [S, outer, inner] */
+    arrive(rt, axis, "all-gather");
+    PRT_MPI_CHECK(MPI_Allgather(in, block, type, stage ? stage : out, block, type, prt_axis_comm(rt, axis)));
+    prt_block_end();
+    if (stage) {
         for (int s = 0; s < S; s++)
             for (int64_t o = 0; o < outer; o++)
                 memcpy(out + (size_t)((o * S + s) * inner) * esize, stage + ((size_t)s * outer + o) * inner * esize,
                        (size_t)inner * esize);
     }
-    prt_block_end();
     PRT_TRACE_END(rt, "allgather", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
 }
 
@@ -198,15 +143,11 @@ void prt_mpi_reducescatter(prt *rt, int64_t axis, void *out, const void *in_, in
     count_of((int64_t)S * block, "reducescatter");
     const char *send = in;
     if (outer > 1) {
-        char *stage = stage_bytes(rt, (size_t)S * (size_t)block * esize);  /* [S, outer, inner] */
-        for (int s = 0; s < S; s++)
-            for (int64_t o = 0; o < outer; o++)
-                memcpy(stage + ((size_t)s * outer + o) * inner * esize, in + (size_t)((o * S + s) * inner) * esize,
-                       (size_t)inner * esize);
-        send = stage;
+        send = pack_blocks(rt, in, S, outer, inner, esize);
     }
-    prt_block_begin("reduce-scatter", axis);
-    PRT_MPI_CHECK(MPI_Reduce_scatter_block(send, out, block, mpi_type(dtype), sum_op(rt, dtype), prt_axis_comm(rt, axis)));
+    arrive(rt, axis, "reduce-scatter");
+    PRT_MPI_CHECK(MPI_Reduce_scatter_block(send, out, block, mpi_type(dtype), sum_op(rt, dtype),
+                                           prt_axis_comm(rt, axis)));
     prt_block_end();
     PRT_TRACE_END(rt, "reducescatter", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
 }
@@ -220,29 +161,19 @@ void prt_mpi_alltoall(prt *rt, int64_t axis, void *out, const void *in_, int64_t
     count_of((int64_t)S * block, "alltoall");
     const char *send = in;
     if (outer > 1) {
-        char *stage = stage_bytes(rt, (size_t)S * (size_t)block * esize);  /* [S, outer, inner]: block j for rank j */
-        for (int s = 0; s < S; s++)
-            for (int64_t o = 0; o < outer; o++)
-                memcpy(stage + ((size_t)s * outer + o) * inner * esize, in + (size_t)((o * S + s) * inner) * esize,
-                       (size_t)inner * esize);
-        send = stage;
+        send = pack_blocks(rt, in, S, outer, inner, esize);
     }
     MPI_Datatype type = mpi_type(dtype);
-    prt_block_begin("all-to-all", axis);
+    arrive(rt, axis, "all-to-all");
     PRT_MPI_CHECK(MPI_Alltoall(send, block, type, out, block, type, prt_axis_comm(rt, axis)));
     prt_block_end();
     PRT_TRACE_END(rt, "alltoall", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
 }
 
-void prt_slice(prt *rt, int64_t axis, void *out_, const void *in_, int64_t outer, int64_t inner) {
-    int64_t dtype = elem_dtype(rt, out_, in_, "slice");
+/* A local slice on host memory (no MPI): the CPU backend's slice. */
+void prt_mpi_slice(prt *rt, int64_t axis, void *out_, const void *in_, int64_t outer, int64_t inner, int64_t dtype) {
     size_t esize = prt_dtype_size(dtype);
     int S = prt_axis_size(rt, axis);
-    if (S == 1) {
-        copy_local(rt, out_, in_, outer * inner, esize);
-        return;
-    }
-    GPU(rt, prt_cu_slice(rt, axis, out_, in_, outer, inner, dtype));
     double t = prt_trace_start(rt);
     char *out = out_;
     const char *in = in_;
@@ -301,7 +232,8 @@ void prt_mpi_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t
         slot->capacity = bytes;
     }
     if (count) memcpy(slot->data, buf, bytes);
-    PRT_MPI_CHECK(MPI_Isend(slot->data, count, mpi_type(dtype), peer_of(rt, axis, delta), (int)tag, comm, &slot->request));
+    PRT_MPI_CHECK(
+        MPI_Isend(slot->data, count, mpi_type(dtype), peer_of(rt, axis, delta), (int)tag, comm, &slot->request));
     PRT_TRACE_END(rt, "send", "p2p", t, (int64_t)bytes, axis);
 }
 
@@ -312,9 +244,9 @@ void prt_mpi_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, in
     PRT_CHECK(tag >= 0 && tag <= rt->tag_ub, "recv: tag %lld outside [0, %d]", (long long)tag, rt->tag_ub);
     MPI_Comm comm = axis >= 0 ? prt_axis_comm(rt, axis) : MPI_COMM_SELF;
     MPI_Status status;
-    prt_block_begin("pipeline receive", axis);
-    PRT_MPI_CHECK(MPI_Recv(buf, count, type, peer_of(rt, axis, delta), (int)tag, comm, &status));
-    prt_block_end();
+    MPI_Request req;
+    PRT_MPI_CHECK(MPI_Irecv(buf, count, type, peer_of(rt, axis, delta), (int)tag, comm, &req));
+    prt_wait(rt, &req, &status, "pipeline receive", axis);
     int got = -1;
     PRT_MPI_CHECK(MPI_Get_count(&status, type, &got));
     PRT_CHECK(got == count, "recv on axis %s (tag %lld): expected %d %s elements, got %d", axis_label(rt, axis),
@@ -327,9 +259,7 @@ void prt_comm_complete_sends(prt *rt) {
     for (int i = 0; i < rt->nsend_slots; i++) {
         prt_send_slot *s = &rt->send_slots[i];
         if (s->request == MPI_REQUEST_NULL) continue;
-        prt_block_begin("completing a pipeline send", -1);
-        PRT_MPI_CHECK(MPI_Wait(&s->request, MPI_STATUS_IGNORE));
-        prt_block_end();
+        prt_wait(rt, &s->request, NULL, "completing a pipeline send", -1);
     }
 }
 

@@ -1,5 +1,7 @@
 /*
- * prt_ops_cpu.c — the ops of the CPU backend: simple loops plus OpenBLAS GEMMs.
+ * prt_cpu_ops.c — the CPU backend, the reference every other backend is checked
+ * against: the ops in simple loops plus OpenBLAS GEMMs, the element math of
+ * prt_math.h, collectives over MPI (prt_mpi.c), and the backend table.
  * Semantics are parc_rt.h's: forward ops overwrite their outputs, backward ops
  * accumulate (+=) into input and parameter gradients.  Reductions over a row
  * accumulate in double; everything else is plain float arithmetic.
@@ -18,12 +20,12 @@
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "prt_backend.h"
 #include "prt_internal.h"
-
-#define OP_BEGIN(rt) double op_t0_ = prt_trace_start(rt)
-#define OP_END(rt, name) PRT_TRACE_END(rt, name, "op", op_t0_, -1, -1)
+#include "prt_scratch.h"
 
 static int blas_dim(int64_t n, const char *what) {
     PRT_CHECK(n >= 0 && n <= INT_MAX, "%s: dimension %lld does not fit a BLAS int", what, (long long)n);
@@ -79,47 +81,15 @@ static void view_store(tensor t, view v, int64_t off, int64_t rows, int64_t cols
         for (int64_t c = 0; c < cols; c++) ST(t, off + r * ld + c, v.f[r * cols + c]);
 }
 
-/* ---------------------------------------------------------------- the CUDA backend
+/* Rows widened at a time: the ledger's R (prt_scratch.h). */
+static int64_t chunk_rows(int64_t N, int any16) { return prt_scratch_rows(N, any16); }
 
-GPU_OP(rt, name, call): with --device cuda the op runs on the device (a prt_cu_*
-function of runtime/cuda/) and returns; with --trace the span is timed on the
-host around a device synchronisation.  TN(p) is a float tensor argument with its
-storage dtype.  Without PRT_HAVE_CUDA both vanish and the CPU path is unchanged. */
-#ifdef PRT_HAVE_CUDA
-static prt_ten tn(prt *rt, const void *p, const char *op) {
-    tensor t = ften(rt, p, op);
-    return (prt_ten){t.p, t.dtype};
-}
-#define TN(p) tn(rt, (p), __func__)
-#define GPU_OP(rt, name, call)                  \
-    do {                                        \
-        if ((rt)->device) {                     \
-            call;                               \
-            if ((rt)->tracing) prt_cuda_sync(rt); \
-            OP_END(rt, name);                   \
-            return;                             \
-        }                                       \
-    } while (0)
-#else
-#define GPU_OP(rt, name, call) \
-    do {                       \
-    } while (0)
-#endif
-
-/* Rows per chunk of a GEMM op's row tensors: all N when none is 16-bit. */
-static int64_t chunk_rows(int64_t N, int any16) { return any16 && N > PRT_CONVERT_ROWS ? PRT_CONVERT_ROWS : N; }
-
-void prt_zero(prt *rt, void *buf, int64_t n) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "zero", prt_cu_zero(rt, TN(buf), n, prt_dtype_size(prt_dtype_of(rt, buf) < 0 ? PRT_F32 : prt_dtype_of(rt, buf))));
+static void cpu_zero(prt *rt, void *buf, int64_t n) {
     int64_t dtype = prt_dtype_of(rt, buf);
     if (n > 0) memset(buf, 0, (size_t)n * prt_dtype_size(dtype < 0 ? PRT_F32 : dtype));
-    OP_END(rt, "zero");
 }
 
-void prt_copy(prt *rt, void *dst_, const void *src_, int64_t n) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "copy", prt_cu_copy(rt, TN(dst_), TN(src_), n));
+static void cpu_copy(prt *rt, void *dst_, const void *src_, int64_t n) {
     int64_t dd = prt_dtype_of(rt, dst_), ds = prt_dtype_of(rt, src_);
     dd = dd < 0 ? PRT_F32 : dd;
     ds = ds < 0 ? PRT_F32 : ds;
@@ -129,41 +99,32 @@ void prt_copy(prt *rt, void *dst_, const void *src_, int64_t n) {
         tensor dst = ften(rt, dst_, "copy"), src = ften(rt, src_, "copy");
         for (int64_t i = 0; i < n; i++) ST(dst, i, LD(src, i));
     }
-    OP_END(rt, "copy");
 }
 
-void prt_acc(prt *rt, void *dst_, const void *src_, int64_t n) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "acc", prt_cu_acc(rt, TN(dst_), TN(src_), n));
+static void cpu_acc(prt *rt, void *dst_, const void *src_, int64_t n) {
     tensor dst = ften(rt, dst_, "acc"), src = ften(rt, src_, "acc");
     for (int64_t i = 0; i < n; i++) ST(dst, i, LD(dst, i) + LD(src, i));
-    OP_END(rt, "acc");
 }
 
 /* ---------------------------------------------------------------- embedding */
 
-void prt_embed_fwd(prt *rt, void *out_, const void *tokens_, const void *wte_, int64_t N, int64_t C,
+static void cpu_embed_fwd(prt *rt, void *out_, const void *tokens_, const void *wte_, int64_t N, int64_t C,
                    int64_t vocab_local, int64_t vocab_offset) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "embed_fwd", prt_cu_embed_fwd(rt, TN(out_), tokens_, TN(wte_), N, C, vocab_local, vocab_offset));
     tensor out = ften(rt, out_, "embed_fwd"), wte = ften(rt, wte_, "embed_fwd");
     const int32_t *tokens = tokens_;
     for (int64_t n = 0; n < N; n++) {
         int64_t row = (int64_t)tokens[n] - vocab_offset;
         for (int64_t c = 0; c < C; c++) ST(out, n * C + c, row >= 0 && row < vocab_local ? LD(wte, row * C + c) : 0.0f);
     }
-    OP_END(rt, "embed_fwd");
 }
 
 /* A 16-bit dwte sums each row's tokens in fp32 (in token order, as the fp32 op
  * does) and rounds once: a row buffer of C floats from the workspace. */
-void prt_embed_bwd(prt *rt, void *dwte_, const void *tokens_, const void *dout_, int64_t N, int64_t C,
+static void cpu_embed_bwd(prt *rt, void *dwte_, const void *tokens_, const void *dout_, int64_t N, int64_t C,
                    int64_t vocab_local, int64_t vocab_offset) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "embed_bwd", prt_cu_embed_bwd(rt, TN(dwte_), tokens_, TN(dout_), N, C, vocab_local, vocab_offset));
     tensor dwte = ften(rt, dwte_, "embed_bwd"), dout = ften(rt, dout_, "embed_bwd");
     const int32_t *tokens = tokens_;
-    float *acc = scratch(rt, is16(dwte) * C);
+    float *acc = scratch(rt, prt_scratch_embed_bwd(C, is16(dwte)));
     for (int64_t n = 0; n < N; n++) {
         int64_t row = (int64_t)tokens[n] - vocab_offset;
         if (row < 0 || row >= vocab_local) continue;
@@ -181,26 +142,20 @@ void prt_embed_bwd(prt *rt, void *dwte_, const void *tokens_, const void *dout_,
                 for (int64_t c = 0; c < C; c++) a.f[c] += LD(dout, e * C + c);
         view_store(dwte, a, row * C, 1, C, C);
     }
-    OP_END(rt, "embed_bwd");
 }
 
-void prt_pos_fwd(prt *rt, void *out_, const void *in_, const void *wpe_, int64_t B, int64_t T, int64_t C,
+static void cpu_pos_fwd(prt *rt, void *out_, const void *in_, const void *wpe_, int64_t B, int64_t T, int64_t C,
                  int64_t t_offset) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "pos_fwd", prt_cu_pos_fwd(rt, TN(out_), TN(in_), TN(wpe_), B, T, C, t_offset));
     tensor out = ften(rt, out_, "pos_fwd"), in = ften(rt, in_, "pos_fwd"), wpe = ften(rt, wpe_, "pos_fwd");
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++) {
             int64_t o = (b * T + t) * C, p = (t + t_offset) * C;
             for (int64_t c = 0; c < C; c++) ST(out, o + c, LD(in, o + c) + LD(wpe, p + c));
         }
-    OP_END(rt, "pos_fwd");
 }
 
-void prt_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int64_t B, int64_t T, int64_t C,
+static void cpu_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int64_t B, int64_t T, int64_t C,
                  int64_t t_offset) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "pos_bwd", prt_cu_pos_bwd(rt, TN(dwpe_), TN(din_), TN(dout_), B, T, C, t_offset));
     tensor dwpe = ften(rt, dwpe_, "pos_bwd"), din = ften(rt, din_, "pos_bwd"), dout = ften(rt, dout_, "pos_bwd");
     if (dwpe.p)  /* each position sums its B samples in fp32, rounded once */
         for (int64_t t = 0; t < T; t++)
@@ -212,17 +167,14 @@ void prt_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int64_t B,
             }
     if (din.p)
         for (int64_t i = 0; i < B * T * C; i++) ST(din, i, LD(din, i) + LD(dout, i));
-    OP_END(rt, "pos_bwd");
 }
 
 /* ---------------------------------------------------------------- norms */
 
 #define NORM_EPS 1e-5
 
-void prt_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, const void *in_, const void *w_,
+static void cpu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, const void *in_, const void *w_,
                        const void *b_, int64_t N, int64_t C) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "layernorm_fwd", prt_cu_layernorm_fwd(rt, TN(out_), TN(mean_), TN(rstd_), TN(in_), TN(w_), TN(b_), N, C));
     const char *op = "layernorm_fwd";
     tensor out = ften(rt, out_, op), mean = ften(rt, mean_, op), rstd = ften(rt, rstd_, op), in = ften(rt, in_, op),
            w = ften(rt, w_, op), b = ften(rt, b_, op);
@@ -238,18 +190,16 @@ void prt_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, const void
         if (mean.p) ST(mean, n, (float)m);
         if (rstd.p) ST(rstd, n, (float)r);
     }
-    OP_END(rt, "layernorm_fwd");
 }
 
-void prt_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const void *dout_, const void *in_,
+static void cpu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const void *dout_, const void *in_,
                        const void *w_, const void *mean_, const void *rstd_, int64_t N, int64_t C) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "layernorm_bwd", prt_cu_layernorm_bwd(rt, TN(din_), TN(dw_), TN(db_), TN(dout_), TN(in_), TN(w_), TN(mean_), TN(rstd_), N, C));
     const char *op = "layernorm_bwd";
     tensor din = ften(rt, din_, op), dw = ften(rt, dw_, op), db = ften(rt, db_, op), dout = ften(rt, dout_, op),
            in = ften(rt, in_, op), w = ften(rt, w_, op), mean = ften(rt, mean_, op), rstd = ften(rt, rstd_, op);
     /* dw, db sum over the N rows in fp32 (their own memory when fp32), rounded once */
-    float *s = scratch(rt, (is16(dw) + is16(db)) * C), *dw_slot = take(&s, is16(dw) * C), *db_slot = take(&s, is16(db) * C);
+    float *s = scratch(rt, prt_scratch_layernorm_bwd(C, is16(dw), is16(db))), *dw_slot = take(&s, is16(dw) * C),
+          *db_slot = take(&s, is16(db) * C);
     view dwv = {NULL, 0}, dbv = {NULL, 0};
     if (dw.p) dwv = view_of(dw, dw_slot, 0, 1, C, C, 1);
     if (db.p) dbv = view_of(db, db_slot, 0, 1, C, C, 1);
@@ -273,12 +223,9 @@ void prt_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const void *do
     }
     if (dw.p) view_store(dw, dwv, 0, 1, C, C);
     if (db.p) view_store(db, dbv, 0, 1, C, C);
-    OP_END(rt, "layernorm_bwd");
 }
 
-void prt_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, const void *w_, int64_t N, int64_t C) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "rmsnorm_fwd", prt_cu_rmsnorm_fwd(rt, TN(out_), TN(rstd_), TN(in_), TN(w_), N, C));
+static void cpu_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, const void *w_, int64_t N, int64_t C) {
     const char *op = "rmsnorm_fwd";
     tensor out = ften(rt, out_, op), rstd = ften(rt, rstd_, op), in = ften(rt, in_, op), w = ften(rt, w_, op);
     for (int64_t n = 0; n < N; n++) {
@@ -289,17 +236,14 @@ void prt_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, const vo
         for (int64_t c = 0; c < C; c++) ST(out, x + c, (float)(LD(in, x + c) * r) * LD(w, c));
         if (rstd.p) ST(rstd, n, (float)r);
     }
-    OP_END(rt, "rmsnorm_fwd");
 }
 
-void prt_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout_, const void *in_, const void *w_,
+static void cpu_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout_, const void *in_, const void *w_,
                      const void *rstd_, int64_t N, int64_t C) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "rmsnorm_bwd", prt_cu_rmsnorm_bwd(rt, TN(din_), TN(dw_), TN(dout_), TN(in_), TN(w_), TN(rstd_), N, C));
     const char *op = "rmsnorm_bwd";
     tensor din = ften(rt, din_, op), dw = ften(rt, dw_, op), dout = ften(rt, dout_, op), in = ften(rt, in_, op),
            w = ften(rt, w_, op), rstd = ften(rt, rstd_, op);
-    float *dw_slot = scratch(rt, is16(dw) * C);  /* dw sums over the rows in fp32, rounded once */
+    float *dw_slot = scratch(rt, prt_scratch_rmsnorm_bwd(C, is16(dw)));  /* dw sums over the rows in fp32, rounded once */
     view dwv = {NULL, 0};
     if (dw.p) dwv = view_of(dw, dw_slot, 0, 1, C, C, 1);
     for (int64_t n = 0; n < N; n++) {
@@ -314,7 +258,6 @@ void prt_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout_, const vo
         }
     }
     if (dw.p) view_store(dw, dwv, 0, 1, C, C);
-    OP_END(rt, "rmsnorm_bwd");
 }
 
 /* ---------------------------------------------------------------- linear */
@@ -326,8 +269,9 @@ static void matmul_fwd(prt *rt, const char *op, void *out_, const void *in_, con
     if (!n || !m) return;
     tensor out = ften(rt, out_, op), in = ften(rt, in_, op), w = ften(rt, w_, op);
     int64_t R = chunk_rows(N, is16(in) || is16(out));
-    float *s = scratch(rt, is16(w) * K * M + R * (is16(in) * K + is16(out) * M));
-    float *w_slot = take(&s, is16(w) * K * M), *in_slot = take(&s, is16(in) * R * K), *out_slot = take(&s, is16(out) * R * M);
+    float *s = scratch(rt, prt_scratch_matmul_fwd(K, M, N, is16(w), is16(in), is16(out)));
+    float *w_slot = take(&s, is16(w) * K * M), *in_slot = take(&s, is16(in) * R * K),
+          *out_slot = take(&s, is16(out) * R * M);
     view wv = transposed ? view_of(w, w_slot, 0, M, K, K, 1) : view_of(w, w_slot, 0, K, M, M, 1);
     for (int64_t r0 = 0; r0 < N; r0 += R) {
         int r = (int)(N - r0 < R ? N - r0 : R);
@@ -350,7 +294,7 @@ static void matmul_bwd(prt *rt, const char *op, void *din_, void *dw_, const voi
            w = ften(rt, w_, op);
     int w16 = din.p && is16(w), dw16 = is16(dw), din16 = is16(din), in16 = dw.p && is16(in), dout16 = is16(dout);
     int64_t R = chunk_rows(N, dout16 || din16 || in16);
-    float *s = scratch(rt, (w16 + dw16) * K * M + R * (dout16 * M + din16 * K + in16 * K));
+    float *s = scratch(rt, prt_scratch_matmul_bwd(K, M, N, din.p != NULL, dw.p != NULL, is16(w), dw16, is16(in), dout16, din16));
     float *w_slot = take(&s, w16 * K * M), *dw_slot = take(&s, dw16 * K * M), *dout_slot = take(&s, dout16 * R * M),
           *din_slot = take(&s, din16 * R * K), *in_slot = take(&s, in16 * R * K);
     int64_t wr = transposed ? M : K, wc = transposed ? K : M;  /* w and dw are [wr, wc] */
@@ -379,48 +323,31 @@ static void matmul_bwd(prt *rt, const char *op, void *din_, void *dw_, const voi
     if (dw.p) view_store(dw, dwv, 0, wr, wc, wc);
 }
 
-void prt_matmul_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "matmul_fwd", prt_cu_matmul_fwd(rt, TN(out), TN(in), TN(w), N, K, M, 0));
+static void cpu_matmul_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M) {
     matmul_fwd(rt, "matmul", out, in, w, N, K, M, 0);
-    OP_END(rt, "matmul_fwd");
 }
 
-void prt_matmul_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
+static void cpu_matmul_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
                     int64_t K, int64_t M) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "matmul_bwd", prt_cu_matmul_bwd(rt, TN(din), TN(dw), TN(dout), TN(in), TN(w), N, K, M, 0));
     matmul_bwd(rt, "matmul", din, dw, dout, in, w, N, K, M, 0);
-    OP_END(rt, "matmul_bwd");
 }
 
-void prt_matmul_t_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "matmul_t_fwd", prt_cu_matmul_fwd(rt, TN(out), TN(in), TN(w), N, K, M, 1));
+static void cpu_matmul_t_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M) {
     matmul_fwd(rt, "matmul_t", out, in, w, N, K, M, 1);
-    OP_END(rt, "matmul_t_fwd");
 }
 
-void prt_matmul_t_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
+static void cpu_matmul_t_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
                       int64_t K, int64_t M) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "matmul_t_bwd", prt_cu_matmul_bwd(rt, TN(din), TN(dw), TN(dout), TN(in), TN(w), N, K, M, 1));
     matmul_bwd(rt, "matmul_t", din, dw, dout, in, w, N, K, M, 1);
-    OP_END(rt, "matmul_t_bwd");
 }
 
-void prt_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, int64_t N, int64_t M) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "bias_fwd", prt_cu_bias_fwd(rt, TN(out_), TN(in_), TN(b_), N, M));
+static void cpu_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, int64_t N, int64_t M) {
     tensor out = ften(rt, out_, "bias_fwd"), in = ften(rt, in_, "bias_fwd"), b = ften(rt, b_, "bias_fwd");
     for (int64_t n = 0; n < N; n++)
         for (int64_t j = 0; j < M; j++) ST(out, n * M + j, LD(in, n * M + j) + LD(b, j));
-    OP_END(rt, "bias_fwd");
 }
 
-void prt_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "bias_bwd", prt_cu_bias_bwd(rt, TN(db_), TN(dout_), N, M));
+static void cpu_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M) {
     tensor db = ften(rt, db_, "bias_bwd"), dout = ften(rt, dout_, "bias_bwd");
     if (!is16(db)) {
         float *d = (float *)db.p;
@@ -433,125 +360,71 @@ void prt_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M) {
             ST(db, j, acc);
         }
     }
-    OP_END(rt, "bias_bwd");
 }
 
 /* ---------------------------------------------------------------- activations */
 
-#define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
+/* The element math is prt_math.h's, shared with the CUDA kernels. */
 
-/* tanh as a clamped odd rational function, x P(x^2) / Q(x^2): no branch and no
- * libm call, so the loops below vectorise; within a few float ulp of tanh.
- * The coefficients are those of Eigen's generic_fast_tanh_float. */
-static inline float tanh_rational(float x) {
-    const float clamp = 7.90531110763549805f;
-    x = x > clamp ? clamp : (x < -clamp ? -clamp : x);
-    float x2 = x * x;
-    float p = -2.76076847742355e-16f;
-    p = p * x2 + 2.00018790482477e-13f;
-    p = p * x2 + -8.60467152213735e-11f;
-    p = p * x2 + 5.12229709037114e-08f;
-    p = p * x2 + 1.48572235717979e-05f;
-    p = p * x2 + 6.37261928875436e-04f;
-    p = p * x2 + 4.89352455891786e-03f;
-    float q = 1.19825839466702e-06f;
-    q = q * x2 + 1.18534705686654e-04f;
-    q = q * x2 + 2.26843463243900e-03f;
-    q = q * x2 + 4.89352518554385e-03f;
-    return x * p / q;
-}
-
-static inline float gelu_f(float x) {
-    return 0.5f * x * (1.0f + tanh_rational(GELU_SCALE * (x + 0.044715f * x * x * x)));
-}
-
-static inline float gelu_grad(float x) {
-    float t = tanh_rational(GELU_SCALE * (x + 0.044715f * x * x * x));
-    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-}
-
-void prt_gelu_fwd(prt *rt, void *out_, const void *in_, int64_t n) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "gelu_fwd", prt_cu_gelu_fwd(rt, TN(out_), TN(in_), n));
+static void cpu_gelu_fwd(prt *rt, void *out_, const void *in_, int64_t n) {
     tensor out = ften(rt, out_, "gelu_fwd"), in = ften(rt, in_, "gelu_fwd");
     if (out.dtype == PRT_F32 && in.dtype == PRT_F32) {
         float *restrict o = (float *)out.p;
         const float *restrict x = (const float *)in.p;
-        for (int64_t i = 0; i < n; i++) o[i] = gelu_f(x[i]);
+        for (int64_t i = 0; i < n; i++) o[i] = prt_gelu(x[i]);
     } else {
-        for (int64_t i = 0; i < n; i++) ST(out, i, gelu_f(LD(in, i)));
+        for (int64_t i = 0; i < n; i++) ST(out, i, prt_gelu(LD(in, i)));
     }
-    OP_END(rt, "gelu_fwd");
 }
 
-void prt_gelu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "gelu_bwd", prt_cu_gelu_bwd(rt, TN(din_), TN(in_), TN(dout_), n));
+static void cpu_gelu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n) {
     tensor din = ften(rt, din_, "gelu_bwd"), in = ften(rt, in_, "gelu_bwd"), dout = ften(rt, dout_, "gelu_bwd");
     if (din.dtype == PRT_F32 && in.dtype == PRT_F32 && dout.dtype == PRT_F32) {
         float *restrict d = (float *)din.p;
         const float *restrict x = (const float *)in.p, *restrict g = (const float *)dout.p;
-        for (int64_t i = 0; i < n; i++) d[i] += gelu_grad(x[i]) * g[i];
+        for (int64_t i = 0; i < n; i++) d[i] += prt_gelu_grad(x[i]) * g[i];
     } else {
-        for (int64_t i = 0; i < n; i++) ST(din, i, LD(din, i) + gelu_grad(LD(in, i)) * LD(dout, i));
+        for (int64_t i = 0; i < n; i++) ST(din, i, LD(din, i) + prt_gelu_grad(LD(in, i)) * LD(dout, i));
     }
-    OP_END(rt, "gelu_bwd");
 }
 
-void prt_relu_fwd(prt *rt, void *out_, const void *in_, int64_t n) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "relu_fwd", prt_cu_relu_fwd(rt, TN(out_), TN(in_), n));
+static void cpu_relu_fwd(prt *rt, void *out_, const void *in_, int64_t n) {
     tensor out = ften(rt, out_, "relu_fwd"), in = ften(rt, in_, "relu_fwd");
     for (int64_t i = 0; i < n; i++) {
         float x = LD(in, i);
         ST(out, i, x > 0.0f ? x : 0.0f);
     }
-    OP_END(rt, "relu_fwd");
 }
 
-void prt_relu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "relu_bwd", prt_cu_relu_bwd(rt, TN(din_), TN(in_), TN(dout_), n));
+static void cpu_relu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n) {
     tensor din = ften(rt, din_, "relu_bwd"), in = ften(rt, in_, "relu_bwd"), dout = ften(rt, dout_, "relu_bwd");
     for (int64_t i = 0; i < n; i++)
         if (LD(in, i) > 0.0f) ST(din, i, LD(din, i) + LD(dout, i));
-    OP_END(rt, "relu_bwd");
 }
 
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-void prt_swiglu_fwd(prt *rt, void *out_, const void *in_, int64_t N, int64_t F) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "swiglu_fwd", prt_cu_swiglu_fwd(rt, TN(out_), TN(in_), N, F));
+static void cpu_swiglu_fwd(prt *rt, void *out_, const void *in_, int64_t N, int64_t F) {
     tensor out = ften(rt, out_, "swiglu_fwd"), in = ften(rt, in_, "swiglu_fwd");
     for (int64_t n = 0; n < N; n++)
         for (int64_t f = 0; f < F; f++) {
             float g = LD(in, n * 2 * F + f), up = LD(in, n * 2 * F + F + f);
-            ST(out, n * F + f, g * sigmoidf(g) * up);
+            ST(out, n * F + f, prt_swiglu(g, up));
         }
-    OP_END(rt, "swiglu_fwd");
 }
 
-void prt_swiglu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t N, int64_t F) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "swiglu_bwd", prt_cu_swiglu_bwd(rt, TN(din_), TN(in_), TN(dout_), N, F));
+static void cpu_swiglu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t N, int64_t F) {
     tensor din = ften(rt, din_, "swiglu_bwd"), in = ften(rt, in_, "swiglu_bwd"), dout = ften(rt, dout_, "swiglu_bwd");
     for (int64_t n = 0; n < N; n++)
         for (int64_t f = 0; f < F; f++) {
             int64_t ig = n * 2 * F + f, iu = ig + F;
-            float g = LD(in, ig), up = LD(in, iu), s = sigmoidf(g), d = LD(dout, n * F + f);
-            ST(din, ig, LD(din, ig) + d * up * s * (1.0f + g * (1.0f - s)));
-            ST(din, iu, LD(din, iu) + d * g * s);
+            float g = LD(in, ig), up = LD(in, iu), d = LD(dout, n * F + f);
+            ST(din, ig, LD(din, ig) + prt_swiglu_dgate(d, g, up));
+            ST(din, iu, LD(din, iu) + prt_swiglu_dup(d, g));
         }
-    OP_END(rt, "swiglu_bwd");
 }
 
-void prt_add_fwd(prt *rt, void *out_, const void *a_, const void *b_, int64_t n) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "add_fwd", prt_cu_add_fwd(rt, TN(out_), TN(a_), TN(b_), n));
+static void cpu_add_fwd(prt *rt, void *out_, const void *a_, const void *b_, int64_t n) {
     tensor out = ften(rt, out_, "add_fwd"), a = ften(rt, a_, "add_fwd"), b = ften(rt, b_, "add_fwd");
     for (int64_t i = 0; i < n; i++) ST(out, i, LD(a, i) + LD(b, i));
-    OP_END(rt, "add_fwd");
 }
 
 /* ---------------------------------------------------------------- attention */
@@ -592,10 +465,8 @@ static void head_store(tensor qkv, view q, view k, view v, int64_t b, int64_t h,
     view_store(qkv, v, base + 2 * C, T, HD, 3 * C);
 }
 
-void prt_attention_fwd(prt *rt, void *out_, void *probs_, const void *qkv_, int64_t B, int64_t T_, int64_t NH_,
+static void cpu_attention_fwd(prt *rt, void *out_, void *probs_, const void *qkv_, int64_t B, int64_t T_, int64_t NH_,
                        int64_t HD_, int64_t causal) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "attention_fwd", prt_cu_attention_fwd(rt, TN(out_), TN(probs_), TN(qkv_), B, T_, NH_, HD_, causal));
     int T = blas_dim(T_, "attention"), NH = blas_dim(NH_, "attention"), HD = blas_dim(HD_, "attention");
     int C = blas_dim(NH_ * HD_, "attention");
     blas_dim(3 * (int64_t)C, "attention");
@@ -603,7 +474,7 @@ void prt_attention_fwd(prt *rt, void *out_, void *probs_, const void *qkv_, int6
            qkv = ften(rt, qkv_, "attention_fwd");
     int64_t THD = (int64_t)T * HD, TT = (int64_t)T * T;
     int p_own = probs.p && !is16(probs);  /* P computed in the probs buffer itself */
-    float *s = scratch(rt, is16(qkv) * 3 * THD + is16(out) * THD + (p_own ? 0 : TT));
+    float *s = scratch(rt, prt_scratch_attention_fwd(T, HD, probs.p != NULL, is16(probs), is16(qkv), is16(out)));
     float *qkv_slot = take(&s, is16(qkv) * 3 * THD), *out_slot = take(&s, is16(out) * THD),
           *p_slot = take(&s, p_own ? 0 : TT);
     for (int64_t b = 0; b < B; b++)
@@ -618,13 +489,10 @@ void prt_attention_fwd(prt *rt, void *out_, void *probs_, const void *qkv_, int6
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HD, T, 1.0f, P, T, v.f, v.ld, 0.0f, o.f, o.ld);
             view_store(out, o, (int64_t)b * T * C + (int64_t)h * HD, T, HD, C);
         }
-    OP_END(rt, "attention_fwd");
 }
 
-void prt_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const void *qkv_, const void *probs_, int64_t B,
+static void cpu_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const void *qkv_, const void *probs_, int64_t B,
                        int64_t T_, int64_t NH_, int64_t HD_, int64_t causal) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "attention_bwd", prt_cu_attention_bwd(rt, TN(dqkv_), TN(dout_), TN(qkv_), TN(probs_), B, T_, NH_, HD_, causal));
     int T = blas_dim(T_, "attention"), NH = blas_dim(NH_, "attention"), HD = blas_dim(HD_, "attention");
     int C = blas_dim(NH_ * HD_, "attention");
     blas_dim(3 * (int64_t)C, "attention");
@@ -633,7 +501,7 @@ void prt_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const void *qkv_
     int64_t THD = (int64_t)T * HD, TT = (int64_t)T * T;
     /* dP [T,T] always; P [T,T] unless read from an fp32 probs buffer */
     int p_own = probs.p && !is16(probs);
-    float *s = scratch(rt, is16(qkv) * 3 * THD + is16(dqkv) * 3 * THD + is16(dout) * THD + (p_own ? 1 : 2) * TT);
+    float *s = scratch(rt, prt_scratch_attention_bwd(T, HD, probs.p != NULL, is16(probs), is16(qkv), is16(dqkv), is16(dout)));
     float *dP = take(&s, TT), *p_slot = take(&s, p_own ? 0 : TT), *qkv_slot = take(&s, is16(qkv) * 3 * THD),
           *dqkv_slot = take(&s, is16(dqkv) * 3 * THD), *dout_slot = take(&s, is16(dout) * THD);
     float scale = 1.0f / sqrtf((float)HD);
@@ -659,44 +527,24 @@ void prt_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const void *qkv_
                 for (int j = 0; j < T; j++) dp[j] = p[j] * (dp[j] - (float)dot);
             }
             /* dQ += scale dS K;  dK += scale dS^T Q */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HD, T, scale, dP, T, k.f, k.ld, 1.0f, dq.f, dq.ld);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HD, T, scale, dP, T, k.f, k.ld, 1.0f, dq.f,
+                        dq.ld);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HD, T, scale, dP, T, q.f, q.ld, 1.0f, dk.f, dk.ld);
             head_store(dqkv, dq, dk, dv, b, h, T, C, HD);
         }
-    OP_END(rt, "attention_bwd");
 }
 
 /* ---------------------------------------------------------------- cross-entropy */
 
-/* Adds the loss of an xent_fwd call to the step's loss when this rank owns it:
- * coordinate 0 of `axis` and of every loss-replica axis. */
-static void count_step_loss(prt *rt, int64_t axis, double loss) {
-    int owner = prt_coord(rt, axis) == 0;
-    for (int a = 0; a < PRT_MAX_AXES; a++)
-        if ((rt->loss_replica_axes >> a & 1) && prt_coord(rt, a) != 0) owner = 0;
-    if (owner) prt_add_step_loss(rt, loss);
-}
-
-void prt_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *logits_, const void *targets_, int64_t N,
+static void cpu_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *logits_, const void *targets_, int64_t N,
                   int64_t V_local, int64_t vocab_offset, int64_t axis) {
-    OP_BEGIN(rt);
-#ifdef PRT_HAVE_CUDA
-    if (rt->device) {
-        prt_ten lg = TN(logits_);
-        prt_dump_logits(rt, lg.p, lg.dtype, N, V_local, vocab_offset, axis);
-        count_step_loss(rt, axis, prt_cu_xent_fwd(rt, TN(loss_sum_), TN(stats_), lg, targets_, N, V_local,
-                                                  vocab_offset, axis));
-        OP_END(rt, "xent_fwd");
-        return;
-    }
-#endif
     tensor loss_sum = ften(rt, loss_sum_, "xent_fwd"), stats = ften(rt, stats_, "xent_fwd"),
            logits = ften(rt, logits_, "xent_fwd");
     const int32_t *targets = targets_;
     int S = prt_axis_size(rt, axis);
     prt_dump_logits(rt, logits.p, logits.dtype, N, V_local, vocab_offset, axis);
     /* scratch: row max [N], then (sum of exp [N], target logit [N]) for one all-reduce */
-    float *mx = prt_workspace(rt, (size_t)3 * (size_t)N), *sums = mx + N;
+    float *mx = prt_workspace(rt, (size_t)prt_scratch_xent_fwd(N)), *sums = mx + N;
     for (int64_t n = 0; n < N; n++) {
         float m = -INFINITY;
         for (int64_t j = 0; j < V_local; j++) {
@@ -708,9 +556,9 @@ void prt_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *logits_, c
     PRT_CHECK(N <= INT_MAX / 2, "xent: %lld rows is too many for one all-reduce", (long long)N);
     if (S > 1) {
         double t = prt_trace_start(rt);
-        prt_block_begin("cross-entropy max all-reduce", axis);
-        PRT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, mx, (int)N, MPI_FLOAT, MPI_MAX, prt_axis_comm(rt, axis)));
-        prt_block_end();
+        MPI_Request req;
+        PRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, mx, (int)N, MPI_FLOAT, MPI_MAX, prt_axis_comm(rt, axis), &req));
+        prt_wait(rt, &req, NULL, "cross-entropy max all-reduce", axis);
         PRT_TRACE_END(rt, "xent_allreduce_max", "comm", t, N * 4, axis);
     }
     for (int64_t n = 0; n < N; n++) {
@@ -722,9 +570,10 @@ void prt_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *logits_, c
     }
     if (S > 1) {
         double t = prt_trace_start(rt);
-        prt_block_begin("cross-entropy sum all-reduce", axis);
-        PRT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, (int)(2 * N), MPI_FLOAT, MPI_SUM, prt_axis_comm(rt, axis)));
-        prt_block_end();
+        MPI_Request req;
+        PRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, sums, (int)(2 * N), MPI_FLOAT, MPI_SUM, prt_axis_comm(rt, axis),
+                                     &req));
+        prt_wait(rt, &req, NULL, "cross-entropy sum all-reduce", axis);
         PRT_TRACE_END(rt, "xent_allreduce_sum", "comm", t, N * 8, axis);
     }
     double loss = 0.0;
@@ -735,14 +584,11 @@ void prt_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *logits_, c
         loss += (double)lse - (double)sums[N + n];
     }
     ST(loss_sum, 0, LD(loss_sum, 0) + (float)loss);
-    count_step_loss(rt, axis, loss);
-    OP_END(rt, "xent_fwd");
+    prt_count_step_loss(rt, axis, loss);
 }
 
-void prt_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const void *stats_, const void *targets_, int64_t N,
-                  int64_t V_local, int64_t vocab_offset, double scale) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "xent_bwd", prt_cu_xent_bwd(rt, TN(dlogits_), TN(logits_), TN(stats_), targets_, N, V_local, vocab_offset, scale));
+static void cpu_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const void *stats_, const void *targets_,
+                         int64_t N, int64_t V_local, int64_t vocab_offset, double scale) {
     tensor dlogits = ften(rt, dlogits_, "xent_bwd"), logits = ften(rt, logits_, "xent_bwd"),
            stats = ften(rt, stats_, "xent_bwd");
     const int32_t *targets = targets_;
@@ -755,54 +601,65 @@ void prt_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const void *stat
             ST(dlogits, row + j, LD(dlogits, row + j) + s * (p - (j == target ? 1.0f : 0.0f)));
         }
     }
-    OP_END(rt, "xent_bwd");
 }
 
 /* ---------------------------------------------------------------- optimizers */
 
 /* With a master the fp32 master is updated and the param gets its rounding. */
-void prt_adamw(prt *rt, void *param_, void *master_, const void *grad_, void *m_, void *v_, int64_t n, int64_t step,
-               double lr, double beta1, double beta2, double eps, double weight_decay) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "adamw", prt_cu_adamw(rt, TN(param_), TN(master_), TN(grad_), TN(m_), TN(v_), n, step, lr, beta1, beta2, eps, weight_decay));
+static void cpu_adamw(prt *rt, void *param_, void *master_, const void *grad_, void *m_, void *v_, int64_t n,
+                      int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay) {
     PRT_CHECK(step >= 1, "adamw: step counts from 1, got %lld", (long long)step);
     tensor param = ften(rt, param_, "adamw"), master = ften(rt, master_, "adamw"), grad = ften(rt, grad_, "adamw"),
            m = ften(rt, m_, "adamw"), v = ften(rt, v_, "adamw");
     tensor p = master.p ? master : param;
-    float b1 = (float)beta1, b2 = (float)beta2, lr_f = (float)lr, eps_f = (float)eps, wd = (float)weight_decay;
-    float bc1 = (float)(1.0 - pow(beta1, (double)step)), bc2 = (float)(1.0 - pow(beta2, (double)step));
+    prt_adamw_args args = prt_adamw_prepare(step, lr, beta1, beta2, eps, weight_decay);
     for (int64_t i = 0; i < n; i++) {
-        float g = LD(grad, i);
-        float mi = b1 * LD(m, i) + (1.0f - b1) * g, vi = b2 * LD(v, i) + (1.0f - b2) * g * g;
+        float mi = LD(m, i), vi = LD(v, i), pi = prt_adamw_update(&args, LD(p, i), LD(grad, i), &mi, &vi);
         ST(m, i, mi);
         ST(v, i, vi);
-        float mhat = mi / bc1, vhat = vi / bc2, pi = LD(p, i);
-        pi -= lr_f * (mhat / (sqrtf(vhat) + eps_f) + wd * pi);
         ST(p, i, pi);
         if (master.p) ST(param, i, pi);
     }
-    OP_END(rt, "adamw");
 }
 
-void prt_sgd(prt *rt, void *param_, void *master_, const void *grad_, void *mom_, int64_t n, double lr,
+static void cpu_sgd(prt *rt, void *param_, void *master_, const void *grad_, void *mom_, int64_t n, double lr,
              double momentum, double weight_decay) {
-    OP_BEGIN(rt);
-    GPU_OP(rt, "sgd", prt_cu_sgd(rt, TN(param_), TN(master_), TN(grad_), TN(mom_), n, lr, momentum, weight_decay));
     tensor param = ften(rt, param_, "sgd"), master = ften(rt, master_, "sgd"), grad = ften(rt, grad_, "sgd"),
            mom = ften(rt, mom_, "sgd");
     tensor p = master.p ? master : param;
-    float lr_f = (float)lr, mu = (float)momentum, wd = (float)weight_decay;
     for (int64_t i = 0; i < n; i++) {
-        float pi = LD(p, i), d = LD(grad, i) + wd * pi;
-        if (mom.p) {
-            d = mu * LD(mom, i) + d;
-            ST(mom, i, d);
-        }
-        pi -= lr_f * d;
+        float mi = mom.p ? LD(mom, i) : 0.0f, pi = prt_sgd_update(LD(p, i), LD(grad, i), mom.p ? &mi : NULL, (float)lr,
+                                                                  (float)momentum, (float)weight_decay);
+        if (mom.p) ST(mom, i, mi);
         ST(p, i, pi);
         if (master.p) ST(param, i, pi);
     }
-    OP_END(rt, "sgd");
 }
 
-void prt_loss_replicas(prt *rt, int64_t axis_mask) { rt->loss_replica_axes = axis_mask; }
+/* ---------------------------------------------------------------- the backend table */
+
+static void *cpu_alloc_zero(prt *rt, size_t bytes, const char *what) {
+    void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    PRT_CHECK(p, "out of memory: %zu bytes of %s", bytes, what);
+    memset(p, 0, bytes);
+    return p;
+}
+static void cpu_free(prt *rt, void *p) { free(p); }
+static void cpu_copy_bytes(prt *rt, void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
+
+#define CPU_SLOT_OP(name) .name = cpu_##name,
+#define CPU_SLOT_COMM(name) .name = prt_mpi_##name,
+#define CPU_SLOT_HOST(name)
+#define CPU_SLOT_(X, kind, name, sig, params, args) CPU_SLOT_##kind(name)
+
+const prt_backend prt_backend_cpu = {
+    .name = "cpu",
+    .description = "every op on the CPU (OpenBLAS), collectives over MPI (the reference)",
+    .host_memory = 1,
+    .alloc_zero = cpu_alloc_zero,
+    .free = cpu_free,
+    .upload = cpu_copy_bytes,
+    .download = cpu_copy_bytes,
+    .copy_bytes = cpu_copy_bytes,
+    PRT_CALLS(CPU_SLOT_, _)
+};

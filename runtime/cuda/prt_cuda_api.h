@@ -1,0 +1,103 @@
+/*
+ * prt_cuda_api.h — the C interface of the CUDA backend (runtime/cuda/): device
+ * state, memory, and every op and collective on device tensors.  The backend
+ * table (prt_cuda_backend.c) adapts parc_rt.h's calls to these; the GPU tests
+ * (tests/gpu/) call them directly to compare them with the CPU reference.
+ */
+#ifndef PRT_CUDA_API_H
+#define PRT_CUDA_API_H
+
+#include "prt_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Device memory is addressed by plain pointers (unified addressing), so
+ * prt_dtype_of works on it too. */
+
+/* The number of CUDA devices this process sees: 0 when the driver reports none
+ * (cudaErrorNoDevice), -1 on any other CUDA error, whose name (e.g.
+ * "cudaErrorInsufficientDriver: ...") is written to error. */
+int prt_cuda_probe(char *error, size_t error_size);
+int prt_cuda_device_count(void);          /* prt_cuda_probe's count, 0 on an error */
+/* Picks device (local rank % devices), creates the streams, the cuBLAS handle and,
+ * for collectives over NCCL, one communicator per mesh axis of size > 1 (every axis
+ * when PRT_COLLECTIVES=nccl is set).  Needs the axis communicators (after prt_init's
+ * mesh).  Independent of rt->device, so tests can drive both backends. */
+void prt_cuda_init(prt *rt);
+void prt_cuda_finalize(prt *rt);          /* frees the device scratch, destroys comms and handles */
+void prt_cuda_sync(prt *rt);              /* waits for every op issued so far */
+const char *prt_cuda_collectives(prt *rt);   /* "nccl" or "mpi" */
+char *prt_cuda_alloc_zero(prt *rt, size_t bytes, const char *what);   /* cudaMalloc + zero; not booked */
+void prt_cuda_free(void *p);
+/* Copies ordered after every op issued so far; they return when the copy is done. */
+void prt_cuda_h2d(prt *rt, void *dst, const void *src, size_t bytes);
+void prt_cuda_d2h(prt *rt, void *dst, const void *src, size_t bytes);
+void prt_cuda_memset(prt *rt, void *dst, int byte, size_t bytes);
+/* A malloc'ed host copy of `bytes` device bytes (the caller frees it). */
+void *prt_cuda_host_copy(prt *rt, const void *dev, size_t bytes);
+/* Device scratch, booked like prt_workspace / prt_comm_stage (grows to exactly the
+ * largest request, contents lost on growth). */
+float *prt_cuda_workspace(prt *rt, size_t floats);
+char *prt_cuda_comm_stage(prt *rt, size_t bytes);
+
+/* The ops on the device: parc_rt.h's semantics, float tensors as prt_ten. */
+void prt_cu_zero(prt *rt, prt_ten buf, int64_t n, size_t esize);
+void prt_cu_copy(prt *rt, prt_ten dst, prt_ten src, int64_t n);
+void prt_cu_acc(prt *rt, prt_ten dst, prt_ten src, int64_t n);
+void prt_cu_embed_fwd(prt *rt, prt_ten out, const int32_t *tokens, prt_ten wte, int64_t N, int64_t C,
+                      int64_t vocab_local, int64_t vocab_offset);
+void prt_cu_embed_bwd(prt *rt, prt_ten dwte, const int32_t *tokens, prt_ten dout, int64_t N, int64_t C,
+                      int64_t vocab_local, int64_t vocab_offset);
+void prt_cu_pos_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten wpe, int64_t B, int64_t T, int64_t C, int64_t t_offset);
+void prt_cu_pos_bwd(prt *rt, prt_ten dwpe, prt_ten din, prt_ten dout, int64_t B, int64_t T, int64_t C, int64_t t_offset);
+void prt_cu_layernorm_fwd(prt *rt, prt_ten out, prt_ten mean, prt_ten rstd, prt_ten in, prt_ten w, prt_ten b,
+                          int64_t N, int64_t C);
+void prt_cu_layernorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten db, prt_ten dout, prt_ten in, prt_ten w,
+                          prt_ten mean, prt_ten rstd, int64_t N, int64_t C);
+void prt_cu_rmsnorm_fwd(prt *rt, prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, int64_t N, int64_t C);
+void prt_cu_rmsnorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, prt_ten rstd,
+                        int64_t N, int64_t C);
+void prt_cu_matmul_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten w, int64_t N, int64_t K, int64_t M, int transposed);
+void prt_cu_matmul_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, int64_t N, int64_t K,
+                       int64_t M, int transposed);
+void prt_cu_bias_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten b, int64_t N, int64_t M);
+void prt_cu_bias_bwd(prt *rt, prt_ten db, prt_ten dout, int64_t N, int64_t M);
+void prt_cu_gelu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t n);
+void prt_cu_gelu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n);
+void prt_cu_relu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t n);
+void prt_cu_relu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n);
+void prt_cu_swiglu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t N, int64_t F);
+void prt_cu_swiglu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t N, int64_t F);
+void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
+                          int64_t HD, int64_t causal);
+void prt_cu_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B, int64_t T,
+                          int64_t NH, int64_t HD, int64_t causal);
+void prt_cu_add_fwd(prt *rt, prt_ten out, prt_ten a, prt_ten b, int64_t n);
+/* Returns the loss (sum over the N rows of -log p(target)); loss_sum += it on the device. */
+double prt_cu_xent_fwd(prt *rt, prt_ten loss_sum, prt_ten stats, prt_ten logits, const int32_t *targets, int64_t N,
+                       int64_t V_local, int64_t vocab_offset, int64_t axis);
+void prt_cu_xent_bwd(prt *rt, prt_ten dlogits, prt_ten logits, prt_ten stats, const int32_t *targets, int64_t N,
+                     int64_t V_local, int64_t vocab_offset, double scale);
+void prt_cu_adamw(prt *rt, prt_ten param, prt_ten master, prt_ten grad, prt_ten m, prt_ten v, int64_t n, int64_t step,
+                  double lr, double beta1, double beta2, double eps, double weight_decay);
+void prt_cu_sgd(prt *rt, prt_ten param, prt_ten master, prt_ten grad, prt_ten mom, int64_t n, double lr,
+                double momentum, double weight_decay);
+
+/* Collectives on device buffers, axes of size > 1 (NCCL on the communication
+ * stream, or host-staged through prt_mpi_*), and the local pieces. */
+void prt_cu_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype);
+void prt_cu_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
+void prt_cu_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
+                          int64_t dtype);
+void prt_cu_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
+void prt_cu_slice(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
+void prt_cu_copy_bytes(prt *rt, void *dst, const void *src, size_t bytes);
+void prt_cu_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag, int64_t dtype);
+void prt_cu_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag, int64_t dtype);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,58 @@
+/*
+ * prt_backend.h — the interface every backend of the runtime implements, and the
+ * backends this runtime was built with.
+ *
+ * The public entry points (prt_ops.c) resolve what is common to all backends
+ * (tracing, the dtype of a collective's elements, size-1 axes) and call the
+ * backend chosen at prt_init (--device NAME) through this table:
+ *   - one slot per op row of PRT_CALLS (kind OP), with parc_rt.h's signature;
+ *   - one slot per collective row (kind COMM), with the elements' dtype appended:
+ *     allreduce/allgather/reducescatter/alltoall/slice are called only for axes
+ *     of size > 1, send/recv for any axis;
+ *   - the memory and lifecycle hooks below.
+ * runtime/cpu/ is the reference backend (every op in fp32 loops and OpenBLAS,
+ * collectives over MPI on host memory, prt_mpi.c); runtime/cuda/ runs every op
+ * on the GPU.  A backend's ops read their tensors' dtypes with prt_dtype_of.
+ */
+#ifndef PRT_BACKEND_H
+#define PRT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "parc_rt.h"
+
+#define PRT_WITH_DTYPE_(...) (__VA_ARGS__, int64_t dtype)
+#define PRT_BACKEND_SLOT_OP(name, params) void (*name) params;
+#define PRT_BACKEND_SLOT_COMM(name, params) void (*name) PRT_WITH_DTYPE_ params;
+#define PRT_BACKEND_SLOT_HOST(name, params)
+#define PRT_BACKEND_SLOT_(X, kind, name, sig, params, args) PRT_BACKEND_SLOT_##kind(name, params)
+
+typedef struct prt_backend {
+    const char *name;         /* the --device value */
+    const char *description;  /* one line for the usage message */
+    int host_memory;          /* 1: buffers are host memory (ops and dumps read them directly) */
+    /* 1 when this process can use the backend; else 0 with the reason in why.
+     * NULL: always usable. */
+    int (*available)(char *why, size_t why_size);
+    /* After the mesh is built (may be NULL); finalize releases what init made. */
+    void (*init)(prt *rt);
+    void (*finalize)(prt *rt);
+    /* Waits for every op issued so far (NULL: ops are synchronous). */
+    void (*sync)(prt *rt);
+    /* Buffer memory: zeroed blocks, 64-byte aligned; copies between host and it
+     * and within it, ordered after every op issued so far. */
+    void *(*alloc_zero)(prt *rt, size_t bytes, const char *what);
+    void (*free)(prt *rt, void *p);
+    void (*upload)(prt *rt, void *dst, const void *host_src, size_t bytes);
+    void (*download)(prt *rt, void *host_dst, const void *src, size_t bytes);
+    void (*copy_bytes)(prt *rt, void *dst, const void *src, size_t bytes);
+    PRT_CALLS(PRT_BACKEND_SLOT_, _)
+} prt_backend;
+
+/* The reference backend (runtime/cpu/). */
+extern const prt_backend prt_backend_cpu;
+/* The backends of this build, NULL-terminated, the default first (prt_backend.c). */
+extern const prt_backend *const prt_backends[];
+
+#endif

@@ -1,0 +1,351 @@
+/*
+ * prt_failure.c — failure handling: runtime errors (prt_fail, with the runtime
+ * source location, for broken tables and calls) and user errors (prt_user_fail:
+ * bad input and outputs, without it), checked allocation, and the watchdog.
+ *
+ * The watchdog has two parts.  Every MPI wait of the runtime is a nonblocking
+ * call completed by prt_wait, which polls it; past the timeout the waiting ranks
+ * query each other over a private duplicate of the world communicator (each
+ * polling rank answers with what it waits in), so the report names the ranks
+ * that never answered: stopped (SIGSTOP), hung in computation, or dead.  Calls
+ * that cannot be polled (communicator splits, device synchronisation) are
+ * bracketed by prt_block_begin/end and watched by a thread that ends the process
+ * past the timeout.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "prt_internal.h"
+
+/* The one context of this process: errors and the watchdog report its rank and host. */
+static prt *g_rt;
+static int g_rank = -1;
+static char g_host[MPI_MAX_PROCESSOR_NAME] = "?";
+
+void prt_failure_context(prt *rt) {
+    g_rt = rt;
+    g_rank = rt ? rt->world_rank : -1;
+    if (rt) snprintf(g_host, sizeof g_host, "%s", rt->host);
+}
+
+/* ---------------------------------------------------------------- errors */
+
+static int mpi_is_running(void) {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    return initialized && !finalized;
+}
+
+void prt_fail(const char *file, int line, const char *fmt, ...) {
+    char message[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "parc: rank %d (%s): %s:%d: error: %s\n", g_rank, g_host, file, line, message);
+    fflush(stderr);
+    if (mpi_is_running()) MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+void prt_user_fail(int status, const char *fmt, ...) {
+    char message[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    fprintf(stderr, "parc: error: %s\n", message);
+    fflush(stderr);
+    if (mpi_is_running()) MPI_Abort(MPI_COMM_WORLD, status);
+    exit(status);
+}
+
+void prt_mpi_fail(const char *file, int line, const char *call, int err) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(err, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", err);
+    prt_fail(file, line, "MPI call failed: %s: %s", call, text);
+}
+
+void *prt_xmalloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    PRT_CHECK(p, "out of memory allocating %zu bytes", bytes);
+    return p;
+}
+void *prt_xcalloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    PRT_CHECK(p, "out of memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
+void *prt_xrealloc(void *ptr, size_t bytes) {
+    void *p = realloc(ptr, bytes ? bytes : 1);
+    PRT_CHECK(p, "out of memory reallocating %zu bytes", bytes);
+    return p;
+}
+
+/* ---------------------------------------------------------------- the watchdog thread */
+
+static struct {
+    pthread_t thread;
+    int running;
+    atomic_int stop;
+    atomic_llong blocked_since_ms;   /* 0: not inside a blocking call */
+    _Atomic(const char *) what;
+    atomic_llong axis;
+    long long timeout_ms;
+} g_watch;
+
+static long long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void prt_block_begin(const char *what, int64_t axis) {
+    atomic_store(&g_watch.what, what);
+    atomic_store(&g_watch.axis, (long long)axis);
+    atomic_store(&g_watch.blocked_since_ms, now_ms());
+}
+void prt_block_end(void) { atomic_store(&g_watch.blocked_since_ms, 0); }
+
+static const char *axis_name(prt *rt, long long axis) {
+    if (rt && axis >= 0 && axis < rt->naxes && rt->plan.axis_names[axis]) return rt->plan.axis_names[axis];
+    return "world";
+}
+
+static void *watchdog_main(void *arg) {
+    (void)arg;
+    while (!atomic_load(&g_watch.stop)) {
+        struct timespec nap = {0, 100 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+        long long since = atomic_load(&g_watch.blocked_since_ms);
+        if (since && now_ms() - since > g_watch.timeout_ms) {
+            fprintf(stderr,
+                    "parc: rank %d (%s): error: %s on axis %s blocked for more than %lld s "
+                    "(--timeout): a peer rank probably died or hangs; aborting this rank\n",
+                    g_rank, g_host, atomic_load(&g_watch.what), axis_name(g_rt, atomic_load(&g_watch.axis)),
+                    g_watch.timeout_ms / 1000);
+            fflush(stderr);
+            /* No MPI from this thread: exiting without MPI_Finalize makes mpirun end the job. */
+            _exit(1);
+        }
+    }
+    return NULL;
+}
+
+void prt_watchdog_start(prt *rt) {
+    if (rt->timeout <= 0 || g_watch.running) return;
+    g_watch.timeout_ms = (long long)(rt->timeout * 1000.0);
+    atomic_store(&g_watch.stop, 0);
+    atomic_store(&g_watch.blocked_since_ms, 0);
+    PRT_CHECK(pthread_create(&g_watch.thread, NULL, watchdog_main, NULL) == 0, "cannot start the watchdog thread");
+    g_watch.running = 1;
+}
+
+void prt_watchdog_stop(void) {
+    if (!g_watch.running) return;
+    atomic_store(&g_watch.stop, 1);
+    pthread_join(g_watch.thread, NULL);
+    g_watch.running = 0;
+}
+
+/* ---------------------------------------------------------------- watched waits */
+
+enum { TAG_QUERY = 1, TAG_REPLY = 2 };
+
+/* Where a rank waits, as it answers a query. */
+typedef struct wait_report {
+    int64_t step, axis;
+    char what[56];
+} wait_report;
+
+static wait_report my_report(prt *rt) {
+    wait_report r;
+    memset(&r, 0, sizeof r);
+    r.step = rt->step;
+    r.axis = rt->wait_axis;
+    snprintf(r.what, sizeof r.what, "%s", rt->wait_what ? rt->wait_what : "?");
+    return r;
+}
+
+static void nap_us(long us) {
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Answers every pending query with this rank's report. */
+static void answer_queries(prt *rt) {
+    for (;;) {
+        int flag = 0, query = 0;
+        MPI_Status st;
+        PRT_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, TAG_QUERY, rt->watch_comm, &flag, &st));
+        if (!flag) return;
+        PRT_MPI_CHECK(MPI_Recv(&query, 1, MPI_INT, st.MPI_SOURCE, TAG_QUERY, rt->watch_comm, MPI_STATUS_IGNORE));
+        wait_report r = my_report(rt);
+        PRT_MPI_CHECK(MPI_Send(&r, (int)sizeof r, MPI_BYTE, st.MPI_SOURCE, TAG_REPLY, rt->watch_comm));
+    }
+}
+
+/* "rank R (dp 1, tp 0)": world rank R's mesh coordinates, last axis fastest. */
+static void rank_label(prt *rt, int rank, char *out, size_t size) {
+    int coord[PRT_MAX_AXES], rest = rank;
+    for (int a = rt->naxes - 1; a >= 0; a--) {
+        coord[a] = rest % rt->axis_size[a];
+        rest /= rt->axis_size[a];
+    }
+    int n = snprintf(out, size, "rank %d", rank);
+    for (int a = 0; a < rt->naxes && n > 0 && (size_t)n < size; a++)
+        n += snprintf(out + n, size - (size_t)n, "%s%s %d%s", a ? ", " : " (", axis_name(rt, a), coord[a],
+                      a == rt->naxes - 1 ? ")" : "");
+}
+
+/* Whether ranks a and b share the group of `axis` (equal coordinates elsewhere). */
+static int same_group(prt *rt, int a, int b, int64_t axis) {
+    if (axis < 0) return 1;
+    for (int k = rt->naxes - 1; k >= 0; k--) {
+        if (k != axis && a % rt->axis_size[k] != b % rt->axis_size[k]) return 0;
+        a /= rt->axis_size[k];
+        b /= rt->axis_size[k];
+    }
+    return 1;
+}
+
+/* "all-reduce on tp", or "the trace gather (shutdown)" for a wait on the world. */
+static void wait_label(prt *rt, const wait_report *r, char *out, size_t size) {
+    if (r->axis >= 0) snprintf(out, size, "%s on %s", r->what, axis_name(rt, r->axis));
+    else snprintf(out, size, "%s", r->what);
+}
+
+static void print_report(prt *rt, const char *heard, const wait_report *reports) {
+    char label[160], peer[160], wait[128], step[32];
+    int missing = 0;
+    for (int m = 0; m < rt->world_size; m++) {
+        if (heard[m]) continue;
+        missing++;
+        rank_label(rt, m, label, sizeof label);
+        int waiter = -1;  /* a waiting rank of m's group on its axis */
+        for (int r = 0; r < rt->world_size && waiter < 0; r++)
+            if (heard[r] && same_group(rt, r, m, reports[r].axis)) waiter = r;
+        if (waiter < 0) {
+            fprintf(stderr, "parc: error: %s did not arrive within %.0f s (stopped, hung or dead)\n", label,
+                    rt->timeout);
+            continue;
+        }
+        rank_label(rt, waiter, peer, sizeof peer);
+        wait_label(rt, &reports[waiter], wait, sizeof wait);
+        snprintf(step, sizeof step, "step %lld; ", (long long)reports[waiter].step);
+        fprintf(stderr, "parc: error: %s did not reach %s within %.0f s (%s%s waits for it)\n", label, wait,
+                rt->timeout, reports[waiter].step >= 0 ? step : "", peer);
+    }
+    if (!missing)
+        fprintf(stderr, "parc: error: every rank has waited for more than %.0f s: the ranks wait in collectives "
+                        "that do not match (a deadlock)\n", rt->timeout);
+    for (int r = 0; r < rt->world_size; r++) {
+        if (!heard[r]) continue;
+        rank_label(rt, r, label, sizeof label);
+        wait_label(rt, &reports[r], wait, sizeof wait);
+        snprintf(step, sizeof step, " (step %lld)", (long long)reports[r].step);
+        fprintf(stderr, "parc:   %s waits in %s%s\n", label, wait, reports[r].step >= 0 ? step : "");
+    }
+    fflush(stderr);
+}
+
+/* Past the timeout: asks every rank where it waits, for a grace period; the
+ * lowest rank that answered reports and ends the job.  Returns when the
+ * request completed meanwhile (a slow peer, not a hang). */
+static void diagnose(prt *rt, MPI_Request *request, MPI_Status *status) {
+    static int query = 1;
+    int me = rt->world_rank, n = rt->world_size, done = 0;
+    char *heard = prt_xcalloc((size_t)n, 1);
+    wait_report *reports = prt_xcalloc((size_t)n, sizeof *reports);
+    heard[me] = 1;
+    reports[me] = my_report(rt);
+    for (int r = 0; r < n; r++) {
+        if (r == me) continue;
+        MPI_Request q;
+        PRT_MPI_CHECK(MPI_Isend(&query, 1, MPI_INT, r, TAG_QUERY, rt->watch_comm, &q));
+        PRT_MPI_CHECK(MPI_Request_free(&q));
+    }
+    double grace = rt->timeout / 4 < 0.5 ? 0.5 : rt->timeout / 4 > 5.0 ? 5.0 : rt->timeout / 4;
+    double t0 = MPI_Wtime();
+    int answered = 1;
+    while (MPI_Wtime() - t0 < grace && answered < n && !done) {
+        answer_queries(rt);
+        int flag = 0;
+        MPI_Status st;
+        PRT_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, TAG_REPLY, rt->watch_comm, &flag, &st));
+        if (flag) {
+            wait_report r;
+            PRT_MPI_CHECK(MPI_Recv(&r, (int)sizeof r, MPI_BYTE, st.MPI_SOURCE, TAG_REPLY, rt->watch_comm,
+                                   MPI_STATUS_IGNORE));
+            r.what[sizeof r.what - 1] = 0;
+            if (!heard[st.MPI_SOURCE]) answered++;
+            heard[st.MPI_SOURCE] = 1;
+            reports[st.MPI_SOURCE] = r;
+            continue;
+        }
+        PRT_MPI_CHECK(MPI_Test(request, &done, status));
+        nap_us(1000);
+    }
+    int lowest = 0;
+    while (!heard[lowest]) lowest++;
+    if (!done && lowest == me) {
+        print_report(rt, heard, reports);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    /* Another rank reports: it was waiting when it answered, so its own timeout
+     * comes within one more period; keep answering until it ends the job. */
+    double until = MPI_Wtime() + rt->timeout + 2 * grace + 2.0;
+    while (!done && MPI_Wtime() < until) {
+        answer_queries(rt);
+        PRT_MPI_CHECK(MPI_Test(request, &done, status));
+        nap_us(1000);
+    }
+    if (!done) {
+        print_report(rt, heard, reports);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    free(heard);
+    free(reports);
+}
+
+void prt_wait(prt *rt, MPI_Request *request, MPI_Status *status, const char *what, int64_t axis) {
+    MPI_Status ignored;
+    MPI_Status *st = status ? status : &ignored;
+    int done = 0;
+    PRT_MPI_CHECK(MPI_Test(request, &done, st));
+    if (done) return;
+    const char *outer_what = rt->wait_what;
+    int64_t outer_axis = rt->wait_axis;
+    rt->wait_what = what;
+    rt->wait_axis = axis;
+    double start = MPI_Wtime();
+    for (long spins = 0; !done; spins++) {
+        PRT_MPI_CHECK(MPI_Test(request, &done, st));
+        if (done || spins < 2000) continue;  /* a short wait spins, as MPI's own waits do */
+        answer_queries(rt);
+        if (rt->timeout > 0 && MPI_Wtime() - start > rt->timeout) {
+            diagnose(rt, request, st);
+            done = 1;  /* diagnose returns only once the request completed */
+            break;
+        }
+        nap_us(spins < 20000 ? 20 : 200);
+    }
+    rt->wait_what = outer_what;
+    rt->wait_axis = outer_axis;
+}
+
+void prt_watched_barrier(prt *rt, const char *what) {
+    MPI_Request req;
+    PRT_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+    prt_wait(rt, &req, NULL, what, -1);
+}

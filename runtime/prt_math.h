@@ -1,0 +1,172 @@
+/*
+ * prt_math.h — the element math both backends compute: bf16 and IEEE half
+ * rounding (to nearest even), loads and stores of a float tensor in its storage
+ * dtype, GELU (tanh approximation), SiLU and the SwiGLU gate, and their
+ * derivatives.  Compiled for the host (plain static inline C) and, under nvcc,
+ * for the device too (__host__ __device__), so the CPU reference and the CUDA
+ * kernels evaluate the same formulas bit for bit where the hardware rounds alike.
+ * Needs only <stdint.h>, <string.h>, <math.h> and parc_rt.h's enum prt_dtype.
+ */
+#ifndef PRT_MATH_H
+#define PRT_MATH_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "parc_rt.h"
+
+#ifdef __CUDACC__
+#define PRT_MATH static __host__ __device__ __forceinline__
+#else
+#define PRT_MATH static inline
+#endif
+
+/* ---------------------------------------------------------------- 16-bit floats */
+
+/* float -> bf16, round to nearest even; a NaN stays a (quiet) NaN. */
+PRT_MATH uint16_t prt_f32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40);
+    x += 0x7fff + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+PRT_MATH float prt_bf16_to_f32(uint16_t h) {
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+/* float -> IEEE binary16, round to nearest even, with subnormals; overflow gives inf. */
+PRT_MATH uint16_t prt_f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, mant = x & 0x7fffff;
+    int exp = (int)((x >> 23) & 0xff) - 127 + 15;
+    if (((x >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
+    if (exp >= 31) return (uint16_t)(sign | 0x7c00);
+    if (exp <= 0) {
+        if (exp < -10) return (uint16_t)sign;
+        mant |= 0x800000;
+        int shift = 14 - exp;
+        uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1))) half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = sign | ((uint32_t)exp << 10) | (mant >> 13), rem = mant & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++;  /* a carry into the exponent is right */
+    return (uint16_t)half;
+}
+PRT_MATH float prt_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, x;
+    float f;
+    if (exp == 0x1f) x = sign | 0x7f800000 | (mant << 13);
+    else if (exp) x = sign | ((exp + 112) << 23) | (mant << 13);
+    else {  /* zero or subnormal: mant x 2^-24 */
+        f = (float)mant * (1.0f / 16777216.0f);
+        return sign ? -f : f;
+    }
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+/* Element i of a float tensor stored as `dtype` (PRT_F32, PRT_BF16 or PRT_F16), and
+ * the store that rounds to it.  The ops compute in fp32 through these. */
+PRT_MATH float prt_load(const void *base, int64_t dtype, int64_t i) {
+    switch (dtype) {
+    case PRT_BF16: return prt_bf16_to_f32(((const uint16_t *)base)[i]);
+    case PRT_F16: return prt_f16_to_f32(((const uint16_t *)base)[i]);
+    default: return ((const float *)base)[i];
+    }
+}
+PRT_MATH void prt_store(void *base, int64_t dtype, int64_t i, float v) {
+    switch (dtype) {
+    case PRT_BF16: ((uint16_t *)base)[i] = prt_f32_to_bf16(v); break;
+    case PRT_F16: ((uint16_t *)base)[i] = prt_f32_to_f16(v); break;
+    default: ((float *)base)[i] = v; break;
+    }
+}
+PRT_MATH int prt_dtype_is_16(int64_t dtype) { return dtype == PRT_BF16 || dtype == PRT_F16; }
+
+/* ---------------------------------------------------------------- activations */
+
+#define PRT_GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
+
+/* tanh as a clamped odd rational function, x P(x^2) / Q(x^2): no branch and no
+ * libm call, so the CPU loops vectorise; within a few float ulp of tanh.
+ * The coefficients are those of Eigen's generic_fast_tanh_float. */
+PRT_MATH float prt_tanh_rational(float x) {
+    const float clamp = 7.90531110763549805f;
+    x = x > clamp ? clamp : (x < -clamp ? -clamp : x);
+    float x2 = x * x;
+    float p = -2.76076847742355e-16f;
+    p = p * x2 + 2.00018790482477e-13f;
+    p = p * x2 + -8.60467152213735e-11f;
+    p = p * x2 + 5.12229709037114e-08f;
+    p = p * x2 + 1.48572235717979e-05f;
+    p = p * x2 + 6.37261928875436e-04f;
+    p = p * x2 + 4.89352455891786e-03f;
+    float q = 1.19825839466702e-06f;
+    q = q * x2 + 1.18534705686654e-04f;
+    q = q * x2 + 2.26843463243900e-03f;
+    q = q * x2 + 4.89352518554385e-03f;
+    return x * p / q;
+}
+
+/* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+PRT_MATH float prt_gelu(float x) {
+    return 0.5f * x * (1.0f + prt_tanh_rational(PRT_GELU_SCALE * (x + 0.044715f * x * x * x)));
+}
+/* d gelu / dx. */
+PRT_MATH float prt_gelu_grad(float x) {
+    float t = prt_tanh_rational(PRT_GELU_SCALE * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * PRT_GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+PRT_MATH float prt_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* SwiGLU of one (gate g, up u) pair: silu(g) * u; and, for an output gradient d,
+ * the gradients of the gate, d u s (1 + g (1 - s)), and of the up half, d g s,
+ * s = sigmoid(g). */
+PRT_MATH float prt_swiglu(float g, float u) { return g * prt_sigmoid(g) * u; }
+PRT_MATH float prt_swiglu_dgate(float d, float g, float u) {
+    float s = prt_sigmoid(g);
+    return d * u * s * (1.0f + g * (1.0f - s));
+}
+PRT_MATH float prt_swiglu_dup(float d, float g) { return d * g * prt_sigmoid(g); }
+
+/* ---------------------------------------------------------------- optimizers */
+
+/* AdamW's per-step constants (parc_rt.h, prt_adamw), in fp32 as the updates use them. */
+typedef struct prt_adamw_args {
+    float b1, b2, lr, eps, wd, bc1, bc2;   /* bc = 1 - beta^step: the bias corrections */
+} prt_adamw_args;
+
+PRT_MATH prt_adamw_args prt_adamw_prepare(int64_t step, double lr, double beta1, double beta2, double eps,
+                                          double weight_decay) {
+    prt_adamw_args a = {(float)beta1, (float)beta2, (float)lr, (float)eps, (float)weight_decay,
+                        (float)(1.0 - pow(beta1, (double)step)), (float)(1.0 - pow(beta2, (double)step))};
+    return a;
+}
+/* One element: *m and *v get their new (fp32) moments, the new parameter is
+ * returned; decoupled weight decay, bias-corrected (torch.optim.AdamW). */
+PRT_MATH float prt_adamw_update(const prt_adamw_args *a, float p, float g, float *m, float *v) {
+    float mi = a->b1 * *m + (1.0f - a->b1) * g, vi = a->b2 * *v + (1.0f - a->b2) * g * g;
+    *m = mi;
+    *v = vi;
+    float mhat = mi / a->bc1, vhat = vi / a->bc2;
+    return p - a->lr * (mhat / (sqrtf(vhat) + a->eps) + a->wd * p);
+}
+/* One SGD element (torch.optim.SGD): d = g + wd p; with momentum (mom non-NULL)
+ * *mom = mu *mom + d and d = *mom; returns p - lr d. */
+PRT_MATH float prt_sgd_update(float p, float g, float *mom, float lr, float mu, float wd) {
+    float d = g + wd * p;
+    if (mom) {
+        d = mu * *mom + d;
+        *mom = d;
+    }
+    return p - lr * d;
+}
+
+#endif

@@ -1,0 +1,172 @@
+/*
+ * prt_mesh.c — prt_init: MPI, the runtime options, the mesh (coordinates, one
+ * communicator per axis), the outputs and data checked before any training, and
+ * the backend's start-up; the accessors of the mesh.  Every start-up phase is
+ * watched: waits by prt_wait, the communicator splits by the watchdog thread.
+ */
+#include <cblas.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prt_backend.h"
+#include "prt_internal.h"
+
+void prt_startup_verdict(prt *rt, const char *message) {
+    int first = message ? rt->world_rank : rt->world_size;
+    MPI_Request req;
+    PRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req));
+    prt_wait(rt, &req, NULL, "the start-up checks", -1);
+    if (first == rt->world_size) return;
+    if (first == rt->world_rank) fprintf(stderr, "parc: error: %s\n", message);
+    prt_exit_all(rt, 2);
+}
+
+/* Opens the outputs on rank 0 before any training, so that a path in a missing
+ * directory or without write permission fails now, not after the run. */
+static void open_outputs(prt *rt, char *message, size_t size) {
+    if (rt->world_rank != 0) return;
+    const char *loss_path = getenv("PRT_LOSS_FILE");
+    if (loss_path && *loss_path) {
+        rt->loss_path = loss_path;
+        rt->loss_file = fopen(loss_path, "w");
+        if (!rt->loss_file) {
+            snprintf(message, size, "PRT_LOSS_FILE %s: cannot open it for writing: %s", loss_path, strerror(errno));
+            return;
+        }
+    }
+    if (rt->trace_path) {
+        rt->trace_file = fopen(rt->trace_path, "w");
+        if (!rt->trace_file)
+            snprintf(message, size, "--trace %s: cannot open it for writing: %s", rt->trace_path, strerror(errno));
+    }
+}
+
+/* The mesh: world size must be the product of the axis sizes. */
+static void check_mesh(prt *rt, const prt_plan_desc *plan) {
+    int64_t product = 1;
+    int bad_mesh = plan->naxes < 0 || plan->naxes > PRT_MAX_AXES;
+    for (int64_t a = 0; !bad_mesh && a < plan->naxes; a++) {
+        if (plan->axis_sizes[a] < 1) bad_mesh = 1;
+        else product *= plan->axis_sizes[a];
+    }
+    if (!bad_mesh && product == rt->world_size) return;
+    if (rt->world_rank == 0) {
+        fprintf(stderr, "parc: error: plan '%s' needs %lld ranks (mesh", plan->plan_name ? plan->plan_name : "?",
+                (long long)product);
+        for (int64_t a = 0; a < plan->naxes && a < PRT_MAX_AXES; a++)
+            fprintf(stderr, "%s%s=%lld", a ? " x " : " ", plan->axis_names[a] ? plan->axis_names[a] : "?",
+                    (long long)plan->axis_sizes[a]);
+        fprintf(stderr, ") but was started with %d; run it with mpirun -np %lld\n", rt->world_size,
+                (long long)product);
+    }
+    prt_exit_all(rt, 2);
+}
+
+/* Coordinates, last axis fastest; one communicator per axis (key = coordinate). */
+static void build_axes(prt *rt, const prt_plan_desc *plan) {
+    rt->naxes = (int)plan->naxes;
+    int stride = 1, rest = rt->world_rank;
+    int strides[PRT_MAX_AXES];
+    for (int a = rt->naxes - 1; a >= 0; a--) {
+        rt->axis_size[a] = (int)plan->axis_sizes[a];
+        rt->coord[a] = rest % rt->axis_size[a];
+        rest /= rt->axis_size[a];
+        strides[a] = stride;
+        stride *= rt->axis_size[a];
+    }
+    prt_watched_barrier(rt, "the start-up barrier before the communicator split");
+    prt_block_begin("the communicator split (start-up)", -1);
+    for (int a = 0; a < rt->naxes; a++) {
+        int color = rt->world_rank - rt->coord[a] * strides[a];
+        PRT_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, rt->coord[a], &rt->axis_comm[a]));
+        MPI_Comm_set_errhandler(rt->axis_comm[a], MPI_ERRORS_RETURN);
+        int r = -1;
+        PRT_MPI_CHECK(MPI_Comm_rank(rt->axis_comm[a], &r));
+        PRT_CHECK(r == rt->coord[a], "axis %d: communicator rank %d != coordinate %d", a, r, rt->coord[a]);
+    }
+    /* OpenBLAS: one thread per rank when several ranks share a node, unless the user says. */
+    MPI_Comm local;
+    PRT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
+    PRT_MPI_CHECK(MPI_Comm_size(local, &rt->local_ranks));
+    MPI_Comm_free(&local);
+    prt_block_end();
+    if (!getenv("OPENBLAS_NUM_THREADS") && rt->local_ranks > 1) openblas_set_num_threads(1);
+    int *tag_ub = NULL, has_ub = 0;
+    PRT_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &has_ub));
+    rt->tag_ub = has_ub && tag_ub ? *tag_ub : 32767;
+}
+
+prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
+    int ac = (int)argc, provided = 0;
+    char **av = argv;
+    PRT_CHECK(plan, "prt_init: no plan");
+    PRT_MPI_CHECK(MPI_Init_thread(&ac, &av, MPI_THREAD_FUNNELED, &provided));
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+
+    prt *rt = prt_xcalloc(1, sizeof *rt);
+    rt->plan = *plan;
+    PRT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rt->world_rank));
+    PRT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &rt->world_size));
+    int hostlen = 0;
+    PRT_MPI_CHECK(MPI_Get_processor_name(rt->host, &hostlen));
+    prt_failure_context(rt);
+    rt->step = -1;
+    rt->steps = plan->steps;
+    rt->die_rank = rt->die_step = -1;
+    rt->wait_axis = -1;
+
+    prt_parse_flags(rt, (int)argc, argv);
+    check_mesh(rt, plan);
+    prt_watchdog_start(rt);
+    prt_block_begin("duplicating the world communicator (start-up)", -1);
+    PRT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &rt->watch_comm));
+    prt_block_end();
+    build_axes(rt, plan);
+
+    /* Test hooks. */
+    const char *die = getenv("PRT_TEST_DIE");
+    if (die) {
+        long long r = -1, s = -1;
+        PRT_CHECK(sscanf(die, "%lld:%lld", &r, &s) == 2, "PRT_TEST_DIE must be RANK:STEP, got '%s'", die);
+        rt->die_rank = r;
+        rt->die_step = s;
+    }
+    char message[1024] = "";
+    open_outputs(rt, message, sizeof message);
+    if (!*message) prt_dump_init(rt, message, sizeof message);
+    prt_startup_verdict(rt, *message ? message : NULL);
+    if (rt->data_path) prt_data_open(rt, rt->data_path);
+    if (rt->backend->init) {
+        prt_block_begin("the backend's start-up", -1);
+        rt->backend->init(rt);
+        prt_block_end();
+    }
+
+    rt->tracing = rt->trace_path != NULL;
+    prt_watched_barrier(rt, "the start-up barrier");
+    rt->time_origin = MPI_Wtime();
+    return rt;
+}
+
+int64_t prt_coord(prt *rt, int64_t axis) {
+    if (axis < 0) return 0;
+    PRT_CHECK(axis < rt->naxes, "axis %lld out of range (mesh has %d axes)", (long long)axis, rt->naxes);
+    return rt->coord[axis];
+}
+
+int64_t prt_steps(prt *rt) { return rt->steps; }
+
+int prt_axis_size(prt *rt, int64_t axis) {
+    if (axis < 0) return 1;
+    PRT_CHECK(axis < rt->naxes, "axis %lld out of range (mesh has %d axes)", (long long)axis, rt->naxes);
+    return rt->axis_size[axis];
+}
+
+MPI_Comm prt_axis_comm(prt *rt, int64_t axis) {
+    if (axis < 0) return MPI_COMM_NULL;
+    PRT_CHECK(axis < rt->naxes, "axis %lld out of range (mesh has %d axes)", (long long)axis, rt->naxes);
+    return rt->axis_comm[axis];
+}
+

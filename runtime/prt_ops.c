@@ -1,0 +1,88 @@
+/*
+ * prt_ops.c — the public entry points of the ops and collectives (parc_rt.h's
+ * PRT_CALLS rows of kind OP and COMM): what every backend shares, then one call
+ * through the backend table chosen at prt_init (prt_backend.h).
+ *   ops: timed for the trace (after a backend sync, so device work is counted);
+ *   collectives: the elements' dtype from the registered buffers (which must
+ *     agree; unregistered memory is fp32), an axis of size 1 as a local copy,
+ *     and the backend's collective for the rest (it traces its own transfers).
+ * Also the step-loss bookkeeping both backends' xent_fwd report to.
+ */
+#include <string.h>
+
+#include "prt_backend.h"
+#include "prt_internal.h"
+
+/* ---------------------------------------------------------------- ops */
+
+static void trace_op(prt *rt, const char *name, double start) {
+    if (rt->backend->sync) rt->backend->sync(rt);
+    prt_trace_record(rt, name, "op", start, -1, -1);
+}
+
+#define PRT_DISPATCH_OP(name, params, args)     \
+    void prt_##name params {                    \
+        double start = prt_trace_start(rt);     \
+        rt->backend->name args;                 \
+        if (rt->tracing) trace_op(rt, #name, start); \
+    }
+#define PRT_DISPATCH_COMM(name, params, args)
+#define PRT_DISPATCH_HOST(name, params, args)
+#define PRT_DISPATCH_(X, kind, name, sig, params, args) PRT_DISPATCH_##kind(name, params, args)
+PRT_CALLS(PRT_DISPATCH_, _)
+
+/* ---------------------------------------------------------------- collectives */
+
+/* The dtype the elements of a collective have: that of its registered buffers
+ * (which must agree), else fp32.  b may be NULL. */
+static int64_t elem_dtype(prt *rt, const void *a, const void *b, const char *what) {
+    int64_t da = prt_dtype_of(rt, a), db = prt_dtype_of(rt, b);
+    PRT_CHECK(da < 0 || db < 0 || da == db, "%s: its buffers hold %s and %s elements", what, prt_dtype_names[da],
+              prt_dtype_names[db]);
+    return da >= 0 ? da : db >= 0 ? db : PRT_F32;
+}
+
+/* out = in, n elements of esize bytes: an axis of size 1. */
+static void copy_local(prt *rt, void *out, const void *in, int64_t n, size_t esize) {
+    if (n > 0 && out != in) rt->backend->copy_bytes(rt, out, in, (size_t)n * esize);
+}
+
+void prt_allreduce(prt *rt, int64_t axis, void *buf, int64_t n) {
+    if (prt_axis_size(rt, axis) == 1 || n == 0) return;
+    rt->backend->allreduce(rt, axis, buf, n, elem_dtype(rt, buf, NULL, "allreduce"));
+}
+
+/* allgather, reducescatter, alltoall and slice: [outer, inner] blocks; a size-1
+ * axis leaves one block, a copy. */
+#define PRT_BLOCK_COLLECTIVE(name)                                                                   \
+    void prt_##name(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner) { \
+        int64_t dtype = elem_dtype(rt, out, in, #name);                                              \
+        if (prt_axis_size(rt, axis) == 1) {                                                          \
+            copy_local(rt, out, in, outer * inner, prt_dtype_size(dtype));                           \
+            return;                                                                                  \
+        }                                                                                            \
+        rt->backend->name(rt, axis, out, in, outer, inner, dtype);                                   \
+    }
+PRT_BLOCK_COLLECTIVE(allgather)
+PRT_BLOCK_COLLECTIVE(reducescatter)
+PRT_BLOCK_COLLECTIVE(alltoall)
+PRT_BLOCK_COLLECTIVE(slice)
+
+void prt_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag) {
+    rt->backend->send(rt, axis, delta, buf, n, tag, elem_dtype(rt, buf, NULL, "send"));
+}
+
+void prt_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag) {
+    rt->backend->recv(rt, axis, delta, buf, n, tag, elem_dtype(rt, buf, NULL, "recv"));
+}
+
+/* ---------------------------------------------------------------- step loss */
+
+void prt_loss_replicas(prt *rt, int64_t axis_mask) { rt->loss_replica_axes = axis_mask; }
+
+void prt_count_step_loss(prt *rt, int64_t axis, double loss) {
+    int owner = prt_coord(rt, axis) == 0;
+    for (int a = 0; a < PRT_MAX_AXES; a++)
+        if ((rt->loss_replica_axes >> a & 1) && prt_coord(rt, a) != 0) owner = 0;
+    if (owner) rt->step_loss += loss;
+}

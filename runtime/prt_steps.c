@@ -1,0 +1,168 @@
+/*
+ * prt_steps.c — the step loop's runtime side: step begin/end (the step loss summed
+ * over the ranks, the metrics line, PRT_LOSS_FILE), the ledger check and the
+ * --memory table, and prt_finalize.  Every wait here is watched (prt_wait).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prt_backend.h"
+#include "prt_internal.h"
+
+/* ---------------------------------------------------------------- steps */
+
+void prt_step_begin(prt *rt, int64_t step) {
+    if (rt->die_rank == rt->world_rank && rt->die_step == step) {
+        fprintf(stderr, "parc: rank %d (%s): PRT_TEST_DIE: killing myself at step %lld\n", rt->world_rank, rt->host,
+                (long long)step);
+        fflush(stderr);
+        raise(SIGKILL);
+    }
+    rt->step = step;
+    rt->step_loss = 0.0;
+    rt->step_start = MPI_Wtime();
+    prt_dump_step_begin(rt, step);
+}
+
+void prt_before_optimizer(prt *rt, int64_t step) {
+    PRT_CHECK(rt->step == step, "prt_before_optimizer(%lld) outside step %lld", (long long)step, (long long)rt->step);
+    prt_dump_before_optimizer(rt, step);
+}
+
+/* Waits for the backend's outstanding work (device kernels, NCCL collectives)
+ * under the watchdog thread: a device wait cannot be polled like MPI's. */
+static void backend_sync(prt *rt, const char *what) {
+    if (!rt->backend->sync) return;
+    prt_block_begin(what, -1);
+    rt->backend->sync(rt);
+    prt_block_end();
+}
+
+void prt_step_end(prt *rt, int64_t step) {
+    PRT_CHECK(rt->step == step, "prt_step_end(%lld) without prt_step_begin(%lld)", (long long)step, (long long)step);
+    backend_sync(rt, "the device work of the step");  /* the step's time includes it */
+    prt_comm_complete_sends(rt);
+    double loss = rt->step_loss;
+    double t_comm = prt_trace_start(rt);
+    MPI_Request req;
+    PRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req));
+    prt_wait(rt, &req, NULL, "the step's loss all-reduce", -1);
+    PRT_TRACE_END(rt, "step_loss_allreduce", "comm", t_comm, 8, -1);
+    double tokens = (double)rt->plan.batch * (double)rt->plan.seq;
+    loss = tokens > 0 ? loss / tokens : loss;
+    double end = MPI_Wtime(), seconds = end - rt->step_start;
+    if (rt->tracing) prt_trace_record(rt, "step", "step", rt->step_start, -1, -1);
+    rt->steps_done++;
+    rt->total_seconds += seconds;
+    rt->last_loss = loss;
+    if (rt->world_rank == 0) {
+        if (!rt->quiet) {
+            printf("step %lld | loss %.6f | %.0f tok/s | %.1f ms\n", (long long)step, loss,
+                   seconds > 0 ? tokens / seconds : 0.0, seconds * 1e3);
+            fflush(stdout);
+        }
+        if (rt->loss_file && (fprintf(rt->loss_file, "%lld %.9g\n", (long long)step, loss) < 0 ||
+                              fflush(rt->loss_file) != 0))
+            prt_user_fail(1, "PRT_LOSS_FILE %s: cannot write step %lld: %s", rt->loss_path, (long long)step,
+                          strerror(errno));
+    }
+    rt->step = -1;
+}
+
+/* ---------------------------------------------------------------- finalize */
+
+/* Checks this rank's ledger against the compiler's; returns 0 or 3. */
+static int check_ledger(prt *rt) {
+    if (!rt->have_expected) return 0;
+    int status = 0;
+    for (int c = 0; c < PRT_NCLASS; c++) {
+        int exact = c == PRT_WEIGHTS || c == PRT_GRADS || c == PRT_MASTER || c == PRT_OPTIM;
+        int64_t measured = exact ? rt->ledger_now[c] : rt->ledger_peak[c];
+        int ok = exact ? measured == rt->expected[c] : measured <= rt->expected[c];
+        if (!ok) {
+            fprintf(stderr, "parc: rank %d (%s): error: memory ledger mismatch in class %s: measured %lld B, "
+                            "compiler %lld B (%s)\n", rt->world_rank, rt->host, prt_class_names[c],
+                    (long long)measured, (long long)rt->expected[c], exact ? "must be equal" : "must not exceed");
+            status = 3;
+        }
+    }
+    return status;
+}
+
+static void print_memory_table(prt *rt) {
+    int64_t mine[2 * PRT_NCLASS + 1];
+    for (int c = 0; c < PRT_NCLASS; c++) {
+        int exact = c <= PRT_OPTIM;
+        mine[c] = exact ? rt->ledger_now[c] : rt->ledger_peak[c];
+        mine[PRT_NCLASS + c] = rt->expected[c];
+    }
+    mine[2 * PRT_NCLASS] = rt->have_expected;
+    int64_t *all = rt->world_rank == 0 ? prt_xmalloc(sizeof mine * (size_t)rt->world_size) : NULL;
+    MPI_Request req;
+    PRT_MPI_CHECK(MPI_Igather(mine, 2 * PRT_NCLASS + 1, MPI_INT64_T, all, 2 * PRT_NCLASS + 1, MPI_INT64_T, 0,
+                              MPI_COMM_WORLD, &req));
+    prt_wait(rt, &req, NULL, "the memory ledger gather (shutdown)", -1);
+    if (rt->world_rank == 0) {
+        printf("memory ledger (bytes; measured = exact for weights/grads/master/optim, peak otherwise)\n");
+        printf("%5s  %-12s %16s %16s  %s\n", "rank", "class", "measured", "compiler", "");
+        for (int r = 0; r < rt->world_size; r++) {
+            const int64_t *row = all + (size_t)r * (2 * PRT_NCLASS + 1);
+            for (int c = 0; c < PRT_NCLASS; c++) {
+                int exact = c <= PRT_OPTIM;
+                if (row[2 * PRT_NCLASS]) {
+                    int ok = exact ? row[c] == row[PRT_NCLASS + c] : row[c] <= row[PRT_NCLASS + c];
+                    printf("%5d  %-12s %16lld %16lld  %s\n", r, prt_class_names[c], (long long)row[c],
+                           (long long)row[PRT_NCLASS + c], ok ? "ok" : "MISMATCH");
+                } else {
+                    printf("%5d  %-12s %16lld %16s\n", r, prt_class_names[c], (long long)row[c], "-");
+                }
+            }
+        }
+        fflush(stdout);
+    }
+    free(all);
+}
+
+int64_t prt_finalize(prt *rt) {
+    backend_sync(rt, "the device work before shutdown");
+    prt_comm_complete_sends(rt);
+    prt_dump_finalize(rt);
+    if (rt->tracing) prt_trace_write(rt);
+    int status = check_ledger(rt);
+    if (rt->memory_report) print_memory_table(rt);
+    MPI_Request req;
+    PRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req));
+    prt_wait(rt, &req, NULL, "the exit status all-reduce (shutdown)", -1);
+    if (rt->world_rank == 0 && rt->steps_done > 0) {
+        double ms = rt->total_seconds / (double)rt->steps_done * 1e3;
+        double tokens = (double)rt->plan.batch * (double)rt->plan.seq;
+        printf("parc: %s: %lld steps | final loss %.6f | %.1f ms/step | %.0f tok/s\n",
+               rt->plan.plan_name ? rt->plan.plan_name : "plan", (long long)rt->steps_done, rt->last_loss, ms,
+               ms > 0 ? tokens / (ms * 1e-3) : 0.0);
+        fflush(stdout);
+    }
+    if (rt->loss_file && fclose(rt->loss_file) != 0)
+        prt_user_fail(1, "PRT_LOSS_FILE %s: cannot write: %s", rt->loss_path, strerror(errno));
+    rt->loss_file = NULL;
+    prt_watched_barrier(rt, "the final barrier (shutdown)");
+    prt_watchdog_stop();
+    prt_comm_free(rt);
+    for (int a = 0; a < rt->naxes; a++) MPI_Comm_free(&rt->axis_comm[a]);
+    MPI_Comm_free(&rt->watch_comm);
+    for (int c = 0; c < PRT_NCLASS; c++)
+        if (rt->class_block[c]) rt->backend->free(rt, rt->class_block[c]);
+    if (rt->backend->finalize) rt->backend->finalize(rt);
+    prt_data_close(rt);
+    free(rt->buffers);
+    free(rt->ranges);
+    free(rt->comm_stage);
+    free(rt->work);
+    free(rt->events);
+    prt_failure_context(NULL);
+    free(rt);
+    MPI_Finalize();
+    return status;
+}

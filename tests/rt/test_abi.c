@@ -1,0 +1,84 @@
+/*
+ * test_abi.c — the runtime's call table against itself: for every row of
+ * PRT_CALLS (parc_rt.h), the signature string the compiler declares the call
+ * from must be exactly the row's parameter types (p pointer, i int64_t, d double),
+ * and PRT_OPS must list the rows in order; every backend of this build
+ * (prt_backends) must fill every op and collective slot and its memory hooks.
+ * No MPI: it reads tables only.  Exit status 0 iff every check held.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "prt_backend.h"
+
+static int checks, failures;
+
+static void expect(int ok, const char *what, const char *name, const char *detail) {
+    checks++;
+    if (!ok) {
+        failures++;
+        printf("FAIL: %s %s: %s\n", what, name, detail);
+    }
+}
+
+/* FOR_EACH(m, a, b, ...) = m(a) m(b) ... for up to 14 arguments. */
+#define FE_1(m, x) m(x)
+#define FE_2(m, x, ...) m(x) FE_1(m, __VA_ARGS__)
+#define FE_3(m, x, ...) m(x) FE_2(m, __VA_ARGS__)
+#define FE_4(m, x, ...) m(x) FE_3(m, __VA_ARGS__)
+#define FE_5(m, x, ...) m(x) FE_4(m, __VA_ARGS__)
+#define FE_6(m, x, ...) m(x) FE_5(m, __VA_ARGS__)
+#define FE_7(m, x, ...) m(x) FE_6(m, __VA_ARGS__)
+#define FE_8(m, x, ...) m(x) FE_7(m, __VA_ARGS__)
+#define FE_9(m, x, ...) m(x) FE_8(m, __VA_ARGS__)
+#define FE_10(m, x, ...) m(x) FE_9(m, __VA_ARGS__)
+#define FE_11(m, x, ...) m(x) FE_10(m, __VA_ARGS__)
+#define FE_12(m, x, ...) m(x) FE_11(m, __VA_ARGS__)
+#define FE_13(m, x, ...) m(x) FE_12(m, __VA_ARGS__)
+#define FE_14(m, x, ...) m(x) FE_13(m, __VA_ARGS__)
+#define FE_PICK(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, N, ...) N
+#define FOR_EACH(m, ...)                                                                                      \
+    FE_PICK(__VA_ARGS__, FE_14, FE_13, FE_12, FE_11, FE_10, FE_9, FE_8, FE_7, FE_6, FE_5, FE_4, FE_3, FE_2, \
+            FE_1, _)(m, __VA_ARGS__)
+
+/* The parameters as local declarations, and the signature letter of each argument's type. */
+#define DECLARE_(decl) decl;
+#define DECLARE(...) FOR_EACH(DECLARE_, __VA_ARGS__)
+#define LETTER_(x) _Generic((x), int64_t: 'i', double: 'd', default: 'p'),
+#define LETTERS(...) FOR_EACH(LETTER_, __VA_ARGS__)
+
+#define CHECK_ROW(X, kind, name, sig, params, args)                                        \
+    {                                                                                      \
+        DECLARE params                                                                     \
+        const char types[] = {LETTERS args '\0'};                                          \
+        expect(!strcmp(types, sig), "signature of", #name, "differs from its parameter types"); \
+    }
+
+static const char *const ops_names[] = {
+#define NAME_(name, sig) #name,
+    PRT_OPS(NAME_)
+#undef NAME_
+};
+
+int main(void) {
+    PRT_CALLS(CHECK_ROW, _)
+    int row = 0;
+#define ORDER_(X, kind, name, sig, params, args) \
+    expect(!strcmp(ops_names[row++], "prt_" #name), "PRT_OPS order at", #name, "another row");
+    PRT_CALLS(ORDER_, _)
+    expect(row == (int)(sizeof ops_names / sizeof ops_names[0]), "PRT_OPS", "rows", "count differs from PRT_CALLS");
+    for (int b = 0; prt_backends[b]; b++) {
+        const prt_backend *be = prt_backends[b];
+        expect(be->alloc_zero && be->free && be->upload && be->download && be->copy_bytes, "backend", be->name,
+               "a memory hook is missing");
+        const char *backend_name = be->name;
+#define SLOT_OP(call) expect(be->call != NULL, "backend slot", #call, backend_name);
+#define SLOT_COMM(call) SLOT_OP(call)
+#define SLOT_HOST(call)
+#define SLOT_(X, kind, call, sig, params, args) SLOT_##kind(call)
+        PRT_CALLS(SLOT_, _)
+    }
+    expect(prt_backends[0] == &prt_backend_cpu, "backend", "default", "the CPU reference is not the default");
+    printf("test_abi: %d checks, %d failed: %s\n", checks, failures, failures ? "FAIL" : "ok");
+    return failures ? 1 : 0;
+}
