@@ -91,6 +91,7 @@ int front_load_text(Arena *arena, const char *path, const char *text, Plan *plan
         check_dims_against_mesh(c);
         check_batch(c);
         check_pipeline(c);
+        check_size_limits(c);
     } else {
         fill_even_stages(&plan->layout, plan->model.layers > 0 ? plan->model.layers : 0);
     }
@@ -100,11 +101,25 @@ int front_load_text(Arena *arena, const char *path, const char *text, Plan *plan
 int front_load(Arena *arena, const char *path, Plan *plan)
 {
     const char *why = NULL;
-    char *text = read_whole_file(arena, path, &why);
+    int from_stdin = strcmp(path, "-") == 0;
+    const char *name = from_stdin ? "<stdin>" : path;
+    char *text = from_stdin ? read_stdin_text(arena, &why) : read_whole_file(arena, path, 0, &why);
     if (!text) {
-        memset(plan, 0, sizeof *plan);
-        diag_error((SrcLoc){0}, NULL, "cannot read `%s`: %s", path, why);
+        plan_defaults(plan, name);
+        diag_error((SrcLoc){0}, NULL, "cannot read `%s`: %s", name, why);
         return -1;
     }
-    return front_load_text(arena, path, text, plan);
+    return front_load_text(arena, name, text, plan);
+}
+
+int front_load_buffer(Arena *arena, const char *name, const char *data, size_t size, Plan *plan)
+{
+    if (size > MAX_SOURCE_BYTES || memchr(data, '\0', size)) {
+        plan_defaults(plan, arena_strdup(arena, name));
+        diag_error(file_loc(plan->file), NULL, "cannot read `%s`: %s", name,
+                   size > MAX_SOURCE_BYTES ? "it is larger than 16 MiB, parc's limit for one file"
+                                           : "it contains NUL bytes (not a text file)");
+        return -1;
+    }
+    return front_load_text(arena, name, arena_strndup(arena, data, size), plan);
 }

@@ -136,6 +136,14 @@ static const char *const mappable_names[] = {"batch", "seq", "hidden", "heads", 
 #define MAX_COUNT ((int64_t)1 << 40)
 #define MAX_DIM ((int64_t)1 << 30)
 #define MAX_WORLD (1 << 22)
+/* The plan's size limits (docs/language.md, "Limits"), checked by
+ * check_size_limits so that no later pass sees a product that could overflow
+ * and check / explain stay bounded in time and memory: */
+#define MAX_SCHEDULE_ITEMS ((int64_t)1 << 22)   /* 2 × micro_batches × virtual stages × stages */
+#define MAX_GPIPE_WORK ((int64_t)1 << 34)       /* gpipe: the schedule's steps × micro-batches in flight */
+#define MAX_TENSOR_ELEMS ((int64_t)1 << 40)     /* one activation of one micro-batch */
+#define MAX_PARAMS ((int64_t)1 << 44)           /* model parameters */
+#define MAX_ACTIVATION_ELEMS ((int64_t)1 << 52) /* layers × micro_batches × MAX of one layer's tensors */
 #define MAX_INCLUDE_DEPTH 16
 #define MAX_SOURCE_BYTES ((size_t)1 << 24) /* 16 MiB: a plan file, or one include */
 
@@ -199,9 +207,13 @@ int read_word_stmt(Check *c, const Stmt *st, const char *const *words, int n, co
 
 /* ------------------------------------------------------------ check_load.c */
 
-/* The text of a plan or include file: a regular file of at most
- * MAX_SOURCE_BYTES without NUL bytes, in the arena; NULL with *why set. */
-char *read_whole_file(Arena *arena, const char *path, const char **why);
+/* The text of a plan or include file: at most MAX_SOURCE_BYTES without NUL
+ * bytes, in the arena; NULL with *why set (and errno kept from a failed
+ * open).  With regular_only (includes) anything but a regular file is
+ * refused; a plan named on the command line may be a pipe (`<(...)`). */
+char *read_whole_file(Arena *arena, const char *path, int regular_only, const char **why);
+/* The same for standard input (a pipe or a terminal: no regular-file test). */
+char *read_stdin_text(Arena *arena, const char **why);
 const char *canonical_path(Check *c, const char *path);
 /* Parses `text` of `path` and splices its includes.  0 on success. */
 int parse_file(Check *c, const char *path, const char *text, StmtList *out);
@@ -221,5 +233,8 @@ void check_dims_against_mesh(Check *c);
 void check_batch(Check *c);
 void check_pipeline(Check *c);
 void fill_even_stages(Layout *l, int64_t layers);
+/* The size limits above, on values the sections accepted; reports each one a
+ * plan exceeds with the limit's value. */
+void check_size_limits(Check *c);
 
 #endif

@@ -505,3 +505,94 @@ void check_mesh_against_cluster(Check *c)
                p->cluster.nodes, p->cluster.nodes == 1 ? "" : "s", p->cluster.gpus_per_node);
 }
 
+
+/* ------------------------------------------------------------ size limits */
+
+static SrcLoc at_or(SrcLoc a, SrcLoc b) { return a.file ? a : b; }
+
+/* "1,048,576" */
+static const char *thousands(Check *c, int64_t n)
+{
+    char digits[32];
+    int len = snprintf(digits, sizeof digits, "%" PRId64, n);
+    const char *s = "";
+    for (int i = 0; i < len; i++)
+        s = arena_printf(c->arena, "%s%s%c", s, i > 0 && (len - i) % 3 == 0 ? "," : "", digits[i]);
+    return s;
+}
+
+/* Elements of the widest activation of one micro-batch on one rank before any
+ * split: micro_batch × seq × the widest of the layer's outputs (q/k/v, the
+ * MLP's up projection, the logits, the attention scores heads × seq). */
+static double widest_activation(const Plan *p)
+{
+    const Model *m = &p->model;
+    double width = 3.0 * (double)m->hidden;
+    double ffn = (double)m->ffn * (m->block.mlp == MLP_SWIGLU ? 2 : 1);
+    if (ffn > width) width = ffn;
+    if ((double)m->vocab > width) width = (double)m->vocab;
+    double scores = (double)m->heads * (double)m->seq;
+    if (scores > width) width = scores;
+    return (double)p->train.micro_batch * (double)m->seq * width;
+}
+
+/* Parameters of the model, in double (an upper bound: biases and norms
+ * counted for every block kind). */
+static double parameter_bound(const Plan *p)
+{
+    const Model *m = &p->model;
+    double h = (double)m->hidden, f = (double)m->ffn, v = (double)m->vocab;
+    double per_layer = 4.0 * h * h + 3.0 * h * f + 4.0 * h + 2.0 * f;
+    return (double)m->layers * per_layer + 2.0 * v * h + (double)m->seq * h + 2.0 * h;
+}
+
+void check_size_limits(Check *c)
+{
+    Plan *p = c->plan;
+    Train *t = &p->train;
+    Model *m = &p->model;
+    Layout *l = &p->layout;
+    if (c->have_micro_batches == 1) {
+        SrcLoc at = t->micro_batches_loc.file ? t->micro_batches_loc : t->batch_loc;
+        double items = 2.0 * (double)t->micro_batches * l->virtual_stages * l->stages;
+        if (items > (double)MAX_SCHEDULE_ITEMS)
+            diag_error(at, "fewer micro-batches per step (a larger micro_batch) or fewer pipeline stages",
+                       "the schedule has 2 × %" PRId64 " micro-batches × %d virtual stage%s × %d stage%s = %.0f "
+                       "forward and backward steps; parc handles at most %s",
+                       t->micro_batches, l->virtual_stages, l->virtual_stages == 1 ? "" : "s", l->stages,
+                       l->stages == 1 ? "" : "s", items, thousands(c, MAX_SCHEDULE_ITEMS));
+        /* GPipe keeps every micro-batch of a step in flight: the slots of its
+         * activations grow with micro_batches, and so does placing each step. */
+        else if (l->schedule == SCHED_GPIPE && items * (double)t->micro_batches > (double)MAX_GPIPE_WORK)
+            diag_error(at, "use `schedule 1f1b` (at most as many in flight as there are stages), or fewer "
+                           "micro-batches",
+                       "gpipe keeps all %" PRId64 " micro-batches in flight: %.0f steps × %" PRId64
+                       " in flight exceeds parc's limit of %s (2^34)",
+                       t->micro_batches, items, t->micro_batches, thousands(c, MAX_GPIPE_WORK));
+    }
+    int dims_known = c->have_model_key[MD_SEQ] == 1 && c->have_model_key[MD_HIDDEN] == 1 &&
+                     c->have_model_key[MD_FFN] == 1 && c->have_model_key[MD_LAYERS] == 1;
+    if (!dims_known) return;
+    SrcLoc model_at = m->dim_loc[DIM_SEQ].file ? m->dim_loc[DIM_SEQ] : m->loc;
+    double params = parameter_bound(p);
+    if (params > (double)MAX_PARAMS)
+        diag_error(m->dim_loc[DIM_HIDDEN].file ? m->dim_loc[DIM_HIDDEN] : m->loc, NULL,
+                   "the model has about %.3g parameters; parc handles at most %s (2^44)", params,
+                   thousands(c, MAX_PARAMS));
+    if (!c->have_micro_batch) return;
+    double widest = widest_activation(p);
+    if (widest > (double)MAX_TENSOR_ELEMS) {
+        diag_error(model_at, "a shorter seq or a smaller micro_batch",
+                   "one micro-batch's widest activation has about %.3g elements (micro_batch %" PRId64
+                   " × seq %" PRId64 " × its width); parc handles at most %s (2^40)",
+                   widest, t->micro_batch, m->seq, thousands(c, MAX_TENSOR_ELEMS));
+        return;
+    }
+    if (c->have_micro_batches != 1) return;
+    double activations = widest * (double)m->layers * (double)t->micro_batches;
+    if (activations > (double)MAX_ACTIVATION_ELEMS)
+        diag_error(at_or(t->micro_batches_loc, t->batch_loc), "fewer micro-batches per step or fewer layers",
+                   "layers × micro-batches × the widest activation = %" PRId64 " × %" PRId64 " × %.3g elements "
+                   "exceeds parc's limit of %s (2^52)",
+                   m->layers, t->micro_batches, widest, thousands(c, MAX_ACTIVATION_ELEMS));
+}

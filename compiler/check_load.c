@@ -10,36 +10,41 @@
 #include "check.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------ includes */
 
-char *read_whole_file(Arena *arena, const char *path, const char **why)
+/* Reads fd to its end, at most MAX_SOURCE_BYTES; the text in the arena, or
+ * NULL with *why set. */
+static char *read_text_fd(Arena *arena, int fd, const char **why)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *why = strerror(errno);
-        return NULL;
-    }
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
     if (!buf) PARC_BUG("out of memory");
-    size_t got;
-    while ((got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        if (cap - len - 1 == 0) {
+    for (;;) {
+        if (len == cap) {
             cap *= 2;
             char *grown = realloc(buf, cap);
             if (!grown) PARC_BUG("out of memory");
             buf = grown;
         }
-    }
-    int failed = ferror(f);
-    fclose(f);
-    if (failed) {
-        free(buf);
-        *why = "read error";
-        return NULL;
+        ssize_t got = read(fd, buf + len, cap - len);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            free(buf);
+            *why = strerror(errno);
+            return NULL;
+        }
+        if (got == 0) break;
+        len += (size_t)got;
+        if (len > MAX_SOURCE_BYTES) {
+            free(buf);
+            *why = "it is larger than 16 MiB, parc's limit for one file";
+            return NULL;
+        }
     }
     if (memchr(buf, '\0', len)) {
         free(buf);
@@ -50,6 +55,35 @@ char *read_whole_file(Arena *arena, const char *path, const char **why)
     free(buf);
     return text;
 }
+
+char *read_whole_file(Arena *arena, const char *path, int regular_only, const char **why)
+{
+    /* O_NONBLOCK for includes: opening a FIFO must not wait for a writer; it
+     * is refused below like every other file that is not a regular one. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | (regular_only ? O_NONBLOCK : 0));
+    if (fd < 0) {
+        *why = strerror(errno);
+        return NULL;
+    }
+    struct stat st;
+    char *text = NULL;
+    if (fstat(fd, &st) != 0)
+        *why = strerror(errno);
+    else if (S_ISDIR(st.st_mode))
+        *why = "it is a directory";
+    else if (regular_only && !S_ISREG(st.st_mode))
+        *why = "it is not a regular file (a device, FIFO or socket)";
+    else if ((uintmax_t)st.st_size > MAX_SOURCE_BYTES)
+        *why = "it is larger than 16 MiB, parc's limit for one file";
+    else if (regular_only && fcntl(fd, F_SETFL, 0) != 0)
+        *why = strerror(errno);
+    else
+        text = read_text_fd(arena, fd, why);
+    close(fd);
+    return text;
+}
+
+char *read_stdin_text(Arena *arena, const char **why) { return read_text_fd(arena, 0, why); }
 
 /* The canonical name of a file for cycle detection. */
 const char *canonical_path(Check *c, const char *path)
@@ -111,9 +145,11 @@ static int load_includes(Check *c, StmtList *list, const char *file)
             continue;
         }
         const char *why = NULL;
-        char *text = read_whole_file(c->arena, path, &why);
+        errno = 0;
+        char *text = read_whole_file(c->arena, path, 1, &why);
         if (!text) {
-            diag_error(v->loc, "include paths are relative to the including file", "cannot include `%s`: %s",
+            diag_error(v->loc, errno == ENOENT ? "include paths are relative to the including file" : NULL,
+                       "cannot include `%s`: %s",
                        name, why);
             rc = -1;
             continue;

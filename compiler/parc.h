@@ -256,8 +256,13 @@ int plan_coords_rank(const Plan *plan, const int coords[PARC_MAX_AXES]);
  * returns 0 on success, -1 when any error was reported.  The plan's strings and
  * locations live in `arena`. Memory fit is NOT checked here (analyze does it). */
 int front_load(Arena *arena, const char *path, Plan *plan);
-/* The same from text already in memory (tests, fuzzing). */
+/* The same from text already in memory (tests, fuzzing, standard input):
+ * `path` names it in diagnostics and includes are relative to it.
+ * front_load(arena, "-", plan) reads standard input, named `<stdin>`.
+ * front_load_buffer takes `size` bytes that need not end in NUL (a NUL inside
+ * is an error, as in a file); files are at most 16 MiB. */
 int front_load_text(Arena *arena, const char *path, const char *text, Plan *plan);
+int front_load_buffer(Arena *arena, const char *name, const char *data, size_t size, Plan *plan);
 
 /* Dumps the resolved plan in a stable text form (`parc check --dump`). */
 void plan_dump(const Plan *plan, FILE *out);
