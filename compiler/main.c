@@ -8,39 +8,17 @@
  *   report_*        check / explain / collectives (explain.c)
  *   codegen_emit    LLVM -> object -> executable (codegen.c), launch_run (launch.c)
  *
+ * The command line itself (options, help, usage errors) is cli.c's.
  * Exit status: 0 success, 1 the plan has errors, 2 usage, 3+ a failed tool.
  */
 #include "analyze.h"
+#include "cli.h"
 #include "codegen.h"
 #include "explain.h"
 #include "ir.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#ifndef PARC_VERSION
-#define PARC_VERSION "0.1.0"
-#endif
-
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: parc COMMAND PLAN.par [options]\n"
-            "\n"
-            "commands:\n"
-            "  check PLAN            validate the plan (exit 0 valid, 1 errors)\n"
-            "  explain PLAN          memory per GPU, parallelism per axis, schedule, step time\n"
-            "       --verbose        the formula behind each number\n"
-            "       --json           the same as JSON (schema in docs/json.md)\n"
-            "  collectives PLAN      every collective each rank issues per step, and why\n"
-            "       --json\n"
-            "  lower PLAN --emit=KIND  dump a pass: plan | graph | ir | schedule\n"
-            "  build PLAN -o OUT     compile to an executable (--emit=llvm|obj|exe, default exe)\n"
-            "  run PLAN [runtime options]  build and launch locally with mpirun:\n"
-            "       --steps N --data FILE --memory --trace FILE --quiet\n"
-            "\n"
-            "  parc --version | --help\n");
-}
 
 typedef struct Compiled {
     Plan plan;
@@ -85,159 +63,102 @@ static int runtime_supports(const Plan *plan)
     return ok;
 }
 
-static int has_flag(int argc, char **argv, const char *flag)
+/* `parc lower`: the pass to dump (0 plan, 1 graph, 2 ir, 3 schedule), or -1
+ * after a usage error. */
+static int lower_kind(const char *emit)
 {
-    for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], flag)) return 1;
-    return 0;
+    static const char *const kinds[] = {"plan", "graph", "ir", "schedule"};
+    for (int k = 0; k < 4; k++)
+        if (!strcmp(emit ? emit : "ir", kinds[k])) return k;
+    fprintf(stderr, "parc lower: --emit takes plan, graph, ir or schedule, not `%s`\n", emit);
+    return -1;
 }
 
-static const char *flag_value(int argc, char **argv, const char *flag)
+/* `parc build`: the kind to emit, or -1 after a usage error. */
+static int build_kind(const char *emit)
 {
-    size_t n = strlen(flag);
-    for (int i = 0; i < argc; i++) {
-        if (!strncmp(argv[i], flag, n) && argv[i][n] == '=') return argv[i] + n + 1;
-        if (!strcmp(argv[i], flag) && i + 1 < argc) return argv[i + 1];
-    }
-    return NULL;
+    if (!emit || !strcmp(emit, "exe")) return EMIT_EXE;
+    if (!strcmp(emit, "llvm")) return EMIT_LLVM;
+    if (!strcmp(emit, "obj")) return EMIT_OBJ;
+    fprintf(stderr, "parc build: --emit takes llvm, obj or exe, not `%s`\n", emit);
+    return -1;
 }
 
-/* Options a command accepts; anything else is a usage error.  A trailing '='
- * in `known` marks an option that takes a value (`--emit=ir` or `--emit ir`). */
-static int check_options(int argc, char **argv, const char *const *known, const char *cmd)
+/* Runs one command on a parsed command line; its exit status. */
+static int run_command(Arena *arena, const CliOptions *o)
 {
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-') {
-            fprintf(stderr, "parc %s: unexpected argument `%s`\n", cmd, a);
-            return 2;
-        }
-        int ok = 0;
-        for (int k = 0; known[k] && !ok; k++) {
-            size_t n = strlen(known[k]);
-            int takes_value = known[k][n - 1] == '=';
-            if (takes_value) n--;
-            if (strncmp(a, known[k], n)) continue;
-            if (a[n] == 0) {
-                ok = 1;
-                if (takes_value && ++i >= argc) {
-                    fprintf(stderr, "parc %s: `%s` needs a value\n", cmd, a);
-                    return 2;
-                }
-            } else if (a[n] == '=' && takes_value) {
-                ok = 1;
-            }
-        }
-        if (!ok) {
-            fprintf(stderr, "parc %s: unknown option `%s`\n", cmd, a);
-            usage(stderr);
-            return 2;
-        }
-    }
-    return 0;
-}
-
-int main(int argc, char **argv)
-{
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    if (!strcmp(argv[1], "--version")) {
-        printf("parc %s\n", PARC_VERSION);
-        return 0;
-    }
-    const char *cmd = argv[1];
-    if (argc < 3) {
-        fprintf(stderr, "parc %s: missing PLAN.par\n", cmd);
-        usage(stderr);
-        return 2;
-    }
-    const char *path = argv[2];
-    int oargc = argc - 3;
-    char **oargv = argv + 3;
-    Arena arena = {0};
     Compiled c;
     int status;
-
-    if (!strcmp(cmd, "check")) {
-        static const char *const known[] = {NULL};
-        if ((status = check_options(oargc, oargv, known, cmd))) return status;
-        status = compile_plan(&arena, path, &c, 2, 1);
+    const char *path = o->plan;
+    switch (o->command) {
+    case CMD_CHECK:
+        status = compile_plan(arena, path, &c, 2, 1);
         if (!status) report_check_summary(stdout, c.an);
-    } else if (!strcmp(cmd, "explain")) {
-        static const char *const known[] = {"--json", "--verbose", NULL};
-        if ((status = check_options(oargc, oargv, known, cmd))) return status;
-        status = compile_plan(&arena, path, &c, 2, 0);
+        return status;
+    case CMD_EXPLAIN:
+        status = compile_plan(arena, path, &c, 2, 0);
         if (!status || (c.an && diag_error_count() == 0)) {
-            int fit_errors = analyze_check(&arena, c.an);
-            if (has_flag(oargc, oargv, "--json")) report_explain_json(stdout, c.an);
-            else report_explain(stdout, c.an, has_flag(oargc, oargv, "--verbose"));
+            int fit_errors = analyze_check(arena, c.an);
+            if (o->json) report_explain_json(stdout, c.an);
+            else report_explain(stdout, c.an, o->verbose);
             status = fit_errors ? 1 : 0;
         }
-    } else if (!strcmp(cmd, "collectives")) {
-        static const char *const known[] = {"--json", NULL};
-        if ((status = check_options(oargc, oargv, known, cmd))) return status;
-        status = compile_plan(&arena, path, &c, 2, 0);
+        return status;
+    case CMD_COLLECTIVES:
+        status = compile_plan(arena, path, &c, 2, 0);
         if (!status) {
-            if (has_flag(oargc, oargv, "--json")) report_collectives_json(stdout, c.an);
+            if (o->json) report_collectives_json(stdout, c.an);
             else report_collectives(stdout, c.an);
         }
-    } else if (!strcmp(cmd, "lower")) {
-        static const char *const known[] = {"--emit=", NULL};
-        if ((status = check_options(oargc, oargv, known, cmd))) return status;
-        const char *emit = flag_value(oargc, oargv, "--emit");
-        if (!emit) emit = "ir";
-        int until = !strcmp(emit, "plan") ? 0 : !strcmp(emit, "graph") ? 1 : 2;
-        if (strcmp(emit, "plan") && strcmp(emit, "graph") && strcmp(emit, "ir") && strcmp(emit, "schedule")) {
-            fprintf(stderr, "parc lower: --emit takes plan, graph, ir or schedule, not `%s`\n", emit);
-            return 2;
-        }
-        status = compile_plan(&arena, path, &c, until, 0);
+        return status;
+    case CMD_LOWER: {
+        int kind = lower_kind(o->emit);
+        if (kind < 0) return 2;
+        status = compile_plan(arena, path, &c, kind < 2 ? kind : 2, 0);
         if (!status) {
-            if (until == 0) plan_dump(&c.plan, stdout);
-            else if (until == 1) graph_dump(c.graph, stdout);
-            else if (!strcmp(emit, "schedule")) schedule_dump(&c.prog->schedule, stdout);
+            if (kind == 0) plan_dump(&c.plan, stdout);
+            else if (kind == 1) graph_dump(c.graph, stdout);
+            else if (kind == 3) schedule_dump(&c.prog->schedule, stdout);
             else program_dump(c.prog, stdout);
         }
-    } else if (!strcmp(cmd, "build")) {
-        static const char *const known[] = {"-o=", "--emit=", NULL};
-        if ((status = check_options(oargc, oargv, known, cmd))) return status;
-        const char *out = flag_value(oargc, oargv, "-o");
-        const char *emit = flag_value(oargc, oargv, "--emit");
-        EmitKind kind = EMIT_EXE;
-        if (emit && !strcmp(emit, "llvm")) kind = EMIT_LLVM;
-        else if (emit && !strcmp(emit, "obj")) kind = EMIT_OBJ;
-        else if (emit && strcmp(emit, "exe")) {
-            fprintf(stderr, "parc build: --emit takes llvm, obj or exe, not `%s`\n", emit);
+        return status;
+    }
+    case CMD_BUILD: {
+        int kind = build_kind(o->emit);
+        if (kind < 0) return 2;
+        const char *out = o->output;
+        if (!out && kind != EMIT_LLVM) {
+            fprintf(stderr, "parc build: missing -o OUT\n");
             return 2;
         }
-        if (!out) {
-            if (kind == EMIT_LLVM) out = "-";
-            else {
-                fprintf(stderr, "parc build: missing -o OUT\n");
-                return 2;
-            }
-        }
-        status = compile_plan(&arena, path, &c, 2, 1);
+        status = compile_plan(arena, path, &c, 2, 1);
         if (!status && !runtime_supports(&c.plan)) status = 1;
-        if (!status) status = codegen_emit(c.prog, kind, out) ? 1 : 0;
-    } else if (!strcmp(cmd, "run")) {
-        status = compile_plan(&arena, path, &c, 2, 1);
+        if (!status) status = codegen_emit(c.prog, (EmitKind)kind, out ? out : "-") ? 1 : 0;
+        return status;
+    }
+    case CMD_RUN:
+        status = compile_plan(arena, path, &c, 2, 1);
         if (!status && !runtime_supports(&c.plan)) status = 1;
         if (!status) {
             report_check_summary(stdout, c.an);
             fflush(stdout);
-            status = launch_run(c.prog, oargc, oargv);
+            status = launch_run(c.prog, o->nforward, o->forward);
         }
-    } else {
-        static const char *const cmds[] = {"check", "explain", "collectives", "lower", "build", "run"};
-        const char *close = diag_closest(cmd, cmds, 6);
-        fprintf(stderr, "parc: unknown command `%s`%s%s%s\n", cmd, close ? "; did you mean `" : "",
-                close ? close : "", close ? "`?" : "");
-        usage(stderr);
-        return 2;
+        return status;
+    case CMD_COUNT: break;
     }
+    PARC_BUG("unknown command %d", (int)o->command);
+}
+
+int main(int argc, char **argv)
+{
+    CliOptions opts;
+    int status = cli_parse(argc, argv, &opts);
+    if (status >= 0) return status;
+    diag_set_style(opts.color, opts.diagnostics_json);
+    Arena arena = {0};
+    status = run_command(&arena, &opts);
     arena_free(&arena);
+    free(opts.forward);
     return status;
 }

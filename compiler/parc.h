@@ -75,6 +75,10 @@ void diag_report(DiagLevel level, SrcLoc loc, const char *hint, const char *fmt,
 int diag_error_count(void);
 int diag_warning_count(void);
 void diag_set_stream(FILE *stream); /* default stderr */
+/* color: ANSI colours in text diagnostics.  json: each diagnostic is one line
+ * {"file", "line", "column", "length", "severity", "message", "hint"} (file and
+ * hint may be null; line and column 0 where unknown) instead of text. */
+void diag_set_style(int color, int json);
 void diag_reset(void);              /* zero the counters and forget sources */
 
 /* "did you mean": the closest candidate by edit distance, or NULL when nothing is
