@@ -140,7 +140,7 @@ static const char *const mappable_names[] = {"batch", "seq", "hidden", "heads", 
  * check_size_limits so that no later pass sees a product that could overflow
  * and check / explain stay bounded in time and memory: */
 #define MAX_SCHEDULE_ITEMS ((int64_t)1 << 22)   /* 2 × micro_batches × virtual stages × stages */
-#define MAX_GPIPE_WORK ((int64_t)1 << 34)       /* gpipe: the schedule's steps × micro-batches in flight */
+#define MAX_GPIPE_WORK ((int64_t)1 << 30)       /* gpipe: the schedule's steps × micro-batches in flight */
 #define MAX_TENSOR_ELEMS ((int64_t)1 << 40)     /* one activation of one micro-batch */
 #define MAX_PARAMS ((int64_t)1 << 44)           /* model parameters */
 #define MAX_ACTIVATION_ELEMS ((int64_t)1 << 52) /* layers × micro_batches × MAX of one layer's tensors */

@@ -567,7 +567,7 @@ void check_size_limits(Check *c)
             diag_error(at, "use `schedule 1f1b` (at most as many in flight as there are stages), or fewer "
                            "micro-batches",
                        "gpipe keeps all %" PRId64 " micro-batches in flight: %.0f steps × %" PRId64
-                       " in flight exceeds parc's limit of %s (2^34)",
+                       " in flight exceeds parc's limit of %s (2^30)",
                        t->micro_batches, items, t->micro_batches, thousands(c, MAX_GPIPE_WORK));
     }
     int dims_known = c->have_model_key[MD_SEQ] == 1 && c->have_model_key[MD_HIDDEN] == 1 &&

@@ -20,14 +20,18 @@ typedef struct DiagSource {
     const char *text;
 } DiagSource;
 
-static FILE *diag_stream_;
+static FILE *diag_stream_, *diag_default_stream_;
 static int diag_errors, diag_warnings;
 static DiagSource *diag_sources;
 static int diag_nsources, diag_cap_sources;
 
 void diag_set_stream(FILE *stream) { diag_stream_ = stream; }
+void diag_set_default_stream(FILE *stream) { diag_default_stream_ = stream; }
 
-static FILE *diag_stream(void) { return diag_stream_ ? diag_stream_ : stderr; }
+static FILE *diag_stream(void)
+{
+    return diag_stream_ ? diag_stream_ : diag_default_stream_ ? diag_default_stream_ : stderr;
+}
 
 int diag_error_count(void) { return diag_errors; }
 int diag_warning_count(void) { return diag_warnings; }

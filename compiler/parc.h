@@ -74,7 +74,8 @@ void diag_report(DiagLevel level, SrcLoc loc, const char *hint, const char *fmt,
 #define diag_note(loc, hint, ...) diag_report(DIAG_NOTE, (loc), (hint), __VA_ARGS__)
 int diag_error_count(void);
 int diag_warning_count(void);
-void diag_set_stream(FILE *stream); /* default stderr */
+void diag_set_stream(FILE *stream); /* NULL: the default stream */
+void diag_set_default_stream(FILE *stream); /* NULL: stderr */
 /* color: ANSI colours in text diagnostics.  json: each diagnostic is one line
  * {"file", "line", "column", "length", "severity", "message", "hint"} (file and
  * hint may be null; line and column 0 where unknown) instead of text. */
