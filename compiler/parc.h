@@ -7,7 +7,7 @@
  * ir.h; the pipeline schedule in schedule.h.
  *
  * Pass order (main.c reads like this list):
- *   parse (grammar/par.y) -> check (check.c) -> expand (expand.c) ->
+ *   parse (grammar/par.y) -> check (check*.c) -> expand (expand.c) ->
  *   place + reshard + autodiff (lower.c) -> schedule (schedule.c) ->
  *   analyze (analyze.c) -> report (explain.c) | codegen (codegen.c)
  */
@@ -269,7 +269,7 @@ int front_load(Arena *arena, const char *path, Plan *plan);
 int front_load_text(Arena *arena, const char *path, const char *text, Plan *plan);
 int front_load_buffer(Arena *arena, const char *name, const char *data, size_t size, Plan *plan);
 
-/* Dumps the resolved plan in a stable text form (`parc check --dump`). */
+/* Dumps the resolved plan in a stable text form (`parc lower PLAN --emit=plan`). */
 void plan_dump(const Plan *plan, FILE *out);
 
 #endif

@@ -90,6 +90,17 @@ out=$("$parc" check --color=always "$bad" 2>&1)
 if ! printf '%s' "$out" | grep -q $'\033\\[1;31merror:\033\\[0m unknown mesh axis'; then
     echo "FAIL --color=always: no red error: $out" | cat -v; fails=$((fails + 1))
 fi
+if command -v script >/dev/null; then # a terminal (a pty): colour with auto, not with TERM=dumb or NO_COLOR
+    n=$((n + 1))
+    out=$(TERM=xterm script -qec "'$parc' check '$bad'" /dev/null 2>&1)
+    printf '%s' "$out" | grep -q $'\033\\[1;31merror:' || { echo "FAIL --color=auto on a terminal: no colour"; fails=$((fails + 1)); }
+    n=$((n + 1))
+    out=$(NO_COLOR=1 TERM=xterm script -qec "'$parc' check '$bad'" /dev/null 2>&1)
+    printf '%s' "$out" | grep -q $'\033' && { echo "FAIL NO_COLOR on a terminal: colour"; fails=$((fails + 1)); }
+    n=$((n + 1))
+    out=$(TERM=xterm script -qec "'$parc' --color=never check '$bad'" /dev/null 2>&1)
+    printf '%s' "$out" | grep -q $'\033' && { echo "FAIL --color=never on a terminal: colour"; fails=$((fails + 1)); }
+fi
 n=$((n + 1))
 out=$("$parc" check "$bad" --diagnostics-format=json 2>&1); status=$?
 want="{\"file\": \"$bad\", \"line\": 5, \"column\": 19, \"length\": 2, \"severity\": \"error\", \"message\": \"unknown mesh axis \`tq\`\", \"hint\": \"the mesh axes are \`dp\`\"}"
