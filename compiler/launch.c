@@ -25,9 +25,9 @@ extern char **environ;
 
 static SrcLoc no_loc(void) { return (SrcLoc){0}; }
 
-/* Signals that stop a launched job; ORDER: LAUNCH_NSIGNALS counts them. */
+/* Signals that stop a launched job. */
 static const int launch_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-#define LAUNCH_NSIGNALS 4
+#define LAUNCH_NSIGNALS ((int)(sizeof launch_signals / sizeof launch_signals[0]))
 static volatile sig_atomic_t launch_child, launch_pending;
 
 /* Forwards a signal that was sent to parc by a process (si_code <= 0: kill,
