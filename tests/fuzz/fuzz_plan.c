@@ -9,10 +9,11 @@
  *
  * The structure-aware mutator (LLVMFuzzerCustomMutator) edits plans the way
  * a user would: a number becomes another (edge values included), a word
- * becomes another keyword or value of the language, a whole section is
- * replaced by the same section of another example, or (rarely) libFuzzer's
- * byte mutation runs.  LLVMFuzzerCustomCrossOver swaps whole sections between
- * two inputs.  So most inputs stay plans that check and reach lowering.
+ * becomes another of its kind or of the language, a whole section is
+ * replaced by the same section of another example, a statement is dropped,
+ * or (rarely) libFuzzer's byte mutation runs; it prefers edits whose result
+ * still checks.  LLVMFuzzerCustomCrossOver swaps whole sections between two
+ * inputs.  So most inputs stay plans that check and reach lowering.
  *
  * PARC_FUZZ_STATS=1 prints at exit how many inputs were run and which share
  * was checked, lowered and analysed (docs/fuzzing.md).
@@ -78,6 +79,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 /* ---------------------------------------------------------------- the mutator */
 
+typedef struct Span {
+    size_t start, end;
+} Span;
+
+static unsigned next_random(unsigned *state)
+{
+    *state = *state * 1103515245u + 12345u;
+    return (*state >> 8) & 0xffffff;
+}
+
 /* Words of the language: keys, values, axis and dim names, units. */
 static const char *const vocabulary[] = {
     "cluster", "model", "train", "mesh", "layout", "nodes", "gpus_per_node", "gpu", "link", "memory", "bf16",
@@ -91,6 +102,24 @@ static const char *const vocabulary[] = {
     "TB/s", "GB/s", "TFLOP/s", "us", "ms", "K", "M", "B",
 };
 #define NVOCAB ((int)(sizeof vocabulary / sizeof vocabulary[0]))
+
+/* Words that can stand for one another; a word of a class is usually replaced
+ * by another of its class, so the plan keeps its shape. */
+static const char *const word_classes[][8] = {
+    {"gpipe", "1f1b", "interleaved", "none"}, {"layer", "rms", "none"},
+    {"gelu", "swiglu", "relu"},                {"transformer", "gpt2", "llama", "mlp"},
+    {"fp32", "bf16", "fp16"},                  {"adamw", "adam", "sgd"},
+    {"selective", "full", "none"},             {"dp", "tp", "pp", "sp", "cp"},
+    {"tied", "untied", "none"},                {"batch", "seq", "hidden", "heads", "ffn", "vocab", "layers"},
+    {"GiB", "GB", "MiB", "TB"},                {"TB/s", "GB/s"},
+    {"us", "ms"},                              {"zero", "fsdp", "sequence_parallel", "recompute"},
+    {"causal", "full"},                        {"true", "false"},
+};
+#define NCLASSES ((int)(sizeof word_classes / sizeof word_classes[0]))
+
+/* Another word for the one at data[span]: of its class when it has one
+ * (three times in four), else any word of the language. */
+static const char *other_word(const uint8_t *data, Span span, unsigned *state);
 
 static const char *const numbers[] = {
     "0", "1", "2", "3", "4", "5", "6", "7", "8", "12", "16", "24", "32", "48", "64", "96", "100", "128", "256",
@@ -132,15 +161,6 @@ static void load_examples(void)
     closedir(d);
 }
 
-typedef struct Span {
-    size_t start, end;
-} Span;
-
-static unsigned next_random(unsigned *state)
-{
-    *state = *state * 1103515245u + 12345u;
-    return (*state >> 8) & 0xffffff;
-}
 
 static int is_word_char(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (c >= '0' && c <= '9'); }
 
@@ -229,21 +249,33 @@ static size_t swap_section(uint8_t *data, size_t size, size_t max_size, const ch
     return replace(data, size, max_size, end, other + t.start, t.end - t.start);
 }
 
-size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned int seed)
+static const char *other_word(const uint8_t *data, Span span, unsigned *state)
 {
-    load_examples();
-    unsigned state = seed;
-    unsigned choice = next_random(&state) % 100;
+    size_t len = span.end - span.start;
+    for (int c = 0; c < NCLASSES && next_random(state) % 4 != 0; c++) {
+        int n = 0;
+        int member = 0;
+        for (; n < 8 && word_classes[c][n]; n++)
+            if (strlen(word_classes[c][n]) == len && memcmp(word_classes[c][n], data + span.start, len) == 0) member = 1;
+        if (member) return word_classes[c][next_random(state) % n];
+    }
+    return vocabulary[next_random(state) % NVOCAB];
+}
+
+/* One edit of data (see the banner); the new size. */
+static size_t mutate_once(uint8_t *data, size_t size, size_t max_size, unsigned *state)
+{
+    unsigned choice = next_random(state) % 100;
     Span spans[512];
     if (choice < 35) { /* a number */
         int n = find_tokens(data, size, 1, spans, 512);
         if (n > 0) {
-            Span s = spans[next_random(&state) % n];
+            Span s = spans[next_random(state) % n];
             char buf[32];
-            const char *text = numbers[next_random(&state) % NNUMBERS];
-            if (next_random(&state) % 3 == 0) { /* near the old value */
+            const char *text = numbers[next_random(state) % NNUMBERS];
+            if (next_random(state) % 2 == 0) { /* near the old value: powers of two keep divisibility */
                 unsigned long long v = strtoull((const char *)data + s.start, NULL, 10);
-                int op = next_random(&state) % 4;
+                int op = next_random(state) % 4;
                 v = op == 0 ? v * 2 : op == 1 ? v / 2 : op == 2 ? v + 1 : v - 1;
                 snprintf(buf, sizeof buf, "%llu", v);
                 text = buf;
@@ -253,14 +285,15 @@ size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsi
     } else if (choice < 60) { /* a word */
         int n = find_tokens(data, size, 0, spans, 512);
         if (n > 0) {
-            const char *w = vocabulary[next_random(&state) % NVOCAB];
-            return replace(data, size, max_size, spans[next_random(&state) % n], w, strlen(w));
+            Span s = spans[next_random(state) % n];
+            const char *w = other_word(data, s, state);
+            return replace(data, size, max_size, s, w, strlen(w));
         }
     } else if (choice < 85 && nexamples > 0) { /* a whole section from an example */
-        return swap_section(data, size, max_size, examples[next_random(&state) % nexamples], &state);
+        return swap_section(data, size, max_size, examples[next_random(state) % nexamples], state);
     } else if (choice < 90) { /* drop a statement */
         for (int tries = 0; tries < 8 && size > 0; tries++) {
-            size_t at = next_random(&state) % size;
+            size_t at = next_random(state) % size;
             const uint8_t *semi = memchr(data + at, ';', size - at);
             if (!semi) continue;
             size_t end = (size_t)(semi - data) + 1, start = at;
@@ -269,6 +302,48 @@ size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsi
         }
     }
     return LLVMFuzzerMutate(data, size, max_size);
+}
+
+/* Whether data is a plan that checks (the front end alone, diagnostics to
+ * /dev/null). */
+static int plan_checks(const uint8_t *data, size_t size)
+{
+    Arena arena = {0};
+    Plan plan;
+    diag_set_default_stream(null_out);
+    int ok = front_load_buffer(&arena, "/nonexistent/fuzz.par", (const char *)data, size, &plan) == 0;
+    arena_free(&arena);
+    diag_reset();
+    return ok;
+}
+
+/* Most edits of a valid plan make an invalid one, and an invalid one rarely
+ * becomes valid again: so an input that does not check is usually swapped for
+ * a seed plan first, and an edit whose result does not check is usually tried
+ * again (up to four times) from the same input.  About one output in four is
+ * kept whatever it is, so the error paths stay fuzzed too. */
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned int seed)
+{
+    load_examples();
+    if (!null_out && !(null_out = fopen("/dev/null", "w"))) abort();
+    unsigned state = seed;
+    if (nexamples > 0 && next_random(&state) % 4 != 0 && !plan_checks(data, size)) {
+        const char *ex = examples[next_random(&state) % nexamples];
+        size_t n = strlen(ex);
+        if (n <= max_size) memcpy(data, ex, n), size = n;
+    }
+    uint8_t *original = malloc(size ? size : 1);
+    if (!original) return mutate_once(data, size, max_size, &state);
+    memcpy(original, data, size);
+    size_t n = size;
+    for (int tries = 0; tries < 4; tries++) {
+        n = mutate_once(data, size, max_size, &state);
+        if (next_random(&state) % 4 == 0 || plan_checks(data, n)) break;
+        memcpy(data, original, size);
+        n = size;
+    }
+    free(original);
+    return n;
 }
 
 size_t LLVMFuzzerCustomCrossOver(const uint8_t *data1, size_t size1, const uint8_t *data2, size_t size2,
