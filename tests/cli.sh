@@ -123,29 +123,36 @@ expect "include of a FIFO" 1 "cannot include .fifo.par.: it is not a regular fil
 expect "run --steps=2" 0 "final loss" "$parc" run "$examples/tiny_single.par" --steps=2 --quiet
 expect "run: unknown option" 2 "parc run: unknown option .--stpes.; did you mean .--steps." "$parc" run "$examples/tiny_single.par" --stpes 2
 
-# SIGTERM to `parc run` reaches mpirun: the job stops within seconds, no rank is left
-n=$((n + 1))
-runtmp=$tmp/run; mkdir -p "$runtmp"
-TMPDIR=$runtmp "$parc" run "$examples/tiny_dp.par" --steps 1000000 > "$tmp/run.out" 2>&1 &
-pid=$!
-for _ in $(seq 120); do grep -q "^step" "$tmp/run.out" && break; sleep 0.5; done
-if ! pgrep -f "$runtmp/parc-run" >/dev/null; then
-    echo "FAIL sigterm: no rank running before the signal"; cat "$tmp/run.out" | tail -5; fails=$((fails + 1))
-else
+# SIGTERM or SIGINT sent to `parc run` reaches mpirun: the job stops within
+# seconds, parc exits non-zero, and no rank is left
+stop_run() { # signal
+    n=$((n + 1))
+    local runtmp=$tmp/run-$1 pid status t0 t1
+    mkdir -p "$runtmp"
+    TMPDIR=$runtmp "$parc" run "$examples/tiny_dp.par" --steps 1000000 > "$runtmp.out" 2>&1 &
+    pid=$!
+    for _ in $(seq 120); do grep -q "^step" "$runtmp.out" && break; sleep 0.5; done
+    if ! pgrep -f "$runtmp/parc-run" >/dev/null; then
+        echo "FAIL $1: no rank running before the signal"; tail -5 "$runtmp.out"; fails=$((fails + 1))
+        kill -KILL "$pid" 2>/dev/null
+        return
+    fi
     t0=$(date +%s)
-    kill -TERM "$pid"
+    kill -"$1" "$pid"
     for _ in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
     t1=$(date +%s)
     if kill -0 "$pid" 2>/dev/null; then
-        echo "FAIL sigterm: parc still running after $((t1 - t0)) s"; kill -KILL "$pid"; fails=$((fails + 1))
-    else
-        wait "$pid"; status=$?
-        sleep 1
-        if [ "$status" = 0 ] || pgrep -f "$runtmp/parc-run" >/dev/null; then
-            echo "FAIL sigterm: exit $status, ranks left: $(pgrep -af "$runtmp/parc-run")"; fails=$((fails + 1))
-        fi
+        echo "FAIL $1: parc still running after $((t1 - t0)) s"; kill -KILL "$pid"; fails=$((fails + 1))
+        return
     fi
-fi
+    wait "$pid"; status=$?
+    sleep 1
+    if [ "$status" = 0 ] || pgrep -f "$runtmp/parc-run" >/dev/null; then
+        echo "FAIL $1: exit $status, ranks left: $(pgrep -af "$runtmp/parc-run")"; fails=$((fails + 1))
+    fi
+}
+stop_run TERM
+stop_run INT
 
 # a rank killed mid-run: every rank stops, non-zero, within seconds, naming the rank
 n=$((n + 1))
