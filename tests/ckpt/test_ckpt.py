@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """test_ckpt.py — checkpoints: bit-exact resume, resharding, kills, corruption, signals.
 
-usage: test_ckpt.py PARC EXAMPLES_DIR [part ...]   parts: exact reshard kill corrupt signal
+usage: test_ckpt.py PARC EXAMPLES_DIR [part ...]   parts: exact reshard kill corrupt signal export
                                                    (default: all)
 
 exact    for every parity layout (and bf16 on 1 and 8 ranks): 10 uninterrupted
@@ -21,6 +21,11 @@ corrupt  a flipped byte in a tensor, a truncated rank file, a deleted rank file,
          (and the tensor).
 signal   SIGTERM to mpirun mid-run: the ranks finish the step, save it, say so and
          exit within seconds; resuming continues the same loss curve, bitwise.
+export   `parc export` of tiny_3d (8 ranks) at step 10, read with the plain reader
+         below (json + struct + numpy.frombuffer): every parameter under its global
+         name and shape, bitwise the 3d run's final parameters, and equal to the
+         single-rank run's within the parity tolerances; --master of tiny_bf16_3d
+         gives the fp32 master weights, of which the bf16 export is the rounding.
 Exits 1 on any failure.
 """
 import os
@@ -33,6 +38,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "parity"))
 import prt_dump  # noqa: E402
+import json  # noqa: E402
+import struct  # noqa: E402
+import numpy as np  # noqa: E402
 
 EXACT = ["tiny_single", "tiny_dp", "tiny_tp", "tiny_sp", "tiny_pp_gpipe", "tiny_pp_1f1b", "tiny_pp_interleaved",
          "tiny_zero1", "tiny_zero2", "tiny_zero3", "tiny_recompute", "tiny_3d", "tiny_bf16", "tiny_bf16_3d"]
@@ -180,7 +188,6 @@ def test_corrupt(plans, work):
     f = os.path.join(c, "rank-00001.safetensors")
     raw = bytearray(read(f))
     hlen = int.from_bytes(raw[:8], "little")
-    import json
     header = json.loads(raw[8:8 + hlen])
     name = sorted(k for k in header if k != "__metadata__")[0]
     begin = 8 + hlen + header[name]["data_offsets"][0]
@@ -229,12 +236,83 @@ def test_signal(plans, work):
           f"signal: steps 1..{k} and the resumed {k + 1}..{k + 3} equal an uninterrupted run")
 
 
+def read_safetensors(path):
+    """A plain safetensors reader: {name: (dtype, shape, numpy array)}, __metadata__ apart."""
+    raw = read(path)
+    (hlen,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + hlen])
+    meta = header.pop("__metadata__", {})
+    out = {}
+    for name, t in header.items():
+        b, e = t["data_offsets"]
+        data = raw[8 + hlen + b:8 + hlen + e]
+        if t["dtype"] == "F32":
+            a = np.frombuffer(data, dtype="<f4")
+        elif t["dtype"] == "BF16":  # widened exactly: bf16 is the high half of an fp32
+            a = (np.frombuffer(data, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            raise ValueError(f"{path}: {name}: unexpected dtype {t['dtype']}")
+        out[name] = (t["dtype"], t["shape"], a)
+    return out, meta
+
+
+def export_name(name, layer):
+    return f"h.{layer}.{name}" if layer >= 0 else name
+
+
+def test_export(plans, work):
+    d = os.path.join(work, "export")
+    os.makedirs(d)
+    ck = os.path.join(d, "ck")
+    plans.run("tiny_3d", ["--steps", "10", "--checkpoint-dir", ck, "--save-on-exit"],
+              {"PRT_DUMP_DIR": os.path.join(d, "3d")})
+    plans.run("tiny_single", ["--steps", "10"], {"PRT_DUMP_DIR": os.path.join(d, "single")})
+    out = os.path.join(d, "model.safetensors")
+    r = subprocess.run([plans.parc, "export", ck, "-o", out], capture_output=True, text=True)
+    check(r.returncode == 0, f"export: parc export exits 0 ({r.returncode}: {r.stderr.strip()})")
+    tensors, meta = read_safetensors(out)
+    check(meta.get("step") == "10" and meta.get("format") == "pt", f"export: metadata step 10, format pt ({meta})")
+    shapes = prt_dump.param_shapes(plans.parc, os.path.join(plans.examples, "tiny_3d.par"))
+    mine, single = prt_dump.merge_params(os.path.join(d, "3d")), prt_dump.merge_params(os.path.join(d, "single"))
+    lr = max(s["lr"] for s in prt_dump.optimizer_settings(plans.parc, os.path.join(plans.examples,
+                                                                                  "tiny_3d.par")).values())
+    want = {export_name(n, l): k for (n, l), k in ((key, key) for key in mine)}
+    check(set(tensors) == set(want), f"export: the file holds exactly the model's {len(want)} parameters "
+          f"({len(tensors)} tensors)")
+    bad_shape = [n for n, k in want.items() if n in tensors and tensors[n][1] != shapes[k[0]][1]]
+    check(not bad_shape, f"export: every tensor has its global shape ({bad_shape[:3]} differ)")
+    exact = [n for n, k in want.items() if n in tensors and not np.array_equal(tensors[n][2], mine[k])]
+    check(not exact, f"export: every tensor equals the 3d run's final parameters bitwise ({exact[:3]} differ)")
+    off = [n for n, k in want.items() if n in tensors and float(np.abs(tensors[n][2] - single[k]).max()) >
+           PARAM_TOL * float(np.abs(single[k]).max()) + PARAM_ATOL_LR * lr]
+    check(not off, f"export: every tensor equals the single-rank model within the parity tolerance ({off[:3]})")
+    ck16 = os.path.join(d, "ck16")
+    plans.run("tiny_bf16_3d", ["--steps", "4", "--checkpoint-dir", ck16, "--save-on-exit"])
+    o16, o32 = os.path.join(d, "bf16.safetensors"), os.path.join(d, "master.safetensors")
+    r16 = subprocess.run([plans.parc, "export", ck16, "-o", o16], capture_output=True, text=True)
+    r32 = subprocess.run([plans.parc, "export", ck16, "-o", o32, "--master"], capture_output=True, text=True)
+    t16, _ = read_safetensors(o16)
+    t32, _ = read_safetensors(o32)
+    rounded = all(t16[n][0] == "BF16" and t32[n][0] == "F32" and np.array_equal(
+        t16[n][2], (((t32[n][2].view(np.uint32).astype(np.uint64) + 0x7FFF +
+                      ((t32[n][2].view(np.uint32) >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32))
+        for n in t16) if r16.returncode == 0 and r32.returncode == 0 and set(t16) == set(t32) and t16 else False
+    check(rounded, "export: bf16 weights are the round-to-nearest-even of the --master fp32 export")
+    bad = subprocess.run([plans.parc, "export", os.path.join(d, "nothing"), "-o", out], capture_output=True,
+                         text=True)
+    check(bad.returncode == 1 and "not a checkpoint" in bad.stderr, "export: a directory without a checkpoint is "
+          f"an error ({bad.returncode}: {bad.stderr.strip()})")
+    full = subprocess.run([plans.parc, "export", ck, "-o", "/dev/full/x.safetensors"], capture_output=True, text=True)
+    check(full.returncode == 3 and "/dev/full/x.safetensors" in full.stderr,
+          f"export: an unwritable output exits 3 naming it ({full.returncode}: {full.stderr.strip()})")
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__)
         return 2
     parc, examples = sys.argv[1], sys.argv[2]
-    parts = sys.argv[3:] or ["exact", "reshard", "kill", "corrupt", "signal"]
+    parts = sys.argv[3:] or ["exact", "reshard", "kill", "corrupt", "signal", "export"]
     work = tempfile.mkdtemp(prefix="parc_ckpt_")
     plans = Plans(parc, examples, work)
     for part in parts:
