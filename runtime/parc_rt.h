@@ -153,6 +153,8 @@ typedef struct prt_plan_desc {
  * (values as --name value or --name=value):
  *   --steps N  --data FILE  --memory  --trace FILE  --quiet  --timeout SECONDS
  *   --device cpu|cuda
+ *   --checkpoint-dir DIR  --checkpoint-every N  --checkpoint-keep N
+ *   --resume latest|DIR  --save-on-exit   (docs/checkpoints.md)
  * Bad flags print a usage message and exit 2 on every rank; so do outputs that
  * cannot be opened and --data files that cannot be used, checked here before
  * any training. */

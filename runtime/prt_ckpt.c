@@ -20,7 +20,8 @@
  * every local element to its global index (prt_param_map, the initialiser's
  * mapping), reads the shards of that tensor whose blocks meet its own from the
  * files that hold them, checks their CRC-32, and copies the elements it needs.
- * Same layout: every element comes back bit for bit.
+ * In the same layout a rank finds its own slices whole and reads each shard
+ * straight into its buffer; either way every element comes back bit for bit.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -284,7 +285,8 @@ static cJSON *write_rank_file(prt *rt, const char *tmp, int64_t step) {
             t[k].ndim = 1;
             t[k].shape[0] = count;
             t[k].bytes = (size_t)count * dsize;
-            t[k].data = prt_host_copy(rt, b->base + inst * b->instance_bytes, t[k].bytes);
+            const char *src = b->base + inst * b->instance_bytes;  /* host buffers are written in place */
+            t[k].data = rt->backend->host_memory ? src : prt_host_copy(rt, src, t[k].bytes);
             char crc[9];
             prt_st_crc32_hex(t[k].data, t[k].bytes, crc);
             cJSON *sh = cJSON_AddObjectToObject(list, names[k]);
@@ -306,7 +308,7 @@ static cJSON *write_rank_file(prt *rt, const char *tmp, int64_t step) {
     char path[4096], err[1024];
     path_printf(path, sizeof path, "%s/%s", tmp, file);
     if (prt_st_write(path, t, n, meta, err, sizeof err) != 0) prt_user_fail(1, "checkpoint: %s", err);
-    for (int64_t i = 0; i < n; i++) free((void *)t[i].data);
+    for (int64_t i = 0; i < n && !rt->backend->host_memory; i++) free((void *)t[i].data);
     free(t);
     free(names);
     cJSON_Delete(meta);
@@ -630,6 +632,43 @@ static int gather_tensor(loader *L, const char *name, const prt_buffer_desc *d, 
     return L->err[0] ? -1 : 0;
 }
 
+/* Whether saved shard `sh` covers exactly the slice `mine` of d. */
+static int same_slice(const cJSON *sh, const prt_buffer_desc *d, const prt_param_map *mine) {
+    int64_t g[PRT_MAX_DIMS], off[PRT_MAX_DIMS], loc[PRT_MAX_DIMS];
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(sh, "dtype");
+    if (!cJSON_IsString(dt) || prt_st_dtype_of(dt->valuestring) != d->dtype || nums(sh, "global", g, d->ndim) ||
+        nums(sh, "offset", off, d->ndim) || nums(sh, "local", loc, d->ndim))
+        return 0;
+    for (int64_t k = 0; k < d->ndim; k++)
+        if (g[k] != d->gdims[k] || off[k] != mine->offset[k] || loc[k] != mine->local_dims[k]) return 0;
+    return num(sh, "first") == mine->first && num(sh, "count") == shard_count(mine, d->elems);
+}
+
+/* The same layout's shortcut: reads the shard that covers exactly this rank's
+ * slice of `name` (this rank's own file first) into local, CRC-checked.
+ * Returns 1 when one was read, 0 when no file has that slice, -1 on an error. */
+static int read_same_slice(loader *L, const char *name, const prt_buffer_desc *d, const prt_param_map *mine,
+                           char *local) {
+    for (int i = 0; i < L->nranks; i++) {
+        int r = (L->rt->world_rank + i) % L->nranks;
+        const cJSON *list = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(L->ranks, r), "tensors");
+        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(list, name), *want;
+        if (!sh || !same_slice(sh, d, mine)) continue;
+        prt_st_file *st = rank_file(L, r);
+        if (!st) return -1;
+        size_t bytes = (size_t)shard_count(mine, d->elems) * prt_dtype_size(d->dtype);
+        char err[1024], crc[9];
+        if (prt_st_read(st, name, d->dtype, local, bytes, err, sizeof err) != 0) return lfail(L, "%s", err);
+        prt_st_crc32_hex(local, bytes, crc);
+        want = cJSON_GetObjectItemCaseSensitive(sh, "crc32");
+        if (!cJSON_IsString(want) || strcmp(want->valuestring, crc))
+            return lfail(L, "%s: tensor %s: checksum mismatch (CRC-32 %s in the manifest, %s read): the file is "
+                         "corrupted", st->path, name, cJSON_IsString(want) ? want->valuestring : "?", crc);
+        return 1;
+    }
+    return 0;
+}
+
 /* Loads every instance of buffer b. */
 static int load_buffer(loader *L, prt_buffer *b) {
     prt *rt = L->rt;
@@ -639,14 +678,28 @@ static int load_buffer(loader *L, prt_buffer *b) {
     int64_t total = 1;
     for (int64_t k = 0; k < d->ndim; k++) total *= d->gdims[k];
     size_t dsize = prt_dtype_size(d->dtype);
-    char *global = prt_xmalloc((size_t)total * dsize), *have = prt_xmalloc((size_t)total);
-    char *local = prt_xcalloc((size_t)(d->elems ? d->elems : 1), dsize);
+    char *global = NULL, *have = NULL;  /* the whole tensor, when another layout saved it */
+    char *local = NULL;  /* staging for device buffers and resharding */
     for (int64_t inst = 0; inst < d->instances && !L->err[0]; inst++) {
         char name[256];
         tensor_name(b, inst, name, sizeof name);
+        char *dst = b->base + inst * b->instance_bytes;
+        if (rt->backend->host_memory) {  /* read in place: the padding of a ZeRO share is zero already */
+            int same = read_same_slice(L, name, d, &mine, dst);
+            if (same < 0) break;
+            if (same) continue;
+        }
+        if (!local) local = prt_xcalloc((size_t)(d->elems ? d->elems : 1), dsize);
+        memset(local, 0, (size_t)d->elems * dsize);  /* ZeRO padding stays zero */
+        int same = rt->backend->host_memory ? 0 : read_same_slice(L, name, d, &mine, local);
+        if (same < 0) break;
+        if (same) {
+            rt->backend->upload(rt, dst, local, b->instance_bytes);
+            continue;
+        }
+        if (!global) global = prt_xmalloc((size_t)total * dsize), have = prt_xmalloc((size_t)total);
         memset(have, 0, (size_t)total);
         if (gather_tensor(L, name, d, &mine, global, have) != 0) break;
-        memset(local, 0, (size_t)d->elems * dsize);  /* ZeRO padding stays zero */
         for (int64_t e = 0; e < d->elems; e++) {
             int64_t g = prt_param_global(&mine, e);
             if (g < 0) continue;
@@ -657,7 +710,6 @@ static int load_buffer(loader *L, prt_buffer *b) {
             memcpy(local + (size_t)e * dsize, global + (size_t)g * dsize, dsize);
         }
         if (L->err[0]) break;
-        char *dst = b->base + inst * b->instance_bytes;
         if (rt->backend->host_memory) memcpy(dst, local, b->instance_bytes);
         else rt->backend->upload(rt, dst, local, b->instance_bytes);
     }

@@ -9,7 +9,8 @@
  * (errors, the watchdog, watched waits), prt_ops.c (public op and collective
  * entry points, dispatching to the backend), prt_backend.c (the backends of this
  * build), prt_mpi.c (collectives over MPI on host memory), prt_data.c (synthetic
- * and file data), prt_trace.c (Chrome trace JSON), prt_dump.c (parity dumps);
+ * and file data), prt_trace.c (Chrome trace JSON), prt_dump.c (parity dumps),
+ * prt_ckpt.c (checkpoints and signals), prt_safetensors.c (the file format);
  * cpu/ the reference backend, cuda/ the CUDA backend.
  */
 #ifndef PRT_INTERNAL_H
