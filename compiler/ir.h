@@ -398,6 +398,8 @@ typedef struct Program {
     int dp_axis, tp_axis, pp_axis;
     double est_step_seconds;   /* the analysis's step time estimate, 0 before analyze; the built
                                   program's watchdog timeout is a multiple of it */
+    double est_phase_seconds[PRT_NPHASES]; /* ... by phase (analyze.h ANALYZE_PHASES); the built program
+                                              prints them beside what it measures */
 } Program;
 
 /* Lowers a placed graph into per-stage programs (reshard, autodiff, gradient

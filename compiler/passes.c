@@ -96,6 +96,8 @@ static int run_analyze(Compilation *c)
 {
     c->analysis = analyze_program(c->arena, c->prog);
     c->prog->est_step_seconds = c->analysis->step_s; /* the program's watchdog scales with it */
+    _Static_assert((int)ANALYZE_NPHASES == (int)PRT_NPHASES, "the analysis's phases are the runtime's");
+    for (int k = 0; k < PRT_NPHASES; k++) c->prog->est_phase_seconds[k] = c->analysis->phase_s[k];
     return 0;
 }
 
