@@ -16,7 +16,7 @@ kill     PRT_TEST_CKPT_DIE kills the last rank (SIGKILL) inside the save of step
          after its shard is written and before the rename: the job fails, step 4's
          checkpoint is still `latest`, resuming from it reproduces the curve, and the
          next save clears what the killed one left.
-corrupt  a flipped byte in a tensor, a truncated rank file, a deleted rank file, a
+corrupt  bad checkpoint options exit 2 before training; a flipped byte in a tensor, a truncated rank file, a deleted rank file, a
          checkpoint of another model: each exits 2 with a message naming the file
          (and the tensor).
 signal   SIGTERM to mpirun mid-run: the ranks finish the step, save it, say so and
@@ -175,6 +175,14 @@ def expect_error(plans, name, ck, text, what):
 def test_corrupt(plans, work):
     d = os.path.join(work, "corrupt")
     os.makedirs(d)
+    for args, text in ((["--save-on-exit"], "--save-on-exit needs --checkpoint-dir DIR"),
+                       (["--resume", "latest"], "--resume latest needs --checkpoint-dir DIR"),
+                       (["--resume", os.path.join(d, "none")], "not a checkpoint (no manifest.json)"),
+                       (["--checkpoint-dir", d, "--checkpoint-every", "0"], "--checkpoint-every needs a whole number"),
+                       (["--checkpoint-dir", "/dev/full/ck"], "--checkpoint-dir /dev/full/ck: cannot create")):
+        rc, out = plans.run("tiny_tp", ["--steps", "2"] + args, expect=None)
+        check(rc == 2 and text in out and "step 1" not in out,
+              f"options: {' '.join(args)}: exit 2 before any step with '{text}' (exit {rc})")
     base = os.path.join(d, "base")
     plans.run("tiny_tp", ["--steps", "3", "--checkpoint-dir", base, "--save-on-exit"])
     good = os.path.join(base, "step-000000003")
