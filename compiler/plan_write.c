@@ -29,7 +29,9 @@ static void write_cluster(const Plan *p, FILE *out)
         fprintf(out, "  link intra %.17g B/s %.17g s;\n", c->intra_bw, c->intra_latency);
     if (c->nodes > 1 || c->inter_bw > 0)
         fprintf(out, "  link inter %.17g B/s %.17g s;\n", c->inter_bw, c->inter_latency);
-    fprintf(out, "  efficiency %s { gemm", e->name ? e->name : "generic");
+    Efficiency known;
+    int named = e->name && cost_efficiency_defaults(e->name, &known) == 0;
+    fprintf(out, "  efficiency %s%s{ gemm", named ? e->name : "", named ? " " : "");
     for (int k = 0; k < PARC_GEMM_CLASSES; k++) fprintf(out, " %.17g", e->gemm[k]);
     fprintf(out, "; attention %.17g; hbm %.17g; intra %.17g; inter %.17g; }\n}\n", e->attention, e->hbm, e->bus[0],
             e->bus[1]);

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Predicted against measured step time on this machine.  `parc calibrate`
+# measures it first; every plan then uses that cluster fragment.  Prints for
+# each layout the estimate of `parc explain`, the step time the program
+# measures (`parc run`, the mean ms/step it prints at the end) and their
+# ratio, and whether the estimates order the layouts as the measurements do.
+#   1. the tiny plans whose world fits the cores: single, dp 2, tp 2, pp 2,
+#      ZeRO-3 dp 2, bf16 (target: every ratio within 0.8..1.2, same order);
+#   2. the bench GPT (bench/plans/gpt_bench_dp2.par's model, batch 16) on two
+#      ranks: `parc search`'s top two and four more layouts (dp 2, tp 2,
+#      pp 2 1F1B, dp 2 ZeRO-3): the measured fastest should be one of the
+#      search's top two.
+# Usage: bench/predict_local.sh [build/parc] [steps]
+set -euo pipefail
+parc=$(realpath "${1:-build/parc}")
+steps=${2:-20}
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+"$parc" calibrate -o "$tmp/cluster.par" | grep -v '^parc calibrate: wrote'
+predict() { "$parc" explain "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["step_time_s"] * 1e3)'; }
+measure() { "$parc" run "$1" --steps "$steps" --quiet 2>&1 | sed -n 's/.*| \([0-9.]*\) ms\/step.*/\1/p' | tail -1; }
+report() { # name file -> "name predicted measured ratio" appended to $tmp/rows
+    local p m
+    p=$(predict "$2"); m=$(measure "$2")
+    [ -n "$m" ] || { echo "FAILED: parc run $2" >&2; exit 1; }
+    printf '%-22s %10.3f %10.3f %7.3f\n' "$1" "$p" "$m" "$(echo "$p / $m" | bc -l)" | tee -a "$tmp/rows"
+}
+order() { # did the estimates rank the rows as the measurements did?
+    python3 - "$tmp/rows" <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1])]
+by_p = [r[0] for r in sorted(rows, key=lambda r: float(r[1]))]
+by_m = [r[0] for r in sorted(rows, key=lambda r: float(r[2]))]
+inside = sum(1 for r in rows if 0.8 <= float(r[3]) <= 1.2)
+print(f"within 0.8..1.2: {inside} of {len(rows)}; estimated order {' < '.join(by_p)}")
+print(f"measured order {' < '.join(by_m)}; {'the same' if by_p == by_m else 'different'}")
+PY
+}
+
+echo; echo "1. tiny plans ($steps steps each)"
+printf '%-22s %10s %10s %7s\n' plan "est. ms" "meas. ms" ratio
+for n in tiny_single tiny_dp tiny_tp tiny_pp_1f1b tiny_zero3 tiny_bf16; do
+    sed -e "s|include \"common/tiny_cluster.par\";|include \"$tmp/cluster.par\";|" \
+        -e "s|include \"common/|include \"$root/examples/common/|" "$root/examples/$n.par" > "$tmp/$n.par"
+    report "$n" "$tmp/$n.par"
+done
+order
+
+echo; echo "2. the bench GPT on two ranks ($steps steps each)"
+: > "$tmp/rows"
+model=$(sed -n '/^model/,/^}/p' "$root/bench/plans/gpt_bench_dp2.par")
+layout() { # name mesh layout micro_batch
+    cat > "$tmp/$1.par" <<PLAN
+cluster { nodes 1; gpus_per_node 2; include "$tmp/cluster.par"; }
+$model
+train { batch 16; micro_batch $4; precision fp32; optimizer adamw lr 1e-3 weight_decay 0.0; steps 10; seed 1234; }
+mesh { $2 }
+layout { $3 }
+PLAN
+}
+layout dp2 "dp 2;" "batch -> dp;" 8
+layout tp2 "tp 2;" "heads -> tp; ffn -> tp; vocab -> tp;" 8
+layout pp2_1f1b "pp 2;" "layers -> pp schedule 1f1b;" 8
+layout dp2_zero3 "dp 2;" "batch -> dp; zero 3 over dp;" 8
+"$parc" search "$tmp/dp2.par" --top 2 -o "$tmp/search" | sed -n '1p;/^#[12] /p'
+cp "$tmp/search/1.par" "$tmp/search1.par"; cp "$tmp/search/2.par" "$tmp/search2.par"
+for n in search1 search2 dp2 tp2 pp2_1f1b dp2_zero3; do report "$n" "$tmp/$n.par"; done
+order
+fastest=$(sort -k3 -g "$tmp/rows" | head -1 | awk '{print $0}')
+echo "measured fastest: $fastest"
+python3 - "$tmp/rows" <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1])]
+best = min(rows, key=lambda r: float(r[2]))
+top = [r for r in rows if r[0] in ("search1", "search2")]
+same = any(abs(float(r[1]) - float(best[1])) <= 1e-9 * float(best[1]) for r in top)
+print("the measured fastest is " + ("one of" if same else "NOT one of") + " the search's top two")
+PY

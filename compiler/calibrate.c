@@ -1,0 +1,74 @@
+/*
+ * calibrate.c — `parc calibrate [-o FILE]`: runs the measuring program
+ * (calibrate/parc_calibrate.c) on two local ranks with the local mpirun, as
+ * `parc run` starts programs (one BLAS thread per rank), and reports the
+ * cluster fragment it wrote (default cluster.par).  Plans include it inside
+ * `cluster { nodes 1; gpus_per_node N; include "cluster.par"; }`.
+ */
+#include "launch.h"
+#include "tools.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef PARC_MPIEXEC
+#define PARC_MPIEXEC "mpirun"
+#endif
+
+int calibrate_main(int argc, char **argv)
+{
+    const char *out = "cluster.par";
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-o") && i + 1 < argc) out = argv[++i];
+        else if (!strncmp(a, "-o=", 3) && a[3]) out = a + 3;
+        else if (!strncmp(a, "-o", 2) && a[2] && a[2] != '=') out = a + 2;
+        else {
+            fprintf(stderr, "parc calibrate: %s `%s`\nusage: parc calibrate [-o cluster.par]\n",
+                    !strcmp(a, "-o") ? "missing the file after" : "unknown argument", a);
+            return 2;
+        }
+    }
+#ifndef PARC_CALIBRATE_EXE
+    fprintf(stderr, "parc calibrate: this parc was built without the CPU runtime (MPI and OpenBLAS), so without "
+                    "its measuring program\n");
+    return 3;
+#else
+    /* two ranks, each on its own core where there are two */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    char *args[8];
+    int n = 0;
+    args[n++] = (char *)PARC_MPIEXEC;
+    args[n++] = (char *)"-np";
+    args[n++] = (char *)"2";
+    if (cores < 2) args[n++] = (char *)"--oversubscribe";
+    args[n++] = (char *)PARC_CALIBRATE_EXE;
+    args[n++] = (char *)out;
+    args[n] = NULL;
+    char *env[4];
+    int ne = 0;
+    if (geteuid() == 0) {
+        env[ne++] = (char *)"OMPI_ALLOW_RUN_AS_ROOT=1";
+        env[ne++] = (char *)"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
+    }
+    env[ne++] = (char *)"OPENBLAS_NUM_THREADS=1";
+    env[ne] = NULL;
+    unlink(out);
+    int status = launch_process(args, env, NULL);
+    if (status != 0) {
+        fprintf(stderr, "parc calibrate: %s %s exited with status %d\n", PARC_MPIEXEC, PARC_CALIBRATE_EXE, status);
+        return 3;
+    }
+    FILE *f = fopen(out, "r");
+    if (!f) {
+        fprintf(stderr, "parc calibrate: the measurements were not written to `%s`\n", out);
+        return 3;
+    }
+    char line[512];
+    while (fgets(line, sizeof line, f)) fputs(line, stdout);
+    fclose(f);
+    printf("parc calibrate: wrote %s\n", out);
+    return fflush(stdout) == 0 ? 0 : 3;
+#endif
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# calibrate.sh PARC — `parc calibrate -o FILE` measures this machine and
+# writes a cluster fragment: a gpu line, an intra link and an efficiency
+# block with every share in (0, 1]; a plan that includes it passes check and
+# explains with those efficiencies; a missing -o value is a usage error.
+set -u
+parc=$(realpath "$1")
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+"$parc" calibrate -o "$tmp/cluster.par" > "$tmp/out" 2>&1 || fail "parc calibrate exited with status $?: $(cat "$tmp/out")"
+grep -q '^gpu { memory [0-9]* B; bf16 .* FLOP/s; fp32 .* FLOP/s; hbm .* B/s; }$' "$tmp/cluster.par" || fail "no gpu line"
+grep -q '^link intra [0-9.e+]* B/s [0-9.e+-]* s;$' "$tmp/cluster.par" || fail "no intra link"
+eff=$(sed -n 's/^efficiency { gemm \(.*\); attention \(.*\); hbm \(.*\); intra \(.*\); inter 1; }$/\1 \2 \3 \4/p' "$tmp/cluster.par")
+[ -n "$eff" ] || fail "no efficiency block"
+for v in $eff; do
+    awk -v v="$v" 'BEGIN { exit !(v > 0 && v <= 1) }' || fail "efficiency $v outside (0, 1]"
+done
+sed -e "s|include \"common/tiny_cluster.par\";|include \"$tmp/cluster.par\";|" \
+    -e "s|include \"common/|include \"$root/examples/common/|" "$root/examples/tiny_dp.par" > "$tmp/plan.par"
+"$parc" check "$tmp/plan.par" > /dev/null || fail "a plan including the fragment does not pass check"
+"$parc" explain "$tmp/plan.par" --verbose | grep -q "efficiencies the plan's ($tmp/cluster.par:" ||
+    fail "explain does not name the calibrated efficiencies"
+"$parc" calibrate -o > /dev/null 2>&1; rc=$?
+[ "$rc" = 2 ] || fail "parc calibrate -o without a file exited with $rc, expected 2"
+echo "calibrate: $fails failures"
+[ "$fails" = 0 ]
