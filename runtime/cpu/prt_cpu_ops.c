@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "prt_backend.h"
+#include "prt_cpu_gqa.h"
 #include "prt_internal.h"
 #include "prt_scratch.h"
 
