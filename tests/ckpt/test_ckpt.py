@@ -218,7 +218,10 @@ def test_signal(plans, work):
     d = os.path.join(work, "signal")
     os.makedirs(d)
     ck, loss = os.path.join(d, "ck"), os.path.join(d, "run.loss")
-    p = plans.run("tiny_tp", ["--steps", "100000", "--checkpoint-dir", ck], {"PRT_LOSS_FILE": loss}, popen=True)
+    # Open MPI's mpirun SIGKILLs the ranks odls_base_sigkill_timeout seconds (default 1) after forwarding a
+    # SIGTERM; a loaded machine needs longer to finish the step and save.
+    p = plans.run("tiny_tp", ["--steps", "100000", "--checkpoint-dir", ck],
+                  {"PRT_LOSS_FILE": loss, "OMPI_MCA_odls_base_sigkill_timeout": "60"}, popen=True)
     deadline = time.time() + 120
     while time.time() < deadline and (not os.path.exists(loss) or len(open(loss).read().splitlines()) < 3):
         time.sleep(0.2)
