@@ -158,6 +158,8 @@ int64_t prt_coord(prt *rt, int64_t axis) {
 
 int64_t prt_steps(prt *rt) { return rt->steps; }
 
+double prt_lr(prt *rt, int64_t step) { return prt_lr_at(&rt->plan.lr, step); }
+
 int prt_axis_size(prt *rt, int64_t axis) {
     if (axis < 0) return 1;
     PRT_CHECK(axis < rt->naxes, "axis %lld out of range (mesh has %d axes)", (long long)axis, rt->naxes);

@@ -60,8 +60,8 @@ void prt_step_end(prt *rt, int64_t step) {
     rt->last_loss = loss;
     if (rt->world_rank == 0) {
         if (!rt->quiet) {
-            printf("step %lld | loss %.6f | %.0f tok/s | %.1f ms\n", (long long)step, loss,
-                   seconds > 0 ? tokens / seconds : 0.0, seconds * 1e3);
+            printf("step %lld | loss %.6f | lr %.6g | %.0f tok/s | %.1f ms\n", (long long)step, loss,
+                   prt_lr(rt, step), seconds > 0 ? tokens / seconds : 0.0, seconds * 1e3);
             fflush(stdout);
         }
         if (rt->loss_file && (fprintf(rt->loss_file, "%lld %.9g\n", (long long)step, loss) < 0 ||
