@@ -171,6 +171,8 @@ struct prt {
     int64_t steps_done;
     double total_seconds, last_loss;
     FILE *loss_file;         /* PRT_LOSS_FILE on rank 0 */
+    const char *log_path;    /* --log: JSON lines, one object per step, rank 0 */
+    FILE *log_file;
     int64_t die_rank, die_step;   /* PRT_TEST_DIE */
 
     /* dumps for the parity tests (PRT_DUMP_DIR, PRT_DUMP_STEP, PRT_DUMP_DATA_ALL; prt_dump.c) */

@@ -36,6 +36,13 @@ static void open_outputs(prt *rt, char *message, size_t size) {
             return;
         }
     }
+    if (rt->log_path) {
+        rt->log_file = fopen(rt->log_path, "w");
+        if (!rt->log_file) {
+            snprintf(message, size, "--log %s: cannot open it for writing: %s", rt->log_path, strerror(errno));
+            return;
+        }
+    }
     if (rt->trace_path) {
         rt->trace_file = fopen(rt->trace_path, "w");
         if (!rt->trace_file)

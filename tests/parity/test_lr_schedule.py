@@ -6,8 +6,10 @@ usage: test_lr_schedule.py PARC EXAMPLES_DIR [--steps N]
 Copies EXAMPLES_DIR and gives every tiny_* plan (through common/tiny_train.par) the
 warmup-stable-decay schedule SCHEDULE, then asserts:
   - `parc explain tiny_single` shows the schedule's shape in the expected line;
-  - the LR that the program logs for each of 8 steps equals the closed form below
-    (written here independently of runtime/prt_lr.h) within 1e-5 relative;
+  - the LR that the program prints (1e-5 relative) and writes to its --log file
+    (1e-9) for each of 8 steps equals the closed form below, written here
+    independently of runtime/prt_lr.h; every --log line holds the keys and types of
+    docs/json.md's schema, steps 1..8 in order;
   - the optimizer used the LR of step 1 (peak / warmup): AdamW's first update of an
     element is lr * g / (|g| + eps), so with weight decay 0 the largest |update| of
     every tensor of tiny_single is within 1e-4 of lr(1), not of the peak;
@@ -15,6 +17,7 @@ warmup-stable-decay schedule SCHEDULE, then asserts:
     copied examples (losses, parameters, initial parameters, step-1 gradients).
 Exits 1 on any failure.
 """
+import json
 import math
 import os
 import re
@@ -59,20 +62,50 @@ def scheduled_examples(examples, work):
 
 def check_logged_lr(exe, problems):
     mpirun = os.environ.get("PARC_MPIRUN") or shutil.which("mpirun")
-    r = subprocess.run([mpirun, "-np", "1", exe, "--steps", str(LOG_STEPS)], capture_output=True, text=True,
-                       env=prt_dump.run_env(), timeout=300)
+    log = exe + ".jsonl"
+    r = subprocess.run([mpirun, "-np", "1", exe, "--steps", str(LOG_STEPS), "--log", log], capture_output=True,
+                       text=True, env=prt_dump.run_env(), timeout=300)
     if r.returncode != 0:
         problems.append(f"tiny_single failed ({r.returncode}): {r.stderr[-2000:]}")
         return
-    logged = {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"^step (\d+) \| loss \S+ \| lr (\S+) \|",
-                                                                      r.stdout, re.M)}
+    printed = {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"^step (\d+) \| loss \S+ \| lr (\S+) \|",
+                                                                       r.stdout, re.M)}
+    records = read_log(log, problems)
     for s in range(1, LOG_STEPS + 1):
         want = closed_form(s)
-        got = logged.get(s)
-        ok = got is not None and abs(got - want) <= 1e-5 * want
-        print(f"  step {s}: lr {got!s:>12} closed form {want:.9g}  {'ok' if ok else 'FAIL'}")
+        got, rec = printed.get(s), records.get(s, {})
+        ok = got is not None and abs(got - want) <= 1e-5 * want and abs(rec.get("lr", -1) - want) <= 1e-9 * want
+        print(f"  step {s}: lr printed {got!s:>10}, logged {rec.get('lr')!s:>22}, closed form {want:.9g}  "
+              f"{'ok' if ok else 'FAIL'}")
         if not ok:
-            problems.append(f"step {s}: logged lr {got} vs closed form {want:.9g}")
+            problems.append(f"step {s}: lr printed {got}, logged {rec.get('lr')}, closed form {want:.9g}")
+
+
+# The --log schema of docs/json.md: key -> type.
+LOG_SCHEMA = {"step": int, "steps": int, "loss": float, "lr": float, "tokens_per_s": float, "step_ms": float}
+
+
+def read_log(path, problems):
+    """--log FILE -> {step: record}; every line validated against LOG_SCHEMA."""
+    records = {}
+    with open(path) as f:
+        lines = f.read().splitlines()
+    for i, line in enumerate(lines, 1):
+        try:
+            rec = json.loads(line)
+        except ValueError as e:
+            problems.append(f"{path}:{i}: not JSON: {e}")
+            continue
+        for key, kind in LOG_SCHEMA.items():
+            ok = key in rec and (isinstance(rec[key], (int, float)) if kind is float else isinstance(rec[key], int))
+            if not ok or (kind is float and not math.isfinite(rec[key])):
+                problems.append(f"{path}:{i}: `{key}` missing or not a finite {kind.__name__}: {line}")
+        if rec.get("step") != i or rec.get("steps") != LOG_STEPS or not rec.get("step_ms", 0) > 0:
+            problems.append(f"{path}:{i}: expected step {i} of {LOG_STEPS} with a positive step_ms: {line}")
+        records[rec.get("step")] = rec
+    if len(lines) != LOG_STEPS:
+        problems.append(f"{path}: {len(lines)} lines for {LOG_STEPS} steps")
+    return records
 
 
 def check_first_update(exe, work, problems):
