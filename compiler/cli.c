@@ -64,7 +64,7 @@ static const OptSpec collectives_opts[] = {
     {"--json", NULL, OPT_JSON, "the same as JSON (schema in docs/json.md)"},
 };
 static const OptSpec lower_opts[] = {
-    {"--emit", "KIND", OPT_EMIT, "the pass to dump after: front, expand, lower (the default), schedule, analyze or codegen (also plan, graph, ir)"},
+    {"--emit", "KIND", OPT_EMIT, "the pass to dump after: front, expand, place, lower (the default), schedule, analyze or codegen (also plan, graph, ir)"},
 };
 static const OptSpec build_opts[] = {
     {"-o", "OUT", OPT_OUTPUT, "the file to write (with --emit=llvm, default standard output)"},
@@ -94,7 +94,7 @@ static const CmdSpec commands[CMD_COUNT] = {
     {"collectives", "PLAN", "every collective each rank issues per step, and why",
      "Lists every collective each rank issues per step, its volume and link, and the rule behind it.",
      collectives_opts, COUNT(collectives_opts)},
-    {"lower", "PLAN", "dump after a pass: front | expand | lower | schedule | analyze | codegen",
+    {"lower", "PLAN", "dump after a pass: front | expand | place | lower | schedule | analyze | codegen",
      "Dumps the result of a pass in its stable text form (the golden files' format).", lower_opts,
      COUNT(lower_opts)},
     {"build", "PLAN -o OUT", "compile to an executable (--emit=llvm|obj|exe)",
