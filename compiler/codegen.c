@@ -148,6 +148,8 @@ static int link_executable(const char *obj_path, const char *out_path, const cha
     push_words(argv, &argc, 120, mpi_flags, " ");
     push_words(argv, &argc, 120, mpi_libs, "|");
     argv[argc++] = (char *)PARC_OPENBLAS_LIBRARY;
+    char omp_libs[] = PARC_OPENMP_LIBRARIES;  /* the CPU ops' threads (libgomp) */
+    push_words(argv, &argc, 120, omp_libs, "|");
 #ifdef PARC_CUDA_LIBRARIES
     char cuda_libs[] = PARC_CUDA_LIBRARIES;  /* the runtime was built with its CUDA backend */
     push_words(argv, &argc, 120, cuda_libs, "|");
