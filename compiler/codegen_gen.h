@@ -18,7 +18,7 @@
 
 /* The lifecycle calls, not in PRT_OPS because they return values or are
  * called only by the driver code.  X(name, return, parameters) over
- * {v void, p pointer, i int64_t}.  ORDER: LifeFn. */
+ * {v void, p pointer, i int64_t, d double}.  ORDER: LifeFn. */
 #define CG_LIFECYCLE(X)                  \
     X(prt_init, 'p', "ipp")              \
     X(prt_register_buffers, 'v', "ppi")  \
@@ -26,6 +26,7 @@
     X(prt_coord, 'i', "pi")              \
     X(prt_steps, 'i', "p")               \
     X(prt_first_step, 'i', "p")          \
+    X(prt_lr, 'd', "pi")                 \
     X(prt_expect_memory, 'v', "pp")      \
     X(prt_step_begin, 'v', "pi")         \
     X(prt_before_optimizer, 'v', "pi")   \
