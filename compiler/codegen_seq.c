@@ -103,7 +103,27 @@ static LLVMValueRef arg_value(Gen *g, const StageProgram *sp, const Instr *in, i
     return v;
 }
 
-/* void stageS.<seq>(rt, chunk, l, slot, micro, step): the instructions in order. */
+/* The phase a sequence's time counts to (enum prt_phase in parc_rt.h). */
+static int64_t seq_phase(SeqKind kind) {
+    switch (kind) {
+    case SEQ_EMBED_FWD:
+    case SEQ_BLOCK_FWD:
+    case SEQ_HEAD_FWD: return PRT_PHASE_FORWARD;
+    case SEQ_HEAD_BWD:
+    case SEQ_BLOCK_BWD:
+    case SEQ_EMBED_BWD: return PRT_PHASE_BACKWARD;
+    case SEQ_GRAD_SYNC_BLOCK:
+    case SEQ_GRAD_SYNC_ONCE: return PRT_PHASE_COMM;
+    case SEQ_RECV_FWD:
+    case SEQ_SEND_FWD:
+    case SEQ_RECV_BWD:
+    case SEQ_SEND_BWD: return PRT_PHASE_BUBBLE;
+    default: return PRT_PHASE_OPTIMIZER; /* zeroing gradients, the optimizer */
+    }
+}
+
+/* void stageS.<seq>(rt, chunk, l, slot, micro, step): prt_phase, then the
+ * instructions in order. */
 static LLVMValueRef emit_seq(Gen *g, const StageProgram *sp, SeqKind kind) {
     const Seq *seq = &sp->seq[kind];
     int ncalls = 0;
@@ -120,6 +140,8 @@ static LLVMValueRef emit_seq(Gen *g, const StageProgram *sp, SeqKind kind) {
     g->cache_ptrs = 1; /* one basic block: every value dominates what follows */
     SeqParams p = {LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), LLVMGetParam(fn, 3), LLVMGetParam(fn, 4),
                    LLVMGetParam(fn, 5)};
+    LLVMValueRef phase_args[] = {g->rt, c64(g, seq_phase(kind))};
+    call_rt(g, RT_prt_phase, phase_args, 2);
     for (int i = 0; i < seq->n; i++) {
         const Instr *in = &seq->ins[i];
         if (in->fn < 0) continue; /* a record for the reports only */

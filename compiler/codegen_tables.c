@@ -78,6 +78,7 @@ void cg_build_types(Gen *g) {
         g->t_i64, g->t_i64,                              /* steps, seed */
         g->t_i64, g->t_i64, g->t_i64, g->t_i64, g->t_i64, /* batch, micro_batch, micro_batches, seq, vocab */
         g->t_f64,                                         /* est_step_seconds */
+        LLVMArrayType(g->t_f64, PRT_NPHASES),             /* est_phase_seconds */
     };
     g->t_plan_desc = LLVMStructCreateNamed(g->ctx, "prt_plan_desc");
     LLVMStructSetBody(g->t_plan_desc, plan_fields, sizeof plan_fields / sizeof plan_fields[0], 0);
@@ -145,6 +146,8 @@ LLVMValueRef cg_emit_plan_desc(Gen *g) {
         names[a] = a < plan->mesh.naxes ? const_string(g, plan->mesh.axes[a].name) : LLVMConstNull(g->t_ptr);
         sizes[a] = a < plan->mesh.naxes ? plan->mesh.axes[a].size : 0;
     }
+    LLVMValueRef phases[PRT_NPHASES];
+    for (int k = 0; k < PRT_NPHASES; k++) phases[k] = LLVMConstReal(g->t_f64, pr->est_phase_seconds[k]);
     LLVMValueRef fields[] = {
         const_string(g, plan->model.name ? plan->model.name : "plan"),
         const_string(g, plan->file),
@@ -156,6 +159,7 @@ LLVMValueRef cg_emit_plan_desc(Gen *g) {
         c64(g, plan->train.batch), c64(g, plan->train.micro_batch), c64(g, plan->train.micro_batches),
         c64(g, plan->model.seq), c64(g, plan->model.vocab),
         LLVMConstReal(g->t_f64, pr->est_step_seconds),
+        LLVMConstArray(g->t_f64, phases, PRT_NPHASES),
     };
     return add_const_global(g, LLVMConstNamedStruct(g->t_plan_desc, fields, sizeof fields / sizeof fields[0]),
                             "plan");

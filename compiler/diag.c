@@ -7,6 +7,8 @@
  * line 0 prints `file: level: message` (a whole-file problem).  Source lines come
  * from the texts registered with diag_add_source (not copied: they must outlive
  * the diagnostics).  Counters are global to the process; diag_reset zeroes them.
+ * diag_set_style switches to ANSI colours (gcc's) or to one JSON object per
+ * diagnostic and line, for editors and CI.
  */
 #include "parc.h"
 
@@ -18,14 +20,18 @@ typedef struct DiagSource {
     const char *text;
 } DiagSource;
 
-static FILE *diag_stream_;
+static FILE *diag_stream_, *diag_default_stream_;
 static int diag_errors, diag_warnings;
 static DiagSource *diag_sources;
 static int diag_nsources, diag_cap_sources;
 
 void diag_set_stream(FILE *stream) { diag_stream_ = stream; }
+void diag_set_default_stream(FILE *stream) { diag_default_stream_ = stream; }
 
-static FILE *diag_stream(void) { return diag_stream_ ? diag_stream_ : stderr; }
+static FILE *diag_stream(void)
+{
+    return diag_stream_ ? diag_stream_ : diag_default_stream_ ? diag_default_stream_ : stderr;
+}
 
 int diag_error_count(void) { return diag_errors; }
 int diag_warning_count(void) { return diag_warnings; }
@@ -86,47 +92,114 @@ static const char *diag_source_line(const char *file, int line, int *len)
 
 static const char *const diag_level_names[] = {"error", "warning", "note"};
 
+static int diag_color, diag_json;
+
+void diag_set_style(int color, int json)
+{
+    diag_color = color;
+    diag_json = json;
+}
+
+/* ANSI styles, as gcc colours them: bold location, red errors, magenta
+ * warnings, cyan notes, a green caret. */
+static const char *const diag_level_styles[] = {"\033[1;31m", "\033[1;35m", "\033[1;36m"};
+#define DIAG_BOLD "\033[1m"
+#define DIAG_CARET "\033[1;32m"
+#define DIAG_RESET "\033[0m"
+
+static const char *diag_style(const char *style) { return diag_color ? style : ""; }
+
+/* `s` as a JSON string literal (NULL as null). */
+static void diag_json_string(FILE *out, const char *s)
+{
+    if (!s) {
+        fputs("null", out);
+        return;
+    }
+    fputc('"', out);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\') fprintf(out, "\\%c", *c);
+        else if (*c == '\n') fputs("\\n", out);
+        else if (*c == '\t') fputs("\\t", out);
+        else if (*c < 0x20 || *c == 0x7f) fprintf(out, "\\u%04x", *c);
+        else fputc(*c, out);
+    }
+    fputc('"', out);
+}
+
+/* One line: {"file":..., "line":..., "column":..., "length":..., "severity":...,
+ * "message":..., "hint":...}; line and column are 0 where unknown. */
+static void diag_print_json(FILE *out, DiagLevel level, SrcLoc loc, const char *hint, const char *message)
+{
+    fputs("{\"file\": ", out);
+    diag_json_string(out, loc.file);
+    int line = loc.file && loc.line > 0 ? loc.line : 0;
+    fprintf(out, ", \"line\": %d, \"column\": %d, \"length\": %d, \"severity\": \"%s\", \"message\": ", line,
+            line ? (loc.col > 0 ? loc.col : 1) : 0, line ? (loc.len > 0 ? loc.len : 1) : 0, diag_level_names[level]);
+    diag_json_string(out, message);
+    fputs(", \"hint\": ", out);
+    diag_json_string(out, hint);
+    fputs("}\n", out);
+}
+
+/* The source line of loc and a caret line under its span. */
+static void diag_print_source(FILE *out, SrcLoc loc)
+{
+    int len = 0;
+    const char *line = loc.file && loc.line >= 1 ? diag_source_line(loc.file, loc.line, &len) : NULL;
+    if (!line) return;
+    /* Control bytes print as spaces so a binary file cannot garble the terminal. */
+    fputs("  ", out);
+    for (int i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)line[i];
+        fputc(ch == '\t' || ch >= 0x20 ? ch : ' ', out);
+    }
+    fputc('\n', out);
+    /* Caret: the prefix keeps tabs so the caret lines up under tab-indented text. */
+    int col = loc.col < 1 ? 1 : loc.col;
+    if (col > len + 1) col = len + 1;
+    fputs("  ", out);
+    for (int i = 0; i < col - 1; i++) fputc(line[i] == '\t' ? '\t' : ' ', out);
+    int span = loc.len < 1 ? 1 : loc.len;
+    if (col - 1 + span > len) span = len - (col - 1) > 1 ? len - (col - 1) : 1;
+    fputs(diag_style(DIAG_CARET), out);
+    fputc('^', out);
+    for (int i = 1; i < span; i++) fputc('~', out);
+    fputs(diag_style(DIAG_RESET), out);
+    fputc('\n', out);
+}
+
 void diag_report(DiagLevel level, SrcLoc loc, const char *hint, const char *fmt, ...)
 {
     FILE *out = diag_stream();
     if (level == DIAG_ERROR) diag_errors++;
     if (level == DIAG_WARNING) diag_warnings++;
-    const char *level_name = diag_level_names[level];
-
-    if (!loc.file)
-        fprintf(out, "parc: %s: ", level_name);
-    else if (loc.line < 1)
-        fprintf(out, "%s: %s: ", loc.file, level_name);
-    else
-        fprintf(out, "%s:%d:%d: %s: ", loc.file, loc.line, loc.col, level_name);
+    char small[512];
+    char *message = small;
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(out, fmt, ap);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
-    fputc('\n', out);
-
-    int len = 0;
-    const char *line = loc.file && loc.line >= 1 ? diag_source_line(loc.file, loc.line, &len) : NULL;
-    if (line) {
-        /* Control bytes print as spaces so a binary file cannot garble the terminal. */
-        fputs("  ", out);
-        for (int i = 0; i < len; i++) {
-            unsigned char ch = (unsigned char)line[i];
-            fputc(ch == '\t' || ch >= 0x20 ? ch : ' ', out);
-        }
-        fputc('\n', out);
-        /* Caret: the prefix keeps tabs so the caret lines up under tab-indented text. */
-        int col = loc.col < 1 ? 1 : loc.col;
-        if (col > len + 1) col = len + 1;
-        fputs("  ", out);
-        for (int i = 0; i < col - 1; i++) fputc(line[i] == '\t' ? '\t' : ' ', out);
-        int span = loc.len < 1 ? 1 : loc.len;
-        if (col - 1 + span > len) span = len - (col - 1) > 1 ? len - (col - 1) : 1;
-        fputc('^', out);
-        for (int i = 1; i < span; i++) fputc('~', out);
-        fputc('\n', out);
+    if (n >= (int)sizeof small && (message = malloc((size_t)n + 1)) != NULL) {
+        va_start(ap, fmt);
+        vsnprintf(message, (size_t)n + 1, fmt, ap);
+        va_end(ap);
     }
-    if (hint) fprintf(out, "  hint: %s\n", hint);
+    if (!message) message = small; /* truncated rather than lost */
+
+    if (diag_json) {
+        diag_print_json(out, level, loc, hint, message);
+    } else {
+        fputs(diag_style(DIAG_BOLD), out);
+        if (!loc.file) fputs("parc: ", out);
+        else if (loc.line < 1) fprintf(out, "%s: ", loc.file);
+        else fprintf(out, "%s:%d:%d: ", loc.file, loc.line, loc.col);
+        fprintf(out, "%s%s:%s %s\n", diag_style(diag_level_styles[level]), diag_level_names[level],
+                diag_style(DIAG_RESET), message);
+        diag_print_source(out, loc);
+        if (hint) fprintf(out, "  %shint:%s %s\n", diag_style(DIAG_BOLD), diag_style(DIAG_RESET), hint);
+    }
+    if (message != small) free(message);
 }
 
 /* Edit distance (Levenshtein plus adjacent transpositions), case-insensitive; words longer than 63 bytes are not

@@ -283,7 +283,7 @@ static void expand_block(Expander *ex)
     g->block_in = x;
     int resid = x;
     if (bs->kind == BLOCK_TRANSFORMER) {
-        int h = norm_op(ex, r, bs->norm, bs->bias, "ln1", loc, x, B, S, H);
+        int h = bs->norm != NORM_NONE ? norm_op(ex, r, bs->norm, bs->bias, "ln1", loc, x, B, S, H) : x;
         int qkv;
         if (m->kv_heads == m->heads) {
             qkv = linear(ex, r, "attn.qkv", loc, h, 4, DIMS(DIM_HIDDEN, DIM_QKV, DIM_HEADS, DIM_HEAD_DIM),

@@ -398,11 +398,29 @@ typedef struct Program {
     int dp_axis, tp_axis, pp_axis;
     double est_step_seconds;   /* the analysis's step time estimate, 0 before analyze; the built
                                   program's watchdog timeout is a multiple of it */
+    double est_phase_seconds[PRT_NPHASES]; /* ... by phase (analyze.h ANALYZE_PHASES); the built program
+                                              prints them beside what it measures */
 } Program;
 
-/* Lowers a placed graph into per-stage programs (reshard, autodiff, gradient
+/* The placement pass (place.c): for every op and mesh axis, the placement
+ * each input and parameter must have, the one the op produces, and those of
+ * the gradients its backward produces.  Opaque; lives in the arena. */
+typedef struct Lowerer Placed;
+/* Runs the op rules over the graph.  Reports placement errors no op accepts
+ * through diag and returns NULL after reporting. */
+Placed *lower_place(Arena *arena, const Plan *plan, Graph *graph);
+/* `parc lower --emit=place`: one line per op and axis, stable text. */
+void placed_dump(const Placed *placed, FILE *out);
+/* Every rule placement is one the tensor can have (a split names one of its
+ * dims; Partial only for produced values and gradients); PARC_BUG otherwise. */
+void placed_verify(const Placed *placed);
+
+/* Lowers the placed graph into per-stage programs (reshard, autodiff, gradient
  * sync, optimizer, schedule, ledger).  Reports user errors through diag and
- * returns NULL after reporting; a broken invariant is an internal error. */
+ * returns NULL after reporting; a broken invariant is an internal error.
+ * Consumes `placed` (call once). */
+Program *lower_placed(Placed *placed);
+/* lower_place, then lower_placed. */
 Program *lower_program(Arena *arena, const Plan *plan, Graph *graph);
 /* Checks the program's invariants (every collective's group is a mesh axis,
  * buffers in range, instance modes valid for the sequence, schedule sound).

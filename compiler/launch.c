@@ -27,6 +27,24 @@ extern char **environ;
 
 static SrcLoc no_loc(void) { return (SrcLoc){0}; }
 
+/* Signals that stop a launched job. */
+static const int launch_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+#define LAUNCH_NSIGNALS ((int)(sizeof launch_signals / sizeof launch_signals[0]))
+static volatile sig_atomic_t launch_child, launch_pending;
+
+/* Forwards a signal that was sent to parc by a process (si_code <= 0: kill,
+ * sigqueue) to the child; one from the terminal (SI_KERNEL) reached the
+ * child's process group already. */
+static void launch_forward(int sig, siginfo_t *info, void *context)
+{
+    (void)context;
+    if (info && info->si_code > 0) return;
+    int saved = errno;
+    if (launch_child > 0) kill((pid_t)launch_child, sig);
+    else launch_pending = sig;
+    errno = saved;
+}
+
 int launch_process(char *const argv[], char *const extra_env[], const char *stderr_path) {
     /* environment: ours plus extra_env (extra entries come first, so they win
      * with getenv's first-match lookup; ours with the same name are dropped) */
@@ -58,29 +76,33 @@ int launch_process(char *const argv[], char *const extra_env[], const char *stde
     }
     sigset_t defaults;
     sigemptyset(&defaults);
-    sigaddset(&defaults, SIGINT);
-    sigaddset(&defaults, SIGQUIT);
+    for (int k = 0; k < LAUNCH_NSIGNALS; k++) sigaddset(&defaults, launch_signals[k]);
     posix_spawnattr_setsigdefault(&attr, &defaults);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
 
-    /* The child gets ^C (same process group) and decides; we wait for it. */
-    struct sigaction ignore = {.sa_handler = SIG_IGN}, old_int, old_quit;
-    sigemptyset(&ignore.sa_mask);
-    sigaction(SIGINT, &ignore, &old_int);
-    sigaction(SIGQUIT, &ignore, &old_quit);
+    /* The child shares our process group, so a terminal's ^C reaches it
+     * directly; a signal sent to parc alone (kill, timeout, a batch system)
+     * is forwarded.  Either way we wait for the child and return its status. */
+    struct sigaction forward = {.sa_sigaction = launch_forward, .sa_flags = SA_SIGINFO}, old[LAUNCH_NSIGNALS];
+    sigemptyset(&forward.sa_mask);
+    launch_child = 0;
+    launch_pending = 0;
+    for (int k = 0; k < LAUNCH_NSIGNALS; k++) sigaction(launch_signals[k], &forward, &old[k]);
 
     pid_t pid;
     int err = posix_spawnp(&pid, argv[0], &actions, &attr, argv, env);
     int status = -1;
     if (err == 0) {
+        launch_child = pid;
+        if (launch_pending) kill(pid, launch_pending);
         int ws;
         pid_t r;
         do r = waitpid(pid, &ws, 0);
         while (r < 0 && errno == EINTR);
         if (r == pid) status = WIFEXITED(ws) ? WEXITSTATUS(ws) : WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : -1;
+        launch_child = 0;
     }
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGQUIT, &old_quit, NULL);
+    for (int k = 0; k < LAUNCH_NSIGNALS; k++) sigaction(launch_signals[k], &old[k], NULL);
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&actions);
     free(env);

@@ -237,24 +237,36 @@ static void build_schedule(Arena *arena, const Plan *plan, Program *prog, int p)
     if (schedule_verify(&prog->schedule, why, sizeof why) != 0) PARC_BUG("unsound schedule: %s", why);
 }
 
-Program *lower_program(Arena *arena, const Plan *plan, Graph *g)
+Placed *lower_place(Arena *arena, const Plan *plan, Graph *g)
 {
     ops_check();
-    Lowerer lw;
-    memset(&lw, 0, sizeof lw);
-    lw.arena = arena;
-    lw.plan = plan;
-    lw.g = g;
-    lw.naxes = plan->mesh.naxes;
-    size_t na = (size_t)(lw.naxes ? lw.naxes : 1);
-    lw.rule = arena_alloc(arena, sizeof(OpPlace) * (size_t)g->nops * na);
-    lw.bind = arena_alloc(arena, sizeof(Binding) * (size_t)g->ntensors);
-    place_plan(&lw);
-    if (lw.errors) return NULL;
+    Lowerer *lw = arena_alloc(arena, sizeof *lw);
+    memset(lw, 0, sizeof *lw);
+    lw->arena = arena;
+    lw->plan = plan;
+    lw->g = g;
+    lw->naxes = plan->mesh.naxes;
+    size_t na = (size_t)(lw->naxes ? lw->naxes : 1);
+    lw->rule = arena_alloc(arena, sizeof(OpPlace) * (size_t)g->nops * na);
+    lw->bind = arena_alloc(arena, sizeof(Binding) * (size_t)g->ntensors);
+    place_plan(lw);
+    return lw->errors ? NULL : lw;
+}
 
+Program *lower_program(Arena *arena, const Plan *plan, Graph *g)
+{
+    Placed *placed = lower_place(arena, plan, g);
+    return placed ? lower_placed(placed) : NULL;
+}
+
+Program *lower_placed(Placed *placed)
+{
+    Lowerer lw = *placed; /* the stage programs' state starts from the placements */
+    Arena *arena = lw.arena;
+    const Plan *plan = lw.plan;
     Program *prog = arena_alloc(arena, sizeof(Program));
     prog->plan = plan;
-    prog->graph = g;
+    prog->graph = lw.g;
     lw.prog = prog;
     prog->dp_axis = plan->layout.dim_axis[DIM_BATCH];
     prog->tp_axis = plan->layout.dim_axis[DIM_HEADS] >= 0 ? plan->layout.dim_axis[DIM_HEADS]

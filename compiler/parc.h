@@ -7,7 +7,7 @@
  * ir.h; the pipeline schedule in schedule.h.
  *
  * Pass order (the table in passes.c, which main.c runs):
- *   front: parse (grammar/par.y) + check (check.c) -> expand (expand.c) ->
+ *   front: parse (grammar/par.y) + check (check*.c) -> expand (expand.c) ->
  *   lower (lower.c: placement (place.c) and the schedule (schedule.c) once,
  *   then per stage autodiff.c and optim.c over the ops of ops.c, all
  *   communication from reshard.c, the ledger (ledger.c) last) ->
@@ -77,7 +77,12 @@ void diag_report(DiagLevel level, SrcLoc loc, const char *hint, const char *fmt,
 #define diag_note(loc, hint, ...) diag_report(DIAG_NOTE, (loc), (hint), __VA_ARGS__)
 int diag_error_count(void);
 int diag_warning_count(void);
-void diag_set_stream(FILE *stream); /* default stderr */
+void diag_set_stream(FILE *stream); /* NULL: the default stream */
+void diag_set_default_stream(FILE *stream); /* NULL: stderr */
+/* color: ANSI colours in text diagnostics.  json: each diagnostic is one line
+ * {"file", "line", "column", "length", "severity", "message", "hint"} (file and
+ * hint may be null; line and column 0 where unknown) instead of text. */
+void diag_set_style(int color, int json);
 void diag_reset(void);              /* zero the counters and forget sources */
 
 /* "did you mean": the closest candidate by edit distance, or NULL when nothing is
@@ -284,8 +289,13 @@ int plan_coords_rank(const Plan *plan, const int coords[PARC_MAX_AXES]);
  * locations live in `arena`. Memory fit is NOT checked here (advise.c does it
  * on the analyzed program). */
 int front_load(Arena *arena, const char *path, Plan *plan);
-/* The same from text already in memory (tests, fuzzing). */
+/* The same from text already in memory (tests, fuzzing, standard input):
+ * `path` names it in diagnostics and includes are relative to it.
+ * front_load(arena, "-", plan) reads standard input, named `<stdin>`.
+ * front_load_buffer takes `size` bytes that need not end in NUL (a NUL inside
+ * is an error, as in a file); files are at most 16 MiB. */
 int front_load_text(Arena *arena, const char *path, const char *text, Plan *plan);
+int front_load_buffer(Arena *arena, const char *name, const char *data, size_t size, Plan *plan);
 
 /* Dumps the resolved plan in a stable text form (`parc lower --emit=front`). */
 void plan_dump(const Plan *plan, FILE *out);

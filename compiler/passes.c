@@ -3,6 +3,7 @@
  *
  *   front     parse + check                   grammar/par.y, check.c   Plan
  *   expand    the forward op graph            expand.c                 Graph
+ *   place     each op's placements per axis   place.c                  Placed
  *   lower     placements, collectives, autodiff, gradient sync, optimizer,
  *             stage programs and their ledger lower.c, ledger.c        Program
  *   schedule  the pipeline schedule the stage programs were cut from
@@ -72,9 +73,19 @@ static void verify_expand(const Compilation *c) { verify_graph(c->graph); }
 
 /* ------------------------------------------------------------ lower, schedule */
 
+static int run_place(Compilation *c)
+{
+    c->placed = lower_place(c->arena, &c->plan, c->graph);
+    return c->placed == NULL;
+}
+
+static void dump_place(const Compilation *c, FILE *out) { placed_dump(c->placed, out); }
+
+static void verify_place(const Compilation *c) { placed_verify(c->placed); }
+
 static int run_lower(Compilation *c)
 {
-    c->prog = lower_program(c->arena, &c->plan, c->graph);
+    c->prog = lower_placed(c->placed);
     return c->prog == NULL;
 }
 
@@ -96,6 +107,8 @@ static int run_analyze(Compilation *c)
 {
     c->analysis = analyze_program(c->arena, c->prog);
     c->prog->est_step_seconds = c->analysis->step_s; /* the program's watchdog scales with it */
+    _Static_assert((int)ANALYZE_NPHASES == (int)PRT_NPHASES, "the analysis's phases are the runtime's");
+    for (int k = 0; k < PRT_NPHASES; k++) c->prog->est_phase_seconds[k] = c->analysis->phase_s[k];
     return 0;
 }
 
@@ -118,6 +131,7 @@ static void verify_codegen(const Compilation *c) { codegen_verify(c->module); }
 const Pass passes[] = {
     {"front", run_front, dump_front, verify_front},
     {"expand", run_expand, dump_expand, verify_expand},
+    {"place", run_place, dump_place, verify_place},
     {"lower", run_lower, dump_lower, verify_lower},
     {"schedule", NULL, dump_schedule, verify_schedule},
     {"analyze", run_analyze, dump_analyze, verify_analyze},

@@ -229,3 +229,88 @@ void place_plan(Lowerer *lw)
                                                                       : grad_of(lw->bind[t].produced[a]);
     mark_needed(lw);
 }
+
+/* ------------------------------------------------------------ dump, verifier */
+
+static void place_print(FILE *out, Placement p)
+{
+    if (p.kind == PLACE_R) fputs("R", out);
+    else if (p.kind == PLACE_P) fputs("P", out);
+    else fprintf(out, "S(%s)", dim_names[p.dim]);
+}
+
+static void place_print_list(FILE *out, const Placement *p, int n)
+{
+    for (int k = 0; k < n; k++) {
+        fputs(k ? " " : "", out);
+        place_print(out, p[k]);
+    }
+    if (n == 0) fputs("-", out);
+}
+
+void placed_dump(const Placed *lw, FILE *out)
+{
+    const Graph *g = lw->g;
+    const Plan *plan = lw->plan;
+    fprintf(out, "placements of %s: per op and mesh axis, forward  inputs | parameters -> output,"
+                 "  backward  input gradients | parameter gradients\n",
+            plan->model.name ? plan->model.name : "model");
+    for (int r = 0; r < REGION_COUNT; r++) {
+        if (!g->region_count[r]) continue;
+        fprintf(out, "region %s:\n", region_names[r]);
+        for (int i = 0; i < g->region_count[r]; i++) {
+            int id = g->region_first[r] + i;
+            const Op *op = &g->ops[id];
+            for (int a = 0; a < lw->naxes; a++) {
+                const OpPlace *p = lower_rule(lw, id, a);
+                fprintf(out, "  %-15s %-13s %-4s  ", a ? "" : op->name, a ? "" : op_names[op->kind],
+                        plan->mesh.axes[a].name);
+                place_print_list(out, p->in, op->nin);
+                fputs(" | ", out);
+                place_print_list(out, p->param, op->nparam);
+                fputs(" -> ", out);
+                if (op->out >= 0) place_print(out, p->out);
+                else fputs("-", out);
+                fputs("   bwd ", out);
+                place_print_list(out, p->din, op->nin);
+                fputs(" | ", out);
+                place_print_list(out, p->dparam, op->nparam);
+                fputs("\n", out);
+            }
+        }
+    }
+}
+
+/* A placement tensor t may have: Replicated, Partial where allowed, or a
+ * split of one of its own dims (or the flat ZeRO dim of a parameter). */
+static void verify_one(const Placed *lw, const Op *op, int a, const char *what, int t, Placement p, int partial_ok)
+{
+    const Tensor *tt = &lw->g->tensors[t];
+    if (p.kind == PLACE_P && !partial_ok)
+        PARC_BUG("placement: op %s needs %s `%s` Partial on axis %d", op->name, what, tt->name, a);
+    if (p.kind == PLACE_S && !tensor_has_dim(tt, (Dim)p.dim) && !(tt->kind == TENSOR_PARAM && p.dim == DIM_FLAT))
+        PARC_BUG("placement: op %s splits %s `%s` on dim %s, which it does not have", op->name, what, tt->name,
+                 dim_names[p.dim]);
+    if (p.kind != PLACE_R && p.kind != PLACE_P && p.kind != PLACE_S)
+        PARC_BUG("placement: op %s has placement kind %d for %s `%s`", op->name, p.kind, what, tt->name);
+}
+
+void placed_verify(const Placed *lw)
+{
+    const Graph *g = lw->g;
+    for (int i = 0; i < g->nops; i++) {
+        const Op *op = &g->ops[i];
+        for (int a = 0; a < lw->naxes; a++) {
+            const OpPlace *p = lower_rule(lw, i, a);
+            for (int k = 0; k < op->nin; k++) {
+                verify_one(lw, op, a, "input", op->in[k], p->in[k], 0);
+                verify_one(lw, op, a, "input gradient of", op->in[k], p->din[k], 1);
+            }
+            for (int k = 0; k < op->nparam; k++) {
+                verify_one(lw, op, a, "parameter", op->param[k], p->param[k], 0);
+                verify_one(lw, op, a, "parameter gradient of", op->param[k], p->dparam[k], 1);
+            }
+            if (op->out >= 0) verify_one(lw, op, a, "output", op->out, p->out, 1);
+        }
+    }
+}

@@ -129,7 +129,7 @@ static void plan_dump_loc(FILE *out, const char *what, SrcLoc loc)
  * others with %.10g (3e-04 prints as 0.0003), the same on every platform. */
 static const char *plan_num(char buf[48], double x)
 {
-    if (x == (double)(int64_t)x && x > -9007199254740992.0 && x < 9007199254740992.0)
+    if (x > -9007199254740992.0 && x < 9007199254740992.0 && x == (double)(int64_t)x)
         snprintf(buf, 48, "%" PRId64, (int64_t)x);
     else
         snprintf(buf, 48, "%.10g", x);

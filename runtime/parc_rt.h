@@ -126,6 +126,19 @@ typedef struct prt_buffer_desc {
     int64_t chunk_layer_stride;
 } prt_buffer_desc;
 
+/* The phases of a step: what the program's sequences are (prt_phase), what
+ * the runtime times, and what the compiler estimates.  Collectives count as
+ * exposed communication and pipeline sends and receives as bubble wherever
+ * they run.  ORDER: the compiler's ANALYZE_PHASES (compiler/analyze.h). */
+enum prt_phase {
+    PRT_PHASE_FORWARD,
+    PRT_PHASE_BACKWARD,
+    PRT_PHASE_COMM,
+    PRT_PHASE_BUBBLE,
+    PRT_PHASE_OPTIMIZER,
+    PRT_NPHASES
+};
+
 /* What the program tells the runtime about its plan. */
 typedef struct prt_plan_desc {
     const char *plan_name;
@@ -141,6 +154,9 @@ typedef struct prt_plan_desc {
      * The default watchdog timeout is PRT_TIMEOUT_STEPS times it, at least
      * PRT_TIMEOUT_FLOOR seconds (see prt_init). */
     double est_step_seconds;
+    /* ... and of it by phase (enum prt_phase; they sum to it), which the
+     * runtime prints beside what it measured at the end (0 = unknown) */
+    double est_phase_seconds[PRT_NPHASES];
 } prt_plan_desc;
 
 #define PRT_TIMEOUT_STEPS 20
@@ -312,6 +328,13 @@ does:
     without --trace).  The name is kept by pointer until prt_finalize: pass a
     string constant.
 
+ phases (host)
+  phase(phase): what follows, until the next call, is of phase `phase` (enum
+    prt_phase); every sequence of the program starts with it.  The runtime
+    times each phase per step (collectives and pipeline messages apart) and at
+    prt_finalize rank 0 prints them beside the plan's est_phase_seconds; with
+    PRT_METRICS_FILE rank 0 also writes one line per step and the estimate.
+
 PRT_CALLS(R, X) calls R(X, kind, name, sig, params, args) per row: kind is OP (a
 backend op), COMM (a backend collective) or HOST (the runtime's own code); sig is
 over {p pointer, i int64_t, d double}, the first p the prt context; params the
@@ -421,7 +444,8 @@ compiler's runtime function table follows PRT_OPS. */
        double weight_decay),                                                                                      \
       (rt, param, master, grad, mom, n, lr, momentum, weight_decay))                                              \
     R(X, HOST, span_begin, "pp", (prt *rt, const char *name), (rt, name))                                         \
-    R(X, HOST, span_end, "p", (prt *rt), (rt))
+    R(X, HOST, span_end, "p", (prt *rt), (rt))                                                                    \
+    R(X, HOST, phase, "pi", (prt *rt, int64_t phase), (rt, phase))
 
 /* The prototypes: void prt_<name> params. */
 #define PRT_CALL_PROTOTYPE_(X, kind, name, sig, params, args) void prt_##name params;

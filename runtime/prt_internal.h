@@ -171,6 +171,13 @@ struct prt {
     int64_t steps_done;
     double total_seconds, last_loss;
     FILE *loss_file;         /* PRT_LOSS_FILE on rank 0 */
+    /* phases of the step (prt_phases.c) */
+    int64_t phase_cur;                   /* enum prt_phase */
+    double phase_mark;                   /* MPI_Wtime when phase_cur began */
+    double phase_step[PRT_NPHASES];      /* seconds of this step */
+    double phase_sum[PRT_NPHASES];       /* over the steps after the first */
+    int64_t phase_steps;                 /* steps in phase_sum */
+    FILE *metrics_file;                  /* PRT_METRICS_FILE on rank 0, opened at the first step */
     int64_t die_rank, die_step;   /* PRT_TEST_DIE */
 
     /* dumps for the parity tests (PRT_DUMP_DIR, PRT_DUMP_STEP, PRT_DUMP_DATA_ALL; prt_dump.c) */
@@ -263,6 +270,16 @@ void prt_trace_record(prt *rt, const char *name, const char *category, double st
     } while (0)
 /* Gathers every rank's events and rank 0 writes the Chrome trace JSON file. */
 void prt_trace_write(prt *rt);
+
+/* Phases (prt_phases.c): the step's clock restarts in FORWARD at step begin;
+ * prt_phase_charge moves the seconds since `start` from the current phase to
+ * `phase` (a collective, a pipeline message); step end closes the step,
+ * writes its PRT_METRICS_FILE line; the report prints estimate against
+ * measurement on rank 0 and closes the file (exit on a failed write). */
+void prt_phases_step_begin(prt *rt);
+void prt_phase_charge(prt *rt, int64_t phase, double start);
+void prt_phases_step_end(prt *rt, double end);
+void prt_phases_report(prt *rt);
 
 /* ---------------------------------------------------------------- parameter maps */
 

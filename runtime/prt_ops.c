@@ -49,7 +49,9 @@ static void copy_local(prt *rt, void *out, const void *in, int64_t n, size_t esi
 
 void prt_allreduce(prt *rt, int64_t axis, void *buf, int64_t n) {
     if (prt_axis_size(rt, axis) == 1 || n == 0) return;
+    double start = MPI_Wtime();
     rt->backend->allreduce(rt, axis, buf, n, elem_dtype(rt, buf, NULL, "allreduce"));
+    prt_phase_charge(rt, PRT_PHASE_COMM, start);
 }
 
 /* allgather, reducescatter, alltoall and slice: [outer, inner] blocks; a size-1
@@ -61,7 +63,9 @@ void prt_allreduce(prt *rt, int64_t axis, void *buf, int64_t n) {
             copy_local(rt, out, in, outer * inner, prt_dtype_size(dtype));                           \
             return;                                                                                  \
         }                                                                                            \
+        double start = MPI_Wtime();                                                                  \
         rt->backend->name(rt, axis, out, in, outer, inner, dtype);                                   \
+        if (strcmp(#name, "slice") != 0) prt_phase_charge(rt, PRT_PHASE_COMM, start);                \
     }
 PRT_BLOCK_COLLECTIVE(allgather)
 PRT_BLOCK_COLLECTIVE(reducescatter)
@@ -69,11 +73,15 @@ PRT_BLOCK_COLLECTIVE(alltoall)
 PRT_BLOCK_COLLECTIVE(slice)
 
 void prt_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag) {
+    double start = MPI_Wtime();
     rt->backend->send(rt, axis, delta, buf, n, tag, elem_dtype(rt, buf, NULL, "send"));
+    prt_phase_charge(rt, PRT_PHASE_BUBBLE, start);
 }
 
 void prt_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag) {
+    double start = MPI_Wtime();
     rt->backend->recv(rt, axis, delta, buf, n, tag, elem_dtype(rt, buf, NULL, "recv"));
+    prt_phase_charge(rt, PRT_PHASE_BUBBLE, start);
 }
 
 /* ---------------------------------------------------------------- step loss */

@@ -24,6 +24,7 @@ void prt_step_begin(prt *rt, int64_t step) {
     rt->step = step;
     rt->step_loss = 0.0;
     rt->step_start = MPI_Wtime();
+    prt_phases_step_begin(rt);
     prt_dump_step_begin(rt, step);
 }
 
@@ -56,6 +57,7 @@ void prt_step_end(prt *rt, int64_t step) {
     double end = MPI_Wtime(), seconds = end - rt->step_start;
     if (rt->tracing) prt_trace_record(rt, "step", "step", rt->step_start, -1, -1);
     rt->steps_done++;
+    prt_phases_step_end(rt, end);
     rt->total_seconds += seconds;
     rt->last_loss = loss;
     if (rt->world_rank == 0) {
@@ -144,6 +146,7 @@ int64_t prt_finalize(prt *rt) {
                ms > 0 ? tokens / (ms * 1e-3) : 0.0);
         fflush(stdout);
     }
+    prt_phases_report(rt);
     if (rt->loss_file && fclose(rt->loss_file) != 0)
         prt_user_fail(1, "PRT_LOSS_FILE %s: cannot write: %s", rt->loss_path, strerror(errno));
     rt->loss_file = NULL;

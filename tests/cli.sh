@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The command line: usage errors exit 2 with a message, plan errors exit 1,
 # success exits 0; build's --emit kinds produce what they say; a bad runtime
-# flag reaches every rank's usage message with exit 2.
+# flag reaches every rank's usage message with exit 2; options anywhere, help,
+# standard input, colour and JSON diagnostics; SIGTERM stops `parc run`.
 set -u
-parc=$1; examples=$2
+parc=$(realpath "$1"); examples=$2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0; n=0
@@ -36,6 +37,123 @@ expect "build exe" 0 "" "$parc" build "$examples/tiny_tp.par" -o "$tmp/tp"
 n=$((n + 1)); [ -x "$tmp/tp" ] || { echo "FAIL build: no executable"; fails=$((fails + 1)); }
 expect "bad runtime flag" 2 "usage" "$parc" run "$examples/tiny_dp.par" --steps abc
 expect "run trains" 0 "final loss" "$parc" run "$examples/tiny_dp.par" --steps 2
+# options before or after the plan, both spellings of a value, help on stdout
+expect "option before the plan" 0 '"schema": "parc.explain/1"' "$parc" explain --json "$examples/tiny_3d.par"
+expect "global option first" 0 "ok: 8 ranks" "$parc" --color=never check "$examples/tiny_3d.par"
+expect "value as next argument" 0 "^stage 0" "$parc" lower --emit schedule "$examples/tiny_pp_1f1b.par"
+expect "value after =" 0 "^stage 0" "$parc" lower "$examples/tiny_pp_1f1b.par" --emit=schedule
+expect "parc help" 0 "^usage: parc COMMAND" "$parc" help
+expect "parc help check" 0 "^usage: parc check PLAN" "$parc" help check
+expect "parc explain --help" 0 "^usage: parc explain PLAN" "$parc" explain --help
+expect "parc run -h" 0 "--steps N" "$parc" run -h
+expect "help of an unknown command" 2 "unknown command .chek.; did you mean .check." "$parc" help chek
+expect "version" 0 "^parc [0-9]+\.[0-9]+" "$parc" --version
+expect "unknown option names it" 2 "parc check: unknown option .--fast." "$parc" check --fast "$examples/tiny_3d.par"
+expect "option of another command" 2 "unknown option .--json." "$parc" check "$examples/tiny_3d.par" --json
+expect "flag with a value" 2 ".--json. takes no value" "$parc" explain --json=yes "$examples/tiny_3d.par"
+expect "second plan" 2 "unexpected argument .b.par." "$parc" check a.par b.par
+expect "bad --color" 2 "--color takes auto, always or never, not .sometimes." "$parc" --color=sometimes check x.par
+expect "bad --diagnostics-format" 2 "takes text or json, not .xml." "$parc" check x.par --diagnostics-format xml
+n=$((n + 1))
+out=$("$parc" help 2>/dev/null); [ -n "$out" ] || { echo "FAIL help: not on stdout"; fails=$((fails + 1)); }
+n=$((n + 1))
+out=$("$parc" help check 2>&1 >/dev/null); [ -z "$out" ] || { echo "FAIL help check: wrote to stderr: $out"; fails=$((fails + 1)); }
+
+# `-` reads the plan from standard input (includes relative to the working directory)
+n=$((n + 1))
+out=$(cd "$examples" && "$parc" check - < tiny_3d.par 2>&1); status=$?
+if [ "$status" != 0 ] || [ "$out" != "<stdin>: ok: 8 ranks, 235 K parameters, peak 1.6 MiB of 1.0 GiB per GPU (stage 0)" ]; then
+    echo "FAIL stdin plan: exit $status: $out"; fails=$((fails + 1))
+fi
+n=$((n + 1))
+out=$(printf 'mesh { dp 2 }\n' | "$parc" check - 2>&1); status=$?
+if [ "$status" != 1 ] || ! printf '%s\n' "$out" | grep -q '^<stdin>:1:'; then
+    echo "FAIL stdin error location: exit $status: $out"; fails=$((fails + 1))
+fi
+
+# diagnostics: colour only when asked (or on a terminal), JSON one object per line
+bad=$tmp/bad.par
+cat > "$bad" <<'PAR'
+cluster { nodes 1; gpus_per_node 1; gpu { memory 1 GiB; bf16 1 TFLOP/s; hbm 1 TB/s; } }
+model m { vocab 256; seq 32; hidden 64; heads 4; ffn 256; layers 4; embed; repeat layers { block gpt2; } norm layer; head untied; loss cross_entropy; }
+train { batch 8; micro_batch 2; precision fp32; optimizer adamw lr 1e-3; }
+mesh { dp 1; }
+layout { heads -> tq; }
+PAR
+n=$((n + 1))
+out=$("$parc" check "$bad" 2>&1); status=$?
+if [ "$status" != 1 ] || printf '%s' "$out" | grep -q $'\033'; then
+    echo "FAIL colour off when not a terminal: exit $status"; fails=$((fails + 1))
+fi
+n=$((n + 1))
+out=$("$parc" check --color=always "$bad" 2>&1)
+if ! printf '%s' "$out" | grep -q $'\033\\[1;31merror:\033\\[0m unknown mesh axis'; then
+    echo "FAIL --color=always: no red error: $out" | cat -v; fails=$((fails + 1))
+fi
+if command -v script >/dev/null; then # a terminal (a pty): colour with auto, not with TERM=dumb or NO_COLOR
+    n=$((n + 1))
+    out=$(TERM=xterm script -qec "'$parc' check '$bad'" /dev/null 2>&1)
+    printf '%s' "$out" | grep -q $'\033\\[1;31merror:' || { echo "FAIL --color=auto on a terminal: no colour"; fails=$((fails + 1)); }
+    n=$((n + 1))
+    out=$(NO_COLOR=1 TERM=xterm script -qec "'$parc' check '$bad'" /dev/null 2>&1)
+    printf '%s' "$out" | grep -q $'\033' && { echo "FAIL NO_COLOR on a terminal: colour"; fails=$((fails + 1)); }
+    n=$((n + 1))
+    out=$(TERM=xterm script -qec "'$parc' --color=never check '$bad'" /dev/null 2>&1)
+    printf '%s' "$out" | grep -q $'\033' && { echo "FAIL --color=never on a terminal: colour"; fails=$((fails + 1)); }
+fi
+n=$((n + 1))
+out=$("$parc" check "$bad" --diagnostics-format=json 2>&1); status=$?
+want="{\"file\": \"$bad\", \"line\": 5, \"column\": 19, \"length\": 2, \"severity\": \"error\", \"message\": \"unknown mesh axis \`tq\`\", \"hint\": \"the mesh axes are \`dp\`\"}"
+if [ "$status" != 1 ] || [ "$out" != "$want" ]; then
+    echo "FAIL json diagnostics: exit $status"; printf 'got  %s\nwant %s\n' "$out" "$want"; fails=$((fails + 1))
+fi
+if command -v python3 >/dev/null; then
+    n=$((n + 1))
+    "$parc" check "$examples/../tests/neg/mesh_world.par" --diagnostics-format json 2>&1 |
+        python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; assert len(rows)==4 and all(set(r)=={"file","line","column","length","severity","message","hint"} for r in rows), rows' ||
+        { echo "FAIL json diagnostics: not one object per line"; fails=$((fails + 1)); }
+fi
+
+# an include of a FIFO is refused at once (it would wait for a writer forever)
+mkfifo "$tmp/fifo.par"
+printf 'include "fifo.par";\n' > "$tmp/inc_fifo.par"
+expect "include of a FIFO" 1 "cannot include .fifo.par.: it is not a regular file" timeout 10 "$parc" check "$tmp/inc_fifo.par"
+
+# runtime options as --name=value too
+expect "run --steps=2" 0 "final loss" "$parc" run "$examples/tiny_single.par" --steps=2 --quiet
+expect "run: unknown option" 2 "parc run: unknown option .--stpes.; did you mean .--steps." "$parc" run "$examples/tiny_single.par" --stpes 2
+
+# SIGTERM or SIGINT sent to `parc run` reaches mpirun: the job stops within
+# seconds, parc exits non-zero, and no rank is left
+stop_run() { # signal
+    n=$((n + 1))
+    local runtmp=$tmp/run-$1 pid status t0 t1
+    mkdir -p "$runtmp"
+    TMPDIR=$runtmp "$parc" run "$examples/tiny_dp.par" --steps 1000000 > "$runtmp.out" 2>&1 &
+    pid=$!
+    for _ in $(seq 120); do grep -q "^step" "$runtmp.out" && break; sleep 0.5; done
+    if ! pgrep -f "$runtmp/parc-run" >/dev/null; then
+        echo "FAIL $1: no rank running before the signal"; tail -5 "$runtmp.out"; fails=$((fails + 1))
+        kill -KILL "$pid" 2>/dev/null
+        return
+    fi
+    t0=$(date +%s)
+    kill -"$1" "$pid"
+    for _ in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    t1=$(date +%s)
+    if kill -0 "$pid" 2>/dev/null; then
+        echo "FAIL $1: parc still running after $((t1 - t0)) s"; kill -KILL "$pid"; fails=$((fails + 1))
+        return
+    fi
+    wait "$pid"; status=$?
+    sleep 1
+    if [ "$status" = 0 ] || pgrep -f "$runtmp/parc-run" >/dev/null; then
+        echo "FAIL $1: exit $status, ranks left: $(pgrep -af "$runtmp/parc-run")"; fails=$((fails + 1))
+    fi
+}
+stop_run TERM
+stop_run INT
+
 # a rank killed mid-run: every rank stops, non-zero, within seconds, naming the rank
 n=$((n + 1))
 t0=$(date +%s)

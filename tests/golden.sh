@@ -39,6 +39,8 @@ run fit_zero.check check tests/neg_place/fit_zero.par
 
 # `parc lower --emit=<pass>` after every pass of the table (compiler/passes.c)
 run tiny_3d.front lower examples/tiny_3d.par --emit=front
+run tiny_3d.place lower examples/tiny_3d.par --emit=place
+run tiny_sp.place lower examples/tiny_sp.par --emit=place
 run tiny_3d.schedule lower examples/tiny_3d.par --emit=schedule
 run tiny_pp_interleaved.schedule lower examples/tiny_pp_interleaved.par --emit=schedule
 run tiny_3d.analyze lower examples/tiny_3d.par --emit=analyze

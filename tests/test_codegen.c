@@ -86,6 +86,7 @@ static void test_layouts(void) {
         offsetof(prt_plan_desc, batch),      offsetof(prt_plan_desc, micro_batch),
         offsetof(prt_plan_desc, micro_batches), offsetof(prt_plan_desc, seq),
         offsetof(prt_plan_desc, vocab),      offsetof(prt_plan_desc, est_step_seconds),
+        offsetof(prt_plan_desc, est_phase_seconds),
     };
     n = codegen_struct_layout(1, &size, off, 32);
     CHECK(n == (int)(sizeof plan_off / sizeof plan_off[0]), "prt_plan_desc: %d LLVM fields", n);
@@ -549,14 +550,14 @@ static char *dump_to_text(const Pass *p, const Compilation *c) {
 
 static void test_pass_table(void) {
     static const char *const plans[] = {"tiny_3d", "tiny_pp_interleaved", "tiny_zero3", "tiny_bf16"};
-    static const char *const order[] = {"front", "expand", "lower", "schedule", "analyze", "codegen"};
-    CHECK(passes_count == 6, "the table has %d passes", passes_count);
-    for (int i = 0; i < 6 && i < passes_count; i++)
+    static const char *const order[] = {"front", "expand", "place", "lower", "schedule", "analyze", "codegen"};
+    CHECK(passes_count == 7, "the table has %d passes", passes_count);
+    for (int i = 0; i < 7 && i < passes_count; i++)
         CHECK(passes_find(order[i]) == i, "pass %s at %d", order[i], passes_find(order[i]));
-    CHECK(passes_find("plan") == 0 && passes_find("graph") == 1 && passes_find("ir") == 2,
+    CHECK(passes_find("plan") == 0 && passes_find("graph") == 1 && passes_find("ir") == 3,
           "the old dump names plan, graph, ir");
     CHECK(passes_find("asm") == -1, "an unknown pass name");
-    CHECK(strcmp(passes_names(), "front, expand, lower, schedule, analyze, codegen") == 0, "names: %s",
+    CHECK(strcmp(passes_names(), "front, expand, place, lower, schedule, analyze, codegen") == 0, "names: %s",
           passes_names());
     for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
         char path[PATH_MAX + 64];

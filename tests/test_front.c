@@ -17,6 +17,10 @@
  *
  * Exit status 0 only when every check passed; a summary line says what ran.
  */
+#include "advise.h"
+#include "analyze.h"
+#include "explain.h"
+#include "ir.h"
 #include "parc.h"
 
 #include <dirent.h>
@@ -468,6 +472,110 @@ static void test_pathological(const char *dir)
     }
 }
 
+/* ------------------------------------------------------------ limits */
+
+/* A one-node-per-8-ranks plan over `mesh` with the given model and train
+ * numbers, as text. */
+static char *limit_plan(const char *mesh, const char *layout, int64_t ranks, int64_t seq, int64_t hidden,
+                        int64_t layers, int64_t batch, const char *block)
+{
+    char *text = malloc(2048);
+    int64_t nodes = ranks >= 8 ? ranks / 8 : 1, gpn = ranks >= 8 ? 8 : ranks;
+    snprintf(text, 2048,
+             "cluster { nodes %" PRId64 "; gpus_per_node %" PRId64 "; gpu { memory 80 GiB; bf16 989 TFLOP/s; "
+             "hbm 3.35 TB/s; } link intra 450 GB/s 2 us; link inter 50 GB/s 5 us; }\n"
+             "model m { vocab 256; seq %" PRId64 "; hidden %" PRId64 "; heads 4; ffn %" PRId64 "; layers %" PRId64
+             "; embed; repeat layers { block %s; } norm layer; head untied; loss cross_entropy; }\n"
+             "train { batch %" PRId64 "; micro_batch 1; precision fp32; optimizer adamw lr 1e-3; }\n"
+             "mesh { %s }\nlayout { %s }\n",
+             nodes, gpn, seq, hidden, hidden * 4 < (int64_t)1 << 30 ? hidden * 4 : hidden, layers, block, batch,
+             mesh, layout);
+    return text;
+}
+
+/* Loads text; 0 when it checks (and then it must lower), else -1 with the
+ * diagnostics in *report (malloc'd). */
+static int load_and_lower(const char *text, char **report, int *lowered)
+{
+    Arena arena = {0};
+    Plan plan;
+    size_t size = 0;
+    FILE *out = open_memstream(report, &size);
+    diag_reset();
+    diag_set_default_stream(out); /* the fit advice sets and resets the stream itself */
+    int rc = front_load_text(&arena, "limit.par", text, &plan);
+    *lowered = 0;
+    if (rc == 0) {
+        Graph *g = expand_model(&arena, &plan);
+        Program *prog = g ? lower_program(&arena, &plan, g) : NULL;
+        *lowered = prog != NULL;
+        if (prog) {
+            /* the fit advice lowers variants of the plan: they stay in bounds too */
+            Analysis *an = analyze_program(&arena, prog);
+            advise_plan(&arena, an);
+            report_explain(devnull, an, 1);
+            report_explain_json(devnull, an);
+        }
+    }
+    diag_set_default_stream(NULL);
+    fclose(out);
+    arena_free(&arena);
+    diag_reset();
+    return rc;
+}
+
+static void expect_limit(const char *what, char *text, const char *message)
+{
+    char *report = NULL;
+    int lowered;
+    int rc = load_and_lower(text, &report, &lowered);
+    if (!message)
+        EXPECT(rc == 0 && lowered, "%s: at the limit the plan must check and lower (rc %d):\n%s", what, rc, report);
+    else
+        EXPECT(rc == -1 && strstr(report, message), "%s: expected `%s`, got rc %d:\n%s", what, message, rc, report);
+    free(report);
+    free(text);
+}
+
+/* Plans at each size limit check and lower (no overflow, no internal error);
+ * one step beyond, check refuses them naming the limit. */
+static void test_limits(void)
+{
+    const char *pp = "layers -> pp schedule 1f1b;", *gpipe = "layers -> pp schedule gpipe;";
+    /* schedule steps: 2 × 32768 × 64 = 2^22 */
+    expect_limit("schedule at 2^22", limit_plan("pp 64;", pp, 64, 32, 64, 64, 32768, "gpt2"), NULL);
+    expect_limit("schedule over 2^22", limit_plan("pp 64;", pp, 64, 32, 64, 64, 32832, "gpt2"),
+                 "parc handles at most 4,194,304");
+    /* gpipe: 2 × m × 2 × m ≤ 2^30 */
+    expect_limit("gpipe at 2^30", limit_plan("pp 2;", gpipe, 2, 32, 64, 4, 16384, "gpt2"), NULL);
+    expect_limit("gpipe over 2^30", limit_plan("pp 2;", gpipe, 2, 32, 64, 4, 16386, "gpt2"),
+                 "exceeds parc's limit of 1,073,741,824 (2^30)");
+    /* widest activation: heads 4 × seq² = 2^40 at seq 2^19 */
+    expect_limit("activation at 2^40", limit_plan("dp 1;", "batch -> dp;", 1, 524288, 64, 4, 8, "gpt2"), NULL);
+    expect_limit("activation over 2^40", limit_plan("dp 1;", "batch -> dp;", 1, 524289, 64, 4, 8, "gpt2"),
+                 "parc handles at most 1,099,511,627,776 (2^40)");
+    /* parameters: hidden 2^19, ffn 2^21: 2^42 per layer; 3 layers (1.3e13) are below 2^44 (1.76e13), 5
+     * (2.2e13) over it */
+    expect_limit("parameters below 2^44", limit_plan("dp 1;", "batch -> dp;", 1, 32, 524288, 3, 8, "gpt2"), NULL);
+    expect_limit("parameters over 2^44", limit_plan("dp 1;", "batch -> dp;", 1, 32, 524288, 5, 8, "gpt2"),
+                 "parc handles at most 17,592,186,044,416 (2^44)");
+    /* a whole plan in a buffer: a NUL byte inside is an error, the same bytes without it load */
+    char *text = limit_plan("dp 1;", "batch -> dp;", 1, 32, 64, 4, 8, "gpt2");
+    size_t n = strlen(text);
+    Arena arena = {0};
+    Plan plan;
+    diag_reset();
+    diag_set_stream(devnull);
+    EXPECT(front_load_buffer(&arena, "buf.par", text, n, &plan) == 0, "a plan from a buffer without NUL");
+    text[10] = '\0';
+    EXPECT(front_load_buffer(&arena, "buf.par", text, n, &plan) == -1 && diag_error_count() == 1,
+           "a NUL byte in a buffer is one error");
+    diag_set_stream(NULL);
+    diag_reset();
+    arena_free(&arena);
+    free(text);
+}
+
 /* ------------------------------------------------------------ negative tests */
 
 typedef struct Expect {
@@ -635,6 +743,7 @@ int main(int argc, char **argv)
     int after_examples = failures;
     test_robustness(ex, n);
     test_pathological(argv[1]);
+    test_limits();
     for (int i = 0; i < n; i++) free(ex[i].text);
     free(ex);
     diag_reset();

@@ -1,0 +1,249 @@
+/*
+ * check.h — the front end's internal header, shared by its files:
+ *
+ *   check.c          the entry points: load, read the sections, cross checks
+ *   check_load.c     files and includes: what may be read, cycles, depth
+ *   check_read.c     statement shapes and values (counts, quantities, words)
+ *   check_sections.c one reader per section (cluster, model, train, mesh, layout)
+ *   check_cross.c    checks across sections (mesh vs cluster, dims vs mesh,
+ *                    batch arithmetic, pipeline stages, the plan's size limits)
+ *
+ * Nothing here is used outside the front end; the public entry points are in
+ * parc.h (front_load, front_load_text).
+ */
+#ifndef PARC_CHECK_H
+#define PARC_CHECK_H
+
+#include "ast.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ key tables */
+
+/* ORDER: each X-macro gives an enum and the spelling table used for lookup and
+ * "did you mean".  The third column is the usage shown in hints. */
+#define SECTION_KEYS(X)                                   \
+    X(SEC_CLUSTER, "cluster", "cluster { nodes 1; ... }") \
+    X(SEC_MODEL, "model", "model NAME { ... }")           \
+    X(SEC_TRAIN, "train", "train { batch 8; ... }")       \
+    X(SEC_MESH, "mesh", "mesh { dp 2; tp 8; }")           \
+    X(SEC_LAYOUT, "layout", "layout { batch -> dp; }")    \
+    X(SEC_INCLUDE, "include", "include \"common/model.par\";")
+
+#define CLUSTER_KEYS(X)                          \
+    X(CL_NODES, "nodes", "nodes 2;")             \
+    X(CL_GPN, "gpus_per_node", "gpus_per_node 8;") \
+    X(CL_GPU, "gpu", "gpu { memory 80 GiB; bf16 989 TFLOP/s; hbm 3.35 TB/s; }") \
+    X(CL_LINK, "link", "link intra 450 GB/s 2 us;") \
+    X(CL_EFFICIENCY, "efficiency", "efficiency h100;` or `efficiency a100 { gemm 0.3 0.55 0.75 0.85; hbm 0.8; }")
+
+#define EFF_KEYS(X)                                          \
+    X(EF_GEMM, "gemm", "gemm 0.3 0.55 0.75 0.85;")           \
+    X(EF_ATTENTION, "attention", "attention 0.5;")           \
+    X(EF_HBM, "hbm", "hbm 0.85;")                            \
+    X(EF_INTRA, "intra", "intra 0.78;")                      \
+    X(EF_INTER, "inter", "inter 0.85;")
+
+#define GPU_KEYS(X)                             \
+    X(GPU_MEMORY, "memory", "memory 80 GiB;")   \
+    X(GPU_BF16, "bf16", "bf16 989 TFLOP/s;")    \
+    X(GPU_FP32, "fp32", "fp32 67 TFLOP/s;")     \
+    X(GPU_HBM, "hbm", "hbm 3.35 TB/s;")
+
+#define MODEL_KEYS(X)                                                   \
+    X(MD_VOCAB, "vocab", "vocab 32000;")                                \
+    X(MD_SEQ, "seq", "seq 4096;")                                       \
+    X(MD_HIDDEN, "hidden", "hidden 4096;")                              \
+    X(MD_HEADS, "heads", "heads 32;")                                   \
+    X(MD_FFN, "ffn", "ffn 11008;")                                      \
+    X(MD_LAYERS, "layers", "layers 32;")                                \
+    X(MD_HEAD_DIM, "head_dim", "head_dim 128;")                         \
+    X(MD_KV_HEADS, "kv_heads", "kv_heads 8;")                           \
+    X(MD_EMBED, "embed", "embed;` or `embed positions learned;")        \
+    X(MD_REPEAT, "repeat", "repeat layers { block llama; }")            \
+    X(MD_NORM, "norm", "norm rms;")                                     \
+    X(MD_HEAD, "head", "head untied;")                                  \
+    X(MD_LOSS, "loss", "loss cross_entropy;")
+
+#define BLOCK_KEYS(X)                                 \
+    X(BK_NORM, "norm", "norm rms;")                   \
+    X(BK_MLP, "mlp", "mlp swiglu;")                   \
+    X(BK_ACT, "act", "act gelu;")                     \
+    X(BK_ATTENTION, "attention", "attention causal;") \
+    X(BK_BIAS, "bias", "bias false;")                 \
+    X(BK_RESIDUAL, "residual", "residual true;")
+
+#define TRAIN_KEYS(X)                                              \
+    X(TR_BATCH, "batch", "batch 1024;")                            \
+    X(TR_MICRO_BATCH, "micro_batch", "micro_batch 2;")             \
+    X(TR_MICRO_BATCHES, "micro_batches", "micro_batches 256;")     \
+    X(TR_SEQ, "seq", "seq 4096;")                                  \
+    X(TR_PRECISION, "precision", "precision bf16 master fp32;")    \
+    X(TR_OPTIMIZER, "optimizer", "optimizer adamw lr 3e-4;")       \
+    X(TR_STEPS, "steps", "steps 100;")                             \
+    X(TR_SEED, "seed", "seed 1234;")
+
+#define LAYOUT_KEYS(X)                                                   \
+    X(LY_SP, "sequence_parallel", "sequence_parallel over tp;")          \
+    X(LY_ZERO, "zero", "zero 1 over dp;")                                \
+    X(LY_FSDP, "fsdp", "fsdp over dp;")                                  \
+    X(LY_RECOMPUTE, "recompute", "recompute selective;")                 \
+    X(LY_STAGE, "stage", "stage 0 { layers 0..15; }")                    \
+    X(LY_SCHEDULE, "schedule", "layers -> pp schedule 1f1b;")
+
+#define OPT_PARAMS(X)                \
+    X(OP_LR, "lr")                   \
+    X(OP_BETA1, "beta1")             \
+    X(OP_BETA2, "beta2")             \
+    X(OP_EPS, "eps")                 \
+    X(OP_WEIGHT_DECAY, "weight_decay") \
+    X(OP_MOMENTUM, "momentum")
+
+#define ENUM_(id, name, usage) id,
+#define NAME_(id, name, usage) name,
+#define USAGE_(id, name, usage) usage,
+#define DEFINE_KEYS(prefix, TABLE)                                              \
+    enum { TABLE(ENUM_) prefix##_COUNT };                                       \
+    static const char *const prefix##_names[] = {TABLE(NAME_)};                 \
+    static const char *const prefix##_usage[] = {TABLE(USAGE_)};
+DEFINE_KEYS(SECTION, SECTION_KEYS)
+DEFINE_KEYS(CLUSTER, CLUSTER_KEYS)
+DEFINE_KEYS(GPU, GPU_KEYS)
+DEFINE_KEYS(EFF, EFF_KEYS)
+DEFINE_KEYS(MODEL, MODEL_KEYS)
+DEFINE_KEYS(BLOCK, BLOCK_KEYS)
+DEFINE_KEYS(TRAIN, TRAIN_KEYS)
+DEFINE_KEYS(LAYOUT, LAYOUT_KEYS)
+
+#define OP_ENUM_(id, name) id,
+#define OP_NAME_(id, name) name,
+enum { OPT_PARAMS(OP_ENUM_) OP_COUNT };
+static const char *const opt_param_names[] = {OPT_PARAMS(OP_NAME_)};
+
+/* Word choices; ORDER: each follows its enum in parc.h. */
+static const char *const norm_words[] = {"none", "layer", "rms"};
+static const char *const mlp_words[] = {"gelu", "swiglu", "relu"};
+static const char *const block_words[] = {"transformer", "mlp", "gpt2", "llama"};
+static const char *const precision_words[] = {"fp32", "bf16", "fp16"};
+static const char *const optimizer_words[] = {"adamw", "adam", "sgd"};
+static const char *const schedule_words[] = {"none", "gpipe", "1f1b", "interleaved"};
+static const char *const recompute_words[] = {"none", "selective", "full"};
+static const char *const bool_words[] = {"false", "true"};
+static const char *const head_words[] = {"none", "tied", "untied"};
+static const char *const loss_words[] = {"none", "cross_entropy"};
+static const char *const attention_words[] = {"full", "causal"};
+static const char *const link_words[] = {"intra", "inter"};
+static const char *const position_words[] = {"none", "learned"};
+#define COUNT_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* Dims a layout rule may map (head_dim, qkv and flat follow from these). */
+static const Dim mappable_dims[] = {DIM_BATCH, DIM_SEQ, DIM_HIDDEN, DIM_HEADS, DIM_FFN, DIM_VOCAB, DIM_LAYERS};
+static const char *const mappable_names[] = {"batch", "seq", "hidden", "heads", "ffn", "vocab", "layers"};
+
+/* Limits that keep every product below overflow; far above any real plan. */
+#define MAX_COUNT ((int64_t)1 << 40)
+#define MAX_DIM ((int64_t)1 << 30)
+#define MAX_WORLD (1 << 22)
+/* The plan's size limits (docs/language.md, "Limits"), checked by
+ * check_size_limits so that no later pass sees a product that could overflow
+ * and check / explain stay bounded in time and memory: */
+#define MAX_SCHEDULE_ITEMS ((int64_t)1 << 22)   /* 2 × micro_batches × virtual stages × stages */
+#define MAX_GPIPE_WORK ((int64_t)1 << 30)       /* gpipe: the schedule's steps × micro-batches in flight */
+#define MAX_TENSOR_ELEMS ((int64_t)1 << 40)     /* one activation of one micro-batch */
+#define MAX_PARAMS ((int64_t)1 << 44)           /* model parameters */
+#define MAX_ACTIVATION_ELEMS ((int64_t)1 << 52) /* layers × micro_batches × MAX of one layer's tensors */
+#define MAX_INCLUDE_DEPTH 16
+#define MAX_SOURCE_BYTES ((size_t)1 << 24) /* 16 MiB: a plan file, or one include */
+
+/* ------------------------------------------------------------ the checker */
+
+typedef struct Check {
+    Arena *arena;
+    Plan *plan;
+    const char *file;
+    const char *include_stack[MAX_INCLUDE_DEPTH + 1];
+    int include_depth;
+    /* Sections found (NULL when absent). */
+    const Stmt *section[SECTION_COUNT];
+    /* Which plan values phase 2 accepted. */
+    int have_nodes, have_gpn;
+    int have_model_key[MODEL_COUNT];
+    int dims_ok;              /* hidden/heads/head_dim/kv_heads consistent */
+    int mesh_ok;              /* every axis valid and named once */
+    int have_batch, have_micro_batch, have_micro_batches, have_train_seq;
+    SrcLoc train_seq_loc;
+    /* Layout statements kept for phase 3. */
+    const Stmt *dim_rule[DIM_COUNT];
+    int interleave;           /* `interleaved N`: N, else 1 */
+    SrcLoc interleave_loc;
+    const Stmt *sp_stmt, *zero_stmt, *schedule_stmt;
+    const Stmt **stage_stmts;
+    int nstage_stmts, cap_stage_stmts;
+} Check;
+
+/* ------------------------------------------------------------ check_read.c */
+
+enum { BODY_NO, BODY_YES };
+
+SrcLoc file_loc(const char *path);     /* a location naming a whole file */
+SrcLoc loc_join(SrcLoc a, SrcLoc b);   /* a's span extended to b's end on one line */
+SrcLoc stmt_span(const Stmt *st);      /* a statement's key and values */
+int word_index(const char *word, const char *const *names, int n); /* -1 when absent */
+const char *word_list(Check *c, const char *const *names, int n);  /* "`a`, `b` or `c`" */
+const char *value_text(Check *c, const Value *v);                  /* the value as written */
+const char *did_you_mean(Check *c, const char *word, const char *const *names, int n);
+/* Divisors of n nearest to `near` from below and above (0 when none). */
+void nearest_divisors(int64_t n, int64_t near, int64_t *below, int64_t *above);
+/* "tp = 8 or 16 would" for a dim of size n that `axis` of size `size` fails. */
+const char *divisor_hint(Check *c, const char *axis, int64_t n, int64_t size);
+const char *add_missing(Check *c, const char *list, const char *item);
+/* A statement's form: value count in [min_values, max_values], a block iff
+ * body == BODY_YES, no `->`.  Reports each problem; 1 when the form is right. */
+int check_shape(Check *c, const Stmt *st, int min_values, int max_values, int body, const char *usage);
+/* Reports an unknown key; the index of the key it suggests, or -1. */
+int unknown_key(Check *c, const Stmt *st, const char *where, const char *const *names, int n);
+/* Records st in *seen; reports a duplicate.  1 when st is the first. */
+int first_of(const Stmt **seen, const Stmt *st, const char *where);
+/* Value readers: 1 (or the word's index) on success, 0 (or -1) after reporting. */
+int read_count(Check *c, const Stmt *st, const Value *v, int64_t min, int64_t max, int64_t *out);
+int read_quantity(Check *c, const Stmt *st, const Value *v, UnitKind want, int zero_ok, double *out);
+int read_real(Check *c, const char *what, const Value *v, double lo, int lo_open, double hi, int hi_open,
+              double *out);
+int read_word(Check *c, const char *what, const Value *v, const char *const *words, int n);
+int read_count_stmt(Check *c, const Stmt *st, int64_t min, int64_t max, int64_t *out, const char *usage);
+int read_word_stmt(Check *c, const Stmt *st, const char *const *words, int n, const char *usage);
+
+/* ------------------------------------------------------------ check_load.c */
+
+/* The text of a plan or include file: at most MAX_SOURCE_BYTES without NUL
+ * bytes, in the arena; NULL with *why set (and errno kept from a failed
+ * open).  With regular_only (includes) anything but a regular file is
+ * refused; a plan named on the command line may be a pipe (`<(...)`). */
+char *read_whole_file(Arena *arena, const char *path, int regular_only, const char **why);
+/* The same for standard input (a pipe or a terminal: no regular-file test). */
+char *read_stdin_text(Arena *arena, const char **why);
+const char *canonical_path(Check *c, const char *path);
+/* Parses `text` of `path` and splices its includes.  0 on success. */
+int parse_file(Check *c, const char *path, const char *text, StmtList *out);
+
+/* ------------------------------------------------------------ check_sections.c */
+
+void check_cluster(Check *c, const Stmt *sec);
+void check_model(Check *c, const Stmt *sec);
+void check_train(Check *c, const Stmt *sec);
+void check_mesh(Check *c, const Stmt *sec);
+void check_layout(Check *c, const Stmt *sec);
+
+/* ------------------------------------------------------------ check_cross.c */
+
+void check_mesh_against_cluster(Check *c);
+void check_dims_against_mesh(Check *c);
+void check_batch(Check *c);
+void check_pipeline(Check *c);
+void fill_even_stages(Layout *l, int64_t layers);
+/* The size limits above, on values the sections accepted; reports each one a
+ * plan exceeds with the limit's value. */
+void check_size_limits(Check *c);
+
+#endif

@@ -1,0 +1,598 @@
+/*
+ * check_cross.c — checks across sections, after every section was read.
+ *
+ * Takes values the section readers accepted and checks what no single section
+ * can: the mesh against the cluster, dims against the axes they split,
+ * batch = micro_batch × micro_batches × dp, the pipeline's stages and
+ * schedule, and the plan's size limits (so that every later pass computes with
+ * numbers that cannot overflow).  Fills the derived parts of the Plan:
+ * micro_batches, pipeline stages and their layers.
+ */
+#include "check.h"
+
+/* ------------------------------------------------------------ cross checks */
+
+/* A dim of size n split over axis: reports when it does not divide. */
+static int check_divides(Check *c, const char *dim_name, int64_t n, int axis, SrcLoc loc, const char *why)
+{
+    if (axis < 0 || n <= 0) return 1;
+    const MeshAxis *a = &c->plan->mesh.axes[axis];
+    if (n % a->size == 0) return 1;
+    diag_error(loc, divisor_hint(c, a->name, n, a->size), "%s = %" PRId64 " does not divide by %s = %d%s", dim_name,
+               n, a->name, a->size, why ? why : "");
+    return 0;
+}
+
+void check_dims_against_mesh(Check *c)
+{
+    Plan *p = c->plan;
+    Model *m = &p->model;
+    Layout *l = &p->layout;
+    /* The data axis and the pipeline axis carry nothing else. */
+    for (int e = 0; e < 2; e++) {
+        Dim owner = e == 0 ? DIM_BATCH : DIM_LAYERS;
+        int axis = l->dim_axis[owner];
+        if (axis < 0) continue;
+        for (int i = 0; i < COUNT_OF(mappable_dims); i++) {
+            Dim d = mappable_dims[i];
+            if (d == owner || l->dim_axis[d] != axis) continue;
+            if (e == 1 && d == DIM_BATCH) continue; /* reported once, by the batch pass */
+            diag_error(l->dim_axis_loc[d],
+                       e == 0 ? "the data-parallel axis carries only `batch` (and ZeRO shards)"
+                              : "the pipeline axis carries only `layers`",
+                       "`%s` and `%s` both map to `%s`", dim_names[d], dim_names[owner], p->mesh.axes[axis].name);
+        }
+    }
+    int attention = m->block.kind == BLOCK_TRANSFORMER;
+    struct {
+        Dim dim;
+        int64_t n;
+        int known;
+    } splits[] = {
+        {DIM_HEADS, m->heads, c->have_model_key[MD_HEADS] == 1 && attention},
+        {DIM_FFN, m->ffn, c->have_model_key[MD_FFN] == 1},
+        {DIM_VOCAB, m->vocab, c->have_model_key[MD_VOCAB] == 1},
+        {DIM_HIDDEN, m->hidden, c->have_model_key[MD_HIDDEN] == 1},
+        {DIM_SEQ, m->seq, m->seq > 0},
+    };
+    for (int i = 0; i < COUNT_OF(splits); i++) {
+        Dim d = splits[i].dim;
+        if (l->dim_axis[d] < 0) continue;
+        if (d == DIM_HEADS && !attention) {
+            diag_error(l->dim_axis_loc[d], "split the MLP with `ffn -> AXIS;`",
+                       "an `mlp` block has no attention heads to split");
+            continue;
+        }
+        if (d == DIM_VOCAB && !m->has_embed && !m->has_head) {
+            diag_error(l->dim_axis_loc[d], NULL, "the model has no embedding or head: there is no vocab to split");
+            continue;
+        }
+        if (!splits[i].known) continue;
+        check_divides(c, dim_names[d], splits[i].n, l->dim_axis[d], l->dim_axis_loc[d], NULL);
+    }
+    if (attention && c->dims_ok && l->dim_axis[DIM_HEADS] >= 0 && m->heads % plan_dim_parts(p, DIM_HEADS) == 0)
+        check_divides(c, "kv_heads", m->kv_heads, l->dim_axis[DIM_HEADS], l->dim_axis_loc[DIM_HEADS],
+                      " (key/value heads split with the heads)");
+
+    /* Sequence parallelism rides on the tensor axis. */
+    int tensor_rule_failed = (c->dim_rule[DIM_HEADS] && l->dim_axis[DIM_HEADS] < 0) ||
+                             (c->dim_rule[DIM_FFN] && l->dim_axis[DIM_FFN] < 0);
+    if (l->sp_axis >= 0 && !tensor_rule_failed) {
+        int tensor_axis = l->dim_axis[DIM_HEADS] >= 0 ? l->dim_axis[DIM_HEADS] : l->dim_axis[DIM_FFN];
+        const char *sp_name = p->mesh.axes[l->sp_axis].name;
+        if (l->dim_axis[DIM_HEADS] != l->sp_axis && l->dim_axis[DIM_FFN] != l->sp_axis) {
+            diag_error(l->sp_loc,
+                       tensor_axis >= 0 ? arena_printf(c->arena, "the tensor axis is `%s`: write `sequence_parallel over %s;`",
+                                                       p->mesh.axes[tensor_axis].name, p->mesh.axes[tensor_axis].name)
+                                        : arena_printf(c->arena, "map `heads -> %s;` and `ffn -> %s;` first", sp_name,
+                                                       sp_name),
+                       "sequence parallelism runs over the tensor axis (the one heads/ffn map to), not `%s`", sp_name);
+        } else if (l->dim_axis[DIM_SEQ] >= 0) {
+            diag_error(l->sp_loc, "keep one of them", "`seq` is already split by the rule `seq -> %s`",
+                       p->mesh.axes[l->dim_axis[DIM_SEQ]].name);
+        } else if (m->seq > 0) {
+            check_divides(c, "seq", m->seq, l->sp_axis, l->sp_loc, " (sequence parallelism splits seq)");
+        }
+    }
+
+    /* ZeRO shards over the data axis. */
+    int batch_rule_failed = c->dim_rule[DIM_BATCH] && l->dim_axis[DIM_BATCH] < 0;
+    if (c->zero_stmt && l->zero_stage > 0 && !batch_rule_failed) {
+        int batch_axis = l->dim_axis[DIM_BATCH];
+        if (l->zero_axis != batch_axis) {
+            const char *name = p->mesh.axes[l->zero_axis].name;
+            diag_error(l->zero_loc,
+                       batch_axis >= 0 ? arena_printf(c->arena, "batch maps to `%s`: write `over %s`",
+                                                      p->mesh.axes[batch_axis].name, p->mesh.axes[batch_axis].name)
+                                       : arena_printf(c->arena, "add `batch -> %s;`", name),
+                       "ZeRO shards over the data-parallel axis (the one `batch` maps to), not `%s`", name);
+        }
+    }
+}
+
+void check_batch(Check *c)
+{
+    Plan *p = c->plan;
+    Train *t = &p->train;
+    if (!c->have_batch || !c->have_micro_batch || c->have_micro_batches < 0) return;
+    int64_t dp = plan_dp(p);
+    const char *dp_name = p->layout.dim_axis[DIM_BATCH] >= 0 ? p->mesh.axes[p->layout.dim_axis[DIM_BATCH]].name : "dp";
+    if (c->have_micro_batches) {
+        int64_t prod;
+        if (__builtin_mul_overflow(t->micro_batch, t->micro_batches, &prod) || __builtin_mul_overflow(prod, dp, &prod))
+            prod = -1;
+        if (prod != t->batch) {
+            diag_error(t->micro_batches_loc,
+                       t->batch % (t->micro_batch * dp) == 0
+                           ? arena_printf(c->arena, "micro_batches %" PRId64 " would; or drop `micro_batches` to derive it",
+                                          t->batch / (t->micro_batch * dp))
+                           : "or drop `micro_batches` to derive it",
+                       "batch = %" PRId64 " but micro_batch × micro_batches × %s = %" PRId64 " × %" PRId64 " × %" PRId64
+                       " = %s",
+                       t->batch, dp_name, t->micro_batch, t->micro_batches, dp,
+                       prod < 0 ? "(overflow)" : arena_printf(c->arena, "%" PRId64, prod));
+            c->have_micro_batches = -1;
+        }
+        return;
+    }
+    int64_t unit;
+    if (__builtin_mul_overflow(t->micro_batch, dp, &unit) || t->batch % unit != 0) {
+        const char *hint;
+        if (__builtin_mul_overflow(t->micro_batch, dp, &unit)) {
+            hint = NULL;
+        } else {
+            int64_t lo = t->batch / unit * unit, hi = lo + unit;
+            const char *mb = "";
+            if (t->batch % dp == 0) {
+                int64_t below, above;
+                nearest_divisors(t->batch / dp, t->micro_batch, &below, &above);
+                if (below && above)
+                    mb = arena_printf(c->arena, "; or micro_batch %" PRId64 " or %" PRId64, below, above);
+                else if (below || above)
+                    mb = arena_printf(c->arena, "; or micro_batch %" PRId64, below ? below : above);
+            }
+            hint = lo > 0 ? arena_printf(c->arena, "batch %" PRId64 " or %" PRId64 " would%s", lo, hi, mb)
+                          : arena_printf(c->arena, "batch %" PRId64 " would%s", hi, mb);
+        }
+        diag_error(t->batch_loc, hint,
+                   "batch = %" PRId64 " is not a multiple of micro_batch × %s = %" PRId64 " × %" PRId64, t->batch,
+                   dp_name, t->micro_batch, dp);
+        c->have_micro_batches = -1;
+        return;
+    }
+    t->micro_batches = t->batch / unit;
+    c->have_micro_batches = 1;
+}
+
+/* micro_batch values that give a micro_batches count satisfying the schedule. */
+static const char *micro_batch_hint(Check *c, int stages, int multiple)
+{
+    Train *t = &c->plan->train;
+    int64_t dp = plan_dp(c->plan);
+    if (t->batch % dp != 0) return NULL;
+    int64_t per_rank = t->batch / dp;
+    for (int64_t m = t->micro_batch - 1; m >= 1; m--) {
+        if (per_rank % m) continue;
+        int64_t mbs = per_rank / m;
+        if (multiple ? mbs % stages == 0 : mbs >= stages)
+            return arena_printf(c->arena, "micro_batch %" PRId64 " gives %" PRId64 " micro-batches", m, mbs);
+    }
+    return arena_printf(c->arena, "raise batch to %" PRId64 " (stages × micro_batch × dp)",
+                        (int64_t)stages * t->micro_batch * dp);
+}
+
+void fill_even_stages(Layout *l, int64_t layers)
+{
+    int per_chunk_count = l->stages * l->virtual_stages;
+    int64_t per = layers / per_chunk_count, rest = layers % per_chunk_count;
+    int first = 0;
+    for (int s = 0; s < l->stages; s++) {
+        /* On an uneven split (only after an error) the first stages take one more. */
+        int n = (int)(per + (s < rest ? 1 : 0));
+        l->stage_first[s] = first;
+        l->stage_layers[s] = n;
+        first += n;
+    }
+}
+
+/* Explicit assignment: every stage a contiguous range, all layers once, in
+ * order.  range_of[s] is stage s's `layers A..B` (NULL when it has none).
+ * Fills stage_first / stage_layers; 1 when the assignment is valid. */
+static int assign_explicit_layers(Check *c, const Value *const *range_of)
+{
+    Layout *l = &c->plan->layout;
+    int64_t layers = c->plan->model.layers;
+    int stages = l->stages;
+    int ok = 1;
+    /* Explicit assignment: every stage a contiguous range, all layers once, in order. */
+    int *owner = arena_alloc(c->arena, (size_t)layers * sizeof(int));
+    for (int64_t i = 0; i < layers; i++) owner[i] = -1;
+    int ranges_known = 1; /* every stage's range was read: gaps are meaningful */
+    int missing_reported = 0;
+    for (int s = 0; s < stages; s++) {
+        if (!range_of[s]) {
+            /* One error for all stages without layers, as runs: "stages 1, 3..7". */
+            if (!missing_reported) {
+                const char *runs = "";
+                int count = 0;
+                for (int a = s; a < stages; a++) {
+                    if (range_of[a] || (a > s && !range_of[a - 1])) continue;
+                    int b = a;
+                    while (b + 1 < stages && !range_of[b + 1]) b++;
+                    runs = arena_printf(c->arena, "%s%s%d%s", runs, *runs ? ", " : "", a,
+                                        b > a ? arena_printf(c->arena, "..%d", b) : "");
+                    count += b - a + 1;
+                }
+                diag_error(l->stage_loc, "with explicit stages every stage needs `stage N { layers A..B; }`",
+                           "stage%s %s %s no layers", count > 1 ? "s" : "", runs, count > 1 ? "have" : "has");
+                missing_reported = 1;
+            }
+            ok = 0;
+            ranges_known = 0;
+            continue;
+        }
+        const Value *v = range_of[s];
+        int64_t lo, hi;
+        Stmt fake = {.key = "layers"};
+        Number hi_num = v->kind == VAL_RANGE ? v->hi : v->num;
+        Value lo_v = {.kind = VAL_NUMBER, .loc = v->num.loc, .num = v->num};
+        Value hi_v = {.kind = VAL_NUMBER, .loc = hi_num.loc, .num = hi_num};
+        if (!read_count(c, &fake, &lo_v, 0, MAX_DIM, &lo) || !read_count(c, &fake, &hi_v, 0, MAX_DIM, &hi)) {
+            ok = 0;
+            ranges_known = 0;
+            continue;
+        }
+        if (lo > hi) {
+            diag_error(v->loc, NULL, "the range %" PRId64 "..%" PRId64 " is empty (ranges go low..high, both included)",
+                       lo, hi);
+            ok = 0;
+            ranges_known = 0;
+            continue;
+        }
+        if (hi >= layers) {
+            diag_error(v->loc, NULL, "layer %" PRId64 " is out of range: the model has %" PRId64 " layers (0..%" PRId64 ")",
+                       hi, layers, layers - 1);
+            ok = 0;
+            hi = layers - 1; /* the part in range still counts for gaps and overlaps */
+        }
+        int overlap_reported = 0;
+        for (int64_t x = lo; x <= hi; x++) {
+            if (owner[x] >= 0 && owner[x] != s) {
+                if (!overlap_reported)
+                    diag_error(v->loc, "every layer lives on exactly one stage",
+                               "layer %" PRId64 " is on stage %d and on stage %d", x, owner[x], s);
+                overlap_reported = 1;
+                ok = 0;
+                continue;
+            }
+            owner[x] = s;
+        }
+        l->stage_first[s] = (int)lo;
+        l->stage_layers[s] = lo <= hi ? (int)(hi - lo + 1) : 0;
+    }
+    for (int64_t x = 0; x < layers && ranges_known; x++) {
+        if (owner[x] >= 0) continue;
+        int64_t end = x;
+        while (end + 1 < layers && owner[end + 1] < 0) end++;
+        /* Point at the stage whose range ends right before the gap, else the first. */
+        SrcLoc at = l->stage_loc;
+        for (int s = 0; s < stages; s++)
+            if (range_of[s] && l->stage_first[s] + l->stage_layers[s] == x) at = range_of[s]->loc;
+        if (end == x)
+            diag_error(at, "every layer lives on exactly one stage", "layer %" PRId64 " is on no stage", x);
+        else
+            diag_error(at, "every layer lives on exactly one stage",
+                       "layers %" PRId64 "..%" PRId64 " are on no stage", x, end);
+        ok = 0;
+        x = end;
+    }
+    for (int s = 1; s < stages && ok; s++) {
+        if (l->stage_first[s] != l->stage_first[s - 1] + l->stage_layers[s - 1]) {
+            diag_error(range_of[s]->loc, "stage s + 1 holds the layers right after stage s",
+                       "stage %d holds layers %d..%d, which do not follow stage %d's %d..%d", s, l->stage_first[s],
+                       l->stage_first[s] + l->stage_layers[s] - 1, s - 1, l->stage_first[s - 1],
+                       l->stage_first[s - 1] + l->stage_layers[s - 1] - 1);
+            ok = 0;
+        }
+    }
+    return ok;
+}
+
+static void check_stage_blocks(Check *c, int *explicit_layers)
+{
+    Plan *p = c->plan;
+    Layout *l = &p->layout;
+    Model *m = &p->model;
+    int stages = l->stages;
+    const Stmt *by_stage[PARC_MAX_STAGES] = {0};
+    const Value *range_of[PARC_MAX_STAGES] = {0};
+    const Stmt *embed_at = NULL, *head_at = NULL;
+    int ok = 1, any_layers = 0;
+    for (int i = 0; i < c->nstage_stmts; i++) {
+        const Stmt *st = c->stage_stmts[i];
+        int64_t s;
+        if (!read_count(c, st, &st->values[0], 0, PARC_MAX_STAGES - 1, &s)) {
+            ok = 0;
+            continue;
+        }
+        if (l->pp_axis >= 0 && s >= stages) {
+            diag_error(st->values[0].loc, NULL, "stage %" PRId64 " is out of range: `%s` has %d stages (0..%d)", s,
+                       p->mesh.axes[l->pp_axis].name, stages, stages - 1);
+            ok = 0;
+            continue;
+        }
+        if (by_stage[s]) {
+            diag_error(st->key_loc, NULL, "duplicate `stage %" PRId64 "`", s);
+            diag_note(by_stage[s]->key_loc, NULL, "first given here");
+            ok = 0;
+            continue;
+        }
+        by_stage[s] = st;
+        const Stmt *seen_layers = NULL, *seen_embed = NULL, *seen_head = NULL;
+        for (int j = 0; j < st->body.count; j++) {
+            const Stmt *b = st->body.items[j];
+            static const char *const stage_keys[] = {"layers", "embed", "head"};
+            int k = word_index(b->key, stage_keys, 3);
+            if (k < 0) {
+                unknown_key(c, b, "`stage`", stage_keys, 3);
+                ok = 0;
+                continue;
+            }
+            const Stmt **seen = k == 0 ? &seen_layers : k == 1 ? &seen_embed : &seen_head;
+            if (!first_of(seen, b, "`stage`")) {
+                ok = 0;
+                continue;
+            }
+            if (k == 0) {
+                if (!check_shape(c, b, 1, 1, BODY_NO, "layers 0..15;")) {
+                    ok = 0;
+                    continue;
+                }
+                const Value *v = &b->values[0];
+                if (v->kind != VAL_RANGE && v->kind != VAL_NUMBER) {
+                    diag_error(v->loc, "write a layer range like `layers 0..15;` (both ends included)",
+                               "`layers` in a stage takes a range, got `%s`", value_text(c, v));
+                    ok = 0;
+                    continue;
+                }
+                range_of[s] = v;
+                any_layers = 1;
+                continue;
+            }
+            if (!check_shape(c, b, 0, 0, BODY_NO, k == 1 ? "embed;" : "head;")) {
+                ok = 0;
+                continue;
+            }
+            if (k == 1 && !m->has_embed) {
+                diag_error(b->key_loc, NULL, "the model has no embedding to place");
+                ok = 0;
+                continue;
+            }
+            if (k == 2 && !m->has_head) {
+                diag_error(b->key_loc, NULL, "the model has no head to place");
+                ok = 0;
+                continue;
+            }
+            const Stmt **at = k == 1 ? &embed_at : &head_at;
+            if (*at) {
+                diag_error(b->key_loc, "the embedding and the head each live on one stage", "`%s` is already on another stage",
+                           b->key);
+                diag_note((*at)->key_loc, NULL, "placed here");
+                ok = 0;
+                continue;
+            }
+            *at = b;
+            if (k == 1) l->embed_stage = (int)s;
+            else l->head_stage = (int)s;
+        }
+    }
+    *explicit_layers = any_layers;
+    if (!any_layers || !ok) {
+        if (any_layers) *explicit_layers = -1;
+        return;
+    }
+    if (l->schedule == SCHED_INTERLEAVED) return; /* reported by the caller */
+    if (c->have_model_key[MD_LAYERS] != 1 || !assign_explicit_layers(c, range_of)) *explicit_layers = -1;
+}
+
+void check_pipeline(Check *c)
+{
+    Plan *p = c->plan;
+    Layout *l = &p->layout;
+    Model *m = &p->model;
+    Train *t = &p->train;
+    l->pp_axis = l->dim_axis[DIM_LAYERS];
+    l->stages = plan_axis_size(p, l->pp_axis);
+    int too_many_stages = l->stages > PARC_MAX_STAGES;
+    if (too_many_stages) {
+        diag_error(l->dim_axis_loc[DIM_LAYERS], NULL, "%d pipeline stages; parc handles at most %d", l->stages,
+                   PARC_MAX_STAGES);
+        l->stages = 1;
+        l->pp_axis = -1;
+        c->schedule_stmt = NULL;
+        c->nstage_stmts = 0;
+        l->schedule = SCHED_NONE;
+    }
+    if (c->schedule_stmt && l->pp_axis < 0) {
+        if (!c->dim_rule[DIM_LAYERS])
+            diag_error(l->schedule_loc, "add `layers -> pp schedule ...;` with a pipeline axis in the mesh",
+                       "a schedule needs a pipeline axis: no `layers -> AXIS` rule");
+        l->schedule = SCHED_NONE;
+    }
+    if (l->pp_axis >= 0 && l->schedule == SCHED_NONE) l->schedule = SCHED_1F1B;
+    l->virtual_stages = l->schedule == SCHED_INTERLEAVED ? c->interleave : 1;
+    l->embed_stage = 0;
+    l->head_stage = l->stages - 1;
+
+    int explicit_layers = 0;
+    if (c->nstage_stmts > 0) {
+        if (l->pp_axis < 0) {
+            diag_error(l->stage_loc, "add a pipeline axis to the mesh and `layers -> pp;`",
+                       "`stage` blocks need a pipeline axis: no `layers -> AXIS` rule");
+        } else if (l->schedule == SCHED_INTERLEAVED) {
+            diag_error(l->stage_loc, "interleaved schedules split layers evenly; use 1f1b or gpipe for explicit stages",
+                       "explicit `stage` blocks are not allowed with an interleaved schedule");
+        } else {
+            check_stage_blocks(c, &explicit_layers);
+        }
+    }
+    int have_layers = c->have_model_key[MD_LAYERS] == 1;
+    if (explicit_layers == 1) {
+        l->uneven = 1;
+    } else if (explicit_layers == 0 && have_layers) {
+        int64_t chunks = (int64_t)l->stages * l->virtual_stages;
+        if (m->layers % chunks != 0) {
+            const char *pp = l->pp_axis >= 0 ? p->mesh.axes[l->pp_axis].name : "pp";
+            if (l->virtual_stages > 1) {
+                const char *works = "";
+                for (int v = 2; v <= 8; v++)
+                    if (m->layers % ((int64_t)l->stages * v) == 0) works = arena_printf(c->arena, "%s%s%d", works, *works ? ", " : "", v);
+                diag_error(c->interleave_loc,
+                           *works ? arena_printf(c->arena, "interleaved %s would", works)
+                                  : "use fewer stages or virtual stages",
+                           "layers = %" PRId64 " does not divide into %s = %d stages × %d virtual stages = %" PRId64
+                           " chunks",
+                           m->layers, pp, l->stages, l->virtual_stages, chunks);
+            } else {
+                const char *hint = divisor_hint(c, pp, m->layers, l->stages);
+                hint = arena_printf(c->arena, "%s%sor assign layers explicitly with `stage N { layers A..B; }`",
+                                    hint ? hint : "", hint ? "; " : "");
+                diag_error(l->dim_axis_loc[DIM_LAYERS], hint,
+                           "layers = %" PRId64 " does not divide by %s = %d pipeline stages", m->layers, pp,
+                           l->stages);
+            }
+        }
+    }
+    if (explicit_layers != 1) {
+        if (have_layers && l->stages <= m->layers) {
+            fill_even_stages(l, m->layers);
+        } else {
+            /* Only after an error was reported (no layers, or more stages than layers). */
+            for (int s = 0; s < l->stages; s++) l->stage_first[s] = 0, l->stage_layers[s] = 0;
+        }
+    }
+    if (l->virtual_stages > 1 && l->stages > 0 && have_layers) {
+        /* Interleaved: stage s holds chunks c*stages + s; stage_layers is per chunk. */
+        int64_t per = m->layers / ((int64_t)l->stages * l->virtual_stages);
+        for (int s = 0; s < l->stages; s++) l->stage_first[s] = (int)(s * per), l->stage_layers[s] = (int)per;
+    }
+
+    /* The schedule's demands on micro-batches. */
+    if (l->pp_axis >= 0 && c->have_micro_batches == 1) {
+        SrcLoc at = t->micro_batches_loc.file ? t->micro_batches_loc : t->micro_batch_loc;
+        if (l->schedule == SCHED_1F1B && t->micro_batches < l->stages)
+            diag_error(at, micro_batch_hint(c, l->stages, 0),
+                       "1f1b over %d stages needs at least %d micro-batches per step, got %" PRId64, l->stages,
+                       l->stages, t->micro_batches);
+        if (l->schedule == SCHED_INTERLEAVED && t->micro_batches % l->stages != 0)
+            diag_error(at, micro_batch_hint(c, l->stages, 1),
+                       "interleaved over %d stages needs micro_batches divisible by %d, got %" PRId64, l->stages,
+                       l->stages, t->micro_batches);
+    }
+}
+
+void check_mesh_against_cluster(Check *c)
+{
+    Plan *p = c->plan;
+    if (!c->mesh_ok || !c->have_nodes || !c->have_gpn || p->mesh.naxes == 0) return;
+    int64_t gpus = (int64_t)p->cluster.nodes * p->cluster.gpus_per_node;
+    if (p->mesh.world == gpus) return;
+    const char *sizes = "";
+    for (int a = 0; a < p->mesh.naxes; a++)
+        sizes = arena_printf(c->arena, "%s%s%s %d", sizes, a ? " × " : "", p->mesh.axes[a].name, p->mesh.axes[a].size);
+    diag_error(p->mesh.loc, arena_printf(c->arena, "the product of the axis sizes (%s) must be %" PRId64, sizes, gpus),
+               "the mesh has %d ranks but the cluster has %" PRId64 " GPUs (%d node%s × %d)", p->mesh.world, gpus,
+               p->cluster.nodes, p->cluster.nodes == 1 ? "" : "s", p->cluster.gpus_per_node);
+}
+
+
+/* ------------------------------------------------------------ size limits */
+
+static SrcLoc at_or(SrcLoc a, SrcLoc b) { return a.file ? a : b; }
+
+/* "1,048,576" */
+static const char *thousands(Check *c, int64_t n)
+{
+    char digits[32];
+    int len = snprintf(digits, sizeof digits, "%" PRId64, n);
+    const char *s = "";
+    for (int i = 0; i < len; i++)
+        s = arena_printf(c->arena, "%s%s%c", s, i > 0 && (len - i) % 3 == 0 ? "," : "", digits[i]);
+    return s;
+}
+
+/* Elements of the widest activation of one micro-batch on one rank before any
+ * split: micro_batch × seq × the widest of the layer's outputs (q/k/v, the
+ * MLP's up projection, the logits, the attention scores heads × seq). */
+static double widest_activation(const Plan *p)
+{
+    const Model *m = &p->model;
+    double width = 3.0 * (double)m->hidden;
+    double ffn = (double)m->ffn * (m->block.mlp == MLP_SWIGLU ? 2 : 1);
+    if (ffn > width) width = ffn;
+    if ((double)m->vocab > width) width = (double)m->vocab;
+    double scores = (double)m->heads * (double)m->seq;
+    if (scores > width) width = scores;
+    return (double)p->train.micro_batch * (double)m->seq * width;
+}
+
+/* Parameters of the model, in double (an upper bound: biases and norms
+ * counted for every block kind). */
+static double parameter_bound(const Plan *p)
+{
+    const Model *m = &p->model;
+    double h = (double)m->hidden, f = (double)m->ffn, v = (double)m->vocab;
+    double per_layer = 4.0 * h * h + 3.0 * h * f + 4.0 * h + 2.0 * f;
+    return (double)m->layers * per_layer + 2.0 * v * h + (double)m->seq * h + 2.0 * h;
+}
+
+void check_size_limits(Check *c)
+{
+    Plan *p = c->plan;
+    Train *t = &p->train;
+    Model *m = &p->model;
+    Layout *l = &p->layout;
+    if (c->have_micro_batches == 1) {
+        SrcLoc at = t->micro_batches_loc.file ? t->micro_batches_loc : t->batch_loc;
+        double items = 2.0 * (double)t->micro_batches * l->virtual_stages * l->stages;
+        if (items > (double)MAX_SCHEDULE_ITEMS)
+            diag_error(at, "fewer micro-batches per step (a larger micro_batch) or fewer pipeline stages",
+                       "the schedule has 2 × %" PRId64 " micro-batches × %d virtual stage%s × %d stage%s = %.0f "
+                       "forward and backward steps; parc handles at most %s",
+                       t->micro_batches, l->virtual_stages, l->virtual_stages == 1 ? "" : "s", l->stages,
+                       l->stages == 1 ? "" : "s", items, thousands(c, MAX_SCHEDULE_ITEMS));
+        /* GPipe keeps every micro-batch of a step in flight: the slots of its
+         * activations grow with micro_batches, and so does placing each step. */
+        else if (l->schedule == SCHED_GPIPE && items * (double)t->micro_batches > (double)MAX_GPIPE_WORK)
+            diag_error(at, "use `schedule 1f1b` (at most as many in flight as there are stages), or fewer "
+                           "micro-batches",
+                       "gpipe keeps all %" PRId64 " micro-batches in flight: %.0f steps × %" PRId64
+                       " in flight exceeds parc's limit of %s (2^30)",
+                       t->micro_batches, items, t->micro_batches, thousands(c, MAX_GPIPE_WORK));
+    }
+    int dims_known = c->have_model_key[MD_SEQ] == 1 && c->have_model_key[MD_HIDDEN] == 1 &&
+                     c->have_model_key[MD_FFN] == 1 && c->have_model_key[MD_LAYERS] == 1;
+    if (!dims_known) return;
+    SrcLoc model_at = m->dim_loc[DIM_SEQ].file ? m->dim_loc[DIM_SEQ] : m->loc;
+    double params = parameter_bound(p);
+    if (params > (double)MAX_PARAMS)
+        diag_error(m->dim_loc[DIM_HIDDEN].file ? m->dim_loc[DIM_HIDDEN] : m->loc, NULL,
+                   "the model has about %.3g parameters; parc handles at most %s (2^44)", params,
+                   thousands(c, MAX_PARAMS));
+    if (!c->have_micro_batch) return;
+    double widest = widest_activation(p);
+    if (widest > (double)MAX_TENSOR_ELEMS) {
+        diag_error(model_at, "a shorter seq or a smaller micro_batch",
+                   "one micro-batch's widest activation has about %.3g elements (micro_batch %" PRId64
+                   " × seq %" PRId64 " × its width); parc handles at most %s (2^40)",
+                   widest, t->micro_batch, m->seq, thousands(c, MAX_TENSOR_ELEMS));
+        return;
+    }
+    if (c->have_micro_batches != 1) return;
+    double activations = widest * (double)m->layers * (double)t->micro_batches;
+    if (activations > (double)MAX_ACTIVATION_ELEMS)
+        diag_error(at_or(t->micro_batches_loc, t->batch_loc), "fewer micro-batches per step or fewer layers",
+                   "layers × micro-batches × the widest activation = %" PRId64 " × %" PRId64 " × %.3g elements "
+                   "exceeds parc's limit of %s (2^52)",
+                   m->layers, t->micro_batches, widest, thousands(c, MAX_ACTIVATION_ELEMS));
+}

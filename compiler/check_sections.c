@@ -1,0 +1,824 @@
+/*
+ * check_sections.c — one reader per section: cluster, model, train, mesh,
+ * layout.
+ *
+ * Each reader takes its section's statements and fills its part of the Plan:
+ * names, units, ranges, duplicates, missing items, each reported where it is
+ * written.  It records in Check which values it accepted, so that the cross
+ * checks (check_cross.c) only look at values that were read, and one mistake
+ * gives one error.
+ */
+#include "check.h"
+
+/* ------------------------------------------------------------ cluster */
+
+static void check_gpu(Check *c, const Stmt *gpu, int *have)
+{
+    Cluster *cl = &c->plan->cluster;
+    const Stmt *seen[GPU_COUNT] = {0};
+    for (int i = 0; i < gpu->body.count; i++) {
+        const Stmt *st = gpu->body.items[i];
+        int k = word_index(st->key, GPU_names, GPU_COUNT);
+        if (k < 0) {
+            int guess = unknown_key(c, st, "`gpu`", GPU_names, GPU_COUNT);
+            if (guess >= 0 && !have[guess]) have[guess] = -1; /* not "missing" too */
+            continue;
+        }
+        if (!first_of(&seen[k], st, "`gpu`")) continue;
+        if (!check_shape(c, st, 1, 1, BODY_NO, GPU_usage[k])) {
+            have[k] = -1; /* given but wrong: not "missing" */
+            continue;
+        }
+        const Value *v = &st->values[0];
+        switch (k) {
+        case GPU_MEMORY:
+            if (read_quantity(c, st, v, UNIT_MEMORY, 0, &cl->gpu_memory)) have[k] = 1;
+            cl->memory_loc = stmt_span(st);
+            break;
+        case GPU_BF16: have[k] = read_quantity(c, st, v, UNIT_COMPUTE, 0, &cl->flops_bf16); break;
+        case GPU_FP32: have[k] = read_quantity(c, st, v, UNIT_COMPUTE, 0, &cl->flops_fp32); break;
+        case GPU_HBM: have[k] = read_quantity(c, st, v, UNIT_BANDWIDTH, 0, &cl->hbm_bandwidth); break;
+        }
+        if (!have[k]) have[k] = -1; /* given but wrong: not "missing" */
+    }
+}
+
+/* `efficiency NAME;`, `efficiency NAME { overrides }` or `efficiency { overrides }`
+ * (from the generic defaults): what share of each peak the cost model uses. */
+static void check_efficiency(Check *c, const Stmt *st)
+{
+    Efficiency *eff = &c->plan->cluster.eff;
+    if (!check_shape(c, st, st->has_body ? 0 : 1, 1, st->has_body ? BODY_YES : BODY_NO, CLUSTER_usage[CL_EFFICIENCY]))
+        return;
+    if (st->nvalues == 1) {
+        int k = read_word(c, "efficiency set", &st->values[0], cost_efficiency_names, cost_efficiency_count);
+        if (k < 0) return;
+        cost_efficiency_defaults(cost_efficiency_names[k], eff);
+    } else {
+        eff->name = "the plan's"; /* every value not given stays generic */
+    }
+    eff->loc = stmt_span(st);
+    const Stmt *seen[EFF_COUNT] = {0};
+    for (int i = 0; i < st->body.count; i++) {
+        const Stmt *e = st->body.items[i];
+        int k = word_index(e->key, EFF_names, EFF_COUNT);
+        if (k < 0) {
+            unknown_key(c, e, "`efficiency`", EFF_names, EFF_COUNT);
+            continue;
+        }
+        if (!first_of(&seen[k], e, "`efficiency`")) continue;
+        int n = k == EF_GEMM ? PARC_GEMM_CLASSES : 1;
+        if (!check_shape(c, e, n, n, BODY_NO, EFF_usage[k])) continue;
+        double *dst[] = {eff->gemm, &eff->attention, &eff->hbm, &eff->bus[0], &eff->bus[1]};
+        for (int j = 0; j < n; j++) {
+            const char *what = k == EF_GEMM ? arena_printf(c->arena, "gemm %s", gemm_class_names[j]) : e->key;
+            read_real(c, what, &e->values[j], 0, 1, 1, 0, &dst[k][j]);
+        }
+    }
+}
+
+void check_cluster(Check *c, const Stmt *sec)
+{
+    Cluster *cl = &c->plan->cluster;
+    cl->loc = sec->key_loc;
+    const Stmt *seen[CLUSTER_COUNT] = {0}, *suggested[CLUSTER_COUNT] = {0};
+    const Stmt *links[2] = {0};
+    int gpu_have[GPU_COUNT] = {0};
+    for (int i = 0; i < sec->body.count; i++) {
+        const Stmt *st = sec->body.items[i];
+        int k = word_index(st->key, CLUSTER_names, CLUSTER_COUNT);
+        if (k < 0) {
+            int guess = unknown_key(c, st, "`cluster`", CLUSTER_names, CLUSTER_COUNT);
+            if (guess >= 0 && guess != CL_LINK && guess != CL_GPU) suggested[guess] = st;
+            continue;
+        }
+        if (k != CL_LINK && !first_of(&seen[k], st, "`cluster`")) continue;
+        int64_t n;
+        switch (k) {
+        case CL_EFFICIENCY: check_efficiency(c, st); break;
+        case CL_NODES:
+            if (read_count_stmt(c, st, 1, 1 << 20, &n, CLUSTER_usage[k])) cl->nodes = (int)n, c->have_nodes = 1;
+            break;
+        case CL_GPN:
+            if (read_count_stmt(c, st, 1, 1 << 16, &n, CLUSTER_usage[k]))
+                cl->gpus_per_node = (int)n, c->have_gpn = 1;
+            break;
+        case CL_GPU:
+            if (check_shape(c, st, 0, 0, BODY_YES, CLUSTER_usage[k])) check_gpu(c, st, gpu_have);
+            else gpu_have[GPU_MEMORY] = gpu_have[GPU_BF16] = gpu_have[GPU_HBM] = -1;
+            break;
+        case CL_LINK: {
+            seen[k] = st;
+            if (!check_shape(c, st, 3, 3, BODY_NO, "link intra 450 GB/s 2 us;` or `link inter 50 GB/s 5 us;")) break;
+            int which = read_word(c, "link", &st->values[0], link_words, 2);
+            if (which < 0) break;
+            if (links[which]) {
+                diag_error(st->key_loc, NULL, "duplicate `link %s`", link_words[which]);
+                diag_note(links[which]->key_loc, NULL, "`link %s` was first given here", link_words[which]);
+                break;
+            }
+            links[which] = st;
+            double *bw = which == 0 ? &cl->intra_bw : &cl->inter_bw;
+            double *lat = which == 0 ? &cl->intra_latency : &cl->inter_latency;
+            read_quantity(c, st, &st->values[1], UNIT_BANDWIDTH, 0, bw);
+            read_quantity(c, st, &st->values[2], UNIT_TIME, 1, lat);
+            break;
+        }
+        }
+    }
+    /* Missing items, named together; a misspelled key was reported already. */
+    for (int k = 0; k < CLUSTER_COUNT; k++)
+        if (!seen[k]) seen[k] = suggested[k];
+    const char *missing = "";
+    if (!seen[CL_NODES]) missing = add_missing(c, missing, "`nodes`");
+    if (!seen[CL_GPN]) missing = add_missing(c, missing, "`gpus_per_node`");
+    if (!seen[CL_GPU]) {
+        missing = add_missing(c, missing, "`gpu { memory ...; bf16 ...; hbm ...; }`");
+    } else {
+        if (!gpu_have[GPU_MEMORY]) missing = add_missing(c, missing, "`gpu memory`");
+        if (!gpu_have[GPU_BF16]) missing = add_missing(c, missing, "`gpu bf16`");
+        if (!gpu_have[GPU_HBM]) missing = add_missing(c, missing, "`gpu hbm`");
+    }
+    /* A link is needed only where there is something to link. */
+    if (!links[0] && !(c->have_gpn && cl->gpus_per_node == 1))
+        missing = add_missing(c, missing, "`link intra`");
+    if (!links[1] && !(c->have_nodes && cl->nodes == 1))
+        missing = add_missing(c, missing, "`link inter`");
+    if (*missing)
+        diag_error(sec->key_loc,
+                   "a cluster needs nodes, gpus_per_node, gpu { memory; bf16; hbm; } and its links "
+                   "(`link intra BW LATENCY;` inside a node, `link inter ...;` between nodes)",
+                   "`cluster` is missing %s", missing);
+    if (c->have_nodes && c->have_gpn && (int64_t)cl->nodes * cl->gpus_per_node > MAX_WORLD) {
+        diag_error(sec->key_loc, NULL, "the cluster has %" PRId64 " GPUs; parc handles at most %d",
+                   (int64_t)cl->nodes * cl->gpus_per_node, MAX_WORLD);
+        c->have_nodes = 0;
+    }
+}
+
+/* ------------------------------------------------------------ model */
+
+static void check_block(Check *c, const Stmt *st)
+{
+    BlockSpec *b = &c->plan->model.block;
+    b->loc = stmt_span(st);
+    int ok = check_shape(c, st, 1, 1, st->has_body, "block transformer { norm rms; mlp swiglu; }");
+    if (st->nvalues < 1) return;
+    int kind = read_word(c, "block kind", &st->values[0], block_words, COUNT_OF(block_words));
+    if (kind < 0 || !ok) return;
+    /* Presets; `transformer` starts from the GPT-2 choices. */
+    *b = (BlockSpec){.kind = BLOCK_TRANSFORMER, .norm = NORM_LAYER, .mlp = MLP_GELU, .bias = 1, .causal = 1,
+                     .residual = 1, .loc = b->loc};
+    if (kind == 1) *b = (BlockSpec){.kind = BLOCK_MLP, .norm = NORM_LAYER, .mlp = MLP_GELU, .bias = 1,
+                                    .causal = 0, .residual = 1, .loc = b->loc};
+    if (kind == 3) b->norm = NORM_RMS, b->mlp = MLP_SWIGLU, b->bias = 0;
+    const Stmt *seen[BLOCK_COUNT] = {0};
+    for (int i = 0; i < st->body.count; i++) {
+        const Stmt *s = st->body.items[i];
+        int k = word_index(s->key, BLOCK_names, BLOCK_COUNT);
+        const char *where = b->kind == BLOCK_MLP ? "an `mlp` block" : "a transformer block";
+        if (k < 0) {
+            unknown_key(c, s, where, BLOCK_names, BLOCK_COUNT);
+            continue;
+        }
+        if (b->kind == BLOCK_MLP && (k == BK_ATTENTION || k == BK_MLP)) {
+            diag_error(s->key_loc, k == BK_MLP ? "an mlp block names its activation with `act gelu;`" : NULL,
+                       "`%s` does not apply to an `mlp` block%s", s->key,
+                       k == BK_ATTENTION ? " (it has no attention)" : "");
+            continue;
+        }
+        if (b->kind == BLOCK_TRANSFORMER && (k == BK_ACT || k == BK_RESIDUAL)) {
+            diag_error(s->key_loc, k == BK_ACT ? "a transformer block names its MLP with `mlp gelu;`" : NULL,
+                       "`%s` does not apply to a transformer block%s", s->key,
+                       k == BK_RESIDUAL ? " (its residuals are always there)" : "");
+            continue;
+        }
+        if (!first_of(&seen[k], s, where)) continue;
+        int w;
+        switch (k) {
+        case BK_NORM:
+            if ((w = read_word_stmt(c, s, norm_words, COUNT_OF(norm_words), BLOCK_usage[k])) >= 0) b->norm = w;
+            break;
+        case BK_MLP:
+        case BK_ACT:
+            if ((w = read_word_stmt(c, s, mlp_words, COUNT_OF(mlp_words), BLOCK_usage[k])) >= 0) b->mlp = w;
+            break;
+        case BK_ATTENTION:
+            if ((w = read_word_stmt(c, s, attention_words, 2, BLOCK_usage[k])) >= 0) b->causal = w;
+            break;
+        case BK_BIAS:
+            if ((w = read_word_stmt(c, s, bool_words, 2, BLOCK_usage[k])) >= 0) b->bias = w;
+            break;
+        case BK_RESIDUAL:
+            if ((w = read_word_stmt(c, s, bool_words, 2, BLOCK_usage[k])) >= 0) b->residual = w;
+            break;
+        }
+    }
+}
+
+static void check_repeat(Check *c, const Stmt *st, int *have_block)
+{
+    if (!check_shape(c, st, 1, 1, BODY_YES, "repeat layers { block llama; }")) return;
+    const Value *v = &st->values[0];
+    if (v->kind != VAL_WORD || strcmp(v->text, "layers") != 0) {
+        diag_error(v->loc, "the count is the model's `layers`: write `repeat layers { ... }`",
+                   "`repeat` takes the word `layers`, got `%s`", value_text(c, v));
+        return;
+    }
+    const Stmt *block = NULL;
+    for (int i = 0; i < st->body.count; i++) {
+        const Stmt *s = st->body.items[i];
+        if (strcmp(s->key, "block") != 0) {
+            static const char *const only[] = {"block"};
+            unknown_key(c, s, "`repeat`", only, 1);
+            continue;
+        }
+        if (!first_of(&block, s, "`repeat`")) continue;
+        check_block(c, s);
+        *have_block = 1;
+    }
+    if (!block)
+        diag_error(st->key_loc, "write it like `repeat layers { block llama; }`", "`repeat` has no `block`");
+}
+
+/* Attention shape: head_dim * heads == hidden, kv_heads divides heads; sets
+ * c->dims_ok when hidden, heads, head_dim and kv_heads agree. */
+static void check_attention_shape(Check *c, const Stmt *const *seen, int have_block)
+{
+    Model *m = &c->plan->model;
+    int attention = m->block.kind == BLOCK_TRANSFORMER;
+    if (!attention && have_block == 1) {
+        if (seen[MD_HEADS] || seen[MD_KV_HEADS] || seen[MD_HEAD_DIM]) {
+            const Stmt *st = seen[MD_HEADS] ? seen[MD_HEADS] : seen[MD_KV_HEADS] ? seen[MD_KV_HEADS] : seen[MD_HEAD_DIM];
+            diag_warning(st->key_loc, "remove it, or use a transformer block",
+                         "`%s` is unused: an `mlp` block has no attention", st->key);
+        }
+        m->heads = m->kv_heads = m->head_dim = 0;
+        c->dims_ok = c->have_model_key[MD_HIDDEN] == 1;
+    } else if (c->have_model_key[MD_HIDDEN] == 1 && c->have_model_key[MD_HEADS] == 1) {
+        c->dims_ok = 1;
+        if (seen[MD_HEAD_DIM]) {
+            if (c->have_model_key[MD_HEAD_DIM] != 1) {
+                c->dims_ok = 0;
+            } else if (m->heads * m->head_dim != m->hidden) {
+                diag_error(stmt_span(seen[MD_HEAD_DIM]),
+                           arena_printf(c->arena, "with hidden = %" PRId64 " and heads = %" PRId64
+                                                  ", head_dim is %s",
+                                        m->hidden, m->heads,
+                                        m->hidden % m->heads == 0
+                                            ? arena_printf(c->arena, "%" PRId64, m->hidden / m->heads)
+                                            : "not a whole number"),
+                           "heads × head_dim = %" PRId64 " × %" PRId64 " = %" PRId64 " must equal hidden = %" PRId64,
+                           m->heads, m->head_dim, m->heads * m->head_dim, m->hidden);
+                c->dims_ok = 0;
+            }
+        } else if (m->hidden % m->heads != 0) {
+            diag_error(m->dim_loc[DIM_HEADS], divisor_hint(c, "heads", m->hidden, m->heads),
+                       "hidden = %" PRId64 " does not divide by heads = %" PRId64, m->hidden, m->heads);
+            c->dims_ok = 0;
+        } else {
+            m->head_dim = m->hidden / m->heads;
+        }
+        if (seen[MD_KV_HEADS]) {
+            if (c->have_model_key[MD_KV_HEADS] != 1) {
+                c->dims_ok = 0;
+            } else if (m->kv_heads > m->heads || m->heads % m->kv_heads != 0) {
+                diag_error(stmt_span(seen[MD_KV_HEADS]), divisor_hint(c, "kv_heads", m->heads, m->kv_heads),
+                           "heads = %" PRId64 " does not divide by kv_heads = %" PRId64
+                           " (each key/value head serves a whole group of query heads)",
+                           m->heads, m->kv_heads);
+                c->dims_ok = 0;
+            }
+        } else {
+            m->kv_heads = m->heads;
+        }
+    }
+}
+
+void check_model(Check *c, const Stmt *sec)
+{
+    Model *m = &c->plan->model;
+    m->loc = sec->key_loc;
+    m->name = "model";
+    if (sec->nvalues >= 1 && sec->values[0].kind == VAL_WORD) m->name = sec->values[0].text;
+    check_shape(c, sec, 0, 1, BODY_YES, "model llama7b { ... }");
+    if (sec->nvalues >= 1 && sec->values[0].kind != VAL_WORD)
+        diag_error(sec->values[0].loc, NULL, "a model name is a word, got `%s`", value_text(c, &sec->values[0]));
+
+    const Stmt *seen[MODEL_COUNT] = {0}, *suggested[MODEL_COUNT] = {0};
+    int have_block = 0;
+    int head = -1, loss = -1;
+    for (int i = 0; i < sec->body.count; i++) {
+        const Stmt *st = sec->body.items[i];
+        int k = word_index(st->key, MODEL_names, MODEL_COUNT);
+        if (k < 0) {
+            if (strcmp(st->key, "block") == 0) {
+                diag_error(st->key_loc, "write it like `repeat layers { block llama; }`",
+                           "`block` belongs inside `repeat layers { ... }`");
+                continue;
+            }
+            int guess = unknown_key(c, st, "`model`", MODEL_names, MODEL_COUNT);
+            if (guess >= 0 && guess <= MD_LAYERS) suggested[guess] = st;
+            continue;
+        }
+        if (!first_of(&seen[k], st, "`model`")) continue;
+        int64_t n;
+        int w;
+        Dim dim = DIM_COUNT;
+        int64_t *field = NULL;
+        int64_t max = MAX_DIM;
+        switch (k) {
+        case MD_VOCAB: dim = DIM_VOCAB, field = &m->vocab; break;
+        case MD_SEQ: dim = DIM_SEQ, field = &m->seq; break;
+        case MD_HIDDEN: dim = DIM_HIDDEN, field = &m->hidden; break;
+        case MD_HEADS: dim = DIM_HEADS, field = &m->heads; break;
+        case MD_FFN: dim = DIM_FFN, field = &m->ffn; break;
+        case MD_LAYERS: dim = DIM_LAYERS, field = &m->layers, max = 1 << 20; break;
+        case MD_HEAD_DIM: dim = DIM_HEAD_DIM, field = &m->head_dim; break;
+        case MD_KV_HEADS: field = &m->kv_heads; break;
+        case MD_EMBED:
+            if (!check_shape(c, st, 0, 2, BODY_NO, MODEL_usage[k])) break;
+            m->has_embed = 1;
+            if (st->nvalues >= 1) {
+                const Value *v = &st->values[0];
+                if (v->kind != VAL_WORD || strcmp(v->text, "positions") != 0) {
+                    diag_error(v->loc, "write `embed;` or `embed positions learned;`",
+                               "unexpected `%s` after `embed`", value_text(c, v));
+                    break;
+                }
+                if (st->nvalues < 2) {
+                    diag_error(v->loc, "write `embed positions learned;`", "`positions` needs `learned` or `none`");
+                    break;
+                }
+                if ((w = read_word(c, "position embedding", &st->values[1], position_words, 2)) >= 0)
+                    m->positions = w;
+            }
+            break;
+        case MD_REPEAT: check_repeat(c, st, &have_block); have_block = have_block ? 1 : -1; break;
+        case MD_NORM:
+            if ((w = read_word_stmt(c, st, norm_words, COUNT_OF(norm_words), MODEL_usage[k])) >= 0) m->final_norm = w;
+            break;
+        case MD_HEAD: head = read_word_stmt(c, st, head_words, COUNT_OF(head_words), MODEL_usage[k]); break;
+        case MD_LOSS: loss = read_word_stmt(c, st, loss_words, COUNT_OF(loss_words), MODEL_usage[k]); break;
+        }
+        if (field) {
+            if (read_count_stmt(c, st, 1, max, &n, MODEL_usage[k])) {
+                *field = n;
+                c->have_model_key[k] = 1;
+            } else {
+                c->have_model_key[k] = -1;
+            }
+            if (dim != DIM_COUNT) m->dim_loc[dim] = stmt_span(st);
+        }
+    }
+    for (int k = 0; k < MODEL_COUNT; k++)
+        if (!seen[k] && suggested[k]) seen[k] = suggested[k], c->have_model_key[k] = -1;
+    if (head >= 0) {
+        m->has_head = head != 0;
+        m->tied_head = head == 1;
+    }
+    if (loss >= 0) m->has_loss = loss == 1;
+
+    /* Required items: heads only for attention, vocab only with an embedding or a head. */
+    int attention = m->block.kind == BLOCK_TRANSFORMER;
+    const char *missing = "";
+    static const int required[] = {MD_VOCAB, MD_SEQ, MD_HIDDEN, MD_HEADS, MD_FFN, MD_LAYERS};
+    for (int i = 0; i < COUNT_OF(required); i++) {
+        int k = required[i];
+        if (seen[k]) continue;
+        if (k == MD_HEADS && !attention && have_block) continue;
+        if (k == MD_VOCAB && !m->has_embed && !m->has_head && have_block) continue;
+        missing = add_missing(c, missing, arena_printf(c->arena, "`%s`", MODEL_names[k]));
+    }
+    if (!seen[MD_REPEAT]) missing = add_missing(c, missing, "`repeat layers { block ...; }`");
+    if (*missing)
+        diag_error(sec->key_loc,
+                   attention ? "a transformer needs vocab, seq, hidden, heads, ffn, layers and a repeated block"
+                             : NULL,
+                   "`model %s` is missing %s", m->name, missing);
+
+    check_attention_shape(c, seen, have_block);
+
+    /* Embedding, head, loss. */
+    if (seen[MD_HEAD] && m->tied_head && !m->has_embed)
+        diag_error(stmt_span(seen[MD_HEAD]), "add `embed;`, or write `head untied;`",
+                   "a tied head shares the embedding matrix, but the model has no `embed`");
+    if (seen[MD_LOSS] && m->has_loss && !m->has_head)
+        diag_error(stmt_span(seen[MD_LOSS]), "add `head untied;` (or `head tied;`)",
+                   "`loss cross_entropy` needs a head that produces the vocab logits");
+}
+
+/* ------------------------------------------------------------ train */
+
+static void check_optimizer(Check *c, const Stmt *st)
+{
+    Train *t = &c->plan->train;
+    if (!check_shape(c, st, 1, 64, BODY_NO, "optimizer adamw lr 3e-4 beta1 0.9 beta2 0.95;")) return;
+    int kind = read_word(c, "optimizer", &st->values[0], optimizer_words, COUNT_OF(optimizer_words));
+    if (kind < 0) return;
+    t->optimizer = kind;
+    t->beta1 = 0.9;
+    t->beta2 = 0.999;
+    t->eps = 1e-8;
+    t->weight_decay = kind == OPT_ADAMW ? 0.01 : 0;
+    t->momentum = 0;
+    int given[OP_COUNT] = {0};
+    for (int i = 1; i < st->nvalues; i += 2) {
+        const Value *name = &st->values[i];
+        int p = name->kind == VAL_WORD ? word_index(name->text, opt_param_names, OP_COUNT) : -1;
+        if (p < 0) {
+            if (name->kind == VAL_WORD)
+                diag_error(name->loc, did_you_mean(c, name->text, opt_param_names, OP_COUNT),
+                           "unknown optimizer setting `%s`", name->text);
+            else
+                diag_error(name->loc, "settings come in pairs: `lr 3e-4 beta1 0.9 ...`",
+                           "expected an optimizer setting name, got `%s`", value_text(c, name));
+            continue;
+        }
+        int applies = kind == OPT_SGD ? (p == OP_LR || p == OP_MOMENTUM || p == OP_WEIGHT_DECAY) : p != OP_MOMENTUM;
+        if (!applies) {
+            diag_error(name->loc,
+                       kind == OPT_SGD ? "sgd takes `lr`, `momentum` and `weight_decay`"
+                                       : "adam and adamw take `lr`, `beta1`, `beta2`, `eps` and `weight_decay`",
+                       "`%s` does not apply to %s", name->text, optimizer_words[kind]);
+            if (i + 1 < st->nvalues && st->values[i + 1].kind == VAL_NUMBER) continue;
+            i--;
+            continue;
+        }
+        if (given[p]) {
+            diag_error(name->loc, NULL, "duplicate optimizer setting `%s`", name->text);
+            continue;
+        }
+        given[p] = 1;
+        if (i + 1 >= st->nvalues) {
+            diag_error(name->loc, NULL, "optimizer setting `%s` needs a value", name->text);
+            break;
+        }
+        const Value *v = &st->values[i + 1];
+        switch (p) {
+        case OP_LR: read_real(c, "lr", v, 0, 1, 10, 0, &t->lr); break;
+        case OP_BETA1: read_real(c, "beta1", v, 0, 0, 1, 1, &t->beta1); break;
+        case OP_BETA2: read_real(c, "beta2", v, 0, 0, 1, 1, &t->beta2); break;
+        case OP_EPS: read_real(c, "eps", v, 0, 1, 1, 0, &t->eps); break;
+        case OP_WEIGHT_DECAY: read_real(c, "weight_decay", v, 0, 0, 10, 0, &t->weight_decay); break;
+        case OP_MOMENTUM: read_real(c, "momentum", v, 0, 0, 1, 1, &t->momentum); break;
+        }
+    }
+    if (!given[OP_LR])
+        diag_error(st->values[0].loc, arena_printf(c->arena, "write it like `optimizer %s lr 3e-4;`",
+                                                   optimizer_words[kind]),
+                   "the optimizer needs a learning rate `lr`");
+}
+
+static void check_precision(Check *c, const Stmt *st)
+{
+    Train *t = &c->plan->train;
+    t->precision_loc = stmt_span(st);
+    if (!check_shape(c, st, 1, 3, BODY_NO, "precision bf16 master fp32;")) return;
+    int p = read_word(c, "precision", &st->values[0], precision_words, COUNT_OF(precision_words));
+    if (p < 0) return;
+    t->precision = p;
+    t->master_fp32 = 0;
+    if (st->nvalues == 1) return;
+    const Value *m = &st->values[1];
+    if (m->kind != VAL_WORD || strcmp(m->text, "master") != 0) {
+        diag_error(m->loc, "write it like `precision bf16 master fp32;`", "unexpected `%s` after `precision %s`",
+                   value_text(c, m), precision_words[p]);
+        return;
+    }
+    if (st->nvalues < 3 || st->values[2].kind != VAL_WORD || strcmp(st->values[2].text, "fp32") != 0) {
+        diag_error(st->nvalues < 3 ? m->loc : st->values[2].loc, "write `master fp32`",
+                   "master weights are kept in fp32");
+        return;
+    }
+    if (p == PREC_FP32) {
+        diag_error(loc_join(m->loc, st->values[2].loc), "write `precision fp32;` or `precision bf16 master fp32;`",
+                   "fp32 weights are their own master copy");
+        return;
+    }
+    t->master_fp32 = 1;
+}
+
+void check_train(Check *c, const Stmt *sec)
+{
+    Train *t = &c->plan->train;
+    t->loc = sec->key_loc;
+    t->steps = 10;
+    t->seed = 1234;
+    check_shape(c, sec, 0, 0, BODY_YES, "train { batch 8; micro_batch 2; ... }");
+    const Stmt *seen[TRAIN_COUNT] = {0}, *suggested[TRAIN_COUNT] = {0};
+    for (int i = 0; i < sec->body.count; i++) {
+        const Stmt *st = sec->body.items[i];
+        int k = word_index(st->key, TRAIN_names, TRAIN_COUNT);
+        if (k < 0) {
+            int guess = unknown_key(c, st, "`train`", TRAIN_names, TRAIN_COUNT);
+            if (guess >= 0) suggested[guess] = st;
+            continue;
+        }
+        if (!first_of(&seen[k], st, "`train`")) continue;
+        int64_t n;
+        switch (k) {
+        case TR_BATCH:
+            t->batch_loc = stmt_span(st);
+            if (read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k])) t->batch = n, c->have_batch = 1;
+            break;
+        case TR_MICRO_BATCH:
+            t->micro_batch_loc = stmt_span(st);
+            if (read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k]))
+                t->micro_batch = n, c->have_micro_batch = 1;
+            break;
+        case TR_MICRO_BATCHES:
+            t->micro_batches_loc = stmt_span(st);
+            if (read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k]))
+                t->micro_batches = n, c->have_micro_batches = 1;
+            else
+                c->have_micro_batches = -1;
+            break;
+        case TR_SEQ:
+            c->train_seq_loc = stmt_span(st);
+            if (read_count_stmt(c, st, 1, MAX_DIM, &n, TRAIN_usage[k])) {
+                c->have_train_seq = 1;
+                if (!c->plan->model.seq) c->plan->model.seq = n;
+                else if (c->plan->model.seq != n)
+                    diag_error(c->train_seq_loc, "give `seq` in one place, or the same value in both",
+                               "train seq = %" PRId64 " disagrees with the model's seq = %" PRId64, n,
+                               c->plan->model.seq);
+            }
+            break;
+        case TR_PRECISION: check_precision(c, st); break;
+        case TR_OPTIMIZER: check_optimizer(c, st); break;
+        case TR_STEPS:
+            if (read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k])) t->steps = n;
+            break;
+        case TR_SEED:
+            if (read_count_stmt(c, st, 0, INT64_MAX, &n, TRAIN_usage[k])) t->seed = (uint64_t)n;
+            break;
+        }
+    }
+    for (int k = 0; k < TRAIN_COUNT; k++)
+        if (!seen[k] && suggested[k]) seen[k] = suggested[k];
+    if (suggested[TR_MICRO_BATCHES] && !c->have_micro_batches) c->have_micro_batches = -1;
+    const char *missing = "";
+    if (!seen[TR_BATCH]) missing = add_missing(c, missing, "`batch`");
+    if (!seen[TR_MICRO_BATCH]) missing = add_missing(c, missing, "`micro_batch`");
+    if (!seen[TR_PRECISION]) missing = add_missing(c, missing, "`precision`");
+    if (!seen[TR_OPTIMIZER]) missing = add_missing(c, missing, "`optimizer`");
+    if (*missing)
+        diag_error(sec->key_loc, "e.g. `batch 8; micro_batch 2; precision bf16 master fp32; optimizer adamw lr 3e-4;`",
+                   "`train` is missing %s", missing);
+}
+
+/* ------------------------------------------------------------ mesh */
+
+void check_mesh(Check *c, const Stmt *sec)
+{
+    Mesh *mesh = &c->plan->mesh;
+    mesh->loc = sec->key_loc;
+    check_shape(c, sec, 0, 0, BODY_YES, "mesh { dp 2; tp 8; }");
+    c->mesh_ok = 1;
+    const Stmt *axis_stmt[PARC_MAX_AXES] = {0};
+    for (int i = 0; i < sec->body.count; i++) {
+        const Stmt *st = sec->body.items[i];
+        int dup = -1;
+        for (int a = 0; a < mesh->naxes; a++)
+            if (strcmp(mesh->axes[a].name, st->key) == 0) dup = a;
+        if (dup >= 0) {
+            diag_error(st->key_loc, "each axis is named once", "duplicate mesh axis `%s`", st->key);
+            diag_note(axis_stmt[dup]->key_loc, NULL, "`%s` was first given here", st->key);
+            c->mesh_ok = 0;
+            continue;
+        }
+        if (mesh->naxes == PARC_MAX_AXES) {
+            diag_error(st->key_loc, NULL, "a mesh has at most %d axes", PARC_MAX_AXES);
+            c->mesh_ok = 0;
+            break;
+        }
+        int64_t n = 1;
+        if (!read_count_stmt(c, st, 1, MAX_WORLD, &n, "dp 2;")) c->mesh_ok = 0, n = 1;
+        axis_stmt[mesh->naxes] = st;
+        mesh->axes[mesh->naxes++] = (MeshAxis){.name = st->key, .size = (int)n, .loc = stmt_span(st)};
+    }
+    if (mesh->naxes == 0) {
+        diag_error(sec->key_loc, "a single GPU is `mesh { dp 1; }`", "the mesh has no axes");
+        c->mesh_ok = 0;
+    }
+    int64_t world = 1;
+    for (int a = 0; a < mesh->naxes; a++) {
+        world *= mesh->axes[a].size;
+        if (world > MAX_WORLD) {
+            diag_error(sec->key_loc, NULL, "the mesh has more than %d ranks", MAX_WORLD);
+            c->mesh_ok = 0;
+            world = 1;
+            break;
+        }
+    }
+    mesh->world = (int)world;
+}
+
+static int mesh_axis(const Plan *plan, const char *name)
+{
+    for (int a = 0; a < plan->mesh.naxes; a++)
+        if (strcmp(plan->mesh.axes[a].name, name) == 0) return a;
+    return -1;
+}
+
+/* The axis named by v, or -1 after reporting. */
+static int read_axis(Check *c, const Value *v)
+{
+    const Mesh *mesh = &c->plan->mesh;
+    if (mesh->naxes == 0) return -1; /* no mesh: reported once, not per rule */
+    if (v->kind != VAL_WORD) {
+        diag_error(v->loc, NULL, "expected a mesh axis name, got `%s`", value_text(c, v));
+        return -1;
+    }
+    int a = mesh_axis(c->plan, v->text);
+    if (a >= 0) return a;
+    const char *names[PARC_MAX_AXES];
+    for (int i = 0; i < mesh->naxes; i++) names[i] = mesh->axes[i].name;
+    const char *best = diag_closest(v->text, names, mesh->naxes);
+    const char *hint = best ? arena_printf(c->arena, "did you mean `%s`?", best)
+                            : mesh->naxes ? arena_printf(c->arena, "the mesh axes are %s",
+                                                         word_list(c, names, mesh->naxes))
+                                          : "declare it in `mesh { ... }`";
+    diag_error(v->loc, hint, "unknown mesh axis `%s`", v->text);
+    return -1;
+}
+
+/* ------------------------------------------------------------ layout */
+
+/* `schedule KIND [N]` at values[i..]; returns 1 when read. */
+static int read_schedule(Check *c, const Stmt *st, int i)
+{
+    Layout *l = &c->plan->layout;
+    const Value *kw = &st->values[i];
+    if (kw->kind != VAL_WORD || strcmp(kw->text, "schedule") != 0) {
+        diag_error(kw->loc, "write it like `layers -> pp schedule 1f1b;`", "unexpected `%s` in a layout rule",
+                   value_text(c, kw));
+        return 0;
+    }
+    if (i + 1 >= st->nvalues) {
+        diag_error(kw->loc, "gpipe, 1f1b or interleaved N", "`schedule` needs a kind");
+        return 0;
+    }
+    int kind = read_word(c, "schedule", &st->values[i + 1], schedule_words + 1, COUNT_OF(schedule_words) - 1);
+    if (kind < 0) return 0;
+    kind += 1;
+    int n_after = st->nvalues - (i + 2);
+    if (kind == SCHED_INTERLEAVED) {
+        if (n_after != 1) {
+            diag_error(st->values[i + 1].loc, "write it like `schedule interleaved 2;` (2 chunks per pipeline rank)",
+                       "`interleaved` needs the number of virtual stages");
+            return 0;
+        }
+        int64_t v;
+        Stmt fake = *st;
+        fake.key = "interleaved";
+        if (!read_count(c, &fake, &st->values[i + 2], 2, 64, &v)) return 0;
+        c->interleave = (int)v;
+        c->interleave_loc = st->values[i + 2].loc;
+    } else if (n_after > 0) {
+        diag_error(st->values[i + 2].loc, NULL, "unexpected `%s` after `%s`", value_text(c, &st->values[i + 2]),
+                   schedule_words[kind]);
+        return 0;
+    }
+    l->schedule = kind;
+    l->schedule_loc = loc_join(kw->loc, st->values[st->nvalues - 1].loc);
+    return 1;
+}
+
+static void check_rule(Check *c, const Stmt *st)
+{
+    Layout *l = &c->plan->layout;
+    int d = word_index(st->key, mappable_names, COUNT_OF(mappable_names));
+    if (d < 0) {
+        int other = word_index(st->key, dim_names, DIM_COUNT);
+        if (other == DIM_HEAD_DIM || other == DIM_QKV)
+            diag_error(st->key_loc, "map `heads -> AXIS` instead", "`%s` cannot be mapped to an axis", st->key);
+        else if (other == DIM_FLAT)
+            diag_error(st->key_loc, "write `zero 3 over dp;`", "`flat` is sharded by ZeRO, not by a rule");
+        else
+            diag_error(st->key_loc, did_you_mean(c, st->key, mappable_names, COUNT_OF(mappable_names)),
+                       "unknown dim `%s`", st->key);
+        return;
+    }
+    Dim dim = mappable_dims[d];
+    if (st->nvalues < 1) return; /* the grammar guarantees one */
+    if (c->dim_rule[dim]) {
+        diag_error(st->key_loc, "a dim maps to at most one axis", "`%s` is already mapped", st->key);
+        diag_note(c->dim_rule[dim]->key_loc, NULL, "first mapped here");
+        return;
+    }
+    c->dim_rule[dim] = st;
+    int axis = read_axis(c, &st->values[0]);
+    if (st->nvalues > 1) {
+        if (dim != DIM_LAYERS)
+            diag_error(st->values[1].loc, "a rule is `DIM -> AXIS;`; `layers -> AXIS` may add `schedule KIND`",
+                       "unexpected `%s`: only `layers -> AXIS` takes a schedule", value_text(c, &st->values[1]));
+        else if (c->schedule_stmt)
+            diag_error(st->values[1].loc, NULL, "the schedule is already given");
+        else if (read_schedule(c, st, 1))
+            c->schedule_stmt = st;
+    }
+    if (axis < 0) return;
+    l->dim_axis[dim] = axis;
+    l->dim_axis_loc[dim] = loc_join(st->key_loc, st->values[0].loc);
+}
+
+static void check_stage(Check *c, const Stmt *st)
+{
+    if (!c->plan->layout.stage_loc.file) c->plan->layout.stage_loc = stmt_span(st);
+    if (!check_shape(c, st, 1, 1, BODY_YES, "stage 0 { layers 0..15; embed; }")) return;
+    ARR_PUSH(c->arena, c->stage_stmts, c->nstage_stmts, c->cap_stage_stmts, st);
+}
+
+void check_layout(Check *c, const Stmt *sec)
+{
+    Layout *l = &c->plan->layout;
+    check_shape(c, sec, 0, 0, BODY_YES, "layout { batch -> dp; }");
+    const Stmt *seen[LAYOUT_COUNT] = {0};
+    for (int i = 0; i < sec->body.count; i++) {
+        const Stmt *st = sec->body.items[i];
+        if (st->arrow) {
+            check_rule(c, st);
+            continue;
+        }
+        int k = word_index(st->key, LAYOUT_names, LAYOUT_COUNT);
+        if (k < 0) {
+            if (word_index(st->key, dim_names, DIM_COUNT) >= 0) {
+                diag_error(st->key_loc,
+                           arena_printf(c->arena, "write it like `%s -> %s;`", st->key,
+                                        st->nvalues && st->values[0].kind == VAL_WORD ? st->values[0].text : "tp"),
+                           "a layout rule needs `->`");
+                continue;
+            }
+            const char *cands[LAYOUT_COUNT + COUNT_OF(mappable_names)];
+            int n = 0;
+            for (int j = 0; j < LAYOUT_COUNT; j++) cands[n++] = LAYOUT_names[j];
+            for (int j = 0; j < COUNT_OF(mappable_names); j++) cands[n++] = mappable_names[j];
+            unknown_key(c, st, "`layout`", cands, n);
+            continue;
+        }
+        if (k == LY_STAGE) {
+            check_stage(c, st);
+            continue;
+        }
+        if (k == LY_FSDP && seen[LY_ZERO]) k = LY_ZERO; /* fsdp is zero 3: one of them */
+        if (k == LY_ZERO && seen[LY_FSDP]) k = LY_FSDP;
+        if (!first_of(&seen[k], st, "`layout`")) continue;
+        switch (k) {
+        case LY_SP:
+            l->sp_loc = stmt_span(st);
+            if (!check_shape(c, st, 2, 2, BODY_NO, LAYOUT_usage[k])) break;
+            if (st->values[0].kind != VAL_WORD || strcmp(st->values[0].text, "over") != 0) {
+                diag_error(st->values[0].loc, "write it like `sequence_parallel over tp;`",
+                           "expected `over`, got `%s`", value_text(c, &st->values[0]));
+                break;
+            }
+            if ((l->sp_axis = read_axis(c, &st->values[1])) >= 0) c->sp_stmt = st;
+            break;
+        case LY_ZERO:
+        case LY_FSDP: {
+            l->zero_loc = stmt_span(st);
+            int nfixed = k == LY_ZERO ? 1 : 0;
+            if (!check_shape(c, st, nfixed + 2, nfixed + 2, BODY_NO, LAYOUT_usage[k])) break;
+            int64_t stage = 3;
+            if (k == LY_ZERO && !read_count(c, st, &st->values[0], 0, 3, &stage)) break;
+            const Value *over = &st->values[nfixed];
+            if (over->kind != VAL_WORD || strcmp(over->text, "over") != 0) {
+                diag_error(over->loc, arena_printf(c->arena, "write it like `%s`", LAYOUT_usage[k]),
+                           "expected `over`, got `%s`", value_text(c, over));
+                break;
+            }
+            int axis = read_axis(c, &st->values[nfixed + 1]);
+            if (axis < 0) break;
+            l->zero_stage = (int)stage;
+            l->zero_axis = stage > 0 ? axis : -1;
+            c->zero_stmt = st;
+            break;
+        }
+        case LY_RECOMPUTE: {
+            l->recompute_loc = stmt_span(st);
+            int w = read_word_stmt(c, st, recompute_words, COUNT_OF(recompute_words), LAYOUT_usage[k]);
+            if (w >= 0) l->recompute = w;
+            break;
+        }
+        case LY_SCHEDULE:
+            if (!check_shape(c, st, 1, 2, BODY_NO, "schedule 1f1b;")) break;
+            if (c->schedule_stmt) {
+                diag_error(st->key_loc, NULL, "the schedule is already given");
+                break;
+            }
+            {
+                /* Reuse the rule reader: view `schedule K N` as values of a rule. */
+                Stmt view = *st;
+                Value vals[3] = {{.kind = VAL_WORD, .loc = st->key_loc, .text = "schedule"}};
+                for (int j = 0; j < st->nvalues && j < 2; j++) vals[j + 1] = st->values[j];
+                view.values = vals;
+                view.nvalues = st->nvalues + 1;
+                if (read_schedule(c, &view, 0)) c->schedule_stmt = st;
+            }
+            break;
+        }
+    }
+}
+

@@ -1,0 +1,360 @@
+/*
+ * cli.c — parsing parc's command line and printing its help (contract in
+ * cli.h).  One table of commands, each with its table of options; the parser,
+ * the usage errors and the help text all read the tables, so they cannot
+ * disagree.
+ */
+#include "cli.h"
+
+#include "parc.h"
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef PARC_VERSION
+#define PARC_VERSION "0.1.0"
+#endif
+
+typedef enum {
+    OPT_JSON,
+    OPT_VERBOSE,
+    OPT_EMIT,
+    OPT_OUTPUT,
+    OPT_COLOR,
+    OPT_DIAG_FORMAT,
+    OPT_HELP,
+    OPT_VERIFY,
+    OPT_HTML,
+    OPT_FORWARD, /* run: an option of the built program */
+} OptId;
+
+typedef struct OptSpec {
+    const char *name;  /* `--json`, `-o` */
+    const char *value; /* the value's name in help, NULL for a flag */
+    OptId id;
+    const char *help;
+} OptSpec;
+
+typedef struct CmdSpec {
+    const char *name;
+    const char *args;    /* after the command in the usage line */
+    const char *summary; /* one line in the general usage */
+    const char *detail;  /* a paragraph in the command's help */
+    const OptSpec *opts;
+    int nopts;
+} CmdSpec;
+
+static const OptSpec global_opts[] = {
+    {"--color", "WHEN", OPT_COLOR, "colour the diagnostics: auto (on a terminal; the default), always or never"},
+    {"--diagnostics-format", "FORMAT", OPT_DIAG_FORMAT,
+     "text (the default) or json: one JSON object per diagnostic and line, with file, line, column, severity, "
+     "message and hint"},
+    {"--verify", NULL, OPT_VERIFY, "run each pass's verifier after it (also PARC_VERIFY=1)"},
+    {"--help", NULL, OPT_HELP, "this help"},
+    {"-h", NULL, OPT_HELP, NULL},
+};
+static const OptSpec explain_opts[] = {
+    {"--verbose", NULL, OPT_VERBOSE, "the formula behind each number"},
+    {"--json", NULL, OPT_JSON, "the same as JSON (schema in docs/json.md)"},
+    {"--html", "FILE", OPT_HTML, "the same as one self-contained HTML page with pictures (`-`: standard output)"},
+};
+static const OptSpec collectives_opts[] = {
+    {"--json", NULL, OPT_JSON, "the same as JSON (schema in docs/json.md)"},
+};
+static const OptSpec lower_opts[] = {
+    {"--emit", "KIND", OPT_EMIT, "the pass to dump after: front, expand, place, lower (the default), schedule, analyze or codegen (also plan, graph, ir)"},
+};
+static const OptSpec build_opts[] = {
+    {"-o", "OUT", OPT_OUTPUT, "the file to write (with --emit=llvm, default standard output)"},
+    {"--emit", "KIND", OPT_EMIT, "exe (the default), obj or llvm"},
+};
+static const OptSpec run_opts[] = {
+    {"--steps", "N", OPT_FORWARD, "training steps (default: the plan's `steps`)"},
+    {"--data", "FILE", OPT_FORWARD, "a token file to train on (default: the synthetic stream)"},
+    {"--trace", "FILE", OPT_FORWARD, "write a trace of every rank's phases (Chrome trace JSON)"},
+    {"--device", "KIND", OPT_FORWARD, "cpu or cuda"},
+    {"--memory", NULL, OPT_FORWARD, "compare measured memory per buffer class with the ledger"},
+    {"--quiet", NULL, OPT_FORWARD, "no per-step lines"},
+};
+
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ORDER: follows CliCommand. */
+static const CmdSpec commands[CMD_COUNT] = {
+    {"check", "PLAN", "validate the plan (exit 0 valid, 1 errors)",
+     "Checks the plan and everything the compiler derives from it (placements, schedule, memory per GPU): exit 0 "
+     "and a one-line summary when it is valid and fits, 1 with every error otherwise.",
+     NULL, 0},
+    {"explain", "PLAN", "memory per GPU, parallelism per axis, schedule, step time",
+     "Explains the plan: the memory ledger per GPU, what each mesh axis carries, the pipeline schedule and its "
+     "bubble, and the estimated step time.  Exit 1 when the plan does not fit, with the report still printed.",
+     explain_opts, COUNT(explain_opts)},
+    {"collectives", "PLAN", "every collective each rank issues per step, and why",
+     "Lists every collective each rank issues per step, its volume and link, and the rule behind it.",
+     collectives_opts, COUNT(collectives_opts)},
+    {"lower", "PLAN", "dump after a pass: front | expand | place | lower | schedule | analyze | codegen",
+     "Dumps the result of a pass in its stable text form (the golden files' format).", lower_opts,
+     COUNT(lower_opts)},
+    {"build", "PLAN -o OUT", "compile to an executable (--emit=llvm|obj|exe)",
+     "Compiles the plan into an executable linked with the runtime; run it with mpirun, one rank per mesh "
+     "position.",
+     build_opts, COUNT(build_opts)},
+    {"run", "PLAN [options] [-- program options]", "build and launch locally with mpirun",
+     "Builds the plan into a temporary executable and runs it on this machine with mpirun.  SIGINT and SIGTERM "
+     "sent to parc reach mpirun, which stops the ranks; parc exits with mpirun's status.  Options after `--` go "
+     "to the program unchanged.",
+     run_opts, COUNT(run_opts)},
+};
+
+static void print_opts(FILE *out, const OptSpec *opts, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!opts[i].help) continue;
+        char left[64];
+        snprintf(left, sizeof left, "%s%s%s", opts[i].name, opts[i].value ? " " : "",
+                 opts[i].value ? opts[i].value : "");
+        fprintf(out, "  %-28s %s\n", left, opts[i].help);
+    }
+}
+
+void cli_help(FILE *out, const char *command)
+{
+    for (int c = 0; command && c < CMD_COUNT; c++) {
+        if (strcmp(command, commands[c].name) != 0) continue;
+        fprintf(out, "usage: parc %s %s\n\n%s\n", commands[c].name, commands[c].args, commands[c].detail);
+        if (commands[c].nopts) {
+            fprintf(out, "\noptions:\n");
+            print_opts(out, commands[c].opts, commands[c].nopts);
+        }
+        fprintf(out, "\noptions of every command:\n");
+        print_opts(out, global_opts, COUNT(global_opts));
+        fprintf(out, "\nOptions go before or after the plan; `--name=value` and `--name value` are the same; "
+                     "`-` as PLAN reads standard input.\n");
+        return;
+    }
+    fprintf(out, "usage: parc COMMAND PLAN.par [options]\n\ncommands:\n");
+    for (int c = 0; c < CMD_COUNT; c++) fprintf(out, "  %-12s %s\n", commands[c].name, commands[c].summary);
+    fprintf(out, "  %-12s %s\n", "diff", "two plans side by side: memory, collectives, links, time (A.par B.par)");
+    fprintf(out, "  %-12s %s\n", "search", "the fastest layouts of the plan's model on its cluster (--top K, -o DIR)");
+    fprintf(out, "  %-12s %s\n", "calibrate", "measure this machine as a cluster fragment (-o FILE)");
+    fprintf(out, "  %-12s %s\n", "help", "this text, or `parc help COMMAND` for one command");
+    fprintf(out, "\noptions of every command:\n");
+    print_opts(out, global_opts, COUNT(global_opts));
+    fprintf(out, "\n  parc --version | --help\n");
+}
+
+/* ---------------------------------------------------------------- parsing */
+
+typedef struct Parser {
+    int argc;
+    char **argv;
+    int i;           /* the argument being read */
+    const char *who; /* "parc" or "parc explain", for messages */
+    CliOptions *opts;
+    const char *color;
+    int help;
+} Parser;
+
+static int usage_error(Parser *p, const char *fmt, const char *arg, const char *extra)
+{
+    fprintf(stderr, "%s: ", p->who);
+    fprintf(stderr, fmt, arg, extra ? extra : "");
+    fprintf(stderr, "\n(`parc help%s%s` lists what it takes)\n", strcmp(p->who, "parc") ? " " : "",
+            strcmp(p->who, "parc") ? p->who + 5 : "");
+    return 2;
+}
+
+/* The option spec whose name `arg` (before any '=') is, among `opts`. */
+static const OptSpec *find_opt(const OptSpec *opts, int n, const char *arg, size_t len)
+{
+    for (int k = 0; k < n; k++)
+        if (strlen(opts[k].name) == len && strncmp(opts[k].name, arg, len) == 0) return &opts[k];
+    return NULL;
+}
+
+/* The closest option name to an unknown one, for "did you mean". */
+static const char *closest_opt(const CmdSpec *cmd, const char *arg, size_t len)
+{
+    const char *names[32];
+    int n = 0;
+    for (int k = 0; cmd && k < cmd->nopts && n < 32; k++) names[n++] = cmd->opts[k].name;
+    for (int k = 0; k < COUNT(global_opts) && n < 32; k++) names[n++] = global_opts[k].name;
+    char word[64];
+    snprintf(word, sizeof word, "%.*s", (int)(len < 63 ? len : 63), arg);
+    return diag_closest(word, names, n);
+}
+
+/* Reads the option at p->argv[p->i] (and its value).  0, or 2 after a usage
+ * error. */
+static int read_option(Parser *p, const CmdSpec *cmd)
+{
+    const char *arg = p->argv[p->i];
+    const char *eq = strchr(arg, '=');
+    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+    const char *value = eq ? eq + 1 : NULL;
+    /* `-oOUT` */
+    if (arg[1] != '-' && len > 2 && cmd && find_opt(cmd->opts, cmd->nopts, arg, 2)) len = 2, value = arg + 2;
+    const OptSpec *o = cmd ? find_opt(cmd->opts, cmd->nopts, arg, len) : NULL;
+    if (!o) o = find_opt(global_opts, COUNT(global_opts), arg, len);
+    if (!o && !cmd && strncmp(arg, "--version", len) == 0 && len == 9 && !value) {
+        printf("parc %s\n", PARC_VERSION);
+        return 1;
+    }
+    if (!o) {
+        const char *best = closest_opt(cmd, arg, len);
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), arg);
+        char *hint = NULL;
+        if (best && (hint = malloc(strlen(best) + 32))) sprintf(hint, "; did you mean `%s`?", best);
+        int rc = usage_error(p, "unknown option `%s`%s", name, hint);
+        free(hint);
+        return rc;
+    }
+    if (!o->value && value) return usage_error(p, "`%s` takes no value", o->name, NULL);
+    if (o->value && !value) {
+        if (p->i + 1 >= p->argc) return usage_error(p, "`%s` needs a value (%s)", o->name, o->value);
+        value = p->argv[++p->i];
+    }
+    CliOptions *opts = p->opts;
+    switch (o->id) {
+    case OPT_JSON: opts->json = 1; break;
+    case OPT_VERBOSE: opts->verbose = 1; break;
+    case OPT_EMIT: opts->emit = value; break;
+    case OPT_OUTPUT: opts->output = value; break;
+    case OPT_HELP: p->help = 1; break;
+    case OPT_VERIFY: opts->verify = 1; break;
+    case OPT_HTML: opts->html = value; break;
+    case OPT_COLOR:
+        if (strcmp(value, "auto") && strcmp(value, "always") && strcmp(value, "never"))
+            return usage_error(p, "--color takes auto, always or never, not `%s`", value, NULL);
+        p->color = value;
+        break;
+    case OPT_DIAG_FORMAT:
+        if (strcmp(value, "text") && strcmp(value, "json"))
+            return usage_error(p, "--diagnostics-format takes text or json, not `%s`", value, NULL);
+        opts->diagnostics_json = strcmp(value, "json") == 0;
+        break;
+    case OPT_FORWARD:
+        opts->forward[opts->nforward++] = (char *)o->name;
+        if (value) opts->forward[opts->nforward++] = (char *)value;
+        break;
+    }
+    return 0;
+}
+
+static int find_command(const char *name)
+{
+    for (int c = 0; c < CMD_COUNT; c++)
+        if (strcmp(name, commands[c].name) == 0) return c;
+    return -1;
+}
+
+static int unknown_command(const char *name)
+{
+    const char *names[CMD_COUNT + 1];
+    for (int c = 0; c < CMD_COUNT; c++) names[c] = commands[c].name;
+    names[CMD_COUNT] = "help";
+    const char *best = diag_closest(name, names, CMD_COUNT + 1);
+    fprintf(stderr, "parc: unknown command `%s`%s%s%s\n", name, best ? "; did you mean `" : "", best ? best : "",
+            best ? "`?" : "");
+    cli_help(stderr, NULL);
+    return 2;
+}
+
+/* `parc help [COMMAND]` */
+static int help_command(int argc, char **argv, int i)
+{
+    if (i >= argc) {
+        cli_help(stdout, NULL);
+        return 0;
+    }
+    if (i + 1 < argc) {
+        fprintf(stderr, "parc help: unexpected argument `%s`\n", argv[i + 1]);
+        return 2;
+    }
+    if (strcmp(argv[i], "help") == 0) {
+        cli_help(stdout, NULL);
+        return 0;
+    }
+    if (find_command(argv[i]) < 0) return unknown_command(argv[i]);
+    cli_help(stdout, argv[i]);
+    return 0;
+}
+
+static int resolve_color(const char *when)
+{
+    if (when && strcmp(when, "always") == 0) return 1;
+    if (when && strcmp(when, "never") == 0) return 0;
+    const char *term = getenv("TERM");
+    return isatty(2) && !getenv("NO_COLOR") && !(term && strcmp(term, "dumb") == 0);
+}
+
+static int parse(int argc, char **argv, CliOptions *opts)
+{
+    Parser p = {.argc = argc, .argv = argv, .who = "parc", .opts = opts};
+    const CmdSpec *cmd = NULL;
+    char who[64];
+    int rc, options_done = 0;
+    for (p.i = 1; p.i < argc; p.i++) {
+        const char *arg = argv[p.i];
+        if (!options_done && strcmp(arg, "--") == 0) {
+            options_done = 1;
+            if (cmd && opts->command == CMD_RUN) {
+                while (++p.i < argc) opts->forward[opts->nforward++] = argv[p.i];
+                break;
+            }
+            continue;
+        }
+        if (!options_done && arg[0] == '-' && arg[1] != 0) {
+            if ((rc = read_option(&p, cmd)) != 0) return rc == 1 ? 0 : rc;
+            continue;
+        }
+        if (!cmd) {
+            if (strcmp(arg, "help") == 0) return help_command(argc, argv, p.i + 1);
+            int c = find_command(arg);
+            if (c < 0) return unknown_command(arg);
+            cmd = &commands[c];
+            opts->command = (CliCommand)c;
+            snprintf(who, sizeof who, "parc %s", cmd->name);
+            p.who = who;
+        } else if (!opts->plan) {
+            opts->plan = arg;
+        } else {
+            return usage_error(&p, "unexpected argument `%s`%s", arg,
+                               opts->command == CMD_RUN ? " (options for the program go after `--`)" : "");
+        }
+    }
+    if (p.help) {
+        cli_help(stdout, cmd ? cmd->name : NULL);
+        return 0;
+    }
+    if (!cmd) {
+        cli_help(stderr, NULL);
+        return 2;
+    }
+    if (!opts->plan) return usage_error(&p, "missing PLAN.par%s%s", "", " (`-` reads it from standard input)");
+    if (opts->html && (opts->json || opts->verbose)) {
+        fprintf(stderr, "parc explain: --html writes its own form of the report; give it without --json and "
+                        "--verbose\n");
+        return 2;
+    }
+    opts->forward[opts->nforward] = NULL;
+    opts->color = resolve_color(p.color);
+    if (passes_verify_from_env()) opts->verify = 1;
+    return -1;
+}
+
+int cli_parse(int argc, char **argv, CliOptions *opts)
+{
+    memset(opts, 0, sizeof *opts);
+    opts->forward = calloc((size_t)argc + 1, sizeof *opts->forward);
+    if (!opts->forward) PARC_BUG("out of memory");
+    int rc = parse(argc, argv, opts);
+    if (rc != -1) {
+        free(opts->forward);
+        opts->forward = NULL;
+    }
+    return rc;
+}

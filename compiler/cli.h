@@ -1,0 +1,46 @@
+/*
+ * cli.h — the command line of `parc`: commands, options, help.
+ *
+ * The rules, as in gcc, git and cargo:
+ *   - options go before or after the plan (`parc explain --json PLAN` and
+ *     `parc explain PLAN --json`), and `--name=value` equals `--name value`;
+ *   - `parc help [COMMAND]` and `parc COMMAND --help` print help on stdout and
+ *     exit 0;
+ *   - `-` as the plan reads it from standard input; `--` ends the options
+ *     (for `run`, what follows goes to the program unchanged);
+ *   - an unknown option or command is a usage error (exit 2) that names it.
+ * Options every command takes: --color=auto|always|never and
+ * --diagnostics-format=text|json (see diag_set_style in parc.h).
+ */
+#ifndef PARC_CLI_H
+#define PARC_CLI_H
+
+#include <stdio.h>
+
+typedef enum { CMD_CHECK, CMD_EXPLAIN, CMD_COLLECTIVES, CMD_LOWER, CMD_BUILD, CMD_RUN, CMD_COUNT } CliCommand;
+
+typedef struct CliOptions {
+    CliCommand command;
+    const char *plan;       /* a path, or "-" for standard input */
+    int json, verbose;      /* explain, collectives */
+    const char *html;       /* explain --html FILE, NULL when not given */
+    int verify;             /* --verify or PARC_VERIFY=1: the pass verifiers run */
+    const char *emit;       /* lower, build: NULL when not given */
+    const char *output;     /* build: -o, NULL when not given */
+    int color;              /* diagnostics in colour (resolved from --color) */
+    int diagnostics_json;   /* --diagnostics-format=json */
+    /* run: the program's options, each `--name value` (or a lone flag), then
+     * everything after `--`; NULL-terminated, owned by the caller's free(). */
+    char **forward;
+    int nforward;
+} CliOptions;
+
+/* Reads argv into *opts.  Returns -1 when the command should run; otherwise
+ * the exit status of what it did instead: 0 after help or --version (printed
+ * on stdout), 2 after a usage error (printed on stderr). */
+int cli_parse(int argc, char **argv, CliOptions *opts);
+
+/* The general usage (command NULL) or one command's help. */
+void cli_help(FILE *out, const char *command);
+
+#endif
