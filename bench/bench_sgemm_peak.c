@@ -10,6 +10,7 @@
  * Output, one line per measurement (machine-readable):
  *   square <n> gflops <g>
  *   shape <N>:<K>:<M> fwd_gflops <g> bwd_gflops <g>   (bwd = NT + TN, 4NKM flops)
+ *   blas_core <name>   the kernel family OpenBLAS runs (openblas_get_corename), printed first
  */
 #include <cblas.h>
 #include <stdio.h>
@@ -60,6 +61,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
         else { fprintf(stderr, "usage: bench_sgemm_peak [--square n,n] [--shapes N:K:M,...]\n"); return 2; }
     }
+    printf("blas_core %s\n", openblas_get_corename());
     for (const char *s = square; s && *s;) {
         int n = atoi(s);
         if (n > 0) {

@@ -167,6 +167,8 @@ static int link_executable(const char *obj_path, const char *out_path, const cha
         push_words(argv, &argc, 120, mpi_libs, "|");
     }
     argv[argc++] = (char *)PARC_OPENBLAS_LIBRARY;
+    char omp_libs[] = PARC_OPENMP_LIBRARIES;  /* the CPU ops' threads (libgomp) */
+    push_words(argv, &argc, 120, omp_libs, "|");
     argv[argc++] = (char *)"-lm";
     argv[argc] = NULL;
     int status = launch_process(argv, NULL, log_path);

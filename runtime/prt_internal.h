@@ -338,6 +338,20 @@ void prt_parse_flags(prt *rt, int argc, char **argv);
 /* Every rank calls it with the same status: flush, MPI_Finalize, exit. */
 void prt_exit_all(prt *rt, int status) __attribute__((noreturn));
 
+/* ---------------------------------------------------------------- the BLAS kernel check (prt_blas.c) */
+
+/* The OpenBLAS kernel family to use instead of `chosen` on a CPU with (avx512:
+ * F, CD, BW, DQ, VL) or (avx2: AVX2 and FMA), or NULL when `chosen` already uses
+ * them: SkylakeX on AVX-512 CPUs, Haswell on AVX2 ones. */
+const char *prt_blas_better_core(const char *chosen, int avx512, int avx2);
+/* Before MPI_Init, argv NULL-terminated at argc: when OPENBLAS_CORETYPE is unset
+ * and OpenBLAS chose an older family than the CPU runs, or OMP_WAIT_POLICY is
+ * unset and the rank runs several threads, sets them (PASSIVE) and re-executes
+ * the program (returns only when nothing needs changing or the exec failed). */
+void prt_blas_select(int argc, char **argv);
+/* After the flags: rank 0 prints one line when prt_blas_select restarted us. */
+void prt_blas_report(prt *rt);
+
 /* ---------------------------------------------------------------- collectives, dtype explicit (prt_comm_mpi.c) */
 
 /* The MPI bodies of prt_allreduce ... prt_recv on HOST memory holding elements of

@@ -136,6 +136,36 @@ PRT_MATH float prt_swiglu_dgate(float d, float g, float u) {
 }
 PRT_MATH float prt_swiglu_dup(float d, float g) { return d * g * prt_sigmoid(g); }
 
+/* exp(x) in fp32 without libm, so CPU loops over it vectorise: x = n ln2 + r,
+ * |r| <= ln2/2 (Cody-Waite: ln2 split into a part exact in float and the rest),
+ * e^r by its Taylor polynomial to degree 7 (truncation below 1e-8 relative),
+ * times 2^n built in the exponent bits.  Within 2 ulp of expf for |x| < 87;
+ * 0 below -87.3 (where expf is subnormal or 0), +inf above 88.7.  n is taken
+ * from the bits of x log2(e) + 1.5 2^23, so no float-to-int conversion can
+ * overflow, whatever x is. */
+PRT_MATH float prt_expf_fast(float x) {
+    const float lo = -87.3f, hi = 88.7f, shifter = 12582912.0f; /* 1.5 x 2^23 */
+    float xc = x < lo ? lo : (x > hi ? hi : x);
+    float t = xc * 1.44269504088896341f + shifter, n = t - shifter;
+    float r = xc - n * 0.693145751953125f;   /* ln2, high part (exact product for |n| < 2^11) */
+    r = r - n * 1.42860682030941723e-6f;     /* ln2 - the high part */
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    uint32_t tb, bits;
+    memcpy(&tb, &t, 4);
+    bits = (tb - 0x4b400000u + 127u) << 23;   /* (n + 127) << 23: 2^n, n in [-126, 128] */
+    float scale;
+    memcpy(&scale, &bits, 4);
+    float y = n > 127.0f ? p * 2.0f * 1.70141183460469231732e38f : p * scale; /* 2^128 overflows: p 2 2^127 */
+    return x < lo ? 0.0f : (x > hi ? INFINITY : y);
+}
+
 /* ---------------------------------------------------------------- optimizers */
 
 /* AdamW's per-step constants (parc_rt.h, prt_adamw), in fp32 as the updates use them. */

@@ -102,6 +102,7 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     int ac = (int)argc, provided = 0;
     char **av = argv;
     PRT_CHECK(plan, "prt_init: no plan");
+    prt_blas_select(ac, argv);  /* may restart the program: before MPI and anything else */
     PRT_MPI_CHECK(MPI_Init_thread(&ac, &av, MPI_THREAD_FUNNELED, &provided));
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 
@@ -118,6 +119,7 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     rt->wait_axis = -1;
 
     prt_parse_flags(rt, (int)argc, argv);
+    prt_blas_report(rt);
     check_mesh(rt, plan);
     prt_watchdog_start(rt);
     prt_block_begin("duplicating the world communicator (start-up)", -1);

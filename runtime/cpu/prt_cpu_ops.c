@@ -4,7 +4,11 @@
  * prt_math.h, collectives over MPI (prt_mpi.c), and the backend table.
  * Semantics are parc_rt.h's: forward ops overwrite their outputs, backward ops
  * accumulate (+=) into input and parameter gradients.  Reductions over a row
- * accumulate in double; everything else is plain float arithmetic.
+ * accumulate in double; everything else is plain float arithmetic.  An op whose
+ * float arguments are all stored as fp32 takes instead its threaded, vectorised
+ * path in prt_cpu_fast.c (the same arithmetic, lane-parallel sums); these loops
+ * are then the 16-bit storage paths.  Cross-entropy's exponentials are
+ * prt_math.h's prt_expf_fast on both paths.
  *
  * Storage.  A tensor argument is stored in the dtype of the registered buffer that
  * holds it (prt_dtype_of; memory the runtime did not allocate is fp32): f32, bf16
@@ -24,6 +28,7 @@
 #include <string.h>
 
 #include "prt_backend.h"
+#include "prt_cpu_fast.h"
 #include "prt_internal.h"
 #include "prt_scratch.h"
 
@@ -46,6 +51,10 @@ static tensor ften(prt *rt, const void *p, const char *op) {
     return (tensor){(char *)p, dtype < 0 ? PRT_F32 : dtype};
 }
 static inline int is16(tensor t) { return t.p && prt_dtype_is_16(t.dtype); }
+/* Every one of these arguments is absent or stored as fp32: the op takes its
+ * threaded, vectorised path (prt_cpu_fast.h). */
+static inline int f32(tensor t) { return !t.p || t.dtype == PRT_F32; }
+#define F32(t) ((float *)(t).p)
 #define LD(t, i) prt_load((t).p, (t).dtype, (i))
 #define ST(t, i, v) prt_store((t).p, (t).dtype, (i), (v))
 
@@ -103,6 +112,10 @@ static void cpu_copy(prt *rt, void *dst_, const void *src_, int64_t n) {
 
 static void cpu_acc(prt *rt, void *dst_, const void *src_, int64_t n) {
     tensor dst = ften(rt, dst_, "acc"), src = ften(rt, src_, "acc");
+    if (f32(dst) && f32(src)) {
+        prt_fast_add(F32(dst), F32(dst), F32(src), n);
+        return;
+    }
     for (int64_t i = 0; i < n; i++) ST(dst, i, LD(dst, i) + LD(src, i));
 }
 
@@ -112,6 +125,10 @@ static void cpu_embed_fwd(prt *rt, void *out_, const void *tokens_, const void *
                    int64_t vocab_local, int64_t vocab_offset) {
     tensor out = ften(rt, out_, "embed_fwd"), wte = ften(rt, wte_, "embed_fwd");
     const int32_t *tokens = tokens_;
+    if (f32(out) && f32(wte)) {
+        prt_fast_embed_fwd(F32(out), tokens, F32(wte), N, C, vocab_local, vocab_offset);
+        return;
+    }
     for (int64_t n = 0; n < N; n++) {
         int64_t row = (int64_t)tokens[n] - vocab_offset;
         for (int64_t c = 0; c < C; c++) ST(out, n * C + c, row >= 0 && row < vocab_local ? LD(wte, row * C + c) : 0.0f);
@@ -124,6 +141,10 @@ static void cpu_embed_bwd(prt *rt, void *dwte_, const void *tokens_, const void 
                    int64_t vocab_local, int64_t vocab_offset) {
     tensor dwte = ften(rt, dwte_, "embed_bwd"), dout = ften(rt, dout_, "embed_bwd");
     const int32_t *tokens = tokens_;
+    if (f32(dwte) && f32(dout)) {
+        prt_fast_embed_bwd(F32(dwte), tokens, F32(dout), N, C, vocab_local, vocab_offset);
+        return;
+    }
     float *acc = scratch(rt, prt_scratch_embed_bwd(C, is16(dwte)));
     for (int64_t n = 0; n < N; n++) {
         int64_t row = (int64_t)tokens[n] - vocab_offset;
@@ -178,6 +199,10 @@ static void cpu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, con
     const char *op = "layernorm_fwd";
     tensor out = ften(rt, out_, op), mean = ften(rt, mean_, op), rstd = ften(rt, rstd_, op), in = ften(rt, in_, op),
            w = ften(rt, w_, op), b = ften(rt, b_, op);
+    if (f32(out) && f32(mean) && f32(rstd) && f32(in) && f32(w) && f32(b)) {
+        prt_fast_layernorm_fwd(F32(out), F32(mean), F32(rstd), F32(in), F32(w), F32(b), N, C, NORM_EPS);
+        return;
+    }
     for (int64_t n = 0; n < N; n++) {
         int64_t x = n * C;
         double s = 0.0, v = 0.0;
@@ -197,6 +222,10 @@ static void cpu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const v
     const char *op = "layernorm_bwd";
     tensor din = ften(rt, din_, op), dw = ften(rt, dw_, op), db = ften(rt, db_, op), dout = ften(rt, dout_, op),
            in = ften(rt, in_, op), w = ften(rt, w_, op), mean = ften(rt, mean_, op), rstd = ften(rt, rstd_, op);
+    if (f32(din) && f32(dw) && f32(db) && f32(dout) && f32(in) && f32(w) && f32(mean) && f32(rstd)) {
+        prt_fast_layernorm_bwd(F32(din), F32(dw), F32(db), F32(dout), F32(in), F32(w), F32(mean), F32(rstd), N, C);
+        return;
+    }
     /* dw, db sum over the N rows in fp32 (their own memory when fp32), rounded once */
     float *s = scratch(rt, prt_scratch_layernorm_bwd(C, is16(dw), is16(db))), *dw_slot = take(&s, is16(dw) * C),
           *db_slot = take(&s, is16(db) * C);
@@ -228,6 +257,10 @@ static void cpu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const v
 static void cpu_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, const void *w_, int64_t N, int64_t C) {
     const char *op = "rmsnorm_fwd";
     tensor out = ften(rt, out_, op), rstd = ften(rt, rstd_, op), in = ften(rt, in_, op), w = ften(rt, w_, op);
+    if (f32(out) && f32(rstd) && f32(in) && f32(w)) {
+        prt_fast_rmsnorm_fwd(F32(out), F32(rstd), F32(in), F32(w), N, C, NORM_EPS);
+        return;
+    }
     for (int64_t n = 0; n < N; n++) {
         int64_t x = n * C;
         double ss = 0.0;
@@ -243,6 +276,10 @@ static void cpu_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout_, c
     const char *op = "rmsnorm_bwd";
     tensor din = ften(rt, din_, op), dw = ften(rt, dw_, op), dout = ften(rt, dout_, op), in = ften(rt, in_, op),
            w = ften(rt, w_, op), rstd = ften(rt, rstd_, op);
+    if (f32(din) && f32(dw) && f32(dout) && f32(in) && f32(w) && f32(rstd)) {
+        prt_fast_rmsnorm_bwd(F32(din), F32(dw), F32(dout), F32(in), F32(w), F32(rstd), N, C);
+        return;
+    }
     float *dw_slot = scratch(rt, prt_scratch_rmsnorm_bwd(C, is16(dw)));  /* dw sums over the rows in fp32, rounded once */
     view dwv = {NULL, 0};
     if (dw.p) dwv = view_of(dw, dw_slot, 0, 1, C, C, 1);
@@ -343,12 +380,20 @@ static void cpu_matmul_t_bwd(prt *rt, void *din, void *dw, const void *dout, con
 
 static void cpu_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, int64_t N, int64_t M) {
     tensor out = ften(rt, out_, "bias_fwd"), in = ften(rt, in_, "bias_fwd"), b = ften(rt, b_, "bias_fwd");
+    if (f32(out) && f32(in) && f32(b)) {
+        prt_fast_bias_fwd(F32(out), F32(in), F32(b), N, M);
+        return;
+    }
     for (int64_t n = 0; n < N; n++)
         for (int64_t j = 0; j < M; j++) ST(out, n * M + j, LD(in, n * M + j) + LD(b, j));
 }
 
 static void cpu_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M) {
     tensor db = ften(rt, db_, "bias_bwd"), dout = ften(rt, dout_, "bias_bwd");
+    if (f32(db) && f32(dout)) {
+        prt_fast_bias_bwd(F32(db), F32(dout), N, M);
+        return;
+    }
     if (!is16(db)) {
         float *d = (float *)db.p;
         for (int64_t n = 0; n < N; n++)
@@ -369,9 +414,7 @@ static void cpu_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64
 static void cpu_gelu_fwd(prt *rt, void *out_, const void *in_, int64_t n) {
     tensor out = ften(rt, out_, "gelu_fwd"), in = ften(rt, in_, "gelu_fwd");
     if (out.dtype == PRT_F32 && in.dtype == PRT_F32) {
-        float *restrict o = (float *)out.p;
-        const float *restrict x = (const float *)in.p;
-        for (int64_t i = 0; i < n; i++) o[i] = prt_gelu(x[i]);
+        prt_fast_gelu_fwd(F32(out), F32(in), n);
     } else {
         for (int64_t i = 0; i < n; i++) ST(out, i, prt_gelu(LD(in, i)));
     }
@@ -380,9 +423,7 @@ static void cpu_gelu_fwd(prt *rt, void *out_, const void *in_, int64_t n) {
 static void cpu_gelu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n) {
     tensor din = ften(rt, din_, "gelu_bwd"), in = ften(rt, in_, "gelu_bwd"), dout = ften(rt, dout_, "gelu_bwd");
     if (din.dtype == PRT_F32 && in.dtype == PRT_F32 && dout.dtype == PRT_F32) {
-        float *restrict d = (float *)din.p;
-        const float *restrict x = (const float *)in.p, *restrict g = (const float *)dout.p;
-        for (int64_t i = 0; i < n; i++) d[i] += prt_gelu_grad(x[i]) * g[i];
+        prt_fast_gelu_bwd(F32(din), F32(in), F32(dout), n);
     } else {
         for (int64_t i = 0; i < n; i++) ST(din, i, LD(din, i) + prt_gelu_grad(LD(in, i)) * LD(dout, i));
     }
@@ -404,6 +445,10 @@ static void cpu_relu_bwd(prt *rt, void *din_, const void *in_, const void *dout_
 
 static void cpu_swiglu_fwd(prt *rt, void *out_, const void *in_, int64_t N, int64_t F) {
     tensor out = ften(rt, out_, "swiglu_fwd"), in = ften(rt, in_, "swiglu_fwd");
+    if (f32(out) && f32(in)) {
+        prt_fast_swiglu_fwd(F32(out), F32(in), N, F);
+        return;
+    }
     for (int64_t n = 0; n < N; n++)
         for (int64_t f = 0; f < F; f++) {
             float g = LD(in, n * 2 * F + f), up = LD(in, n * 2 * F + F + f);
@@ -413,6 +458,10 @@ static void cpu_swiglu_fwd(prt *rt, void *out_, const void *in_, int64_t N, int6
 
 static void cpu_swiglu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t N, int64_t F) {
     tensor din = ften(rt, din_, "swiglu_bwd"), in = ften(rt, in_, "swiglu_bwd"), dout = ften(rt, dout_, "swiglu_bwd");
+    if (f32(din) && f32(in) && f32(dout)) {
+        prt_fast_swiglu_bwd(F32(din), F32(in), F32(dout), N, F);
+        return;
+    }
     for (int64_t n = 0; n < N; n++)
         for (int64_t f = 0; f < F; f++) {
             int64_t ig = n * 2 * F + f, iu = ig + F;
@@ -424,6 +473,10 @@ static void cpu_swiglu_bwd(prt *rt, void *din_, const void *in_, const void *dou
 
 static void cpu_add_fwd(prt *rt, void *out_, const void *a_, const void *b_, int64_t n) {
     tensor out = ften(rt, out_, "add_fwd"), a = ften(rt, a_, "add_fwd"), b = ften(rt, b_, "add_fwd");
+    if (f32(out) && f32(a) && f32(b)) {
+        prt_fast_add(F32(out), F32(a), F32(b), n);
+        return;
+    }
     for (int64_t i = 0; i < n; i++) ST(out, i, LD(a, i) + LD(b, i));
 }
 
@@ -545,7 +598,9 @@ static void cpu_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *log
     prt_dump_logits(rt, logits.p, logits.dtype, N, V_local, vocab_offset, axis);
     /* scratch: row max [N], then (sum of exp [N], target logit [N]) for one all-reduce */
     float *mx = prt_workspace(rt, (size_t)prt_scratch_xent_fwd(N)), *sums = mx + N;
-    for (int64_t n = 0; n < N; n++) {
+    int fast = f32(logits);
+    if (fast) prt_fast_row_max(mx, F32(logits), N, V_local);
+    for (int64_t n = 0; n < N && !fast; n++) {
         float m = -INFINITY;
         for (int64_t j = 0; j < V_local; j++) {
             float x = LD(logits, n * V_local + j);
@@ -561,9 +616,10 @@ static void cpu_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *log
         prt_wait(rt, &req, NULL, "cross-entropy max all-reduce", axis);
         PRT_TRACE_END(rt, "xent_allreduce_max", "comm", t, N * 4, axis);
     }
-    for (int64_t n = 0; n < N; n++) {
+    if (fast) prt_fast_row_sumexp(sums, sums + N, F32(logits), mx, targets, N, V_local, vocab_offset);
+    for (int64_t n = 0; n < N && !fast; n++) {
         double s = 0.0;
-        for (int64_t j = 0; j < V_local; j++) s += exp((double)(LD(logits, n * V_local + j) - mx[n]));
+        for (int64_t j = 0; j < V_local; j++) s += prt_expf_fast(LD(logits, n * V_local + j) - mx[n]);
         sums[n] = (float)s;
         int64_t j = (int64_t)targets[n] - vocab_offset;
         sums[N + n] = j >= 0 && j < V_local ? LD(logits, n * V_local + j) : 0.0f;
@@ -593,11 +649,15 @@ static void cpu_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const voi
            stats = ften(rt, stats_, "xent_bwd");
     const int32_t *targets = targets_;
     float s = (float)scale;
+    if (f32(dlogits) && f32(logits) && f32(stats)) {
+        prt_fast_xent_bwd(F32(dlogits), F32(logits), F32(stats), targets, N, V_local, vocab_offset, s);
+        return;
+    }
     for (int64_t n = 0; n < N; n++) {
         float lse = LD(stats, 2 * n + 1);
         int64_t target = (int64_t)targets[n] - vocab_offset, row = n * V_local;
         for (int64_t j = 0; j < V_local; j++) {
-            float p = expf(LD(logits, row + j) - lse);
+            float p = prt_expf_fast(LD(logits, row + j) - lse);
             ST(dlogits, row + j, LD(dlogits, row + j) + s * (p - (j == target ? 1.0f : 0.0f)));
         }
     }
@@ -612,6 +672,10 @@ static void cpu_adamw(prt *rt, void *param_, void *master_, const void *grad_, v
     tensor param = ften(rt, param_, "adamw"), master = ften(rt, master_, "adamw"), grad = ften(rt, grad_, "adamw"),
            m = ften(rt, m_, "adamw"), v = ften(rt, v_, "adamw");
     tensor p = master.p ? master : param;
+    if (!master.p && f32(param) && f32(grad) && f32(m) && f32(v)) {
+        prt_fast_adamw(F32(param), F32(grad), F32(m), F32(v), n, step, lr, beta1, beta2, eps, weight_decay);
+        return;
+    }
     prt_adamw_args args = prt_adamw_prepare(step, lr, beta1, beta2, eps, weight_decay);
     for (int64_t i = 0; i < n; i++) {
         float mi = LD(m, i), vi = LD(v, i), pi = prt_adamw_update(&args, LD(p, i), LD(grad, i), &mi, &vi);

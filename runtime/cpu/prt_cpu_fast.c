@@ -1,0 +1,311 @@
+/*
+ * prt_cpu_fast.c — the fp32 paths of the CPU backend's non-GEMM ops (contracts in
+ * prt_cpu_fast.h): OpenMP across the BLAS's thread count, `omp simd` on the
+ * inner loops so sums along a row vectorise (fp32 lanes), and prt_math.h's
+ * branch-free element math (rational tanh, prt_expf_fast).
+ */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static int omp_get_thread_num(void) { return 0; }
+#endif
+
+#include "prt_cpu_fast.h"
+#include "prt_math.h"
+
+/* Below this many elements an op runs on the calling thread: waking the other
+ * threads costs more than the work. */
+#define PAR_MIN 32768
+
+int prt_cpu_threads(void) {
+    int n = openblas_get_num_threads();
+    return n > 0 ? n : 1;
+}
+
+/* The columns [*c0, *c1) of thread `t` of `nt` over C, in chunks of 16 floats
+ * (one cache line) so no two threads write the same line. */
+static void column_range(int64_t C, int t, int nt, int64_t *c0, int64_t *c1) {
+    int64_t lines = (C + 15) / 16, per = (lines + nt - 1) / nt;
+    *c0 = t * per * 16 < C ? t * per * 16 : C;
+    *c1 = (t + 1) * per * 16 < C ? (t + 1) * per * 16 : C;
+}
+
+/* ---------------------------------------------------------------- norms */
+
+void prt_fast_layernorm_fwd(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
+                            int64_t N, int64_t C, double eps) {
+    int nt = prt_cpu_threads();
+#pragma omp parallel for num_threads(nt) if (nt > 1 && N * C >= PAR_MIN) schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        const float *x = in + n * C;
+        float *o = out + n * C;
+        double s = 0.0, v = 0.0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t c = 0; c < C; c++) s += x[c];
+        double m = s / (double)C;
+#pragma omp simd reduction(+ : v)
+        for (int64_t c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        double r = 1.0 / sqrt(v / (double)C + eps);
+        if (b) {
+#pragma omp simd
+            for (int64_t c = 0; c < C; c++) o[c] = (float)((x[c] - m) * r) * w[c] + b[c];
+        } else {
+#pragma omp simd
+            for (int64_t c = 0; c < C; c++) o[c] = (float)((x[c] - m) * r) * w[c];
+        }
+        if (mean) mean[n] = (float)m;
+        if (rstd) rstd[n] = (float)r;
+    }
+}
+
+void prt_fast_layernorm_bwd(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
+                            const float *mean, const float *rstd, int64_t N, int64_t C) {
+    int nt = prt_cpu_threads(), par = nt > 1 && N * C >= PAR_MIN;
+    if (dw || db) {  /* column sums over the rows, in row order: a column range per thread */
+#pragma omp parallel num_threads(nt) if (par)
+        {
+            int64_t c0, c1;
+            column_range(C, par ? omp_get_thread_num() : 0, par ? nt : 1, &c0, &c1);
+            for (int64_t n = 0; n < N; n++) {
+                const float *x = in + n * C, *g = dout + n * C;
+                float m = mean[n], r = rstd[n];
+                if (dw)
+#pragma omp simd
+                    for (int64_t c = c0; c < c1; c++) dw[c] += (x[c] - m) * r * g[c];
+                if (db)
+#pragma omp simd
+                    for (int64_t c = c0; c < c1; c++) db[c] += g[c];
+            }
+        }
+    }
+    if (!din) return;
+#pragma omp parallel for num_threads(nt) if (par) schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        const float *x = in + n * C, *g = dout + n * C;
+        float *d = din + n * C, m = mean[n], r = rstd[n];
+        double dm = 0.0, dnm = 0.0;
+#pragma omp simd reduction(+ : dm, dnm)
+        for (int64_t c = 0; c < C; c++) {
+            float norm = (x[c] - m) * r, dnorm = w[c] * g[c];
+            dm += dnorm;
+            dnm += dnorm * norm;
+        }
+        dm /= (double)C;
+        dnm /= (double)C;
+#pragma omp simd
+        for (int64_t c = 0; c < C; c++) {
+            float norm = (x[c] - m) * r, dnorm = w[c] * g[c];
+            d[c] += (float)(r * (dnorm - dm - norm * dnm));
+        }
+    }
+}
+
+void prt_fast_rmsnorm_fwd(float *out, float *rstd, const float *in, const float *w, int64_t N, int64_t C, double eps) {
+    int nt = prt_cpu_threads();
+#pragma omp parallel for num_threads(nt) if (nt > 1 && N * C >= PAR_MIN) schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        const float *x = in + n * C;
+        float *o = out + n * C;
+        double ss = 0.0;
+#pragma omp simd reduction(+ : ss)
+        for (int64_t c = 0; c < C; c++) ss += (double)x[c] * x[c];
+        double r = 1.0 / sqrt(ss / (double)C + eps);
+#pragma omp simd
+        for (int64_t c = 0; c < C; c++) o[c] = (float)(x[c] * r) * w[c];
+        if (rstd) rstd[n] = (float)r;
+    }
+}
+
+void prt_fast_rmsnorm_bwd(float *din, float *dw, const float *dout, const float *in, const float *w,
+                          const float *rstd, int64_t N, int64_t C) {
+    int nt = prt_cpu_threads(), par = nt > 1 && N * C >= PAR_MIN;
+    if (dw) {
+#pragma omp parallel num_threads(nt) if (par)
+        {
+            int64_t c0, c1;
+            column_range(C, par ? omp_get_thread_num() : 0, par ? nt : 1, &c0, &c1);
+            for (int64_t n = 0; n < N; n++) {
+                const float *x = in + n * C, *g = dout + n * C;
+                float r = rstd[n];
+#pragma omp simd
+                for (int64_t c = c0; c < c1; c++) dw[c] += (float)(x[c] * (double)r) * g[c];
+            }
+        }
+    }
+    if (!din) return;
+#pragma omp parallel for num_threads(nt) if (par) schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        const float *x = in + n * C, *g = dout + n * C;
+        float *d = din + n * C;
+        double r = rstd[n], dot = 0.0;  /* dot = sum_c dnorm_c x_c */
+#pragma omp simd reduction(+ : dot)
+        for (int64_t c = 0; c < C; c++) dot += (double)w[c] * g[c] * x[c];
+        double k = r * r * dot / (double)C;
+#pragma omp simd
+        for (int64_t c = 0; c < C; c++) d[c] += (float)(r * ((double)w[c] * g[c] - x[c] * k));
+    }
+}
+
+/* ---------------------------------------------------------------- cross-entropy */
+
+void prt_fast_row_max(float *mx, const float *logits, int64_t N, int64_t V) {
+    int nt = prt_cpu_threads();
+#pragma omp parallel for num_threads(nt) if (nt > 1 && N * V >= PAR_MIN) schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        const float *x = logits + n * V;
+        float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+        for (int64_t j = 0; j < V; j++) m = x[j] > m ? x[j] : m;
+        mx[n] = m;
+    }
+}
+
+void prt_fast_row_sumexp(float *sums, float *target_logit, const float *logits, const float *mx,
+                         const int32_t *targets, int64_t N, int64_t V, int64_t vocab_offset) {
+    int nt = prt_cpu_threads();
+#pragma omp parallel for num_threads(nt) if (nt > 1 && N * V >= PAR_MIN) schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        const float *x = logits + n * V;
+        float m = mx[n];
+        double s = 0.0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t j = 0; j < V; j++) s += prt_expf_fast(x[j] - m);
+        sums[n] = (float)s;
+        int64_t j = (int64_t)targets[n] - vocab_offset;
+        target_logit[n] = j >= 0 && j < V ? x[j] : 0.0f;
+    }
+}
+
+void prt_fast_xent_bwd(float *dlogits, const float *logits, const float *stats, const int32_t *targets, int64_t N,
+                       int64_t V, int64_t vocab_offset, float scale) {
+    int nt = prt_cpu_threads();
+#pragma omp parallel for num_threads(nt) if (nt > 1 && N * V >= PAR_MIN) schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        const float *x = logits + n * V;
+        float *d = dlogits + n * V, lse = stats[2 * n + 1];
+        int64_t t = (int64_t)targets[n] - vocab_offset;
+#pragma omp simd
+        for (int64_t j = 0; j < V; j++) d[j] += scale * (prt_expf_fast(x[j] - lse) - (j == t ? 1.0f : 0.0f));
+    }
+}
+
+/* ---------------------------------------------------------------- activations, bias, embedding */
+
+void prt_fast_gelu_fwd(float *restrict out, const float *restrict in, int64_t n) {
+    int nt = prt_cpu_threads();
+#pragma omp parallel for simd num_threads(nt) if (nt > 1 && n >= PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) out[i] = prt_gelu(in[i]);
+}
+
+void prt_fast_gelu_bwd(float *restrict din, const float *restrict in, const float *restrict dout, int64_t n) {
+    int nt = prt_cpu_threads();
+#pragma omp parallel for simd num_threads(nt) if (nt > 1 && n >= PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) din[i] += prt_gelu_grad(in[i]) * dout[i];
+}
+
+/* sigmoid through prt_expf_fast (prt_math.h's uses expf, which does not vectorise) */
+static inline float sigmoid_fast(float x) { return 1.0f / (1.0f + prt_expf_fast(-x)); }
+
+void prt_fast_swiglu_fwd(float *out, const float *in, int64_t N, int64_t F) {
+    int nt = prt_cpu_threads();
+#pragma omp parallel for num_threads(nt) if (nt > 1 && N * F >= PAR_MIN) schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        const float *g = in + n * 2 * F, *u = g + F;
+        float *o = out + n * F;
+#pragma omp simd
+        for (int64_t f = 0; f < F; f++) o[f] = g[f] * sigmoid_fast(g[f]) * u[f];
+    }
+}
+
+void prt_fast_swiglu_bwd(float *din, const float *in, const float *dout, int64_t N, int64_t F) {
+    int nt = prt_cpu_threads();
+#pragma omp parallel for num_threads(nt) if (nt > 1 && N * F >= PAR_MIN) schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        const float *g = in + n * 2 * F, *u = g + F, *d = dout + n * F;
+        float *dg = din + n * 2 * F, *du = dg + F;
+#pragma omp simd
+        for (int64_t f = 0; f < F; f++) {
+            float s = sigmoid_fast(g[f]);
+            dg[f] += d[f] * u[f] * s * (1.0f + g[f] * (1.0f - s));
+            du[f] += d[f] * g[f] * s;
+        }
+    }
+}
+
+void prt_fast_bias_fwd(float *out, const float *in, const float *b, int64_t N, int64_t M) {
+    int nt = prt_cpu_threads();
+#pragma omp parallel for num_threads(nt) if (nt > 1 && N * M >= PAR_MIN) schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        const float *x = in + n * M;
+        float *o = out + n * M;
+#pragma omp simd
+        for (int64_t j = 0; j < M; j++) o[j] = x[j] + b[j];
+    }
+}
+
+void prt_fast_bias_bwd(float *db, const float *dout, int64_t N, int64_t M) {
+    int nt = prt_cpu_threads(), par = nt > 1 && N * M >= PAR_MIN;
+#pragma omp parallel num_threads(nt) if (par)
+    {
+        int64_t c0, c1;
+        column_range(M, par ? omp_get_thread_num() : 0, par ? nt : 1, &c0, &c1);
+        for (int64_t n = 0; n < N; n++) {
+            const float *g = dout + n * M;
+#pragma omp simd
+            for (int64_t j = c0; j < c1; j++) db[j] += g[j];
+        }
+    }
+}
+
+void prt_fast_add(float *out, const float *a, const float *b, int64_t n) {
+    int nt = prt_cpu_threads();
+#pragma omp parallel for simd num_threads(nt) if (nt > 1 && n >= PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void prt_fast_embed_fwd(float *out, const int32_t *tokens, const float *wte, int64_t N, int64_t C,
+                        int64_t vocab_local, int64_t vocab_offset) {
+    int nt = prt_cpu_threads();
+#pragma omp parallel for num_threads(nt) if (nt > 1 && N * C >= PAR_MIN) schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        int64_t row = (int64_t)tokens[n] - vocab_offset;
+        if (row >= 0 && row < vocab_local) memcpy(out + n * C, wte + row * C, (size_t)C * sizeof(float));
+        else memset(out + n * C, 0, (size_t)C * sizeof(float));
+    }
+}
+
+void prt_fast_embed_bwd(float *dwte, const int32_t *tokens, const float *dout, int64_t N, int64_t C,
+                        int64_t vocab_local, int64_t vocab_offset) {
+    int nt = prt_cpu_threads(), par = nt > 1 && N * C >= PAR_MIN;
+#pragma omp parallel num_threads(nt) if (par)
+    {
+        int64_t c0, c1;
+        column_range(C, par ? omp_get_thread_num() : 0, par ? nt : 1, &c0, &c1);
+        for (int64_t n = 0; n < N; n++) {
+            int64_t row = (int64_t)tokens[n] - vocab_offset;
+            if (row < 0 || row >= vocab_local) continue;
+            float *d = dwte + row * C;
+            const float *g = dout + n * C;
+#pragma omp simd
+            for (int64_t c = c0; c < c1; c++) d[c] += g[c];
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- AdamW */
+
+void prt_fast_adamw(float *restrict param, const float *restrict grad, float *restrict m, float *restrict v, int64_t n,
+                    int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay) {
+    prt_adamw_args a = prt_adamw_prepare(step, lr, beta1, beta2, eps, weight_decay);
+    int nt = prt_cpu_threads();
+#pragma omp parallel for simd num_threads(nt) if (nt > 1 && n >= PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float mi = m[i], vi = v[i];
+        param[i] = prt_adamw_update(&a, param[i], grad[i], &mi, &vi);
+        m[i] = mi;
+        v[i] = vi;
+    }
+}

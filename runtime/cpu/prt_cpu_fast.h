@@ -1,0 +1,57 @@
+/*
+ * prt_cpu_fast.h — the fp32 paths of the CPU backend's non-GEMM ops, threaded
+ * across the rank's cores (OpenMP, as many threads as the BLAS uses) and written
+ * so GCC vectorises them (prt_cpu_fast.c).  prt_cpu_ops.c calls them when every
+ * float argument of an op is stored as fp32 and keeps its own loops, through
+ * prt_load/prt_store, for 16-bit storage.  Same semantics as those loops
+ * (parc_rt.h): forward ops overwrite, backward ops accumulate.  Results do not
+ * depend on the thread count: a row is one thread's, and sums over rows (bias,
+ * norm weight and embedding gradients) are split by column and run over the rows
+ * in order.  Sums along a row are vector-lane partial sums: of doubles for the
+ * norms' statistics and cross-entropy's sum of exponentials, as the 16-bit
+ * paths sum in double, so both give the same fp32 results.
+ */
+#ifndef PRT_CPU_FAST_H
+#define PRT_CPU_FAST_H
+
+#include <stdint.h>
+
+/* The threads an op may use: the BLAS's (OPENBLAS_NUM_THREADS, or 1 per rank
+ * when ranks share a node). */
+int prt_cpu_threads(void);
+
+void prt_fast_layernorm_fwd(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
+                            int64_t N, int64_t C, double eps);
+void prt_fast_layernorm_bwd(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
+                            const float *mean, const float *rstd, int64_t N, int64_t C);
+void prt_fast_rmsnorm_fwd(float *out, float *rstd, const float *in, const float *w, int64_t N, int64_t C, double eps);
+void prt_fast_rmsnorm_bwd(float *din, float *dw, const float *dout, const float *in, const float *w,
+                          const float *rstd, int64_t N, int64_t C);
+
+/* Cross-entropy pieces: each row's max, then sum_j exp(x_j - max[n]) and the
+ * target's logit (0 when the target is outside this rank's vocab slice). */
+void prt_fast_row_max(float *mx, const float *logits, int64_t N, int64_t V);
+void prt_fast_row_sumexp(float *sums, float *target_logit, const float *logits, const float *mx,
+                         const int32_t *targets, int64_t N, int64_t V, int64_t vocab_offset);
+/* dlogits += scale (exp(x - lse) - onehot(target)), lse = stats[2n + 1]. */
+void prt_fast_xent_bwd(float *dlogits, const float *logits, const float *stats, const int32_t *targets, int64_t N,
+                       int64_t V, int64_t vocab_offset, float scale);
+
+void prt_fast_gelu_fwd(float *out, const float *in, int64_t n);
+void prt_fast_gelu_bwd(float *din, const float *in, const float *dout, int64_t n);
+void prt_fast_swiglu_fwd(float *out, const float *in, int64_t N, int64_t F);
+void prt_fast_swiglu_bwd(float *din, const float *in, const float *dout, int64_t N, int64_t F);
+
+void prt_fast_bias_fwd(float *out, const float *in, const float *b, int64_t N, int64_t M);
+void prt_fast_bias_bwd(float *db, const float *dout, int64_t N, int64_t M);
+void prt_fast_add(float *out, const float *a, const float *b, int64_t n);   /* out = a + b (out may be a or b) */
+void prt_fast_embed_fwd(float *out, const int32_t *tokens, const float *wte, int64_t N, int64_t C,
+                        int64_t vocab_local, int64_t vocab_offset);
+void prt_fast_embed_bwd(float *dwte, const int32_t *tokens, const float *dout, int64_t N, int64_t C,
+                        int64_t vocab_local, int64_t vocab_offset);
+
+/* AdamW over n fp32 elements, no master copy (prt_math.h's update, fused in one pass). */
+void prt_fast_adamw(float *param, const float *grad, float *m, float *v, int64_t n, int64_t step, double lr,
+                    double beta1, double beta2, double eps, double weight_decay);
+
+#endif

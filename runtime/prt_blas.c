@@ -1,0 +1,96 @@
+/*
+ * prt_blas.c — the BLAS kernel check at start-up.  OpenBLAS built with
+ * DYNAMIC_ARCH picks its kernel family from the CPU it recognises, in a library
+ * constructor that runs before main; on a CPU it does not know it falls back to
+ * an older family (Debian's 0.3.21 picks Haswell's AVX2 kernels on AVX-512 CPUs
+ * it does not name, or Prescott's SSE3 ones), and every GEMM runs at a fraction
+ * of the machine.  OPENBLAS_CORETYPE overrides the choice, but it is read only
+ * by that constructor: a setenv() before the first BLAS call changes nothing.
+ * So prt_blas_select, the first thing prt_init does (before MPI_Init), sets it
+ * and re-executes the program, same pid and argv; the restarted process keeps
+ * the user's setting, and rank 0 says what happened in one line.  A user's own
+ * OPENBLAS_CORETYPE always wins: nothing is checked or changed then.
+ *
+ * The same restart sets OMP_WAIT_POLICY=PASSIVE, when the user has not set it
+ * and the rank will run more than one thread: libgomp reads it at load too, and
+ * its default lets the CPU ops' idle threads spin after each parallel region,
+ * taking the cores the next GEMM's BLAS threads need (measured: 1.8-2.1 s per
+ * step instead of 1.0-1.5 s for bench/plans' model at 2 threads).
+ */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "prt_internal.h"
+
+/* Set in the restarted process: the family OpenBLAS had chosen itself. */
+#define PRT_BLAS_MARK "PRT_BLAS_REPLACED"
+
+static int in_list(const char *core, const char *const *list) {
+    for (int i = 0; list[i]; i++)
+        if (!strcasecmp(core, list[i])) return 1;
+    return 0;
+}
+
+const char *prt_blas_better_core(const char *chosen, int avx512, int avx2) {
+    static const char *const avx512_families[] = {"SkylakeX", "Cooperlake", "SapphireRapids", NULL};
+    static const char *const avx2_families[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids", NULL};
+    if (!chosen) return NULL;
+    if (avx512) return in_list(chosen, avx512_families) ? NULL : "SkylakeX";
+    if (avx2) return in_list(chosen, avx2_families) ? NULL : "Haswell";
+    return NULL;
+}
+
+/* The CPU features the SkylakeX kernels use (F, CD, BW, DQ, VL), and Haswell's. */
+static void cpu_features(int *avx512, int *avx2) {
+    __builtin_cpu_init();
+    *avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+              __builtin_cpu_supports("avx512vl");
+    *avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+/* Whether this rank will run its ops on more than one thread: OpenBLAS's count,
+ * unless prt_init will set it to 1 (ranks sharing the node, Open MPI's count). */
+static int threaded(void) {
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!getenv("OPENBLAS_NUM_THREADS") && local && atoi(local) > 1) return 0;
+    return openblas_get_num_threads() > 1;
+}
+
+void prt_blas_select(int argc, char **argv) {
+    if (!argv || argc < 1 || argv[argc]) return;
+    /* test hook: PRT_TEST_BLAS_CHOSE=NAME stands in for OpenBLAS's own choice */
+    const char *better = NULL, *chosen = getenv("PRT_TEST_BLAS_CHOSE");
+    if (!chosen) chosen = openblas_get_corename();
+    if (!getenv("OPENBLAS_CORETYPE")) {
+        int avx512 = 0, avx2 = 0;
+        cpu_features(&avx512, &avx2);
+        better = prt_blas_better_core(chosen, avx512, avx2);
+    }
+    int passive = !getenv("OMP_WAIT_POLICY") && threaded();
+    if (!better && !passive) return;
+    if (better && (setenv("OPENBLAS_CORETYPE", better, 1) || setenv(PRT_BLAS_MARK, chosen, 1))) return;
+    if (passive && setenv("OMP_WAIT_POLICY", "PASSIVE", 1)) return;
+    fflush(stdout);
+    fflush(stderr);
+    execv("/proc/self/exe", argv);
+    /* no restart (no /proc, say): keep what was loaded and say nothing changed */
+    if (better) unsetenv("OPENBLAS_CORETYPE");
+    if (passive) unsetenv("OMP_WAIT_POLICY");
+    unsetenv(PRT_BLAS_MARK);
+}
+
+void prt_blas_report(prt *rt) {
+    const char *replaced = getenv(PRT_BLAS_MARK);
+    if (!replaced) return;
+    if (rt->world_rank == 0 && !rt->quiet)
+        fprintf(stderr,
+                "parc: OpenBLAS chose its %s kernels on this CPU; restarted with OPENBLAS_CORETYPE=%s, "
+                "its kernels for the CPU's instructions (set OPENBLAS_CORETYPE to choose)\n",
+                replaced, openblas_get_corename());
+    unsetenv(PRT_BLAS_MARK);
+}
