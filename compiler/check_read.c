@@ -154,10 +154,37 @@ int check_shape(Check *c, const Stmt *st, int min_values, int max_values, int bo
     return ok;
 }
 
+/* Features other planners offer and parc does not: a key or word spelled as
+ * those tools spell it is told so, with what parc has instead, rather than
+ * called unknown. */
+static const struct {
+    const char *word, *feature, *instead;
+} unsupported_features[] = {
+    {"experts", "mixture of experts", "the block's MLP is dense; `mlp swiglu;` or `mlp gelu;`"},
+    {"moe", "mixture of experts", "the block's MLP is dense; `mlp swiglu;` or `mlp gelu;`"},
+    {"expert_parallel", "expert parallelism", "split the MLP with `ffn -> AXIS;`"},
+    {"context_parallel", "context parallelism", "`sequence_parallel over AXIS;` splits the sequence outside attention"},
+    {"fp8", "fp8 precision", "`precision bf16 master fp32;` or `precision fp16 master fp32;`"},
+    {"offload", "offloading to host memory", "shard optimizer state with `zero 1 over AXIS;` (or 2, 3)"},
+};
+
+/* 1 after reporting `word` at loc as a feature parc does not offer. */
+static int unsupported_feature(const char *word, SrcLoc loc)
+{
+    for (int i = 0; i < COUNT_OF(unsupported_features); i++) {
+        if (strcmp(word, unsupported_features[i].word) != 0) continue;
+        diag_error(loc, unsupported_features[i].instead, "%s (`%s`) is not supported by parc",
+                   unsupported_features[i].feature, word);
+        return 1;
+    }
+    return 0;
+}
+
 /* A statement key that is not in `names`.  Returns the index of the key it
  * suggests instead, or -1: the caller then does not also call that key missing. */
 int unknown_key(Check *c, const Stmt *st, const char *where, const char *const *names, int n)
 {
+    if (unsupported_feature(st->key, st->key_loc)) return -1;
     const char *best = diag_closest(st->key, names, n);
     const char *hint = best ? arena_printf(c->arena, "did you mean `%s`?", best)
                             : arena_printf(c->arena, "%s takes %s", where, word_list(c, names, n));
@@ -299,6 +326,7 @@ int read_word(Check *c, const char *what, const Value *v, const char *const *wor
     if (v->kind == VAL_WORD) {
         int i = word_index(v->text, words, n);
         if (i >= 0) return i;
+        if (unsupported_feature(v->text, v->loc)) return -1;
         diag_error(v->loc, did_you_mean(c, v->text, words, n), "unknown %s `%s`", what, v->text);
         return -1;
     }

@@ -289,11 +289,15 @@ static void expand_block(Expander *ex)
             qkv = linear(ex, r, "attn.qkv", loc, h, 4, DIMS(DIM_HIDDEN, DIM_QKV, DIM_HEADS, DIM_HEAD_DIM),
                          SIZES(H, 3, NH, HD), 3, bs->bias, std);
         } else {
-            /* grouped-query attention: the query heads and 2 × kv_heads key/value
-             * heads side by side on the heads dim. */
-            int64_t width = NH + 2 * m->kv_heads;
-            qkv = linear(ex, r, "attn.qkv", loc, h, 3, DIMS(DIM_HIDDEN, DIM_HEADS, DIM_HEAD_DIM),
-                         SIZES(H, width, HD), 2, bs->bias, std);
+            /* grouped-query attention: per key/value head its G query heads, then
+             * its k and v (the heads dim counts kv heads, so a heads split hands
+             * each rank whole groups); kv_repeat lays them out as attention reads
+             * them, k and v repeated per query head. */
+            int64_t KV = m->kv_heads, G = NH / KV;
+            int grouped = linear(ex, r, "attn.qkv", loc, h, 4, DIMS(DIM_HIDDEN, DIM_HEADS, DIM_QKV, DIM_HEAD_DIM),
+                                 SIZES(H, KV, G + 2, HD), 3, bs->bias, std);
+            qkv = unary(ex, OP_KV_REPEAT, r, "attn.kv_repeat", loc, grouped, 5,
+                        DIMS(DIM_BATCH, DIM_SEQ, DIM_QKV, DIM_HEADS, DIM_HEAD_DIM), SIZES(B, S, 3, NH, HD));
         }
         int att = act(ex, r, "attn.out", loc, 4, DIMS(DIM_BATCH, DIM_SEQ, DIM_HEADS, DIM_HEAD_DIM),
                       SIZES(B, S, NH, HD));

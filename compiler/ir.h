@@ -132,6 +132,7 @@ typedef struct Tensor {
     X(RELU, "relu")                   \
     X(SWIGLU, "swiglu")               \
     X(ATTENTION, "attention")         \
+    X(KV_REPEAT, "kv_repeat")         \
     X(ADD, "add")                     \
     X(COPY, "copy")                   \
     X(XENT, "cross_entropy")

@@ -41,12 +41,6 @@ static int compile_plan(Arena *arena, const char *path, Compilation *c, int last
 static int runtime_supports(const Plan *plan)
 {
     int ok = 1;
-    if (plan->model.block.kind == BLOCK_TRANSFORMER && plan->model.kv_heads != plan->model.heads) {
-        diag_error(plan->model.dim_loc[DIM_HEADS].file ? plan->model.dim_loc[DIM_HEADS] : plan->model.loc, NULL,
-                   "grouped-query attention (kv_heads %lld of %lld heads) is explained but not executed by the runtime",
-                   (long long)plan->model.kv_heads, (long long)plan->model.heads);
-        ok = 0;
-    }
     if (!plan->model.has_embed || !plan->model.has_head || !plan->model.has_loss) {
         diag_error(plan->model.loc, "give the model `embed;`, a head and `loss cross_entropy;`",
                    "a trainable program needs token embedding, head and loss");

@@ -129,6 +129,19 @@ static void shape_attention(const Lowerer *lw, const Op *op, const OpArgs *a, Op
     s->kept = p->needed && p->value.buf >= 0;
 }
 
+/* kv_repeat: d = {N rows, KV local key/value heads, G query heads per group,
+ * HD} from the grouped input [B, T, KV, G+2, HD]. */
+static void shape_kv_repeat(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
+{
+    int64_t z[IR_MAX_TDIMS];
+    shape_clear(s);
+    sizes_of(lw, op->in[0], a->in[0].place, z);
+    s->d[0] = z[0] * z[1];
+    s->d[1] = z[2];
+    s->d[2] = z[3] - 2;
+    s->d[3] = z[4];
+}
+
 /* cross_entropy: d = {N rows, V local vocab}, axis splits the vocab. */
 static void shape_xent(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
 {
@@ -350,6 +363,17 @@ const OpDesc op_table[OP_COUNT] = {
                  .bwd = RT_prt_attention_bwd,
                  .emit_fwd = ops_emit_attention_fwd,
                  .emit_bwd = ops_emit_attention_bwd},
+    [OP_KV_REPEAT] = {.rule = place_rule_elementwise,
+                 .saves = 0,
+                 .reads_params = 0,
+                 .shape = shape_kv_repeat,
+                 .flops = flops_none,
+                 .scratch = scratch_none,
+                 .partial = NULL,
+                 .fwd = RT_prt_kv_repeat_fwd,
+                 .bwd = RT_prt_kv_repeat_bwd,
+                 .emit_fwd = ops_emit_kv_repeat_fwd,
+                 .emit_bwd = ops_emit_kv_repeat_bwd},
     [OP_ADD] = {.rule = place_rule_elementwise,
                  .saves = 0,
                  .reads_params = 0,

@@ -144,6 +144,20 @@ int ops_emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape
                  arg_int(e->lw->plan->model.block.causal));
 }
 
+int ops_emit_kv_repeat_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return ENTRY(e, RT_prt_kv_repeat_fwd, a->out, a->in[0].arg, arg_int(s->d[0]), arg_int(s->d[1]),
+                 arg_int(s->d[2]), arg_int(s->d[3]));
+}
+
+int ops_emit_kv_repeat_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return ENTRY(e, RT_prt_kv_repeat_bwd, a->din[0].arg, a->dout, arg_int(s->d[0]), arg_int(s->d[1]),
+                 arg_int(s->d[2]), arg_int(s->d[3]));
+}
+
 int ops_emit_add_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;

@@ -277,6 +277,12 @@ does:
   attention_fwd(out, probs, qkv, B, T, NH, HD, causal): qkv[B,T,3,NH,HD] ->
     out[B,T,NH,HD]; probs[B,NH,T,T] saved when not NULL.  attention_bwd(dqkv, dout,
     qkv, probs, B, T, NH, HD, causal) recomputes the probabilities when probs is NULL.
+  kv_repeat_fwd(out, in, N, KV, G, HD): grouped-query attention's qkv as the
+    attention op reads it: in[N,KV,G+2,HD] holds per key/value head g its G query
+    heads, then k, then v; out[N,3,KV*G,HD] has query head g*G+j and k, v of head
+    g repeated for each of its G query heads.  kv_repeat_bwd(din, dout, N, KV, G,
+    HD): din += the query gradients and, per group, the sums of its G k and v
+    gradients.
   add_fwd(out, a, b, n).
   xent_fwd(loss_sum, stats, logits, targets, N, V_local, vocab_offset, axis):
     softmax cross-entropy over logits[N,V_local] whose vocab is split over `axis`
@@ -411,6 +417,12 @@ compiler's runtime function table follows PRT_OPS. */
       (prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B, int64_t T,           \
        int64_t NH, int64_t HD, int64_t causal),                                                                   \
       (rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal))                                                         \
+    R(X, OP, kv_repeat_fwd, "pppiiii",                                                                            \
+      (prt *rt, void *out, const void *in, int64_t N, int64_t KV, int64_t G, int64_t HD),                        \
+      (rt, out, in, N, KV, G, HD))                                                                                \
+    R(X, OP, kv_repeat_bwd, "pppiiii",                                                                            \
+      (prt *rt, void *din, const void *dout, int64_t N, int64_t KV, int64_t G, int64_t HD),                      \
+      (rt, din, dout, N, KV, G, HD))                                                                              \
     R(X, OP, add_fwd, "ppppi", (prt *rt, void *out, const void *a, const void *b, int64_t n), (rt, out, a, b, n)) \
     R(X, OP, xent_fwd, "pppppiiii",                                                                               \
       (prt *rt, void *loss_sum, void *stats, const void *logits, const void *targets, int64_t N, int64_t V_local, \

@@ -37,6 +37,7 @@ expect "build exe" 0 "" "$parc" build "$examples/tiny_tp.par" -o "$tmp/tp"
 n=$((n + 1)); [ -x "$tmp/tp" ] || { echo "FAIL build: no executable"; fails=$((fails + 1)); }
 expect "bad runtime flag" 2 "usage" "$parc" run "$examples/tiny_dp.par" --steps abc
 expect "run trains" 0 "final loss" "$parc" run "$examples/tiny_dp.par" --steps 2
+expect "run trains grouped-query attention" 0 "final loss" "$parc" run "$examples/tiny_gqa_tp.par" --steps 2
 # options before or after the plan, both spellings of a value, help on stdout
 expect "option before the plan" 0 '"schema": "parc.explain/1"' "$parc" explain --json "$examples/tiny_3d.par"
 expect "global option first" 0 "ok: 8 ranks" "$parc" --color=never check "$examples/tiny_3d.par"

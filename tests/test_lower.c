@@ -39,11 +39,12 @@ typedef struct Opts {
     int layers, hidden, heads, ffn, vocab, seq;
     int no_positions;
     int tied;               /* head tied to the embedding */
+    int kv_heads;           /* grouped-query attention when > 0 (default: heads) */
 } Opts;
 
 static Opts defaults(void)
 {
-    Opts o = {"gpt2", "dp 1;", "batch -> dp;", "fp32", 1, 1, 8, 2, 4, 64, 4, 256, 256, 32, 0, 0};
+    Opts o = {"gpt2", "dp 1;", "batch -> dp;", "fp32", 1, 1, 8, 2, 4, 64, 4, 256, 256, 32, 0, 0, 0};
     return o;
 }
 
@@ -55,15 +56,17 @@ static Analysis *compile(Arena *arena, Opts o, Program **prog_out)
                         : !strcmp(o.block, "relu") ? "block mlp { act relu; norm rms; bias true; residual false; }"
                         : !strcmp(o.block, "llama") ? "block llama;"
                                                     : "block gpt2;";
+    char kv[32] = "";
+    if (o.kv_heads > 0) snprintf(kv, sizeof kv, " kv_heads %d;", o.kv_heads);
     snprintf(text, sizeof text,
              "cluster { nodes %d; gpus_per_node %d;\n"
              "  gpu { memory 80 GiB; bf16 100 TFLOP/s; fp32 50 TFLOP/s; hbm 2 TB/s; }\n"
              "  link intra 100 GB/s 2 us; link inter 10 GB/s 5 us; }\n"
-             "model m { vocab %d; seq %d; hidden %d; heads %d; ffn %d; layers %d;\n"
+             "model m { vocab %d; seq %d; hidden %d; heads %d; ffn %d; layers %d;%s\n"
              "  %s repeat layers { %s } norm %s; head %s; loss cross_entropy; }\n"
              "train { batch %d; micro_batch %d; precision %s; optimizer adam lr 1e-3; }\n"
              "mesh { %s }\nlayout { %s }\n",
-             o.nodes, o.gpus, o.vocab, o.seq, o.hidden, o.heads, o.ffn, o.layers,
+             o.nodes, o.gpus, o.vocab, o.seq, o.hidden, o.heads, o.ffn, o.layers, kv,
              o.no_positions ? "embed;" : "embed positions learned;", block,
              !strcmp(o.block, "llama") ? "rms" : "layer", o.tied ? "tied" : "untied", o.batch, o.micro_batch, o.precision, o.mesh, o.layout);
     static Plan plan;
@@ -577,7 +580,7 @@ static void test_ops_table(void)
     plans[1].precision = "bf16 master fp32", plans[1].mesh = "tp 2;", plans[1].gpus = 2,
     plans[1].layout = "heads -> tp; ffn -> tp; vocab -> tp;";
     plans[2].block = "llama", plans[2].precision = "bf16 master fp32", plans[2].layout = "recompute full;",
-    plans[2].no_positions = 1;
+    plans[2].no_positions = 1, plans[2].kv_heads = 2;
     plans[3].block = "relu", plans[3].tied = 1, plans[3].no_positions = 1;
     plans[4].block = "mlp", plans[4].precision = "bf16 master fp32", plans[4].mesh = "pp 2; dp 2;", plans[4].gpus = 4,
     plans[4].layout = "batch -> dp; layers -> pp schedule 1f1b; zero 3 over dp;";

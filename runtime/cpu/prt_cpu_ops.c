@@ -29,6 +29,7 @@
 
 #include "prt_backend.h"
 #include "prt_cpu_fast.h"
+#include "prt_cpu_gqa.h"
 #include "prt_internal.h"
 #include "prt_scratch.h"
 

@@ -98,6 +98,12 @@ static void cu_swiglu_bwd(prt *rt, void *din_, const void *in_, const void *dout
 static void cu_add_fwd(prt *rt, void *out_, const void *a_, const void *b_, int64_t n) {
     prt_cu_add_fwd(rt, TN(out_), TN(a_), TN(b_), n);
 }
+static void cu_kv_repeat_fwd(prt *rt, void *out_, const void *in_, int64_t N, int64_t KV, int64_t G, int64_t HD) {
+    prt_cu_kv_repeat_fwd(rt, TN(out_), TN(in_), N, KV, G, HD);
+}
+static void cu_kv_repeat_bwd(prt *rt, void *din_, const void *dout_, int64_t N, int64_t KV, int64_t G, int64_t HD) {
+    prt_cu_kv_repeat_bwd(rt, TN(din_), TN(dout_), N, KV, G, HD);
+}
 static void cu_attention_fwd(prt *rt, void *out_, void *probs_, const void *qkv_, int64_t B, int64_t T_, int64_t NH_,
                              int64_t HD_, int64_t causal) {
     prt_cu_attention_fwd(rt, TN(out_), TN(probs_), TN(qkv_), B, T_, NH_, HD_, causal);

@@ -172,6 +172,16 @@ static void ops(int64_t dt) {
             check(tr ? "matmul_t_fwd(mixed)" : "matmul_fwd(mixed)", "out", o2, tol);
         }
     }
+    /* grouped-query key/value repeat: 3 kv heads of 4 query heads each, head dim 20 */
+    {
+        const int64_t KV = 3, G = 4, HD = 20, nin = N * KV * (G + 2) * HD, nout = N * 3 * KV * G * HD;
+        ten in = mk(dt, nin, -1, 1, 0), out = mk(dt, nout, 0, 0, 1), din = mk(dt, nin, -1, 1, 0),
+            dout = mk(dt, nout, -1, 1, 0);
+        prt_kv_repeat_fwd(rt, out.h, in.h, N, KV, G, HD); prt_cu_kv_repeat_fwd(rt, D(out), D(in), N, KV, G, HD);
+        check("kv_repeat_fwd", "out", out, tol);
+        prt_kv_repeat_bwd(rt, din.h, dout.h, N, KV, G, HD); prt_cu_kv_repeat_bwd(rt, D(din), D(dout), N, KV, G, HD);
+        check("kv_repeat_bwd", "din", din, tol);
+    }
     /* attention: head dims 16 / 64 / 128, causal or not, probs saved or not; T not a multiple of the tiles */
     const int64_t shapes[][4] = {{2, 80, 3, 16}, {1, 70, 2, 64}, {1, 40, 1, 128}};
     for (int s = 0; s < 3; s++)

@@ -2,9 +2,11 @@
 """test_parity.py — every layout of the tiny GPT reproduces the single-rank run.
 
 usage: test_parity.py PARC EXAMPLES_DIR [--steps N] [--keep DIR]
+                      [--model FRAGMENT --reference NAME --expect NAME,NAME...]
 
 For every examples/tiny_*.par that includes common/tiny_gpt.par (tiny_single is
-the reference) it builds the plan, runs it on its world size under mpirun with
+the reference; --model, --reference and --expect name another model family, e.g.
+common/tiny_gqa.par with tiny_gqa) it builds the plan, runs it on its world size under mpirun with
 PRT_LOSS_FILE and PRT_DUMP_DIR, and asserts:
   - the loss of every step equals tiny_single's within relative difference 1e-5;
   - the final parameters, merged over the ranks by (name, layer, global index)
@@ -47,12 +49,12 @@ EXPECTED = ["tiny_single", "tiny_dp", "tiny_tp", "tiny_sp", "tiny_pp_gpipe", "ti
             "tiny_pp_interleaved", "tiny_zero1", "tiny_zero2", "tiny_zero3", "tiny_recompute", "tiny_3d"]
 
 
-def layouts(examples):
+def layouts(examples, fragment="common/tiny_gpt.par"):
     found = []
     for f in sorted(os.listdir(examples)):
         if f.startswith("tiny_") and f.endswith(".par"):
             with open(os.path.join(examples, f)) as fh:
-                if "common/tiny_gpt.par" in fh.read():
+                if f'"{fragment}"' in fh.read():
                     found.append(f[:-4])
     return found
 
@@ -129,6 +131,18 @@ def compare(ref, run, steps):
 def main(argv):
     args = argv[1:]
     steps, keep = 6, None
+    fragment, reference, expected = "common/tiny_gpt.par", "tiny_single", EXPECTED
+    for flag in ("--model", "--reference", "--expect"):
+        if flag in args:
+            i = args.index(flag)
+            value = args[i + 1]
+            del args[i:i + 2]
+            if flag == "--model":
+                fragment = value
+            elif flag == "--reference":
+                reference = value
+            else:
+                expected = value.split(",")
     if "--steps" in args:
         i = args.index("--steps")
         steps = int(args[i + 1])
@@ -141,12 +155,14 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     parc, examples = args
-    names = layouts(examples)
-    missing = [n for n in EXPECTED if n not in names]
+    names = layouts(examples, fragment)
+    if reference not in expected:
+        expected = [reference] + expected
+    missing = [n for n in expected if n not in names]
     if missing:
         prt_dump.fail(f"layouts missing from {examples}: {', '.join(missing)}")
         return 1
-    names = ["tiny_single"] + [n for n in names if n != "tiny_single"]
+    names = [reference] + [n for n in names if n != reference]
 
     tmp = None if keep else tempfile.TemporaryDirectory(prefix="parc-parity-")
     work = keep or tmp.name
@@ -163,7 +179,7 @@ def main(argv):
             prt_dump.fail(f"{name}: {e}")
             rows.append((name, "?", "-", "-", "-", "-", "FAIL", time.time() - t0))
             failures += 1
-            if name == "tiny_single":
+            if name == reference:
                 break
             continue
         losses = run["losses"]
@@ -192,7 +208,7 @@ def main(argv):
           f"{'max grad rel diff':>19}  {'':<5}{'s':>5}")
     for name, world, ld, pd, pl, gd, verdict, secs in rows:
         print(f"{name:<20}{world!s:>6}{ld:>19}{pd:>20}{pl:>19}{gd:>19}  {verdict:<5}{secs:5.1f}")
-    print(f"{len(rows) - failures}/{len(names)} layouts match tiny_single ({time.time() - t_start:.1f} s)")
+    print(f"{len(rows) - failures}/{len(names)} layouts match {reference} ({time.time() - t_start:.1f} s)")
     if tmp:
         tmp.cleanup()
     return 1 if failures or len(rows) != len(names) else 0

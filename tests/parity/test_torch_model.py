@@ -6,8 +6,10 @@ usage: test_torch_model.py PARC EXAMPLES_DIR [--keep DIR]
 
 For tiny_single (pre-LN GPT-2: LayerNorm, qkv/proj/up/down with biases, GELU
 (tanh), learned positions, untied head) and tiny_llama (RMSNorm, SwiGLU with up
-weight [hidden, 2, ffn], no biases, no positions, head tied to wte) it builds the
-plan and runs 10 steps on one rank with PRT_LOSS_FILE, PRT_DUMP_DIR,
+weight [hidden, 2, ffn], no biases, no positions, head tied to wte) and tiny_gqa
+(tiny_llama's block with grouped-query attention: attn.qkv.w [hidden, kv_heads,
+G + 2, head_dim], per key/value head its G query heads, then k, then v; k and v
+repeated for each query head of the group; untied head) it builds the plan and runs 10 steps on one rank with PRT_LOSS_FILE, PRT_DUMP_DIR,
 PRT_DUMP_STEP=1 and PRT_DUMP_DATA_ALL=1, then rebuilds the model in torch from
 the dumped initial parameters (init_params: the weights at the start of step 1)
 and feeds it the dumped tokens and targets of every step, micro-batch k being
@@ -24,6 +26,7 @@ Exits 1 on any failure, 77 (skip) without torch.
 """
 import math
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -42,14 +45,14 @@ LOSS1_TOL = 1e-5
 GRAD_TOL = 1e-5
 CURVE_TOL = 1e-4
 NORM_EPS = 1e-5        # runtime/prt_ops_cpu.c NORM_EPS (LayerNorm and RMSNorm)
-PLANS = ["tiny_single", "tiny_llama"]
+PLANS = ["tiny_single", "tiny_llama", "tiny_gqa"]
 
 
 class Model:
     """The parc model of a plan in torch: parameters by (name, layer) from a dump,
     shapes from `parc lower --emit=graph`."""
 
-    def __init__(self, shapes, init, settings):
+    def __init__(self, shapes, init, settings, gqa=False):
         self.shapes = shapes
         self.layers = 1 + max(layer for (_, layer) in init)
         self.p = {}
@@ -65,6 +68,7 @@ class Model:
             raise ValueError(f"parameters missing from the dump: {missing}")
         self.llama = ("ln1.b", 0) not in self.p
         self.tied = ("head.w", -1) not in self.p
+        self.gqa = gqa
         self.settings = settings
 
     def has(self, name, layer=-1):
@@ -94,14 +98,21 @@ class Model:
         x = wte[tok]
         if self.has("wpe"):
             x = x + self.p[("wpe", -1)][:T]
-        NH, HD = self.shapes["attn.qkv.w"][1][2], self.shapes["attn.qkv.w"][1][3]
+        qkv_sizes = self.shapes["attn.qkv.w"][1]
+        # grouped-query attention: attn.qkv.w [hidden, kv_heads, G + 2, head_dim]
+        KV, G, HD = qkv_sizes[1], qkv_sizes[2] - 2, qkv_sizes[3]
+        NH = KV * G if self.gqa else qkv_sizes[2]
         C = NH * HD
         mask = torch.ones(T, T, dtype=torch.bool).tril()
         for l in range(self.layers):
             h = self.norm(x, "ln1", l)
-            # attn.qkv.w [hidden, 3, heads, head_dim]: qkv[B, T, 3, NH, HD]
-            qkv = self.linear(h, "attn.qkv", l).reshape(B, T, 3, NH, HD)
-            q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))  # [B, NH, T, HD]
+            if self.gqa:  # per kv head g: its G query heads, then k, then v
+                qkv = self.linear(h, "attn.qkv", l).reshape(B, T, KV, G + 2, HD)
+                q = qkv[:, :, :, :G].reshape(B, T, NH, HD).transpose(1, 2)
+                k, v = (qkv[:, :, :, G + i].repeat_interleave(G, dim=2).transpose(1, 2) for i in range(2))
+            else:  # attn.qkv.w [hidden, 3, heads, head_dim]: qkv[B, T, 3, NH, HD]
+                qkv = self.linear(h, "attn.qkv", l).reshape(B, T, 3, NH, HD)
+                q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))  # [B, NH, T, HD]
             s = (q @ k.transpose(-1, -2)) / math.sqrt(HD)
             s = s.masked_fill(~mask, float("-inf"))
             a = torch.softmax(s, dim=-1) @ v
@@ -174,7 +185,9 @@ def check_plan(parc, examples, name, work):
     grads = prt_dump.merge_params(dump, "grads")
     data = prt_dump.read_data(os.path.join(dump, "data.rank0.bin"))
     logits = prt_dump.read_logits(os.path.join(dump, "logits.rank0.bin"))
-    model = Model(prt_dump.param_shapes(parc, plan), init, prt_dump.optimizer_settings(parc, plan))
+    graph = subprocess.run([parc, "lower", plan, "--emit=graph"], capture_output=True, text=True, check=True).stdout
+    model = Model(prt_dump.param_shapes(parc, plan), init, prt_dump.optimizer_settings(parc, plan),
+                  gqa=" kv_repeat " in graph)
     problems = []
 
     # step 1: logits, loss and gradients

@@ -293,6 +293,37 @@ static void test_add(void) {
     rt_close("zero", acc, zeros, 9, 0, 0);
 }
 
+/* ---------------------------------------------------------------- grouped-query key/value repeat */
+
+typedef struct { float *out, *r, *in; int64_t N, KV, G, HD; } kvr_ctx;
+static double kvr_loss(void *p) {
+    kvr_ctx *c = p;
+    prt_kv_repeat_fwd(RT, c->out, c->in, c->N, c->KV, c->G, c->HD);
+    return dot_r(c->out, c->r, c->N * 3 * c->KV * c->G * c->HD);
+}
+/* Forward against the index formula of parc_rt.h, backward by finite differences
+ * (the k and v of a group collect the gradients of all G query heads). */
+static void test_kv_repeat(void) {
+    kvr_ctx c = {.N = 3, .KV = 2, .G = 3, .HD = 4};
+    int64_t NH = c.KV * c.G, nin = c.N * c.KV * (c.G + 2) * c.HD, nout = c.N * 3 * NH * c.HD;
+    c.out = rt_alloc(nout); c.r = rt_alloc(nout); c.in = rt_alloc(nin);
+    rt_fill(c.r, nout, 45, 1); rt_fill(c.in, nin, 46, 1);
+    kvr_loss(&c);
+    float *want = rt_alloc(nout);
+    for (int64_t n = 0; n < c.N; n++)
+        for (int64_t w = 0; w < 3; w++)
+            for (int64_t h = 0; h < NH; h++)
+                for (int64_t d = 0; d < c.HD; d++) {
+                    int64_t g = h / c.G, slot = w == 0 ? h % c.G : c.G + w - 1;
+                    want[((n * 3 + w) * NH + h) * c.HD + d] = c.in[((n * c.KV + g) * (c.G + 2) + slot) * c.HD + d];
+                }
+    rt_close("kv_repeat fwd", c.out, want, nout, 0, 0);
+    gradbuf din = grad_new(nin, 47);
+    prt_kv_repeat_bwd(RT, din.g, c.r, c.N, c.KV, c.G, c.HD);
+    grad_check("kv_repeat bwd din", kvr_loss, &c, c.in, din.g, din.g0, nin, 1e-2f);
+    grad_free(din); free(want); free(c.out); free(c.r); free(c.in);
+}
+
 /* ---------------------------------------------------------------- attention */
 
 typedef struct { float *out, *r, *qkv, *probs; int64_t B, T, NH, HD, causal; int save; } att_ctx;
@@ -451,6 +482,7 @@ int main(int argc, char **argv) {
     test_activation(1);
     test_activation(2);
     test_add();
+    test_kv_repeat();
     for (int causal = 0; causal < 2; causal++)
         for (int save = 0; save < 2; save++) test_attention(causal, save);
     test_xent();
