@@ -70,7 +70,7 @@
     X(BK_NORM, "norm", "norm rms;")                   \
     X(BK_MLP, "mlp", "mlp swiglu;")                   \
     X(BK_ACT, "act", "act gelu;")                     \
-    X(BK_ATTENTION, "attention", "attention causal;") \
+    X(BK_ATTENTION, "attention", "attention causal;` or `attention causal flash;") \
     X(BK_BIAS, "bias", "bias false;")                 \
     X(BK_RESIDUAL, "residual", "residual true;")
 
@@ -133,6 +133,7 @@ static const char *const bool_words[] = {"false", "true"};
 static const char *const head_words[] = {"none", "tied", "untied"};
 static const char *const loss_words[] = {"none", "cross_entropy"};
 static const char *const attention_words[] = {"full", "causal"};
+static const char *const attention_kind_words[] = {"stored", "flash"};
 static const char *const link_words[] = {"intra", "inter"};
 static const char *const position_words[] = {"none", "learned"};
 #define COUNT_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))

@@ -204,7 +204,11 @@ static void check_block(Check *c, const Stmt *st)
             if ((w = read_word_stmt(c, s, mlp_words, COUNT_OF(mlp_words), BLOCK_usage[k])) >= 0) b->mlp = w;
             break;
         case BK_ATTENTION:
-            if ((w = read_word_stmt(c, s, attention_words, 2, BLOCK_usage[k])) >= 0) b->causal = w;
+            if (!check_shape(c, s, 1, 2, BODY_NO, BLOCK_usage[k])) break;
+            if ((w = read_word(c, "`attention` mask", &s->values[0], attention_words, 2)) >= 0) b->causal = w;
+            if (s->nvalues == 2 &&
+                (w = read_word(c, "`attention` kind", &s->values[1], attention_kind_words, 2)) >= 0)
+                b->flash = w;
             break;
         case BK_BIAS:
             if ((w = read_word_stmt(c, s, bool_words, 2, BLOCK_usage[k])) >= 0) b->bias = w;

@@ -97,8 +97,10 @@ static void explain_stage_memory(FILE *out, const Analysis *an, int s, int verbo
         fprintf(out, "every rank (%lld): layers", (long long)stage_ranks(prog));
     for (int c = 0; c < sp->chunks; c++)
         fprintf(out, " %d..%d", sp->chunk_first_layer[c], sp->chunk_first_layer[c] + sp->layers_per_chunk - 1);
-    fprintf(out, "%s%s; %lld parameters held\n", sp->has_embed ? " + embedding" : "",
-            sp->has_head ? " + head" : "", (long long)sc->params_local);
+    /* the head region holds the final norm even in a model without a head */
+    int head = sp->has_head && prog->plan->model.has_head, embed = sp->has_embed && prog->plan->model.has_embed;
+    fprintf(out, "%s%s; %lld parameters held\n", embed ? " + embedding" : "", head ? " + head" : "",
+            (long long)sc->params_local);
     fprintf(out, "  %-14s %16s %11s\n", "memory", "bytes", "");
     for (int k = 0; k < PRT_NCLASS; k++) {
         analyze_format_bytes((double)sc->ledger[k], b1, sizeof b1);
@@ -143,6 +145,42 @@ static void explain_stage_memory(FILE *out, const Analysis *an, int s, int verbo
                 sc->flops_step, sc->flops_fwd_chunk, sc->flops_bwd_chunk);
 }
 
+/* Which attention the plan runs; when it keeps the probabilities, what
+ * `flash` would save on the rank that needs the most, from the same plan
+ * lowered with flash (the figure that plan's own explain gives). */
+static void explain_attention(FILE *out, const Analysis *an)
+{
+    const Plan *plan = an->prog->plan;
+    const BlockSpec *b = &plan->model.block;
+    if (b->kind != BLOCK_TRANSFORMER || plan->model.heads <= 0) return;
+    const char *mask = b->causal ? "causal" : "full";
+    if (b->flash) {
+        fprintf(out, "  attention       %s flash: online softmax, no seq x seq probabilities kept, recomputed in "
+                     "backward\n", mask);
+        return;
+    }
+    if (plan->layout.recompute != RECOMPUTE_NONE) {
+        fprintf(out, "  attention       %s: probabilities recomputed in backward (recompute %s)\n", mask,
+                plan->layout.recompute == RECOMPUTE_FULL ? "full" : "selective");
+        return;
+    }
+    Arena arena = {0};
+    Plan *p = arena_alloc(&arena, sizeof *p);
+    *p = *plan;
+    p->model.block.flash = 1;
+    int errors = diag_error_count(), warnings = diag_warning_count();
+    Graph *g = expand_model(&arena, p);
+    Program *prog = g ? lower_program(&arena, p, g) : NULL;
+    if (!prog || diag_error_count() != errors || diag_warning_count() != warnings)
+        PARC_BUG("the plan with `attention %s flash` did not lower cleanly", mask);
+    const Analysis *flash = analyze_program(&arena, prog);
+    char b1[64];
+    analyze_format_bytes((double)(an->max_total - flash->max_total), b1, sizeof b1);
+    fprintf(out, "  attention       %s, probabilities stored for backward; `attention %s flash` would save %s per "
+                 "GPU\n", mask, mask, b1);
+    arena_free(&arena);
+}
+
 void report_explain(FILE *out, const Analysis *an, int verbose)
 {
     const Program *prog = an->prog;
@@ -166,6 +204,7 @@ void report_explain(FILE *out, const Analysis *an, int verbose)
             t->optimizer == OPT_SGD ? "sgd" : t->optimizer == OPT_ADAM ? "adam" : "adamw");
     fprintf(out, "  compute         %.4g FLOP/step (model FLOPs, 6 x params x tokens + attention: %.4g)\n",
             an->flops_per_step, an->model_flops_per_step);
+    explain_attention(out, an);
 
     fprintf(out, "\nmesh (last axis varies fastest):\n");
     fprintf(out, "  %-6s %5s  %-44s %-12s %s\n", "axis", "size", "carries", "groups", "link");
@@ -264,7 +303,8 @@ void report_explain_json(FILE *out, const Analysis *an)
         fprintf(out, "%s\n    {\"stage\": %d, \"ranks\": %lld, \"layers\": %d, \"embed\": %s, \"head\": %s, "
                      "\"parameters_held\": %lld, \"in_flight_peak\": %d,\n     \"memory\": {",
                 s ? "," : "", s, (long long)stage_ranks(prog), sp->chunks * sp->layers_per_chunk,
-                sp->has_embed ? "true" : "false", sp->has_head ? "true" : "false", (long long)sc->params_local,
+                sp->has_embed && prog->plan->model.has_embed ? "true" : "false",
+                sp->has_head && prog->plan->model.has_head ? "true" : "false", (long long)sc->params_local,
                 prog->schedule.peak_in_flight[s]);
         for (int k = 0; k < PRT_NCLASS; k++)
             fprintf(out, "%s\"%s\": %lld", k ? ", " : "", ledger_class_names[k], (long long)sc->ledger[k]);

@@ -39,7 +39,12 @@ static void bind_region(Lowerer *lw, Region r, int L)
             (op_table[g->ops[tt->producer].kind].saves & OP_SAVES_AUX_KEPT))
             continue; /* statistics the backward recomputes */
         int saved = b->needed && !full;
-        int dtype = tt->kind == TENSOR_INDEX ? PRT_I32 : (tt->kind == TENSOR_ACT ? prog_act_dtype(lw) : PRT_F32);
+        /* attention probabilities are kept in the activations' dtype (16 bits in a
+         * 16-bit plan, as Megatron keeps them); other statistics in fp32 */
+        int probs = tt->kind == TENSOR_STAT && tt->producer >= 0 && g->ops[tt->producer].kind == OP_ATTENTION;
+        int dtype = tt->kind == TENSOR_INDEX ? PRT_I32
+                    : (tt->kind == TENSOR_ACT || probs) ? prog_act_dtype(lw)
+                                                        : PRT_F32;
         int64_t inst = 1;
         int mode = INST_FIXED;
         if (saved) {

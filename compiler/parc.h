@@ -181,6 +181,8 @@ typedef struct BlockSpec {
     MlpKind mlp;
     int bias;             /* linear layers (and LayerNorm) carry biases */
     int causal;           /* attention is causal */
+    int flash;            /* memory-efficient attention: no seq x seq probabilities kept,
+                           * recomputed in backward (`attention causal flash;`) */
     int residual;         /* BLOCK_MLP: x + mlp(norm(x)); always 1 for transformer */
     SrcLoc loc;
 } BlockSpec;

@@ -178,7 +178,9 @@ static void mark_needed(Lowerer *lw)
         unsigned saves = op_table[op->kind].saves;
         if (saves & OP_SAVES_IN0) lw->bind[op->in[0]].needed = 1;
         if (saves & OP_SAVES_IN1) lw->bind[op->in[1]].needed = 1;
-        if ((saves & OP_SAVES_AUX) || ((saves & OP_SAVES_AUX_KEPT) && keep_stats))
+        /* memory-efficient attention keeps no probabilities whatever the policy */
+        int keep = keep_stats && !(op->kind == OP_ATTENTION && lw->plan->model.block.flash);
+        if ((saves & OP_SAVES_AUX) || ((saves & OP_SAVES_AUX_KEPT) && keep))
             for (int k = 0; k < op->naux; k++) lw->bind[op->aux[k]].needed = 1;
     }
 }

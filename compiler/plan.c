@@ -161,8 +161,8 @@ void plan_dump(const Plan *plan, FILE *out)
             m->head_dim);
     fprintf(out, "  ffn %" PRId64 "\n  layers %" PRId64 "\n", m->ffn, m->layers);
     fprintf(out, "  embed %d\n  positions %s\n", m->has_embed, pos_names[m->positions]);
-    fprintf(out, "  block %s norm %s mlp %s bias %d causal %d residual %d\n", block_names[m->block.kind],
-            norm_names[m->block.norm], mlp_names[m->block.mlp], m->block.bias, m->block.causal,
+    fprintf(out, "  block %s norm %s mlp %s bias %d causal %d flash %d residual %d\n", block_names[m->block.kind],
+            norm_names[m->block.norm], mlp_names[m->block.mlp], m->block.bias, m->block.causal, m->block.flash,
             m->block.residual);
     fprintf(out, "  final_norm %s\n", norm_names[m->final_norm]);
     fprintf(out, "  head %d\n  tied_head %d\n  loss %d\n", m->has_head, m->tied_head, m->has_loss);

@@ -52,8 +52,9 @@ static void write_model(const Plan *p, FILE *out)
     fprintf(out, " ffn %" PRId64 "; layers %" PRId64 ";\n", m->ffn, m->layers);
     if (m->has_embed) fprintf(out, "  embed%s;\n", m->positions == POS_LEARNED ? " positions learned" : "");
     if (b->kind == BLOCK_TRANSFORMER)
-        fprintf(out, "  repeat layers { block transformer { norm %s; mlp %s; attention %s; bias %s; } }\n",
-                norm_w[b->norm], mlp_w[b->mlp], b->causal ? "causal" : "full", tf_w[b->bias]);
+        fprintf(out, "  repeat layers { block transformer { norm %s; mlp %s; attention %s%s; bias %s; } }\n",
+                norm_w[b->norm], mlp_w[b->mlp], b->causal ? "causal" : "full", b->flash ? " flash" : "",
+                tf_w[b->bias]);
     else
         fprintf(out, "  repeat layers { block mlp { act %s; norm %s; bias %s; residual %s; } }\n", mlp_w[b->mlp],
                 norm_w[b->norm], tf_w[b->bias], tf_w[b->residual]);

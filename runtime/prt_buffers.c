@@ -11,6 +11,7 @@
 
 #include "prt_backend.h"
 #include "prt_internal.h"
+#include "cpu/prt_cpu_fast.h"
 
 const char *const prt_class_names[PRT_NCLASS] = {
 #define PRT_CLASS_NAME_(id, key, report) key,
@@ -122,7 +123,9 @@ int64_t prt_param_layer(const prt_buffer_desc *gen, int64_t instance) {
 }
 
 /* Fills buffer `dst` (this rank's local shard of every instance) with the initial
- * values that `gen` describes: value(seed, init_name, global layer, global index). */
+ * values that `gen` describes: value(seed, init_name, global layer, global index).
+ * A pure function of the element, so the elements are split over the CPU ops'
+ * threads (prt_cpu_threads) and the values do not depend on their number. */
 static void init_values(prt *rt, const prt_buffer *dst, const prt_buffer_desc *gen) {
     const prt_buffer_desc *d = &dst->desc;
     prt_param_map map;
@@ -135,6 +138,8 @@ static void init_values(prt *rt, const prt_buffer *dst, const prt_buffer_desc *g
         int64_t layer = prt_param_layer(gen, inst);
         uint64_t key = prt_hash2(name_key, (uint64_t)layer);
         char *base = dst->base + inst * dst->instance_bytes;
+        int nt = prt_cpu_threads();
+#pragma omp parallel for num_threads(nt) if (nt > 1 && d->elems >= 32768) schedule(static)
         for (int64_t e = 0; e < d->elems; e++) {
             int64_t global = prt_param_global(&map, e);
             double v = 0.0;

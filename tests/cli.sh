@@ -37,6 +37,14 @@ expect "build exe" 0 "" "$parc" build "$examples/tiny_tp.par" -o "$tmp/tp"
 n=$((n + 1)); [ -x "$tmp/tp" ] || { echo "FAIL build: no executable"; fails=$((fails + 1)); }
 expect "bad runtime flag" 2 "usage" "$parc" run "$examples/tiny_dp.par" --steps abc
 expect "run trains" 0 "final loss" "$parc" run "$examples/tiny_dp.par" --steps 2
+# a model without a head: its last stage holds the final norm, not "+ head"
+sed -e 's/^  head untied;/  head none;/' -e 's/^  loss cross_entropy;/  loss none;/' \
+    "$examples/common/tiny_gpt.par" > "$tmp/headless.par"
+printf 'include "%s";\ncluster { nodes 1; gpus_per_node 1; include "%s"; }\ntrain { include "%s"; micro_batch 2; }\nmesh { dp 1; }\nlayout { batch -> dp; }\n' \
+    "$tmp/headless.par" "$(realpath "$examples/common/tiny_cluster.par")" "$(realpath "$examples/common/tiny_train.par")" \
+    > "$tmp/headless_plan.par"
+expect "no head: explain says embedding only" 0 "layers 0..3 \+ embedding; " "$parc" explain "$tmp/headless_plan.par"
+expect "no head: json head false" 0 '"embed": true, "head": false' "$parc" explain "$tmp/headless_plan.par" --json
 expect "run trains grouped-query attention" 0 "final loss" "$parc" run "$examples/tiny_gqa_tp.par" --steps 2
 # options before or after the plan, both spellings of a value, help on stdout
 expect "option before the plan" 0 '"schema": "parc.explain/1"' "$parc" explain --json "$examples/tiny_3d.par"

@@ -40,11 +40,12 @@ typedef struct Opts {
     int no_positions;
     int tied;               /* head tied to the embedding */
     int kv_heads;           /* grouped-query attention when > 0 (default: heads) */
+    int flash;              /* gpt2 block with `attention causal flash;` */
 } Opts;
 
 static Opts defaults(void)
 {
-    Opts o = {"gpt2", "dp 1;", "batch -> dp;", "fp32", 1, 1, 8, 2, 4, 64, 4, 256, 256, 32, 0, 0, 0};
+    Opts o = {"gpt2", "dp 1;", "batch -> dp;", "fp32", 1, 1, 8, 2, 4, 64, 4, 256, 256, 32, 0, 0, 0, 0};
     return o;
 }
 
@@ -55,6 +56,7 @@ static Analysis *compile(Arena *arena, Opts o, Program **prog_out)
     const char *block = !strcmp(o.block, "mlp")      ? "block mlp { act gelu; norm layer; bias false; residual true; }"
                         : !strcmp(o.block, "relu") ? "block mlp { act relu; norm rms; bias true; residual false; }"
                         : !strcmp(o.block, "llama") ? "block llama;"
+                        : o.flash                   ? "block gpt2 { attention causal flash; }"
                                                     : "block gpt2;";
     char kv[32] = "";
     if (o.kv_heads > 0) snprintf(kv, sizeof kv, " kv_heads %d;", o.kv_heads);
@@ -128,6 +130,40 @@ static void test_bytes_per_parameter(void)
     CHECK(sc->ledger[PRT_MASTER] == 4 * P, "fp32 master: 4 bytes/parameter, got %g", sc->ledger[PRT_MASTER] / P);
     CHECK(sc->ledger[PRT_OPTIM] == 8 * P, "Adam m and v: 4 + 4 bytes/parameter, got %g", sc->ledger[PRT_OPTIM] / P);
     arena_free(&arena);
+}
+
+/* Memory-efficient attention drops exactly the stored probabilities from the
+ * ledger, layers x micro_batch x heads x seq^2 elements in the activations'
+ * dtype (4 x 2 x 4 x 32^2 here: 128 KiB in fp32, 64 KiB in bf16), and its
+ * backward recomputes Q K^T: 4 x micro_batch x seq^2 x heads x head_dim FLOPs
+ * more per layer. */
+static void test_flash_attention(void)
+{
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        Arena arena = {0};
+        Opts o = defaults();
+        if (bf16) o.precision = "bf16 master fp32";
+        Program *prog;
+        Analysis *stored = compile(&arena, o, &prog);
+        o.flash = 1;
+        Analysis *flash = compile(&arena, o, &prog);
+        CHECK(stored && flash, "stored and flash attention plans lower (%s)", o.precision);
+        if (!stored || !flash) {
+            arena_free(&arena);
+            continue;
+        }
+        const StageCost *a = &stored->stages[0], *b = &flash->stages[0];
+        int64_t probs = 4LL * 2 * 4 * 32 * 32 * (bf16 ? 2 : 4);
+        CHECK(a->ledger[PRT_ACTIVATIONS] - b->ledger[PRT_ACTIVATIONS] == probs,
+              "flash drops %lld bytes of probabilities (%s), dropped %lld", (long long)probs, o.precision,
+              (long long)(a->ledger[PRT_ACTIVATIONS] - b->ledger[PRT_ACTIVATIONS]));
+        double recompute = 4.0 * 4 * 2 * 32 * 32 * 4 * 16;
+        CHECK(b->flops_bwd_chunk - a->flops_bwd_chunk == recompute,
+              "flash backward recomputes Q K^T: %g more FLOPs, got %g", recompute,
+              b->flops_bwd_chunk - a->flops_bwd_chunk);
+        CHECK(b->flops_fwd_chunk == a->flops_fwd_chunk, "flash forward FLOPs unchanged");
+        arena_free(&arena);
+    }
 }
 
 /* ZeRO memory with N data-parallel ranks: (2+2+12)Ψ, 2Ψ+2Ψ+12Ψ/N, 2Ψ+(2+12)Ψ/N, 16Ψ/N. */
@@ -656,6 +692,7 @@ int main(void)
     test_layout_combinations();
     test_verifier_sweep();
     test_bytes_per_parameter();
+    test_flash_attention();
     test_zero_memory();
     test_tensor_parallel();
     test_sequence_parallel();

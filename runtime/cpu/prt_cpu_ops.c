@@ -519,7 +519,7 @@ static void head_store(tensor qkv, view q, view k, view v, int64_t b, int64_t h,
     view_store(qkv, v, base + 2 * C, T, HD, 3 * C);
 }
 
-static void cpu_attention_fwd(prt *rt, void *out_, void *probs_, const void *qkv_, int64_t B, int64_t T_, int64_t NH_,
+static void attention_fwd_heads(prt *rt, void *out_, void *probs_, const void *qkv_, int64_t B, int64_t T_, int64_t NH_,
                        int64_t HD_, int64_t causal) {
     int T = blas_dim(T_, "attention"), NH = blas_dim(NH_, "attention"), HD = blas_dim(HD_, "attention");
     int C = blas_dim(NH_ * HD_, "attention");
@@ -545,7 +545,7 @@ static void cpu_attention_fwd(prt *rt, void *out_, void *probs_, const void *qkv
         }
 }
 
-static void cpu_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const void *qkv_, const void *probs_, int64_t B,
+static void attention_bwd_heads(prt *rt, void *dqkv_, const void *dout_, const void *qkv_, const void *probs_, int64_t B,
                        int64_t T_, int64_t NH_, int64_t HD_, int64_t causal) {
     int T = blas_dim(T_, "attention"), NH = blas_dim(NH_, "attention"), HD = blas_dim(HD_, "attention");
     int C = blas_dim(NH_ * HD_, "attention");
@@ -586,6 +586,26 @@ static void cpu_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const voi
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HD, T, scale, dP, T, q.f, q.ld, 1.0f, dk.f, dk.ld);
             head_store(dqkv, dq, dk, dv, b, h, T, C, HD);
         }
+}
+
+/* Attention's GEMMs are one head's (T x T x HD): too small to split over BLAS
+ * threads, which only contend (measured: the 41 M bench model's attention_bwd
+ * 1091 ms per step at 2 BLAS threads, against under 151 ms at 1), so they run
+ * on one. */
+static void cpu_attention_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T, int64_t NH,
+                              int64_t HD, int64_t causal) {
+    int nt = openblas_get_num_threads();
+    if (nt > 1) openblas_set_num_threads(1);
+    attention_fwd_heads(rt, out, probs, qkv, B, T, NH, HD, causal);
+    if (nt > 1) openblas_set_num_threads(nt);
+}
+
+static void cpu_attention_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B,
+                              int64_t T, int64_t NH, int64_t HD, int64_t causal) {
+    int nt = openblas_get_num_threads();
+    if (nt > 1) openblas_set_num_threads(1);
+    attention_bwd_heads(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal);
+    if (nt > 1) openblas_set_num_threads(nt);
 }
 
 /* ---------------------------------------------------------------- cross-entropy */
