@@ -82,7 +82,8 @@
     X(TR_PRECISION, "precision", "precision bf16 master fp32;")    \
     X(TR_OPTIMIZER, "optimizer", "optimizer adamw lr 3e-4;")       \
     X(TR_STEPS, "steps", "steps 100;")                             \
-    X(TR_SEED, "seed", "seed 1234;")
+    X(TR_SEED, "seed", "seed 1234;")                              \
+    X(TR_LR, "lr", "lr 3e-4 warmup 100 steps cosine to 3e-5 over 10000 steps;")
 
 #define LAYOUT_KEYS(X)                                                   \
     X(LY_SP, "sequence_parallel", "sequence_parallel over tp;")          \
@@ -172,6 +173,7 @@ typedef struct Check {
     int have_model_key[MODEL_COUNT];
     int dims_ok;              /* hidden/heads/head_dim/kv_heads consistent */
     int mesh_ok;              /* every axis valid and named once */
+    const Stmt *lr_stmt;      /* train's `lr` schedule, found before the optimizer is read */
     int have_batch, have_micro_batch, have_micro_batches, have_train_seq;
     SrcLoc train_seq_loc;
     /* Layout statements kept for phase 3. */
@@ -235,6 +237,11 @@ void check_model(Check *c, const Stmt *sec);
 void check_train(Check *c, const Stmt *sec);
 void check_mesh(Check *c, const Stmt *sec);
 void check_layout(Check *c, const Stmt *sec);
+
+/* ------------------------------------------------------------ check_schedule.c */
+
+/* train's `lr PEAK [warmup N steps] [stable N steps] [cosine|linear to MIN over N steps];` */
+void check_lr_schedule(Check *c, const Stmt *st);
 
 /* ------------------------------------------------------------ check_cross.c */
 

@@ -468,7 +468,10 @@ static void check_optimizer(Check *c, const Stmt *st)
         case OP_MOMENTUM: read_real(c, "momentum", v, 0, 0, 1, 1, &t->momentum); break;
         }
     }
-    if (!given[OP_LR])
+    if (given[OP_LR] && c->lr_stmt)
+        diag_error(stmt_span(c->lr_stmt), "drop `lr` from the optimizer, or this statement",
+                   "the learning rate is given twice: here and in `optimizer`");
+    if (!given[OP_LR] && !c->lr_stmt)
         diag_error(st->values[0].loc, arena_printf(c->arena, "write it like `optimizer %s lr 3e-4;`",
                                                    optimizer_words[kind]),
                    "the optimizer needs a learning rate `lr`");
@@ -511,6 +514,8 @@ void check_train(Check *c, const Stmt *sec)
     t->seed = 1234;
     check_shape(c, sec, 0, 0, BODY_YES, "train { batch 8; micro_batch 2; ... }");
     const Stmt *seen[TRAIN_COUNT] = {0}, *suggested[TRAIN_COUNT] = {0};
+    for (int i = 0; i < sec->body.count; i++) /* the optimizer's lr is optional with a schedule */
+        if (!c->lr_stmt && strcmp(sec->body.items[i]->key, "lr") == 0) c->lr_stmt = sec->body.items[i];
     for (int i = 0; i < sec->body.count; i++) {
         const Stmt *st = sec->body.items[i];
         int k = word_index(st->key, TRAIN_names, TRAIN_COUNT);
@@ -551,6 +556,7 @@ void check_train(Check *c, const Stmt *sec)
             break;
         case TR_PRECISION: check_precision(c, st); break;
         case TR_OPTIMIZER: check_optimizer(c, st); break;
+        case TR_LR: check_lr_schedule(c, st); break;
         case TR_STEPS:
             if (read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k])) t->steps = n;
             break;

@@ -18,13 +18,14 @@
 
 /* The lifecycle calls, not in PRT_OPS because they return values or are
  * called only by the driver code.  X(name, return, parameters) over
- * {v void, p pointer, i int64_t}.  ORDER: LifeFn. */
+ * {v void, p pointer, i int64_t, d double}.  ORDER: LifeFn. */
 #define CG_LIFECYCLE(X)                  \
     X(prt_init, 'p', "ipp")              \
     X(prt_register_buffers, 'v', "ppi")  \
     X(prt_ptr, 'p', "pii")               \
     X(prt_coord, 'i', "pi")              \
     X(prt_steps, 'i', "p")               \
+    X(prt_lr, 'd', "pi")                 \
     X(prt_expect_memory, 'v', "pp")      \
     X(prt_step_begin, 'v', "pi")         \
     X(prt_before_optimizer, 'v', "pi")   \

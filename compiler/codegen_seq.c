@@ -80,6 +80,12 @@ static LLVMValueRef arg_value(Gen *g, const StageProgram *sp, const Instr *in, i
         have = 'i';
         v = p->step;
         break;
+    case ARG_LR: {
+        have = 'd';
+        LLVMValueRef args[] = {g->rt, p->step};
+        v = call_life(g, LIFE_prt_lr, args, 2, "lr");
+        break;
+    }
     case ARG_FIRST_SAMPLE: {
         have = 'i';
         int64_t mb = pr->plan->train.micro_batch;

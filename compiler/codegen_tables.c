@@ -79,6 +79,8 @@ void cg_build_types(Gen *g) {
         g->t_i64, g->t_i64, g->t_i64, g->t_i64, g->t_i64, /* batch, micro_batch, micro_batches, seq, vocab */
         g->t_f64,                                         /* est_step_seconds */
         LLVMArrayType(g->t_f64, PRT_NPHASES),             /* est_phase_seconds */
+        g->t_i64, g->t_i64, g->t_i64, g->t_i64,           /* lr: shape, warmup, stable, decay */
+        g->t_f64, g->t_f64,                               /* lr: peak, min */
     };
     g->t_plan_desc = LLVMStructCreateNamed(g->ctx, "prt_plan_desc");
     LLVMStructSetBody(g->t_plan_desc, plan_fields, sizeof plan_fields / sizeof plan_fields[0], 0);
@@ -160,6 +162,9 @@ LLVMValueRef cg_emit_plan_desc(Gen *g) {
         c64(g, plan->model.seq), c64(g, plan->model.vocab),
         LLVMConstReal(g->t_f64, pr->est_step_seconds),
         LLVMConstArray(g->t_f64, phases, PRT_NPHASES),
+        c64(g, plan->train.lr_shape), c64(g, plan->train.lr_warmup), c64(g, plan->train.lr_stable),
+        c64(g, plan->train.lr_decay), LLVMConstReal(g->t_f64, plan->train.lr),
+        LLVMConstReal(g->t_f64, plan->train.lr_scheduled ? plan->train.lr_min : plan->train.lr),
     };
     return add_const_global(g, LLVMConstNamedStruct(g->t_plan_desc, fields, sizeof fields / sizeof fields[0]),
                             "plan");

@@ -145,6 +145,22 @@ static void explain_stage_memory(FILE *out, const Analysis *an, int s, int verbo
                 sc->flops_step, sc->flops_fwd_chunk, sc->flops_bwd_chunk);
 }
 
+/* One line: the schedule's phases and its values at step 1 and the plan's last step. */
+static void explain_lr_schedule(FILE *out, const Train *t)
+{
+    prt_lr_schedule s = {t->lr_shape, t->lr_warmup, t->lr_stable, t->lr_decay, t->lr, t->lr_min};
+    fprintf(out, "  lr schedule     peak %.6g: ", t->lr);
+    if (t->lr_warmup) fprintf(out, "linear warmup over %lld steps, ", (long long)t->lr_warmup);
+    if (t->lr_stable) fprintf(out, "stable %lld steps, ", (long long)t->lr_stable);
+    if (t->lr_shape != PRT_LR_CONSTANT)
+        fprintf(out, "%s decay to %.4g over %lld steps; ", prt_lr_shape_name(t->lr_shape), t->lr_min,
+                (long long)t->lr_decay);
+    else
+        fprintf(out, "then constant; ");
+    fprintf(out, "lr %.4g at step 1, %.4g at step %lld\n", prt_lr_at(&s, 1), prt_lr_at(&s, t->steps),
+            (long long)t->steps);
+}
+
 /* Which attention the plan runs; when it keeps the probabilities, what
  * `flash` would save on the rank that needs the most, from the same plan
  * lowered with flash (the figure that plan's own explain gives). */
@@ -202,6 +218,7 @@ void report_explain(FILE *out, const Analysis *an, int verbose)
             (long long)t->micro_batches, precision_name(t->precision),
             t->master_fp32 && t->precision != PREC_FP32 ? " with fp32 master weights" : "",
             t->optimizer == OPT_SGD ? "sgd" : t->optimizer == OPT_ADAM ? "adam" : "adamw");
+    if (t->lr_scheduled) explain_lr_schedule(out, t);
     fprintf(out, "  compute         %.4g FLOP/step (model FLOPs, 6 x params x tokens + attention: %.4g)\n",
             an->flops_per_step, an->model_flops_per_step);
     explain_attention(out, an);

@@ -218,8 +218,9 @@ typedef enum {
     ARG_STEP,        /* the step number, counting from 1 */
     ARG_FIRST_SAMPLE, /* first sample of this micro-batch in the step's global batch:
                          micro * (micro_batch * dp) + coord(dp axis) * micro_batch */
-    ARG_TAG          /* a pipeline message's tag, (micro * chunks + chunk + k) * 2 + i:
+    ARG_TAG,         /* a pipeline message's tag, (micro * chunks + chunk + k) * 2 + i:
                         the receiver's chunk is chunk + k, i = 0 activations, 1 gradients */
+    ARG_LR           /* the learning rate of the step under the plan's schedule (prt_lr) */
 } ArgKind;
 
 typedef struct Arg {

@@ -232,12 +232,13 @@ void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r)
         Arg m1 = b->mom1 >= 0 ? arg_buf(b->mom1, mode, 0) : arg_null();
         Arg m2 = b->mom2 >= 0 ? arg_buf(b->mom2, mode, 0) : arg_null();
         double wd = tt->decay ? tr->weight_decay : 0.0;
+        Arg lr = tr->lr_scheduled ? arg_kind(ARG_LR) : arg_f64(tr->lr); /* a schedule: read each step */
         Instr *ins;
         if (tr->optimizer == OPT_SGD)
-            ins = EMIT(&eo, RT_prt_sgd, pw, master, pg, m1, arg_int(n), arg_f64(tr->lr), arg_f64(tr->momentum),
+            ins = EMIT(&eo, RT_prt_sgd, pw, master, pg, m1, arg_int(n), lr, arg_f64(tr->momentum),
                        arg_f64(wd));
         else
-            ins = EMIT(&eo, RT_prt_adamw, pw, master, pg, m1, m2, arg_int(n), arg_kind(ARG_STEP), arg_f64(tr->lr),
+            ins = EMIT(&eo, RT_prt_adamw, pw, master, pg, m1, m2, arg_int(n), arg_kind(ARG_STEP), lr,
                        arg_f64(tr->beta1), arg_f64(tr->beta2), arg_f64(tr->eps), arg_f64(wd));
         ins->tensor = t;
         ins->flops = 12.0 * n;

@@ -211,6 +211,13 @@ typedef struct Train {
     int master_fp32;        /* fp32 master weights kept (mixed precision) */
     OptKind optimizer;
     double lr, beta1, beta2, eps, weight_decay, momentum;
+    /* The learning-rate schedule (`lr ... warmup ... cosine to ...`; see
+     * runtime/prt_lr.h); lr_scheduled is 0 for a constant lr, which the
+     * optimizer calls then carry as a number. */
+    int lr_scheduled;
+    int lr_shape;                      /* enum prt_lr_shape */
+    int64_t lr_warmup, lr_stable, lr_decay;
+    double lr_min;
     int64_t steps;
     uint64_t seed;
     SrcLoc loc, batch_loc, micro_batch_loc, micro_batches_loc, precision_loc;

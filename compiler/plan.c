@@ -7,6 +7,7 @@
  * 0..gpus_per_node-1 are node 0, and so on.
  */
 #include "parc.h"
+#include "prt_lr.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -174,6 +175,9 @@ void plan_dump(const Plan *plan, FILE *out)
     fprintf(out, "  optimizer %s lr %s beta1 %s beta2 %s eps %s weight_decay %s momentum %s\n",
             optimizer_names[t->optimizer], plan_num(n1, t->lr), plan_num(n2, t->beta1), plan_num(n3, t->beta2),
             plan_num(n4, t->eps), plan_num(n5, t->weight_decay), plan_num(n6, t->momentum));
+    if (t->lr_scheduled)
+        fprintf(out, "  lr_schedule warmup %" PRId64 " stable %" PRId64 " %s to %s over %" PRId64 "\n", t->lr_warmup,
+                t->lr_stable, prt_lr_shape_name(t->lr_shape), plan_num(n1, t->lr_min), t->lr_decay);
     fprintf(out, "  steps %" PRId64 "\n  seed %" PRIu64 "\n", t->steps, t->seed);
 
     fprintf(out, "mesh\n");

@@ -5,6 +5,7 @@
  */
 #include "cost.h"
 #include "plan_write.h"
+#include "prt_lr.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -69,10 +70,20 @@ static void write_train(const Plan *p, FILE *out)
     fprintf(out, "train {\n  batch %" PRId64 ";\n  micro_batch %" PRId64 ";\n", t->batch, t->micro_batch);
     fprintf(out, "  precision %s%s;\n", prec_w[t->precision],
             t->precision != PREC_FP32 && t->master_fp32 ? " master fp32" : "");
-    fprintf(out, "  optimizer %s lr %.17g", opt_w[t->optimizer], t->lr);
+    fprintf(out, "  optimizer %s", opt_w[t->optimizer]);
+    if (!t->lr_scheduled) fprintf(out, " lr %.17g", t->lr);
     if (t->optimizer == OPT_SGD) fprintf(out, " momentum %.17g", t->momentum);
     else fprintf(out, " beta1 %.17g beta2 %.17g eps %.17g", t->beta1, t->beta2, t->eps);
     fprintf(out, " weight_decay %.17g;\n", t->weight_decay);
+    if (t->lr_scheduled) {
+        fprintf(out, "  lr %.17g", t->lr);
+        if (t->lr_warmup) fprintf(out, " warmup %" PRId64 " steps", t->lr_warmup);
+        if (t->lr_stable) fprintf(out, " stable %" PRId64 " steps", t->lr_stable);
+        if (t->lr_shape != PRT_LR_CONSTANT)
+            fprintf(out, " %s to %.17g over %" PRId64 " steps", prt_lr_shape_name(t->lr_shape), t->lr_min,
+                    t->lr_decay);
+        fprintf(out, ";\n");
+    }
     fprintf(out, "  steps %" PRId64 ";\n  seed %" PRIu64 ";\n}\n", t->steps, t->seed);
 }
 

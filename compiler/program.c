@@ -179,7 +179,7 @@ void verify_program(const Program *prog)
                     const Arg *a = &ins->args[k];
                     char want = sig[k + 1];
                     int is_ptr = a->kind == ARG_BUF || a->kind == ARG_NULL;
-                    int is_f = a->kind == ARG_F64;
+                    int is_f = a->kind == ARG_F64 || a->kind == ARG_LR;
                     if ((want == 'p') != is_ptr || (want == 'd') != is_f)
                         PARC_BUG("stage %d %s: %s argument %d has the wrong kind", s, seq_names[q],
                                  rt_fn_names[ins->fn], k + 1);
@@ -224,6 +224,7 @@ static void arg_dump(const StageProgram *sp, const Arg *a, FILE *out)
     case ARG_F64: fprintf(out, "%.9g", a->d); break;
     case ARG_COORD_TIMES: fprintf(out, "coord(%d)*%lld", a->axis, (long long)a->i); break;
     case ARG_STEP: fprintf(out, "step"); break;
+    case ARG_LR: fprintf(out, "lr"); break;
     case ARG_FIRST_SAMPLE: fprintf(out, "first_sample"); break;
     case ARG_TAG:
         fprintf(out, "tag(%s, micro, chunk", a->i ? "grad" : "act");

@@ -23,6 +23,8 @@
 
 #include <stdint.h>
 
+#include "prt_lr.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -157,6 +159,9 @@ typedef struct prt_plan_desc {
     /* ... and of it by phase (enum prt_phase; they sum to it), which the
      * runtime prints beside what it measured at the end (0 = unknown) */
     double est_phase_seconds[PRT_NPHASES];
+    /* The learning-rate schedule (prt_lr.h); optimizer calls of a plan with one
+     * take prt_lr(rt, step) as their lr. */
+    prt_lr_schedule lr;
 } prt_plan_desc;
 
 #define PRT_TIMEOUT_STEPS 20
@@ -180,6 +185,8 @@ void prt_register_buffers(prt *rt, const prt_buffer_desc *descs, int64_t count);
 void *prt_ptr(prt *rt, int64_t buffer, int64_t instance);
 int64_t prt_coord(prt *rt, int64_t axis);  /* this rank's coordinate on an axis, 0 if axis < 0 */
 int64_t prt_steps(prt *rt);
+/* The learning rate of `step` (from 1) under the plan's schedule. */
+double prt_lr(prt *rt, int64_t step);
 /* Compares measured bytes per class with the compiler's ledger (bytes per class
  * for this rank).  With --memory prints both; weights, grads, master and optim
  * must match exactly, activations/comm/workspace must not exceed; a mismatch
@@ -204,7 +211,7 @@ void prt_step_begin(prt *rt, int64_t step);
  * gradients of the step are final here); the PRT_DUMP_STEP gradient dump. */
 void prt_before_optimizer(prt *rt, int64_t step);
 /* Ends a step: sums the loss over the ranks that hold it, prints
- * `step N | loss L | tokens/s | ms` on global rank 0. */
+ * `step N | loss L | lr X | tokens/s | ms` on global rank 0. */
 void prt_step_end(prt *rt, int64_t step);
 /* Writes the trace, checks the ledger, finalises MPI.  Returns the exit status. */
 int64_t prt_finalize(prt *rt);

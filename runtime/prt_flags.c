@@ -20,11 +20,13 @@
 static void usage(FILE *f, const char *prog) {
     fprintf(f,
             "usage: %s [--steps N] [--data FILE] [--memory] [--trace FILE] [--quiet] [--timeout SECONDS]\n"
-            "       [--device NAME]   (values as --name value or --name=value)\n"
+            "       [--device NAME] [--log FILE]   (values as --name value or --name=value)\n"
             "  --steps N          number of training steps, 1 to %lld (default: the plan's)\n"
             "  --data FILE        train on FILE, byte level (vocab must be >= 256); default: synthetic data\n"
             "  --memory           print the memory ledger per rank and class (measured vs compiler)\n"
             "  --trace FILE       write a Chrome trace (JSON, open in Perfetto) of every op and collective\n"
+            "  --log FILE         write JSON lines, one object per step: step, steps, loss, lr, tokens_per_s,\n"
+            "                     step_ms (schema: docs/json.md)\n"
             "  --quiet            print only the final line\n"
             "  --timeout SECONDS  how long any wait for other ranks may last before the job is stopped and\n"
             "                     the ranks that did not arrive are named; 0 = never (default: %d x the\n"
@@ -90,7 +92,7 @@ static double default_timeout(const prt_plan_desc *plan) {
 }
 
 /* Options that take a value. */
-static const char *const valued[] = {"--steps", "--data", "--trace", "--device", "--timeout", NULL};
+static const char *const valued[] = {"--steps", "--data", "--trace", "--device", "--timeout", "--log", NULL};
 
 static void set_option(prt *rt, const char *prog, const char *name, const char *value) {
     if (!strcmp(name, "--steps")) {
@@ -102,9 +104,10 @@ static void set_option(prt *rt, const char *prog, const char *name, const char *
         if (!parse_seconds(value, 0, PRT_MAX_TIMEOUT, &rt->timeout))
             bad_flag(rt, prog, "--timeout needs seconds from 0 (never) to %.0f, got '%s'", PRT_MAX_TIMEOUT, value);
         rt->timeout_set = 1;
-    } else if (!strcmp(name, "--data") || !strcmp(name, "--trace")) {
+    } else if (!strcmp(name, "--data") || !strcmp(name, "--trace") || !strcmp(name, "--log")) {
         if (!*value) bad_flag(rt, prog, "%s needs a file name", name);
         if (!strcmp(name, "--data")) rt->data_path = value;
+        else if (!strcmp(name, "--log")) rt->log_path = value;
         else rt->trace_path = value;
     } else {  /* --device */
         rt->device_name = value;

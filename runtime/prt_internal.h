@@ -178,6 +178,8 @@ struct prt {
     double phase_sum[PRT_NPHASES];       /* over the steps after the first */
     int64_t phase_steps;                 /* steps in phase_sum */
     FILE *metrics_file;                  /* PRT_METRICS_FILE on rank 0, opened at the first step */
+    const char *log_path;    /* --log: JSON lines, one object per step, rank 0 */
+    FILE *log_file;
     int64_t die_rank, die_step;   /* PRT_TEST_DIE */
 
     /* dumps for the parity tests (PRT_DUMP_DIR, PRT_DUMP_STEP, PRT_DUMP_DATA_ALL; prt_dump.c) */

@@ -36,6 +36,13 @@ static void open_outputs(prt *rt, char *message, size_t size) {
             return;
         }
     }
+    if (rt->log_path) {
+        rt->log_file = fopen(rt->log_path, "w");
+        if (!rt->log_file) {
+            snprintf(message, size, "--log %s: cannot open it for writing: %s", rt->log_path, strerror(errno));
+            return;
+        }
+    }
     if (rt->trace_path) {
         rt->trace_file = fopen(rt->trace_path, "w");
         if (!rt->trace_file)
@@ -159,6 +166,8 @@ int64_t prt_coord(prt *rt, int64_t axis) {
 }
 
 int64_t prt_steps(prt *rt) { return rt->steps; }
+
+double prt_lr(prt *rt, int64_t step) { return prt_lr_at(&rt->plan.lr, step); }
 
 int prt_axis_size(prt *rt, int64_t axis) {
     if (axis < 0) return 1;

@@ -62,10 +62,18 @@ void prt_step_end(prt *rt, int64_t step) {
     rt->last_loss = loss;
     if (rt->world_rank == 0) {
         if (!rt->quiet) {
-            printf("step %lld | loss %.6f | %.0f tok/s | %.1f ms\n", (long long)step, loss,
-                   seconds > 0 ? tokens / seconds : 0.0, seconds * 1e3);
+            printf("step %lld | loss %.6f | lr %.6g | %.0f tok/s | %.1f ms\n", (long long)step, loss,
+                   prt_lr(rt, step), seconds > 0 ? tokens / seconds : 0.0, seconds * 1e3);
             fflush(stdout);
         }
+        if (rt->log_file &&
+            (fprintf(rt->log_file,
+                     "{\"step\": %lld, \"steps\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"tokens_per_s\": %.6g, "
+                     "\"step_ms\": %.6g}\n",
+                     (long long)step, (long long)rt->steps, loss, prt_lr(rt, step),
+                     seconds > 0 ? tokens / seconds : 0.0, seconds * 1e3) < 0 ||
+             fflush(rt->log_file) != 0))
+            prt_user_fail(1, "--log %s: cannot write step %lld: %s", rt->log_path, (long long)step, strerror(errno));
         if (rt->loss_file && (fprintf(rt->loss_file, "%lld %.9g\n", (long long)step, loss) < 0 ||
                               fflush(rt->loss_file) != 0))
             prt_user_fail(1, "PRT_LOSS_FILE %s: cannot write step %lld: %s", rt->loss_path, (long long)step,
@@ -150,6 +158,9 @@ int64_t prt_finalize(prt *rt) {
     if (rt->loss_file && fclose(rt->loss_file) != 0)
         prt_user_fail(1, "PRT_LOSS_FILE %s: cannot write: %s", rt->loss_path, strerror(errno));
     rt->loss_file = NULL;
+    if (rt->log_file && fclose(rt->log_file) != 0)
+        prt_user_fail(1, "--log %s: cannot write: %s", rt->log_path, strerror(errno));
+    rt->log_file = NULL;
     prt_watched_barrier(rt, "the final barrier (shutdown)");
     prt_watchdog_stop();
     prt_comm_free(rt);

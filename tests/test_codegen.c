@@ -87,6 +87,9 @@ static void test_layouts(void) {
         offsetof(prt_plan_desc, micro_batches), offsetof(prt_plan_desc, seq),
         offsetof(prt_plan_desc, vocab),      offsetof(prt_plan_desc, est_step_seconds),
         offsetof(prt_plan_desc, est_phase_seconds),
+        offsetof(prt_plan_desc, lr.shape),   offsetof(prt_plan_desc, lr.warmup),
+        offsetof(prt_plan_desc, lr.stable),  offsetof(prt_plan_desc, lr.decay),
+        offsetof(prt_plan_desc, lr.peak),    offsetof(prt_plan_desc, lr.min),
     };
     n = codegen_struct_layout(1, &size, off, 32);
     CHECK(n == (int)(sizeof plan_off / sizeof plan_off[0]), "prt_plan_desc: %d LLVM fields", n);

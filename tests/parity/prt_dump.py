@@ -187,6 +187,16 @@ def param_shapes(parc, plan):
     return shapes
 
 
+def schedule_peak(parc, plan):
+    """The peak of the plan's learning-rate schedule, from `parc explain` (the
+    optimizer calls of a plan with a schedule read the LR of each step: `lr`)."""
+    out = subprocess.run([parc, "explain", plan], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"^  lr schedule +peak (\S+):", out, re.M)
+    if not m:
+        raise RuntimeError(f"{plan}: the optimizer reads a scheduled lr, but explain shows no schedule")
+    return float(m.group(1))
+
+
 def optimizer_settings(parc, plan):
     """{parameter name: dict(lr, betas, eps, weight_decay)} from the adamw calls of
     `parc lower --emit=ir` (weight decay is per parameter: the plan decays matrices only)."""
@@ -194,7 +204,9 @@ def optimizer_settings(parc, plan):
     settings = {}
     for m in re.finditer(r"adamw\(%([^\[,]+)[^\n]*?,\s*step,\s*([^,]+),\s*([^,]+),\s*([^,]+),\s*([^,]+),\s*([^)]+)\)",
                          out):
-        lr, b1, b2, eps, wd = (float(x) for x in m.groups()[1:])
+        lr_arg, b1, b2, eps, wd = m.groups()[1:]
+        lr = float(lr_arg) if lr_arg.strip() != "lr" else schedule_peak(parc, plan)
+        b1, b2, eps, wd = float(b1), float(b2), float(eps), float(wd)
         settings[m.group(1)] = dict(lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)
     if not settings:
         raise RuntimeError(f"{plan}: no adamw calls in the lowered program")

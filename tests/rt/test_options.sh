@@ -64,6 +64,13 @@ expect "PRT_LOSS_FILE in a missing directory" 2 \
 untrained "PRT_LOSS_FILE in a missing directory"
 expect "PRT_LOSS_FILE=/dev/full" 1 "parc: error: PRT_LOSS_FILE /dev/full: cannot write step 0: No space left on device" \
     PRT_LOSS_FILE=/dev/full -- --quiet --steps 2
+expect "--log in a missing directory" 2 \
+    "parc: error: --log $DIR/missing/log.jsonl: cannot open it for writing: No such file or directory" \
+    -- --steps 2 --log "$DIR/missing/log.jsonl"
+untrained "--log in a missing directory"
+expect "--log /dev/full" 1 "parc: error: --log /dev/full: cannot write step 0: No space left on device" \
+    -- --quiet --steps 2 --log /dev/full
+expect "--log (no value)" 2 "parc: error: --log needs a value" -- --quiet --log
 expect "PRT_DUMP_DIR=/dev/null" 2 "parc: error: PRT_DUMP_DIR /dev/null: is not a directory" \
     PRT_DUMP_DIR=/dev/null -- --steps 2
 untrained "PRT_DUMP_DIR=/dev/null"
