@@ -132,7 +132,9 @@ static char *read_file_prefix(const char *path, size_t max) {
     return buf;
 }
 
-static int link_executable(const char *obj_path, const char *out_path, const char *log_path) {
+/* A plan of one rank links the single-process runtime (runtime/serial/: no MPI
+ * library, CPU backend); any other links the MPI runtime. */
+static int link_executable(const char *obj_path, const char *out_path, const char *log_path, int world) {
     char mpi_flags[] = PARC_MPI_LINK_FLAGS;
     char mpi_libs[] = PARC_MPI_LIBRARIES;
     char *argv[128];
@@ -144,16 +146,29 @@ static int link_executable(const char *obj_path, const char *out_path, const cha
 #ifdef PARC_RT_SANITIZE
     argv[argc++] = (char *)"-fsanitize=address,undefined";
 #endif
+#ifdef PARC_CUDA_MODULE_DIR
+    /* the CUDA backend is a module the runtime dlopens (runtime/prt_backend.c):
+     * the program exports every runtime symbol for it and finds it in the build */
+    argv[argc++] = (char *)"-rdynamic";
+    argv[argc++] = (char *)"-Wl,-rpath," PARC_CUDA_MODULE_DIR;
+#endif
+    argv[argc++] = (char *)"-Wl,--whole-archive";
+#ifdef PARC_RT_SERIAL_LIB
+    int serial = world <= 1;
+    argv[argc++] = (char *)(serial ? PARC_RT_SERIAL_LIB : PARC_RT_LIB);
+#else
+    int serial = 0;
+    (void)world;
     argv[argc++] = (char *)PARC_RT_LIB;
-    push_words(argv, &argc, 120, mpi_flags, " ");
-    push_words(argv, &argc, 120, mpi_libs, "|");
+#endif
+    argv[argc++] = (char *)"-Wl,--no-whole-archive";
+    if (!serial) {
+        push_words(argv, &argc, 120, mpi_flags, " ");
+        push_words(argv, &argc, 120, mpi_libs, "|");
+    }
     argv[argc++] = (char *)PARC_OPENBLAS_LIBRARY;
     char omp_libs[] = PARC_OPENMP_LIBRARIES;  /* the CPU ops' threads (libgomp) */
     push_words(argv, &argc, 120, omp_libs, "|");
-#ifdef PARC_CUDA_LIBRARIES
-    char cuda_libs[] = PARC_CUDA_LIBRARIES;  /* the runtime was built with its CUDA backend */
-    push_words(argv, &argc, 120, cuda_libs, "|");
-#endif
     argv[argc++] = (char *)"-lcjson";  /* checkpoints: JSON headers and manifests, CRC-32 */
     argv[argc++] = (char *)"-lz";
     argv[argc++] = (char *)"-lm";
@@ -168,9 +183,9 @@ static int link_executable(const char *obj_path, const char *out_path, const cha
 }
 #endif
 
-static int emit_executable(LLVMTargetMachineRef tm, LLVMModuleRef mod, const char *out_path) {
+static int emit_executable(LLVMTargetMachineRef tm, LLVMModuleRef mod, const char *out_path, int world) {
 #ifndef PARC_RT_LIB
-    (void)tm, (void)mod;
+    (void)tm, (void)mod, (void)world;
     diag_error(no_loc(), "install MPI and OpenBLAS (libopenmpi-dev libopenblas-dev) and rebuild parc",
                "codegen: cannot link %s: parc was built without the CPU runtime", out_path);
     return -1;
@@ -186,7 +201,7 @@ static int emit_executable(LLVMTargetMachineRef tm, LLVMModuleRef mod, const cha
     snprintf(obj, sizeof obj, "%s/plan.o", dir);
     snprintf(log, sizeof log, "%s/link.log", dir);
     int rc = emit_object(tm, mod, obj);
-    if (rc == 0) rc = link_executable(obj, out_path, log);
+    if (rc == 0) rc = link_executable(obj, out_path, log, world);
     unlink(obj);
     unlink(log);
     rmdir(dir);
@@ -242,7 +257,7 @@ int codegen_write(const CodegenModule *m, EmitKind kind, const char *out_path) {
     switch (kind) {
     case EMIT_LLVM: return write_text(m->g.mod, out_path);
     case EMIT_OBJ: return emit_object(m->tm, m->g.mod, out_path);
-    case EMIT_EXE: return emit_executable(m->tm, m->g.mod, out_path);
+    case EMIT_EXE: return emit_executable(m->tm, m->g.mod, out_path, m->g.program->plan->mesh.world);
     }
     PARC_BUG("bad emit kind %d", (int)kind);
 }

@@ -32,6 +32,10 @@ typedef struct prt_backend {
     const char *name;         /* the --device value */
     const char *description;  /* one line for the usage message */
     int host_memory;          /* 1: buffers are host memory (ops and dumps read them directly) */
+    /* A backend in a shared module: returns its table, loaded, or NULL with the
+     * reason in why; every other field of this entry but name and description
+     * is then unused.  NULL: the table is this one. */
+    const struct prt_backend *(*load)(char *why, size_t why_size);
     /* 1 when this process can use the backend; else 0 with the reason in why.
      * NULL: always usable. */
     int (*available)(char *why, size_t why_size);

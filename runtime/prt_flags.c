@@ -161,6 +161,8 @@ void prt_parse_flags(prt *rt, int argc, char **argv) {
                            "build it with the CUDA backend to run on GPUs");
     if (!rt->backend) bad_flag(rt, prog, "--device must be one of the backends listed below, got '%s'", want);
     char why[512] = "";
+    if (rt->backend->load && !(rt->backend = rt->backend->load(why, sizeof why)))
+        bad_flag(rt, prog, "--device %s: %s; only the CPU runtime (--device cpu) can run here", want, why);
     if (rt->backend->available && !rt->backend->available(why, sizeof why))
         bad_flag(rt, prog, "--device %s: %s; only the CPU runtime (--device cpu) can run here", want, why);
 }

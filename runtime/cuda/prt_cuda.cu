@@ -30,6 +30,17 @@ void prt_cuda_fail(const char *file, int line, const char *call, cudaError_t err
     prt_fail(file, line, "CUDA call failed: %s: %s (%s)", call, cudaGetErrorString(err), cudaGetErrorName(err));
 }
 
+/* PRT_CUDA_SYNC=1 (read at prt_cuda_init): every kernel launch is followed by a
+ * device synchronisation, so a failing kernel is named where it ran instead of
+ * at the next synchronising call. */
+static int g_sync_every_launch;
+
+void prt_cuda_launch_check(const char *file, int line, const char *op) {
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess && g_sync_every_launch) err = cudaDeviceSynchronize();
+    if (err != cudaSuccess) prt_cuda_fail(file, line, op, err);
+}
+
 void prt_cublas_fail(const char *file, int line, const char *call, cublasStatus_t st) {
     prt_fail(file, line, "cuBLAS call failed: %s: %s", call, cublasGetStatusString(st));
 }
@@ -96,6 +107,7 @@ void prt_cuda_init(prt *rt) {
     }
     PRT_CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->blas_ws, c->blas_ws_bytes));
     c->tf32 = env_long("PRT_CUDA_TF32", 0) != 0;
+    g_sync_every_launch = env_long("PRT_CUDA_SYNC", 0) != 0;
 
     /* collectives: PRT_COLLECTIVES, else nccl unless ranks share a device */
     const char *want = getenv("PRT_COLLECTIVES");
@@ -150,7 +162,7 @@ void prt_cuda_finalize(prt *rt) {
     cudaEventDestroy(c->ev_comm);
     cudaStreamDestroy(c->stream);
     cudaStreamDestroy(c->comm_stream);
-    free(c->host);
+    if (c->host) cudaFreeHost(c->host);
     free(c);
     rt->cuda = NULL;
 }
@@ -234,11 +246,14 @@ char *prt_cuda_comm_stage(prt *rt, size_t bytes) {
     return (char *)p;
 }
 
-/* Host staging of the MPI path (not device memory: not booked). */
+/* Host staging of the MPI path (not device memory: not booked), page-locked so
+ * the copies to and from the device run at full bandwidth without a bounce
+ * through the driver's own pinned buffer. */
 static char *host_stage(prt_cuda *c, size_t bytes) {
     if (bytes > c->host_cap) {
-        free(c->host);
-        c->host = (char *)prt_xmalloc(bytes);
+        if (c->host) PRT_CUDA_CHECK(cudaFreeHost(c->host));
+        c->host = NULL;
+        PRT_CUDA_CHECK(cudaMallocHost((void **)&c->host, bytes));
         c->host_cap = bytes;
     }
     return c->host;

@@ -58,7 +58,10 @@ void prt_nccl_fail(const char *file, int line, const char *call, ncclResult_t re
     } while (0)
 #endif
 /* After a kernel launch: the launch error, if any. */
-#define PRT_LAUNCH_CHECK() PRT_CUDA_CHECK(cudaGetLastError())
+/* After a kernel launch: the launch's error, and with PRT_CUDA_SYNC=1 the
+ * kernel's own (prt_cuda_launch_check synchronises first), named by the op. */
+void prt_cuda_launch_check(const char *file, int line, const char *op);
+#define PRT_LAUNCH_CHECK() prt_cuda_launch_check(__FILE__, __LINE__, __func__)
 
 static inline prt_cuda *prt_cu(prt *rt) {
     PRT_CHECK(rt->cuda, "the CUDA backend is not initialised (prt_cuda_init)");

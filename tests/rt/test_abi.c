@@ -69,6 +69,14 @@ int main(void) {
     expect(row == (int)(sizeof ops_names / sizeof ops_names[0]), "PRT_OPS", "rows", "count differs from PRT_CALLS");
     for (int b = 0; prt_backends[b]; b++) {
         const prt_backend *be = prt_backends[b];
+        if (be->load) { /* a backend in a module (prt_backend.c): its loaded table */
+            char why[512] = "";
+            const char *name = be->name;
+            be = be->load(why, sizeof why);
+            expect(be != NULL, "backend module", name, why);
+            if (!be) continue;
+            expect(!strcmp(be->name, name), "backend module", name, "its table has another name");
+        }
         expect(be->alloc_zero && be->free && be->upload && be->download && be->copy_bytes, "backend", be->name,
                "a memory hook is missing");
         const char *backend_name = be->name;
