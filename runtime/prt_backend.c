@@ -27,6 +27,19 @@ static const prt_backend *load_cuda(char *why, size_t why_size) {
     static const prt_backend *loaded;
     if (loaded) return loaded;
     void *module = dlopen(PRT_CUDA_MODULE, RTLD_NOW | RTLD_LOCAL);
+#ifdef PRT_CUDA_MODULE_DIR
+    /* the build's own copy: dlopen called through a sanitizer's interceptor
+     * searches the interceptor's run path, not the program's */
+    if (!module) {
+        char first[512];
+        snprintf(first, sizeof first, "%s", dlerror());
+        module = dlopen(PRT_CUDA_MODULE_DIR "/" PRT_CUDA_MODULE, RTLD_NOW | RTLD_LOCAL);
+        if (!module) {
+            snprintf(why, why_size, "cannot load the CUDA backend %s: %s", PRT_CUDA_MODULE, first);
+            return NULL;
+        }
+    }
+#endif
     if (!module) {
         snprintf(why, why_size, "cannot load the CUDA backend %s: %s", PRT_CUDA_MODULE, dlerror());
         return NULL;
