@@ -77,6 +77,8 @@ static const OptSpec run_opts[] = {
     {"--device", "KIND", OPT_FORWARD, "cpu or cuda"},
     {"--memory", NULL, OPT_FORWARD, "compare measured memory per buffer class with the ledger"},
     {"--quiet", NULL, OPT_FORWARD, "no per-step lines"},
+    {"--log", "FILE", OPT_FORWARD, "the training metrics as JSON lines, one object per step"},
+    {"--timeout", "SECONDS", OPT_FORWARD, "how long a rank waits for the others before the job stops naming them (0: never)"},
     {"--checkpoint-dir", "DIR", OPT_FORWARD, "save checkpoints under DIR (on SIGINT/SIGTERM too)"},
     {"--checkpoint-every", "N", OPT_FORWARD, "save every N steps"},
     {"--checkpoint-keep", "N", OPT_FORWARD, "keep the newest N checkpoints"},

@@ -131,6 +131,13 @@ expect "include of a FIFO" 1 "cannot include .fifo.par.: it is not a regular fil
 # runtime options as --name=value too
 expect "run --steps=2" 0 "final loss" "$parc" run "$examples/tiny_single.par" --steps=2 --quiet
 expect "run: unknown option" 2 "parc run: unknown option .--stpes.; did you mean .--steps." "$parc" run "$examples/tiny_single.par" --stpes 2
+# every option of the built program reaches it through parc run
+expect "run --log --timeout" 0 "final loss" "$parc" run "$examples/tiny_single.par" --steps 2 --log "$tmp/metrics.jsonl" --timeout=30
+n=$((n + 1))
+if [ "$(grep -c '"step"' "$tmp/metrics.jsonl" 2>/dev/null)" != 2 ]; then
+    echo "FAIL run --log: $tmp/metrics.jsonl holds no line per step"; fails=$((fails + 1))
+fi
+expect "run --timeout out of range" 2 "timeout" "$parc" run "$examples/tiny_single.par" --steps 1 --timeout -1
 
 # SIGTERM or SIGINT sent to `parc run` reaches mpirun: the job stops within
 # seconds, parc exits non-zero, and no rank is left
