@@ -477,33 +477,45 @@ static void check_optimizer(Check *c, const Stmt *st)
                    "the optimizer needs a learning rate `lr`");
 }
 
+/* `precision P [master fp32] [grads fp32]`: the pairs in either order, each once. */
 static void check_precision(Check *c, const Stmt *st)
 {
     Train *t = &c->plan->train;
     t->precision_loc = stmt_span(st);
-    if (!check_shape(c, st, 1, 3, BODY_NO, "precision bf16 master fp32;")) return;
+    if (!check_shape(c, st, 1, 7, BODY_NO, "precision bf16 master fp32;")) return; /* a pair given twice is named below */
     int p = read_word(c, "precision", &st->values[0], precision_words, COUNT_OF(precision_words));
     if (p < 0) return;
     t->precision = p;
-    t->master_fp32 = 0;
-    if (st->nvalues == 1) return;
-    const Value *m = &st->values[1];
-    if (m->kind != VAL_WORD || strcmp(m->text, "master") != 0) {
-        diag_error(m->loc, "write it like `precision bf16 master fp32;`", "unexpected `%s` after `precision %s`",
-                   value_text(c, m), precision_words[p]);
-        return;
+    t->master_fp32 = t->grads_fp32 = 0;
+    for (int i = 1; i < st->nvalues; i += 2) {
+        const Value *m = &st->values[i];
+        int is_master = m->kind == VAL_WORD && strcmp(m->text, "master") == 0;
+        int is_grads = m->kind == VAL_WORD && strcmp(m->text, "grads") == 0;
+        if (!is_master && !is_grads) {
+            diag_error(m->loc, "write it like `precision bf16 master fp32;` or `precision bf16 master fp32 grads fp32;`",
+                       "unexpected `%s` after `precision %s`", value_text(c, m), precision_words[p]);
+            return;
+        }
+        if (i + 1 >= st->nvalues || st->values[i + 1].kind != VAL_WORD || strcmp(st->values[i + 1].text, "fp32") != 0) {
+            diag_error(i + 1 >= st->nvalues ? m->loc : st->values[i + 1].loc,
+                       is_master ? "write `master fp32`" : "write `grads fp32`",
+                       is_master ? "master weights are kept in fp32" : "gradients are accumulated in fp32 or in the "
+                                                                       "weights' precision (the default)");
+            return;
+        }
+        SrcLoc span = loc_join(m->loc, st->values[i + 1].loc);
+        if ((is_master && t->master_fp32) || (is_grads && t->grads_fp32)) {
+            diag_error(span, "write it once", "`%s fp32` is given twice", m->text);
+            return;
+        }
+        if (p == PREC_FP32) {
+            diag_error(span, "write `precision fp32;` or `precision bf16 master fp32 grads fp32;`",
+                       is_master ? "fp32 weights are their own master copy" : "fp32 weights have fp32 gradients");
+            return;
+        }
+        if (is_master) t->master_fp32 = 1;
+        else t->grads_fp32 = 1;
     }
-    if (st->nvalues < 3 || st->values[2].kind != VAL_WORD || strcmp(st->values[2].text, "fp32") != 0) {
-        diag_error(st->nvalues < 3 ? m->loc : st->values[2].loc, "write `master fp32`",
-                   "master weights are kept in fp32");
-        return;
-    }
-    if (p == PREC_FP32) {
-        diag_error(loc_join(m->loc, st->values[2].loc), "write `precision fp32;` or `precision bf16 master fp32;`",
-                   "fp32 weights are their own master copy");
-        return;
-    }
-    t->master_fp32 = 1;
 }
 
 void check_train(Check *c, const Stmt *sec)

@@ -213,10 +213,12 @@ void report_explain(FILE *out, const Analysis *an, int verbose)
     fprintf(out, "  cluster         %d node%s x %d GPUs = %d GPUs, %s each\n", plan->cluster.nodes,
             plan->cluster.nodes == 1 ? "" : "s", plan->cluster.gpus_per_node, plan->mesh.world, b1);
     fprintf(out, "  training        batch %lld x seq %lld = %lld tokens/step; micro-batch %lld, %lld micro-batches per "
-                 "rank; %s%s; %s\n",
+                 "rank; %s%s%s; %s\n",
             (long long)t->batch, (long long)m->seq, (long long)(t->batch * m->seq), (long long)t->micro_batch,
             (long long)t->micro_batches, precision_name(t->precision),
             t->master_fp32 && t->precision != PREC_FP32 ? " with fp32 master weights" : "",
+            t->grads_fp32 && t->precision != PREC_FP32 ? (t->master_fp32 ? " and fp32 gradients" : " with fp32 gradients")
+                                                       : "",
             t->optimizer == OPT_SGD ? "sgd" : t->optimizer == OPT_ADAM ? "adam" : "adamw");
     if (t->lr_scheduled) explain_lr_schedule(out, t);
     fprintf(out, "  compute         %.4g FLOP/step (model FLOPs, 6 x params x tokens + attention: %.4g)\n",

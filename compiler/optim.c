@@ -124,6 +124,9 @@ void optim_bind_params(Lowerer *lw, Region r, int instances, int first_layer)
     const ZeroRow *z = zero_row(lw);
     int za = plan->layout.zero_axis;
     int wdtype = prog_act_dtype(lw);
+    /* `grads fp32`: 16-bit weights, gradients accumulated, synced and read by
+     * the optimizer in fp32 (Megatron's main gradients) */
+    int gdtype = plan->train.grads_fp32 ? PRT_F32 : wdtype;
     int mode = r == REGION_BLOCK ? INST_LAYER : INST_FIXED;
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *tt = &g->tensors[t];
@@ -133,11 +136,11 @@ void optim_bind_params(Lowerer *lw, Region r, int instances, int first_layer)
         int w = prog_buf_new(lw, tt->name, PRT_WEIGHTS, wdtype, param_elems(lw, tt, z->weights), instances);
         describe_weights(lw, w, tt, r, first_layer, sharded(z->weights) ? za : -1);
         b->value = (BufRef){w, mode, 0};
-        int gb = prog_buf_new(lw, arena_printf(lw->arena, "%s.grad", tt->name), PRT_GRADS, wdtype,
+        int gb = prog_buf_new(lw, arena_printf(lw->arena, "%s.grad", tt->name), PRT_GRADS, gdtype,
                               param_elems(lw, tt, z->grads), instances);
         b->gradient = (BufRef){gb, mode, 0};
         if (sharded(z->grads))
-            b->full_grad = prog_buf_new(lw, arena_printf(lw->arena, "%s.grad.full", tt->name), PRT_WORKSPACE, wdtype,
+            b->full_grad = prog_buf_new(lw, arena_printf(lw->arena, "%s.grad.full", tt->name), PRT_WORKSPACE, gdtype,
                                         param_elems(lw, tt, PLACE_REP), 1);
         if (plan->train.master_fp32 && plan->train.precision != PREC_FP32) {
             b->master = prog_buf_new(lw, arena_printf(lw->arena, "%s.master", tt->name), PRT_MASTER, PRT_F32, oelems,

@@ -209,6 +209,7 @@ typedef struct Train {
     int64_t micro_batches;  /* micro-batches per step per rank (derived when absent) */
     Precision precision;    /* compute/storage precision of weights and activations */
     int master_fp32;        /* fp32 master weights kept (mixed precision) */
+    int grads_fp32;         /* 16-bit weights, gradients accumulated and synced in fp32 */
     OptKind optimizer;
     double lr, beta1, beta2, eps, weight_decay, momentum;
     /* The learning-rate schedule (`lr ... warmup ... cosine to ...`; see

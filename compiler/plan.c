@@ -171,7 +171,8 @@ void plan_dump(const Plan *plan, FILE *out)
     fprintf(out, "train\n");
     fprintf(out, "  batch %" PRId64 "\n  micro_batch %" PRId64 "\n  micro_batches %" PRId64 "\n", t->batch,
             t->micro_batch, t->micro_batches);
-    fprintf(out, "  precision %s\n  master_fp32 %d\n", precision_names[t->precision], t->master_fp32);
+    fprintf(out, "  precision %s\n  master_fp32 %d\n  grads_fp32 %d\n", precision_names[t->precision], t->master_fp32,
+            t->grads_fp32);
     fprintf(out, "  optimizer %s lr %s beta1 %s beta2 %s eps %s weight_decay %s momentum %s\n",
             optimizer_names[t->optimizer], plan_num(n1, t->lr), plan_num(n2, t->beta1), plan_num(n3, t->beta2),
             plan_num(n4, t->eps), plan_num(n5, t->weight_decay), plan_num(n6, t->momentum));

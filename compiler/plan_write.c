@@ -68,8 +68,9 @@ static void write_train(const Plan *p, FILE *out)
 {
     const Train *t = &p->train;
     fprintf(out, "train {\n  batch %" PRId64 ";\n  micro_batch %" PRId64 ";\n", t->batch, t->micro_batch);
-    fprintf(out, "  precision %s%s;\n", prec_w[t->precision],
-            t->precision != PREC_FP32 && t->master_fp32 ? " master fp32" : "");
+    fprintf(out, "  precision %s%s%s;\n", prec_w[t->precision],
+            t->precision != PREC_FP32 && t->master_fp32 ? " master fp32" : "",
+            t->precision != PREC_FP32 && t->grads_fp32 ? " grads fp32" : "");
     fprintf(out, "  optimizer %s", opt_w[t->optimizer]);
     if (!t->lr_scheduled) fprintf(out, " lr %.17g", t->lr);
     if (t->optimizer == OPT_SGD) fprintf(out, " momentum %.17g", t->momentum);

@@ -46,10 +46,12 @@ static int64_t val_elems(Lowerer *lw, const Val *v)
     return lower_local_numel(lw, &lw->g->tensors[v->tensor], v->place);
 }
 
-static int elem_bytes_of(Lowerer *lw, int t)
+/* A collective moves elements of its source buffer's dtype (fp32 gradients of
+ * 16-bit weights move as 4 bytes). */
+static int elem_dtype_of(Lowerer *lw, Arg src)
 {
-    const Tensor *tt = &lw->g->tensors[t];
-    return tt->kind == TENSOR_PARAM || tt->kind == TENSOR_ACT ? dtype_bytes(prog_act_dtype(lw)) : 4;
+    PARC_ASSERT(src.kind == ARG_BUF && src.buf >= 0);
+    return lw->sp->bufs[src.buf].dtype;
 }
 
 /* outer/inner of a [outer, S, inner] collective splitting dim d. */
@@ -75,13 +77,19 @@ static void coll_shape(Lowerer *lw, int t, const Placement *small, Dim d, int64_
     *inner = in;
 }
 
-int reshard_temp_buf(Lowerer *lw, const char *what, int t, const Placement *place, int klass)
+static int temp_buf_dtype(Lowerer *lw, const char *what, int t, const Placement *place, int klass, int dtype)
 {
     const Tensor *tt = &lw->g->tensors[t];
     char name[160];
     snprintf(name, sizeof name, "%s.%s", tt->name, what);
-    int dtype = tt->kind == TENSOR_INDEX ? PRT_I32 : (tt->kind == TENSOR_STAT ? PRT_F32 : prog_act_dtype(lw));
     return prog_buf_new(lw, name, klass, dtype, lower_local_numel(lw, tt, place), 1);
+}
+
+int reshard_temp_buf(Lowerer *lw, const char *what, int t, const Placement *place, int klass)
+{
+    const Tensor *tt = &lw->g->tensors[t];
+    int dtype = tt->kind == TENSOR_INDEX ? PRT_I32 : (tt->kind == TENSOR_STAT ? PRT_F32 : prog_act_dtype(lw));
+    return temp_buf_dtype(lw, what, t, place, klass, dtype);
 }
 
 /* Moves value v to placement `to` axis by axis, each step one collective from
@@ -113,12 +121,13 @@ Val reshard_to(Emit *e, Val v, const Placement *to, int op, const char *why, int
         }
         int t = v.tensor;
         int klass = lw->g->tensors[t].kind == TENSOR_PARAM ? PRT_COMM : PRT_WORKSPACE;
+        int dtype = elem_dtype_of(lw, v.arg); /* a step keeps its value's dtype */
         Val nv = v;
         nv.place[a] = to[a];
         int into_dst = dst && a == last;
         int overlap = into_dst && dst->buf == v.arg.buf && c != COLL_ALLREDUCE;
         if (overlap && c == COLL_ALLGATHER) {
-            int shard = reshard_temp_buf(lw, "shard", t, v.place, klass);
+            int shard = temp_buf_dtype(lw, "shard", t, v.place, klass, dtype);
             EMIT(e, RT_prt_copy, arg_buf(shard, INST_FIXED, 0), v.arg, arg_int(val_elems(lw, &v)));
             v.arg = arg_buf(shard, INST_FIXED, 0);
             overlap = 0;
@@ -126,7 +135,7 @@ Val reshard_to(Emit *e, Val v, const Placement *to, int op, const char *why, int
         if (into_dst && !overlap) {
             nv.arg = *dst;
         } else {
-            int buf = reshard_temp_buf(lw, is_grad ? "grad.resharded" : "resharded", t, nv.place, klass);
+            int buf = temp_buf_dtype(lw, is_grad ? "grad.resharded" : "resharded", t, nv.place, klass, dtype);
             nv.arg = arg_buf(buf, INST_FIXED, 0);
         }
         int64_t outer, inner;
@@ -166,7 +175,7 @@ Val reshard_to(Emit *e, Val v, const Placement *to, int op, const char *why, int
         ins->axis = a;
         ins->op = op;
         ins->tensor = t;
-        ins->elem_bytes = elem_bytes_of(lw, t);
+        ins->elem_bytes = dtype_bytes(dtype);
         ins->why = why;
         if (overlap) {
             int64_t n = val_elems(lw, &nv);

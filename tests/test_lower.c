@@ -132,6 +132,85 @@ static void test_bytes_per_parameter(void)
     arena_free(&arena);
 }
 
+/* Bytes per parameter by precision option, the way Megatron's distributed
+ * optimizer tabulates them: fp32 4 + 4 + 8 = 16; bf16 with fp32 master
+ * 2 + 2 + 4 + 8 = 16; `grads fp32` (fp32 main gradients) 2 + 4 + 4 + 8 = 18,
+ * without a master 2 + 4 + 8 = 14.  Under ZeRO-2 the fp32 gradients are
+ * sharded like any gradient, and the data axis moves them as 4-byte elements:
+ * DDP's all-reduce carries twice the bytes of the bf16-gradient plan. */
+static void test_bytes_per_parameter_options(void)
+{
+    static const struct {
+        const char *precision;
+        int weights, grads, master, optim;
+    } rows[] = {
+        {"fp32", 4, 4, 0, 8},
+        {"bf16 master fp32", 2, 2, 4, 8},
+        {"bf16 master fp32 grads fp32", 2, 4, 4, 8},
+        {"fp16 grads fp32 master fp32", 2, 4, 4, 8},
+        {"bf16 grads fp32", 2, 4, 0, 8},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        Arena arena = {0};
+        Opts o = defaults();
+        o.precision = rows[i].precision;
+        Program *prog;
+        Analysis *an = compile(&arena, o, &prog);
+        CHECK(an != NULL, "`precision %s` lowers", rows[i].precision);
+        if (!an) continue;
+        const int64_t *l = an->stages[0].ledger;
+        double P = (double)params_of(prog);
+        double total = (double)(l[PRT_WEIGHTS] + l[PRT_GRADS] + l[PRT_MASTER] + l[PRT_OPTIM]);
+        int want = rows[i].weights + rows[i].grads + rows[i].master + rows[i].optim;
+        CHECK(total == want * P, "`precision %s`: %d bytes/parameter, got %g", rows[i].precision, want, total / P);
+        CHECK(l[PRT_GRADS] == rows[i].grads * P, "`precision %s`: gradients %d bytes/parameter, got %g",
+              rows[i].precision, rows[i].grads, l[PRT_GRADS] / P);
+        CHECK(l[PRT_WEIGHTS] == rows[i].weights * P && l[PRT_MASTER] == rows[i].master * P &&
+                  l[PRT_OPTIM] == rows[i].optim * P,
+              "`precision %s`: weights %g, master %g, optimizer %g bytes/parameter", rows[i].precision,
+              l[PRT_WEIGHTS] / P, l[PRT_MASTER] / P, l[PRT_OPTIM] / P);
+        arena_free(&arena);
+    }
+    /* ZeRO-2 over dp 4 shards fp32 gradients: 2 + (4 + 4 + 8) / 4 = 6 bytes/parameter */
+    Arena arena = {0};
+    Opts o = defaults();
+    o.precision = "bf16 master fp32 grads fp32";
+    o.gpus = 4;
+    o.mesh = "dp 4;";
+    o.layout = "batch -> dp; zero 2 over dp;";
+    Program *prog;
+    Analysis *an = compile(&arena, o, &prog);
+    CHECK(an != NULL, "ZeRO-2 with fp32 gradients lowers");
+    if (an) {
+        const int64_t *l = an->stages[0].ledger;
+        double P = (double)params_of(prog);
+        CHECK(l[PRT_GRADS] == 4 * P / 4, "ZeRO-2 fp32 gradient share: %g bytes/parameter, want 1", l[PRT_GRADS] / P);
+        CHECK(l[PRT_WEIGHTS] + l[PRT_GRADS] + l[PRT_MASTER] + l[PRT_OPTIM] == 2 * P + 16 * P / 4,
+              "ZeRO-2 fp32 gradients: 6 bytes/parameter");
+    }
+    /* DDP over dp 2: the same elements, 4 bytes each instead of 2 */
+    double wire[2] = {0, 0}, elems[2] = {0, 0};
+    for (int f = 0; f < 2; f++) {
+        o.precision = f ? "bf16 master fp32 grads fp32" : "bf16 master fp32";
+        o.gpus = 2;
+        o.mesh = "dp 2;";
+        o.layout = "batch -> dp;";
+        an = compile(&arena, o, &prog);
+        CHECK(an != NULL, "DDP plan lowers");
+        if (!an) continue;
+        Sum s = sum_rows(an, 0, PHASE_GRAD_SYNC, COLL_ALLREDUCE, 0, NULL, 0);
+        wire[f] = s.wire, elems[f] = s.elems;
+        for (int i = 0; i < an->nrows; i++)
+            if (an->rows[i].phase == PHASE_GRAD_SYNC)
+                CHECK(an->rows[i].elem_bytes == (f ? 4 : 2), "gradient sync of %s moves %d-byte elements, want %d",
+                      an->rows[i].tensor, an->rows[i].elem_bytes, f ? 4 : 2);
+    }
+    CHECK(elems[0] > 0 && elems[1] == elems[0] && wire[1] == 2 * wire[0],
+          "fp32 gradients: the DDP all-reduce moves the same %.0f elements as 2x the bytes (%.0f vs %.0f)", elems[0],
+          wire[1], wire[0]);
+    arena_free(&arena);
+}
+
 /* Memory-efficient attention drops exactly the stored probabilities from the
  * ledger, layers x micro_batch x heads x seq^2 elements in the activations'
  * dtype (4 x 2 x 4 x 32^2 here: 128 KiB in fp32, 64 KiB in bf16), and its
@@ -692,6 +771,7 @@ int main(void)
     test_layout_combinations();
     test_verifier_sweep();
     test_bytes_per_parameter();
+    test_bytes_per_parameter_options();
     test_flash_attention();
     test_zero_memory();
     test_tensor_parallel();
