@@ -154,14 +154,19 @@ void autodiff_backward(Lowerer *lw, Seq *seq, Region r, int incoming)
 {
     Emit e = {lw, seq, PHASE_BACKWARD};
     const Graph *g = lw->g;
-    if (r == REGION_BLOCK && lw->plan->layout.recompute == RECOMPUTE_FULL)
+    /* the recompute forward's gathered weights serve this layer's backward */
+    int window = r == REGION_BLOCK && lw->plan->layout.recompute == RECOMPUTE_FULL;
+    if (window) {
+        reshard_window_open(lw, REGION_BIT(REGION_BLOCK), 1);
         autodiff_forward(lw, seq, r, PHASE_RECOMPUTE);
+    }
     zero_region_grads(&e, r, incoming);
     for (int t = 0; t < g->ntensors; t++)
-        if (g->tensors[t].region == r && lw->bind[t].full_grad >= 0) {
+        if (lw->bind[t].full_grad >= 0 && optim_full_grad_zeroed_in(lw, t, r)) {
             const Buffer *b = &lw->sp->bufs[lw->bind[t].full_grad];
             EMIT(&e, RT_prt_zero, arg_buf(lw->bind[t].full_grad, INST_FIXED, 0), arg_int(b->elems));
         }
     for (int i = g->region_count[r] - 1; i >= 0; i--) emit_backward(&e, &g->ops[g->region_first[r] + i]);
+    if (window) reshard_window_close(lw, REGION_BIT(REGION_BLOCK));
     optim_emit_scatter(&e, r);
 }

@@ -210,6 +210,10 @@ static void lower_stage(Lowerer *lw, int s)
     if (lw->errors) return;
 
     Seq *q = sp->seq;
+    /* one forward use window for the embedding and the head of this stage: a
+     * table they share is gathered once per forward (reshard_window_open) */
+    unsigned ends = REGION_BIT(REGION_EMBED) | REGION_BIT(REGION_HEAD);
+    reshard_window_open(lw, ends, 0);
     if (sp->has_embed) {
         autodiff_forward(lw, &q[SEQ_EMBED_FWD], REGION_EMBED, PHASE_FORWARD);
         autodiff_backward(lw, &q[SEQ_EMBED_BWD], REGION_EMBED, g->embed_out);
@@ -220,8 +224,10 @@ static void lower_stage(Lowerer *lw, int s)
     }
     if (sp->has_head) {
         autodiff_forward(lw, &q[SEQ_HEAD_FWD], REGION_HEAD, PHASE_FORWARD);
+        reshard_window_close(lw, ends);
         autodiff_backward(lw, &q[SEQ_HEAD_BWD], REGION_HEAD, -1);
     }
+    reshard_window_close(lw, ends);
     if (sp->has_embed)
         optim_emit(lw, &q[SEQ_ZERO_GRADS_ONCE], &q[SEQ_GRAD_SYNC_ONCE], &q[SEQ_OPTIM_ONCE], REGION_EMBED);
     if (L > 0) optim_emit(lw, &q[SEQ_ZERO_GRADS_BLOCK], &q[SEQ_GRAD_SYNC_BLOCK], &q[SEQ_OPTIM_BLOCK], REGION_BLOCK);

@@ -53,6 +53,12 @@ typedef struct Lowerer {
     StageProgram *sp;     /* the stage being lowered */
     int loss_buf, scratch_idx;
     int replaying;        /* emitting a forward reshard again inside backward */
+    /* Use windows (reshard_window_open/close): bit r set while the window of
+     * region r is open; a parameter of it resharded for one use serves the
+     * later uses (backward replays too where window_backward has bit r). */
+    unsigned window_regions, window_backward;
+    struct Val *window_val;    /* [ntensors] */
+    unsigned char *window_has; /* [ntensors] */
     int rule_seen[OP_COUNT][DIM_COUNT][PARC_MAX_AXES];
 } Lowerer;
 
@@ -204,6 +210,17 @@ Val reshard_to(Emit *e, Val v, const Placement *to, int op, const char *why, int
 /* The value op reads for input i (or parameter i): the tensor as produced, or
  * a resharded copy in the placement the op's rule asks for. */
 Val reshard_input(Emit *e, const Op *op, int i, int is_param);
+/* Use windows of resharded parameters (ZeRO-3's gathered weights): between
+ * open and close, the copy of a parameter one use gathered serves the later
+ * uses of the same parameter of those regions, instead of gathering it again
+ * (backward replays only when serves_backward).  A window may span sequences
+ * only where nothing between them writes the copy: the embedding's and the
+ * head's forward on one stage (a tied table gathered once per forward; the
+ * weights change only after the step), or one layer's recompute forward and
+ * its backward (FSDP gathers once per layer in backward). */
+void reshard_window_open(Lowerer *lw, unsigned regions, int serves_backward);
+void reshard_window_close(Lowerer *lw, unsigned regions);
+#define REGION_BIT(r) (1u << (r))
 /* The rule behind moving tensor t for consumer (forward) or moving its
  * gradient from placement `to` back (backward), one clause per axis. */
 const char *reshard_why(Lowerer *lw, const Op *consumer, int t, const Placement *to, int backward);
@@ -239,5 +256,11 @@ void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r);
 /* ZeRO-2/3 after a micro-batch's backward: each parameter's whole gradient
  * reduce-scattered into this rank's shard. */
 void optim_emit_scatter(Emit *e, Region r);
+/* Where a parameter's per-micro-batch whole gradient (full_grad) starts and
+ * ends on this stage: the backward runs head, blocks, embedding, so a table the
+ * head shares with the embedding is zeroed before the head's backward and
+ * scattered after the embedding's. */
+int optim_full_grad_zeroed_in(const Lowerer *lw, int t, Region r);
+int optim_full_grad_scattered_in(const Lowerer *lw, int t, Region r);
 
 #endif

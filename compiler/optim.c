@@ -158,6 +158,29 @@ void optim_bind_params(Lowerer *lw, Region r, int instances, int first_layer)
     }
 }
 
+/* Does a head op on this stage read parameter t of another region? */
+static int head_shares(const Lowerer *lw, int t)
+{
+    const Graph *g = lw->g;
+    if (!lw->sp->has_head || g->tensors[t].region == REGION_HEAD) return 0;
+    for (int i = 0; i < g->region_count[REGION_HEAD]; i++) {
+        const Op *op = &g->ops[g->region_first[REGION_HEAD] + i];
+        for (int k = 0; k < op->nparam; k++)
+            if (op->param[k] == t) return 1;
+    }
+    return 0;
+}
+
+int optim_full_grad_zeroed_in(const Lowerer *lw, int t, Region r)
+{
+    return head_shares(lw, t) ? r == REGION_HEAD : lw->g->tensors[t].region == r;
+}
+
+int optim_full_grad_scattered_in(const Lowerer *lw, int t, Region r)
+{
+    return lw->g->tensors[t].region == r;
+}
+
 void optim_emit_scatter(Emit *e, Region r)
 {
     Lowerer *lw = e->lw;
@@ -167,7 +190,7 @@ void optim_emit_scatter(Emit *e, Region r)
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *tt = &g->tensors[t];
         const Binding *b = &lw->bind[t];
-        if (tt->region != r || tt->kind != TENSOR_PARAM || b->full_grad < 0) continue;
+        if (!optim_full_grad_scattered_in(lw, t, r) || tt->kind != TENSOR_PARAM || b->full_grad < 0) continue;
         Val v;
         v.arg = arg_buf(b->full_grad, INST_FIXED, 0);
         v.tensor = t;

@@ -263,6 +263,44 @@ const char *reshard_why(Lowerer *lw, const Op *consumer, int t, const Placement 
     return arena_strdup(lw->arena, buf);
 }
 
+void reshard_window_open(Lowerer *lw, unsigned regions, int serves_backward)
+{
+    if (!lw->window_val) {
+        size_t n = (size_t)(lw->g->ntensors ? lw->g->ntensors : 1);
+        lw->window_val = arena_alloc(lw->arena, sizeof(Val) * n);
+        lw->window_has = arena_alloc(lw->arena, n);
+        memset(lw->window_has, 0, n);
+    }
+    lw->window_regions |= regions;
+    if (serves_backward) lw->window_backward |= regions;
+    else lw->window_backward &= ~regions;
+}
+
+void reshard_window_close(Lowerer *lw, unsigned regions)
+{
+    for (int t = 0; t < lw->g->ntensors && lw->window_has; t++)
+        if (regions & REGION_BIT(lw->g->tensors[t].region)) lw->window_has[t] = 0;
+    lw->window_regions &= ~regions;
+    lw->window_backward &= ~regions;
+}
+
+/* Does the open window of t's region serve this use? */
+static int window_serves(const Lowerer *lw, int t)
+{
+    unsigned bit = REGION_BIT(lw->g->tensors[t].region);
+    return (lw->window_regions & bit) && (!lw->replaying || (lw->window_backward & bit));
+}
+
+/* The copy of parameter t in placement `to` the open window holds, if any. */
+static const Val *window_copy(const Lowerer *lw, int t, const Placement *to)
+{
+    if (!window_serves(lw, t) || !lw->window_has[t]) return NULL;
+    const Val *w = &lw->window_val[t];
+    for (int a = 0; a < lw->naxes; a++)
+        if (!place_eq(w->place[a], to[a])) return NULL;
+    return w;
+}
+
 /* The value an op reads for input i: the tensor itself, or a resharded copy. */
 Val reshard_input(Emit *e, const Op *op, int i, int is_param)
 {
@@ -277,11 +315,18 @@ Val reshard_input(Emit *e, const Op *op, int i, int is_param)
         if (!place_eq(to[a], v.place[a]) && lw->plan->mesh.axes[a].size > 1) differs = 1;
     }
     if (!differs) return v;
+    const Val *kept = is_param ? window_copy(lw, t, to) : NULL;
+    if (kept) return *kept;
     const char *why = reshard_why(lw, op, t, to, 0);
     if (lw->replaying)
         why = arena_printf(lw->arena, "again for the backward of %s (the forward's copy was not kept): %s", op->name,
                            why);
-    return reshard_to(e, v, to, op->id, why, 0, NULL);
+    Val r = reshard_to(e, v, to, op->id, why, 0, NULL);
+    if (is_param && window_serves(lw, t)) {
+        lw->window_val[t] = r;
+        lw->window_has[t] = 1;
+    }
+    return r;
 }
 
 /* ------------------------------------------------------------ pipeline messages */

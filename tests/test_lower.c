@@ -410,6 +410,71 @@ static void test_data_parallel_volumes(void)
     arena_free(&arena);
 }
 
+/* ZeRO-3 moves 3 x the parameters per step (forward gather, backward gather,
+ * reduce-scatter): 1.5 x DDP's all-reduce, by bus bytes.  A tied table is used
+ * twice in the forward (lookup and head) and gathered once there; with
+ * `recompute full` the weights gathered for a layer's recompute forward serve
+ * its backward, so recompute still moves 1.5 x DDP, not 2 x. */
+static double tensor_wire(const Analysis *an, const char *tensor, CollKind coll, Phase phase, int64_t *calls)
+{
+    double w = 0;
+    *calls = 0;
+    for (int i = 0; i < an->nrows; i++) {
+        const CollRow *r = &an->rows[i];
+        if (r->coll != coll || strcmp(r->tensor, tensor) || (phase != PHASE_COUNT && r->phase != phase)) continue;
+        w += (double)r->elems * r->elem_bytes * coll_bus_factor(r->coll, r->group) * (double)r->calls;
+        *calls += r->calls;
+    }
+    return w;
+}
+
+static void test_zero3_use_windows(void)
+{
+    Arena arena = {0};
+    Opts o = defaults();
+    o.block = "llama";
+    o.no_positions = 1;
+    o.gpus = 4;
+    o.mesh = "dp 4;";
+    o.batch = 8;
+    o.micro_batch = 2;
+    static const char *const layouts[3] = {"batch -> dp;", "batch -> dp; zero 3 over dp;",
+                                           "batch -> dp; zero 3 over dp; recompute full;"};
+    for (int tied = 0; tied <= 1; tied++) {
+        o.tied = tied;
+        double wire[3] = {0, 0, 0}, wte_table = 0;
+        int64_t gathers_fwd[3] = {0, 0, 0}, gathers_bwd[3] = {0, 0, 0};
+        for (int k = 0; k < 3; k++) {
+            o.layout = layouts[k];
+            Program *prog;
+            Analysis *an = compile(&arena, o, &prog);
+            CHECK(an != NULL, "%s (%s head) lowers", layouts[k], tied ? "tied" : "untied");
+            if (!an) return;
+            for (int c = COLL_ALLREDUCE; c <= COLL_REDUCESCATTER; c++)
+                wire[k] += sum_rows(an, 0, PHASE_COUNT, (CollKind)c, 0, NULL, 0).wire;
+            for (int t = 0; t < prog->graph->ntensors; t++)
+                if (!strcmp(prog->graph->tensors[t].name, "wte"))
+                    wte_table = 2.0 * 0.75 * (double)tensor_numel(&prog->graph->tensors[t]) * 4;
+            tensor_wire(an, "wte", COLL_ALLGATHER, PHASE_FORWARD, &gathers_fwd[k]);
+            tensor_wire(an, "wte", COLL_ALLGATHER, PHASE_BACKWARD, &gathers_bwd[k]);
+        }
+        /* untied: the table's backward does not read it, so it is gathered once */
+        double want = tied ? 1.5 * wire[0] : 1.5 * wire[0] - 0.5 * wte_table;
+        CHECK(fabs(wire[1] - want) < 1e-9 * wire[0], "%s head: ZeRO-3 moves %.0f bus bytes, want %.0f (DDP %.0f)",
+              tied ? "tied" : "untied", wire[1], want, wire[0]);
+        CHECK(fabs(wire[2] - want) < 1e-9 * wire[0],
+              "%s head: ZeRO-3 with recompute full moves %.0f bus bytes, want %.0f (%.2f x DDP, not 2 x)",
+              tied ? "tied" : "untied", wire[2], want, wire[2] / wire[0]);
+        for (int k = 1; k < 3; k++) {
+            CHECK(gathers_fwd[k] == 1, "%s head, %s: the table is gathered %lld times per forward, want 1",
+                  tied ? "tied" : "untied", layouts[k], (long long)gathers_fwd[k]);
+            CHECK(gathers_bwd[k] == tied, "%s head, %s: the table is gathered %lld times per backward, want %d",
+                  tied ? "tied" : "untied", layouts[k], (long long)gathers_bwd[k], tied);
+        }
+    }
+    arena_free(&arena);
+}
+
 /* Pipeline: b·s·h per micro-batch per boundary each way; in-flight peaks. */
 static void test_pipeline(void)
 {
@@ -772,6 +837,7 @@ int main(void)
     test_verifier_sweep();
     test_bytes_per_parameter();
     test_bytes_per_parameter_options();
+    test_zero3_use_windows();
     test_flash_attention();
     test_zero_memory();
     test_tensor_parallel();
