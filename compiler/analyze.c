@@ -82,7 +82,7 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
                            ins->phase,
                            ins->coll,
                            ins->axis,
-                           plan->mesh.axes[ins->axis].size,
+                           instr_group(plan, ins),
                            ins->elems,
                            ins->elem_bytes,
                            calls,

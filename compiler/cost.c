@@ -223,7 +223,7 @@ void cost_instr(const Program *prog, const Instr *ins, double times, CostTerms *
     const Plan *plan = prog->plan;
     if (ins->coll != COLL_NONE && ins->coll != COLL_SLICE) {
         if (ins->axis < 0) return;
-        int n = plan->mesh.axes[ins->axis].size;
+        int n = instr_group(plan, ins);
         double bytes = (double)ins->elems * ins->elem_bytes;
         t->comm_s += times * cost_coll_s(&plan->cluster, ins->coll, n, plan_axis_inside_node(plan, ins->axis), bytes);
         if (n > 1) t->comm_bytes += times * bytes;

@@ -282,7 +282,14 @@ typedef struct Instr {
     Phase phase;
     const char *why;         /* the rule: "mlp.down contracts ffn split on tp -> Partial -> all-reduce" */
     double flops;            /* compute instructions: FLOPs per call */
+    int group;               /* collective: ranks taking part, 0 = the whole axis (the embedding group: 2) */
 } Instr;
+
+/* The ranks a collective instruction runs over. */
+static inline int instr_group(const Plan *plan, const Instr *ins)
+{
+    return ins->group > 0 ? ins->group : plan->mesh.axes[ins->axis].size;
+}
 
 /* Sequences.  Code generation calls each as f(rt, chunk, l, slot, micro, step):
  * block sequences inside loops over (chunk, l); the others with l = 0, so

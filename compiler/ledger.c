@@ -29,7 +29,8 @@ void ledger_stage_sends(const Program *prog, const StageProgram *sp, int64_t *fw
 
 /* The runtime's own scratch, as the CPU runtime allocates it (parc_rt.h,
  * prt_expect_memory): each scratch buffer grows to its largest request.
- *   comm:      one packing buffer for [outer, S, inner] collectives with outer > 1,
+ *   comm:      one packing buffer for [outer, S, inner] collectives with outer > 1
+ *              and for the peer's copy in the embedding group's all-reduce,
  *              plus one staging copy per pipeline message still in flight;
  *   workspace: the largest request of an op's call, per its row of op_table
  *              (runtime/prt_scratch.h): with all-fp32 operands in `work`, the
@@ -45,6 +46,9 @@ static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t
                 int64_t outer = ins->args[3].i, S = prog->plan->mesh.axes[ins->axis].size;
                 if (outer > 1 && S > 1 && ins->elems > pack) pack = ins->elems;
             }
+            /* the peer's copy of the embedding group's exchange */
+            if (ins->fn == RT_prt_allreduce_ends && (ins->elems * ins->elem_bytes + 3) / 4 > pack)
+                pack = (ins->elems * ins->elem_bytes + 3) / 4;
             int64_t base = ops_instr_scratch(prog, sp, ins, 0), want = ops_instr_scratch(prog, sp, ins, 1);
             if (base > scratch) scratch = base;
             if (want > scratch_16) scratch_16 = want;

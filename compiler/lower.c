@@ -133,34 +133,13 @@ static void bind_stream(Lowerer *lw, StageProgram *sp, int L)
             PARC_BUG("block output placement differs from its input on axis %d", a);
 }
 
-/* A head that uses another region's parameter (a head tied to the embedding)
- * needs it on this stage. */
-static int check_tied_head(Lowerer *lw)
-{
-    const Graph *g = lw->g;
-    const Plan *plan = lw->plan;
-    for (int i = 0; i < g->region_count[REGION_HEAD]; i++) {
-        const Op *op = &g->ops[g->region_first[REGION_HEAD] + i];
-        for (int k = 0; k < op->nparam; k++) {
-            int t = op->param[k];
-            if (g->tensors[t].region == REGION_HEAD || lw->bind[t].value.buf >= 0) continue;
-            diag_error(plan->layout.stage_loc.file ? plan->layout.stage_loc : plan->model.loc,
-                       "put the embedding and the head on one stage, or use `head untied`",
-                       "the head is tied to the embedding, but they sit on different pipeline stages (%d and %d)",
-                       plan->layout.embed_stage, plan->layout.head_stage);
-            lw->errors++;
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static void reset_bindings(Lowerer *lw)
 {
     for (int t = 0; t < lw->g->ntensors; t++) {
         Binding *b = &lw->bind[t];
         b->value = b->gradient = (BufRef){-1, INST_FIXED, 0};
         b->full_grad = b->master = b->mom1 = b->mom2 = -1;
+        b->tied_copy = 0;
     }
 }
 
@@ -185,7 +164,7 @@ static void bind_stage(Lowerer *lw, StageProgram *sp, int L, const int *first)
         bind_region(lw, REGION_BLOCK, L);
     }
     if (sp->has_head) {
-        if (check_tied_head(lw) != 0) return;
+        optim_bind_tied(lw); /* a tied table of another stage: this stage's copy */
         optim_bind_params(lw, REGION_HEAD, 1, -1);
         bind_region(lw, REGION_HEAD, 1);
     }
@@ -228,10 +207,11 @@ static void lower_stage(Lowerer *lw, int s)
         autodiff_backward(lw, &q[SEQ_HEAD_BWD], REGION_HEAD, -1);
     }
     reshard_window_close(lw, ends);
-    if (sp->has_embed)
+    /* the embedding's parameters, or on the head's stage the tied table's copy */
+    if (sp->has_embed || sp->has_head)
         optim_emit(lw, &q[SEQ_ZERO_GRADS_ONCE], &q[SEQ_GRAD_SYNC_ONCE], &q[SEQ_OPTIM_ONCE], REGION_EMBED);
     if (L > 0) optim_emit(lw, &q[SEQ_ZERO_GRADS_BLOCK], &q[SEQ_GRAD_SYNC_BLOCK], &q[SEQ_OPTIM_BLOCK], REGION_BLOCK);
-    /* the tied table's parameters were stepped with the embedding */
+    /* a tied table's parameters were stepped with the embedding */
     if (sp->has_head) optim_emit(lw, &q[SEQ_ZERO_GRADS_ONCE], &q[SEQ_GRAD_SYNC_ONCE], &q[SEQ_OPTIM_ONCE], REGION_HEAD);
     reshard_pipeline(lw->arena, lw->prog, sp);
 }

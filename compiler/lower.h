@@ -38,6 +38,7 @@ typedef struct Binding {
     int needed;                        /* the backward reads it */
     BufRef value, gradient;
     int full_grad;                     /* ZeRO-2/3: per-micro-batch whole gradient of a parameter */
+    int tied_copy;                     /* a parameter of another stage held for a tied head (optim_bind_tied) */
     int master, mom1, mom2;            /* optimizer state buffers of a parameter */
 } Binding;
 
@@ -224,6 +225,9 @@ void reshard_window_close(Lowerer *lw, unsigned regions);
 /* The rule behind moving tensor t for consumer (forward) or moving its
  * gradient from placement `to` back (backward), one clause per axis. */
 const char *reshard_why(Lowerer *lw, const Op *consumer, int t, const Placement *to, int backward);
+/* The embedding group's all-reduce of a tied table's gradient (n elements of
+ * grad, in the optimizer's placement) between the first and the last stage. */
+void reshard_embedding_group(Emit *e, int t, Arg grad, int64_t n);
 /* A fresh buffer for tensor t under placement place: "<tensor>.<what>". */
 int reshard_temp_buf(Lowerer *lw, const char *what, int t, const Placement *place, int klass);
 
@@ -256,6 +260,13 @@ void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r);
 /* ZeRO-2/3 after a micro-batch's backward: each parameter's whole gradient
  * reduce-scattered into this rank's shard. */
 void optim_emit_scatter(Emit *e, Region r);
+/* A head tied to an embedding on another pipeline stage (Megatron's rule): the
+ * head's stage holds a copy of the table — weights, gradient, master and
+ * moments, initialised from the same name, so equal — bound as region
+ * EMBED with tied_copy set; returns how many it bound. */
+int optim_bind_tied(Lowerer *lw);
+/* Is parameter t held on two stages, the embedding's and the tied head's? */
+int optim_tied_across_stages(const Lowerer *lw, int t);
 /* Where a parameter's per-micro-batch whole gradient (full_grad) starts and
  * ends on this stage: the backward runs head, blocks, embedding, so a table the
  * head shares with the embedding is zeroed before the head's backward and

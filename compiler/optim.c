@@ -117,9 +117,9 @@ static void describe_weights(Lowerer *lw, int w, const Tensor *tt, Region r, int
     }
 }
 
-void optim_bind_params(Lowerer *lw, Region r, int instances, int first_layer)
+/* Weights, gradient, master and moments of parameter t (of region r). */
+static void bind_param(Lowerer *lw, int t, Region r, int instances, int first_layer)
 {
-    const Graph *g = lw->g;
     const Plan *plan = lw->plan;
     const ZeroRow *z = zero_row(lw);
     int za = plan->layout.zero_axis;
@@ -128,34 +128,70 @@ void optim_bind_params(Lowerer *lw, Region r, int instances, int first_layer)
      * the optimizer in fp32 (Megatron's main gradients) */
     int gdtype = plan->train.grads_fp32 ? PRT_F32 : wdtype;
     int mode = r == REGION_BLOCK ? INST_LAYER : INST_FIXED;
-    for (int t = 0; t < g->ntensors; t++) {
-        const Tensor *tt = &g->tensors[t];
-        if (tt->region != r || tt->kind != TENSOR_PARAM) continue;
-        Binding *b = &lw->bind[t];
-        int64_t oelems = param_elems(lw, tt, z->optim);
-        int w = program_buf_new(lw, tt->name, PRT_WEIGHTS, wdtype, param_elems(lw, tt, z->weights), instances);
-        describe_weights(lw, w, tt, r, first_layer, sharded(z->weights) ? za : -1);
-        b->value = (BufRef){w, mode, 0};
-        int gb = program_buf_new(lw, arena_printf(lw->arena, "%s.grad", tt->name), PRT_GRADS, gdtype,
-                              param_elems(lw, tt, z->grads), instances);
-        b->gradient = (BufRef){gb, mode, 0};
-        if (sharded(z->grads))
-            b->full_grad = program_buf_new(lw, arena_printf(lw->arena, "%s.grad.full", tt->name), PRT_WORKSPACE, gdtype,
-                                        param_elems(lw, tt, PLACE_REP), 1);
-        if (plan->train.master_fp32 && plan->train.precision != PREC_FP32) {
-            b->master = program_buf_new(lw, arena_printf(lw->arena, "%s.master", tt->name), PRT_MASTER, PRT_F32, oelems,
-                                     instances);
-            describe_master(lw, w, b->master, sharded(z->optim) ? za : -1);
-        }
-        if (plan->train.optimizer != OPT_SGD || plan->train.momentum != 0)
-            b->mom1 = program_buf_new(lw, arena_printf(lw->arena, "%s.m", tt->name), PRT_OPTIM, PRT_F32, oelems,
-                                   instances);
-        if (b->mom1 >= 0) describe_moment(lw, w, b->mom1, sharded(z->optim) ? za : -1);
-        if (plan->train.optimizer != OPT_SGD)
-            b->mom2 = program_buf_new(lw, arena_printf(lw->arena, "%s.v", tt->name), PRT_OPTIM, PRT_F32, oelems,
-                                   instances);
-        if (b->mom2 >= 0) describe_moment(lw, w, b->mom2, sharded(z->optim) ? za : -1);
+    const Tensor *tt = &lw->g->tensors[t];
+    Binding *b = &lw->bind[t];
+    int64_t oelems = param_elems(lw, tt, z->optim);
+    int w = program_buf_new(lw, tt->name, PRT_WEIGHTS, wdtype, param_elems(lw, tt, z->weights), instances);
+    describe_weights(lw, w, tt, r, first_layer, sharded(z->weights) ? za : -1);
+    b->value = (BufRef){w, mode, 0};
+    int gb = program_buf_new(lw, arena_printf(lw->arena, "%s.grad", tt->name), PRT_GRADS, gdtype,
+                          param_elems(lw, tt, z->grads), instances);
+    b->gradient = (BufRef){gb, mode, 0};
+    if (sharded(z->grads))
+        b->full_grad = program_buf_new(lw, arena_printf(lw->arena, "%s.grad.full", tt->name), PRT_WORKSPACE, gdtype,
+                                    param_elems(lw, tt, PLACE_REP), 1);
+    if (plan->train.master_fp32 && plan->train.precision != PREC_FP32) {
+        b->master = program_buf_new(lw, arena_printf(lw->arena, "%s.master", tt->name), PRT_MASTER, PRT_F32, oelems,
+                                 instances);
+        describe_master(lw, w, b->master, sharded(z->optim) ? za : -1);
     }
+    if (plan->train.optimizer != OPT_SGD || plan->train.momentum != 0)
+        b->mom1 = program_buf_new(lw, arena_printf(lw->arena, "%s.m", tt->name), PRT_OPTIM, PRT_F32, oelems,
+                               instances);
+    if (b->mom1 >= 0) describe_moment(lw, w, b->mom1, sharded(z->optim) ? za : -1);
+    if (plan->train.optimizer != OPT_SGD)
+        b->mom2 = program_buf_new(lw, arena_printf(lw->arena, "%s.v", tt->name), PRT_OPTIM, PRT_F32, oelems,
+                               instances);
+    if (b->mom2 >= 0) describe_moment(lw, w, b->mom2, sharded(z->optim) ? za : -1);
+}
+
+void optim_bind_params(Lowerer *lw, Region r, int instances, int first_layer)
+{
+    const Graph *g = lw->g;
+    for (int t = 0; t < g->ntensors; t++)
+        if (g->tensors[t].region == r && g->tensors[t].kind == TENSOR_PARAM) bind_param(lw, t, r, instances, first_layer);
+}
+
+int optim_bind_tied(Lowerer *lw)
+{
+    const Graph *g = lw->g;
+    int bound = 0;
+    for (int i = 0; i < g->region_count[REGION_HEAD]; i++) {
+        const Op *op = &g->ops[g->region_first[REGION_HEAD] + i];
+        for (int k = 0; k < op->nparam; k++) {
+            int t = op->param[k];
+            if (g->tensors[t].region == REGION_HEAD || lw->bind[t].value.buf >= 0) continue;
+            PARC_ASSERT(g->tensors[t].region == REGION_EMBED);
+            bind_param(lw, t, REGION_EMBED, 1, -1);
+            lw->bind[t].tied_copy = 1;
+            bound++;
+        }
+    }
+    return bound;
+}
+
+int optim_tied_across_stages(const Lowerer *lw, int t)
+{
+    const Graph *g = lw->g;
+    const Layout *lay = &lw->plan->layout;
+    if (g->tensors[t].region != REGION_EMBED || lay->embed_stage == lay->head_stage || lw->prog->nstages < 2)
+        return 0;
+    for (int i = 0; i < g->region_count[REGION_HEAD]; i++) {
+        const Op *op = &g->ops[g->region_first[REGION_HEAD] + i];
+        for (int k = 0; k < op->nparam; k++)
+            if (op->param[k] == t) return 1;
+    }
+    return 0;
 }
 
 /* Does a head op on this stage read parameter t of another region? */
@@ -178,7 +214,8 @@ int optim_full_grad_zeroed_in(const Lowerer *lw, int t, Region r)
 
 int optim_full_grad_scattered_in(const Lowerer *lw, int t, Region r)
 {
-    return lw->g->tensors[t].region == r;
+    /* the head's stage scatters the tied copy after the head's backward */
+    return lw->g->tensors[t].region == r || (r == REGION_HEAD && lw->bind[t].tied_copy);
 }
 
 void optim_emit_scatter(Emit *e, Region r)
@@ -264,6 +301,8 @@ void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r)
         Arg pg = shard_of_whole_g ? arg_buf_off(b->gradient.buf, mode, 0, za, n) : gr;
         Emit es = {lw, sync, PHASE_GRAD_SYNC};
         emit_sync(lw, &es, t, acc, opt, gr, pg, r);
+        /* a table held by the first and the last stage: both copies' gradients summed */
+        if (optim_tied_across_stages(lw, t)) reshard_embedding_group(&es, t, pg, n);
 
         /* the optimizer step on the optimizer's placement */
         Emit eo = {lw, optim, PHASE_OPTIMIZER};

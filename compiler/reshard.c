@@ -314,6 +314,32 @@ Val reshard_input(Emit *e, const Op *op, int i, int is_param)
     return r;
 }
 
+/* ------------------------------------------------------------ the embedding group */
+
+/* Megatron's rule for a head tied to the embedding across pipeline stages: the
+ * first stage's table and the last stage's copy each accumulate their own
+ * uses' gradient; summing the two over the embedding group (coordinates 0 and
+ * p - 1 of the pipeline axis, a group of two whatever p is) gives both copies
+ * the whole gradient, so their optimizer steps keep them equal. */
+void reshard_embedding_group(Emit *e, int t, Arg grad, int64_t n)
+{
+    Lowerer *lw = e->lw;
+    int pp = lw->prog->pp_axis;
+    PARC_ASSERT(pp >= 0 && lw->plan->mesh.axes[pp].size > 1 && grad.kind == ARG_BUF);
+    Instr *ins = EMIT(e, RT_prt_allreduce_ends, arg_int(pp), grad, arg_int(n));
+    ins->coll = COLL_ALLREDUCE;
+    ins->axis = pp;
+    ins->group = 2;
+    ins->elems = n;
+    ins->elem_bytes = dtype_bytes(lw->sp->bufs[grad.buf].dtype);
+    ins->op = -1;
+    ins->tensor = t;
+    ins->why = arena_printf(lw->arena,
+                            "tied head: %s is held by the first stage (lookup) and the last (head); their gradients "
+                            "are summed over the embedding group (first and last stage on %s)",
+                            lw->g->tensors[t].name, lw->plan->mesh.axes[pp].name);
+}
+
 /* ------------------------------------------------------------ pipeline messages */
 
 typedef struct Message {

@@ -204,7 +204,8 @@ double prt_lr(prt *rt, int64_t step);
  * counted) plus the CPU runtime's own scratch, which the compiler must budget:
  *   PRT_COMM: one packing buffer of max(outer x S x inner x element size, rounded
  *     up to whole 4-byte floats) over the all-gathers/reduce-scatters/all-to-alls
- *     with outer > 1 and S > 1; and send slots holding the bytes (n x element size)
+ *     with outer > 1 and S > 1, and of n x element size over the allreduce_ends; and
+ *     send slots holding the bytes (n x element size)
  *     of pipeline sends not yet completed (slots are reused, sends complete by
  *     prt_step_end), i.e. the peak bytes in flight.  Budgeting 4 bytes per element
  *     bounds both for every dtype;
@@ -330,6 +331,10 @@ does:
  bytes; 16-bit sums add in fp32 and round to the dtype at every combination of
  two partial sums.
   allreduce(axis, buf, n): sum all-reduce in place over the group of `axis`.
+  allreduce_ends(axis, buf, n): sum all-reduce in place between the first and
+    the last coordinate of `axis` (a pipeline's embedding group: the table of a
+    head tied to the embedding, held by both end stages); only those two ranks
+    call it.  Both get the same bits (x0 + x1, rounded once in a 16-bit dtype).
   allgather(axis, out, in, outer, inner): in[outer, inner] from each of the S ranks
     of the axis -> out[outer, S, inner].
   reducescatter(axis, out, in, outer, inner): in[outer, S, inner] summed over the
@@ -449,6 +454,7 @@ compiler's runtime function table follows PRT_OPS. */
       (rt, dlogits, logits, stats, targets, N, V_local, vocab_offset, scale))                                     \
     R(X, HOST, loss_replicas, "pi", (prt *rt, int64_t axis_mask), (rt, axis_mask))                                \
     R(X, COMM, allreduce, "pipi", (prt *rt, int64_t axis, void *buf, int64_t n), (rt, axis, buf, n))              \
+    R(X, COMM, allreduce_ends, "pipi", (prt *rt, int64_t axis, void *buf, int64_t n), (rt, axis, buf, n))         \
     R(X, COMM, allgather, "pippii", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner), \
       (rt, axis, out, in, outer, inner))                                                                          \
     R(X, COMM, reducescatter, "pippii",                                                                           \

@@ -381,6 +381,7 @@ extern const char prt_ckpt_usage[];
  * size-1 axes and dispatch to the GPU).  The CUDA backend's host-staged path
  * calls these on its staging copies. */
 void prt_mpi_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype);
+void prt_mpi_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype);
 void prt_mpi_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
 void prt_mpi_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                            int64_t dtype);

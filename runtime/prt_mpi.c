@@ -113,6 +113,33 @@ void prt_mpi_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtyp
     PRT_TRACE_END(rt, "allreduce", "comm", t, n * (int64_t)prt_dtype_size(dtype), axis);
 }
 
+/* The two ends of the axis exchange their buffers (the peer's copy lands in the
+ * packing buffer) and each adds the other's: addition commutes, so both get the
+ * same bits.  The tag is the largest MPI allows, which no pipeline message
+ * reaches before it (their receives all completed within the step). */
+void prt_mpi_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype) {
+    double t = prt_trace_start(rt);
+    int count = count_of(n, "allreduce_ends"), S = prt_axis_size(rt, axis);
+    size_t bytes = (size_t)count * prt_dtype_size(dtype);
+    int peer = prt_coord(rt, axis) == 0 ? S - 1 : 0;
+    char *other = stage_bytes(rt, bytes);
+    MPI_Comm comm = prt_axis_comm(rt, axis);
+    MPI_Request req[2];
+    PRT_MPI_CHECK(MPI_Irecv(other, count, mpi_type(dtype), peer, rt->tag_ub, comm, &req[0]));
+    PRT_MPI_CHECK(MPI_Isend(buf, count, mpi_type(dtype), peer, rt->tag_ub, comm, &req[1]));
+    prt_wait(rt, &req[0], MPI_STATUS_IGNORE, "embedding-group all-reduce", axis);
+    prt_wait(rt, &req[1], MPI_STATUS_IGNORE, "embedding-group all-reduce", axis);
+    MPI_Datatype type = mpi_type(dtype);
+    if (dtype == PRT_BF16) sum_bf16(other, buf, &count, &type);
+    else if (dtype == PRT_F16) sum_f16(other, buf, &count, &type);
+    else {
+        float *b = buf;
+        const float *o = (const float *)other;
+        for (int i = 0; i < count; i++) b[i] += o[i];
+    }
+    PRT_TRACE_END(rt, "allreduce_ends", "comm", t, n * (int64_t)prt_dtype_size(dtype), axis);
+}
+
 void prt_mpi_allgather(prt *rt, int64_t axis, void *out_, const void *in, int64_t outer, int64_t inner, int64_t dtype) {
     size_t esize = prt_dtype_size(dtype);
     int S = prt_axis_size(rt, axis);

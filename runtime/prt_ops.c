@@ -54,6 +54,16 @@ void prt_allreduce(prt *rt, int64_t axis, void *buf, int64_t n) {
     prt_phase_charge(rt, PRT_PHASE_COMM, start);
 }
 
+void prt_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n) {
+    if (prt_axis_size(rt, axis) == 1 || n == 0) return;
+    int64_t c = prt_coord(rt, axis);
+    PRT_CHECK(c == 0 || c == prt_axis_size(rt, axis) - 1, "allreduce_ends on axis %lld: called at coordinate %lld, "
+              "which is neither end", (long long)axis, (long long)c);
+    double start = MPI_Wtime();
+    rt->backend->allreduce_ends(rt, axis, buf, n, elem_dtype(rt, buf, NULL, "allreduce_ends"));
+    prt_phase_charge(rt, PRT_PHASE_COMM, start);
+}
+
 /* allgather, reducescatter, alltoall and slice: [outer, inner] blocks; a size-1
  * axis leaves one block, a copy. */
 #define PRT_BLOCK_COLLECTIVE(name)                                                                   \

@@ -332,6 +332,17 @@ void prt_cu_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype
     prt_cuda_h2d(rt, buf, h, bytes);
 }
 
+/* The embedding group's all-reduce: once per step, one table; host-staged
+ * through the CPU path's exchange (which sums in the dtype's arithmetic). */
+void prt_cu_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype) {
+    prt_cuda *c = prt_cu(rt);
+    size_t bytes = (size_t)n * prt_dtype_size(dtype);
+    char *h = host_stage(c, bytes);
+    prt_cuda_d2h(rt, h, buf, bytes);
+    prt_mpi_allreduce_ends(rt, axis, h, n, dtype);
+    prt_cuda_h2d(rt, buf, h, bytes);
+}
+
 void prt_cu_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype) {
     prt_cuda *c = prt_cu(rt);
     int S = prt_axis_size(rt, axis);

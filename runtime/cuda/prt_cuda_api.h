@@ -91,6 +91,7 @@ void prt_cu_sgd(prt *rt, prt_ten param, prt_ten master, prt_ten grad, prt_ten mo
 /* Collectives on device buffers, axes of size > 1 (NCCL on the communication
  * stream, or host-staged through prt_mpi_*), and the local pieces. */
 void prt_cu_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype);
+void prt_cu_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype);
 void prt_cu_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
 void prt_cu_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                           int64_t dtype);

@@ -11,7 +11,8 @@ exact    for every parity layout (and bf16 on 1 and 8 ranks): 10 uninterrupted
 reshard  tiny_3d (8 ranks) saved at step 5 resumes on 1 rank, tp 2, ZeRO-3 dp 2 and
          interleaved pp 2; steps 6..10 equal the uninterrupted tiny_3d run within
          the parity tests' tolerances (loss 1e-5 relative; parameters 1e-5 of max|b|
-         plus 1e-2 of lr).
+         plus 1e-2 of lr).  The same for tiny_tied_pp (a tied head, the table held by
+         both end stages) resumed on one rank and on pp 2 x tp 2.
 kill     PRT_TEST_CKPT_DIE kills the last rank (SIGKILL) inside the save of step 6,
          after its shard is written and before the rename: the job fails, step 4's
          checkpoint is still `latest`, resuming from it reproduces the curve, and the
@@ -43,7 +44,10 @@ import struct  # noqa: E402
 import numpy as np  # noqa: E402
 
 EXACT = ["tiny_single", "tiny_dp", "tiny_tp", "tiny_sp", "tiny_pp_gpipe", "tiny_pp_1f1b", "tiny_pp_interleaved",
-         "tiny_zero1", "tiny_zero2", "tiny_zero3", "tiny_recompute", "tiny_3d", "tiny_bf16", "tiny_bf16_3d"]
+         "tiny_zero1", "tiny_zero2", "tiny_zero3", "tiny_recompute", "tiny_3d", "tiny_bf16", "tiny_bf16_3d",
+         "tiny_tied_pp", "tiny_tied_pp_tp"]
+# a tied head across stages saved at step 5 resumes on one stage and with tensor parallelism
+TIED_FROM, TIED_TO = "tiny_tied_pp", ["tiny_tied", "tiny_tied_pp_tp"]
 RESHARD_TO = ["tiny_single", "tiny_tp", "tiny_zero3", "tiny_pp_interleaved"]
 LOSS_TOL, PARAM_TOL, PARAM_ATOL_LR = 1e-5, 1e-5, 1e-2
 
@@ -141,6 +145,33 @@ def test_reshard(plans, work):
         check(not bad and set(params) == set(ref_params),
               f"reshard tiny_3d@5 -> {name}: final parameters equal the 3d run's ({len(bad)} tensors off)")
         check("resumed from" not in out, f"reshard -> {name}: --quiet prints no resume line")
+    test_reshard_tied(plans, d)
+
+
+def test_reshard_tied(plans, d):
+    """The last stage's copy of a tied table is saved under the table's name like a
+    replica; resuming on one stage or with tp reads it from either end."""
+    ref_loss = os.path.join(d, "tied.loss")
+    plans.run(TIED_FROM, ["--steps", "10"], {"PRT_LOSS_FILE": ref_loss, "PRT_DUMP_DIR": os.path.join(d, "tied")})
+    ck = os.path.join(d, "ck_tied")
+    plans.run(TIED_FROM, ["--steps", "5", "--checkpoint-dir", ck, "--save-on-exit"])
+    ref, ref_params = prt_dump.read_losses(ref_loss), prt_dump.merge_params(os.path.join(d, "tied"))
+    lr = max(s["lr"] for s in prt_dump.optimizer_settings(plans.parc, os.path.join(plans.examples,
+                                                                                  TIED_FROM + ".par")).values())
+    for name in TIED_TO:
+        loss = os.path.join(d, name + ".tied.loss")
+        plans.run(name, ["--steps", "10", "--resume", os.path.join(ck, "step-000000005")],
+                  {"PRT_LOSS_FILE": loss, "PRT_DUMP_DIR": os.path.join(d, name + ".tied")})
+        got = prt_dump.read_losses(loss)
+        worst = max(abs(got[s] - ref[s]) / abs(ref[s]) for s in range(6, 11)) if sorted(got) == list(range(6, 11)) \
+            else float("inf")
+        check(worst <= LOSS_TOL, f"reshard {TIED_FROM}@5 -> {name}: losses 6..10 within {LOSS_TOL} (worst {worst:.2e})")
+        params = prt_dump.merge_params(os.path.join(d, name + ".tied"))
+        bad = [k for k in ref_params if k not in params or
+               float(abs(params[k] - ref_params[k]).max()) > PARAM_TOL * float(abs(ref_params[k]).max()) +
+               PARAM_ATOL_LR * lr]
+        check(not bad and set(params) == set(ref_params),
+              f"reshard {TIED_FROM}@5 -> {name}: final parameters equal the pipelined run's ({len(bad)} tensors off)")
 
 
 def test_kill(plans, work):

@@ -3,7 +3,8 @@
  * mesh (axes a, b, c; run with mpirun -np 8), nccl-tests style: inputs are small
  * integers from (rank, index, seed), so every sum is exact in float and a result
  * is either right or wrong; wrong elements are counted.
- *   - allreduce, allgather, reducescatter, alltoall, slice with outer = 1 and 3;
+ *   - allreduce, allreduce_ends, allgather, reducescatter, alltoall, slice with
+ *     outer = 1 and 3;
  *   - axis -1 (no-op copy semantics);
  *   - pipeline send/recv rings (+1 and -1) with several tags and sizes in flight;
  *   - vocab-parallel cross-entropy and embedding on axis c (size 2) against the
@@ -48,6 +49,16 @@ static void test_axis(int axis) {
         }
         prt_allreduce(RT, axis, in, nfull);
         expect_eq("allreduce", axis, in, want, nfull);
+
+        /* allreduce_ends: coordinates 0 and S - 1 (the whole axis when S = 2) */
+        for (int64_t i = 0; i < nfull; i++) {
+            in[i] = f(me, i, (int)seed + 7);
+            want[i] = f(member(axis, 0), i, (int)seed + 7) + f(member(axis, S - 1), i, (int)seed + 7);
+        }
+        if (c == 0 || c == S - 1) {
+            prt_allreduce_ends(RT, axis, in, nfull);
+            expect_eq("allreduce_ends", axis, in, want, nfull);
+        }
 
         /* allgather: in[outer, inner] -> out[outer, S, inner] */
         for (int64_t i = 0; i < nin; i++) in[i] = f(me, i, (int)seed + 1);
