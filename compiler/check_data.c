@@ -72,10 +72,12 @@ void check_data(Check *c, const Stmt *sec)
         switch (k) {
         case DA_TRAIN:
             d->train = read_path(c, st, DATA_usage[k]);
+            d->train_written = d->train ? st->values[0].text : NULL;
             d->train_loc = stmt_span(st);
             break;
         case DA_VALIDATION:
             d->validation = read_path(c, st, DATA_usage[k]);
+            d->validation_written = d->validation ? st->values[0].text : NULL;
             d->validation_loc = stmt_span(st);
             break;
         case DA_FORMAT: {
@@ -90,19 +92,27 @@ void check_data(Check *c, const Stmt *sec)
                    "`data` names no file");
 }
 
+/* Value i of `eval` is the word `want`; else an error at it. */
+static int eval_word(Check *c, const Stmt *st, int i, const char *want)
+{
+    const Value *v = &st->values[i];
+    if (v->kind == VAL_WORD && strcmp(v->text, want) == 0) return 1;
+    diag_error(v->loc, arena_printf(c->arena, "write `%s`", TRAIN_usage[TR_EVAL]), "expected `%s` here, got `%s`",
+               want, value_text(c, v));
+    return 0;
+}
+
 /* eval every N steps batches K; */
 void check_eval(Check *c, const Stmt *st)
 {
     Train *t = &c->plan->train;
-    const char *usage = TRAIN_usage[TR_EVAL];
     t->eval_loc = stmt_span(st);
-    if (!check_shape(c, st, 5, 5, BODY_NO, usage)) return;
-    static const char *const every[] = {"every"}, *const steps[] = {"steps"}, *const batches[] = {"batches"};
-    int ok = read_word(c, "`eval`'s first word", &st->values[0], every, 1) == 0;
+    if (!check_shape(c, st, 5, 5, BODY_NO, TRAIN_usage[TR_EVAL])) return;
     int64_t n = 0, k = 0;
+    int ok = eval_word(c, st, 0, "every");
     ok = read_count(c, st, &st->values[1], 1, MAX_COUNT, &n) && ok;
-    ok = read_word(c, "the word after `every N`", &st->values[2], steps, 1) == 0 && ok;
-    ok = read_word(c, "the word after `steps`", &st->values[3], batches, 1) == 0 && ok;
+    ok = eval_word(c, st, 2, "steps") && ok;
+    ok = eval_word(c, st, 3, "batches") && ok;
     ok = read_count(c, st, &st->values[4], 1, MAX_COUNT, &k) && ok;
     if (!ok) return;
     t->eval_every = n;

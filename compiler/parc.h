@@ -231,6 +231,7 @@ typedef struct Train {
 typedef struct DataSpec {
     int present;
     const char *train, *validation;  /* NULL when not given */
+    const char *train_written, *validation_written;  /* as the plan wrote them (reports, dumps) */
     int format;
     SrcLoc loc, train_loc, validation_loc;
 } DataSpec;

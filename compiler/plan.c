@@ -183,8 +183,9 @@ void plan_dump(const Plan *plan, FILE *out)
         fprintf(out, "  eval every %" PRId64 " batches %" PRId64 "\n", t->eval_every, t->eval_batches);
     if (plan->data.present) {
         static const char *const formats[] = {"text", "llmc", "u16", "u32"}; /* ORDER: enum prt_data_format */
-        fprintf(out, "data\n  train %s\n  validation %s\n  format %s\n", plan->data.train ? plan->data.train : "-",
-                plan->data.validation ? plan->data.validation : "-", formats[plan->data.format]);
+        fprintf(out, "data\n  train %s\n  validation %s\n  format %s\n",
+                plan->data.train ? plan->data.train_written : "-",
+                plan->data.validation ? plan->data.validation_written : "-", formats[plan->data.format]);
     }
 
     fprintf(out, "mesh\n");

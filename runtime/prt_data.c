@@ -50,7 +50,7 @@
 #define LLMC_HEADER_BYTES 1024
 #define LLMC_MAGIC 20240520
 #define LLMC_VERSION 1
-#define SCAN_BLOCK_BYTES ((size_t)1 << 20)
+#define SCAN_BLOCK_BYTES ((size_t)4 << 20)
 
 static const char *const format_names[] = {"text", "llmc", "u16", "u32"};
 
@@ -163,11 +163,13 @@ static int scan_tokens(prt *rt, prt_token_file *f, int fd, off_t header, int64_t
         if (ok && f->width == 2) {
             const uint16_t *t = (const uint16_t *)block;
             uint16_t m = 0;
+#pragma omp simd reduction(max : m)
             for (int64_t i = 0; i < n; i++) m = t[i] > m ? t[i] : m;
             top = m;
         } else if (ok) {
             const uint32_t *t = (const uint32_t *)block;
             uint32_t m = 0;
+#pragma omp simd reduction(max : m)
             for (int64_t i = 0; i < n; i++) m = t[i] > m ? t[i] : m;
             top = m;
         }

@@ -9,8 +9,11 @@ domain; the text of Debian's bible-kjv-text without verse numbers) and writes
 llm.c train/validation files; gpt_text (2 data-parallel ranks) trains N steps
 (default 150) on them with --log.  Asserts: the tokenizer's files hold what
 its log says; the validation loss is logged before step 1 and every 50 steps;
-the last one is below BOUND (0.6) x the first.  Measured (300 steps): 6.24 at
-step 0, 3.57 at step 60, see the printed table.  Exits 1 on any failure.
+the last one is below BOUND (0.6) x the first.  Measured here: 6.2425 at step 0,
+3.6661 at 50, 3.4017 at 100, 3.2617 at 150 (0.523 of the start: the margin to
+the bound is 0.08), 3.0066 at 300 (0.482).  The samples are a pure function of
+the seed, so the curve is the same on every run of the same build.  Exits 1
+on any failure.
 """
 import json
 import os
