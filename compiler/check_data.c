@@ -34,7 +34,7 @@ static const char *plan_relative(Check *c, const char *file, const char *path)
     if (path[0] == '/' || !file || strcmp(file, "<stdin>") == 0) return path;
     const char *slash = strrchr(file, '/');
     const char *dir = slash ? arena_printf(c->arena, "%.*s", (int)(slash - file), file) : ".";
-    return arena_printf(c->arena, "%s/%s", canonical_path(c, dir), path);
+    return arena_printf(c->arena, "%s/%s", check_canonical_path(c, dir), path);
 }
 
 static const char *read_path(Check *c, const Stmt *st, const char *usage)
@@ -43,7 +43,7 @@ static const char *read_path(Check *c, const Stmt *st, const char *usage)
     const Value *v = &st->values[0];
     if (v->kind != VAL_STRING) {
         diag_error(v->loc, arena_printf(c->arena, "write it in quotes: `%s`", usage), "`%s` needs a file name string, got `%s`",
-                   st->key, value_text(c, v));
+                   st->key, check_value_text(c, v));
         return NULL;
     }
     if (!*v->text) {
@@ -63,25 +63,25 @@ void check_data(Check *c, const Stmt *sec)
     const Stmt *seen[DATA_COUNT] = {0};
     for (int i = 0; i < sec->body.count; i++) {
         const Stmt *st = sec->body.items[i];
-        int k = word_index(st->key, DATA_names, DATA_COUNT);
+        int k = check_word_index(st->key, DATA_names, DATA_COUNT);
         if (k < 0) {
-            unknown_key(c, st, "`data`", DATA_names, DATA_COUNT);
+            check_unknown_key(c, st, "`data`", DATA_names, DATA_COUNT);
             continue;
         }
-        if (!first_of(&seen[k], st, "`data`")) continue;
+        if (!check_first_of(&seen[k], st, "`data`")) continue;
         switch (k) {
         case DA_TRAIN:
             d->train = read_path(c, st, DATA_usage[k]);
             d->train_written = d->train ? st->values[0].text : NULL;
-            d->train_loc = stmt_span(st);
+            d->train_loc = check_stmt_span(st);
             break;
         case DA_VALIDATION:
             d->validation = read_path(c, st, DATA_usage[k]);
             d->validation_written = d->validation ? st->values[0].text : NULL;
-            d->validation_loc = stmt_span(st);
+            d->validation_loc = check_stmt_span(st);
             break;
         case DA_FORMAT: {
-            int f = read_word_stmt(c, st, data_format_words, COUNT_OF(data_format_words), DATA_usage[k]);
+            int f = check_read_word_stmt(c, st, data_format_words, COUNT_OF(data_format_words), DATA_usage[k]);
             if (f >= 0) d->format = f;
             break;
         }
@@ -98,7 +98,7 @@ static int eval_word(Check *c, const Stmt *st, int i, const char *want)
     const Value *v = &st->values[i];
     if (v->kind == VAL_WORD && strcmp(v->text, want) == 0) return 1;
     diag_error(v->loc, arena_printf(c->arena, "write `%s`", TRAIN_usage[TR_EVAL]), "expected `%s` here, got `%s`",
-               want, value_text(c, v));
+               want, check_value_text(c, v));
     return 0;
 }
 
@@ -106,14 +106,14 @@ static int eval_word(Check *c, const Stmt *st, int i, const char *want)
 void check_eval(Check *c, const Stmt *st)
 {
     Train *t = &c->plan->train;
-    t->eval_loc = stmt_span(st);
+    t->eval_loc = check_stmt_span(st);
     if (!check_shape(c, st, 5, 5, BODY_NO, TRAIN_usage[TR_EVAL])) return;
     int64_t n = 0, k = 0;
     int ok = eval_word(c, st, 0, "every");
-    ok = read_count(c, st, &st->values[1], 1, MAX_COUNT, &n) && ok;
+    ok = check_read_count(c, st, &st->values[1], 1, MAX_COUNT, &n) && ok;
     ok = eval_word(c, st, 2, "steps") && ok;
     ok = eval_word(c, st, 3, "batches") && ok;
-    ok = read_count(c, st, &st->values[4], 1, MAX_COUNT, &k) && ok;
+    ok = check_read_count(c, st, &st->values[4], 1, MAX_COUNT, &k) && ok;
     if (!ok) return;
     t->eval_every = n;
     t->eval_batches = k;
