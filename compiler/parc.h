@@ -220,6 +220,11 @@ typedef struct Train {
     double lr_min;
     int64_t steps;
     uint64_t seed;
+    /* `checkpoint every N steps keep K;` (check_checkpoint.c): the built
+     * program's defaults; 0 = none.  ckpt_dir is NULL without the statement. */
+    int64_t ckpt_every, ckpt_keep;
+    const char *ckpt_dir;
+    SrcLoc ckpt_loc;
     SrcLoc loc, batch_loc, micro_batch_loc, micro_batches_loc, precision_loc;
 } Train;
 

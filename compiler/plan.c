@@ -179,6 +179,9 @@ void plan_dump(const Plan *plan, FILE *out)
         fprintf(out, "  lr_schedule warmup %" PRId64 " stable %" PRId64 " %s to %s over %" PRId64 "\n", t->lr_warmup,
                 t->lr_stable, prt_lr_shape_name(t->lr_shape), plan_num(n1, t->lr_min), t->lr_decay);
     fprintf(out, "  steps %" PRId64 "\n  seed %" PRIu64 "\n", t->steps, t->seed);
+    if (t->ckpt_dir)
+        fprintf(out, "  checkpoint every %" PRId64 " keep %" PRId64 " dir %s\n", t->ckpt_every, t->ckpt_keep,
+                t->ckpt_dir);
 
     fprintf(out, "mesh\n");
     for (int a = 0; a < mesh->naxes; a++)

@@ -162,6 +162,11 @@ typedef struct prt_plan_desc {
     /* The learning-rate schedule (prt_lr.h); optimizer calls of a plan with one
      * take prt_lr(rt, step) as their lr. */
     prt_lr_schedule lr;
+    /* The plan's `checkpoint every N steps keep K;`: the defaults of
+     * --checkpoint-dir (ckpt_dir; NULL: none), --checkpoint-every and
+     * --checkpoint-keep (0: none), which override them. */
+    const char *ckpt_dir;
+    int64_t ckpt_every, ckpt_keep;
 } prt_plan_desc;
 
 #define PRT_TIMEOUT_STEPS 20

@@ -45,6 +45,7 @@ struct prt_ckpt {
     int save_on_exit;
     char *resume_path;      /* the step directory resumed from (prt_ckpt_init) */
     int64_t die_step;       /* PRT_TEST_CKPT_DIE: the last rank kills itself inside this step's save */
+    double slow_seconds;    /* PRT_TEST_CKPT_SLOW: every rank's file takes this much longer (a slow disk) */
     int64_t first_step;
 };
 
@@ -68,9 +69,20 @@ static void path_printf(char *out, size_t size, const char *fmt, ...) {
 }
 
 static volatile sig_atomic_t g_signal;  /* the first SIGINT/SIGTERM received */
+static char g_second_int[MPI_MAX_PROCESSOR_NAME + 160], g_second_term[MPI_MAX_PROCESSOR_NAME + 160];  /* what a second signal prints, made at init */
 
+/* The first signal asks for a stop after the step; a second one ends the
+ * process at once with the signal's default action (status 128 + signal). */
 static void on_signal(int sig) {
-    if (!g_signal) g_signal = sig;  /* SA_RESETHAND: the next one is fatal */
+    if (!g_signal) {
+        g_signal = sig;
+        return;
+    }
+    const char *m = sig == SIGINT ? g_second_int : g_second_term;
+    ssize_t ignored = write(2, m, strlen(m));
+    (void)ignored;
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 static struct prt_ckpt *ck(prt *rt) {
@@ -143,18 +155,45 @@ static char *newest_checkpoint(const char *dir) {
     return strdup(path);
 }
 
+/* The plan's `checkpoint every N steps keep K;`: what the options did not set.
+ * Rank 0 says where the plan's checkpoints go when no --checkpoint-dir did. */
+static void plan_defaults(prt *rt, struct prt_ckpt *c) {
+    const prt_plan_desc *p = &rt->plan;
+    if (!p->ckpt_dir) return;
+    int own_dir = !c->dir;
+    if (!c->every) c->every = p->ckpt_every;
+    if (!c->keep) c->keep = p->ckpt_keep;
+    if (own_dir) c->dir = p->ckpt_dir;
+    if (own_dir && rt->world_rank == 0 && !rt->quiet) {
+        if (c->every) printf("parc: checkpoints every %lld steps", (long long)c->every);
+        else printf("parc: checkpoints on a signal or --save-on-exit");
+        if (c->keep) printf(", the newest %lld kept,", (long long)c->keep);
+        printf(" into %s (the plan's `checkpoint`; --checkpoint-dir DIR saves elsewhere)\n", c->dir);
+        fflush(stdout);
+    }
+}
+
 void prt_ckpt_init(prt *rt, char *message, size_t size) {
     struct prt_ckpt *c = ck(rt);
     c->first_step = 1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
+    for (int k = 0; k < 2; k++)
+        snprintf(k ? g_second_term : g_second_int, sizeof g_second_int,
+                 "parc: rank %d (%s): second %s: stopping at once, without saving this step\n", rt->world_rank,
+                 rt->host, k ? "SIGTERM" : "SIGINT");
     sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND;
+    sa.sa_flags = 0;
     sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     const char *die = getenv("PRT_TEST_CKPT_DIE");
     c->die_step = die && *die ? strtoll(die, NULL, 10) : -1;
+    const char *slow = getenv("PRT_TEST_CKPT_SLOW");
+    c->slow_seconds = slow && *slow ? strtod(slow, NULL) : 0;
+    plan_defaults(rt, c);
     if (c->dir) {
         if (mkdir(c->dir, 0777) != 0 && errno != EEXIST)
             snprintf(message, size, "--checkpoint-dir %s: cannot create the directory: %s", c->dir, strerror(errno));
@@ -418,6 +457,7 @@ static void save(prt *rt, int64_t step) {
     }
     prt_watched_barrier(rt, "the checkpoint's start");
     cJSON *mine = write_rank_file(rt, tmp, step);
+    for (double until = MPI_Wtime() + c->slow_seconds; MPI_Wtime() < until;) usleep(10000);  /* signals too */
     if (c->die_step == step && rt->world_rank == rt->world_size - 1) {  /* the test of a kill mid-save */
         fprintf(stderr, "parc: rank %d: PRT_TEST_CKPT_DIE: killing myself inside the save of step %lld\n",
                 rt->world_rank, (long long)step);
