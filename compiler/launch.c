@@ -9,6 +9,7 @@
 
 #include "codegen.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -30,19 +32,48 @@ static SrcLoc no_loc(void) { return (SrcLoc){0}; }
 /* Signals that stop a launched job. */
 static const int launch_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 #define LAUNCH_NSIGNALS ((int)(sizeof launch_signals / sizeof launch_signals[0]))
-static volatile sig_atomic_t launch_child, launch_pending;
+static volatile sig_atomic_t launch_child, launch_pending, launch_to_ranks;
 
 /* Forwards a signal that was sent to parc by a process (si_code <= 0: kill,
  * sigqueue) to the child; one from the terminal (SI_KERNEL) reached the
- * child's process group already. */
+ * child's process group already.  For mpirun (launch_to_ranks) the signal is
+ * left pending for the wait loop, which sends it to the ranks themselves. */
 static void launch_forward(int sig, siginfo_t *info, void *context)
 {
     (void)context;
     if (info && info->si_code > 0) return;
     int saved = errno;
-    if (launch_child > 0) kill((pid_t)launch_child, sig);
+    if (launch_child > 0 && !launch_to_ranks) kill((pid_t)launch_child, sig);
     else launch_pending = sig;
     errno = saved;
+}
+
+/* Sends sig to the processes whose parent is `parent` (mpirun's local ranks);
+ * to `parent` itself when it has none.  Open MPI's mpirun, signalled, would
+ * start its abort instead: SIGCONT, odls_base_sigkill_timeout seconds (1 by
+ * default), SIGTERM, as long again, SIGKILL, which cuts a checkpoint short. */
+static void launch_signal_children(pid_t parent, int sig)
+{
+    int sent = 0;
+    DIR *proc = opendir("/proc");
+    for (struct dirent *e; proc && (e = readdir(proc));) {
+        char path[300], line[512];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        char *got = fgets(line, sizeof line, f);
+        fclose(f);
+        const char *close = got ? strrchr(line, ')') : NULL;  /* the command name may hold spaces */
+        char state;
+        int ppid;
+        if (close && sscanf(close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent) {
+            kill((pid_t)atoi(e->d_name), sig);
+            sent++;
+        }
+    }
+    if (proc) closedir(proc);
+    if (!sent) kill(parent, sig);
 }
 
 int launch_process(char *const argv[], char *const extra_env[], const char *stderr_path) {
@@ -94,11 +125,20 @@ int launch_process(char *const argv[], char *const extra_env[], const char *stde
     int status = -1;
     if (err == 0) {
         launch_child = pid;
-        if (launch_pending) kill(pid, launch_pending);
+        if (launch_pending) kill(pid, launch_pending), launch_pending = 0;
         int ws;
         pid_t r;
-        do r = waitpid(pid, &ws, 0);
-        while (r < 0 && errno == EINTR);
+        if (launch_to_ranks) { /* poll, so that a signal is passed on to the ranks as it comes */
+            while ((r = waitpid(pid, &ws, WNOHANG)) == 0 || (r < 0 && errno == EINTR)) {
+                int sig = launch_pending;
+                launch_pending = 0;
+                if (sig) launch_signal_children(pid, sig);
+                nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+            }
+        } else {
+            do r = waitpid(pid, &ws, 0);
+            while (r < 0 && errno == EINTR);
+        }
         if (r == pid) status = WIFEXITED(ws) ? WEXITSTATUS(ws) : WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : -1;
         launch_child = 0;
     }
@@ -163,7 +203,9 @@ int launch_run(const Program *program, int argc, char **argv) {
 #endif
     env[ne] = NULL;
 
+    launch_to_ranks = 1;  /* SIGTERM/SIGINT go to the ranks: they save and stop (docs/checkpoints.md) */
     int status = launch_process(args, env, NULL);
+    launch_to_ranks = 0;
     if (status < 0)
         diag_error(no_loc(), "install Open MPI (openmpi-bin) or put its mpirun on PATH",
                    "run: cannot start %s: %s", PARC_MPIEXEC, strerror(errno));
