@@ -37,10 +37,10 @@ void check_checkpoint(Check *c, const Stmt *st)
     int64_t every = 0, keep = 0;
     for (int i = 0; i < st->nvalues;) {
         const Value *kw = &st->values[i++];
-        int k = kw->kind == VAL_WORD ? word_index(kw->text, words, 2) : -1;
+        int k = kw->kind == VAL_WORD ? check_word_index(kw->text, words, 2) : -1;
         if (k < 0) {
-            diag_error(kw->loc, kw->kind == VAL_WORD ? did_you_mean(c, kw->text, words, 2) : CHECKPOINT_HINT,
-                       "expected `every` or `keep` in `checkpoint`, got `%s`", value_text(c, kw));
+            diag_error(kw->loc, kw->kind == VAL_WORD ? check_did_you_mean(c, kw->text, words, 2) : CHECKPOINT_HINT,
+                       "expected `every` or `keep` in `checkpoint`, got `%s`", check_value_text(c, kw));
             return;
         }
         if (seen[k]) {
@@ -56,11 +56,11 @@ void check_checkpoint(Check *c, const Stmt *st)
         }
         Stmt named = *st;
         named.key = k == 0 ? "checkpoint every" : "checkpoint keep";
-        if (!read_count(c, &named, v, 1, MAX_COUNT, k == 0 ? &every : &keep)) return;
+        if (!check_read_count(c, &named, v, 1, MAX_COUNT, k == 0 ? &every : &keep)) return;
         i++;
         if (k == 0) {
             if (!is_word(i < st->nvalues ? &st->values[i] : NULL, "steps")) {
-                diag_error(v->loc, arena_printf(c->arena, "write `every %s steps`", value_text(c, v)),
+                diag_error(v->loc, arena_printf(c->arena, "write `every %s steps`", check_value_text(c, v)),
                            "expected `steps` after the number of steps between checkpoints");
                 return;
             }
@@ -70,5 +70,5 @@ void check_checkpoint(Check *c, const Stmt *st)
     t->ckpt_every = every;
     t->ckpt_keep = keep;
     t->ckpt_dir = default_dir(c);
-    t->ckpt_loc = stmt_span(st);
+    t->ckpt_loc = check_stmt_span(st);
 }
