@@ -115,7 +115,8 @@ static void trace_write_failed(prt *rt, int err) {
     prt_user_fail(1, "--trace %s: cannot write the trace: %s", rt->trace_path, strerror(err ? err : errno));
 }
 
-void prt_trace_flush(prt *rt) {
+/* Gathers and appends the events since the last flush; `what` names the wait. */
+static void trace_flush(prt *rt, const char *what) {
     text t = {0};
     int r = rt->world_rank;
     format_events(rt, &t);
@@ -128,7 +129,7 @@ void prt_trace_flush(prt *rt) {
     }
     MPI_Request req;
     PRT_MPI_CHECK(MPI_Igather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD, &req));
-    prt_wait(rt, &req, NULL, "the trace gather", -1);
+    prt_wait(rt, &req, NULL, what, -1);
     if (r == 0) {
         long long total = 0;
         for (int i = 0; i < rt->world_size; i++) {
@@ -139,7 +140,7 @@ void prt_trace_flush(prt *rt) {
         all = prt_xmalloc((size_t)total + 1);
     }
     PRT_MPI_CHECK(MPI_Igatherv(t.s, len, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, MPI_COMM_WORLD, &req));
-    prt_wait(rt, &req, NULL, "the trace gather", -1);
+    prt_wait(rt, &req, NULL, what, -1);
     if (r == 0) {
         /* the file is a JSON array written as the run goes: "[" first, then each
          * rank's fragment after ",\n"; a killed run leaves it without its
@@ -162,8 +163,10 @@ void prt_trace_flush(prt *rt) {
     free(t.s);
 }
 
+void prt_trace_flush(prt *rt) { trace_flush(rt, "the trace gather at the step's end"); }
+
 void prt_trace_write(prt *rt) {
-    prt_trace_flush(rt);
+    trace_flush(rt, "the trace gather (shutdown)");
     if (rt->world_rank == 0) {
         FILE *f = rt->trace_file;
         errno = 0;
