@@ -36,6 +36,8 @@ static void open_outputs(prt *rt, char *message, size_t size) {
             return;
         }
     }
+    const char *metrics_path = getenv("PRT_METRICS_FILE"); /* the log's name when --log is not given */
+    if (!rt->log_path && metrics_path && *metrics_path) rt->log_path = metrics_path;
     if (rt->log_path) {
         rt->log_file = fopen(rt->log_path, "w");
         if (!rt->log_file) {
