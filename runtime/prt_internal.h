@@ -295,6 +295,11 @@ void prt_phases_report(prt *rt);
  * run after a failed write (step -1: the summary, not a step's record). */
 extern const char *const prt_phase_keys[PRT_NPHASES];
 void prt_metrics_step(prt *rt, int64_t step, double loss, double seconds);
+
+/* Start-up, after the axes: warns (rank 0) about tensor-parallel groups whose
+ * ranks are on different hosts; PRT_HOSTNAME (a test hook) names them
+ * (prt_placement.c). */
+void prt_check_placement(prt *rt);
 void prt_metrics_fail(prt *rt, int64_t step);
 
 /* ---------------------------------------------------------------- parameter maps */

@@ -135,6 +135,7 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     PRT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &rt->watch_comm));
     prt_block_end();
     build_axes(rt, plan);
+    prt_check_placement(rt);
 
     /* Test hooks. */
     const char *die = getenv("PRT_TEST_DIE");
