@@ -18,18 +18,18 @@ void check_weight_decay(Check *c, const Stmt *st)
     Train *t = &c->plan->train;
     if (!check_shape(c, st, 1, 3, BODY_NO, DECAY_HINT)) return;
     if (c->opt_weight_decay_loc.file) {
-        diag_error(stmt_span(st), "drop `weight_decay` from the optimizer, or this statement",
+        diag_error(check_stmt_span(st), "drop `weight_decay` from the optimizer, or this statement",
                    "the weight decay is given twice: here and in `optimizer`");
         diag_note(c->opt_weight_decay_loc, NULL, "the optimizer's `weight_decay` is here");
         return;
     }
     double wd;
-    if (!read_real(c, "weight_decay", &st->values[0], 0, 0, 10, 0, &wd)) return;
+    if (!check_read_real(c, "weight_decay", &st->values[0], 0, 0, 10, 0, &wd)) return;
     int all = 0;
     if (st->nvalues > 1) {
         const Value *on = &st->values[1];
         if (on->kind != VAL_WORD || strcmp(on->text, "on") != 0) {
-            diag_error(on->loc, DECAY_HINT, "expected `on` after the weight decay, got `%s`", value_text(c, on));
+            diag_error(on->loc, DECAY_HINT, "expected `on` after the weight decay, got `%s`", check_value_text(c, on));
             return;
         }
         if (st->nvalues < 3) {
@@ -37,7 +37,7 @@ void check_weight_decay(Check *c, const Stmt *st)
                        "`on` needs the parameters the decay applies to");
             return;
         }
-        all = read_word(c, "weight decay group", &st->values[2], decay_group_words, COUNT_OF(decay_group_words));
+        all = check_read_word(c, "weight decay group", &st->values[2], decay_group_words, COUNT_OF(decay_group_words));
         if (all < 0) return;
     }
     t->weight_decay = wd;
@@ -48,5 +48,5 @@ void check_clip(Check *c, const Stmt *st)
 {
     Train *t = &c->plan->train;
     if (!check_shape(c, st, 1, 1, BODY_NO, "clip 1.0;")) return;
-    read_real(c, "clip", &st->values[0], 0, 1, 1e6, 0, &t->clip);
+    check_read_real(c, "clip", &st->values[0], 0, 1, 1e6, 0, &t->clip);
 }

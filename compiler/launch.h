@@ -26,12 +26,4 @@ int launch_run(const Program *program, const char *hosts, int argc, char **argv)
  * equals their product), its arguments passed on.  0, or -1 after reporting. */
 int launch_write_sbatch(const Program *program, const char *exe, const char *script);
 
-/* For launch.c and tests: runs argv[0] (searched in PATH) with `extra_env`
- * (NULL-terminated "NAME=value" strings, may be NULL) added to the environment,
- * waits for it and returns its exit status (128 + signal when killed), or -1
- * when it could not be started.  When stderr_path != NULL the child's stderr
- * (and stdout) go to that file.  SIGINT and SIGQUIT are ignored in the caller
- * while the child runs (the child keeps the defaults). */
-int launch_process(char *const argv[], char *const extra_env[], const char *stderr_path);
-
 #endif
