@@ -29,6 +29,7 @@
     X(SEC_TRAIN, "train", "train { batch 8; ... }")       \
     X(SEC_MESH, "mesh", "mesh { dp 2; tp 8; }")           \
     X(SEC_LAYOUT, "layout", "layout { batch -> dp; }")    \
+    X(SEC_DATA, "data", "data { train \"train.bin\"; validation \"val.bin\"; format llmc; }") \
     X(SEC_INCLUDE, "include", "include \"common/model.par\";")
 
 #define CLUSTER_KEYS(X)                          \
@@ -85,7 +86,8 @@
     X(TR_SEED, "seed", "seed 1234;")                              \
     X(TR_LR, "lr", "lr 3e-4 warmup 100 steps cosine to 3e-5 over 10000 steps;") \
     X(TR_WEIGHT_DECAY, "weight_decay", "weight_decay 0.1 on weights;")   \
-    X(TR_CLIP, "clip", "clip 1.0;")
+    X(TR_CLIP, "clip", "clip 1.0;")                               \
+    X(TR_EVAL, "eval", "eval every 50 steps batches 20;")
 
 #define LAYOUT_KEYS(X)                                                   \
     X(LY_SP, "sequence_parallel", "sequence_parallel over tp;")          \
@@ -252,6 +254,15 @@ void check_lr_schedule(Check *c, const Stmt *st);
  * after the optimizer (whose defaults they override). */
 void check_weight_decay(Check *c, const Stmt *st);
 void check_clip(Check *c, const Stmt *st);
+
+/* ------------------------------------------------------------ check_data.c */
+
+/* The `data` section: train / validation paths and the format. */
+void check_data(Check *c, const Stmt *sec);
+/* train's `eval every N steps batches K;` */
+void check_eval(Check *c, const Stmt *st);
+/* Evaluation against the data section: a training file needs a validation one. */
+void check_eval_data(Check *c);
 
 /* ------------------------------------------------------------ check_cross.c */
 

@@ -45,6 +45,7 @@ static void write_record(prt *rt, int64_t step, double loss, double tokens_per_s
                       (long long)step, (long long)rt->steps, loss, prt_lr(rt, step)) < 0;
     if (rt->have_grad_norm)
         bad |= fprintf(f, ", \"grad_norm\": %.9g, \"clip_scale\": %.9g", rt->grad_norm, rt->clip_scale) < 0;
+    if (rt->have_val_loss) bad |= fprintf(f, ", \"val_loss\": %.9g", rt->val_loss) < 0;
     bad |= fprintf(f, ", \"tokens_per_s\": %.6g, \"step_ms\": %.6g, \"phases_ms\": {", tokens_per_s, seconds * 1e3) < 0;
     for (int k = 0; k < PRT_NPHASES; k++)
         bad |= fprintf(f, "%s\"%s\": %.6g", k ? ", " : "", prt_phase_keys[k], rt->phase_step[k] * 1e3) < 0;

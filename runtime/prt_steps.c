@@ -68,6 +68,7 @@ void prt_step_end(prt *rt, int64_t step) {
                           strerror(errno));
     }
     rt->step = -1;
+    rt->have_val_loss = 0;
     prt_ckpt_step_end(rt, step);
 }
 

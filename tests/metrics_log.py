@@ -1,7 +1,8 @@
 """metrics_log.py — reads a metrics log (`--log FILE`, JSON lines) and validates
 every record against docs/metrics.schema.json with jsonschema (Debian's
 python3-jsonschema), plus what a schema cannot say: the step records come
-first, numbered from `first` to their `steps` in order, their phases sum to
+first (after an optional `eval` record of step 0), numbered from `first` to
+their `steps` in order, their phases sum to
 step_ms, and exactly one summary record ends the file.
 
     records, problems = metrics_log.read(path, first=1)
