@@ -559,6 +559,7 @@ void check_train(Check *c, const Stmt *sec)
             break;
         case TR_PRECISION: check_precision(c, st); break;
         case TR_OPTIMIZER: check_optimizer(c, st); break;
+        case TR_CHECKPOINT: check_checkpoint(c, st); break;
         case TR_LR: check_lr_schedule(c, st); break;
         case TR_WEIGHT_DECAY:
         case TR_CLIP: break; /* read after the optimizer, below */

@@ -112,7 +112,7 @@ int launch_run(const Program *program, const char *hosts, int argc, char **argv)
 #endif
     env[ne] = NULL;
 
-    int status = process_run(args, env, NULL);
+    int status = process_run_signalling_children(args, env, NULL); /* the ranks save and stop */
     if (status < 0)
         diag_error(no_loc(), slurm ? "inside an allocation parc runs srun: put Slurm's srun on PATH"
                                    : "install Open MPI (openmpi-bin) or put its mpirun on PATH",
