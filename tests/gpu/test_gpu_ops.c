@@ -203,6 +203,22 @@ static void ops(int64_t dt) {
                 prt_cu_attention_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, HD, causal);
                 check(name, "dqkv", dqkv, tol);
             }
+    /* column sums over many rows (bias, layernorm and rmsnorm weight gradients): 2100 rows
+     * make 5 row blocks whose partial sums sit in the workspace (made large enough first) */
+    {
+        const int64_t NR = 2100, CR = 64;
+        prt_cuda_workspace(rt, (size_t)(5 * CR));
+        ten in = mk(dt, NR * CR, -2, 3, 0), w = mk(dt, CR, 0.5f, 1.5f, 0),
+            mean = mk(dt, NR, -0.1f, 0.1f, 0), rstd = mk(dt, NR, 0.5f, 1.5f, 0), dw = mk(dt, CR, -1, 1, 0),
+            db = mk(dt, CR, -1, 1, 0), dout = mk(dt, NR * CR, -1, 1, 0);
+        prt_bias_bwd(rt, db.h, dout.h, NR, CR); prt_cu_bias_bwd(rt, D(db), D(dout), NR, CR); check("bias_bwd(rows)", "db", db, tol);
+        prt_layernorm_bwd(rt, NULL, dw.h, db.h, dout.h, in.h, w.h, mean.h, rstd.h, NR, CR);
+        prt_cu_layernorm_bwd(rt, NONE, D(dw), D(db), D(dout), D(in), D(w), D(mean), D(rstd), NR, CR);
+        check("layernorm_bwd(rows)", "dw", dw, tol); check("layernorm_bwd(rows)", "db", db, tol);
+        prt_rmsnorm_bwd(rt, NULL, dw.h, dout.h, in.h, w.h, rstd.h, NR, CR);
+        prt_cu_rmsnorm_bwd(rt, NONE, D(dw), D(dout), D(in), D(w), D(rstd), NR, CR);
+        check("rmsnorm_bwd(rows)", "dw", dw, tol);
+    }
     /* cross-entropy, vocab block [8, 8 + 50) of 70 classes on axis 0 (size 1) */
     {
         const int64_t V = 50, off = 8;
