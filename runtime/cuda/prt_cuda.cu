@@ -113,7 +113,9 @@ void prt_cuda_init(prt *rt) {
     PRT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_comm, cudaEventDisableTiming));
     PRT_CUBLAS_CHECK(cublasCreate(&c->blas));
     PRT_CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
-    /* cuBLAS gets no device memory of its own unless asked: the ledger stays exact. */
+    /* cuBLAS gets no device memory of its own unless asked: the ledger stays exact.
+     * Without PRT_CUBLAS_WORKSPACE_MB each GEMM lends it the device workspace
+     * (prt_cuda_blas_workspace), which the ledger budgets. */
     long ws_mb = env_long("PRT_CUBLAS_WORKSPACE_MB", 0);
     if (ws_mb > 0) {
         c->blas_ws_bytes = (size_t)ws_mb << 20;
@@ -254,6 +256,20 @@ float *prt_cuda_workspace(prt *rt, size_t floats) {
 }
 
 size_t prt_cuda_workspace_floats(prt *rt) { return prt_cu(rt)->work_cap; }
+
+/* Before a cuBLAS call: cuBLAS's workspace is the device workspace as it is now
+ * (never grown for it), so weight-gradient GEMMs with a large K can split it
+ * within the ledger; every op runs on the one stream, so no other op uses the
+ * workspace meanwhile.  A PRT_CUBLAS_WORKSPACE_MB workspace stays put. */
+void prt_cuda_blas_workspace(prt *rt) {
+    prt_cuda *c = prt_cu(rt);
+    if (c->blas_ws) return;
+    size_t bytes = c->work_cap * sizeof(float) / 256 * 256;  /* cuBLAS: 256-byte aligned pointer (cudaMalloc's) and size */
+    if (c->blas_ws_at == c->work && c->blas_ws_at_bytes == bytes) return;
+    PRT_CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->work, bytes));
+    c->blas_ws_at = c->work;
+    c->blas_ws_at_bytes = bytes;
+}
 
 char *prt_cuda_comm_stage(prt *rt, size_t bytes) {
     prt_cuda *c = prt_cu(rt);

@@ -35,6 +35,7 @@ struct prt_cuda {
     float *work;  size_t work_cap;   /* floats */
     char *stage;  size_t stage_cap;  /* bytes, booked in whole floats */
     void *blas_ws; size_t blas_ws_bytes;   /* PRT_CUBLAS_WORKSPACE_MB, booked to PRT_WORKSPACE */
+    const void *blas_ws_at; size_t blas_ws_at_bytes;   /* the workspace cuBLAS was last given */
     /* host staging of the MPI path (host memory, not in the device ledger) */
     char *host;   size_t host_cap;
 };

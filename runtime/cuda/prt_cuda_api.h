@@ -41,6 +41,7 @@ void *prt_cuda_host_copy(prt *rt, const void *dev, size_t bytes);
  * largest request, contents lost on growth). */
 float *prt_cuda_workspace(prt *rt, size_t floats);
 size_t prt_cuda_workspace_floats(prt *rt);   /* its present size: what a call can take without growing it */
+void prt_cuda_blas_workspace(prt *rt);      /* lends cuBLAS that workspace before a GEMM */
 char *prt_cuda_comm_stage(prt *rt, size_t bytes);
 
 /* The ops on the device: parc_rt.h's semantics, float tensors as prt_ten. */

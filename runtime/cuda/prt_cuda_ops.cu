@@ -13,7 +13,10 @@
  *     at most (probs NULL ? 2 : 1) x T x T floats;
  *   column sums (bias, norm weight gradients) over many rows: partial sums per
  *     block of rows, only as many as the workspace already holds (never grown);
- *   nothing else (no cuBLAS workspace unless PRT_CUBLAS_WORKSPACE_MB is set).
+ *   cuBLAS: each GEMM is lent the workspace as it stands (prt_cuda_blas_workspace),
+ *     never grown for it; PRT_CUBLAS_WORKSPACE_MB=n gives it n MiB of its own
+ *     instead (booked to workspace, beyond the compiler's ledger);
+ *   nothing else.
  * Attention (prt_cuda_attention.cu) never materialises a T x T matrix: the forward pass is one kernel with
  * an online softmax (one warp per query row, the head dim split across its lanes,
  * key/value tiles in shared memory); the backward pass recomputes the
@@ -431,6 +434,7 @@ static void gemm_rm(prt *rt, int ta, int tb, int M, int N, int K, float alpha, p
         /* column-major view: C^T[N,M] = op(B)^T op(A)^T */
         cublasComputeType_t compute =
             A.dtype == PRT_F32 && c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        prt_cuda_blas_workspace(rt);
         PRT_CUBLAS_CHECK(cublasGemmEx(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
                                       &alpha, B.p, cuda_type(B.dtype), ldb, A.p, cuda_type(A.dtype), lda, &beta, C.p,
                                       cuda_type(C.dtype), ldc, compute, CUBLAS_GEMM_DEFAULT));
