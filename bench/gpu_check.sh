@@ -46,9 +46,9 @@ fail=0
 T_QUERY=5         # nvidia-smi once; bin/tiny_single --help once
 T_PY=10           # python3 locating the NCCL wheel
 T_PROBE=30        # one step on the GPU (twice on the fallback paths: before and after the build)
-T_BUILD=90        # the fallback build (bench/gpu_build.sh)
-T_OPS=30          # test_gpu_ops, once per collectives path (2)
-T_CURVE=15        # one program's run on the CPU or the GPU (2 plans x 2)
+T_BUILD=80        # the fallback build (bench/gpu_build.sh)
+T_OPS=40          # test_gpu_ops, once per collectives path (2)
+T_CURVE=12        # one program's run on the CPU or the GPU (2 plans x 2)
 T_MEM=15          # --memory of the tiny plans; gpt2_124m_gpu gets 2 x T_MEM
 T_GPT2=45         # gpt2_124m_gpu's 8 steps
 T_TORCH=45        # PyTorch eager on the same model (GPU_CHECK_COMPILE=1 adds 120 s, outside the budget)

@@ -22,7 +22,7 @@
 
 #include "cuda/prt_cuda_api.h"
 
-#define POOL (1 << 22) /* elements per dtype pool */
+#define POOL (1 << 23) /* elements per dtype pool */
 
 static prt *rt;
 static char *pool[3];      /* host pools: f32, bf16, f16 */
@@ -218,6 +218,24 @@ static void ops(int64_t dt) {
         prt_rmsnorm_bwd(rt, NULL, dw.h, dout.h, in.h, w.h, rstd.h, NR, CR);
         prt_cu_rmsnorm_bwd(rt, NONE, D(dw), D(dout), D(in), D(w), D(rstd), NR, CR);
         check("rmsnorm_bwd(rows)", "dw", dw, tol);
+    }
+    /* attention at training shapes (causal, probs not saved): head dim 128 at T 1024,
+     * head dim 64 at T 4096, and a backward over several chunks of (sample, head)
+     * pairs (24 pairs, 16 at a time at T 16); fp32 and bf16 */
+    const int64_t long_shapes[][4] = {{1, 1024, 2, 128}, {1, 4096, 1, 64}, {3, 16, 8, 32}};
+    for (int s = 0; s < 3 && dt != PRT_F16; s++) {
+        int64_t B = long_shapes[s][0], T = long_shapes[s][1], NH = long_shapes[s][2], HD = long_shapes[s][3], Cq = NH * HD;
+        ten qkv = mk(dt, B * T * 3 * Cq, -1, 1, 0), out = mk(dt, B * T * Cq, 0, 0, 1), dqkv = mk(dt, B * T * 3 * Cq, -1, 1, 0),
+            dout = mk(dt, B * T * Cq, -1, 1, 0);
+        char name[64];
+        snprintf(name, sizeof name, "attention_fwd T%lld hd%lld c", (long long)T, (long long)HD);
+        prt_attention_fwd(rt, out.h, NULL, qkv.h, B, T, NH, HD, 1);
+        prt_cu_attention_fwd(rt, D(out), NONE, D(qkv), B, T, NH, HD, 1);
+        check(name, "out", out, tol);
+        name[10] = 'b', name[11] = 'w', name[12] = 'd';
+        prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, NULL, B, T, NH, HD, 1);
+        prt_cu_attention_bwd(rt, D(dqkv), D(dout), D(qkv), NONE, B, T, NH, HD, 1);
+        check(name, "dqkv", dqkv, tol);
     }
     /* cross-entropy, vocab block [8, 8 + 50) of 70 classes on axis 0 (size 1) */
     {
