@@ -73,7 +73,10 @@ typedef struct Analysis {
     int64_t max_total;            /* the most memory any rank needs */
     int worst_stage;
     double flops_per_step;        /* the whole model, all ranks */
-    double model_flops_per_step;  /* 6 Ψ tokens + attention (the MFU numerator) */
+    double model_flops_per_step;  /* 6 Ψ' tokens + attention (the MFU numerator) */
+    /* Ψ': the non-embedding parameters plus the head's matmul weight (a tied
+     * head's table once); attention: 12 x layers x seq x hidden per token */
+    double model_matmul_params, model_attention_flops_per_token;
     double peak_flops;            /* per GPU for the plan's precision */
     double t_fwd, t_bwd, t_p2p;   /* per chunk per micro-batch, slowest stage */
     double pipeline_s;            /* simulated makespan of the schedule */

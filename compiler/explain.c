@@ -219,8 +219,17 @@ void report_explain(FILE *out, const Analysis *an, int verbose)
             t->master_fp32 && t->precision != PREC_FP32 ? " with fp32 master weights" : "",
             t->optimizer == OPT_SGD ? "sgd" : t->optimizer == OPT_ADAM ? "adam" : "adamw");
     if (t->lr_scheduled) explain_lr_schedule(out, t);
-    fprintf(out, "  compute         %.4g FLOP/step (model FLOPs, 6 x params x tokens + attention: %.4g)\n",
+    fprintf(out, "  compute         %.4g FLOP/step (model FLOPs, 6 x (non-embedding params + head) x tokens + attention: "
+                 "%.4g)\n",
             an->flops_per_step, an->model_flops_per_step);
+    if (verbose) {
+        double tokens = (double)t->batch * (double)m->seq;
+        fprintf(out,
+                "                  model FLOPs = 6 x %.4g parameters (all but the embedding and position tables, "
+                "plus the head's matmul weight) x %.4g tokens + attention 12 x layers x seq x hidden = %.4g per "
+                "token; the MFU numerator\n",
+                an->model_matmul_params, tokens, an->model_attention_flops_per_token);
+    }
     explain_attention(out, an);
 
     fprintf(out, "\nmesh (last axis varies fastest):\n");

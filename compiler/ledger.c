@@ -30,7 +30,8 @@ void ledger_stage_sends(const Program *prog, const StageProgram *sp, int64_t *fw
 /* The runtime's own scratch, as the CPU runtime allocates it (parc_rt.h,
  * prt_expect_memory): each scratch buffer grows to its largest request.
  *   comm:      one packing buffer for [outer, S, inner] collectives with outer > 1,
- *              plus one staging copy per pipeline message still in flight;
+ *              plus one staging copy per pipeline message still in flight, in
+ *              the message's dtype;
  *   workspace: the largest request of an op's call, per its row of op_table
  *              (runtime/prt_scratch.h): with all-fp32 operands in `work`, the
  *              extra a CPU build needs to widen 16-bit operands in `work_16`. */
@@ -64,7 +65,9 @@ static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t
         int64_t bwd_bound = prog->schedule.peak_in_flight[prev] + 1;
         sends = (fwd < fwd_bound ? fwd : fwd_bound) + (bwd < bwd_bound ? bwd : bwd_bound);
     }
-    *comm = 4 * pack + 4 * sends * sp->boundary_elems;
+    /* each copy holds one message in its own dtype (2 bytes in a 16-bit plan) */
+    int64_t message = sp->boundary_elems * (prog->nstages > 1 ? dtype_bytes(sp->bufs[sp->resid_buf].dtype) : 0);
+    *comm = 4 * pack + sends * message;
     *work = 4 * scratch;
     *work_16 = 4 * (scratch_16 > scratch ? scratch_16 - scratch : 0);
 }

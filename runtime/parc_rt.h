@@ -206,8 +206,9 @@ double prt_lr(prt *rt, int64_t step);
  *     up to whole 4-byte floats) over the all-gathers/reduce-scatters/all-to-alls
  *     with outer > 1 and S > 1; and send slots holding the bytes (n x element size)
  *     of pipeline sends not yet completed (slots are reused, sends complete by
- *     prt_step_end), i.e. the peak bytes in flight.  Budgeting 4 bytes per element
- *     bounds both for every dtype;
+ *     prt_step_end), i.e. the peak bytes in flight.  The compiler budgets the
+ *     packing buffer at 4 bytes per element (a bound for every dtype) and each
+ *     send slot at the message's own element size;
  *   PRT_WORKSPACE: one buffer of the largest of the ops' requests, in floats:
  *     the prt_scratch_* function of each op in prt_scratch.h, which both the
  *     CPU backend and the compiler's ledger call (0 for ops that have none).

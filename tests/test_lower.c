@@ -407,6 +407,64 @@ static void test_activations(void)
     arena_free(&arena);
 }
 
+/* Pipeline staging: each send copy still in flight holds one message in its
+ * own dtype (2 bytes per element in a bf16 plan), at most the schedule's
+ * in-flight peak (+1 not yet reaped) per direction: a 64-stage GPT-3 pipeline
+ * books 65 copies of b s h x 2 bytes on its first stage, 129 on the others. */
+static void test_pipeline_staging(void)
+{
+    Arena arena = {0};
+    Opts o = defaults();
+    o.precision = "bf16 master fp32";
+    o.layers = 64, o.seq = 2048, o.hidden = 12288, o.heads = 96, o.ffn = 4 * 12288, o.vocab = 256;
+    o.gpus = 8, o.nodes = 8, o.mesh = "pp 64;", o.layout = "layers -> pp schedule 1f1b;";
+    o.batch = 128, o.micro_batch = 1;
+    Program *prog;
+    Analysis *an = compile(&arena, o, &prog);
+    CHECK(an != NULL, "64-stage pipeline lowers");
+    if (!an) return;
+    const int64_t message = 2LL * 2048 * 12288; /* b s h in bf16 */
+    int64_t worst = 0;
+    for (int s = 0; s < prog->nstages; s++) {
+        const StageProgram *sp = &prog->stages[s];
+        int64_t fwd = s < 63 ? prog->schedule.peak_in_flight[s] + 1 : 0;
+        int64_t bwd = s > 0 ? prog->schedule.peak_in_flight[s - 1] + 1 : 0;
+        CHECK(sp->ledger[PRT_COMM] == (fwd + bwd) * message,
+              "stage %d: staging %lld bytes = (%lld + %lld) copies of %lld bytes", s, (long long)sp->ledger[PRT_COMM],
+              (long long)fwd, (long long)bwd, (long long)message);
+        if (sp->ledger[PRT_COMM] > worst) worst = sp->ledger[PRT_COMM];
+    }
+    CHECK(prog->stages[0].ledger[PRT_COMM] == 65 * message, "stage 0: 65 copies of one bf16 message");
+    CHECK(worst == 129 * message && worst < 7LL << 30, "the worst stage books 129 bf16 messages (%.3g GiB)",
+          (double)worst / (1 << 30));
+    arena_free(&arena);
+}
+
+/* The MFU numerator: 6 x (non-embedding parameters + the head's matmul) x
+ * tokens + attention 12 L s h per token.  Embedding and position lookups do
+ * no matmul; a tied head reads the table as its weight, so it counts once. */
+static void test_model_flops(void)
+{
+    for (int tied = 0; tied < 2; tied++) {
+        Arena arena = {0};
+        Opts o = defaults();
+        o.tied = tied;
+        Program *prog;
+        Analysis *an = compile(&arena, o, &prog);
+        CHECK(an != NULL, "model FLOPs plan lowers (tied %d)", tied);
+        if (!an) continue;
+        double V = o.vocab, H = o.hidden, S = o.seq, P = (double)params_of(prog);
+        double want_params = tied ? P - S * H : P - V * H - S * H; /* less wpe, and wte unless it is the head */
+        double tokens = (double)o.batch * S, attn = 12.0 * o.layers * S * H;
+        CHECK(an->model_matmul_params == want_params, "tied %d: %.0f matmul parameters, want %.0f", tied,
+              an->model_matmul_params, want_params);
+        CHECK(an->model_flops_per_step == 6 * want_params * tokens + attn * tokens,
+              "tied %d: model FLOPs %.6g, want 6 x %.0f x %.0f + %.0f x %.0f", tied, an->model_flops_per_step,
+              want_params, tokens, attn, tokens);
+        arena_free(&arena);
+    }
+}
+
 /* Placement errors name the op, the tensor and the rule. */
 static void test_placement_errors(void)
 {
@@ -699,6 +757,8 @@ int main(void)
     test_data_parallel_volumes();
     test_pipeline();
     test_activations();
+    test_pipeline_staging();
+    test_model_flops();
     test_placement_errors();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The counts explain and check report, held against their definitions: the
+# batch hint of a schedule that needs more micro-batches names batches that
+# satisfy it, and `explain --verbose` states the MFU numerator's formula.
+set -u
+parc=$(realpath "$1"); examples=$(realpath "$2")
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fails=0; n=0
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+
+# plan BATCH SCHEDULE: 8 layers over 4 pipeline stages, micro_batch 1, dp 1
+plan() {
+    cat <<PAR
+model m { vocab 256; seq 32; hidden 64; heads 4; ffn 256; layers 8; embed; repeat layers { block gpt2; } norm layer; head untied; loss cross_entropy; }
+cluster { nodes 1; gpus_per_node 4; include "$examples/common/tiny_cluster.par"; }
+train { batch $1; micro_batch 1; precision fp32; optimizer adamw lr 1e-3; }
+mesh { pp 4; }
+layout { layers -> pp schedule $2; }
+PAR
+}
+# hint BATCH SCHEDULE WANT: the schedule's error carries the hint WANT
+hint() {
+    n=$((n + 1))
+    plan "$1" "$2" > "$tmp/p.par"
+    local out
+    out=$("$parc" check "$tmp/p.par" --diagnostics-format json 2>&1)
+    if ! printf '%s\n' "$out" | grep -qF "\"hint\": \"$3\""; then
+        fail "batch $1, $2: hint is not \"$3\":"; printf '%s\n' "$out" | head -5
+    fi
+}
+hint 6 "interleaved 2" "batch 4 or 8 would (a multiple of stages × micro_batch × dp = 4)"
+hint 10 "interleaved 2" "batch 8 or 12 would (a multiple of stages × micro_batch × dp = 4)"
+hint 2 "interleaved 2" "raise batch to 4 (stages × micro_batch × dp)"
+hint 3 "1f1b" "raise batch to 4 (stages × micro_batch × dp)"
+# each hinted batch passes check
+for b in 4 8 12; do
+    n=$((n + 1)); plan "$b" "interleaved 2" > "$tmp/p.par"
+    "$parc" check "$tmp/p.par" > /dev/null 2>&1 || fail "batch $b, interleaved 2: the hinted batch does not pass check"
+done
+
+# explain --verbose states the MFU numerator: 6 x (parameters less the
+# embedding and position tables, plus the head's matmul) x tokens + attention
+n=$((n + 1))
+out=$("$parc" explain "$examples/tiny_single.par" --verbose 2>&1)
+# tiny_gpt: 234,880 parameters less wte 256 x 64 and wpe 32 x 64 (216,448); the untied head is kept
+want="model FLOPs = 6 x 2.164e+05 parameters (all but the embedding and position tables, plus the head's matmul weight) x 256 tokens + attention 12 x layers x seq x hidden = 9.83e+04 per token"
+printf '%s\n' "$out" | grep -qF "$want" || { fail "explain --verbose: no \"$want\""; printf '%s\n' "$out" | grep "model FLOPs"; }
+n=$((n + 1))
+json=$("$parc" explain "$examples/tiny_single.par" --json 2>&1)
+/usr/bin/python3 - "$json" <<'PY' || fail "explain --json: model_flops_per_step is not 6 x 216448 x 256 + 98304 x 256"
+import json, sys
+d = json.loads(sys.argv[1])
+want = 6 * (234880 - 256 * 64 - 32 * 64) * 8 * 32 + 12 * 4 * 32 * 64 * 8 * 32
+got = d["model_flops_per_step"]
+sys.exit(0 if abs(got - want) <= 1e-6 * want else 1)
+PY
+echo "counting: $((n - fails)) passed, $fails failed"
+[ "$fails" = 0 ]
