@@ -197,6 +197,27 @@ static void explain_attention(FILE *out, const Analysis *an)
     arena_free(&arena);
 }
 
+/* The plan's dropout: where it applies and what its stored masks take on the
+ * worst stage (the u8 activation buffers). */
+static void explain_dropout(FILE *out, const Analysis *an)
+{
+    const Plan *plan = an->prog->plan;
+    double p = plan->model.block.dropout;
+    if (p <= 0) return;
+    const StageProgram *sp = &an->prog->stages[an->worst_stage];
+    int64_t masks = 0;
+    for (int b = 0; b < sp->nbufs; b++)
+        if (sp->bufs[b].klass == PRT_ACTIVATIONS && sp->bufs[b].dtype == PRT_U8)
+            masks += sp->bufs[b].elems * sp->bufs[b].instances;
+    char b1[64];
+    analyze_format_bytes((double)masks, b1, sizeof b1);
+    int attention = plan->model.block.kind == BLOCK_TRANSFORMER && plan->model.heads > 0;
+    fprintf(out, "  dropout         %g on %s; masks of (seed, step, layer, index), %s of them stored (1 byte per "
+                 "element)%s\n",
+            p, attention ? "the attention probabilities and both branch outputs" : "the MLP's output", b1,
+            attention ? ", the probabilities' mask regenerated in backward" : "");
+}
+
 void report_explain(FILE *out, const Analysis *an, int verbose)
 {
     const Program *prog = an->prog;
@@ -231,6 +252,7 @@ void report_explain(FILE *out, const Analysis *an, int verbose)
                 an->model_matmul_params, tokens, an->model_attention_flops_per_token);
     }
     explain_attention(out, an);
+    explain_dropout(out, an);
 
     fprintf(out, "\nmesh (last axis varies fastest):\n");
     fprintf(out, "  %-6s %5s  %-44s %-12s %s\n", "axis", "size", "carries", "groups", "link");

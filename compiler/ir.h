@@ -133,6 +133,7 @@ typedef struct Tensor {
     X(SWIGLU, "swiglu")               \
     X(ATTENTION, "attention")         \
     X(KV_REPEAT, "kv_repeat")         \
+    X(DROPOUT, "dropout")             \
     X(ADD, "add")                     \
     X(COPY, "copy")                   \
     X(XENT, "cross_entropy")
@@ -220,7 +221,10 @@ typedef enum {
                          micro * (micro_batch * dp) + coord(dp axis) * micro_batch */
     ARG_TAG,         /* a pipeline message's tag, (micro * chunks + chunk + k) * 2 + i:
                         the receiver's chunk is chunk + k, i = 0 activations, 1 gradients */
-    ARG_LR           /* the learning rate of the step under the plan's schedule (prt_lr) */
+    ARG_LR,          /* the learning rate of the step under the plan's schedule (prt_lr) */
+    ARG_LAYER        /* the global layer of a block sequence's (chunk, l):
+                        chunk_first_layer[0] + chunk * (chunk_first_layer[1] -
+                        chunk_first_layer[0]) + l; 0 outside block sequences */
 } ArgKind;
 
 typedef struct Arg {
@@ -253,17 +257,19 @@ extern const char *const phase_names[PHASE_COUNT];
  * FLOP count and by the scratch size.  d[] are the call's size arguments in
  * the order of the op's row (ops.c); axis is the mesh axis whose coordinate
  * offsets the op's local block (-1 none); kept says the op's statistics were
- * kept from the forward (attention's probabilities). */
+ * kept from the forward (attention's probabilities); dropout says the call
+ * drops out (attention's probabilities: its attention_dropout_* entries). */
 typedef struct OpShape {
     int64_t d[4];
     int axis;
     int kept;
+    int dropout;
 } OpShape;
 
 /* Which runtime entry of its graph op an instruction is (ops.h). */
 typedef enum { ENTRY_NONE, ENTRY_FORWARD, ENTRY_BACKWARD } OpEntry;
 
-#define IR_MAX_ARGS 14
+#define IR_MAX_ARGS 16
 
 /* One call of a runtime function (an entry of PRT_OPS in runtime/parc_rt.h).
  * fn < 0 marks a report-only record: a collective a runtime op performs
@@ -354,7 +360,10 @@ typedef struct Buffer {
 } Buffer;
 
 /* Bytes of one element of a buffer dtype (enum prt_dtype). */
-static inline int dtype_bytes(int dtype) { return dtype == PRT_BF16 || dtype == PRT_F16 ? 2 : 4; }
+static inline int dtype_bytes(int dtype)
+{
+    return dtype == PRT_BF16 || dtype == PRT_F16 ? 2 : dtype == PRT_U8 ? 1 : 4;
+}
 static inline int dtype_is_16(int dtype) { return dtype == PRT_BF16 || dtype == PRT_F16; }
 
 typedef struct StageProgram {

@@ -184,7 +184,12 @@ typedef struct BlockSpec {
     int flash;            /* memory-efficient attention: no seq x seq probabilities kept,
                            * recomputed in backward (`attention causal flash;`) */
     int residual;         /* BLOCK_MLP: x + mlp(norm(x)); always 1 for transformer */
-    SrcLoc loc;
+    double dropout;       /* training-time dropout probability in [0, 1), 0 = none
+                           * (`dropout 0.1;`): on the attention probabilities and on
+                           * each branch's output before its residual add (Megatron's
+                           * attention and hidden dropout); a mask element is a pure
+                           * function of (seed, step, layer, global index) */
+    SrcLoc loc, dropout_loc;
 } BlockSpec;
 
 typedef struct Model {
