@@ -62,6 +62,7 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
     sc->total = sp->ledger_total;
     sc->params_local = sp->params_local;
     sc->cpu_widen = sp->cpu_widen;
+    sc->host_staging = sp->host_staging;
     if (sc->total > an->max_total) an->max_total = sc->total, an->worst_stage = s;
 
     /* FLOPs and blocking communication per chunk */

@@ -51,6 +51,7 @@ typedef struct StageCost {
     int64_t params_local;         /* parameter elements held (weights) */
     int64_t cpu_widen;            /* extra workspace the CPU runtime needs to widen 16-bit operands
                                      (in the built program's ledger, not in `ledger`) */
+    int64_t host_staging;         /* pipeline send copies in host memory (likewise) */
     double flops_fwd_chunk;       /* one micro-batch through one chunk, forward */
     double flops_bwd_chunk;
     double flops_step;            /* per rank per step */

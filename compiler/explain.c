@@ -139,6 +139,12 @@ static void explain_stage_memory(FILE *out, const Analysis *an, int s, int verbo
                      "operands in %s more workspace\n",
                 b1);
     }
+    if (sc->host_staging) {
+        analyze_format_bytes((double)sc->host_staging, b1, sizeof b1);
+        fprintf(out, "  pipeline sends are copied to host memory until received: up to %s per rank (not GPU "
+                     "memory: the schedule's in-flight peak of messages)\n",
+                b1);
+    }
     if (verbose)
         fprintf(out, "  flops          %.4g per step on each rank of this stage (forward %.4g, backward %.4g per "
                      "micro-batch through one chunk)\n",
@@ -357,9 +363,9 @@ void explain_json(FILE *out, const Analysis *an)
         for (int k = 0; k < PRT_NCLASS; k++)
             fprintf(out, "%s\"%s\": %lld", k ? ", " : "", ledger_class_names[k], (long long)sc->ledger[k]);
         fprintf(out, ", \"total\": %lld, \"fits\": %s},\n     \"cpu_runtime_extra_workspace\": %lld, "
-                     "\"flops_per_step\": %.6g}",
+                     "\"host_pipeline_staging\": %lld, \"flops_per_step\": %.6g}",
                 (long long)sc->total, (double)sc->total <= plan->cluster.gpu_memory ? "true" : "false",
-                (long long)sc->cpu_widen, sc->flops_step);
+                (long long)sc->cpu_widen, (long long)sc->host_staging, sc->flops_step);
     }
     fprintf(out, "\n  ],\n");
     fprintf(out, "  \"peak_memory_bytes\": %lld,\n  \"fits\": %s,\n", (long long)an->max_total,

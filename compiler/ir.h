@@ -396,6 +396,11 @@ typedef struct StageProgram {
     int64_t ledger_total;
     int64_t params_local;
     int64_t cpu_widen;
+    /* the copies of pipeline sends still in flight, which the runtime stages in
+     * host memory whatever the backend (prt_mpi_send's send slots; the CUDA
+     * backend copies each message to the host first): booked to PRT_COMM in
+     * the built program's ledger, not in ledger[] (no GPU memory) */
+    int64_t host_staging;
 } StageProgram;
 
 typedef struct Program {
