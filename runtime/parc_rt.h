@@ -345,7 +345,8 @@ does:
     T_global + t_offset + t) * C + c of its [batch, seq, C] tensor, kept unless
     prt_dropout_keep (prt_math.h) of (seed, step, layer, site) and that index
     says drop: the same mask on every layout.  site 1 is attention's output
-    branch, 2 the MLP's.  dropout_bwd(din, mask, dout, n, p): din += dout *
+    branch, 2 the MLP's.  During an evaluation (prt_eval_begin .. prt_eval_end)
+    nothing is dropped, here and in attention_dropout_*: out = in.  dropout_bwd(din, mask, dout, n, p): din += dout *
     mask / (1 - p).
   attention_dropout_fwd(out, probs, qkv, B, T, NH, HD, causal, first_sample,
     h_offset, NH_global, step, layer, p) / attention_dropout_bwd(dqkv, dout, qkv,

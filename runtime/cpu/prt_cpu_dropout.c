@@ -1,7 +1,8 @@
 /*
  * prt_cpu_dropout.c — dropout of a [batch, seq, C] branch output on the CPU:
  * the mask is prt_math.h's pure function of (seed, step, layer, site, global
- * element index), stored as one byte per element for the backward.  Storage
+ * element index), stored as one byte per element for the backward; during an
+ * evaluation (prt_eval.c) nothing is dropped.  Storage
  * dtypes as in prt_cpu_ops.c: loads widen to fp32, stores round once.
  */
 #include "prt_cpu_dropout.h"
@@ -35,6 +36,7 @@ void cpu_dropout_fwd(prt *rt, void *out_, void *mask_, const void *in_, int64_t 
               "dropout_fwd: bad shape B=%lld T=%lld C=%lld t_offset=%lld T_global=%lld", (long long)B, (long long)T,
               (long long)C, (long long)t_offset, (long long)T_global);
     PRT_CHECK(p >= 0 && p < 1, "dropout_fwd: p = %g is outside [0, 1)", p);
+    if (rt->eval_active) p = 0; /* evaluation runs the model without dropout */
     drop_tensor out = drop_ften(rt, out_, "dropout_fwd"), in = drop_ften(rt, in_, "dropout_fwd");
     uint8_t *mask = drop_mask(rt, mask_, "dropout_fwd");
     uint64_t key = prt_dropout_key(rt->plan.seed, step, layer, site);

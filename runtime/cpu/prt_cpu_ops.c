@@ -518,6 +518,7 @@ typedef struct att_drop {
 static att_drop att_drop_of(prt *rt, int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t NH,
                             int64_t step, int64_t layer, double p) {
     PRT_CHECK(p >= 0 && p < 1, "attention dropout: p = %g is outside [0, 1)", p);
+    if (rt->eval_active) p = 0; /* evaluation runs the model without dropout */
     PRT_CHECK(first_sample >= 0 && h_offset >= 0 && h_offset + NH <= NH_global,
               "attention dropout: heads %lld..%lld of %lld", (long long)h_offset, (long long)(h_offset + NH),
               (long long)NH_global);

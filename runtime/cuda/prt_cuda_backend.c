@@ -109,6 +109,7 @@ static void cu_dropout_fwd(prt *rt, void *out_, void *mask_, const void *in_, in
                            int64_t site, double p) {
     PRT_CHECK(p >= 0 && p < 1 && prt_dtype_of(rt, mask_) == PRT_U8, "dropout_fwd: p = %g, the mask must be a u8 buffer",
               p);
+    if (rt->eval_active) p = 0; /* evaluation runs the model without dropout */
     prt_cu_dropout_fwd(rt, TN(out_), (uint8_t *)mask_, TN(in_), B, T, C, first_sample, t_offset, T_global,
                        prt_dropout_key(rt->plan.seed, step, layer, site), prt_dropout_threshold(p),
                        prt_dropout_scale(p));
@@ -121,6 +122,7 @@ static void cu_dropout_bwd(prt *rt, void *din_, const void *mask_, const void *d
 static prt_cu_drop cu_drop(prt *rt, int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step,
                            int64_t layer, double p) {
     PRT_CHECK(p >= 0 && p < 1, "attention dropout: p = %g is outside [0, 1)", p);
+    if (rt->eval_active) p = 0; /* evaluation runs the model without dropout */
     prt_cu_drop d = {1, prt_dropout_threshold(p), prt_dropout_scale(p), prt_dropout_key(rt->plan.seed, step, layer, 0),
                      first_sample, h_offset, NH_global};
     return d;
