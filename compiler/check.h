@@ -83,6 +83,7 @@
     X(TR_SEQ, "seq", "seq 4096;")                                  \
     X(TR_PRECISION, "precision", "precision bf16 master fp32;")    \
     X(TR_OPTIMIZER, "optimizer", "optimizer adamw lr 3e-4;")       \
+    X(TR_CHECKPOINT, "checkpoint", "checkpoint every 100 steps keep 3;") \
     X(TR_STEPS, "steps", "steps 100;")                             \
     X(TR_SEED, "seed", "seed 1234;")                              \
     X(TR_LR, "lr", "lr 3e-4 warmup 100 steps cosine to 3e-5 over 10000 steps;") \
@@ -240,6 +241,11 @@ void check_model(Check *c, const Stmt *sec);
 void check_train(Check *c, const Stmt *sec);
 void check_mesh(Check *c, const Stmt *sec);
 void check_layout(Check *c, const Stmt *sec);
+
+/* ------------------------------------------------------------ check_checkpoint.c */
+
+/* train's `checkpoint [every N steps] [keep K];` */
+void check_checkpoint(Check *c, const Stmt *st);
 
 /* ------------------------------------------------------------ check_schedule.c */
 

@@ -561,6 +561,7 @@ void check_train(Check *c, const Stmt *sec)
             break;
         case TR_PRECISION: check_precision(c, st); break;
         case TR_OPTIMIZER: check_optimizer(c, st); break;
+        case TR_CHECKPOINT: check_checkpoint(c, st); break;
         case TR_LR: check_lr_schedule(c, st); break;
         case TR_EVAL: check_eval(c, st); break;
         case TR_STEPS:

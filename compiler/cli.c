@@ -148,7 +148,7 @@ void cli_help(FILE *out, const char *command)
     fprintf(out, "  %-12s %s\n", "diff", "two plans side by side: memory, collectives, links, time (A.par B.par)");
     fprintf(out, "  %-12s %s\n", "search", "the fastest layouts of the plan's model on its cluster (--top K, -o DIR)");
     fprintf(out, "  %-12s %s\n", "calibrate", "measure this machine as a cluster fragment (-o FILE)");
-    fprintf(out, "  %-12s %s\n", "export", "a checkpoint of any layout as one safetensors file (CKPT -o OUT, --master)");
+    fprintf(out, "  %-12s %s\n", "export", "a checkpoint of any layout as one safetensors file (CKPT -o OUT, --master, --names hf|parc)");
     fprintf(out, "  %-12s %s\n", "help", "this text, or `parc help COMMAND` for one command");
     fprintf(out, "\noptions of every command:\n");
     print_opts(out, global_opts, COUNT(global_opts));

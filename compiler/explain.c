@@ -167,6 +167,17 @@ static void explain_lr_schedule(FILE *out, const Train *t)
             (long long)t->steps);
 }
 
+/* The plan's `checkpoint`: the built program's defaults and what overrides them. */
+static void explain_checkpoint(FILE *out, const Train *t)
+{
+    fprintf(out, "  checkpoints     ");
+    if (t->ckpt_every) fprintf(out, "every %lld steps", (long long)t->ckpt_every);
+    else fprintf(out, "on a signal or --save-on-exit");
+    if (t->ckpt_keep) fprintf(out, ", the newest %lld kept", (long long)t->ckpt_keep);
+    fprintf(out, ", into %s/ unless --checkpoint-dir DIR (--checkpoint-every N, --checkpoint-keep N override "
+                 "the plan's)\n", t->ckpt_dir);
+}
+
 /* One line each: the data files and the evaluation, with the evaluation's
  * forward time from the cost model (a batch's forward phase per batch). */
 static void explain_data(FILE *out, const Program *prog)
@@ -269,6 +280,7 @@ void explain_text(FILE *out, const Analysis *an, int verbose)
             t->optimizer == OPT_SGD ? "sgd" : t->optimizer == OPT_ADAM ? "adam" : "adamw");
     if (t->lr_scheduled) explain_lr_schedule(out, t);
     explain_data(out, prog);
+    if (t->ckpt_dir) explain_checkpoint(out, t);
     fprintf(out, "  compute         %.4g FLOP/step (model FLOPs, 6 x (non-embedding params + head) x tokens + "
                  "attention: %.4g)\n",
             an->flops_per_step, an->model_flops_per_step);

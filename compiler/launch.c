@@ -74,7 +74,7 @@ int launch_run(const Program *program, int argc, char **argv) {
 #endif
     env[ne] = NULL;
 
-    int status = process_run(args, env, NULL);
+    int status = process_run_signalling_children(args, env, NULL); /* the ranks save and stop */
     if (status < 0)
         diag_error(no_loc(), "install Open MPI (openmpi-bin) or put its mpirun on PATH",
                    "run: cannot start %s: %s", PARC_MPIEXEC, strerror(errno));

@@ -12,7 +12,10 @@
  * with --oversubscribe when world > online cores, OPENBLAS_NUM_THREADS=1 when
  * world > cores, and OMPI_ALLOW_RUN_AS_ROOT{,_CONFIRM}=1 when running as root
  * (only in the child's environment).  argv are runtime flags passed to every
- * rank (--steps 5 --memory --trace f.json --data FILE).  Returns the job's exit
+ * rank (--steps 5 --memory --trace f.json --data FILE).  A SIGTERM or SIGINT
+ * sent to parc goes to the ranks (mpirun's children), not to mpirun, whose own
+ * handling would SIGKILL them a second later: they finish the step, save when
+ * a checkpoint directory is set, and stop.  Returns the job's exit
  * status (128 + signal when a signal ended it); -1 when the build or the launch
  * failed (reported via diag_error).  The temporary directory is removed. */
 int launch_run(const Program *program, int argc, char **argv);

@@ -236,6 +236,11 @@ typedef struct Train {
     /* `eval every N steps batches K;`: 0 and 0 without one */
     int64_t eval_every, eval_batches;
     SrcLoc loc, batch_loc, micro_batch_loc, micro_batches_loc, precision_loc, eval_loc;
+    /* `checkpoint every N steps keep K;` (check_checkpoint.c): the built
+     * program's defaults; 0 = none.  ckpt_dir is NULL without the statement. */
+    int64_t ckpt_every, ckpt_keep;
+    const char *ckpt_dir;
+    SrcLoc ckpt_loc;
 } Train;
 
 /* The `data` section: the token files a built program reads (paths as the

@@ -188,6 +188,9 @@ void plan_dump(const Plan *plan, FILE *out)
                 plan->data.train ? plan->data.train_written : "-",
                 plan->data.validation ? plan->data.validation_written : "-", formats[plan->data.format]);
     }
+    if (t->ckpt_dir)
+        fprintf(out, "  checkpoint every %" PRId64 " keep %" PRId64 " dir %s\n", t->ckpt_every, t->ckpt_keep,
+                t->ckpt_dir);
 
     fprintf(out, "mesh\n");
     for (int a = 0; a < mesh->naxes; a++)

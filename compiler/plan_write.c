@@ -86,6 +86,12 @@ static void write_train(const Plan *p, FILE *out)
                     t->lr_decay);
         fprintf(out, ";\n");
     }
+    if (t->ckpt_dir) {
+        fprintf(out, "  checkpoint");
+        if (t->ckpt_every) fprintf(out, " every %" PRId64 " steps", t->ckpt_every);
+        if (t->ckpt_keep) fprintf(out, " keep %" PRId64, t->ckpt_keep);
+        fprintf(out, ";\n");
+    }
     fprintf(out, "  steps %" PRId64 ";\n  seed %" PRIu64 ";\n}\n", t->steps, t->seed);
 }
 

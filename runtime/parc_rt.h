@@ -182,6 +182,11 @@ typedef struct prt_plan_desc {
     /* The data section and evaluation; NULL: synthetic data, no evaluation
      * (--data / --val-data / --data-format override it). */
     const prt_data_desc *data;
+    /* The plan's `checkpoint every N steps keep K;`: the defaults of
+     * --checkpoint-dir (ckpt_dir; NULL: none), --checkpoint-every and
+     * --checkpoint-keep (0: none), which override them. */
+    const char *ckpt_dir;
+    int64_t ckpt_every, ckpt_keep;
 } prt_plan_desc;
 
 #define PRT_TIMEOUT_STEPS 20

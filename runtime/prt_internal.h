@@ -216,7 +216,9 @@ struct prt {
     /* trace */
     int tracing;
     double time_origin;      /* MPI_Wtime at init (after a barrier) */
-    prt_trace_event *events; int64_t nevents, events_cap;
+    prt_trace_event *events; int64_t nevents, events_cap;   /* recorded since the last flush */
+    int trace_meta_done;     /* this rank's track names sent (prt_trace_flush) */
+    int64_t trace_bytes;     /* rank 0: event bytes in the file; 0: nothing yet, -1: only its "[" */
     const char *span_name[PRT_SPAN_DEPTH];
     double span_start[PRT_SPAN_DEPTH];
     int span_depth;
@@ -297,7 +299,11 @@ void prt_trace_record(prt *rt, const char *name, const char *category, double st
     do {                                                      \
         if ((rt)->tracing) prt_trace_record(rt, name, category, start, bytes, axis); \
     } while (0)
-/* Gathers every rank's events and rank 0 writes the Chrome trace JSON file. */
+/* Gathers every rank's events recorded since the last flush; rank 0 appends
+ * them to the Chrome trace JSON file and flushes it (called at every step's end,
+ * a collective of the world). */
+void prt_trace_flush(prt *rt);
+/* The last flush; rank 0 closes the JSON array and the file. */
 void prt_trace_write(prt *rt);
 
 /* Phases (prt_phases.c): the step's clock restarts in FORWARD at step begin;

@@ -82,6 +82,7 @@ void prt_step_end(prt *rt, int64_t step) {
     }
     rt->step = -1;
     rt->have_val_loss = 0;
+    if (rt->tracing) prt_trace_flush(rt);  /* a killed run keeps the steps it finished */
     prt_ckpt_step_end(rt, step);
 }
 

@@ -91,6 +91,8 @@ static void test_layouts(void) {
         offsetof(prt_plan_desc, lr.stable),  offsetof(prt_plan_desc, lr.decay),
         offsetof(prt_plan_desc, lr.peak),    offsetof(prt_plan_desc, lr.min),
         offsetof(prt_plan_desc, data),
+        offsetof(prt_plan_desc, ckpt_dir),   offsetof(prt_plan_desc, ckpt_every),
+        offsetof(prt_plan_desc, ckpt_keep),
     };
     n = codegen_struct_layout(1, &size, off, 32);
     CHECK(n == (int)(sizeof plan_off / sizeof plan_off[0]), "prt_plan_desc: %d LLVM fields", n);
