@@ -279,6 +279,12 @@ void explain_text(FILE *out, const Analysis *an, int verbose)
             t->master_fp32 && t->precision != PREC_FP32 ? " with fp32 master weights" : "",
             t->optimizer == OPT_SGD ? "sgd" : t->optimizer == OPT_ADAM ? "adam" : "adamw");
     if (t->lr_scheduled) explain_lr_schedule(out, t);
+    if (t->clip > 0 || t->decay_all) {
+        char clip[96] = "";
+        if (t->clip > 0) snprintf(clip, sizeof clip, "gradients clipped to global norm %.4g; ", t->clip);
+        fprintf(out, "  optimizer       %sweight decay %.4g on %s\n", clip, t->weight_decay,
+                t->decay_all ? "every parameter" : "matrices and embedding tables only");
+    }
     explain_data(out, prog);
     if (t->ckpt_dir) explain_checkpoint(out, t);
     fprintf(out, "  compute         %.4g FLOP/step (model FLOPs, 6 x (non-embedding params + head) x tokens + "

@@ -231,6 +231,13 @@ typedef struct Train {
     int lr_shape;                      /* enum prt_lr_shape */
     int64_t lr_warmup, lr_stable, lr_decay;
     double lr_min;
+    /* Weight decay groups: decay_all 0 decays the weight matrices and
+     * embedding tables only (every parameter of two or more dims), 1 every
+     * parameter, biases and norm gains included (`weight_decay X on all;`). */
+    int decay_all;
+    /* Gradient clipping by global norm (`clip X;`): the gradients are scaled
+     * by min(1, clip / (norm + 1e-6)) before the optimizer; 0 = off. */
+    double clip;
     int64_t steps;
     uint64_t seed;
     /* `eval every N steps batches K;`: 0 and 0 without one */

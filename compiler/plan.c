@@ -179,6 +179,8 @@ void plan_dump(const Plan *plan, FILE *out)
     if (t->lr_scheduled)
         fprintf(out, "  lr_schedule warmup %" PRId64 " stable %" PRId64 " %s to %s over %" PRId64 "\n", t->lr_warmup,
                 t->lr_stable, prt_lr_shape_name(t->lr_shape), plan_num(n1, t->lr_min), t->lr_decay);
+    if (t->decay_all) fprintf(out, "  weight_decay_on all\n");
+    if (t->clip > 0) fprintf(out, "  clip %s\n", plan_num(n1, t->clip));
     fprintf(out, "  steps %" PRId64 "\n  seed %" PRIu64 "\n", t->steps, t->seed);
     if (t->eval_every > 0)
         fprintf(out, "  eval every %" PRId64 " batches %" PRId64 "\n", t->eval_every, t->eval_batches);
