@@ -12,6 +12,9 @@
  * and the weighted sum over the tile broadcasts each lane's weight with a
  * shuffle.  So a thread keeps O(HDMAX / 32) floats in registers, not O(HDMAX):
  * nothing spills at head dim 128 (tests/gpu_ptxas.sh checks ptxas' report).
+ * With dropout on the probabilities (the attention_dropout_* entries) every
+ * kernel regenerates the mask element it needs from prt_math.h's hash: P V
+ * uses P * M / (1 - p), the softmax backward P and dP = M / (1 - p) * dO v.
  */
 #include <math.h>
 #include <stdint.h>
@@ -33,6 +36,14 @@ static cudaStream_t stream_of(prt *rt) { return prt_cu(rt)->stream; }
 /* Index of element 0 of q/k/v (which = 0, 1, 2) of token t, head h, sample b in qkv[B,T,3,NH,HD]. */
 __device__ __forceinline__ int64_t qkv_at(int64_t b, int64_t t, int which, int64_t h, int T, int C, int HD) {
     return ((b * T + t) * 3 + which) * (int64_t)C + h * HD;
+}
+
+/* The dropout factor of probability (i, j) of pair (b, h): 0 dropped, the
+ * scale kept, 1 without dropout. */
+__device__ __forceinline__ float att_drop_f(const prt_cu_drop &d, int64_t b, int64_t h, int64_t i, int64_t j, int T) {
+    if (!d.on) return 1.0f;
+    uint64_t index = (uint64_t)((((d.first_sample + b) * d.NH_global + d.h_offset + h) * T + i) * T + j);
+    return prt_dropout_keep(d.key, index, d.threshold) ? d.scale : 0.0f;
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -86,7 +97,8 @@ __device__ __forceinline__ float dot_row(const float *a, const float *b) {
 template <int HDMAX>
 __global__ void __launch_bounds__(ATT_THREADS) k_attn_rows(int mode, prt_ten out, prt_ten probs, prt_ten qkv,
                                                            prt_ten dout, float *lse_ws, float *d_ws, int64_t pair0,
-                                                           int T, int NH, int HD, int causal, float scale) {
+                                                           int T, int NH, int HD, int causal, float scale,
+                                                           prt_cu_drop drop) {
     constexpr int VPL = HDMAX / 32;  /* dims per lane */
     __shared__ float ks[ATT_BK][HDMAX + 1], vs[ATT_BK][HDMAX + 1], qw[ATT_ROWS][HDMAX];
     int64_t pair = pair0 + blockIdx.y, b = pair / NH, h = pair % NH;
@@ -110,18 +122,19 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_rows(int mode, prt_ten out
         if (!active || (causal && k0 > t)) continue;  /* whole warps: the shuffles below see every lane */
         int key = k0 + lane;
         bool valid = key < T && (!causal || key <= t);
-        float p;
+        float p;  /* the weight of v: dropped probabilities */
         if (use_probs) {
-            p = valid ? LD(probs, prow + key) : 0.0f;
+            p = valid ? LD(probs, prow + key) * att_drop_f(drop, b, h, t, key, T) : 0.0f;
         } else {
             float s = valid ? dot_row<HDMAX>(q, ks[lane]) : -INFINITY;
             float tm = fmaxf(m, warp_max(s));  /* finite: key k0 <= t is valid */
             float corr = expf(m - tm);         /* 0 on the first tile (m = -inf) */
             p = valid ? expf(s - tm) : 0.0f;
-            l = l * corr + warp_sum(p);
+            l = l * corr + warp_sum(p);  /* the softmax's sum: before dropout */
 #pragma unroll
             for (int i = 0; i < VPL; i++) acc[i] *= corr;
             m = tm;
+            if (drop.on && valid) p *= att_drop_f(drop, b, h, t, key, T);
         }
 #pragma unroll 4
         for (int j = 0; j < ATT_BK; j++) {
@@ -168,7 +181,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_rows(int mode, prt_ten out
 template <int HDMAX>
 __global__ void __launch_bounds__(ATT_THREADS) k_attn_dq(prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs,
                                                          const float *lse_ws, const float *d_ws, int64_t pair0, int T,
-                                                         int NH, int HD, int causal, float scale) {
+                                                         int NH, int HD, int causal, float scale, prt_cu_drop drop) {
     constexpr int VPL = HDMAX / 32;
     __shared__ float ks[ATT_BK][HDMAX + 1], vs[ATT_BK][HDMAX + 1], qw[ATT_ROWS][HDMAX], gw[ATT_ROWS][HDMAX];
     int64_t pair = pair0 + blockIdx.y, b = pair / NH, h = pair % NH;
@@ -197,7 +210,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_dq(prt_ten dqkv, prt_ten d
         float ds = 0.0f;
         if (key < T && (!causal || key <= t)) {
             float p = probs.p ? LD(probs, prow + key) : expf(dot_row<HDMAX>(q, ks[lane]) - lse);
-            ds = p * (dot_row<HDMAX>(g, vs[lane]) - D);
+            ds = p * (dot_row<HDMAX>(g, vs[lane]) * att_drop_f(drop, b, h, t, key, T) - D);
         }
 #pragma unroll 4
         for (int j = 0; j < ATT_BK; j++) {
@@ -220,7 +233,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_dq(prt_ten dqkv, prt_ten d
 template <int HDMAX>
 __global__ void __launch_bounds__(ATT_THREADS) k_attn_dkv(prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs,
                                                           const float *lse_ws, const float *d_ws, int64_t pair0, int T,
-                                                          int NH, int HD, int causal, float scale) {
+                                                          int NH, int HD, int causal, float scale, prt_cu_drop drop) {
     constexpr int VPL = HDMAX / 32;
     __shared__ float qs[ATT_BK][HDMAX + 1], gs[ATT_BK][HDMAX + 1], kw[ATT_ROWS][HDMAX], vw[ATT_ROWS][HDMAX];
     __shared__ float ls[ATT_BK], dsh[ATT_BK];
@@ -255,7 +268,9 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_dkv(prt_ten dqkv, prt_ten 
         float p = 0.0f, ds = 0.0f;
         if (i < T && (!causal || i >= j)) {
             p = probs.p ? LD(probs, (pair * T + i) * (int64_t)T + j) : expf(dot_row<HDMAX>(qs[lane], k) - ls[lane]);
-            ds = p * (dot_row<HDMAX>(gs[lane], v) - dsh[lane]);
+            float f = att_drop_f(drop, b, h, i, j, T);
+            ds = p * (dot_row<HDMAX>(gs[lane], v) * f - dsh[lane]);
+            p *= f;  /* dv's weight: the dropped probability */
         }
 #pragma unroll 4
         for (int r = 0; r < ATT_BK; r++) {
@@ -291,8 +306,8 @@ static int att_hdmax(int64_t HD) { return PRT_ATT_HDMAX(HD); }  /* HD in 1..128:
         PRT_LAUNCH_CHECK();                                                                        \
     } while (0)
 
-void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
-                          int64_t HD, int64_t causal) {
+void prt_cu_attention_dropout_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
+                                  int64_t HD, int64_t causal, prt_cu_drop drop) {
     PRT_CUDA_REQUIRE(rt, "attention_fwd", B, T, NH, HD, causal);
     if (B <= 0 || T <= 0) return;
     float scale = 1.0f / sqrtf((float)HD);
@@ -302,12 +317,18 @@ void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int6
         int64_t np = pairs - p0 < 65535 ? pairs - p0 : 65535;
         dim3 grid((unsigned)((T + ATT_ROWS - 1) / ATT_ROWS), (unsigned)np);
         ATT_LAUNCH(k_attn_rows, grid, 0, out, probs, qkv, none, (float *)NULL, (float *)NULL, p0, (int)T, (int)NH,
-                   (int)HD, (int)causal, scale);
+                   (int)HD, (int)causal, scale, drop);
     }
 }
 
-void prt_cu_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B, int64_t T,
-                          int64_t NH, int64_t HD, int64_t causal) {
+void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
+                          int64_t HD, int64_t causal) {
+    prt_cu_drop none = {0, 0, 1.0f, 0, 0, 0, NH};
+    prt_cu_attention_dropout_fwd(rt, out, probs, qkv, B, T, NH, HD, causal, none);
+}
+
+void prt_cu_attention_dropout_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B,
+                                  int64_t T, int64_t NH, int64_t HD, int64_t causal, prt_cu_drop drop) {
     PRT_CUDA_REQUIRE(rt, "attention_bwd", B, T, NH, HD, causal);
     if (B <= 0 || T <= 0 || !dqkv.p) return;
     float scale = 1.0f / sqrtf((float)HD);
@@ -321,10 +342,16 @@ void prt_cu_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_
         float *d_ws = ws, *lse_ws = probs.p ? NULL : ws + np * T;
         dim3 grid((unsigned)((T + ATT_ROWS - 1) / ATT_ROWS), (unsigned)np);
         ATT_LAUNCH(k_attn_rows, grid, 1, none, probs, qkv, dout, lse_ws, d_ws, p0, (int)T, (int)NH, (int)HD,
-                   (int)causal, scale);
+                   (int)causal, scale, drop);
         ATT_LAUNCH(k_attn_dq, grid, dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T, (int)NH, (int)HD, (int)causal,
-                   scale);
+                   scale, drop);
         ATT_LAUNCH(k_attn_dkv, grid, dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T, (int)NH, (int)HD, (int)causal,
-                   scale);
+                   scale, drop);
     }
+}
+
+void prt_cu_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B, int64_t T,
+                          int64_t NH, int64_t HD, int64_t causal) {
+    prt_cu_drop none = {0, 0, 1.0f, 0, 0, 0, NH};
+    prt_cu_attention_dropout_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, none);
 }
