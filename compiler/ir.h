@@ -349,6 +349,7 @@ typedef struct Buffer {
     int copy_of;
     double init_std;
     int64_t layers_per_chunk, chunk_layer_stride; /* see prt_buffer_desc */
+    int order;            /* the stage's buffer order: what created it (lower.c, BufOrder) */
 } Buffer;
 
 /* Bytes of one element of a buffer dtype (enum prt_dtype). */
@@ -415,10 +416,20 @@ void place_dump(const Placed *placed, FILE *out);
  * dims; Partial only for produced values and gradients); PARC_BUG otherwise. */
 void place_verify(const Placed *placed);
 
-/* Lowers the placed graph into per-stage programs (reshard, autodiff, gradient
- * sync, optimizer, schedule, ledger).  Reports user errors through diag and
- * returns NULL after reporting; a broken invariant is an internal error.
- * Consumes `placed` (call once). */
+/* The lowering passes after place, in this order, each over every stage
+ * (the rows reshard, autodiff, optim and lower of passes.c).  They report
+ * user errors through diag and then return NULL (or 1); a broken invariant
+ * is an internal error.  Each runs once per `placed`, which they advance.
+ *   lower_reshard   the Program: schedule, stage buffers, the forward
+ *                   programs with their collectives, pipeline messages;
+ *   lower_autodiff  the backward programs (ZeRO-2/3 gradient scatters included);
+ *   lower_optim     gradient zeroing, gradient sync and the optimizer steps;
+ *   lower_finish    the ledger; the program verified. */
+Program *lower_reshard(Placed *placed);
+int lower_autodiff(Placed *placed);
+int lower_optim(Placed *placed);
+Program *lower_finish(Placed *placed);
+/* All four; consumes `placed` (call once). */
 Program *lower_placed(Placed *placed);
 /* lower_place, then lower_placed. */
 Program *lower_program(Arena *arena, const Plan *plan, Graph *graph);
