@@ -30,6 +30,7 @@
 #include "prt_backend.h"
 #include "prt_cpu_fast.h"
 #include "prt_cpu_gqa.h"
+#include "prt_cpu_tensor.h"
 #include "prt_internal.h"
 #include "prt_scratch.h"
 
@@ -39,25 +40,6 @@ static int blas_dim(int64_t n, const char *what) {
 }
 
 /* ---------------------------------------------------------------- tensors in their storage dtype */
-
-/* A float tensor argument: its address (NULL allowed) and storage dtype. */
-typedef struct tensor {
-    char *p;
-    int64_t dtype;
-} tensor;
-
-static tensor ften(prt *rt, const void *p, const char *op) {
-    int64_t dtype = prt_dtype_of(rt, p);
-    PRT_CHECK(dtype != PRT_I32, "%s: a float tensor argument points into an i32 buffer", op);
-    return (tensor){(char *)p, dtype < 0 ? PRT_F32 : dtype};
-}
-static inline int is16(tensor t) { return t.p && prt_dtype_is_16(t.dtype); }
-/* Every one of these arguments is absent or stored as fp32: the op takes its
- * threaded, vectorised path (prt_cpu_fast.h). */
-static inline int f32(tensor t) { return !t.p || t.dtype == PRT_F32; }
-#define F32(t) ((float *)(t).p)
-#define LD(t, i) prt_load((t).p, (t).dtype, (i))
-#define ST(t, i, v) prt_store((t).p, (t).dtype, (i), (v))
 
 /* Workspace for widened operands: one request per op (the scratch buffer keeps
  * only its largest request), carved front to back by take(). */
