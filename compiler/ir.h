@@ -289,7 +289,7 @@ typedef struct Instr {
  * INST_SLOT_L there names resid instance k (the head reads resid[L] with k = L).
  * The pipeline's input and output are decided by position: stage 0 chunk 0
  * receives nothing and runs SEQ_EMBED_FWD, the last stage's last chunk sends
- * nothing and runs SEQ_HEAD_FWD; lower_program guarantees has_embed only on
+ * nothing and runs SEQ_HEAD_FWD; lower_reshard guarantees has_embed only on
  * stage 0 and has_head only on the last stage.  A pipeline axis always has
  * size > 1 (check.c), so interleaved chunks never send to their own rank. */
 /* ORDER: X(seq, name, symbol, per layer, per micro-batch).  Per micro-batch:

@@ -11,7 +11,7 @@
  *                                              optim.c                  Program
  *   lower     + the ledger: the whole program  lower.c, ledger.c        Program
  *   schedule  the pipeline schedule the stage programs were cut from
- *             (built by lower_program; this row dumps and verifies it)
+ *             (built by lower_reshard; this row dumps and verifies it)
  *   analyze   ledger per class, FLOPs, collective volumes, step time  analyze.c
  *   codegen   the LLVM module                 codegen*.c
  *
