@@ -234,6 +234,10 @@ void prt_mpi_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t
     if (count) memcpy(slot->data, buf, bytes);
     PRT_MPI_CHECK(
         MPI_Isend(slot->data, count, mpi_type(dtype), peer_of(rt, axis, delta), (int)tag, comm, &slot->request));
+    /* An evaluation only sends forward, so nothing here would reap its slots:
+     * each send completes before the next work (its receiver is at the same
+     * (micro-batch, chunk) or past it, prt_eval.c), keeping one slot in flight. */
+    if (rt->eval_active) prt_wait(rt, &slot->request, NULL, "a pipeline send of the evaluation", axis);
     PRT_TRACE_END(rt, "send", "p2p", t, (int64_t)bytes, axis);
 }
 
