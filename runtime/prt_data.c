@@ -54,20 +54,16 @@
 
 static const char *const format_names[] = {"text", "llmc", "u16", "u32"};
 
-const char *prt_data_format_name(int64_t format) {
-    return format >= 0 && format < (int64_t)(sizeof format_names / sizeof format_names[0]) ? format_names[format]
-                                                                                            : "?";
-}
-
 int64_t prt_data_format_parse(const char *name) {
     for (int64_t f = 0; f < (int64_t)(sizeof format_names / sizeof format_names[0]); f++)
         if (!strcmp(name, format_names[f])) return f;
     return -1;
 }
 
-/* The token count and layout from the file's size and header; 0 and a message on a problem. */
-static int read_layout(prt *rt, prt_token_file *f, int fd, off_t size, int64_t format, char *message,
-                       size_t cap) {
+/* The token count, width and header bytes from the file's size and header;
+ * 0 and a message on a problem. */
+static int read_layout(prt *rt, prt_token_file *f, int fd, off_t size, int64_t format, off_t *header,
+                       char *message, size_t cap) {
     const char *p = f->path, *l = f->label;
     if (format == PRT_DATA_TEXT) {
         if (rt->plan.vocab > 0 && rt->plan.vocab < 256) {
@@ -82,9 +78,10 @@ static int read_layout(prt *rt, prt_token_file *f, int fd, off_t size, int64_t f
         }
         f->width = 1;
         f->count = (int64_t)size;
+        *header = 0;
         return 1;
     }
-    off_t header = 0;
+    *header = 0;
     f->width = format == PRT_DATA_U32 ? 4 : 2;
     if (format == PRT_DATA_LLMC) {
         int32_t h[3] = {0, 0, 0};
@@ -111,20 +108,19 @@ static int read_layout(prt *rt, prt_token_file *f, int fd, off_t size, int64_t f
                      l, p, h[2], 2 * (long long)h[2], (long long)size - LLMC_HEADER_BYTES);
             return 0;
         }
-        header = LLMC_HEADER_BYTES;
+        *header = LLMC_HEADER_BYTES;
     } else if (size % f->width) {
         snprintf(message, cap, "%s %s: %lld bytes is not a whole number of %d-byte tokens (format %s)", l, p,
                  (long long)size, f->width, format_names[format]);
         return 0;
     }
-    f->count = (int64_t)(size - header) / f->width;
+    f->count = (int64_t)(size - *header) / f->width;
     int64_t need = rt->plan.batch * rt->plan.seq + 1;
     if (f->count < need) {
         snprintf(message, cap, "%s %s: %lld tokens are fewer than one batch (batch %lld x seq %lld + 1 = %lld)", l, p,
                  (long long)f->count, (long long)rt->plan.batch, (long long)rt->plan.seq, (long long)need);
         return 0;
     }
-    f->tokens = (const uint8_t *)(intptr_t)header;  /* an offset until the file is mapped */
     return 1;
 }
 
@@ -201,8 +197,8 @@ static int open_file(prt *rt, prt_token_file *f, int64_t format, char *message, 
                  S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
         ok = 0;
     }
-    ok = ok && read_layout(rt, f, fd, st.st_size, format, message, cap);
-    off_t header = (off_t)(intptr_t)f->tokens;
+    off_t header = 0;
+    ok = ok && read_layout(rt, f, fd, st.st_size, format, &header, message, cap);
     if (ok && f->width > 1) {  /* this rank's share of the scan */
         int64_t lo = f->count * rt->world_rank / rt->world_size, hi = f->count * (rt->world_rank + 1) / rt->world_size;
         ok = scan_tokens(rt, f, fd, header, lo, hi, message, cap);

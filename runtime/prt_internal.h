@@ -375,9 +375,8 @@ void prt_dump_finalize(prt *rt);
  * reports it (rank 0 when all do) and the job exits with status 2. */
 void prt_data_open(prt *rt);
 void prt_data_close(prt *rt);
-/* enum prt_data_format by name ("text", "llmc", "u16", "u32"; -1 for none) and back. */
+/* enum prt_data_format by name ("text", "llmc", "u16", "u32"), -1 for none. */
 int64_t prt_data_format_parse(const char *name);
-const char *prt_data_format_name(int64_t format);
 
 /* Start-up problems found by some ranks (bad data, unwritable outputs): each rank
  * passes its message or NULL; the lowest rank that has one prints it and every
