@@ -73,7 +73,8 @@
     X(BK_ACT, "act", "act gelu;")                     \
     X(BK_ATTENTION, "attention", "attention causal;` or `attention causal flash;") \
     X(BK_BIAS, "bias", "bias false;")                 \
-    X(BK_RESIDUAL, "residual", "residual true;")
+    X(BK_RESIDUAL, "residual", "residual true;")     \
+    X(BK_DROPOUT, "dropout", "dropout 0.1;")
 
 #define TRAIN_KEYS(X)                                              \
     X(TR_BATCH, "batch", "batch 1024;")                            \

@@ -216,6 +216,11 @@ static void check_block(Check *c, const Stmt *st)
         case BK_RESIDUAL:
             if ((w = check_read_word_stmt(c, s, bool_words, 2, BLOCK_usage[k])) >= 0) b->residual = w;
             break;
+        case BK_DROPOUT:
+            if (check_shape(c, s, 1, 1, BODY_NO, BLOCK_usage[k]))
+                check_read_real(c, "dropout", &s->values[0], 0, 0, 1, 1, &b->dropout);
+            b->dropout_loc = check_stmt_span(s);
+            break;
         }
     }
 }

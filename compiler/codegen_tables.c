@@ -250,6 +250,7 @@ LLVMValueRef codegen_emit_ledger(Gen *g, const StageProgram *sp) {
     int64_t ledger[PRT_NCLASS];
     memcpy(ledger, sp->ledger, sizeof ledger);
     ledger[PRT_WORKSPACE] += sp->cpu_widen;
+    ledger[PRT_COMM] += sp->host_staging; /* its pipeline sends' copies, in host memory */
     return add_const_global(g, const_i64_array(g, ledger, PRT_NCLASS), name);
 }
 

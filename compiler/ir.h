@@ -131,6 +131,7 @@ typedef struct Tensor {
     X(SWIGLU, "swiglu")               \
     X(ATTENTION, "attention")         \
     X(KV_REPEAT, "kv_repeat")         \
+    X(DROPOUT, "dropout")             \
     X(ADD, "add")                     \
     X(COPY, "copy")                   \
     X(XENT, "cross_entropy")
@@ -222,7 +223,11 @@ typedef enum {
     ARG_LR,          /* the learning rate of the step under the plan's schedule (prt_lr) */
     ARG_COUNTED,     /* 1.0 on ranks at coordinate 0 of every axis in the bit mask i, else 0.0:
                         a value replicated over those axes is counted once */
-    ARG_CLIP_SCALE   /* the step's gradient clipping factor (prt_clip_scale) */
+    ARG_CLIP_SCALE,  /* the step's gradient clipping factor (prt_clip_scale) */
+    ARG_LAYER        /* the global layer of a block sequence's (chunk, l):
+                        chunk_first_layer[0] + chunk * (chunk_first_layer[1] -
+                        chunk_first_layer[0]) + l; outside block sequences the
+                        chunk's first layer */
 } ArgKind;
 
 typedef struct Arg {
@@ -255,17 +260,19 @@ extern const char *const phase_names[PHASE_COUNT];
  * FLOP count and by the scratch size.  d[] are the call's size arguments in
  * the order of the op's row (ops.c); axis is the mesh axis whose coordinate
  * offsets the op's local block (-1 none); kept says the op's statistics were
- * kept from the forward (attention's probabilities). */
+ * kept from the forward (attention's probabilities); dropout says the call
+ * drops out (attention's probabilities: its attention_dropout_* entries). */
 typedef struct OpShape {
     int64_t d[4];
     int axis;
     int kept;
+    int dropout;
 } OpShape;
 
 /* Which runtime entry of its graph op an instruction is (ops.h). */
 typedef enum { ENTRY_NONE, ENTRY_FORWARD, ENTRY_BACKWARD } OpEntry;
 
-#define IR_MAX_ARGS 14
+#define IR_MAX_ARGS 16
 
 /* One call of a runtime function (an entry of PRT_OPS in runtime/parc_rt.h).
  * fn < 0 marks a report-only record: a collective a runtime op performs
@@ -361,7 +368,10 @@ typedef struct Buffer {
 } Buffer;
 
 /* Bytes of one element of a buffer dtype (enum prt_dtype). */
-static inline int dtype_bytes(int dtype) { return dtype == PRT_BF16 || dtype == PRT_F16 ? 2 : 4; }
+static inline int dtype_bytes(int dtype)
+{
+    return dtype == PRT_BF16 || dtype == PRT_F16 ? 2 : dtype == PRT_U8 ? 1 : 4;
+}
 static inline int dtype_is_16(int dtype) { return dtype == PRT_BF16 || dtype == PRT_F16; }
 
 typedef struct StageProgram {
@@ -396,6 +406,11 @@ typedef struct StageProgram {
     int64_t ledger_total;
     int64_t params_local;
     int64_t cpu_widen;
+    /* the copies of pipeline sends still in flight, which the runtime stages in
+     * host memory whatever the backend (prt_mpi_send's send slots; the CUDA
+     * backend copies each message to the host first): booked to PRT_COMM in
+     * the built program's ledger, not in ledger[] (no GPU memory) */
+    int64_t host_staging;
 } StageProgram;
 
 typedef struct Program {

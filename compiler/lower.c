@@ -45,7 +45,10 @@ static void bind_region(Lowerer *lw, Region r, int L)
         /* attention probabilities are kept in the activations' dtype (16 bits in a
          * 16-bit plan, as Megatron keeps them); other statistics in fp32 */
         int probs = tt->kind == TENSOR_STAT && tt->producer >= 0 && g->ops[tt->producer].kind == OP_ATTENTION;
+        /* dropout masks: one byte per element */
+        int mask = tt->kind == TENSOR_STAT && tt->producer >= 0 && g->ops[tt->producer].kind == OP_DROPOUT;
         int dtype = tt->kind == TENSOR_INDEX ? PRT_I32
+                    : mask                                ? PRT_U8
                     : (tt->kind == TENSOR_ACT || probs) ? program_act_dtype(lw)
                                                         : PRT_F32;
         int64_t inst = 1;

@@ -119,6 +119,7 @@ void place_rule_elementwise(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_norm(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_linear(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_attention(Lowerer *lw, const Op *op, int a, OpPlace *r);
+void place_rule_dropout(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_xent(Lowerer *lw, const Op *op, int a, OpPlace *r);
 
 /* ------------------------------------------------------------ program.c */

@@ -125,13 +125,16 @@ static void shape_elements(const Lowerer *lw, const Op *op, const OpArgs *a, OpS
     s->d[0] = numel_of(lw, op->out, out_place(lw, op));
 }
 
-/* attention: d = {B, T, NH, HD}; kept: the probabilities were saved. */
+/* attention: d = {B, T, NH, HD}; kept: the probabilities were saved; axis
+ * splits the heads (its coordinate offsets the dropout mask's heads). */
 static void shape_attention(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
 {
     (void)a;
     shape_dims(lw, op->out, out_place(lw, op), 4, s);
+    s->axis = axis_of_split(lw, out_place(lw, op), DIM_HEADS);
     const Binding *p = &lw->bind[op->aux[0]];
     s->kept = p->needed && p->value.buf >= 0;
+    s->dropout = lw->plan->model.block.dropout > 0;
 }
 
 /* kv_repeat: d = {N rows, KV local key/value heads, G query heads per group,
@@ -145,6 +148,19 @@ static void shape_kv_repeat(const Lowerer *lw, const Op *op, const OpArgs *a, Op
     s->d[1] = z[2];
     s->d[2] = z[3] - 2;
     s->d[3] = z[4];
+}
+
+/* dropout: d = {B, T, C, T global} of its [batch, seq, hidden] output, axis
+ * splits the sequence (sequence parallelism). */
+static void shape_dropout(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
+{
+    (void)a;
+    int64_t z[IR_MAX_TDIMS];
+    shape_clear(s);
+    sizes_of(lw, op->out, out_place(lw, op), z);
+    s->d[0] = z[0], s->d[1] = z[1], s->d[2] = z[2];
+    s->d[3] = lw->g->tensors[op->out].sizes[1];
+    s->axis = axis_of_split(lw, out_place(lw, op), DIM_SEQ);
 }
 
 /* cross_entropy: d = {N rows, V local vocab}, axis splits the vocab. */
@@ -180,6 +196,7 @@ OPS_FLOPS(bias, 1, 0, 2)
 OPS_FLOPS(activation, 8, 0, 1)
 OPS_FLOPS(swiglu, 6, 0, 2)
 OPS_FLOPS(add, 1, 0, 1)
+OPS_FLOPS(dropout, 1, 1, 3)
 OPS_FLOPS(xent, 5, 3, 2)
 #undef OPS_FLOPS
 /* QK^T and PV forward; backward twice that, plus QK^T again when the
@@ -229,15 +246,16 @@ static int64_t scratch_linear(const OpShape *s, int bwd, unsigned given, unsigne
                                   (int)BIT(wide, 1), (int)BIT(wide, 3), (int)BIT(wide, 2), (int)BIT(wide, 0));
 }
 
-/* attention_fwd(out, probs, qkv, ...);  attention_bwd(dqkv, dout, qkv, probs, ...) */
+/* attention_fwd(out, probs, qkv, ...);  attention_bwd(dqkv, dout, qkv, probs, ...);
+ * their attention_dropout_* forms (s->dropout) take the same first arguments */
 static int64_t scratch_attention(const OpShape *s, int bwd, unsigned given, unsigned wide)
 {
     int64_t T = s->d[1], HD = s->d[3];
     if (!bwd)
-        return prt_scratch_attention_fwd(T, HD, (int)BIT(given, 1), (int)BIT(wide, 1), (int)BIT(wide, 2),
-                                         (int)BIT(wide, 0));
-    return prt_scratch_attention_bwd(T, HD, (int)BIT(given, 3), (int)BIT(wide, 3), (int)BIT(wide, 2),
-                                     (int)BIT(wide, 0), (int)BIT(wide, 1));
+        return (s->dropout ? prt_scratch_attention_dropout_fwd : prt_scratch_attention_fwd)(
+            T, HD, (int)BIT(given, 1), (int)BIT(wide, 1), (int)BIT(wide, 2), (int)BIT(wide, 0));
+    return (s->dropout ? prt_scratch_attention_dropout_bwd : prt_scratch_attention_bwd)(
+        T, HD, (int)BIT(given, 3), (int)BIT(wide, 3), (int)BIT(wide, 2), (int)BIT(wide, 0), (int)BIT(wide, 1));
 }
 
 static int64_t scratch_xent(const OpShape *s, int bwd, unsigned given, unsigned wide)
@@ -394,6 +412,17 @@ const OpDesc op_table[OP_COUNT] = {
                  .bwd = RT_prt_kv_repeat_bwd,
                  .emit_fwd = ops_emit_kv_repeat_fwd,
                  .emit_bwd = ops_emit_kv_repeat_bwd},
+    [OP_DROPOUT] = {.rule = place_rule_dropout,
+                 .saves = OP_SAVES_AUX,
+                 .reads_params = 0,
+                 .shape = shape_dropout,
+                 .flops = flops_dropout,
+                 .scratch = scratch_none,
+                 .partial = NULL,
+                 .fwd = RT_prt_dropout_fwd,
+                 .bwd = RT_prt_dropout_bwd,
+                 .emit_fwd = ops_emit_dropout_fwd,
+                 .emit_bwd = ops_emit_dropout_bwd},
     [OP_ADD] = {.rule = place_rule_elementwise,
                  .saves = 0,
                  .reads_params = 0,

@@ -3,6 +3,9 @@
  * backward, with the CPU reference's semantics (cpu/prt_cpu_ops.c): an online
  * softmax over key tiles in shared memory, one thread per query (or key) row,
  * never a T x T matrix; the scratch budget is prt_cuda_ops.cu's banner.
+ * With dropout on the probabilities (the attention_dropout_* entries) every
+ * kernel regenerates the mask element it needs from prt_math.h's hash: P V
+ * uses P * M / (1 - p), the softmax backward P and dP = M / (1 - p) * dO v.
  */
 #include <math.h>
 #include <stdint.h>
@@ -24,6 +27,14 @@ __device__ __forceinline__ int64_t qkv_at(int64_t b, int64_t t, int which, int64
     return ((b * T + t) * 3 + which) * (int64_t)C + h * HD;
 }
 
+/* The dropout factor of probability (i, j) of pair (b, h): 0 dropped, the
+ * scale kept, 1 without dropout. */
+__device__ __forceinline__ float att_drop_f(const prt_cu_drop &d, int64_t b, int64_t h, int64_t i, int64_t j, int T) {
+    if (!d.on) return 1.0f;
+    uint64_t index = (uint64_t)((((d.first_sample + b) * d.NH_global + d.h_offset + h) * T + i) * T + j);
+    return prt_dropout_keep(d.key, index, d.threshold) ? d.scale : 0.0f;
+}
+
 /* One thread per query row t of pair (b, h); online softmax over key tiles.
  * mode 0 (forward): out = softmax(q K^T / sqrt(HD)) V; probs (when not NULL) written
  *   in a second pass, masked entries 0.
@@ -32,7 +43,7 @@ __device__ __forceinline__ int64_t qkv_at(int64_t b, int64_t t, int which, int64
 template <int HDMAX>
 __global__ void __launch_bounds__(ATT_BQ) k_attn_rows(int mode, prt_ten out, prt_ten probs, prt_ten qkv, prt_ten dout,
                                                       float *lse_ws, float *d_ws, int64_t pair0, int T, int NH, int HD,
-                                                      int causal, float scale) {
+                                                      int causal, float scale, prt_cu_drop drop) {
     __shared__ float ks[ATT_BK][HDMAX], vs[ATT_BK][HDMAX];
     int64_t pair = pair0 + blockIdx.y, b = pair / NH, h = pair % NH;
     int C = NH * HD;
@@ -68,7 +79,7 @@ __global__ void __launch_bounds__(ATT_BQ) k_attn_rows(int mode, prt_ten out, prt
         if (jn <= 0) continue;
         if (use_probs) {
             for (int j = 0; j < jn; j++) {
-                float p = LD(probs, prow + k0 + j);
+                float p = LD(probs, prow + k0 + j) * att_drop_f(drop, b, h, t, k0 + j, T);
 #pragma unroll
                 for (int d = 0; d < HDMAX; d++) acc[d] += p * vs[j][d];
             }
@@ -94,6 +105,7 @@ __global__ void __launch_bounds__(ATT_BQ) k_attn_rows(int mode, prt_ten out, prt
         for (int j = 0; j < ATT_BK; j++) {
             float p = j < jn ? expf(s[j] - tm) : 0.0f;
             l += p;
+            if (drop.on && j < jn) p *= att_drop_f(drop, b, h, t, k0 + j, T);
 #pragma unroll
             for (int d = 0; d < HDMAX; d++) acc[d] += p * vs[j][d];
         }
@@ -143,7 +155,7 @@ __global__ void __launch_bounds__(ATT_BQ) k_attn_rows(int mode, prt_ten out, prt
 template <int HDMAX>
 __global__ void __launch_bounds__(ATT_BQ) k_attn_dq(prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs,
                                                     const float *lse_ws, const float *d_ws, int64_t pair0, int T,
-                                                    int NH, int HD, int causal, float scale) {
+                                                    int NH, int HD, int causal, float scale, prt_cu_drop drop) {
     __shared__ float ks[ATT_BK][HDMAX], vs[ATT_BK][HDMAX];
     int64_t pair = pair0 + blockIdx.y, b = pair / NH, h = pair % NH;
     int C = NH * HD;
@@ -185,7 +197,7 @@ __global__ void __launch_bounds__(ATT_BQ) k_attn_dq(prt_ten dqkv, prt_ten dout, 
             float dp = 0.0f;
 #pragma unroll
             for (int d = 0; d < HDMAX; d++) dp += g[d] * vs[j][d];
-            float ds = p * (dp - D);
+            float ds = p * (dp * att_drop_f(drop, b, h, t, k0 + j, T) - D);
 #pragma unroll
             for (int d = 0; d < HDMAX; d++) dq[d] += ds * ks[j][d];
         }
@@ -202,7 +214,7 @@ __global__ void __launch_bounds__(ATT_BQ) k_attn_dq(prt_ten dqkv, prt_ten dout, 
 template <int HDMAX, bool WANT_DK>
 __global__ void __launch_bounds__(ATT_BQ) k_attn_dkv(prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs,
                                                      const float *lse_ws, const float *d_ws, int64_t pair0, int T,
-                                                     int NH, int HD, int causal, float scale) {
+                                                     int NH, int HD, int causal, float scale, prt_cu_drop drop) {
     __shared__ float qs[ATT_BK][HDMAX], gs[ATT_BK][HDMAX], ls[ATT_BK], dsh[ATT_BK];
     int64_t pair = pair0 + blockIdx.y, b = pair / NH, h = pair % NH;
     int C = NH * HD;
@@ -245,16 +257,17 @@ __global__ void __launch_bounds__(ATT_BQ) k_attn_dkv(prt_ten dqkv, prt_ten dout,
                 for (int d = 0; d < HDMAX; d++) x += qs[r][d] * k[d];
                 p = expf(x - ls[r]);
             }
+            float f = att_drop_f(drop, b, h, i, j, T);
             if (WANT_DK) {
                 float dp = 0.0f;
 #pragma unroll
                 for (int d = 0; d < HDMAX; d++) dp += gs[r][d] * v[d];
-                float ds = p * (dp - dsh[r]);
+                float ds = p * (dp * f - dsh[r]);
 #pragma unroll
                 for (int d = 0; d < HDMAX; d++) a[d] += ds * qs[r][d];  /* qs carries one factor of scale */
             } else {
 #pragma unroll
-                for (int d = 0; d < HDMAX; d++) a[d] += p * gs[r][d];
+                for (int d = 0; d < HDMAX; d++) a[d] += p * f * gs[r][d];
             }
         }
     }
@@ -286,8 +299,8 @@ static void att_check(int64_t B, int64_t T, int64_t NH, int64_t HD) {
         PRT_LAUNCH_CHECK();                                                                  \
     } while (0)
 
-void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
-                          int64_t HD, int64_t causal) {
+void prt_cu_attention_dropout_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
+                                  int64_t HD, int64_t causal, prt_cu_drop drop) {
     att_check(B, T, NH, HD);
     if (B <= 0 || T <= 0) return;
     float scale = 1.0f / sqrtf((float)HD);
@@ -297,12 +310,18 @@ void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int6
         int64_t np = pairs - p0 < 65535 ? pairs - p0 : 65535;
         dim3 grid((unsigned)((T + ATT_BQ - 1) / ATT_BQ), (unsigned)np);
         ATT_LAUNCH(k_attn_rows, grid, 0, out, probs, qkv, none, (float *)NULL, (float *)NULL, p0, (int)T, (int)NH,
-                   (int)HD, (int)causal, scale);
+                   (int)HD, (int)causal, scale, drop);
     }
 }
 
-void prt_cu_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B, int64_t T,
-                          int64_t NH, int64_t HD, int64_t causal) {
+void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
+                          int64_t HD, int64_t causal) {
+    prt_cu_drop none = {0, 0, 1.0f, 0, 0, 0, NH};
+    prt_cu_attention_dropout_fwd(rt, out, probs, qkv, B, T, NH, HD, causal, none);
+}
+
+void prt_cu_attention_dropout_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B,
+                                  int64_t T, int64_t NH, int64_t HD, int64_t causal, prt_cu_drop drop) {
     att_check(B, T, NH, HD);
     if (B <= 0 || T <= 0 || !dqkv.p) return;
     float scale = 1.0f / sqrtf((float)HD);
@@ -316,30 +335,35 @@ void prt_cu_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_
         float *d_ws = ws, *lse_ws = probs.p ? NULL : ws + np * T;
         dim3 grid((unsigned)((T + ATT_BQ - 1) / ATT_BQ), (unsigned)np);
         ATT_LAUNCH(k_attn_rows, grid, 1, none, probs, qkv, dout, lse_ws, d_ws, p0, (int)T, (int)NH, (int)HD,
-                   (int)causal, scale);
+                   (int)causal, scale, drop);
         ATT_LAUNCH(k_attn_dq, grid, dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T, (int)NH, (int)HD, (int)causal,
-                   scale);
+                   scale, drop);
         switch (att_hdmax(HD)) {
         case 32:
             k_attn_dkv<32, true><<<grid, ATT_BQ, 0, stream_of(rt)>>>(dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T,
-                                                                    (int)NH, (int)HD, (int)causal, scale);
+                                                                    (int)NH, (int)HD, (int)causal, scale, drop);
             k_attn_dkv<32, false><<<grid, ATT_BQ, 0, stream_of(rt)>>>(dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T,
-                                                                     (int)NH, (int)HD, (int)causal, scale);
+                                                                     (int)NH, (int)HD, (int)causal, scale, drop);
             break;
         case 64:
             k_attn_dkv<64, true><<<grid, ATT_BQ, 0, stream_of(rt)>>>(dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T,
-                                                                    (int)NH, (int)HD, (int)causal, scale);
+                                                                    (int)NH, (int)HD, (int)causal, scale, drop);
             k_attn_dkv<64, false><<<grid, ATT_BQ, 0, stream_of(rt)>>>(dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T,
-                                                                     (int)NH, (int)HD, (int)causal, scale);
+                                                                     (int)NH, (int)HD, (int)causal, scale, drop);
             break;
         default:
             k_attn_dkv<128, true><<<grid, ATT_BQ, 0, stream_of(rt)>>>(dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T,
-                                                                     (int)NH, (int)HD, (int)causal, scale);
+                                                                     (int)NH, (int)HD, (int)causal, scale, drop);
             k_attn_dkv<128, false><<<grid, ATT_BQ, 0, stream_of(rt)>>>(dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T,
-                                                                      (int)NH, (int)HD, (int)causal, scale);
+                                                                      (int)NH, (int)HD, (int)causal, scale, drop);
             break;
         }
         PRT_LAUNCH_CHECK();
     }
 }
 
+void prt_cu_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B, int64_t T,
+                          int64_t NH, int64_t HD, int64_t causal) {
+    prt_cu_drop none = {0, 0, 1.0f, 0, 0, 0, NH};
+    prt_cu_attention_dropout_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, none);
+}
