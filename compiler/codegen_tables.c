@@ -297,7 +297,6 @@ Loop codegen_loop_begin(Gen *g, LLVMValueRef from, LLVMValueRef to, const char *
     Loop lp;
     char buf[64];
     lp.pre = LLVMGetInsertBlock(g->b);
-    lp.to = to;
     snprintf(buf, sizeof buf, "%s.head", name);
     lp.head = new_block(g, buf);
     snprintf(buf, sizeof buf, "%s.body", name);

@@ -300,7 +300,7 @@ typedef struct Instr {
  * INST_SLOT_L there names resid instance k (the head reads resid[L] with k = L).
  * The pipeline's input and output are decided by position: stage 0 chunk 0
  * receives nothing and runs SEQ_EMBED_FWD, the last stage's last chunk sends
- * nothing and runs SEQ_HEAD_FWD; lower_program guarantees has_embed only on
+ * nothing and runs SEQ_HEAD_FWD; lower_reshard guarantees has_embed only on
  * stage 0 and has_head only on the last stage.  A pipeline axis always has
  * size > 1 (check.c), so interleaved chunks never send to their own rank. */
 /* ORDER: X(seq, name, symbol, per layer, per micro-batch).  Per micro-batch:
@@ -364,6 +364,7 @@ typedef struct Buffer {
     int copy_of;
     double init_std;
     int64_t layers_per_chunk, chunk_layer_stride; /* see prt_buffer_desc */
+    int order;            /* the stage's buffer order: what created it (lower.c, BufOrder) */
 } Buffer;
 
 /* Bytes of one element of a buffer dtype (enum prt_dtype). */
@@ -438,10 +439,20 @@ void place_dump(const Placed *placed, FILE *out);
  * dims; Partial only for produced values and gradients); PARC_BUG otherwise. */
 void place_verify(const Placed *placed);
 
-/* Lowers the placed graph into per-stage programs (reshard, autodiff, gradient
- * sync, optimizer, schedule, ledger).  Reports user errors through diag and
- * returns NULL after reporting; a broken invariant is an internal error.
- * Consumes `placed` (call once). */
+/* The lowering passes after place, in this order, each over every stage
+ * (the rows reshard, autodiff, optim and lower of passes.c).  They report
+ * user errors through diag and then return NULL (or 1); a broken invariant
+ * is an internal error.  Each runs once per `placed`, which they advance.
+ *   lower_reshard   the Program: schedule, stage buffers, the forward
+ *                   programs with their collectives, pipeline messages;
+ *   lower_autodiff  the backward programs (ZeRO-2/3 gradient scatters included);
+ *   lower_optim     gradient zeroing, gradient sync and the optimizer steps;
+ *   lower_finish    the ledger; the program verified. */
+Program *lower_reshard(Placed *placed);
+int lower_autodiff(Placed *placed);
+int lower_optim(Placed *placed);
+Program *lower_finish(Placed *placed);
+/* All four; consumes `placed` (call once). */
 Program *lower_placed(Placed *placed);
 /* lower_place, then lower_placed. */
 Program *lower_program(Arena *arena, const Plan *plan, Graph *graph);

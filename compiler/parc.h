@@ -8,11 +8,11 @@
  *
  * Pass order (the table in passes.c, which main.c runs):
  *   front: parse (grammar/par.y) + check (check*.c) -> expand (expand.c) ->
- *   lower (lower.c: placement (place.c) and the schedule (schedule.c) once,
- *   then per stage autodiff.c and optim.c over the ops of ops.c, all
- *   communication from reshard.c, the ledger (ledger.c) last) ->
- *   analyze (analyze.c) -> codegen (codegen*.c); then advice (advise.c) and
- *   reports (explain.c)
+ *   place (place.c) -> reshard (lower.c: the schedule (schedule.c), each
+ *   stage's buffers and forward program, all communication from reshard.c) ->
+ *   autodiff (autodiff.c) -> optim (optim.c), over the ops of ops.c ->
+ *   lower (the ledger, ledger.c) -> analyze (analyze.c) -> codegen
+ *   (codegen*.c); then advice (advise.c) and reports (explain.c)
  */
 #ifndef PARC_H
 #define PARC_H

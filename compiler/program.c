@@ -83,6 +83,7 @@ int program_buf_new(Lowerer *lw, const char *name, int klass, int dtype, int64_t
     b.first_layer = -1;
     b.zero_axis = -1;
     b.copy_of = -1;
+    b.order = lw->buf_order;
     for (int i = 0; i < 4; i++) b.split_axis[i] = -1;
     ARR_PUSH(lw->arena, sp->bufs, sp->nbufs, sp->bufs_cap, b);
     return sp->nbufs - 1;

@@ -1,10 +1,11 @@
 /*
  * prt_math.h — the element math both backends compute: bf16 and IEEE half
  * rounding (to nearest even), loads and stores of a float tensor in its storage
- * dtype, GELU (tanh approximation), SiLU and the SwiGLU gate, and their
- * derivatives.  Compiled for the host (plain static inline C) and, under nvcc,
- * for the device too (__host__ __device__), so the CPU reference and the CUDA
- * kernels evaluate the same formulas bit for bit where the hardware rounds alike.
+ * dtype, the norms' epsilon, GELU (tanh approximation), SiLU and the SwiGLU
+ * gate and their derivatives, and the cross-entropy's exponential.  Compiled
+ * for the host (plain static inline C) and, under nvcc, for the device too
+ * (__host__ __device__), so the CPU reference and the CUDA kernels evaluate
+ * the same formulas bit for bit where the hardware rounds alike.
  * Needs only <stdint.h>, <string.h>, <math.h> and parc_rt.h's enum prt_dtype.
  */
 #ifndef PRT_MATH_H
@@ -88,6 +89,12 @@ PRT_MATH void prt_store(void *base, int64_t dtype, int64_t i, float v) {
     }
 }
 PRT_MATH int prt_dtype_is_16(int64_t dtype) { return dtype == PRT_BF16 || dtype == PRT_F16; }
+
+/* ---------------------------------------------------------------- norms */
+
+/* The epsilon layer norm and RMS norm add to the variance (mean square)
+ * before the reciprocal square root. */
+#define PRT_NORM_EPS 1e-5
 
 /* ---------------------------------------------------------------- activations */
 

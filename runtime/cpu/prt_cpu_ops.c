@@ -8,7 +8,7 @@
  * float arguments are all stored as fp32 takes instead its threaded, vectorised
  * path in prt_cpu_fast.c (the same arithmetic, lane-parallel sums); these loops
  * are then the 16-bit storage paths.  Cross-entropy's exponentials are
- * prt_math.h's prt_expf_fast on both paths.
+ * prt_math.h's prt_expf_fast on both paths (and in the CUDA kernels).
  *
  * Storage.  A tensor argument is stored in the dtype of the registered buffer that
  * holds it (prt_dtype_of; memory the runtime did not allocate is fp32): f32, bf16
@@ -31,6 +31,7 @@
 #include "prt_cpu_fast.h"
 #include "prt_cpu_dropout.h"
 #include "prt_cpu_gqa.h"
+#include "prt_cpu_tensor.h"
 #include "prt_internal.h"
 #include "prt_scratch.h"
 
@@ -40,25 +41,6 @@ static int blas_dim(int64_t n, const char *what) {
 }
 
 /* ---------------------------------------------------------------- tensors in their storage dtype */
-
-/* A float tensor argument: its address (NULL allowed) and storage dtype. */
-typedef struct tensor {
-    char *p;
-    int64_t dtype;
-} tensor;
-
-static tensor ften(prt *rt, const void *p, const char *op) {
-    int64_t dtype = prt_dtype_of(rt, p);
-    PRT_CHECK(dtype != PRT_I32, "%s: a float tensor argument points into an i32 buffer", op);
-    return (tensor){(char *)p, dtype < 0 ? PRT_F32 : dtype};
-}
-static inline int is16(tensor t) { return t.p && prt_dtype_is_16(t.dtype); }
-/* Every one of these arguments is absent or stored as fp32: the op takes its
- * threaded, vectorised path (prt_cpu_fast.h). */
-static inline int f32(tensor t) { return !t.p || t.dtype == PRT_F32; }
-#define F32(t) ((float *)(t).p)
-#define LD(t, i) prt_load((t).p, (t).dtype, (i))
-#define ST(t, i, v) prt_store((t).p, (t).dtype, (i), (v))
 
 /* Workspace for widened operands: one request per op (the scratch buffer keeps
  * only its largest request), carved front to back by take(). */
@@ -214,15 +196,13 @@ static void cpu_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int
 
 /* ---------------------------------------------------------------- norms */
 
-#define NORM_EPS 1e-5
-
 static void cpu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, const void *in_, const void *w_,
                        const void *b_, int64_t N, int64_t C) {
     const char *op = "layernorm_fwd";
     tensor out = ften(rt, out_, op), mean = ften(rt, mean_, op), rstd = ften(rt, rstd_, op), in = ften(rt, in_, op),
            w = ften(rt, w_, op), b = ften(rt, b_, op);
     if (f32(out) && f32(mean) && f32(rstd) && f32(in) && f32(w) && f32(b)) {
-        prt_fast_layernorm_fwd(F32(out), F32(mean), F32(rstd), F32(in), F32(w), F32(b), N, C, NORM_EPS);
+        prt_fast_layernorm_fwd(F32(out), F32(mean), F32(rstd), F32(in), F32(w), F32(b), N, C, PRT_NORM_EPS);
         return;
     }
     for (int64_t n = 0; n < N; n++) {
@@ -231,7 +211,7 @@ static void cpu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, con
         for (int64_t c = 0; c < C; c++) s += LD(in, x + c);
         double m = s / (double)C;
         for (int64_t c = 0; c < C; c++) v += (LD(in, x + c) - m) * (LD(in, x + c) - m);
-        double r = 1.0 / sqrt(v / (double)C + NORM_EPS);
+        double r = 1.0 / sqrt(v / (double)C + PRT_NORM_EPS);
         for (int64_t c = 0; c < C; c++)
             ST(out, x + c, (float)((LD(in, x + c) - m) * r) * LD(w, c) + (b.p ? LD(b, c) : 0.0f));
         if (mean.p) ST(mean, n, (float)m);
@@ -280,14 +260,14 @@ static void cpu_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, c
     const char *op = "rmsnorm_fwd";
     tensor out = ften(rt, out_, op), rstd = ften(rt, rstd_, op), in = ften(rt, in_, op), w = ften(rt, w_, op);
     if (f32(out) && f32(rstd) && f32(in) && f32(w)) {
-        prt_fast_rmsnorm_fwd(F32(out), F32(rstd), F32(in), F32(w), N, C, NORM_EPS);
+        prt_fast_rmsnorm_fwd(F32(out), F32(rstd), F32(in), F32(w), N, C, PRT_NORM_EPS);
         return;
     }
     for (int64_t n = 0; n < N; n++) {
         int64_t x = n * C;
         double ss = 0.0;
         for (int64_t c = 0; c < C; c++) ss += (double)LD(in, x + c) * LD(in, x + c);
-        double r = 1.0 / sqrt(ss / (double)C + NORM_EPS);
+        double r = 1.0 / sqrt(ss / (double)C + PRT_NORM_EPS);
         for (int64_t c = 0; c < C; c++) ST(out, x + c, (float)(LD(in, x + c) * r) * LD(w, c));
         if (rstd.p) ST(rstd, n, (float)r);
     }

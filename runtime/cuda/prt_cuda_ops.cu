@@ -297,8 +297,6 @@ void prt_cu_pos_bwd(prt *rt, prt_ten dwpe, prt_ten din, prt_ten dout, int64_t B,
 
 /* ---------------------------------------------------------------- norms (one block per row) */
 
-#define NORM_EPS 1e-5
-
 __global__ void k_layernorm_fwd(prt_ten out, prt_ten mean, prt_ten rstd, prt_ten in, prt_ten w, prt_ten b, int64_t C) {
     int64_t x = blockIdx.x * C;
     double s = 0.0;
@@ -308,7 +306,7 @@ __global__ void k_layernorm_fwd(prt_ten out, prt_ten mean, prt_ten rstd, prt_ten
         double d = LD(in, x + c) - m;
         v += d * d;
     }
-    double r = 1.0 / sqrt(block_sum_d(v) / (double)C + NORM_EPS);
+    double r = 1.0 / sqrt(block_sum_d(v) / (double)C + PRT_NORM_EPS);
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
         ST(out, x + c, (float)((LD(in, x + c) - m) * r) * LD(w, c) + (b.p ? LD(b, c) : 0.0f));
     if (threadIdx.x == 0) {
@@ -340,7 +338,7 @@ __global__ void k_rmsnorm_fwd(prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, 
         double v = LD(in, x + c);
         ss += v * v;
     }
-    double r = 1.0 / sqrt(block_sum_d(ss) / (double)C + NORM_EPS);
+    double r = 1.0 / sqrt(block_sum_d(ss) / (double)C + PRT_NORM_EPS);
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ST(out, x + c, (float)(LD(in, x + c) * r) * LD(w, c));
     if (threadIdx.x == 0 && rstd.p) ST(rstd, blockIdx.x, (float)r);
 }
@@ -492,7 +490,7 @@ __global__ void k_xent_sums(float *sums, const float *mx, prt_ten logits, const 
                             int64_t vocab_offset) {
     int64_t n = blockIdx.x, row = n * V;
     double s = 0.0;
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += exp((double)(LD(logits, row + j) - mx[n]));
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += prt_expf_fast(LD(logits, row + j) - mx[n]);
     s = block_sum_d(s);
     if (threadIdx.x == 0) {
         sums[n] = (float)s;
@@ -520,7 +518,7 @@ __global__ void k_xent_bwd(prt_ten dlogits, prt_ten logits, prt_ten stats, const
                            int64_t vocab_offset, float s) {
     GRID_STRIDE(i, N * V) {
         int64_t n = i / V, j = i % V;
-        float p = expf(LD(logits, i) - LD(stats, 2 * n + 1));
+        float p = prt_expf_fast(LD(logits, i) - LD(stats, 2 * n + 1));
         ST(dlogits, i, LD(dlogits, i) + s * (p - (j == (int64_t)targets[n] - vocab_offset ? 1.0f : 0.0f)));
     }
 }
