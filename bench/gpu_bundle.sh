@@ -11,6 +11,9 @@
 #          --device cuda) and every library those need that is not glibc's,
 #          GCC's (libgcc_s, libstdc++) or the CUDA toolkit's and NCCL's, which
 #          the GPU machine has and gpu_check.sh puts on LD_LIBRARY_PATH;
+#   dev/include  the headers of cJSON and zlib (Debian's), which the GPU-only
+#          build (bench/gpu_build/, gpu_check.sh's fallback) compiles the runtime
+#          against on a machine without them; their libraries are in lib/;
 #   MANIFEST  the commit, the plans, each file's size and sha256, and what
 #          lib/'s module needs at run time.
 # Debug sections are stripped from parc's own files.  Prints the bundle's size;
@@ -52,11 +55,22 @@ for f in "$out"/bin/* "$out"/lib/*; do
     done
 done
 
+# headers for the GPU-only build; it links lib/'s libcjson.so.1 and libz.so.1
+mkdir -p "$out/dev/include/cjson"
+for h in cjson/cJSON.h zlib.h zconf.h; do
+    src=$(echo '#include <'"$h"'>' | cc -E -H -x c - 2>&1 > /dev/null | sed -n "s/^\. //p" | grep "/$h\$" | head -1)
+    [ -n "$src" ] && [ -f "$src" ] || die "no $h on this machine (libcjson-dev, zlib1g-dev)"
+    cp "$src" "$out/dev/include/$h"
+done
+for lib in libcjson.so.1 libz.so.1; do
+    [ -e "$out/lib/$lib" ] || die "lib/ lacks $lib, which the GPU-only build links"
+done
+
 {
     echo "gpu bundle of parc $(git -C "$root" rev-parse --short HEAD 2>/dev/null)$(git -C "$root" diff --quiet 2>/dev/null || echo +dirty), built $(date -u +%Y-%m-%dT%H:%MZ)"
     echo "plans: ${plans[*]}"
     echo "the module needs at run time: $(readelf -d "$out/lib/libparc_cuda_serial.so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
-    (cd "$out" && find bin lib -type f | sort | while read -r f; do
+    (cd "$out" && find bin lib dev -type f | sort | while read -r f; do
         printf '%10d %s %s\n' "$(stat -c %s "$f")" "$(sha256sum "$f" | cut -c1-16)" "$f"; done)
 } > "$out/MANIFEST"
 bytes=$(du -sb "$out" | cut -f1)

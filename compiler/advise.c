@@ -10,8 +10,8 @@
  * compiler bug, never hidden.
  */
 #include "advise.h"
+#include "tools.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -159,17 +159,54 @@ static void hint_breakdown(Hint *h, const StageCost *sc)
     }
 }
 
-/* One line per candidate change; when none fits, how far ZeRO-3 over more
- * data-parallel ranks would go. */
+/* A copy of plan on 2^k times its GPUs of the same kind: one node grows to
+ * 8 GPUs, then nodes are added where the cluster has a link between them.
+ * NULL when it cannot grow that far. */
+static Plan *grown_cluster(Arena *arena, const Plan *plan, int k)
+{
+    Plan *p = arena_alloc(arena, sizeof(Plan));
+    *p = *plan;
+    Cluster *c = &p->cluster;
+    for (int i = 0; i < k; i++) {
+        if (c->nodes == 1 && c->gpus_per_node < 8 && c->intra_bw > 0) c->gpus_per_node *= 2;
+        else if (c->inter_bw > 0) c->nodes *= 2;
+        else return NULL;
+    }
+    return p;
+}
+
+/* When no change of the plan's own mesh fits: the fastest layout of these
+ * GPUs that fits, else of the fewest more GPUs (up to 64 times as many), each
+ * as its own `explain` reports it (search_best_fit). */
+static void hint_layouts(Arena *arena, Hint *h, const Plan *plan)
+{
+    char buf[64];
+    SearchFit fit;
+    for (int k = 0; k <= 6; k++) {
+        const Plan *p = k == 0 ? plan : grown_cluster(arena, plan, k);
+        if (!p) break;
+        if (!search_best_fit(p, &fit)) continue;
+        analyze_format_bytes((double)fit.peak, buf, sizeof buf);
+        int gpus = p->cluster.nodes * p->cluster.gpus_per_node;
+        if (k == 0)
+            hint_add(h, "\n        these %d GPUs as %s -> %s per GPU (fits; `parc search` ranks every layout)", gpus,
+                     fit.layout, buf);
+        else
+            hint_add(h, "\n        no layout of these GPUs fits; on %d node%s of %d GPUs: %s -> %s per GPU (fits)",
+                     p->cluster.nodes, p->cluster.nodes == 1 ? "" : "s", p->cluster.gpus_per_node, fit.layout, buf);
+        return;
+    }
+    hint_add(h, "\n        no layout of up to 64 times these GPUs fits (tp, pp, dp with ZeRO and recompute): shrink "
+                "micro_batch or seq");
+}
+
+/* One line per candidate change; when none fits, a layout that does. */
 static void hint_changes(Arena *arena, Hint *h, const Analysis *an, double capacity)
 {
     const Plan *plan = an->prog->plan;
-    double states = model_states(&an->stages[an->worst_stage]);
     Change changes[8];
     int nchanges = list_changes(plan, changes, 8);
     int fits = 0;
-    double min_other = (double)an->max_total - states;
-    const char *min_other_what = NULL;
     char buf[64];
     for (int i = 0; i < nchanges; i++) {
         Analysis *v = analyze_variant(arena, plan, &changes[i]);
@@ -179,27 +216,8 @@ static void hint_changes(Arena *arena, Hint *h, const Analysis *an, double capac
         fits += ok;
         hint_add(h, "\n        %-22s -> %s per GPU%s", changes[i].what, buf,
                  ok ? (fits == 1 ? " (fits: the cheapest change)" : " (fits)") : "");
-        double vstates = model_states(&v->stages[v->worst_stage]);
-        if ((double)v->max_total - vstates < min_other && vstates >= states) {
-            min_other = (double)v->max_total - vstates;
-            min_other_what = changes[i].what;
-        }
     }
-    if (fits) return;
-    /* more GPUs: model states shrink with ZeRO-3 over N data-parallel ranks */
-    double room = capacity - min_other;
-    if (room > 0) {
-        double n = ceil(states / room);
-        analyze_format_bytes(states / n + min_other, buf, sizeof buf);
-        hint_add(h,
-                 "\n        no change of this mesh fits: model states alone are %.0f%% of the GPU; ZeRO-3 divides "
-                 "them by the data-parallel size: dp %.0f%s%s -> %s per GPU",
-                 100.0 * states / capacity, n, min_other_what ? " with " : "", min_other_what ? min_other_what : "",
-                 buf);
-    } else {
-        hint_add(h, "\n        activations and buffers alone exceed the GPU: shard the model (tp, pp) or shrink "
-                    "micro_batch and seq");
-    }
+    if (!fits) hint_layouts(arena, h, plan);
 }
 
 int advise_plan(Arena *arena, const Analysis *an)

@@ -13,7 +13,9 @@
  * parameter and, for each change of the plan that keeps every check and
  * schedule rule (ZeRO stages over the data axis, recomputation, a halved
  * micro_batch), its memory per GPU after lowering and analyzing it again;
- * when none fits, the data-parallel size at which ZeRO-3 would.  Needs a plan
+ * when none fits, the fastest layout of the same GPUs that fits, else of the
+ * fewest more (search_best_fit: each candidate checked, lowered and analyzed
+ * from its own .par text, as its `explain` would report it).  Needs a plan
  * without errors so far.  Returns the number of errors reported (0 or 1).  A
  * variant that fails to lower is a compiler bug: PARC_BUG. */
 int advise_plan(Arena *arena, const Analysis *an);

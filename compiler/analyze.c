@@ -62,6 +62,7 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
     sc->total = sp->ledger_total;
     sc->params_local = sp->params_local;
     sc->cpu_widen = sp->cpu_widen;
+    sc->host_staging = sp->host_staging;
     if (sc->total > an->max_total) an->max_total = sc->total, an->worst_stage = s;
 
     /* FLOPs and blocking communication per chunk */
@@ -148,6 +149,29 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
     }
 }
 
+/* The MFU numerator's Ψ': the non-embedding parameters (block parameters
+ * once per layer) plus the head's matmul weight.  A table that is only looked
+ * up (the embedding, learned positions) does no matmul and is left out; a
+ * head tied to the embedding reads the table as its weight, so it counts once. */
+static double model_matmul_params(const Graph *g)
+{
+    double n = 0;
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *tt = &g->tensors[t];
+        if (tt->kind != TENSOR_PARAM) continue;
+        int matmul = 0;
+        for (int i = 0; i < g->nops && !matmul; i++) {
+            const Op *op = &g->ops[i];
+            if (op->kind == OP_EMBED || op->kind == OP_POS) continue;
+            for (int k = 0; k < op->nparam; k++)
+                if (op->param[k] == t) matmul = 1;
+        }
+        double per_layer = tt->region == REGION_BLOCK ? (double)g->plan->model.layers : 1.0;
+        if (matmul) n += (double)expand_tensor_numel(tt) * per_layer;
+    }
+    return n;
+}
+
 /* Per-axis and per-link volumes of the busiest stage, and the model FLOPs. */
 static void analyze_totals(Analysis *an)
 {
@@ -169,12 +193,14 @@ static void analyze_totals(Analysis *an)
         an->link_wire[r->inside_node ? 0 : 1] += wire;
     }
 
-    /* model FLOPs: 6 Ψ per token (forward 2, backward 4) plus attention */
+    /* model FLOPs: 6 Ψ' per token (forward 2, backward 4) plus attention */
     const Model *m = &plan->model;
     double tokens = (double)plan->train.batch * (double)m->seq;
     double attn = m->block.kind == BLOCK_TRANSFORMER ? 12.0 * (double)m->layers * (double)m->seq * (double)m->hidden
                                                      : 0.0;
-    an->model_flops_per_step = 6.0 * (double)g->params_total * tokens + attn * tokens;
+    an->model_matmul_params = model_matmul_params(g);
+    an->model_attention_flops_per_token = attn;
+    an->model_flops_per_step = 6.0 * an->model_matmul_params * tokens + attn * tokens;
 }
 
 /* Step time: the slowest stage's chunk times through the actual schedule,

@@ -51,6 +51,7 @@ typedef struct StageCost {
     int64_t params_local;         /* parameter elements held (weights) */
     int64_t cpu_widen;            /* extra workspace the CPU runtime needs to widen 16-bit operands
                                      (in the built program's ledger, not in `ledger`) */
+    int64_t host_staging;         /* pipeline send copies in host memory (likewise) */
     double flops_fwd_chunk;       /* one micro-batch through one chunk, forward */
     double flops_bwd_chunk;
     double flops_step;            /* per rank per step */
@@ -73,7 +74,10 @@ typedef struct Analysis {
     int64_t max_total;            /* the most memory any rank needs */
     int worst_stage;
     double flops_per_step;        /* the whole model, all ranks */
-    double model_flops_per_step;  /* 6 Ψ tokens + attention (the MFU numerator) */
+    double model_flops_per_step;  /* 6 Ψ' tokens + attention (the MFU numerator) */
+    /* Ψ': the non-embedding parameters plus the head's matmul weight (a tied
+     * head's table once); attention: 12 x layers x seq x hidden per token */
+    double model_matmul_params, model_attention_flops_per_token;
     double peak_flops;            /* per GPU for the plan's precision */
     double t_fwd, t_bwd, t_p2p;   /* per chunk per micro-batch, slowest stage */
     double pipeline_s;            /* simulated makespan of the schedule */

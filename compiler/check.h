@@ -73,7 +73,8 @@
     X(BK_ACT, "act", "act gelu;")                     \
     X(BK_ATTENTION, "attention", "attention causal;` or `attention causal flash;") \
     X(BK_BIAS, "bias", "bias false;")                 \
-    X(BK_RESIDUAL, "residual", "residual true;")
+    X(BK_RESIDUAL, "residual", "residual true;")     \
+    X(BK_DROPOUT, "dropout", "dropout 0.1;")
 
 #define TRAIN_KEYS(X)                                              \
     X(TR_BATCH, "batch", "batch 1024;")                            \
@@ -180,13 +181,13 @@ typedef struct Check {
     int mesh_ok;              /* every axis valid and named once */
     const Stmt *lr_stmt;      /* train's `lr` schedule, found before the optimizer is read */
     SrcLoc opt_weight_decay_loc; /* the optimizer's own `weight_decay` (file NULL when not given) */
-    int have_batch, have_micro_batch, have_micro_batches, have_train_seq;
+    int have_batch, have_micro_batch, have_micro_batches;
     SrcLoc train_seq_loc;
     /* Layout statements kept for phase 3. */
     const Stmt *dim_rule[DIM_COUNT];
     int interleave;           /* `interleaved N`: N, else 1 */
     SrcLoc interleave_loc;
-    const Stmt *sp_stmt, *zero_stmt, *schedule_stmt;
+    const Stmt *zero_stmt, *schedule_stmt;
     const Stmt **stage_stmts;
     int nstage_stmts, cap_stage_stmts;
 } Check;

@@ -177,8 +177,18 @@ static const char *micro_batch_hint(Check *c, int stages, int multiple)
         if (multiple ? mbs % stages == 0 : mbs >= stages)
             return arena_printf(c->arena, "micro_batch %" PRId64 " gives %" PRId64 " micro-batches", m, mbs);
     }
-    return arena_printf(c->arena, "raise batch to %" PRId64 " (stages × micro_batch × dp)",
-                        (int64_t)stages * t->micro_batch * dp);
+    /* no smaller micro_batch helps: change the batch.  1f1b needs at least
+     * `stages` micro-batches per rank, interleaved a multiple of `stages`, so a
+     * batch below the unit rises to it and any other goes to the multiples of
+     * the unit on either side (batch 6 or 10 over 4 stages: 4 or 8, 8 or 12). */
+    int64_t unit = (int64_t)stages * t->micro_batch * dp;
+    if (!multiple || t->batch < unit)
+        return arena_printf(c->arena, "raise batch to %" PRId64 " (stages × micro_batch × dp)", unit);
+    int64_t below = t->batch / unit * unit;
+    return arena_printf(c->arena,
+                        "batch %" PRId64 " or %" PRId64 " would (a multiple of stages × micro_batch × dp = %" PRId64
+                        ")",
+                        below, below + unit, unit);
 }
 
 void check_fill_even_stages(Layout *l, int64_t layers)

@@ -216,6 +216,11 @@ static void check_block(Check *c, const Stmt *st)
         case BK_RESIDUAL:
             if ((w = check_read_word_stmt(c, s, bool_words, 2, BLOCK_usage[k])) >= 0) b->residual = w;
             break;
+        case BK_DROPOUT:
+            if (check_shape(c, s, 1, 1, BODY_NO, BLOCK_usage[k]))
+                check_read_real(c, "dropout", &s->values[0], 0, 0, 1, 1, &b->dropout);
+            b->dropout_loc = check_stmt_span(s);
+            break;
         }
     }
 }
@@ -561,7 +566,6 @@ void check_train(Check *c, const Stmt *sec)
         case TR_SEQ:
             c->train_seq_loc = check_stmt_span(st);
             if (check_read_count_stmt(c, st, 1, MAX_DIM, &n, TRAIN_usage[k])) {
-                c->have_train_seq = 1;
                 if (!c->plan->model.seq) c->plan->model.seq = n;
                 else if (c->plan->model.seq != n)
                     diag_error(c->train_seq_loc, "give `seq` in one place, or the same value in both",
@@ -805,7 +809,7 @@ void check_layout(Check *c, const Stmt *sec)
                            "expected `over`, got `%s`", check_value_text(c, &st->values[0]));
                 break;
             }
-            if ((l->sp_axis = read_axis(c, &st->values[1])) >= 0) c->sp_stmt = st;
+            l->sp_axis = read_axis(c, &st->values[1]);
             break;
         case LY_ZERO:
         case LY_FSDP: {

@@ -66,7 +66,7 @@ static const OptSpec collectives_opts[] = {
     {"--json", NULL, OPT_JSON, "the same as JSON (schema in docs/json.md)"},
 };
 static const OptSpec lower_opts[] = {
-    {"--emit", "KIND", OPT_EMIT, "the pass to dump after: front, expand, place, lower (the default), schedule, analyze or codegen (also plan, graph, ir)"},
+    {"--emit", "KIND", OPT_EMIT, "the pass to dump after: front, expand, place, reshard, autodiff, optim, lower (the default), schedule, analyze or codegen (also plan, graph, ir)"},
 };
 static const OptSpec build_opts[] = {
     {"-o", "OUT", OPT_OUTPUT, "the file to write (with --emit=llvm, default standard output)"},

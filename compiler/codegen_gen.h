@@ -92,7 +92,7 @@ typedef struct StageFns {
 /* A counted loop being built (codegen_loop_begin / codegen_loop_end). */
 typedef struct Loop {
     LLVMBasicBlockRef pre, head, body, exit;
-    LLVMValueRef index, to;
+    LLVMValueRef index;
 } Loop;
 
 static inline LLVMValueRef c64(Gen *g, int64_t v) { return LLVMConstInt(g->t_i64, (unsigned long long)v, 1); }

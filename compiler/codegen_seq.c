@@ -107,6 +107,19 @@ static LLVMValueRef arg_value(Gen *g, const StageProgram *sp, const Instr *in, i
         v = add(g, first, mul(g, codegen_coord(g, pr->dp_axis), c64(g, mb), ""), "first_sample");
         break;
     }
+    case ARG_LAYER: {
+        /* chunks are evenly spaced (lower.c): interleaved chunk c of stage s
+         * starts at layer (c * stages + s) * layers_per_chunk */
+        have = 'i';
+        int64_t first = sp->chunk_first_layer[0];
+        int64_t stride = sp->chunks > 1 ? sp->chunk_first_layer[1] - first : 0;
+        for (int c = 1; c < sp->chunks; c++)
+            if (sp->chunk_first_layer[c] != first + c * stride)
+                PARC_BUG("stage %d: chunk %d starts at layer %d, not %lld", sp->stage, c, sp->chunk_first_layer[c],
+                         (long long)(first + c * stride));
+        v = add(g, add(g, mul(g, p->chunk, c64(g, stride), ""), p->l, ""), c64(g, first), "layer");
+        break;
+    }
     case ARG_TAG: {
         have = 'i';
         int chunks = sp->chunks > 0 ? sp->chunks : 1;

@@ -250,6 +250,7 @@ LLVMValueRef codegen_emit_ledger(Gen *g, const StageProgram *sp) {
     int64_t ledger[PRT_NCLASS];
     memcpy(ledger, sp->ledger, sizeof ledger);
     ledger[PRT_WORKSPACE] += sp->cpu_widen;
+    ledger[PRT_COMM] += sp->host_staging; /* its pipeline sends' copies, in host memory */
     return add_const_global(g, const_i64_array(g, ledger, PRT_NCLASS), name);
 }
 
@@ -296,7 +297,6 @@ Loop codegen_loop_begin(Gen *g, LLVMValueRef from, LLVMValueRef to, const char *
     Loop lp;
     char buf[64];
     lp.pre = LLVMGetInsertBlock(g->b);
-    lp.to = to;
     snprintf(buf, sizeof buf, "%s.head", name);
     lp.head = new_block(g, buf);
     snprintf(buf, sizeof buf, "%s.body", name);

@@ -161,6 +161,7 @@ static const StreamRow stream_rows[OP_COUNT] = {
     [OP_RELU] = {1, {2, 3}},
     [OP_SWIGLU] = {2, {3, 5}},    /* read gate and up, write / read both and dy, write both */
     [OP_ATTENTION] = {0, {0, 0}}, /* its own term */
+    [OP_DROPOUT] = {3, {3, 3}},   /* read x, write y and the mask / read the mask and dy, add into dx */
     [OP_ADD] = {1, {3, 3}},
     [OP_COPY] = {1, {2, 2}},
     [OP_XENT] = {2, {3, 2}},      /* max, sum, loss over the logits / write dlogits */

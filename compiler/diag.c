@@ -45,6 +45,20 @@ void diag_reset(void)
     diag_nsources = diag_cap_sources = 0;
 }
 
+DiagMark diag_mark(void)
+{
+    DiagMark m = {diag_errors, diag_warnings, diag_nsources};
+    return m;
+}
+
+void diag_rewind(DiagMark mark)
+{
+    diag_errors = mark.errors;
+    diag_warnings = mark.warnings;
+    for (int i = mark.nsources; i < diag_nsources; i++) free(diag_sources[i].file);
+    if (mark.nsources < diag_nsources) diag_nsources = mark.nsources;
+}
+
 void diag_add_source(const char *file, const char *text)
 {
     if (!file || !text) return;

@@ -241,6 +241,21 @@ static int add(Expander *ex, Region r, const char *name, SrcLoc loc, int a, int 
     return y;
 }
 
+/* Megatron's hidden dropout on a branch output before its residual add:
+ * y = x * mask / (1 - p), the one-byte mask saved for the backward. */
+static int dropout(Expander *ex, Region r, const char *name, SrcLoc loc, int x)
+{
+    if (ex->plan->model.block.dropout <= 0) return x;
+    Tensor xt = ex->g->tensors[x]; /* a copy: adding tensors may move the array */
+    char tname[96];
+    snprintf(tname, sizeof tname, "%s.out", name);
+    int y = act(ex, r, tname, loc, xt.ndim, xt.dims, xt.sizes);
+    int op = op_new(ex, OP_DROPOUT, r, name, loc, 1, &x, 0, NULL, y);
+    snprintf(tname, sizeof tname, "%s.mask", name);
+    op_aux(ex, op, tensor_new(ex, r, TENSOR_STAT, tname, loc, xt.ndim, xt.dims, xt.sizes));
+    return y;
+}
+
 static void expand_embed(Expander *ex, int *wte_out)
 {
     const Model *m = &ex->plan->model;
@@ -306,6 +321,7 @@ static void expand_block(Expander *ex)
                                    DIMS(DIM_BATCH, DIM_HEADS, DIM_SEQ, DIM_SEQ), SIZES(B, NH, S, S)));
         int proj = linear(ex, r, "attn.proj", loc, att, 3, DIMS(DIM_HEADS, DIM_HEAD_DIM, DIM_HIDDEN),
                           SIZES(NH, HD, H), 1, bs->bias, std_out);
+        proj = dropout(ex, r, "attn.drop", loc, proj);
         resid = add(ex, r, "attn.resid", loc, x, proj);
     }
     int h = resid;
@@ -322,6 +338,7 @@ static void expand_block(Expander *ex)
                   DIMS(DIM_BATCH, DIM_SEQ, DIM_FFN), SIZES(B, S, F));
     }
     int down = linear(ex, r, "mlp.down", loc, a, 2, DIMS(DIM_FFN, DIM_HIDDEN), SIZES(F, H), 1, bs->bias, std_out);
+    down = dropout(ex, r, "mlp.drop", loc, down);
     int out = (bs->kind == BLOCK_TRANSFORMER || bs->residual)
                   ? add(ex, r, "mlp.resid", loc, resid, down)
                   : unary(ex, OP_COPY, r, "block.stream", loc, down, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_HIDDEN),

@@ -139,6 +139,12 @@ static void explain_stage_memory(FILE *out, const Analysis *an, int s, int verbo
                      "operands in %s more workspace\n",
                 b1);
     }
+    if (sc->host_staging) {
+        analyze_format_bytes((double)sc->host_staging, b1, sizeof b1);
+        fprintf(out, "  pipeline sends are copied to host memory until received: up to %s per rank (not GPU "
+                     "memory: the schedule's in-flight peak of messages)\n",
+                b1);
+    }
     if (verbose)
         fprintf(out, "  flops          %.4g per step on each rank of this stage (forward %.4g, backward %.4g per "
                      "micro-batch through one chunk)\n",
@@ -230,6 +236,27 @@ static void explain_attention(FILE *out, const Analysis *an)
     arena_free(&arena);
 }
 
+/* The plan's dropout: where it applies and what its stored masks take on the
+ * worst stage (the u8 activation buffers). */
+static void explain_dropout(FILE *out, const Analysis *an)
+{
+    const Plan *plan = an->prog->plan;
+    double p = plan->model.block.dropout;
+    if (p <= 0) return;
+    const StageProgram *sp = &an->prog->stages[an->worst_stage];
+    int64_t masks = 0;
+    for (int b = 0; b < sp->nbufs; b++)
+        if (sp->bufs[b].klass == PRT_ACTIVATIONS && sp->bufs[b].dtype == PRT_U8)
+            masks += sp->bufs[b].elems * sp->bufs[b].instances;
+    char b1[64];
+    analyze_format_bytes((double)masks, b1, sizeof b1);
+    int attention = plan->model.block.kind == BLOCK_TRANSFORMER && plan->model.heads > 0;
+    fprintf(out, "  dropout         %g on %s; masks of (seed, step, layer, index), %s of them stored (1 byte per "
+                 "element)%s\n",
+            p, attention ? "the attention probabilities and both branch outputs" : "the MLP's output", b1,
+            attention ? ", the probabilities' mask regenerated in backward" : "");
+}
+
 void explain_text(FILE *out, const Analysis *an, int verbose)
 {
     const Program *prog = an->prog;
@@ -262,9 +289,19 @@ void explain_text(FILE *out, const Analysis *an, int verbose)
     }
     explain_data(out, prog);
     if (t->ckpt_dir) explain_checkpoint(out, t);
-    fprintf(out, "  compute         %.4g FLOP/step (model FLOPs, 6 x params x tokens + attention: %.4g)\n",
+    fprintf(out, "  compute         %.4g FLOP/step (model FLOPs, 6 x (non-embedding params + head) x tokens + "
+                 "attention: %.4g)\n",
             an->flops_per_step, an->model_flops_per_step);
+    if (verbose) {
+        double tokens = (double)t->batch * (double)m->seq;
+        fprintf(out,
+                "                  model FLOPs = 6 x %.4g parameters (all but the embedding and position tables, "
+                "plus the head's matmul weight) x %.4g tokens + attention 12 x layers x seq x hidden = %.4g per "
+                "token; the MFU numerator\n",
+                an->model_matmul_params, tokens, an->model_attention_flops_per_token);
+    }
     explain_attention(out, an);
+    explain_dropout(out, an);
 
     fprintf(out, "\nmesh (last axis varies fastest):\n");
     fprintf(out, "  %-6s %5s  %-44s %-12s %s\n", "axis", "size", "carries", "groups", "link");
@@ -369,9 +406,9 @@ void explain_json(FILE *out, const Analysis *an)
         for (int k = 0; k < PRT_NCLASS; k++)
             fprintf(out, "%s\"%s\": %lld", k ? ", " : "", ledger_class_names[k], (long long)sc->ledger[k]);
         fprintf(out, ", \"total\": %lld, \"fits\": %s},\n     \"cpu_runtime_extra_workspace\": %lld, "
-                     "\"flops_per_step\": %.6g}",
+                     "\"host_pipeline_staging\": %lld, \"flops_per_step\": %.6g}",
                 (long long)sc->total, (double)sc->total <= plan->cluster.gpu_memory ? "true" : "false",
-                (long long)sc->cpu_widen, sc->flops_step);
+                (long long)sc->cpu_widen, (long long)sc->host_staging, sc->flops_step);
     }
     fprintf(out, "\n  ],\n");
     fprintf(out, "  \"peak_memory_bytes\": %lld,\n  \"fits\": %s,\n", (long long)an->max_total,

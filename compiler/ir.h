@@ -131,6 +131,7 @@ typedef struct Tensor {
     X(SWIGLU, "swiglu")               \
     X(ATTENTION, "attention")         \
     X(KV_REPEAT, "kv_repeat")         \
+    X(DROPOUT, "dropout")             \
     X(ADD, "add")                     \
     X(COPY, "copy")                   \
     X(XENT, "cross_entropy")
@@ -222,7 +223,11 @@ typedef enum {
     ARG_LR,          /* the learning rate of the step under the plan's schedule (prt_lr) */
     ARG_COUNTED,     /* 1.0 on ranks at coordinate 0 of every axis in the bit mask i, else 0.0:
                         a value replicated over those axes is counted once */
-    ARG_CLIP_SCALE   /* the step's gradient clipping factor (prt_clip_scale) */
+    ARG_CLIP_SCALE,  /* the step's gradient clipping factor (prt_clip_scale) */
+    ARG_LAYER        /* the global layer of a block sequence's (chunk, l):
+                        chunk_first_layer[0] + chunk * (chunk_first_layer[1] -
+                        chunk_first_layer[0]) + l; outside block sequences the
+                        chunk's first layer */
 } ArgKind;
 
 typedef struct Arg {
@@ -255,17 +260,19 @@ extern const char *const phase_names[PHASE_COUNT];
  * FLOP count and by the scratch size.  d[] are the call's size arguments in
  * the order of the op's row (ops.c); axis is the mesh axis whose coordinate
  * offsets the op's local block (-1 none); kept says the op's statistics were
- * kept from the forward (attention's probabilities). */
+ * kept from the forward (attention's probabilities); dropout says the call
+ * drops out (attention's probabilities: its attention_dropout_* entries). */
 typedef struct OpShape {
     int64_t d[4];
     int axis;
     int kept;
+    int dropout;
 } OpShape;
 
 /* Which runtime entry of its graph op an instruction is (ops.h). */
 typedef enum { ENTRY_NONE, ENTRY_FORWARD, ENTRY_BACKWARD } OpEntry;
 
-#define IR_MAX_ARGS 14
+#define IR_MAX_ARGS 16
 
 /* One call of a runtime function (an entry of PRT_OPS in runtime/parc_rt.h).
  * fn < 0 marks a report-only record: a collective a runtime op performs
@@ -300,7 +307,7 @@ static inline int instr_group(const Plan *plan, const Instr *ins)
  * INST_SLOT_L there names resid instance k (the head reads resid[L] with k = L).
  * The pipeline's input and output are decided by position: stage 0 chunk 0
  * receives nothing and runs SEQ_EMBED_FWD, the last stage's last chunk sends
- * nothing and runs SEQ_HEAD_FWD; lower_program guarantees has_embed only on
+ * nothing and runs SEQ_HEAD_FWD; lower_reshard guarantees has_embed only on
  * stage 0 and has_head only on the last stage.  A pipeline axis always has
  * size > 1 (check.c), so interleaved chunks never send to their own rank. */
 /* ORDER: X(seq, name, symbol, per layer, per micro-batch).  Per micro-batch:
@@ -364,10 +371,14 @@ typedef struct Buffer {
     int copy_of;
     double init_std;
     int64_t layers_per_chunk, chunk_layer_stride; /* see prt_buffer_desc */
+    int order;            /* the stage's buffer order: what created it (lower.c, BufOrder) */
 } Buffer;
 
 /* Bytes of one element of a buffer dtype (enum prt_dtype). */
-static inline int dtype_bytes(int dtype) { return dtype == PRT_BF16 || dtype == PRT_F16 ? 2 : 4; }
+static inline int dtype_bytes(int dtype)
+{
+    return dtype == PRT_BF16 || dtype == PRT_F16 ? 2 : dtype == PRT_U8 ? 1 : 4;
+}
 static inline int dtype_is_16(int dtype) { return dtype == PRT_BF16 || dtype == PRT_F16; }
 
 typedef struct StageProgram {
@@ -402,6 +413,11 @@ typedef struct StageProgram {
     int64_t ledger_total;
     int64_t params_local;
     int64_t cpu_widen;
+    /* the copies of pipeline sends still in flight, which the runtime stages in
+     * host memory whatever the backend (prt_mpi_send's send slots; the CUDA
+     * backend copies each message to the host first): booked to PRT_COMM in
+     * the built program's ledger, not in ledger[] (no GPU memory) */
+    int64_t host_staging;
 } StageProgram;
 
 typedef struct Program {
@@ -430,10 +446,20 @@ void place_dump(const Placed *placed, FILE *out);
  * dims; Partial only for produced values and gradients); PARC_BUG otherwise. */
 void place_verify(const Placed *placed);
 
-/* Lowers the placed graph into per-stage programs (reshard, autodiff, gradient
- * sync, optimizer, schedule, ledger).  Reports user errors through diag and
- * returns NULL after reporting; a broken invariant is an internal error.
- * Consumes `placed` (call once). */
+/* The lowering passes after place, in this order, each over every stage
+ * (the rows reshard, autodiff, optim and lower of passes.c).  They report
+ * user errors through diag and then return NULL (or 1); a broken invariant
+ * is an internal error.  Each runs once per `placed`, which they advance.
+ *   lower_reshard   the Program: schedule, stage buffers, the forward
+ *                   programs with their collectives, pipeline messages;
+ *   lower_autodiff  the backward programs (ZeRO-2/3 gradient scatters included);
+ *   lower_optim     gradient zeroing, gradient sync and the optimizer steps;
+ *   lower_finish    the ledger; the program verified. */
+Program *lower_reshard(Placed *placed);
+int lower_autodiff(Placed *placed);
+int lower_optim(Placed *placed);
+Program *lower_finish(Placed *placed);
+/* All four; consumes `placed` (call once). */
 Program *lower_placed(Placed *placed);
 /* lower_place, then lower_placed. */
 Program *lower_program(Arena *arena, const Plan *plan, Graph *graph);

@@ -30,13 +30,14 @@ void ledger_stage_sends(const Program *prog, const StageProgram *sp, int64_t *fw
 /* The runtime's own scratch, as the CPU runtime allocates it (parc_rt.h,
  * prt_expect_memory): each scratch buffer grows to its largest request.
  *   comm:      one packing buffer for [outer, S, inner] collectives with outer > 1
- *              and for the peer's copy in the embedding group's all-reduce,
- *              plus one staging copy per pipeline message still in flight;
+ *              and for the peer's copy in the embedding group's all-reduce;
+ *   host staging: one copy per pipeline message still in flight, in the
+ *              message's dtype (host memory: not in ledger[], see ir.h);
  *   workspace: the largest request of an op's call, per its row of op_table
  *              (runtime/prt_scratch.h): with all-fp32 operands in `work`, the
  *              extra a CPU build needs to widen 16-bit operands in `work_16`. */
 static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t *comm, int64_t *work,
-                            int64_t *work_16)
+                            int64_t *work_16, int64_t *host_staging)
 {
     int64_t pack = 0, scratch = 0, scratch_16 = 0;
     for (int q = 0; q < SEQ_COUNT; q++)
@@ -68,7 +69,11 @@ static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t
         int64_t bwd_bound = prog->schedule.peak_in_flight[prev] + 1;
         sends = (fwd < fwd_bound ? fwd : fwd_bound) + (bwd < bwd_bound ? bwd : bwd_bound);
     }
-    *comm = 4 * pack + 4 * sends * sp->boundary_elems;
+    /* each copy holds one message in its own dtype (2 bytes in a 16-bit plan),
+     * in host memory */
+    int64_t message = sp->boundary_elems * (prog->nstages > 1 ? dtype_bytes(sp->bufs[sp->resid_buf].dtype) : 0);
+    *comm = 4 * pack;
+    *host_staging = sends * message;
     *work = 4 * scratch;
     *work_16 = 4 * (scratch_16 > scratch ? scratch_16 - scratch : 0);
 }
@@ -85,7 +90,7 @@ void ledger_compute(Program *prog)
             if (bf->klass == PRT_WEIGHTS) sp->params_local += bf->elems * bf->instances;
         }
         int64_t scratch_comm, scratch_work;
-        runtime_scratch(prog, sp, &scratch_comm, &scratch_work, &sp->cpu_widen);
+        runtime_scratch(prog, sp, &scratch_comm, &scratch_work, &sp->cpu_widen, &sp->host_staging);
         sp->ledger[PRT_COMM] += scratch_comm;
         sp->ledger[PRT_WORKSPACE] += scratch_work;
         sp->ledger_total = 0;

@@ -4,8 +4,11 @@
  * the optimizer (optim.c) and the schedule (schedule.c), into a Program.
  *
  * Takes a Graph whose tensors carry home placements.  place_plan decides every
- * tensor's placement once; then for each stage lower_stage binds the buffers
- * of the layers, the embedding and the head it holds and emits its sequences.
+ * tensor's placement once (lower_place).  Then three passes, each over every
+ * stage: lower_reshard binds the buffers of the layers, the embedding and the
+ * head a stage holds and emits its forward program and pipeline messages;
+ * lower_autodiff its backward program; lower_optim its gradient sync and
+ * optimizer step.  lower_finish computes the ledger.
  * Nothing here is written per op (op_table) or per strategy (the ZeRO rows).
  *
  * Guarantees on success: every instruction's buffers exist on its stage; every
@@ -42,7 +45,10 @@ static void bind_region(Lowerer *lw, Region r, int L)
         /* attention probabilities are kept in the activations' dtype (16 bits in a
          * 16-bit plan, as Megatron keeps them); other statistics in fp32 */
         int probs = tt->kind == TENSOR_STAT && tt->producer >= 0 && g->ops[tt->producer].kind == OP_ATTENTION;
+        /* dropout masks: one byte per element */
+        int mask = tt->kind == TENSOR_STAT && tt->producer >= 0 && g->ops[tt->producer].kind == OP_DROPOUT;
         int dtype = tt->kind == TENSOR_INDEX ? PRT_I32
+                    : mask                                ? PRT_U8
                     : (tt->kind == TENSOR_ACT || probs) ? program_act_dtype(lw)
                                                         : PRT_F32;
         int64_t inst = 1;
@@ -173,12 +179,44 @@ static void bind_stage(Lowerer *lw, StageProgram *sp, int L, const int *first)
             (BufRef){program_buf_new(lw, "grad_norm.sumsq", PRT_WORKSPACE, PRT_F32, 1, 1), INST_FIXED, 0};
 }
 
-static void lower_stage(Lowerer *lw, int s)
+/* A stage lists its buffers by what created them: its bindings, then per
+ * region (embedding, blocks, head) the forward's and the backward's, then
+ * the optimizer's, each group in creation order.  The passes create them in
+ * another order (every forward before any backward); lower_finish sorts. */
+static int buf_order_bind(void) { return 0; }
+static int buf_order_forward(Region r) { return 1 + 2 * (int)r; }
+static int buf_order_backward(Region r) { return 2 + 2 * (int)r; }
+static int buf_order_optim(void) { return 1 + 2 * REGION_COUNT; }
+
+/* Makes stage s the current one: its program, its bindings, its loss and
+ * data scratch buffers (kept between the passes in lw->stage_state). */
+static void enter_stage(Lowerer *lw, int s)
+{
+    StageState *st = &lw->stage_state[s];
+    lw->sp = &lw->prog->stages[s];
+    lw->bind = st->bind;
+    lw->loss_buf = st->loss_buf;
+    lw->scratch_idx = st->scratch_idx;
+}
+
+static void leave_stage(Lowerer *lw, int s)
+{
+    StageState *st = &lw->stage_state[s];
+    st->loss_buf = lw->loss_buf;
+    st->scratch_idx = lw->scratch_idx;
+}
+
+/* Stage s's layout, slots and buffers; then its forward program, every
+ * placement change a collective (reshard.c), and its pipeline messages. */
+static void reshard_stage(Lowerer *lw, int s, const Binding *placement)
 {
     const Plan *plan = lw->plan;
     const Graph *g = lw->g;
     StageProgram *sp = &lw->prog->stages[s];
-    lw->sp = sp;
+    StageState *st = &lw->stage_state[s];
+    st->bind = arena_alloc(lw->arena, sizeof(Binding) * (size_t)g->ntensors);
+    memcpy(st->bind, placement, sizeof(Binding) * (size_t)g->ntensors);
+    enter_stage(lw, s);
     sp->stage = s;
     int first[64];
     int L = stage_layers(plan, s, &sp->chunks, first);
@@ -188,36 +226,61 @@ static void lower_stage(Lowerer *lw, int s)
     sp->has_embed = plan->model.has_embed && plan->layout.embed_stage == s;
     sp->has_head = plan->layout.head_stage == s;
     assign_slots(lw, sp, &lw->prog->schedule, s);
+    lw->buf_order = buf_order_bind();
     bind_stage(lw, sp, L, first);
-    if (lw->errors) return;
-
-    Seq *q = sp->seq;
-    /* one forward use window for the embedding and the head of this stage: a
-     * table they share is gathered once per forward (reshard_window_open) */
-    unsigned ends = REGION_BIT(REGION_EMBED) | REGION_BIT(REGION_HEAD);
-    reshard_window_open(lw, ends, 0);
-    if (sp->has_embed) {
-        autodiff_forward(lw, &q[SEQ_EMBED_FWD], REGION_EMBED, PHASE_FORWARD);
-        autodiff_backward(lw, &q[SEQ_EMBED_BWD], REGION_EMBED, g->embed_out);
-    }
-    if (L > 0) {
-        autodiff_forward(lw, &q[SEQ_BLOCK_FWD], REGION_BLOCK, PHASE_FORWARD);
-        autodiff_backward(lw, &q[SEQ_BLOCK_BWD], REGION_BLOCK, g->block_out);
-    }
-    if (sp->has_head) {
-        autodiff_forward(lw, &q[SEQ_HEAD_FWD], REGION_HEAD, PHASE_FORWARD);
+    if (!lw->errors) {
+        Seq *q = sp->seq;
+        static const SeqKind fwd[REGION_COUNT] = {SEQ_EMBED_FWD, SEQ_BLOCK_FWD, SEQ_HEAD_FWD};
+        int held[REGION_COUNT] = {sp->has_embed, L > 0, sp->has_head};
+        /* one forward use window for the embedding and the head of this stage: a
+         * table they share is gathered once per forward (reshard_window_open) */
+        unsigned ends = REGION_BIT(REGION_EMBED) | REGION_BIT(REGION_HEAD);
+        reshard_window_open(lw, ends, 0);
+        for (int r = 0; r < REGION_COUNT; r++) {
+            if (!held[r]) continue;
+            lw->buf_order = buf_order_forward((Region)r);
+            autodiff_forward(lw, &q[fwd[r]], (Region)r, PHASE_FORWARD);
+        }
         reshard_window_close(lw, ends);
-        autodiff_backward(lw, &q[SEQ_HEAD_BWD], REGION_HEAD, -1);
+        reshard_pipeline(lw->arena, lw->prog, sp);
     }
-    reshard_window_close(lw, ends);
+    leave_stage(lw, s);
+}
+
+/* Stage s's backward program, region by region. */
+static void autodiff_stage(Lowerer *lw, int s)
+{
+    const Graph *g = lw->g;
+    enter_stage(lw, s);
+    StageProgram *sp = lw->sp;
+    Seq *q = sp->seq;
+    static const SeqKind bwd[REGION_COUNT] = {SEQ_EMBED_BWD, SEQ_BLOCK_BWD, SEQ_HEAD_BWD};
+    int held[REGION_COUNT] = {sp->has_embed, sp->layers_per_chunk > 0, sp->has_head};
+    int incoming[REGION_COUNT] = {g->embed_out, g->block_out, -1};
+    for (int r = 0; r < REGION_COUNT; r++) {
+        if (!held[r]) continue;
+        lw->buf_order = buf_order_backward((Region)r);
+        autodiff_backward(lw, &q[bwd[r]], (Region)r, incoming[r]);
+    }
+    leave_stage(lw, s);
+}
+
+/* Stage s's gradient zeroing, gradient sync and optimizer step. */
+static void optim_stage(Lowerer *lw, int s)
+{
+    enter_stage(lw, s);
+    lw->buf_order = buf_order_optim();
+    StageProgram *sp = lw->sp;
+    Seq *q = sp->seq;
     /* the embedding's parameters, or on the head's stage the tied table's copy */
     if (sp->has_embed || sp->has_head)
         optim_emit(lw, &q[SEQ_ZERO_GRADS_ONCE], &q[SEQ_GRAD_SYNC_ONCE], &q[SEQ_OPTIM_ONCE], REGION_EMBED);
-    if (L > 0) optim_emit(lw, &q[SEQ_ZERO_GRADS_BLOCK], &q[SEQ_GRAD_SYNC_BLOCK], &q[SEQ_OPTIM_BLOCK], REGION_BLOCK);
+    if (sp->layers_per_chunk > 0)
+        optim_emit(lw, &q[SEQ_ZERO_GRADS_BLOCK], &q[SEQ_GRAD_SYNC_BLOCK], &q[SEQ_OPTIM_BLOCK], REGION_BLOCK);
     /* a tied table's parameters were stepped with the embedding */
     if (sp->has_head) optim_emit(lw, &q[SEQ_ZERO_GRADS_ONCE], &q[SEQ_GRAD_SYNC_ONCE], &q[SEQ_OPTIM_ONCE], REGION_HEAD);
     optim_emit_grad_norm(lw);
-    reshard_pipeline(lw->arena, lw->prog, sp);
+    leave_stage(lw, s);
 }
 
 /* The pipeline schedule of the plan, verified. */
@@ -254,15 +317,16 @@ Program *lower_program(Arena *arena, const Plan *plan, Graph *g)
     return placed ? lower_placed(placed) : NULL;
 }
 
-Program *lower_placed(Placed *placed)
+Program *lower_reshard(Placed *placed)
 {
-    Lowerer lw = *placed; /* the stage programs' state starts from the placements */
-    Arena *arena = lw.arena;
-    const Plan *plan = lw.plan;
+    Lowerer *lw = placed;
+    Arena *arena = lw->arena;
+    const Plan *plan = lw->plan;
+    PARC_ASSERT(!lw->prog); /* once per placement */
     Program *prog = arena_alloc(arena, sizeof(Program));
     prog->plan = plan;
-    prog->graph = lw.g;
-    lw.prog = prog;
+    prog->graph = lw->g;
+    lw->prog = prog;
     prog->dp_axis = plan->layout.dim_axis[DIM_BATCH];
     prog->tp_axis = plan->layout.dim_axis[DIM_HEADS] >= 0 ? plan->layout.dim_axis[DIM_HEADS]
                                                            : plan->layout.dim_axis[DIM_FFN];
@@ -281,9 +345,62 @@ Program *lower_placed(Placed *placed)
     }
     prog->nstages = p;
     prog->stages = arena_alloc(arena, sizeof(StageProgram) * (size_t)p);
-    for (int s = 0; s < p && !lw.errors; s++) lower_stage(&lw, s);
-    if (lw.errors) return NULL;
-    ledger_compute(prog);
-    program_verify(prog);
-    return prog;
+    lw->stage_state = arena_alloc(arena, sizeof(StageState) * (size_t)p);
+    const Binding *placement = lw->bind; /* place's: placements, no buffers yet */
+    for (int s = 0; s < p && !lw->errors; s++) reshard_stage(lw, s, placement);
+    return lw->errors ? NULL : prog;
+}
+
+int lower_autodiff(Placed *lowering)
+{
+    for (int s = 0; s < lowering->prog->nstages && !lowering->errors; s++) autodiff_stage(lowering, s);
+    return lowering->errors != 0;
+}
+
+int lower_optim(Placed *lowering)
+{
+    for (int s = 0; s < lowering->prog->nstages && !lowering->errors; s++) optim_stage(lowering, s);
+    return lowering->errors != 0;
+}
+
+/* Sorts stage sp's buffers by Buffer.order, keeping creation order within
+ * one order, and renames every reference to them. */
+static void sort_buffers(Arena *arena, StageProgram *sp)
+{
+    int n = sp->nbufs, *renamed = arena_alloc(arena, sizeof(int) * (size_t)(n ? n : 1));
+    Buffer *sorted = arena_alloc(arena, sizeof(Buffer) * (size_t)(n ? n : 1));
+    int next = 0;
+    for (int order = buf_order_bind(); order <= buf_order_optim(); order++)
+        for (int b = 0; b < n; b++)
+            if (sp->bufs[b].order == order) {
+                renamed[b] = next;
+                sorted[next++] = sp->bufs[b];
+            }
+    PARC_ASSERT(next == n);
+    for (int b = 0; b < n; b++)
+        if (sorted[b].copy_of >= 0) sorted[b].copy_of = renamed[sorted[b].copy_of];
+    sp->bufs = sorted;
+    sp->bufs_cap = n;
+    sp->resid_buf = renamed[sp->resid_buf];
+    sp->dresid_buf = renamed[sp->dresid_buf];
+    for (int q = 0; q < SEQ_COUNT; q++)
+        for (int i = 0; i < sp->seq[q].n; i++) {
+            Instr *ins = &sp->seq[q].ins[i];
+            for (int k = 0; k < ins->nargs; k++)
+                if (ins->args[k].kind == ARG_BUF) ins->args[k].buf = renamed[ins->args[k].buf];
+        }
+}
+
+Program *lower_finish(Placed *lowering)
+{
+    for (int s = 0; s < lowering->prog->nstages; s++) sort_buffers(lowering->arena, &lowering->prog->stages[s]);
+    ledger_compute(lowering->prog);
+    program_verify(lowering->prog);
+    return lowering->prog;
+}
+
+Program *lower_placed(Placed *placed)
+{
+    if (!lower_reshard(placed) || lower_autodiff(placed) || lower_optim(placed)) return NULL;
+    return lower_finish(placed);
 }

@@ -12,7 +12,8 @@
  *   optim.c     parameters, gradients and optimizer state per ZeRO stage (a
  *               table of placements), gradient sync and the optimizer step;
  *   program.c   buffers and instructions, the verifier and the dump;
- *   lower.c     the driver: per pipeline stage, bind buffers and run the passes.
+ *   lower.c     the driver: the passes reshard, autodiff and optim, each over
+ *               every pipeline stage, with the stage's buffers bound.
  * The ops themselves (rules, shapes, FLOPs, scratch, forward and backward
  * calls) are rows of ops.c's table.  Nothing outside these files includes
  * this header.
@@ -42,6 +43,13 @@ typedef struct Binding {
     int master, mom1, mom2;            /* optimizer state buffers of a parameter */
 } Binding;
 
+/* A stage's bindings and loss and data scratch buffers, kept from one
+ * lowering pass to the next (lower.c). */
+typedef struct StageState {
+    Binding *bind; /* [ntensors] */
+    int loss_buf, scratch_idx;
+} StageState;
+
 typedef struct Lowerer {
     Arena *arena;
     const Plan *plan;
@@ -49,7 +57,8 @@ typedef struct Lowerer {
     Program *prog;
     int naxes;
     OpPlace *rule;        /* [nops * naxes] */
-    Binding *bind;        /* [ntensors] */
+    Binding *bind;        /* [ntensors]: place's, then the current stage's */
+    StageState *stage_state; /* [nstages], from lower_reshard on */
     int errors;
     StageProgram *sp;     /* the stage being lowered */
     int loss_buf, scratch_idx;
@@ -60,6 +69,7 @@ typedef struct Lowerer {
     unsigned window_regions, window_backward;
     struct Val *window_val;    /* [ntensors] */
     unsigned char *window_has; /* [ntensors] */
+    int buf_order;        /* Buffer.order of the buffers created now (lower.c) */
     int rule_seen[OP_COUNT][DIM_COUNT][PARC_MAX_AXES];
 } Lowerer;
 
@@ -116,6 +126,7 @@ void place_rule_elementwise(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_norm(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_linear(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_attention(Lowerer *lw, const Op *op, int a, OpPlace *r);
+void place_rule_dropout(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_xent(Lowerer *lw, const Op *op, int a, OpPlace *r);
 
 /* ------------------------------------------------------------ program.c */

@@ -58,14 +58,29 @@ static void shape_clear(OpShape *s)
 
 /* ------------------------------------------------------------ shapes */
 
+/* d[0..n-1] = the first n local sizes of tensor t under place. */
+static void shape_dims(const Lowerer *lw, int t, const Placement *place, int n, OpShape *s)
+{
+    int64_t z[IR_MAX_TDIMS];
+    shape_clear(s);
+    sizes_of(lw, t, place, z);
+    for (int i = 0; i < n; i++) s->d[i] = z[i];
+}
+
+/* d = {N rows, width}: rows (batch x seq) of tensor t and the product of its
+ * other local sizes. */
+static void shape_row_width(const Lowerer *lw, int t, const Placement *place, OpShape *s)
+{
+    shape_clear(s);
+    s->d[0] = rows_of(lw, t, place);
+    s->d[1] = trailing(lw, t, place, 2);
+}
+
 /* data: d = {B, T} local samples and positions. */
 static void shape_data(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
 {
     (void)a;
-    int64_t z[IR_MAX_TDIMS];
-    shape_clear(s);
-    sizes_of(lw, op->out, out_place(lw, op), z);
-    s->d[0] = z[0], s->d[1] = z[1];
+    shape_dims(lw, op->out, out_place(lw, op), 2, s);
 }
 
 /* embed: d = {N rows, C width, V local vocab}, axis splits the vocab. */
@@ -82,10 +97,7 @@ static void shape_embed(const Lowerer *lw, const Op *op, const OpArgs *a, OpShap
 static void shape_pos(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
 {
     (void)a;
-    int64_t z[IR_MAX_TDIMS];
-    shape_clear(s);
-    sizes_of(lw, op->out, out_place(lw, op), z);
-    s->d[0] = z[0], s->d[1] = z[1], s->d[2] = z[2];
+    shape_dims(lw, op->out, out_place(lw, op), 3, s);
     s->axis = axis_of_split(lw, out_place(lw, op), DIM_SEQ);
 }
 
@@ -93,19 +105,15 @@ static void shape_pos(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape 
 static void shape_rows(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
 {
     (void)a;
-    shape_clear(s);
-    s->d[0] = rows_of(lw, op->out, out_place(lw, op));
-    s->d[1] = trailing(lw, op->out, out_place(lw, op), 2);
+    shape_row_width(lw, op->out, out_place(lw, op), s);
 }
 
 /* linear, linear_t: d = {N, K, M}: in[N,K] -> out[N,M] under the op's own
  * produced placement. */
 static void shape_linear(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
 {
-    shape_clear(s);
-    int64_t N = rows_of(lw, op->in[0], a->in[0].place);
-    s->d[0] = N;
-    s->d[1] = trailing(lw, op->in[0], a->in[0].place, 2);
+    shape_row_width(lw, op->in[0], a->in[0].place, s);
+    int64_t N = s->d[0];
     s->d[2] = numel_of(lw, op->out, out_place(lw, op)) / (N ? N : 1);
 }
 
@@ -117,16 +125,16 @@ static void shape_elements(const Lowerer *lw, const Op *op, const OpArgs *a, OpS
     s->d[0] = numel_of(lw, op->out, out_place(lw, op));
 }
 
-/* attention: d = {B, T, NH, HD}; kept: the probabilities were saved. */
+/* attention: d = {B, T, NH, HD}; kept: the probabilities were saved; axis
+ * splits the heads (its coordinate offsets the dropout mask's heads). */
 static void shape_attention(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
 {
     (void)a;
-    int64_t z[IR_MAX_TDIMS];
-    shape_clear(s);
-    sizes_of(lw, op->out, out_place(lw, op), z);
-    for (int i = 0; i < 4; i++) s->d[i] = z[i];
+    shape_dims(lw, op->out, out_place(lw, op), 4, s);
+    s->axis = axis_of_split(lw, out_place(lw, op), DIM_HEADS);
     const Binding *p = &lw->bind[op->aux[0]];
     s->kept = p->needed && p->value.buf >= 0;
+    s->dropout = lw->plan->model.block.dropout > 0;
 }
 
 /* kv_repeat: d = {N rows, KV local key/value heads, G query heads per group,
@@ -142,26 +150,55 @@ static void shape_kv_repeat(const Lowerer *lw, const Op *op, const OpArgs *a, Op
     s->d[3] = z[4];
 }
 
+/* dropout: d = {B, T, C, T global} of its [batch, seq, hidden] output, axis
+ * splits the sequence (sequence parallelism). */
+static void shape_dropout(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
+{
+    (void)a;
+    int64_t z[IR_MAX_TDIMS];
+    shape_clear(s);
+    sizes_of(lw, op->out, out_place(lw, op), z);
+    s->d[0] = z[0], s->d[1] = z[1], s->d[2] = z[2];
+    s->d[3] = lw->g->tensors[op->out].sizes[1];
+    s->axis = axis_of_split(lw, out_place(lw, op), DIM_SEQ);
+}
+
 /* cross_entropy: d = {N rows, V local vocab}, axis splits the vocab. */
 static void shape_xent(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
 {
-    shape_clear(s);
-    s->d[0] = rows_of(lw, op->in[0], a->in[0].place);
-    s->d[1] = trailing(lw, op->in[0], a->in[0].place, 2);
+    shape_row_width(lw, op->in[0], a->in[0].place, s);
     s->axis = axis_of_split(lw, a->in[0].place, DIM_VOCAB);
 }
 
 /* ------------------------------------------------------------ FLOPs */
 
-static double flops_none(const OpShape *s, int backward) { return (void)s, (void)backward, 0; }
-static double flops_layernorm(const OpShape *s, int bwd) { return (bwd ? 16.0 : 8.0) * s->d[0] * s->d[1]; }
-static double flops_rmsnorm(const OpShape *s, int bwd) { return (bwd ? 8.0 : 4.0) * s->d[0] * s->d[1]; }
-static double flops_linear(const OpShape *s, int bwd) { return (bwd ? 4.0 : 2.0) * s->d[0] * s->d[1] * s->d[2]; }
-static double flops_bias(const OpShape *s, int bwd) { return bwd ? 0 : (double)s->d[0] * s->d[1]; }
-static double flops_activation(const OpShape *s, int bwd) { return bwd ? 0 : 8.0 * s->d[0]; }
-static double flops_swiglu(const OpShape *s, int bwd) { return bwd ? 0 : 6.0 * s->d[0] * s->d[1]; }
-static double flops_add(const OpShape *s, int bwd) { return bwd ? 0 : (double)s->d[0]; }
-static double flops_xent(const OpShape *s, int bwd) { return (bwd ? 3.0 : 5.0) * s->d[0] * s->d[1]; }
+/* FLOPs per call of the ops whose cost is a constant per element of their
+ * shape: forward / backward FLOPs per element times d[0] x ... x d[n-1]. */
+typedef struct FlopsPerElement {
+    double forward, backward;
+    int n;
+} FlopsPerElement;
+
+static double flops_per_element(FlopsPerElement f, const OpShape *s, int bwd)
+{
+    double x = bwd ? f.backward : f.forward;
+    for (int i = 0; i < f.n; i++) x *= (double)s->d[i];
+    return x;
+}
+
+#define OPS_FLOPS(name, fwd, bwd, n) \
+    static double flops_##name(const OpShape *s, int b) { return flops_per_element((FlopsPerElement){fwd, bwd, n}, s, b); }
+OPS_FLOPS(none, 0, 0, 0)
+OPS_FLOPS(layernorm, 8, 16, 2)
+OPS_FLOPS(rmsnorm, 4, 8, 2)
+OPS_FLOPS(linear, 2, 4, 3)
+OPS_FLOPS(bias, 1, 0, 2)
+OPS_FLOPS(activation, 8, 0, 1)
+OPS_FLOPS(swiglu, 6, 0, 2)
+OPS_FLOPS(add, 1, 0, 1)
+OPS_FLOPS(dropout, 1, 1, 3)
+OPS_FLOPS(xent, 5, 3, 2)
+#undef OPS_FLOPS
 /* QK^T and PV forward; backward twice that, plus QK^T again when the
  * probabilities were not kept */
 static double flops_attention(const OpShape *s, int bwd)
@@ -209,15 +246,16 @@ static int64_t scratch_linear(const OpShape *s, int bwd, unsigned given, unsigne
                                   (int)BIT(wide, 1), (int)BIT(wide, 3), (int)BIT(wide, 2), (int)BIT(wide, 0));
 }
 
-/* attention_fwd(out, probs, qkv, ...);  attention_bwd(dqkv, dout, qkv, probs, ...) */
+/* attention_fwd(out, probs, qkv, ...);  attention_bwd(dqkv, dout, qkv, probs, ...);
+ * their attention_dropout_* forms (s->dropout) take the same first arguments */
 static int64_t scratch_attention(const OpShape *s, int bwd, unsigned given, unsigned wide)
 {
     int64_t T = s->d[1], HD = s->d[3];
     if (!bwd)
-        return prt_scratch_attention_fwd(T, HD, (int)BIT(given, 1), (int)BIT(wide, 1), (int)BIT(wide, 2),
-                                         (int)BIT(wide, 0));
-    return prt_scratch_attention_bwd(T, HD, (int)BIT(given, 3), (int)BIT(wide, 3), (int)BIT(wide, 2),
-                                     (int)BIT(wide, 0), (int)BIT(wide, 1));
+        return (s->dropout ? prt_scratch_attention_dropout_fwd : prt_scratch_attention_fwd)(
+            T, HD, (int)BIT(given, 1), (int)BIT(wide, 1), (int)BIT(wide, 2), (int)BIT(wide, 0));
+    return (s->dropout ? prt_scratch_attention_dropout_bwd : prt_scratch_attention_bwd)(
+        T, HD, (int)BIT(given, 3), (int)BIT(wide, 3), (int)BIT(wide, 2), (int)BIT(wide, 0), (int)BIT(wide, 1));
 }
 
 static int64_t scratch_xent(const OpShape *s, int bwd, unsigned given, unsigned wide)
@@ -374,6 +412,17 @@ const OpDesc op_table[OP_COUNT] = {
                  .bwd = RT_prt_kv_repeat_bwd,
                  .emit_fwd = ops_emit_kv_repeat_fwd,
                  .emit_bwd = ops_emit_kv_repeat_bwd},
+    [OP_DROPOUT] = {.rule = place_rule_dropout,
+                 .saves = OP_SAVES_AUX,
+                 .reads_params = 0,
+                 .shape = shape_dropout,
+                 .flops = flops_dropout,
+                 .scratch = scratch_none,
+                 .partial = NULL,
+                 .fwd = RT_prt_dropout_fwd,
+                 .bwd = RT_prt_dropout_bwd,
+                 .emit_fwd = ops_emit_dropout_fwd,
+                 .emit_bwd = ops_emit_dropout_bwd},
     [OP_ADD] = {.rule = place_rule_elementwise,
                  .saves = 0,
                  .reads_params = 0,

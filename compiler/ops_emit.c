@@ -131,17 +131,51 @@ static Arg probs_arg(const Lowerer *lw, const Op *op, const OpShape *s)
     return s->kept ? arg_value(lw, op->aux[0]) : arg_null();
 }
 
+/* With dropout the attention_dropout_* entries take, after attention's own
+ * arguments, what places the local block in the global mask: the first
+ * sample, the first local head of NH_global, the step and the layer. */
 int ops_emit_attention_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
+    const Model *m = &e->lw->plan->model;
+    if (s->dropout)
+        return ENTRY(e, RT_prt_attention_dropout_fwd, a->out, probs_arg(e->lw, op, s), a->in[0].arg,
+                     arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]),
+                     arg_int(m->block.causal), arg_kind(ARG_FIRST_SAMPLE), arg_coord(s->axis, s->d[2]),
+                     arg_int(m->heads), arg_kind(ARG_STEP), arg_kind(ARG_LAYER), arg_f64(m->block.dropout));
     return ENTRY(e, RT_prt_attention_fwd, a->out, probs_arg(e->lw, op, s), a->in[0].arg, arg_int(s->d[0]),
-                 arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]), arg_int(e->lw->plan->model.block.causal));
+                 arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]), arg_int(m->block.causal));
 }
 
 int ops_emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
+    const Model *m = &e->lw->plan->model;
+    if (s->dropout)
+        return ENTRY(e, RT_prt_attention_dropout_bwd, a->din[0].arg, a->dout, a->in[0].arg, probs_arg(e->lw, op, s),
+                     arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]),
+                     arg_int(m->block.causal), arg_kind(ARG_FIRST_SAMPLE), arg_coord(s->axis, s->d[2]),
+                     arg_int(m->heads), arg_kind(ARG_STEP), arg_kind(ARG_LAYER), arg_f64(m->block.dropout));
     return ENTRY(e, RT_prt_attention_bwd, a->din[0].arg, a->dout, a->in[0].arg, probs_arg(e->lw, op, s),
                  arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]),
-                 arg_int(e->lw->plan->model.block.causal));
+                 arg_int(m->block.causal));
+}
+
+/* Dropout of a branch output: site 1 for attention's (`attn.drop`), 2 for the
+ * MLP's (`mlp.drop`), as expand.c names them; the sample, the position (a
+ * sequence split's offset), the step and the layer place the mask. */
+static int64_t dropout_site(const Op *op) { return strcmp(op->name, "mlp.drop") == 0 ? 2 : 1; }
+
+int ops_emit_dropout_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    return ENTRY(e, RT_prt_dropout_fwd, a->out, arg_value(e->lw, op->aux[0]), a->in[0].arg, arg_int(s->d[0]),
+                 arg_int(s->d[1]), arg_int(s->d[2]), arg_kind(ARG_FIRST_SAMPLE), arg_coord(s->axis, s->d[1]),
+                 arg_int(s->d[3]), arg_kind(ARG_STEP), arg_kind(ARG_LAYER), arg_int(dropout_site(op)),
+                 arg_f64(e->lw->plan->model.block.dropout));
+}
+
+int ops_emit_dropout_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    return ENTRY(e, RT_prt_dropout_bwd, a->din[0].arg, arg_value(e->lw, op->aux[0]), a->dout,
+                 arg_int(s->d[0] * s->d[1] * s->d[2]), arg_f64(e->lw->plan->model.block.dropout));
 }
 
 int ops_emit_kv_repeat_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)

@@ -31,6 +31,8 @@ int ops_emit_attention_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape
 int ops_emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_kv_repeat_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_kv_repeat_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_dropout_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_dropout_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_add_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_add_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_copy_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);

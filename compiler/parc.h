@@ -8,11 +8,11 @@
  *
  * Pass order (the table in passes.c, which main.c runs):
  *   front: parse (grammar/par.y) + check (check*.c) -> expand (expand.c) ->
- *   lower (lower.c: placement (place.c) and the schedule (schedule.c) once,
- *   then per stage autodiff.c and optim.c over the ops of ops.c, all
- *   communication from reshard.c, the ledger (ledger.c) last) ->
- *   analyze (analyze.c) -> codegen (codegen*.c); then advice (advise.c) and
- *   reports (explain.c)
+ *   place (place.c) -> reshard (lower.c: the schedule (schedule.c), each
+ *   stage's buffers and forward program, all communication from reshard.c) ->
+ *   autodiff (autodiff.c) -> optim (optim.c), over the ops of ops.c ->
+ *   lower (the ledger, ledger.c) -> analyze (analyze.c) -> codegen
+ *   (codegen*.c); then advice (advise.c) and reports (explain.c)
  */
 #ifndef PARC_H
 #define PARC_H
@@ -84,6 +84,14 @@ void diag_set_default_stream(FILE *stream); /* NULL: stderr */
  * hint may be null; line and column 0 where unknown) instead of text. */
 void diag_set_style(int color, int json);
 void diag_reset(void);              /* zero the counters and forget sources */
+/* A point of the diagnostic state to come back to after a trial compilation
+ * whose reports are not the user's: diag_rewind restores the counters and
+ * forgets the sources added since (the earlier ones stay, for carets). */
+typedef struct DiagMark {
+    int errors, warnings, nsources;
+} DiagMark;
+DiagMark diag_mark(void);
+void diag_rewind(DiagMark mark);
 
 /* "did you mean": the closest candidate by edit distance, or NULL when nothing is
  * close enough to suggest. */
@@ -184,7 +192,12 @@ typedef struct BlockSpec {
     int flash;            /* memory-efficient attention: no seq x seq probabilities kept,
                            * recomputed in backward (`attention causal flash;`) */
     int residual;         /* BLOCK_MLP: x + mlp(norm(x)); always 1 for transformer */
-    SrcLoc loc;
+    double dropout;       /* training-time dropout probability in [0, 1), 0 = none
+                           * (`dropout 0.1;`): on the attention probabilities and on
+                           * each branch's output before its residual add (Megatron's
+                           * attention and hidden dropout); a mask element is a pure
+                           * function of (seed, step, layer, global index) */
+    SrcLoc loc, dropout_loc;
 } BlockSpec;
 
 typedef struct Model {

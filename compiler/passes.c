@@ -4,10 +4,14 @@
  *   front     parse + check                   grammar/par.y, check.c   Plan
  *   expand    the forward op graph            expand.c                 Graph
  *   place     each op's placements per axis   place.c                  Placed
- *   lower     placements, collectives, autodiff, gradient sync, optimizer,
- *             stage programs and their ledger lower.c, ledger.c        Program
+ *   reshard   the stage programs' buffers, forward sequences with every
+ *             collective they need, pipeline messages  lower.c, reshard.c  Program
+ *   autodiff  + the backward sequences         autodiff.c               Program
+ *   optim     + gradient zeroing, sync (per ZeRO stage) and optimizer steps
+ *                                              optim.c                  Program
+ *   lower     + the ledger: the whole program  lower.c, ledger.c        Program
  *   schedule  the pipeline schedule the stage programs were cut from
- *             (built by lower_program; this row dumps and verifies it)
+ *             (built by lower_reshard; this row dumps and verifies it)
  *   analyze   ledger per class, FLOPs, collective volumes, step time  analyze.c
  *   codegen   the LLVM module                 codegen*.c
  *
@@ -71,7 +75,7 @@ static void dump_expand(const Compilation *c, FILE *out) { expand_dump(c->graph,
 
 static void verify_expand(const Compilation *c) { expand_verify(c->graph); }
 
-/* ------------------------------------------------------------ lower, schedule */
+/* ------------------------------------------------------------ place, lowering, schedule */
 
 static int run_place(Compilation *c)
 {
@@ -83,9 +87,19 @@ static void dump_place(const Compilation *c, FILE *out) { place_dump(c->placed, 
 
 static void verify_place(const Compilation *c) { place_verify(c->placed); }
 
+static int run_reshard(Compilation *c)
+{
+    c->prog = lower_reshard(c->placed);
+    return c->prog == NULL;
+}
+
+static int run_autodiff(Compilation *c) { return lower_autodiff(c->placed); }
+
+static int run_optim(Compilation *c) { return lower_optim(c->placed); }
+
 static int run_lower(Compilation *c)
 {
-    c->prog = lower_placed(c->placed);
+    c->prog = lower_finish(c->placed);
     return c->prog == NULL;
 }
 
@@ -132,6 +146,9 @@ const Pass passes[] = {
     {"front", run_front, dump_front, verify_front},
     {"expand", run_expand, dump_expand, verify_expand},
     {"place", run_place, dump_place, verify_place},
+    {"reshard", run_reshard, dump_lower, verify_lower},
+    {"autodiff", run_autodiff, dump_lower, verify_lower},
+    {"optim", run_optim, dump_lower, verify_lower},
     {"lower", run_lower, dump_lower, verify_lower},
     {"schedule", NULL, dump_schedule, verify_schedule},
     {"analyze", run_analyze, dump_analyze, verify_analyze},

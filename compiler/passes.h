@@ -25,7 +25,7 @@ typedef struct Compilation {
     Plan plan;               /* front: parsed and checked */
     Graph *graph;            /* expand: the forward op graph */
     Placed *placed;          /* place: the op rules' placements */
-    Program *prog;           /* lower: per-stage programs, schedule, ledger */
+    Program *prog;           /* reshard .. lower: per-stage programs, schedule, ledger */
     Analysis *analysis;      /* analyze: costs and the collective report */
     CodegenModule *module;   /* codegen: the LLVM module, verified on write */
 } Compilation;

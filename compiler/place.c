@@ -87,6 +87,17 @@ void place_rule_elementwise(Lowerer *lw, const Op *op, int a, OpPlace *r)
     }
 }
 
+/* Dropout of a [batch, seq, hidden] branch output: elementwise, with hidden
+ * whole (its mask indexes whole rows of the global tensor). */
+void place_rule_dropout(Lowerer *lw, const Op *op, int a, OpPlace *r)
+{
+    place_rule_elementwise(lw, op, a, r);
+    if (r->out.kind == PLACE_S && r->out.dim == DIM_HIDDEN)
+        place_rule_error(lw, op, "%s: dropout needs %s whole, but it is split on `%s`",
+                         "keep hidden whole: split heads and ffn instead (Megatron tensor parallelism)", a,
+                         DIM_HIDDEN);
+}
+
 void place_rule_norm(Lowerer *lw, const Op *op, int a, OpPlace *r)
 {
     Placement home = out_home(lw, op, a);

@@ -165,6 +165,7 @@ void plan_dump(const Plan *plan, FILE *out)
     fprintf(out, "  block %s norm %s mlp %s bias %d causal %d flash %d residual %d\n", block_names[m->block.kind],
             norm_names[m->block.norm], mlp_names[m->block.mlp], m->block.bias, m->block.causal, m->block.flash,
             m->block.residual);
+    if (m->block.dropout > 0) fprintf(out, "  dropout %s\n", plan_num(n1, m->block.dropout));
     fprintf(out, "  final_norm %s\n", norm_names[m->final_norm]);
     fprintf(out, "  head %d\n  tied_head %d\n  loss %d\n", m->has_head, m->tied_head, m->has_loss);
 

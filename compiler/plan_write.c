@@ -42,6 +42,8 @@ static void write_model(const Plan *p, FILE *out)
 {
     const Model *m = &p->model;
     const BlockSpec *b = &m->block;
+    char dropout[48] = "";
+    if (b->dropout > 0) snprintf(dropout, sizeof dropout, " dropout %.17g;", b->dropout);
     fprintf(out, "model %s {\n ", m->name ? m->name : "model");
     if (m->vocab > 0) fprintf(out, " vocab %" PRId64 ";", m->vocab);
     fprintf(out, " seq %" PRId64 "; hidden %" PRId64 ";", m->seq, m->hidden);
@@ -53,12 +55,12 @@ static void write_model(const Plan *p, FILE *out)
     fprintf(out, " ffn %" PRId64 "; layers %" PRId64 ";\n", m->ffn, m->layers);
     if (m->has_embed) fprintf(out, "  embed%s;\n", m->positions == POS_LEARNED ? " positions learned" : "");
     if (b->kind == BLOCK_TRANSFORMER)
-        fprintf(out, "  repeat layers { block transformer { norm %s; mlp %s; attention %s%s; bias %s; } }\n",
+        fprintf(out, "  repeat layers { block transformer { norm %s; mlp %s; attention %s%s; bias %s;%s } }\n",
                 norm_w[b->norm], mlp_w[b->mlp], b->causal ? "causal" : "full", b->flash ? " flash" : "",
-                tf_w[b->bias]);
+                tf_w[b->bias], dropout);
     else
-        fprintf(out, "  repeat layers { block mlp { act %s; norm %s; bias %s; residual %s; } }\n", mlp_w[b->mlp],
-                norm_w[b->norm], tf_w[b->bias], tf_w[b->residual]);
+        fprintf(out, "  repeat layers { block mlp { act %s; norm %s; bias %s; residual %s;%s } }\n", mlp_w[b->mlp],
+                norm_w[b->norm], tf_w[b->bias], tf_w[b->residual], dropout);
     fprintf(out, "  norm %s;\n", norm_w[m->final_norm]);
     fprintf(out, "  head %s;\n", !m->has_head ? "none" : m->tied_head ? "tied" : "untied");
     fprintf(out, "  loss %s;\n}\n", m->has_loss ? "cross_entropy" : "none");

@@ -83,6 +83,7 @@ int program_buf_new(Lowerer *lw, const char *name, int klass, int dtype, int64_t
     b.first_layer = -1;
     b.zero_axis = -1;
     b.copy_of = -1;
+    b.order = lw->buf_order;
     for (int i = 0; i < 4; i++) b.split_axis[i] = -1;
     ARR_PUSH(lw->arena, sp->bufs, sp->nbufs, sp->bufs_cap, b);
     return sp->nbufs - 1;
@@ -235,6 +236,7 @@ static void arg_dump(const StageProgram *sp, const Arg *a, FILE *out)
         fprintf(out, ")");
         break;
     case ARG_FIRST_SAMPLE: fprintf(out, "first_sample"); break;
+    case ARG_LAYER: fprintf(out, "layer"); break;
     case ARG_TAG:
         fprintf(out, "tag(%s, micro, chunk", a->i ? "grad" : "act");
         if (a->k) fprintf(out, "%+d", a->k);
@@ -265,7 +267,11 @@ void program_dump(const Program *prog, FILE *out)
         for (int b = 0; b < sp->nbufs; b++) {
             const Buffer *bf = &sp->bufs[b];
             fprintf(out, "    %%%-24s %-11s %-4s %10lld x %lld", bf->name, class_names[bf->klass],
-                    bf->dtype == PRT_F32 ? "f32" : bf->dtype == PRT_BF16 ? "bf16" : bf->dtype == PRT_F16 ? "f16" : "i32",
+                    bf->dtype == PRT_F32    ? "f32"
+                    : bf->dtype == PRT_BF16 ? "bf16"
+                    : bf->dtype == PRT_F16  ? "f16"
+                    : bf->dtype == PRT_U8   ? "u8"
+                                            : "i32",
                     (long long)bf->elems, (long long)bf->instances);
             if (bf->zero_axis >= 0) fprintf(out, " zero(%d)", bf->zero_axis);
             fprintf(out, "\n");

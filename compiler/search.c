@@ -50,6 +50,8 @@ typedef struct Result {
 typedef struct Search {
     const Plan *base;
     int verify;
+    int rewind;       /* after each candidate go back to `mark` (search_best_fit), not diag_reset */
+    DiagMark mark;
     int64_t considered, pruned_check, pruned_memory;
     Result *res;
     int nres, cap;
@@ -162,7 +164,8 @@ static void try_layout(Search *s, const Layout1 *l)
         s->res[s->nres++] = r;
     }
     arena_free(&arena);
-    diag_reset();
+    if (s->rewind) diag_rewind(s->mark);
+    else diag_reset();
     free(text);
 }
 
@@ -196,6 +199,53 @@ static void enumerate(Search *s)
             }
         }
     }
+}
+
+/* The layouts search_best_fit tries (see tools.h). */
+static void enumerate_fit(Search *s)
+{
+    const Plan *b = s->base;
+    int gpn = b->cluster.gpus_per_node, world = b->cluster.nodes * gpn;
+    int64_t layers = b->model.layers;
+    for (int tp = 1; tp <= gpn; tp++) {
+        if (gpn % tp || world % tp) continue;
+        for (int pp = 1; pp <= world / tp && pp <= layers; pp++) {
+            if ((world / tp) % pp) continue;
+            int dp = world / tp / pp;
+            if (b->train.batch % dp) continue;
+            int64_t per_rank = b->train.batch / dp, mb = 0;
+            for (int64_t m = b->train.micro_batch < per_rank ? b->train.micro_batch : per_rank; m >= 1 && !mb; m--)
+                if (per_rank % m == 0 && (pp == 1 || per_rank / m >= pp)) mb = m;
+            if (!mb) continue;
+            for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
+                for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++) {
+                    Layout1 l = {tp, pp, dp, mb, pp > 1 ? SCHED_1F1B : SCHED_NONE, 1, zero, tp > 1, (RecomputeKind)rc};
+                    try_layout(s, &l);
+                }
+        }
+    }
+}
+
+int search_best_fit(const Plan *base, SearchFit *fit)
+{
+    Search s = {.base = base, .rewind = 1, .mark = diag_mark()};
+    FILE *devnull = fopen("/dev/null", "w");
+    diag_set_stream(devnull);
+    enumerate_fit(&s);
+    diag_set_stream(NULL);
+    if (devnull) fclose(devnull);
+    int best = -1;
+    for (int i = 0; i < s.nres; i++)
+        if (best < 0 || s.res[i].step_s < s.res[best].step_s ||
+            (s.res[i].step_s == s.res[best].step_s && s.res[i].peak < s.res[best].peak))
+            best = i;
+    if (best >= 0) {
+        layout_describe(&s.res[best].l, fit->layout, sizeof fit->layout);
+        fit->peak = s.res[best].peak;
+        fit->step_s = s.res[best].step_s;
+    }
+    free(s.res);
+    return best >= 0;
 }
 
 static int by_step(const void *x, const void *y)

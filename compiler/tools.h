@@ -16,6 +16,20 @@ int calibrate_main(int argc, char **argv);
 /* `parc export CKPT -o MODEL.safetensors` (export.c): a checkpoint as one file. */
 int export_main(int argc, char **argv);
 
+/* The fastest layout of base's model on base's cluster (its own mesh aside)
+ * that fits by its own analysis: every tp x pp x dp factorisation of the GPUs
+ * (tp inside a node), 1F1B pipelines, ZeRO 0-3 over dp, sequence parallelism
+ * over tp, recompute none, selective or full, micro_batch the plan's or the
+ * largest smaller one a pipeline allows.  Each candidate is written as .par
+ * text and checked, lowered and analyzed as `parc explain` would take it, its
+ * reports muted (search.c).  Returns 1 and fills fit when one fits. */
+typedef struct SearchFit {
+    char layout[160];   /* "pp 2 dp 1 tp 4, micro_batch 1, 1f1b, zero 1, recompute selective" */
+    int64_t peak;       /* bytes per GPU of its busiest rank */
+    double step_s;
+} SearchFit;
+int search_best_fit(const Plan *base, SearchFit *fit);
+
 /* Two analyzed plans side by side with their deltas (diff.c). */
 void diff_report(FILE *out, const Analysis *a, const Analysis *b);
 void diff_report_json(FILE *out, const Analysis *a, const Analysis *b);

@@ -64,7 +64,8 @@ enum prt_class {
     X(F32, "f32", 4)       \
     X(BF16, "bf16", 2)     \
     X(F16, "f16", 2)       \
-    X(I32, "i32", 4)
+    X(I32, "i32", 4)       \
+    X(U8, "u8", 1)
 
 enum prt_dtype {
 #define PRT_DTYPE_ENUM_(id, name, bytes) PRT_##id,
@@ -234,8 +235,9 @@ double prt_clip_scale(prt *rt);
  *     with outer > 1 and S > 1, and of n x element size over the allreduce_ends; and
  *     send slots holding the bytes (n x element size)
  *     of pipeline sends not yet completed (slots are reused, sends complete by
- *     prt_step_end), i.e. the peak bytes in flight.  Budgeting 4 bytes per element
- *     bounds both for every dtype;
+ *     prt_step_end), i.e. the peak bytes in flight.  The compiler budgets the
+ *     packing buffer at 4 bytes per element (a bound for every dtype) and each
+ *     send slot at the message's own element size;
  *   PRT_WORKSPACE: one buffer of the largest of the ops' requests, in floats:
  *     the prt_scratch_* function of each op in prt_scratch.h, which both the
  *     CPU backend and the compiler's ledger call (0 for ops that have none).
@@ -345,6 +347,23 @@ does:
     g repeated for each of its G query heads.  kv_repeat_bwd(din, dout, N, KV, G,
     HD): din += the query gradients and, per group, the sums of its G k and v
     gradients.
+  dropout_fwd(out, mask, in, B, T, C, first_sample, t_offset, T_global, step,
+    layer, site, p): out[B,T,C] = in * mask / (1 - p), mask[B,T,C] u8 (1 keep, 0
+    drop) saved; element (b, t, c) is global element ((first_sample + b) *
+    T_global + t_offset + t) * C + c of its [batch, seq, C] tensor, kept unless
+    prt_dropout_keep (prt_math.h) of (seed, step, layer, site) and that index
+    says drop: the same mask on every layout.  site 1 is attention's output
+    branch, 2 the MLP's.  During an evaluation (prt_eval_begin .. prt_eval_end)
+    nothing is dropped, here and in attention_dropout_*: out = in.  dropout_bwd(din, mask, dout, n, p): din += dout *
+    mask / (1 - p).
+  attention_dropout_fwd(out, probs, qkv, B, T, NH, HD, causal, first_sample,
+    h_offset, NH_global, step, layer, p) / attention_dropout_bwd(dqkv, dout, qkv,
+    probs, B, T, NH, HD, causal, first_sample, h_offset, NH_global, step, layer,
+    p): attention_fwd / attention_bwd with dropout on the probabilities:
+    out = (P * M / (1 - p)) V, where M keeps element (b, h, i, j) unless the
+    dropout hash of (seed, step, layer, site 0) and index (((first_sample + b) *
+    NH_global + h_offset + h) * T + i) * T + j says drop.  probs, when given,
+    holds P before dropout; M is never stored: the backward regenerates it.
   add_fwd(out, a, b, n).
   xent_fwd(loss_sum, stats, logits, targets, N, V_local, vocab_offset, axis):
     softmax cross-entropy over logits[N,V_local] whose vocab is split over `axis`
@@ -499,6 +518,22 @@ compiler's runtime function table follows PRT_OPS. */
     R(X, OP, kv_repeat_bwd, "pppiiii",                                                                            \
       (prt *rt, void *din, const void *dout, int64_t N, int64_t KV, int64_t G, int64_t HD),                      \
       (rt, din, dout, N, KV, G, HD))                                                                              \
+    R(X, OP, dropout_fwd, "ppppiiiiiiiiid",                                                                       \
+      (prt *rt, void *out, void *mask, const void *in, int64_t B, int64_t T, int64_t C, int64_t first_sample,      \
+       int64_t t_offset, int64_t T_global, int64_t step, int64_t layer, int64_t site, double p),                   \
+      (rt, out, mask, in, B, T, C, first_sample, t_offset, T_global, step, layer, site, p))                        \
+    R(X, OP, dropout_bwd, "ppppid", (prt *rt, void *din, const void *mask, const void *dout, int64_t n, double p),  \
+      (rt, din, mask, dout, n, p))                                                                                \
+    R(X, OP, attention_dropout_fwd, "ppppiiiiiiiiiid",                                                            \
+      (prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T, int64_t NH, int64_t HD,            \
+       int64_t causal, int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step, int64_t layer,     \
+       double p),                                                                                                 \
+      (rt, out, probs, qkv, B, T, NH, HD, causal, first_sample, h_offset, NH_global, step, layer, p))              \
+    R(X, OP, attention_dropout_bwd, "pppppiiiiiiiiiid",                                                           \
+      (prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B, int64_t T,           \
+       int64_t NH, int64_t HD, int64_t causal, int64_t first_sample, int64_t h_offset, int64_t NH_global,          \
+       int64_t step, int64_t layer, double p),                                                                    \
+      (rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, first_sample, h_offset, NH_global, step, layer, p))      \
     R(X, OP, add_fwd, "ppppi", (prt *rt, void *out, const void *a, const void *b, int64_t n), (rt, out, a, b, n)) \
     R(X, OP, xent_fwd, "pppppiiii",                                                                               \
       (prt *rt, void *loss_sum, void *stats, const void *logits, const void *targets, int64_t N, int64_t V_local, \

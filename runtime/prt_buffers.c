@@ -67,6 +67,7 @@ static void store(void *base, int64_t dtype, int64_t i, double v) {
     case PRT_BF16: ((uint16_t *)base)[i] = prt_f32_to_bf16((float)v); break;  /* the rounded fp32 value */
     case PRT_F16: ((uint16_t *)base)[i] = prt_f32_to_f16((float)v); break;
     case PRT_I32: ((int32_t *)base)[i] = (int32_t)v; break;
+    case PRT_U8: ((uint8_t *)base)[i] = (uint8_t)v; break;
     }
 }
 

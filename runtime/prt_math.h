@@ -1,10 +1,11 @@
 /*
  * prt_math.h — the element math both backends compute: bf16 and IEEE half
  * rounding (to nearest even), loads and stores of a float tensor in its storage
- * dtype, GELU (tanh approximation), SiLU and the SwiGLU gate, and their
- * derivatives.  Compiled for the host (plain static inline C) and, under nvcc,
- * for the device too (__host__ __device__), so the CPU reference and the CUDA
- * kernels evaluate the same formulas bit for bit where the hardware rounds alike.
+ * dtype, the norms' epsilon, GELU (tanh approximation), SiLU and the SwiGLU
+ * gate and their derivatives, and the cross-entropy's exponential.  Compiled
+ * for the host (plain static inline C) and, under nvcc, for the device too
+ * (__host__ __device__), so the CPU reference and the CUDA kernels evaluate
+ * the same formulas bit for bit where the hardware rounds alike.
  * Needs only <stdint.h>, <string.h>, <math.h> and parc_rt.h's enum prt_dtype.
  */
 #ifndef PRT_MATH_H
@@ -88,6 +89,12 @@ PRT_MATH void prt_store(void *base, int64_t dtype, int64_t i, float v) {
     }
 }
 PRT_MATH int prt_dtype_is_16(int64_t dtype) { return dtype == PRT_BF16 || dtype == PRT_F16; }
+
+/* ---------------------------------------------------------------- norms */
+
+/* The epsilon layer norm and RMS norm add to the variance (mean square)
+ * before the reciprocal square root. */
+#define PRT_NORM_EPS 1e-5
 
 /* ---------------------------------------------------------------- activations */
 
@@ -198,5 +205,40 @@ PRT_MATH float prt_sgd_update(float p, float g, float *mom, float lr, float mu, 
     }
     return p - lr * d;
 }
+
+/* ---------------------------------------------------------------- dropout masks */
+
+/* A dropout mask element is a pure function of (seed, step, layer, site,
+ * global element index), so every rank computes any element without state and
+ * every layout of a plan draws the same masks: a counter-based generator in
+ * the manner of Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"
+ * (SC 2011), with SplitMix64's output function (Steele, Lea and Flood,
+ * "Fast splittable pseudorandom number generators", OOPSLA 2014; the same
+ * function as prt_internal.h's prt_splitmix64) as the hash.  Sites: 0 the
+ * attention probabilities, 1 attention's output branch, 2 the MLP's. */
+PRT_MATH uint64_t prt_dropout_mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+/* The key of one (step, layer, site): what prt_dropout_keep hashes an index with. */
+PRT_MATH uint64_t prt_dropout_key(int64_t seed, int64_t step, int64_t layer, int64_t site) {
+    uint64_t k = prt_dropout_mix((uint64_t)seed ^ 0x64726f706f7574ULL); /* "dropout" */
+    k = prt_dropout_mix(k ^ (uint64_t)step);
+    k = prt_dropout_mix(k ^ ((uint64_t)layer * 4u + (uint64_t)site));
+    return prt_dropout_mix(k);
+}
+/* Elements whose 32-bit draw falls below round(p * 2^32) are dropped. */
+PRT_MATH uint32_t prt_dropout_threshold(double p) {
+    double t = floor(p * 4294967296.0 + 0.5);
+    return t <= 0 ? 0u : t >= 4294967295.0 ? 0xffffffffu : (uint32_t)t;
+}
+/* 1 when element `index` is kept. */
+PRT_MATH int prt_dropout_keep(uint64_t key, uint64_t index, uint32_t threshold) {
+    return (uint32_t)(prt_dropout_mix(key ^ (index + 0x632be59bd9b4e019ULL)) >> 32) >= threshold;
+}
+/* The scale of a kept element, 1 / (1 - p) in fp32. */
+PRT_MATH float prt_dropout_scale(double p) { return (float)(1.0 / (1.0 - p)); }
 
 #endif

@@ -44,6 +44,7 @@ static MPI_Datatype mpi_type(int64_t dtype) {
     case PRT_BF16:
     case PRT_F16: return MPI_UINT16_T;
     case PRT_I32: return MPI_INT32_T;
+    case PRT_U8: return MPI_BYTE;
     default: return MPI_FLOAT;
     }
 }

@@ -32,6 +32,7 @@ const char *prt_st_dtype_name(int64_t dtype) {
     case PRT_BF16: return "BF16";
     case PRT_F16: return "F16";
     case PRT_I32: return "I32";
+    case PRT_U8: return "U8";
     }
     return NULL;
 }

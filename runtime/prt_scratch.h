@@ -57,6 +57,19 @@ static inline int64_t prt_scratch_attention_bwd(int64_t T, int64_t HD, int has_p
     return (int64_t)(p_own ? 1 : 2) * T * T + (((int64_t)qkv16 + dqkv16) * 3 + dout16) * T * HD;
 }
 
+/* With dropout on the probabilities, both directions also hold the dropped
+ * probabilities P * M / (1 - p) [T,T] of the head at hand. */
+static inline int64_t prt_scratch_attention_dropout_fwd(int64_t T, int64_t HD, int has_probs, int probs16, int qkv16,
+                                                        int out16)
+{
+    return prt_scratch_attention_fwd(T, HD, has_probs, probs16, qkv16, out16) + T * T;
+}
+static inline int64_t prt_scratch_attention_dropout_bwd(int64_t T, int64_t HD, int has_probs, int probs16, int qkv16,
+                                                        int dqkv16, int dout16)
+{
+    return prt_scratch_attention_bwd(T, HD, has_probs, probs16, qkv16, dqkv16, dout16) + T * T;
+}
+
 /* Row max [N], then the sum of exponentials and the target logit [2N] that
  * one all-reduce sums over a vocab split. */
 static inline int64_t prt_scratch_xent_fwd(int64_t N) { return 3 * N; }

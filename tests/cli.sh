@@ -49,6 +49,16 @@ expect "run trains grouped-query attention" 0 "final loss" "$parc" run "$example
 # options before or after the plan, both spellings of a value, help on stdout
 expect "option before the plan" 0 '"schema": "parc.explain/1"' "$parc" explain --json "$examples/tiny_3d.par"
 expect "global option first" 0 "ok: 8 ranks" "$parc" --color=never check "$examples/tiny_3d.par"
+# the lowering rows: each dump shows its pass's sequences and none of the next pass's
+for row in "reshard block.fwd: block.bwd:" "autodiff block.bwd: optim.block:"; do
+    set -- $row
+    expect "emit $1" 0 "^  $2" "$parc" lower "$examples/tiny_3d.par" --emit="$1" --verify
+    n=$((n + 1))
+    if "$parc" lower "$examples/tiny_3d.par" --emit="$1" 2>&1 | grep -q "^  $3"; then
+        echo "FAIL emit $1: the dump holds $3, which a later pass adds"; fails=$((fails + 1))
+    fi
+done
+expect "emit optim" 0 "^  grad_sync.block:" "$parc" lower "$examples/tiny_3d.par" --emit=optim --verify
 expect "value as next argument" 0 "^stage 0" "$parc" lower --emit schedule "$examples/tiny_pp_1f1b.par"
 expect "value after =" 0 "^stage 0" "$parc" lower "$examples/tiny_pp_1f1b.par" --emit=schedule
 expect "parc help" 0 "^usage: parc COMMAND" "$parc" help

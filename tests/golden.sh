@@ -41,6 +41,9 @@ run fit_zero.check check tests/neg_place/fit_zero.par
 run tiny_3d.front lower examples/tiny_3d.par --emit=front
 run tiny_3d.place lower examples/tiny_3d.par --emit=place
 run tiny_sp.place lower examples/tiny_sp.par --emit=place
+run tiny_mlp_tp.reshard lower examples/tiny_mlp_tp.par --emit=reshard
+run tiny_mlp_tp.autodiff lower examples/tiny_mlp_tp.par --emit=autodiff
+run tiny_zero3.optim lower examples/tiny_zero3.par --emit=optim
 run tiny_3d.schedule lower examples/tiny_3d.par --emit=schedule
 run tiny_pp_interleaved.schedule lower examples/tiny_pp_interleaved.par --emit=schedule
 run tiny_3d.analyze lower examples/tiny_3d.par --emit=analyze

@@ -31,7 +31,7 @@ while read -r size hash file; do
     [ "$(stat -c %s "$bundle/$file")" = "$size" ] || bad "$file: size differs from MANIFEST"
     [ "$(sha256sum "$bundle/$file" | cut -c1-16)" = "$hash" ] || bad "$file: hash differs from MANIFEST"
 done < <(grep -E '^ *[0-9]+ [0-9a-f]{16} ' "$bundle/MANIFEST")
-[ "$listed" = "$(cd "$bundle" && find bin lib -type f | wc -l)" ] || bad "MANIFEST lists $listed files, the bundle holds others"
+[ "$listed" = "$(cd "$bundle" && find bin lib dev -type f | wc -l)" ] || bad "MANIFEST lists $listed files, the bundle holds others"
 for p in tiny_single tiny_bf16 gpt2_124m_gpu test_gpu_ops; do
     [ -x "$bundle/bin/$p" ] || { bad "no bin/$p"; continue; }
     readelf -d "$bundle/bin/$p" | grep NEEDED | grep -Eq 'libmpi|libopen-pal' && bad "bin/$p needs MPI"

@@ -569,15 +569,17 @@ static char *dump_to_text(const Pass *p, const Compilation *c) {
 
 static void test_pass_table(void) {
     static const char *const plans[] = {"tiny_3d", "tiny_pp_interleaved", "tiny_zero3", "tiny_bf16"};
-    static const char *const order[] = {"front", "expand", "place", "lower", "schedule", "analyze", "codegen"};
-    CHECK(passes_count == 7, "the table has %d passes", passes_count);
-    for (int i = 0; i < 7 && i < passes_count; i++)
+    static const char *const order[] = {"front",  "expand",   "place",   "reshard", "autodiff",
+                                        "optim", "lower", "schedule", "analyze", "codegen"};
+    CHECK(passes_count == 10, "the table has %d passes", passes_count);
+    for (int i = 0; i < 10 && i < passes_count; i++)
         CHECK(passes_find(order[i]) == i, "pass %s at %d", order[i], passes_find(order[i]));
-    CHECK(passes_find("plan") == 0 && passes_find("graph") == 1 && passes_find("ir") == 3,
+    CHECK(passes_find("plan") == 0 && passes_find("graph") == 1 && passes_find("ir") == 6,
           "the old dump names plan, graph, ir");
     CHECK(passes_find("asm") == -1, "an unknown pass name");
-    CHECK(strcmp(passes_names(), "front, expand, place, lower, schedule, analyze, codegen") == 0, "names: %s",
-          passes_names());
+    CHECK(strcmp(passes_names(),
+                 "front, expand, place, reshard, autodiff, optim, lower, schedule, analyze, codegen") == 0,
+          "names: %s", passes_names());
     for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
         char path[PATH_MAX + 64];
         snprintf(path, sizeof path, "%s/examples/%s.par", source_root(), plans[k]);
@@ -657,6 +659,55 @@ static void test_verifiers_fail(void) {
     arena_free(&arena);
 }
 
+static void verify_reshard_row(const Compilation *c) { verify_with(c, "reshard"); }
+static void verify_autodiff_row(const Compilation *c) { verify_with(c, "autodiff"); }
+static void verify_optim_row(const Compilation *c) { verify_with(c, "optim"); }
+
+/* Instructions of sequence q summed over the stages. */
+static int seq_instrs(const Program *prog, SeqKind q) {
+    int n = 0;
+    for (int s = 0; s < prog->nstages; s++) n += prog->stages[s].seq[q].n;
+    return n;
+}
+
+/* The lowering rows reshard, autodiff and optim: each adds its sequences and
+ * nothing of the next; the ledger waits for `lower`; each row's verifier
+ * holds after it and reports a broken program as an internal error. */
+static void test_lowering_rows(void) {
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/examples/tiny_3d.par", source_root());
+    static const char *const rows[] = {"reshard", "autodiff", "optim"};
+    void (*const verifiers[])(const Compilation *) = {verify_reshard_row, verify_autodiff_row, verify_optim_row};
+    for (int r = 0; r < 3; r++) {
+        Arena arena = {0};
+        Compilation c;
+        int rc = passes_run(&c, &arena, path, 1, passes_find(rows[r]));
+        CHECK(rc == 0 && c.prog, "tiny_3d through %s", rows[r]);
+        if (rc == 0 && c.prog) {
+            const Program *p = c.prog;
+            CHECK(seq_instrs(p, SEQ_BLOCK_FWD) > 0 && seq_instrs(p, SEQ_SEND_FWD) > 0 && seq_instrs(p, SEQ_RECV_BWD) > 0,
+                  "%s: forward sequences and pipeline messages", rows[r]);
+            CHECK((seq_instrs(p, SEQ_BLOCK_BWD) > 0) == (r >= 1), "%s: backward sequences %d", rows[r],
+                  seq_instrs(p, SEQ_BLOCK_BWD));
+            CHECK((seq_instrs(p, SEQ_OPTIM_BLOCK) > 0 && seq_instrs(p, SEQ_GRAD_SYNC_BLOCK) > 0) == (r >= 2),
+                  "%s: optimizer sequences %d", rows[r], seq_instrs(p, SEQ_OPTIM_BLOCK));
+            CHECK(p->stages[0].ledger_total == 0, "%s: the ledger before `lower`", rows[r]);
+            Instr *ins = &c.prog->stages[0].seq[SEQ_BLOCK_FWD].ins[0];
+            int k = 0;
+            while (k < ins->nargs && ins->args[k].kind != ARG_BUF) k++;
+            CHECK(k < ins->nargs, "%s: the first block instruction takes a buffer", rows[r]);
+            if (k < ins->nargs) {
+                int buf = ins->args[k].buf;
+                ins->args[k].buf = c.prog->stages[0].nbufs;
+                expect_internal_error(rows[r], verifiers[r], &c, "names buffer");
+                ins->args[k].buf = buf;
+            }
+        }
+        passes_finish(&c);
+        arena_free(&arena);
+    }
+}
+
 /* Loads examples/<name>.par through the front pass into *c; 0 on success. */
 static int load_example(Compilation *c, Arena *arena, const char *name) {
     char path[PATH_MAX + 64];
@@ -729,6 +780,7 @@ int main(void) {
     test_object_and_run();
     test_pass_table();
     test_verifiers_fail();
+    test_lowering_rows();
     test_variant_predicate();
     if (failed == 0) {
         char cmd[PATH_MAX + 16];

@@ -41,11 +41,12 @@ typedef struct Opts {
     int tied;               /* head tied to the embedding */
     int kv_heads;           /* grouped-query attention when > 0 (default: heads) */
     int flash;              /* gpt2 block with `attention causal flash;` */
+    double dropout;         /* gpt2 block with `dropout P;` when > 0 */
 } Opts;
 
 static Opts defaults(void)
 {
-    Opts o = {"gpt2", "dp 1;", "batch -> dp;", "fp32", 1, 1, 8, 2, 4, 64, 4, 256, 256, 32, 0, 0, 0, 0};
+    Opts o = {"gpt2", "dp 1;", "batch -> dp;", "fp32", 1, 1, 8, 2, 4, 64, 4, 256, 256, 32, 0, 0, 0, 0, 0};
     return o;
 }
 
@@ -53,11 +54,14 @@ static char text[8192];
 
 static Analysis *compile(Arena *arena, Opts o, Program **prog_out)
 {
+    char gpt2[96];
+    snprintf(gpt2, sizeof gpt2, "block gpt2 { %s", o.flash ? "attention causal flash; " : "");
+    if (o.dropout > 0) snprintf(gpt2 + strlen(gpt2), sizeof gpt2 - strlen(gpt2), "dropout %g; ", o.dropout);
+    strcat(gpt2, "}");
     const char *block = !strcmp(o.block, "mlp")      ? "block mlp { act gelu; norm layer; bias false; residual true; }"
                         : !strcmp(o.block, "relu") ? "block mlp { act relu; norm rms; bias true; residual false; }"
                         : !strcmp(o.block, "llama") ? "block llama;"
-                        : o.flash                   ? "block gpt2 { attention causal flash; }"
-                                                    : "block gpt2;";
+                                                    : gpt2;
     char kv[32] = "";
     if (o.kv_heads > 0) snprintf(kv, sizeof kv, " kv_heads %d;", o.kv_heads);
     snprintf(text, sizeof text,
@@ -623,6 +627,164 @@ static void test_activations(void)
     arena_free(&arena);
 }
 
+/* The activation bytes of one layer: the ledger of two layers less that of one. */
+static int64_t layer_activations(Opts o, const char *what)
+{
+    int64_t a[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        Arena arena = {0};
+        o.layers = k + 1;
+        Analysis *an = compile(&arena, o, NULL);
+        CHECK(an != NULL, "%s: the %d-layer plan lowers", what, k + 1);
+        if (an) a[k] = an->stages[0].ledger[PRT_ACTIVATIONS];
+        arena_free(&arena);
+    }
+    return a[1] - a[0];
+}
+
+/* Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+ * Transformer Models", Table 2: the activation bytes of one GPT-3 layer
+ * (s = 2048, b = 1, h = 12288, a = 96, 16-bit activations, 1-byte dropout
+ * masks, t = 8):
+ *   no parallelism            sbh (34 + 5as/h)
+ *   tensor parallel           sbh (10 + 24/t + 5as/(ht))
+ *   tensor + sequence         sbh/t (34 + 5as/h)
+ *   tensor, selective         sbh (10 + 24/t)
+ *   tensor + sequence, sel.   sbh 34/t
+ *   full recompute            2 sbh
+ * The 34 sbh are parc's exactly, term by term: the layer input and the two
+ * norm inputs' other copies (2 + 2 + 2 + 2), q k v (6), attention's output
+ * (2), the MLP's 8 + 8, and the two branch outputs' 1-byte dropout masks
+ * (1 + 1); without dropout the masks go: 32 sbh.  parc differs in two places,
+ * both asserted below:
+ *   - the 5as/h term is 2as/h: attention is one fused op that keeps only the
+ *     softmax output P (2 as^2 b); the dropped probabilities P * M / (1 - p)
+ *     (2 as^2 b) and their mask M (as^2 b), which the paper counts as stored,
+ *     are rebuilt in backward from P and the counter-based mask hash.  With
+ *     flash attention (or selective recompute) nothing of size s^2 is kept:
+ *     the term is 0, as the paper's selective rows;
+ *   - LayerNorm keeps its mean and 1/std per token in fp32: 2 norms x 2 x 4
+ *     bytes = 16 sb per layer (split with the sequence under sequence
+ *     parallelism), which the paper leaves out. */
+static void test_textbook_activations(void)
+{
+    const int64_t s = 2048, b = 1, h = 12288, a = 96, t = 8;
+    const int64_t sbh = s * b * h, probs = 2 * a * s * s * b, stats = 16 * s * b;
+    struct {
+        const char *what;
+        int tp, sp, flash;
+        const char *recompute;
+        double dropout;
+        int64_t want, paper;
+    } rows[] = {
+        {"no parallelism", 0, 0, 0, "", 0.1, 34 * sbh + probs + stats, sbh * (34 + 5 * a * s / h)},
+        {"no parallelism, no dropout", 0, 0, 0, "", 0, 32 * sbh + probs + stats, 0},
+        {"no parallelism, flash", 0, 0, 1, "", 0.1, 34 * sbh + stats, 34 * sbh},
+        {"tensor parallel", 1, 0, 0, "", 0.1, 10 * sbh + 24 * sbh / t + probs / t + stats,
+         sbh * 10 + sbh * 24 / t + sbh * 5 * a * s / (h * t)},
+        {"tensor + sequence parallel", 1, 1, 0, "", 0.1, 34 * sbh / t + probs / t + stats / t,
+         sbh * (34 + 5 * a * s / h) / t},
+        {"tensor parallel, selective recompute", 1, 0, 0, "recompute selective;", 0.1,
+         10 * sbh + 24 * sbh / t + stats, sbh * 10 + sbh * 24 / t},
+        {"tensor + sequence parallel, selective recompute", 1, 1, 0, "recompute selective;", 0.1,
+         34 * sbh / t + stats / t, 34 * sbh / t},
+        {"tensor + sequence parallel, flash", 1, 1, 1, "", 0.1, 34 * sbh / t + stats / t, 34 * sbh / t},
+        {"full recompute", 1, 1, 0, "recompute full;", 0.1, 2 * sbh / t, 2 * sbh / t},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        Opts o = defaults();
+        o.precision = "bf16 master fp32";
+        o.seq = (int)s, o.hidden = (int)h, o.heads = (int)a, o.ffn = (int)(4 * h), o.vocab = 256;
+        o.batch = 1, o.micro_batch = 1;
+        o.flash = rows[i].flash, o.dropout = rows[i].dropout;
+        char layout[160];
+        if (rows[i].tp) {
+            o.mesh = "tp 8;", o.gpus = (int)t;
+            snprintf(layout, sizeof layout, "heads -> tp; ffn -> tp; vocab -> tp;%s %s",
+                     rows[i].sp ? " sequence_parallel over tp;" : "", rows[i].recompute);
+        } else {
+            snprintf(layout, sizeof layout, "batch -> dp; %s", rows[i].recompute);
+        }
+        o.layout = layout;
+        int64_t got = layer_activations(o, rows[i].what);
+        CHECK(got == rows[i].want, "GPT-3 layer, %s: %lld activation bytes, want %lld (%.4g sbh)", rows[i].what,
+              (long long)got, (long long)rows[i].want, (double)rows[i].want / (double)sbh);
+        /* where the plan meets the paper's assumptions, its figure exactly
+         * (the paper leaves out the norms' statistics) */
+        int full = strstr(rows[i].recompute, "full") != NULL;
+        int kept_probs = !rows[i].flash && !rows[i].recompute[0];
+        int64_t norm_stats = full ? 0 : stats / (rows[i].sp ? t : 1);
+        if (rows[i].paper && !kept_probs)
+            CHECK(got - norm_stats == rows[i].paper, "GPT-3 layer, %s: the paper's %lld bytes", rows[i].what,
+                  (long long)rows[i].paper);
+        if (rows[i].paper && kept_probs)
+            CHECK(rows[i].paper - (got - norm_stats) == 3 * a * s * s * b / (rows[i].tp ? t : 1),
+                  "GPT-3 layer, %s: the paper's figure less the rebuilt dropped probabilities and mask", rows[i].what);
+    }
+}
+
+/* Pipeline staging: each send copy still in flight holds one message in its
+ * own dtype (2 bytes per element in a bf16 plan), at most the schedule's
+ * in-flight peak (+1 not yet reaped) per direction: a 64-stage GPT-3 pipeline
+ * books 65 copies of b s h x 2 bytes on its first stage, 129 on the others,
+ * in host memory (the runtime copies every message there, whatever the
+ * backend): the GPU's comm holds none of it. */
+static void test_pipeline_staging(void)
+{
+    Arena arena = {0};
+    Opts o = defaults();
+    o.precision = "bf16 master fp32";
+    o.layers = 64, o.seq = 2048, o.hidden = 12288, o.heads = 96, o.ffn = 4 * 12288, o.vocab = 256;
+    o.gpus = 8, o.nodes = 8, o.mesh = "pp 64;", o.layout = "layers -> pp schedule 1f1b;";
+    o.batch = 128, o.micro_batch = 1;
+    Program *prog;
+    Analysis *an = compile(&arena, o, &prog);
+    CHECK(an != NULL, "64-stage pipeline lowers");
+    if (!an) return;
+    const int64_t message = 2LL * 2048 * 12288; /* b s h in bf16 */
+    int64_t worst = 0;
+    for (int s = 0; s < prog->nstages; s++) {
+        const StageProgram *sp = &prog->stages[s];
+        int64_t fwd = s < 63 ? prog->schedule.peak_in_flight[s] + 1 : 0;
+        int64_t bwd = s > 0 ? prog->schedule.peak_in_flight[s - 1] + 1 : 0;
+        CHECK(sp->host_staging == (fwd + bwd) * message,
+              "stage %d: staging %lld bytes = (%lld + %lld) copies of %lld bytes", s, (long long)sp->host_staging,
+              (long long)fwd, (long long)bwd, (long long)message);
+        CHECK(sp->ledger[PRT_COMM] == 0, "stage %d: the copies are host memory, not the GPU's comm (%lld)", s,
+              (long long)sp->ledger[PRT_COMM]);
+        if (sp->host_staging > worst) worst = sp->host_staging;
+    }
+    CHECK(prog->stages[0].host_staging == 65 * message, "stage 0: 65 copies of one bf16 message");
+    CHECK(worst == 129 * message && worst < 7LL << 30, "the worst stage books 129 bf16 messages (%.3g GiB)",
+          (double)worst / (1 << 30));
+    arena_free(&arena);
+}
+
+/* The MFU numerator: 6 x (non-embedding parameters + the head's matmul) x
+ * tokens + attention 12 L s h per token.  Embedding and position lookups do
+ * no matmul; a tied head reads the table as its weight, so it counts once. */
+static void test_model_flops(void)
+{
+    for (int tied = 0; tied < 2; tied++) {
+        Arena arena = {0};
+        Opts o = defaults();
+        o.tied = tied;
+        Program *prog;
+        Analysis *an = compile(&arena, o, &prog);
+        CHECK(an != NULL, "model FLOPs plan lowers (tied %d)", tied);
+        if (!an) continue;
+        double V = o.vocab, H = o.hidden, S = o.seq, P = (double)params_of(prog);
+        double want_params = tied ? P - S * H : P - V * H - S * H; /* less wpe, and wte unless it is the head */
+        double tokens = (double)o.batch * S, attn = 12.0 * o.layers * S * H;
+        CHECK(an->model_matmul_params == want_params, "tied %d: %.0f matmul parameters, want %.0f", tied,
+              an->model_matmul_params, want_params);
+        CHECK(an->model_flops_per_step == 6 * want_params * tokens + attn * tokens,
+              "tied %d: model FLOPs %.6g, want 6 x %.0f x %.0f + %.0f x %.0f", tied, an->model_flops_per_step,
+              want_params, tokens, attn, tokens);
+        arena_free(&arena);
+    }
+}
+
 /* Placement errors name the op, the tensor and the rule. */
 static void test_placement_errors(void)
 {
@@ -765,6 +927,10 @@ static int64_t call_scratch(const StageProgram *sp, const Instr *ins, int w)
         return prt_scratch_matmul_bwd(A(6), A(7), A(5), given(ins, 0), given(ins, 1), W(4), W(1), W(3), W(2), W(0));
     case RT_prt_attention_fwd: return prt_scratch_attention_fwd(A(4), A(6), given(ins, 1), W(1), W(2), W(0));
     case RT_prt_attention_bwd: return prt_scratch_attention_bwd(A(5), A(7), given(ins, 3), W(3), W(2), W(0), W(1));
+    case RT_prt_attention_dropout_fwd:
+        return prt_scratch_attention_dropout_fwd(A(4), A(6), given(ins, 1), W(1), W(2), W(0));
+    case RT_prt_attention_dropout_bwd:
+        return prt_scratch_attention_dropout_bwd(A(5), A(7), given(ins, 3), W(3), W(2), W(0), W(1));
     case RT_prt_xent_fwd: return prt_scratch_xent_fwd(A(4));
     case RT_prt_layernorm_bwd: return prt_scratch_layernorm_bwd(A(9), W(1), W(2));
     case RT_prt_rmsnorm_bwd: return prt_scratch_rmsnorm_bwd(A(7), W(1));
@@ -784,8 +950,13 @@ static double call_flops(const Instr *ins)
     case RT_prt_matmul_t_fwd: return 2 * A(3) * A(4) * A(5);
     case RT_prt_matmul_bwd:
     case RT_prt_matmul_t_bwd: return 4 * A(5) * A(6) * A(7);
-    case RT_prt_attention_fwd: return 4 * A(3) * A(4) * A(4) * A(5) * A(6);
-    case RT_prt_attention_bwd: return (ins->args[3].kind == ARG_NULL ? 12 : 8) * A(4) * A(5) * A(5) * A(6) * A(7);
+    case RT_prt_attention_fwd:
+    case RT_prt_attention_dropout_fwd: return 4 * A(3) * A(4) * A(4) * A(5) * A(6);
+    case RT_prt_attention_bwd:
+    case RT_prt_attention_dropout_bwd:
+        return (ins->args[3].kind == ARG_NULL ? 12 : 8) * A(4) * A(5) * A(5) * A(6) * A(7);
+    case RT_prt_dropout_fwd:
+    case RT_prt_dropout_bwd: return ins->fn == RT_prt_dropout_bwd ? A(3) : A(3) * A(4) * A(5);
     case RT_prt_xent_fwd: return 5 * A(4) * A(5);
     case RT_prt_xent_bwd: return 3 * A(4) * A(5);
     default: return -1; /* not checked here */
@@ -805,8 +976,9 @@ static void test_ops_table(void)
               "op %s has a complete row", op_names[k]);
         CHECK((d->emit_bwd != NULL) == (d->bwd != RT_NONE), "op %s: backward emitter and entry agree", op_names[k]);
     }
-    Opts plans[6];
-    for (int i = 0; i < 6; i++) plans[i] = defaults();
+    enum { NPLANS = 8 };
+    Opts plans[NPLANS];
+    for (int i = 0; i < NPLANS; i++) plans[i] = defaults();
     plans[1].precision = "bf16 master fp32", plans[1].mesh = "tp 2;", plans[1].gpus = 2,
     plans[1].layout = "heads -> tp; ffn -> tp; vocab -> tp;";
     plans[2].block = "llama", plans[2].precision = "bf16 master fp32", plans[2].layout = "recompute full;",
@@ -816,8 +988,12 @@ static void test_ops_table(void)
     plans[4].layout = "batch -> dp; layers -> pp schedule 1f1b; zero 3 over dp;";
     plans[5].precision = "bf16 master fp32", plans[5].mesh = "tp 2;", plans[5].gpus = 2,
     plans[5].layout = "heads -> tp; ffn -> tp; sequence_parallel over tp; recompute selective;";
+    plans[6].precision = "bf16 master fp32", plans[6].mesh = "tp 2;", plans[6].gpus = 2, plans[6].dropout = 0.1,
+    plans[6].layout = "heads -> tp; ffn -> tp; vocab -> tp; sequence_parallel over tp;";
+    plans[7].flash = 1, plans[7].dropout = 0.25, plans[7].mesh = "pp 2;", plans[7].gpus = 2,
+    plans[7].layout = "layers -> pp schedule 1f1b;";
     int seen[OP_COUNT][3] = {{0}};
-    for (int pi = 0; pi < 6; pi++) {
+    for (int pi = 0; pi < NPLANS; pi++) {
         Arena arena = {0};
         Program *prog = NULL;
         FILE *quiet = fopen("/dev/null", "w"); /* the mlp plans warn that `heads` is unused */
@@ -852,7 +1028,10 @@ static void test_ops_table(void)
                     const OpDesc *d = &op_table[op->kind];
                     int bwd = ins->entry == ENTRY_BACKWARD;
                     seen[op->kind][ins->entry]++;
-                    CHECK(ins->fn == (int)(bwd ? d->bwd : d->fwd), "plan %d: %s %s is its row's entry", pi, op->name,
+                    int entry = bwd ? d->bwd : d->fwd;
+                    if (op->kind == OP_ATTENTION && ins->shape.dropout) /* the form with dropout */
+                        entry = bwd ? RT_prt_attention_dropout_bwd : RT_prt_attention_dropout_fwd;
+                    CHECK(ins->fn == entry, "plan %d: %s %s is its row's entry", pi, op->name,
                           bwd ? "backward" : "forward");
                     CHECK(ins->flops == d->flops(&ins->shape, bwd), "plan %d: %s FLOPs %g are its row's %g", pi,
                           op->name, ins->flops, d->flops(&ins->shape, bwd));
@@ -896,6 +1075,9 @@ int main(void)
     test_data_parallel_volumes();
     test_pipeline();
     test_activations();
+    test_textbook_activations();
+    test_pipeline_staging();
+    test_model_flops();
     test_placement_errors();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

@@ -8,7 +8,7 @@
  * float arguments are all stored as fp32 takes instead its threaded, vectorised
  * path in prt_cpu_fast.c (the same arithmetic, lane-parallel sums); these loops
  * are then the 16-bit storage paths.  Cross-entropy's exponentials are
- * prt_math.h's prt_expf_fast on both paths.
+ * prt_math.h's prt_expf_fast on both paths (and in the CUDA kernels).
  *
  * Storage.  A tensor argument is stored in the dtype of the registered buffer that
  * holds it (prt_dtype_of; memory the runtime did not allocate is fp32): f32, bf16
@@ -29,7 +29,9 @@
 
 #include "prt_backend.h"
 #include "prt_cpu_fast.h"
+#include "prt_cpu_dropout.h"
 #include "prt_cpu_gqa.h"
+#include "prt_cpu_tensor.h"
 #include "prt_internal.h"
 #include "prt_scratch.h"
 
@@ -39,25 +41,6 @@ static int blas_dim(int64_t n, const char *what) {
 }
 
 /* ---------------------------------------------------------------- tensors in their storage dtype */
-
-/* A float tensor argument: its address (NULL allowed) and storage dtype. */
-typedef struct tensor {
-    char *p;
-    int64_t dtype;
-} tensor;
-
-static tensor ften(prt *rt, const void *p, const char *op) {
-    int64_t dtype = prt_dtype_of(rt, p);
-    PRT_CHECK(dtype != PRT_I32, "%s: a float tensor argument points into an i32 buffer", op);
-    return (tensor){(char *)p, dtype < 0 ? PRT_F32 : dtype};
-}
-static inline int is16(tensor t) { return t.p && prt_dtype_is_16(t.dtype); }
-/* Every one of these arguments is absent or stored as fp32: the op takes its
- * threaded, vectorised path (prt_cpu_fast.h). */
-static inline int f32(tensor t) { return !t.p || t.dtype == PRT_F32; }
-#define F32(t) ((float *)(t).p)
-#define LD(t, i) prt_load((t).p, (t).dtype, (i))
-#define ST(t, i, v) prt_store((t).p, (t).dtype, (i), (v))
 
 /* Workspace for widened operands: one request per op (the scratch buffer keeps
  * only its largest request), carved front to back by take(). */
@@ -213,15 +196,13 @@ static void cpu_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int
 
 /* ---------------------------------------------------------------- norms */
 
-#define NORM_EPS 1e-5
-
 static void cpu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, const void *in_, const void *w_,
                        const void *b_, int64_t N, int64_t C) {
     const char *op = "layernorm_fwd";
     tensor out = ften(rt, out_, op), mean = ften(rt, mean_, op), rstd = ften(rt, rstd_, op), in = ften(rt, in_, op),
            w = ften(rt, w_, op), b = ften(rt, b_, op);
     if (f32(out) && f32(mean) && f32(rstd) && f32(in) && f32(w) && f32(b)) {
-        prt_fast_layernorm_fwd(F32(out), F32(mean), F32(rstd), F32(in), F32(w), F32(b), N, C, NORM_EPS);
+        prt_fast_layernorm_fwd(F32(out), F32(mean), F32(rstd), F32(in), F32(w), F32(b), N, C, PRT_NORM_EPS);
         return;
     }
     for (int64_t n = 0; n < N; n++) {
@@ -230,7 +211,7 @@ static void cpu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, con
         for (int64_t c = 0; c < C; c++) s += LD(in, x + c);
         double m = s / (double)C;
         for (int64_t c = 0; c < C; c++) v += (LD(in, x + c) - m) * (LD(in, x + c) - m);
-        double r = 1.0 / sqrt(v / (double)C + NORM_EPS);
+        double r = 1.0 / sqrt(v / (double)C + PRT_NORM_EPS);
         for (int64_t c = 0; c < C; c++)
             ST(out, x + c, (float)((LD(in, x + c) - m) * r) * LD(w, c) + (b.p ? LD(b, c) : 0.0f));
         if (mean.p) ST(mean, n, (float)m);
@@ -279,14 +260,14 @@ static void cpu_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, c
     const char *op = "rmsnorm_fwd";
     tensor out = ften(rt, out_, op), rstd = ften(rt, rstd_, op), in = ften(rt, in_, op), w = ften(rt, w_, op);
     if (f32(out) && f32(rstd) && f32(in) && f32(w)) {
-        prt_fast_rmsnorm_fwd(F32(out), F32(rstd), F32(in), F32(w), N, C, NORM_EPS);
+        prt_fast_rmsnorm_fwd(F32(out), F32(rstd), F32(in), F32(w), N, C, PRT_NORM_EPS);
         return;
     }
     for (int64_t n = 0; n < N; n++) {
         int64_t x = n * C;
         double ss = 0.0;
         for (int64_t c = 0; c < C; c++) ss += (double)LD(in, x + c) * LD(in, x + c);
-        double r = 1.0 / sqrt(ss / (double)C + NORM_EPS);
+        double r = 1.0 / sqrt(ss / (double)C + PRT_NORM_EPS);
         for (int64_t c = 0; c < C; c++) ST(out, x + c, (float)(LD(in, x + c) * r) * LD(w, c));
         if (rstd.p) ST(rstd, n, (float)r);
     }
@@ -524,6 +505,34 @@ static void attention_probs(float *P, view q, view k, int T, int HD, int64_t cau
     }
 }
 
+/* Dropout on the probabilities (attention_dropout_fwd/bwd): the mask of
+ * element (b, h, i, j) is prt_dropout_keep of its global index, regenerated
+ * wherever it is needed and never stored. */
+typedef struct att_drop {
+    uint64_t key;
+    uint32_t threshold;
+    float scale;
+    int64_t first_sample, h_offset, NH_global;
+} att_drop;
+
+static att_drop att_drop_of(prt *rt, int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t NH,
+                            int64_t step, int64_t layer, double p) {
+    PRT_CHECK(p >= 0 && p < 1, "attention dropout: p = %g is outside [0, 1)", p);
+    if (rt->eval_active) p = 0; /* evaluation runs the model without dropout */
+    PRT_CHECK(first_sample >= 0 && h_offset >= 0 && h_offset + NH <= NH_global,
+              "attention dropout: heads %lld..%lld of %lld", (long long)h_offset, (long long)(h_offset + NH),
+              (long long)NH_global);
+    return (att_drop){prt_dropout_key(rt->plan.seed, step, layer, 0), prt_dropout_threshold(p),
+                      prt_dropout_scale(p), first_sample, h_offset, NH_global};
+}
+
+/* PD = P * M * scale for head h of sample b (P, PD: [T,T]; PD may be P). */
+static void att_drop_apply(const att_drop *d, float *PD, const float *P, int64_t b, int64_t h, int T) {
+    uint64_t base = (uint64_t)(((d->first_sample + b) * d->NH_global + d->h_offset + h) * T) * (uint64_t)T;
+    for (int64_t e = 0; e < (int64_t)T * T; e++)
+        PD[e] = prt_dropout_keep(d->key, base + (uint64_t)e, d->threshold) ? P[e] * d->scale : 0.0f;
+}
+
 /* Views of head h of sample b: q, k, v of qkv[B,T,3,NH,HD] (rows 3C apart). */
 static void head_views(tensor qkv, float *slot, int64_t b, int64_t h, int T, int C, int HD, int load, view *q,
                        view *k, view *v) {
@@ -540,7 +549,7 @@ static void head_store(tensor qkv, view q, view k, view v, int64_t b, int64_t h,
 }
 
 static void attention_fwd_heads(prt *rt, void *out_, void *probs_, const void *qkv_, int64_t B, int64_t T_, int64_t NH_,
-                       int64_t HD_, int64_t causal) {
+                       int64_t HD_, int64_t causal, const att_drop *drop) {
     int T = blas_dim(T_, "attention"), NH = blas_dim(NH_, "attention"), HD = blas_dim(HD_, "attention");
     int C = blas_dim(NH_ * HD_, "attention");
     blas_dim(3 * (int64_t)C, "attention");
@@ -548,9 +557,11 @@ static void attention_fwd_heads(prt *rt, void *out_, void *probs_, const void *q
            qkv = ften(rt, qkv_, "attention_fwd");
     int64_t THD = (int64_t)T * HD, TT = (int64_t)T * T;
     int p_own = probs.p && !is16(probs);  /* P computed in the probs buffer itself */
-    float *s = scratch(rt, prt_scratch_attention_fwd(T, HD, probs.p != NULL, is16(probs), is16(qkv), is16(out)));
+    float *s = scratch(rt, drop ? prt_scratch_attention_dropout_fwd(T, HD, probs.p != NULL, is16(probs), is16(qkv),
+                                                                    is16(out))
+                                : prt_scratch_attention_fwd(T, HD, probs.p != NULL, is16(probs), is16(qkv), is16(out)));
     float *qkv_slot = take(&s, is16(qkv) * 3 * THD), *out_slot = take(&s, is16(out) * THD),
-          *p_slot = take(&s, p_own ? 0 : TT);
+          *p_slot = take(&s, p_own ? 0 : TT), *pd_slot = take(&s, drop ? TT : 0);
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             view q, k, v;
@@ -559,14 +570,16 @@ static void attention_fwd_heads(prt *rt, void *out_, void *probs_, const void *q
             float *P = p_own ? (float *)probs.p + p_off : p_slot;
             attention_probs(P, q, k, T, HD, causal);
             if (probs.p && !p_own) view_store(probs, (view){P, T}, p_off, T, T, T);
+            if (drop) att_drop_apply(drop, pd_slot, P, b, h, T);
             view o = view_of(out, out_slot, (int64_t)b * T * C + (int64_t)h * HD, T, HD, C, 0);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HD, T, 1.0f, P, T, v.f, v.ld, 0.0f, o.f, o.ld);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HD, T, 1.0f, drop ? pd_slot : P, T, v.f, v.ld,
+                        0.0f, o.f, o.ld);
             view_store(out, o, (int64_t)b * T * C + (int64_t)h * HD, T, HD, C);
         }
 }
 
 static void attention_bwd_heads(prt *rt, void *dqkv_, const void *dout_, const void *qkv_, const void *probs_, int64_t B,
-                       int64_t T_, int64_t NH_, int64_t HD_, int64_t causal) {
+                       int64_t T_, int64_t NH_, int64_t HD_, int64_t causal, const att_drop *drop) {
     int T = blas_dim(T_, "attention"), NH = blas_dim(NH_, "attention"), HD = blas_dim(HD_, "attention");
     int C = blas_dim(NH_ * HD_, "attention");
     blas_dim(3 * (int64_t)C, "attention");
@@ -575,9 +588,13 @@ static void attention_bwd_heads(prt *rt, void *dqkv_, const void *dout_, const v
     int64_t THD = (int64_t)T * HD, TT = (int64_t)T * T;
     /* dP [T,T] always; P [T,T] unless read from an fp32 probs buffer */
     int p_own = probs.p && !is16(probs);
-    float *s = scratch(rt, prt_scratch_attention_bwd(T, HD, probs.p != NULL, is16(probs), is16(qkv), is16(dqkv), is16(dout)));
+    float *s = scratch(rt, drop ? prt_scratch_attention_dropout_bwd(T, HD, probs.p != NULL, is16(probs), is16(qkv),
+                                                                    is16(dqkv), is16(dout))
+                                : prt_scratch_attention_bwd(T, HD, probs.p != NULL, is16(probs), is16(qkv), is16(dqkv),
+                                                            is16(dout)));
     float *dP = take(&s, TT), *p_slot = take(&s, p_own ? 0 : TT), *qkv_slot = take(&s, is16(qkv) * 3 * THD),
-          *dqkv_slot = take(&s, is16(dqkv) * 3 * THD), *dout_slot = take(&s, is16(dout) * THD);
+          *dqkv_slot = take(&s, is16(dqkv) * 3 * THD), *dout_slot = take(&s, is16(dout) * THD),
+          *pd_slot = take(&s, drop ? TT : 0);
     float scale = 1.0f / sqrtf((float)HD);
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
@@ -589,9 +606,13 @@ static void attention_bwd_heads(prt *rt, void *dqkv_, const void *dout_, const v
             if (!probs.p) attention_probs(p_slot, q, k, T, HD, causal);
             else if (!p_own) view_of(probs, p_slot, p_off, T, T, T, 1);
             view dO = view_of(dout, dout_slot, o_off, T, HD, C, 1);
+            /* with dropout O = PD V, PD = P * M * scale: dV += PD^T dO, and dP = (dO V^T) * M * scale */
+            if (drop) att_drop_apply(drop, pd_slot, P, b, h, T);
             /* dV += P^T dO;  dP = dO V^T */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HD, T, 1.0f, P, T, dO.f, dO.ld, 1.0f, dv.f, dv.ld);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HD, T, 1.0f, drop ? pd_slot : P, T, dO.f, dO.ld,
+                        1.0f, dv.f, dv.ld);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HD, 1.0f, dO.f, dO.ld, v.f, v.ld, 0.0f, dP, T);
+            if (drop) att_drop_apply(drop, dP, dP, b, h, T);
             /* dS = P * (dP - rowsum(P * dP)), in place in dP (masked entries: P = 0 -> 0) */
             for (int t = 0; t < T; t++) {
                 const float *p = P + (size_t)t * T;
@@ -616,7 +637,7 @@ static void cpu_attention_fwd(prt *rt, void *out, void *probs, const void *qkv, 
                               int64_t HD, int64_t causal) {
     int nt = openblas_get_num_threads();
     if (nt > 1) openblas_set_num_threads(1);
-    attention_fwd_heads(rt, out, probs, qkv, B, T, NH, HD, causal);
+    attention_fwd_heads(rt, out, probs, qkv, B, T, NH, HD, causal, NULL);
     if (nt > 1) openblas_set_num_threads(nt);
 }
 
@@ -624,7 +645,28 @@ static void cpu_attention_bwd(prt *rt, void *dqkv, const void *dout, const void 
                               int64_t T, int64_t NH, int64_t HD, int64_t causal) {
     int nt = openblas_get_num_threads();
     if (nt > 1) openblas_set_num_threads(1);
-    attention_bwd_heads(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal);
+    attention_bwd_heads(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, NULL);
+    if (nt > 1) openblas_set_num_threads(nt);
+}
+
+static void cpu_attention_dropout_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T,
+                                      int64_t NH, int64_t HD, int64_t causal, int64_t first_sample, int64_t h_offset,
+                                      int64_t NH_global, int64_t step, int64_t layer, double p) {
+    att_drop d = att_drop_of(rt, first_sample, h_offset, NH_global, NH, step, layer, p);
+    int nt = openblas_get_num_threads();
+    if (nt > 1) openblas_set_num_threads(1);
+    attention_fwd_heads(rt, out, probs, qkv, B, T, NH, HD, causal, &d);
+    if (nt > 1) openblas_set_num_threads(nt);
+}
+
+static void cpu_attention_dropout_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
+                                      int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal,
+                                      int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step,
+                                      int64_t layer, double p) {
+    att_drop d = att_drop_of(rt, first_sample, h_offset, NH_global, NH, step, layer, p);
+    int nt = openblas_get_num_threads();
+    if (nt > 1) openblas_set_num_threads(1);
+    attention_bwd_heads(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, &d);
     if (nt > 1) openblas_set_num_threads(nt);
 }
 

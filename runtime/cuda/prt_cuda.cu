@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "prt_cuda.h"
+#include "prt_cuda_pack.h"
 
 /* ---------------------------------------------------------------- errors */
 
@@ -50,6 +51,17 @@ void prt_nccl_fail(const char *file, int line, const char *call, ncclResult_t re
     prt_fail(file, line, "NCCL call failed: %s: %s (%s)", call, ncclGetErrorString(res), ncclGetLastError(NULL));
 }
 #endif
+
+void prt_cuda_require_shape(prt *rt, const char *op, int nargs, const int64_t *args) {
+    prt_cuda_op_shape shape;
+    memset(&shape, 0, sizeof shape);
+    shape.op = op;
+    shape.nargs = nargs < PRT_CUDA_MAX_SHAPE_ARGS ? nargs : PRT_CUDA_MAX_SHAPE_ARGS;
+    memcpy(shape.args, args, (size_t)shape.nargs * sizeof *args);
+    char why[512];
+    if (!prt_cuda_shape_ok(&shape, &prt_cu(rt)->limits, why, sizeof why))
+        prt_fail(__FILE__, __LINE__, "the CUDA backend cannot run %s", why);
+}
 
 /* ---------------------------------------------------------------- lifecycle */
 
@@ -91,6 +103,9 @@ void prt_cuda_init(prt *rt) {
     cudaDeviceProp prop;
     PRT_CUDA_CHECK(cudaGetDeviceProperties(&prop, c->device));
     snprintf(c->name, sizeof c->name, "%s", prop.name);
+    c->limits.grid_x = prop.maxGridSize[0];
+    c->limits.grid_y = prop.maxGridSize[1];
+    c->limits.smem_per_block = (int64_t)prop.sharedMemPerBlock;
 
     PRT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     PRT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->comm_stream, cudaStreamNonBlocking));
@@ -98,7 +113,9 @@ void prt_cuda_init(prt *rt) {
     PRT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_comm, cudaEventDisableTiming));
     PRT_CUBLAS_CHECK(cublasCreate(&c->blas));
     PRT_CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
-    /* cuBLAS gets no device memory of its own unless asked: the ledger stays exact. */
+    /* cuBLAS gets no device memory of its own unless asked: the ledger stays exact.
+     * Without PRT_CUBLAS_WORKSPACE_MB each GEMM lends it the device workspace
+     * (prt_cuda_blas_workspace), which the ledger budgets. */
     long ws_mb = env_long("PRT_CUBLAS_WORKSPACE_MB", 0);
     if (ws_mb > 0) {
         c->blas_ws_bytes = (size_t)ws_mb << 20;
@@ -238,6 +255,22 @@ float *prt_cuda_workspace(prt *rt, size_t floats) {
     return (float *)grow_device(rt, (void **)&c->work, &c->work_cap, floats, sizeof(float), PRT_WORKSPACE);
 }
 
+size_t prt_cuda_workspace_floats(prt *rt) { return prt_cu(rt)->work_cap; }
+
+/* Before a cuBLAS call: cuBLAS's workspace is the device workspace as it is now
+ * (never grown for it), so weight-gradient GEMMs with a large K can split it
+ * within the ledger; every op runs on the one stream, so no other op uses the
+ * workspace meanwhile.  A PRT_CUBLAS_WORKSPACE_MB workspace stays put. */
+void prt_cuda_blas_workspace(prt *rt) {
+    prt_cuda *c = prt_cu(rt);
+    if (c->blas_ws) return;
+    size_t bytes = c->work_cap * sizeof(float) / 256 * 256;  /* cuBLAS: 256-byte aligned pointer (cudaMalloc's) and size */
+    if (c->blas_ws_at == c->work && c->blas_ws_at_bytes == bytes) return;
+    PRT_CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->work, bytes));
+    c->blas_ws_at = c->work;
+    c->blas_ws_at_bytes = bytes;
+}
+
 char *prt_cuda_comm_stage(prt *rt, size_t bytes) {
     prt_cuda *c = prt_cu(rt);
     size_t floats = (bytes + sizeof(float) - 1) / sizeof(float), cap = c->stage_cap / sizeof(float);
@@ -288,21 +321,18 @@ static void comm_end(prt_cuda *c) {
     PRT_CUDA_CHECK(cudaEventRecord(c->ev_comm, c->comm_stream));
     PRT_CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->ev_comm, 0));
 }
-#endif
 
-/* [outer, S, inner] <-> [S, outer, inner] on the compute stream (esize-byte elements). */
-static void to_s_major(prt_cuda *c, char *dst, const char *src, int S, int64_t outer, int64_t inner, size_t esize) {
-    size_t row = (size_t)inner * esize;
-    for (int s = 0; s < S; s++)
-        PRT_CUDA_CHECK(cudaMemcpy2DAsync(dst + (size_t)s * outer * row, row, src + (size_t)s * row, (size_t)S * row, row,
-                                         (size_t)outer, cudaMemcpyDeviceToDevice, c->stream));
+/* [outer, S, inner] <-> [S, outer, inner] on the compute stream (esize-byte
+ * elements), one strided copy per block (prt_cuda_pack.h). */
+static void pack_blocks(prt_cuda *c, int to_s_major, char *dst, const char *src, int S, int64_t outer, int64_t inner,
+                        size_t esize) {
+    for (int s = 0; s < S; s++) {
+        prt_copy2d k = prt_pack_block(to_s_major, s, S, outer, inner, esize);
+        PRT_CUDA_CHECK(cudaMemcpy2DAsync(dst + k.dst_off, k.dpitch, src + k.src_off, k.spitch, k.width, k.height,
+                                         cudaMemcpyDeviceToDevice, c->stream));
+    }
 }
-static void from_s_major(prt_cuda *c, char *dst, const char *src, int S, int64_t outer, int64_t inner, size_t esize) {
-    size_t row = (size_t)inner * esize;
-    for (int s = 0; s < S; s++)
-        PRT_CUDA_CHECK(cudaMemcpy2DAsync(dst + (size_t)s * row, (size_t)S * row, src + (size_t)s * outer * row, row, row,
-                                         (size_t)outer, cudaMemcpyDeviceToDevice, c->stream));
-}
+#endif
 
 #define TRACE_BEGIN(rt) double prt_t0_ = prt_trace_start(rt)
 #define TRACE_COMM(rt, name, bytes, axis)                      \
@@ -354,7 +384,7 @@ void prt_cu_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t 
         cudaStream_t s = comm_begin(c);
         PRT_NCCL_CHECK(ncclAllGather(in, dst, (size_t)(outer * inner), nccl_type(dtype), nccl_comm(rt, axis), s));
         comm_end(c);
-        if (outer != 1) from_s_major(c, (char *)out, dst, S, outer, inner, esize);
+        if (outer != 1) pack_blocks(c, 0, (char *)out, dst, S, outer, inner, esize);
         TRACE_COMM(rt, "allgather", (int64_t)(S * block), axis);
         return;
     }
@@ -376,7 +406,7 @@ void prt_cu_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int6
         const char *src = (const char *)in;
         if (outer != 1) {
             char *stage = prt_cuda_comm_stage(rt, (size_t)S * block);
-            to_s_major(c, stage, (const char *)in, S, outer, inner, esize);
+            pack_blocks(c, 1, stage, (const char *)in, S, outer, inner, esize);
             src = stage;
         }
         cudaStream_t s = comm_begin(c);
@@ -403,7 +433,7 @@ void prt_cu_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t o
         const char *src = (const char *)in;
         if (outer != 1) {
             char *stage = prt_cuda_comm_stage(rt, (size_t)S * block);  /* block j for rank j */
-            to_s_major(c, stage, (const char *)in, S, outer, inner, esize);
+            pack_blocks(c, 1, stage, (const char *)in, S, outer, inner, esize);
             src = stage;
         }
         ncclComm_t comm = nccl_comm(rt, axis);

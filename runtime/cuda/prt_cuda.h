@@ -16,6 +16,7 @@
 #endif
 
 #include "prt_cuda_api.h"
+#include "prt_cuda_limits.h"
 
 struct prt_cuda {
     int device, devices, local_rank, local_ranks;
@@ -24,6 +25,7 @@ struct prt_cuda {
     cudaStream_t comm_stream;   /* NCCL collectives, ordered with events */
     cudaEvent_t ev_compute, ev_comm;
     cublasHandle_t blas;
+    prt_cuda_limits limits;     /* the device's grid and shared-memory limits (prt_cuda_limits.h) */
     int tf32;                   /* PRT_CUDA_TF32=1: fp32 GEMMs on TF32 tensor cores */
     int nccl;                   /* 1: collectives over NCCL; 0: host-staged MPI */
 #ifdef PRT_HAVE_NCCL
@@ -33,6 +35,7 @@ struct prt_cuda {
     float *work;  size_t work_cap;   /* floats */
     char *stage;  size_t stage_cap;  /* bytes, booked in whole floats */
     void *blas_ws; size_t blas_ws_bytes;   /* PRT_CUBLAS_WORKSPACE_MB, booked to PRT_WORKSPACE */
+    const void *blas_ws_at; size_t blas_ws_at_bytes;   /* the workspace cuBLAS was last given */
     /* host staging of the MPI path (host memory, not in the device ledger) */
     char *host;   size_t host_cap;
 };
@@ -62,6 +65,15 @@ void prt_nccl_fail(const char *file, int line, const char *call, ncclResult_t re
  * kernel's own (prt_cuda_launch_check synchronises first), named by the op. */
 void prt_cuda_launch_check(const char *file, int line, const char *op);
 #define PRT_LAUNCH_CHECK() prt_cuda_launch_check(__FILE__, __LINE__, __func__)
+
+/* Refuses (prt_fail) an op whose shape the kernels do not take on this device,
+ * naming the op, its shape and the limit (prt_cuda_shape_ok); before any launch. */
+void prt_cuda_require_shape(prt *rt, const char *op, int nargs, const int64_t *args);
+#define PRT_CUDA_REQUIRE(rt, op, ...)                                                          \
+    do {                                                                                       \
+        const int64_t prt_shape_[] = {__VA_ARGS__};                                            \
+        prt_cuda_require_shape(rt, op, (int)(sizeof prt_shape_ / sizeof prt_shape_[0]), prt_shape_); \
+    } while (0)
 
 static inline prt_cuda *prt_cu(prt *rt) {
     PRT_CHECK(rt->cuda, "the CUDA backend is not initialised (prt_cuda_init)");

@@ -40,6 +40,8 @@ void *prt_cuda_host_copy(prt *rt, const void *dev, size_t bytes);
 /* Device scratch, booked like prt_workspace / prt_comm_stage (grows to exactly the
  * largest request, contents lost on growth). */
 float *prt_cuda_workspace(prt *rt, size_t floats);
+size_t prt_cuda_workspace_floats(prt *rt);   /* its present size: what a call can take without growing it */
+void prt_cuda_blas_workspace(prt *rt);      /* lends cuBLAS that workspace before a GEMM */
 char *prt_cuda_comm_stage(prt *rt, size_t bytes);
 
 /* The ops on the device: parc_rt.h's semantics, float tensors as prt_ten. */
@@ -76,6 +78,24 @@ void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int6
                           int64_t HD, int64_t causal);
 void prt_cu_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B, int64_t T,
                           int64_t NH, int64_t HD, int64_t causal);
+/* Dropout on the attention probabilities: where the local block sits in the
+ * global mask (parc_rt.h attention_dropout_fwd); on = 0 for none. */
+typedef struct prt_cu_drop {
+    int on;
+    uint32_t threshold;
+    float scale;
+    uint64_t key;
+    int64_t first_sample, h_offset, NH_global;
+} prt_cu_drop;
+void prt_cu_attention_dropout_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
+                                  int64_t HD, int64_t causal, prt_cu_drop drop);
+void prt_cu_attention_dropout_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B,
+                                  int64_t T, int64_t NH, int64_t HD, int64_t causal, prt_cu_drop drop);
+/* Dropout of a branch output (prt_cuda_dropout.cu): mask one byte per element. */
+void prt_cu_dropout_fwd(prt *rt, prt_ten out, uint8_t *mask, prt_ten in, int64_t B, int64_t T, int64_t C,
+                        int64_t first_sample, int64_t t_offset, int64_t T_global, uint64_t key, uint32_t threshold,
+                        float scale);
+void prt_cu_dropout_bwd(prt *rt, prt_ten din, const uint8_t *mask, prt_ten dout, int64_t n, float scale);
 /* Grouped-query attention's key/value repeat (prt_cuda_gqa.cu). */
 void prt_cu_kv_repeat_fwd(prt *rt, prt_ten out, prt_ten in, int64_t N, int64_t KV, int64_t G, int64_t HD);
 void prt_cu_kv_repeat_bwd(prt *rt, prt_ten din, prt_ten dout, int64_t N, int64_t KV, int64_t G, int64_t HD);

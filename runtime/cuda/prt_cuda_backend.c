@@ -108,6 +108,42 @@ static void cu_kv_repeat_fwd(prt *rt, void *out_, const void *in_, int64_t N, in
 static void cu_kv_repeat_bwd(prt *rt, void *din_, const void *dout_, int64_t N, int64_t KV, int64_t G, int64_t HD) {
     prt_cu_kv_repeat_bwd(rt, TN(din_), TN(dout_), N, KV, G, HD);
 }
+static void cu_dropout_fwd(prt *rt, void *out_, void *mask_, const void *in_, int64_t B, int64_t T, int64_t C,
+                           int64_t first_sample, int64_t t_offset, int64_t T_global, int64_t step, int64_t layer,
+                           int64_t site, double p) {
+    PRT_CHECK(p >= 0 && p < 1 && prt_dtype_of(rt, mask_) == PRT_U8, "dropout_fwd: p = %g, the mask must be a u8 buffer",
+              p);
+    if (rt->eval_active) p = 0; /* evaluation runs the model without dropout */
+    prt_cu_dropout_fwd(rt, TN(out_), (uint8_t *)mask_, TN(in_), B, T, C, first_sample, t_offset, T_global,
+                       prt_dropout_key(rt->plan.seed, step, layer, site), prt_dropout_threshold(p),
+                       prt_dropout_scale(p));
+}
+static void cu_dropout_bwd(prt *rt, void *din_, const void *mask_, const void *dout_, int64_t n, double p) {
+    PRT_CHECK(p >= 0 && p < 1 && prt_dtype_of(rt, mask_) == PRT_U8, "dropout_bwd: p = %g, the mask must be a u8 buffer",
+              p);
+    prt_cu_dropout_bwd(rt, TN(din_), (const uint8_t *)mask_, TN(dout_), n, prt_dropout_scale(p));
+}
+static prt_cu_drop cu_drop(prt *rt, int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step,
+                           int64_t layer, double p) {
+    PRT_CHECK(p >= 0 && p < 1, "attention dropout: p = %g is outside [0, 1)", p);
+    if (rt->eval_active) p = 0; /* evaluation runs the model without dropout */
+    prt_cu_drop d = {1, prt_dropout_threshold(p), prt_dropout_scale(p), prt_dropout_key(rt->plan.seed, step, layer, 0),
+                     first_sample, h_offset, NH_global};
+    return d;
+}
+static void cu_attention_dropout_fwd(prt *rt, void *out_, void *probs_, const void *qkv_, int64_t B, int64_t T_,
+                                     int64_t NH_, int64_t HD_, int64_t causal, int64_t first_sample, int64_t h_offset,
+                                     int64_t NH_global, int64_t step, int64_t layer, double p) {
+    prt_cu_attention_dropout_fwd(rt, TN(out_), TN(probs_), TN(qkv_), B, T_, NH_, HD_, causal,
+                                 cu_drop(rt, first_sample, h_offset, NH_global, step, layer, p));
+}
+static void cu_attention_dropout_bwd(prt *rt, void *dqkv_, const void *dout_, const void *qkv_, const void *probs_,
+                                     int64_t B, int64_t T_, int64_t NH_, int64_t HD_, int64_t causal,
+                                     int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step,
+                                     int64_t layer, double p) {
+    prt_cu_attention_dropout_bwd(rt, TN(dqkv_), TN(dout_), TN(qkv_), TN(probs_), B, T_, NH_, HD_, causal,
+                                 cu_drop(rt, first_sample, h_offset, NH_global, step, layer, p));
+}
 static void cu_attention_fwd(prt *rt, void *out_, void *probs_, const void *qkv_, int64_t B, int64_t T_, int64_t NH_,
                              int64_t HD_, int64_t causal) {
     prt_cu_attention_fwd(rt, TN(out_), TN(probs_), TN(qkv_), B, T_, NH_, HD_, causal);

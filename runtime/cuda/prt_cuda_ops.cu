@@ -11,12 +11,18 @@
  *   attention_bwd: per (sample, head) pair, T floats (D = rowsum(dO * O)) and, when
  *     probs is NULL, T more (the rows' log-sum-exp), for at most T pairs at a time:
  *     at most (probs NULL ? 2 : 1) x T x T floats;
- *   nothing else (no cuBLAS workspace unless PRT_CUBLAS_WORKSPACE_MB is set).
+ *   column sums (bias, norm weight gradients) over many rows: partial sums per
+ *     block of rows, only as many as the workspace already holds (never grown);
+ *   cuBLAS: each GEMM is lent the workspace as it stands (prt_cuda_blas_workspace),
+ *     never grown for it; PRT_CUBLAS_WORKSPACE_MB=n gives it n MiB of its own
+ *     instead (booked to workspace, beyond the compiler's ledger);
+ *   nothing else.
  * Attention (prt_cuda_attention.cu) never materialises a T x T matrix: the forward pass is one kernel with
- * an online softmax (one thread per query row, key/value tiles in shared memory);
- * the backward pass recomputes the probabilities in four kernels (row statistics,
- * dQ by query rows, dK and dV by key rows), each accumulating in registers and
- * writing its rows once.  Head dims up to 128.
+ * an online softmax (one warp per query row, the head dim split across its lanes,
+ * key/value tiles in shared memory); the backward pass recomputes the
+ * probabilities in three kernels (row statistics, dQ by query rows, dK and dV
+ * by key rows), each accumulating in registers and writing its rows once.
+ * Head dims up to 128.
  */
 #include <math.h>
 #include <stdint.h>
@@ -145,36 +151,59 @@ void prt_cu_bias_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten b, int64_t N, int
  *   mode 0: dout[n,c]                                  (bias, layernorm db)
  *   mode 1: ((in[n,c] - mean[n]) * rstd[n]) * dout[n,c] (layernorm dw)
  *   mode 2: (in[n,c] * rstd[n]) * dout[n,c]             (rmsnorm dw)
- * Block: 32 columns x 16 row lanes; lanes summed in a fixed order (deterministic). */
-__global__ void k_colsum(int mode, prt_ten dst, prt_ten dout, prt_ten in, prt_ten mean, prt_ten rstd, int64_t N,
-                         int64_t C) {
-    __shared__ float part[16][33];
-    int64_t c = blockIdx.x * 32 + threadIdx.x;
+ * Block (x, y): 32 columns x 16 row lanes over rows [y * rows, (y + 1) * rows);
+ * lanes summed in a fixed order.  With part NULL (one row block) the block adds
+ * its sum to dst; else it writes it to part[y * C + c] and k_colsum_final adds
+ * the row blocks' sums in order: deterministic either way. */
+#define COLSUM_ROWS 512  /* rows per block when the workspace has room for the partial sums */
+__global__ void k_colsum(int mode, prt_ten dst, float *part, prt_ten dout, prt_ten in, prt_ten mean, prt_ten rstd,
+                         int64_t N, int64_t C, int64_t rows) {
+    __shared__ float lanes[16][33];
+    int64_t c = blockIdx.x * 32 + threadIdx.x, n0 = blockIdx.y * rows, n1 = min(N, n0 + rows);
     float acc = 0.0f;
     if (c < C)
-        for (int64_t n = threadIdx.y; n < N; n += 16) {
+        for (int64_t n = n0 + threadIdx.y; n < n1; n += 16) {
             float g = LD(dout, n * C + c);
             if (mode == 1) g *= (LD(in, n * C + c) - LD(mean, n)) * LD(rstd, n);
             else if (mode == 2) g *= LD(in, n * C + c) * LD(rstd, n);
             acc += g;
         }
-    part[threadIdx.y][threadIdx.x] = acc;
+    lanes[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && c < C) {
-        float s = LD(dst, c);
-        for (int k = 0; k < 16; k++) s += part[k][threadIdx.x];
-        ST(dst, c, s);
+        float s = 0.0f;
+        for (int k = 0; k < 16; k++) s += lanes[k][threadIdx.x];
+        if (part) part[blockIdx.y * C + c] = s;
+        else ST(dst, c, LD(dst, c) + s);
     }
 }
+__global__ void k_colsum_final(prt_ten dst, const float *part, int64_t G, int64_t C) {
+    GRID_STRIDE(c, C) {
+        float s = 0.0f;
+        for (int64_t g = 0; g < G; g++) s += part[g * C + c];
+        ST(dst, c, LD(dst, c) + s);
+    }
+}
+/* Row blocks: N / COLSUM_ROWS of them (at most 65,535, the grid's y limit) when
+ * the device workspace already holds their partial sums (it is not grown: the
+ * ledger budgets no scratch for these ops), else one. */
 static void colsum(prt *rt, int mode, prt_ten dst, prt_ten dout, prt_ten in, prt_ten mean, prt_ten rstd, int64_t N,
                    int64_t C) {
-    if (!dst.p || C <= 0) return;
-    PRT_CHECK((C + 31) / 32 <= 0x7fffffff, "column sum: %lld columns", (long long)C);
-    k_colsum<<<(unsigned)((C + 31) / 32), dim3(32, 16), 0, stream_of(rt)>>>(mode, dst, dout, in, mean, rstd, N, C);
+    if (!dst.p || C <= 0 || N <= 0) return;
+    int64_t G = (N + COLSUM_ROWS - 1) / COLSUM_ROWS, have = (int64_t)prt_cuda_workspace_floats(rt);
+    if (G > 65535) G = 65535;
+    if (G * C > have) G = have / C;
+    float *part = G > 1 ? prt_cuda_workspace(rt, (size_t)(G * C)) : NULL;
+    if (G < 1) G = 1;
+    int64_t rows = (N + G - 1) / G;
+    dim3 grid((unsigned)((C + 31) / 32), (unsigned)G);
+    k_colsum<<<grid, dim3(32, 16), 0, stream_of(rt)>>>(mode, dst, part, dout, in, mean, rstd, N, C, rows);
     PRT_LAUNCH_CHECK();
+    if (part) ELEMENTWISE(k_colsum_final, C, dst, part, G, C);
 }
 
 void prt_cu_bias_bwd(prt *rt, prt_ten db, prt_ten dout, int64_t N, int64_t M) {
+    PRT_CUDA_REQUIRE(rt, "bias_bwd", N, M);
     prt_ten none = {NULL, PRT_F32};
     colsum(rt, 0, db, dout, none, none, none, N, M);
 }
@@ -239,7 +268,7 @@ void prt_cu_embed_fwd(prt *rt, prt_ten out, const int32_t *tokens, prt_ten wte, 
 void prt_cu_embed_bwd(prt *rt, prt_ten dwte, const int32_t *tokens, prt_ten dout, int64_t N, int64_t C,
                       int64_t vocab_local, int64_t vocab_offset) {
     if (N <= 0 || C <= 0 || !dwte.p) return;
-    PRT_CHECK(N <= 0x7fffffff, "embed_bwd: %lld tokens", (long long)N);
+    PRT_CUDA_REQUIRE(rt, "embed_bwd", N, C, vocab_local, vocab_offset);
     k_embed_bwd<<<(unsigned)N, THREADS, 0, stream_of(rt)>>>(dwte, tokens, dout, N, C, vocab_local, vocab_offset);
     PRT_LAUNCH_CHECK();
 }
@@ -268,8 +297,6 @@ void prt_cu_pos_bwd(prt *rt, prt_ten dwpe, prt_ten din, prt_ten dout, int64_t B,
 
 /* ---------------------------------------------------------------- norms (one block per row) */
 
-#define NORM_EPS 1e-5
-
 __global__ void k_layernorm_fwd(prt_ten out, prt_ten mean, prt_ten rstd, prt_ten in, prt_ten w, prt_ten b, int64_t C) {
     int64_t x = blockIdx.x * C;
     double s = 0.0;
@@ -279,7 +306,7 @@ __global__ void k_layernorm_fwd(prt_ten out, prt_ten mean, prt_ten rstd, prt_ten
         double d = LD(in, x + c) - m;
         v += d * d;
     }
-    double r = 1.0 / sqrt(block_sum_d(v) / (double)C + NORM_EPS);
+    double r = 1.0 / sqrt(block_sum_d(v) / (double)C + PRT_NORM_EPS);
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
         ST(out, x + c, (float)((LD(in, x + c) - m) * r) * LD(w, c) + (b.p ? LD(b, c) : 0.0f));
     if (threadIdx.x == 0) {
@@ -311,7 +338,7 @@ __global__ void k_rmsnorm_fwd(prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, 
         double v = LD(in, x + c);
         ss += v * v;
     }
-    double r = 1.0 / sqrt(block_sum_d(ss) / (double)C + NORM_EPS);
+    double r = 1.0 / sqrt(block_sum_d(ss) / (double)C + PRT_NORM_EPS);
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ST(out, x + c, (float)(LD(in, x + c) * r) * LD(w, c));
     if (threadIdx.x == 0 && rstd.p) ST(rstd, blockIdx.x, (float)r);
 }
@@ -327,39 +354,38 @@ __global__ void k_rmsnorm_din(prt_ten din, prt_ten dout, prt_ten in, prt_ten w, 
     }
 }
 
-static unsigned rows_grid(int64_t N, const char *op) {
-    PRT_CHECK(N <= 0x7fffffff, "%s: %lld rows", op, (long long)N);
-    return (unsigned)N;
-}
-
 void prt_cu_layernorm_fwd(prt *rt, prt_ten out, prt_ten mean, prt_ten rstd, prt_ten in, prt_ten w, prt_ten b,
                           int64_t N, int64_t C) {
     if (N <= 0) return;
-    k_layernorm_fwd<<<rows_grid(N, "layernorm_fwd"), THREADS, 0, stream_of(rt)>>>(out, mean, rstd, in, w, b, C);
+    PRT_CUDA_REQUIRE(rt, "layernorm_fwd", N, C);
+    k_layernorm_fwd<<<(unsigned)N, THREADS, 0, stream_of(rt)>>>(out, mean, rstd, in, w, b, C);
     PRT_LAUNCH_CHECK();
 }
 void prt_cu_layernorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten db, prt_ten dout, prt_ten in, prt_ten w,
                           prt_ten mean, prt_ten rstd, int64_t N, int64_t C) {
     if (N <= 0) return;
+    PRT_CUDA_REQUIRE(rt, "layernorm_bwd", N, C);
     if (db.p) colsum(rt, 0, db, dout, in, mean, rstd, N, C);
     if (dw.p) colsum(rt, 1, dw, dout, in, mean, rstd, N, C);
     if (din.p) {
-        k_layernorm_din<<<rows_grid(N, "layernorm_bwd"), THREADS, 0, stream_of(rt)>>>(din, dout, in, w, mean, rstd, C);
+        k_layernorm_din<<<(unsigned)N, THREADS, 0, stream_of(rt)>>>(din, dout, in, w, mean, rstd, C);
         PRT_LAUNCH_CHECK();
     }
 }
 void prt_cu_rmsnorm_fwd(prt *rt, prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, int64_t N, int64_t C) {
     if (N <= 0) return;
-    k_rmsnorm_fwd<<<rows_grid(N, "rmsnorm_fwd"), THREADS, 0, stream_of(rt)>>>(out, rstd, in, w, C);
+    PRT_CUDA_REQUIRE(rt, "rmsnorm_fwd", N, C);
+    k_rmsnorm_fwd<<<(unsigned)N, THREADS, 0, stream_of(rt)>>>(out, rstd, in, w, C);
     PRT_LAUNCH_CHECK();
 }
 void prt_cu_rmsnorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, prt_ten rstd,
                         int64_t N, int64_t C) {
     if (N <= 0) return;
+    PRT_CUDA_REQUIRE(rt, "rmsnorm_bwd", N, C);
     prt_ten none = {NULL, PRT_F32};
     if (dw.p) colsum(rt, 2, dw, dout, in, none, rstd, N, C);
     if (din.p) {
-        k_rmsnorm_din<<<rows_grid(N, "rmsnorm_bwd"), THREADS, 0, stream_of(rt)>>>(din, dout, in, w, rstd, C);
+        k_rmsnorm_din<<<(unsigned)N, THREADS, 0, stream_of(rt)>>>(din, dout, in, w, rstd, C);
         PRT_LAUNCH_CHECK();
     }
 }
@@ -371,31 +397,29 @@ void prt_cu_rmsnorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten 
 __global__ void k_gemm_generic(int ta, int tb, int M, int N, int K, float alpha, prt_ten A, int lda, prt_ten B, int ldb,
                                float beta, prt_ten C, int ldc) {
     __shared__ float As[16][17], Bs[16][17];
-    int row = blockIdx.y * 16 + threadIdx.y, col = blockIdx.x * 16 + threadIdx.x;
-    float acc = 0.0f;
-    for (int k0 = 0; k0 < K; k0 += 16) {
-        int ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
-        As[threadIdx.y][threadIdx.x] =
-            row < M && ka < K ? LD(A, ta ? (int64_t)ka * lda + row : (int64_t)row * lda + ka) : 0.0f;
-        Bs[threadIdx.y][threadIdx.x] =
-            kb < K && col < N ? LD(B, tb ? (int64_t)col * ldb + kb : (int64_t)kb * ldb + col) : 0.0f;
-        __syncthreads();
-        for (int kk = 0; kk < 16; kk++) acc += As[threadIdx.y][kk] * Bs[kk][threadIdx.x];
-        __syncthreads();
-    }
-    if (row < M && col < N) {
-        int64_t i = (int64_t)row * ldc + col;
-        ST(C, i, alpha * acc + (beta != 0.0f ? beta * LD(C, i) : 0.0f));
+    int col = blockIdx.x * 16 + threadIdx.x;
+    for (int64_t row0 = blockIdx.y * 16; row0 < M; row0 += (int64_t)gridDim.y * 16) {  /* row tiles: any M */
+        int row = (int)row0 + threadIdx.y;
+        float acc = 0.0f;
+        for (int k0 = 0; k0 < K; k0 += 16) {
+            int ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
+            As[threadIdx.y][threadIdx.x] =
+                row < M && ka < K ? LD(A, ta ? (int64_t)ka * lda + row : (int64_t)row * lda + ka) : 0.0f;
+            Bs[threadIdx.y][threadIdx.x] =
+                kb < K && col < N ? LD(B, tb ? (int64_t)col * ldb + kb : (int64_t)kb * ldb + col) : 0.0f;
+            __syncthreads();
+            for (int kk = 0; kk < 16; kk++) acc += As[threadIdx.y][kk] * Bs[kk][threadIdx.x];
+            __syncthreads();
+        }
+        if (row < M && col < N) {
+            int64_t i = (int64_t)row * ldc + col;
+            ST(C, i, alpha * acc + (beta != 0.0f ? beta * LD(C, i) : 0.0f));
+        }
     }
 }
 
 static cudaDataType_t cuda_type(int64_t dtype) {
     return dtype == PRT_BF16 ? CUDA_R_16BF : dtype == PRT_F16 ? CUDA_R_16F : CUDA_R_32F;
-}
-
-static int gemm_dim(int64_t n, const char *op) {
-    PRT_CHECK(n >= 0 && n <= 0x7fffffff, "%s: dimension %lld does not fit a cuBLAS int", op, (long long)n);
-    return (int)n;
 }
 
 /* Row-major C[M,N] = alpha op(A) op(B) + beta C (lda, ldb, ldc: row strides of the
@@ -408,20 +432,22 @@ static void gemm_rm(prt *rt, int ta, int tb, int M, int N, int K, float alpha, p
         /* column-major view: C^T[N,M] = op(B)^T op(A)^T */
         cublasComputeType_t compute =
             A.dtype == PRT_F32 && c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        prt_cuda_blas_workspace(rt);
         PRT_CUBLAS_CHECK(cublasGemmEx(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
                                       &alpha, B.p, cuda_type(B.dtype), ldb, A.p, cuda_type(A.dtype), lda, &beta, C.p,
                                       cuda_type(C.dtype), ldc, compute, CUBLAS_GEMM_DEFAULT));
         return;
     }
-    PRT_CHECK((M + 15) / 16 <= 65535, "gemm: %d rows is too many for the generic kernel", M);
-    dim3 grid((unsigned)((N + 15) / 16), (unsigned)((M + 15) / 16));
+    int tiles = (M + 15) / 16;
+    dim3 grid((unsigned)((N + 15) / 16), (unsigned)(tiles < 65535 ? tiles : 65535));
     k_gemm_generic<<<grid, dim3(16, 16), 0, c->stream>>>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     PRT_LAUNCH_CHECK();
 }
 
 void prt_cu_matmul_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten w, int64_t N_, int64_t K_, int64_t M_, int transposed) {
     const char *op = transposed ? "matmul_t_fwd" : "matmul_fwd";
-    int N = gemm_dim(N_, op), K = gemm_dim(K_, op), M = gemm_dim(M_, op);
+    PRT_CUDA_REQUIRE(rt, op, N_, K_, M_);
+    int N = (int)N_, K = (int)K_, M = (int)M_;
     if (!N || !M) return;
     if (!K) {
         prt_cu_zero(rt, out, (int64_t)N * M, prt_dtype_size(out.dtype));
@@ -434,7 +460,8 @@ void prt_cu_matmul_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten w, int64_t N_, 
 void prt_cu_matmul_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, int64_t N_, int64_t K_,
                        int64_t M_, int transposed) {
     const char *op = transposed ? "matmul_t_bwd" : "matmul_bwd";
-    int N = gemm_dim(N_, op), K = gemm_dim(K_, op), M = gemm_dim(M_, op);
+    PRT_CUDA_REQUIRE(rt, op, N_, K_, M_);
+    int N = (int)N_, K = (int)K_, M = (int)M_;
     if (!N || !K || !M) return;
     if (din.p) {
         if (transposed)  /* din[N,K] += dout[N,M] @ w[M,K] */
@@ -463,7 +490,7 @@ __global__ void k_xent_sums(float *sums, const float *mx, prt_ten logits, const 
                             int64_t vocab_offset) {
     int64_t n = blockIdx.x, row = n * V;
     double s = 0.0;
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += exp((double)(LD(logits, row + j) - mx[n]));
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += prt_expf_fast(LD(logits, row + j) - mx[n]);
     s = block_sum_d(s);
     if (threadIdx.x == 0) {
         sums[n] = (float)s;
@@ -491,7 +518,7 @@ __global__ void k_xent_bwd(prt_ten dlogits, prt_ten logits, prt_ten stats, const
                            int64_t vocab_offset, float s) {
     GRID_STRIDE(i, N * V) {
         int64_t n = i / V, j = i % V;
-        float p = expf(LD(logits, i) - LD(stats, 2 * n + 1));
+        float p = prt_expf_fast(LD(logits, i) - LD(stats, 2 * n + 1));
         ST(dlogits, i, LD(dlogits, i) + s * (p - (j == (int64_t)targets[n] - vocab_offset ? 1.0f : 0.0f)));
     }
 }
@@ -527,7 +554,7 @@ static void allreduce_f32(prt *rt, int64_t axis, float *buf, int64_t n, int is_m
 double prt_cu_xent_fwd(prt *rt, prt_ten loss_sum, prt_ten stats, prt_ten logits, const int32_t *targets, int64_t N,
                        int64_t V_local, int64_t vocab_offset, int64_t axis) {
     if (N <= 0) return 0.0;
-    PRT_CHECK(N <= 0x7fffffff / 2, "xent: %lld rows is too many for one all-reduce", (long long)N);
+    PRT_CUDA_REQUIRE(rt, "xent_fwd", N, V_local, vocab_offset, axis);
     float *mx = prt_cuda_workspace(rt, (size_t)3 * (size_t)N), *sums = mx + N;
     cudaStream_t s = stream_of(rt);
     k_xent_max<<<(unsigned)N, THREADS, 0, s>>>(mx, logits, V_local);

@@ -22,7 +22,7 @@
 
 #include "cuda/prt_cuda_api.h"
 
-#define POOL (1 << 22) /* elements per dtype pool */
+#define POOL (1 << 23) /* elements per dtype pool */
 
 static prt *rt;
 static char *pool[3];      /* host pools: f32, bf16, f16 */
@@ -203,6 +203,85 @@ static void ops(int64_t dt) {
                 prt_cu_attention_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, HD, causal);
                 check(name, "dqkv", dqkv, tol);
             }
+    /* column sums over many rows (bias, layernorm and rmsnorm weight gradients): 2100 rows
+     * make 5 row blocks whose partial sums sit in the workspace (made large enough first) */
+    {
+        const int64_t NR = 2100, CR = 64;
+        prt_cuda_workspace(rt, (size_t)(5 * CR));
+        ten in = mk(dt, NR * CR, -2, 3, 0), w = mk(dt, CR, 0.5f, 1.5f, 0),
+            mean = mk(dt, NR, -0.1f, 0.1f, 0), rstd = mk(dt, NR, 0.5f, 1.5f, 0), dw = mk(dt, CR, -1, 1, 0),
+            db = mk(dt, CR, -1, 1, 0), dout = mk(dt, NR * CR, -1, 1, 0);
+        prt_bias_bwd(rt, db.h, dout.h, NR, CR); prt_cu_bias_bwd(rt, D(db), D(dout), NR, CR); check("bias_bwd(rows)", "db", db, tol);
+        prt_layernorm_bwd(rt, NULL, dw.h, db.h, dout.h, in.h, w.h, mean.h, rstd.h, NR, CR);
+        prt_cu_layernorm_bwd(rt, NONE, D(dw), D(db), D(dout), D(in), D(w), D(mean), D(rstd), NR, CR);
+        check("layernorm_bwd(rows)", "dw", dw, tol); check("layernorm_bwd(rows)", "db", db, tol);
+        prt_rmsnorm_bwd(rt, NULL, dw.h, dout.h, in.h, w.h, rstd.h, NR, CR);
+        prt_cu_rmsnorm_bwd(rt, NONE, D(dw), D(dout), D(in), D(w), D(rstd), NR, CR);
+        check("rmsnorm_bwd(rows)", "dw", dw, tol);
+    }
+    /* attention at training shapes (causal, probs not saved): head dim 128 at T 1024,
+     * head dim 64 at T 4096, and a backward over several chunks of (sample, head)
+     * pairs (24 pairs, 16 at a time at T 16); fp32 and bf16 */
+    const int64_t long_shapes[][4] = {{1, 1024, 2, 128}, {1, 4096, 1, 64}, {3, 16, 8, 32}};
+    for (int s = 0; s < 3 && dt != PRT_F16; s++) {
+        int64_t B = long_shapes[s][0], T = long_shapes[s][1], NH = long_shapes[s][2], HD = long_shapes[s][3], Cq = NH * HD;
+        ten qkv = mk(dt, B * T * 3 * Cq, -1, 1, 0), out = mk(dt, B * T * Cq, 0, 0, 1), dqkv = mk(dt, B * T * 3 * Cq, -1, 1, 0),
+            dout = mk(dt, B * T * Cq, -1, 1, 0);
+        char name[64];
+        snprintf(name, sizeof name, "attention_fwd T%lld hd%lld c", (long long)T, (long long)HD);
+        prt_attention_fwd(rt, out.h, NULL, qkv.h, B, T, NH, HD, 1);
+        prt_cu_attention_fwd(rt, D(out), NONE, D(qkv), B, T, NH, HD, 1);
+        check(name, "out", out, tol);
+        name[10] = 'b', name[11] = 'w', name[12] = 'd';
+        prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, NULL, B, T, NH, HD, 1);
+        prt_cu_attention_bwd(rt, D(dqkv), D(dout), D(qkv), NONE, B, T, NH, HD, 1);
+        check(name, "dqkv", dqkv, tol);
+    }
+    /* dropout of a branch output: a block of a [8, 32, 40] tensor (samples 5.., positions 8..),
+     * the mask byte for byte, the output and the backward */
+    {
+        const int64_t B = 3, T = 10, Cd = 40, n = B * T * Cd, T_global = 32, t_off = 8, first = 5;
+        const double p = 0.2;
+        ten in = mk(dt, n, -1, 1, 0), out = mk(dt, n, 0, 0, 1), din = mk(dt, n, -1, 1, 0), dout = mk(dt, n, -1, 1, 0);
+        uint8_t *mh = malloc((size_t)n), *mg = malloc((size_t)n);
+        uint8_t *md = (uint8_t *)prt_cuda_alloc_zero(rt, (size_t)n, "test");
+        prt_dropout_fwd(rt, out.h, mh, in.h, B, T, Cd, first, t_off, T_global, 4, 2, 1, p);
+        prt_cu_dropout_fwd(rt, D(out), md, D(in), B, T, Cd, first, t_off, T_global,
+                           prt_dropout_key(rt->plan.seed, 4, 2, 1), prt_dropout_threshold(p), prt_dropout_scale(p));
+        check("dropout_fwd", "out", out, tol);
+        prt_cuda_d2h(rt, mg, md, (size_t)n);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; i++) bad += mh[i] != mg[i];
+        checks++;
+        if (bad) failures++;
+        printf("%-22s %-6s %-8s %lld of %lld bytes differ  %s\n", "dropout_fwd", prt_dtype_names[dt], "mask",
+               (long long)bad, (long long)n, bad ? "FAIL" : "ok");
+        prt_dropout_bwd(rt, din.h, mh, dout.h, n, p);
+        prt_cu_dropout_bwd(rt, D(din), md, D(dout), n, prt_dropout_scale(p));
+        check("dropout_bwd", "din", din, tol);
+        prt_cuda_free(md);
+        free(mh);
+        free(mg);
+    }
+    /* attention with dropout on its probabilities: heads 2..3 of 6, samples 3..4, probs saved or not */
+    for (int with_probs = 0; with_probs < 2; with_probs++) {
+        const int64_t B = 2, T = 70, NH = 2, HD = 64, Cq = NH * HD, first = 3, h0 = 2, NHg = 6, step = 5, layer = 1;
+        const double p = 0.15;
+        ten qkv = mk(dt, B * T * 3 * Cq, -1, 1, 0), out = mk(dt, B * T * Cq, 0, 0, 1),
+            probs = with_probs ? mk(dt, B * NH * T * T, 0, 0, 1) : (ten){NULL, NULL, dt, 0},
+            dqkv = mk(dt, B * T * 3 * Cq, -1, 1, 0), dout = mk(dt, B * T * Cq, -1, 1, 0);
+        prt_cu_drop drop = {1, prt_dropout_threshold(p), prt_dropout_scale(p),
+                            prt_dropout_key(rt->plan.seed, step, layer, 0), first, h0, NHg};
+        const char *name = with_probs ? "attention_dropout p" : "attention_dropout";
+        prt_attention_dropout_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, HD, 1, first, h0, NHg, step, layer, p);
+        prt_cu_attention_dropout_fwd(rt, D(out), with_probs ? D(probs) : NONE, D(qkv), B, T, NH, HD, 1, drop);
+        check(name, "out", out, tol);
+        if (with_probs) check(name, "probs", probs, tol);
+        prt_attention_dropout_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, HD, 1, first, h0, NHg, step, layer, p);
+        prt_cu_attention_dropout_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, HD, 1,
+                                     drop);
+        check(name, "dqkv", dqkv, tol);
+    }
     /* cross-entropy, vocab block [8, 8 + 50) of 70 classes on axis 0 (size 1) */
     {
         const int64_t V = 50, off = 8;

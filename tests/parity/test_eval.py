@@ -15,7 +15,11 @@ here: bytes of the repository's docs as tokens, vocab 256) with --log.  Asserts:
     and without evaluation are bitwise equal;
   - the validation loss falls from step 0 to the last evaluation;
   - tiny_single saved at step N/2 and resumed logs no step-0 evaluation and
-    the same val_loss as the whole run at the later steps.
+    the same val_loss as the whole run at the later steps;
+  - the evaluation runs without dropout: tiny_dropout and tiny_dropout_tp start
+    from the weights of tiny_single and tiny_tp (the same layouts without
+    dropout), so their step-0 validation loss is theirs bitwise, while their
+    training losses (with dropout) differ.
 Prints a table; exits 1 on any failure.
 """
 import json
@@ -89,7 +93,7 @@ def main(argv):
         shutil.copytree(examples, plans)
         data = ["--data", os.path.join(work, "train.bin"), "--val-data", os.path.join(work, "val.bin"),
                 "--data-format", "llmc", "--steps", str(steps), "--quiet"]
-        ref = None
+        ref, runs = None, {}
         for name in EXPECTED:
             plan = os.path.join(plans, name + ".par")
             src = open(plan).read()
@@ -104,6 +108,7 @@ def main(argv):
             log = os.path.join(work, name + ".jsonl")
             out = run(exe, world, data + ["--log", log])
             train, val = read_log(log)
+            runs[name] = (train, val)
             want = [0] + list(range(2, steps + 1, 2)) + ([steps] if steps % 2 else [])
             problems = metrics_log.read(log)[1]  # docs/metrics.schema.json
             if sorted(val) != want:
@@ -151,6 +156,32 @@ def main(argv):
             failures += problems
             rows.append((name, world, vdiff, tdiff, " ".join(f"{val[s]:.6f}" for s in sorted(val)),
                          "FAIL" if problems else "ok"))
+        for name, same in [("tiny_dropout", "tiny_single"), ("tiny_dropout_tp", "tiny_tp")]:
+            if same not in runs:
+                continue
+            base = runs[same]
+            plan = os.path.join(plans, name + ".par")
+            src = open(plan).read()
+            with open(plan, "w") as f:
+                f.write(src.replace("train {", "train { " + EVAL, 1))
+            world = prt_dump.world_size(prt_dump.explain(parc, plan))
+            exe = os.path.join(work, name)
+            prt_dump.build(parc, plan, exe)
+            log = os.path.join(work, name + ".jsonl")
+            run(exe, world, data + ["--log", log])
+            train, val = read_log(log)
+            problems = []
+            if val.get(0) != base[1].get(0):
+                problems.append(f"step-0 val_loss {val.get(0)} is not {same}'s {base[1].get(0)}: "
+                                "the evaluation dropped out")
+            if train.get(1) is None or train.get(1) == base[0].get(1):
+                problems.append(f"step-1 training loss {train.get(1)} equals {same}'s: no dropout in training")
+            for p in problems:
+                print(f"FAIL: {name}: {p}", file=sys.stderr)
+            failures += problems
+            rows.append((name, world, abs(val.get(0, 0) - base[1][0]) / abs(base[1][0]),
+                         abs(train.get(1, 0) - base[0][1]) / abs(base[0][1]),
+                         " ".join(f"{val[s]:.6f}" for s in sorted(val)), "FAIL" if problems else "ok"))
     print(f"validation loss over {steps} steps, `{EVAL}` (tolerance {LOSS_TOL:g} relative)")
     print(f"{'layout':<20}{'ranks':>6}{'val rel diff':>14}{'loss rel diff':>15}  {'val_loss at 0, 2, ...':<40}")
     for name, world, vd, td, curve, verdict in rows:

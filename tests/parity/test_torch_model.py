@@ -9,7 +9,13 @@ For tiny_single (pre-LN GPT-2: LayerNorm, qkv/proj/up/down with biases, GELU
 weight [hidden, 2, ffn], no biases, no positions, head tied to wte) and tiny_gqa
 (tiny_llama's block with grouped-query attention: attn.qkv.w [hidden, kv_heads,
 G + 2, head_dim], per key/value head its G query heads, then k, then v; k and v
-repeated for each query head of the group; untied head) it builds the plan and runs 10 steps on one rank with PRT_LOSS_FILE, PRT_DUMP_DIR,
+repeated for each query head of the group; untied head) and tiny_dropout
+(tiny_single's model with dropout 0.1 on the attention probabilities and on
+attn.proj's and mlp.down's outputs before their residual adds; the masks are
+those the runtime draws: prt_math.h's counter-based hash of (seed, step,
+layer, site, global element index), recomputed here bit for bit in numpy, so
+a mask element the runtime drew differently shows in the logits) it builds the
+plan and runs 10 steps on one rank with PRT_LOSS_FILE, PRT_DUMP_DIR,
 PRT_DUMP_STEP=1 and PRT_DUMP_DATA_ALL=1, then rebuilds the model in torch from
 the dumped initial parameters (init_params: the weights at the start of step 1)
 and feeds it the dumped tokens and targets of every step, micro-batch k being
@@ -34,6 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import prt_dump  # noqa: E402
 
 try:
+    import numpy as np  # Debian's python3-torch depends on python3-numpy
     import torch
 except ImportError:
     print("SKIP: torch not installed")
@@ -45,14 +52,51 @@ LOSS1_TOL = 1e-5
 GRAD_TOL = 1e-5
 CURVE_TOL = 1e-4
 NORM_EPS = 1e-5        # runtime/prt_ops_cpu.c NORM_EPS (LayerNorm and RMSNorm)
-PLANS = ["tiny_single", "tiny_llama", "tiny_gqa"]
+PLANS = ["tiny_single", "tiny_llama", "tiny_gqa", "tiny_dropout"]
+if os.environ.get("TORCH_MODEL_PLANS"):  # a subset, for a quick look
+    PLANS = os.environ["TORCH_MODEL_PLANS"].split(",")
+
+M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _mix(x):
+    """SplitMix64's output function on uint64 arrays (prt_math.h prt_dropout_mix)."""
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def dropout_mask(seed, step, layer, site, index, p):
+    """prt_dropout_keep over an int64 array of global element indices: 1.0 kept, 0.0 dropped."""
+    k = _mix(np.array([seed], dtype=np.uint64) ^ np.uint64(0x64726F706F7574))
+    k = _mix(k ^ np.uint64(step))
+    k = _mix(k ^ np.uint64(layer * 4 + site))
+    k = _mix(k)
+    threshold = np.uint64(min(max(math.floor(p * 4294967296.0 + 0.5), 0), 0xFFFFFFFF))
+    with np.errstate(over="ignore"):
+        draw = _mix(k ^ (index.astype(np.uint64) + np.uint64(0x632BE59BD9B4E019))) >> np.uint64(32)
+    return torch.as_tensor((draw >= threshold).astype(np.float64))
+
+
+def front_value(parc, plan, key, default):
+    """A field of `parc lower --emit=front` ("  KEY VALUE")."""
+    out = subprocess.run([parc, "lower", plan, "--emit=front"], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == key:
+            return float(parts[1])
+    return default
 
 
 class Model:
     """The parc model of a plan in torch: parameters by (name, layer) from a dump,
     shapes from `parc lower --emit=graph`."""
 
-    def __init__(self, shapes, init, settings, gqa=False):
+    def __init__(self, shapes, init, settings, gqa=False, dropout=0.0, seed=0):
+        self.dropout, self.seed = dropout, int(seed)
+        self.step, self.first = 1, 0  # where forward's micro-batch sits: the masks' step and first sample
         self.shapes = shapes
         self.layers = 1 + max(layer for (_, layer) in init)
         self.p = {}
@@ -91,8 +135,16 @@ class Model:
             y = y + self.p[(name + ".b", layer)].reshape(-1)
         return y.reshape(*x.shape[:-1], w.shape[1])
 
+    def drop(self, x, layer, site, index):
+        """x * mask / (1 - p) with the runtime's mask of (step, layer, site) at the global indices."""
+        if self.dropout <= 0:
+            return x
+        scale = float(np.float32(1.0 / (1.0 - self.dropout)))  # the runtime's fp32 scale
+        return x * dropout_mask(self.seed, self.step, layer, site, index, self.dropout).reshape(x.shape) * scale
+
     def forward(self, tokens):
         B, T = tokens.shape
+        samples = np.arange(self.first, self.first + B, dtype=np.int64)
         tok = torch.as_tensor(tokens.astype("int64"))
         wte = self.p[("wte", -1)]
         x = wte[tok]
@@ -115,9 +167,16 @@ class Model:
                 q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))  # [B, NH, T, HD]
             s = (q @ k.transpose(-1, -2)) / math.sqrt(HD)
             s = s.masked_fill(~mask, float("-inf"))
-            a = torch.softmax(s, dim=-1) @ v
+            pr = torch.softmax(s, dim=-1)
+            if self.dropout > 0:  # element (b, h, i, j): ((sample * NH + h) * T + i) * T + j
+                index = ((samples[:, None, None, None] * NH + np.arange(NH)[None, :, None, None]) * T
+                         + np.arange(T)[None, None, :, None]) * T + np.arange(T)[None, None, None, :]
+                pr = self.drop(pr, l, 0, index)
+            a = pr @ v
             a = a.transpose(1, 2).reshape(B, T, C)
-            x = x + self.linear(a, "attn.proj", l)
+            H = x.shape[-1]  # branch outputs: element (b, t, c) is (sample * T + t) * H + c
+            hidden = (samples[:, None, None] * T + np.arange(T)[None, :, None]) * H + np.arange(H)[None, None, :]
+            x = x + self.drop(self.linear(a, "attn.proj", l), l, 1, hidden)
             h = self.norm(x, "ln2", l)
             u = self.linear(h, "mlp.up", l)
             if self.llama:  # mlp.up.w [hidden, 2, ffn]: gate = [:, 0, :], up = [:, 1, :]
@@ -126,7 +185,7 @@ class Model:
                 u = torch.nn.functional.silu(u[:, :, 0]) * u[:, :, 1]
             else:
                 u = torch.nn.functional.gelu(u, approximate="tanh")
-            x = x + self.linear(u, "mlp.down", l)
+            x = x + self.drop(self.linear(u, "mlp.down", l), l, 2, hidden)
         x = self.norm(x, "lnf")
         if self.tied:
             return x @ wte.t()
@@ -187,7 +246,8 @@ def check_plan(parc, examples, name, work):
     logits = prt_dump.read_logits(os.path.join(dump, "logits.rank0.bin"))
     graph = subprocess.run([parc, "lower", plan, "--emit=graph"], capture_output=True, text=True, check=True).stdout
     model = Model(prt_dump.param_shapes(parc, plan), init, prt_dump.optimizer_settings(parc, plan),
-                  gqa=" kv_repeat " in graph)
+                  gqa=" kv_repeat " in graph, dropout=front_value(parc, plan, "dropout", 0.0),
+                  seed=front_value(parc, plan, "seed", 0))
     problems = []
 
     # step 1: logits, loss and gradients
@@ -198,6 +258,7 @@ def check_plan(parc, examples, name, work):
     loss = torch.zeros((), dtype=torch.float64)
     logit_err = 0.0
     for k, (first, tokens, targets) in enumerate(batches):
+        model.step, model.first = 1, first
         out = model.forward(tokens)
         if k < len(logits):
             rec = logits[k]
@@ -233,7 +294,8 @@ def check_plan(parc, examples, name, work):
         opt.zero_grad(set_to_none=False)
         batches = step_batches(data, step)
         loss = torch.zeros((), dtype=torch.float64)
-        for _, tokens, targets in batches:
+        for first, tokens, targets in batches:
+            model.step, model.first = step, first
             out = model.forward(tokens)
             tgt = torch.as_tensor(targets.astype("int64")).reshape(-1)
             loss = loss + torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), tgt, reduction="sum")
@@ -254,6 +316,7 @@ def check_plan(parc, examples, name, work):
         problems.append(f"the torch loss does not fall: {curve}")
 
     print(f"{name}: {'llama' if model.llama else 'gpt2'}, {'tied' if model.tied else 'untied'} head, "
+          f"{f'dropout {model.dropout:g}, ' if model.dropout > 0 else ''}"
           f"{len(model.p)} parameter tensors, {len(step_batches(data, 1))} micro-batches/step")
     print(f"  logits step 1     ||a-b||/||b|| = {logit_err:.2e}  (tol {LOGIT_TOL:g})")
     print(f"  loss step 1       runtime {losses[1]:.7f} torch {curve[0]:.7f} rel {loss1_err:.2e}  (tol {LOSS1_TOL:g})")

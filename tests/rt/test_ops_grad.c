@@ -369,6 +369,109 @@ static void test_attention(int64_t causal, int save) {
     grad_free(d); free(want); free(c.out); free(c.r); free(c.qkv); free(c.probs);
 }
 
+/* ---------------------------------------------------------------- dropout */
+
+typedef struct { float *out, *r, *in; uint8_t *mask; int64_t B, T, C; double p; } drop_ctx;
+static double drop_loss(void *p) {
+    drop_ctx *c = p;
+    prt_dropout_fwd(RT, c->out, c->mask, c->in, c->B, c->T, c->C, 0, 0, c->T, 7, 3, 1, c->p);
+    return dot_r(c->out, c->r, c->B * c->T * c->C);
+}
+/* Forward: kept elements scaled by 1/(1 - p), the mask prt_dropout_keep of the
+ * global index, about p of them dropped, and a block of the tensor (later
+ * samples, a sequence window) drawing exactly the whole call's mask there;
+ * another step, layer or site draws another mask.  Backward by finite
+ * differences (with the mask fixed, the op is linear). */
+static void test_dropout(void) {
+    drop_ctx c = {.B = 4, .T = 8, .C = 16, .p = 0.25};
+    int64_t n = c.B * c.T * c.C;
+    c.out = rt_alloc(n); c.r = rt_alloc(n); c.in = rt_alloc(n); c.mask = calloc((size_t)n, 1);
+    rt_fill(c.r, n, 51, 1); rt_fill(c.in, n, 52, 1);
+    drop_loss(&c);
+    float *want = rt_alloc(n);
+    uint64_t key = prt_dropout_key(RT->plan.seed, 7, 3, 1);
+    int64_t dropped = 0, bad_mask = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int keep = prt_dropout_keep(key, (uint64_t)i, prt_dropout_threshold(c.p));
+        want[i] = keep ? c.in[i] * (float)(1.0 / (1.0 - c.p)) : 0.0f;
+        dropped += !keep;
+        bad_mask += c.mask[i] != keep;
+    }
+    rt_close("dropout fwd", c.out, want, n, 0, 0);
+    RT_EXPECT(bad_mask == 0, "dropout fwd: %lld mask bytes differ from prt_dropout_keep", (long long)bad_mask);
+    RT_EXPECT(dropped > n / 8 && dropped < 3 * n / 8, "dropout p = 0.25 dropped %lld of %lld", (long long)dropped,
+              (long long)n);
+    /* samples 1..2, positions 3..6 of the same [4, 8, 16] tensor */
+    int64_t nb = 2 * 4 * c.C, bad_block = 0;
+    float *bin = rt_alloc(nb), *bout = rt_alloc(nb);
+    uint8_t *bmask = calloc((size_t)nb, 1);
+    for (int64_t b = 0; b < 2; b++)
+        for (int64_t t = 0; t < 4; t++)
+            memcpy(bin + (b * 4 + t) * c.C, c.in + ((1 + b) * c.T + 3 + t) * c.C, (size_t)c.C * sizeof(float));
+    prt_dropout_fwd(RT, bout, bmask, bin, 2, 4, c.C, 1, 3, c.T, 7, 3, 1, c.p);
+    for (int64_t b = 0; b < 2; b++)
+        for (int64_t t = 0; t < 4; t++)
+            for (int64_t k = 0; k < c.C; k++)
+                bad_block += bout[(b * 4 + t) * c.C + k] != c.out[((1 + b) * c.T + 3 + t) * c.C + k];
+    RT_EXPECT(bad_block == 0, "dropout: a block of the tensor differs from the whole call in %lld elements",
+              (long long)bad_block);
+    int64_t same = 0;
+    prt_dropout_fwd(RT, bout, bmask, bin, 2, 4, c.C, 1, 3, c.T, 8, 3, 1, c.p); /* step 8 */
+    for (int64_t b = 0; b < 2; b++)
+        for (int64_t t = 0; t < 4; t++)
+            for (int64_t k = 0; k < c.C; k++)
+                same += bout[(b * 4 + t) * c.C + k] == c.out[((1 + b) * c.T + 3 + t) * c.C + k];
+    RT_EXPECT(same < nb, "dropout: step 8 drew step 7's mask");
+    gradbuf d = grad_new(n, 53);
+    prt_dropout_bwd(RT, d.g, c.mask, c.r, n, c.p);
+    grad_check("dropout bwd din", drop_loss, &c, c.in, d.g, d.g0, n, 1e-2f);
+    grad_free(d); free(want); free(bin); free(bout); free(bmask); free(c.out); free(c.r); free(c.in); free(c.mask);
+}
+
+typedef struct { float *out, *r, *qkv, *probs; int64_t B, T, NH, HD, first, h0, NHg; double p; int save; } attd_ctx;
+static double attd_loss(void *p) {
+    attd_ctx *c = p;
+    prt_attention_dropout_fwd(RT, c->out, c->save ? c->probs : NULL, c->qkv, c->B, c->T, c->NH, c->HD, 1, c->first,
+                              c->h0, c->NHg, 5, 2, c->p);
+    return dot_r(c->out, c->r, c->B * c->T * c->NH * c->HD);
+}
+/* Attention with dropout on its probabilities: p = 0 is attention itself; the
+ * backward (probabilities kept or recomputed, the mask regenerated) against
+ * finite differences; one head of one sample, placed by first_sample and
+ * h_offset, draws the whole call's mask there. */
+static void test_attention_dropout(int save) {
+    attd_ctx c = {.B = 2, .T = 6, .NH = 2, .HD = 3, .first = 0, .h0 = 0, .NHg = 2, .p = 0.3, .save = save};
+    int64_t C = c.NH * c.HD, nq = c.B * c.T * 3 * C, no = c.B * c.T * C;
+    c.out = rt_alloc(no); c.r = rt_alloc(no); c.qkv = rt_alloc(nq); c.probs = rt_alloc(c.B * c.NH * c.T * c.T);
+    rt_fill(c.r, no, 54, 1); rt_fill(c.qkv, nq, 55, 1.5f);
+    float *plain = rt_alloc(no);
+    prt_attention_fwd(RT, plain, NULL, c.qkv, c.B, c.T, c.NH, c.HD, 1);
+    c.p = 0;
+    attd_loss(&c);
+    rt_close("attention dropout p = 0 fwd", c.out, plain, no, 0, 0);
+    c.p = 0.3;
+    attd_loss(&c);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < no; i++) differ += c.out[i] != plain[i];
+    RT_EXPECT(differ > 0, "attention dropout p = 0.3: the output equals attention's");
+    /* sample 1, head 1 alone: qkv[1, T, 3, 1 head, HD] */
+    int64_t nq1 = c.T * 3 * c.HD, no1 = c.T * c.HD, bad = 0;
+    float *q1 = rt_alloc(nq1), *o1 = rt_alloc(no1);
+    for (int64_t t = 0; t < c.T; t++)
+        for (int64_t w = 0; w < 3; w++)
+            memcpy(q1 + (t * 3 + w) * c.HD, c.qkv + ((1 * c.T + t) * 3 + w) * C + 1 * c.HD, (size_t)c.HD * sizeof(float));
+    prt_attention_dropout_fwd(RT, o1, NULL, q1, 1, c.T, 1, c.HD, 1, 1, 1, 2, 5, 2, c.p);
+    for (int64_t t = 0; t < c.T; t++)
+        for (int64_t e = 0; e < c.HD; e++) bad += o1[t * c.HD + e] != c.out[(1 * c.T + t) * C + 1 * c.HD + e];
+    RT_EXPECT(bad == 0, "attention dropout: sample 1 head 1 alone differs in %lld elements", (long long)bad);
+    gradbuf d = grad_new(nq, 56);
+    prt_attention_dropout_bwd(RT, d.g, c.r, c.qkv, save ? c.probs : NULL, c.B, c.T, c.NH, c.HD, 1, c.first, c.h0,
+                              c.NHg, 5, 2, c.p);
+    grad_check(save ? "attention dropout (probs saved) bwd dqkv" : "attention dropout (probs recomputed) bwd dqkv",
+               attd_loss, &c, c.qkv, d.g, d.g0, nq, 1e-2f);
+    grad_free(d); free(plain); free(q1); free(o1); free(c.out); free(c.r); free(c.qkv); free(c.probs);
+}
+
 /* ---------------------------------------------------------------- cross-entropy */
 
 typedef struct { float *logits, *stats; int32_t *targets; int64_t N, V; double scale; } xent_ctx;
@@ -485,6 +588,9 @@ int main(int argc, char **argv) {
     test_kv_repeat();
     for (int causal = 0; causal < 2; causal++)
         for (int save = 0; save < 2; save++) test_attention(causal, save);
+    test_dropout();
+    test_attention_dropout(0);
+    test_attention_dropout(1);
     test_xent();
     test_optimizers();
     test_data();

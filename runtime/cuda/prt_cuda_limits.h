@@ -1,0 +1,53 @@
+/*
+ * prt_cuda_limits.h — the shapes the CUDA kernels take, as one pure function
+ * over an op's descriptor (its PRT_CALLS name and size arguments) and the
+ * device's limits: head dims, grid dimensions, cross-entropy rows, cuBLAS'
+ * int dimensions, shared memory per block.  Plain C with no CUDA types, so
+ * tests/gpu/test_gpu_limits.c checks it on the CPU; the CUDA ops refuse a
+ * shape through it before they launch anything (prt_cuda_require_shape).
+ */
+#ifndef PRT_CUDA_LIMITS_H
+#define PRT_CUDA_LIMITS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What the device allows (cudaDeviceProp: maxGridSize[0], [1], sharedMemPerBlock). */
+typedef struct {
+    int64_t grid_x, grid_y, smem_per_block;
+} prt_cuda_limits;
+
+/* An op as generated code calls it: name as in PRT_CALLS (e.g. "attention_fwd")
+ * and its int64_t size arguments in call order (attention: B, T, NH, HD, causal). */
+#define PRT_CUDA_MAX_SHAPE_ARGS 8
+typedef struct {
+    const char *op;
+    int nargs;
+    int64_t args[PRT_CUDA_MAX_SHAPE_ARGS];
+} prt_cuda_op_shape;
+
+/* Attention's launch geometry (prt_cuda_attention.cu): ATT_ROWS rows (one warp
+ * each) per block, ATT_BK rows per shared tile, head dims padded to 32, 64 or 128.
+ * Shared memory per block of its largest kernel (k_attn_dkv): two tiles of
+ * ATT_BK x (HDMAX + 1), two warp rows of ATT_ROWS x HDMAX and 2 x ATT_BK
+ * per-row statistics, in floats. */
+#define PRT_ATT_ROWS 8
+#define PRT_ATT_BK 32
+#define PRT_ATT_MAX_HD 128
+#define PRT_ATT_HDMAX(hd) ((hd) <= 32 ? 32 : (hd) <= 64 ? 64 : 128)
+#define PRT_ATT_SMEM_BYTES(hdmax) \
+    ((int64_t)4 * (2 * PRT_ATT_BK * ((hdmax) + 1) + 2 * PRT_ATT_ROWS * (hdmax) + 2 * PRT_ATT_BK))
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 when the CUDA kernels take `op` on a device with `lim`; else 0 and
+ * "OP (ARG v, ...): what: the limit" in why (why_size > 0).  Ops without a
+ * shape limit (element-wise, grid-stride kernels) always pass. */
+int prt_cuda_shape_ok(const prt_cuda_op_shape *op, const prt_cuda_limits *lim, char *why, size_t why_size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
