@@ -33,7 +33,7 @@ have_torch=0
 "$TORCH_PYTHON" -c 'import torch' > /dev/null 2>&1 && have_torch=1
 
 median_ms() {  # of the `| X ms` column of `step N | ...` lines, N >= 3
-    awk -F'|' '/^step [0-9]+ \|/ { split($1, a, " "); if (a[2] >= 3) { gsub(/ ms/, "", $NF); print $NF + 0 } }' "$@" |
+    awk -F'|' '/^step [0-9]+(\/[0-9]+)? \|/ { split($1, a, "[ /]"); if (a[2] >= 3) for (i = NF; i > 1; i--) if ($i ~ / ms *$/) { gsub(/ ms/, "", $i); print $i + 0; break } }' "$@" |
         sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
                                             else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }

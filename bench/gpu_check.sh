@@ -198,7 +198,7 @@ fi
 
 echo "== 4. throughput: gpt2_124m_gpu"
 median_ms() {
-    awk -F'|' '/^step [0-9]+ \|/ { split($1, a, " "); if (a[2] >= 3) { gsub(/ ms/, "", $NF); print $NF + 0 } }' "$1" |
+    awk -F'|' '/^step [0-9]+(\/[0-9]+)? \|/ { split($1, a, "[ /]"); if (a[2] >= 3) for (i = NF; i > 1; i--) if ($i ~ / ms *$/) { gsub(/ ms/, "", $i); print $i + 0; break } }' "$1" |
         sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else print v[int((NR + 1) / 2)] }'
 }
 tokens=32768; flops_tok=$(awk 'BEGIN { print 6 * 124.44e6 + 6 * 12 * 1024 * 768 }')  # 6N + causal attention

@@ -115,6 +115,12 @@ static void ops(int64_t dt) {
         ten f32 = mk(PRT_F32, N * C, 0, 0, 1);
         prt_copy(rt, f32.h, in.h, N * C); prt_cu_copy(rt, D(f32), D(in), N * C); check("copy(convert)", "dst", f32, tol);
         prt_zero(rt, out.h, N * C); prt_cu_zero(rt, D(out), N * C, prt_dtype_size(dt)); check("zero", "buf", out, tol);
+        /* clipping: the sum of squares adds to an fp32 accumulator (weight 0 adds nothing), scale in place */
+        ten acc = mk(PRT_F32, 1, 0.5f, 0.5f, 0);
+        prt_sumsq(rt, acc.h, in.h, N * C, 1.0); prt_cu_sumsq(rt, D(acc), D(in), N * C, 1.0); check("sumsq", "acc", acc, 1e-5);
+        prt_sumsq(rt, acc.h, b.h, N * C, 0.0); prt_cu_sumsq(rt, D(acc), D(b), N * C, 0.0); check("sumsq(weight 0)", "acc", acc, 1e-5);
+        prt_copy(rt, out.h, in.h, N * C); prt_cu_copy(rt, D(out), D(in), N * C);
+        prt_scale(rt, out.h, N * C, 0.37); prt_cu_scale(rt, D(out), N * C, 0.37); check("scale", "x", out, tol);
         ten sw_out = mk(dt, N * C / 2, 0, 0, 1);
         prt_swiglu_fwd(rt, sw_out.h, in.h, N, C / 2); prt_cu_swiglu_fwd(rt, D(sw_out), D(in), N, C / 2); check("swiglu_fwd", "out", sw_out, tol);
         prt_swiglu_bwd(rt, din.h, in.h, sw_out.h, N, C / 2); prt_cu_swiglu_bwd(rt, D(din), D(in), D(sw_out), N, C / 2); check("swiglu_bwd", "din", din, tol);
