@@ -69,7 +69,7 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
     double per_chunk_embed = 1.0 / (sp->chunks ? sp->chunks : 1);
     for (int q = 0; q < SEQ_COUNT; q++) {
         const Seq *seq = &sp->seq[q];
-        int64_t calls = seq_calls_per_step(prog, sp, (SeqKind)q);
+        int64_t calls = program_seq_calls_per_step(prog, sp, (SeqKind)q);
         double flops = 0;
         CostTerms ct = {0};
         for (int i = 0; i < seq->n; i++) {
@@ -132,7 +132,7 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
     static const SeqKind sends[2] = {SEQ_SEND_FWD, SEQ_SEND_BWD};
     for (int k = 0; k < 2; k++) {
         const Seq *seq = &sp->seq[sends[k]];
-        int64_t calls = seq_calls_per_step(prog, sp, sends[k]);
+        int64_t calls = program_seq_calls_per_step(prog, sp, sends[k]);
         for (int i = 0; i < seq->n; i++) {
             const Instr *ins = &seq->ins[i];
             if (ins->coll != COLL_SEND || calls == 0) continue;
@@ -160,7 +160,7 @@ static void analyze_totals(Analysis *an)
             continue;
         }
         an->axis_bytes[r->axis] += bytes;
-        double wire = bytes * coll_bus_factor(r->coll, r->group);
+        double wire = bytes * cost_bus_factor(r->coll, r->group);
         an->axis_wire[r->axis] += wire;
         an->link_wire[r->inside_node ? 0 : 1] += wire;
     }

@@ -17,7 +17,7 @@ const char *const unit_kind_names[] = {"plain count", "memory size", "compute ra
                                        "time"};
 const char *const unit_kind_examples[] = {"8", "80 GiB", "989 TFLOP/s", "450 GB/s", "2 us"};
 
-const UnitInfo *unit_find(const char *name, UnitKind want)
+const UnitInfo *ast_unit_find(const char *name, UnitKind want)
 {
     const UnitInfo *any = NULL;
     for (int i = 0; i < unit_table_count; i++) {
@@ -28,9 +28,9 @@ const UnitInfo *unit_find(const char *name, UnitKind want)
     return any;
 }
 
-int unit_is_known(const char *name)
+int ast_unit_is_known(const char *name)
 {
-    return unit_find(name, UNIT_COUNT) != NULL;
+    return ast_unit_find(name, UNIT_COUNT) != NULL;
 }
 
 static void ast_dump_number(const Number *n, FILE *out)

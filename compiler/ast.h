@@ -32,7 +32,7 @@ typedef enum {
 
 /* Every unit the lexer accepts after a number: spelling, kind, factor to the
  * base unit.  `B` is both bytes and billion: the kind the key expects decides
- * (unit_find).  ORDER: unit_kind_names[] in ast.c follows UnitKind. */
+ * (ast_unit_find).  ORDER: unit_kind_names[] in ast.c follows UnitKind. */
 #define PARC_UNITS(X)                      \
     X("B", UNIT_MEMORY, 1.0)               \
     X("KB", UNIT_MEMORY, 1e3)              \
@@ -76,9 +76,9 @@ extern const char *const unit_kind_examples[]; /* "8", "80 GiB", ... */
 
 /* The unit spelled `name` of kind `want`; if none, the first unit spelled
  * `name` of any kind; NULL when the spelling is unknown. */
-const UnitInfo *unit_find(const char *name, UnitKind want);
+const UnitInfo *ast_unit_find(const char *name, UnitKind want);
 /* Whether the lexer should read `name` after a number as a unit. */
-int unit_is_known(const char *name);
+int ast_unit_is_known(const char *name);
 
 /* ----------------------------------------------------------------- nodes */
 

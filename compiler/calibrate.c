@@ -5,7 +5,7 @@
  * cluster fragment it wrote (default cluster.par).  Plans include it inside
  * `cluster { nodes 1; gpus_per_node N; include "cluster.par"; }`.
  */
-#include "launch.h"
+#include "process.h"
 #include "tools.h"
 
 #include <stdlib.h>
@@ -55,7 +55,7 @@ int calibrate_main(int argc, char **argv)
     env[ne++] = (char *)"OPENBLAS_NUM_THREADS=1";
     env[ne] = NULL;
     unlink(out);
-    int status = launch_process(args, env, NULL);
+    int status = process_run(args, env, NULL);
     if (status != 0) {
         fprintf(stderr, "parc calibrate: %s %s exited with status %d\n", PARC_MPIEXEC, PARC_CALIBRATE_EXE, status);
         return 3;

@@ -36,7 +36,7 @@ static void plan_defaults(Plan *plan, const char *path)
                                     .causal = 1, .residual = 1};
 }
 
-int front_load_text(Arena *arena, const char *path, const char *text, Plan *plan)
+int check_plan_text(Arena *arena, const char *path, const char *text, Plan *plan)
 {
     int errors_before = diag_error_count();
     path = arena_strdup(arena, path);
@@ -44,15 +44,15 @@ int front_load_text(Arena *arena, const char *path, const char *text, Plan *plan
     plan_defaults(plan, path);
     Check check = {.arena = arena, .plan = plan, .file = path, .interleave = 1};
     Check *c = &check;
-    c->include_stack[c->include_depth++] = canonical_path(c, path);
+    c->include_stack[c->include_depth++] = check_canonical_path(c, path);
 
     StmtList top;
-    if (parse_file(c, path, text, &top) != 0 || diag_error_count() > errors_before) return -1;
+    if (check_parse_file(c, path, text, &top) != 0 || diag_error_count() > errors_before) return -1;
 
     /* Sections. */
     for (int i = 0; i < top.count; i++) {
         const Stmt *st = top.items[i];
-        int k = word_index(st->key, SECTION_names, SECTION_COUNT);
+        int k = check_word_index(st->key, SECTION_names, SECTION_COUNT);
         if (k < 0 || k == SEC_INCLUDE) {
             const char *best = diag_closest(st->key, SECTION_names, SEC_INCLUDE);
             diag_error(st->key_loc,
@@ -61,7 +61,7 @@ int front_load_text(Arena *arena, const char *path, const char *text, Plan *plan
                        "unknown section `%s`", st->key);
             continue;
         }
-        if (!first_of(&c->section[k], st, "the plan")) continue;
+        if (!check_first_of(&c->section[k], st, "the plan")) continue;
     }
     /* Mesh and model first: layout names their axes and dims. */
     static const int order[] = {SEC_CLUSTER, SEC_MESH, SEC_MODEL, SEC_TRAIN, SEC_LAYOUT};
@@ -69,7 +69,7 @@ int front_load_text(Arena *arena, const char *path, const char *text, Plan *plan
         const Stmt *sec = c->section[order[i]];
         if (!sec) {
             if (order[i] != SEC_LAYOUT)
-                diag_error(file_loc(path), arena_printf(c->arena, "add `%s`", SECTION_usage[order[i]]),
+                diag_error(check_file_loc(path), arena_printf(c->arena, "add `%s`", SECTION_usage[order[i]]),
                            "the plan has no `%s` section", SECTION_names[order[i]]);
             continue;
         }
@@ -94,33 +94,33 @@ int front_load_text(Arena *arena, const char *path, const char *text, Plan *plan
         check_pipeline(c);
         check_size_limits(c);
     } else {
-        fill_even_stages(&plan->layout, plan->model.layers > 0 ? plan->model.layers : 0);
+        check_fill_even_stages(&plan->layout, plan->model.layers > 0 ? plan->model.layers : 0);
     }
     return diag_error_count() > errors_before ? -1 : 0;
 }
 
-int front_load(Arena *arena, const char *path, Plan *plan)
+int check_plan(Arena *arena, const char *path, Plan *plan)
 {
     const char *why = NULL;
     int from_stdin = strcmp(path, "-") == 0;
     const char *name = from_stdin ? "<stdin>" : path;
-    char *text = from_stdin ? read_stdin_text(arena, &why) : read_whole_file(arena, path, 0, &why);
+    char *text = from_stdin ? check_read_stdin_text(arena, &why) : check_read_whole_file(arena, path, 0, &why);
     if (!text) {
         plan_defaults(plan, name);
         diag_error((SrcLoc){0}, NULL, "cannot read `%s`: %s", name, why);
         return -1;
     }
-    return front_load_text(arena, name, text, plan);
+    return check_plan_text(arena, name, text, plan);
 }
 
-int front_load_buffer(Arena *arena, const char *name, const char *data, size_t size, Plan *plan)
+int check_plan_buffer(Arena *arena, const char *name, const char *data, size_t size, Plan *plan)
 {
     if (size > MAX_SOURCE_BYTES || memchr(data, '\0', size)) {
         plan_defaults(plan, arena_strdup(arena, name));
-        diag_error(file_loc(plan->file), NULL, "cannot read `%s`: %s", name,
+        diag_error(check_file_loc(plan->file), NULL, "cannot read `%s`: %s", name,
                    size > MAX_SOURCE_BYTES ? "it is larger than 16 MiB, parc's limit for one file"
                                            : "it contains NUL bytes (not a text file)");
         return -1;
     }
-    return front_load_text(arena, name, arena_strndup(arena, data, size), plan);
+    return check_plan_text(arena, name, arena_strndup(arena, data, size), plan);
 }

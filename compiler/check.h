@@ -9,7 +9,7 @@
  *                    batch arithmetic, pipeline stages, the plan's size limits)
  *
  * Nothing here is used outside the front end; the public entry points are in
- * parc.h (front_load, front_load_text).
+ * parc.h (check_plan, check_plan_text).
  */
 #ifndef PARC_CHECK_H
 #define PARC_CHECK_H
@@ -189,33 +189,33 @@ typedef struct Check {
 
 enum { BODY_NO, BODY_YES };
 
-SrcLoc file_loc(const char *path);     /* a location naming a whole file */
-SrcLoc loc_join(SrcLoc a, SrcLoc b);   /* a's span extended to b's end on one line */
-SrcLoc stmt_span(const Stmt *st);      /* a statement's key and values */
-int word_index(const char *word, const char *const *names, int n); /* -1 when absent */
-const char *word_list(Check *c, const char *const *names, int n);  /* "`a`, `b` or `c`" */
-const char *value_text(Check *c, const Value *v);                  /* the value as written */
-const char *did_you_mean(Check *c, const char *word, const char *const *names, int n);
+SrcLoc check_file_loc(const char *path);     /* a location naming a whole file */
+SrcLoc check_loc_join(SrcLoc a, SrcLoc b);   /* a's span extended to b's end on one line */
+SrcLoc check_stmt_span(const Stmt *st);      /* a statement's key and values */
+int check_word_index(const char *word, const char *const *names, int n); /* -1 when absent */
+const char *check_word_list(Check *c, const char *const *names, int n);  /* "`a`, `b` or `c`" */
+const char *check_value_text(Check *c, const Value *v);                  /* the value as written */
+const char *check_did_you_mean(Check *c, const char *word, const char *const *names, int n);
 /* Divisors of n nearest to `near` from below and above (0 when none). */
-void nearest_divisors(int64_t n, int64_t near, int64_t *below, int64_t *above);
+void check_nearest_divisors(int64_t n, int64_t near, int64_t *below, int64_t *above);
 /* "tp = 8 or 16 would" for a dim of size n that `axis` of size `size` fails. */
-const char *divisor_hint(Check *c, const char *axis, int64_t n, int64_t size);
-const char *add_missing(Check *c, const char *list, const char *item);
+const char *check_divisor_hint(Check *c, const char *axis, int64_t n, int64_t size);
+const char *check_add_missing(Check *c, const char *list, const char *item);
 /* A statement's form: value count in [min_values, max_values], a block iff
  * body == BODY_YES, no `->`.  Reports each problem; 1 when the form is right. */
 int check_shape(Check *c, const Stmt *st, int min_values, int max_values, int body, const char *usage);
 /* Reports an unknown key; the index of the key it suggests, or -1. */
-int unknown_key(Check *c, const Stmt *st, const char *where, const char *const *names, int n);
+int check_unknown_key(Check *c, const Stmt *st, const char *where, const char *const *names, int n);
 /* Records st in *seen; reports a duplicate.  1 when st is the first. */
-int first_of(const Stmt **seen, const Stmt *st, const char *where);
+int check_first_of(const Stmt **seen, const Stmt *st, const char *where);
 /* Value readers: 1 (or the word's index) on success, 0 (or -1) after reporting. */
-int read_count(Check *c, const Stmt *st, const Value *v, int64_t min, int64_t max, int64_t *out);
-int read_quantity(Check *c, const Stmt *st, const Value *v, UnitKind want, int zero_ok, double *out);
-int read_real(Check *c, const char *what, const Value *v, double lo, int lo_open, double hi, int hi_open,
+int check_read_count(Check *c, const Stmt *st, const Value *v, int64_t min, int64_t max, int64_t *out);
+int check_read_quantity(Check *c, const Stmt *st, const Value *v, UnitKind want, int zero_ok, double *out);
+int check_read_real(Check *c, const char *what, const Value *v, double lo, int lo_open, double hi, int hi_open,
               double *out);
-int read_word(Check *c, const char *what, const Value *v, const char *const *words, int n);
-int read_count_stmt(Check *c, const Stmt *st, int64_t min, int64_t max, int64_t *out, const char *usage);
-int read_word_stmt(Check *c, const Stmt *st, const char *const *words, int n, const char *usage);
+int check_read_word(Check *c, const char *what, const Value *v, const char *const *words, int n);
+int check_read_count_stmt(Check *c, const Stmt *st, int64_t min, int64_t max, int64_t *out, const char *usage);
+int check_read_word_stmt(Check *c, const Stmt *st, const char *const *words, int n, const char *usage);
 
 /* ------------------------------------------------------------ check_load.c */
 
@@ -223,12 +223,12 @@ int read_word_stmt(Check *c, const Stmt *st, const char *const *words, int n, co
  * bytes, in the arena; NULL with *why set (and errno kept from a failed
  * open).  With regular_only (includes) anything but a regular file is
  * refused; a plan named on the command line may be a pipe (`<(...)`). */
-char *read_whole_file(Arena *arena, const char *path, int regular_only, const char **why);
+char *check_read_whole_file(Arena *arena, const char *path, int regular_only, const char **why);
 /* The same for standard input (a pipe or a terminal: no regular-file test). */
-char *read_stdin_text(Arena *arena, const char **why);
-const char *canonical_path(Check *c, const char *path);
+char *check_read_stdin_text(Arena *arena, const char **why);
+const char *check_canonical_path(Check *c, const char *path);
 /* Parses `text` of `path` and splices its includes.  0 on success. */
-int parse_file(Check *c, const char *path, const char *text, StmtList *out);
+int check_parse_file(Check *c, const char *path, const char *text, StmtList *out);
 
 /* ------------------------------------------------------------ check_sections.c */
 
@@ -249,7 +249,7 @@ void check_mesh_against_cluster(Check *c);
 void check_dims_against_mesh(Check *c);
 void check_batch(Check *c);
 void check_pipeline(Check *c);
-void fill_even_stages(Layout *l, int64_t layers);
+void check_fill_even_stages(Layout *l, int64_t layers);
 /* The size limits above, on values the sections accepted; reports each one a
  * plan exceeds with the limit's value. */
 void check_size_limits(Check *c);

@@ -18,7 +18,7 @@ static int check_divides(Check *c, const char *dim_name, int64_t n, int axis, Sr
     if (axis < 0 || n <= 0) return 1;
     const MeshAxis *a = &c->plan->mesh.axes[axis];
     if (n % a->size == 0) return 1;
-    diag_error(loc, divisor_hint(c, a->name, n, a->size), "%s = %" PRId64 " does not divide by %s = %d%s", dim_name,
+    diag_error(loc, check_divisor_hint(c, a->name, n, a->size), "%s = %" PRId64 " does not divide by %s = %d%s", dim_name,
                n, a->name, a->size, why ? why : "");
     return 0;
 }
@@ -145,7 +145,7 @@ void check_batch(Check *c)
             const char *mb = "";
             if (t->batch % dp == 0) {
                 int64_t below, above;
-                nearest_divisors(t->batch / dp, t->micro_batch, &below, &above);
+                check_nearest_divisors(t->batch / dp, t->micro_batch, &below, &above);
                 if (below && above)
                     mb = arena_printf(c->arena, "; or micro_batch %" PRId64 " or %" PRId64, below, above);
                 else if (below || above)
@@ -181,7 +181,7 @@ static const char *micro_batch_hint(Check *c, int stages, int multiple)
                         (int64_t)stages * t->micro_batch * dp);
 }
 
-void fill_even_stages(Layout *l, int64_t layers)
+void check_fill_even_stages(Layout *l, int64_t layers)
 {
     int per_chunk_count = l->stages * l->virtual_stages;
     int64_t per = layers / per_chunk_count, rest = layers % per_chunk_count;
@@ -237,7 +237,7 @@ static int assign_explicit_layers(Check *c, const Value *const *range_of)
         Number hi_num = v->kind == VAL_RANGE ? v->hi : v->num;
         Value lo_v = {.kind = VAL_NUMBER, .loc = v->num.loc, .num = v->num};
         Value hi_v = {.kind = VAL_NUMBER, .loc = hi_num.loc, .num = hi_num};
-        if (!read_count(c, &fake, &lo_v, 0, MAX_DIM, &lo) || !read_count(c, &fake, &hi_v, 0, MAX_DIM, &hi)) {
+        if (!check_read_count(c, &fake, &lo_v, 0, MAX_DIM, &lo) || !check_read_count(c, &fake, &hi_v, 0, MAX_DIM, &hi)) {
             ok = 0;
             ranges_known = 0;
             continue;
@@ -311,7 +311,7 @@ static void check_stage_blocks(Check *c, int *explicit_layers)
     for (int i = 0; i < c->nstage_stmts; i++) {
         const Stmt *st = c->stage_stmts[i];
         int64_t s;
-        if (!read_count(c, st, &st->values[0], 0, PARC_MAX_STAGES - 1, &s)) {
+        if (!check_read_count(c, st, &st->values[0], 0, PARC_MAX_STAGES - 1, &s)) {
             ok = 0;
             continue;
         }
@@ -332,14 +332,14 @@ static void check_stage_blocks(Check *c, int *explicit_layers)
         for (int j = 0; j < st->body.count; j++) {
             const Stmt *b = st->body.items[j];
             static const char *const stage_keys[] = {"layers", "embed", "head"};
-            int k = word_index(b->key, stage_keys, 3);
+            int k = check_word_index(b->key, stage_keys, 3);
             if (k < 0) {
-                unknown_key(c, b, "`stage`", stage_keys, 3);
+                check_unknown_key(c, b, "`stage`", stage_keys, 3);
                 ok = 0;
                 continue;
             }
             const Stmt **seen = k == 0 ? &seen_layers : k == 1 ? &seen_embed : &seen_head;
-            if (!first_of(seen, b, "`stage`")) {
+            if (!check_first_of(seen, b, "`stage`")) {
                 ok = 0;
                 continue;
             }
@@ -351,7 +351,7 @@ static void check_stage_blocks(Check *c, int *explicit_layers)
                 const Value *v = &b->values[0];
                 if (v->kind != VAL_RANGE && v->kind != VAL_NUMBER) {
                     diag_error(v->loc, "write a layer range like `layers 0..15;` (both ends included)",
-                               "`layers` in a stage takes a range, got `%s`", value_text(c, v));
+                               "`layers` in a stage takes a range, got `%s`", check_value_text(c, v));
                     ok = 0;
                     continue;
                 }
@@ -454,7 +454,7 @@ void check_pipeline(Check *c)
                            " chunks",
                            m->layers, pp, l->stages, l->virtual_stages, chunks);
             } else {
-                const char *hint = divisor_hint(c, pp, m->layers, l->stages);
+                const char *hint = check_divisor_hint(c, pp, m->layers, l->stages);
                 hint = arena_printf(c->arena, "%s%sor assign layers explicitly with `stage N { layers A..B; }`",
                                     hint ? hint : "", hint ? "; " : "");
                 diag_error(l->dim_axis_loc[DIM_LAYERS], hint,
@@ -465,7 +465,7 @@ void check_pipeline(Check *c)
     }
     if (explicit_layers != 1) {
         if (have_layers && l->stages <= m->layers) {
-            fill_even_stages(l, m->layers);
+            check_fill_even_stages(l, m->layers);
         } else {
             /* Only after an error was reported (no layers, or more stages than layers). */
             for (int s = 0; s < l->stages; s++) l->stage_first[s] = 0, l->stage_layers[s] = 0;

@@ -56,7 +56,7 @@ static char *read_text_fd(Arena *arena, int fd, const char **why)
     return text;
 }
 
-char *read_whole_file(Arena *arena, const char *path, int regular_only, const char **why)
+char *check_read_whole_file(Arena *arena, const char *path, int regular_only, const char **why)
 {
     /* O_NONBLOCK for includes: opening a FIFO must not wait for a writer; it
      * is refused below like every other file that is not a regular one. */
@@ -83,10 +83,10 @@ char *read_whole_file(Arena *arena, const char *path, int regular_only, const ch
     return text;
 }
 
-char *read_stdin_text(Arena *arena, const char **why) { return read_text_fd(arena, 0, why); }
+char *check_read_stdin_text(Arena *arena, const char **why) { return read_text_fd(arena, 0, why); }
 
 /* The canonical name of a file for cycle detection. */
-const char *canonical_path(Check *c, const char *path)
+const char *check_canonical_path(Check *c, const char *path)
 {
     char *real = realpath(path, NULL);
     if (!real) return path;
@@ -97,7 +97,7 @@ const char *canonical_path(Check *c, const char *path)
 
 static int load_includes(Check *c, StmtList *list, const char *file);
 
-int parse_file(Check *c, const char *path, const char *text, StmtList *out)
+int check_parse_file(Check *c, const char *path, const char *text, StmtList *out)
 {
     diag_add_source(path, text);
     if (ast_parse(c->arena, path, text, out) != 0) return -1;
@@ -118,7 +118,7 @@ static int load_includes(Check *c, StmtList *list, const char *file)
             continue;
         }
         if (st->arrow || st->nvalues != 1 || st->values[0].kind != VAL_STRING || st->has_body) {
-            diag_error(stmt_span(st), "write it like `include \"common/tiny_gpt.par\";`",
+            diag_error(check_stmt_span(st), "write it like `include \"common/tiny_gpt.par\";`",
                        "`include` takes one file name in quotes");
             rc = -1;
             continue;
@@ -129,7 +129,7 @@ static int load_includes(Check *c, StmtList *list, const char *file)
         const char *slash = strrchr(file, '/');
         if (name[0] != '/' && slash)
             path = arena_printf(c->arena, "%.*s/%s", (int)(slash - file), file, name);
-        const char *canon = canonical_path(c, path);
+        const char *canon = check_canonical_path(c, path);
         int cycle = 0;
         for (int k = 0; k < c->include_depth; k++)
             if (strcmp(c->include_stack[k], canon) == 0) cycle = 1;
@@ -146,7 +146,7 @@ static int load_includes(Check *c, StmtList *list, const char *file)
         }
         const char *why = NULL;
         errno = 0;
-        char *text = read_whole_file(c->arena, path, 1, &why);
+        char *text = check_read_whole_file(c->arena, path, 1, &why);
         if (!text) {
             diag_error(v->loc, errno == ENOENT ? "include paths are relative to the including file" : NULL,
                        "cannot include `%s`: %s",
@@ -156,7 +156,7 @@ static int load_includes(Check *c, StmtList *list, const char *file)
         }
         StmtList sub;
         c->include_stack[c->include_depth++] = canon;
-        if (parse_file(c, path, text, &sub) != 0) rc = -1;
+        if (check_parse_file(c, path, text, &sub) != 0) rc = -1;
         c->include_depth--;
         for (int k = 0; k < sub.count; k++) ARR_PUSH(c->arena, out.items, out.count, out.cap, sub.items[k]);
     }

@@ -12,27 +12,27 @@
 /* ------------------------------------------------------------ small helpers */
 
 /* A location naming a whole file (no line). */
-SrcLoc file_loc(const char *path)
+SrcLoc check_file_loc(const char *path)
 {
     SrcLoc loc = {.file = path};
     return loc;
 }
 
-SrcLoc loc_join(SrcLoc a, SrcLoc b)
+SrcLoc check_loc_join(SrcLoc a, SrcLoc b)
 {
     if (!a.file || !b.file || a.line != b.line || strcmp(a.file, b.file) != 0 || b.col < a.col) return a;
     a.len = b.col + b.len - a.col;
     return a;
 }
 
-SrcLoc stmt_span(const Stmt *st)
+SrcLoc check_stmt_span(const Stmt *st)
 {
     SrcLoc loc = st->key_loc;
-    for (int i = 0; i < st->nvalues; i++) loc = loc_join(loc, st->values[i].loc);
+    for (int i = 0; i < st->nvalues; i++) loc = check_loc_join(loc, st->values[i].loc);
     return loc;
 }
 
-int word_index(const char *word, const char *const *names, int n)
+int check_word_index(const char *word, const char *const *names, int n)
 {
     for (int i = 0; i < n; i++)
         if (strcmp(word, names[i]) == 0) return i;
@@ -40,7 +40,7 @@ int word_index(const char *word, const char *const *names, int n)
 }
 
 /* "`a`, `b` or `c`" */
-const char *word_list(Check *c, const char *const *names, int n)
+const char *check_word_list(Check *c, const char *const *names, int n)
 {
     const char *s = "";
     for (int i = 0; i < n; i++)
@@ -48,7 +48,7 @@ const char *word_list(Check *c, const char *const *names, int n)
     return s;
 }
 
-const char *value_text(Check *c, const Value *v)
+const char *check_value_text(Check *c, const Value *v)
 {
     switch (v->kind) {
     case VAL_WORD: return v->text;
@@ -59,15 +59,15 @@ const char *value_text(Check *c, const Value *v)
     return "?";
 }
 
-const char *did_you_mean(Check *c, const char *word, const char *const *names, int n)
+const char *check_did_you_mean(Check *c, const char *word, const char *const *names, int n)
 {
     const char *best = diag_closest(word, names, n);
     if (best) return arena_printf(c->arena, "did you mean `%s`?", best);
-    return arena_printf(c->arena, "expected %s", word_list(c, names, n));
+    return arena_printf(c->arena, "expected %s", check_word_list(c, names, n));
 }
 
 /* Divisors of n nearest to `near` from below and above (0 when none). */
-void nearest_divisors(int64_t n, int64_t near, int64_t *below, int64_t *above)
+void check_nearest_divisors(int64_t n, int64_t near, int64_t *below, int64_t *above)
 {
     *below = 0;
     *above = 0;
@@ -83,10 +83,10 @@ void nearest_divisors(int64_t n, int64_t near, int64_t *below, int64_t *above)
 }
 
 /* "tp = 8 or 16 would" for a dim of size n that `axis` of size `size` fails. */
-const char *divisor_hint(Check *c, const char *axis, int64_t n, int64_t size)
+const char *check_divisor_hint(Check *c, const char *axis, int64_t n, int64_t size)
 {
     int64_t below, above;
-    nearest_divisors(n, size, &below, &above);
+    check_nearest_divisors(n, size, &below, &above);
     if (below > 1 && above)
         return arena_printf(c->arena, "%s = %" PRId64 " or %" PRId64 " would", axis, below, above);
     if (above) return arena_printf(c->arena, "%s = %" PRId64 " would", axis, above);
@@ -95,7 +95,7 @@ const char *divisor_hint(Check *c, const char *axis, int64_t n, int64_t size)
 }
 
 /* "a, b" accumulation for "is missing ..." messages. */
-const char *add_missing(Check *c, const char *list, const char *item)
+const char *check_add_missing(Check *c, const char *list, const char *item)
 {
     return *list ? arena_printf(c->arena, "%s, %s", list, item) : item;
 }
@@ -138,10 +138,10 @@ int check_shape(Check *c, const Stmt *st, int min_values, int max_values, int bo
         if (extra->loc.line > st->key_loc.line)
             hint = arena_printf(c->arena, "missing `;` at the end of line %d?", extra->loc.line - 1);
         if (max_values == 0)
-            diag_error(extra->loc, hint, "`%s` takes no value, got `%s`", st->key, value_text(c, extra));
+            diag_error(extra->loc, hint, "`%s` takes no value, got `%s`", st->key, check_value_text(c, extra));
         else
-            diag_error(extra->loc, hint, "unexpected `%s` after `%s %s`", value_text(c, extra), st->key,
-                       value_text(c, before));
+            diag_error(extra->loc, hint, "unexpected `%s` after `%s %s`", check_value_text(c, extra), st->key,
+                       check_value_text(c, before));
         ok = 0;
     }
     if (body == BODY_NO && st->has_body) {
@@ -182,18 +182,18 @@ static int unsupported_feature(const char *word, SrcLoc loc)
 
 /* A statement key that is not in `names`.  Returns the index of the key it
  * suggests instead, or -1: the caller then does not also call that key missing. */
-int unknown_key(Check *c, const Stmt *st, const char *where, const char *const *names, int n)
+int check_unknown_key(Check *c, const Stmt *st, const char *where, const char *const *names, int n)
 {
     if (unsupported_feature(st->key, st->key_loc)) return -1;
     const char *best = diag_closest(st->key, names, n);
     const char *hint = best ? arena_printf(c->arena, "did you mean `%s`?", best)
-                            : arena_printf(c->arena, "%s takes %s", where, word_list(c, names, n));
+                            : arena_printf(c->arena, "%s takes %s", where, check_word_list(c, names, n));
     diag_error(st->key_loc, hint, "unknown key `%s` in %s", st->key, where);
-    return best ? word_index(best, names, n) : -1;
+    return best ? check_word_index(best, names, n) : -1;
 }
 
 /* Records st in seen[k]; reports a duplicate. Returns 1 when st is the first. */
-int first_of(const Stmt **seen, const Stmt *st, const char *where)
+int check_first_of(const Stmt **seen, const Stmt *st, const char *where)
 {
     if (*seen) {
         diag_error(st->key_loc, "each key appears once; remove one of them", "duplicate `%s` in %s", st->key,
@@ -207,15 +207,15 @@ int first_of(const Stmt **seen, const Stmt *st, const char *where)
 
 /* ------------------------------------------------------------ values */
 
-int unit_required_error(Check *c, const Stmt *st, const Value *v, UnitKind want)
+int check_unit_required_error(Check *c, const Stmt *st, const Value *v, UnitKind want)
 {
-    const UnitInfo *u = unit_find(v->unit, want);
+    const UnitInfo *u = ast_unit_find(v->unit, want);
     if (!u) {
         const char *names[64];
         int n = 0;
         for (int i = 0; i < unit_table_count && n < 64; i++)
             if (unit_table[i].kind == want) names[n++] = unit_table[i].name;
-        diag_error(v->unit_loc, did_you_mean(c, v->unit, names, n), "unknown unit `%s`", v->unit);
+        diag_error(v->unit_loc, check_did_you_mean(c, v->unit, names, n), "unknown unit `%s`", v->unit);
         return 0;
     }
     if (u->kind != want) {
@@ -231,16 +231,16 @@ int unit_required_error(Check *c, const Stmt *st, const Value *v, UnitKind want)
 }
 
 /* A whole count in [min, max], optionally scaled by K / M / B. */
-int read_count(Check *c, const Stmt *st, const Value *v, int64_t min, int64_t max, int64_t *out)
+int check_read_count(Check *c, const Stmt *st, const Value *v, int64_t min, int64_t max, int64_t *out)
 {
     if (v->kind != VAL_NUMBER) {
-        diag_error(v->loc, NULL, "`%s` takes a count such as `8`, got `%s`", st->key, value_text(c, v));
+        diag_error(v->loc, NULL, "`%s` takes a count such as `8`, got `%s`", st->key, check_value_text(c, v));
         return 0;
     }
     double factor = 1;
     if (v->unit) {
-        if (!unit_required_error(c, st, v, UNIT_COUNT)) return 0;
-        factor = unit_find(v->unit, UNIT_COUNT)->factor;
+        if (!check_unit_required_error(c, st, v, UNIT_COUNT)) return 0;
+        factor = ast_unit_find(v->unit, UNIT_COUNT)->factor;
     }
     int64_t value;
     if (v->num.is_integer && !v->unit) {
@@ -248,21 +248,21 @@ int read_count(Check *c, const Stmt *st, const Value *v, int64_t min, int64_t ma
     } else {
         double x = v->num.value * factor;
         if (!isfinite(x) || x > (double)max) {
-            diag_error(v->loc, NULL, "`%s` = %s is too large (at most %" PRId64 ")", st->key, value_text(c, v), max);
+            diag_error(v->loc, NULL, "`%s` = %s is too large (at most %" PRId64 ")", st->key, check_value_text(c, v), max);
             return 0;
         }
         if (x != floor(x)) {
-            diag_error(v->loc, NULL, "`%s` takes a whole number, got `%s`", st->key, value_text(c, v));
+            diag_error(v->loc, NULL, "`%s` takes a whole number, got `%s`", st->key, check_value_text(c, v));
             return 0;
         }
         value = (int64_t)x;
     }
     if (value > max) {
-        diag_error(v->loc, NULL, "`%s` = %s is too large (at most %" PRId64 ")", st->key, value_text(c, v), max);
+        diag_error(v->loc, NULL, "`%s` = %s is too large (at most %" PRId64 ")", st->key, check_value_text(c, v), max);
         return 0;
     }
     if (value < min) {
-        diag_error(v->loc, NULL, "`%s` must be at least %" PRId64 ", got %s", st->key, min, value_text(c, v));
+        diag_error(v->loc, NULL, "`%s` must be at least %" PRId64 ", got %s", st->key, min, check_value_text(c, v));
         return 0;
     }
     *out = value;
@@ -271,11 +271,11 @@ int read_count(Check *c, const Stmt *st, const Value *v, int64_t min, int64_t ma
 
 /* A quantity with a unit of kind `want`, in base units; positive (or >= 0 when
  * zero_ok). */
-int read_quantity(Check *c, const Stmt *st, const Value *v, UnitKind want, int zero_ok, double *out)
+int check_read_quantity(Check *c, const Stmt *st, const Value *v, UnitKind want, int zero_ok, double *out)
 {
     if (v->kind != VAL_NUMBER) {
         diag_error(v->loc, NULL, "`%s` takes a %s such as `%s`, got `%s`", st->key, unit_kind_names[want],
-                   unit_kind_examples[want], value_text(c, v));
+                   unit_kind_examples[want], check_value_text(c, v));
         return 0;
     }
     if (!v->unit) {
@@ -284,14 +284,14 @@ int read_quantity(Check *c, const Stmt *st, const Value *v, UnitKind want, int z
                    "`%s` needs a unit: `%s` is a %s", st->key, v->num.text, unit_kind_names[want]);
         return 0;
     }
-    if (!unit_required_error(c, st, v, want)) return 0;
-    double x = v->num.value * unit_find(v->unit, want)->factor;
+    if (!check_unit_required_error(c, st, v, want)) return 0;
+    double x = v->num.value * ast_unit_find(v->unit, want)->factor;
     if (!isfinite(x) || x > 1e30) {
-        diag_error(v->loc, NULL, "`%s` = %s is too large", st->key, value_text(c, v));
+        diag_error(v->loc, NULL, "`%s` = %s is too large", st->key, check_value_text(c, v));
         return 0;
     }
     if (x < 0 || (x == 0 && !zero_ok)) {
-        diag_error(v->loc, NULL, "`%s` must be positive, got %s", st->key, value_text(c, v));
+        diag_error(v->loc, NULL, "`%s` must be positive, got %s", st->key, check_value_text(c, v));
         return 0;
     }
     *out = x;
@@ -299,11 +299,11 @@ int read_quantity(Check *c, const Stmt *st, const Value *v, UnitKind want, int z
 }
 
 /* A plain number (no unit) in [lo, hi] (an open end when *_open). */
-int read_real(Check *c, const char *what, const Value *v, double lo, int lo_open, double hi, int hi_open,
+int check_read_real(Check *c, const char *what, const Value *v, double lo, int lo_open, double hi, int hi_open,
                      double *out)
 {
     if (v->kind != VAL_NUMBER) {
-        diag_error(v->loc, NULL, "`%s` takes a number, got `%s`", what, value_text(c, v));
+        diag_error(v->loc, NULL, "`%s` takes a number, got `%s`", what, check_value_text(c, v));
         return 0;
     }
     if (v->unit) {
@@ -321,31 +321,31 @@ int read_real(Check *c, const char *what, const Value *v, double lo, int lo_open
 }
 
 /* One of `words`: its index, or -1 after reporting. */
-int read_word(Check *c, const char *what, const Value *v, const char *const *words, int n)
+int check_read_word(Check *c, const char *what, const Value *v, const char *const *words, int n)
 {
     if (v->kind == VAL_WORD) {
-        int i = word_index(v->text, words, n);
+        int i = check_word_index(v->text, words, n);
         if (i >= 0) return i;
         if (unsupported_feature(v->text, v->loc)) return -1;
-        diag_error(v->loc, did_you_mean(c, v->text, words, n), "unknown %s `%s`", what, v->text);
+        diag_error(v->loc, check_did_you_mean(c, v->text, words, n), "unknown %s `%s`", what, v->text);
         return -1;
     }
-    diag_error(v->loc, arena_printf(c->arena, "expected %s", word_list(c, words, n)), "%s must be a word, got `%s`",
-               what, value_text(c, v));
+    diag_error(v->loc, arena_printf(c->arena, "expected %s", check_word_list(c, words, n)), "%s must be a word, got `%s`",
+               what, check_value_text(c, v));
     return -1;
 }
 
 /* "KEY COUNT;" in one go. */
-int read_count_stmt(Check *c, const Stmt *st, int64_t min, int64_t max, int64_t *out, const char *usage)
+int check_read_count_stmt(Check *c, const Stmt *st, int64_t min, int64_t max, int64_t *out, const char *usage)
 {
     if (!check_shape(c, st, 1, 1, BODY_NO, usage)) return 0;
-    return read_count(c, st, &st->values[0], min, max, out);
+    return check_read_count(c, st, &st->values[0], min, max, out);
 }
 
 /* "KEY WORD;" in one go: the index or -1. */
-int read_word_stmt(Check *c, const Stmt *st, const char *const *words, int n, const char *usage)
+int check_read_word_stmt(Check *c, const Stmt *st, const char *const *words, int n, const char *usage)
 {
     if (!check_shape(c, st, 1, 1, BODY_NO, usage)) return -1;
-    return read_word(c, arena_printf(c->arena, "`%s` value", st->key), &st->values[0], words, n);
+    return check_read_word(c, arena_printf(c->arena, "`%s` value", st->key), &st->values[0], words, n);
 }
 

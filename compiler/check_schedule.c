@@ -26,10 +26,10 @@ static int read_steps(Check *c, const Stmt *st, int *i, const char *what, int64_
     }
     Stmt named = *st;
     named.key = what;
-    if (!read_count(c, &named, v, 1, MAX_COUNT, out)) return 0;
+    if (!check_read_count(c, &named, v, 1, MAX_COUNT, out)) return 0;
     (*i)++;
     if (!is_word(*i < st->nvalues ? &st->values[*i] : NULL, "steps")) {
-        diag_error(v->loc, arena_printf(c->arena, "write `%s %s steps`", what, value_text(c, v)),
+        diag_error(v->loc, arena_printf(c->arena, "write `%s %s steps`", what, check_value_text(c, v)),
                    "expected `steps` after the number of %s steps", what);
         return 0;
     }
@@ -50,7 +50,7 @@ static int read_decay(Check *c, const Stmt *st, int *i, int shape)
         diag_error(st->values[*i - 1].loc, SCHEDULE_HINT, "`to` needs the minimum learning rate");
         return 0;
     }
-    if (!read_real(c, "the minimum lr", &st->values[*i], 0, 0, 10, 0, &t->lr_min)) return 0;
+    if (!check_read_real(c, "the minimum lr", &st->values[*i], 0, 0, 10, 0, &t->lr_min)) return 0;
     (*i)++;
     if (!is_word(*i < st->nvalues ? &st->values[*i] : NULL, "over")) {
         diag_error(st->values[*i - 1].loc, SCHEDULE_HINT, "expected `over N steps` after the minimum");
@@ -66,7 +66,7 @@ void check_lr_schedule(Check *c, const Stmt *st)
 {
     Train *t = &c->plan->train;
     if (!check_shape(c, st, 1, 16, BODY_NO, SCHEDULE_HINT)) return;
-    if (!read_real(c, "lr", &st->values[0], 0, 1, 10, 0, &t->lr)) return;
+    if (!check_read_real(c, "lr", &st->values[0], 0, 1, 10, 0, &t->lr)) return;
     t->lr_shape = PRT_LR_CONSTANT;
     t->lr_warmup = t->lr_stable = t->lr_decay = 0;
     t->lr_min = t->lr;
@@ -79,9 +79,9 @@ void check_lr_schedule(Check *c, const Stmt *st)
                                                                        : -1;
         if (phase < 0) {
             static const char *const words[] = {"warmup", "stable", "cosine", "linear"};
-            diag_error(kw->loc, kw->kind == VAL_WORD ? did_you_mean(c, kw->text, words, 4) : SCHEDULE_HINT,
+            diag_error(kw->loc, kw->kind == VAL_WORD ? check_did_you_mean(c, kw->text, words, 4) : SCHEDULE_HINT,
                        "expected `warmup`, `stable`, `cosine` or `linear` in the lr schedule, got `%s`",
-                       value_text(c, kw));
+                       check_value_text(c, kw));
             return;
         }
         if (phase <= last) {
@@ -97,12 +97,12 @@ void check_lr_schedule(Check *c, const Stmt *st)
         if (!ok) return;
     }
     if (t->lr_stable > 0 && t->lr_shape == PRT_LR_CONSTANT) {
-        diag_error(stmt_span(st), "add the decay after it, e.g. `linear to 0 over 1000 steps`",
+        diag_error(check_stmt_span(st), "add the decay after it, e.g. `linear to 0 over 1000 steps`",
                    "a stable phase is followed by a decay (warmup-stable-decay)");
         return;
     }
     if (t->lr_shape != PRT_LR_CONSTANT && t->lr_min > t->lr) {
-        diag_error(stmt_span(st), "the minimum is at most the peak lr",
+        diag_error(check_stmt_span(st), "the minimum is at most the peak lr",
                    "the schedule decays from %g to a larger %g", t->lr, t->lr_min);
         return;
     }

@@ -18,13 +18,13 @@ static void check_gpu(Check *c, const Stmt *gpu, int *have)
     const Stmt *seen[GPU_COUNT] = {0};
     for (int i = 0; i < gpu->body.count; i++) {
         const Stmt *st = gpu->body.items[i];
-        int k = word_index(st->key, GPU_names, GPU_COUNT);
+        int k = check_word_index(st->key, GPU_names, GPU_COUNT);
         if (k < 0) {
-            int guess = unknown_key(c, st, "`gpu`", GPU_names, GPU_COUNT);
+            int guess = check_unknown_key(c, st, "`gpu`", GPU_names, GPU_COUNT);
             if (guess >= 0 && !have[guess]) have[guess] = -1; /* not "missing" too */
             continue;
         }
-        if (!first_of(&seen[k], st, "`gpu`")) continue;
+        if (!check_first_of(&seen[k], st, "`gpu`")) continue;
         if (!check_shape(c, st, 1, 1, BODY_NO, GPU_usage[k])) {
             have[k] = -1; /* given but wrong: not "missing" */
             continue;
@@ -32,12 +32,12 @@ static void check_gpu(Check *c, const Stmt *gpu, int *have)
         const Value *v = &st->values[0];
         switch (k) {
         case GPU_MEMORY:
-            if (read_quantity(c, st, v, UNIT_MEMORY, 0, &cl->gpu_memory)) have[k] = 1;
-            cl->memory_loc = stmt_span(st);
+            if (check_read_quantity(c, st, v, UNIT_MEMORY, 0, &cl->gpu_memory)) have[k] = 1;
+            cl->memory_loc = check_stmt_span(st);
             break;
-        case GPU_BF16: have[k] = read_quantity(c, st, v, UNIT_COMPUTE, 0, &cl->flops_bf16); break;
-        case GPU_FP32: have[k] = read_quantity(c, st, v, UNIT_COMPUTE, 0, &cl->flops_fp32); break;
-        case GPU_HBM: have[k] = read_quantity(c, st, v, UNIT_BANDWIDTH, 0, &cl->hbm_bandwidth); break;
+        case GPU_BF16: have[k] = check_read_quantity(c, st, v, UNIT_COMPUTE, 0, &cl->flops_bf16); break;
+        case GPU_FP32: have[k] = check_read_quantity(c, st, v, UNIT_COMPUTE, 0, &cl->flops_fp32); break;
+        case GPU_HBM: have[k] = check_read_quantity(c, st, v, UNIT_BANDWIDTH, 0, &cl->hbm_bandwidth); break;
         }
         if (!have[k]) have[k] = -1; /* given but wrong: not "missing" */
     }
@@ -51,28 +51,28 @@ static void check_efficiency(Check *c, const Stmt *st)
     if (!check_shape(c, st, st->has_body ? 0 : 1, 1, st->has_body ? BODY_YES : BODY_NO, CLUSTER_usage[CL_EFFICIENCY]))
         return;
     if (st->nvalues == 1) {
-        int k = read_word(c, "efficiency set", &st->values[0], cost_efficiency_names, cost_efficiency_count);
+        int k = check_read_word(c, "efficiency set", &st->values[0], cost_efficiency_names, cost_efficiency_count);
         if (k < 0) return;
         cost_efficiency_defaults(cost_efficiency_names[k], eff);
     } else {
         eff->name = "the plan's"; /* every value not given stays generic */
     }
-    eff->loc = stmt_span(st);
+    eff->loc = check_stmt_span(st);
     const Stmt *seen[EFF_COUNT] = {0};
     for (int i = 0; i < st->body.count; i++) {
         const Stmt *e = st->body.items[i];
-        int k = word_index(e->key, EFF_names, EFF_COUNT);
+        int k = check_word_index(e->key, EFF_names, EFF_COUNT);
         if (k < 0) {
-            unknown_key(c, e, "`efficiency`", EFF_names, EFF_COUNT);
+            check_unknown_key(c, e, "`efficiency`", EFF_names, EFF_COUNT);
             continue;
         }
-        if (!first_of(&seen[k], e, "`efficiency`")) continue;
+        if (!check_first_of(&seen[k], e, "`efficiency`")) continue;
         int n = k == EF_GEMM ? PARC_GEMM_CLASSES : 1;
         if (!check_shape(c, e, n, n, BODY_NO, EFF_usage[k])) continue;
         double *dst[] = {eff->gemm, &eff->attention, &eff->hbm, &eff->bus[0], &eff->bus[1]};
         for (int j = 0; j < n; j++) {
             const char *what = k == EF_GEMM ? arena_printf(c->arena, "gemm %s", gemm_class_names[j]) : e->key;
-            read_real(c, what, &e->values[j], 0, 1, 1, 0, &dst[k][j]);
+            check_read_real(c, what, &e->values[j], 0, 1, 1, 0, &dst[k][j]);
         }
     }
 }
@@ -86,21 +86,21 @@ void check_cluster(Check *c, const Stmt *sec)
     int gpu_have[GPU_COUNT] = {0};
     for (int i = 0; i < sec->body.count; i++) {
         const Stmt *st = sec->body.items[i];
-        int k = word_index(st->key, CLUSTER_names, CLUSTER_COUNT);
+        int k = check_word_index(st->key, CLUSTER_names, CLUSTER_COUNT);
         if (k < 0) {
-            int guess = unknown_key(c, st, "`cluster`", CLUSTER_names, CLUSTER_COUNT);
+            int guess = check_unknown_key(c, st, "`cluster`", CLUSTER_names, CLUSTER_COUNT);
             if (guess >= 0 && guess != CL_LINK && guess != CL_GPU) suggested[guess] = st;
             continue;
         }
-        if (k != CL_LINK && !first_of(&seen[k], st, "`cluster`")) continue;
+        if (k != CL_LINK && !check_first_of(&seen[k], st, "`cluster`")) continue;
         int64_t n;
         switch (k) {
         case CL_EFFICIENCY: check_efficiency(c, st); break;
         case CL_NODES:
-            if (read_count_stmt(c, st, 1, 1 << 20, &n, CLUSTER_usage[k])) cl->nodes = (int)n, c->have_nodes = 1;
+            if (check_read_count_stmt(c, st, 1, 1 << 20, &n, CLUSTER_usage[k])) cl->nodes = (int)n, c->have_nodes = 1;
             break;
         case CL_GPN:
-            if (read_count_stmt(c, st, 1, 1 << 16, &n, CLUSTER_usage[k]))
+            if (check_read_count_stmt(c, st, 1, 1 << 16, &n, CLUSTER_usage[k]))
                 cl->gpus_per_node = (int)n, c->have_gpn = 1;
             break;
         case CL_GPU:
@@ -110,7 +110,7 @@ void check_cluster(Check *c, const Stmt *sec)
         case CL_LINK: {
             seen[k] = st;
             if (!check_shape(c, st, 3, 3, BODY_NO, "link intra 450 GB/s 2 us;` or `link inter 50 GB/s 5 us;")) break;
-            int which = read_word(c, "link", &st->values[0], link_words, 2);
+            int which = check_read_word(c, "link", &st->values[0], link_words, 2);
             if (which < 0) break;
             if (links[which]) {
                 diag_error(st->key_loc, NULL, "duplicate `link %s`", link_words[which]);
@@ -120,8 +120,8 @@ void check_cluster(Check *c, const Stmt *sec)
             links[which] = st;
             double *bw = which == 0 ? &cl->intra_bw : &cl->inter_bw;
             double *lat = which == 0 ? &cl->intra_latency : &cl->inter_latency;
-            read_quantity(c, st, &st->values[1], UNIT_BANDWIDTH, 0, bw);
-            read_quantity(c, st, &st->values[2], UNIT_TIME, 1, lat);
+            check_read_quantity(c, st, &st->values[1], UNIT_BANDWIDTH, 0, bw);
+            check_read_quantity(c, st, &st->values[2], UNIT_TIME, 1, lat);
             break;
         }
         }
@@ -130,20 +130,20 @@ void check_cluster(Check *c, const Stmt *sec)
     for (int k = 0; k < CLUSTER_COUNT; k++)
         if (!seen[k]) seen[k] = suggested[k];
     const char *missing = "";
-    if (!seen[CL_NODES]) missing = add_missing(c, missing, "`nodes`");
-    if (!seen[CL_GPN]) missing = add_missing(c, missing, "`gpus_per_node`");
+    if (!seen[CL_NODES]) missing = check_add_missing(c, missing, "`nodes`");
+    if (!seen[CL_GPN]) missing = check_add_missing(c, missing, "`gpus_per_node`");
     if (!seen[CL_GPU]) {
-        missing = add_missing(c, missing, "`gpu { memory ...; bf16 ...; hbm ...; }`");
+        missing = check_add_missing(c, missing, "`gpu { memory ...; bf16 ...; hbm ...; }`");
     } else {
-        if (!gpu_have[GPU_MEMORY]) missing = add_missing(c, missing, "`gpu memory`");
-        if (!gpu_have[GPU_BF16]) missing = add_missing(c, missing, "`gpu bf16`");
-        if (!gpu_have[GPU_HBM]) missing = add_missing(c, missing, "`gpu hbm`");
+        if (!gpu_have[GPU_MEMORY]) missing = check_add_missing(c, missing, "`gpu memory`");
+        if (!gpu_have[GPU_BF16]) missing = check_add_missing(c, missing, "`gpu bf16`");
+        if (!gpu_have[GPU_HBM]) missing = check_add_missing(c, missing, "`gpu hbm`");
     }
     /* A link is needed only where there is something to link. */
     if (!links[0] && !(c->have_gpn && cl->gpus_per_node == 1))
-        missing = add_missing(c, missing, "`link intra`");
+        missing = check_add_missing(c, missing, "`link intra`");
     if (!links[1] && !(c->have_nodes && cl->nodes == 1))
-        missing = add_missing(c, missing, "`link inter`");
+        missing = check_add_missing(c, missing, "`link inter`");
     if (*missing)
         diag_error(sec->key_loc,
                    "a cluster needs nodes, gpus_per_node, gpu { memory; bf16; hbm; } and its links "
@@ -161,10 +161,10 @@ void check_cluster(Check *c, const Stmt *sec)
 static void check_block(Check *c, const Stmt *st)
 {
     BlockSpec *b = &c->plan->model.block;
-    b->loc = stmt_span(st);
+    b->loc = check_stmt_span(st);
     int ok = check_shape(c, st, 1, 1, st->has_body, "block transformer { norm rms; mlp swiglu; }");
     if (st->nvalues < 1) return;
-    int kind = read_word(c, "block kind", &st->values[0], block_words, COUNT_OF(block_words));
+    int kind = check_read_word(c, "block kind", &st->values[0], block_words, COUNT_OF(block_words));
     if (kind < 0 || !ok) return;
     /* Presets; `transformer` starts from the GPT-2 choices. */
     *b = (BlockSpec){.kind = BLOCK_TRANSFORMER, .norm = NORM_LAYER, .mlp = MLP_GELU, .bias = 1, .causal = 1,
@@ -175,10 +175,10 @@ static void check_block(Check *c, const Stmt *st)
     const Stmt *seen[BLOCK_COUNT] = {0};
     for (int i = 0; i < st->body.count; i++) {
         const Stmt *s = st->body.items[i];
-        int k = word_index(s->key, BLOCK_names, BLOCK_COUNT);
+        int k = check_word_index(s->key, BLOCK_names, BLOCK_COUNT);
         const char *where = b->kind == BLOCK_MLP ? "an `mlp` block" : "a transformer block";
         if (k < 0) {
-            unknown_key(c, s, where, BLOCK_names, BLOCK_COUNT);
+            check_unknown_key(c, s, where, BLOCK_names, BLOCK_COUNT);
             continue;
         }
         if (b->kind == BLOCK_MLP && (k == BK_ATTENTION || k == BK_MLP)) {
@@ -193,28 +193,28 @@ static void check_block(Check *c, const Stmt *st)
                        k == BK_RESIDUAL ? " (its residuals are always there)" : "");
             continue;
         }
-        if (!first_of(&seen[k], s, where)) continue;
+        if (!check_first_of(&seen[k], s, where)) continue;
         int w;
         switch (k) {
         case BK_NORM:
-            if ((w = read_word_stmt(c, s, norm_words, COUNT_OF(norm_words), BLOCK_usage[k])) >= 0) b->norm = w;
+            if ((w = check_read_word_stmt(c, s, norm_words, COUNT_OF(norm_words), BLOCK_usage[k])) >= 0) b->norm = w;
             break;
         case BK_MLP:
         case BK_ACT:
-            if ((w = read_word_stmt(c, s, mlp_words, COUNT_OF(mlp_words), BLOCK_usage[k])) >= 0) b->mlp = w;
+            if ((w = check_read_word_stmt(c, s, mlp_words, COUNT_OF(mlp_words), BLOCK_usage[k])) >= 0) b->mlp = w;
             break;
         case BK_ATTENTION:
             if (!check_shape(c, s, 1, 2, BODY_NO, BLOCK_usage[k])) break;
-            if ((w = read_word(c, "`attention` mask", &s->values[0], attention_words, 2)) >= 0) b->causal = w;
+            if ((w = check_read_word(c, "`attention` mask", &s->values[0], attention_words, 2)) >= 0) b->causal = w;
             if (s->nvalues == 2 &&
-                (w = read_word(c, "`attention` kind", &s->values[1], attention_kind_words, 2)) >= 0)
+                (w = check_read_word(c, "`attention` kind", &s->values[1], attention_kind_words, 2)) >= 0)
                 b->flash = w;
             break;
         case BK_BIAS:
-            if ((w = read_word_stmt(c, s, bool_words, 2, BLOCK_usage[k])) >= 0) b->bias = w;
+            if ((w = check_read_word_stmt(c, s, bool_words, 2, BLOCK_usage[k])) >= 0) b->bias = w;
             break;
         case BK_RESIDUAL:
-            if ((w = read_word_stmt(c, s, bool_words, 2, BLOCK_usage[k])) >= 0) b->residual = w;
+            if ((w = check_read_word_stmt(c, s, bool_words, 2, BLOCK_usage[k])) >= 0) b->residual = w;
             break;
         }
     }
@@ -226,7 +226,7 @@ static void check_repeat(Check *c, const Stmt *st, int *have_block)
     const Value *v = &st->values[0];
     if (v->kind != VAL_WORD || strcmp(v->text, "layers") != 0) {
         diag_error(v->loc, "the count is the model's `layers`: write `repeat layers { ... }`",
-                   "`repeat` takes the word `layers`, got `%s`", value_text(c, v));
+                   "`repeat` takes the word `layers`, got `%s`", check_value_text(c, v));
         return;
     }
     const Stmt *block = NULL;
@@ -234,10 +234,10 @@ static void check_repeat(Check *c, const Stmt *st, int *have_block)
         const Stmt *s = st->body.items[i];
         if (strcmp(s->key, "block") != 0) {
             static const char *const only[] = {"block"};
-            unknown_key(c, s, "`repeat`", only, 1);
+            check_unknown_key(c, s, "`repeat`", only, 1);
             continue;
         }
-        if (!first_of(&block, s, "`repeat`")) continue;
+        if (!check_first_of(&block, s, "`repeat`")) continue;
         check_block(c, s);
         *have_block = 1;
     }
@@ -265,7 +265,7 @@ static void check_attention_shape(Check *c, const Stmt *const *seen, int have_bl
             if (c->have_model_key[MD_HEAD_DIM] != 1) {
                 c->dims_ok = 0;
             } else if (m->heads * m->head_dim != m->hidden) {
-                diag_error(stmt_span(seen[MD_HEAD_DIM]),
+                diag_error(check_stmt_span(seen[MD_HEAD_DIM]),
                            arena_printf(c->arena, "with hidden = %" PRId64 " and heads = %" PRId64
                                                   ", head_dim is %s",
                                         m->hidden, m->heads,
@@ -277,7 +277,7 @@ static void check_attention_shape(Check *c, const Stmt *const *seen, int have_bl
                 c->dims_ok = 0;
             }
         } else if (m->hidden % m->heads != 0) {
-            diag_error(m->dim_loc[DIM_HEADS], divisor_hint(c, "heads", m->hidden, m->heads),
+            diag_error(m->dim_loc[DIM_HEADS], check_divisor_hint(c, "heads", m->hidden, m->heads),
                        "hidden = %" PRId64 " does not divide by heads = %" PRId64, m->hidden, m->heads);
             c->dims_ok = 0;
         } else {
@@ -287,7 +287,7 @@ static void check_attention_shape(Check *c, const Stmt *const *seen, int have_bl
             if (c->have_model_key[MD_KV_HEADS] != 1) {
                 c->dims_ok = 0;
             } else if (m->kv_heads > m->heads || m->heads % m->kv_heads != 0) {
-                diag_error(stmt_span(seen[MD_KV_HEADS]), divisor_hint(c, "kv_heads", m->heads, m->kv_heads),
+                diag_error(check_stmt_span(seen[MD_KV_HEADS]), check_divisor_hint(c, "kv_heads", m->heads, m->kv_heads),
                            "heads = %" PRId64 " does not divide by kv_heads = %" PRId64
                            " (each key/value head serves a whole group of query heads)",
                            m->heads, m->kv_heads);
@@ -307,25 +307,25 @@ void check_model(Check *c, const Stmt *sec)
     if (sec->nvalues >= 1 && sec->values[0].kind == VAL_WORD) m->name = sec->values[0].text;
     check_shape(c, sec, 0, 1, BODY_YES, "model llama7b { ... }");
     if (sec->nvalues >= 1 && sec->values[0].kind != VAL_WORD)
-        diag_error(sec->values[0].loc, NULL, "a model name is a word, got `%s`", value_text(c, &sec->values[0]));
+        diag_error(sec->values[0].loc, NULL, "a model name is a word, got `%s`", check_value_text(c, &sec->values[0]));
 
     const Stmt *seen[MODEL_COUNT] = {0}, *suggested[MODEL_COUNT] = {0};
     int have_block = 0;
     int head = -1, loss = -1;
     for (int i = 0; i < sec->body.count; i++) {
         const Stmt *st = sec->body.items[i];
-        int k = word_index(st->key, MODEL_names, MODEL_COUNT);
+        int k = check_word_index(st->key, MODEL_names, MODEL_COUNT);
         if (k < 0) {
             if (strcmp(st->key, "block") == 0) {
                 diag_error(st->key_loc, "write it like `repeat layers { block llama; }`",
                            "`block` belongs inside `repeat layers { ... }`");
                 continue;
             }
-            int guess = unknown_key(c, st, "`model`", MODEL_names, MODEL_COUNT);
+            int guess = check_unknown_key(c, st, "`model`", MODEL_names, MODEL_COUNT);
             if (guess >= 0 && guess <= MD_LAYERS) suggested[guess] = st;
             continue;
         }
-        if (!first_of(&seen[k], st, "`model`")) continue;
+        if (!check_first_of(&seen[k], st, "`model`")) continue;
         int64_t n;
         int w;
         Dim dim = DIM_COUNT;
@@ -347,32 +347,32 @@ void check_model(Check *c, const Stmt *sec)
                 const Value *v = &st->values[0];
                 if (v->kind != VAL_WORD || strcmp(v->text, "positions") != 0) {
                     diag_error(v->loc, "write `embed;` or `embed positions learned;`",
-                               "unexpected `%s` after `embed`", value_text(c, v));
+                               "unexpected `%s` after `embed`", check_value_text(c, v));
                     break;
                 }
                 if (st->nvalues < 2) {
                     diag_error(v->loc, "write `embed positions learned;`", "`positions` needs `learned` or `none`");
                     break;
                 }
-                if ((w = read_word(c, "position embedding", &st->values[1], position_words, 2)) >= 0)
+                if ((w = check_read_word(c, "position embedding", &st->values[1], position_words, 2)) >= 0)
                     m->positions = w;
             }
             break;
         case MD_REPEAT: check_repeat(c, st, &have_block); have_block = have_block ? 1 : -1; break;
         case MD_NORM:
-            if ((w = read_word_stmt(c, st, norm_words, COUNT_OF(norm_words), MODEL_usage[k])) >= 0) m->final_norm = w;
+            if ((w = check_read_word_stmt(c, st, norm_words, COUNT_OF(norm_words), MODEL_usage[k])) >= 0) m->final_norm = w;
             break;
-        case MD_HEAD: head = read_word_stmt(c, st, head_words, COUNT_OF(head_words), MODEL_usage[k]); break;
-        case MD_LOSS: loss = read_word_stmt(c, st, loss_words, COUNT_OF(loss_words), MODEL_usage[k]); break;
+        case MD_HEAD: head = check_read_word_stmt(c, st, head_words, COUNT_OF(head_words), MODEL_usage[k]); break;
+        case MD_LOSS: loss = check_read_word_stmt(c, st, loss_words, COUNT_OF(loss_words), MODEL_usage[k]); break;
         }
         if (field) {
-            if (read_count_stmt(c, st, 1, max, &n, MODEL_usage[k])) {
+            if (check_read_count_stmt(c, st, 1, max, &n, MODEL_usage[k])) {
                 *field = n;
                 c->have_model_key[k] = 1;
             } else {
                 c->have_model_key[k] = -1;
             }
-            if (dim != DIM_COUNT) m->dim_loc[dim] = stmt_span(st);
+            if (dim != DIM_COUNT) m->dim_loc[dim] = check_stmt_span(st);
         }
     }
     for (int k = 0; k < MODEL_COUNT; k++)
@@ -392,9 +392,9 @@ void check_model(Check *c, const Stmt *sec)
         if (seen[k]) continue;
         if (k == MD_HEADS && !attention && have_block) continue;
         if (k == MD_VOCAB && !m->has_embed && !m->has_head && have_block) continue;
-        missing = add_missing(c, missing, arena_printf(c->arena, "`%s`", MODEL_names[k]));
+        missing = check_add_missing(c, missing, arena_printf(c->arena, "`%s`", MODEL_names[k]));
     }
-    if (!seen[MD_REPEAT]) missing = add_missing(c, missing, "`repeat layers { block ...; }`");
+    if (!seen[MD_REPEAT]) missing = check_add_missing(c, missing, "`repeat layers { block ...; }`");
     if (*missing)
         diag_error(sec->key_loc,
                    attention ? "a transformer needs vocab, seq, hidden, heads, ffn, layers and a repeated block"
@@ -405,10 +405,10 @@ void check_model(Check *c, const Stmt *sec)
 
     /* Embedding, head, loss. */
     if (seen[MD_HEAD] && m->tied_head && !m->has_embed)
-        diag_error(stmt_span(seen[MD_HEAD]), "add `embed;`, or write `head untied;`",
+        diag_error(check_stmt_span(seen[MD_HEAD]), "add `embed;`, or write `head untied;`",
                    "a tied head shares the embedding matrix, but the model has no `embed`");
     if (seen[MD_LOSS] && m->has_loss && !m->has_head)
-        diag_error(stmt_span(seen[MD_LOSS]), "add `head untied;` (or `head tied;`)",
+        diag_error(check_stmt_span(seen[MD_LOSS]), "add `head untied;` (or `head tied;`)",
                    "`loss cross_entropy` needs a head that produces the vocab logits");
 }
 
@@ -418,7 +418,7 @@ static void check_optimizer(Check *c, const Stmt *st)
 {
     Train *t = &c->plan->train;
     if (!check_shape(c, st, 1, 64, BODY_NO, "optimizer adamw lr 3e-4 beta1 0.9 beta2 0.95;")) return;
-    int kind = read_word(c, "optimizer", &st->values[0], optimizer_words, COUNT_OF(optimizer_words));
+    int kind = check_read_word(c, "optimizer", &st->values[0], optimizer_words, COUNT_OF(optimizer_words));
     if (kind < 0) return;
     t->optimizer = kind;
     t->beta1 = 0.9;
@@ -429,14 +429,14 @@ static void check_optimizer(Check *c, const Stmt *st)
     int given[OP_COUNT] = {0};
     for (int i = 1; i < st->nvalues; i += 2) {
         const Value *name = &st->values[i];
-        int p = name->kind == VAL_WORD ? word_index(name->text, opt_param_names, OP_COUNT) : -1;
+        int p = name->kind == VAL_WORD ? check_word_index(name->text, opt_param_names, OP_COUNT) : -1;
         if (p < 0) {
             if (name->kind == VAL_WORD)
-                diag_error(name->loc, did_you_mean(c, name->text, opt_param_names, OP_COUNT),
+                diag_error(name->loc, check_did_you_mean(c, name->text, opt_param_names, OP_COUNT),
                            "unknown optimizer setting `%s`", name->text);
             else
                 diag_error(name->loc, "settings come in pairs: `lr 3e-4 beta1 0.9 ...`",
-                           "expected an optimizer setting name, got `%s`", value_text(c, name));
+                           "expected an optimizer setting name, got `%s`", check_value_text(c, name));
             continue;
         }
         int applies = kind == OPT_SGD ? (p == OP_LR || p == OP_MOMENTUM || p == OP_WEIGHT_DECAY) : p != OP_MOMENTUM;
@@ -460,16 +460,16 @@ static void check_optimizer(Check *c, const Stmt *st)
         }
         const Value *v = &st->values[i + 1];
         switch (p) {
-        case OP_LR: read_real(c, "lr", v, 0, 1, 10, 0, &t->lr); break;
-        case OP_BETA1: read_real(c, "beta1", v, 0, 0, 1, 1, &t->beta1); break;
-        case OP_BETA2: read_real(c, "beta2", v, 0, 0, 1, 1, &t->beta2); break;
-        case OP_EPS: read_real(c, "eps", v, 0, 1, 1, 0, &t->eps); break;
-        case OP_WEIGHT_DECAY: read_real(c, "weight_decay", v, 0, 0, 10, 0, &t->weight_decay); break;
-        case OP_MOMENTUM: read_real(c, "momentum", v, 0, 0, 1, 1, &t->momentum); break;
+        case OP_LR: check_read_real(c, "lr", v, 0, 1, 10, 0, &t->lr); break;
+        case OP_BETA1: check_read_real(c, "beta1", v, 0, 0, 1, 1, &t->beta1); break;
+        case OP_BETA2: check_read_real(c, "beta2", v, 0, 0, 1, 1, &t->beta2); break;
+        case OP_EPS: check_read_real(c, "eps", v, 0, 1, 1, 0, &t->eps); break;
+        case OP_WEIGHT_DECAY: check_read_real(c, "weight_decay", v, 0, 0, 10, 0, &t->weight_decay); break;
+        case OP_MOMENTUM: check_read_real(c, "momentum", v, 0, 0, 1, 1, &t->momentum); break;
         }
     }
     if (given[OP_LR] && c->lr_stmt)
-        diag_error(stmt_span(c->lr_stmt), "drop `lr` from the optimizer, or this statement",
+        diag_error(check_stmt_span(c->lr_stmt), "drop `lr` from the optimizer, or this statement",
                    "the learning rate is given twice: here and in `optimizer`");
     if (!given[OP_LR] && !c->lr_stmt)
         diag_error(st->values[0].loc, arena_printf(c->arena, "write it like `optimizer %s lr 3e-4;`",
@@ -480,9 +480,9 @@ static void check_optimizer(Check *c, const Stmt *st)
 static void check_precision(Check *c, const Stmt *st)
 {
     Train *t = &c->plan->train;
-    t->precision_loc = stmt_span(st);
+    t->precision_loc = check_stmt_span(st);
     if (!check_shape(c, st, 1, 3, BODY_NO, "precision bf16 master fp32;")) return;
-    int p = read_word(c, "precision", &st->values[0], precision_words, COUNT_OF(precision_words));
+    int p = check_read_word(c, "precision", &st->values[0], precision_words, COUNT_OF(precision_words));
     if (p < 0) return;
     t->precision = p;
     t->master_fp32 = 0;
@@ -490,7 +490,7 @@ static void check_precision(Check *c, const Stmt *st)
     const Value *m = &st->values[1];
     if (m->kind != VAL_WORD || strcmp(m->text, "master") != 0) {
         diag_error(m->loc, "write it like `precision bf16 master fp32;`", "unexpected `%s` after `precision %s`",
-                   value_text(c, m), precision_words[p]);
+                   check_value_text(c, m), precision_words[p]);
         return;
     }
     if (st->nvalues < 3 || st->values[2].kind != VAL_WORD || strcmp(st->values[2].text, "fp32") != 0) {
@@ -499,7 +499,7 @@ static void check_precision(Check *c, const Stmt *st)
         return;
     }
     if (p == PREC_FP32) {
-        diag_error(loc_join(m->loc, st->values[2].loc), "write `precision fp32;` or `precision bf16 master fp32;`",
+        diag_error(check_loc_join(m->loc, st->values[2].loc), "write `precision fp32;` or `precision bf16 master fp32;`",
                    "fp32 weights are their own master copy");
         return;
     }
@@ -518,34 +518,34 @@ void check_train(Check *c, const Stmt *sec)
         if (!c->lr_stmt && strcmp(sec->body.items[i]->key, "lr") == 0) c->lr_stmt = sec->body.items[i];
     for (int i = 0; i < sec->body.count; i++) {
         const Stmt *st = sec->body.items[i];
-        int k = word_index(st->key, TRAIN_names, TRAIN_COUNT);
+        int k = check_word_index(st->key, TRAIN_names, TRAIN_COUNT);
         if (k < 0) {
-            int guess = unknown_key(c, st, "`train`", TRAIN_names, TRAIN_COUNT);
+            int guess = check_unknown_key(c, st, "`train`", TRAIN_names, TRAIN_COUNT);
             if (guess >= 0) suggested[guess] = st;
             continue;
         }
-        if (!first_of(&seen[k], st, "`train`")) continue;
+        if (!check_first_of(&seen[k], st, "`train`")) continue;
         int64_t n;
         switch (k) {
         case TR_BATCH:
-            t->batch_loc = stmt_span(st);
-            if (read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k])) t->batch = n, c->have_batch = 1;
+            t->batch_loc = check_stmt_span(st);
+            if (check_read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k])) t->batch = n, c->have_batch = 1;
             break;
         case TR_MICRO_BATCH:
-            t->micro_batch_loc = stmt_span(st);
-            if (read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k]))
+            t->micro_batch_loc = check_stmt_span(st);
+            if (check_read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k]))
                 t->micro_batch = n, c->have_micro_batch = 1;
             break;
         case TR_MICRO_BATCHES:
-            t->micro_batches_loc = stmt_span(st);
-            if (read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k]))
+            t->micro_batches_loc = check_stmt_span(st);
+            if (check_read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k]))
                 t->micro_batches = n, c->have_micro_batches = 1;
             else
                 c->have_micro_batches = -1;
             break;
         case TR_SEQ:
-            c->train_seq_loc = stmt_span(st);
-            if (read_count_stmt(c, st, 1, MAX_DIM, &n, TRAIN_usage[k])) {
+            c->train_seq_loc = check_stmt_span(st);
+            if (check_read_count_stmt(c, st, 1, MAX_DIM, &n, TRAIN_usage[k])) {
                 c->have_train_seq = 1;
                 if (!c->plan->model.seq) c->plan->model.seq = n;
                 else if (c->plan->model.seq != n)
@@ -558,10 +558,10 @@ void check_train(Check *c, const Stmt *sec)
         case TR_OPTIMIZER: check_optimizer(c, st); break;
         case TR_LR: check_lr_schedule(c, st); break;
         case TR_STEPS:
-            if (read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k])) t->steps = n;
+            if (check_read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k])) t->steps = n;
             break;
         case TR_SEED:
-            if (read_count_stmt(c, st, 0, INT64_MAX, &n, TRAIN_usage[k])) t->seed = (uint64_t)n;
+            if (check_read_count_stmt(c, st, 0, INT64_MAX, &n, TRAIN_usage[k])) t->seed = (uint64_t)n;
             break;
         }
     }
@@ -569,10 +569,10 @@ void check_train(Check *c, const Stmt *sec)
         if (!seen[k] && suggested[k]) seen[k] = suggested[k];
     if (suggested[TR_MICRO_BATCHES] && !c->have_micro_batches) c->have_micro_batches = -1;
     const char *missing = "";
-    if (!seen[TR_BATCH]) missing = add_missing(c, missing, "`batch`");
-    if (!seen[TR_MICRO_BATCH]) missing = add_missing(c, missing, "`micro_batch`");
-    if (!seen[TR_PRECISION]) missing = add_missing(c, missing, "`precision`");
-    if (!seen[TR_OPTIMIZER]) missing = add_missing(c, missing, "`optimizer`");
+    if (!seen[TR_BATCH]) missing = check_add_missing(c, missing, "`batch`");
+    if (!seen[TR_MICRO_BATCH]) missing = check_add_missing(c, missing, "`micro_batch`");
+    if (!seen[TR_PRECISION]) missing = check_add_missing(c, missing, "`precision`");
+    if (!seen[TR_OPTIMIZER]) missing = check_add_missing(c, missing, "`optimizer`");
     if (*missing)
         diag_error(sec->key_loc, "e.g. `batch 8; micro_batch 2; precision bf16 master fp32; optimizer adamw lr 3e-4;`",
                    "`train` is missing %s", missing);
@@ -604,9 +604,9 @@ void check_mesh(Check *c, const Stmt *sec)
             break;
         }
         int64_t n = 1;
-        if (!read_count_stmt(c, st, 1, MAX_WORLD, &n, "dp 2;")) c->mesh_ok = 0, n = 1;
+        if (!check_read_count_stmt(c, st, 1, MAX_WORLD, &n, "dp 2;")) c->mesh_ok = 0, n = 1;
         axis_stmt[mesh->naxes] = st;
-        mesh->axes[mesh->naxes++] = (MeshAxis){.name = st->key, .size = (int)n, .loc = stmt_span(st)};
+        mesh->axes[mesh->naxes++] = (MeshAxis){.name = st->key, .size = (int)n, .loc = check_stmt_span(st)};
     }
     if (mesh->naxes == 0) {
         diag_error(sec->key_loc, "a single GPU is `mesh { dp 1; }`", "the mesh has no axes");
@@ -638,7 +638,7 @@ static int read_axis(Check *c, const Value *v)
     const Mesh *mesh = &c->plan->mesh;
     if (mesh->naxes == 0) return -1; /* no mesh: reported once, not per rule */
     if (v->kind != VAL_WORD) {
-        diag_error(v->loc, NULL, "expected a mesh axis name, got `%s`", value_text(c, v));
+        diag_error(v->loc, NULL, "expected a mesh axis name, got `%s`", check_value_text(c, v));
         return -1;
     }
     int a = mesh_axis(c->plan, v->text);
@@ -648,7 +648,7 @@ static int read_axis(Check *c, const Value *v)
     const char *best = diag_closest(v->text, names, mesh->naxes);
     const char *hint = best ? arena_printf(c->arena, "did you mean `%s`?", best)
                             : mesh->naxes ? arena_printf(c->arena, "the mesh axes are %s",
-                                                         word_list(c, names, mesh->naxes))
+                                                         check_word_list(c, names, mesh->naxes))
                                           : "declare it in `mesh { ... }`";
     diag_error(v->loc, hint, "unknown mesh axis `%s`", v->text);
     return -1;
@@ -663,14 +663,14 @@ static int read_schedule(Check *c, const Stmt *st, int i)
     const Value *kw = &st->values[i];
     if (kw->kind != VAL_WORD || strcmp(kw->text, "schedule") != 0) {
         diag_error(kw->loc, "write it like `layers -> pp schedule 1f1b;`", "unexpected `%s` in a layout rule",
-                   value_text(c, kw));
+                   check_value_text(c, kw));
         return 0;
     }
     if (i + 1 >= st->nvalues) {
         diag_error(kw->loc, "gpipe, 1f1b or interleaved N", "`schedule` needs a kind");
         return 0;
     }
-    int kind = read_word(c, "schedule", &st->values[i + 1], schedule_words + 1, COUNT_OF(schedule_words) - 1);
+    int kind = check_read_word(c, "schedule", &st->values[i + 1], schedule_words + 1, COUNT_OF(schedule_words) - 1);
     if (kind < 0) return 0;
     kind += 1;
     int n_after = st->nvalues - (i + 2);
@@ -683,31 +683,31 @@ static int read_schedule(Check *c, const Stmt *st, int i)
         int64_t v;
         Stmt fake = *st;
         fake.key = "interleaved";
-        if (!read_count(c, &fake, &st->values[i + 2], 2, 64, &v)) return 0;
+        if (!check_read_count(c, &fake, &st->values[i + 2], 2, 64, &v)) return 0;
         c->interleave = (int)v;
         c->interleave_loc = st->values[i + 2].loc;
     } else if (n_after > 0) {
-        diag_error(st->values[i + 2].loc, NULL, "unexpected `%s` after `%s`", value_text(c, &st->values[i + 2]),
+        diag_error(st->values[i + 2].loc, NULL, "unexpected `%s` after `%s`", check_value_text(c, &st->values[i + 2]),
                    schedule_words[kind]);
         return 0;
     }
     l->schedule = kind;
-    l->schedule_loc = loc_join(kw->loc, st->values[st->nvalues - 1].loc);
+    l->schedule_loc = check_loc_join(kw->loc, st->values[st->nvalues - 1].loc);
     return 1;
 }
 
 static void check_rule(Check *c, const Stmt *st)
 {
     Layout *l = &c->plan->layout;
-    int d = word_index(st->key, mappable_names, COUNT_OF(mappable_names));
+    int d = check_word_index(st->key, mappable_names, COUNT_OF(mappable_names));
     if (d < 0) {
-        int other = word_index(st->key, dim_names, DIM_COUNT);
+        int other = check_word_index(st->key, dim_names, DIM_COUNT);
         if (other == DIM_HEAD_DIM || other == DIM_QKV)
             diag_error(st->key_loc, "map `heads -> AXIS` instead", "`%s` cannot be mapped to an axis", st->key);
         else if (other == DIM_FLAT)
             diag_error(st->key_loc, "write `zero 3 over dp;`", "`flat` is sharded by ZeRO, not by a rule");
         else
-            diag_error(st->key_loc, did_you_mean(c, st->key, mappable_names, COUNT_OF(mappable_names)),
+            diag_error(st->key_loc, check_did_you_mean(c, st->key, mappable_names, COUNT_OF(mappable_names)),
                        "unknown dim `%s`", st->key);
         return;
     }
@@ -723,7 +723,7 @@ static void check_rule(Check *c, const Stmt *st)
     if (st->nvalues > 1) {
         if (dim != DIM_LAYERS)
             diag_error(st->values[1].loc, "a rule is `DIM -> AXIS;`; `layers -> AXIS` may add `schedule KIND`",
-                       "unexpected `%s`: only `layers -> AXIS` takes a schedule", value_text(c, &st->values[1]));
+                       "unexpected `%s`: only `layers -> AXIS` takes a schedule", check_value_text(c, &st->values[1]));
         else if (c->schedule_stmt)
             diag_error(st->values[1].loc, NULL, "the schedule is already given");
         else if (read_schedule(c, st, 1))
@@ -731,12 +731,12 @@ static void check_rule(Check *c, const Stmt *st)
     }
     if (axis < 0) return;
     l->dim_axis[dim] = axis;
-    l->dim_axis_loc[dim] = loc_join(st->key_loc, st->values[0].loc);
+    l->dim_axis_loc[dim] = check_loc_join(st->key_loc, st->values[0].loc);
 }
 
 static void check_stage(Check *c, const Stmt *st)
 {
-    if (!c->plan->layout.stage_loc.file) c->plan->layout.stage_loc = stmt_span(st);
+    if (!c->plan->layout.stage_loc.file) c->plan->layout.stage_loc = check_stmt_span(st);
     if (!check_shape(c, st, 1, 1, BODY_YES, "stage 0 { layers 0..15; embed; }")) return;
     ARR_PUSH(c->arena, c->stage_stmts, c->nstage_stmts, c->cap_stage_stmts, st);
 }
@@ -752,9 +752,9 @@ void check_layout(Check *c, const Stmt *sec)
             check_rule(c, st);
             continue;
         }
-        int k = word_index(st->key, LAYOUT_names, LAYOUT_COUNT);
+        int k = check_word_index(st->key, LAYOUT_names, LAYOUT_COUNT);
         if (k < 0) {
-            if (word_index(st->key, dim_names, DIM_COUNT) >= 0) {
+            if (check_word_index(st->key, dim_names, DIM_COUNT) >= 0) {
                 diag_error(st->key_loc,
                            arena_printf(c->arena, "write it like `%s -> %s;`", st->key,
                                         st->nvalues && st->values[0].kind == VAL_WORD ? st->values[0].text : "tp"),
@@ -765,7 +765,7 @@ void check_layout(Check *c, const Stmt *sec)
             int n = 0;
             for (int j = 0; j < LAYOUT_COUNT; j++) cands[n++] = LAYOUT_names[j];
             for (int j = 0; j < COUNT_OF(mappable_names); j++) cands[n++] = mappable_names[j];
-            unknown_key(c, st, "`layout`", cands, n);
+            check_unknown_key(c, st, "`layout`", cands, n);
             continue;
         }
         if (k == LY_STAGE) {
@@ -774,29 +774,29 @@ void check_layout(Check *c, const Stmt *sec)
         }
         if (k == LY_FSDP && seen[LY_ZERO]) k = LY_ZERO; /* fsdp is zero 3: one of them */
         if (k == LY_ZERO && seen[LY_FSDP]) k = LY_FSDP;
-        if (!first_of(&seen[k], st, "`layout`")) continue;
+        if (!check_first_of(&seen[k], st, "`layout`")) continue;
         switch (k) {
         case LY_SP:
-            l->sp_loc = stmt_span(st);
+            l->sp_loc = check_stmt_span(st);
             if (!check_shape(c, st, 2, 2, BODY_NO, LAYOUT_usage[k])) break;
             if (st->values[0].kind != VAL_WORD || strcmp(st->values[0].text, "over") != 0) {
                 diag_error(st->values[0].loc, "write it like `sequence_parallel over tp;`",
-                           "expected `over`, got `%s`", value_text(c, &st->values[0]));
+                           "expected `over`, got `%s`", check_value_text(c, &st->values[0]));
                 break;
             }
             if ((l->sp_axis = read_axis(c, &st->values[1])) >= 0) c->sp_stmt = st;
             break;
         case LY_ZERO:
         case LY_FSDP: {
-            l->zero_loc = stmt_span(st);
+            l->zero_loc = check_stmt_span(st);
             int nfixed = k == LY_ZERO ? 1 : 0;
             if (!check_shape(c, st, nfixed + 2, nfixed + 2, BODY_NO, LAYOUT_usage[k])) break;
             int64_t stage = 3;
-            if (k == LY_ZERO && !read_count(c, st, &st->values[0], 0, 3, &stage)) break;
+            if (k == LY_ZERO && !check_read_count(c, st, &st->values[0], 0, 3, &stage)) break;
             const Value *over = &st->values[nfixed];
             if (over->kind != VAL_WORD || strcmp(over->text, "over") != 0) {
                 diag_error(over->loc, arena_printf(c->arena, "write it like `%s`", LAYOUT_usage[k]),
-                           "expected `over`, got `%s`", value_text(c, over));
+                           "expected `over`, got `%s`", check_value_text(c, over));
                 break;
             }
             int axis = read_axis(c, &st->values[nfixed + 1]);
@@ -807,8 +807,8 @@ void check_layout(Check *c, const Stmt *sec)
             break;
         }
         case LY_RECOMPUTE: {
-            l->recompute_loc = stmt_span(st);
-            int w = read_word_stmt(c, st, recompute_words, COUNT_OF(recompute_words), LAYOUT_usage[k]);
+            l->recompute_loc = check_stmt_span(st);
+            int w = check_read_word_stmt(c, st, recompute_words, COUNT_OF(recompute_words), LAYOUT_usage[k]);
             if (w >= 0) l->recompute = w;
             break;
         }

@@ -26,7 +26,7 @@
  * schedule tables grow with micro-batches).
  */
 #include "codegen_gen.h"
-#include "launch.h"
+#include "process.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -173,7 +173,7 @@ static int link_executable(const char *obj_path, const char *out_path, const cha
     argv[argc++] = (char *)"-lz";
     argv[argc++] = (char *)"-lm";
     argv[argc] = NULL;
-    int status = launch_process(argv, NULL, log_path);
+    int status = process_run(argv, NULL, log_path);
     if (status == 0) return 0;
     char *log = read_file_prefix(log_path, 4000);
     diag_error(no_loc(), NULL, "codegen: linking %s with %s failed (status %d)%s%s", out_path, PARC_CC, status,
@@ -233,7 +233,7 @@ CodegenModule *codegen_build(const Program *program) {
     LLVMSetDataLayout(g->mod, layout);
     LLVMDisposeMessage(layout);
 
-    cg_build_module(g);
+    codegen_build_module(g);
     check_layouts(g, td);
     LLVMDisposeTargetData(td);
     return m;
@@ -285,7 +285,7 @@ int codegen_struct_layout(int which, uint64_t *size, uint64_t *offsets, int max)
     if (!tm) return -1;
     Gen g = {0};
     g.ctx = LLVMContextCreate();
-    cg_build_types(&g);
+    codegen_build_types(&g);
     LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
     LLVMTypeRef t = which == 0 ? g.t_buffer_desc : g.t_plan_desc;
     int n = (int)LLVMCountStructElementTypes(t);

@@ -83,7 +83,7 @@ typedef struct StageFns {
     LLVMValueRef fwd, bwd, main;
 } StageFns;
 
-/* A counted loop being built (cg_loop_begin / cg_loop_end). */
+/* A counted loop being built (codegen_loop_begin / codegen_loop_end). */
 typedef struct Loop {
     LLVMBasicBlockRef pre, head, body, exit;
     LLVMValueRef index, to;
@@ -120,27 +120,27 @@ static inline LLVMBasicBlockRef new_block(Gen *g, const char *name) {
 }
 
 /* Types and runtime declarations into g (g->ctx set; declare needs g->mod). */
-void cg_build_types(Gen *g);
-void cg_declare_runtime(Gen *g);
+void codegen_build_types(Gen *g);
+void codegen_declare_runtime(Gen *g);
 
 /* Constant globals: @plan, @stageS.buffers, @stageS.schedule, @stageS.ledger. */
-LLVMValueRef cg_emit_plan_desc(Gen *g);
-LLVMValueRef cg_emit_buffer_table(Gen *g, const StageProgram *sp);
-LLVMValueRef cg_emit_schedule_table(Gen *g, const StageProgram *sp);
-LLVMValueRef cg_emit_ledger(Gen *g, const StageProgram *sp);
+LLVMValueRef codegen_emit_plan_desc(Gen *g);
+LLVMValueRef codegen_emit_buffer_table(Gen *g, const StageProgram *sp);
+LLVMValueRef codegen_emit_schedule_table(Gen *g, const StageProgram *sp);
+LLVMValueRef codegen_emit_ledger(Gen *g, const StageProgram *sp);
 
 /* An internal function with named parameters (params NULL-terminated). */
-LLVMValueRef cg_add_function(Gen *g, LLVMTypeRef type, const char *name, const char *const *params);
+LLVMValueRef codegen_add_function(Gen *g, LLVMTypeRef type, const char *name, const char *const *params);
 /* Starts the body of fn: an entry block, rt = parameter 0, no cached coordinates. */
-void cg_begin_function(Gen *g, LLVMValueRef fn);
+void codegen_begin_function(Gen *g, LLVMValueRef fn);
 /* prt_coord(rt, axis), computed once per function in its entry block; 0 without the axis. */
-LLVMValueRef cg_coord(Gen *g, int axis);
+LLVMValueRef codegen_coord(Gen *g, int axis);
 /* A counted loop "for (i = from; i < to; i++)"; the body goes between
- * cg_loop_begin and cg_loop_end. */
-Loop cg_loop_begin(Gen *g, LLVMValueRef from, LLVMValueRef to, const char *name);
-void cg_loop_end(Gen *g, Loop *lp);
+ * codegen_loop_begin and codegen_loop_end. */
+Loop codegen_loop_begin(Gen *g, LLVMValueRef from, LLVMValueRef to, const char *name);
+void codegen_loop_end(Gen *g, Loop *lp);
 
 /* The whole module: types, declarations, tables, every stage's functions, main. */
-void cg_build_module(Gen *g);
+void codegen_build_module(Gen *g);
 
 #endif

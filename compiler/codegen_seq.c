@@ -57,7 +57,7 @@ static LLVMValueRef arg_value(Gen *g, const StageProgram *sp, const Instr *in, i
         v = call_life(g, LIFE_prt_ptr, args, 3, sp->bufs[a->buf].name ? sp->bufs[a->buf].name : "buf");
         if (a->axis >= 0) {
             int64_t bytes = a->i * dtype_bytes(sp->bufs[a->buf].dtype);
-            LLVMValueRef off = mul(g, cg_coord(g, a->axis), c64(g, bytes), "");
+            LLVMValueRef off = mul(g, codegen_coord(g, a->axis), c64(g, bytes), "");
             v = LLVMBuildInBoundsGEP2(g->b, g->t_i8, v, &off, 1, "");
         }
         if (g->cache_ptrs && g->nptrs < (int)(sizeof g->ptrs / sizeof g->ptrs[0]))
@@ -74,7 +74,7 @@ static LLVMValueRef arg_value(Gen *g, const StageProgram *sp, const Instr *in, i
         break;
     case ARG_COORD_TIMES:
         have = 'i';
-        v = mul(g, cg_coord(g, a->axis), c64(g, a->i), "");
+        v = mul(g, codegen_coord(g, a->axis), c64(g, a->i), "");
         break;
     case ARG_STEP:
         have = 'i';
@@ -91,7 +91,7 @@ static LLVMValueRef arg_value(Gen *g, const StageProgram *sp, const Instr *in, i
         int64_t mb = pr->plan->train.micro_batch;
         int64_t dp = plan_axis_size(pr->plan, pr->dp_axis);
         LLVMValueRef first = mul(g, p->micro, c64(g, mb * dp), "");
-        v = add(g, first, mul(g, cg_coord(g, pr->dp_axis), c64(g, mb), ""), "first_sample");
+        v = add(g, first, mul(g, codegen_coord(g, pr->dp_axis), c64(g, mb), ""), "first_sample");
         break;
     }
     case ARG_TAG: {
@@ -141,8 +141,8 @@ static LLVMValueRef emit_seq(Gen *g, const StageProgram *sp, SeqKind kind) {
     static const char *const params[] = {"rt", "chunk", "l", "slot", "micro", "step", NULL};
     char name[64];
     snprintf(name, sizeof name, "stage%d.%s", sp->stage, seq_symbols[kind]);
-    LLVMValueRef fn = cg_add_function(g, g->t_seq_fn, name, params);
-    cg_begin_function(g, fn);
+    LLVMValueRef fn = codegen_add_function(g, g->t_seq_fn, name, params);
+    codegen_begin_function(g, fn);
     g->cache_ptrs = 1; /* one basic block: every value dominates what follows */
     SeqParams p = {LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), LLVMGetParam(fn, 3), LLVMGetParam(fn, 4),
                    LLVMGetParam(fn, 5)};
@@ -258,8 +258,8 @@ static LLVMValueRef emit_work_fn(Gen *g, const StageProgram *sp, const StageFns 
     static const char *const params[] = {"rt", "micro", "chunk", "slot", "step", NULL};
     char name[64];
     snprintf(name, sizeof name, "stage%d.%s", sp->stage, backward ? "bwd" : "fwd");
-    LLVMValueRef fn = cg_add_function(g, g->t_work_fn, name, params);
-    cg_begin_function(g, fn);
+    LLVMValueRef fn = codegen_add_function(g, g->t_work_fn, name, params);
+    codegen_begin_function(g, fn);
     SeqParams p = {.micro = LLVMGetParam(fn, 1), .chunk = LLVMGetParam(fn, 2), .slot = LLVMGetParam(fn, 3),
                    .step = LLVMGetParam(fn, 4)};
     int chunks = sp->chunks > 0 ? sp->chunks : 1;
@@ -272,15 +272,15 @@ static LLVMValueRef emit_work_fn(Gen *g, const StageProgram *sp, const StageFns 
     if (!backward) {
         emit_choice(g, sp, fns, &p, begins_model, has_neighbour_in, 0, side_embed_fwd, side_recv_fwd, "input");
         if (L > 0 && fns->seq[SEQ_BLOCK_FWD]) {
-            Loop lp = cg_loop_begin(g, c64(g, 0), c64(g, L), "l");
+            Loop lp = codegen_loop_begin(g, c64(g, 0), c64(g, L), "l");
             call_seq(g, fns->seq[SEQ_BLOCK_FWD], p.chunk, lp.index, p.slot, p.micro, p.step);
-            cg_loop_end(g, &lp);
+            codegen_loop_end(g, &lp);
         }
         emit_choice(g, sp, fns, &p, ends_model, has_neighbour_out, chunks - 1, side_head_fwd, side_send_fwd, "output");
     } else {
         emit_choice(g, sp, fns, &p, ends_model, has_neighbour_out, chunks - 1, side_head_bwd, side_recv_bwd, "dinput");
         if (L > 0 && fns->seq[SEQ_BLOCK_BWD]) {
-            Loop lp = cg_loop_begin(g, c64(g, 0), c64(g, L), "i");
+            Loop lp = codegen_loop_begin(g, c64(g, 0), c64(g, L), "i");
             LLVMValueRef l = LLVMBuildSub(g->b, c64(g, L - 1), lp.index, "l");
             call_seq(g, fns->seq[SEQ_BLOCK_BWD], p.chunk, l, p.slot, p.micro, p.step);
             if (sp->sync_in_backward && fns->seq[SEQ_GRAD_SYNC_BLOCK]) {
@@ -295,7 +295,7 @@ static LLVMValueRef emit_work_fn(Gen *g, const StageProgram *sp, const StageFns 
                 LLVMBuildBr(g->b, bd);
                 LLVMPositionBuilderAtEnd(g->b, bd);
             }
-            cg_loop_end(g, &lp);
+            codegen_loop_end(g, &lp);
         }
         emit_choice(g, sp, fns, &p, begins_model, has_neighbour_in, 0, side_embed_bwd, side_send_bwd,
                     "doutput");
@@ -312,23 +312,23 @@ static void emit_every_layer(Gen *g, const StageProgram *sp, LLVMValueRef fn, LL
     if (!fn || sp->layers_per_chunk <= 0) return;
     char buf[64];
     snprintf(buf, sizeof buf, "%s.chunk", name);
-    Loop lc = cg_loop_begin(g, c64(g, 0), c64(g, sp->chunks > 0 ? sp->chunks : 1), buf);
+    Loop lc = codegen_loop_begin(g, c64(g, 0), c64(g, sp->chunks > 0 ? sp->chunks : 1), buf);
     snprintf(buf, sizeof buf, "%s.l", name);
-    Loop ll = cg_loop_begin(g, c64(g, 0), c64(g, sp->layers_per_chunk), buf);
+    Loop ll = codegen_loop_begin(g, c64(g, 0), c64(g, sp->layers_per_chunk), buf);
     call_seq(g, fn, lc.index, ll.index, c64(g, 0), c64(g, 0), step);
-    cg_loop_end(g, &ll);
-    cg_loop_end(g, &lc);
+    codegen_loop_end(g, &ll);
+    codegen_loop_end(g, &lc);
 }
 
 static LLVMValueRef emit_stage_main(Gen *g, const StageProgram *sp, const StageFns *fns) {
     static const char *const params[] = {"rt", NULL};
     char name[64];
     snprintf(name, sizeof name, "stage%d.main", sp->stage);
-    LLVMValueRef buffers = cg_emit_buffer_table(g, sp);
-    LLVMValueRef schedule = cg_emit_schedule_table(g, sp);
-    LLVMValueRef ledger = cg_emit_ledger(g, sp);
-    LLVMValueRef fn = cg_add_function(g, g->t_stage_fn, name, params);
-    cg_begin_function(g, fn);
+    LLVMValueRef buffers = codegen_emit_buffer_table(g, sp);
+    LLVMValueRef schedule = codegen_emit_schedule_table(g, sp);
+    LLVMValueRef ledger = codegen_emit_ledger(g, sp);
+    LLVMValueRef fn = codegen_add_function(g, g->t_stage_fn, name, params);
+    codegen_begin_function(g, fn);
     LLVMValueRef zero = c64(g, 0);
 
     LLVMValueRef reg[] = {g->rt, LLVMConstBitCast(buffers, g->t_ptr), c64(g, sp->nbufs)};
@@ -338,7 +338,7 @@ static LLVMValueRef emit_stage_main(Gen *g, const StageProgram *sp, const StageF
     LLVMValueRef steps = call_life(g, LIFE_prt_steps, &g->rt, 1, "steps");
 
     LLVMValueRef first = call_life(g, LIFE_prt_first_step, &g->rt, 1, "first_step");  /* after a resume: later */
-    Loop ls = cg_loop_begin(g, first, LLVMBuildAdd(g->b, steps, c64(g, 1), "steps_end"), "step");
+    Loop ls = codegen_loop_begin(g, first, LLVMBuildAdd(g->b, steps, c64(g, 1), "steps_end"), "step");
     LLVMValueRef step = ls.index;
     LLVMValueRef sargs[] = {g->rt, step};
     call_life(g, LIFE_prt_step_begin, sargs, 2, "");
@@ -347,7 +347,7 @@ static LLVMValueRef emit_stage_main(Gen *g, const StageProgram *sp, const StageF
     emit_every_layer(g, sp, fns->seq[SEQ_ZERO_GRADS_BLOCK], step, "zero");
 
     if (sp->nitems > 0) {
-        Loop li = cg_loop_begin(g, c64(g, 0), c64(g, sp->nitems), "item");
+        Loop li = codegen_loop_begin(g, c64(g, 0), c64(g, sp->nitems), "item");
         LLVMValueRef field[4];
         static const char *const field_names[4] = {"kind", "micro", "chunk", "slot"};
         for (int f = 0; f < 4; f++) {
@@ -368,7 +368,7 @@ static LLVMValueRef emit_stage_main(Gen *g, const StageProgram *sp, const StageF
         LLVMBuildCall2(g->b, g->t_work_fn, fns->bwd, wargs, 5, "");
         LLVMBuildBr(g->b, bn);
         LLVMPositionBuilderAtEnd(g->b, bn);
-        cg_loop_end(g, &li);
+        codegen_loop_end(g, &li);
     }
 
     if (!sp->sync_in_backward) emit_every_layer(g, sp, fns->seq[SEQ_GRAD_SYNC_BLOCK], step, "sync");
@@ -378,7 +378,7 @@ static LLVMValueRef emit_stage_main(Gen *g, const StageProgram *sp, const StageF
     call_seq(g, fns->seq[SEQ_OPTIM_ONCE], zero, zero, zero, zero, step);
 
     call_life(g, LIFE_prt_step_end, sargs, 2, "");
-    cg_loop_end(g, &ls);
+    codegen_loop_end(g, &ls);
     LLVMBuildRetVoid(g->b);
     return fn;
 }
@@ -426,12 +426,12 @@ static void emit_main(Gen *g, LLVMValueRef plan_desc, const StageFns *stages) {
     LLVMBuildRet(g->b, LLVMBuildTrunc(g->b, status, g->t_i32, ""));
 }
 
-void cg_build_module(Gen *g) {
+void codegen_build_module(Gen *g) {
     const Program *pr = g->program;
     PARC_ASSERT(pr->nstages >= 1 && pr->plan);
-    cg_build_types(g);
-    cg_declare_runtime(g);
-    LLVMValueRef plan_desc = cg_emit_plan_desc(g);
+    codegen_build_types(g);
+    codegen_declare_runtime(g);
+    LLVMValueRef plan_desc = codegen_emit_plan_desc(g);
     StageFns *fns = calloc((size_t)pr->nstages, sizeof *fns);
     PARC_ASSERT(fns);
     for (int s = 0; s < pr->nstages; s++) {

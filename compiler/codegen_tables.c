@@ -48,7 +48,7 @@ static LLVMTypeRef fn_type(Gen *g, char ret, const char *params) {
 }
 
 /* The struct types mirroring runtime/parc_rt.h, field for field. */
-void cg_build_types(Gen *g) {
+void codegen_build_types(Gen *g) {
     g->t_void = LLVMVoidTypeInContext(g->ctx);
     g->t_i8 = LLVMInt8TypeInContext(g->ctx);
     g->t_i32 = LLVMInt32TypeInContext(g->ctx);
@@ -94,7 +94,7 @@ void cg_build_types(Gen *g) {
 }
 
 /* Declares every runtime function, in PRT_OPS order, then the lifecycle. */
-void cg_declare_runtime(Gen *g) {
+void codegen_declare_runtime(Gen *g) {
     for (int f = 0; f < RT_FN_COUNT; f++) {
         g->rt_type[f] = fn_type(g, 'v', rt_fn_sigs[f]);
         g->rt_fn[f] = LLVMAddFunction(g->mod, rt_fn_names[f], g->rt_type[f]);
@@ -138,7 +138,7 @@ static LLVMValueRef add_const_global(Gen *g, LLVMValueRef init, const char *name
     return gv;
 }
 
-LLVMValueRef cg_emit_plan_desc(Gen *g) {
+LLVMValueRef codegen_emit_plan_desc(Gen *g) {
     const Program *pr = g->program;
     const Plan *plan = pr->plan;
     LLVMValueRef names[PRT_MAX_AXES];
@@ -170,7 +170,7 @@ LLVMValueRef cg_emit_plan_desc(Gen *g) {
                             "plan");
 }
 
-LLVMValueRef cg_emit_buffer_table(Gen *g, const StageProgram *sp) {
+LLVMValueRef codegen_emit_buffer_table(Gen *g, const StageProgram *sp) {
     LLVMValueRef *rows = calloc((size_t)sp->nbufs + 1, sizeof *rows);
     PARC_ASSERT(rows);
     for (int i = 0; i < sp->nbufs; i++) {
@@ -205,7 +205,7 @@ LLVMValueRef cg_emit_buffer_table(Gen *g, const StageProgram *sp) {
     return gv;
 }
 
-LLVMValueRef cg_emit_schedule_table(Gen *g, const StageProgram *sp) {
+LLVMValueRef codegen_emit_schedule_table(Gen *g, const StageProgram *sp) {
     LLVMValueRef *rows = calloc((size_t)sp->nitems + 1, sizeof *rows);
     PARC_ASSERT(rows);
     for (int i = 0; i < sp->nitems; i++) {
@@ -220,7 +220,7 @@ LLVMValueRef cg_emit_schedule_table(Gen *g, const StageProgram *sp) {
     return gv;
 }
 
-LLVMValueRef cg_emit_ledger(Gen *g, const StageProgram *sp) {
+LLVMValueRef codegen_emit_ledger(Gen *g, const StageProgram *sp) {
     char name[64];
     snprintf(name, sizeof name, "stage%d.ledger", sp->stage);
     /* the built program runs on the CPU runtime, which also widens 16-bit
@@ -233,7 +233,7 @@ LLVMValueRef cg_emit_ledger(Gen *g, const StageProgram *sp) {
 
 /* ---------------------------------------------------------------- functions, loops */
 
-LLVMValueRef cg_add_function(Gen *g, LLVMTypeRef type, const char *name, const char *const *params) {
+LLVMValueRef codegen_add_function(Gen *g, LLVMTypeRef type, const char *name, const char *const *params) {
     LLVMValueRef fn = LLVMAddFunction(g->mod, name, type);
     LLVMSetLinkage(fn, LLVMInternalLinkage);
     for (unsigned i = 0; params[i]; i++) LLVMSetValueName2(LLVMGetParam(fn, i), params[i], strlen(params[i]));
@@ -241,7 +241,7 @@ LLVMValueRef cg_add_function(Gen *g, LLVMTypeRef type, const char *name, const c
 }
 
 /* Starts the body of fn: an entry block, rt = parameter 0, no cached coordinates. */
-void cg_begin_function(Gen *g, LLVMValueRef fn) {
+void codegen_begin_function(Gen *g, LLVMValueRef fn) {
     g->fn = fn;
     g->rt = LLVMGetParam(fn, 0);
     memset(g->coord, 0, sizeof g->coord);
@@ -252,7 +252,7 @@ void cg_begin_function(Gen *g, LLVMValueRef fn) {
 
 /* prt_coord(rt, axis), called once per function in the entry block (it
  * dominates every use); 0 without the axis. */
-LLVMValueRef cg_coord(Gen *g, int axis) {
+LLVMValueRef codegen_coord(Gen *g, int axis) {
     if (axis < 0) return c64(g, 0);
     PARC_ASSERT(axis < PARC_MAX_AXES && axis < g->program->plan->mesh.naxes);
     if (!g->coord[axis]) {
@@ -270,7 +270,7 @@ LLVMValueRef cg_coord(Gen *g, int axis) {
     return g->coord[axis];
 }
 
-Loop cg_loop_begin(Gen *g, LLVMValueRef from, LLVMValueRef to, const char *name) {
+Loop codegen_loop_begin(Gen *g, LLVMValueRef from, LLVMValueRef to, const char *name) {
     Loop lp;
     char buf[64];
     lp.pre = LLVMGetInsertBlock(g->b);
@@ -291,7 +291,7 @@ Loop cg_loop_begin(Gen *g, LLVMValueRef from, LLVMValueRef to, const char *name)
     return lp;
 }
 
-void cg_loop_end(Gen *g, Loop *lp) {
+void codegen_loop_end(Gen *g, Loop *lp) {
     LLVMValueRef next = LLVMBuildAdd(g->b, lp->index, c64(g, 1), "");
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
     LLVMAddIncoming(lp->index, &next, &latch, 1);

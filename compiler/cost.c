@@ -18,6 +18,21 @@
 const char *const gemm_class_names[PARC_GEMM_CLASSES] = {"tiny", "small", "medium", "large"};
 const int64_t gemm_class_min_dim[PARC_GEMM_CLASSES] = {1, 128, 512, 2048};
 
+double cost_bus_factor(CollKind kind, int n)
+{
+    if (n <= 1) return 0;
+    switch (kind) {
+    case COLL_ALLREDUCE:
+    case COLL_ALLREDUCE_MAX: return 2.0 * (n - 1) / n;
+    case COLL_ALLGATHER:
+    case COLL_REDUCESCATTER:
+    case COLL_ALLTOALL: return (double)(n - 1) / n;
+    case COLL_SEND:
+    case COLL_RECV: return 1.0;
+    default: return 0;
+    }
+}
+
 GemmClass cost_gemm_class(int64_t m, int64_t n, int64_t k)
 {
     int64_t d = m < n ? m : n;
@@ -114,7 +129,7 @@ double cost_coll_bandwidth_s(const Cluster *cl, CollKind kind, int n, int inside
     if (n <= 1 || kind == COLL_NONE || kind == COLL_SLICE) return 0;
     double bw = inside ? cl->intra_bw : cl->inter_bw;
     if (bw <= 0) bw = 1e12;
-    double factor = (kind == COLL_SEND || kind == COLL_RECV) ? 1.0 : coll_bus_factor(kind, n);
+    double factor = (kind == COLL_SEND || kind == COLL_RECV) ? 1.0 : cost_bus_factor(kind, n);
     return bytes * factor / (bw * eff_or_one(cl->eff.bus[inside ? 0 : 1]));
 }
 
@@ -163,7 +178,7 @@ static void cost_op_entry(const Program *prog, const Instr *ins, double times, C
     const Cluster *cl = &prog->plan->cluster;
     Precision p = prog->plan->train.precision;
     double peak = cost_peak_flops(cl, p);
-    int bytes = precision_bytes(p);
+    int bytes = plan_precision_bytes(p);
     const Op *op = &prog->graph->ops[ins->op];
     int bwd = ins->entry == ENTRY_BACKWARD;
     const OpShape *s = &ins->shape;

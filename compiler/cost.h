@@ -13,6 +13,10 @@
 
 #include "ir.h"
 
+/* nccl-tests bus bandwidth factor of a collective over a group of n ranks:
+ * all-reduce 2(n-1)/n, gathers and scatters (n-1)/n, a pipeline message 1. */
+double cost_bus_factor(CollKind kind, int n);
+
 /* GEMM shape classes by the smallest of (m, n, k): below 128, below 512,
  * below 2048, and the rest.  ORDER: Efficiency.gemm[] follows this enum. */
 typedef enum { GEMM_TINY, GEMM_SMALL, GEMM_MEDIUM, GEMM_LARGE } GemmClass;

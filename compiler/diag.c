@@ -253,7 +253,7 @@ const char *diag_closest(const char *word, const char *const *candidates, int co
     return best;
 }
 
-_Noreturn void parc_internal_error(const char *file, int line, const char *fmt, ...)
+_Noreturn void diag_internal_error(const char *file, int line, const char *fmt, ...)
 {
     fflush(stdout);
     fprintf(stderr, "parc: internal error at %s:%d: ", file, line);

@@ -41,14 +41,14 @@ typedef struct Expander {
     int errors;
 } Expander;
 
-int64_t tensor_numel(const Tensor *t)
+int64_t expand_tensor_numel(const Tensor *t)
 {
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++) n *= t->sizes[i];
     return n;
 }
 
-int64_t tensor_local_numel(const Plan *plan, const Tensor *t, const Placement *place)
+int64_t expand_tensor_local_numel(const Plan *plan, const Tensor *t, const Placement *place)
 {
     int64_t sizes[IR_MAX_TDIMS];
     memcpy(sizes, t->sizes, sizeof sizes);
@@ -72,7 +72,7 @@ int64_t tensor_local_numel(const Plan *plan, const Tensor *t, const Placement *p
     return (n + flat_parts - 1) / flat_parts;
 }
 
-void placement_format(const Plan *plan, const Placement *place, char *buf, size_t size)
+void expand_placement_format(const Plan *plan, const Placement *place, char *buf, size_t size)
 {
     size_t used = 0;
     buf[0] = 0;
@@ -410,7 +410,7 @@ static void place_tensor(Expander *ex, Tensor *t)
 /* The graph's invariants: every op reads tensors already produced (or the
  * region's inputs and parameters), linear contractions agree in size, and
  * every split dim divides by its axis.  A failure is a compiler bug. */
-void verify_graph(const Graph *g)
+void expand_verify(const Graph *g)
 {
     const Plan *plan = g->plan;
     char *ready = calloc((size_t)g->ntensors + 1, 1);
@@ -473,17 +473,17 @@ Graph *expand_model(Arena *arena, const Plan *plan)
     g->region_count[REGION_HEAD] = g->nops - first;
 
     for (int i = 0; i < g->ntensors; i++) place_tensor(&ex, &g->tensors[i]);
-    if (!ex.errors) verify_graph(g);
+    if (!ex.errors) expand_verify(g);
     for (int i = 0; i < g->ntensors; i++) {
         const Tensor *t = &g->tensors[i];
         if (t->kind != TENSOR_PARAM) continue;
-        int64_t n = tensor_numel(t);
+        int64_t n = expand_tensor_numel(t);
         g->params_total += t->region == REGION_BLOCK ? n * plan->model.layers : n;
     }
     return ex.errors ? NULL : g;
 }
 
-void graph_dump(const Graph *g, FILE *out)
+void expand_dump(const Graph *g, FILE *out)
 {
     const Plan *plan = g->plan;
     fprintf(out, "graph %s: %lld parameters\n", plan->model.name ? plan->model.name : "model",
@@ -494,7 +494,7 @@ void graph_dump(const Graph *g, FILE *out)
             const Tensor *t = &g->tensors[i];
             if (t->region != (Region)r) continue;
             char place[256];
-            placement_format(plan, t->home, place, sizeof place);
+            expand_placement_format(plan, t->home, place, sizeof place);
             fprintf(out, "  %-6s %-14s [", tensor_kind_names[t->kind], t->name);
             for (int d = 0; d < t->ndim; d++)
                 fprintf(out, "%s%s=%lld", d ? ", " : "", dim_names[t->dims[d]], (long long)t->sizes[d]);

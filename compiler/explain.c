@@ -67,7 +67,7 @@ static void print_count(FILE *out, double v)
     else fprintf(out, "%.0f", v);
 }
 
-void report_check_summary(FILE *out, const Analysis *an)
+void explain_check_summary(FILE *out, const Analysis *an)
 {
     const Plan *plan = an->prog->plan;
     char total[64], cap[64];
@@ -197,7 +197,7 @@ static void explain_attention(FILE *out, const Analysis *an)
     arena_free(&arena);
 }
 
-void report_explain(FILE *out, const Analysis *an, int verbose)
+void explain_text(FILE *out, const Analysis *an, int verbose)
 {
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;
@@ -269,8 +269,8 @@ void report_explain(FILE *out, const Analysis *an, int verbose)
             an->pipeline_s, an->step_s - an->pipeline_s, 100.0 * mfu);
     fprintf(out, "  per micro-batch through one chunk: forward %.4g s, backward %.4g s, stage hand-off %.4g s\n",
             an->t_fwd, an->t_bwd, an->t_p2p);
-    report_phases(out, an);
-    if (verbose) report_cost_terms(out, an);
+    explain_phases(out, an);
+    if (verbose) explain_cost_terms(out, an);
     fprintf(out, "  communication per rank per step:");
     for (int a = 0; a < plan->mesh.naxes; a++) {
         analyze_format_bytes(an->axis_wire[a], b1, sizeof b1);
@@ -292,7 +292,7 @@ static void json_str(FILE *out, const char *s)
     fputc('"', out);
 }
 
-void report_explain_json(FILE *out, const Analysis *an)
+void explain_json(FILE *out, const Analysis *an)
 {
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;
@@ -347,7 +347,7 @@ void report_explain_json(FILE *out, const Analysis *an)
 
 static const char *dtype_name(int bytes) { return bytes == 2 ? "16-bit" : "32-bit"; }
 
-void report_collectives(FILE *out, const Analysis *an)
+void explain_collectives(FILE *out, const Analysis *an)
 {
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;
@@ -387,7 +387,7 @@ void report_collectives(FILE *out, const Analysis *an)
     fprintf(out, "  bus factors (nccl-tests): all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n\n");
 }
 
-void report_collectives_json(FILE *out, const Analysis *an)
+void explain_collectives_json(FILE *out, const Analysis *an)
 {
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;
@@ -406,7 +406,7 @@ void report_collectives_json(FILE *out, const Analysis *an)
                      "\"rule\": ",
                 r->group, (long long)r->elems, r->elem_bytes, (long long)(r->elems * r->elem_bytes),
                 (long long)r->calls, (long long)(r->elems * r->elem_bytes * r->calls),
-                r->phase == PHASE_PIPELINE ? 1.0 : coll_bus_factor(r->coll, r->group),
+                r->phase == PHASE_PIPELINE ? 1.0 : cost_bus_factor(r->coll, r->group),
                 r->inside_node ? "true" : "false");
         json_str(out, r->why);
         fprintf(out, "}");

@@ -7,14 +7,14 @@
 
 #include "analyze.h"
 
-void report_check_summary(FILE *out, const Analysis *an);
-void report_explain(FILE *out, const Analysis *an, int verbose);
-void report_explain_json(FILE *out, const Analysis *an);
-void report_collectives(FILE *out, const Analysis *an);
-void report_collectives_json(FILE *out, const Analysis *an);
+void explain_check_summary(FILE *out, const Analysis *an);
+void explain_text(FILE *out, const Analysis *an, int verbose);
+void explain_json(FILE *out, const Analysis *an);
+void explain_collectives(FILE *out, const Analysis *an);
+void explain_collectives_json(FILE *out, const Analysis *an);
 /* The step time by phase and how much communication is hidden (explain), and
  * every term of the cost model behind it (explain --verbose); explain_cost.c. */
-void report_phases(FILE *out, const Analysis *an);
-void report_cost_terms(FILE *out, const Analysis *an);
+void explain_phases(FILE *out, const Analysis *an);
+void explain_cost_terms(FILE *out, const Analysis *an);
 
 #endif

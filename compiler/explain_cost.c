@@ -14,7 +14,7 @@ static void print_terms(FILE *out, const char *what, const CostTerms *t, double 
 
 static double rate(double amount, double secs) { return secs > 0 ? amount / secs : 0; }
 
-void report_phases(FILE *out, const Analysis *an)
+void explain_phases(FILE *out, const Analysis *an)
 {
     fprintf(out, "  by phase:");
     for (int k = 0; k < ANALYZE_NPHASES; k++)
@@ -24,7 +24,7 @@ void report_phases(FILE *out, const Analysis *an)
             an->phase_s[APHASE_COMM], an->comm_hidden_s);
 }
 
-void report_cost_terms(FILE *out, const Analysis *an)
+void explain_cost_terms(FILE *out, const Analysis *an)
 {
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;

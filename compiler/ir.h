@@ -42,7 +42,7 @@ typedef struct Placement {
 } Placement;
 
 /* The collectives.  ORDER: X(kind, name).  reshard_collective maps a
- * placement change to one; coll_bus_factor gives their bus bandwidth factors
+ * placement change to one; cost_bus_factor (cost.h) gives their bus bandwidth factors
  * as nccl-tests defines them: all-reduce 2(n-1)/n, gathers/scatters (n-1)/n. */
 #define IR_COLLECTIVES(X)                   \
     X(NONE, "none")                         \
@@ -62,8 +62,6 @@ typedef enum {
     COLL_COUNT
 } CollKind;
 extern const char *const coll_names[COLL_COUNT];
-/* nccl-tests bus bandwidth factor for a group of n ranks. */
-double coll_bus_factor(CollKind kind, int n);
 
 /* from -> to on one axis: the collective, per the table
  *   P->R all-reduce, P->S reduce-scatter, S->R all-gather, S(d)->S(e) all-to-all,
@@ -178,12 +176,12 @@ typedef struct Graph {
 Graph *expand_model(Arena *arena, const Plan *plan);
 /* The graph's invariants (expand_model checks them before returning).
  * Failure is a compiler bug: PARC_BUG. */
-void verify_graph(const Graph *graph);
-void graph_dump(const Graph *graph, FILE *out);
-int64_t tensor_numel(const Tensor *t);
+void expand_verify(const Graph *graph);
+void expand_dump(const Graph *graph, FILE *out);
+int64_t expand_tensor_numel(const Tensor *t);
 /* Local elements of t on one rank under placement place[] (no Partial). */
-int64_t tensor_local_numel(const Plan *plan, const Tensor *t, const Placement *place);
-void placement_format(const Plan *plan, const Placement *place, char *buf, size_t size);
+int64_t expand_tensor_local_numel(const Plan *plan, const Tensor *t, const Placement *place);
+void expand_placement_format(const Plan *plan, const Placement *place, char *buf, size_t size);
 
 /* ------------------------------------------------------------ lowered program */
 
@@ -412,10 +410,10 @@ typedef struct Lowerer Placed;
  * through diag and returns NULL after reporting. */
 Placed *lower_place(Arena *arena, const Plan *plan, Graph *graph);
 /* `parc lower --emit=place`: one line per op and axis, stable text. */
-void placed_dump(const Placed *placed, FILE *out);
+void place_dump(const Placed *placed, FILE *out);
 /* Every rule placement is one the tensor can have (a split names one of its
  * dims; Partial only for produced values and gradients); PARC_BUG otherwise. */
-void placed_verify(const Placed *placed);
+void place_verify(const Placed *placed);
 
 /* Lowers the placed graph into per-stage programs (reshard, autodiff, gradient
  * sync, optimizer, schedule, ledger).  Reports user errors through diag and
@@ -427,11 +425,11 @@ Program *lower_program(Arena *arena, const Plan *plan, Graph *graph);
 /* Checks the program's invariants (every collective's group is a mesh axis,
  * buffers in range, instance modes valid for the sequence, schedule sound).
  * Failure is a compiler bug: PARC_BUG. */
-void verify_program(const Program *program);
+void program_verify(const Program *program);
 void program_dump(const Program *program, FILE *out);
 
 /* How many times per step a sequence runs on a stage. */
-int64_t seq_calls_per_step(const Program *program, const StageProgram *sp, SeqKind seq);
+int64_t program_seq_calls_per_step(const Program *program, const StageProgram *sp, SeqKind seq);
 
 /* The pipeline messages of stage sp as instructions of SEQ_RECV_FWD,
  * SEQ_SEND_FWD, SEQ_RECV_BWD and SEQ_SEND_BWD (reshard.c): each sequence that

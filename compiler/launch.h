@@ -17,12 +17,4 @@
  * failed (reported via diag_error).  The temporary directory is removed. */
 int launch_run(const Program *program, int argc, char **argv);
 
-/* For launch.c and tests: runs argv[0] (searched in PATH) with `extra_env`
- * (NULL-terminated "NAME=value" strings, may be NULL) added to the environment,
- * waits for it and returns its exit status (128 + signal when killed), or -1
- * when it could not be started.  When stderr_path != NULL the child's stderr
- * (and stdout) go to that file.  SIGINT and SIGQUIT are ignored in the caller
- * while the child runs (the child keeps the defaults). */
-int launch_process(char *const argv[], char *const extra_env[], const char *stderr_path);
-
 #endif

@@ -23,8 +23,8 @@ const char *const ledger_class_names[PRT_NCLASS] = {
  * gradients backward (none from its first). */
 void ledger_stage_sends(const Program *prog, const StageProgram *sp, int64_t *fwd, int64_t *bwd)
 {
-    *fwd = sp->seq[SEQ_SEND_FWD].n ? seq_calls_per_step(prog, sp, SEQ_SEND_FWD) : 0;
-    *bwd = sp->seq[SEQ_SEND_BWD].n ? seq_calls_per_step(prog, sp, SEQ_SEND_BWD) : 0;
+    *fwd = sp->seq[SEQ_SEND_FWD].n ? program_seq_calls_per_step(prog, sp, SEQ_SEND_FWD) : 0;
+    *bwd = sp->seq[SEQ_SEND_BWD].n ? program_seq_calls_per_step(prog, sp, SEQ_SEND_BWD) : 0;
 }
 
 /* The runtime's own scratch, as the CPU runtime allocates it (parc_rt.h,

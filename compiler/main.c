@@ -67,23 +67,23 @@ static int report_command(Arena *arena, const CliOptions *o, Compilation *c)
     switch (o->command) {
     case CMD_CHECK:
         status = compile_plan(arena, o->plan, c, analyze, 1, o->verify);
-        if (!status) report_check_summary(stdout, c->analysis);
+        if (!status) explain_check_summary(stdout, c->analysis);
         return status;
     case CMD_EXPLAIN:
         status = compile_plan(arena, o->plan, c, analyze, 0, o->verify);
         if (!status || (c->analysis && diag_error_count() == 0)) {
             int fit_errors = advise_plan(arena, c->analysis);
             if (o->html) fit_errors += report_html_write(c->analysis, o->html) != 0;
-            else if (o->json) report_explain_json(stdout, c->analysis);
-            else report_explain(stdout, c->analysis, o->verbose);
+            else if (o->json) explain_json(stdout, c->analysis);
+            else explain_text(stdout, c->analysis, o->verbose);
             status = fit_errors ? 1 : 0;
         }
         return status;
     default:
         status = compile_plan(arena, o->plan, c, analyze, 0, o->verify);
         if (!status) {
-            if (o->json) report_collectives_json(stdout, c->analysis);
-            else report_collectives(stdout, c->analysis);
+            if (o->json) explain_collectives_json(stdout, c->analysis);
+            else explain_collectives(stdout, c->analysis);
         }
         return status;
     }
@@ -127,7 +127,7 @@ static int run_command(Arena *arena, const CliOptions *o, Compilation *c)
         status = compile_plan(arena, o->plan, c, analyze, 1, o->verify);
         if (!status && !runtime_supports(&c->plan)) status = 1;
         if (!status) {
-            report_check_summary(stdout, c->analysis);
+            explain_check_summary(stdout, c->analysis);
             fflush(stdout);
             status = launch_run(c->prog, o->nforward, o->forward);
         }

@@ -91,9 +91,9 @@ const char *diag_closest(const char *word, const char *const *candidates, int co
 
 /* A compiler bug, never a user diagnostic: prints `parc: internal error at
  * FILE:LINE: message` and aborts. */
-_Noreturn void parc_internal_error(const char *file, int line, const char *fmt, ...)
+_Noreturn void diag_internal_error(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-#define PARC_BUG(...) parc_internal_error(__FILE__, __LINE__, __VA_ARGS__)
+#define PARC_BUG(...) diag_internal_error(__FILE__, __LINE__, __VA_ARGS__)
 #define PARC_ASSERT(cond)                                                           \
     do {                                                                          \
         if (!(cond)) PARC_BUG("assertion failed: %s", #cond);                     \
@@ -137,7 +137,7 @@ typedef enum { SCHED_NONE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED } SchedKin
 typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } RecomputeKind;
 
 /* Bytes of one element in a precision. */
-int precision_bytes(Precision p);
+int plan_precision_bytes(Precision p);
 
 /* What fraction of its peak a GPU and its links reach (cost.c uses it; the
  * defaults per GPU and where each comes from are in cost.c and
@@ -297,14 +297,14 @@ int plan_coords_rank(const Plan *plan, const int coords[PARC_MAX_AXES]);
  * returns 0 on success, -1 when any error was reported.  The plan's strings and
  * locations live in `arena`. Memory fit is NOT checked here (advise.c does it
  * on the analyzed program). */
-int front_load(Arena *arena, const char *path, Plan *plan);
+int check_plan(Arena *arena, const char *path, Plan *plan);
 /* The same from text already in memory (tests, fuzzing, standard input):
  * `path` names it in diagnostics and includes are relative to it.
- * front_load(arena, "-", plan) reads standard input, named `<stdin>`.
- * front_load_buffer takes `size` bytes that need not end in NUL (a NUL inside
+ * check_plan(arena, "-", plan) reads standard input, named `<stdin>`.
+ * check_plan_buffer takes `size` bytes that need not end in NUL (a NUL inside
  * is an error, as in a file); files are at most 16 MiB. */
-int front_load_text(Arena *arena, const char *path, const char *text, Plan *plan);
-int front_load_buffer(Arena *arena, const char *name, const char *data, size_t size, Plan *plan);
+int check_plan_text(Arena *arena, const char *path, const char *text, Plan *plan);
+int check_plan_buffer(Arena *arena, const char *name, const char *data, size_t size, Plan *plan);
 
 /* Dumps the resolved plan in a stable text form (`parc lower --emit=front`). */
 void plan_dump(const Plan *plan, FILE *out);

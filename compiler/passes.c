@@ -20,7 +20,7 @@
 
 /* ------------------------------------------------------------ front */
 
-static int run_front(Compilation *c) { return front_load(c->arena, c->path, &c->plan) != 0; }
+static int run_front(Compilation *c) { return check_plan(c->arena, c->path, &c->plan) != 0; }
 
 static void dump_front(const Compilation *c, FILE *out) { plan_dump(&c->plan, out); }
 
@@ -67,9 +67,9 @@ static int run_expand(Compilation *c)
     return c->graph == NULL;
 }
 
-static void dump_expand(const Compilation *c, FILE *out) { graph_dump(c->graph, out); }
+static void dump_expand(const Compilation *c, FILE *out) { expand_dump(c->graph, out); }
 
-static void verify_expand(const Compilation *c) { verify_graph(c->graph); }
+static void verify_expand(const Compilation *c) { expand_verify(c->graph); }
 
 /* ------------------------------------------------------------ lower, schedule */
 
@@ -79,9 +79,9 @@ static int run_place(Compilation *c)
     return c->placed == NULL;
 }
 
-static void dump_place(const Compilation *c, FILE *out) { placed_dump(c->placed, out); }
+static void dump_place(const Compilation *c, FILE *out) { place_dump(c->placed, out); }
 
-static void verify_place(const Compilation *c) { placed_verify(c->placed); }
+static void verify_place(const Compilation *c) { place_verify(c->placed); }
 
 static int run_lower(Compilation *c)
 {
@@ -91,7 +91,7 @@ static int run_lower(Compilation *c)
 
 static void dump_lower(const Compilation *c, FILE *out) { program_dump(c->prog, out); }
 
-static void verify_lower(const Compilation *c) { verify_program(c->prog); }
+static void verify_lower(const Compilation *c) { program_verify(c->prog); }
 
 static void dump_schedule(const Compilation *c, FILE *out) { schedule_dump(&c->prog->schedule, out); }
 

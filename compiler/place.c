@@ -250,7 +250,7 @@ static void place_print_list(FILE *out, const Placement *p, int n)
     if (n == 0) fputs("-", out);
 }
 
-void placed_dump(const Placed *lw, FILE *out)
+void place_dump(const Placed *lw, FILE *out)
 {
     const Graph *g = lw->g;
     const Plan *plan = lw->plan;
@@ -297,7 +297,7 @@ static void verify_one(const Placed *lw, const Op *op, int a, const char *what, 
         PARC_BUG("placement: op %s has placement kind %d for %s `%s`", op->name, p.kind, what, tt->name);
 }
 
-void placed_verify(const Placed *lw)
+void place_verify(const Placed *lw)
 {
     const Graph *g = lw->g;
     for (int i = 0; i < g->nops; i++) {

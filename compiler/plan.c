@@ -18,7 +18,7 @@ const char *const dim_names[DIM_COUNT] = {
 #undef X
 };
 
-int precision_bytes(Precision p)
+int plan_precision_bytes(Precision p)
 {
     switch (p) {
     case PREC_FP32: return 4;

@@ -2,7 +2,7 @@
  * program.c — the lowered program's builders, verifier and dump.
  *
  * Builders: buffers of the current stage, instructions appended to a
- * sequence, report-only records.  verify_program checks a Program's
+ * sequence, report-only records.  program_verify checks a Program's
  * invariants (a failure is a compiler bug, PARC_BUG); program_dump prints it
  * in a stable text form (no pointers, no hash order) for golden files.
  */
@@ -40,13 +40,13 @@ const uint8_t seq_per_micro[SEQ_COUNT] = {
 };
 /* ------------------------------------------------------------ sizes */
 
-int64_t lower_local_numel(const Lowerer *lw, const Tensor *t, const Placement *place)
+int64_t program_local_numel(const Lowerer *lw, const Tensor *t, const Placement *place)
 {
     if (t->kind == TENSOR_SCALAR) return 1;
-    return tensor_local_numel(lw->plan, t, place);
+    return expand_tensor_local_numel(lw->plan, t, place);
 }
 
-void lower_local_sizes(const Lowerer *lw, const Tensor *t, const Placement *place, int64_t *sizes)
+void program_local_sizes(const Lowerer *lw, const Tensor *t, const Placement *place, int64_t *sizes)
 {
     memcpy(sizes, t->sizes, sizeof(int64_t) * IR_MAX_TDIMS);
     for (int a = 0; a < lw->naxes; a++) {
@@ -61,7 +61,7 @@ void lower_local_sizes(const Lowerer *lw, const Tensor *t, const Placement *plac
 
 /* ------------------------------------------------------------ builders */
 
-int prog_act_dtype(const Lowerer *lw)
+int program_act_dtype(const Lowerer *lw)
 {
     switch (lw->plan->train.precision) {
     case PREC_BF16: return PRT_BF16;
@@ -70,7 +70,7 @@ int prog_act_dtype(const Lowerer *lw)
     }
 }
 
-int prog_buf_new(Lowerer *lw, const char *name, int klass, int dtype, int64_t elems, int64_t instances)
+int program_buf_new(Lowerer *lw, const char *name, int klass, int dtype, int64_t elems, int64_t instances)
 {
     StageProgram *sp = lw->sp;
     Buffer b;
@@ -103,21 +103,21 @@ static Instr instr_blank(const Emit *e, int fn)
     return ins;
 }
 
-Instr *prog_instr_new(Emit *e, RtFn fn)
+Instr *program_instr_new(Emit *e, RtFn fn)
 {
     Instr ins = instr_blank(e, (int)fn);
     ARR_PUSH(e->lw->arena, e->seq->ins, e->seq->n, e->seq->cap, ins);
     return &e->seq->ins[e->seq->n - 1];
 }
 
-void prog_push_args(Instr *ins, int n, const Arg *args)
+void program_push_args(Instr *ins, int n, const Arg *args)
 {
     PARC_ASSERT(n <= IR_MAX_ARGS);
     ins->nargs = n;
     memcpy(ins->args, args, sizeof(Arg) * (size_t)n);
 }
 
-void prog_record(Emit *e, CollKind coll, int axis, int64_t elems, int op, int tensor, const char *why)
+void program_record(Emit *e, CollKind coll, int axis, int64_t elems, int op, int tensor, const char *why)
 {
     Instr rec = instr_blank(e, -1);
     rec.coll = coll;
@@ -130,7 +130,7 @@ void prog_record(Emit *e, CollKind coll, int axis, int64_t elems, int op, int te
     ARR_PUSH(e->lw->arena, e->seq->ins, e->seq->n, e->seq->cap, rec);
 }
 
-int64_t seq_calls_per_step(const Program *prog, const StageProgram *sp, SeqKind seq)
+int64_t program_seq_calls_per_step(const Program *prog, const StageProgram *sp, SeqKind seq)
 {
     int64_t m = prog->plan->train.micro_batches;
     int64_t layers = (int64_t)sp->chunks * sp->layers_per_chunk;
@@ -156,7 +156,7 @@ int64_t seq_calls_per_step(const Program *prog, const StageProgram *sp, SeqKind 
 
 /* ------------------------------------------------------------ verifier */
 
-void verify_program(const Program *prog)
+void program_verify(const Program *prog)
 {
     const Plan *plan = prog->plan;
     for (int s = 0; s < prog->nstages; s++) {

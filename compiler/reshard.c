@@ -17,21 +17,6 @@
  */
 #include "lower.h"
 
-double coll_bus_factor(CollKind kind, int n)
-{
-    if (n <= 1) return 0;
-    switch (kind) {
-    case COLL_ALLREDUCE:
-    case COLL_ALLREDUCE_MAX: return 2.0 * (n - 1) / n;
-    case COLL_ALLGATHER:
-    case COLL_REDUCESCATTER:
-    case COLL_ALLTOALL: return (double)(n - 1) / n;
-    case COLL_SEND:
-    case COLL_RECV: return 1.0;
-    default: return 0;
-    }
-}
-
 CollKind reshard_collective(Placement from, Placement to)
 {
     if (from.kind == to.kind && (from.kind != PLACE_S || from.dim == to.dim)) return COLL_NONE;
@@ -43,13 +28,13 @@ CollKind reshard_collective(Placement from, Placement to)
 
 static int64_t val_elems(Lowerer *lw, const Val *v)
 {
-    return lower_local_numel(lw, &lw->g->tensors[v->tensor], v->place);
+    return program_local_numel(lw, &lw->g->tensors[v->tensor], v->place);
 }
 
 static int elem_bytes_of(Lowerer *lw, int t)
 {
     const Tensor *tt = &lw->g->tensors[t];
-    return tt->kind == TENSOR_PARAM || tt->kind == TENSOR_ACT ? dtype_bytes(prog_act_dtype(lw)) : 4;
+    return tt->kind == TENSOR_PARAM || tt->kind == TENSOR_ACT ? dtype_bytes(program_act_dtype(lw)) : 4;
 }
 
 /* outer/inner of a [outer, S, inner] collective splitting dim d. */
@@ -58,11 +43,11 @@ static void coll_shape(Lowerer *lw, int t, const Placement *small, Dim d, int64_
     const Tensor *tt = &lw->g->tensors[t];
     if (d == DIM_FLAT) {
         *outer = 1;
-        *inner = lower_local_numel(lw, tt, small);
+        *inner = program_local_numel(lw, tt, small);
         return;
     }
     int64_t sizes[IR_MAX_TDIMS];
-    lower_local_sizes(lw, tt, small, sizes);
+    program_local_sizes(lw, tt, small, sizes);
     int64_t o = 1, in = 1;
     int seen = 0;
     for (int i = 0; i < tt->ndim; i++) {
@@ -80,8 +65,8 @@ int reshard_temp_buf(Lowerer *lw, const char *what, int t, const Placement *plac
     const Tensor *tt = &lw->g->tensors[t];
     char name[160];
     snprintf(name, sizeof name, "%s.%s", tt->name, what);
-    int dtype = tt->kind == TENSOR_INDEX ? PRT_I32 : (tt->kind == TENSOR_STAT ? PRT_F32 : prog_act_dtype(lw));
-    return prog_buf_new(lw, name, klass, dtype, lower_local_numel(lw, tt, place), 1);
+    int dtype = tt->kind == TENSOR_INDEX ? PRT_I32 : (tt->kind == TENSOR_STAT ? PRT_F32 : program_act_dtype(lw));
+    return program_buf_new(lw, name, klass, dtype, program_local_numel(lw, tt, place), 1);
 }
 
 /* Moves value v to placement `to` axis by axis, each step one collective from
@@ -308,7 +293,7 @@ void reshard_pipeline(Arena *arena, const Program *prog, StageProgram *sp)
     };
     for (int i = 0; i < 4; i++) {
         const Message *m = &msgs[i];
-        if (seq_calls_per_step(prog, sp, m->seq) == 0) continue;
+        if (program_seq_calls_per_step(prog, sp, m->seq) == 0) continue;
         Instr ins;
         memset(&ins, 0, sizeof ins);
         ins.fn = (int)m->fn;

@@ -137,7 +137,7 @@ static void try_layout(Search *s, const Layout1 *l)
     if (!text) return;
     Arena arena = {0};
     Plan *p = arena_alloc(&arena, sizeof *p);
-    int ok = front_load_text(&arena, "search", text, p) == 0;
+    int ok = check_plan_text(&arena, "search", text, p) == 0;
     Analysis *an = NULL;
     if (ok) {
         Graph *g = expand_model(&arena, p);

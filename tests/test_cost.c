@@ -91,7 +91,7 @@ static Analysis *analyze_text(Arena *arena, const char *name, const char *tail)
 {
     Plan *p = arena_alloc(arena, sizeof *p);
     char *text = arena_printf(arena, "%s%s", mlp_plan, tail);
-    if (front_load_text(arena, name, text, p) != 0) return NULL;
+    if (check_plan_text(arena, name, text, p) != 0) return NULL;
     Graph *g = expand_model(arena, p);
     Program *prog = g ? lower_program(arena, p, g) : NULL;
     Analysis *an = prog ? analyze_program(arena, prog) : NULL;

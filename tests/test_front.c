@@ -60,7 +60,7 @@ static char *read_file(const char *path)
 
 /* ------------------------------------------------------------ plan verifier */
 
-/* The guarantees parc.h promises for any plan front_load accepts. */
+/* The guarantees parc.h promises for any plan check_plan accepts. */
 static void verify_plan(const Plan *p, const char *what)
 {
     const Layout *l = &p->layout;
@@ -130,7 +130,7 @@ static void load_quiet(const char *path, const char *text, const char *what)
     Plan plan;
     diag_reset();
     diag_set_stream(devnull);
-    int rc = front_load_text(&arena, path, text, &plan);
+    int rc = check_plan_text(&arena, path, text, &plan);
     loads++;
     if (rc == 0) {
         EXPECT(diag_error_count() == 0, "%s: success with errors", what);
@@ -275,7 +275,7 @@ static void test_examples(Example *ex, int n)
         Arena arena = {0};
         Plan plan;
         diag_reset();
-        int rc = front_load(&arena, ex[i].path, &plan);
+        int rc = check_plan(&arena, ex[i].path, &plan);
         EXPECT(rc == 0 && diag_error_count() == 0 && diag_warning_count() == 0, "%s: rc %d, %d errors, %d warnings",
                ex[i].name, rc, diag_error_count(), diag_warning_count());
         EXPECT(ex[i].text[0] == '#', "%s: starts with a comment saying what it shows", ex[i].name);
@@ -291,7 +291,7 @@ static void test_examples(Example *ex, int n)
             Arena again = {0};
             Plan plan2;
             diag_reset();
-            front_load(&again, ex[i].path, &plan2);
+            check_plan(&again, ex[i].path, &plan2);
             char *dump2 = NULL;
             size_t dump2_len = 0;
             mem = open_memstream(&dump2, &dump2_len);
@@ -503,7 +503,7 @@ static int load_and_lower(const char *text, char **report, int *lowered)
     FILE *out = open_memstream(report, &size);
     diag_reset();
     diag_set_default_stream(out); /* the fit advice sets and resets the stream itself */
-    int rc = front_load_text(&arena, "limit.par", text, &plan);
+    int rc = check_plan_text(&arena, "limit.par", text, &plan);
     *lowered = 0;
     if (rc == 0) {
         Graph *g = expand_model(&arena, &plan);
@@ -513,8 +513,8 @@ static int load_and_lower(const char *text, char **report, int *lowered)
             /* the fit advice lowers variants of the plan: they stay in bounds too */
             Analysis *an = analyze_program(&arena, prog);
             advise_plan(&arena, an);
-            report_explain(devnull, an, 1);
-            report_explain_json(devnull, an);
+            explain_text(devnull, an, 1);
+            explain_json(devnull, an);
         }
     }
     diag_set_default_stream(NULL);
@@ -566,9 +566,9 @@ static void test_limits(void)
     Plan plan;
     diag_reset();
     diag_set_stream(devnull);
-    EXPECT(front_load_buffer(&arena, "buf.par", text, n, &plan) == 0, "a plan from a buffer without NUL");
+    EXPECT(check_plan_buffer(&arena, "buf.par", text, n, &plan) == 0, "a plan from a buffer without NUL");
     text[10] = '\0';
-    EXPECT(front_load_buffer(&arena, "buf.par", text, n, &plan) == -1 && diag_error_count() == 1,
+    EXPECT(check_plan_buffer(&arena, "buf.par", text, n, &plan) == -1 && diag_error_count() == 1,
            "a NUL byte in a buffer is one error");
     diag_set_stream(NULL);
     diag_reset();
@@ -641,7 +641,7 @@ static int test_negative(int argc, char **argv)
         Plan plan;
         diag_reset();
         diag_set_stream(mem);
-        int rc = front_load(&arena, path, &plan);
+        int rc = check_plan(&arena, path, &plan);
         diag_set_stream(NULL);
         fclose(mem);
         int ok = 1;
@@ -650,7 +650,7 @@ static int test_negative(int argc, char **argv)
             ok = 0;
         }
         if (rc != -1) {
-            fprintf(stderr, "FAIL %s: front_load returned %d, expected -1\n", path, rc);
+            fprintf(stderr, "FAIL %s: check_plan returned %d, expected -1\n", path, rc);
             ok = 0;
         }
         size_t plen = strlen(path);
@@ -723,7 +723,7 @@ int main(int argc, char **argv)
     if (argc == 3 && strcmp(argv[1], "--dump") == 0) {
         Arena arena = {0};
         Plan plan;
-        int rc = front_load(&arena, argv[2], &plan);
+        int rc = check_plan(&arena, argv[2], &plan);
         if (rc == 0) plan_dump(&plan, stdout);
         arena_free(&arena);
         diag_reset();

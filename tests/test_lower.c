@@ -73,7 +73,7 @@ static Analysis *compile(Arena *arena, Opts o, Program **prog_out)
              !strcmp(o.block, "llama") ? "rms" : "layer", o.tied ? "tied" : "untied", o.batch, o.micro_batch, o.precision, o.mesh, o.layout);
     static Plan plan;
     memset(&plan, 0, sizeof plan);
-    if (front_load_text(arena, "test.par", text, &plan) != 0) {
+    if (check_plan_text(arena, "test.par", text, &plan) != 0) {
         if (getenv("TEST_LOWER_VERBOSE")) printf("plan did not load:\n%s\n", text);
         return NULL;
     }
@@ -106,7 +106,7 @@ static Sum sum_rows(const Analysis *an, int stage, Phase phase, CollKind coll, i
         if (exclude_replays && !strncmp(r->why, "again for the backward", 22)) continue;
         s.calls += r->calls;
         s.elems += (double)r->elems * (double)r->calls;
-        s.wire += (double)r->elems * r->elem_bytes * coll_bus_factor(r->coll, r->group) * (double)r->calls;
+        s.wire += (double)r->elems * r->elem_bytes * cost_bus_factor(r->coll, r->group) * (double)r->calls;
     }
     return s;
 }
@@ -320,7 +320,7 @@ static void test_data_parallel_volumes(void)
             const Tensor *wte = NULL;
             for (int t = 0; t < prog->graph->ntensors; t++)
                 if (!strcmp(prog->graph->tensors[t].name, "wte")) wte = &prog->graph->tensors[t];
-            double wte_ddp_wire = wte ? 2.0 * 0.75 * (double)tensor_numel(wte) * 4 : 0;
+            double wte_ddp_wire = wte ? 2.0 * 0.75 * (double)expand_tensor_numel(wte) * 4 : 0;
             CHECK(fabs(wire[3] - (1.5 * wire[0] - 0.5 * wte_ddp_wire)) < 1e-6 * wire[0],
                   "ZeRO-3 moves 1.5x DDP's bytes for parameters re-read in backward: %.0f vs DDP %.0f", wire[3],
                   wire[0]);
@@ -533,7 +533,7 @@ static void test_layout_combinations(void)
                     if (an) {
                         lowered++;
                         CHECK(an->max_total > 0 && errors == 0, "%s / %s lowered with a ledger", mesh, layout);
-                        verify_program(prog);
+                        program_verify(prog);
                     } else if (errors > 0) {
                         refused++;
                     } else {

@@ -2,7 +2,7 @@
  * fuzz_plan.c — libFuzzer harness over the whole compiler short of codegen.
  *
  * Each input is a .par text.  It goes through the public pass entry points as
- * `parc explain` does: front_load_buffer -> expand_model -> lower_program ->
+ * `parc explain` does: check_plan_buffer -> expand_model -> lower_program ->
  * analyze_program -> advise_plan, then every report and dump, all written
  * to /dev/null.  Any crash, sanitizer report, leak, internal error (abort) or
  * hang is a finding; a user diagnostic is not.
@@ -54,22 +54,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     Arena arena = {0};
     Plan plan;
     /* A name in a directory that does not exist: relative includes fail. */
-    if (front_load_buffer(&arena, "/nonexistent/fuzz.par", (const char *)data, size, &plan) == 0) {
+    if (check_plan_buffer(&arena, "/nonexistent/fuzz.par", (const char *)data, size, &plan) == 0) {
         stat_checked++;
         Graph *graph = expand_model(&arena, &plan);
         Program *prog = graph ? lower_program(&arena, &plan, graph) : NULL;
         if (prog) {
             stat_lowered++;
-            verify_program(prog); /* a broken invariant aborts: the fuzzer reports it */
+            program_verify(prog); /* a broken invariant aborts: the fuzzer reports it */
             Analysis *an = analyze_program(&arena, prog);
             advise_plan(&arena, an);
-            report_check_summary(null_out, an);
-            report_explain(null_out, an, 1);
-            report_explain_json(null_out, an);
-            report_collectives(null_out, an);
-            report_collectives_json(null_out, an);
+            explain_check_summary(null_out, an);
+            explain_text(null_out, an, 1);
+            explain_json(null_out, an);
+            explain_collectives(null_out, an);
+            explain_collectives_json(null_out, an);
             plan_dump(&plan, null_out);
-            graph_dump(graph, null_out);
+            expand_dump(graph, null_out);
             program_dump(prog, null_out);
             schedule_dump(&prog->schedule, null_out);
         }
@@ -313,7 +313,7 @@ static int plan_checks(const uint8_t *data, size_t size)
     Arena arena = {0};
     Plan plan;
     diag_set_default_stream(null_out);
-    int ok = front_load_buffer(&arena, "/nonexistent/fuzz.par", (const char *)data, size, &plan) == 0;
+    int ok = check_plan_buffer(&arena, "/nonexistent/fuzz.par", (const char *)data, size, &plan) == 0;
     arena_free(&arena);
     diag_reset();
     return ok;

@@ -1,0 +1,16 @@
+/*
+ * process.h — running a child process and waiting for it.  Codegen runs the
+ * linker with it, launch.c mpirun, calibrate.c its measuring programs; it
+ * knows nothing of plans.
+ */
+#ifndef PARC_PROCESS_H
+#define PARC_PROCESS_H
+
+/* Runs argv[0] (searched in PATH) with `extra_env` (NULL-terminated
+ * "NAME=value" strings, may be NULL) added to the environment, waits for it and returns its exit status (128 + signal when killed), or -1
+ * when it could not be started.  When stderr_path != NULL the child's stderr
+ * (and stdout) go to that file.  SIGINT and SIGQUIT are ignored in the caller
+ * while the child runs (the child keeps the defaults). */
+int process_run(char *const argv[], char *const extra_env[], const char *stderr_path);
+
+#endif
