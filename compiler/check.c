@@ -57,18 +57,18 @@ int check_plan_text(Arena *arena, const char *path, const char *text, Plan *plan
             const char *best = diag_closest(st->key, SECTION_names, SEC_INCLUDE);
             diag_error(st->key_loc,
                        best ? arena_printf(c->arena, "did you mean `%s`?", best)
-                            : "a plan has the sections `cluster`, `model`, `train`, `mesh` and `layout`",
+                            : "a plan has the sections `cluster`, `model`, `train`, `mesh`, `layout` and `data`",
                        "unknown section `%s`", st->key);
             continue;
         }
         if (!check_first_of(&c->section[k], st, "the plan")) continue;
     }
     /* Mesh and model first: layout names their axes and dims. */
-    static const int order[] = {SEC_CLUSTER, SEC_MESH, SEC_MODEL, SEC_TRAIN, SEC_LAYOUT};
+    static const int order[] = {SEC_CLUSTER, SEC_MESH, SEC_MODEL, SEC_TRAIN, SEC_LAYOUT, SEC_DATA};
     for (int i = 0; i < COUNT_OF(order); i++) {
         const Stmt *sec = c->section[order[i]];
         if (!sec) {
-            if (order[i] != SEC_LAYOUT)
+            if (order[i] != SEC_LAYOUT && order[i] != SEC_DATA)
                 diag_error(check_file_loc(path), arena_printf(c->arena, "add `%s`", SECTION_usage[order[i]]),
                            "the plan has no `%s` section", SECTION_names[order[i]]);
             continue;
@@ -84,9 +84,11 @@ int check_plan_text(Arena *arena, const char *path, const char *text, Plan *plan
         case SEC_MODEL: check_model(c, sec); break;
         case SEC_TRAIN: check_train(c, sec); break;
         case SEC_LAYOUT: check_layout(c, sec); break;
+        case SEC_DATA: check_data(c, sec); break;
         }
     }
     /* Cross checks. */
+    check_eval_data(c);
     check_mesh_against_cluster(c);
     if (c->mesh_ok) {
         check_dims_against_mesh(c);

@@ -29,6 +29,7 @@
     X(SEC_TRAIN, "train", "train { batch 8; ... }")       \
     X(SEC_MESH, "mesh", "mesh { dp 2; tp 8; }")           \
     X(SEC_LAYOUT, "layout", "layout { batch -> dp; }")    \
+    X(SEC_DATA, "data", "data { train \"train.bin\"; validation \"val.bin\"; format llmc; }") \
     X(SEC_INCLUDE, "include", "include \"common/model.par\";")
 
 #define CLUSTER_KEYS(X)                          \
@@ -83,7 +84,8 @@
     X(TR_OPTIMIZER, "optimizer", "optimizer adamw lr 3e-4;")       \
     X(TR_STEPS, "steps", "steps 100;")                             \
     X(TR_SEED, "seed", "seed 1234;")                              \
-    X(TR_LR, "lr", "lr 3e-4 warmup 100 steps cosine to 3e-5 over 10000 steps;")
+    X(TR_LR, "lr", "lr 3e-4 warmup 100 steps cosine to 3e-5 over 10000 steps;") \
+    X(TR_EVAL, "eval", "eval every 50 steps batches 20;")
 
 #define LAYOUT_KEYS(X)                                                   \
     X(LY_SP, "sequence_parallel", "sequence_parallel over tp;")          \
@@ -242,6 +244,15 @@ void check_layout(Check *c, const Stmt *sec);
 
 /* train's `lr PEAK [warmup N steps] [stable N steps] [cosine|linear to MIN over N steps];` */
 void check_lr_schedule(Check *c, const Stmt *st);
+
+/* ------------------------------------------------------------ check_data.c */
+
+/* The `data` section: train / validation paths and the format. */
+void check_data(Check *c, const Stmt *sec);
+/* train's `eval every N steps batches K;` */
+void check_eval(Check *c, const Stmt *st);
+/* Evaluation against the data section: a training file needs a validation one. */
+void check_eval_data(Check *c);
 
 /* ------------------------------------------------------------ check_cross.c */
 

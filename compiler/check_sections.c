@@ -557,6 +557,7 @@ void check_train(Check *c, const Stmt *sec)
         case TR_PRECISION: check_precision(c, st); break;
         case TR_OPTIMIZER: check_optimizer(c, st); break;
         case TR_LR: check_lr_schedule(c, st); break;
+        case TR_EVAL: check_eval(c, st); break;
         case TR_STEPS:
             if (check_read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k])) t->steps = n;
             break;

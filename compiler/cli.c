@@ -72,7 +72,9 @@ static const OptSpec build_opts[] = {
 };
 static const OptSpec run_opts[] = {
     {"--steps", "N", OPT_FORWARD, "training steps (default: the plan's `steps`)"},
-    {"--data", "FILE", OPT_FORWARD, "a token file to train on (default: the synthetic stream)"},
+    {"--data", "FILE", OPT_FORWARD, "a token file to train on (default: the plan's data section, else the synthetic stream)"},
+    {"--val-data", "FILE", OPT_FORWARD, "a token file to evaluate on (default: the plan's validation file)"},
+    {"--data-format", "FORMAT", OPT_FORWARD, "llmc, u16, u32 or text (default: the plan's, else text)"},
     {"--trace", "FILE", OPT_FORWARD, "write a trace of every rank's phases (Chrome trace JSON)"},
     {"--device", "KIND", OPT_FORWARD, "cpu or cuda"},
     {"--memory", NULL, OPT_FORWARD, "compare measured memory per buffer class with the ledger"},

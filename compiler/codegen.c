@@ -280,14 +280,14 @@ int codegen_emit(const Program *program, EmitKind kind, const char *out_path) {
 }
 
 int codegen_struct_layout(int which, uint64_t *size, uint64_t *offsets, int max) {
-    if (which != 0 && which != 1) return -1;
+    if (which < 0 || which > 2) return -1;
     LLVMTargetMachineRef tm = host_machine();
     if (!tm) return -1;
     Gen g = {0};
     g.ctx = LLVMContextCreate();
     codegen_build_types(&g);
     LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
-    LLVMTypeRef t = which == 0 ? g.t_buffer_desc : g.t_plan_desc;
+    LLVMTypeRef t = which == 0 ? g.t_buffer_desc : which == 1 ? g.t_plan_desc : g.t_data_desc;
     int n = (int)LLVMCountStructElementTypes(t);
     *size = LLVMABISizeOfType(td, t);
     for (int i = 0; i < n && i < max; i++) offsets[i] = LLVMOffsetOfElement(td, t, (unsigned)i);

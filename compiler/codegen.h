@@ -53,7 +53,7 @@ void codegen_free(CodegenModule *module);
 int codegen_emit(const Program *program, EmitKind kind, const char *out_path);
 
 /* For tests: the layout, under the host data layout, of the LLVM struct type
- * codegen emits for prt_buffer_desc (which == 0) or prt_plan_desc (which == 1):
+ * codegen emits for prt_buffer_desc (which == 0), prt_plan_desc (1) or prt_data_desc (2):
  * its ABI size in *size and the byte offset of each field in offsets[0..max-1].
  * Returns the number of fields (which may exceed max), or -1 for a bad `which`
  * or when the host target is unavailable. */

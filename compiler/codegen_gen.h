@@ -32,6 +32,9 @@
     X(prt_before_optimizer, 'v', "pi")   \
     X(prt_step_end, 'v', "pi")           \
     X(prt_finalize, 'i', "p")            \
+    X(prt_eval_begin, 'i', "pi")         \
+    X(prt_eval_batch, 'v', "pi")         \
+    X(prt_eval_end, 'v', "pi")           \
     X(abort, 'v', "")
 
 typedef enum {
@@ -60,6 +63,7 @@ typedef struct Gen {
     LLVMTypeRef t_seq_fn;   /* void(i8* rt, i64 chunk, i64 l, i64 slot, i64 micro, i64 step) */
     LLVMTypeRef t_work_fn;  /* void(i8* rt, i64 micro, i64 chunk, i64 slot, i64 step) */
     LLVMTypeRef t_stage_fn; /* void(i8* rt) */
+    LLVMTypeRef t_data_desc, t_eval_fn; /* prt_data_desc; void(i8* rt, i64 step) */
     LLVMTypeRef rt_type[RT_FN_COUNT];
     LLVMValueRef rt_fn[RT_FN_COUNT];
     LLVMTypeRef life_type[LIFE_COUNT];
@@ -81,6 +85,7 @@ typedef struct Gen {
 typedef struct StageFns {
     LLVMValueRef seq[SEQ_COUNT];
     LLVMValueRef fwd, bwd, main;
+    LLVMValueRef eval;   /* void(i8* rt, i64 step); NULL when the plan does not evaluate */
 } StageFns;
 
 /* A counted loop being built (codegen_loop_begin / codegen_loop_end). */

@@ -320,6 +320,42 @@ static void emit_every_layer(Gen *g, const StageProgram *sp, LLVMValueRef fn, LL
     codegen_loop_end(g, &lc);
 }
 
+/* void stageS.eval(rt, step): n = prt_eval_begin(rt, step) validation batches,
+ * each micro-batch through every chunk forward in (micro, chunk) order, the
+ * same order on every stage (a receive waits only for work that precedes it
+ * there, so the buffered sends cannot deadlock), activation slot 0 (nothing is
+ * kept for a backward); then prt_eval_end. */
+static LLVMValueRef emit_eval_fn(Gen *g, const StageProgram *sp, const StageFns *fns) {
+    if (g->program->plan->train.eval_every <= 0) return NULL;
+    static const char *const params[] = {"rt", "step", NULL};
+    char name[64];
+    snprintf(name, sizeof name, "stage%d.eval", sp->stage);
+    LLVMValueRef fn = codegen_add_function(g, g->t_eval_fn, name, params);
+    codegen_begin_function(g, fn);
+    LLVMValueRef step = LLVMGetParam(fn, 1);
+    LLVMValueRef args[] = {g->rt, step};
+    LLVMValueRef n = call_life(g, LIFE_prt_eval_begin, args, 2, "eval_batches");
+    Loop le = codegen_loop_begin(g, c64(g, 0), n, "eval.batch");
+    LLVMValueRef bargs[] = {g->rt, le.index};
+    call_life(g, LIFE_prt_eval_batch, bargs, 2, "");
+    Loop lm = codegen_loop_begin(g, c64(g, 0), c64(g, g->program->plan->train.micro_batches), "eval.micro");
+    Loop lc = codegen_loop_begin(g, c64(g, 0), c64(g, sp->chunks > 0 ? sp->chunks : 1), "eval.chunk");
+    LLVMValueRef wargs[] = {g->rt, lm.index, lc.index, c64(g, 0), step};
+    LLVMBuildCall2(g->b, g->t_work_fn, fns->fwd, wargs, 5, "");
+    codegen_loop_end(g, &lc);
+    codegen_loop_end(g, &lm);
+    codegen_loop_end(g, &le);
+    call_life(g, LIFE_prt_eval_end, args, 2, "");
+    LLVMBuildRetVoid(g->b);
+    return fn;
+}
+
+static void call_eval(Gen *g, const StageFns *fns, LLVMValueRef step) {
+    if (!fns->eval) return;
+    LLVMValueRef args[] = {g->rt, step};
+    LLVMBuildCall2(g->b, g->t_eval_fn, fns->eval, args, 2, "");
+}
+
 static LLVMValueRef emit_stage_main(Gen *g, const StageProgram *sp, const StageFns *fns) {
     static const char *const params[] = {"rt", NULL};
     char name[64];
@@ -338,6 +374,7 @@ static LLVMValueRef emit_stage_main(Gen *g, const StageProgram *sp, const StageF
     LLVMValueRef steps = call_life(g, LIFE_prt_steps, &g->rt, 1, "steps");
 
     LLVMValueRef first = call_life(g, LIFE_prt_first_step, &g->rt, 1, "first_step");  /* after a resume: later */
+    call_eval(g, fns, LLVMBuildSub(g->b, first, c64(g, 1), "before_first"));  /* the initial model, step 0 */
     Loop ls = codegen_loop_begin(g, first, LLVMBuildAdd(g->b, steps, c64(g, 1), "steps_end"), "step");
     LLVMValueRef step = ls.index;
     LLVMValueRef sargs[] = {g->rt, step};
@@ -376,6 +413,7 @@ static LLVMValueRef emit_stage_main(Gen *g, const StageProgram *sp, const StageF
     call_life(g, LIFE_prt_before_optimizer, sargs, 2, "");
     emit_every_layer(g, sp, fns->seq[SEQ_OPTIM_BLOCK], step, "optim");
     call_seq(g, fns->seq[SEQ_OPTIM_ONCE], zero, zero, zero, zero, step);
+    call_eval(g, fns, step);
 
     call_life(g, LIFE_prt_step_end, sargs, 2, "");
     codegen_loop_end(g, &ls);
@@ -444,6 +482,7 @@ void codegen_build_module(Gen *g) {
         for (int k = 0; k < SEQ_COUNT; k++) fns[s].seq[k] = emit_seq(g, sp, (SeqKind)k);
         fns[s].fwd = emit_work_fn(g, sp, &fns[s], 0);
         fns[s].bwd = emit_work_fn(g, sp, &fns[s], 1);
+        fns[s].eval = emit_eval_fn(g, sp, &fns[s]);
         fns[s].main = emit_stage_main(g, sp, &fns[s]);
     }
     emit_main(g, plan_desc, fns);

@@ -81,6 +81,7 @@ void codegen_build_types(Gen *g) {
         LLVMArrayType(g->t_f64, PRT_NPHASES),             /* est_phase_seconds */
         g->t_i64, g->t_i64, g->t_i64, g->t_i64,           /* lr: shape, warmup, stable, decay */
         g->t_f64, g->t_f64,                               /* lr: peak, min */
+        g->t_ptr,                                         /* data */
     };
     g->t_plan_desc = LLVMStructCreateNamed(g->ctx, "prt_plan_desc");
     LLVMStructSetBody(g->t_plan_desc, plan_fields, sizeof plan_fields / sizeof plan_fields[0], 0);
@@ -91,6 +92,11 @@ void codegen_build_types(Gen *g) {
     LLVMTypeRef work_params[] = {g->t_ptr, g->t_i64, g->t_i64, g->t_i64, g->t_i64};
     g->t_work_fn = LLVMFunctionType(g->t_void, work_params, 5, 0);
     g->t_stage_fn = LLVMFunctionType(g->t_void, &g->t_ptr, 1, 0);
+    LLVMTypeRef data_fields[] = {g->t_ptr, g->t_ptr, g->t_i64, g->t_i64, g->t_i64}; /* paths, format, eval */
+    g->t_data_desc = LLVMStructCreateNamed(g->ctx, "prt_data_desc");
+    LLVMStructSetBody(g->t_data_desc, data_fields, sizeof data_fields / sizeof data_fields[0], 0);
+    LLVMTypeRef eval_params[] = {g->t_ptr, g->t_i64};
+    g->t_eval_fn = LLVMFunctionType(g->t_void, eval_params, 2, 0);
 }
 
 /* Declares every runtime function, in PRT_OPS order, then the lifecycle. */
@@ -138,6 +144,18 @@ static LLVMValueRef add_const_global(Gen *g, LLVMValueRef init, const char *name
     return gv;
 }
 
+/* @data: the plan's data section and evaluation, or a null pointer without either. */
+static LLVMValueRef emit_data_desc(Gen *g, const Plan *plan) {
+    const DataSpec *d = &plan->data;
+    if (!d->present && plan->train.eval_every <= 0) return LLVMConstNull(g->t_ptr);
+    LLVMValueRef fields[] = {const_string(g, d->train), const_string(g, d->validation),
+                             c64(g, d->present ? d->format : PRT_DATA_TEXT), c64(g, plan->train.eval_every),
+                             c64(g, plan->train.eval_batches)};
+    LLVMValueRef gv = add_const_global(
+        g, LLVMConstNamedStruct(g->t_data_desc, fields, sizeof fields / sizeof fields[0]), "data");
+    return LLVMConstBitCast(gv, g->t_ptr);
+}
+
 LLVMValueRef codegen_emit_plan_desc(Gen *g) {
     const Program *pr = g->program;
     const Plan *plan = pr->plan;
@@ -165,6 +183,7 @@ LLVMValueRef codegen_emit_plan_desc(Gen *g) {
         c64(g, plan->train.lr_shape), c64(g, plan->train.lr_warmup), c64(g, plan->train.lr_stable),
         c64(g, plan->train.lr_decay), LLVMConstReal(g->t_f64, plan->train.lr),
         LLVMConstReal(g->t_f64, plan->train.lr_scheduled ? plan->train.lr_min : plan->train.lr),
+        emit_data_desc(g, plan),
     };
     return add_const_global(g, LLVMConstNamedStruct(g->t_plan_desc, fields, sizeof fields / sizeof fields[0]),
                             "plan");

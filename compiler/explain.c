@@ -161,6 +161,28 @@ static void explain_lr_schedule(FILE *out, const Train *t)
             (long long)t->steps);
 }
 
+/* One line each: the data files and the evaluation, with the evaluation's
+ * forward time from the cost model (a batch's forward phase per batch). */
+static void explain_data(FILE *out, const Program *prog)
+{
+    const Plan *plan = prog->plan;
+    const DataSpec *d = &plan->data;
+    static const char *const formats[] = {"text", "llmc", "u16", "u32"}; /* ORDER: enum prt_data_format */
+    if (d->present)
+        fprintf(out, "  data            %s, format %s; validation %s (paths relative to the plan's directory)\n",
+                d->train ? d->train_written : "synthetic", formats[d->format],
+                d->validation ? d->validation_written : "synthetic");
+    const Train *t = &plan->train;
+    if (t->eval_every <= 0) return;
+    double each = (double)t->eval_batches * prog->est_phase_seconds[PRT_PHASE_FORWARD];
+    int64_t evals = 2 + (t->steps - 1) / t->eval_every;  /* before step 1, every N-th, the last */
+    double train_s = (double)t->steps * prog->est_step_seconds;
+    fprintf(out, "  eval            every %lld steps, %lld batches forward: %.3g s each, %lld in %lld steps (%.2g%% of "
+                 "the training time)\n",
+            (long long)t->eval_every, (long long)t->eval_batches, each, (long long)evals, (long long)t->steps,
+            train_s > 0 ? 100.0 * (double)evals * each / train_s : 0.0);
+}
+
 /* Which attention the plan runs; when it keeps the probabilities, what
  * `flash` would save on the rank that needs the most, from the same plan
  * lowered with flash (the figure that plan's own explain gives). */
@@ -219,6 +241,7 @@ void explain_text(FILE *out, const Analysis *an, int verbose)
             t->master_fp32 && t->precision != PREC_FP32 ? " with fp32 master weights" : "",
             t->optimizer == OPT_SGD ? "sgd" : t->optimizer == OPT_ADAM ? "adam" : "adamw");
     if (t->lr_scheduled) explain_lr_schedule(out, t);
+    explain_data(out, prog);
     fprintf(out, "  compute         %.4g FLOP/step (model FLOPs, 6 x params x tokens + attention: %.4g)\n",
             an->flops_per_step, an->model_flops_per_step);
     explain_attention(out, an);

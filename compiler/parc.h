@@ -220,8 +220,21 @@ typedef struct Train {
     double lr_min;
     int64_t steps;
     uint64_t seed;
-    SrcLoc loc, batch_loc, micro_batch_loc, micro_batches_loc, precision_loc;
+    /* `eval every N steps batches K;`: 0 and 0 without one */
+    int64_t eval_every, eval_batches;
+    SrcLoc loc, batch_loc, micro_batch_loc, micro_batches_loc, precision_loc, eval_loc;
 } Train;
+
+/* The `data` section: the token files a built program reads (paths as the
+ * plan wrote them, relative ones joined to the plan's directory) and their
+ * format (enum prt_data_format of runtime/parc_rt.h); present = 0 without it. */
+typedef struct DataSpec {
+    int present;
+    const char *train, *validation;  /* NULL when not given */
+    const char *train_written, *validation_written;  /* as the plan wrote them (reports, dumps) */
+    int format;
+    SrcLoc loc, train_loc, validation_loc;
+} DataSpec;
 
 #define PARC_MAX_AXES 8
 #define PARC_MAX_STAGES 4096
@@ -275,6 +288,7 @@ typedef struct Plan {
     Train train;
     Mesh mesh;
     Layout layout;
+    DataSpec data;
 } Plan;
 
 /* Axis sizes helpers: 1 when the axis is -1. */

@@ -179,6 +179,14 @@ void plan_dump(const Plan *plan, FILE *out)
         fprintf(out, "  lr_schedule warmup %" PRId64 " stable %" PRId64 " %s to %s over %" PRId64 "\n", t->lr_warmup,
                 t->lr_stable, prt_lr_shape_name(t->lr_shape), plan_num(n1, t->lr_min), t->lr_decay);
     fprintf(out, "  steps %" PRId64 "\n  seed %" PRIu64 "\n", t->steps, t->seed);
+    if (t->eval_every > 0)
+        fprintf(out, "  eval every %" PRId64 " batches %" PRId64 "\n", t->eval_every, t->eval_batches);
+    if (plan->data.present) {
+        static const char *const formats[] = {"text", "llmc", "u16", "u32"}; /* ORDER: enum prt_data_format */
+        fprintf(out, "data\n  train %s\n  validation %s\n  format %s\n",
+                plan->data.train ? plan->data.train_written : "-",
+                plan->data.validation ? plan->data.validation_written : "-", formats[plan->data.format]);
+    }
 
     fprintf(out, "mesh\n");
     for (int a = 0; a < mesh->naxes; a++)

@@ -141,6 +141,22 @@ enum prt_phase {
     PRT_NPHASES
 };
 
+/* The plan's `data` section and its evaluation (prt_plan_desc.data).  Token
+ * files (prt_data.c): llmc is llm.c's format (a header of 256 int32: magic
+ * 20240520, version 1, the token count; then uint16 tokens), u16 and u32 are
+ * headerless little-endian tokens (nanoGPT's .bin), text is bytes as tokens.
+ * ORDER: the compiler's data_format_words (check_data.c). */
+enum prt_data_format { PRT_DATA_TEXT, PRT_DATA_LLMC, PRT_DATA_U16, PRT_DATA_U32 };
+
+typedef struct prt_data_desc {
+    const char *train, *validation;   /* paths, NULL when the plan names none */
+    int64_t format;                   /* enum prt_data_format of both files */
+    /* `eval every N steps batches K;`: after the optimizer of every N-th step
+     * (and before step 1, and after the last step) K global batches of the
+     * validation data are run forward; 0: no evaluation */
+    int64_t eval_every, eval_batches;
+} prt_data_desc;
+
 /* What the program tells the runtime about its plan. */
 typedef struct prt_plan_desc {
     const char *plan_name;
@@ -162,6 +178,9 @@ typedef struct prt_plan_desc {
     /* The learning-rate schedule (prt_lr.h); optimizer calls of a plan with one
      * take prt_lr(rt, step) as their lr. */
     prt_lr_schedule lr;
+    /* The data section and evaluation; NULL: synthetic data, no evaluation
+     * (--data / --val-data / --data-format override it). */
+    const prt_data_desc *data;
 } prt_plan_desc;
 
 #define PRT_TIMEOUT_STEPS 20
@@ -172,7 +191,8 @@ typedef struct prt_plan_desc {
 /* Initialises MPI, checks world size == product of axis sizes, builds one
  * communicator per axis (MPI_Comm_split), parses runtime flags from argv
  * (values as --name value or --name=value):
- *   --steps N  --data FILE  --memory  --trace FILE  --quiet  --timeout SECONDS
+ *   --steps N  --data FILE  --val-data FILE  --data-format llmc|u16|u32|text
+ *   --memory  --trace FILE  --quiet  --timeout SECONDS
  *   --device cpu|cuda
  *   --checkpoint-dir DIR  --checkpoint-every N  --checkpoint-keep N
  *   --resume latest|DIR  --save-on-exit   (docs/checkpoints.md)
@@ -221,6 +241,22 @@ void prt_before_optimizer(prt *rt, int64_t step);
 /* Ends a step: sums the loss over the ranks that hold it, prints
  * `step N | loss L | lr X | tokens/s | ms` on global rank 0. */
 void prt_step_end(prt *rt, int64_t step);
+/* Evaluation (prt_data_desc.eval_*), called by every rank of the program
+ * outside the training step's phases and time:
+ *   n = prt_eval_begin(rt, step): the global batches of validation data to run
+ *     forward after step `step` (0 = before training): eval_batches when the
+ *     step is 0 on a fresh start, a multiple of eval_every or the run's last
+ *     step, else 0.  Until prt_eval_end, prt_data reads validation samples and
+ *     the cross-entropy loss counts to the validation loss, not the step's;
+ *   prt_eval_batch(rt, e): batch e (0..n-1) follows: validation sample g of it
+ *     is e × batch + first_sample + b of prt_data;
+ *   prt_eval_end(rt, step): when n > 0, sums the validation loss over the ranks
+ *     (mean over n × batch × seq tokens), prints `step N | val_loss V` on global
+ *     rank 0 and puts it in the --log record of the step (step 0: a record of
+ *     its own). */
+int64_t prt_eval_begin(prt *rt, int64_t step);
+void prt_eval_batch(prt *rt, int64_t batch);
+void prt_eval_end(prt *rt, int64_t step);
 /* Writes the trace, checks the ledger, finalises MPI.  Returns the exit status. */
 int64_t prt_finalize(prt *rt);
 
@@ -251,6 +287,8 @@ int64_t prt_finalize(prt *rt);
  *     f32 value[count] (bf16/f16 widened).
  *   data: "PRTDAT1\0", then per call: i64 step, i64 first_sample, i64 B, i64 T,
  *     i32 tokens[B*T], i32 targets[B*T] (both filled whatever the call stores).
+ *     Step -1 is a validation batch (PRT_DUMP_DATA_ALL only); its first_sample
+ *     is the global validation sample index.
  *   logits: "PRTLOG1\0", then per call: i64 step, i64 call (0, 1, ... in order),
  *     i64 N, i64 V_local, i64 vocab_offset, i64 axis, f32 logits[N*V_local]. */
 
@@ -264,8 +302,9 @@ does:
  data (host)
   prt_data(tokens, targets, step, first_sample, B, T, vocab): tokens, targets
     [B, T] int32.  Sample g of step `step` (g = first_sample + b) is a pure
-    function of (seed, step, g): synthetic learnable sequences, or a window of the
-    --data file (byte level).
+    function of (seed, step, g): synthetic learnable sequences, or a window of
+    T + 1 tokens of the training file (targets = the window shifted by one);
+    during evaluation the validation file's consecutive windows instead.
 
  ops (backend; n elements of the buffer's dtype; copy converts when dtypes differ)
   zero(buf, n); copy(dst, src, n); acc(dst, src, n): dst += src, in fp32.

@@ -19,11 +19,15 @@
 
 static void usage(FILE *f, const char *prog) {
     fprintf(f,
-            "usage: %s [--steps N] [--data FILE] [--memory] [--trace FILE] [--quiet] [--timeout SECONDS]\n"
+            "usage: %s [--steps N] [--data FILE] [--val-data FILE] [--data-format F] [--memory] [--trace FILE]\n"
+            "       [--quiet] [--timeout SECONDS]\n"
             "       [--device NAME] [--log FILE] [--checkpoint-dir DIR] [--checkpoint-every N] [--checkpoint-keep N]\n"
             "       [--resume latest|DIR] [--save-on-exit]   (values as --name value or --name=value)\n"
             "  --steps N          number of training steps, 1 to %lld (default: the plan's)\n"
-            "  --data FILE        train on FILE, byte level (vocab must be >= 256); default: synthetic data\n"
+            "  --data FILE        train on FILE (default: the plan's data section, else synthetic data)\n"
+            "  --val-data FILE    evaluate on FILE (default: the plan's validation file)\n"
+            "  --data-format F    llmc (llm.c's header + uint16), u16 or u32 (headerless tokens) or text\n"
+            "                     (bytes; vocab >= 256); default: the plan's, else text\n"
             "  --memory           print the memory ledger per rank and class (measured vs compiler)\n"
             "  --trace FILE       write a Chrome trace (JSON, open in Perfetto) of every op and collective\n"
             "  --log FILE         write JSON lines, one object per step: step, steps, loss, lr, tokens_per_s,\n"
@@ -94,7 +98,8 @@ static double default_timeout(const prt_plan_desc *plan) {
 }
 
 /* Options that take a value. */
-static const char *const valued[] = {"--steps", "--data", "--trace", "--device", "--timeout", "--log",
+static const char *const valued[] = {"--steps", "--data", "--val-data", "--data-format", "--trace", "--device",
+                                     "--timeout", "--log",
                                      "--checkpoint-dir", "--checkpoint-every", "--checkpoint-keep", "--resume", NULL};
 
 static void set_option(prt *rt, const char *prog, const char *name, const char *value) {
@@ -110,9 +115,16 @@ static void set_option(prt *rt, const char *prog, const char *name, const char *
         if (!parse_seconds(value, 0, PRT_MAX_TIMEOUT, &rt->timeout))
             bad_flag(rt, prog, "--timeout needs seconds from 0 (never) to %.0f, got '%s'", PRT_MAX_TIMEOUT, value);
         rt->timeout_set = 1;
-    } else if (!strcmp(name, "--data") || !strcmp(name, "--trace") || !strcmp(name, "--log")) {
+    } else if (!strcmp(name, "--data-format")) {
+        rt->data_format = prt_data_format_parse(value);
+        if (rt->data_format < 0)
+            bad_flag(rt, prog, "--data-format must be llmc, u16, u32 or text, got '%s'", value);
+        rt->data_format_set = 1;
+    } else if (!strcmp(name, "--data") || !strcmp(name, "--val-data") || !strcmp(name, "--trace") ||
+               !strcmp(name, "--log")) {
         if (!*value) bad_flag(rt, prog, "%s needs a file name", name);
         if (!strcmp(name, "--data")) rt->data_path = value;
+        else if (!strcmp(name, "--val-data")) rt->val_data_path = value;
         else if (!strcmp(name, "--log")) rt->log_path = value;
         else rt->trace_path = value;
     } else {  /* --device */

@@ -127,6 +127,17 @@ typedef struct prt_trace_event {
 
 #define PRT_SPAN_DEPTH 64
 
+/* A token file as prt_data reads it (prt_data.c): `tokens` is `count` tokens
+ * of `width` bytes (1 text, 2 llmc/u16, 4 u32) inside a read-only mapping. */
+typedef struct prt_token_file {
+    const char *path, *label;    /* label: where the path came from, for messages */
+    const uint8_t *map;          /* the whole file, NULL when none */
+    size_t map_len;
+    const uint8_t *tokens;
+    int64_t count;
+    int width;
+} prt_token_file;
+
 struct prt {
     prt_plan_desc plan;
     int world_rank, world_size, local_ranks;
@@ -145,9 +156,21 @@ struct prt {
     double timeout;            /* seconds a watched wait may last; 0 = off */
     int timeout_set;           /* --timeout or PRT_TIMEOUT given */
 
-    /* --data file, byte level, mapped read-only at init */
-    const uint8_t *data_bytes;
-    size_t data_len;
+    /* token files (prt_data.c), checked and mapped read-only at init */
+    const char *val_data_path;   /* --val-data */
+    int64_t data_format;         /* --data-format, else the plan's, else text */
+    int data_format_set;
+    prt_token_file train_data, val_data;
+
+    /* evaluation (prt_eval_begin .. prt_eval_end) */
+    int eval_active;             /* prt_data reads validation samples, losses count to eval_loss */
+    int64_t eval_batch;          /* the batch prt_eval_batch named */
+    double eval_loss;            /* this rank's sum of -log p over the validation tokens */
+    double eval_start;           /* MPI_Wtime at prt_eval_begin */
+    int64_t eval_step;           /* rt->step saved at prt_eval_begin */
+    int64_t eval_runs;           /* batches run by this evaluation */
+    int have_val_loss;           /* val_loss belongs in the --log record of the step */
+    double val_loss;
 
     /* outputs, opened at init (rank 0) so a bad path fails before training */
     FILE *trace_file;
@@ -344,11 +367,15 @@ void prt_dump_finalize(prt *rt);
 
 /* ---------------------------------------------------------------- data */
 
-/* Opens, validates (a regular file of at least seq + 2 bytes, vocab >= 256) and
- * maps the --data file.  Every rank checks; the first rank that finds a problem
+/* Opens, validates and maps the training and validation files (--data,
+ * --val-data, else the plan's data section; prt_data.c's banner lists the
+ * checks).  Every rank checks its share; the first rank that finds a problem
  * reports it (rank 0 when all do) and the job exits with status 2. */
-void prt_data_open(prt *rt, const char *path);
+void prt_data_open(prt *rt);
 void prt_data_close(prt *rt);
+/* enum prt_data_format by name ("text", "llmc", "u16", "u32"; -1 for none) and back. */
+int64_t prt_data_format_parse(const char *name);
+const char *prt_data_format_name(int64_t format);
 
 /* Start-up problems found by some ranks (bad data, unwritable outputs): each rank
  * passes its message or NULL; the lowest rank that has one prints it and every

@@ -147,7 +147,7 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     if (!*message) prt_dump_init(rt, message, sizeof message);
     if (!*message) prt_ckpt_init(rt, message, sizeof message);
     prt_startup_verdict(rt, *message ? message : NULL);
-    if (rt->data_path) prt_data_open(rt, rt->data_path);
+    prt_data_open(rt);
     if (rt->backend->init) {
         prt_block_begin("the backend's start-up", -1);
         rt->backend->init(rt);

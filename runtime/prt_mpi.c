@@ -243,6 +243,10 @@ void prt_mpi_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t
     if (count) memcpy(slot->data, buf, bytes);
     PRT_MPI_CHECK(
         MPI_Isend(slot->data, count, mpi_type(dtype), peer_of(rt, axis, delta), (int)tag, comm, &slot->request));
+    /* An evaluation only sends forward, so nothing here would reap its slots:
+     * each send completes before the next work (its receiver is at the same
+     * (micro-batch, chunk) or past it, prt_eval.c), keeping one slot in flight. */
+    if (rt->eval_active) prt_wait(rt, &slot->request, NULL, "a pipeline send of the evaluation", axis);
     if (rt->tracing) {
         prt_trace_record(rt, "send", "p2p", t, (int64_t)bytes, axis);
         prt_trace_flow(rt, 's', rt->world_rank, world_rank_of(rt, axis, peer_of(rt, axis, delta)), tag);

@@ -92,5 +92,6 @@ void prt_count_step_loss(prt *rt, int64_t axis, double loss) {
     int owner = prt_coord(rt, axis) == 0;
     for (int a = 0; a < PRT_MAX_AXES; a++)
         if ((rt->loss_replica_axes >> a & 1) && prt_coord(rt, a) != 0) owner = 0;
-    if (owner) rt->step_loss += loss;
+    if (owner && rt->eval_active) rt->eval_loss += loss;  /* prt_eval_begin .. prt_eval_end */
+    else if (owner) rt->step_loss += loss;
 }

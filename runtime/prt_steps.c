@@ -70,10 +70,11 @@ void prt_step_end(prt *rt, int64_t step) {
         if (rt->log_file &&
             (fprintf(rt->log_file,
                      "{\"step\": %lld, \"steps\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"tokens_per_s\": %.6g, "
-                     "\"step_ms\": %.6g}\n",
+                     "\"step_ms\": %.6g",
                      (long long)step, (long long)rt->steps, loss, prt_lr(rt, step),
                      seconds > 0 ? tokens / seconds : 0.0, seconds * 1e3) < 0 ||
-             fflush(rt->log_file) != 0))
+             (rt->have_val_loss && fprintf(rt->log_file, ", \"val_loss\": %.9g", rt->val_loss) < 0) ||
+             fprintf(rt->log_file, "}\n") < 0 || fflush(rt->log_file) != 0))
             prt_user_fail(1, "--log %s: cannot write step %lld: %s", rt->log_path, (long long)step, strerror(errno));
         if (rt->loss_file && (fprintf(rt->loss_file, "%lld %.9g\n", (long long)step, loss) < 0 ||
                               fflush(rt->loss_file) != 0))
@@ -81,6 +82,7 @@ void prt_step_end(prt *rt, int64_t step) {
                           strerror(errno));
     }
     rt->step = -1;
+    rt->have_val_loss = 0;
     prt_ckpt_step_end(rt, step);
 }
 

@@ -90,6 +90,7 @@ static void test_layouts(void) {
         offsetof(prt_plan_desc, lr.shape),   offsetof(prt_plan_desc, lr.warmup),
         offsetof(prt_plan_desc, lr.stable),  offsetof(prt_plan_desc, lr.decay),
         offsetof(prt_plan_desc, lr.peak),    offsetof(prt_plan_desc, lr.min),
+        offsetof(prt_plan_desc, data),
     };
     n = codegen_struct_layout(1, &size, off, 32);
     CHECK(n == (int)(sizeof plan_off / sizeof plan_off[0]), "prt_plan_desc: %d LLVM fields", n);
@@ -98,6 +99,19 @@ static void test_layouts(void) {
     for (int i = 0; i < n && i < (int)(sizeof plan_off / sizeof plan_off[0]); i++)
         CHECK(off[i] == plan_off[i], "prt_plan_desc field %d: LLVM offset %llu, C offset %zu", i,
               (unsigned long long)off[i], plan_off[i]);
+
+    static const size_t data_off[] = {
+        offsetof(prt_data_desc, train),      offsetof(prt_data_desc, validation),
+        offsetof(prt_data_desc, format),     offsetof(prt_data_desc, eval_every),
+        offsetof(prt_data_desc, eval_batches),
+    };
+    n = codegen_struct_layout(2, &size, off, 32);
+    CHECK(n == (int)(sizeof data_off / sizeof data_off[0]), "prt_data_desc: %d LLVM fields", n);
+    CHECK(size == sizeof(prt_data_desc), "prt_data_desc: LLVM size %llu, C size %zu", (unsigned long long)size,
+          sizeof(prt_data_desc));
+    for (int i = 0; i < n && i < (int)(sizeof data_off / sizeof data_off[0]); i++)
+        CHECK(off[i] == data_off[i], "prt_data_desc field %d: LLVM offset %llu, C offset %zu", i,
+              (unsigned long long)off[i], data_off[i]);
 }
 
 /* ---------------------------------------------------------------- hand-built programs */
