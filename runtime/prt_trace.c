@@ -50,7 +50,9 @@ void prt_work_begin(prt *rt, int64_t kind, int64_t micro, int64_t chunk, int64_t
     PRT_CHECK(micro >= 0 && chunk >= 0 && chunk < chunks && micro <= INT32_MAX && chunks <= INT32_MAX,
               "prt_work_begin: micro-batch %lld, chunk %lld of %lld", (long long)micro, (long long)chunk,
               (long long)chunks);
-    prt_trace_event *e = add_mark(rt, 'B', kind ? "B" : "F", kind ? "backward" : "forward", MPI_Wtime());
+    /* an evaluation's forwards are not items of the step's schedule */
+    prt_trace_event *e = rt->eval_active ? add_mark(rt, 'B', "eval", "eval", MPI_Wtime())
+                                         : add_mark(rt, 'B', kind ? "B" : "F", kind ? "backward" : "forward", MPI_Wtime());
     e->micro = (int32_t)micro, e->chunk = (int32_t)chunk, e->chunks = (int32_t)chunks;
     rt->work_open = *e;
 }
@@ -98,7 +100,10 @@ void prt_trace_flow(prt *rt, char ph, int sender, int receiver, int64_t tag) {
     /* when the data left or arrived: just inside the end of the message's span */
     double inset_us = m->duration_us / 2 < 0.01 ? m->duration_us / 2 : 0.01;
     double at = rt->time_origin + (m->start_us + m->duration_us - inset_us) * 1e-6;
-    add_mark(rt, ph, "message", "p2p", at)->id = flow_id(rt->step, sender, receiver, tag);
+    /* an evaluation's messages (outside any step) are told apart by the step
+     * after which it runs and its batch */
+    int64_t when = rt->eval_active ? -1 - (rt->eval_step + 1) * ((int64_t)1 << 24) - rt->eval_batch : rt->step;
+    add_mark(rt, ph, "message", "p2p", at)->id = flow_id(when, sender, receiver, tag);
 }
 
 void prt_span_begin(prt *rt, const char *name) {
