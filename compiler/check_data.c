@@ -11,7 +11,8 @@
  * at start-up it checks each one before the first step (runtime/prt_data.c).
  * Guarantees: format is a prt_data_format; eval_every and eval_batches are
  * both 0 or both in 1..MAX_COUNT; a plan that trains on a file and evaluates
- * names a validation file.
+ * names a validation file (and one that names a validation file without
+ * evaluating is warned).
  */
 #include "check.h"
 
@@ -125,4 +126,7 @@ void check_eval_data(Check *c)
     if (plan->train.eval_every > 0 && plan->data.train && !plan->data.validation)
         diag_error(plan->train.eval_loc, "add `validation \"val.bin\";` to the `data` section",
                    "the plan evaluates but its data section names no validation file");
+    if (plan->train.eval_every <= 0 && plan->data.validation)
+        diag_warning(plan->data.validation_loc, "add `eval every 50 steps batches 20;` to `train`",
+                     "the validation file is unused: `train` has no `eval`");
 }

@@ -238,7 +238,12 @@ void prt_data_open(prt *rt) {
     double t0 = MPI_Wtime();
     prt_block_begin("checking the data files (start-up)", -1);
     int ok = 1;
-    if (train->path) ok = open_file(rt, train, format, message, sizeof message);
+    if (rt->val_data_path && !evaluates)
+        snprintf(message, sizeof message,
+                 "--val-data %s: the plan does not evaluate, so nothing would read it (add `eval every N steps "
+                 "batches K;` to its train section)",
+                 rt->val_data_path), ok = 0;
+    if (ok && train->path) ok = open_file(rt, train, format, message, sizeof message);
     if (ok && val->path) ok = open_file(rt, val, format, message, sizeof message);
     if (ok && evaluates && train->path && !val->path)
         snprintf(message, sizeof message,

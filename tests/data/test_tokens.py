@@ -12,10 +12,13 @@ PRT_DUMP_DATA_ALL, and asserts for every sample every rank loaded:
   - the targets are the tokens shifted by one (targets[t] == tokens[t + 1]);
   - each data-parallel rank reads only its own samples, the two together the
     whole batch once; the last pipeline stage reads the same samples as stage 0;
-then that every bad file ends the run before step 1 with its message and exit 2.
+then that every bad file ends the run before step 1 with its message and exit 2
+(printed once, by the lowest rank that finds it: the bad tokens lie in rank 1's
+half of the scan), and so does --val-data for a plan that does not evaluate.
 Exits 1 on any failure.
 """
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -157,6 +160,15 @@ def good_runs(parc, examples, work, stream):
 def bad_runs(parc, examples, work, stream):
     plan = os.path.join(examples, "tiny_dp.par")
     exe = os.path.join(work, "tiny_dp")
+    # the same plan evaluating, for a bad validation file
+    copy = os.path.join(work, "examples")
+    shutil.copytree(examples, copy)
+    with open(os.path.join(copy, "tiny_dp.par")) as f:
+        src = f.read()
+    with open(os.path.join(copy, "tiny_dp.par"), "w") as f:
+        f.write(src.replace("train {", "train { eval every 1 steps batches 1;", 1))
+    exe_eval = os.path.join(work, "tiny_dp_eval")
+    prt_dump.build(parc, os.path.join(copy, "tiny_dp.par"), exe_eval)
     world = prt_dump.world_size(prt_dump.explain(parc, plan))
     info = plan_values(parc, plan)
     need = int(info["batch"]) * int(info["seq"]) + 1
@@ -193,6 +205,8 @@ def bad_runs(parc, examples, work, stream):
          f"--data {j('vocab.u32')}: token 300 at index {where} is not below the model's vocab (256)"),
         ("validation vocab", ["--data", j("good.u16"), "--data-format", "u16", "--val-data", j("vocab.u16")],
          f"--val-data {j('vocab.u16')}: token 300 at index {where} is not below the model's vocab (256)"),
+        ("validation unused", ["--data", j("good.u16"), "--data-format", "u16", "--val-data", j("good.u16")],
+         f"--val-data {j('good.u16')}: the plan does not evaluate, so nothing would read it"),
         ("short", ["--data", j("short.bin")], f"--data {j('short.bin')}: {need - 1} tokens are fewer than one batch "
                                               f"(batch {info['batch']} x seq {info['seq']} + 1 = {need})"),
         ("odd size", ["--data", j("odd.u16"), "--data-format", "u16"],
@@ -204,7 +218,7 @@ def bad_runs(parc, examples, work, stream):
     for name, args, message in cases:
         if "--data-format" not in args:
             args = args + ["--data-format", "llmc"]
-        rc, out, err = run(exe, world, args + ["--steps", "2"])
+        rc, out, err = run(exe_eval if name == "validation vocab" else exe, world, args + ["--steps", "2"])
         check(rc == 2, f"bad file {name}: exit {rc}, expected 2\n{out[-1000:]}{err[-1000:]}")
         check(message in err, f"bad file {name}: expected\n  {message}\ngot\n{err[-2000:]}")
         check(err.count(message) == 1, f"bad file {name}: the message is printed {err.count(message)} times")

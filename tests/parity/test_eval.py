@@ -12,7 +12,9 @@ here: bytes of the repository's docs as tokens, vocab 256) with --log.  Asserts:
     parity tolerance), and so do the training losses;
   - evaluating changes nothing of training: tiny_single's training losses with
     and without evaluation are bitwise equal;
-  - the validation loss falls from step 0 to the last evaluation.
+  - the validation loss falls from step 0 to the last evaluation;
+  - tiny_single saved at step N/2 and resumed logs no step-0 evaluation and
+    the same val_loss as the whole run at the later steps.
 Prints a table; exits 1 on any failure.
 """
 import json
@@ -115,12 +117,25 @@ def main(argv):
                     f.write(src)
                 prt_dump.build(parc, plan, exe + ".plain")
                 log_plain = os.path.join(work, name + ".plain.jsonl")
-                run(exe + ".plain", world, data + ["--log", log_plain])
+                no_val = data[:2] + data[4:]  # --val-data for a plan without eval is an error
+                run(exe + ".plain", world, no_val + ["--log", log_plain])
                 plain, plain_val = read_log(log_plain)
                 if plain != train:
                     problems.append(f"training losses change with evaluation: {plain} vs {train}")
                 if plain_val:
                     problems.append("a plan without `eval` logged val_loss")
+                # a resumed run continues the evaluations: none before its first step, the same values after
+                ck = os.path.join(work, "ck")
+                with open(plan, "w") as f:
+                    f.write(src.replace("train {", "train { " + EVAL, 1))
+                half = [a if a != str(steps) else str(steps // 2) for a in data]
+                run(exe, world, half + ["--checkpoint-dir", ck, "--save-on-exit"])
+                log_resumed = os.path.join(work, name + ".resumed.jsonl")
+                run(exe, world, data + ["--checkpoint-dir", ck, "--resume", "latest", "--log", log_resumed])
+                resumed_train, resumed_val = read_log(log_resumed)
+                later = {s: v for s, v in val.items() if s > steps // 2}
+                if resumed_val != later or sorted(resumed_train) != list(range(steps // 2 + 1, steps + 1)):
+                    problems.append(f"resumed at step {steps // 2}: val_loss {resumed_val}, expected {later}")
             vdiff = max((abs(val[s] - ref[1][s]) / abs(ref[1][s]) for s in val if s in ref[1]), default=0.0)
             tdiff = max((abs(train[s] - ref[0][s]) / abs(ref[0][s]) for s in train if s in ref[0]), default=0.0)
             if vdiff > LOSS_TOL:
