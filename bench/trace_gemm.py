@@ -57,6 +57,22 @@ def gemms(ir_path):
     return out
 
 
+def load_trace(path):
+    """The events of a --trace file: a JSON array, closed by "]" unless the run
+    was killed (then the events up to the last whole line)."""
+    text = open(path).read()
+    lines = text.rstrip().split("\n")
+    while lines:
+        try:
+            trace = json.loads(text if text.rstrip().endswith("]") else "\n".join(lines).rstrip(",") + "\n]")
+            return trace["traceEvents"] if isinstance(trace, dict) else trace
+        except json.JSONDecodeError:
+            if text.rstrip().endswith("]"):
+                raise
+            lines.pop()
+    raise ValueError(f"{path}: not a trace")
+
+
 def load_peak(path):
     square, shapes = {}, {}
     for line in open(path):
@@ -80,7 +96,7 @@ def report(ir_path, trace_path, peak_path, skip, top):
             break
         f = (2 if k == "fwd" else 4) * N * K * M * c
         blas_s += f / (r[0 if k == "fwd" else 1] * 1e9)
-    ev = [e for e in json.load(open(trace_path))["traceEvents"] if e.get("ph") == "X" and e.get("pid", 0) == 0]
+    ev = [e for e in load_trace(trace_path) if e.get("ph") == "X" and e.get("pid", 0) == 0]
     steps = sorted((e for e in ev if e.get("cat") == "step"), key=lambda e: e["ts"])[skip:]
     if not steps:
         print("error=no steps left after --skip")

@@ -111,6 +111,8 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
         case SEQ_GRAD_SYNC_ONCE:
         case SEQ_OPTIM_BLOCK:
         case SEQ_OPTIM_ONCE:
+        case SEQ_GRAD_NORM_BLOCK: /* `clip`: the norm's sums and its all-reduces */
+        case SEQ_GRAD_NORM_ONCE:
             /* the runtime waits for every bucket: nothing of it is hidden
              * under the backward, wherever the bucket runs */
             cost_terms_add(&sc->sync, &ct, (double)calls);
@@ -125,6 +127,8 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
     double state = (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS] + sc->ledger[PRT_MASTER] +
                             sc->ledger[PRT_OPTIM]);
     sc->optim_bytes = 2.0 * state;
+    /* `clip`: the norm reads each gradient once, the scaling reads and writes it */
+    if (plan->train.clip > 0) sc->optim_bytes += 3.0 * (double)sc->ledger[PRT_GRADS];
     sc->optim_s = cost_stream_s(&plan->cluster, sc->optim_bytes);
     an->flops_per_step += sc->flops_step * (double)(plan->mesh.world / (prog->nstages ? prog->nstages : 1));
 

@@ -82,9 +82,12 @@
     X(TR_SEQ, "seq", "seq 4096;")                                  \
     X(TR_PRECISION, "precision", "precision bf16 master fp32;")    \
     X(TR_OPTIMIZER, "optimizer", "optimizer adamw lr 3e-4;")       \
+    X(TR_CHECKPOINT, "checkpoint", "checkpoint every 100 steps keep 3;") \
     X(TR_STEPS, "steps", "steps 100;")                             \
     X(TR_SEED, "seed", "seed 1234;")                              \
     X(TR_LR, "lr", "lr 3e-4 warmup 100 steps cosine to 3e-5 over 10000 steps;") \
+    X(TR_WEIGHT_DECAY, "weight_decay", "weight_decay 0.1 on weights;")   \
+    X(TR_CLIP, "clip", "clip 1.0;")                               \
     X(TR_EVAL, "eval", "eval every 50 steps batches 20;")
 
 #define LAYOUT_KEYS(X)                                                   \
@@ -176,6 +179,7 @@ typedef struct Check {
     int dims_ok;              /* hidden/heads/head_dim/kv_heads consistent */
     int mesh_ok;              /* every axis valid and named once */
     const Stmt *lr_stmt;      /* train's `lr` schedule, found before the optimizer is read */
+    SrcLoc opt_weight_decay_loc; /* the optimizer's own `weight_decay` (file NULL when not given) */
     int have_batch, have_micro_batch, have_micro_batches, have_train_seq;
     SrcLoc train_seq_loc;
     /* Layout statements kept for phase 3. */
@@ -240,10 +244,22 @@ void check_train(Check *c, const Stmt *sec);
 void check_mesh(Check *c, const Stmt *sec);
 void check_layout(Check *c, const Stmt *sec);
 
+/* ------------------------------------------------------------ check_checkpoint.c */
+
+/* train's `checkpoint [every N steps] [keep K];` */
+void check_checkpoint(Check *c, const Stmt *st);
+
 /* ------------------------------------------------------------ check_schedule.c */
 
 /* train's `lr PEAK [warmup N steps] [stable N steps] [cosine|linear to MIN over N steps];` */
 void check_lr_schedule(Check *c, const Stmt *st);
+
+/* ------------------------------------------------------------ check_train.c */
+
+/* train's `weight_decay VALUE [on weights|all];` and `clip MAX_NORM;`, read
+ * after the optimizer (whose defaults they override). */
+void check_weight_decay(Check *c, const Stmt *st);
+void check_clip(Check *c, const Stmt *st);
 
 /* ------------------------------------------------------------ check_data.c */
 

@@ -464,7 +464,10 @@ static void check_optimizer(Check *c, const Stmt *st)
         case OP_BETA1: check_read_real(c, "beta1", v, 0, 0, 1, 1, &t->beta1); break;
         case OP_BETA2: check_read_real(c, "beta2", v, 0, 0, 1, 1, &t->beta2); break;
         case OP_EPS: check_read_real(c, "eps", v, 0, 1, 1, 0, &t->eps); break;
-        case OP_WEIGHT_DECAY: check_read_real(c, "weight_decay", v, 0, 0, 10, 0, &t->weight_decay); break;
+        case OP_WEIGHT_DECAY:
+            c->opt_weight_decay_loc = name->loc;
+            check_read_real(c, "weight_decay", v, 0, 0, 10, 0, &t->weight_decay);
+            break;
         case OP_MOMENTUM: check_read_real(c, "momentum", v, 0, 0, 1, 1, &t->momentum); break;
         }
     }
@@ -556,7 +559,10 @@ void check_train(Check *c, const Stmt *sec)
             break;
         case TR_PRECISION: check_precision(c, st); break;
         case TR_OPTIMIZER: check_optimizer(c, st); break;
+        case TR_CHECKPOINT: check_checkpoint(c, st); break;
         case TR_LR: check_lr_schedule(c, st); break;
+        case TR_WEIGHT_DECAY:
+        case TR_CLIP: break; /* read after the optimizer, below */
         case TR_EVAL: check_eval(c, st); break;
         case TR_STEPS:
             if (check_read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k])) t->steps = n;
@@ -566,6 +572,8 @@ void check_train(Check *c, const Stmt *sec)
             break;
         }
     }
+    if (seen[TR_WEIGHT_DECAY]) check_weight_decay(c, seen[TR_WEIGHT_DECAY]);
+    if (seen[TR_CLIP]) check_clip(c, seen[TR_CLIP]);
     for (int k = 0; k < TRAIN_COUNT; k++)
         if (!seen[k] && suggested[k]) seen[k] = suggested[k];
     if (suggested[TR_MICRO_BATCHES] && !c->have_micro_batches) c->have_micro_batches = -1;

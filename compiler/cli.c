@@ -29,6 +29,8 @@ typedef enum {
     OPT_HTML,
     OPT_FORWARD, /* run: an option of the built program */
     OPT_PLAN,    /* report: the plan the trace ran */
+    OPT_HOSTS,   /* run: mpirun's hostfile */
+    OPT_SBATCH,  /* build: a Slurm batch script beside the executable */
 } OptId;
 
 typedef struct OptSpec {
@@ -70,8 +72,11 @@ static const OptSpec lower_opts[] = {
 static const OptSpec build_opts[] = {
     {"-o", "OUT", OPT_OUTPUT, "the file to write (with --emit=llvm, default standard output)"},
     {"--emit", "KIND", OPT_EMIT, "exe (the default), obj or llvm"},
+    {"--sbatch", "FILE", OPT_SBATCH,
+     "also write a Slurm batch script that runs OUT with srun on the plan's nodes (sbatch FILE)"},
 };
 static const OptSpec run_opts[] = {
+    {"--hosts", "FILE", OPT_HOSTS, "run the ranks on the hosts of FILE, mpirun's hostfile (`HOST slots=N` per line)"},
     {"--steps", "N", OPT_FORWARD, "training steps (default: the plan's `steps`)"},
     {"--data", "FILE", OPT_FORWARD, "a token file to train on (default: the plan's data section, else the synthetic stream)"},
     {"--val-data", "FILE", OPT_FORWARD, "a token file to evaluate on (default: the plan's validation file)"},
@@ -116,10 +121,12 @@ static const CmdSpec commands[CMD_COUNT] = {
      "Compiles the plan into an executable linked with the runtime; run it with mpirun, one rank per mesh "
      "position.",
      build_opts, COUNT(build_opts)},
-    {"run", "PLAN [options] [-- program options]", "build and launch locally with mpirun",
-     "Builds the plan into a temporary executable and runs it on this machine with mpirun.  SIGINT and SIGTERM "
-     "sent to parc reach mpirun, which stops the ranks; parc exits with mpirun's status.  Options after `--` go "
-     "to the program unchanged.",
+    {"run", "PLAN [options] [-- program options]", "build and launch with mpirun (or srun inside Slurm)",
+     "Builds the plan into a temporary executable and runs it with mpirun: on this machine, or on the hosts of "
+     "--hosts FILE.  Inside a Slurm allocation (SLURM_JOB_ID set, no --hosts) it runs `srun` instead, the "
+     "executable built under the working directory, which the allocation's nodes must share.  SIGINT and "
+     "SIGTERM sent to parc reach the launcher, which stops the ranks; parc exits with its status.  Options "
+     "after `--` go to the program unchanged.",
      run_opts, COUNT(run_opts)},
     {"report", "TRACE.json --plan PLAN [--html FILE]", "a run's trace beside its plan: predicted vs measured",
      "Reads the trace a program wrote with --trace and the plan it was built from: prints each phase of the step "
@@ -160,7 +167,7 @@ void cli_help(FILE *out, const char *command)
     fprintf(out, "  %-12s %s\n", "diff", "two plans side by side: memory, collectives, links, time (A.par B.par, --json, --html FILE)");
     fprintf(out, "  %-12s %s\n", "search", "the fastest layouts of the plan's model on its cluster (--top K, -o DIR, --html FILE)");
     fprintf(out, "  %-12s %s\n", "calibrate", "measure this machine as a cluster fragment (-o FILE)");
-    fprintf(out, "  %-12s %s\n", "export", "a checkpoint of any layout as one safetensors file (CKPT -o OUT, --master)");
+    fprintf(out, "  %-12s %s\n", "export", "a checkpoint of any layout as one safetensors file (CKPT -o OUT, --master, --names hf|parc)");
     fprintf(out, "  %-12s %s\n", "help", "this text, or `parc help COMMAND` for one command");
     fprintf(out, "\noptions of every command:\n");
     print_opts(out, global_opts, COUNT(global_opts));
@@ -249,6 +256,8 @@ static int read_option(Parser *p, const CmdSpec *cmd)
     case OPT_VERIFY: opts->verify = 1; break;
     case OPT_HTML: opts->html = value; break;
     case OPT_PLAN: opts->trace = value; break; /* swapped with the argument in parse() */
+    case OPT_HOSTS: opts->hosts = value; break;
+    case OPT_SBATCH: opts->sbatch = value; break;
     case OPT_COLOR:
         if (strcmp(value, "auto") && strcmp(value, "always") && strcmp(value, "never"))
             return usage_error(p, "--color takes auto, always or never, not `%s`", value, NULL);

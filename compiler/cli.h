@@ -28,6 +28,8 @@ typedef struct CliOptions {
     int verify;             /* --verify or PARC_VERIFY=1: the pass verifiers run */
     const char *emit;       /* lower, build: NULL when not given */
     const char *output;     /* build: -o, NULL when not given */
+    const char *sbatch;     /* build: --sbatch FILE, NULL when not given */
+    const char *hosts;      /* run: --hosts FILE (mpirun's hostfile), NULL when not given */
     int color;              /* diagnostics in colour (resolved from --color) */
     int diagnostics_json;   /* --diagnostics-format=json */
     /* run: the program's options, each `--name value` (or a lone flag), then

@@ -27,6 +27,7 @@
     X(prt_steps, 'i', "p")               \
     X(prt_first_step, 'i', "p")          \
     X(prt_lr, 'd', "pi")                 \
+    X(prt_clip_scale, 'd', "p")          \
     X(prt_expect_memory, 'v', "pp")      \
     X(prt_step_begin, 'v', "pi")         \
     X(prt_before_optimizer, 'v', "pi")   \

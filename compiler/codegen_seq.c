@@ -86,6 +86,19 @@ static LLVMValueRef arg_value(Gen *g, const StageProgram *sp, const Instr *in, i
         v = call_life(g, LIFE_prt_lr, args, 2, "lr");
         break;
     }
+    case ARG_CLIP_SCALE:
+        have = 'd';
+        v = call_life(g, LIFE_prt_clip_scale, &g->rt, 1, "clip_scale");
+        break;
+    case ARG_COUNTED: { /* 1.0 at coordinate 0 of every axis in the mask */
+        have = 'd';
+        LLVMValueRef once = LLVMConstInt(LLVMInt1TypeInContext(g->ctx), 1, 0);
+        for (int ax = 0; ax < PARC_MAX_AXES; ax++)
+            if (a->i >> ax & 1)
+                once = LLVMBuildAnd(g->b, once, LLVMBuildICmp(g->b, LLVMIntEQ, codegen_coord(g, ax), c64(g, 0), ""), "");
+        v = LLVMBuildUIToFP(g->b, once, g->t_f64, "counted");
+        break;
+    }
     case ARG_FIRST_SAMPLE: {
         have = 'i';
         int64_t mb = pr->plan->train.micro_batch;
@@ -410,6 +423,8 @@ static LLVMValueRef emit_stage_main(Gen *g, const StageProgram *sp, const StageF
 
     if (!sp->sync_in_backward) emit_every_layer(g, sp, fns->seq[SEQ_GRAD_SYNC_BLOCK], step, "sync");
     call_seq(g, fns->seq[SEQ_GRAD_SYNC_ONCE], zero, zero, zero, zero, step);
+    emit_every_layer(g, sp, fns->seq[SEQ_GRAD_NORM_BLOCK], step, "norm"); /* `clip`: the gradient norm */
+    call_seq(g, fns->seq[SEQ_GRAD_NORM_ONCE], zero, zero, zero, zero, step);
     call_life(g, LIFE_prt_before_optimizer, sargs, 2, "");
     emit_every_layer(g, sp, fns->seq[SEQ_OPTIM_BLOCK], step, "optim");
     call_seq(g, fns->seq[SEQ_OPTIM_ONCE], zero, zero, zero, zero, step);

@@ -82,6 +82,7 @@ void codegen_build_types(Gen *g) {
         g->t_i64, g->t_i64, g->t_i64, g->t_i64,           /* lr: shape, warmup, stable, decay */
         g->t_f64, g->t_f64,                               /* lr: peak, min */
         g->t_ptr,                                         /* data */
+        g->t_ptr, g->t_i64, g->t_i64,                     /* ckpt_dir, ckpt_every, ckpt_keep */
     };
     g->t_plan_desc = LLVMStructCreateNamed(g->ctx, "prt_plan_desc");
     LLVMStructSetBody(g->t_plan_desc, plan_fields, sizeof plan_fields / sizeof plan_fields[0], 0);
@@ -184,6 +185,8 @@ LLVMValueRef codegen_emit_plan_desc(Gen *g) {
         c64(g, plan->train.lr_decay), LLVMConstReal(g->t_f64, plan->train.lr),
         LLVMConstReal(g->t_f64, plan->train.lr_scheduled ? plan->train.lr_min : plan->train.lr),
         emit_data_desc(g, plan),
+        plan->train.ckpt_dir ? const_string(g, plan->train.ckpt_dir) : LLVMConstNull(g->t_ptr),
+        c64(g, plan->train.ckpt_every), c64(g, plan->train.ckpt_keep),
     };
     return add_const_global(g, LLVMConstNamedStruct(g->t_plan_desc, fields, sizeof fields / sizeof fields[0]),
                             "plan");

@@ -457,7 +457,7 @@ Graph *expand_model(Arena *arena, const Plan *plan)
     Expander ex = {arena, plan, arena_alloc(arena, sizeof(Graph)), 0};
     Graph *g = ex.g;
     g->plan = plan;
-    g->tokens = g->targets = g->embed_out = g->head_in = g->loss = -1;
+    g->tokens = g->targets = g->embed_out = g->head_in = g->loss = g->grad_sumsq = -1;
     int wte = -1;
     int first = 0;
     g->region_first[REGION_EMBED] = 0;
@@ -471,6 +471,10 @@ Graph *expand_model(Arena *arena, const Plan *plan)
     g->region_first[REGION_HEAD] = first;
     expand_head(&ex, wte);
     g->region_count[REGION_HEAD] = g->nops - first;
+    /* clipping's one value: the gradients' sum of squares (optim.c), Partial
+     * over every axis until the gradient norm's reduction */
+    if (plan->train.clip > 0)
+        g->grad_sumsq = tensor_new(&ex, REGION_HEAD, TENSOR_SCALAR, "grad_norm.sumsq", plan->train.loc, 0, NULL, NULL);
 
     for (int i = 0; i < g->ntensors; i++) place_tensor(&ex, &g->tensors[i]);
     if (!ex.errors) expand_verify(g);

@@ -161,6 +161,17 @@ static void explain_lr_schedule(FILE *out, const Train *t)
             (long long)t->steps);
 }
 
+/* The plan's `checkpoint`: the built program's defaults and what overrides them. */
+static void explain_checkpoint(FILE *out, const Train *t)
+{
+    fprintf(out, "  checkpoints     ");
+    if (t->ckpt_every) fprintf(out, "every %lld steps", (long long)t->ckpt_every);
+    else fprintf(out, "on a signal or --save-on-exit");
+    if (t->ckpt_keep) fprintf(out, ", the newest %lld kept", (long long)t->ckpt_keep);
+    fprintf(out, ", into %s/ unless --checkpoint-dir DIR (--checkpoint-every N, --checkpoint-keep N override "
+                 "the plan's)\n", t->ckpt_dir);
+}
+
 /* One line each: the data files and the evaluation, with the evaluation's
  * forward time from the cost model (a batch's forward phase per batch). */
 static void explain_data(FILE *out, const Program *prog)
@@ -241,7 +252,14 @@ void explain_text(FILE *out, const Analysis *an, int verbose)
             t->master_fp32 && t->precision != PREC_FP32 ? " with fp32 master weights" : "",
             t->optimizer == OPT_SGD ? "sgd" : t->optimizer == OPT_ADAM ? "adam" : "adamw");
     if (t->lr_scheduled) explain_lr_schedule(out, t);
+    if (t->clip > 0 || t->decay_all) {
+        char clip[96] = "";
+        if (t->clip > 0) snprintf(clip, sizeof clip, "gradients clipped to global norm %.4g; ", t->clip);
+        fprintf(out, "  optimizer       %sweight decay %.4g on %s\n", clip, t->weight_decay,
+                t->decay_all ? "every parameter" : "matrices and embedding tables only");
+    }
     explain_data(out, prog);
+    if (t->ckpt_dir) explain_checkpoint(out, t);
     fprintf(out, "  compute         %.4g FLOP/step (model FLOPs, 6 x params x tokens + attention: %.4g)\n",
             an->flops_per_step, an->model_flops_per_step);
     explain_attention(out, an);

@@ -1,11 +1,12 @@
 /*
- * export.c — `parc export CKPT -o MODEL.safetensors [--master]`: one consolidated
- * safetensors file from a checkpoint of any layout (runtime/prt_ckpt.c writes
- * them).  Every parameter is assembled from the shards of whichever rank files
- * hold it (each checked against the manifest's CRC-32), with its global shape
- * and its global name: "h.<layer>.<name>" for the parameters of block <layer>
- * (GPT-2's "h.<layer>." prefix), the plain name for the others ("wte", "wpe",
- * "lnf.g", ...).  The weights are written in their training dtype (bf16 for a
+ * export.c — `parc export CKPT -o MODEL.safetensors [--master] [--names hf|parc]`:
+ * one consolidated safetensors file from a checkpoint of any layout
+ * (runtime/prt_ckpt.c writes them).  Every parameter is assembled from the
+ * shards of whichever rank files hold it (each checked against the manifest's
+ * CRC-32), with its global shape.  --names hf (the default) writes the names
+ * and layouts of Hugging Face's GPT-2 or Llama (export_hf.c); --names parc
+ * keeps parc's global names: "h.<layer>.<name>" for the parameters of block
+ * <layer>, the plain name for the others ("wte", "wpe", "lnf.g", ...).  The weights are written in their training dtype (bf16 for a
  * bf16 plan); --master writes the fp32 master weights instead where the plan
  * keeps them.  Loadable by safetensors' load_file / PyTorch.
  *
@@ -20,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "export_hf.h"
 #include "parc_rt.h"
 #include "tools.h"
 
@@ -205,18 +207,51 @@ static int64_t assemble(const char *dir, const cJSON *ranks, const char *role, A
     return n;
 }
 
+#define EXPORT_USAGE "usage: parc export CKPT -o MODEL.safetensors [--master] [--names hf|parc]"
+
+/* --names hf: the tensors t[0..*n) renamed and laid out as the model family's
+ * (export_hf.c); *hf holds the new data, *family its name.  0 or 1 with err.
+ * t and names have room for 3 x *n entries (a tensor gives at most three). */
+static int rename_hf(prt_st_tensor *t, int64_t *n, char (*names)[256], ExportOut **hf, int64_t *nhf,
+                     const char **family, char *err, size_t size) {
+    ExportTensor *in = calloc((size_t)(*n > 0 ? *n : 1), sizeof *in);
+    for (int64_t i = 0; i < *n; i++) {
+        in[i] = (ExportTensor){.name = strdup(t[i].name), .dtype = t[i].dtype, .ndim = t[i].ndim,
+                               .data = t[i].data};
+        memcpy(in[i].gdims, t[i].shape, sizeof in[i].gdims);
+    }
+    int64_t m = 0;
+    int bad = export_hf(in, *n, hf, &m, family, err, size);
+    *nhf = m;
+    for (int64_t i = 0; i < *n; i++) free((char *)in[i].name);
+    free(in);
+    if (bad) return 1;
+    for (int64_t i = 0; i < m; i++) {
+        textf(names[i], sizeof names[i], "%s", (*hf)[i].name);
+        t[i] = (prt_st_tensor){.name = names[i], .dtype = (*hf)[i].dtype, .ndim = (*hf)[i].ndim,
+                               .data = (*hf)[i].data, .bytes = (*hf)[i].bytes};
+        memcpy(t[i].shape, (*hf)[i].shape, sizeof t[i].shape);
+    }
+    *n = m;
+    return 0;
+}
+
 int export_main(int argc, char **argv) {
-    const char *ckpt = NULL, *out = NULL;
+    const char *ckpt = NULL, *out = NULL, *names_opt = "hf";
     int master = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
         else if (!strncmp(argv[i], "-o=", 3) || !strncmp(argv[i], "--output=", 9)) out = strchr(argv[i], '=') + 1;
         else if (!strcmp(argv[i], "--master")) master = 1;
-        else if (argv[i][0] == '-' || ckpt) return export_error(2, "unexpected argument '%s'\nusage: parc export "
-                                                                   "CKPT -o MODEL.safetensors [--master]", argv[i]);
+        else if (!strcmp(argv[i], "--names") && i + 1 < argc) names_opt = argv[++i];
+        else if (!strncmp(argv[i], "--names=", 8)) names_opt = argv[i] + 8;
+        else if (argv[i][0] == '-' || ckpt) return export_error(2, "unexpected argument '%s'\n" EXPORT_USAGE, argv[i]);
         else ckpt = argv[i];
     }
-    if (!ckpt || !out || !*out) return export_error(2, "usage: parc export CKPT -o MODEL.safetensors [--master]");
+    if (!ckpt || !out || !*out) return export_error(2, EXPORT_USAGE);
+    int hf_names = !strcmp(names_opt, "hf");
+    if (!hf_names && strcmp(names_opt, "parc"))
+        return export_error(2, "--names must be hf or parc, got '%s'\n" EXPORT_USAGE, names_opt);
     char *dir = step_dir(ckpt), err[2048] = "", path[4096];
     if (!dir) return export_error(1, "%s: not a checkpoint (no manifest.json, no latest)", ckpt);
     textf(path, sizeof path, "%s/manifest.json", dir);
@@ -232,8 +267,12 @@ int export_main(int argc, char **argv) {
     if (n >= 0 && master) nm = assemble(dir, ranks, "master", &ms, err, sizeof err);
     int status = 0;
     if (n < 0 || nm < 0) status = export_error(1, "%s", err);
-    prt_st_tensor *t = calloc((size_t)(n > 0 ? n : 1), sizeof *t);
-    char (*names)[256] = calloc((size_t)(n > 0 ? n : 1), 256);
+    /* room for --names hf, which splits a tensor into at most three */
+    prt_st_tensor *t = calloc((size_t)(n > 0 ? 3 * n : 1), sizeof *t);
+    char (*names)[256] = calloc((size_t)(n > 0 ? 3 * n : 1), 256);
+    ExportOut *hf = NULL;
+    int64_t nhf = 0, nweights = n;
+    const char *family = "";
     for (int64_t i = 0; !status && i < n; i++) {
         const Assembled *src = &as[i];
         for (int64_t j = 0; j < nm; j++) {  /* --master: the fp32 master of this weight, where kept */
@@ -245,6 +284,11 @@ int export_main(int argc, char **argv) {
                                .bytes = (size_t)src->total * (src->dtype == PRT_F32 ? 4 : 2)};
         memcpy(t[i].shape, src->gdims, sizeof t[i].shape);
     }
+    int tied = 1;
+    for (int64_t i = 0; i < n; i++) tied = tied && strcmp(as[i].name, "head.w");
+    if (!status && hf_names) {
+        if (rename_hf(t, &n, names, &hf, &nhf, &family, err, sizeof err) != 0) status = export_error(1, "%s", err);
+    }
     if (!status) {
         cJSON *meta = cJSON_CreateObject();
         cJSON_AddStringToObject(meta, "format", "pt");
@@ -254,6 +298,9 @@ int export_main(int argc, char **argv) {
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(manifest, "step");
         snprintf(step, sizeof step, "%lld", cJSON_IsNumber(st) ? (long long)st->valuedouble : -1LL);
         cJSON_AddStringToObject(meta, "step", step);
+        cJSON_AddStringToObject(meta, "names", hf_names ? "hf" : "parc");
+        if (hf_names) cJSON_AddStringToObject(meta, "model_type", family);
+        cJSON_AddStringToObject(meta, "tie_word_embeddings", tied ? "true" : "false");
         textf(path, sizeof path, "%s.tmp", out);
         if (prt_st_write(path, t, n, meta, err, sizeof err) != 0 || rename(path, out) != 0) {
             if (!*err) textf(err, sizeof err, "%s: cannot rename into place: %s", out, strerror(errno));
@@ -263,7 +310,9 @@ int export_main(int argc, char **argv) {
         cJSON_Delete(meta);
     }
     if (!status) printf("parc export: %lld tensors from %s -> %s\n", (long long)n, dir, out);
-    for (int64_t i = 0; i < n; i++) free(as[i].name), free(as[i].data), free(as[i].have);
+    for (int64_t i = 0; i < nhf; i++) free(hf[i].data);
+    free(hf);
+    for (int64_t i = 0; i < nweights; i++) free(as[i].name), free(as[i].data), free(as[i].have);
     for (int64_t i = 0; i < nm; i++) free(ms[i].name), free(ms[i].data), free(ms[i].have);
     free(as);
     free(ms);

@@ -167,6 +167,7 @@ typedef struct Graph {
     int block_in, block_out;    /* a block's input and output (same shape and home) */
     int head_in;                /* residual stream leaving the last layer */
     int loss;                   /* TENSOR_SCALAR */
+    int grad_sumsq;             /* TENSOR_SCALAR: the gradients' global sum of squares (`clip`), else -1 */
     int64_t params_total;       /* model parameters (global) */
 } Graph;
 
@@ -218,7 +219,10 @@ typedef enum {
                          micro * (micro_batch * dp) + coord(dp axis) * micro_batch */
     ARG_TAG,         /* a pipeline message's tag, (micro * chunks + chunk + k) * 2 + i:
                         the receiver's chunk is chunk + k, i = 0 activations, 1 gradients */
-    ARG_LR           /* the learning rate of the step under the plan's schedule (prt_lr) */
+    ARG_LR,          /* the learning rate of the step under the plan's schedule (prt_lr) */
+    ARG_COUNTED,     /* 1.0 on ranks at coordinate 0 of every axis in the bit mask i, else 0.0:
+                        a value replicated over those axes is counted once */
+    ARG_CLIP_SCALE   /* the step's gradient clipping factor (prt_clip_scale) */
 } ArgKind;
 
 typedef struct Arg {
@@ -298,7 +302,9 @@ typedef struct Instr {
  * likewise; ZERO_GRADS_* at the start of each step; GRAD_SYNC_* after the last
  * micro-batch ((l) / ()); OPTIM_* ((l, step) / (step)); the pipeline messages
  * of a (micro-batch, chunk) at a stage boundary (chunk, slot, micro): the
- * activations received / sent, the gradients received / sent. */
+ * activations received / sent, the gradients received / sent; with `clip`,
+ * after the gradient sync, GRAD_NORM_BLOCK ((l)) then GRAD_NORM_ONCE (()):
+ * each parameter's sum of squares, then its reduction and the clip factor. */
 #define IR_SEQS(X)                                                  \
     X(EMBED_FWD, "embed.fwd", "embed_fwd", 0, 1)                    \
     X(BLOCK_FWD, "block.fwd", "block_fwd", 1, 1)                    \
@@ -315,7 +321,9 @@ typedef struct Instr {
     X(RECV_FWD, "recv.fwd", "recv_fwd", 0, 1)                       \
     X(SEND_FWD, "send.fwd", "send_fwd", 0, 1)                       \
     X(RECV_BWD, "recv.bwd", "recv_bwd", 0, 1)                       \
-    X(SEND_BWD, "send.bwd", "send_bwd", 0, 1)
+    X(SEND_BWD, "send.bwd", "send_bwd", 0, 1)                       \
+    X(GRAD_NORM_BLOCK, "grad_norm.block", "grad_norm_block", 1, 0)  \
+    X(GRAD_NORM_ONCE, "grad_norm.once", "grad_norm_once", 0, 0)
 typedef enum {
 #define X(name, str, sym, layer, micro) SEQ_##name,
     IR_SEQS(X)

@@ -1,8 +1,11 @@
 /*
  * launch.c — `parc run`: build the plan's executable into a temporary
- * directory and run it on the local machine with mpirun, one rank per mesh
- * position.  Multi-node runs are mpirun's or srun's job, with the executable
- * of `parc build`.
+ * directory and run it with mpirun, one rank per mesh position: on the local
+ * machine, on the hosts of a hostfile (--hosts), or with srun inside a Slurm
+ * allocation; and `parc build --sbatch`: the batch script that runs a built
+ * executable with srun on the plan's nodes.  Placing the ranks is the
+ * launcher's job; the program checks at start-up that each tensor-parallel
+ * group shares a host (runtime/prt_placement.c).
  */
 #include "launch.h"
 
@@ -13,19 +16,67 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef PARC_MPIEXEC
 #define PARC_MPIEXEC "mpirun"
 #endif
+#define PARC_SRUN "srun"
 
 static SrcLoc no_loc(void) { return (SrcLoc){0}; }
 
-int launch_run(const Program *program, int argc, char **argv) {
+/* The launcher's command line: srun inside a Slurm allocation, else mpirun
+ * (with the hostfile, else on this machine).  args has room for 10 + argc. */
+static int launcher_args(const Plan *plan, const char *hosts, int slurm, char *exe, int argc, char **argv,
+                         char **args, char *np, size_t np_size) {
+    int world = plan->mesh.world > 0 ? plan->mesh.world : 1;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1) cores = 1;
+    int n = 0;
+    if (slurm) {
+        snprintf(np, np_size, "--ntasks=%d", world);
+        args[n++] = (char *)PARC_SRUN;
+        args[n++] = np;
+        args[n++] = (char *)"--kill-on-bad-exit=1";
+    } else {
+        snprintf(np, np_size, "%d", world);
+        args[n++] = (char *)PARC_MPIEXEC;
+        args[n++] = (char *)"-np";
+        args[n++] = np;
+        if (hosts) {
+            /* the hostfile's slots place the ranks: no oversubscription, no local binding rule */
+            args[n++] = (char *)"--hostfile";
+            args[n++] = (char *)hosts;
+        } else {
+            if (world > cores) args[n++] = (char *)"--oversubscribe";
+            /* fewer ranks than cores: don't pin a rank to one core, its BLAS
+             * threads would share it */
+            if (world < cores) {
+                args[n++] = (char *)"--bind-to";
+                args[n++] = (char *)"none";
+            }
+        }
+    }
+    args[n++] = exe;
+    for (int i = 0; i < argc; i++) args[n++] = argv[i];
+    args[n] = NULL;
+    return n;
+}
+
+int launch_run(const Program *program, const char *hosts, int argc, char **argv) {
     const Plan *plan = program->plan;
-    const char *tmp = getenv("TMPDIR");
+    if (hosts && access(hosts, R_OK) != 0) {
+        diag_error(no_loc(), "give mpirun's hostfile: one `HOST slots=N` per line",
+                   "run: --hosts %s: cannot read it: %s", hosts, strerror(errno));
+        return 2;
+    }
+    const char *job = getenv("SLURM_JOB_ID");
+    int slurm = !hosts && job && *job;
+    /* under Slurm every node runs the executable: build it where they all see it */
+    const char *tmp = slurm ? "." : getenv("TMPDIR");
     char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/parc-run-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    snprintf(dir, sizeof dir, "%s/%sparc-run-XXXXXX", tmp && *tmp ? tmp : "/tmp", slurm ? "." : "");
     if (!mkdtemp(dir)) {
         diag_error(no_loc(), NULL, "run: cannot create a temporary directory %s: %s", dir, strerror(errno));
         return -1;
@@ -37,27 +88,14 @@ int launch_run(const Program *program, int argc, char **argv) {
         return -1;
     }
 
-    int world = plan->mesh.world > 0 ? plan->mesh.world : 1;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores < 1) cores = 1;
     char np[32];
-    snprintf(np, sizeof np, "%d", world);
     char **args = calloc((size_t)argc + 10, sizeof *args);
     PARC_ASSERT(args);
-    int n = 0;
-    args[n++] = (char *)PARC_MPIEXEC;
-    args[n++] = (char *)"-np";
-    args[n++] = np;
-    if (world > cores) args[n++] = (char *)"--oversubscribe";
-    /* fewer ranks than cores: don't pin a rank to one core, its BLAS threads
-     * would share it */
-    if (world < cores) {
-        args[n++] = (char *)"--bind-to";
-        args[n++] = (char *)"none";
+    launcher_args(plan, hosts, slurm, exe, argc, argv, args, np, sizeof np);
+    if (slurm) {
+        printf("parc run: inside Slurm job %s: srun %s\n", job, np);
+        fflush(stdout);
     }
-    args[n++] = exe;
-    for (int i = 0; i < argc; i++) args[n++] = argv[i];
-    args[n] = NULL;
 
     char *env[8];
     int ne = 0;
@@ -74,12 +112,47 @@ int launch_run(const Program *program, int argc, char **argv) {
 #endif
     env[ne] = NULL;
 
-    int status = process_run(args, env, NULL);
+    int status = process_run_signalling_children(args, env, NULL); /* the ranks save and stop */
     if (status < 0)
-        diag_error(no_loc(), "install Open MPI (openmpi-bin) or put its mpirun on PATH",
-                   "run: cannot start %s: %s", PARC_MPIEXEC, strerror(errno));
+        diag_error(no_loc(), slurm ? "inside an allocation parc runs srun: put Slurm's srun on PATH"
+                                   : "install Open MPI (openmpi-bin) or put its mpirun on PATH",
+                   "run: cannot start %s: %s", args[0], strerror(errno));
     free(args);
     unlink(exe);
     rmdir(dir);
     return status;
+}
+
+int launch_write_sbatch(const Program *program, const char *exe, const char *script) {
+    const Plan *plan = program->plan;
+    char abs[PATH_MAX];
+    if (!realpath(exe, abs)) {
+        diag_error(no_loc(), NULL, "build: --sbatch: cannot resolve %s: %s", exe, strerror(errno));
+        return -1;
+    }
+    const char *name = plan->model.name && *plan->model.name ? plan->model.name : "plan";
+    int nodes = (int)plan->cluster.nodes, per_node = (int)plan->cluster.gpus_per_node;
+    FILE *f = fopen(script, "w");
+    if (!f) {
+        diag_error(no_loc(), NULL, "build: --sbatch %s: cannot open it for writing: %s", script, strerror(errno));
+        return -1;
+    }
+    int bad = fprintf(f,
+                      "#!/bin/bash\n"
+                      "# %s on %d node(s) x %d rank(s), one rank per GPU of the plan's cluster and mesh\n"
+                      "# (ranks in mesh order: consecutive ranks share a node).  Submit with: sbatch %s [program "
+                      "options]\n"
+                      "# A GPU cluster also wants --gpus-per-node=%d here and `--device cuda` after the executable.\n"
+                      "#SBATCH --job-name=%s\n"
+                      "#SBATCH --nodes=%d\n"
+                      "#SBATCH --ntasks-per-node=%d\n"
+                      "set -euo pipefail\n"
+                      "exec srun --kill-on-bad-exit=1 %s \"$@\"\n",
+                      name, nodes, per_node, script, per_node, name, nodes, per_node, abs) < 0;
+    if (fclose(f) != 0) bad = 1;
+    if (bad || chmod(script, 0755) != 0) {
+        diag_error(no_loc(), NULL, "build: --sbatch %s: cannot write it: %s", script, strerror(errno));
+        return -1;
+    }
+    return 0;
 }

@@ -9,12 +9,24 @@
 
 /* `parc run`: builds the program into a fresh temporary directory, then runs
  *   mpirun -np <world> [--oversubscribe] <exe> argv[0..argc-1]
- * with --oversubscribe when world > online cores, OPENBLAS_NUM_THREADS=1 when
+ * (with `--hostfile hosts` instead of the local core rules when hosts != NULL;
+ * with `srun --ntasks=<world> --kill-on-bad-exit=1 <exe> argv` when
+ * SLURM_JOB_ID is set and hosts == NULL, the executable then under the
+ * working directory) with --oversubscribe when world > online cores, OPENBLAS_NUM_THREADS=1 when
  * world > cores, and OMPI_ALLOW_RUN_AS_ROOT{,_CONFIRM}=1 when running as root
  * (only in the child's environment).  argv are runtime flags passed to every
- * rank (--steps 5 --memory --trace f.json --data FILE).  Returns the job's exit
+ * rank (--steps 5 --memory --trace f.json --data FILE).  A SIGTERM or SIGINT
+ * sent to parc goes to the ranks (mpirun's children), not to mpirun, whose own
+ * handling would SIGKILL them a second later: they finish the step, save when
+ * a checkpoint directory is set, and stop.  Returns the job's exit
  * status (128 + signal when a signal ended it); -1 when the build or the launch
  * failed (reported via diag_error).  The temporary directory is removed. */
-int launch_run(const Program *program, int argc, char **argv);
+int launch_run(const Program *program, const char *hosts, int argc, char **argv);
+
+/* `parc build --sbatch SCRIPT`: a Slurm batch script (mode 0755) that runs the
+ * executable at `exe` (by its absolute path) with srun on the plan's nodes:
+ * --nodes = cluster nodes, --ntasks-per-node = gpus_per_node (the mesh's world
+ * equals their product), its arguments passed on.  0, or -1 after reporting. */
+int launch_write_sbatch(const Program *program, const char *exe, const char *script);
 
 #endif

@@ -189,6 +189,9 @@ static void bind_stage(Lowerer *lw, StageProgram *sp, int L, const int *first)
         optim_bind_params(lw, REGION_HEAD, 1, -1);
         bind_region(lw, REGION_HEAD, 1);
     }
+    if (g->grad_sumsq >= 0)
+        lw->bind[g->grad_sumsq].value =
+            (BufRef){program_buf_new(lw, "grad_norm.sumsq", PRT_WORKSPACE, PRT_F32, 1, 1), INST_FIXED, 0};
 }
 
 static void lower_stage(Lowerer *lw, int s)
@@ -227,6 +230,7 @@ static void lower_stage(Lowerer *lw, int s)
     if (L > 0) optim_emit(lw, &q[SEQ_ZERO_GRADS_BLOCK], &q[SEQ_GRAD_SYNC_BLOCK], &q[SEQ_OPTIM_BLOCK], REGION_BLOCK);
     /* the tied table's parameters were stepped with the embedding */
     if (sp->has_head) optim_emit(lw, &q[SEQ_ZERO_GRADS_ONCE], &q[SEQ_GRAD_SYNC_ONCE], &q[SEQ_OPTIM_ONCE], REGION_HEAD);
+    optim_emit_grad_norm(lw);
     reshard_pipeline(lw->arena, lw->prog, sp);
 }
 

@@ -236,6 +236,10 @@ void autodiff_backward(Lowerer *lw, Seq *seq, Region r, int incoming);
 void optim_bind_params(Lowerer *lw, Region r, int instances, int first_layer);
 /* Zeroing, gradient sync and optimizer step of a region's parameters. */
 void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r);
+/* With `clip`: the reduction of the gradients' sum of squares that optim_emit
+ * accumulated (an all-reduce per axis, from Partial to whole), then the clip
+ * factor, at the end of SEQ_GRAD_NORM_ONCE.  Nothing without `clip`. */
+void optim_emit_grad_norm(Lowerer *lw);
 /* ZeRO-2/3 after a micro-batch's backward: each parameter's whole gradient
  * reduce-scattered into this rank's shard. */
 void optim_emit_scatter(Emit *e, Region r);

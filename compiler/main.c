@@ -121,7 +121,12 @@ static int run_command(Arena *arena, const CliOptions *o, Compilation *c)
         }
         status = compile_plan(arena, o->plan, c, analyze, 1, o->verify);
         if (!status && !runtime_supports(&c->plan)) status = 1;
+        if (!status && o->sbatch && kind != EMIT_EXE) {
+            fprintf(stderr, "parc build: --sbatch writes a script that runs the executable: use it with --emit=exe\n");
+            return 2;
+        }
         if (!status) status = codegen_emit(c->prog, (EmitKind)kind, out ? out : "-") ? 1 : 0;
+        if (!status && o->sbatch) status = launch_write_sbatch(c->prog, out, o->sbatch) ? 1 : 0;
         return status;
     }
     case CMD_RUN:
@@ -130,7 +135,7 @@ static int run_command(Arena *arena, const CliOptions *o, Compilation *c)
         if (!status) {
             explain_check_summary(stdout, c->analysis);
             fflush(stdout);
-            status = launch_run(c->prog, o->nforward, o->forward);
+            status = launch_run(c->prog, o->hosts, o->nforward, o->forward);
         }
         return status;
     case CMD_REPORT:

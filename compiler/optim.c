@@ -10,9 +10,18 @@
  * reduce-scatter), the step runs on the optimizer's placement, and the result
  * moves back to the weights' placement (ZeRO-1/2's all-gather).
  *
+ * Gradient clipping by global norm (`clip`): once synced, each gradient adds
+ * its sum of squares to one scalar, counted once where the gradient is
+ * replicated (only the ranks at coordinate 0 of those axes add it); the
+ * scalar is Partial over every axis, the pipeline's included, and the
+ * resharding table makes it whole (an all-reduce per axis of size > 1).  The
+ * runtime then sets the clip factor min(1, clip / (norm + 1e-6)) (PyTorch's
+ * clip_grad_norm_) and each optimizer step scales its gradient by it first.
+ *
  * Guarantees: every parameter of a region bound on the stage has its weights,
  * gradient, optional fp32 master and moments; its gradient is zeroed at the
- * start of each step, synced after the last micro-batch and stepped once.
+ * start of each step, synced after the last micro-batch and stepped once;
+ * with `clip` it is counted in the norm exactly once over the whole mesh.
  */
 #include "lower.h"
 
@@ -205,6 +214,41 @@ static void emit_sync(Lowerer *lw, Emit *es, int t, const Placement *acc, const 
     }
 }
 
+/* Clipping: the gradient (on the optimizer's placement `opt`, n elements at
+ * pg) adds its sum of squares, once over the axes where it is replicated. */
+static void emit_sumsq(Lowerer *lw, Region r, const Placement *opt, Arg pg, int64_t n)
+{
+    const Plan *plan = lw->plan;
+    int64_t replicated = 0;
+    for (int a = 0; a < lw->naxes; a++)
+        if (a != plan->layout.pp_axis && plan->mesh.axes[a].size > 1 && opt[a].kind == PLACE_R)
+            replicated |= (int64_t)1 << a;
+    Arg once = arg_kind(ARG_COUNTED);
+    once.i = replicated;
+    Emit en = {lw, &lw->sp->seq[r == REGION_BLOCK ? SEQ_GRAD_NORM_BLOCK : SEQ_GRAD_NORM_ONCE], PHASE_GRAD_SYNC};
+    Instr *ins = EMIT(&en, RT_prt_sumsq, arg_value(lw, lw->g->grad_sumsq), pg, arg_int(n), once);
+    ins->flops = 2.0 * (double)n;
+}
+
+void optim_emit_grad_norm(Lowerer *lw)
+{
+    const Graph *g = lw->g;
+    if (g->grad_sumsq < 0) return;
+    Emit e = {lw, &lw->sp->seq[SEQ_GRAD_NORM_ONCE], PHASE_GRAD_SYNC};
+    Arg acc = arg_value(lw, g->grad_sumsq);
+    Val v = {acc, g->grad_sumsq, {{0}}};
+    for (int a = 0; a < lw->naxes; a++) v.place[a] = (Placement){PLACE_P, 0};
+    for (int a = 0; a < lw->naxes; a++) { /* one axis at a time, in place */
+        Placement to[PARC_MAX_AXES];
+        memcpy(to, v.place, sizeof to);
+        to[a] = (Placement){PLACE_R, 0};
+        v = reshard_to(&e, v, to, -1,
+                       "clip: the gradients' sum of squares, each element counted once, summed for the global norm",
+                       0, &acc);
+    }
+    EMIT(&e, RT_prt_clip_norm, acc, arg_f64(lw->plan->train.clip));
+}
+
 void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r)
 {
     const Graph *g = lw->g;
@@ -238,13 +282,19 @@ void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r)
         Arg pg = shard_of_whole_g ? arg_buf_off(b->gradient.buf, mode, 0, za, n) : gr;
         Emit es = {lw, sync, PHASE_GRAD_SYNC};
         emit_sync(lw, &es, t, acc, opt, gr, pg, r);
+        if (g->grad_sumsq >= 0) emit_sumsq(lw, r, opt, pg, n);
 
         /* the optimizer step on the optimizer's placement */
         Emit eo = {lw, optim, PHASE_OPTIMIZER};
         Arg master = b->master >= 0 ? arg_buf(b->master, mode, 0) : arg_null();
         Arg m1 = b->mom1 >= 0 ? arg_buf(b->mom1, mode, 0) : arg_null();
         Arg m2 = b->mom2 >= 0 ? arg_buf(b->mom2, mode, 0) : arg_null();
-        double wd = tt->decay ? tr->weight_decay : 0.0;
+        if (g->grad_sumsq >= 0) { /* clipped: the gradient scaled by the step's factor first */
+            Instr *sc = EMIT(&eo, RT_prt_scale, pg, arg_int(n), arg_kind(ARG_CLIP_SCALE));
+            sc->tensor = t;
+            sc->flops = (double)n;
+        }
+        double wd = tt->decay || tr->decay_all ? tr->weight_decay : 0.0; /* the plan's decay group */
         Arg lr = tr->lr_scheduled ? arg_kind(ARG_LR) : arg_f64(tr->lr); /* a schedule: read each step */
         Instr *ins;
         if (tr->optimizer == OPT_SGD)

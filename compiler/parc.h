@@ -218,11 +218,23 @@ typedef struct Train {
     int lr_shape;                      /* enum prt_lr_shape */
     int64_t lr_warmup, lr_stable, lr_decay;
     double lr_min;
+    /* Weight decay groups: decay_all 0 decays the weight matrices and
+     * embedding tables only (every parameter of two or more dims), 1 every
+     * parameter, biases and norm gains included (`weight_decay X on all;`). */
+    int decay_all;
+    /* Gradient clipping by global norm (`clip X;`): the gradients are scaled
+     * by min(1, clip / (norm + 1e-6)) before the optimizer; 0 = off. */
+    double clip;
     int64_t steps;
     uint64_t seed;
     /* `eval every N steps batches K;`: 0 and 0 without one */
     int64_t eval_every, eval_batches;
     SrcLoc loc, batch_loc, micro_batch_loc, micro_batches_loc, precision_loc, eval_loc;
+    /* `checkpoint every N steps keep K;` (check_checkpoint.c): the built
+     * program's defaults; 0 = none.  ckpt_dir is NULL without the statement. */
+    int64_t ckpt_every, ckpt_keep;
+    const char *ckpt_dir;
+    SrcLoc ckpt_loc;
 } Train;
 
 /* The `data` section: the token files a built program reads (paths as the

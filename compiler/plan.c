@@ -178,6 +178,8 @@ void plan_dump(const Plan *plan, FILE *out)
     if (t->lr_scheduled)
         fprintf(out, "  lr_schedule warmup %" PRId64 " stable %" PRId64 " %s to %s over %" PRId64 "\n", t->lr_warmup,
                 t->lr_stable, prt_lr_shape_name(t->lr_shape), plan_num(n1, t->lr_min), t->lr_decay);
+    if (t->decay_all) fprintf(out, "  weight_decay_on all\n");
+    if (t->clip > 0) fprintf(out, "  clip %s\n", plan_num(n1, t->clip));
     fprintf(out, "  steps %" PRId64 "\n  seed %" PRIu64 "\n", t->steps, t->seed);
     if (t->eval_every > 0)
         fprintf(out, "  eval every %" PRId64 " batches %" PRId64 "\n", t->eval_every, t->eval_batches);
@@ -187,6 +189,9 @@ void plan_dump(const Plan *plan, FILE *out)
                 plan->data.train ? plan->data.train_written : "-",
                 plan->data.validation ? plan->data.validation_written : "-", formats[plan->data.format]);
     }
+    if (t->ckpt_dir)
+        fprintf(out, "  checkpoint every %" PRId64 " keep %" PRId64 " dir %s\n", t->ckpt_every, t->ckpt_keep,
+                t->ckpt_dir);
 
     fprintf(out, "mesh\n");
     for (int a = 0; a < mesh->naxes; a++)

@@ -74,7 +74,9 @@ static void write_train(const Plan *p, FILE *out)
     if (!t->lr_scheduled) fprintf(out, " lr %.17g", t->lr);
     if (t->optimizer == OPT_SGD) fprintf(out, " momentum %.17g", t->momentum);
     else fprintf(out, " beta1 %.17g beta2 %.17g eps %.17g", t->beta1, t->beta2, t->eps);
-    fprintf(out, " weight_decay %.17g;\n", t->weight_decay);
+    if (t->decay_all) fprintf(out, ";\n  weight_decay %.17g on all;\n", t->weight_decay);
+    else fprintf(out, " weight_decay %.17g;\n", t->weight_decay);
+    if (t->clip > 0) fprintf(out, "  clip %.17g;\n", t->clip);
     if (t->lr_scheduled) {
         fprintf(out, "  lr %.17g", t->lr);
         if (t->lr_warmup) fprintf(out, " warmup %" PRId64 " steps", t->lr_warmup);
@@ -82,6 +84,12 @@ static void write_train(const Plan *p, FILE *out)
         if (t->lr_shape != PRT_LR_CONSTANT)
             fprintf(out, " %s to %.17g over %" PRId64 " steps", prt_lr_shape_name(t->lr_shape), t->lr_min,
                     t->lr_decay);
+        fprintf(out, ";\n");
+    }
+    if (t->ckpt_dir) {
+        fprintf(out, "  checkpoint");
+        if (t->ckpt_every) fprintf(out, " every %" PRId64 " steps", t->ckpt_every);
+        if (t->ckpt_keep) fprintf(out, " keep %" PRId64, t->ckpt_keep);
         fprintf(out, ";\n");
     }
     fprintf(out, "  steps %" PRId64 ";\n  seed %" PRIu64 ";\n}\n", t->steps, t->seed);

@@ -5,13 +5,16 @@
 #define _GNU_SOURCE /* environ */
 #include "process.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -19,19 +22,53 @@ extern char **environ;
 /* Signals that stop a launched job. */
 static const int process_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 #define PROCESS_NSIGNALS ((int)(sizeof process_signals / sizeof process_signals[0]))
-static volatile sig_atomic_t process_child, process_pending;
+static volatile sig_atomic_t process_child, process_pending, process_to_children;
 
 /* Forwards a signal that was sent to parc by a process (si_code <= 0: kill,
  * sigqueue) to the child; one from the terminal (SI_KERNEL) reached the
- * child's process group already. */
+ * child's process group already.  With process_to_children the signal is left
+ * pending for the wait loop, which sends it to the child's children. */
 static void process_forward(int sig, siginfo_t *info, void *context)
 {
     (void)context;
     if (info && info->si_code > 0) return;
     int saved = errno;
-    if (process_child > 0) kill((pid_t)process_child, sig);
+    if (process_child > 0 && !process_to_children) kill((pid_t)process_child, sig);
     else process_pending = sig;
     errno = saved;
+}
+
+/* Sends sig to the processes whose parent is `parent`; to `parent` itself
+ * when it has none (yet). */
+static void signal_children(pid_t parent, int sig)
+{
+    int sent = 0;
+    DIR *proc = opendir("/proc");
+    for (struct dirent *e; proc && (e = readdir(proc));) {
+        char path[300], line[512];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        char *got = fgets(line, sizeof line, f);
+        fclose(f);
+        const char *close = got ? strrchr(line, ')') : NULL; /* the command name may hold spaces */
+        char state;
+        int ppid;
+        if (close && sscanf(close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent) {
+            kill((pid_t)atoi(e->d_name), sig);
+            sent++;
+        }
+    }
+    if (proc) closedir(proc);
+    if (!sent) kill(parent, sig);
+}
+
+int process_run_signalling_children(char *const argv[], char *const extra_env[], const char *stderr_path) {
+    process_to_children = 1;
+    int status = process_run(argv, extra_env, stderr_path);
+    process_to_children = 0;
+    return status;
 }
 
 int process_run(char *const argv[], char *const extra_env[], const char *stderr_path) {
@@ -83,11 +120,20 @@ int process_run(char *const argv[], char *const extra_env[], const char *stderr_
     int status = -1;
     if (err == 0) {
         process_child = pid;
-        if (process_pending) kill(pid, process_pending);
+        if (process_pending) kill(pid, process_pending), process_pending = 0;
         int ws;
         pid_t r;
-        do r = waitpid(pid, &ws, 0);
-        while (r < 0 && errno == EINTR);
+        if (process_to_children) { /* poll, so that a signal is passed on as it comes */
+            while ((r = waitpid(pid, &ws, WNOHANG)) == 0 || (r < 0 && errno == EINTR)) {
+                int sig = process_pending;
+                process_pending = 0;
+                if (sig) signal_children(pid, sig);
+                nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+            }
+        } else {
+            do r = waitpid(pid, &ws, 0);
+            while (r < 0 && errno == EINTR);
+        }
         if (r == pid) status = WIFEXITED(ws) ? WEXITSTATUS(ws) : WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : -1;
         process_child = 0;
     }

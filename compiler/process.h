@@ -12,5 +12,10 @@
  * (and stdout) go to that file.  SIGINT and SIGQUIT are ignored in the caller
  * while the child runs (the child keeps the defaults). */
 int process_run(char *const argv[], char *const extra_env[], const char *stderr_path);
+/* process_run, but a SIGTERM/SIGINT/SIGHUP/SIGQUIT sent to parc goes to the
+ * child's own children (mpirun's local ranks), or to the child while it has
+ * none.  `parc run` uses it: Open MPI's mpirun, signalled, would end the ranks
+ * before they can save (docs/checkpoints.md). */
+int process_run_signalling_children(char *const argv[], char *const extra_env[], const char *stderr_path);
 
 #endif

@@ -143,7 +143,8 @@ int64_t program_seq_calls_per_step(const Program *prog, const StageProgram *sp, 
     case SEQ_BLOCK_BWD: return m * layers;
     case SEQ_ZERO_GRADS_BLOCK:
     case SEQ_GRAD_SYNC_BLOCK:
-    case SEQ_OPTIM_BLOCK: return layers;
+    case SEQ_OPTIM_BLOCK:
+    case SEQ_GRAD_NORM_BLOCK: return layers;
     /* one message per micro-batch per chunk boundary: none into the model's
      * first chunk, none out of its last */
     case SEQ_RECV_FWD:
@@ -179,7 +180,8 @@ void program_verify(const Program *prog)
                     const Arg *a = &ins->args[k];
                     char want = sig[k + 1];
                     int is_ptr = a->kind == ARG_BUF || a->kind == ARG_NULL;
-                    int is_f = a->kind == ARG_F64 || a->kind == ARG_LR;
+                    int is_f = a->kind == ARG_F64 || a->kind == ARG_LR || a->kind == ARG_COUNTED ||
+                               a->kind == ARG_CLIP_SCALE;
                     if ((want == 'p') != is_ptr || (want == 'd') != is_f)
                         PARC_BUG("stage %d %s: %s argument %d has the wrong kind", s, seq_names[q],
                                  rt_fn_names[ins->fn], k + 1);
@@ -225,6 +227,13 @@ static void arg_dump(const StageProgram *sp, const Arg *a, FILE *out)
     case ARG_COORD_TIMES: fprintf(out, "coord(%d)*%lld", a->axis, (long long)a->i); break;
     case ARG_STEP: fprintf(out, "step"); break;
     case ARG_LR: fprintf(out, "lr"); break;
+    case ARG_CLIP_SCALE: fprintf(out, "clip_scale"); break;
+    case ARG_COUNTED: /* the axes over which the value is replicated */
+        fprintf(out, "once_over(");
+        for (int a_ = 0, n_ = 0; a_ < PARC_MAX_AXES; a_++)
+            if (a->i >> a_ & 1) fprintf(out, "%s%d", n_++ ? "," : "", a_);
+        fprintf(out, ")");
+        break;
     case ARG_FIRST_SAMPLE: fprintf(out, "first_sample"); break;
     case ARG_TAG:
         fprintf(out, "tag(%s, micro, chunk", a->i ? "grad" : "act");

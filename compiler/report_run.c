@@ -197,8 +197,10 @@ static int read_run(Arena *arena, Run *run, const Analysis *an)
     if (!root && !bad_read) { /* a run that was stopped leaves the list open, as Chrome's readers allow */
         size_t end = len;
         while (end > 0 && strchr(" \t\r\n,", text[end - 1])) end--;
-        memcpy(text + end, "]}", 3);
-        root = cJSON_ParseWithLength(text, end + 2);
+        size_t start = strspn(text, " \t\r\n");
+        const char *close = text[start] == '[' ? "]" : "]}";  /* the streamed array, or the object form */
+        memcpy(text + end, close, strlen(close) + 1);
+        root = cJSON_ParseWithLength(text, end + strlen(close));
     }
     free(text);
     if (bad_read) return run_error(run, NULL, "cannot read it");
@@ -207,10 +209,12 @@ static int read_run(Arena *arena, Run *run, const Analysis *an)
         snprintf(what, sizeof what, "not JSON (the parse stops at byte %zu)", at);
         return run_error(run, "give the file a program's --trace wrote", what);
     }
-    const cJSON *events = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
+    /* the format's two forms: the bare array (a streamed trace) or {"traceEvents": [...]} */
+    const cJSON *events = cJSON_IsArray(root) ? root : cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
     int status = 0;
     if (!cJSON_IsArray(events)) {
-        status = run_error(run, "give the file a program's --trace wrote", "no traceEvents list: not a Chrome trace");
+        status = run_error(run, "give the file a program's --trace wrote",
+                           "neither an array of events nor an object with a traceEvents list: not a Chrome trace");
         goto done;
     }
     const cJSON *e;

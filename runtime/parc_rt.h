@@ -181,6 +181,11 @@ typedef struct prt_plan_desc {
     /* The data section and evaluation; NULL: synthetic data, no evaluation
      * (--data / --val-data / --data-format override it). */
     const prt_data_desc *data;
+    /* The plan's `checkpoint every N steps keep K;`: the defaults of
+     * --checkpoint-dir (ckpt_dir; NULL: none), --checkpoint-every and
+     * --checkpoint-keep (0: none), which override them. */
+    const char *ckpt_dir;
+    int64_t ckpt_every, ckpt_keep;
 } prt_plan_desc;
 
 #define PRT_TIMEOUT_STEPS 20
@@ -215,6 +220,8 @@ int64_t prt_steps(prt *rt);
 int64_t prt_first_step(prt *rt);
 /* The learning rate of `step` (from 1) under the plan's schedule. */
 double prt_lr(prt *rt, int64_t step);
+/* The step's gradient clip factor, set by prt_clip_norm (1 before it runs). */
+double prt_clip_scale(prt *rt);
 /* Compares measured bytes per class with the compiler's ledger (bytes per class
  * for this rank).  With --memory prints both; weights, grads, master and optim
  * must match exactly, activations/comm/workspace must not exceed; a mismatch
@@ -359,6 +366,16 @@ does:
     d = grad + weight_decay * p, mom = momentum * mom + d (mom may be NULL: no
     momentum), p -= lr * d.
 
+ gradient clipping by global norm
+  sumsq(acc, x, n, weight): *acc (one fp32 element) += weight * sum of x[i]^2 over
+    n elements of x's dtype, summed in double; weight is 0 or 1 (a gradient
+    replicated over some axes is counted by one rank of them).
+  scale(x, n, factor): x[i] *= factor (nothing when factor == 1).
+  clip_norm(acc, max_norm) (host): acc holds the sum of squares of every gradient
+    element of the model once; sets the step's grad_norm = sqrt(*acc) and clip
+    factor min(1, max_norm / (grad_norm + 1e-6)) (torch.nn.utils.clip_grad_norm_),
+    which prt_clip_scale returns, and zeroes *acc for the next step.
+
  loss bookkeeping (host)
   loss_replicas(axis_mask): the axes (bit a = axis a) over which the logits, and
     so the loss, are replicated: only the ranks at coordinate 0 of each count the
@@ -397,8 +414,8 @@ does:
   phase(phase): what follows, until the next call, is of phase `phase` (enum
     prt_phase); every sequence of the program starts with it.  The runtime
     times each phase per step (collectives and pipeline messages apart) and at
-    prt_finalize rank 0 prints them beside the plan's est_phase_seconds; with
-    PRT_METRICS_FILE rank 0 also writes one line per step and the estimate.
+    prt_finalize rank 0 prints them beside the plan's est_phase_seconds; the
+    metrics log (--log) holds them per step and, in its summary, the estimate.
 
 PRT_CALLS(R, X) calls R(X, kind, name, sig, params, args) per row: kind is OP (a
 backend op), COMM (a backend collective) or HOST (the runtime's own code); sig is
@@ -519,7 +536,10 @@ compiler's runtime function table follows PRT_OPS. */
     R(X, HOST, work_begin, "piiii", (prt *rt, int64_t kind, int64_t micro, int64_t chunk, int64_t chunks),        \
       (rt, kind, micro, chunk, chunks))                                                                           \
     R(X, HOST, work_end, "p", (prt *rt), (rt))                                                                    \
-    R(X, HOST, phase, "pi", (prt *rt, int64_t phase), (rt, phase))
+    R(X, HOST, phase, "pi", (prt *rt, int64_t phase), (rt, phase))                                                \
+    R(X, OP, sumsq, "pppid", (prt *rt, void *acc, const void *x, int64_t n, double weight), (rt, acc, x, n, weight)) \
+    R(X, OP, scale, "ppid", (prt *rt, void *x, int64_t n, double factor), (rt, x, n, factor))                      \
+    R(X, HOST, clip_norm, "ppd", (prt *rt, void *acc, double max_norm), (rt, acc, max_norm))
 
 /* The prototypes: void prt_<name> params. */
 #define PRT_CALL_PROTOTYPE_(X, kind, name, sig, params, args) void prt_##name params;

@@ -45,6 +45,7 @@ struct prt_ckpt {
     int save_on_exit;
     char *resume_path;      /* the step directory resumed from (prt_ckpt_init) */
     int64_t die_step;       /* PRT_TEST_CKPT_DIE: the last rank kills itself inside this step's save */
+    double slow_seconds;    /* PRT_TEST_CKPT_SLOW: every rank's file takes this much longer (a slow disk) */
     int64_t first_step;
 };
 
@@ -68,9 +69,20 @@ static void path_printf(char *out, size_t size, const char *fmt, ...) {
 }
 
 static volatile sig_atomic_t g_signal;  /* the first SIGINT/SIGTERM received */
+static char g_second_int[MPI_MAX_PROCESSOR_NAME + 160], g_second_term[MPI_MAX_PROCESSOR_NAME + 160];  /* what a second signal prints, made at init */
 
+/* The first signal asks for a stop after the step; a second one ends the
+ * process at once with the signal's default action (status 128 + signal). */
 static void on_signal(int sig) {
-    if (!g_signal) g_signal = sig;  /* SA_RESETHAND: the next one is fatal */
+    if (!g_signal) {
+        g_signal = sig;
+        return;
+    }
+    const char *m = sig == SIGINT ? g_second_int : g_second_term;
+    ssize_t ignored = write(2, m, strlen(m));
+    (void)ignored;
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 static struct prt_ckpt *ck(prt *rt) {
@@ -143,18 +155,45 @@ static char *newest_checkpoint(const char *dir) {
     return strdup(path);
 }
 
+/* The plan's `checkpoint every N steps keep K;`: what the options did not set.
+ * Rank 0 says where the plan's checkpoints go when no --checkpoint-dir did. */
+static void plan_defaults(prt *rt, struct prt_ckpt *c) {
+    const prt_plan_desc *p = &rt->plan;
+    if (!p->ckpt_dir) return;
+    int own_dir = !c->dir;
+    if (!c->every) c->every = p->ckpt_every;
+    if (!c->keep) c->keep = p->ckpt_keep;
+    if (own_dir) c->dir = p->ckpt_dir;
+    if (own_dir && rt->world_rank == 0 && !rt->quiet) {
+        if (c->every) printf("parc: checkpoints every %lld steps", (long long)c->every);
+        else printf("parc: checkpoints on a signal or --save-on-exit");
+        if (c->keep) printf(", the newest %lld kept,", (long long)c->keep);
+        printf(" into %s (the plan's `checkpoint`; --checkpoint-dir DIR saves elsewhere)\n", c->dir);
+        fflush(stdout);
+    }
+}
+
 void prt_ckpt_init(prt *rt, char *message, size_t size) {
     struct prt_ckpt *c = ck(rt);
     c->first_step = 1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
+    for (int k = 0; k < 2; k++)
+        snprintf(k ? g_second_term : g_second_int, sizeof g_second_int,
+                 "parc: rank %d (%s): second %s: stopping at once, without saving this step\n", rt->world_rank,
+                 rt->host, k ? "SIGTERM" : "SIGINT");
     sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND;
+    sa.sa_flags = 0;
     sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     const char *die = getenv("PRT_TEST_CKPT_DIE");
     c->die_step = die && *die ? strtoll(die, NULL, 10) : -1;
+    const char *slow = getenv("PRT_TEST_CKPT_SLOW");
+    c->slow_seconds = slow && *slow ? strtod(slow, NULL) : 0;
+    plan_defaults(rt, c);
     if (c->dir) {
         if (mkdir(c->dir, 0777) != 0 && errno != EEXIST)
             snprintf(message, size, "--checkpoint-dir %s: cannot create the directory: %s", c->dir, strerror(errno));
@@ -418,6 +457,7 @@ static void save(prt *rt, int64_t step) {
     }
     prt_watched_barrier(rt, "the checkpoint's start");
     cJSON *mine = write_rank_file(rt, tmp, step);
+    for (double until = MPI_Wtime() + c->slow_seconds; MPI_Wtime() < until;) usleep(10000);  /* signals too */
     if (c->die_step == step && rt->world_rank == rt->world_size - 1) {  /* the test of a kill mid-save */
         fprintf(stderr, "parc: rank %d: PRT_TEST_CKPT_DIE: killing myself inside the save of step %lld\n",
                 rt->world_rank, (long long)step);
@@ -570,12 +610,85 @@ static int blocks_meet(const prt_param_map *a, const prt_param_map *b) {
     return 1;
 }
 
-/* Fills `global` (every element of the tensor, dtype size dsize) from the saved
- * shards of `name` that meet `mine`; marks the elements filled in `have`. */
-static int gather_tensor(loader *L, const char *name, const prt_buffer_desc *d, const prt_param_map *mine,
-                         char *global, char *have) {
-    size_t dsize = prt_dtype_size(d->dtype);
+/* Elements a reshard reads at a time: its only buffer, on the stack. */
+#define CKPT_CHUNK 4096
+
+/* The index in this rank's share of global flat element g, or -1 when the
+ * share (count elements from the block's element mine->first) lacks it. */
+static int64_t local_of(const prt_param_map *mine, int64_t count, int64_t g) {
+    int64_t idx[PRT_MAX_DIMS], flat = 0;
+    for (int64_t k = mine->ndim - 1; k >= 0; k--) {
+        idx[k] = g % mine->gdims[k];
+        g /= mine->gdims[k];
+    }
+    for (int64_t k = 0; k < mine->ndim; k++) {
+        int64_t x = idx[k] - mine->offset[k];
+        if (x < 0 || x >= mine->local_dims[k]) return -1;
+        flat = flat * mine->local_dims[k] + x;
+    }
+    int64_t e = flat - mine->first;
+    return e >= 0 && e < count ? e : -1;
+}
+
+/* Streams saved shard `sh` (its slice `saved`, `count` elements) of `name` from
+ * st through a stack buffer, checking its CRC-32, and copies the elements this
+ * rank's share holds to their places in dst; adds their number to *filled. */
+static int stream_shard(loader *L, const char *name, const prt_buffer_desc *d, const prt_param_map *mine,
+                        int64_t mine_count, const prt_param_map *saved, int64_t count, const cJSON *sh,
+                        prt_st_file *st, char *dst, int64_t *filled) {
+    size_t es = prt_dtype_size(d->dtype);
+    char buf[CKPT_CHUNK * 4], err[1024], crc[9];
+    uint32_t c = 0;
+    for (int64_t s0 = 0; s0 < count; s0 += CKPT_CHUNK) {
+        int64_t n = count - s0 < CKPT_CHUNK ? count - s0 : CKPT_CHUNK;
+        if (prt_st_read_part(st, name, d->dtype, (size_t)count * es, (size_t)s0 * es, buf, (size_t)n * es, err,
+                             sizeof err) != 0)
+            return lfail(L, "%s", err);
+        c = prt_st_crc32_update(c, buf, (size_t)n * es);
+        for (int64_t s = 0; s < n; s++) {
+            int64_t rem = saved->first + s0 + s, idx[PRT_MAX_DIMS], g = 0;  /* the saved block's element -> global */
+            for (int64_t k = d->ndim - 1; k >= 0; k--) {
+                idx[k] = rem % saved->local_dims[k] + saved->offset[k];
+                rem /= saved->local_dims[k];
+            }
+            for (int64_t k = 0; k < d->ndim; k++) g = g * d->gdims[k] + idx[k];
+            int64_t e = local_of(mine, mine_count, g);
+            if (e < 0) continue;
+            memcpy(dst + (size_t)e * es, buf + (size_t)s * es, es);
+            (*filled)++;
+        }
+    }
+    prt_st_crc32_format(c, crc);
+    const cJSON *want = cJSON_GetObjectItemCaseSensitive(sh, "crc32");
+    if (!cJSON_IsString(want) || strcmp(want->valuestring, crc))
+        return lfail(L, "%s: tensor %s: checksum mismatch (CRC-32 %s in the manifest, %s read): the file is "
+                     "corrupted", st->path, name, cJSON_IsString(want) ? want->valuestring : "?", crc);
+    return 0;
+}
+
+/* Whether rank r's shard `sh` repeats the slice of an earlier rank's (a
+ * replica on another data-parallel rank): the earlier one was read. */
+static int slice_seen(loader *L, const char *name, int r, const cJSON *sh) {
+    static const char *const keys[] = {"offset", "local", "first", "count"};
+    for (int q = 0; q < r; q++) {
+        const cJSON *list = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(L->ranks, q), "tensors");
+        const cJSON *other = cJSON_GetObjectItemCaseSensitive(list, name);
+        int same = other != NULL;
+        for (int k = 0; k < 4 && same; k++)
+            same = cJSON_Compare(cJSON_GetObjectItemCaseSensitive(other, keys[k]),
+                                 cJSON_GetObjectItemCaseSensitive(sh, keys[k]), 1);
+        if (same) return 1;
+    }
+    return 0;
+}
+
+/* Fills this rank's share of `name` (mine, mine_count elements) in dst from
+ * the saved shards whose blocks meet it, read straight into place: no buffer
+ * of the tensor's size.  Every element must come from exactly one slice. */
+static int reshard_tensor(loader *L, const char *name, const prt_buffer_desc *d, const prt_param_map *mine,
+                          int64_t mine_count, char *dst) {
     int found = 0;
+    int64_t filled = 0;
     for (int r = 0; r < L->nranks && !L->err[0]; r++) {
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(L->ranks, r), "tensors");
         const cJSON *sh = cJSON_GetObjectItemCaseSensitive(list, name);
@@ -599,36 +712,24 @@ static int gather_tensor(loader *L, const char *name, const prt_buffer_desc *d, 
         for (int64_t k = 0; k < d->ndim && !bad; k++)
             bad = saved.offset[k] < 0 || saved.local_dims[k] < 1 || saved.offset[k] + saved.local_dims[k] > d->gdims[k];
         if (bad) return lfail(L, "tensor %s: the manifest's slice of rank %d is corrupted", name, r);
-        if (!blocks_meet(&saved, mine)) continue;
+        if (!blocks_meet(&saved, mine) || slice_seen(L, name, r, sh)) continue;
         saved.local_total = 1;
         for (int64_t k = 0; k < d->ndim; k++) saved.local_total *= saved.local_dims[k];
         saved.first = num(sh, "first");
         int64_t count = num(sh, "count");
+        if (saved.first < 0 || count < 0 || saved.first + count > saved.local_total)
+            return lfail(L, "tensor %s: the manifest's slice of rank %d is corrupted", name, r);
         prt_st_file *st = rank_file(L, r);
         if (!st) return -1;
-        char *data = prt_xmalloc((size_t)(count > 0 ? count : 1) * dsize), err[1024], crc[9];
-        if (prt_st_read(st, name, d->dtype, data, (size_t)count * dsize, err, sizeof err) != 0) {
-            free(data);
-            return lfail(L, "%s", err);
-        }
-        prt_st_crc32_hex(data, (size_t)count * dsize, crc);
-        const cJSON *want = cJSON_GetObjectItemCaseSensitive(sh, "crc32");
-        if (!cJSON_IsString(want) || strcmp(want->valuestring, crc)) {
-            free(data);
-            return lfail(L, "%s: tensor %s: checksum mismatch (CRC-32 %s in the manifest, %s read): the file is "
-                         "corrupted", st->path, name, cJSON_IsString(want) ? want->valuestring : "?", crc);
-        }
-        if (saved.first < 0 || count < 0 || saved.first + count > saved.local_total) {
-            free(data);
-            return lfail(L, "tensor %s: the manifest's slice of rank %d is corrupted", name, r);
-        }
-        prt_st_scatter_shard(d->ndim, saved.gdims, saved.offset, saved.local_dims, saved.first, count, data, global,
-                             have, dsize);
-        free(data);
+        if (stream_shard(L, name, d, mine, mine_count, &saved, count, sh, st, dst, &filled) != 0) return -1;
     }
     if (!found)
         return lfail(L, "the checkpoint has no tensor %s (this plan's %s): saved from another model or optimizer",
                      name, d->name);
+    if (!L->err[0] && filled != mine_count)
+        return lfail(L, "tensor %s: the rank files hold %lld of this rank's %lld elements (%s)", name,
+                     (long long)filled, (long long)mine_count,
+                     filled < mine_count ? "a part is in no file" : "the manifest's slices overlap");
     return L->err[0] ? -1 : 0;
 }
 
@@ -669,52 +770,31 @@ static int read_same_slice(loader *L, const char *name, const prt_buffer_desc *d
     return 0;
 }
 
-/* Loads every instance of buffer b. */
+/* Loads every instance of buffer b.  Host memory (the CPU backend) is
+ * written in place; a device buffer is staged in one instance of host memory
+ * and uploaded. */
 static int load_buffer(loader *L, prt_buffer *b) {
     prt *rt = L->rt;
     const prt_buffer_desc *d = &b->desc;
     prt_param_map mine;
     prt_param_map_init(rt, &mine, d, d->name, d->elems);
-    int64_t total = 1;
-    for (int64_t k = 0; k < d->ndim; k++) total *= d->gdims[k];
+    int64_t mine_count = shard_count(&mine, d->elems);
     size_t dsize = prt_dtype_size(d->dtype);
-    char *global = NULL, *have = NULL;  /* the whole tensor, when another layout saved it */
-    char *local = NULL;  /* staging for device buffers and resharding */
+    char *local = NULL;  /* staging for device buffers */
     for (int64_t inst = 0; inst < d->instances && !L->err[0]; inst++) {
         char name[256];
         tensor_name(b, inst, name, sizeof name);
-        char *dst = b->base + inst * b->instance_bytes;
-        if (rt->backend->host_memory) {  /* read in place: the padding of a ZeRO share is zero already */
-            int same = read_same_slice(L, name, d, &mine, dst);
-            if (same < 0) break;
-            if (same) continue;
+        char *dst = b->base + inst * b->instance_bytes, *into = dst;
+        if (!rt->backend->host_memory) {
+            if (!local) local = prt_xcalloc((size_t)(d->elems ? d->elems : 1), dsize);
+            memset(local, 0, (size_t)d->elems * dsize);  /* ZeRO padding stays zero */
+            into = local;
         }
-        if (!local) local = prt_xcalloc((size_t)(d->elems ? d->elems : 1), dsize);
-        memset(local, 0, (size_t)d->elems * dsize);  /* ZeRO padding stays zero */
-        int same = rt->backend->host_memory ? 0 : read_same_slice(L, name, d, &mine, local);
+        int same = read_same_slice(L, name, d, &mine, into);  /* the same layout: one read */
         if (same < 0) break;
-        if (same) {
-            rt->backend->upload(rt, dst, local, b->instance_bytes);
-            continue;
-        }
-        if (!global) global = prt_xmalloc((size_t)total * dsize), have = prt_xmalloc((size_t)total);
-        memset(have, 0, (size_t)total);
-        if (gather_tensor(L, name, d, &mine, global, have) != 0) break;
-        for (int64_t e = 0; e < d->elems; e++) {
-            int64_t g = prt_param_global(&mine, e);
-            if (g < 0) continue;
-            if (!have[g]) {
-                lfail(L, "tensor %s: element %lld is in no rank file of the checkpoint", name, (long long)g);
-                break;
-            }
-            memcpy(local + (size_t)e * dsize, global + (size_t)g * dsize, dsize);
-        }
-        if (L->err[0]) break;
-        if (rt->backend->host_memory) memcpy(dst, local, b->instance_bytes);
-        else rt->backend->upload(rt, dst, local, b->instance_bytes);
+        if (!same && reshard_tensor(L, name, d, &mine, mine_count, into) != 0) break;
+        if (into != dst) rt->backend->upload(rt, dst, local, b->instance_bytes);
     }
-    free(global);
-    free(have);
     free(local);
     return L->err[0] ? -1 : 0;
 }

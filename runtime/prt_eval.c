@@ -41,7 +41,7 @@ void prt_eval_batch(prt *rt, int64_t batch) {
 /* Writes the record of an evaluation before training (step 0) to --log. */
 static void log_initial(prt *rt, double val_loss) {
     if (!rt->log_file) return;
-    if (fprintf(rt->log_file, "{\"step\": 0, \"steps\": %lld, \"val_loss\": %.9g}\n", (long long)rt->steps,
+    if (fprintf(rt->log_file, "{\"record\": \"eval\", \"step\": 0, \"steps\": %lld, \"val_loss\": %.9g}\n", (long long)rt->steps,
                 val_loss) < 0 ||
         fflush(rt->log_file) != 0)
         prt_user_fail(1, "--log %s: cannot write the evaluation before step 1: %s", rt->log_path, strerror(errno));

@@ -203,6 +203,9 @@ struct prt {
     int64_t loss_replica_axes; /* bit a: ranks off coordinate 0 of axis a hold copies of the loss */
     int64_t steps_done;
     double total_seconds, last_loss;
+    /* gradient clipping (prt_clip.c): the step's global gradient norm and clip factor */
+    double grad_norm, clip_scale;
+    int have_grad_norm;      /* the plan clips: prt_clip_norm has run */
     FILE *loss_file;         /* PRT_LOSS_FILE on rank 0 */
     /* phases of the step (prt_phases.c) */
     int64_t phase_cur;                   /* enum prt_phase */
@@ -210,8 +213,7 @@ struct prt {
     double phase_step[PRT_NPHASES];      /* seconds of this step */
     double phase_sum[PRT_NPHASES];       /* over the steps after the first */
     int64_t phase_steps;                 /* steps in phase_sum */
-    FILE *metrics_file;                  /* PRT_METRICS_FILE on rank 0, opened at the first step */
-    const char *log_path;    /* --log: JSON lines, one object per step, rank 0 */
+    const char *log_path;    /* --log (else PRT_METRICS_FILE): JSON lines, rank 0 (prt_metrics.c) */
     FILE *log_file;
     int64_t die_rank, die_step;   /* PRT_TEST_DIE */
 
@@ -225,7 +227,9 @@ struct prt {
     /* trace */
     int tracing;
     double time_origin;      /* MPI_Wtime at init (after a barrier) */
-    prt_trace_event *events; int64_t nevents, events_cap;
+    prt_trace_event *events; int64_t nevents, events_cap;   /* recorded since the last flush */
+    int trace_meta_done;     /* this rank's track names sent (prt_trace_flush) */
+    int64_t trace_bytes;     /* rank 0: event bytes in the file; 0: nothing yet, -1: only its "[" */
     double *phase_log; int64_t phase_log_len, phase_log_cap;  /* ms per phase, PRT_NPHASES per step */
     prt_trace_event work_open;   /* the 'B' of the open work span (ph 0: none) */
     const char *span_name[PRT_SPAN_DEPTH];
@@ -316,18 +320,35 @@ void prt_trace_step_end(prt *rt, int64_t step);
  * placed just inside the end of the event just recorded for it; both ranks derive the same id
  * from (step, sender, receiver, tag). */
 void prt_trace_flow(prt *rt, char ph, int sender, int receiver, int64_t tag);
-/* Gathers every rank's events and rank 0 writes the Chrome trace JSON file. */
+/* Gathers every rank's events recorded since the last flush; rank 0 appends
+ * them to the Chrome trace JSON file and flushes it (called at every step's end,
+ * a collective of the world). */
+void prt_trace_flush(prt *rt);
+/* The last flush; rank 0 closes the JSON array and the file. */
 void prt_trace_write(prt *rt);
 
 /* Phases (prt_phases.c): the step's clock restarts in FORWARD at step begin;
  * prt_phase_charge moves the seconds since `start` from the current phase to
  * `phase` (a collective, a pipeline message); step end closes the step,
- * writes its PRT_METRICS_FILE line; the report prints estimate against
- * measurement on rank 0 and closes the file (exit on a failed write). */
+ * keeping the step's phases for its metrics record; the report prints
+ * estimate against measurement on rank 0 and writes them as the metrics
+ * log's summary record (exit on a failed write). */
 void prt_phases_step_begin(prt *rt);
 void prt_phase_charge(prt *rt, int64_t phase, double start);
 void prt_phases_step_end(prt *rt, double end);
 void prt_phases_report(prt *rt);
+
+/* Metrics (prt_metrics.c), rank 0: the progress line and the step's record
+ * of the metrics log (rt->log_file, JSON lines); prt_metrics_fail ends the
+ * run after a failed write (step -1: the summary, not a step's record). */
+extern const char *const prt_phase_keys[PRT_NPHASES];
+void prt_metrics_step(prt *rt, int64_t step, double loss, double seconds);
+
+/* Start-up, after the axes: warns (rank 0) about tensor-parallel groups whose
+ * ranks are on different hosts; PRT_HOSTNAME (a test hook) names them
+ * (prt_placement.c). */
+void prt_check_placement(prt *rt);
+void prt_metrics_fail(prt *rt, int64_t step);
 
 /* ---------------------------------------------------------------- parameter maps */
 

@@ -36,6 +36,8 @@ static void open_outputs(prt *rt, char *message, size_t size) {
             return;
         }
     }
+    const char *metrics_path = getenv("PRT_METRICS_FILE"); /* the log's name when --log is not given */
+    if (!rt->log_path && metrics_path && *metrics_path) rt->log_path = metrics_path;
     if (rt->log_path) {
         rt->log_file = fopen(rt->log_path, "w");
         if (!rt->log_file) {
@@ -133,6 +135,7 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     PRT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &rt->watch_comm));
     prt_block_end();
     build_axes(rt, plan);
+    prt_check_placement(rt);
 
     /* Test hooks. */
     const char *die = getenv("PRT_TEST_DIE");

@@ -6,6 +6,8 @@
  * run (prt_ops.c), and at the end rank 0 prints the mean per step beside the
  * compiler's estimate of the same phases (prt_plan_desc.est_phase_seconds).
  * The first step is left out of the mean when there are more (it warms up).
+ * Each step's phases go into its metrics record (prt_metrics.c), the means
+ * and the estimate into the metrics log's summary record.
  * Host clock: with the CUDA backend a phase is what the host waited for.
  */
 #include <errno.h>
@@ -17,8 +19,6 @@
 
 static const char *const phase_names[PRT_NPHASES] = {"forward", "backward", "exposed communication", "bubble",
                                                      "optimizer"};
-static const char *const phase_keys[PRT_NPHASES] = {"forward_ms", "backward_ms", "exposed_communication_ms",
-                                                    "bubble_ms", "optimizer_ms"};
 
 void prt_phase(prt *rt, int64_t phase) {
     PRT_CHECK(phase >= 0 && phase < PRT_NPHASES, "prt_phase(%lld): no such phase", (long long)phase);
@@ -41,11 +41,6 @@ void prt_phase_charge(prt *rt, int64_t phase, double start) {
     rt->phase_step[rt->phase_cur] -= dt;
 }
 
-static void metrics_fail(prt *rt) {
-    prt_user_fail(1, "PRT_METRICS_FILE %s: cannot write: %s", getenv("PRT_METRICS_FILE"), strerror(errno));
-    (void)rt;
-}
-
 void prt_phases_step_end(prt *rt, double end) {
     rt->phase_step[rt->phase_cur] += end - rt->phase_mark;
     rt->phase_mark = end;
@@ -53,23 +48,20 @@ void prt_phases_step_end(prt *rt, double end) {
         for (int k = 0; k < PRT_NPHASES; k++) rt->phase_sum[k] += rt->phase_step[k];
         rt->phase_steps++;
     }
-    const char *path = getenv("PRT_METRICS_FILE");
-    if (rt->world_rank != 0 || !path || !*path) return;
-    if (!rt->metrics_file) {
-        rt->metrics_file = fopen(path, "w");
-        if (!rt->metrics_file) prt_user_fail(1, "PRT_METRICS_FILE %s: cannot open it for writing: %s", path, strerror(errno));
-        if (fprintf(rt->metrics_file, "step") < 0) metrics_fail(rt);
-        for (int k = 0; k < PRT_NPHASES; k++)
-            if (fprintf(rt->metrics_file, " %s", phase_keys[k]) < 0) metrics_fail(rt);
-        if (fprintf(rt->metrics_file, " step_ms\n") < 0) metrics_fail(rt);
-    }
-    double total = 0;
-    if (fprintf(rt->metrics_file, "%lld", (long long)rt->step) < 0) metrics_fail(rt);
-    for (int k = 0; k < PRT_NPHASES; k++) {
-        total += rt->phase_step[k];
-        if (fprintf(rt->metrics_file, " %.6f", rt->phase_step[k] * 1e3) < 0) metrics_fail(rt);
-    }
-    if (fprintf(rt->metrics_file, " %.6f\n", total * 1e3) < 0 || fflush(rt->metrics_file) != 0) metrics_fail(rt);
+}
+
+/* The metrics log's last record: per phase the estimate and the measured mean. */
+static void write_summary(prt *rt, const double *mean_ms, double est_total, double meas_total) {
+    FILE *f = rt->log_file;
+    int bad = fprintf(f, "{\"record\": \"summary\", \"steps_done\": %lld, \"final_loss\": %.9g, "
+                         "\"measured_over\": \"%s\", \"phases_ms\": {",
+                      (long long)rt->steps_done, rt->last_loss,
+                      rt->phase_steps > 0 ? "steps after the first" : "the one step") < 0;
+    for (int k = 0; k < PRT_NPHASES; k++)
+        bad |= fprintf(f, "%s\"%s\": {\"estimated\": %.6g, \"measured\": %.6g}", k ? ", " : "", prt_phase_keys[k],
+                       rt->plan.est_phase_seconds[k] * 1e3, mean_ms[k]) < 0;
+    bad |= fprintf(f, "}, \"step_ms\": {\"estimated\": %.6g, \"measured\": %.6g}}\n", est_total, meas_total) < 0;
+    if (bad || fflush(f) != 0) prt_metrics_fail(rt, -1);
 }
 
 void prt_phases_report(prt *rt) {
@@ -81,23 +73,17 @@ void prt_phases_report(prt *rt) {
         memcpy(first, rt->phase_step, sizeof first);
         sum = first;
     }
-    double est_total = 0, meas_total = 0;
+    double est_total = 0, meas_total = 0, mean_ms[PRT_NPHASES];
     printf("parc: per step, estimated / measured ms (rank 0, %s):", rt->phase_steps > 0 ? "steps after the first" : "the one step");
     for (int k = 0; k < PRT_NPHASES; k++) {
         double est = rt->plan.est_phase_seconds[k] * 1e3, meas = sum[k] / n * 1e3;
         est_total += est, meas_total += meas;
+        mean_ms[k] = meas;
         printf("%s %s %.3g / %.3g", k ? "," : "", phase_names[k], est, meas);
     }
     printf("; step %.3g / %.3g", est_total, meas_total);
     if (meas_total > 0) printf(" (%.2fx)", est_total / meas_total);
     printf("\n");
     fflush(stdout);
-    if (rt->metrics_file) {
-        if (fprintf(rt->metrics_file, "estimate") < 0) metrics_fail(rt);
-        for (int k = 0; k < PRT_NPHASES; k++)
-            if (fprintf(rt->metrics_file, " %.6f", rt->plan.est_phase_seconds[k] * 1e3) < 0) metrics_fail(rt);
-        if (fprintf(rt->metrics_file, " %.6f\n", est_total) < 0) metrics_fail(rt);
-        if (fclose(rt->metrics_file) != 0) metrics_fail(rt);
-        rt->metrics_file = NULL;
-    }
+    if (rt->log_file) write_summary(rt, mean_ms, est_total, meas_total);
 }

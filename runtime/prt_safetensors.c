@@ -42,16 +42,22 @@ int64_t prt_st_dtype_of(const char *name) {
     return -1;
 }
 
-void prt_st_crc32_hex(const void *data, size_t bytes, char out[9]) {
-    uLong crc = crc32(0L, Z_NULL, 0);
+uint32_t prt_st_crc32_update(uint32_t crc, const void *data, size_t bytes) {
+    uLong c = crc;
     const Bytef *p = data;
     while (bytes > 0) {  /* zlib takes uInt lengths */
         uInt n = bytes > (1u << 30) ? (1u << 30) : (uInt)bytes;
-        crc = crc32(crc, p, n);
+        c = crc32(c, p, n);
         p += n;
         bytes -= n;
     }
-    snprintf(out, 9, "%08lx", (unsigned long)crc);
+    return (uint32_t)c;
+}
+
+void prt_st_crc32_format(uint32_t crc, char out[9]) { snprintf(out, 9, "%08lx", (unsigned long)crc); }
+
+void prt_st_crc32_hex(const void *data, size_t bytes, char out[9]) {
+    prt_st_crc32_format(prt_st_crc32_update(0, data, bytes), out);
 }
 
 static int write_all(int fd, const void *data, size_t bytes) {
@@ -220,6 +226,23 @@ int prt_st_read(prt_st_file *st, const char *name, int64_t dtype, void *dst, siz
     if (e - b != bytes)
         return fail(err, errsize, "%s: tensor %s: %" PRIu64 " bytes, expected %zu", st->path, name, e - b, bytes);
     if (fseeko(st->f, (off_t)(st->data_start + b), SEEK_SET) != 0 || fread(dst, 1, bytes, st->f) != bytes)
+        return fail(err, errsize, "%s: tensor %s: short read", st->path, name);
+    return 0;
+}
+
+int prt_st_read_part(prt_st_file *st, const char *name, int64_t dtype, size_t total, size_t offset, void *dst,
+                     size_t bytes, char *err, size_t errsize) {
+    const cJSON *entry = cJSON_GetObjectItemCaseSensitive(st->header, name);
+    if (!cJSON_IsObject(entry)) return fail(err, errsize, "%s: has no tensor %s", st->path, name);
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(entry, "dtype");
+    if (!cJSON_IsString(dt) || prt_st_dtype_of(dt->valuestring) != dtype)
+        return fail(err, errsize, "%s: tensor %s: dtype %s, expected %s", st->path, name,
+                    cJSON_IsString(dt) ? dt->valuestring : "?", prt_st_dtype_name(dtype));
+    uint64_t b = 0, e = 0;
+    entry_range(st, entry, &b, &e);  /* checked at open */
+    if (e - b != total || offset > total || bytes > total - offset)
+        return fail(err, errsize, "%s: tensor %s: %" PRIu64 " bytes, expected %zu", st->path, name, e - b, total);
+    if (fseeko(st->f, (off_t)(st->data_start + b + offset), SEEK_SET) != 0 || fread(dst, 1, bytes, st->f) != bytes)
         return fail(err, errsize, "%s: tensor %s: short read", st->path, name);
     return 0;
 }

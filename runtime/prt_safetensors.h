@@ -60,6 +60,10 @@ prt_st_file *prt_st_open(const char *path, char *err, size_t errsize);
 /* Reads tensor `name` into dst (exactly `bytes` bytes, its dtype `dtype`).
  * Errors name the file and the tensor: absent, another dtype or size, a short read. */
 int prt_st_read(prt_st_file *st, const char *name, int64_t dtype, void *dst, size_t bytes, char *err, size_t errsize);
+/* Reads bytes [offset, offset + bytes) of tensor `name`, whose whole size must
+ * be `total` bytes, into dst; errors as prt_st_read's. */
+int prt_st_read_part(prt_st_file *st, const char *name, int64_t dtype, size_t total, size_t offset, void *dst,
+                     size_t bytes, char *err, size_t errsize);
 void prt_st_close(prt_st_file *st);
 
 /* Copies the `count` elements of a saved shard into `global` (a whole tensor of
@@ -72,6 +76,10 @@ void prt_st_scatter_shard(int64_t ndim, const int64_t *gdims, const int64_t *off
 
 /* CRC-32 (zlib's) of `bytes` bytes, as 8 lowercase hex digits into out[9]. */
 void prt_st_crc32_hex(const void *data, size_t bytes, char out[9]);
+/* The same in pieces: crc = prt_st_crc32_update(0, piece, n) over the pieces in
+ * order, then prt_st_crc32_format(crc, out). */
+uint32_t prt_st_crc32_update(uint32_t crc, const void *data, size_t bytes);
+void prt_st_crc32_format(uint32_t crc, char out[9]);
 
 /* Creates/truncates `path`, writes `text`, fsyncs and closes; 0 or -1 (errno set). */
 int prt_write_file_synced(const char *path, const char *text, size_t len);

@@ -61,21 +61,8 @@ void prt_step_end(prt *rt, int64_t step) {
     prt_trace_step_end(rt, step);
     rt->total_seconds += seconds;
     rt->last_loss = loss;
+    prt_metrics_step(rt, step, loss, seconds);
     if (rt->world_rank == 0) {
-        if (!rt->quiet) {
-            printf("step %lld | loss %.6f | lr %.6g | %.0f tok/s | %.1f ms\n", (long long)step, loss,
-                   prt_lr(rt, step), seconds > 0 ? tokens / seconds : 0.0, seconds * 1e3);
-            fflush(stdout);
-        }
-        if (rt->log_file &&
-            (fprintf(rt->log_file,
-                     "{\"step\": %lld, \"steps\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"tokens_per_s\": %.6g, "
-                     "\"step_ms\": %.6g",
-                     (long long)step, (long long)rt->steps, loss, prt_lr(rt, step),
-                     seconds > 0 ? tokens / seconds : 0.0, seconds * 1e3) < 0 ||
-             (rt->have_val_loss && fprintf(rt->log_file, ", \"val_loss\": %.9g", rt->val_loss) < 0) ||
-             fprintf(rt->log_file, "}\n") < 0 || fflush(rt->log_file) != 0))
-            prt_user_fail(1, "--log %s: cannot write step %lld: %s", rt->log_path, (long long)step, strerror(errno));
         if (rt->loss_file && (fprintf(rt->loss_file, "%lld %.9g\n", (long long)step, loss) < 0 ||
                               fflush(rt->loss_file) != 0))
             prt_user_fail(1, "PRT_LOSS_FILE %s: cannot write step %lld: %s", rt->loss_path, (long long)step,
@@ -83,6 +70,7 @@ void prt_step_end(prt *rt, int64_t step) {
     }
     rt->step = -1;
     rt->have_val_loss = 0;
+    if (rt->tracing) prt_trace_flush(rt);  /* a killed run keeps the steps it finished */
     prt_ckpt_step_end(rt, step);
 }
 

@@ -5,10 +5,14 @@
  * prt_span_begin/end regions; "B"/"E" spans of each schedule item's work
  * ("F mb3 chunk1", args micro and chunk) above its ops; an "i" marker at each
  * step's start; "s"/"f" flow events joining a pipeline send to its receive; and
- * a "C" counter of the step's phase times (ms, args by phase).  At prt_finalize
- * the ranks' JSON fragments are gathered to world rank 0, which writes one
- * file: pid = world rank (one process per rank, named with its mesh
- * coordinates), tid 0 computation and tid 1 communication ("comm" and "p2p"),
+ * a "C" counter of the step's phase times (ms, args by phase).  At the end of
+ * every step (and at prt_finalize) the ranks' new events are gathered to world
+ * rank 0 as JSON fragments, which it appends to one file and flushes, so a
+ * killed run keeps the steps it finished: the file is the JSON array form of
+ * the trace format, "[" then events, closed by "]" at prt_finalize (a reader of
+ * a killed run's file appends the "]", as Chrome's format allows).  pid = world
+ * rank (one process per rank, named with its mesh coordinates), tid 0
+ * computation and tid 1 communication ("comm" and "p2p"),
  * timestamps in microseconds since the barrier in prt_init.
  */
 #include <errno.h>
@@ -151,11 +155,11 @@ static void put_escaped(text *t, const char *s) {
     }
 }
 
-/* One event as a JSON object, after ",\n". */
+/* One event as a JSON object (after ",\n" unless it is the fragment's first). */
 static void put_event(text *t, prt *rt, const prt_trace_event *e) {
     char ph = e->ph ? e->ph : 'X';
     int comm = !strcmp(e->category, "comm") || !strcmp(e->category, "p2p");
-    put(t, ",\n{\"name\":\"");
+    put(t, t->len ? ",\n{\"name\":\"" : "{\"name\":\"");
     put_escaped(t, e->name ? e->name : "?");
     if (ph == 'B' || ph == 'E') {
         put(t, " mb%d", (int)e->micro);
@@ -197,22 +201,39 @@ static void put_event(text *t, prt *rt, const prt_trace_event *e) {
     put(t, "}");
 }
 
-void prt_trace_write(prt *rt) {
+/* This rank's metadata events (once, in its first fragment) and the events
+ * recorded since the last flush, as ",\n"-joined JSON objects. */
+static void format_events(prt *rt, text *t) {
+    int r = rt->world_rank;
+    if (!rt->trace_meta_done) {
+        put(t, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d", r, r);
+        for (int a = 0; a < rt->naxes; a++) {
+            put(t, a ? " " : " (");
+            put_escaped(t, rt->plan.axis_names[a] ? rt->plan.axis_names[a] : "?");
+            put(t, "=%d%s", rt->coord[a], a == rt->naxes - 1 ? ")" : "");
+        }
+        put(t, "\"}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}",
+            r, r);
+        for (int tid = 0; tid < 2; tid++)
+            put(t, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}},"
+                   "\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+                r, tid, tid ? "communication" : "compute", r, tid, tid);
+        rt->trace_meta_done = 1;
+    }
+    for (int64_t i = 0; i < rt->nevents; i++) put_event(t, rt, &rt->events[i]);
+    rt->nevents = 0;
+}
+
+/* Rank 0: a failed write of the trace ends the job (exit 1), naming the file. */
+static void trace_write_failed(prt *rt, int err) {
+    prt_user_fail(1, "--trace %s: cannot write the trace: %s", rt->trace_path, strerror(err ? err : errno));
+}
+
+/* Gathers and appends the events since the last flush; `what` names the wait. */
+static void trace_flush(prt *rt, const char *what) {
     text t = {0};
     int r = rt->world_rank;
-    put(&t, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d", r, r);
-    for (int a = 0; a < rt->naxes; a++) {
-        put(&t, a ? " " : " (");
-        put_escaped(&t, rt->plan.axis_names[a] ? rt->plan.axis_names[a] : "?");
-        put(&t, "=%d%s", rt->coord[a], a == rt->naxes - 1 ? ")" : "");
-    }
-    put(&t, "\"}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}",
-        r, r);
-    for (int tid = 0; tid < 2; tid++)
-        put(&t, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}},"
-                "\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
-            r, tid, tid ? "communication" : "compute", r, tid, tid);
-    for (int64_t i = 0; i < rt->nevents; i++) put_event(&t, rt, &rt->events[i]);
+    format_events(rt, &t);
     PRT_CHECK(t.len <= (size_t)1 << 30, "trace: rank %d has %zu bytes of events, too many to gather", r, t.len);
     int len = (int)t.len, *lens = NULL, *displs = NULL;
     char *all = NULL;
@@ -222,7 +243,7 @@ void prt_trace_write(prt *rt) {
     }
     MPI_Request req;
     PRT_MPI_CHECK(MPI_Igather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD, &req));
-    prt_wait(rt, &req, NULL, "the trace gather (shutdown)", -1);
+    prt_wait(rt, &req, NULL, what, -1);
     if (r == 0) {
         long long total = 0;
         for (int i = 0; i < rt->world_size; i++) {
@@ -233,24 +254,42 @@ void prt_trace_write(prt *rt) {
         all = prt_xmalloc((size_t)total + 1);
     }
     PRT_MPI_CHECK(MPI_Igatherv(t.s, len, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, MPI_COMM_WORLD, &req));
-    prt_wait(rt, &req, NULL, "the trace gather (shutdown)", -1);
+    prt_wait(rt, &req, NULL, what, -1);
     if (r == 0) {
+        /* the file is a JSON array written as the run goes: "[" first, then each
+         * rank's fragment after ",\n"; a killed run leaves it without its
+         * closing "]", which Chrome's trace format allows */
         FILE *f = rt->trace_file;  /* opened at prt_init, so a bad path failed before training */
         errno = 0;
-        int ok = fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n") >= 0;
-        for (int i = 0; ok && i < rt->world_size; i++)
-            ok = (!i || fputs(",\n", f) >= 0) && fwrite(all + displs[i], 1, (size_t)lens[i], f) == (size_t)lens[i];
-        ok = ok && fprintf(f, "\n]}\n") >= 0;
-        ok = fflush(f) == 0 && ok;
-        int err = errno;
-        ok = fclose(f) == 0 && ok;
-        rt->trace_file = NULL;
-        if (!ok)
-            prt_user_fail(1, "--trace %s: cannot write the trace: %s", rt->trace_path, strerror(err ? err : errno));
-        if (!rt->quiet) printf("parc: trace of %d ranks written to %s\n", rt->world_size, rt->trace_path);
+        int ok = rt->trace_bytes != 0 || fputs("[\n", f) >= 0;
+        if (!rt->trace_bytes) rt->trace_bytes = -1;
+        for (int i = 0; ok && i < rt->world_size; i++) {
+            if (!lens[i]) continue;
+            ok = (rt->trace_bytes < 0 || fputs(",\n", f) >= 0) &&
+                 fwrite(all + displs[i], 1, (size_t)lens[i], f) == (size_t)lens[i];
+            rt->trace_bytes = (rt->trace_bytes < 0 ? 0 : rt->trace_bytes) + lens[i];
+        }
+        if (!ok || fflush(f) != 0) trace_write_failed(rt, errno);
     }
     free(all);
     free(lens);
     free(displs);
     free(t.s);
+}
+
+void prt_trace_flush(prt *rt) { trace_flush(rt, "the trace gather at the step's end"); }
+
+void prt_trace_write(prt *rt) {
+    trace_flush(rt, "the trace gather (shutdown)");
+    if (rt->world_rank == 0) {
+        FILE *f = rt->trace_file;
+        errno = 0;
+        int ok = fputs("\n]\n", f) >= 0;
+        ok = fflush(f) == 0 && ok;
+        int err = errno;
+        ok = fclose(f) == 0 && ok;
+        rt->trace_file = NULL;
+        if (!ok) trace_write_failed(rt, err);
+        if (!rt->quiet) printf("parc: trace of %d ranks written to %s\n", rt->world_size, rt->trace_path);
+    }
 }

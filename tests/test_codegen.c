@@ -91,6 +91,8 @@ static void test_layouts(void) {
         offsetof(prt_plan_desc, lr.stable),  offsetof(prt_plan_desc, lr.decay),
         offsetof(prt_plan_desc, lr.peak),    offsetof(prt_plan_desc, lr.min),
         offsetof(prt_plan_desc, data),
+        offsetof(prt_plan_desc, ckpt_dir),   offsetof(prt_plan_desc, ckpt_every),
+        offsetof(prt_plan_desc, ckpt_keep),
     };
     n = codegen_struct_layout(1, &size, off, 32);
     CHECK(n == (int)(sizeof plan_off / sizeof plan_off[0]), "prt_plan_desc: %d LLVM fields", n);
@@ -509,7 +511,7 @@ static void test_object_and_run(void) {
     static char *run_args[] = {(char *)"--steps", (char *)"2", (char *)"--memory"};
     printf("test_codegen: running the 1-rank program (parc run)\n");
     fflush(stdout);
-    int status = launch_run(pr, 3, run_args);
+    int status = launch_run(pr, NULL, 3, run_args);
     CHECK(status == 0,
           "1-rank run exited with status %d: the runtime library (runtime/*.c) failed the hand-built program "
           "(ledger check = status 3; see its output above)",
@@ -523,7 +525,7 @@ static void test_object_and_run(void) {
     Program *pr2 = build_program(&arena2, &pipe);
     printf("test_codegen: running the 2-stage interleaved pipeline on 2 ranks (parc run)\n");
     fflush(stdout);
-    status = launch_run(pr2, 3, run_args);
+    status = launch_run(pr2, NULL, 3, run_args);
     CHECK(status == 0, "2-rank pipeline run exited with status %d (runtime send/recv, or codegen's tags)", status);
     arena_free(&arena2);
 
@@ -536,7 +538,7 @@ static void test_object_and_run(void) {
     static char *quiet_args[] = {(char *)"--steps", (char *)"2"};
     printf("test_codegen: running 4 stages x 2 chunks x dp 2 on 8 ranks (parc run)\n");
     fflush(stdout);
-    status = launch_run(pr3, 2, quiet_args);
+    status = launch_run(pr3, NULL, 2, quiet_args);
     CHECK(status == 0, "8-rank pipeline run exited with status %d", status);
     arena_free(&arena3);
 }

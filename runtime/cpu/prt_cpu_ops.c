@@ -120,6 +120,26 @@ static void cpu_acc(prt *rt, void *dst_, const void *src_, int64_t n) {
     for (int64_t i = 0; i < n; i++) ST(dst, i, LD(dst, i) + LD(src, i));
 }
 
+/* Gradient clipping: the sum of squares in double, in element order (the
+ * same result whatever the thread count), added to one fp32 accumulator. */
+static void cpu_sumsq(prt *rt, void *acc_, const void *x_, int64_t n, double weight) {
+    tensor acc = ften(rt, acc_, "sumsq"), x = ften(rt, x_, "sumsq");
+    if (weight == 0.0) return;
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = LD(x, i);
+        s += v * v;
+    }
+    ST(acc, 0, (float)(LD(acc, 0) + weight * s));
+}
+
+static void cpu_scale(prt *rt, void *x_, int64_t n, double factor) {
+    tensor x = ften(rt, x_, "scale");
+    if (factor == 1.0) return;
+    float f = (float)factor;
+    for (int64_t i = 0; i < n; i++) ST(x, i, LD(x, i) * f);
+}
+
 /* ---------------------------------------------------------------- embedding */
 
 static void cpu_embed_fwd(prt *rt, void *out_, const void *tokens_, const void *wte_, int64_t N, int64_t C,

@@ -46,6 +46,8 @@ char *prt_cuda_comm_stage(prt *rt, size_t bytes);
 void prt_cu_zero(prt *rt, prt_ten buf, int64_t n, size_t esize);
 void prt_cu_copy(prt *rt, prt_ten dst, prt_ten src, int64_t n);
 void prt_cu_acc(prt *rt, prt_ten dst, prt_ten src, int64_t n);
+void prt_cu_sumsq(prt *rt, prt_ten acc, prt_ten x, int64_t n, double weight);
+void prt_cu_scale(prt *rt, prt_ten x, int64_t n, double factor);
 void prt_cu_embed_fwd(prt *rt, prt_ten out, const int32_t *tokens, prt_ten wte, int64_t N, int64_t C,
                       int64_t vocab_local, int64_t vocab_offset);
 void prt_cu_embed_bwd(prt *rt, prt_ten dwte, const int32_t *tokens, prt_ten dout, int64_t N, int64_t C,

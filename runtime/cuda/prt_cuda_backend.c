@@ -26,6 +26,10 @@ static void cu_copy(prt *rt, void *dst_, const void *src_, int64_t n) {
 static void cu_acc(prt *rt, void *dst_, const void *src_, int64_t n) {
     prt_cu_acc(rt, TN(dst_), TN(src_), n);
 }
+static void cu_sumsq(prt *rt, void *acc_, const void *x_, int64_t n, double weight) {
+    prt_cu_sumsq(rt, TN(acc_), TN(x_), n, weight);
+}
+static void cu_scale(prt *rt, void *x_, int64_t n, double factor) { prt_cu_scale(rt, TN(x_), n, factor); }
 static void cu_embed_fwd(prt *rt, void *out_, const void *tokens_, const void *wte_, int64_t N, int64_t C,
                          int64_t vocab_local, int64_t vocab_offset) {
     prt_cu_embed_fwd(rt, TN(out_), tokens_, TN(wte_), N, C, vocab_local, vocab_offset);

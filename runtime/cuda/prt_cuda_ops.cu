@@ -582,3 +582,30 @@ void prt_cu_sgd(prt *rt, prt_ten param, prt_ten master, prt_ten grad, prt_ten mo
                 double weight_decay) {
     ELEMENTWISE(k_sgd, n, param, master, grad, mom, n, (float)lr, (float)momentum, (float)weight_decay);
 }
+
+/* ---------------------------------------------------------------- gradient clipping */
+
+/* Each block sums its grid-strided squares in double, then adds them to the
+ * fp32 accumulator atomically (the order of those few adds is the device's,
+ * so the last bits of the norm may differ between runs, unlike the CPU's). */
+__global__ void k_sumsq(float *acc, prt_ten x, int64_t n, float weight) {
+    double s = 0.0;
+    GRID_STRIDE(i, n) {
+        double v = LD(x, i);
+        s += v * v;
+    }
+    s = block_sum_d(s);
+    if (threadIdx.x == 0) atomicAdd(acc, (float)(weight * s));
+}
+__global__ void k_scale(prt_ten x, int64_t n, float factor) { GRID_STRIDE(i, n) ST(x, i, LD(x, i) * factor); }
+
+void prt_cu_sumsq(prt *rt, prt_ten acc, prt_ten x, int64_t n, double weight) {
+    PRT_CHECK(acc.dtype == PRT_F32, "sumsq: the accumulator is %s, not f32", prt_dtype_names[acc.dtype]);
+    if (weight == 0.0 || n <= 0) return;
+    int blocks = blocks_for(n) < 1024 ? blocks_for(n) : 1024;
+    k_sumsq<<<blocks, THREADS, 0, stream_of(rt)>>>((float *)acc.p, x, n, (float)weight);
+    PRT_LAUNCH_CHECK();
+}
+void prt_cu_scale(prt *rt, prt_ten x, int64_t n, double factor) {
+    if (factor != 1.0) ELEMENTWISE(k_scale, n, x, n, (float)factor);
+}

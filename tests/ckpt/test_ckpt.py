@@ -21,7 +21,7 @@ corrupt  bad checkpoint options exit 2 before training; a flipped byte in a tens
          (and the tensor).
 signal   SIGTERM to the ranks mid-run: they finish the step, save it, say so and
          exit within seconds; resuming continues the same loss curve, bitwise.
-export   `parc export` of tiny_3d (8 ranks) at step 10, read with the plain reader
+export   `parc export --names parc` of tiny_3d (8 ranks) at step 10, read with the plain reader
          below (json + struct + numpy.frombuffer): every parameter under its global
          name and shape, bitwise the 3d run's final parameters, and equal to the
          single-rank run's within the parity tolerances; --master of tiny_bf16_3d
@@ -281,7 +281,7 @@ def test_export(plans, work):
               {"PRT_DUMP_DIR": os.path.join(d, "3d")})
     plans.run("tiny_single", ["--steps", "10"], {"PRT_DUMP_DIR": os.path.join(d, "single")})
     out = os.path.join(d, "model.safetensors")
-    r = subprocess.run([plans.parc, "export", ck, "-o", out], capture_output=True, text=True)
+    r = subprocess.run([plans.parc, "export", ck, "-o", out, "--names", "parc"], capture_output=True, text=True)
     check(r.returncode == 0, f"export: parc export exits 0 ({r.returncode}: {r.stderr.strip()})")
     tensors, meta = read_safetensors(out)
     check(meta.get("step") == "10" and meta.get("format") == "pt", f"export: metadata step 10, format pt ({meta})")
@@ -302,8 +302,9 @@ def test_export(plans, work):
     ck16 = os.path.join(d, "ck16")
     plans.run("tiny_bf16_3d", ["--steps", "4", "--checkpoint-dir", ck16, "--save-on-exit"])
     o16, o32 = os.path.join(d, "bf16.safetensors"), os.path.join(d, "master.safetensors")
-    r16 = subprocess.run([plans.parc, "export", ck16, "-o", o16], capture_output=True, text=True)
-    r32 = subprocess.run([plans.parc, "export", ck16, "-o", o32, "--master"], capture_output=True, text=True)
+    r16 = subprocess.run([plans.parc, "export", ck16, "-o", o16, "--names", "parc"], capture_output=True, text=True)
+    r32 = subprocess.run([plans.parc, "export", ck16, "-o", o32, "--master", "--names", "parc"], capture_output=True,
+                         text=True)
     t16, _ = read_safetensors(o16)
     t32, _ = read_safetensors(o32)
     rounded = all(t16[n][0] == "BF16" and t32[n][0] == "F32" and np.array_equal(

@@ -72,7 +72,7 @@ def main(argv):
         m = re.search(r"data checked in ([0-9.]+) s", out1)
         if not m:
             failures.append("the run on the file printed no start-up check line")
-        if "step 10 " not in out1:
+        if not re.search(r"^step 10/10 \|", out1, re.M):
             failures.append("the run on the file did not train 10 steps")
         if not failures:
             grow = max(p - b for p, b in zip(sorted(peaks), sorted(base)))

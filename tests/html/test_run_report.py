@@ -35,7 +35,7 @@ NAMES = ["forward", "backward", "exposed communication", "bubble", "optimizer"]
 def trace_facts(trace):
     """The last step's B spans per rank (rank, item, start s, end s from the
     step's start) and rank 0's mean phase ms over the steps after the first."""
-    events = trace["traceEvents"]
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
     last = max(e["args"]["step"] for e in events if e["ph"] == "X" and e.get("cat") == "step")
     spans = []
     for pid in sorted({e["pid"] for e in events}):

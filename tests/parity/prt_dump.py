@@ -19,6 +19,27 @@ MAGIC_DATA = b"PRTDAT1\0"
 MAGIC_LOGITS = b"PRTLOG1\0"
 
 
+def read_trace(path):
+    """The events of a --trace file.  A finished run's file is a JSON array; a
+    killed run's lacks the closing "]" (Chrome's trace format allows that) and
+    may end in a cut line (each event is one line): those lines are dropped."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        trace = json.loads(text)
+    except json.JSONDecodeError:
+        lines = text.rstrip().split("\n")
+        trace = None
+        while trace is None and lines:
+            try:
+                trace = json.loads("\n".join(lines).rstrip().rstrip(",") + "\n]")
+            except json.JSONDecodeError:
+                lines.pop()
+        if trace is None:
+            raise ValueError(f"{path}: not a trace")
+    return trace["traceEvents"] if isinstance(trace, dict) else trace
+
+
 def _i64(buf, off, n=1):
     return np.frombuffer(buf, dtype="<i8", count=n, offset=off)
 

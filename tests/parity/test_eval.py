@@ -7,7 +7,8 @@ Copies the examples to a scratch directory, adds `eval every 2 steps batches 2;`
 to the `train` section of every parity layout (test_parity.EXPECTED), and runs
 each for N steps (default 4) on the same token files (llm.c format, written
 here: bytes of the repository's docs as tokens, vocab 256) with --log.  Asserts:
-  - the log has val_loss for step 0 (its own record) and steps 2, 4, ...;
+  - the log validates against docs/metrics.schema.json (tests/metrics_log.py)
+    and has val_loss for step 0 (its own `eval` record) and steps 2, 4, ...;
   - every layout's val_loss equals tiny_single's within relative 1e-5 (the
     parity tolerance), and so do the training losses;
   - evaluating changes nothing of training: tiny_single's training losses with
@@ -28,6 +29,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import prt_dump  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import metrics_log  # noqa: E402
 from test_parity import EXPECTED, LOSS_TOL  # noqa: E402
 
 EVAL = "eval every 2 steps batches 2;"
@@ -101,7 +105,7 @@ def main(argv):
             out = run(exe, world, data + ["--log", log])
             train, val = read_log(log)
             want = [0] + list(range(2, steps + 1, 2)) + ([steps] if steps % 2 else [])
-            problems = []
+            problems = metrics_log.read(log)[1]  # docs/metrics.schema.json
             if sorted(val) != want:
                 problems.append(f"val_loss at steps {sorted(val)}, expected {want}")
             if sorted(train) != list(range(1, steps + 1)):

@@ -8,8 +8,8 @@ warmup-stable-decay schedule SCHEDULE, then asserts:
   - `parc explain tiny_single` shows the schedule's shape in the expected line;
   - the LR that the program prints (1e-5 relative) and writes to its --log file
     (1e-9) for each of 8 steps equals the closed form below, written here
-    independently of runtime/prt_lr.h; every --log line holds the keys and types of
-    docs/json.md's schema, steps 1..8 in order;
+    independently of runtime/prt_lr.h; the --log file validates against
+    docs/metrics.schema.json (tests/metrics_log.py), steps 1..8 in order;
   - the optimizer used the LR of step 1 (peak / warmup): AdamW's first update of an
     element is lr * g / (|g| + eps), so with weight decay 0 the largest |update| of
     every tensor of tiny_single is within 1e-4 of lr(1), not of the peak;
@@ -28,6 +28,9 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import prt_dump  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import metrics_log  # noqa: E402
 
 PEAK, MIN, WARMUP, STABLE, DECAY = 1e-3, 1e-4, 2, 1, 3
 SCHEDULE = f"lr 1e-3 warmup {WARMUP} steps stable {STABLE} steps cosine to 1e-4 over {DECAY} steps;"
@@ -68,7 +71,7 @@ def check_logged_lr(exe, problems):
     if r.returncode != 0:
         problems.append(f"tiny_single failed ({r.returncode}): {r.stderr[-2000:]}")
         return
-    printed = {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"^step (\d+) \| loss \S+ \| lr (\S+) \|",
+    printed = {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"^step (\d+)/\d+ \| loss \S+ \| lr (\S+) \|",
                                                                        r.stdout, re.M)}
     records = read_log(log, problems)
     for s in range(1, LOG_STEPS + 1):
@@ -81,31 +84,15 @@ def check_logged_lr(exe, problems):
             problems.append(f"step {s}: lr printed {got}, logged {rec.get('lr')}, closed form {want:.9g}")
 
 
-# The --log schema of docs/json.md: key -> type.
-LOG_SCHEMA = {"step": int, "steps": int, "loss": float, "lr": float, "tokens_per_s": float, "step_ms": float}
-
-
 def read_log(path, problems):
-    """--log FILE -> {step: record}; every line validated against LOG_SCHEMA."""
-    records = {}
-    with open(path) as f:
-        lines = f.read().splitlines()
-    for i, line in enumerate(lines, 1):
-        try:
-            rec = json.loads(line)
-        except ValueError as e:
-            problems.append(f"{path}:{i}: not JSON: {e}")
-            continue
-        for key, kind in LOG_SCHEMA.items():
-            ok = key in rec and (isinstance(rec[key], (int, float)) if kind is float else isinstance(rec[key], int))
-            if not ok or (kind is float and not math.isfinite(rec[key])):
-                problems.append(f"{path}:{i}: `{key}` missing or not a finite {kind.__name__}: {line}")
-        if rec.get("step") != i or rec.get("steps") != LOG_STEPS or not rec.get("step_ms", 0) > 0:
-            problems.append(f"{path}:{i}: expected step {i} of {LOG_STEPS} with a positive step_ms: {line}")
-        records[rec.get("step")] = rec
-    if len(lines) != LOG_STEPS:
-        problems.append(f"{path}: {len(lines)} lines for {LOG_STEPS} steps")
-    return records
+    """--log FILE -> {step: record}, validated by tests/metrics_log.py against
+    docs/metrics.schema.json, steps 1..LOG_STEPS."""
+    records, bad = metrics_log.read(path)
+    problems.extend(bad)
+    steps = {r["step"]: r for r in records if r.get("record") == "step"}
+    if sorted(steps) != list(range(1, LOG_STEPS + 1)):
+        problems.append(f"{path}: steps {sorted(steps)} for {LOG_STEPS} steps")
+    return steps
 
 
 def check_first_update(exe, work, problems):

@@ -2,7 +2,8 @@
 """A checker of Chrome trace JSON (the format chrome://tracing and Perfetto read),
 as strict as the parts of the format a parc trace uses:
 
-  - the file is {"traceEvents": [...]}, every event an object with a known "ph";
+  - the file is {"traceEvents": [...]} or the bare array of events, every
+    event an object with a known "ph";
   - every phase has its required fields with the right types
     (X: name, ts, dur >= 0; B: name, ts; E: ts; i: name, ts, s in g/p/t;
     s/f: name, cat, id, ts; C: name, ts, numeric args; M: name, args), and
@@ -135,12 +136,36 @@ def _flows(events, by_thread):
     return problems
 
 
+def events_of(trace):
+    """The event list of either form of the format: {"traceEvents": [...]} or
+    the bare array (what a streamed trace is); None for anything else."""
+    if isinstance(trace, list):
+        return trace
+    if isinstance(trace, dict) and isinstance(trace.get("traceEvents"), list):
+        return trace["traceEvents"]
+    return None
+
+
+def load(path):
+    """A trace file; a streamed one cut short (no closing "]") is read as
+    Chrome's readers read it, with the "]" appended."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        if text.lstrip().startswith("["):
+            return json.loads(text.rstrip().rstrip(",") + "]")
+        raise
+
+
 def check(trace):
-    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
-        return ["not an object with a traceEvents list"]
+    listed = events_of(trace)
+    if listed is None:
+        return ["neither an event array nor an object with a traceEvents list"]
     problems = []
     events = []
-    for i, e in enumerate(trace["traceEvents"]):
+    for i, e in enumerate(listed):
         if not isinstance(e, dict):
             problems.append(f"event {i}: not an object")
         elif _fields(e, i, problems):
@@ -150,8 +175,7 @@ def check(trace):
 
 
 def main():
-    with open(sys.argv[1]) as f:
-        problems = check(json.load(f))
+    problems = check(load(sys.argv[1]))
     for p in problems[:50]:
         print("FAIL:", p)
     print("chrome_trace:", "FAIL" if problems else "ok", f"({len(problems)} problems)")

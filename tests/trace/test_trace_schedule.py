@@ -71,12 +71,12 @@ def check_plan(parc, plan, tmp):
     if not check(p.returncode == 0, f"{name}: parc run exited {p.returncode}: {p.stdout[-400:]} {p.stderr[-400:]}"):
         return
     with open(trace_path) as f:
-        trace = json.load(f)
+        trace = json.load(f)  # a finished run's file is complete JSON
     problems = chrome_trace.check(trace)
     for q in problems[:20]:
         print("  ", q)
     check(not problems, f"{name}: the trace is not valid Chrome trace JSON ({len(problems)} problems)")
-    events = trace["traceEvents"]
+    events = chrome_trace.events_of(trace) or []
     order, chunks = schedule_of(parc, plan)
     stage_of = {}
     for e in events:

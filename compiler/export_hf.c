@@ -1,0 +1,238 @@
+/*
+ * export_hf.c — `parc export --names hf`: parc's global tensors under the
+ * names and layouts of Hugging Face's GPT-2 and Llama models (export_hf.h).
+ *
+ * parc stores a linear weight as [in, out] (the input dims first: attn.qkv.w
+ * [hidden, 3, heads, head_dim], or [hidden, kv_heads, G + 2, head_dim] with
+ * grouped-query attention: per key/value head its G query heads, then k, then
+ * v; mlp.up.w [hidden, 2, ffn] for SwiGLU, gate first).  GPT-2's Conv1D keeps
+ * [in, out] with q, k, v fused in that order, so only lm_head (an nn.Linear,
+ * [out, in]) is transposed; Llama's nn.Linear weights are all [out, in], with
+ * q, k, v and gate, up apart.
+ */
+#include "export_hf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parc_rt.h"
+
+typedef struct Mapper {
+    const ExportTensor *in;
+    int64_t n;
+    char *used;
+    ExportOut *out;
+    int64_t nout, cap;
+    char *err;
+    size_t size;
+} Mapper;
+
+static int fail(Mapper *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(Mapper *m, const char *fmt, ...) {
+    if (m->err[0]) return 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->err, m->size, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+static size_t esize(int64_t dtype) { return dtype == PRT_F32 || dtype == PRT_I32 ? 4 : 2; }
+
+static int64_t elems(const ExportTensor *t) {
+    int64_t e = 1;
+    for (int64_t k = 0; k < t->ndim; k++) e *= t->gdims[k];
+    return e;
+}
+
+/* The tensor named "h.<layer>.<name>" (layer >= 0) or "<name>"; marks it used. */
+static const ExportTensor *find(Mapper *m, int layer, const char *name) {
+    char full[256];
+    if (layer >= 0) snprintf(full, sizeof full, "h.%d.%s", layer, name);
+    else snprintf(full, sizeof full, "%s", name);
+    for (int64_t i = 0; i < m->n; i++)
+        if (!strcmp(m->in[i].name, full)) {
+            m->used[i] = 1;
+            return &m->in[i];
+        }
+    return NULL;
+}
+
+/* A new output tensor of dims d[0..ndim) and t's dtype, data uninitialised. */
+static ExportOut *add(Mapper *m, const ExportTensor *t, const char *name, int ndim, const int64_t *d) {
+    if (m->nout == m->cap) {
+        m->cap = m->cap ? 2 * m->cap : 64;
+        m->out = realloc(m->out, (size_t)m->cap * sizeof *m->out);
+    }
+    ExportOut *o = &m->out[m->nout++];
+    memset(o, 0, sizeof *o);
+    snprintf(o->name, sizeof o->name, "%s", name);
+    o->dtype = t->dtype;
+    o->ndim = ndim;
+    int64_t e = 1;
+    for (int k = 0; k < ndim; k++) o->shape[k] = d[k], e *= d[k];
+    o->bytes = (size_t)e * esize(t->dtype);
+    o->data = malloc(o->bytes ? o->bytes : 1);
+    return o;
+}
+
+/* t's bytes under another name and shape (same element count). */
+static void copy_as(Mapper *m, const ExportTensor *t, const char *name, int ndim, const int64_t *d) {
+    ExportOut *o = add(m, t, name, ndim, d);
+    memcpy(o->data, t->data, o->bytes);
+}
+
+/* Column block [col0, col0 + cols) of t viewed as [rows, stride] (row-major),
+ * written transposed: out[c][r] = t[r][col0 + c], shape [cols, rows]. */
+static void transposed_block(Mapper *m, const ExportTensor *t, const char *name, int64_t rows, int64_t stride,
+                             int64_t col0, int64_t cols) {
+    ExportOut *o = add(m, t, name, 2, (int64_t[]){cols, rows});
+    size_t es = esize(t->dtype);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            memcpy(o->data + ((size_t)c * (size_t)rows + (size_t)r) * es,
+                   t->data + ((size_t)r * (size_t)stride + (size_t)(col0 + c)) * es, es);
+}
+
+static const ExportTensor *need(Mapper *m, int layer, const char *name, const char *family) {
+    const ExportTensor *t = find(m, layer, name);
+    if (!t)
+        fail(m, "the checkpoint has no %s%s%s, which a %s model has: export with --names parc",
+             layer >= 0 ? "h.N." : "", name, layer >= 0 ? " (N the layer)" : "", family);
+    return t;
+}
+
+static void gpt2_layer(Mapper *m, int L, int64_t C) {
+    static const char *const pairs[][2] = {
+        {"ln1.g", "ln_1.weight"},         {"ln1.b", "ln_1.bias"},         {"attn.qkv.b", "attn.c_attn.bias"},
+        {"attn.proj.b", "attn.c_proj.bias"}, {"ln2.g", "ln_2.weight"},  {"ln2.b", "ln_2.bias"},
+        {"mlp.up.w", "mlp.c_fc.weight"},  {"mlp.up.b", "mlp.c_fc.bias"}, {"mlp.down.w", "mlp.c_proj.weight"},
+        {"mlp.down.b", "mlp.c_proj.bias"},
+    };
+    char name[128];
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        const ExportTensor *t = find(m, L, pairs[i][0]);
+        if (!t) continue;  /* `bias false` models have none of the biases */
+        snprintf(name, sizeof name, "transformer.h.%d.%s", L, pairs[i][1]);
+        int64_t e = elems(t), d[2] = {t->ndim == 2 ? t->gdims[0] : e, t->ndim == 2 ? t->gdims[1] : 0};
+        copy_as(m, t, name, t->ndim == 2 ? 2 : 1, d);
+    }
+    const ExportTensor *qkv = need(m, L, "attn.qkv.w", "GPT-2"), *proj = need(m, L, "attn.proj.w", "GPT-2");
+    if (!qkv || !proj) return;
+    if (qkv->ndim != 4 || qkv->gdims[0] != C || qkv->gdims[1] != 3) {
+        fail(m, "h.%d.attn.qkv.w: [%lld, %lld, ...] is not GPT-2's fused [hidden, 3 x hidden] (grouped-query "
+             "attention has no GPT-2 name): export with --names parc", L, (long long)qkv->gdims[0],
+             (long long)qkv->gdims[1]);
+        return;
+    }
+    snprintf(name, sizeof name, "transformer.h.%d.attn.c_attn.weight", L);
+    copy_as(m, qkv, name, 2, (int64_t[]){C, elems(qkv) / C});
+    snprintf(name, sizeof name, "transformer.h.%d.attn.c_proj.weight", L);
+    copy_as(m, proj, name, 2, (int64_t[]){elems(proj) / C, C});
+}
+
+static void llama_layer(Mapper *m, int L, int64_t C) {
+    char name[128];
+    const ExportTensor *t;
+    static const char *const norms[][2] = {{"ln1.g", "input_layernorm"}, {"ln2.g", "post_attention_layernorm"}};
+    for (int i = 0; i < 2; i++)
+        if ((t = need(m, L, norms[i][0], "Llama"))) {
+            snprintf(name, sizeof name, "model.layers.%d.%s.weight", L, norms[i][1]);
+            copy_as(m, t, name, 1, (int64_t[]){elems(t)});
+        }
+    const ExportTensor *qkv = need(m, L, "attn.qkv.w", "Llama"), *proj = need(m, L, "attn.proj.w", "Llama");
+    const ExportTensor *up = need(m, L, "mlp.up.w", "Llama"), *down = need(m, L, "mlp.down.w", "Llama");
+    if (m->err[0]) return;
+    /* qkv [C, A, B, hd]: A = 3 and B = heads (C = heads x hd), or A = kv_heads and B = G + 2 */
+    int64_t A = qkv->gdims[1], B = qkv->gdims[2], hd = qkv->gdims[3];
+    int mha = qkv->ndim == 4 && A == 3 && B * hd == C, gqa = qkv->ndim == 4 && B > 2 && A * (B - 2) * hd == C;
+    if (mha == gqa) {
+        fail(m, "h.%d.attn.qkv.w: cannot tell its q, k and v apart from its shape: export with --names parc", L);
+        return;
+    }
+    int64_t width = elems(qkv) / C;  /* the row length of qkv viewed as [C, width] */
+    int64_t heads = mha ? B : A * (B - 2), kv = mha ? B : A, G = heads / kv;
+    ExportOut *q = NULL, *k = NULL, *v = NULL;
+    static const char *const proj_names[] = {"q_proj", "k_proj", "v_proj"};
+    for (int w = 0; w < 3; w++) {
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.weight", L, proj_names[w]);
+        ExportOut *o = add(m, qkv, name, 2, (int64_t[]){(w ? kv : heads) * hd, C});
+        if (w == 0) q = o;
+        else if (w == 1) k = o;
+        else v = o;
+    }
+    size_t es = esize(qkv->dtype);
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t h = 0; h < heads; h++)
+            for (int64_t d = 0; d < hd; d++) {
+                /* the column of query head h, and of its group's k and v, in qkv's row c */
+                int64_t g = h / G, j = h % G;
+                int64_t qcol = mha ? h * hd + d : (g * B + j) * hd + d;
+                memcpy(q->data + ((size_t)(h * hd + d) * (size_t)C + (size_t)c) * es,
+                       qkv->data + ((size_t)c * (size_t)width + (size_t)qcol) * es, es);
+                if (j) continue;
+                int64_t kcol = mha ? (heads + h) * hd + d : (g * B + G) * hd + d;
+                int64_t vcol = mha ? (2 * heads + h) * hd + d : (g * B + G + 1) * hd + d;
+                size_t at = ((size_t)(g * hd + d) * (size_t)C + (size_t)c) * es;
+                memcpy(k->data + at, qkv->data + ((size_t)c * (size_t)width + (size_t)kcol) * es, es);
+                memcpy(v->data + at, qkv->data + ((size_t)c * (size_t)width + (size_t)vcol) * es, es);
+            }
+    snprintf(name, sizeof name, "model.layers.%d.self_attn.o_proj.weight", L);
+    transposed_block(m, proj, name, elems(proj) / C, C, 0, C);
+    if (up->ndim != 3 || up->gdims[0] != C || up->gdims[1] != 2) {
+        fail(m, "h.%d.mlp.up.w is not SwiGLU's [hidden, 2, ffn]: export with --names parc", L);
+        return;
+    }
+    int64_t F = up->gdims[2];
+    snprintf(name, sizeof name, "model.layers.%d.mlp.gate_proj.weight", L);
+    transposed_block(m, up, name, C, 2 * F, 0, F);
+    snprintf(name, sizeof name, "model.layers.%d.mlp.up_proj.weight", L);
+    transposed_block(m, up, name, C, 2 * F, F, F);
+    snprintf(name, sizeof name, "model.layers.%d.mlp.down_proj.weight", L);
+    transposed_block(m, down, name, F, C, 0, C);
+}
+
+int export_hf(const ExportTensor *in, int64_t n, ExportOut **out, int64_t *nout, const char **family, char *err,
+              size_t size) {
+    Mapper m = {.in = in, .n = n, .used = calloc((size_t)(n ? n : 1), 1), .err = err, .size = size};
+    err[0] = 0;
+    int layers = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int L = -1;
+        if (sscanf(in[i].name, "h.%d.", &L) == 1 && L + 1 > layers) layers = L + 1;
+    }
+    const ExportTensor *wte = find(&m, -1, "wte"), *wpe = find(&m, -1, "wpe"), *head = find(&m, -1, "head.w");
+    const ExportTensor *up0 = NULL, *ln0b = NULL;
+    for (int64_t i = 0; i < n; i++) {
+        if (!strcmp(in[i].name, "h.0.mlp.up.w")) up0 = &in[i];
+        if (!strcmp(in[i].name, "h.0.ln1.b")) ln0b = &in[i];
+    }
+    int gpt2 = wte && wpe && ln0b && up0 && up0->ndim == 2;
+    int llama = wte && !wpe && !ln0b && up0 && up0->ndim == 3;
+    if (!wte || wte->ndim != 2 || !layers || gpt2 == llama) {
+        fail(&m, "this model is neither a GPT-2 (learned positions, LayerNorm, GELU) nor a Llama (no positions, "
+                 "RMSNorm, SwiGLU): it has no Hugging Face names; export with --names parc");
+    } else {
+        int64_t V = wte->gdims[0], C = wte->gdims[1];
+        *family = gpt2 ? "gpt2" : "llama";
+        copy_as(&m, wte, gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight", 2, wte->gdims);
+        if (gpt2) copy_as(&m, wpe, "transformer.wpe.weight", 2, wpe->gdims);
+        for (int L = 0; L < layers && !err[0]; L++) (gpt2 ? gpt2_layer : llama_layer)(&m, L, C);
+        const ExportTensor *g = find(&m, -1, "lnf.g"), *b = gpt2 ? find(&m, -1, "lnf.b") : NULL;
+        if (g) copy_as(&m, g, gpt2 ? "transformer.ln_f.weight" : "model.norm.weight", 1, (int64_t[]){C});
+        if (b) copy_as(&m, b, "transformer.ln_f.bias", 1, (int64_t[]){C});
+        if (head && (head->ndim != 2 || head->gdims[0] != C || head->gdims[1] != V))
+            fail(&m, "head.w is not [hidden, vocab]: export with --names parc");
+        else if (head)
+            transposed_block(&m, head, "lm_head.weight", C, V, 0, V);
+        for (int64_t i = 0; i < n && !err[0]; i++)
+            if (!m.used[i])
+                fail(&m, "tensor %s has no %s name: export with --names parc", in[i].name, gpt2 ? "GPT-2" : "Llama");
+    }
+    free(m.used);
+    *out = m.out;
+    *nout = m.nout;
+    return err[0] ? 1 : 0;
+}

@@ -1,0 +1,62 @@
+/*
+ * prt_metrics.c — what rank 0 reports per step: the progress line on stdout
+ * (step / total, loss, lr, gradient norm when the plan clips, throughput,
+ * step time, the time left) and the metrics log, JSON lines (`--log FILE`,
+ * or PRT_METRICS_FILE when no --log is given), one record per step and one
+ * summary at the end (prt_phases.c), as docs/json.md and
+ * docs/metrics.schema.json describe.  Every write is checked: a failure ends
+ * the run with the path (exit 1).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "prt_internal.h"
+
+const char *const prt_phase_keys[PRT_NPHASES] = {"forward", "backward", "exposed_communication", "bubble",
+                                                 "optimizer"};
+
+void prt_metrics_fail(prt *rt, int64_t step) {
+    if (step >= 0)
+        prt_user_fail(1, "--log %s: cannot write step %lld: %s", rt->log_path, (long long)step, strerror(errno));
+    prt_user_fail(1, "--log %s: cannot write: %s", rt->log_path, strerror(errno));
+}
+
+/* "1:02:03" or "2:03": seconds, rounded. */
+static void format_eta(double seconds, char *buf, size_t size) {
+    long s = seconds > 0 ? (long)(seconds + 0.5) : 0;
+    if (s >= 3600) snprintf(buf, size, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    else snprintf(buf, size, "%ld:%02ld", s / 60, s % 60);
+}
+
+static void print_progress(prt *rt, int64_t step, double loss, double tokens_per_s, double seconds) {
+    char eta[32];
+    double mean = rt->steps_done > 0 ? rt->total_seconds / (double)rt->steps_done : seconds;
+    format_eta(mean * (double)(rt->steps - step), eta, sizeof eta);
+    printf("step %lld/%lld | loss %.6f | lr %.6g", (long long)step, (long long)rt->steps, loss, prt_lr(rt, step));
+    if (rt->have_grad_norm) printf(" | grad_norm %.4g", rt->grad_norm);
+    printf(" | %.0f tok/s | %.1f ms | eta %s\n", tokens_per_s, seconds * 1e3, eta);
+    fflush(stdout);
+}
+
+static void write_record(prt *rt, int64_t step, double loss, double tokens_per_s, double seconds) {
+    FILE *f = rt->log_file;
+    int bad = fprintf(f, "{\"record\": \"step\", \"step\": %lld, \"steps\": %lld, \"loss\": %.9g, \"lr\": %.9g",
+                      (long long)step, (long long)rt->steps, loss, prt_lr(rt, step)) < 0;
+    if (rt->have_grad_norm)
+        bad |= fprintf(f, ", \"grad_norm\": %.9g, \"clip_scale\": %.9g", rt->grad_norm, rt->clip_scale) < 0;
+    if (rt->have_val_loss) bad |= fprintf(f, ", \"val_loss\": %.9g", rt->val_loss) < 0;
+    bad |= fprintf(f, ", \"tokens_per_s\": %.6g, \"step_ms\": %.6g, \"phases_ms\": {", tokens_per_s, seconds * 1e3) < 0;
+    for (int k = 0; k < PRT_NPHASES; k++)
+        bad |= fprintf(f, "%s\"%s\": %.6g", k ? ", " : "", prt_phase_keys[k], rt->phase_step[k] * 1e3) < 0;
+    bad |= fprintf(f, "}}\n") < 0;
+    if (bad || fflush(f) != 0) prt_metrics_fail(rt, step);
+}
+
+void prt_metrics_step(prt *rt, int64_t step, double loss, double seconds) {
+    if (rt->world_rank != 0) return;
+    double tokens = (double)rt->plan.batch * (double)rt->plan.seq;
+    double tokens_per_s = seconds > 0 ? tokens / seconds : 0.0;
+    if (!rt->quiet) print_progress(rt, step, loss, tokens_per_s, seconds);
+    if (rt->log_file) write_record(rt, step, loss, tokens_per_s, seconds);
+}

@@ -1,0 +1,55 @@
+"""metrics_log.py — reads a metrics log (`--log FILE`, JSON lines) and validates
+every record against docs/metrics.schema.json with jsonschema (Debian's
+python3-jsonschema), plus what a schema cannot say: the step records come
+first (after an optional `eval` record of step 0), numbered from `first` to
+their `steps` in order, their phases sum to
+step_ms, and exactly one summary record ends the file.
+
+    records, problems = metrics_log.read(path, first=1)
+
+records: the step records in order, then the summary; problems: messages,
+empty when the log is valid.  Used by tests/phases.sh and the parity tests."""
+import json
+import math
+import os
+
+import jsonschema
+
+SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "metrics.schema.json")
+
+
+def schema():
+    with open(SCHEMA_PATH) as f:
+        return json.load(f)
+
+
+def read(path, first=1):
+    validator = jsonschema.Draft202012Validator(schema())
+    problems, records = [], []
+    with open(path) as f:
+        lines = f.read().splitlines()
+    for i, line in enumerate(lines, 1):
+        try:
+            rec = json.loads(line)
+        except ValueError as e:
+            problems.append(f"{path}:{i}: not JSON: {e}")
+            continue
+        for err in validator.iter_errors(rec):
+            problems.append(f"{path}:{i}: {err.message} (at {'/'.join(map(str, err.absolute_path)) or 'the record'})")
+        records.append(rec)
+    steps = [r for r in records if r.get("record") == "step"]
+    summaries = [r for r in records if r.get("record") == "summary"]
+    if not records or records[-1].get("record") != "summary" or len(summaries) != 1:
+        problems.append(f"{path}: expected one summary record at the end, got {len(summaries)}")
+    want = list(range(first, first + len(steps)))
+    if [r.get("step") for r in steps] != want or (steps and steps[-1].get("steps") != want[-1]):
+        problems.append(f"{path}: steps {[r.get('step') for r in steps]}, expected {first}..their `steps`")
+    for r in steps:
+        phases = r.get("phases_ms", {})
+        total = sum(v for v in phases.values() if isinstance(v, (int, float)))
+        if min(phases.values(), default=0) < -1e-6 or not math.isclose(total, r.get("step_ms", 0), rel_tol=1e-3,
+                                                                          abs_tol=1e-3):
+            problems.append(f"{path}: step {r.get('step')}: phases {phases} do not sum to step_ms {r.get('step_ms')}")
+    if summaries and steps and summaries[0].get("steps_done") != len(steps):
+        problems.append(f"{path}: summary says {summaries[0].get('steps_done')} steps, the log holds {len(steps)}")
+    return records, problems
