@@ -15,7 +15,7 @@ For each plan: `parc run PLAN --steps 2 --trace T` (with PRT_METRICS_FILE), then
     flows as sends, each from a send span to a recv span of the same bytes on
     the neighbouring stage;
   - each step has one "step N" marker per rank and one counter of its phase
-    times, whose values on rank 0 equal the PRT_METRICS_FILE line of that step.
+    times, whose values on rank 0 equal the PRT_METRICS_FILE record of that step.
 Exit status 0 iff all of that held."""
 import json
 import os
@@ -110,13 +110,14 @@ def check_plan(parc, plan, tmp):
         counters = [e for e in events if e["pid"] == pid and e["ph"] == "C"]
         check(len(counters) == STEPS, f"{name}: rank {pid}: {len(counters)} phase counters, want {STEPS}")
         if pid == 0 and len(counters) == STEPS:
-            rows = [l.split() for l in open(metrics)][1:1 + STEPS]
+            rows = [r for r in map(json.loads, open(metrics)) if r.get("record") == "step"]
             keys = ["forward", "backward", "exposed_communication", "bubble", "optimizer"]
+            check(len(rows) == STEPS, f"{name}: {len(rows)} step records in the metrics log")
             for c, row in zip(counters, rows):
-                want = [float(x) for x in row[1:6]]
+                want = [row["phases_ms"][k] for k in keys]
                 got = [c["args"][k] for k in keys]
-                check(all(abs(a - b) <= 1e-5 + 1e-6 * abs(b) for a, b in zip(got, want)),
-                      f"{name}: phase counter {got} != metrics line {row}")
+                check(all(abs(a - b) <= 1e-5 + 1e-5 * abs(b) for a, b in zip(got, want)),  # the log: 6 digits
+                      f"{name}: phase counter {got} != metrics record {row}")
 
     sends = [e for e in events if e["ph"] == "X" and e["name"] == "send"]
     recvs = [e for e in events if e["ph"] == "X" and e["name"] == "recv"]
