@@ -28,6 +28,7 @@ typedef enum {
     OPT_VERIFY,
     OPT_HTML,
     OPT_FORWARD, /* run: an option of the built program */
+    OPT_PLAN,    /* report: the plan the trace ran */
     OPT_HOSTS,   /* run: mpirun's hostfile */
     OPT_SBATCH,  /* build: a Slurm batch script beside the executable */
 } OptId;
@@ -93,6 +94,11 @@ static const OptSpec run_opts[] = {
     {"--save-on-exit", NULL, OPT_FORWARD, "also save after the last step"},
 };
 
+static const OptSpec report_opts[] = {
+    {"--plan", "PLAN", OPT_PLAN, "the plan the traced program was built from (required)"},
+    {"--html", "FILE", OPT_HTML, "also the report as one self-contained HTML page (`-`: standard output)"},
+};
+
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* ORDER: follows CliCommand. */
@@ -122,6 +128,12 @@ static const CmdSpec commands[CMD_COUNT] = {
      "SIGTERM sent to parc reach the launcher, which stops the ranks; parc exits with its status.  Options "
      "after `--` go to the program unchanged.",
      run_opts, COUNT(run_opts)},
+    {"report", "TRACE.json --plan PLAN [--html FILE]", "a run's trace beside its plan: predicted vs measured",
+     "Reads the trace a program wrote with --trace and the plan it was built from: prints each phase of the step "
+     "as the cost model predicts it beside what the ranks measured, and with --html writes a page with the "
+     "measured timeline of every rank (a block per forward and backward of the last step) above the simulated "
+     "one.  Exit 1 when the trace cannot be read or does not belong to the plan.",
+     report_opts, COUNT(report_opts)},
 };
 
 static void print_opts(FILE *out, const OptSpec *opts, int n)
@@ -152,8 +164,8 @@ void cli_help(FILE *out, const char *command)
     }
     fprintf(out, "usage: parc COMMAND PLAN.par [options]\n\ncommands:\n");
     for (int c = 0; c < CMD_COUNT; c++) fprintf(out, "  %-12s %s\n", commands[c].name, commands[c].summary);
-    fprintf(out, "  %-12s %s\n", "diff", "two plans side by side: memory, collectives, links, time (A.par B.par)");
-    fprintf(out, "  %-12s %s\n", "search", "the fastest layouts of the plan's model on its cluster (--top K, -o DIR)");
+    fprintf(out, "  %-12s %s\n", "diff", "two plans side by side: memory, collectives, links, time (A.par B.par, --json, --html FILE)");
+    fprintf(out, "  %-12s %s\n", "search", "the fastest layouts of the plan's model on its cluster (--top K, -o DIR, --html FILE)");
     fprintf(out, "  %-12s %s\n", "calibrate", "measure this machine as a cluster fragment (-o FILE)");
     fprintf(out, "  %-12s %s\n", "export", "a checkpoint of any layout as one safetensors file (CKPT -o OUT, --master, --names hf|parc)");
     fprintf(out, "  %-12s %s\n", "help", "this text, or `parc help COMMAND` for one command");
@@ -243,6 +255,7 @@ static int read_option(Parser *p, const CmdSpec *cmd)
     case OPT_HELP: p->help = 1; break;
     case OPT_VERIFY: opts->verify = 1; break;
     case OPT_HTML: opts->html = value; break;
+    case OPT_PLAN: opts->trace = value; break; /* swapped with the argument in parse() */
     case OPT_HOSTS: opts->hosts = value; break;
     case OPT_SBATCH: opts->sbatch = value; break;
     case OPT_COLOR:
@@ -352,6 +365,13 @@ static int parse(int argc, char **argv, CliOptions *opts)
     if (!cmd) {
         cli_help(stderr, NULL);
         return 2;
+    }
+    if (opts->command == CMD_REPORT) {
+        const char *plan = opts->trace;
+        opts->trace = opts->plan;
+        opts->plan = plan;
+        if (!opts->trace) return usage_error(&p, "missing TRACE.json (the file a program's --trace wrote)%s", "", NULL);
+        if (!opts->plan) return usage_error(&p, "missing --plan PLAN (the plan the program was built from)%s", "", NULL);
     }
     if (!opts->plan) return usage_error(&p, "missing PLAN.par%s%s", "", " (`-` reads it from standard input)");
     if (opts->html && (opts->json || opts->verbose)) {

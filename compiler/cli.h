@@ -17,13 +17,14 @@
 
 #include <stdio.h>
 
-typedef enum { CMD_CHECK, CMD_EXPLAIN, CMD_COLLECTIVES, CMD_LOWER, CMD_BUILD, CMD_RUN, CMD_COUNT } CliCommand;
+typedef enum { CMD_CHECK, CMD_EXPLAIN, CMD_COLLECTIVES, CMD_LOWER, CMD_BUILD, CMD_RUN, CMD_REPORT, CMD_COUNT } CliCommand;
 
 typedef struct CliOptions {
     CliCommand command;
     const char *plan;       /* a path, or "-" for standard input */
     int json, verbose;      /* explain, collectives */
     const char *html;       /* explain --html FILE, NULL when not given */
+    const char *trace;      /* report: the trace (its argument; `plan` is its --plan) */
     int verify;             /* --verify or PARC_VERIFY=1: the pass verifiers run */
     const char *emit;       /* lower, build: NULL when not given */
     const char *output;     /* build: -o, NULL when not given */

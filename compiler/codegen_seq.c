@@ -239,13 +239,21 @@ static void emit_choice(Gen *g, const StageProgram *sp, const StageFns *fns, con
 static int first_stage(const Gen *g, const StageProgram *sp) { (void)g; return sp->stage == 0; }
 static int last_stage(const Gen *g, const StageProgram *sp) { return sp->stage == g->program->nstages - 1; }
 
+/* prt_work_begin(rt, kind, micro, chunk, chunks): the item's span in the trace
+ * starts once its input is there (after the receive, before the embedding or
+ * the head's backward); work_end closes it after the output is sent. */
+static void work_begin(Gen *g, const StageProgram *sp, const SeqParams *p, WorkKind kind) {
+    LLVMValueRef args[] = {g->rt, c64(g, kind), p->micro, p->chunk, c64(g, sp->chunks > 0 ? sp->chunks : 1)};
+    call_rt(g, RT_prt_work_begin, args, 5);
+}
+
 static void side_embed_fwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
-    (void)sp;
+    work_begin(g, sp, p, WORK_FORWARD);
     call_seq(g, fns->seq[SEQ_EMBED_FWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
 }
 static void side_recv_fwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
-    (void)sp;
     call_seq(g, fns->seq[SEQ_RECV_FWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
+    work_begin(g, sp, p, WORK_FORWARD);
 }
 static void side_head_fwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
     (void)sp;
@@ -256,12 +264,12 @@ static void side_send_fwd(Gen *g, const StageProgram *sp, const StageFns *fns, c
     call_seq(g, fns->seq[SEQ_SEND_FWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
 }
 static void side_head_bwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
-    (void)sp;
+    work_begin(g, sp, p, WORK_BACKWARD);
     call_seq(g, fns->seq[SEQ_HEAD_BWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
 }
 static void side_recv_bwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
-    (void)sp;
     call_seq(g, fns->seq[SEQ_RECV_BWD], p->chunk, c64(g, 0), p->slot, p->micro, p->step);
+    work_begin(g, sp, p, WORK_BACKWARD);
 }
 static void side_embed_bwd(Gen *g, const StageProgram *sp, const StageFns *fns, const SeqParams *p) {
     (void)sp;
@@ -318,6 +326,7 @@ static LLVMValueRef emit_work_fn(Gen *g, const StageProgram *sp, const StageFns 
         emit_choice(g, sp, fns, &p, begins_model, has_neighbour_in, 0, side_embed_bwd, side_send_bwd,
                     "doutput");
     }
+    call_rt(g, RT_prt_work_end, &g->rt, 1);
     LLVMBuildRetVoid(g->b);
     return fn;
 }

@@ -8,6 +8,7 @@
  */
 #include "explain.h"
 #include "passes.h"
+#include "report_html.h"
 #include "tools.h"
 
 #include <math.h>
@@ -206,10 +207,17 @@ void diff_report_json(FILE *out, const Analysis *a, const Analysis *b)
 
 int diff_main(int argc, char **argv)
 {
-    const char *paths[2] = {NULL, NULL};
+    const char *paths[2] = {NULL, NULL}, *html = NULL;
     int json = 0, verify = passes_verify_from_env(), n = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strncmp(argv[i], "--html", 6) && (argv[i][6] == '=' || !argv[i][6])) {
+            html = argv[i][6] ? argv[i] + 7 : i + 1 < argc ? argv[++i] : NULL;
+            if (!html || !*html) {
+                fprintf(stderr, "parc diff: --html needs a file (`-`: standard output)\n");
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "--verify")) verify = 1;
         else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "parc diff: unknown option `%s`\n", argv[i]);
@@ -221,7 +229,11 @@ int diff_main(int argc, char **argv)
         }
     }
     if (n < 2) {
-        fprintf(stderr, "parc diff: usage: parc diff A.par B.par [--json]\n");
+        fprintf(stderr, "parc diff: usage: parc diff A.par B.par [--json | --html FILE]\n");
+        return 2;
+    }
+    if (html && json) {
+        fprintf(stderr, "parc diff: --html writes its own form of the report; give it without --json\n");
         return 2;
     }
     Arena arena = {0};
@@ -230,7 +242,12 @@ int diff_main(int argc, char **argv)
     for (int k = 0; k < 2; k++)
         if (passes_run(&c[k], &arena, paths[k], verify, analyze) || diag_error_count()) status = 1;
     if (!status) {
-        if (json) diff_report_json(stdout, c[0].analysis, c[1].analysis);
+        if (html) {
+            const Analysis *plans[2] = {c[0].analysis, c[1].analysis};
+            char title[1024];
+            snprintf(title, sizeof title, "parc diff: %s and %s", paths[0], paths[1]);
+            status = report_html_compare(html, title, plans, paths, 2) ? 3 : 0;
+        } else if (json) diff_report_json(stdout, c[0].analysis, c[1].analysis);
         else diff_report(stdout, c[0].analysis, c[1].analysis);
         if (fflush(stdout) != 0 || ferror(stdout)) {
             fprintf(stderr, "parc diff: cannot write the report\n");

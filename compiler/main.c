@@ -6,7 +6,7 @@
  *   expand   the forward op graph       (expand.c)
  *   lower    placements, collectives, autodiff, optimizer, schedule, ledger (lower.c and its passes)
  *   analyze  volumes, cost              (analyze.c), then the fit advice (advise.c)
- *   report   check / explain / collectives (explain.c, report_html*.c)
+ *   report   check / explain / collectives (explain.c, report_html*.c); a run's trace (report_run.c)
  *   codegen  LLVM -> object -> executable (codegen*.c), launch_run (launch.c)
  *
  * The command line itself (options, help, usage errors) is cli.c's; `diff`,
@@ -22,6 +22,7 @@
 #include "launch.h"
 #include "passes.h"
 #include "report_html.h"
+#include "report_run.h"
 #include "tools.h"
 
 #include <stdlib.h>
@@ -136,6 +137,10 @@ static int run_command(Arena *arena, const CliOptions *o, Compilation *c)
             fflush(stdout);
             status = launch_run(c->prog, o->hosts, o->nforward, o->forward);
         }
+        return status;
+    case CMD_REPORT:
+        status = compile_plan(arena, o->plan, c, analyze, 0, o->verify);
+        if (!status) status = report_run(c->analysis, o->trace, o->html, stdout);
         return status;
     case CMD_COUNT: break;
     }

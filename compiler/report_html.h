@@ -51,6 +51,15 @@ void report_html_mesh(FILE *out, const Analysis *an);
 /* Every collective row of the Analysis with the rule behind it. */
 void report_html_collectives(FILE *out, const Analysis *an);
 
+/* Plans side by side (`parc diff A B --html`, `parc search --html`;
+ * report_compare.c): a table of each plan's figures (and, for two, the second
+ * minus the first), then every plan's memory bars on one byte scale and its
+ * simulated timeline on one time scale, each under names[i] in a
+ * <div class="plan" data-plan="i">.  Returns 0, or -1 after a diagnostic
+ * naming the path. */
+int report_html_compare(const char *path, const char *title, const Analysis *const *plans, const char *const *names,
+                        int n);
+
 /* Text and number formatting the report's sections share. */
 void report_html_escape(FILE *out, const char *s);          /* text with & < > " escaped */
 void report_html_time(double seconds, char *buf, size_t size); /* "853.4 us" (a micro sign), "13.88 s" */

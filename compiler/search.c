@@ -19,6 +19,7 @@
  */
 #include "passes.h"
 #include "plan_write.h"
+#include "report_html.h"
 #include "tools.h"
 
 #include <errno.h>
@@ -405,8 +406,37 @@ static int write_plans(const Search *s, int top, const char *dir)
     return 0;
 }
 
+/* The top layouts lowered and analyzed again (the search kept only their
+ * figures) and set side by side in one page (report_html_compare). */
+static int write_html(const Search *s, int top, const char *path)
+{
+    int n = top < s->nres ? top : s->nres;
+    Arena arena = {0};
+    const Analysis **plans = arena_alloc(&arena, sizeof *plans * (size_t)n);
+    const char **names = arena_alloc(&arena, sizeof *names * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        char *text = layout_text(s->base, &s->res[i].l, NULL, &len), d[160];
+        if (!text) PARC_BUG("search: no text for layout #%d", i + 1);
+        layout_describe(&s->res[i].l, d, sizeof d);
+        names[i] = arena_printf(&arena, "#%d %s", i + 1, d);
+        Plan *p = arena_alloc(&arena, sizeof *p);
+        Graph *g = check_plan_text(&arena, names[i], arena_strdup(&arena, text), p) == 0 ? expand_model(&arena, p) : NULL;
+        Program *prog = g ? lower_program(&arena, p, g) : NULL;
+        plans[i] = prog && diag_error_count() == 0 ? analyze_program(&arena, prog) : NULL;
+        free(text);
+        if (!plans[i] || plans[i]->step_s != s->res[i].step_s)
+            PARC_BUG("search: layout #%d does not analyze again to the step it was ranked by", i + 1);
+    }
+    char title[512];
+    snprintf(title, sizeof title, "parc search: the %d fastest layouts of %s", n, s->base->file);
+    int status = report_html_compare(path, title, plans, names, n) ? 3 : 0;
+    arena_free(&arena);
+    return status;
+}
+
 static int parse_args(int argc, char **argv, const char **path, int *top, int *json, const char **dir, int *verify,
-                      int *timed)
+                      int *timed, const char **html)
 {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -416,6 +446,14 @@ static int parse_args(int argc, char **argv, const char **path, int *top, int *j
         else if (!strcmp(a, "--verify")) *verify = 1;
         else if (!strncmp(a, "--top", 5) && (a[5] == '=' || a[5] == 0)) val = a[5] ? a + 6 : (i + 1 < argc ? argv[++i] : NULL);
         else if (!strncmp(a, "-o", 2)) val = a[2] == '=' ? a + 3 : a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+        else if (!strncmp(a, "--html", 6) && (a[6] == '=' || a[6] == 0)) {
+            *html = a[6] ? a + 7 : i + 1 < argc ? argv[++i] : NULL;
+            if (!*html || !**html) {
+                fprintf(stderr, "parc search: --html needs a file (`-`: standard output)\n");
+                return 2;
+            }
+            continue;
+        }
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "parc search: unknown option `%s`\n", a);
             return 2;
@@ -441,7 +479,11 @@ static int parse_args(int argc, char **argv, const char **path, int *top, int *j
         }
     }
     if (!*path) {
-        fprintf(stderr, "parc search: usage: parc search PLAN.par [--top K] [--json] [-o DIR]\n");
+        fprintf(stderr, "parc search: usage: parc search PLAN.par [--top K] [--json | --html FILE] [-o DIR]\n");
+        return 2;
+    }
+    if (*html && *json) {
+        fprintf(stderr, "parc search: --html writes its own form of the report; give it without --json\n");
         return 2;
     }
     return 0;
@@ -449,9 +491,9 @@ static int parse_args(int argc, char **argv, const char **path, int *top, int *j
 
 int search_main(int argc, char **argv)
 {
-    const char *path = NULL, *dir = NULL;
+    const char *path = NULL, *dir = NULL, *html = NULL;
     int top = 5, json = 0, timed = 0, verify = passes_verify_from_env();
-    int status = parse_args(argc, argv, &path, &top, &json, &dir, &verify, &timed);
+    int status = parse_args(argc, argv, &path, &top, &json, &dir, &verify, &timed, &html);
     if (status) return status;
     Arena arena = {0};
     Compilation c;
@@ -477,12 +519,13 @@ int search_main(int argc, char **argv)
     qsort(s.res, (size_t)s.nres, sizeof *s.res, by_step);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (json) print_json(stdout, &s, top);
-    else print_text(stdout, &s, top, timed ? secs : -1);
+    else if (!(html && !strcmp(html, "-"))) print_text(stdout, &s, top, timed ? secs : -1);
     if (s.nres == 0) {
         fprintf(stderr, "parc search: no layout of %s fits its cluster\n", path);
         status = 1;
     }
     if (!status && dir) status = write_plans(&s, top, dir);
+    if (!status && html) status = write_html(&s, top, html);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "parc search: cannot write the report\n");
         status = 3;

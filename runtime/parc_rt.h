@@ -428,6 +428,11 @@ does:
   span_begin(name) / span_end(): a trace span around generated code regions (no-op
     without --trace).  The name is kept by pointer until prt_finalize: pass a
     string constant.
+  work_begin(kind, micro, chunk, chunks) / work_end(): the forward (kind 0) or
+    backward (kind 1) of micro-batch `micro` through chunk `chunk` of this
+    stage (of `chunks` it holds), one item of the stage's schedule table, from
+    after its input arrived until its output is sent; a trace span "F mb3" (with
+    " chunk1" when chunks > 1) above the item's op spans (no-op without --trace).
 
  phases (host)
   phase(phase): what follows, until the next call, is of phase `phase` (enum
@@ -569,6 +574,9 @@ compiler's runtime function table follows PRT_OPS. */
       (rt, param, master, grad, mom, n, lr, momentum, weight_decay))                                              \
     R(X, HOST, span_begin, "pp", (prt *rt, const char *name), (rt, name))                                         \
     R(X, HOST, span_end, "p", (prt *rt), (rt))                                                                    \
+    R(X, HOST, work_begin, "piiii", (prt *rt, int64_t kind, int64_t micro, int64_t chunk, int64_t chunks),        \
+      (rt, kind, micro, chunk, chunks))                                                                           \
+    R(X, HOST, work_end, "p", (prt *rt), (rt))                                                                    \
     R(X, HOST, phase, "pi", (prt *rt, int64_t phase), (rt, phase))                                                \
     R(X, OP, sumsq, "pppid", (prt *rt, void *acc, const void *x, int64_t n, double weight), (rt, acc, x, n, weight)) \
     R(X, OP, scale, "ppid", (prt *rt, void *x, int64_t n, double factor), (rt, x, n, factor))                      \

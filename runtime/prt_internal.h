@@ -110,10 +110,19 @@ typedef struct prt_send_slot {  /* one buffered pipeline send */
 
 typedef struct prt_trace_event {
     const char *name;        /* a string constant (op names, span names) */
-    const char *category;    /* "op", "comm", "p2p", "span", "step" */
+    const char *category;    /* "op", "comm", "p2p", "span", "step", "forward", "backward", "phases" */
     double start_us, duration_us;
     int64_t bytes;           /* -1: none */
     int64_t axis;            /* -1: none */
+    /* Chrome's "ph": 0 or 'X' a complete span; 'B'/'E' a schedule item's work
+     * (micro, chunk, chunks); 'i' a step's start (id = the step); 's'/'f' the
+     * ends of a pipeline message's flow arrow (id, shared by both ranks); 'C' the
+     * step's phase times (id = index of PRT_NPHASES values in phase_log).  "X"
+     * steps carry their step in id.  Communication ("comm", "p2p") has its own
+     * thread in the trace. */
+    char ph;
+    int32_t micro, chunk, chunks;
+    int64_t id;
 } prt_trace_event;
 
 #define PRT_SPAN_DEPTH 64
@@ -221,6 +230,8 @@ struct prt {
     prt_trace_event *events; int64_t nevents, events_cap;   /* recorded since the last flush */
     int trace_meta_done;     /* this rank's track names sent (prt_trace_flush) */
     int64_t trace_bytes;     /* rank 0: event bytes in the file; 0: nothing yet, -1: only its "[" */
+    double *phase_log; int64_t phase_log_len, phase_log_cap;  /* ms per phase, PRT_NPHASES per step */
+    prt_trace_event work_open;   /* the 'B' of the open work span (ph 0: none) */
     const char *span_name[PRT_SPAN_DEPTH];
     double span_start[PRT_SPAN_DEPTH];
     int span_depth;
@@ -301,6 +312,14 @@ void prt_trace_record(prt *rt, const char *name, const char *category, double st
     do {                                                      \
         if ((rt)->tracing) prt_trace_record(rt, name, category, start, bytes, axis); \
     } while (0)
+/* The step marker at prt_step_begin, the step span and the step's phase times
+ * at prt_step_end (after prt_phases_step_end). */
+void prt_trace_step_begin(prt *rt, int64_t step);
+void prt_trace_step_end(prt *rt, int64_t step);
+/* The send ('s') or receive ('f') end of the flow arrow of a pipeline message,
+ * placed just inside the end of the event just recorded for it; both ranks derive the same id
+ * from (step, sender, receiver, tag). */
+void prt_trace_flow(prt *rt, char ph, int sender, int receiver, int64_t tag);
 /* Gathers every rank's events recorded since the last flush; rank 0 appends
  * them to the Chrome trace JSON file and flushes it (called at every step's end,
  * a collective of the world). */

@@ -219,6 +219,15 @@ static int peer_of(prt *rt, int64_t axis, int64_t delta) {
     return (int)(((c + delta) % S + S) % S);
 }
 
+/* The world rank of coordinate `peer` on the axis (coordinates run last axis
+ * fastest, prt_mesh.c; axis < 0: this rank): for the trace's flow arrows. */
+static int world_rank_of(prt *rt, int64_t axis, int peer) {
+    if (axis < 0) return rt->world_rank;
+    int stride = 1;
+    for (int a = rt->naxes - 1; a > axis; a--) stride *= rt->axis_size[a];
+    return rt->world_rank + (peer - rt->coord[axis]) * stride;
+}
+
 /* Frees the slots whose sends have completed (non-blocking). */
 static void reap_sends(prt *rt) {
     for (int i = 0; i < rt->nsend_slots; i++) {
@@ -266,7 +275,10 @@ void prt_mpi_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t
      * each send completes before the next work (its receiver is at the same
      * (micro-batch, chunk) or past it, prt_eval.c), keeping one slot in flight. */
     if (rt->eval_active) prt_wait(rt, &slot->request, NULL, "a pipeline send of the evaluation", axis);
-    PRT_TRACE_END(rt, "send", "p2p", t, (int64_t)bytes, axis);
+    if (rt->tracing) {
+        prt_trace_record(rt, "send", "p2p", t, (int64_t)bytes, axis);
+        prt_trace_flow(rt, 's', rt->world_rank, world_rank_of(rt, axis, peer_of(rt, axis, delta)), tag);
+    }
 }
 
 void prt_mpi_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag, int64_t dtype) {
@@ -284,7 +296,10 @@ void prt_mpi_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, in
     PRT_CHECK(got == count, "recv on axis %s (tag %lld): expected %d %s elements, got %d", axis_label(rt, axis),
               (long long)tag, count, prt_dtype_names[dtype], got);
     reap_sends(rt);
-    PRT_TRACE_END(rt, "recv", "p2p", t, n * (int64_t)prt_dtype_size(dtype), axis);
+    if (rt->tracing) {
+        prt_trace_record(rt, "recv", "p2p", t, n * (int64_t)prt_dtype_size(dtype), axis);
+        prt_trace_flow(rt, 'f', world_rank_of(rt, axis, peer_of(rt, axis, delta)), rt->world_rank, tag);
+    }
 }
 
 void prt_comm_complete_sends(prt *rt) {

@@ -25,6 +25,7 @@ void prt_step_begin(prt *rt, int64_t step) {
     rt->step_loss = 0.0;
     rt->step_start = MPI_Wtime();
     prt_phases_step_begin(rt);
+    prt_trace_step_begin(rt, step);
     prt_dump_step_begin(rt, step);
 }
 
@@ -55,9 +56,9 @@ void prt_step_end(prt *rt, int64_t step) {
     double tokens = (double)rt->plan.batch * (double)rt->plan.seq;
     loss = tokens > 0 ? loss / tokens : loss;
     double end = MPI_Wtime(), seconds = end - rt->step_start;
-    if (rt->tracing) prt_trace_record(rt, "step", "step", rt->step_start, -1, -1);
     rt->steps_done++;
     prt_phases_step_end(rt, end);
+    prt_trace_step_end(rt, step);
     rt->total_seconds += seconds;
     rt->last_loss = loss;
     prt_metrics_step(rt, step, loss, seconds);
@@ -166,6 +167,7 @@ int64_t prt_finalize(prt *rt) {
     free(rt->comm_stage);
     free(rt->work);
     free(rt->events);
+    free(rt->phase_log);
     prt_failure_context(NULL);
     free(rt);
     MPI_Finalize();

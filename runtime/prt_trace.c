@@ -1,13 +1,18 @@
 /*
  * prt_trace.c — Chrome trace JSON (chrome://tracing, Perfetto) of one run.
- * Each rank records "X" (complete) events in memory: ops, collectives (bytes and
- * axis in args), pipeline send/recv, steps and prt_span_begin/end regions.  At
- * the end of every step (and at prt_finalize) the ranks' new events are gathered
- * to world rank 0 as JSON fragments, which it appends to one file and flushes,
- * so a killed run keeps the steps it finished: the file is the JSON array form
- * of the trace format, "[" then events, closed by "]" at prt_finalize (a reader
- * of a killed run's file appends the "]", as Chrome's format allows).  pid =
- * world rank (one track per rank, named with its mesh coordinates), tid 0,
+ * Each rank records events in memory: "X" (complete) spans of ops, collectives
+ * (bytes and axis in args), pipeline send/recv, steps (args.step) and
+ * prt_span_begin/end regions; "B"/"E" spans of each schedule item's work
+ * ("F mb3 chunk1", args micro and chunk) above its ops; an "i" marker at each
+ * step's start; "s"/"f" flow events joining a pipeline send to its receive; and
+ * a "C" counter of the step's phase times (ms, args by phase).  At the end of
+ * every step (and at prt_finalize) the ranks' new events are gathered to world
+ * rank 0 as JSON fragments, which it appends to one file and flushes, so a
+ * killed run keeps the steps it finished: the file is the JSON array form of
+ * the trace format, "[" then events, closed by "]" at prt_finalize (a reader of
+ * a killed run's file appends the "]", as Chrome's format allows).  pid = world
+ * rank (one process per rank, named with its mesh coordinates), tid 0
+ * computation and tid 1 communication ("comm" and "p2p"),
  * timestamps in microseconds since the barrier in prt_init.
  */
 #include <errno.h>
@@ -24,8 +29,85 @@ void prt_trace_record(prt *rt, const char *name, const char *category, double st
         rt->events_cap = rt->events_cap ? 2 * rt->events_cap : 4096;
         rt->events = prt_xrealloc(rt->events, (size_t)rt->events_cap * sizeof *rt->events);
     }
-    rt->events[rt->nevents++] = (prt_trace_event){name, category, (start - rt->time_origin) * 1e6,
-                                                  (end - start) * 1e6, bytes, axis};
+    rt->events[rt->nevents++] = (prt_trace_event){.name = name, .category = category,
+                                                  .start_us = (start - rt->time_origin) * 1e6,
+                                                  .duration_us = (end - start) * 1e6, .bytes = bytes, .axis = axis};
+}
+
+/* Appends an event of phase `ph` at time `at` (MPI_Wtime) with no duration. */
+static prt_trace_event *add_mark(prt *rt, char ph, const char *name, const char *category, double at) {
+    if (rt->nevents == rt->events_cap) {
+        rt->events_cap = rt->events_cap ? 2 * rt->events_cap : 4096;
+        rt->events = prt_xrealloc(rt->events, (size_t)rt->events_cap * sizeof *rt->events);
+    }
+    prt_trace_event *e = &rt->events[rt->nevents++];
+    *e = (prt_trace_event){.name = name, .category = category, .start_us = (at - rt->time_origin) * 1e6,
+                           .bytes = -1, .axis = -1, .ph = ph};
+    return e;
+}
+
+void prt_work_begin(prt *rt, int64_t kind, int64_t micro, int64_t chunk, int64_t chunks) {
+    if (!rt->tracing) return;
+    PRT_CHECK(kind == 0 || kind == 1, "prt_work_begin: kind %lld is neither forward (0) nor backward (1)",
+              (long long)kind);
+    PRT_CHECK(!rt->work_open.ph, "prt_work_begin inside the work of micro-batch %d", (int)rt->work_open.micro);
+    PRT_CHECK(micro >= 0 && chunk >= 0 && chunk < chunks && micro <= INT32_MAX && chunks <= INT32_MAX,
+              "prt_work_begin: micro-batch %lld, chunk %lld of %lld", (long long)micro, (long long)chunk,
+              (long long)chunks);
+    /* an evaluation's forwards are not items of the step's schedule */
+    prt_trace_event *e = rt->eval_active ? add_mark(rt, 'B', "eval", "eval", MPI_Wtime())
+                                         : add_mark(rt, 'B', kind ? "B" : "F", kind ? "backward" : "forward", MPI_Wtime());
+    e->micro = (int32_t)micro, e->chunk = (int32_t)chunk, e->chunks = (int32_t)chunks;
+    rt->work_open = *e;
+}
+
+void prt_work_end(prt *rt) {
+    if (!rt->tracing) return;
+    PRT_CHECK(rt->work_open.ph == 'B', "prt_work_end without prt_work_begin");
+    prt_trace_event *e = add_mark(rt, 'E', rt->work_open.name, rt->work_open.category, MPI_Wtime());
+    e->micro = rt->work_open.micro, e->chunk = rt->work_open.chunk, e->chunks = rt->work_open.chunks;
+    rt->work_open.ph = 0;
+}
+
+void prt_trace_step_begin(prt *rt, int64_t step) {
+    if (rt->tracing) add_mark(rt, 'i', "step", "step", rt->step_start)->id = step;
+}
+
+void prt_trace_step_end(prt *rt, int64_t step) {
+    if (!rt->tracing) return;
+    prt_trace_record(rt, "step", "step", rt->step_start, -1, -1);
+    rt->events[rt->nevents - 1].id = step;
+    if (rt->phase_log_len + PRT_NPHASES > rt->phase_log_cap) {
+        rt->phase_log_cap = rt->phase_log_cap ? 2 * rt->phase_log_cap : 64 * PRT_NPHASES;
+        rt->phase_log = prt_xrealloc(rt->phase_log, (size_t)rt->phase_log_cap * sizeof *rt->phase_log);
+    }
+    for (int k = 0; k < PRT_NPHASES; k++) rt->phase_log[rt->phase_log_len + k] = rt->phase_step[k] * 1e3;
+    prt_trace_event *c = add_mark(rt, 'C', "phase ms", "phases", MPI_Wtime());
+    c->id = rt->phase_log_len;
+    rt->phase_log_len += PRT_NPHASES;
+}
+
+/* FNV-1a over the four numbers, cut to 53 bits so that JSON readers holding
+ * numbers as doubles keep it exact. */
+static int64_t flow_id(int64_t step, int sender, int receiver, int64_t tag) {
+    uint64_t h = 1469598103934665603ull;
+    int64_t words[4] = {step, sender, receiver, tag};
+    const unsigned char *b = (const unsigned char *)words;
+    for (size_t i = 0; i < sizeof words; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return (int64_t)(h & ((1ull << 53) - 1));
+}
+
+void prt_trace_flow(prt *rt, char ph, int sender, int receiver, int64_t tag) {
+    if (!rt->tracing) return;
+    PRT_CHECK(rt->nevents > 0, "prt_trace_flow without the message's event");
+    const prt_trace_event *m = &rt->events[rt->nevents - 1];
+    /* when the data left or arrived: just inside the end of the message's span */
+    double inset_us = m->duration_us / 2 < 0.01 ? m->duration_us / 2 : 0.01;
+    double at = rt->time_origin + (m->start_us + m->duration_us - inset_us) * 1e-6;
+    /* an evaluation's messages (outside any step) are told apart by the step
+     * after which it runs and its batch */
+    int64_t when = rt->eval_active ? -1 - (rt->eval_step + 1) * ((int64_t)1 << 24) - rt->eval_batch : rt->step;
+    add_mark(rt, ph, "message", "p2p", at)->id = flow_id(when, sender, receiver, tag);
 }
 
 void prt_span_begin(prt *rt, const char *name) {
@@ -73,6 +155,52 @@ static void put_escaped(text *t, const char *s) {
     }
 }
 
+/* One event as a JSON object (after ",\n" unless it is the fragment's first). */
+static void put_event(text *t, prt *rt, const prt_trace_event *e) {
+    char ph = e->ph ? e->ph : 'X';
+    int comm = !strcmp(e->category, "comm") || !strcmp(e->category, "p2p");
+    put(t, t->len ? ",\n{\"name\":\"" : "{\"name\":\"");
+    put_escaped(t, e->name ? e->name : "?");
+    if (ph == 'B' || ph == 'E') {
+        put(t, " mb%d", (int)e->micro);
+        if (e->chunks > 1) put(t, " chunk%d", (int)e->chunk);
+    } else if (ph == 'i') {
+        put(t, " %lld", (long long)e->id);
+    }
+    put(t, "\",\"cat\":\"%s\",\"ph\":\"%c\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f", e->category, ph, rt->world_rank,
+        comm, e->start_us);
+    switch (ph) {
+    case 'B': put(t, ",\"args\":{\"micro\":%d,\"chunk\":%d}}", (int)e->micro, (int)e->chunk); return;
+    case 'E': put(t, "}"); return;
+    case 'i': put(t, ",\"s\":\"p\",\"args\":{\"step\":%lld}}", (long long)e->id); return;
+    case 's': put(t, ",\"id\":%lld}", (long long)e->id); return;
+    case 'f': put(t, ",\"id\":%lld,\"bp\":\"e\"}", (long long)e->id); return;
+    case 'C': {
+        static const char *const keys[PRT_NPHASES] = {"forward", "backward", "exposed_communication", "bubble",
+                                                      "optimizer"};
+        put(t, ",\"args\":{");
+        for (int k = 0; k < PRT_NPHASES; k++) put(t, "%s\"%s\":%.6f", k ? "," : "", keys[k], rt->phase_log[e->id + k]);
+        put(t, "}}");
+        return;
+    }
+    default: break;
+    }
+    put(t, ",\"dur\":%.3f", e->duration_us);
+    int step = !strcmp(e->category, "step");
+    if (e->bytes >= 0 || e->axis >= 0 || step) {
+        put(t, ",\"args\":{");
+        if (step) put(t, "\"step\":%lld%s", (long long)e->id, e->bytes >= 0 || e->axis >= 0 ? "," : "");
+        if (e->bytes >= 0) put(t, "\"bytes\":%lld%s", (long long)e->bytes, e->axis >= 0 ? "," : "");
+        if (e->axis >= 0) {
+            put(t, "\"axis\":\"");
+            put_escaped(t, e->axis < rt->naxes && rt->plan.axis_names[e->axis] ? rt->plan.axis_names[e->axis] : "?");
+            put(t, "\"");
+        }
+        put(t, "}");
+    }
+    put(t, "}");
+}
+
 /* This rank's metadata events (once, in its first fragment) and the events
  * recorded since the last flush, as ",\n"-joined JSON objects. */
 static void format_events(prt *rt, text *t) {
@@ -86,27 +214,13 @@ static void format_events(prt *rt, text *t) {
         }
         put(t, "\"}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}",
             r, r);
+        for (int tid = 0; tid < 2; tid++)
+            put(t, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}},"
+                   "\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+                r, tid, tid ? "communication" : "compute", r, tid, tid);
         rt->trace_meta_done = 1;
     }
-    for (int64_t i = 0; i < rt->nevents; i++) {
-        const prt_trace_event *e = &rt->events[i];
-        put(t, t->len ? ",\n{\"name\":\"" : "{\"name\":\"");
-        put_escaped(t, e->name ? e->name : "?");
-        put(t, "\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f", e->category, r,
-            e->start_us, e->duration_us);
-        if (e->bytes >= 0 || e->axis >= 0) {
-            put(t, ",\"args\":{");
-            if (e->bytes >= 0) put(t, "\"bytes\":%lld%s", (long long)e->bytes, e->axis >= 0 ? "," : "");
-            if (e->axis >= 0) {
-                put(t, "\"axis\":\"");
-                put_escaped(t,
-                            e->axis < rt->naxes && rt->plan.axis_names[e->axis] ? rt->plan.axis_names[e->axis] : "?");
-                put(t, "\"");
-            }
-            put(t, "}");
-        }
-        put(t, "}");
-    }
+    for (int64_t i = 0; i < rt->nevents; i++) put_event(t, rt, &rt->events[i]);
     rt->nevents = 0;
 }
 
