@@ -159,6 +159,9 @@ static void hint_breakdown(Hint *h, const StageCost *sc)
     }
 }
 
+/* Lowering work the layout advice may spend, in layers lowered. */
+#define ADVISE_LOWERING_BUDGET 40000
+
 /* A copy of plan on 2^k times its GPUs of the same kind: one node grows to
  * 8 GPUs, then nodes are added where the cluster has a link between them.
  * NULL when it cannot grow that far. */
@@ -182,10 +185,20 @@ static void hint_layouts(Arena *arena, Hint *h, const Plan *plan)
 {
     char buf[64];
     SearchFit fit;
+    /* Bounded: a plan of thousands of layers on thousands of GPUs would
+     * otherwise lower thousands of candidates (about 0.5 s of work here for 96 layers). */
+    int64_t budget = ADVISE_LOWERING_BUDGET, tried = 0;
     for (int k = 0; k <= 6; k++) {
         const Plan *p = k == 0 ? plan : grown_cluster(arena, plan, k);
         if (!p) break;
-        if (!search_best_fit(p, &fit)) continue;
+        int found = search_best_fit(p, &fit, &budget);
+        tried += fit.tried;
+        if (!found && fit.stopped) {
+            hint_add(h, "\n        no layout that fits among the %lld the advice tried within its budget "
+                        "(`parc search` ranks every layout)", (long long)tried);
+            return;
+        }
+        if (!found) continue;
         analyze_format_bytes((double)fit.peak, buf, sizeof buf);
         int gpus = p->cluster.nodes * p->cluster.gpus_per_node;
         if (k == 0)

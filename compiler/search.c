@@ -52,6 +52,8 @@ typedef struct Search {
     const Plan *base;
     int verify;
     int rewind;       /* after each candidate go back to `mark` (search_best_fit), not diag_reset */
+    int64_t *budget;  /* search_best_fit: lowering work left (layers); NULL: unbounded */
+    int stopped;      /* the budget ran out */
     DiagMark mark;
     int64_t considered, pruned_check, pruned_memory;
     Result *res;
@@ -134,6 +136,14 @@ static void layout_describe(const Layout1 *l, char *buf, size_t size)
 /* Checks, lowers and analyzes one layout; records it unless pruned. */
 static void try_layout(Search *s, const Layout1 *l)
 {
+    if (s->budget) {
+        int64_t cost = s->base->model.layers + 64;
+        if (*s->budget < cost) {
+            s->stopped = 1;
+            return;
+        }
+        *s->budget -= cost;
+    }
     s->considered++;
     size_t len;
     char *text = layout_text(s->base, l, NULL, &len);
@@ -227,14 +237,16 @@ static void enumerate_fit(Search *s)
     }
 }
 
-int search_best_fit(const Plan *base, SearchFit *fit)
+int search_best_fit(const Plan *base, SearchFit *fit, int64_t *budget)
 {
-    Search s = {.base = base, .rewind = 1, .mark = diag_mark()};
+    Search s = {.base = base, .rewind = 1, .mark = diag_mark(), .budget = budget};
     FILE *devnull = fopen("/dev/null", "w");
     diag_set_stream(devnull);
     enumerate_fit(&s);
     diag_set_stream(NULL);
     if (devnull) fclose(devnull);
+    fit->stopped = s.stopped;
+    fit->tried = s.considered;
     int best = -1;
     for (int i = 0; i < s.nres; i++)
         if (best < 0 || s.res[i].step_s < s.res[best].step_s ||

@@ -27,8 +27,12 @@ typedef struct SearchFit {
     char layout[160];   /* "pp 2 dp 1 tp 4, micro_batch 1, 1f1b, zero 1, recompute selective" */
     int64_t peak;       /* bytes per GPU of its busiest rank */
     double step_s;
+    int stopped;        /* the budget ran out before every layout was tried */
+    int64_t tried;      /* layouts checked, lowered and analyzed */
 } SearchFit;
-int search_best_fit(const Plan *base, SearchFit *fit);
+/* budget: lowering work left, in layers lowered (each try costs the model's
+ * layers + 64); shared by successive calls, so the advice stays bounded. */
+int search_best_fit(const Plan *base, SearchFit *fit, int64_t *budget);
 
 /* Two analyzed plans side by side with their deltas (diff.c). */
 void diff_report(FILE *out, const Analysis *a, const Analysis *b);
