@@ -29,16 +29,10 @@ BOUND = 0.6
 
 
 def main(argv):
-    args = argv[1:]
-    steps = 150
-    if "--steps" in args:
-        i = args.index("--steps")
-        steps = int(args[i + 1])
-        del args[i:i + 2]
-    if len(args) != 2:
-        print(__doc__, file=sys.stderr)
+    parsed = prt_dump.parse_args(argv, 150, __doc__)
+    if parsed is None:
         return 2
-    parc, examples = args
+    parc, examples, steps = parsed
     root = os.path.dirname(os.path.abspath(examples))
     plan = os.path.join(examples, "gpt_text.par")
     text = os.path.join(root, "tests", "data", "genesis_kjv.txt")

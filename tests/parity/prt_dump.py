@@ -147,6 +147,20 @@ def read_losses(path):
     return losses
 
 
+def parse_args(argv, steps, doc):
+    """The tests' command line `TEST PARC EXAMPLES [--steps N]`: (parc, examples,
+    steps), or None after printing doc (the caller exits 2)."""
+    args = argv[1:]
+    if "--steps" in args:
+        i = args.index("--steps")
+        steps = int(args[i + 1])
+        del args[i:i + 2]
+    if len(args) != 2:
+        print(doc, file=sys.stderr)
+        return None
+    return args[0], args[1], steps
+
+
 def run_env(extra=None):
     env = dict(os.environ)
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1")

@@ -70,16 +70,10 @@ def run(exe, world, args):
 
 
 def main(argv):
-    args = argv[1:]
-    steps = 4
-    if "--steps" in args:
-        i = args.index("--steps")
-        steps = int(args[i + 1])
-        del args[i:i + 2]
-    if len(args) != 2:
-        print(__doc__, file=sys.stderr)
+    parsed = prt_dump.parse_args(argv, 4, __doc__)
+    if parsed is None:
         return 2
-    parc, examples = args
+    parc, examples, steps = parsed
     root = os.path.dirname(os.path.abspath(examples))
     text = b"".join(open(os.path.join(root, "docs", f), "rb").read() for f in sorted(os.listdir(os.path.join(root, "docs")))
                     if f.endswith(".md"))

@@ -111,16 +111,10 @@ def check_first_update(exe, work, problems):
 
 
 def main(argv):
-    args = argv[1:]
-    steps = 6
-    if "--steps" in args:
-        i = args.index("--steps")
-        steps = int(args[i + 1])
-        del args[i:i + 2]
-    if len(args) != 2:
-        print(__doc__, file=sys.stderr)
+    parsed = prt_dump.parse_args(argv, 6, __doc__)
+    if parsed is None:
         return 2
-    parc, examples = args
+    parc, examples, steps = parsed
     problems = []
     with tempfile.TemporaryDirectory(prefix="parc-lr-") as work:
         ex = scheduled_examples(examples, work)
