@@ -18,6 +18,8 @@
 #ifndef PARC_IR_H
 #define PARC_IR_H
 
+#include <string.h>
+
 #include "parc.h"
 #include "parc_rt.h"
 #include "schedule.h"
@@ -510,5 +512,15 @@ static inline int instr_is_start(const Instr *ins)
 static inline int instr_is_wait(const Instr *ins) { return ins->fn == RT_prt_comm_wait; }
 /* The argument naming where a start's result lands: what its wait names. */
 static inline const Arg *instr_async_result(const Instr *ins) { return &ins->args[1]; }
+
+/* The arguments an instruction of runtime function fn carries (Instr.nargs):
+ * its signature's after the context, but for the dtypes word ('t', last) that
+ * code generation derives from the pointer arguments' buffers. */
+static inline int rt_fn_nargs(int fn)
+{
+    const char *sig = rt_fn_sigs[fn];
+    int n = (int)strlen(sig) - 1;
+    return n > 0 && sig[n] == 't' ? n - 1 : n;
+}
 
 #endif
