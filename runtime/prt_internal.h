@@ -212,6 +212,7 @@ struct prt {
     float *comm_stage;       size_t comm_stage_cap;   /* floats: collective packing */
     float *work;             size_t work_cap;         /* floats: attention, xent scratch, 16-bit conversions */
     prt_send_slot *send_slots; int nsend_slots;
+    int sends_pending;         /* send slots whose MPI_Isend has not been seen complete */
     prt_inflight *inflight; int ninflight, inflight_cap;  /* collectives in flight, in start order */
     int inflight_pending;      /* of them not yet seen complete: op entry points progress them */
     double lane_end[PRT_TRACE_LANES + 1]; /* trace: when each lane's last span ended */
@@ -319,11 +320,14 @@ void prt_comm_free(prt *rt);
 /* Collectives in flight (prt_overlap.c).  A backend's allreduce_start /
  * reducescatter_start posts its request with prt_comm_post (buf: where the
  * result lands, the buffer comm_wait names; start: MPI_Wtime at the start);
- * prt_comm_progress tests the pending ones (the op entry points call it);
+ * prt_comm_progress tests the pending ones and the pending pipeline sends
+ * (the op entry points call it while there are any);
  * prt_comm_check_idle fails when any is still in flight (step end). */
 void prt_comm_post(prt *rt, const void *buf, MPI_Request request, const char *name, int64_t bytes, int64_t axis,
                    double start);
 void prt_comm_progress(prt *rt);
+/* Tests the pending pipeline sends (prt_mpi.c); prt_comm_progress calls it. */
+void prt_comm_progress_sends(prt *rt);
 void prt_comm_check_idle(prt *rt, const char *where);
 void prt_comm_inflight_free(prt *rt);
 

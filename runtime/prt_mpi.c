@@ -16,8 +16,9 @@
  * the caller's buffers directly; with outer > 1 the blocks are packed to or from
  * one staging buffer (outer*S*inner elements, booked to PRT_COMM, grown rarely).
  * Pipeline sends copy into send slots (booked to PRT_COMM) and MPI_Isend; a slot
- * is reused once MPI_Test says its send completed; every send is completed at
- * prt_step_end and prt_finalize.  The public entry points (prt_ops.c) handle
+ * is reused once MPI_Test says its send completed; pending sends are tested
+ * between ops (prt_comm_progress) and completed at prt_step_end and
+ * prt_finalize.  The public entry points (prt_ops.c) handle
  * axes of size 1 and find the dtype.
  */
 #include <limits.h>
@@ -251,15 +252,22 @@ static int world_rank_of(prt *rt, int64_t axis, int peer) {
     return rt->world_rank + (peer - rt->coord[axis]) * stride;
 }
 
-/* Frees the slots whose sends have completed (non-blocking). */
+/* Frees the slots whose sends have completed (non-blocking).  Testing is also
+ * what moves a large message on: Open MPI sends its fragments from inside MPI
+ * calls, so the op entry points call this while sends are pending
+ * (prt_comm_progress), and a receiver is not kept waiting for a sender that
+ * computes. */
 static void reap_sends(prt *rt) {
-    for (int i = 0; i < rt->nsend_slots; i++) {
+    for (int i = 0; i < rt->nsend_slots && rt->sends_pending > 0; i++) {
         prt_send_slot *s = &rt->send_slots[i];
         if (s->request == MPI_REQUEST_NULL) continue;
         int done = 0;
         PRT_MPI_CHECK(MPI_Test(&s->request, &done, MPI_STATUS_IGNORE));
+        if (done) rt->sends_pending--;
     }
 }
+
+void prt_comm_progress_sends(prt *rt) { reap_sends(rt); }
 
 void prt_mpi_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag, int64_t dtype) {
     double t = prt_trace_start(rt);
@@ -294,10 +302,14 @@ void prt_mpi_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t
     if (count) memcpy(slot->data, buf, bytes);
     PRT_MPI_CHECK(
         MPI_Isend(slot->data, count, mpi_type(dtype), peer_of(rt, axis, delta), (int)tag, comm, &slot->request));
+    rt->sends_pending++;
     /* An evaluation only sends forward, so nothing here would reap its slots:
      * each send completes before the next work (its receiver is at the same
      * (micro-batch, chunk) or past it, prt_eval.c), keeping one slot in flight. */
-    if (rt->eval_active) prt_wait(rt, &slot->request, NULL, "a pipeline send of the evaluation", axis);
+    if (rt->eval_active) {
+        prt_wait(rt, &slot->request, NULL, "a pipeline send of the evaluation", axis);
+        rt->sends_pending--;
+    }
     if (rt->tracing) {
         prt_trace_record(rt, "send", "p2p", t, (int64_t)bytes, axis);
         prt_trace_flow(rt, 's', rt->world_rank, world_rank_of(rt, axis, peer_of(rt, axis, delta)), tag);
@@ -330,6 +342,7 @@ void prt_comm_complete_sends(prt *rt) {
         prt_send_slot *s = &rt->send_slots[i];
         if (s->request == MPI_REQUEST_NULL) continue;
         prt_wait(rt, &s->request, NULL, "completing a pipeline send", -1);
+        rt->sends_pending--;
     }
 }
 

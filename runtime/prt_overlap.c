@@ -7,8 +7,8 @@
  * (prt_comm_post); a backend whose collectives already overlap by other means
  * (the CUDA backend's NCCL stream) finishes the collective inside *_start and
  * registers nothing, and the entry point then records it as complete.  While
- * requests are in flight, every op entry point first calls prt_comm_progress,
- * which tests them (MPI_Test drives Open MPI's nonblocking collectives, which
+ * requests (or pipeline sends) are in flight, every op entry point first calls
+ * prt_comm_progress, which tests them (MPI_Test drives Open MPI's nonblocking collectives, which
  * make no progress on their own) and records each one's trace span when it
  * completes: from its start to the test that saw it done, on the
  * communication track.  comm_wait(buf) completes the one collective posted on
@@ -56,6 +56,7 @@ static void completed(prt *rt, prt_inflight *f) {
 }
 
 void prt_comm_progress(prt *rt) {
+    if (rt->sends_pending > 0) prt_comm_progress_sends(rt);
     for (int i = 0; i < rt->ninflight && rt->inflight_pending > 0; i++) {
         prt_inflight *f = &rt->inflight[i];
         if (f->done) continue;
