@@ -94,6 +94,9 @@ else
     echo "  pp 2: parc build failed:"; sed 's/^/    /' "$tmp/pp2.build"
 fi
 echo
-echo "  BLAS kernel: ${kernel:-kept as OpenBLAS chose it (the runtime printed no re-selection line)}"
+if [ -n "$kernel" ]; then echo "  BLAS kernel: $kernel"
+elif [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+    echo "  BLAS kernel: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE from the environment (a user's setting wins; no re-selection)"
+else echo "  BLAS kernel: as OpenBLAS chose it (the runtime printed no re-selection line)"; fi
 echo "  exposed comm: the step's exposed_communication phase share on rank 0 (target <= 20%);"
 echo "  in flight: the started gradient collectives' summed start-to-completion time per step."
