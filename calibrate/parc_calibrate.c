@@ -215,9 +215,10 @@ int main(int argc, char **argv)
     if (rank == 0) {
         double peak = 0;
         for (int c = 0; c < 4; c++) peak = gemm[c] > peak ? gemm[c] : peak;
-        /* the runtime's memory-bound ops, each at its own rate: their mean
-         * share of the streaming bandwidth */
-        double hbm_eff = (stream[1] + stream[2] + stream[3]) / (3.0 * stream[0]);
+        /* the runtime's memory-bound ops: adds and norms at their mean share
+         * of the streaming bandwidth, the activations (a tanh per element)
+         * at the GELU loop's own */
+        double hbm_eff = (stream[1] + stream[2]) / (2.0 * stream[0]), act_eff = stream[3] / stream[0];
         long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE), cores = sysconf(_SC_NPROCESSORS_ONLN);
         double memory = (double)pages * (double)page / (double)(cores > 0 ? cores : 1);
         char host[256] = "this machine";
@@ -246,9 +247,10 @@ int main(int argc, char **argv)
             double step_latency = link.sync / (2.0 * (size - 1));
             if (step_latency < link.latency) step_latency = link.latency;
             if (size > 1) fprintf(f, "link intra %.6g B/s %.6g s;\n", link.bandwidth, step_latency);
-            fprintf(f, "efficiency { gemm %.3f %.3f %.3f %.3f; attention %.3f; hbm %.3f; intra %.3f; inter 1; }\n",
+            fprintf(f, "efficiency { gemm %.3f %.3f %.3f %.3f; attention %.3f; hbm %.3f; activation %.4f; intra %.3f; "
+                       "inter 1; }\n",
                     clamp01(gemm[0] / peak), clamp01(gemm[1] / peak), clamp01(gemm[2] / peak),
-                    clamp01(gemm[3] / peak), clamp01(attn / peak), clamp01(hbm_eff),
+                    clamp01(gemm[3] / peak), clamp01(attn / peak), clamp01(hbm_eff), clamp01(act_eff),
                     size > 1 ? clamp01(link.busbw / link.bandwidth) : 1.0);
             if (fclose(f) != 0) {
                 fprintf(stderr, "parc_calibrate: cannot write `%s`\n", argv[1]);
