@@ -94,6 +94,7 @@ static void test_layouts(void) {
         offsetof(prt_plan_desc, data),
         offsetof(prt_plan_desc, ckpt_dir),   offsetof(prt_plan_desc, ckpt_every),
         offsetof(prt_plan_desc, ckpt_keep),
+        offsetof(prt_plan_desc, op_shapes),  offsetof(prt_plan_desc, nop_shapes),
     };
     n = codegen_struct_layout(1, &size, off, 32);
     CHECK(n == (int)(sizeof plan_off / sizeof plan_off[0]), "prt_plan_desc: %d LLVM fields", n);
@@ -108,6 +109,17 @@ static void test_layouts(void) {
         offsetof(prt_data_desc, format),     offsetof(prt_data_desc, eval_every),
         offsetof(prt_data_desc, eval_batches),
     };
+    static const size_t shape_off[] = {
+        offsetof(prt_op_shape_desc, op), offsetof(prt_op_shape_desc, stage), offsetof(prt_op_shape_desc, nargs),
+        offsetof(prt_op_shape_desc, args),
+    };
+    n = codegen_struct_layout(3, &size, off, 32);
+    CHECK(n == 4 && size == sizeof(prt_op_shape_desc), "prt_op_shape_desc: %d LLVM fields, size %llu, C size %zu", n,
+          (unsigned long long)size, sizeof(prt_op_shape_desc));
+    for (int i = 0; i < n && i < 4; i++)
+        CHECK(off[i] == shape_off[i], "prt_op_shape_desc field %d: LLVM offset %llu, C offset %zu", i,
+              (unsigned long long)off[i], shape_off[i]);
+
     n = codegen_struct_layout(2, &size, off, 32);
     CHECK(n == (int)(sizeof data_off / sizeof data_off[0]), "prt_data_desc: %d LLVM fields", n);
     CHECK(size == sizeof(prt_data_desc), "prt_data_desc: LLVM size %llu, C size %zu", (unsigned long long)size,
