@@ -301,9 +301,12 @@ static void cpu_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout_, c
 
 /* ---------------------------------------------------------------- linear */
 
-/* out[N,M] = in[N,K] @ op(w), op(w) = w[K,M] or, transposed, w[M,K]^T. */
-static void matmul_fwd(prt *rt, const char *op, void *out_, const void *in_, const void *w_, int64_t N, int64_t K,
-                       int64_t M, int transposed) {
+/* out[N,M] = in[N,K] @ op(w) (+ bias[M] when bias is given), op(w) = w[K,M] or,
+ * transposed, w[M,K]^T.  With a bias each block of out starts as the bias row
+ * (in fp32) and the GEMM adds onto it (beta = 1): the bias costs no pass of
+ * its own and a 16-bit out is rounded once. */
+static void matmul_fwd(prt *rt, const char *op, void *out_, const void *in_, const void *w_, const tensor *bias,
+                       int64_t N, int64_t K, int64_t M, int transposed) {
     int n = blas_dim(N, op), k = blas_dim(K, op), m = blas_dim(M, op);
     if (!n || !m) return;
     tensor out = ften(rt, out_, op), in = ften(rt, in_, op), w = ften(rt, w_, op);
@@ -315,10 +318,15 @@ static void matmul_fwd(prt *rt, const char *op, void *out_, const void *in_, con
     for (int64_t r0 = 0; r0 < N; r0 += R) {
         int r = (int)(N - r0 < R ? N - r0 : R);
         view iv = view_of(in, in_slot, r0 * K, r, K, K, 1), ov = view_of(out, out_slot, r0 * M, r, M, M, 0);
+        if (bias && f32(*bias))
+            prt_fast_rows_fill(ov.f, ov.ld, F32(*bias), r, m);
+        else if (bias)
+            for (int i = 0; i < r; i++)
+                for (int j = 0; j < m; j++) ov.f[(size_t)i * ov.ld + j] = LD(*bias, j);
         if (k)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, transposed ? CblasTrans : CblasNoTrans, r, m, k, 1.0f, iv.f, iv.ld,
-                        wv.f, wv.ld, 0.0f, ov.f, ov.ld);
-        else
+                        wv.f, wv.ld, bias ? 1.0f : 0.0f, ov.f, ov.ld);
+        else if (!bias)
             for (int i = 0; i < r; i++) memset(ov.f + (size_t)i * ov.ld, 0, (size_t)m * sizeof(float));
         view_store(out, ov, r0 * M, r, M, M);
     }
@@ -363,7 +371,7 @@ static void matmul_bwd(prt *rt, const char *op, void *din_, void *dw_, const voi
 }
 
 static void cpu_matmul_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M) {
-    matmul_fwd(rt, "matmul", out, in, w, N, K, M, 0);
+    matmul_fwd(rt, "matmul", out, in, w, NULL, N, K, M, 0);
 }
 
 static void cpu_matmul_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
@@ -372,12 +380,28 @@ static void cpu_matmul_bwd(prt *rt, void *din, void *dw, const void *dout, const
 }
 
 static void cpu_matmul_t_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M) {
-    matmul_fwd(rt, "matmul_t", out, in, w, N, K, M, 1);
+    matmul_fwd(rt, "matmul_t", out, in, w, NULL, N, K, M, 1);
 }
 
 static void cpu_matmul_t_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
                       int64_t K, int64_t M) {
     matmul_bwd(rt, "matmul_t", din, dw, dout, in, w, N, K, M, 1);
+}
+
+static void cpu_matmul_bias_fwd(prt *rt, void *out, const void *in, const void *w, const void *b, int64_t N,
+                                int64_t K, int64_t M) {
+    tensor bias = ften(rt, b, "matmul_bias_fwd");
+    matmul_fwd(rt, "matmul_bias_fwd", out, in, w, &bias, N, K, M, 0);
+}
+
+static void cpu_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M);
+
+/* db first: it reads only dout, which the GEMMs read next (still in cache for
+ * small blocks) */
+static void cpu_matmul_bias_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
+                                void *db, int64_t N, int64_t K, int64_t M) {
+    if (db) cpu_bias_bwd(rt, db, dout, N, M);
+    matmul_bwd(rt, "matmul_bias_bwd", din, dw, dout, in, w, N, K, M, 0);
 }
 
 static void cpu_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, int64_t N, int64_t M) {

@@ -75,6 +75,17 @@ static void cu_matmul_t_bwd(prt *rt, void *din, void *dw, const void *dout, cons
                             int64_t K, int64_t M) {
     prt_cu_matmul_bwd(rt, TN(din), TN(dw), TN(dout), TN(in), TN(w), N, K, M, 1);
 }
+/* the GEMM, then the bias added in place (out may equal in for bias_fwd) */
+static void cu_matmul_bias_fwd(prt *rt, void *out, const void *in, const void *w, const void *b, int64_t N, int64_t K,
+                               int64_t M) {
+    prt_cu_matmul_fwd(rt, TN(out), TN(in), TN(w), N, K, M, 0);
+    prt_cu_bias_fwd(rt, TN(out), TN(out), TN(b), N, M);
+}
+static void cu_matmul_bias_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, void *db,
+                               int64_t N, int64_t K, int64_t M) {
+    if (db) prt_cu_bias_bwd(rt, TN(db), TN(dout), N, M);
+    prt_cu_matmul_bwd(rt, TN(din), TN(dw), TN(dout), TN(in), TN(w), N, K, M, 0);
+}
 static void cu_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, int64_t N, int64_t M) {
     prt_cu_bias_fwd(rt, TN(out_), TN(in_), TN(b_), N, M);
 }

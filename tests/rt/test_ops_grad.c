@@ -207,6 +207,56 @@ static void test_matmul(void) {
     free(want); free(c.out); free(c.r); free(c.in); free(c.w);
 }
 
+/* matmul_bias_*: the linear with its bias folded in, against the double sum
+ * and against matmul + bias as two calls (a large shape too, so the GEMM
+ * blocks K and adds onto the bias row in pieces). */
+typedef struct { float *out, *r, *in, *w, *b; int64_t N, K, M; } mmb_ctx;
+static double mmb_loss(void *p) {
+    mmb_ctx *c = p;
+    prt_matmul_bias_fwd(RT, c->out, c->in, c->w, c->b, c->N, c->K, c->M);
+    return dot_r(c->out, c->r, c->N * c->M);
+}
+static void test_matmul_bias(int64_t N, int64_t K, int64_t M) {
+    mmb_ctx c = {.N = N, .K = K, .M = M};
+    c.out = rt_alloc(N * M); c.r = rt_alloc(N * M); c.in = rt_alloc(N * K); c.w = rt_alloc(K * M); c.b = rt_alloc(M);
+    rt_fill(c.r, N * M, 31, 1); rt_fill(c.in, N * K, 32, 1); rt_fill(c.w, K * M, 33, 1); rt_fill(c.b, M, 34, 1);
+    mmb_loss(&c);
+    float *want = rt_alloc(N * M), *two = rt_alloc(N * M);
+    for (int64_t i = 0; i < N; i++)
+        for (int64_t j = 0; j < M; j++) {
+            double s = c.b[j];
+            for (int64_t k = 0; k < K; k++) s += (double)c.in[i * K + k] * c.w[k * M + j];
+            want[i * M + j] = (float)s;
+        }
+    char what[96];
+    snprintf(what, sizeof what, "matmul_bias fwd %lldx%lldx%lld", (long long)N, (long long)K, (long long)M);
+    rt_close(what, c.out, want, N * M, 1e-5, 1e-5);
+    prt_matmul_fwd(RT, two, c.in, c.w, N, K, M);
+    prt_bias_fwd(RT, two, two, c.b, N, M);
+    snprintf(what, sizeof what, "matmul_bias fwd = matmul + bias %lldx%lldx%lld", (long long)N, (long long)K,
+             (long long)M);
+    rt_close(what, c.out, two, N * M, 1e-5, 1e-5);
+    gradbuf din = grad_new(N * K, 35), dw = grad_new(K * M, 36), db = grad_new(M, 37);
+    prt_matmul_bias_bwd(RT, din.g, dw.g, c.r, c.in, c.w, db.g, N, K, M);
+    if (N * K * M <= 1000) {  /* finite differences on the small shape */
+        grad_check("matmul_bias bwd din", mmb_loss, &c, c.in, din.g, din.g0, N * K, 1e-2f);
+        grad_check("matmul_bias bwd dw", mmb_loss, &c, c.w, dw.g, dw.g0, K * M, 1e-2f);
+        grad_check("matmul_bias bwd db", mmb_loss, &c, c.b, db.g, db.g0, M, 1e-2f);
+    }
+    /* the same gradients as matmul_bwd + bias_bwd; db NULL leaves the rest alone */
+    gradbuf din2 = grad_new(N * K, 35), dw2 = grad_new(K * M, 36), db2 = grad_new(M, 37);
+    prt_matmul_bwd(RT, din2.g, dw2.g, c.r, c.in, c.w, N, K, M);
+    prt_bias_bwd(RT, db2.g, c.r, N, M);
+    rt_close("matmul_bias bwd din = matmul_bwd's", din.g, din2.g, N * K, 0, 0);
+    rt_close("matmul_bias bwd dw = matmul_bwd's", dw.g, dw2.g, K * M, 0, 0);
+    rt_close("matmul_bias bwd db = bias_bwd's", db.g, db2.g, M, 0, 0);
+    gradbuf din3 = grad_new(N * K, 35);
+    prt_matmul_bias_bwd(RT, din3.g, NULL, c.r, c.in, c.w, NULL, N, K, M);
+    rt_close("matmul_bias bwd (dw, db NULL) din", din3.g, din.g, N * K, 0, 0);
+    grad_free(din); grad_free(dw); grad_free(db); grad_free(din2); grad_free(dw2); grad_free(db2); grad_free(din3);
+    free(want); free(two); free(c.out); free(c.r); free(c.in); free(c.w); free(c.b);
+}
+
 typedef struct { float *out, *r, *in, *b; int64_t N, M; } bias_ctx;
 static double bias_loss(void *p) {
     bias_ctx *c = p;
@@ -581,6 +631,8 @@ int main(int argc, char **argv) {
     test_matmul();
     test_matmul_t();
     test_bias();
+    test_matmul_bias(3, 4, 5);
+    test_matmul_bias(96, 700, 130);
     test_activation(0);
     test_activation(1);
     test_activation(2);
