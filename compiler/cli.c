@@ -165,7 +165,7 @@ void cli_help(FILE *out, const char *command)
     fprintf(out, "usage: parc COMMAND PLAN.par [options]\n\ncommands:\n");
     for (int c = 0; c < CMD_COUNT; c++) fprintf(out, "  %-12s %s\n", commands[c].name, commands[c].summary);
     fprintf(out, "  %-12s %s\n", "diff", "two plans side by side: memory, collectives, links, time (A.par B.par, --json, --html FILE)");
-    fprintf(out, "  %-12s %s\n", "search", "the fastest layouts of the plan's model on its cluster (--top K, -o DIR, --html FILE)");
+    fprintf(out, "  %-12s %s\n", "search", "the fastest layouts of the plan's model on its cluster (--top K, -o DIR, --html FILE, --exhaustive)");
     fprintf(out, "  %-12s %s\n", "calibrate", "measure this machine as a cluster fragment (-o FILE)");
     fprintf(out, "  %-12s %s\n", "export", "a checkpoint of any layout as one safetensors file (CKPT -o OUT, --master, --names hf|parc)");
     fprintf(out, "  %-12s %s\n", "help", "this text, or `parc help COMMAND` for one command");

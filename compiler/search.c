@@ -10,7 +10,14 @@
  * axis, sequence parallelism over tp, recompute none / selective / full,
  * and every micro-batch size dividing the per-rank batch up to 16.
  *
- * Each candidate is written as .par text (plan_write.c) and goes through
+ * Every layout of the space is first estimated in closed form
+ * (search_estimate.c); those estimated to need far more memory than the
+ * GPU has are left out, the rest are lowered exactly in order of estimated
+ * step time until the top K x 4 that fit are known, and ranked by their
+ * exact figures.  `--exhaustive` lowers the whole space instead (the test
+ * that the prefilter's top K equals the exhaustive one compares the two).
+ *
+ * Each candidate lowered is written as .par text (plan_write.c) and goes through
  * the same passes as `parc explain` would take it: check (its rules prune:
  * divisibility, schedule constraints), expand, lower, analyze; a candidate
  * whose busiest rank exceeds the GPU's memory is pruned too.  So every plan
@@ -20,6 +27,7 @@
 #include "passes.h"
 #include "plan_write.h"
 #include "report_html.h"
+#include "search.h"
 #include "tools.h"
 
 #include <errno.h>
@@ -28,16 +36,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-
-/* One point of the space. */
-typedef struct Layout1 {
-    int tp, pp, dp;
-    int64_t micro_batch;
-    SchedKind sched;
-    int virt;
-    int zero, sp;
-    RecomputeKind rc;
-} Layout1;
 
 /* Its figures, copied out of its analysis (the arena is freed). */
 typedef struct Result {
@@ -58,6 +56,14 @@ typedef struct Search {
     int64_t considered, pruned_check, pruned_memory;
     Result *res;
     int nres, cap;
+    /* the prefilter (search_main without --exhaustive): enumerate only
+     * collects the space; search_prefiltered lowers its best estimated */
+    int collect;
+    Layout1 *space;
+    int64_t nspace, space_cap;
+    int64_t lowered;          /* layouts lowered exactly */
+    int64_t estimated_unfit;  /* left out by the memory estimate */
+    int64_t own_estimate_rank;/* the plan's own layout by the estimate, 1-based; 0 when not in the space */
 } Search;
 
 static const char *const rc_names[] = {"none", "selective", "full"};
@@ -145,6 +151,7 @@ static void try_layout(Search *s, const Layout1 *l)
         *s->budget -= cost;
     }
     s->considered++;
+    s->lowered++;
     size_t len;
     char *text = layout_text(s->base, l, NULL, &len);
     if (!text) return;
@@ -180,6 +187,22 @@ static void try_layout(Search *s, const Layout1 *l)
     free(text);
 }
 
+/* enumerate's visit: lowers the layout now, or keeps it for the prefilter. */
+static void consider(Search *s, const Layout1 *l)
+{
+    if (!s->collect) {
+        try_layout(s, l);
+        return;
+    }
+    if (s->nspace == s->space_cap) {
+        s->space_cap = s->space_cap ? 2 * s->space_cap : 1024;
+        Layout1 *grown = realloc(s->space, (size_t)s->space_cap * sizeof *grown);
+        if (!grown) PARC_BUG("out of memory");
+        s->space = grown;
+    }
+    s->space[s->nspace++] = *l;
+}
+
 static void enumerate(Search *s)
 {
     const Plan *b = s->base;
@@ -203,7 +226,7 @@ static void enumerate(Search *s)
                             for (int sp = 0; sp <= (tp > 1 ? 1 : 0); sp++)
                                 for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++) {
                                     Layout1 l = {tp, pp, dp, mb, (SchedKind)sched, v, zero, sp, (RecomputeKind)rc};
-                                    try_layout(s, &l);
+                                    consider(s, &l);
                                 }
                     }
                 }
@@ -310,6 +333,57 @@ static int same_layout(const Layout1 *a, const Layout1 *b)
            a->zero == b->zero && a->sp == b->sp && a->rc == b->rc;
 }
 
+/* A layout the memory estimate leaves out needs more than this many times
+ * the GPU's memory: the estimate is rough, the exact ledger decides the rest. */
+#define SEARCH_MEMORY_SLACK 2.0
+/* Layouts ranked exactly per layout printed, and lowered at least. */
+#define SEARCH_EXACT_PER_TOP 4
+#define SEARCH_LOWERED_PER_TOP 50
+
+typedef struct Ranked {
+    double step_s;
+    int64_t index;
+} Ranked;
+
+static int by_estimate(const void *x, const void *y)
+{
+    const Ranked *a = x, *b = y;
+    if (a->step_s != b->step_s) return a->step_s < b->step_s ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+/* The prefilter: every layout of the space estimated (search_estimate.c),
+ * those estimated to need far more memory than the GPU has left out, the
+ * rest lowered in order of estimated step time until top x
+ * SEARCH_EXACT_PER_TOP of them fit (or the space is spent).  The plan's own
+ * layout is lowered too, so its rank and the reason #1 beats it are exact. */
+static void search_prefiltered(Search *s, int top)
+{
+    Ranked *order = malloc((size_t)(s->nspace ? s->nspace : 1) * sizeof *order);
+    if (!order) PARC_BUG("out of memory");
+    int64_t n = 0;
+    double limit = SEARCH_MEMORY_SLACK * s->base->cluster.gpu_memory;
+    for (int64_t i = 0; i < s->nspace; i++) {
+        SearchEstimate e = search_estimate(s->base, &s->space[i]);
+        if (e.memory > limit) s->estimated_unfit++;
+        else order[n++] = (Ranked){e.step_s, i};
+    }
+    qsort(order, (size_t)n, sizeof *order, by_estimate);
+    Layout1 own;
+    int has_own = own_layout(s->base, &own), own_lowered = 0;
+    for (int64_t i = 0; i < n && (s->nres < top * SEARCH_EXACT_PER_TOP || s->lowered < top * SEARCH_LOWERED_PER_TOP);
+         i++) {
+        const Layout1 *l = &s->space[order[i].index];
+        try_layout(s, l);
+        if (has_own && same_layout(l, &own)) own_lowered = 1;
+    }
+    for (int64_t i = 0; has_own && i < n && !s->own_estimate_rank; i++)
+        if (same_layout(&s->space[order[i].index], &own)) s->own_estimate_rank = i + 1;
+    if (has_own && !own_lowered) try_layout(s, &own);
+    s->considered = s->nspace;
+    free(order);
+}
+
 /* Where the plan's own layout ranks, and why #1 beats it. */
 static void print_own(FILE *out, const Search *s)
 {
@@ -322,8 +396,13 @@ static void print_own(FILE *out, const Search *s)
     layout_describe(&own, d, sizeof d);
     for (int i = 0; i < s->nres; i++) {
         if (!same_layout(&s->res[i].l, &own)) continue;
-        fprintf(out, "\nthe plan's own layout (%s) ranks #%d of %d: step %.4g s, %.1f%% slower than #1\n", d, i + 1,
-                s->nres, s->res[i].step_s, 100.0 * (s->res[i].step_s / s->res[0].step_s - 1.0));
+        if (s->collect) fprintf(out, "\nthe plan's own layout (%s) is #%d of the %d ranked exactly", d, i + 1, s->nres);
+        else fprintf(out, "\nthe plan's own layout (%s) ranks #%d of %d", d, i + 1, s->nres);
+        if (s->collect && s->own_estimate_rank)
+            fprintf(out, " (#%lld of %lld by the estimate)", (long long)s->own_estimate_rank, (long long)s->nspace);
+        else if (s->collect) fprintf(out, " (outside the estimate's ranking)");
+        fprintf(out, ": step %.4g s, %.1f%% slower than #1\n", s->res[i].step_s,
+                100.0 * (s->res[i].step_s / s->res[0].step_s - 1.0));
         if (i > 0) {
             fprintf(out, "  ");
             why_first(out, &s->res[0], &s->res[i], i + 1);
@@ -336,10 +415,14 @@ static void print_own(FILE *out, const Search *s)
 static void print_text(FILE *out, const Search *s, int top, double secs)
 {
     char d[160], b1[32], b2[32], b3[32];
-    fprintf(out, "search %s: %d GPUs, batch %lld: %lld layouts considered, %lld refused by check, %lld do not fit, "
-                 "%d ranked",
-            s->base->file, s->base->cluster.nodes * s->base->cluster.gpus_per_node, (long long)s->base->train.batch,
-            (long long)s->considered, (long long)s->pruned_check, (long long)s->pruned_memory, s->nres);
+    fprintf(out, "search %s: %d GPUs, batch %lld: %lld layouts considered, ", s->base->file,
+            s->base->cluster.nodes * s->base->cluster.gpus_per_node, (long long)s->base->train.batch,
+            (long long)s->considered);
+    if (s->collect)
+        fprintf(out, "%lld estimated not to fit; %lld lowered exactly in order of estimated step time: ",
+                (long long)s->estimated_unfit, (long long)s->lowered);
+    fprintf(out, "%lld refused by check, %lld do not fit, %d ranked", (long long)s->pruned_check,
+            (long long)s->pruned_memory, s->nres);
     if (secs >= 0) fprintf(out, " in %.3f s", secs);
     fprintf(out, "\n");
     for (int i = 0; i < top && i < s->nres; i++) {
@@ -369,9 +452,11 @@ static void print_text(FILE *out, const Search *s, int top, double secs)
 
 static void print_json(FILE *out, const Search *s, int top)
 {
-    fprintf(out, "{\n  \"schema\": \"parc.search/1\",\n  \"considered\": %lld,\n  \"refused_by_check\": %lld,\n  "
+    fprintf(out, "{\n  \"schema\": \"parc.search/1\",\n  \"considered\": %lld,\n  \"estimated_not_to_fit\": %lld,\n  "
+                 "\"lowered\": %lld,\n  \"refused_by_check\": %lld,\n  "
                  "\"do_not_fit\": %lld,\n  \"ranked\": %d,\n  \"top\": [",
-            (long long)s->considered, (long long)s->pruned_check, (long long)s->pruned_memory, s->nres);
+            (long long)s->considered, (long long)s->estimated_unfit, (long long)s->lowered, (long long)s->pruned_check,
+            (long long)s->pruned_memory, s->nres);
     for (int i = 0; i < top && i < s->nres; i++) {
         const Result *r = &s->res[i];
         fprintf(out, "%s\n    {\"rank\": %d, \"pp\": %d, \"dp\": %d, \"tp\": %d, \"micro_batch\": %lld, "
@@ -448,12 +533,13 @@ static int write_html(const Search *s, int top, const char *path)
 }
 
 static int parse_args(int argc, char **argv, const char **path, int *top, int *json, const char **dir, int *verify,
-                      int *timed, const char **html)
+                      int *timed, const char **html, int *exhaustive)
 {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
         if (!strcmp(a, "--json")) *json = 1;
+        else if (!strcmp(a, "--exhaustive")) *exhaustive = 1;
         else if (!strcmp(a, "--time")) *timed = 1;
         else if (!strcmp(a, "--verify")) *verify = 1;
         else if (!strncmp(a, "--top", 5) && (a[5] == '=' || a[5] == 0)) val = a[5] ? a + 6 : (i + 1 < argc ? argv[++i] : NULL);
@@ -491,7 +577,8 @@ static int parse_args(int argc, char **argv, const char **path, int *top, int *j
         }
     }
     if (!*path) {
-        fprintf(stderr, "parc search: usage: parc search PLAN.par [--top K] [--json | --html FILE] [-o DIR]\n");
+        fprintf(stderr, "parc search: usage: parc search PLAN.par [--top K] [--json | --html FILE] [-o DIR] "
+                        "[--exhaustive]\n");
         return 2;
     }
     if (*html && *json) {
@@ -504,8 +591,8 @@ static int parse_args(int argc, char **argv, const char **path, int *top, int *j
 int search_main(int argc, char **argv)
 {
     const char *path = NULL, *dir = NULL, *html = NULL;
-    int top = 5, json = 0, timed = 0, verify = passes_verify_from_env();
-    int status = parse_args(argc, argv, &path, &top, &json, &dir, &verify, &timed, &html);
+    int top = 5, json = 0, timed = 0, exhaustive = 0, verify = passes_verify_from_env();
+    int status = parse_args(argc, argv, &path, &top, &json, &dir, &verify, &timed, &html, &exhaustive);
     if (status) return status;
     Arena arena = {0};
     Compilation c;
@@ -514,7 +601,7 @@ int search_main(int argc, char **argv)
         arena_free(&arena);
         return 1;
     }
-    Search s = {.base = &c.plan, .verify = verify};
+    Search s = {.base = &c.plan, .verify = verify, .collect = !exhaustive};
     /* each candidate's arena is freed before the next one takes about as
      * much: keep the heap instead of returning it to the system each time */
     mallopt(M_TRIM_THRESHOLD, 512 << 20);
@@ -525,6 +612,7 @@ int search_main(int argc, char **argv)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     enumerate(&s);
+    if (s.collect) search_prefiltered(&s, top);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     diag_set_stream(NULL);
     if (devnull) fclose(devnull);
@@ -543,6 +631,7 @@ int search_main(int argc, char **argv)
         status = 3;
     }
     free(s.res);
+    free(s.space);
     passes_finish(&c);
     arena_free(&arena);
     return status;

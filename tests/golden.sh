@@ -55,6 +55,7 @@ run tiny_dp-zero3.diff diff examples/tiny_dp.par examples/tiny_zero3.par
 run tiny_tp-pp_1f1b.diff.json diff examples/tiny_tp.par examples/tiny_pp_1f1b.par --json
 run tiny_dp.search search examples/tiny_dp.par --top 3
 run tiny_mlp_tp.search.json search examples/tiny_mlp_tp.par --top 2 --json
+run tiny_3d.search search examples/tiny_3d.par --top 2
 same() { # what, command A..., --, command B...: identical stdout, both exit 0
     local what=$1; shift
     local a=() b=()

@@ -1,0 +1,33 @@
+/*
+ * search.h — one point of `parc search`'s layout space, and the closed-form
+ * estimate its prefilter ranks the whole space by (search_estimate.c).
+ *
+ * The estimate is not the cost model: it reads the plan's model, cluster
+ * and batch and charges a transformer (or MLP) block's GEMMs, attention,
+ * streamed bytes and collectives with cost.h's terms at the layout's local
+ * shapes, without lowering.  search.c lowers only the best estimated
+ * layouts exactly; every figure it prints is the exact lowering's.
+ */
+#ifndef PARC_SEARCH_H
+#define PARC_SEARCH_H
+
+#include "parc.h"
+
+typedef struct Layout1 {
+    int tp, pp, dp;
+    int64_t micro_batch;
+    SchedKind sched;
+    int virt;
+    int zero, sp;
+    RecomputeKind rc;
+} Layout1;
+
+/* The estimated step time (seconds) and busiest rank's memory (bytes) of
+ * `base` under layout l.  Pure arithmetic on the plan's numbers: no arena,
+ * no diagnostics. */
+typedef struct SearchEstimate {
+    double step_s, memory;
+} SearchEstimate;
+SearchEstimate search_estimate(const Plan *base, const Layout1 *l);
+
+#endif

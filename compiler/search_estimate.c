@@ -1,0 +1,173 @@
+/*
+ * search_estimate.c — the closed-form step time and memory `parc search`
+ * ranks its whole space by before lowering the best few exactly (search.h).
+ *
+ * Per micro-batch through one block on one GPU: the block's GEMMs at their
+ * local shapes (cost_gemm_s: the same shape classes and efficiencies as the
+ * exact model), attention matmuls, the bytes its memory-bound ops stream
+ * (the passes of cost.c's stream_rows, summed by hand), and the tensor
+ * axis's collectives (all-reduce, or all-gather and reduce-scatter under
+ * sequence parallelism).  A stage is layers / pp blocks plus the head; the
+ * pipeline is (m + (pp - 1) / v) stage-times (Narayanan et al. 2021, eq. 2
+ * and its interleaved form), then the gradient sync by ZeRO stage and the
+ * optimizer's streamed state.  Memory: weights, gradients, master and
+ * moments by ZeRO stage, and saved activations per block after Korthikanti
+ * et al. 2022 (Table 2) times the micro-batches the schedule keeps in flight.
+ *
+ * It ranks; it never reports.  search.c prints only exact lowerings.
+ */
+#include "search.h"
+
+#include "cost.h"
+
+/* Sizes the estimate needs, local to one GPU. */
+typedef struct Shape {
+    double tok;       /* tokens per micro-batch: micro_batch x seq */
+    double h, hs;     /* hidden; hidden over the tokens a norm sees (hs = h, or h / tp under sp) */
+    double qkv, att;  /* qkv projection's output width, attention's width (local) */
+    double f;         /* ffn (local) */
+    double heads;     /* local query heads */
+    double vocab;     /* the head's local width */
+    int wb, gb;       /* weight and gradient element bytes */
+} Shape;
+
+static double gemm(const Cluster *cl, double peak, double n, double out, double in)
+{
+    return cost_gemm_s(cl, peak, (int64_t)n, (int64_t)out, (int64_t)in);
+}
+
+/* One block, one micro-batch, forward (bwd = 0) or backward (bwd = 1,
+ * recompute included), compute only. */
+static double block_compute_s(const Plan *p, const Layout1 *l, const Shape *s, int bwd)
+{
+    const Cluster *cl = &p->cluster;
+    const BlockSpec *bs = &p->model.block;
+    double peak = cost_peak_flops(cl, p->train.precision);
+    int transformer = bs->kind == BLOCK_TRANSFORMER, swiglu = bs->mlp == MLP_SWIGLU;
+    double calls = bwd ? 2.0 : 1.0;
+    double g = gemm(cl, peak, s->tok, swiglu ? 2 * s->f : s->f, s->h) + gemm(cl, peak, s->tok, s->h, s->f);
+    if (transformer) g += gemm(cl, peak, s->tok, s->qkv, s->h) + gemm(cl, peak, s->tok, s->h, s->att);
+    double t = calls * g;
+    /* streamed elements x passes: norms 2 / 3, residual adds 3 / 3, the
+     * activation 2 / 3 (SwiGLU 3 / 5 over both halves), biases 2 / 1,
+     * dropout 3 / 3 */
+    double norms = (transformer ? 2 : 1) * (bs->norm != NORM_NONE) * s->tok * s->hs;
+    double adds = (transformer || bs->residual ? (transformer ? 2 : 1) : 0) * s->tok * s->hs;
+    double act = s->tok * s->f * (swiglu ? 2 : 1);
+    double bias = bs->bias ? s->tok * (s->f * (swiglu ? 2 : 1) + s->h + (transformer ? s->qkv + s->h : 0)) : 0;
+    double drop = bs->dropout > 0 ? (transformer ? 2 : 1) * s->tok * s->hs : 0;
+    double elems = bwd ? 3 * norms + 3 * adds + (swiglu ? 2.5 : 3) * act + bias + 3 * drop
+                       : 2 * norms + 3 * adds + (swiglu ? 1.5 : 2) * act + 2 * bias + 3 * drop;
+    if (transformer) {
+        double scores = s->tok * s->heads * (double)p->model.seq;
+        int kept = l->rc == RECOMPUTE_NONE && !bs->flash;
+        double attn = 4.0 * scores * (s->att / (s->heads > 0 ? s->heads : 1));
+        t += cost_attention_s(cl, peak, bwd ? (kept ? 2.0 : 3.0) * attn : attn);
+        elems += (bwd ? (kept ? 4.0 : 7.0) : 3.0) * scores;
+    }
+    t += cost_stream_s(cl, elems * s->wb);
+    return t;
+}
+
+/* The tensor axis's collectives of one block, one micro-batch, one direction. */
+static double block_comm_s(const Plan *p, const Layout1 *l, const Shape *s)
+{
+    if (l->tp <= 1) return 0;
+    const Cluster *cl = &p->cluster;
+    double bytes = s->tok * s->h * s->wb;
+    int n = p->model.block.kind == BLOCK_TRANSFORMER ? 2 : 1;
+    if (l->sp)
+        return n * (cost_coll_s(cl, COLL_ALLGATHER, l->tp, 1, bytes) + cost_coll_s(cl, COLL_REDUCESCATTER, l->tp, 1, bytes));
+    return n * cost_coll_s(cl, COLL_ALLREDUCE, l->tp, 1, bytes);
+}
+
+/* Parameters of one block, all of it (not split). */
+static double block_params(const Model *m)
+{
+    double h = (double)m->hidden, f = (double)m->ffn;
+    double mlp = h * f * (m->block.mlp == MLP_SWIGLU ? 3 : 2);
+    if (m->block.kind != BLOCK_TRANSFORMER) return mlp;
+    double hd = (double)m->head_dim, a = (double)m->heads, kv = (double)m->kv_heads;
+    return mlp + h * (a + 2 * kv) * hd + a * hd * h;
+}
+
+/* Whether a group of `size` ranks `stride` apart stays inside a node. */
+static int inside_node(const Plan *p, int size, int stride)
+{
+    int gpn = p->cluster.gpus_per_node;
+    return size <= 1 || (gpn > 0 && (int64_t)size * stride <= gpn && gpn % (size * stride) == 0);
+}
+
+SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
+{
+    const Model *m = &base->model;
+    const Cluster *cl = &base->cluster;
+    const Train *tr = &base->train;
+    double tp = l->tp;
+    Shape s = {.tok = (double)l->micro_batch * (double)m->seq,
+               .h = (double)m->hidden,
+               .f = (double)m->ffn / tp,
+               .heads = (double)m->heads / tp,
+               .wb = plan_precision_bytes(tr->precision)};
+    s.hs = l->sp ? s.h / tp : s.h;
+    s.att = (double)(m->heads * m->head_dim) / tp;
+    s.qkv = (double)((m->heads + 2 * m->kv_heads) * m->head_dim) / tp;
+    s.vocab = (double)m->vocab / (m->vocab % l->tp == 0 ? tp : 1.0);
+    s.gb = tr->grads_fp32 ? 4 : s.wb;
+    double peak = cost_peak_flops(cl, tr->precision);
+
+    /* one stage, one micro-batch: its blocks and the head */
+    double per_stage = (double)m->layers / l->pp;
+    double fwd = block_compute_s(base, l, &s, 0), bwd = block_compute_s(base, l, &s, 1);
+    double comm = block_comm_s(base, l, &s);
+    double block = fwd + bwd + comm * (l->rc == RECOMPUTE_FULL ? 3 : 2) + (l->rc == RECOMPUTE_FULL ? fwd : 0);
+    double head = 0;
+    if (m->has_head) {
+        head = 3 * gemm(cl, peak, s.tok, s.vocab, s.h) + cost_stream_s(cl, 5 * s.tok * s.vocab * s.wb);
+        /* a vocab-parallel loss reduces its per-token max and sum over tp */
+        if (s.vocab < (double)m->vocab) head += 2 * cost_coll_s(cl, COLL_ALLREDUCE, l->tp, 1, s.tok * 4);
+    }
+    double stage = per_stage * block + head;
+    int pp_inside = inside_node(base, l->pp, l->dp * l->tp);
+    double p2p = l->pp > 1 ? cost_coll_s(cl, COLL_SEND, 2, pp_inside, s.tok * s.hs * s.wb) : 0;
+    int v = l->pp > 1 && l->sched == SCHED_INTERLEAVED ? l->virt : 1;
+    double mb = (double)(tr->batch / l->dp / l->micro_batch);
+    /* hand-offs wait on the critical path only while the pipeline fills and drains */
+    double pipe = (mb + (double)(l->pp - 1) / v) * stage + 2.0 * (l->pp - 1) * p2p;
+
+    /* parameters of the busiest stage on one GPU, and what ZeRO shards */
+    double embed = m->has_embed ? (double)m->vocab * s.h / (s.vocab < (double)m->vocab ? tp : 1) : 0;
+    double head_w = m->has_head && !m->tied_head ? (double)m->vocab * s.h / (s.vocab < (double)m->vocab ? tp : 1) : 0;
+    double ends = l->pp > 1 ? (embed > head_w ? embed : head_w) : embed + head_w;
+    double params = per_stage * block_params(m) / tp + ends;
+    double dp = l->dp;
+    int dp_inside = inside_node(base, l->dp, l->tp);
+    double sync = 0;
+    if (l->dp > 1) {
+        if (l->zero == 0) sync = cost_coll_s(cl, COLL_ALLREDUCE, l->dp, dp_inside, params * s.gb);
+        else
+            sync = cost_coll_s(cl, COLL_REDUCESCATTER, l->dp, dp_inside, params * s.gb) +
+                   cost_coll_s(cl, COLL_ALLGATHER, l->dp, dp_inside, params * s.wb);
+        if (l->zero == 3) sync += 2 * mb * cost_coll_s(cl, COLL_ALLGATHER, l->dp, dp_inside, params * s.wb);
+    }
+    int master = tr->master_fp32 && tr->precision != PREC_FP32;
+    double moments = tr->optimizer == OPT_SGD ? (tr->momentum > 0 ? 4 : 0) : 8;
+    double state = params * ((l->zero >= 1 ? 1 / dp : 1) * (4.0 * master + moments) + (l->zero >= 2 ? 1 / dp : 1) * s.gb +
+                             (l->zero >= 3 ? 1 / dp : 1) * s.wb);
+    double optim = cost_stream_s(cl, 2 * state);
+
+    /* saved activations per block per micro-batch, in 16-bit elements'
+     * bytes (Korthikanti et al. 2022: s b h (10 + 24 / t + 5 a s / (h t)),
+     * sequence parallel s b h / t (34 + 5 a s / h); selective keeps the
+     * 34 s b h / t part, full only the block's input) */
+    double sbh = s.tok * s.h * s.wb / 2.0, as_h = m->hidden ? (double)m->heads * (double)m->seq / (double)m->hidden : 0;
+    if (m->block.flash) as_h = 0;
+    double act;
+    if (l->rc == RECOMPUTE_FULL) act = 2 * sbh / (l->sp ? tp : 1);
+    else if (l->sp) act = sbh / tp * (34 + (l->rc == RECOMPUTE_NONE ? 5 * as_h : 0));
+    else act = sbh * (10 + 24 / tp + (l->rc == RECOMPUTE_NONE ? 5 * as_h / tp : 0));
+    double inflight = l->pp == 1 ? 1 : l->sched == SCHED_GPIPE ? mb : (mb < l->pp ? mb : l->pp);
+    if (l->pp > 1 && v > 1) inflight *= 1 + (double)(l->pp - 1) / (l->pp * v);
+    double memory = state + inflight * per_stage * act + (l->rc == RECOMPUTE_FULL ? act * 17 : 0);
+    return (SearchEstimate){.step_s = pipe + sync + optim, .memory = memory};
+}
