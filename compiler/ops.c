@@ -251,12 +251,12 @@ static int64_t scratch_linear(const OpShape *s, int bwd, unsigned given, unsigne
  * their attention_dropout_* forms (s->dropout) take the same first arguments */
 static int64_t scratch_attention(const OpShape *s, int bwd, unsigned given, unsigned wide)
 {
-    int64_t T = s->d[1], HD = s->d[3];
+    int64_t T = s->d[1], HD = s->d[3], heads = s->d[0] * s->d[2];
     if (!bwd)
         return (s->dropout ? prt_scratch_attention_dropout_fwd : prt_scratch_attention_fwd)(
-            T, HD, (int)BIT(given, 1), (int)BIT(wide, 1), (int)BIT(wide, 2), (int)BIT(wide, 0));
+            T, HD, heads, (int)BIT(given, 1), (int)BIT(wide, 1), (int)BIT(wide, 2), (int)BIT(wide, 0));
     return (s->dropout ? prt_scratch_attention_dropout_bwd : prt_scratch_attention_bwd)(
-        T, HD, (int)BIT(given, 3), (int)BIT(wide, 3), (int)BIT(wide, 2), (int)BIT(wide, 0), (int)BIT(wide, 1));
+        T, HD, heads, (int)BIT(given, 3), (int)BIT(wide, 3), (int)BIT(wide, 2), (int)BIT(wide, 0), (int)BIT(wide, 1));
 }
 
 static int64_t scratch_xent(const OpShape *s, int bwd, unsigned given, unsigned wide)

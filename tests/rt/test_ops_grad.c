@@ -7,6 +7,8 @@
  *   - the data stream's contract (determinism, targets = next token, split-invariance).
  * Exit status 0 iff every check passed.
  */
+#include <cblas.h>
+
 #include "prt_internal.h"
 #include "rt_test.h"
 
@@ -619,6 +621,32 @@ static void test_data(void) {
     RT_EXPECT(memcmp(tok, tok2, sizeof tok), "data: step 3 and step 4 gave the same batch");
 }
 
+/* Attention on 1 and on 2 BLAS threads (the heads spread over two workers):
+ * the same bits, over three blocks of query rows, with and without kept
+ * probabilities. */
+static void test_attention_threads(void) {
+    enum { B = 2, T = 150, NH = 3, HD = 8, C = NH * HD };
+    int nt0 = openblas_get_num_threads();
+    float *qkv = rt_alloc(B * T * 3 * C), *dout = rt_alloc(B * T * C), *probs = rt_alloc(B * NH * T * T);
+    rt_fill(qkv, B * T * 3 * C, 70, 1.5f); rt_fill(dout, B * T * C, 71, 1);
+    for (int save = 0; save < 2; save++) {
+        float *out[2], *dqkv[2];
+        for (int run = 0; run < 2; run++) {
+            openblas_set_num_threads(run + 1);
+            out[run] = rt_alloc(B * T * C), dqkv[run] = calloc(B * T * 3 * C, sizeof(float));
+            prt_attention_fwd(RT, out[run], save ? probs : NULL, qkv, B, T, NH, HD, 1);
+            prt_attention_bwd(RT, dqkv[run], dout, qkv, save ? probs : NULL, B, T, NH, HD, 1);
+        }
+        rt_close(save ? "attention fwd 2 threads = 1 (probs kept)" : "attention fwd 2 threads = 1", out[1], out[0],
+                 B * T * C, 0, 0);
+        rt_close(save ? "attention bwd 2 threads = 1 (probs kept)" : "attention bwd 2 threads = 1", dqkv[1],
+                 dqkv[0], B * T * 3 * C, 0, 0);
+        for (int run = 0; run < 2; run++) free(out[run]), free(dqkv[run]);
+    }
+    openblas_set_num_threads(nt0);
+    free(qkv); free(dout); free(probs);
+}
+
 int main(int argc, char **argv) {
     prt_plan_desc plan = rt_plan("test_ops_grad", 0, NULL, NULL);
     RT = prt_init(1, argv, &plan);
@@ -640,6 +668,7 @@ int main(int argc, char **argv) {
     test_kv_repeat();
     for (int causal = 0; causal < 2; causal++)
         for (int save = 0; save < 2; save++) test_attention(causal, save);
+    test_attention_threads();
     test_dropout();
     test_attention_dropout(0);
     test_attention_dropout(1);
