@@ -44,7 +44,9 @@
     X(EF_ATTENTION, "attention", "attention 0.5;")           \
     X(EF_HBM, "hbm", "hbm 0.85;")                            \
     X(EF_INTRA, "intra", "intra 0.78;")                      \
-    X(EF_INTER, "inter", "inter 0.85;")
+    X(EF_INTER, "inter", "inter 0.85;")                      \
+    X(EF_HALF_INTRA, "half_intra", "half_intra 8 MiB;")      \
+    X(EF_HALF_INTER, "half_inter", "half_inter 2 MiB;")
 
 #define GPU_KEYS(X)                             \
     X(GPU_MEMORY, "memory", "memory 80 GiB;")   \

@@ -67,6 +67,11 @@ static void check_efficiency(Check *c, const Stmt *st)
             continue;
         }
         if (!check_first_of(&seen[k], e, "`efficiency`")) continue;
+        if (k == EF_HALF_INTRA || k == EF_HALF_INTER) {
+            if (check_shape(c, e, 1, 1, BODY_NO, EFF_usage[k]))
+                check_read_quantity(c, e, &e->values[0], UNIT_MEMORY, 1, &eff->half_bytes[k == EF_HALF_INTER]);
+            continue;
+        }
         int n = k == EF_GEMM ? PARC_GEMM_CLASSES : 1;
         if (!check_shape(c, e, n, n, BODY_NO, EFF_usage[k])) continue;
         double *dst[] = {eff->gemm, &eff->attention, &eff->hbm, &eff->bus[0], &eff->bus[1]};

@@ -43,7 +43,8 @@ GemmClass cost_gemm_class(int64_t m, int64_t n, int64_t k)
 }
 
 /* ORDER: cost_efficiency_names follows the rows of `defaults`.
- * Columns: gemm tiny/small/medium/large, attention, hbm, bus intra, bus inter.
+ * Columns: gemm tiny/small/medium/large, attention, hbm, bus intra, bus inter,
+ * half_intra, half_inter.
  *
  * a100 (A100 SXM 80 GB: 312 TFLOP/s bf16, 2.04 TB/s HBM2e, NVLink3 300 GB/s
  *   a direction): cuBLAS bf16 GEMMs of 8192-class shapes run near 270
@@ -59,13 +60,26 @@ GemmClass cost_gemm_class(int64_t m, int64_t n, int64_t k)
  *   streaming about 2.9 TB/s (0.85); nccl-tests about 360 GB/s of 450 (0.80).
  * h200: the H100's compute with 4.8 TB/s HBM3e: the same GEMM and link
  *   figures; small GEMMs, more often bandwidth-bound, gain a little.
- * generic: a part nobody named: between the two generations. */
-static const double defaults[][8] = {
-    {0.25, 0.50, 0.70, 0.80, 0.45, 0.80, 0.75, 0.80}, /* generic */
-    {0.30, 0.55, 0.75, 0.85, 0.50, 0.85, 0.78, 0.85}, /* a100 */
-    {0.22, 0.45, 0.65, 0.75, 0.40, 0.85, 0.80, 0.85}, /* h100 */
-    {0.25, 0.50, 0.67, 0.75, 0.42, 0.85, 0.80, 0.85}, /* h200 */
+ * generic: a part nobody named: between the two generations.
+ * Columns 9 and 10, half_intra and half_inter: the collective size at which
+ *   NCCL reaches half its bus bandwidth (Hockney's n 1/2: time = (bytes +
+ *   n 1/2) / r_inf).  A published nccl-tests all_reduce_perf table of an
+ *   NVLink4 node (kvcache-ai/Mooncake pull request 3484: 242 GB/s bus
+ *   bandwidth at 16 MiB, 300 at 32 MiB, against the ~370 GB/s ring plateau
+ *   NCCL's maintainers give for H100 in NVIDIA/nccl-tests issue 212) is
+ *   reproduced within 3% by n 1/2 = 8 MiB; the start-up is NCCL's chunked
+ *   ring pipeline filling, so it is taken as the same size on NVLink3
+ *   (A100) -- a judgement, not a measurement.  Between nodes the ring's
+ *   start-up time (~35 us) at a rail's 25-50 GB/s is 1-2 MiB: 2 MiB.  A part
+ *   nobody named (generic, and `parc calibrate`'s CPU links) gets none. */
+#define MIB 1048576.0
+static const double defaults[][10] = {
+    {0.25, 0.50, 0.70, 0.80, 0.45, 0.80, 0.75, 0.80, 0, 0},             /* generic */
+    {0.30, 0.55, 0.75, 0.85, 0.50, 0.85, 0.78, 0.85, 8 * MIB, 2 * MIB}, /* a100 */
+    {0.22, 0.45, 0.65, 0.75, 0.40, 0.85, 0.80, 0.85, 8 * MIB, 2 * MIB}, /* h100 */
+    {0.25, 0.50, 0.67, 0.75, 0.42, 0.85, 0.80, 0.85, 8 * MIB, 2 * MIB}, /* h200 */
 };
+#undef MIB
 const char *const cost_efficiency_names[] = {"generic", "a100", "h100", "h200"};
 const int cost_efficiency_count = (int)(sizeof defaults / sizeof defaults[0]);
 
@@ -80,6 +94,8 @@ int cost_efficiency_defaults(const char *name, Efficiency *eff)
         eff->hbm = defaults[i][5];
         eff->bus[0] = defaults[i][6];
         eff->bus[1] = defaults[i][7];
+        eff->half_bytes[0] = defaults[i][8];
+        eff->half_bytes[1] = defaults[i][9];
         return 0;
     }
     return -1;
@@ -130,7 +146,10 @@ double cost_coll_bandwidth_s(const Cluster *cl, CollKind kind, int n, int inside
     double bw = inside ? cl->intra_bw : cl->inter_bw;
     if (bw <= 0) bw = 1e12;
     double factor = (kind == COLL_SEND || kind == COLL_RECV) ? 1.0 : cost_bus_factor(kind, n);
-    return bytes * factor / (bw * eff_or_one(cl->eff.bus[inside ? 0 : 1]));
+    /* Hockney's (n + n_1/2) / r_inf: below n_1/2 a collective cannot fill
+     * its pipeline of chunks and runs at under half its bus bandwidth */
+    double half = cl->eff.half_bytes[inside ? 0 : 1];
+    return (bytes + (half > 0 ? half : 0)) * factor / (bw * eff_or_one(cl->eff.bus[inside ? 0 : 1]));
 }
 
 double cost_coll_s(const Cluster *cl, CollKind kind, int n, int inside, double bytes)

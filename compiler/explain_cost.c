@@ -45,9 +45,10 @@ void explain_cost_terms(FILE *out, const Analysis *an)
     fprintf(out, "    memory-bound   bytes read and written at %.4g B/s x %.3g (norms, activations, softmax, "
                  "embedding, loss, optimizer)\n",
             cl->hbm_bandwidth, e->hbm);
-    fprintf(out, "    collectives    steps x latency + bytes x bus factor / (link x efficiency): intra %.4g B/s x "
-                 "%.3g, %.3g s a step; inter %.4g B/s x %.3g, %.3g s a step\n",
-            cl->intra_bw, e->bus[0], cl->intra_latency, cl->inter_bw, e->bus[1], cl->inter_latency);
+    fprintf(out, "    collectives    steps x latency + (bytes + half-bandwidth size) x bus factor / (link x efficiency): "
+                 "intra %.4g B/s x %.3g, %.3g s a step, half at %.4g B; inter %.4g B/s x %.3g, %.3g s a step, half at %.4g B\n",
+            cl->intra_bw, e->bus[0], cl->intra_latency, e->half_bytes[0], cl->inter_bw, e->bus[1], cl->inter_latency,
+            e->half_bytes[1]);
     fprintf(out, "  terms on stage %d (its chunks are the slowest), one micro-batch through one chunk:\n",
             an->slow_stage);
     print_terms(out, "forward", &slow->fwd, 1);

@@ -159,6 +159,9 @@ typedef struct Efficiency {
     double attention;                 /* achieved / peak FLOP/s of the attention matmuls */
     double hbm;                       /* achieved / peak bandwidth of memory-bound ops */
     double bus[2];                    /* achieved bus bandwidth / link bandwidth: [0] intra, [1] inter */
+    double half_bytes[2];             /* a collective's size at which it reaches half its bus bandwidth
+                                       * (Hockney's n 1/2), bytes: [0] intra, [1] inter; 0 = any size runs
+                                       * at full bandwidth */
     SrcLoc loc;                       /* the `efficiency` statement; file == NULL for the defaults */
 } Efficiency;
 

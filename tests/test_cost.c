@@ -62,6 +62,13 @@ static void test_primitives(void)
     near("all-gather 4 ranks across nodes", cost_coll_s(&c, COLL_ALLGATHER, 4, 0, 64 * 1048576.0),
          3 * 5e-6 + 0.75 * 64 * 1048576.0 / 12.5e9);
     near("send inside a node", cost_coll_s(&c, COLL_SEND, 2, 1, 1e6), 2e-6 + 1e6 / 225e9);
+    /* a half-bandwidth size of 8 MiB: 24 MiB over 8 ranks is charged as 32 MiB,
+     * so it runs at 24/32 of the bus bandwidth */
+    Cluster h = c;
+    h.eff.half_bytes[0] = 8 * 1048576.0;
+    near("all-reduce 24 MiB, n1/2 8 MiB", cost_coll_s(&h, COLL_ALLREDUCE, 8, 1, 24 * 1048576.0),
+         14 * 2e-6 + 1.75 * 32 * 1048576.0 / 225e9);
+    near("n1/2 inside leaves across alone", cost_coll_s(&h, COLL_SEND, 2, 0, 1e6), 5e-6 + 1e6 / 12.5e9);
     near("nothing over one rank", cost_coll_s(&c, COLL_ALLREDUCE, 1, 1, 1e9), 0);
     near("stream 1 GB", cost_stream_s(&c, 1e9), 1e9 / 1.8e12);
     near("attention 1 TFLOP", cost_attention_s(&c, c.flops_bf16, 1e12), 1e12 / 50e12);
@@ -70,6 +77,9 @@ static void test_primitives(void)
     truth("a100 defaults exist", cost_efficiency_defaults("a100", &e) == 0 && !strcmp(e.name, "a100"));
     near("a100 large GEMMs", e.gemm[GEMM_LARGE], 0.85);
     near("a100 NVLink bus efficiency", e.bus[0], 0.78);
+    near("a100 NVLink half-bandwidth size", e.half_bytes[0], 8 * 1048576.0);
+    truth("generic has no half-bandwidth size",
+          cost_efficiency_defaults("generic", &e) == 0 && e.half_bytes[0] == 0 && e.half_bytes[1] == 0);
     truth("h100 and h200 defaults exist",
           cost_efficiency_defaults("h100", &e) == 0 && cost_efficiency_defaults("h200", &e) == 0);
     truth("an unknown set is refused", cost_efficiency_defaults("b300", &e) == -1);
