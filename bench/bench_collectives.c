@@ -25,17 +25,17 @@ static void call(prt *rt, int op, int raw, float *a, float *b, int64_t floats, i
     switch (op) {
     case OP_ALLREDUCE:
         if (raw) MPI_Allreduce(MPI_IN_PLACE, a, (int)floats, MPI_FLOAT, MPI_SUM, comm);
-        else prt_allreduce(rt, 0, a, floats);
+        else prt_allreduce(rt, 0, a, floats, 0);
         break;
     case OP_ALLGATHER:
     case OP_ALLGATHER_OUTER8:
         if (raw) MPI_Allgather(a, (int)block, MPI_FLOAT, b, (int)block, MPI_FLOAT, comm);
-        else if (op == OP_ALLGATHER) prt_allgather(rt, 0, b, a, 1, block);
-        else prt_allgather(rt, 0, b, a, 8, block / 8);
+        else if (op == OP_ALLGATHER) prt_allgather(rt, 0, b, a, 1, block, 0);
+        else prt_allgather(rt, 0, b, a, 8, block / 8, 0);
         break;
     case OP_REDUCESCATTER:
         if (raw) MPI_Reduce_scatter_block(a, b, (int)block, MPI_FLOAT, MPI_SUM, comm);
-        else prt_reducescatter(rt, 0, b, a, 1, block);
+        else prt_reducescatter(rt, 0, b, a, 1, block, 0);
         break;
     }
 }

@@ -27,7 +27,7 @@ static double time_calls(prt *rt, int direct, float *out, const float *in, const
         double t0 = MPI_Wtime();
         for (int r = 0; r < reps; r++) {
             if (direct) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, M, K, 1.0f, in, K, w, M, 0.0f, out, M);
-            else prt_matmul_fwd(rt, out, in, w, N, K, M);
+            else prt_matmul_fwd(rt, out, in, w, N, K, M, 0);
         }
         double t = MPI_Wtime() - t0;
         if (t > 0.2 || reps >= (1 << 20)) return t / reps;

@@ -135,6 +135,22 @@ static LLVMValueRef arg_value(Gen *g, const StageProgram *sp, const Instr *in, i
     return v;
 }
 
+/* The dtypes word of a call (parc_rt.h): the dtype of each pointer argument's
+ * buffer, 4 bits each in argument order; a NULL argument's nibble is 0. */
+static int64_t dtypes_word(const StageProgram *sp, const Instr *in) {
+    int64_t word = 0;
+    int k = 0;
+    for (int j = 0; j < in->nargs; j++) {
+        const Arg *a = &in->args[j];
+        if (a->kind != ARG_BUF && a->kind != ARG_NULL) continue;
+        if (k >= 16) PARC_BUG("stage %d: %s has more pointer arguments than its dtypes word holds", sp->stage,
+                              rt_fn_names[in->fn]);
+        if (a->kind == ARG_BUF) word |= (int64_t)sp->bufs[a->buf].dtype << (4 * k);
+        k++;
+    }
+    return word;
+}
+
 /* The phase a sequence's time counts to (enum prt_phase in parc_rt.h). */
 static int64_t seq_phase(SeqKind kind) {
     switch (kind) {
@@ -178,14 +194,15 @@ static LLVMValueRef emit_seq(Gen *g, const StageProgram *sp, SeqKind kind) {
         const Instr *in = &seq->ins[i];
         if (in->fn < 0) continue; /* a record for the reports only */
         if (in->fn >= RT_FN_COUNT) PARC_BUG("stage %d %s: bad runtime function %d", sp->stage, name, in->fn);
-        int want = (int)strlen(rt_fn_sigs[in->fn]) - 1;
+        int want = rt_fn_nargs(in->fn), word = want + 1 < (int)strlen(rt_fn_sigs[in->fn]);
         if (in->nargs != want || in->nargs > IR_MAX_ARGS)
             PARC_BUG("stage %d %s: %s has %d arguments, its signature \"%s\" wants %d", sp->stage, name,
                      rt_fn_names[in->fn], in->nargs, rt_fn_sigs[in->fn], want);
-        LLVMValueRef args[IR_MAX_ARGS + 1];
+        LLVMValueRef args[IR_MAX_ARGS + 2];
         args[0] = g->rt;
         for (int j = 0; j < in->nargs; j++) args[j + 1] = arg_value(g, sp, in, j, &p);
-        call_rt(g, (RtFn)in->fn, args, (unsigned)in->nargs + 1);
+        if (word) args[in->nargs + 1] = c64(g, dtypes_word(sp, in));
+        call_rt(g, (RtFn)in->fn, args, (unsigned)(in->nargs + 1 + word));
     }
     LLVMBuildRetVoid(g->b);
     return fn;

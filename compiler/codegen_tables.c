@@ -32,7 +32,8 @@ const CgLifeFn cg_life_fns[LIFE_COUNT] = {
 static LLVMTypeRef sig_type(Gen *g, char c) {
     switch (c) {
     case 'p': return g->t_ptr;
-    case 'i': return g->t_i64;
+    case 'i':
+    case 't': return g->t_i64;  /* the dtypes word */
     case 'd': return g->t_f64;
     case 'v': return g->t_void;
     }

@@ -18,6 +18,8 @@
 #ifndef PARC_IR_H
 #define PARC_IR_H
 
+#include <string.h>
+
 #include "parc.h"
 #include "parc_rt.h"
 #include "schedule.h"
@@ -490,5 +492,15 @@ typedef enum {
 } RtFn;
 extern const char *const rt_fn_names[RT_FN_COUNT];
 extern const char *const rt_fn_sigs[RT_FN_COUNT];
+
+/* The arguments an instruction of runtime function fn carries (Instr.nargs):
+ * its signature's after the context, but for the dtypes word ('t', last) that
+ * code generation derives from the pointer arguments' buffers. */
+static inline int rt_fn_nargs(int fn)
+{
+    const char *sig = rt_fn_sigs[fn];
+    int n = (int)strlen(sig) - 1;
+    return n > 0 && sig[n] == 't' ? n - 1 : n;
+}
 
 #endif

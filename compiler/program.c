@@ -174,9 +174,9 @@ void program_verify(const Program *prog)
                 }
                 if (ins->fn >= RT_FN_COUNT) PARC_BUG("stage %d %s: bad runtime function %d", s, seq_names[q], ins->fn);
                 const char *sig = rt_fn_sigs[ins->fn];
-                if ((int)strlen(sig) != ins->nargs + 1)
-                    PARC_BUG("stage %d %s: %s takes %zu arguments, given %d", s, seq_names[q], rt_fn_names[ins->fn],
-                             strlen(sig) - 1, ins->nargs);
+                if (rt_fn_nargs(ins->fn) != ins->nargs)
+                    PARC_BUG("stage %d %s: %s takes %d arguments, given %d", s, seq_names[q], rt_fn_names[ins->fn],
+                             rt_fn_nargs(ins->fn), ins->nargs);
                 for (int k = 0; k < ins->nargs; k++) {
                     const Arg *a = &ins->args[k];
                     char want = sig[k + 1];

@@ -10,7 +10,9 @@
  *   - tensors are row-major; shapes are written beside each argument, counts
  *     are elements.  A tensor is stored in the dtype of the buffer that holds it
  *     (prt_buffer_desc.dtype: f32, bf16 or f16 for float tensors, i32 for tokens
- *     and targets); memory the runtime did not allocate is fp32.  The CPU backend
+ *     and targets, u8 for dropout masks), and every op and collective is told
+ *     those dtypes by its last argument, the dtypes word (PRT_ARG_DTYPES below);
+ *     the runtime checks the word against the registered buffers.  The CPU backend
  *     computes in fp32: an op widens its 16-bit inputs and rounds its outputs to
  *     nearest even (bf16, IEEE half), so it equals the fp32 op on the widened
  *     inputs, rounded; a backward op's += is done in fp32 and rounded once;
@@ -447,150 +449,190 @@ does:
 
 PRT_CALLS(R, X) calls R(X, kind, name, sig, params, args) per row: kind is OP (a
 backend op), COMM (a backend collective) or HOST (the runtime's own code); sig is
-over {p pointer, i int64_t, d double}, the first p the prt context; params the
-parenthesised parameter list, args the parenthesised argument names.  ORDER: the
-compiler's runtime function table follows PRT_OPS. */
+over {p pointer, i int64_t, d double, t the dtypes word}, the first p the prt
+context; params the parenthesised parameter list, args the parenthesised argument
+names.  ORDER: the compiler's runtime function table follows PRT_OPS.
+
+The dtypes word.  Every OP and COMM row ends with `int64_t dtypes` (sig 't'): the
+enum prt_dtype of each pointer argument after rt, 4 bits each in argument order
+(argument k in bits 4k..4k+3; a NULL argument's nibble is ignored).  PRT_F32 is 0,
+so a call whose pointers are all fp32 passes 0; the compiler fills the word from
+the IR's buffer dtypes, hand-written calls build it with PRT_ARG_DTYPES.  The
+backends read their tensors' dtypes from it (prt_arg_dtype), not from the address.
+The runtime checks each declared dtype against the registered buffer the pointer
+falls in (memory it did not allocate is taken as declared) during the first step
+and the first evaluation of a run, and on every call when PRT_CHECK_DTYPES=1 is
+in the environment; a disagreement stops the run with the op, the argument, the
+buffer and both dtypes.  A collective's pointers must all have one dtype, its
+elements'. */
+
+/* The dtype of pointer argument `index` (0 = the first after rt) in a word. */
+static inline int64_t prt_word_dtype(int64_t dtypes, int index) { return (dtypes >> (4 * index)) & 15; }
+/* The word of the dtypes given, in pointer-argument order:
+ *   prt_matmul_fwd(rt, out, in, w, N, K, M, PRT_ARG_DTYPES(PRT_BF16, PRT_BF16, PRT_F32)). */
+static inline int64_t prt_arg_dtypes_(const int64_t *dtypes, int n) {
+    int64_t word = 0;
+    for (int i = 0; i < n && i < 16; i++) word |= (dtypes[i] & 15) << (4 * i);
+    return word;
+}
+#define PRT_ARG_DTYPES(...)                                         \
+    prt_arg_dtypes_((const int64_t[]){__VA_ARGS__},                 \
+                    (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+/* Every pointer argument of the call in one dtype: the word of n of them. */
+static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
+    int64_t word = 0;
+    for (int i = 0; i < n && i < 16; i++) word |= (dtype & 15) << (4 * i);
+    return word;
+}
 #define PRT_CALLS(R, X)                                                                                           \
-    R(X, OP, zero, "ppi", (prt *rt, void *buf, int64_t n), (rt, buf, n))                                          \
-    R(X, OP, copy, "pppi", (prt *rt, void *dst, const void *src, int64_t n), (rt, dst, src, n))                   \
-    R(X, OP, acc, "pppi", (prt *rt, void *dst, const void *src, int64_t n), (rt, dst, src, n))                    \
+    R(X, OP, zero, "ppit", (prt *rt, void *buf, int64_t n, int64_t dtypes), (rt, buf, n, dtypes))                 \
+    R(X, OP, copy, "pppit", (prt *rt, void *dst, const void *src, int64_t n, int64_t dtypes),                     \
+      (rt, dst, src, n, dtypes))                                                                                  \
+    R(X, OP, acc, "pppit", (prt *rt, void *dst, const void *src, int64_t n, int64_t dtypes),                      \
+      (rt, dst, src, n, dtypes))                                                                                  \
     R(X, HOST, data, "pppiiiii",                                                                                  \
       (prt *rt, void *tokens, void *targets, int64_t step, int64_t first_sample, int64_t B, int64_t T,            \
        int64_t vocab),                                                                                            \
       (rt, tokens, targets, step, first_sample, B, T, vocab))                                                     \
-    R(X, OP, embed_fwd, "ppppiiii",                                                                               \
-      (prt *rt, void *out, const void *tokens, const void *wte, int64_t N, int64_t C, int64_t vocab_local,        \
-       int64_t vocab_offset),                                                                                     \
-      (rt, out, tokens, wte, N, C, vocab_local, vocab_offset))                                                    \
-    R(X, OP, embed_bwd, "ppppiiii",                                                                               \
-      (prt *rt, void *dwte, const void *tokens, const void *dout, int64_t N, int64_t C, int64_t vocab_local,      \
-       int64_t vocab_offset),                                                                                     \
-      (rt, dwte, tokens, dout, N, C, vocab_local, vocab_offset))                                                  \
-    R(X, OP, pos_fwd, "ppppiiii",                                                                                 \
-      (prt *rt, void *out, const void *in, const void *wpe, int64_t B, int64_t T, int64_t C, int64_t t_offset),   \
-      (rt, out, in, wpe, B, T, C, t_offset))                                                                      \
-    R(X, OP, pos_bwd, "ppppiiii",                                                                                 \
-      (prt *rt, void *dwpe, void *din, const void *dout, int64_t B, int64_t T, int64_t C, int64_t t_offset),      \
-      (rt, dwpe, din, dout, B, T, C, t_offset))                                                                   \
-    R(X, OP, layernorm_fwd, "pppppppii",                                                                          \
-      (prt *rt, void *out, void *mean, void *rstd, const void *in, const void *w, const void *b, int64_t N,       \
-       int64_t C),                                                                                                \
-      (rt, out, mean, rstd, in, w, b, N, C))                                                                      \
-    R(X, OP, layernorm_bwd, "pppppppppii",                                                                        \
-      (prt *rt, void *din, void *dw, void *db, const void *dout, const void *in, const void *w, const void *mean, \
-       const void *rstd, int64_t N, int64_t C),                                                                   \
-      (rt, din, dw, db, dout, in, w, mean, rstd, N, C))                                                           \
-    R(X, OP, rmsnorm_fwd, "pppppii",                                                                              \
-      (prt *rt, void *out, void *rstd, const void *in, const void *w, int64_t N, int64_t C),                      \
-      (rt, out, rstd, in, w, N, C))                                                                               \
-    R(X, OP, rmsnorm_bwd, "pppppppii",                                                                            \
-      (prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, const void *rstd,           \
-       int64_t N, int64_t C),                                                                                     \
-      (rt, din, dw, dout, in, w, rstd, N, C))                                                                     \
-    R(X, OP, matmul_fwd, "ppppiii",                                                                               \
-      (prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M),                       \
-      (rt, out, in, w, N, K, M))                                                                                  \
-    R(X, OP, matmul_bwd, "ppppppiii",                                                                             \
-      (prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N, int64_t K,       \
-       int64_t M),                                                                                                \
-      (rt, din, dw, dout, in, w, N, K, M))                                                                        \
-    R(X, OP, matmul_t_fwd, "ppppiii",                                                                             \
-      (prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M),                       \
-      (rt, out, in, w, N, K, M))                                                                                  \
-    R(X, OP, matmul_t_bwd, "ppppppiii",                                                                           \
-      (prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N, int64_t K,       \
-       int64_t M),                                                                                                \
-      (rt, din, dw, dout, in, w, N, K, M))                                                                        \
-    R(X, OP, matmul_bias_fwd, "pppppiii",                                                                         \
-      (prt *rt, void *out, const void *in, const void *w, const void *b, int64_t N, int64_t K, int64_t M),        \
-      (rt, out, in, w, b, N, K, M))                                                                               \
-    R(X, OP, matmul_bias_bwd, "pppppppiii",                                                                       \
-      (prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, void *db, int64_t N,         \
-       int64_t K, int64_t M),                                                                                     \
-      (rt, din, dw, dout, in, w, db, N, K, M))                                                                    \
-    R(X, OP, bias_fwd, "ppppii", (prt *rt, void *out, const void *in, const void *b, int64_t N, int64_t M),       \
-      (rt, out, in, b, N, M))                                                                                     \
-    R(X, OP, bias_bwd, "pppii", (prt *rt, void *db, const void *dout, int64_t N, int64_t M), (rt, db, dout, N, M)) \
-    R(X, OP, gelu_fwd, "pppi", (prt *rt, void *out, const void *in, int64_t n), (rt, out, in, n))                 \
-    R(X, OP, gelu_bwd, "ppppi", (prt *rt, void *din, const void *in, const void *dout, int64_t n),                \
-      (rt, din, in, dout, n))                                                                                     \
-    R(X, OP, relu_fwd, "pppi", (prt *rt, void *out, const void *in, int64_t n), (rt, out, in, n))                 \
-    R(X, OP, relu_bwd, "ppppi", (prt *rt, void *din, const void *in, const void *dout, int64_t n),                \
-      (rt, din, in, dout, n))                                                                                     \
-    R(X, OP, swiglu_fwd, "pppii", (prt *rt, void *out, const void *in, int64_t N, int64_t F), (rt, out, in, N, F)) \
-    R(X, OP, swiglu_bwd, "ppppii", (prt *rt, void *din, const void *in, const void *dout, int64_t N, int64_t F),  \
-      (rt, din, in, dout, N, F))                                                                                  \
-    R(X, OP, attention_fwd, "ppppiiiii",                                                                          \
-      (prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T, int64_t NH, int64_t HD,            \
-       int64_t causal),                                                                                           \
-      (rt, out, probs, qkv, B, T, NH, HD, causal))                                                                \
-    R(X, OP, attention_bwd, "pppppiiiii",                                                                         \
-      (prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B, int64_t T,           \
-       int64_t NH, int64_t HD, int64_t causal),                                                                   \
-      (rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal))                                                         \
-    R(X, OP, kv_repeat_fwd, "pppiiii",                                                                            \
-      (prt *rt, void *out, const void *in, int64_t N, int64_t KV, int64_t G, int64_t HD),                        \
-      (rt, out, in, N, KV, G, HD))                                                                                \
-    R(X, OP, kv_repeat_bwd, "pppiiii",                                                                            \
-      (prt *rt, void *din, const void *dout, int64_t N, int64_t KV, int64_t G, int64_t HD),                      \
-      (rt, din, dout, N, KV, G, HD))                                                                              \
-    R(X, OP, dropout_fwd, "ppppiiiiiiiiid",                                                                       \
-      (prt *rt, void *out, void *mask, const void *in, int64_t B, int64_t T, int64_t C, int64_t first_sample,      \
-       int64_t t_offset, int64_t T_global, int64_t step, int64_t layer, int64_t site, double p),                   \
-      (rt, out, mask, in, B, T, C, first_sample, t_offset, T_global, step, layer, site, p))                        \
-    R(X, OP, dropout_bwd, "ppppid", (prt *rt, void *din, const void *mask, const void *dout, int64_t n, double p),  \
-      (rt, din, mask, dout, n, p))                                                                                \
-    R(X, OP, attention_dropout_fwd, "ppppiiiiiiiiiid",                                                            \
-      (prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T, int64_t NH, int64_t HD,            \
-       int64_t causal, int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step, int64_t layer,     \
-       double p),                                                                                                 \
-      (rt, out, probs, qkv, B, T, NH, HD, causal, first_sample, h_offset, NH_global, step, layer, p))              \
-    R(X, OP, attention_dropout_bwd, "pppppiiiiiiiiiid",                                                           \
-      (prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B, int64_t T,           \
-       int64_t NH, int64_t HD, int64_t causal, int64_t first_sample, int64_t h_offset, int64_t NH_global,          \
-       int64_t step, int64_t layer, double p),                                                                    \
-      (rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, first_sample, h_offset, NH_global, step, layer, p))      \
-    R(X, OP, add_fwd, "ppppi", (prt *rt, void *out, const void *a, const void *b, int64_t n), (rt, out, a, b, n)) \
-    R(X, OP, xent_fwd, "pppppiiii",                                                                               \
-      (prt *rt, void *loss_sum, void *stats, const void *logits, const void *targets, int64_t N, int64_t V_local, \
-       int64_t vocab_offset, int64_t axis),                                                                       \
-      (rt, loss_sum, stats, logits, targets, N, V_local, vocab_offset, axis))                                     \
-    R(X, OP, xent_bwd, "pppppiiid",                                                                               \
-      (prt *rt, void *dlogits, const void *logits, const void *stats, const void *targets, int64_t N,             \
-       int64_t V_local, int64_t vocab_offset, double scale),                                                      \
-      (rt, dlogits, logits, stats, targets, N, V_local, vocab_offset, scale))                                     \
+    R(X, OP, embed_fwd, "ppppiiiit", (prt *rt, void *out, const void *tokens, const void *wte, int64_t N,         \
+      int64_t C, int64_t vocab_local, int64_t vocab_offset, int64_t dtypes),                                      \
+      (rt, out, tokens, wte, N, C, vocab_local, vocab_offset, dtypes))                                            \
+    R(X, OP, embed_bwd, "ppppiiiit", (prt *rt, void *dwte, const void *tokens, const void *dout, int64_t N,       \
+      int64_t C, int64_t vocab_local, int64_t vocab_offset, int64_t dtypes),                                      \
+      (rt, dwte, tokens, dout, N, C, vocab_local, vocab_offset, dtypes))                                          \
+    R(X, OP, pos_fwd, "ppppiiiit", (prt *rt, void *out, const void *in, const void *wpe, int64_t B, int64_t T,    \
+      int64_t C, int64_t t_offset, int64_t dtypes),                                                               \
+      (rt, out, in, wpe, B, T, C, t_offset, dtypes))                                                              \
+    R(X, OP, pos_bwd, "ppppiiiit", (prt *rt, void *dwpe, void *din, const void *dout, int64_t B, int64_t T,       \
+      int64_t C, int64_t t_offset, int64_t dtypes),                                                               \
+      (rt, dwpe, din, dout, B, T, C, t_offset, dtypes))                                                           \
+    R(X, OP, layernorm_fwd, "pppppppiit", (prt *rt, void *out, void *mean, void *rstd, const void *in,            \
+      const void *w, const void *b, int64_t N, int64_t C, int64_t dtypes),                                        \
+      (rt, out, mean, rstd, in, w, b, N, C, dtypes))                                                              \
+    R(X, OP, layernorm_bwd, "pppppppppiit", (prt *rt, void *din, void *dw, void *db, const void *dout,            \
+      const void *in, const void *w, const void *mean, const void *rstd, int64_t N, int64_t C, int64_t dtypes),   \
+      (rt, din, dw, db, dout, in, w, mean, rstd, N, C, dtypes))                                                   \
+    R(X, OP, rmsnorm_fwd, "pppppiit", (prt *rt, void *out, void *rstd, const void *in, const void *w, int64_t N,  \
+      int64_t C, int64_t dtypes),                                                                                 \
+      (rt, out, rstd, in, w, N, C, dtypes))                                                                       \
+    R(X, OP, rmsnorm_bwd, "pppppppiit", (prt *rt, void *din, void *dw, const void *dout, const void *in,          \
+      const void *w, const void *rstd, int64_t N, int64_t C, int64_t dtypes),                                     \
+      (rt, din, dw, dout, in, w, rstd, N, C, dtypes))                                                             \
+    R(X, OP, matmul_fwd, "ppppiiit", (prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K,    \
+      int64_t M, int64_t dtypes),                                                                                 \
+      (rt, out, in, w, N, K, M, dtypes))                                                                          \
+    R(X, OP, matmul_bwd, "ppppppiiit", (prt *rt, void *din, void *dw, const void *dout, const void *in,           \
+      const void *w, int64_t N, int64_t K, int64_t M, int64_t dtypes),                                            \
+      (rt, din, dw, dout, in, w, N, K, M, dtypes))                                                                \
+    R(X, OP, matmul_t_fwd, "ppppiiit", (prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K,  \
+      int64_t M, int64_t dtypes),                                                                                 \
+      (rt, out, in, w, N, K, M, dtypes))                                                                          \
+    R(X, OP, matmul_t_bwd, "ppppppiiit", (prt *rt, void *din, void *dw, const void *dout, const void *in,         \
+      const void *w, int64_t N, int64_t K, int64_t M, int64_t dtypes),                                            \
+      (rt, din, dw, dout, in, w, N, K, M, dtypes))                                                                \
+    R(X, OP, matmul_bias_fwd, "pppppiiit", (prt *rt, void *out, const void *in, const void *w, const void *b,     \
+      int64_t N, int64_t K, int64_t M, int64_t dtypes),                                                           \
+      (rt, out, in, w, b, N, K, M, dtypes))                                                                       \
+    R(X, OP, matmul_bias_bwd, "pppppppiiit", (prt *rt, void *din, void *dw, const void *dout, const void *in,     \
+      const void *w, void *db, int64_t N, int64_t K, int64_t M, int64_t dtypes),                                  \
+      (rt, din, dw, dout, in, w, db, N, K, M, dtypes))                                                            \
+    R(X, OP, bias_fwd, "ppppiit", (prt *rt, void *out, const void *in, const void *b, int64_t N, int64_t M,       \
+      int64_t dtypes),                                                                                            \
+      (rt, out, in, b, N, M, dtypes))                                                                             \
+    R(X, OP, bias_bwd, "pppiit", (prt *rt, void *db, const void *dout, int64_t N, int64_t M, int64_t dtypes),     \
+      (rt, db, dout, N, M, dtypes))                                                                               \
+    R(X, OP, gelu_fwd, "pppit", (prt *rt, void *out, const void *in, int64_t n, int64_t dtypes),                  \
+      (rt, out, in, n, dtypes))                                                                                   \
+    R(X, OP, gelu_bwd, "ppppit", (prt *rt, void *din, const void *in, const void *dout, int64_t n,                \
+      int64_t dtypes),                                                                                            \
+      (rt, din, in, dout, n, dtypes))                                                                             \
+    R(X, OP, relu_fwd, "pppit", (prt *rt, void *out, const void *in, int64_t n, int64_t dtypes),                  \
+      (rt, out, in, n, dtypes))                                                                                   \
+    R(X, OP, relu_bwd, "ppppit", (prt *rt, void *din, const void *in, const void *dout, int64_t n,                \
+      int64_t dtypes),                                                                                            \
+      (rt, din, in, dout, n, dtypes))                                                                             \
+    R(X, OP, swiglu_fwd, "pppiit", (prt *rt, void *out, const void *in, int64_t N, int64_t F, int64_t dtypes),    \
+      (rt, out, in, N, F, dtypes))                                                                                \
+    R(X, OP, swiglu_bwd, "ppppiit", (prt *rt, void *din, const void *in, const void *dout, int64_t N, int64_t F,  \
+      int64_t dtypes),                                                                                            \
+      (rt, din, in, dout, N, F, dtypes))                                                                          \
+    R(X, OP, attention_fwd, "ppppiiiiit", (prt *rt, void *out, void *probs, const void *qkv, int64_t B,           \
+      int64_t T, int64_t NH, int64_t HD, int64_t causal, int64_t dtypes),                                         \
+      (rt, out, probs, qkv, B, T, NH, HD, causal, dtypes))                                                        \
+    R(X, OP, attention_bwd, "pppppiiiiit", (prt *rt, void *dqkv, const void *dout, const void *qkv,               \
+      const void *probs, int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal, int64_t dtypes),           \
+      (rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, dtypes))                                                 \
+    R(X, OP, kv_repeat_fwd, "pppiiiit", (prt *rt, void *out, const void *in, int64_t N, int64_t KV, int64_t G,    \
+      int64_t HD, int64_t dtypes),                                                                                \
+      (rt, out, in, N, KV, G, HD, dtypes))                                                                        \
+    R(X, OP, kv_repeat_bwd, "pppiiiit", (prt *rt, void *din, const void *dout, int64_t N, int64_t KV, int64_t G,  \
+      int64_t HD, int64_t dtypes),                                                                                \
+      (rt, din, dout, N, KV, G, HD, dtypes))                                                                      \
+    R(X, OP, dropout_fwd, "ppppiiiiiiiiidt", (prt *rt, void *out, void *mask, const void *in, int64_t B,          \
+      int64_t T, int64_t C, int64_t first_sample, int64_t t_offset, int64_t T_global, int64_t step,               \
+      int64_t layer, int64_t site, double p, int64_t dtypes),                                                     \
+      (rt, out, mask, in, B, T, C, first_sample, t_offset, T_global, step, layer, site, p, dtypes))               \
+    R(X, OP, dropout_bwd, "ppppidt", (prt *rt, void *din, const void *mask, const void *dout, int64_t n,          \
+      double p, int64_t dtypes),                                                                                  \
+      (rt, din, mask, dout, n, p, dtypes))                                                                        \
+    R(X, OP, attention_dropout_fwd, "ppppiiiiiiiiiidt", (prt *rt, void *out, void *probs, const void *qkv,        \
+      int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal, int64_t first_sample, int64_t h_offset,       \
+      int64_t NH_global, int64_t step, int64_t layer, double p, int64_t dtypes),                                  \
+      (rt, out, probs, qkv, B, T, NH, HD, causal, first_sample, h_offset, NH_global, step, layer, p, dtypes))     \
+    R(X, OP, attention_dropout_bwd, "pppppiiiiiiiiiidt", (prt *rt, void *dqkv, const void *dout,                  \
+      const void *qkv, const void *probs, int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal,           \
+      int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step, int64_t layer, double p,           \
+      int64_t dtypes),                                                                                            \
+      (rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, first_sample, h_offset, NH_global, step, layer, p,       \
+      dtypes))                                                                                                    \
+    R(X, OP, add_fwd, "ppppit", (prt *rt, void *out, const void *a, const void *b, int64_t n, int64_t dtypes),    \
+      (rt, out, a, b, n, dtypes))                                                                                 \
+    R(X, OP, xent_fwd, "pppppiiiit", (prt *rt, void *loss_sum, void *stats, const void *logits,                   \
+      const void *targets, int64_t N, int64_t V_local, int64_t vocab_offset, int64_t axis, int64_t dtypes),       \
+      (rt, loss_sum, stats, logits, targets, N, V_local, vocab_offset, axis, dtypes))                             \
+    R(X, OP, xent_bwd, "pppppiiidt", (prt *rt, void *dlogits, const void *logits, const void *stats,              \
+      const void *targets, int64_t N, int64_t V_local, int64_t vocab_offset, double scale, int64_t dtypes),       \
+      (rt, dlogits, logits, stats, targets, N, V_local, vocab_offset, scale, dtypes))                             \
     R(X, HOST, loss_replicas, "pi", (prt *rt, int64_t axis_mask), (rt, axis_mask))                                \
-    R(X, COMM, allreduce, "pipi", (prt *rt, int64_t axis, void *buf, int64_t n), (rt, axis, buf, n))              \
-    R(X, COMM, allreduce_ends, "pipi", (prt *rt, int64_t axis, void *buf, int64_t n), (rt, axis, buf, n))         \
-    R(X, COMM, allgather, "pippii", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner), \
-      (rt, axis, out, in, outer, inner))                                                                          \
-    R(X, COMM, reducescatter, "pippii",                                                                           \
-      (prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner),                           \
-      (rt, axis, out, in, outer, inner))                                                                          \
-    R(X, COMM, alltoall, "pippii", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner), \
-      (rt, axis, out, in, outer, inner))                                                                          \
-    R(X, COMM, slice, "pippii", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner), \
-      (rt, axis, out, in, outer, inner))                                                                          \
-    R(X, COMM, send, "piipii", (prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag),   \
-      (rt, axis, delta, buf, n, tag))                                                                             \
-    R(X, COMM, recv, "piipii", (prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag),         \
-      (rt, axis, delta, buf, n, tag))                                                                             \
-    R(X, OP, adamw, "ppppppiiddddd",                                                                              \
-      (prt *rt, void *param, void *master, const void *grad, void *m, void *v, int64_t n, int64_t step,           \
-       double lr, double beta1, double beta2, double eps, double weight_decay),                                   \
-      (rt, param, master, grad, m, v, n, step, lr, beta1, beta2, eps, weight_decay))                              \
-    R(X, OP, sgd, "pppppiddd",                                                                                    \
-      (prt *rt, void *param, void *master, const void *grad, void *mom, int64_t n, double lr, double momentum,    \
-       double weight_decay),                                                                                      \
-      (rt, param, master, grad, mom, n, lr, momentum, weight_decay))                                              \
+    R(X, COMM, allreduce, "pipit", (prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtypes),                 \
+      (rt, axis, buf, n, dtypes))                                                                                 \
+    R(X, COMM, allreduce_ends, "pipit", (prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtypes),            \
+      (rt, axis, buf, n, dtypes))                                                                                 \
+    R(X, COMM, allgather, "pippiit", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer,            \
+      int64_t inner, int64_t dtypes),                                                                             \
+      (rt, axis, out, in, outer, inner, dtypes))                                                                  \
+    R(X, COMM, reducescatter, "pippiit", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer,        \
+      int64_t inner, int64_t dtypes),                                                                             \
+      (rt, axis, out, in, outer, inner, dtypes))                                                                  \
+    R(X, COMM, alltoall, "pippiit", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer,             \
+      int64_t inner, int64_t dtypes),                                                                             \
+      (rt, axis, out, in, outer, inner, dtypes))                                                                  \
+    R(X, COMM, slice, "pippiit", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer,                \
+      int64_t inner, int64_t dtypes),                                                                             \
+      (rt, axis, out, in, outer, inner, dtypes))                                                                  \
+    R(X, COMM, send, "piipiit", (prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag,   \
+      int64_t dtypes),                                                                                            \
+      (rt, axis, delta, buf, n, tag, dtypes))                                                                     \
+    R(X, COMM, recv, "piipiit", (prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag,         \
+      int64_t dtypes),                                                                                            \
+      (rt, axis, delta, buf, n, tag, dtypes))                                                                     \
+    R(X, OP, adamw, "ppppppiidddddt", (prt *rt, void *param, void *master, const void *grad, void *m, void *v,    \
+      int64_t n, int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay,            \
+      int64_t dtypes),                                                                                            \
+      (rt, param, master, grad, m, v, n, step, lr, beta1, beta2, eps, weight_decay, dtypes))                      \
+    R(X, OP, sgd, "pppppidddt", (prt *rt, void *param, void *master, const void *grad, void *mom, int64_t n,      \
+      double lr, double momentum, double weight_decay, int64_t dtypes),                                           \
+      (rt, param, master, grad, mom, n, lr, momentum, weight_decay, dtypes))                                      \
     R(X, HOST, span_begin, "pp", (prt *rt, const char *name), (rt, name))                                         \
     R(X, HOST, span_end, "p", (prt *rt), (rt))                                                                    \
     R(X, HOST, work_begin, "piiii", (prt *rt, int64_t kind, int64_t micro, int64_t chunk, int64_t chunks),        \
       (rt, kind, micro, chunk, chunks))                                                                           \
     R(X, HOST, work_end, "p", (prt *rt), (rt))                                                                    \
     R(X, HOST, phase, "pi", (prt *rt, int64_t phase), (rt, phase))                                                \
-    R(X, OP, sumsq, "pppid", (prt *rt, void *acc, const void *x, int64_t n, double weight), (rt, acc, x, n, weight)) \
-    R(X, OP, scale, "ppid", (prt *rt, void *x, int64_t n, double factor), (rt, x, n, factor))                      \
+    R(X, OP, sumsq, "pppidt", (prt *rt, void *acc, const void *x, int64_t n, double weight, int64_t dtypes),      \
+      (rt, acc, x, n, weight, dtypes))                                                                            \
+    R(X, OP, scale, "ppidt", (prt *rt, void *x, int64_t n, double factor, int64_t dtypes),                        \
+      (rt, x, n, factor, dtypes))                                                                                 \
     R(X, HOST, clip_norm, "ppd", (prt *rt, void *acc, double max_norm), (rt, acc, max_norm))
 
 /* The prototypes: void prt_<name> params. */

@@ -5,14 +5,17 @@
  * The public entry points (prt_ops.c) resolve what is common to all backends
  * (tracing, the dtype of a collective's elements, size-1 axes) and call the
  * backend chosen at prt_init (--device NAME) through this table:
- *   - one slot per op row of PRT_CALLS (kind OP), with parc_rt.h's signature;
- *   - one slot per collective row (kind COMM), with the elements' dtype appended:
- *     allreduce/allgather/reducescatter/alltoall/slice are called only for axes
- *     of size > 1, send/recv for any axis;
+ *   - one slot per op row of PRT_CALLS (kind OP), with parc_rt.h's signature,
+ *     the dtypes word last; an op reads each tensor's dtype from it with
+ *     prt_arg_dtype (prt_internal.h), which also does the runtime's check;
+ *   - one slot per collective row (kind COMM), with parc_rt.h's signature, whose
+ *     last argument is then the elements' dtype (enum prt_dtype, the word's
+ *     common nibble, checked by prt_ops.c): allreduce/allgather/reducescatter/
+ *     alltoall/slice are called only for axes of size > 1, send/recv for any;
  *   - the memory and lifecycle hooks below.
  * runtime/cpu/ is the reference backend (every op in fp32 loops and OpenBLAS,
  * collectives over MPI on host memory, prt_mpi.c); runtime/cuda/ runs every op
- * on the GPU.  A backend's ops read their tensors' dtypes with prt_dtype_of.
+ * on the GPU.
  */
 #ifndef PRT_BACKEND_H
 #define PRT_BACKEND_H
@@ -22,9 +25,8 @@
 
 #include "parc_rt.h"
 
-#define PRT_WITH_DTYPE_(...) (__VA_ARGS__, int64_t dtype)
 #define PRT_BACKEND_SLOT_OP(name, params) void (*name) params;
-#define PRT_BACKEND_SLOT_COMM(name, params) void (*name) PRT_WITH_DTYPE_ params;
+#define PRT_BACKEND_SLOT_COMM(name, params) void (*name) params;
 #define PRT_BACKEND_SLOT_HOST(name, params)
 #define PRT_BACKEND_SLOT_(X, kind, name, sig, params, args) PRT_BACKEND_SLOT_##kind(name, params)
 

@@ -240,21 +240,40 @@ static void build_ranges(prt *rt) {
     for (int64_t i = 0; i < rt->nbuffers; i++) {
         const prt_buffer *b = &rt->buffers[i];
         size_t bytes = b->instance_bytes * (size_t)b->desc.instances;
-        if (bytes) rt->ranges[rt->nranges++] = (prt_range){b->base, b->base + bytes, b->desc.dtype};
+        if (bytes) rt->ranges[rt->nranges++] = (prt_range){b->base, b->base + bytes, b->desc.dtype, i};
     }
     qsort(rt->ranges, (size_t)rt->nranges, sizeof(prt_range), range_cmp);
 }
 
-int64_t prt_dtype_of(prt *rt, const void *ptr) {
+/* The range of the registered buffer holding ptr, or NULL. */
+static const prt_range *range_of(prt *rt, const void *ptr) {
     const char *p = ptr;
-    if (!p) return -1;
+    if (!p) return NULL;
     int64_t lo = 0, hi = rt->nranges;  /* first range with begin > p */
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
         if (rt->ranges[mid].begin <= p) lo = mid + 1;
         else hi = mid;
     }
-    return lo > 0 && p < rt->ranges[lo - 1].end ? rt->ranges[lo - 1].dtype : -1;
+    return lo > 0 && p < rt->ranges[lo - 1].end ? &rt->ranges[lo - 1] : NULL;
+}
+
+int64_t prt_dtype_of(prt *rt, const void *ptr) {
+    const prt_range *r = range_of(rt, ptr);
+    return r ? r->dtype : -1;
+}
+
+void prt_verify_arg_dtype(prt *rt, const void *p, int64_t dtype, int index, const char *op) {
+    PRT_CHECK(dtype >= 0 && dtype < PRT_NDTYPE, "%s: the call's dtypes word gives pointer argument %d the code %lld, "
+              "which is no dtype", op, index + 1, (long long)dtype);
+    const prt_range *r = range_of(rt, p);
+    PRT_CHECK(!r || r->dtype == dtype, "%s: the call's dtypes word declares pointer argument %d %s, but it points "
+              "into buffer %s, which holds %s (the program and the runtime disagree on the buffer's dtype)", op,
+              index + 1, prt_dtype_names[dtype], rt->buffers[r->buffer].desc.name, prt_dtype_names[r->dtype]);
+}
+
+void prt_dtype_checks_update(prt *rt) {
+    rt->check_dtypes = rt->check_dtypes_always || !(rt->eval_active ? rt->dtypes_eval_seen : rt->dtypes_step_seen);
 }
 
 void *prt_ptr(prt *rt, int64_t buffer, int64_t instance) {

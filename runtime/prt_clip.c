@@ -13,7 +13,7 @@
 void prt_clip_norm(prt *rt, void *acc, double max_norm) {
     float sumsq = 0.0f;
     rt->backend->download(rt, &sumsq, acc, sizeof sumsq);
-    rt->backend->zero(rt, acc, 1);
+    rt->backend->zero(rt, acc, 1, PRT_ARG_DTYPES(PRT_F32));  /* the accumulator is one fp32 element */
     double norm = sqrt((double)sumsq);
     double coef = max_norm / (norm + 1e-6);
     rt->grad_norm = norm;

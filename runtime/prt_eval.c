@@ -28,6 +28,7 @@ int64_t prt_eval_begin(prt *rt, int64_t step) {
     rt->eval_batch = 0;
     rt->eval_runs = d->eval_batches;
     rt->eval_start = now;
+    prt_dtype_checks_update(rt);
     return d->eval_batches;
 }
 
@@ -64,6 +65,8 @@ void prt_eval_end(prt *rt, int64_t step) {
     double now = MPI_Wtime();
     if (rt->tracing) prt_trace_record(rt, "eval", "span", rt->eval_start, -1, -1);
     rt->eval_active = 0;
+    rt->dtypes_eval_seen = 1;
+    prt_dtype_checks_update(rt);
     rt->step = rt->eval_step;
     if (rt->step >= 0) {  /* the step's time and phases go on as if nothing ran */
         rt->step_start += now - rt->eval_start;

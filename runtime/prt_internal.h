@@ -100,6 +100,7 @@ typedef struct prt_buffer {
 typedef struct prt_range {
     const char *begin, *end;
     int64_t dtype;
+    int64_t buffer;          /* its index in rt->buffers */
 } prt_range;
 
 typedef struct prt_send_slot {  /* one buffered pipeline send */
@@ -182,6 +183,10 @@ struct prt {
     char *class_block[PRT_NCLASS];
     prt_range *ranges;       /* non-empty buffers by address: prt_dtype_of */
     int64_t nranges;
+    /* calls' dtypes words checked against the buffers (prt_arg_dtype): now, on
+     * every call (PRT_CHECK_DTYPES=1), and whether a step / an evaluation has
+     * ended (the first of each is checked) */
+    int check_dtypes, check_dtypes_always, dtypes_step_seen, dtypes_eval_seen;
 
     /* ledger (bytes): current and peak per class, and the compiler's numbers */
     int64_t ledger_now[PRT_NCLASS];
@@ -259,6 +264,22 @@ size_t prt_dtype_size(int64_t dtype);
  * it, e.g. a ZeRO shard's offset), or -1 for NULL and for memory the runtime did
  * not allocate (test programs' arrays), which the ops read as fp32.  O(log buffers). */
 int64_t prt_dtype_of(prt *rt, const void *ptr);
+/* Stops the run unless `dtype`, which a call's dtypes word declares for its
+ * pointer argument `index` (0 = the first after rt), is a dtype and, when p falls
+ * in a registered buffer, that buffer's. */
+void prt_verify_arg_dtype(prt *rt, const void *p, int64_t dtype, int index, const char *op);
+/* The dtype of pointer argument `index` of op `op` from its dtypes word
+ * (parc_rt.h), verified while rt->check_dtypes is set: what every backend reads
+ * its tensors' dtypes with. */
+static inline int64_t prt_arg_dtype(prt *rt, int64_t dtypes, int index, const void *p, const char *op) {
+    int64_t dtype = prt_word_dtype(dtypes, index);
+    if (p && rt->check_dtypes) prt_verify_arg_dtype(rt, p, dtype, index, op);
+    return dtype;
+}
+/* Sets rt->check_dtypes for what runs next: always under PRT_CHECK_DTYPES=1,
+ * else until the first step has ended and, during an evaluation, until the
+ * first evaluation has. */
+void prt_dtype_checks_update(prt *rt);
 
 /* A malloc'ed host copy of `bytes` bytes of buffer memory (the caller frees it). */
 void *prt_host_copy(prt *rt, const void *src, size_t bytes);

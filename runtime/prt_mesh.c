@@ -126,6 +126,9 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     rt->steps = plan->steps;
     rt->die_rank = rt->die_step = -1;
     rt->wait_axis = -1;
+    const char *check_dtypes = getenv("PRT_CHECK_DTYPES");  /* every call's dtypes word, not the first step's */
+    rt->check_dtypes_always = check_dtypes && *check_dtypes && strcmp(check_dtypes, "0") != 0;
+    prt_dtype_checks_update(rt);
 
     prt_parse_flags(rt, (int)argc, argv);
     prt_blas_report(rt);

@@ -5,8 +5,8 @@
  * axis to arrive, and receives and send completions are polled the same way, so
  * a peer that never arrives is named instead of hanging the job.
  *
- * Counts are elements of the buffer's dtype (prt_dtype_of; unregistered memory is
- * fp32): f32 and i32 move as MPI_FLOAT / MPI_INT32_T, bf16 and f16 as
+ * Counts are elements of the buffer's dtype (the call's dtypes word, decoded by
+ * prt_ops.c): f32 and i32 move as MPI_FLOAT / MPI_INT32_T, bf16 and f16 as
  * MPI_UINT16_T, two bytes each.  Sums of 16-bit elements use a user-defined
  * MPI_Op that adds in fp32 and rounds to nearest even at every combination (what
  * NCCL does for bf16): with two ranks that is the rounded exact-in-fp32 sum, and no

@@ -3,8 +3,8 @@
  * PRT_CALLS rows of kind OP and COMM): what every backend shares, then one call
  * through the backend table chosen at prt_init (prt_backend.h).
  *   ops: timed for the trace (after a backend sync, so device work is counted);
- *   collectives: the elements' dtype from the registered buffers (which must
- *     agree; unregistered memory is fp32), an axis of size 1 as a local copy,
+ *   collectives: the elements' dtype from the call's dtypes word (its pointers'
+ *     must agree; checked like an op's), an axis of size 1 as a local copy,
  *     and the backend's collective for the rest (it traces its own transfers).
  * Also the step-loss bookkeeping both backends' xent_fwd report to.
  */
@@ -33,13 +33,16 @@ PRT_CALLS(PRT_DISPATCH_, _)
 
 /* ---------------------------------------------------------------- collectives */
 
-/* The dtype the elements of a collective have: that of its registered buffers
- * (which must agree), else fp32.  b may be NULL. */
-static int64_t elem_dtype(prt *rt, const void *a, const void *b, const char *what) {
-    int64_t da = prt_dtype_of(rt, a), db = prt_dtype_of(rt, b);
-    PRT_CHECK(da < 0 || db < 0 || da == db, "%s: its buffers hold %s and %s elements", what, prt_dtype_names[da],
-              prt_dtype_names[db]);
-    return da >= 0 ? da : db >= 0 ? db : PRT_F32;
+/* The dtype of a collective's elements: that of its pointer arguments in the
+ * call's dtypes word (prt_arg_dtype, which checks them), which must agree.  b
+ * may be NULL (one buffer). */
+static int64_t elem_dtype(prt *rt, int64_t dtypes, const void *a, const void *b, const char *what) {
+    int64_t da = prt_arg_dtype(rt, dtypes, 0, a, what), db = b ? prt_arg_dtype(rt, dtypes, 1, b, what) : da;
+    PRT_CHECK(da < PRT_NDTYPE && db < PRT_NDTYPE, "%s: its dtypes word %#llx names no dtype", what,
+              (unsigned long long)dtypes);
+    PRT_CHECK(da == db, "%s: its dtypes word declares %s and %s elements; a collective moves one dtype", what,
+              prt_dtype_names[da], prt_dtype_names[db]);
+    return da;
 }
 
 /* out = in, n elements of esize bytes: an axis of size 1. */
@@ -47,28 +50,31 @@ static void copy_local(prt *rt, void *out, const void *in, int64_t n, size_t esi
     if (n > 0 && out != in) rt->backend->copy_bytes(rt, out, in, (size_t)n * esize);
 }
 
-void prt_allreduce(prt *rt, int64_t axis, void *buf, int64_t n) {
+void prt_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtypes) {
+    int64_t dtype = elem_dtype(rt, dtypes, buf, NULL, "allreduce");
     if (prt_axis_size(rt, axis) == 1 || n == 0) return;
     double start = MPI_Wtime();
-    rt->backend->allreduce(rt, axis, buf, n, elem_dtype(rt, buf, NULL, "allreduce"));
+    rt->backend->allreduce(rt, axis, buf, n, dtype);
     prt_phase_charge(rt, PRT_PHASE_COMM, start);
 }
 
-void prt_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n) {
+void prt_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtypes) {
+    int64_t dtype = elem_dtype(rt, dtypes, buf, NULL, "allreduce_ends");
     if (prt_axis_size(rt, axis) == 1 || n == 0) return;
     int64_t c = prt_coord(rt, axis);
     PRT_CHECK(c == 0 || c == prt_axis_size(rt, axis) - 1, "allreduce_ends on axis %lld: called at coordinate %lld, "
               "which is neither end", (long long)axis, (long long)c);
     double start = MPI_Wtime();
-    rt->backend->allreduce_ends(rt, axis, buf, n, elem_dtype(rt, buf, NULL, "allreduce_ends"));
+    rt->backend->allreduce_ends(rt, axis, buf, n, dtype);
     prt_phase_charge(rt, PRT_PHASE_COMM, start);
 }
 
 /* allgather, reducescatter, alltoall and slice: [outer, inner] blocks; a size-1
  * axis leaves one block, a copy. */
 #define PRT_BLOCK_COLLECTIVE(name)                                                                   \
-    void prt_##name(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner) { \
-        int64_t dtype = elem_dtype(rt, out, in, #name);                                              \
+    void prt_##name(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,  \
+                    int64_t dtypes) {                                                                \
+        int64_t dtype = elem_dtype(rt, dtypes, out, in, #name);                                      \
         if (prt_axis_size(rt, axis) == 1) {                                                          \
             copy_local(rt, out, in, outer * inner, prt_dtype_size(dtype));                           \
             return;                                                                                  \
@@ -82,15 +88,17 @@ PRT_BLOCK_COLLECTIVE(reducescatter)
 PRT_BLOCK_COLLECTIVE(alltoall)
 PRT_BLOCK_COLLECTIVE(slice)
 
-void prt_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag) {
+void prt_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag, int64_t dtypes) {
+    int64_t dtype = elem_dtype(rt, dtypes, buf, NULL, "send");
     double start = MPI_Wtime();
-    rt->backend->send(rt, axis, delta, buf, n, tag, elem_dtype(rt, buf, NULL, "send"));
+    rt->backend->send(rt, axis, delta, buf, n, tag, dtype);
     prt_phase_charge(rt, PRT_PHASE_BUBBLE, start);
 }
 
-void prt_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag) {
+void prt_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag, int64_t dtypes) {
+    int64_t dtype = elem_dtype(rt, dtypes, buf, NULL, "recv");
     double start = MPI_Wtime();
-    rt->backend->recv(rt, axis, delta, buf, n, tag, elem_dtype(rt, buf, NULL, "recv"));
+    rt->backend->recv(rt, axis, delta, buf, n, tag, dtype);
     prt_phase_charge(rt, PRT_PHASE_BUBBLE, start);
 }
 

@@ -3,8 +3,10 @@
  * sequences: each starts with prt_phase (forward, backward, gradient sync as
  * communication, pipeline messages as bubble, optimizer), collectives and
  * pipeline messages are charged to communication and bubble wherever they
- * run (prt_ops.c), and at the end rank 0 prints the mean per step beside the
- * compiler's estimate of the same phases (prt_plan_desc.est_phase_seconds).
+ * run (prt_ops.c), and at the end rank 0 prints its mean per step beside the
+ * compiler's estimate of the same phases (prt_plan_desc.est_phase_seconds),
+ * then every rank's means gathered: per phase min / mean / max over the
+ * ranks and the slowest rank.
  * The first step is left out of the mean when there are more (it warms up).
  * Each step's phases go into its metrics record (prt_metrics.c), the means
  * and the estimate into the metrics log's summary record.
@@ -50,8 +52,52 @@ void prt_phases_step_end(prt *rt, double end) {
     }
 }
 
-/* The metrics log's last record: per phase the estimate and the measured mean. */
-static void write_summary(prt *rt, const double *mean_ms, double est_total, double meas_total) {
+/* Every rank's mean per phase and per step (ms), gathered on rank 0: per
+ * phase the least, the mean and the most over the ranks, and which rank took
+ * the most.  Index PRT_NPHASES is the step (the phases' sum). */
+typedef struct RankSpread {
+    int ranks;
+    double min[PRT_NPHASES + 1], mean[PRT_NPHASES + 1], max[PRT_NPHASES + 1];
+    int max_rank[PRT_NPHASES + 1];
+} RankSpread;
+
+/* Collective over MPI_COMM_WORLD: every rank calls it with its own means;
+ * *out is filled on rank 0. */
+static void gather_spread(prt *rt, const double *mine, RankSpread *out) {
+    enum { N = PRT_NPHASES + 1 };
+    double *all = NULL;
+    if (rt->world_rank == 0) {
+        all = malloc(sizeof *all * N * (size_t)rt->world_size);
+        PRT_CHECK(all != NULL, "out of memory gathering %d ranks' phases", rt->world_size);
+    }
+    MPI_Request req;
+    PRT_MPI_CHECK(MPI_Igather(mine, N, MPI_DOUBLE, all, N, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req));
+    prt_wait(rt, &req, NULL, "the per-rank phase gather (shutdown)", -1);
+    if (rt->world_rank != 0) return;
+    out->ranks = rt->world_size;
+    for (int k = 0; k < N; k++) {
+        double lo = all[k], hi = all[k], sum = 0;
+        int at = 0;
+        for (int r = 0; r < rt->world_size; r++) {
+            double v = all[r * N + k];
+            sum += v;
+            if (v < lo) lo = v;
+            if (v > hi) hi = v, at = r;
+        }
+        out->min[k] = lo, out->max[k] = hi, out->max_rank[k] = at;
+        out->mean[k] = sum / rt->world_size;
+    }
+    free(all);
+}
+
+static int write_spread_json(FILE *f, const RankSpread *s, int k) {
+    return fprintf(f, "{\"min\": %.6g, \"mean\": %.6g, \"max\": %.6g, \"max_rank\": %d}", s->min[k], s->mean[k],
+                   s->max[k], s->max_rank[k]) < 0;
+}
+
+/* The metrics log's last record: per phase the estimate and rank 0's
+ * measured mean, then every rank's spread. */
+static void write_summary(prt *rt, const double *mean_ms, double est_total, double meas_total, const RankSpread *s) {
     FILE *f = rt->log_file;
     int bad = fprintf(f, "{\"record\": \"summary\", \"steps_done\": %lld, \"final_loss\": %.9g, "
                          "\"measured_over\": \"%s\", \"phases_ms\": {",
@@ -60,12 +106,23 @@ static void write_summary(prt *rt, const double *mean_ms, double est_total, doub
     for (int k = 0; k < PRT_NPHASES; k++)
         bad |= fprintf(f, "%s\"%s\": {\"estimated\": %.6g, \"measured\": %.6g}", k ? ", " : "", prt_phase_keys[k],
                        rt->plan.est_phase_seconds[k] * 1e3, mean_ms[k]) < 0;
-    bad |= fprintf(f, "}, \"step_ms\": {\"estimated\": %.6g, \"measured\": %.6g}}\n", est_total, meas_total) < 0;
+    bad |= fprintf(f, "}, \"step_ms\": {\"estimated\": %.6g, \"measured\": %.6g}", est_total, meas_total) < 0;
+    bad |= fprintf(f, ", \"ranks\": {\"count\": %d, \"slowest_rank\": %d, \"phases_ms\": {", s->ranks,
+                   s->max_rank[PRT_NPHASES]) < 0;
+    for (int k = 0; k < PRT_NPHASES; k++) {
+        bad |= fprintf(f, "%s\"%s\": ", k ? ", " : "", prt_phase_keys[k]) < 0;
+        bad |= write_spread_json(f, s, k);
+    }
+    bad |= fprintf(f, "}, \"step_ms\": ") < 0;
+    bad |= write_spread_json(f, s, PRT_NPHASES);
+    bad |= fprintf(f, "}}\n") < 0;
     if (bad || fflush(f) != 0) prt_metrics_fail(rt, -1);
 }
 
+/* Collective: every rank's means go to rank 0, which prints its own beside
+ * the estimate, then the spread over the ranks, and writes the summary. */
 void prt_phases_report(prt *rt) {
-    if (rt->world_rank != 0 || rt->steps_done == 0) return;
+    if (rt->steps_done == 0) return;
     double n = rt->phase_steps > 0 ? (double)rt->phase_steps : 1.0;
     const double *sum = rt->phase_sum;
     double first[PRT_NPHASES];
@@ -73,17 +130,31 @@ void prt_phases_report(prt *rt) {
         memcpy(first, rt->phase_step, sizeof first);
         sum = first;
     }
-    double est_total = 0, meas_total = 0, mean_ms[PRT_NPHASES];
-    printf("parc: per step, estimated / measured ms (rank 0, %s):", rt->phase_steps > 0 ? "steps after the first" : "the one step");
+    double est_total = 0, meas_total = 0, mean_ms[PRT_NPHASES + 1];
     for (int k = 0; k < PRT_NPHASES; k++) {
-        double est = rt->plan.est_phase_seconds[k] * 1e3, meas = sum[k] / n * 1e3;
-        est_total += est, meas_total += meas;
-        mean_ms[k] = meas;
-        printf("%s %s %.3g / %.3g", k ? "," : "", phase_names[k], est, meas);
+        mean_ms[k] = sum[k] / n * 1e3;
+        meas_total += mean_ms[k];
+    }
+    mean_ms[PRT_NPHASES] = meas_total;
+    RankSpread spread = {0};
+    gather_spread(rt, mean_ms, &spread);
+    if (rt->world_rank != 0) return;
+    const char *over = rt->phase_steps > 0 ? "steps after the first" : "the one step";
+    printf("parc: per step, estimated / measured ms (rank 0, %s):", over);
+    for (int k = 0; k < PRT_NPHASES; k++) {
+        double est = rt->plan.est_phase_seconds[k] * 1e3;
+        est_total += est;
+        printf("%s %s %.3g / %.3g", k ? "," : "", phase_names[k], est, mean_ms[k]);
     }
     printf("; step %.3g / %.3g", est_total, meas_total);
     if (meas_total > 0) printf(" (%.2fx)", est_total / meas_total);
     printf("\n");
+    printf("parc: per step over %d ranks, measured ms min / mean / max (the rank of the max):", spread.ranks);
+    for (int k = 0; k <= PRT_NPHASES; k++)
+        printf("%s %s %.3g / %.3g / %.3g (%d)", k == PRT_NPHASES ? ";" : k ? "," : "",
+               k == PRT_NPHASES ? "step" : phase_names[k], spread.min[k], spread.mean[k], spread.max[k],
+               spread.max_rank[k]);
+    printf("; slowest rank %d\n", spread.max_rank[PRT_NPHASES]);
     fflush(stdout);
-    if (rt->log_file) write_summary(rt, mean_ms, est_total, meas_total);
+    if (rt->log_file) write_summary(rt, mean_ms, est_total, meas_total, &spread);
 }

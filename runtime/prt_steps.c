@@ -57,6 +57,8 @@ void prt_step_end(prt *rt, int64_t step) {
     loss = tokens > 0 ? loss / tokens : loss;
     double end = MPI_Wtime(), seconds = end - rt->step_start;
     rt->steps_done++;
+    rt->dtypes_step_seen = 1;
+    prt_dtype_checks_update(rt);
     prt_phases_step_end(rt, end);
     prt_trace_step_end(rt, step);
     rt->total_seconds += seconds;

@@ -14,31 +14,33 @@ typedef struct drop_tensor {
     int64_t dtype;
 } drop_tensor;
 
-static drop_tensor drop_ften(prt *rt, const void *p, const char *op) {
-    int64_t dtype = prt_dtype_of(rt, p);
-    PRT_CHECK(dtype != PRT_I32 && dtype != PRT_U8, "%s: a float tensor argument points into an %s buffer", op,
-              dtype == PRT_I32 ? "i32" : "u8");
-    return (drop_tensor){(char *)p, dtype < 0 ? PRT_F32 : dtype};
+/* Pointer argument `index` of op `op` with the dtype the call's dtypes word
+ * gives it: a float dtype. */
+static drop_tensor drop_ften(prt *rt, int64_t dtypes, int index, const void *p, const char *op) {
+    int64_t dtype = prt_arg_dtype(rt, dtypes, index, p, op);
+    PRT_CHECK(dtype == PRT_F32 || prt_dtype_is_16(dtype), "%s: pointer argument %d is declared %s, not a float dtype",
+              op, index + 1, dtype < PRT_NDTYPE ? prt_dtype_names[dtype] : "(no dtype)");
+    return (drop_tensor){(char *)p, dtype};
 }
 
-/* The mask argument is u8 by the call's definition: a registered buffer of
- * another dtype is an error. */
-static uint8_t *drop_mask(prt *rt, const void *p, const char *op) {
-    int64_t dtype = p ? prt_dtype_of(rt, p) : PRT_F32;
-    PRT_CHECK(p && (dtype < 0 || dtype == PRT_U8), "%s: the mask must be a u8 buffer", op);
+/* The mask (pointer argument 2) is u8 by the call's definition: a word that
+ * says otherwise is an error. */
+static uint8_t *drop_mask(prt *rt, int64_t dtypes, const void *p, const char *op) {
+    PRT_CHECK(p && prt_arg_dtype(rt, dtypes, 1, p, op) == PRT_U8, "%s: the mask must be a u8 buffer", op);
     return (uint8_t *)p;
 }
 
 void cpu_dropout_fwd(prt *rt, void *out_, void *mask_, const void *in_, int64_t B, int64_t T, int64_t C,
                      int64_t first_sample, int64_t t_offset, int64_t T_global, int64_t step, int64_t layer,
-                     int64_t site, double p) {
+                     int64_t site, double p, int64_t dtypes) {
     PRT_CHECK(B >= 0 && T >= 0 && C >= 0 && first_sample >= 0 && t_offset >= 0 && t_offset + T <= T_global,
               "dropout_fwd: bad shape B=%lld T=%lld C=%lld t_offset=%lld T_global=%lld", (long long)B, (long long)T,
               (long long)C, (long long)t_offset, (long long)T_global);
     PRT_CHECK(p >= 0 && p < 1, "dropout_fwd: p = %g is outside [0, 1)", p);
     if (rt->eval_active) p = 0; /* evaluation runs the model without dropout */
-    drop_tensor out = drop_ften(rt, out_, "dropout_fwd"), in = drop_ften(rt, in_, "dropout_fwd");
-    uint8_t *mask = drop_mask(rt, mask_, "dropout_fwd");
+    drop_tensor out = drop_ften(rt, dtypes, 0, out_, "dropout_fwd"),
+                in = drop_ften(rt, dtypes, 2, in_, "dropout_fwd");
+    uint8_t *mask = drop_mask(rt, dtypes, mask_, "dropout_fwd");
     uint64_t key = prt_dropout_key(rt->plan.seed, step, layer, site);
     uint32_t threshold = prt_dropout_threshold(p);
     float scale = prt_dropout_scale(p);
@@ -53,10 +55,11 @@ void cpu_dropout_fwd(prt *rt, void *out_, void *mask_, const void *in_, int64_t 
         }
 }
 
-void cpu_dropout_bwd(prt *rt, void *din_, const void *mask_, const void *dout_, int64_t n, double p) {
+void cpu_dropout_bwd(prt *rt, void *din_, const void *mask_, const void *dout_, int64_t n, double p, int64_t dtypes) {
     PRT_CHECK(n >= 0 && p >= 0 && p < 1, "dropout_bwd: n = %lld, p = %g", (long long)n, p);
-    drop_tensor din = drop_ften(rt, din_, "dropout_bwd"), dout = drop_ften(rt, dout_, "dropout_bwd");
-    const uint8_t *mask = drop_mask(rt, mask_, "dropout_bwd");
+    drop_tensor din = drop_ften(rt, dtypes, 0, din_, "dropout_bwd"),
+                dout = drop_ften(rt, dtypes, 2, dout_, "dropout_bwd");
+    const uint8_t *mask = drop_mask(rt, dtypes, mask_, "dropout_bwd");
     float scale = prt_dropout_scale(p);
     for (int64_t i = 0; i < n; i++)
         if (mask[i])

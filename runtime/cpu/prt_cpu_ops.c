@@ -11,8 +11,8 @@
  * prt_math.h's prt_expf_fast on both paths (and in the CUDA kernels).
  *
  * Storage.  A tensor argument is stored in the dtype of the registered buffer that
- * holds it (prt_dtype_of; memory the runtime did not allocate is fp32): f32, bf16
- * or f16.  Arithmetic is always fp32.  Loops read through prt_load and write
+ * holds it, which the call's dtypes word declares (parc_rt.h): f32, bf16 or f16.
+ * Arithmetic is always fp32.  Loops read through prt_load and write
  * through prt_store (round to nearest even), so an op on 16-bit storage equals the
  * fp32 op applied to the widened inputs, its outputs rounded; a backward op's +=
  * happens in fp32 and is rounded once.  The GEMM ops widen their 16-bit operands
@@ -43,25 +43,31 @@
 /* Rows widened at a time: the ledger's R (prt_scratch.h). */
 static int64_t chunk_rows(int64_t N, int any16) { return prt_scratch_rows(N, any16); }
 
-static void cpu_zero(prt *rt, void *buf, int64_t n) {
-    int64_t dtype = prt_dtype_of(rt, buf);
-    if (n > 0) memset(buf, 0, (size_t)n * prt_dtype_size(dtype < 0 ? PRT_F32 : dtype));
+/* The dtype of a byte-moving op's argument: any dtype. */
+static int64_t any_dtype(prt *rt, int64_t dtypes, int index, const void *p, const char *op) {
+    int64_t dtype = prt_arg_dtype(rt, dtypes, index, p, op);
+    PRT_CHECK(dtype < PRT_NDTYPE, "%s: pointer argument %d has no dtype in the dtypes word %#llx", op, index + 1,
+              (unsigned long long)dtypes);
+    return dtype;
 }
 
-static void cpu_copy(prt *rt, void *dst_, const void *src_, int64_t n) {
-    int64_t dd = prt_dtype_of(rt, dst_), ds = prt_dtype_of(rt, src_);
-    dd = dd < 0 ? PRT_F32 : dd;
-    ds = ds < 0 ? PRT_F32 : ds;
+static void cpu_zero(prt *rt, void *buf, int64_t n, int64_t dtypes) {
+    int64_t dtype = any_dtype(rt, dtypes, 0, buf, "zero");
+    if (n > 0) memset(buf, 0, (size_t)n * prt_dtype_size(dtype));
+}
+
+static void cpu_copy(prt *rt, void *dst_, const void *src_, int64_t n, int64_t dtypes) {
+    int64_t dd = any_dtype(rt, dtypes, 0, dst_, "copy"), ds = any_dtype(rt, dtypes, 1, src_, "copy");
     if (dd == ds) {
         if (n > 0 && dst_ != src_) memmove(dst_, src_, (size_t)n * prt_dtype_size(dd));
     } else {  /* a conversion: float dtypes only, never in place */
-        tensor dst = ften(rt, dst_, "copy"), src = ften(rt, src_, "copy");
+        tensor dst = ften(rt, dtypes, 0, dst_, "copy"), src = ften(rt, dtypes, 1, src_, "copy");
         for (int64_t i = 0; i < n; i++) ST(dst, i, LD(src, i));
     }
 }
 
-static void cpu_acc(prt *rt, void *dst_, const void *src_, int64_t n) {
-    tensor dst = ften(rt, dst_, "acc"), src = ften(rt, src_, "acc");
+static void cpu_acc(prt *rt, void *dst_, const void *src_, int64_t n, int64_t dtypes) {
+    tensor dst = ften(rt, dtypes, 0, dst_, "acc"), src = ften(rt, dtypes, 1, src_, "acc");
     if (f32(dst) && f32(src)) {
         prt_fast_add(F32(dst), F32(dst), F32(src), n);
         return;
@@ -71,8 +77,8 @@ static void cpu_acc(prt *rt, void *dst_, const void *src_, int64_t n) {
 
 /* Gradient clipping: the sum of squares in double, in element order (the
  * same result whatever the thread count), added to one fp32 accumulator. */
-static void cpu_sumsq(prt *rt, void *acc_, const void *x_, int64_t n, double weight) {
-    tensor acc = ften(rt, acc_, "sumsq"), x = ften(rt, x_, "sumsq");
+static void cpu_sumsq(prt *rt, void *acc_, const void *x_, int64_t n, double weight, int64_t dtypes) {
+    tensor acc = ften(rt, dtypes, 0, acc_, "sumsq"), x = ften(rt, dtypes, 1, x_, "sumsq");
     if (weight == 0.0) return;
     double s = 0.0;
     for (int64_t i = 0; i < n; i++) {
@@ -82,8 +88,8 @@ static void cpu_sumsq(prt *rt, void *acc_, const void *x_, int64_t n, double wei
     ST(acc, 0, (float)(LD(acc, 0) + weight * s));
 }
 
-static void cpu_scale(prt *rt, void *x_, int64_t n, double factor) {
-    tensor x = ften(rt, x_, "scale");
+static void cpu_scale(prt *rt, void *x_, int64_t n, double factor, int64_t dtypes) {
+    tensor x = ften(rt, dtypes, 0, x_, "scale");
     if (factor == 1.0) return;
     float f = (float)factor;
     for (int64_t i = 0; i < n; i++) ST(x, i, LD(x, i) * f);
@@ -92,9 +98,9 @@ static void cpu_scale(prt *rt, void *x_, int64_t n, double factor) {
 /* ---------------------------------------------------------------- embedding */
 
 static void cpu_embed_fwd(prt *rt, void *out_, const void *tokens_, const void *wte_, int64_t N, int64_t C,
-                   int64_t vocab_local, int64_t vocab_offset) {
-    tensor out = ften(rt, out_, "embed_fwd"), wte = ften(rt, wte_, "embed_fwd");
-    const int32_t *tokens = tokens_;
+                   int64_t vocab_local, int64_t vocab_offset, int64_t dtypes) {
+    tensor out = ften(rt, dtypes, 0, out_, "embed_fwd"), wte = ften(rt, dtypes, 2, wte_, "embed_fwd");
+    const int32_t *tokens = i32_arg(rt, dtypes, 1, tokens_, "embed_fwd");
     if (f32(out) && f32(wte)) {
         prt_fast_embed_fwd(F32(out), tokens, F32(wte), N, C, vocab_local, vocab_offset);
         return;
@@ -108,9 +114,9 @@ static void cpu_embed_fwd(prt *rt, void *out_, const void *tokens_, const void *
 /* A 16-bit dwte sums each row's tokens in fp32 (in token order, as the fp32 op
  * does) and rounds once: a row buffer of C floats from the workspace. */
 static void cpu_embed_bwd(prt *rt, void *dwte_, const void *tokens_, const void *dout_, int64_t N, int64_t C,
-                   int64_t vocab_local, int64_t vocab_offset) {
-    tensor dwte = ften(rt, dwte_, "embed_bwd"), dout = ften(rt, dout_, "embed_bwd");
-    const int32_t *tokens = tokens_;
+                   int64_t vocab_local, int64_t vocab_offset, int64_t dtypes) {
+    tensor dwte = ften(rt, dtypes, 0, dwte_, "embed_bwd"), dout = ften(rt, dtypes, 2, dout_, "embed_bwd");
+    const int32_t *tokens = i32_arg(rt, dtypes, 1, tokens_, "embed_bwd");
     if (f32(dwte) && f32(dout)) {
         prt_fast_embed_bwd(F32(dwte), tokens, F32(dout), N, C, vocab_local, vocab_offset);
         return;
@@ -136,8 +142,9 @@ static void cpu_embed_bwd(prt *rt, void *dwte_, const void *tokens_, const void 
 }
 
 static void cpu_pos_fwd(prt *rt, void *out_, const void *in_, const void *wpe_, int64_t B, int64_t T, int64_t C,
-                 int64_t t_offset) {
-    tensor out = ften(rt, out_, "pos_fwd"), in = ften(rt, in_, "pos_fwd"), wpe = ften(rt, wpe_, "pos_fwd");
+                 int64_t t_offset, int64_t dtypes) {
+    tensor out = ften(rt, dtypes, 0, out_, "pos_fwd"), in = ften(rt, dtypes, 1, in_, "pos_fwd"),
+           wpe = ften(rt, dtypes, 2, wpe_, "pos_fwd");
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++) {
             int64_t o = (b * T + t) * C, p = (t + t_offset) * C;
@@ -146,8 +153,9 @@ static void cpu_pos_fwd(prt *rt, void *out_, const void *in_, const void *wpe_, 
 }
 
 static void cpu_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int64_t B, int64_t T, int64_t C,
-                 int64_t t_offset) {
-    tensor dwpe = ften(rt, dwpe_, "pos_bwd"), din = ften(rt, din_, "pos_bwd"), dout = ften(rt, dout_, "pos_bwd");
+                 int64_t t_offset, int64_t dtypes) {
+    tensor dwpe = ften(rt, dtypes, 0, dwpe_, "pos_bwd"), din = ften(rt, dtypes, 1, din_, "pos_bwd"),
+           dout = ften(rt, dtypes, 2, dout_, "pos_bwd");
     if (dwpe.p)  /* each position sums its B samples in fp32, rounded once */
         for (int64_t t = 0; t < T; t++)
             for (int64_t c = 0; c < C; c++) {
@@ -163,10 +171,11 @@ static void cpu_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int
 /* ---------------------------------------------------------------- norms */
 
 static void cpu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, const void *in_, const void *w_,
-                       const void *b_, int64_t N, int64_t C) {
+                       const void *b_, int64_t N, int64_t C, int64_t dtypes) {
     const char *op = "layernorm_fwd";
-    tensor out = ften(rt, out_, op), mean = ften(rt, mean_, op), rstd = ften(rt, rstd_, op), in = ften(rt, in_, op),
-           w = ften(rt, w_, op), b = ften(rt, b_, op);
+    tensor out = ften(rt, dtypes, 0, out_, op), mean = ften(rt, dtypes, 1, mean_, op),
+           rstd = ften(rt, dtypes, 2, rstd_, op), in = ften(rt, dtypes, 3, in_, op),
+           w = ften(rt, dtypes, 4, w_, op), b = ften(rt, dtypes, 5, b_, op);
     if (f32(out) && f32(mean) && f32(rstd) && f32(in) && f32(w) && f32(b)) {
         prt_fast_layernorm_fwd(F32(out), F32(mean), F32(rstd), F32(in), F32(w), F32(b), N, C, PRT_NORM_EPS);
         return;
@@ -186,10 +195,12 @@ static void cpu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, con
 }
 
 static void cpu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const void *dout_, const void *in_,
-                       const void *w_, const void *mean_, const void *rstd_, int64_t N, int64_t C) {
+                       const void *w_, const void *mean_, const void *rstd_, int64_t N, int64_t C, int64_t dtypes) {
     const char *op = "layernorm_bwd";
-    tensor din = ften(rt, din_, op), dw = ften(rt, dw_, op), db = ften(rt, db_, op), dout = ften(rt, dout_, op),
-           in = ften(rt, in_, op), w = ften(rt, w_, op), mean = ften(rt, mean_, op), rstd = ften(rt, rstd_, op);
+    tensor din = ften(rt, dtypes, 0, din_, op), dw = ften(rt, dtypes, 1, dw_, op), db = ften(rt, dtypes, 2, db_, op),
+           dout = ften(rt, dtypes, 3, dout_, op),
+           in = ften(rt, dtypes, 4, in_, op), w = ften(rt, dtypes, 5, w_, op), mean = ften(rt, dtypes, 6, mean_, op),
+           rstd = ften(rt, dtypes, 7, rstd_, op);
     if (f32(din) && f32(dw) && f32(db) && f32(dout) && f32(in) && f32(w) && f32(mean) && f32(rstd)) {
         prt_fast_layernorm_bwd(F32(din), F32(dw), F32(db), F32(dout), F32(in), F32(w), F32(mean), F32(rstd), N, C);
         return;
@@ -222,9 +233,11 @@ static void cpu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const v
     if (db.p) view_store(db, dbv, 0, 1, C, C);
 }
 
-static void cpu_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, const void *w_, int64_t N, int64_t C) {
+static void cpu_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, const void *w_, int64_t N, int64_t C,
+                            int64_t dtypes) {
     const char *op = "rmsnorm_fwd";
-    tensor out = ften(rt, out_, op), rstd = ften(rt, rstd_, op), in = ften(rt, in_, op), w = ften(rt, w_, op);
+    tensor out = ften(rt, dtypes, 0, out_, op), rstd = ften(rt, dtypes, 1, rstd_, op),
+           in = ften(rt, dtypes, 2, in_, op), w = ften(rt, dtypes, 3, w_, op);
     if (f32(out) && f32(rstd) && f32(in) && f32(w)) {
         prt_fast_rmsnorm_fwd(F32(out), F32(rstd), F32(in), F32(w), N, C, PRT_NORM_EPS);
         return;
@@ -240,10 +253,11 @@ static void cpu_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, c
 }
 
 static void cpu_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout_, const void *in_, const void *w_,
-                     const void *rstd_, int64_t N, int64_t C) {
+                     const void *rstd_, int64_t N, int64_t C, int64_t dtypes) {
     const char *op = "rmsnorm_bwd";
-    tensor din = ften(rt, din_, op), dw = ften(rt, dw_, op), dout = ften(rt, dout_, op), in = ften(rt, in_, op),
-           w = ften(rt, w_, op), rstd = ften(rt, rstd_, op);
+    tensor din = ften(rt, dtypes, 0, din_, op), dw = ften(rt, dtypes, 1, dw_, op),
+           dout = ften(rt, dtypes, 2, dout_, op), in = ften(rt, dtypes, 3, in_, op),
+           w = ften(rt, dtypes, 4, w_, op), rstd = ften(rt, dtypes, 5, rstd_, op);
     if (f32(din) && f32(dw) && f32(dout) && f32(in) && f32(w) && f32(rstd)) {
         prt_fast_rmsnorm_bwd(F32(din), F32(dw), F32(dout), F32(in), F32(w), F32(rstd), N, C);
         return;
@@ -272,10 +286,10 @@ static void cpu_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout_, c
  * (in fp32) and the GEMM adds onto it (beta = 1): the bias costs no pass of
  * its own and a 16-bit out is rounded once. */
 static void matmul_fwd(prt *rt, const char *op, void *out_, const void *in_, const void *w_, const tensor *bias,
-                       int64_t N, int64_t K, int64_t M, int transposed) {
+                       int64_t N, int64_t K, int64_t M, int transposed, int64_t dtypes) {
     int n = blas_dim(N, op), k = blas_dim(K, op), m = blas_dim(M, op);
     if (!n || !m) return;
-    tensor out = ften(rt, out_, op), in = ften(rt, in_, op), w = ften(rt, w_, op);
+    tensor out = ften(rt, dtypes, 0, out_, op), in = ften(rt, dtypes, 1, in_, op), w = ften(rt, dtypes, 2, w_, op);
     int64_t R = chunk_rows(N, is16(in) || is16(out));
     float *s = scratch(rt, prt_scratch_matmul_fwd(K, M, N, is16(w), is16(in), is16(out)));
     float *w_slot = take(&s, is16(w) * K * M), *in_slot = take(&s, is16(in) * R * K),
@@ -300,11 +314,12 @@ static void matmul_fwd(prt *rt, const char *op, void *out_, const void *in_, con
 
 /* din[N,K] += dout[N,M] @ op(w)^T;  dw += in^T @ dout (w[K,M]) or dout^T @ in (transposed: w[M,K]). */
 static void matmul_bwd(prt *rt, const char *op, void *din_, void *dw_, const void *dout_, const void *in_,
-                       const void *w_, int64_t N, int64_t K, int64_t M, int transposed) {
+                       const void *w_, int64_t N, int64_t K, int64_t M, int transposed, int64_t dtypes) {
     int n = blas_dim(N, op), k = blas_dim(K, op), m = blas_dim(M, op);
     if (!n || !k || !m) return;
-    tensor din = ften(rt, din_, op), dw = ften(rt, dw_, op), dout = ften(rt, dout_, op), in = ften(rt, in_, op),
-           w = ften(rt, w_, op);
+    tensor din = ften(rt, dtypes, 0, din_, op), dw = ften(rt, dtypes, 1, dw_, op),
+           dout = ften(rt, dtypes, 2, dout_, op), in = ften(rt, dtypes, 3, in_, op),
+           w = ften(rt, dtypes, 4, w_, op);
     int w16 = din.p && is16(w), dw16 = is16(dw), din16 = is16(din), in16 = dw.p && is16(in), dout16 = is16(dout);
     int64_t R = chunk_rows(N, dout16 || din16 || in16);
     float *s = scratch(rt, prt_scratch_matmul_bwd(K, M, N, din.p != NULL, dw.p != NULL, is16(w), dw16, is16(in), dout16, din16));
@@ -336,42 +351,44 @@ static void matmul_bwd(prt *rt, const char *op, void *din_, void *dw_, const voi
     if (dw.p) view_store(dw, dwv, 0, wr, wc, wc);
 }
 
-static void cpu_matmul_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M) {
-    matmul_fwd(rt, "matmul", out, in, w, NULL, N, K, M, 0);
+static void cpu_matmul_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M,
+                           int64_t dtypes) {
+    matmul_fwd(rt, "matmul", out, in, w, NULL, N, K, M, 0, dtypes);
 }
 
 static void cpu_matmul_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
-                    int64_t K, int64_t M) {
-    matmul_bwd(rt, "matmul", din, dw, dout, in, w, N, K, M, 0);
+                    int64_t K, int64_t M, int64_t dtypes) {
+    matmul_bwd(rt, "matmul", din, dw, dout, in, w, N, K, M, 0, dtypes);
 }
 
-static void cpu_matmul_t_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M) {
-    matmul_fwd(rt, "matmul_t", out, in, w, NULL, N, K, M, 1);
+static void cpu_matmul_t_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M,
+                             int64_t dtypes) {
+    matmul_fwd(rt, "matmul_t", out, in, w, NULL, N, K, M, 1, dtypes);
 }
 
 static void cpu_matmul_t_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
-                      int64_t K, int64_t M) {
-    matmul_bwd(rt, "matmul_t", din, dw, dout, in, w, N, K, M, 1);
+                      int64_t K, int64_t M, int64_t dtypes) {
+    matmul_bwd(rt, "matmul_t", din, dw, dout, in, w, N, K, M, 1, dtypes);
 }
+
+static void cpu_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M, int64_t dtypes);
 
 static void cpu_matmul_bias_fwd(prt *rt, void *out, const void *in, const void *w, const void *b, int64_t N,
-                                int64_t K, int64_t M) {
-    tensor bias = ften(rt, b, "matmul_bias_fwd");
-    matmul_fwd(rt, "matmul_bias_fwd", out, in, w, &bias, N, K, M, 0);
+                                int64_t K, int64_t M, int64_t dtypes) {
+    tensor bias = ften(rt, dtypes, 3, b, "matmul_bias_fwd");
+    matmul_fwd(rt, "matmul_bias_fwd", out, in, w, &bias, N, K, M, 0, dtypes);
 }
 
-static void cpu_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M);
-
-/* db first: it reads only dout, which the GEMMs read next (still in cache for
- * small blocks) */
+/* db first: it reads only dout, which the GEMMs read next */
 static void cpu_matmul_bias_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
-                                void *db, int64_t N, int64_t K, int64_t M) {
-    if (db) cpu_bias_bwd(rt, db, dout, N, M);
-    matmul_bwd(rt, "matmul_bias_bwd", din, dw, dout, in, w, N, K, M, 0);
+                                void *db, int64_t N, int64_t K, int64_t M, int64_t dtypes) {
+    if (db) cpu_bias_bwd(rt, db, dout, N, M, PRT_ARG_DTYPES(prt_word_dtype(dtypes, 5), prt_word_dtype(dtypes, 2)));
+    matmul_bwd(rt, "matmul_bias_bwd", din, dw, dout, in, w, N, K, M, 0, dtypes);
 }
 
-static void cpu_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, int64_t N, int64_t M) {
-    tensor out = ften(rt, out_, "bias_fwd"), in = ften(rt, in_, "bias_fwd"), b = ften(rt, b_, "bias_fwd");
+static void cpu_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, int64_t N, int64_t M, int64_t dtypes) {
+    tensor out = ften(rt, dtypes, 0, out_, "bias_fwd"), in = ften(rt, dtypes, 1, in_, "bias_fwd"),
+           b = ften(rt, dtypes, 2, b_, "bias_fwd");
     if (f32(out) && f32(in) && f32(b)) {
         prt_fast_bias_fwd(F32(out), F32(in), F32(b), N, M);
         return;
@@ -380,8 +397,8 @@ static void cpu_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, i
         for (int64_t j = 0; j < M; j++) ST(out, n * M + j, LD(in, n * M + j) + LD(b, j));
 }
 
-static void cpu_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M) {
-    tensor db = ften(rt, db_, "bias_bwd"), dout = ften(rt, dout_, "bias_bwd");
+static void cpu_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M, int64_t dtypes) {
+    tensor db = ften(rt, dtypes, 0, db_, "bias_bwd"), dout = ften(rt, dtypes, 1, dout_, "bias_bwd");
     if (f32(db) && f32(dout)) {
         prt_fast_bias_bwd(F32(db), F32(dout), N, M);
         return;
@@ -403,8 +420,8 @@ static void cpu_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64
 
 /* The element math is prt_math.h's, shared with the CUDA kernels. */
 
-static void cpu_gelu_fwd(prt *rt, void *out_, const void *in_, int64_t n) {
-    tensor out = ften(rt, out_, "gelu_fwd"), in = ften(rt, in_, "gelu_fwd");
+static void cpu_gelu_fwd(prt *rt, void *out_, const void *in_, int64_t n, int64_t dtypes) {
+    tensor out = ften(rt, dtypes, 0, out_, "gelu_fwd"), in = ften(rt, dtypes, 1, in_, "gelu_fwd");
     if (out.dtype == PRT_F32 && in.dtype == PRT_F32) {
         prt_fast_gelu_fwd(F32(out), F32(in), n);
     } else {
@@ -412,8 +429,9 @@ static void cpu_gelu_fwd(prt *rt, void *out_, const void *in_, int64_t n) {
     }
 }
 
-static void cpu_gelu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n) {
-    tensor din = ften(rt, din_, "gelu_bwd"), in = ften(rt, in_, "gelu_bwd"), dout = ften(rt, dout_, "gelu_bwd");
+static void cpu_gelu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n, int64_t dtypes) {
+    tensor din = ften(rt, dtypes, 0, din_, "gelu_bwd"), in = ften(rt, dtypes, 1, in_, "gelu_bwd"),
+           dout = ften(rt, dtypes, 2, dout_, "gelu_bwd");
     if (din.dtype == PRT_F32 && in.dtype == PRT_F32 && dout.dtype == PRT_F32) {
         prt_fast_gelu_bwd(F32(din), F32(in), F32(dout), n);
     } else {
@@ -421,22 +439,23 @@ static void cpu_gelu_bwd(prt *rt, void *din_, const void *in_, const void *dout_
     }
 }
 
-static void cpu_relu_fwd(prt *rt, void *out_, const void *in_, int64_t n) {
-    tensor out = ften(rt, out_, "relu_fwd"), in = ften(rt, in_, "relu_fwd");
+static void cpu_relu_fwd(prt *rt, void *out_, const void *in_, int64_t n, int64_t dtypes) {
+    tensor out = ften(rt, dtypes, 0, out_, "relu_fwd"), in = ften(rt, dtypes, 1, in_, "relu_fwd");
     for (int64_t i = 0; i < n; i++) {
         float x = LD(in, i);
         ST(out, i, x > 0.0f ? x : 0.0f);
     }
 }
 
-static void cpu_relu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n) {
-    tensor din = ften(rt, din_, "relu_bwd"), in = ften(rt, in_, "relu_bwd"), dout = ften(rt, dout_, "relu_bwd");
+static void cpu_relu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n, int64_t dtypes) {
+    tensor din = ften(rt, dtypes, 0, din_, "relu_bwd"), in = ften(rt, dtypes, 1, in_, "relu_bwd"),
+           dout = ften(rt, dtypes, 2, dout_, "relu_bwd");
     for (int64_t i = 0; i < n; i++)
         if (LD(in, i) > 0.0f) ST(din, i, LD(din, i) + LD(dout, i));
 }
 
-static void cpu_swiglu_fwd(prt *rt, void *out_, const void *in_, int64_t N, int64_t F) {
-    tensor out = ften(rt, out_, "swiglu_fwd"), in = ften(rt, in_, "swiglu_fwd");
+static void cpu_swiglu_fwd(prt *rt, void *out_, const void *in_, int64_t N, int64_t F, int64_t dtypes) {
+    tensor out = ften(rt, dtypes, 0, out_, "swiglu_fwd"), in = ften(rt, dtypes, 1, in_, "swiglu_fwd");
     if (f32(out) && f32(in)) {
         prt_fast_swiglu_fwd(F32(out), F32(in), N, F);
         return;
@@ -448,8 +467,10 @@ static void cpu_swiglu_fwd(prt *rt, void *out_, const void *in_, int64_t N, int6
         }
 }
 
-static void cpu_swiglu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t N, int64_t F) {
-    tensor din = ften(rt, din_, "swiglu_bwd"), in = ften(rt, in_, "swiglu_bwd"), dout = ften(rt, dout_, "swiglu_bwd");
+static void cpu_swiglu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t N, int64_t F,
+                           int64_t dtypes) {
+    tensor din = ften(rt, dtypes, 0, din_, "swiglu_bwd"), in = ften(rt, dtypes, 1, in_, "swiglu_bwd"),
+           dout = ften(rt, dtypes, 2, dout_, "swiglu_bwd");
     if (f32(din) && f32(in) && f32(dout)) {
         prt_fast_swiglu_bwd(F32(din), F32(in), F32(dout), N, F);
         return;
@@ -463,8 +484,9 @@ static void cpu_swiglu_bwd(prt *rt, void *din_, const void *in_, const void *dou
         }
 }
 
-static void cpu_add_fwd(prt *rt, void *out_, const void *a_, const void *b_, int64_t n) {
-    tensor out = ften(rt, out_, "add_fwd"), a = ften(rt, a_, "add_fwd"), b = ften(rt, b_, "add_fwd");
+static void cpu_add_fwd(prt *rt, void *out_, const void *a_, const void *b_, int64_t n, int64_t dtypes) {
+    tensor out = ften(rt, dtypes, 0, out_, "add_fwd"), a = ften(rt, dtypes, 1, a_, "add_fwd"),
+           b = ften(rt, dtypes, 2, b_, "add_fwd");
     if (f32(out) && f32(a) && f32(b)) {
         prt_fast_add(F32(out), F32(a), F32(b), n);
         return;
@@ -475,37 +497,37 @@ static void cpu_add_fwd(prt *rt, void *out_, const void *a_, const void *b_, int
 /* ---------------------------------------------------------------- attention (prt_cpu_attention.c) */
 
 static void cpu_attention_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T, int64_t NH,
-                              int64_t HD, int64_t causal) {
-    prt_cpu_attention_fwd(rt, out, probs, qkv, B, T, NH, HD, causal, NULL);
+                              int64_t HD, int64_t causal, int64_t dtypes) {
+    prt_cpu_attention_fwd(rt, out, probs, qkv, B, T, NH, HD, causal, NULL, dtypes);
 }
 
 static void cpu_attention_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B,
-                              int64_t T, int64_t NH, int64_t HD, int64_t causal) {
-    prt_cpu_attention_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, NULL);
+                              int64_t T, int64_t NH, int64_t HD, int64_t causal, int64_t dtypes) {
+    prt_cpu_attention_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, NULL, dtypes);
 }
 
 static void cpu_attention_dropout_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T,
                                       int64_t NH, int64_t HD, int64_t causal, int64_t first_sample, int64_t h_offset,
-                                      int64_t NH_global, int64_t step, int64_t layer, double p) {
+                                      int64_t NH_global, int64_t step, int64_t layer, double p, int64_t dtypes) {
     prt_att_dropout d = prt_cpu_attention_dropout(rt, first_sample, h_offset, NH_global, NH, step, layer, p);
-    prt_cpu_attention_fwd(rt, out, probs, qkv, B, T, NH, HD, causal, &d);
+    prt_cpu_attention_fwd(rt, out, probs, qkv, B, T, NH, HD, causal, &d, dtypes);
 }
 
 static void cpu_attention_dropout_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
                                       int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal,
                                       int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step,
-                                      int64_t layer, double p) {
+                                      int64_t layer, double p, int64_t dtypes) {
     prt_att_dropout d = prt_cpu_attention_dropout(rt, first_sample, h_offset, NH_global, NH, step, layer, p);
-    prt_cpu_attention_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, &d);
+    prt_cpu_attention_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, &d, dtypes);
 }
 
 /* ---------------------------------------------------------------- cross-entropy */
 
 static void cpu_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *logits_, const void *targets_, int64_t N,
-                  int64_t V_local, int64_t vocab_offset, int64_t axis) {
-    tensor loss_sum = ften(rt, loss_sum_, "xent_fwd"), stats = ften(rt, stats_, "xent_fwd"),
-           logits = ften(rt, logits_, "xent_fwd");
-    const int32_t *targets = targets_;
+                  int64_t V_local, int64_t vocab_offset, int64_t axis, int64_t dtypes) {
+    tensor loss_sum = ften(rt, dtypes, 0, loss_sum_, "xent_fwd"), stats = ften(rt, dtypes, 1, stats_, "xent_fwd"),
+           logits = ften(rt, dtypes, 2, logits_, "xent_fwd");
+    const int32_t *targets = i32_arg(rt, dtypes, 3, targets_, "xent_fwd");
     int S = prt_axis_size(rt, axis);
     prt_dump_logits(rt, logits.p, logits.dtype, N, V_local, vocab_offset, axis);
     /* scratch: row max [N], then (sum of exp [N], target logit [N]) for one all-reduce */
@@ -556,10 +578,10 @@ static void cpu_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *log
 }
 
 static void cpu_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const void *stats_, const void *targets_,
-                         int64_t N, int64_t V_local, int64_t vocab_offset, double scale) {
-    tensor dlogits = ften(rt, dlogits_, "xent_bwd"), logits = ften(rt, logits_, "xent_bwd"),
-           stats = ften(rt, stats_, "xent_bwd");
-    const int32_t *targets = targets_;
+                         int64_t N, int64_t V_local, int64_t vocab_offset, double scale, int64_t dtypes) {
+    tensor dlogits = ften(rt, dtypes, 0, dlogits_, "xent_bwd"), logits = ften(rt, dtypes, 1, logits_, "xent_bwd"),
+           stats = ften(rt, dtypes, 2, stats_, "xent_bwd");
+    const int32_t *targets = i32_arg(rt, dtypes, 3, targets_, "xent_bwd");
     float s = (float)scale;
     if (f32(dlogits) && f32(logits) && f32(stats)) {
         prt_fast_xent_bwd(F32(dlogits), F32(logits), F32(stats), targets, N, V_local, vocab_offset, s);
@@ -579,10 +601,12 @@ static void cpu_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const voi
 
 /* With a master the fp32 master is updated and the param gets its rounding. */
 static void cpu_adamw(prt *rt, void *param_, void *master_, const void *grad_, void *m_, void *v_, int64_t n,
-                      int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay) {
+                      int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay,
+                      int64_t dtypes) {
     PRT_CHECK(step >= 1, "adamw: step counts from 1, got %lld", (long long)step);
-    tensor param = ften(rt, param_, "adamw"), master = ften(rt, master_, "adamw"), grad = ften(rt, grad_, "adamw"),
-           m = ften(rt, m_, "adamw"), v = ften(rt, v_, "adamw");
+    tensor param = ften(rt, dtypes, 0, param_, "adamw"), master = ften(rt, dtypes, 1, master_, "adamw"),
+           grad = ften(rt, dtypes, 2, grad_, "adamw"),
+           m = ften(rt, dtypes, 3, m_, "adamw"), v = ften(rt, dtypes, 4, v_, "adamw");
     tensor p = master.p ? master : param;
     if (!master.p && f32(param) && f32(grad) && f32(m) && f32(v)) {
         prt_fast_adamw(F32(param), F32(grad), F32(m), F32(v), n, step, lr, beta1, beta2, eps, weight_decay);
@@ -599,9 +623,10 @@ static void cpu_adamw(prt *rt, void *param_, void *master_, const void *grad_, v
 }
 
 static void cpu_sgd(prt *rt, void *param_, void *master_, const void *grad_, void *mom_, int64_t n, double lr,
-             double momentum, double weight_decay) {
-    tensor param = ften(rt, param_, "sgd"), master = ften(rt, master_, "sgd"), grad = ften(rt, grad_, "sgd"),
-           mom = ften(rt, mom_, "sgd");
+             double momentum, double weight_decay, int64_t dtypes) {
+    tensor param = ften(rt, dtypes, 0, param_, "sgd"), master = ften(rt, dtypes, 1, master_, "sgd"),
+           grad = ften(rt, dtypes, 2, grad_, "sgd"),
+           mom = ften(rt, dtypes, 3, mom_, "sgd");
     tensor p = master.p ? master : param;
     for (int64_t i = 0; i < n; i++) {
         float mi = mom.p ? LD(mom, i) : 0.0f, pi = prt_sgd_update(LD(p, i), LD(grad, i), mom.p ? &mi : NULL, (float)lr,

@@ -1,8 +1,8 @@
 /*
  * prt_cpu_tensor.h — the CPU backend's float tensor arguments: an address and
- * the storage dtype of the registered buffer that holds it (prt_dtype_of;
- * memory the runtime did not allocate is fp32), read and written element by
- * element in fp32 (prt_load, prt_store).  Shared by the files of runtime/cpu/.
+ * the storage dtype the call's dtypes word gives it (prt_arg_dtype, parc_rt.h),
+ * read and written element by element in fp32 (prt_load, prt_store).  Shared by
+ * the files of runtime/cpu/.
  */
 #ifndef PRT_CPU_TENSOR_H
 #define PRT_CPU_TENSOR_H
@@ -15,11 +15,20 @@ typedef struct tensor {
     int64_t dtype;
 } tensor;
 
-/* The tensor argument p of op `op`; an i32 buffer is a caller's error. */
-static inline tensor ften(prt *rt, const void *p, const char *op) {
-    int64_t dtype = prt_dtype_of(rt, p);
-    PRT_CHECK(dtype != PRT_I32, "%s: a float tensor argument points into an i32 buffer", op);
-    return (tensor){(char *)p, dtype < 0 ? PRT_F32 : dtype};
+/* Pointer argument `index` of op `op`, p, with the dtype its dtypes word gives
+ * it: f32, bf16 or f16 (anything else is a caller's error). */
+static inline tensor ften(prt *rt, int64_t dtypes, int index, const void *p, const char *op) {
+    int64_t dtype = p ? prt_arg_dtype(rt, dtypes, index, p, op) : PRT_F32;
+    PRT_CHECK(dtype == PRT_F32 || prt_dtype_is_16(dtype), "%s: pointer argument %d is declared %s, not a float dtype",
+              op, index + 1, dtype >= 0 && dtype < PRT_NDTYPE ? prt_dtype_names[dtype] : "(no dtype)");
+    return (tensor){(char *)p, dtype};
+}
+/* Pointer argument `index` of op `op`, i32 by the call's definition (tokens,
+ * targets): a word that says otherwise is an error. */
+static inline const int32_t *i32_arg(prt *rt, int64_t dtypes, int index, const void *p, const char *op) {
+    PRT_CHECK(prt_arg_dtype(rt, dtypes, index, p, op) == PRT_I32, "%s: pointer argument %d (token ids) must be i32",
+              op, index + 1);
+    return p;
 }
 static inline int is16(tensor t) { return t.p && prt_dtype_is_16(t.dtype); }
 /* Every one of these arguments is absent or stored as fp32: the op takes its

@@ -13,8 +13,8 @@
 extern "C" {
 #endif
 
-/* Device memory is addressed by plain pointers (unified addressing), so
- * prt_dtype_of works on it too. */
+/* Device memory is addressed by plain pointers (unified addressing), so the
+ * runtime's dtype check (prt_arg_dtype) finds device buffers too. */
 
 /* The number of CUDA devices this process sees: 0 when the driver reports none
  * (cudaErrorNoDevice), -1 on any other CUDA error, whose name (e.g.

@@ -4,7 +4,7 @@
  * One rank, mesh {x: 1}.  The runtime runs on the CPU (--device cpu); its CUDA
  * state is set up beside it (prt_cuda_init), so both backends run the same op on
  * the same inputs: the CPU op through the public API on registered host buffers
- * (one pool per dtype, so prt_dtype_of gives each tensor its dtype), the GPU op
+ * (one pool per dtype; each call's dtypes word gives its tensors' dtypes), the GPU op
  * through its prt_cu_* entry point on device copies.  Per op, dtype and output:
  *   relative error ||gpu - cpu|| / ||cpu|| <= tol (f32 1e-4; bf16 1e-2, about 2.5
  *   bf16 ulps: both sides round nearly equal fp32 values; f16 2e-3);
@@ -102,44 +102,44 @@ static void ops(int64_t dt) {
     {
         ten in = mk(dt, N * C, -2, 2, 0), out = mk(dt, N * C, 0, 0, 1), din = mk(dt, N * C, -1, 1, 0),
             dout = mk(dt, N * C, -1, 1, 0), b = mk(dt, N * C, -1, 1, 0);
-        prt_gelu_fwd(rt, out.h, in.h, N * C); prt_cu_gelu_fwd(rt, D(out), D(in), N * C); check("gelu_fwd", "out", out, tol);
-        prt_gelu_bwd(rt, din.h, in.h, dout.h, N * C); prt_cu_gelu_bwd(rt, D(din), D(in), D(dout), N * C); check("gelu_bwd", "din", din, tol);
+        prt_gelu_fwd(rt, out.h, in.h, N * C, PRT_ARG_DTYPES(out.dt, in.dt)); prt_cu_gelu_fwd(rt, D(out), D(in), N * C); check("gelu_fwd", "out", out, tol);
+        prt_gelu_bwd(rt, din.h, in.h, dout.h, N * C, PRT_ARG_DTYPES(din.dt, in.dt, dout.dt)); prt_cu_gelu_bwd(rt, D(din), D(in), D(dout), N * C); check("gelu_bwd", "din", din, tol);
         prt_cuda_memset(rt, out.d, 0xff, (size_t)(N * C) * prt_dtype_size(dt));
-        prt_relu_fwd(rt, out.h, in.h, N * C); prt_cu_relu_fwd(rt, D(out), D(in), N * C); check("relu_fwd", "out", out, tol);
-        prt_relu_bwd(rt, din.h, in.h, dout.h, N * C); prt_cu_relu_bwd(rt, D(din), D(in), D(dout), N * C); check("relu_bwd", "din", din, tol);
+        prt_relu_fwd(rt, out.h, in.h, N * C, PRT_ARG_DTYPES(out.dt, in.dt)); prt_cu_relu_fwd(rt, D(out), D(in), N * C); check("relu_fwd", "out", out, tol);
+        prt_relu_bwd(rt, din.h, in.h, dout.h, N * C, PRT_ARG_DTYPES(din.dt, in.dt, dout.dt)); prt_cu_relu_bwd(rt, D(din), D(in), D(dout), N * C); check("relu_bwd", "din", din, tol);
         prt_cuda_memset(rt, out.d, 0xff, (size_t)(N * C) * prt_dtype_size(dt));
-        prt_add_fwd(rt, out.h, in.h, b.h, N * C); prt_cu_add_fwd(rt, D(out), D(in), D(b), N * C); check("add_fwd", "out", out, tol);
-        prt_acc(rt, out.h, b.h, N * C); prt_cu_acc(rt, D(out), D(b), N * C); check("acc", "dst", out, tol);
+        prt_add_fwd(rt, out.h, in.h, b.h, N * C, PRT_ARG_DTYPES(out.dt, in.dt, b.dt)); prt_cu_add_fwd(rt, D(out), D(in), D(b), N * C); check("add_fwd", "out", out, tol);
+        prt_acc(rt, out.h, b.h, N * C, PRT_ARG_DTYPES(out.dt, b.dt)); prt_cu_acc(rt, D(out), D(b), N * C); check("acc", "dst", out, tol);
         prt_cuda_memset(rt, out.d, 0xff, (size_t)(N * C) * prt_dtype_size(dt));
-        prt_copy(rt, out.h, in.h, N * C); prt_cu_copy(rt, D(out), D(in), N * C); check("copy", "dst", out, tol);
+        prt_copy(rt, out.h, in.h, N * C, PRT_ARG_DTYPES(out.dt, in.dt)); prt_cu_copy(rt, D(out), D(in), N * C); check("copy", "dst", out, tol);
         ten f32 = mk(PRT_F32, N * C, 0, 0, 1);
-        prt_copy(rt, f32.h, in.h, N * C); prt_cu_copy(rt, D(f32), D(in), N * C); check("copy(convert)", "dst", f32, tol);
-        prt_zero(rt, out.h, N * C); prt_cu_zero(rt, D(out), N * C, prt_dtype_size(dt)); check("zero", "buf", out, tol);
+        prt_copy(rt, f32.h, in.h, N * C, PRT_ARG_DTYPES(f32.dt, in.dt)); prt_cu_copy(rt, D(f32), D(in), N * C); check("copy(convert)", "dst", f32, tol);
+        prt_zero(rt, out.h, N * C, PRT_ARG_DTYPES(out.dt)); prt_cu_zero(rt, D(out), N * C, prt_dtype_size(dt)); check("zero", "buf", out, tol);
         /* clipping: the sum of squares adds to an fp32 accumulator (weight 0 adds nothing), scale in place */
         ten acc = mk(PRT_F32, 1, 0.5f, 0.5f, 0);
-        prt_sumsq(rt, acc.h, in.h, N * C, 1.0); prt_cu_sumsq(rt, D(acc), D(in), N * C, 1.0); check("sumsq", "acc", acc, 1e-5);
-        prt_sumsq(rt, acc.h, b.h, N * C, 0.0); prt_cu_sumsq(rt, D(acc), D(b), N * C, 0.0); check("sumsq(weight 0)", "acc", acc, 1e-5);
-        prt_copy(rt, out.h, in.h, N * C); prt_cu_copy(rt, D(out), D(in), N * C);
-        prt_scale(rt, out.h, N * C, 0.37); prt_cu_scale(rt, D(out), N * C, 0.37); check("scale", "x", out, tol);
+        prt_sumsq(rt, acc.h, in.h, N * C, 1.0, PRT_ARG_DTYPES(acc.dt, in.dt)); prt_cu_sumsq(rt, D(acc), D(in), N * C, 1.0); check("sumsq", "acc", acc, 1e-5);
+        prt_sumsq(rt, acc.h, b.h, N * C, 0.0, PRT_ARG_DTYPES(acc.dt, b.dt)); prt_cu_sumsq(rt, D(acc), D(b), N * C, 0.0); check("sumsq(weight 0)", "acc", acc, 1e-5);
+        prt_copy(rt, out.h, in.h, N * C, PRT_ARG_DTYPES(out.dt, in.dt)); prt_cu_copy(rt, D(out), D(in), N * C);
+        prt_scale(rt, out.h, N * C, 0.37, PRT_ARG_DTYPES(out.dt)); prt_cu_scale(rt, D(out), N * C, 0.37); check("scale", "x", out, tol);
         ten sw_out = mk(dt, N * C / 2, 0, 0, 1);
-        prt_swiglu_fwd(rt, sw_out.h, in.h, N, C / 2); prt_cu_swiglu_fwd(rt, D(sw_out), D(in), N, C / 2); check("swiglu_fwd", "out", sw_out, tol);
-        prt_swiglu_bwd(rt, din.h, in.h, sw_out.h, N, C / 2); prt_cu_swiglu_bwd(rt, D(din), D(in), D(sw_out), N, C / 2); check("swiglu_bwd", "din", din, tol);
+        prt_swiglu_fwd(rt, sw_out.h, in.h, N, C / 2, PRT_ARG_DTYPES(sw_out.dt, in.dt)); prt_cu_swiglu_fwd(rt, D(sw_out), D(in), N, C / 2); check("swiglu_fwd", "out", sw_out, tol);
+        prt_swiglu_bwd(rt, din.h, in.h, sw_out.h, N, C / 2, PRT_ARG_DTYPES(din.dt, in.dt, sw_out.dt)); prt_cu_swiglu_bwd(rt, D(din), D(in), D(sw_out), N, C / 2); check("swiglu_bwd", "din", din, tol);
         ten bias = mk(dt, C, -1, 1, 0), db = mk(dt, C, -1, 1, 0);
         prt_cuda_memset(rt, out.d, 0xff, (size_t)(N * C) * prt_dtype_size(dt));
-        prt_bias_fwd(rt, out.h, in.h, bias.h, N, C); prt_cu_bias_fwd(rt, D(out), D(in), D(bias), N, C); check("bias_fwd", "out", out, tol);
-        prt_bias_bwd(rt, db.h, dout.h, N, C); prt_cu_bias_bwd(rt, D(db), D(dout), N, C); check("bias_bwd", "db", db, tol);
+        prt_bias_fwd(rt, out.h, in.h, bias.h, N, C, PRT_ARG_DTYPES(out.dt, in.dt, bias.dt)); prt_cu_bias_fwd(rt, D(out), D(in), D(bias), N, C); check("bias_fwd", "out", out, tol);
+        prt_bias_bwd(rt, db.h, dout.h, N, C, PRT_ARG_DTYPES(db.dt, dout.dt)); prt_cu_bias_bwd(rt, D(db), D(dout), N, C); check("bias_bwd", "db", db, tol);
     }
     /* embedding (vocab-parallel: a local block [16, 16 + 40) of a vocab of 64) and positions */
     {
         const int64_t V = 40, off = 16, B = 3, T = 16;
         ten tok = mki(N, 0, 64), wte = mk(dt, V * C, -1, 1, 0), out = mk(dt, N * C, 0, 0, 1), dwte = mk(dt, V * C, -1, 1, 0),
             dout = mk(dt, N * C, -1, 1, 0);
-        prt_embed_fwd(rt, out.h, tok.h, wte.h, N, C, V, off); prt_cu_embed_fwd(rt, D(out), tok.d, D(wte), N, C, V, off); check("embed_fwd", "out", out, tol);
-        prt_embed_bwd(rt, dwte.h, tok.h, dout.h, N, C, V, off); prt_cu_embed_bwd(rt, D(dwte), tok.d, D(dout), N, C, V, off); check("embed_bwd", "dwte", dwte, tol);
+        prt_embed_fwd(rt, out.h, tok.h, wte.h, N, C, V, off, PRT_ARG_DTYPES(out.dt, tok.dt, wte.dt)); prt_cu_embed_fwd(rt, D(out), tok.d, D(wte), N, C, V, off); check("embed_fwd", "out", out, tol);
+        prt_embed_bwd(rt, dwte.h, tok.h, dout.h, N, C, V, off, PRT_ARG_DTYPES(dwte.dt, tok.dt, dout.dt)); prt_cu_embed_bwd(rt, D(dwte), tok.d, D(dout), N, C, V, off); check("embed_bwd", "dwte", dwte, tol);
         ten wpe = mk(dt, (T + 4) * C, -1, 1, 0), in = mk(dt, B * T * C, -1, 1, 0), po = mk(dt, B * T * C, 0, 0, 1),
             dwpe = mk(dt, (T + 4) * C, -1, 1, 0), din = mk(dt, B * T * C, -1, 1, 0), pg = mk(dt, B * T * C, -1, 1, 0);
-        prt_pos_fwd(rt, po.h, in.h, wpe.h, B, T, C, 4); prt_cu_pos_fwd(rt, D(po), D(in), D(wpe), B, T, C, 4); check("pos_fwd", "out", po, tol);
-        prt_pos_bwd(rt, dwpe.h, din.h, pg.h, B, T, C, 4); prt_cu_pos_bwd(rt, D(dwpe), D(din), D(pg), B, T, C, 4);
+        prt_pos_fwd(rt, po.h, in.h, wpe.h, B, T, C, 4, PRT_ARG_DTYPES(po.dt, in.dt, wpe.dt)); prt_cu_pos_fwd(rt, D(po), D(in), D(wpe), B, T, C, 4); check("pos_fwd", "out", po, tol);
+        prt_pos_bwd(rt, dwpe.h, din.h, pg.h, B, T, C, 4, PRT_ARG_DTYPES(dwpe.dt, din.dt, pg.dt)); prt_cu_pos_bwd(rt, D(dwpe), D(din), D(pg), B, T, C, 4);
         check("pos_bwd", "dwpe", dwpe, tol); check("pos_bwd", "din", din, tol);
     }
     /* norms */
@@ -147,17 +147,17 @@ static void ops(int64_t dt) {
         ten in = mk(dt, N * C, -2, 3, 0), w = mk(dt, C, 0.5f, 1.5f, 0), b = mk(dt, C, -1, 1, 0), out = mk(dt, N * C, 0, 0, 1),
             mean = mk(dt, N, 0, 0, 1), rstd = mk(dt, N, 0, 0, 1), din = mk(dt, N * C, -1, 1, 0), dw = mk(dt, C, -1, 1, 0),
             db = mk(dt, C, -1, 1, 0), dout = mk(dt, N * C, -1, 1, 0);
-        prt_layernorm_fwd(rt, out.h, mean.h, rstd.h, in.h, w.h, b.h, N, C);
+        prt_layernorm_fwd(rt, out.h, mean.h, rstd.h, in.h, w.h, b.h, N, C, PRT_ARG_DTYPES(out.dt, mean.dt, rstd.dt, in.dt, w.dt, b.dt));
         prt_cu_layernorm_fwd(rt, D(out), D(mean), D(rstd), D(in), D(w), D(b), N, C);
         check("layernorm_fwd", "out", out, tol); check("layernorm_fwd", "mean", mean, tol); check("layernorm_fwd", "rstd", rstd, tol);
-        prt_layernorm_bwd(rt, din.h, dw.h, db.h, dout.h, in.h, w.h, mean.h, rstd.h, N, C);
+        prt_layernorm_bwd(rt, din.h, dw.h, db.h, dout.h, in.h, w.h, mean.h, rstd.h, N, C, PRT_ARG_DTYPES(din.dt, dw.dt, db.dt, dout.dt, in.dt, w.dt, mean.dt, rstd.dt));
         prt_cu_layernorm_bwd(rt, D(din), D(dw), D(db), D(dout), D(in), D(w), D(mean), D(rstd), N, C);
         check("layernorm_bwd", "din", din, tol); check("layernorm_bwd", "dw", dw, tol); check("layernorm_bwd", "db", db, tol);
         prt_cuda_memset(rt, out.d, 0xff, (size_t)(N * C) * prt_dtype_size(dt));
         prt_cuda_memset(rt, rstd.d, 0xff, (size_t)N * prt_dtype_size(dt));
-        prt_rmsnorm_fwd(rt, out.h, rstd.h, in.h, w.h, N, C); prt_cu_rmsnorm_fwd(rt, D(out), D(rstd), D(in), D(w), N, C);
+        prt_rmsnorm_fwd(rt, out.h, rstd.h, in.h, w.h, N, C, PRT_ARG_DTYPES(out.dt, rstd.dt, in.dt, w.dt)); prt_cu_rmsnorm_fwd(rt, D(out), D(rstd), D(in), D(w), N, C);
         check("rmsnorm_fwd", "out", out, tol); check("rmsnorm_fwd", "rstd", rstd, tol);
-        prt_rmsnorm_bwd(rt, din.h, dw.h, dout.h, in.h, w.h, rstd.h, N, C);
+        prt_rmsnorm_bwd(rt, din.h, dw.h, dout.h, in.h, w.h, rstd.h, N, C, PRT_ARG_DTYPES(din.dt, dw.dt, dout.dt, in.dt, w.dt, rstd.dt));
         prt_cu_rmsnorm_bwd(rt, D(din), D(dw), D(dout), D(in), D(w), D(rstd), N, C);
         check("rmsnorm_bwd", "din", din, tol); check("rmsnorm_bwd", "dw", dw, tol);
     }
@@ -166,14 +166,14 @@ static void ops(int64_t dt) {
         const char *f = tr ? "matmul_t_fwd" : "matmul_fwd", *bw = tr ? "matmul_t_bwd" : "matmul_bwd";
         ten in = mk(dt, N * K, -1, 1, 0), w = mk(dt, K * M, -1, 1, 0), out = mk(dt, N * M, 0, 0, 1),
             din = mk(dt, N * K, -1, 1, 0), dw = mk(dt, K * M, -1, 1, 0), dout = mk(dt, N * M, -1, 1, 0);
-        if (tr) { prt_matmul_t_fwd(rt, out.h, in.h, w.h, N, K, M); prt_matmul_t_bwd(rt, din.h, dw.h, dout.h, in.h, w.h, N, K, M); }
-        else { prt_matmul_fwd(rt, out.h, in.h, w.h, N, K, M); prt_matmul_bwd(rt, din.h, dw.h, dout.h, in.h, w.h, N, K, M); }
+        if (tr) { prt_matmul_t_fwd(rt, out.h, in.h, w.h, N, K, M, PRT_ARG_DTYPES(out.dt, in.dt, w.dt)); prt_matmul_t_bwd(rt, din.h, dw.h, dout.h, in.h, w.h, N, K, M, PRT_ARG_DTYPES(din.dt, dw.dt, dout.dt, in.dt, w.dt)); }
+        else { prt_matmul_fwd(rt, out.h, in.h, w.h, N, K, M, PRT_ARG_DTYPES(out.dt, in.dt, w.dt)); prt_matmul_bwd(rt, din.h, dw.h, dout.h, in.h, w.h, N, K, M, PRT_ARG_DTYPES(din.dt, dw.dt, dout.dt, in.dt, w.dt)); }
         prt_cu_matmul_fwd(rt, D(out), D(in), D(w), N, K, M, tr);
         prt_cu_matmul_bwd(rt, D(din), D(dw), D(dout), D(in), D(w), N, K, M, tr);
         check(f, "out", out, tol); check(bw, "din", din, tol); check(bw, "dw", dw, tol);
         if (dt != PRT_F32) {
             ten in32 = mk(PRT_F32, N * K, -1, 1, 0), o2 = mk(dt, N * M, 0, 0, 1);
-            if (tr) prt_matmul_t_fwd(rt, o2.h, in32.h, w.h, N, K, M); else prt_matmul_fwd(rt, o2.h, in32.h, w.h, N, K, M);
+            if (tr) prt_matmul_t_fwd(rt, o2.h, in32.h, w.h, N, K, M, PRT_ARG_DTYPES(o2.dt, in32.dt, w.dt)); else prt_matmul_fwd(rt, o2.h, in32.h, w.h, N, K, M, PRT_ARG_DTYPES(o2.dt, in32.dt, w.dt));
             prt_cu_matmul_fwd(rt, D(o2), D(in32), D(w), N, K, M, tr);
             check(tr ? "matmul_t_fwd(mixed)" : "matmul_fwd(mixed)", "out", o2, tol);
         }
@@ -183,9 +183,9 @@ static void ops(int64_t dt) {
         const int64_t KV = 3, G = 4, HD = 20, nin = N * KV * (G + 2) * HD, nout = N * 3 * KV * G * HD;
         ten in = mk(dt, nin, -1, 1, 0), out = mk(dt, nout, 0, 0, 1), din = mk(dt, nin, -1, 1, 0),
             dout = mk(dt, nout, -1, 1, 0);
-        prt_kv_repeat_fwd(rt, out.h, in.h, N, KV, G, HD); prt_cu_kv_repeat_fwd(rt, D(out), D(in), N, KV, G, HD);
+        prt_kv_repeat_fwd(rt, out.h, in.h, N, KV, G, HD, PRT_ARG_DTYPES(out.dt, in.dt)); prt_cu_kv_repeat_fwd(rt, D(out), D(in), N, KV, G, HD);
         check("kv_repeat_fwd", "out", out, tol);
-        prt_kv_repeat_bwd(rt, din.h, dout.h, N, KV, G, HD); prt_cu_kv_repeat_bwd(rt, D(din), D(dout), N, KV, G, HD);
+        prt_kv_repeat_bwd(rt, din.h, dout.h, N, KV, G, HD, PRT_ARG_DTYPES(din.dt, dout.dt)); prt_cu_kv_repeat_bwd(rt, D(din), D(dout), N, KV, G, HD);
         check("kv_repeat_bwd", "din", din, tol);
     }
     /* attention: head dims 16 / 64 / 128, causal or not, probs saved or not; T not a multiple of the tiles */
@@ -200,12 +200,12 @@ static void ops(int64_t dt) {
                     dqkv = mk(dt, B * T * 3 * Cq, -1, 1, 0), dout = mk(dt, B * T * Cq, -1, 1, 0);
                 char name[64];
                 snprintf(name, sizeof name, "attention_fwd hd%lld%s%s", (long long)HD, causal ? " c" : "", with_probs ? " p" : "");
-                prt_attention_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, HD, causal);
+                prt_attention_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, HD, causal, PRT_ARG_DTYPES(out.dt, probs.dt, qkv.dt));
                 prt_cu_attention_fwd(rt, D(out), with_probs ? D(probs) : NONE, D(qkv), B, T, NH, HD, causal);
                 check(name, "out", out, tol);
                 if (with_probs) check(name, "probs", probs, tol);
                 name[10] = 'b', name[11] = 'w', name[12] = 'd';
-                prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, HD, causal);
+                prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, HD, causal, PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt, probs.dt));
                 prt_cu_attention_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, HD, causal);
                 check(name, "dqkv", dqkv, tol);
             }
@@ -217,11 +217,11 @@ static void ops(int64_t dt) {
         ten in = mk(dt, NR * CR, -2, 3, 0), w = mk(dt, CR, 0.5f, 1.5f, 0),
             mean = mk(dt, NR, -0.1f, 0.1f, 0), rstd = mk(dt, NR, 0.5f, 1.5f, 0), dw = mk(dt, CR, -1, 1, 0),
             db = mk(dt, CR, -1, 1, 0), dout = mk(dt, NR * CR, -1, 1, 0);
-        prt_bias_bwd(rt, db.h, dout.h, NR, CR); prt_cu_bias_bwd(rt, D(db), D(dout), NR, CR); check("bias_bwd(rows)", "db", db, tol);
-        prt_layernorm_bwd(rt, NULL, dw.h, db.h, dout.h, in.h, w.h, mean.h, rstd.h, NR, CR);
+        prt_bias_bwd(rt, db.h, dout.h, NR, CR, PRT_ARG_DTYPES(db.dt, dout.dt)); prt_cu_bias_bwd(rt, D(db), D(dout), NR, CR); check("bias_bwd(rows)", "db", db, tol);
+        prt_layernorm_bwd(rt, NULL, dw.h, db.h, dout.h, in.h, w.h, mean.h, rstd.h, NR, CR, PRT_ARG_DTYPES(PRT_F32, dw.dt, db.dt, dout.dt, in.dt, w.dt, mean.dt, rstd.dt));
         prt_cu_layernorm_bwd(rt, NONE, D(dw), D(db), D(dout), D(in), D(w), D(mean), D(rstd), NR, CR);
         check("layernorm_bwd(rows)", "dw", dw, tol); check("layernorm_bwd(rows)", "db", db, tol);
-        prt_rmsnorm_bwd(rt, NULL, dw.h, dout.h, in.h, w.h, rstd.h, NR, CR);
+        prt_rmsnorm_bwd(rt, NULL, dw.h, dout.h, in.h, w.h, rstd.h, NR, CR, PRT_ARG_DTYPES(PRT_F32, dw.dt, dout.dt, in.dt, w.dt, rstd.dt));
         prt_cu_rmsnorm_bwd(rt, NONE, D(dw), D(dout), D(in), D(w), D(rstd), NR, CR);
         check("rmsnorm_bwd(rows)", "dw", dw, tol);
     }
@@ -235,11 +235,11 @@ static void ops(int64_t dt) {
             dout = mk(dt, B * T * Cq, -1, 1, 0);
         char name[64];
         snprintf(name, sizeof name, "attention_fwd T%lld hd%lld c", (long long)T, (long long)HD);
-        prt_attention_fwd(rt, out.h, NULL, qkv.h, B, T, NH, HD, 1);
+        prt_attention_fwd(rt, out.h, NULL, qkv.h, B, T, NH, HD, 1, PRT_ARG_DTYPES(out.dt, PRT_F32, qkv.dt));
         prt_cu_attention_fwd(rt, D(out), NONE, D(qkv), B, T, NH, HD, 1);
         check(name, "out", out, tol);
         name[10] = 'b', name[11] = 'w', name[12] = 'd';
-        prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, NULL, B, T, NH, HD, 1);
+        prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, NULL, B, T, NH, HD, 1, PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt));
         prt_cu_attention_bwd(rt, D(dqkv), D(dout), D(qkv), NONE, B, T, NH, HD, 1);
         check(name, "dqkv", dqkv, tol);
     }
@@ -251,7 +251,7 @@ static void ops(int64_t dt) {
         ten in = mk(dt, n, -1, 1, 0), out = mk(dt, n, 0, 0, 1), din = mk(dt, n, -1, 1, 0), dout = mk(dt, n, -1, 1, 0);
         uint8_t *mh = malloc((size_t)n), *mg = malloc((size_t)n);
         uint8_t *md = (uint8_t *)prt_cuda_alloc_zero(rt, (size_t)n, "test");
-        prt_dropout_fwd(rt, out.h, mh, in.h, B, T, Cd, first, t_off, T_global, 4, 2, 1, p);
+        prt_dropout_fwd(rt, out.h, mh, in.h, B, T, Cd, first, t_off, T_global, 4, 2, 1, p, PRT_ARG_DTYPES(out.dt, PRT_U8, in.dt));
         prt_cu_dropout_fwd(rt, D(out), md, D(in), B, T, Cd, first, t_off, T_global,
                            prt_dropout_key(rt->plan.seed, 4, 2, 1), prt_dropout_threshold(p), prt_dropout_scale(p));
         check("dropout_fwd", "out", out, tol);
@@ -262,7 +262,7 @@ static void ops(int64_t dt) {
         if (bad) failures++;
         printf("%-22s %-6s %-8s %lld of %lld bytes differ  %s\n", "dropout_fwd", prt_dtype_names[dt], "mask",
                (long long)bad, (long long)n, bad ? "FAIL" : "ok");
-        prt_dropout_bwd(rt, din.h, mh, dout.h, n, p);
+        prt_dropout_bwd(rt, din.h, mh, dout.h, n, p, PRT_ARG_DTYPES(din.dt, PRT_U8, dout.dt));
         prt_cu_dropout_bwd(rt, D(din), md, D(dout), n, prt_dropout_scale(p));
         check("dropout_bwd", "din", din, tol);
         prt_cuda_free(md);
@@ -279,11 +279,11 @@ static void ops(int64_t dt) {
         prt_cu_drop drop = {1, prt_dropout_threshold(p), prt_dropout_scale(p),
                             prt_dropout_key(rt->plan.seed, step, layer, 0), first, h0, NHg};
         const char *name = with_probs ? "attention_dropout p" : "attention_dropout";
-        prt_attention_dropout_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, HD, 1, first, h0, NHg, step, layer, p);
+        prt_attention_dropout_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, HD, 1, first, h0, NHg, step, layer, p, PRT_ARG_DTYPES(out.dt, probs.dt, qkv.dt));
         prt_cu_attention_dropout_fwd(rt, D(out), with_probs ? D(probs) : NONE, D(qkv), B, T, NH, HD, 1, drop);
         check(name, "out", out, tol);
         if (with_probs) check(name, "probs", probs, tol);
-        prt_attention_dropout_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, HD, 1, first, h0, NHg, step, layer, p);
+        prt_attention_dropout_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, HD, 1, first, h0, NHg, step, layer, p, PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt, probs.dt));
         prt_cu_attention_dropout_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, HD, 1,
                                      drop);
         check(name, "dqkv", dqkv, tol);
@@ -295,7 +295,7 @@ static void ops(int64_t dt) {
             tg = mki(N, 0, 70), dl = mk(dt, N * V, -1, 1, 0);
         prt_cuda_memset(rt, loss.d, 0, 4);
         prt_store(loss.h, PRT_F32, 0, 0.0f);
-        prt_xent_fwd(rt, loss.h, stats.h, logits.h, tg.h, N, V, off, 0);
+        prt_xent_fwd(rt, loss.h, stats.h, logits.h, tg.h, N, V, off, 0, PRT_ARG_DTYPES(loss.dt, stats.dt, logits.dt, tg.dt));
         double l = prt_cu_xent_fwd(rt, D(loss), D(stats), D(logits), tg.d, N, V, off, 0);
         check("xent_fwd", "stats", stats, tol); check("xent_fwd", "loss", loss, 1e-5);
         double want = prt_load(loss.h, PRT_F32, 0);
@@ -303,7 +303,7 @@ static void ops(int64_t dt) {
         int ok = fabs(l - want) <= 1e-5 * fabs(want);
         if (!ok) failures++;
         printf("%-22s %-6s %-8s %.6f vs %.6f  %s\n", "xent_fwd", prt_dtype_names[dt], "return", l, want, ok ? "ok" : "FAIL");
-        prt_xent_bwd(rt, dl.h, logits.h, stats.h, tg.h, N, V, off, 0.25);
+        prt_xent_bwd(rt, dl.h, logits.h, stats.h, tg.h, N, V, off, 0.25, PRT_ARG_DTYPES(dl.dt, logits.dt, stats.dt, tg.dt));
         prt_cu_xent_bwd(rt, D(dl), D(logits), D(stats), tg.d, N, V, off, 0.25);
         check("xent_bwd", "dlogits", dl, tol);
     }
@@ -313,11 +313,11 @@ static void ops(int64_t dt) {
         ten p = mk(dt, n, -1, 1, 0), g = mk(dt, n, -1, 1, 0), m = mk(PRT_F32, n, -0.1f, 0.1f, 0), v = mk(PRT_F32, n, 0, 0.1f, 0),
             master = mk(PRT_F32, n, -1, 1, 0);
         int int16 = dt != PRT_F32;
-        prt_adamw(rt, p.h, int16 ? master.h : NULL, g.h, m.h, v.h, n, 3, 1e-2, 0.9, 0.95, 1e-8, 0.1);
+        prt_adamw(rt, p.h, int16 ? master.h : NULL, g.h, m.h, v.h, n, 3, 1e-2, 0.9, 0.95, 1e-8, 0.1, PRT_ARG_DTYPES(p.dt, PRT_F32, g.dt, m.dt, v.dt));
         prt_cu_adamw(rt, D(p), int16 ? D(master) : NONE, D(g), D(m), D(v), n, 3, 1e-2, 0.9, 0.95, 1e-8, 0.1);
         check("adamw", "param", p, tol); check("adamw", "m", m, 1e-5); check("adamw", "v", v, 1e-5);
         if (int16) check("adamw", "master", master, 1e-5);
-        prt_sgd(rt, p.h, int16 ? master.h : NULL, g.h, m.h, n, 1e-2, 0.9, 0.01);
+        prt_sgd(rt, p.h, int16 ? master.h : NULL, g.h, m.h, n, 1e-2, 0.9, 0.01, PRT_ARG_DTYPES(p.dt, PRT_F32, g.dt, m.dt));
         prt_cu_sgd(rt, D(p), int16 ? D(master) : NONE, D(g), D(m), n, 1e-2, 0.9, 0.01);
         check("sgd", "param", p, tol); check("sgd", "mom", m, 1e-5);
     }

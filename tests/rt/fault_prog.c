@@ -38,11 +38,11 @@ int main(int argc, char **argv) {
         prt_data(rt, tokens, targets, step, prt_coord(rt, 0) * 2, 2, 8, 256);  /* this dp rank's half of the batch */
         prt_span_begin(rt, "exchange");
         for (int i = 0; i < 256; i++) buf[i] = (float)(i + rank + tokens[0]);
-        prt_allreduce(rt, 0, buf, 256);
-        prt_allreduce(rt, 1, buf, 256);
+        prt_allreduce(rt, 0, buf, 256, 0);
+        prt_allreduce(rt, 1, buf, 256, 0);
         for (int i = 0; i < 64; i++) msg[i] = buf[i];
-        prt_send(rt, 0, 1, msg, 64, (int64_t)step);
-        prt_recv(rt, 0, -1, msg, 64, (int64_t)step);
+        prt_send(rt, 0, 1, msg, 64, (int64_t)step, 0);
+        prt_recv(rt, 0, -1, msg, 64, (int64_t)step, 0);
         prt_span_end(rt);
         usleep(50 * 1000);
         prt_step_end(rt, step);

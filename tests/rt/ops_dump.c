@@ -52,26 +52,26 @@ int main(int argc, char **argv) {
     {   /* layernorm */
         float in[N * C], w[C], b[C], dout[N * C], out[N * C], mean[N], rstd[N], din[N * C] = {0}, dw[C] = {0}, db[C] = {0};
         rt_fill(in, N * C, 1, 2); rt_fill(w, C, 2, 1); rt_fill(b, C, 3, 1); rt_fill(dout, N * C, 4, 1);
-        prt_layernorm_fwd(rt, out, mean, rstd, in, w, b, N, C);
-        prt_layernorm_bwd(rt, din, dw, db, dout, in, w, mean, rstd, N, C);
+        prt_layernorm_fwd(rt, out, mean, rstd, in, w, b, N, C, 0);
+        prt_layernorm_bwd(rt, din, dw, db, dout, in, w, mean, rstd, N, C, 0);
         DUMP("ln_in", in, N, C); DUMP("ln_w", w, C); DUMP("ln_b", b, C); DUMP("ln_dout", dout, N, C);
         DUMP("ln_out", out, N, C); DUMP("ln_din", din, N, C); DUMP("ln_dw", dw, C); DUMP("ln_db", db, C);
     }
     {   /* rmsnorm */
         float in[N * C], w[C], dout[N * C], out[N * C], rstd[N], din[N * C] = {0}, dw[C] = {0};
         rt_fill(in, N * C, 5, 2); rt_fill(w, C, 6, 1); rt_fill(dout, N * C, 7, 1);
-        prt_rmsnorm_fwd(rt, out, rstd, in, w, N, C);
-        prt_rmsnorm_bwd(rt, din, dw, dout, in, w, rstd, N, C);
+        prt_rmsnorm_fwd(rt, out, rstd, in, w, N, C, 0);
+        prt_rmsnorm_bwd(rt, din, dw, dout, in, w, rstd, N, C, 0);
         DUMP("rms_in", in, N, C); DUMP("rms_w", w, C); DUMP("rms_dout", dout, N, C);
         DUMP("rms_out", out, N, C); DUMP("rms_din", din, N, C); DUMP("rms_dw", dw, C);
     }
     {   /* gelu, relu */
         float in[64], dout[64], out[64], din[64] = {0}, rout[64], rdin[64] = {0};
         rt_fill(in, 64, 8, 4); rt_fill(dout, 64, 9, 1);
-        prt_gelu_fwd(rt, out, in, 64);
-        prt_gelu_bwd(rt, din, in, dout, 64);
-        prt_relu_fwd(rt, rout, in, 64);
-        prt_relu_bwd(rt, rdin, in, dout, 64);
+        prt_gelu_fwd(rt, out, in, 64, 0);
+        prt_gelu_bwd(rt, din, in, dout, 64, 0);
+        prt_relu_fwd(rt, rout, in, 64, 0);
+        prt_relu_bwd(rt, rdin, in, dout, 64, 0);
         DUMP("act_in", in, 64); DUMP("act_dout", dout, 64);
         DUMP("gelu_out", out, 64); DUMP("gelu_din", din, 64); DUMP("relu_out", rout, 64); DUMP("relu_din", rdin, 64);
     }
@@ -79,30 +79,30 @@ int main(int argc, char **argv) {
         enum { F = 12 };
         float in[N * 2 * F], dout[N * F], out[N * F], din[N * 2 * F] = {0};
         rt_fill(in, N * 2 * F, 10, 3); rt_fill(dout, N * F, 11, 1);
-        prt_swiglu_fwd(rt, out, in, N, F);
-        prt_swiglu_bwd(rt, din, in, dout, N, F);
+        prt_swiglu_fwd(rt, out, in, N, F, 0);
+        prt_swiglu_bwd(rt, din, in, dout, N, F, 0);
         DUMP("sw_in", in, N, 2, F); DUMP("sw_dout", dout, N, F); DUMP("sw_out", out, N, F); DUMP("sw_din", din, N, 2, F);
     }
     {   /* matmul + bias */
         enum { M = 24 };
         float in[N * C], w[C * M], b[M], dout[N * M], out[N * M], din[N * C] = {0}, dw[C * M] = {0}, db[M] = {0};
         rt_fill(in, N * C, 12, 1); rt_fill(w, C * M, 13, 1); rt_fill(b, M, 14, 1); rt_fill(dout, N * M, 15, 1);
-        prt_matmul_fwd(rt, out, in, w, N, C, M);
-        prt_bias_fwd(rt, out, out, b, N, M);
-        prt_matmul_bwd(rt, din, dw, dout, in, w, N, C, M);
-        prt_bias_bwd(rt, db, dout, N, M);
+        prt_matmul_fwd(rt, out, in, w, N, C, M, 0);
+        prt_bias_fwd(rt, out, out, b, N, M, 0);
+        prt_matmul_bwd(rt, din, dw, dout, in, w, N, C, M, 0);
+        prt_bias_bwd(rt, db, dout, N, M, 0);
         DUMP("mm_in", in, N, C); DUMP("mm_w", w, C, M); DUMP("mm_b", b, M); DUMP("mm_dout", dout, N, M);
         DUMP("mm_out", out, N, M); DUMP("mm_din", din, N, C); DUMP("mm_dw", dw, C, M); DUMP("mm_db", db, M);
         /* the same linear with its bias folded into one call */
         float fout[N * M], fdin[N * C] = {0}, fdw[C * M] = {0}, fdb[M] = {0};
-        prt_matmul_bias_fwd(rt, fout, in, w, b, N, C, M);
-        prt_matmul_bias_bwd(rt, fdin, fdw, dout, in, w, fdb, N, C, M);
+        prt_matmul_bias_fwd(rt, fout, in, w, b, N, C, M, 0);
+        prt_matmul_bias_bwd(rt, fdin, fdw, dout, in, w, fdb, N, C, M, 0);
         DUMP("mmb_out", fout, N, M); DUMP("mmb_din", fdin, N, C); DUMP("mmb_dw", fdw, C, M); DUMP("mmb_db", fdb, M);
         /* the transposed (tied) form: w[M, K] */
         float wt[M * C], tout[N * M], tdin[N * C] = {0}, tdw[M * C] = {0};
         rt_fill(wt, M * C, 25, 1);
-        prt_matmul_t_fwd(rt, tout, in, wt, N, C, M);
-        prt_matmul_t_bwd(rt, tdin, tdw, dout, in, wt, N, C, M);
+        prt_matmul_t_fwd(rt, tout, in, wt, N, C, M, 0);
+        prt_matmul_t_bwd(rt, tdin, tdw, dout, in, wt, N, C, M, 0);
         DUMP("mmt_w", wt, M, C); DUMP("mmt_out", tout, N, M); DUMP("mmt_din", tdin, N, C); DUMP("mmt_dw", tdw, M, C);
     }
     {   /* causal attention (probs recomputed in backward) and non-causal with saved probs */
@@ -110,10 +110,10 @@ int main(int argc, char **argv) {
         float qkv[B * T * 3 * CC], dout[B * T * CC], out[B * T * CC], dqkv[B * T * 3 * CC] = {0};
         float out_nc[B * T * CC], probs[B * NH * T * T], dqkv_nc[B * T * 3 * CC] = {0};
         rt_fill(qkv, B * T * 3 * CC, 16, 1.5f); rt_fill(dout, B * T * CC, 17, 1);
-        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, HD, 1);
-        prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, HD, 1);
-        prt_attention_fwd(rt, out_nc, probs, qkv, B, T, NH, HD, 0);
-        prt_attention_bwd(rt, dqkv_nc, dout, qkv, probs, B, T, NH, HD, 0);
+        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, HD, 1, 0);
+        prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, HD, 1, 0);
+        prt_attention_fwd(rt, out_nc, probs, qkv, B, T, NH, HD, 0, 0);
+        prt_attention_bwd(rt, dqkv_nc, dout, qkv, probs, B, T, NH, HD, 0, 0);
         DUMP("att_qkv", qkv, B, T, 3, NH, HD); DUMP("att_dout", dout, B, T, NH, HD);
         DUMP("att_out", out, B, T, NH, HD); DUMP("att_dqkv", dqkv, B, T, 3, NH, HD);
         DUMP("attnc_out", out_nc, B, T, NH, HD); DUMP("attnc_dqkv", dqkv_nc, B, T, 3, NH, HD);
@@ -124,10 +124,10 @@ int main(int argc, char **argv) {
               *dqkv = calloc(B * T * 3 * CC, sizeof(float)), *out_nc = rt_alloc(B * T * CC),
               *probs = rt_alloc(B * NH * T * T), *dqkv_nc = calloc(B * T * 3 * CC, sizeof(float));
         rt_fill(qkv, B * T * 3 * CC, 26, 1.5f); rt_fill(dout, B * T * CC, 27, 1);
-        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, HD, 1);
-        prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, HD, 1);
-        prt_attention_fwd(rt, out_nc, probs, qkv, B, T, NH, HD, 0);
-        prt_attention_bwd(rt, dqkv_nc, dout, qkv, probs, B, T, NH, HD, 0);
+        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, HD, 1, 0);
+        prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, HD, 1, 0);
+        prt_attention_fwd(rt, out_nc, probs, qkv, B, T, NH, HD, 0, 0);
+        prt_attention_bwd(rt, dqkv_nc, dout, qkv, probs, B, T, NH, HD, 0, 0);
         DUMP("attl_qkv", qkv, B, T, 3, NH, HD); DUMP("attl_dout", dout, B, T, NH, HD);
         DUMP("attl_out", out, B, T, NH, HD); DUMP("attl_dqkv", dqkv, B, T, 3, NH, HD);
         DUMP("attlnc_out", out_nc, B, T, NH, HD); DUMP("attlnc_dqkv", dqkv_nc, B, T, 3, NH, HD);
@@ -139,8 +139,8 @@ int main(int argc, char **argv) {
         int32_t targets[N];
         rt_fill(logits, N * V, 18, 3);
         for (int i = 0; i < N; i++) targets[i] = (i * 7 + 3) % V;
-        prt_xent_fwd(rt, &loss, stats, logits, targets, N, V, 0, -1);
-        prt_xent_bwd(rt, dlogits, logits, stats, targets, N, V, 0, 1.0 / N);
+        prt_xent_fwd(rt, &loss, stats, logits, targets, N, V, 0, -1, PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_I32));
+        prt_xent_bwd(rt, dlogits, logits, stats, targets, N, V, 0, 1.0 / N, PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_I32));
         DUMP("xe_logits", logits, N, V); DUMPI("xe_targets", targets, N);
         DUMP("xe_loss", &loss, 1); DUMP("xe_dlogits", dlogits, N, V);
     }
@@ -150,8 +150,8 @@ int main(int argc, char **argv) {
         int32_t tok[N];
         rt_fill(wte, V * C, 19, 1); rt_fill(dout, N * C, 20, 1);
         for (int i = 0; i < N; i++) tok[i] = (i * 5 + 1) % 7;  /* repeats: accumulation in dwte */
-        prt_embed_fwd(rt, out, tok, wte, N, C, V, 0);
-        prt_embed_bwd(rt, dwte, tok, dout, N, C, V, 0);
+        prt_embed_fwd(rt, out, tok, wte, N, C, V, 0, PRT_ARG_DTYPES(PRT_F32, PRT_I32));
+        prt_embed_bwd(rt, dwte, tok, dout, N, C, V, 0, PRT_ARG_DTYPES(PRT_F32, PRT_I32));
         DUMP("emb_wte", wte, V, C); DUMPI("emb_tok", tok, N); DUMP("emb_dout", dout, N, C);
         DUMP("emb_out", out, N, C); DUMP("emb_dwte", dwte, V, C);
     }
@@ -164,8 +164,8 @@ int main(int argc, char **argv) {
         for (int s = 0; s < 3; s++) rt_fill(g[s], P, 22 + (uint64_t)s, 1);
         DUMP("opt_g", g, 3, P);
         for (int s = 0; s < 3; s++) {
-            prt_adamw(rt, p, NULL, g[s], m, v, P, s + 1, 1e-2, 0.9, 0.95, 1e-8, 0.1);
-            prt_sgd(rt, sp, NULL, g[s], mom, P, 0.1, 0.9, 0.01);
+            prt_adamw(rt, p, NULL, g[s], m, v, P, s + 1, 1e-2, 0.9, 0.95, 1e-8, 0.1, 0);
+            prt_sgd(rt, sp, NULL, g[s], mom, P, 0.1, 0.9, 0.01, 0);
         }
         DUMP("adamw_p", p, P); DUMP("sgd_p", sp, P);
     }

@@ -1,8 +1,9 @@
 /*
  * test_abi.c — the runtime's call table against itself: for every row of
  * PRT_CALLS (parc_rt.h), the signature string the compiler declares the call
- * from must be exactly the row's parameter types (p pointer, i int64_t, d double),
- * and PRT_OPS must list the rows in order; every backend of this build
+ * from must be exactly the row's parameter types (p pointer, i int64_t, d double,
+ * t the trailing dtypes word of every op and collective, of no host call), and
+ * PRT_OPS must list the rows in order; every backend of this build
  * (prt_backends) must fill every op and collective slot and its memory hooks.
  * No MPI: it reads tables only.  Exit status 0 iff every check held.
  */
@@ -47,14 +48,21 @@ static void expect(int ok, const char *what, const char *name, const char *detai
 /* The parameters as local declarations, and the signature letter of each argument's type. */
 #define DECLARE_(decl) decl;
 #define DECLARE(...) FOR_EACH(DECLARE_, __VA_ARGS__)
-#define LETTER_(x) _Generic((x), int64_t: 'i', double: 'd', default: 'p'),
+#define LETTER_(x) abi_types_[abi_n_++] = !strcmp(#x, "dtypes") ? 't' : _Generic((x), int64_t: 'i', double: 'd', default: 'p');
 #define LETTERS(...) FOR_EACH(LETTER_, __VA_ARGS__)
 
-#define CHECK_ROW(X, kind, name, sig, params, args)                                        \
-    {                                                                                      \
-        DECLARE params                                                                     \
-        const char types[] = {LETTERS args '\0'};                                          \
-        expect(!strcmp(types, sig), "signature of", #name, "differs from its parameter types"); \
+/* An op or a collective ends with its dtypes word ('t'), nothing else has one. */
+#define CHECK_ROW(X, kind, name, sig, params, args)                                                    \
+    {                                                                                                  \
+        DECLARE params                                                                                 \
+        char abi_types_[32];                                                                           \
+        int abi_n_ = 0;                                                                                \
+        LETTERS args                                                                                   \
+        abi_types_[abi_n_] = '\0';                                                                     \
+        expect(!strcmp(abi_types_, sig), "signature of", #name, "differs from its parameter types");  \
+        const char *abi_t_ = strchr(sig, 't');                                                         \
+        expect(strcmp(#kind, "HOST") ? abi_t_ && abi_t_ == sig + strlen(sig) - 1 : !abi_t_,            \
+               "dtypes word of", #name, "an op or collective ends with it, a host call has none");      \
     }
 
 static const char *const ops_names[] = {

@@ -47,7 +47,7 @@ static void test_axis(int axis) {
             want[i] = 0;
             for (int s = 0; s < S; s++) want[i] += f(member(axis, s), i, (int)seed);
         }
-        prt_allreduce(RT, axis, in, nfull);
+        prt_allreduce(RT, axis, in, nfull, 0);
         expect_eq("allreduce", axis, in, want, nfull);
 
         /* allreduce_ends: coordinates 0 and S - 1 (the whole axis when S = 2) */
@@ -56,7 +56,7 @@ static void test_axis(int axis) {
             want[i] = f(member(axis, 0), i, (int)seed + 7) + f(member(axis, S - 1), i, (int)seed + 7);
         }
         if (c == 0 || c == S - 1) {
-            prt_allreduce_ends(RT, axis, in, nfull);
+            prt_allreduce_ends(RT, axis, in, nfull, 0);
             expect_eq("allreduce_ends", axis, in, want, nfull);
         }
 
@@ -66,7 +66,7 @@ static void test_axis(int axis) {
             for (int s = 0; s < S; s++)
                 for (int64_t i = 0; i < inner; i++)
                     want[(o * S + s) * inner + i] = f(member(axis, s), o * inner + i, (int)seed + 1);
-        prt_allgather(RT, axis, out, in, outer, inner);
+        prt_allgather(RT, axis, out, in, outer, inner, 0);
         expect_eq(outer > 1 ? "allgather(outer 3)" : "allgather", axis, out, want, nfull);
 
         /* reducescatter: in[outer, S, inner] -> out[outer, inner] = block c summed */
@@ -77,7 +77,7 @@ static void test_axis(int axis) {
                 for (int r = 0; r < S; r++) s += f(member(axis, r), (o * S + c) * inner + i, (int)seed + 2);
                 want[o * inner + i] = s;
             }
-        prt_reducescatter(RT, axis, out, in, outer, inner);
+        prt_reducescatter(RT, axis, out, in, outer, inner, 0);
         expect_eq(outer > 1 ? "reducescatter(outer 3)" : "reducescatter", axis, out, want, nin);
 
         /* alltoall: in[outer, S, inner] -> out[S, outer, inner]; out[s] = rank s's block c */
@@ -86,13 +86,13 @@ static void test_axis(int axis) {
             for (int64_t o = 0; o < outer; o++)
                 for (int64_t i = 0; i < inner; i++)
                     want[(s * outer + o) * inner + i] = f(member(axis, s), (o * S + c) * inner + i, (int)seed + 3);
-        prt_alltoall(RT, axis, out, in, outer, inner);
+        prt_alltoall(RT, axis, out, in, outer, inner, 0);
         expect_eq(outer > 1 ? "alltoall(outer 3)" : "alltoall", axis, out, want, nfull);
 
         /* slice: out[outer, inner] = in[outer, c, inner] */
         for (int64_t o = 0; o < outer; o++)
             for (int64_t i = 0; i < inner; i++) want[o * inner + i] = in[(o * S + c) * inner + i];
-        prt_slice(RT, axis, out, in, outer, inner);
+        prt_slice(RT, axis, out, in, outer, inner, 0);
         expect_eq("slice", axis, out, want, nin);
         free(in); free(out); free(want);
     }
@@ -105,14 +105,14 @@ static void test_axis(int axis) {
             msg[k] = rt_alloc(n);
             got[k] = rt_alloc(n);
             for (int64_t i = 0; i < n; i++) msg[k][i] = f(me, i, 30 + k);
-            prt_send(RT, axis, delta, msg[k], n, 100 + k);
+            prt_send(RT, axis, delta, msg[k], n, 100 + k, 0);
             memset(msg[k], 0, (size_t)n * sizeof(float));  /* sends are buffered: reuse is safe */
         }
         int from = member(axis, (int)((c - delta + S) % S));
         for (int k = 2; k >= 0; k--) {  /* receive in another order than sent: tags match them */
             int64_t n = 4 + 3 * k;
             float want[16];
-            prt_recv(RT, axis, -delta, got[k], n, 100 + k);
+            prt_recv(RT, axis, -delta, got[k], n, 100 + k, 0);
             for (int64_t i = 0; i < n; i++) want[i] = f(from, i, 30 + k);
             expect_eq(delta > 0 ? "send/recv ring +1" : "send/recv ring -1", axis, got[k], want, n);
         }
@@ -124,15 +124,15 @@ static void test_axis(int axis) {
 static void test_no_axis(void) {
     float in[6], out[6], want[6];
     for (int i = 0; i < 6; i++) in[i] = want[i] = f(RT->world_rank, i, 99);
-    prt_allreduce(RT, -1, in, 6);
+    prt_allreduce(RT, -1, in, 6, 0);
     expect_eq("allreduce(axis -1)", -1, in, want, 6);
-    prt_allgather(RT, -1, out, in, 2, 3);
+    prt_allgather(RT, -1, out, in, 2, 3, 0);
     expect_eq("allgather(axis -1)", -1, out, want, 6);
-    prt_reducescatter(RT, -1, out, in, 2, 3);
+    prt_reducescatter(RT, -1, out, in, 2, 3, 0);
     expect_eq("reducescatter(axis -1)", -1, out, want, 6);
-    prt_alltoall(RT, -1, out, in, 2, 3);
+    prt_alltoall(RT, -1, out, in, 2, 3, 0);
     expect_eq("alltoall(axis -1)", -1, out, want, 6);
-    prt_slice(RT, -1, out, in, 2, 3);
+    prt_slice(RT, -1, out, in, 2, 3, 0);
     expect_eq("slice(axis -1)", -1, out, want, 6);
 }
 
@@ -150,10 +150,10 @@ static void test_vocab_parallel(void) {
 
     prt_step_begin(RT, 0);
     float loss_ref = 0, loss = 0;
-    prt_xent_fwd(RT, &loss_ref, stats_ref, logits, targets, N, V, 0, -1);
+    prt_xent_fwd(RT, &loss_ref, stats_ref, logits, targets, N, V, 0, -1, PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_I32));
     double unsplit_step_loss = RT->step_loss;
     RT->step_loss = 0;  /* the split call below is what the step reports */
-    prt_xent_fwd(RT, &loss, stats, local, targets, N, Vl, off, axis);
+    prt_xent_fwd(RT, &loss, stats, local, targets, N, Vl, off, axis, PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_I32));
     prt_step_end(RT, 0);
     (void)unsplit_step_loss;
     if (!rt_close("vocab-parallel xent loss", &loss, &loss_ref, 1, 1e-5, 1e-5)) wrong++;
@@ -166,8 +166,8 @@ static void test_vocab_parallel(void) {
     }
     memset(d_ref, 0, sizeof d_ref);
     memset(d_loc, 0, sizeof d_loc);
-    prt_xent_bwd(RT, d_ref, logits, stats_ref, targets, N, V, 0, 0.5);
-    prt_xent_bwd(RT, d_loc, local, stats, targets, N, Vl, off, 0.5);
+    prt_xent_bwd(RT, d_ref, logits, stats_ref, targets, N, V, 0, 0.5, PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_I32));
+    prt_xent_bwd(RT, d_loc, local, stats, targets, N, Vl, off, 0.5, PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_I32));
     float d_want[N * V];
     for (int n = 0; n < N; n++)
         for (int64_t j = 0; j < Vl; j++) d_want[n * Vl + j] = d_ref[n * V + off + j];
@@ -177,14 +177,14 @@ static void test_vocab_parallel(void) {
     float wte[V * C], out_ref[N * C], out[N * C], dout[N * C], dwte_ref[V * C], dwte[V * C];
     rt_fill(wte, V * C, 8, 1);
     rt_fill(dout, N * C, 9, 1);
-    prt_embed_fwd(RT, out_ref, targets, wte, N, C, V, 0);
-    prt_embed_fwd(RT, out, targets, wte + off * C, N, C, Vl, off);
-    prt_allreduce(RT, axis, out, N * C);
+    prt_embed_fwd(RT, out_ref, targets, wte, N, C, V, 0, PRT_ARG_DTYPES(PRT_F32, PRT_I32));
+    prt_embed_fwd(RT, out, targets, wte + off * C, N, C, Vl, off, PRT_ARG_DTYPES(PRT_F32, PRT_I32));
+    prt_allreduce(RT, axis, out, N * C, 0);
     if (!rt_close("vocab-parallel embed fwd", out, out_ref, N * C, 0, 0)) wrong++;
     memset(dwte_ref, 0, sizeof dwte_ref);
     memset(dwte, 0, sizeof dwte);
-    prt_embed_bwd(RT, dwte_ref, targets, dout, N, C, V, 0);
-    prt_embed_bwd(RT, dwte, targets, dout, N, C, Vl, off);
+    prt_embed_bwd(RT, dwte_ref, targets, dout, N, C, V, 0, PRT_ARG_DTYPES(PRT_F32, PRT_I32));
+    prt_embed_bwd(RT, dwte, targets, dout, N, C, Vl, off, PRT_ARG_DTYPES(PRT_F32, PRT_I32));
     if (!rt_close("vocab-parallel embed bwd", dwte, dwte_ref + off * C, Vl * C, 0, 0)) wrong++;
 }
 

@@ -129,12 +129,12 @@ int main(int argc, char **argv) {
     float in[12], out[24], msg[10], got[10];
     for (int i = 0; i < 12; i++) in[i] = (float)i;
     for (int i = 0; i < 10; i++) msg[i] = (float)(i + rt->world_rank);
-    prt_allgather(rt, 0, out, in, 3, 4);
+    prt_allgather(rt, 0, out, in, 3, 4, 0);
     int64_t stage = S > 1 ? 3 * 4 * S * 4 : 0;
     RT_EXPECT(rt->ledger_peak[PRT_COMM] == want[PRT_COMM] + stage, "comm peak after all-gather %lld, want %lld",
               (long long)rt->ledger_peak[PRT_COMM], (long long)(want[PRT_COMM] + stage));
-    prt_send(rt, 0, 0, msg, 10, 7);  /* to myself */
-    prt_recv(rt, 0, 0, got, 10, 7);
+    prt_send(rt, 0, 0, msg, 10, 7, 0);  /* to myself */
+    prt_recv(rt, 0, 0, got, 10, 7, 0);
     RT_EXPECT(!memcmp(msg, got, sizeof msg), "send/recv to self");
     int64_t comm_peak = want[PRT_COMM] + stage + 10 * 4;
     RT_EXPECT(rt->ledger_peak[PRT_COMM] == comm_peak, "comm peak after a send %lld, want %lld",

@@ -2,10 +2,10 @@
  * test_ops_bf16.c — the ops and collectives of the CPU runtime on 16-bit storage
  * (bf16, then f16), on a 2x2x2 mesh (axes a, b, c; run with mpirun -np 8).
  *
- * Ops (every rank runs them): tensors live in a registered 16-bit buffer, so the
- * runtime reads their dtype from the address (prt_dtype_of); the reference is the
- * same op on fp32 copies of the rounded inputs (unregistered memory is fp32),
- * its outputs rounded.  Statistics (mean, rstd, probs, stats, loss) are fp32 in
+ * Ops (every rank runs them): tensors live in a registered 16-bit buffer and
+ * each call's dtypes word says so (which the runtime checks against the buffer);
+ * the reference is the same op on fp32 copies of the rounded inputs (in
+ * unregistered memory, declared fp32), its outputs rounded.  Statistics (mean, rstd, probs, stats, loss) are fp32 in
  * both runs, as the compiler assigns them.  Verdicts, in units in the last place
  * of the 16-bit format (ulp):
  *   - elementwise and row ops, norms, embeddings, cross-entropy, optimizers: 0 ulp
@@ -131,59 +131,59 @@ static void test_elementwise(void) {
     enum { n = 300 };
     pair a = mk(n, 1, 3), b = mk(n, 2, 3), out = mk(n, 3, 1), din = mk(n, 4, 1);
 
-    prt_add_fwd(RT, out.h, a.h, b.h, n);
-    prt_add_fwd(RT, out.f, a.f, b.f, n);
+    prt_add_fwd(RT, out.h, a.h, b.h, n, PRT_ARG_DTYPES(DT, DT, DT));
+    prt_add_fwd(RT, out.f, a.f, b.f, n, 0);
     expect16("add_fwd", out, 0);
-    prt_gelu_fwd(RT, out.h, a.h, n);
-    prt_gelu_fwd(RT, out.f, a.f, n);
+    prt_gelu_fwd(RT, out.h, a.h, n, PRT_ARG_DTYPES(DT, DT));
+    prt_gelu_fwd(RT, out.f, a.f, n, 0);
     expect16("gelu_fwd", out, 0);
-    prt_gelu_bwd(RT, din.h, a.h, b.h, n);
-    prt_gelu_bwd(RT, din.f, a.f, b.f, n);
+    prt_gelu_bwd(RT, din.h, a.h, b.h, n, PRT_ARG_DTYPES(DT, DT, DT));
+    prt_gelu_bwd(RT, din.f, a.f, b.f, n, 0);
     expect16("gelu_bwd", din, 0);
-    prt_relu_fwd(RT, out.h, a.h, n);
-    prt_relu_fwd(RT, out.f, a.f, n);
+    prt_relu_fwd(RT, out.h, a.h, n, PRT_ARG_DTYPES(DT, DT));
+    prt_relu_fwd(RT, out.f, a.f, n, 0);
     expect16("relu_fwd", out, 0);
-    prt_relu_bwd(RT, din.h, a.h, b.h, n);
-    prt_relu_bwd(RT, din.f, a.f, b.f, n);
+    prt_relu_bwd(RT, din.h, a.h, b.h, n, PRT_ARG_DTYPES(DT, DT, DT));
+    prt_relu_bwd(RT, din.f, a.f, b.f, n, 0);
     expect16("relu_bwd", din, 0);
-    prt_acc(RT, din.h, a.h, n);
-    prt_acc(RT, din.f, a.f, n);
+    prt_acc(RT, din.h, a.h, n, PRT_ARG_DTYPES(DT, DT));
+    prt_acc(RT, din.f, a.f, n, 0);
     expect16("acc", din, 0);
-    prt_copy(RT, out.h, a.h, n);  /* same dtype: the bits */
-    prt_copy(RT, out.f, a.f, n);
+    prt_copy(RT, out.h, a.h, n, PRT_ARG_DTYPES(DT, DT));  /* same dtype: the bits */
+    prt_copy(RT, out.f, a.f, n, 0);
     expect16("copy", out, 0);
     float *wide = rt_alloc(n);    /* 16-bit -> fp32 (unregistered): widened exactly */
-    prt_copy(RT, wide, a.h, n);
+    prt_copy(RT, wide, a.h, n, PRT_ARG_DTYPES(PRT_F32, DT));
     expect32("copy to fp32", wide, a.f, n, 0);
-    prt_copy(RT, out.h, b.f, n);  /* fp32 -> 16-bit: rounded */
+    prt_copy(RT, out.h, b.f, n, PRT_ARG_DTYPES(DT));  /* fp32 -> 16-bit: rounded */
     memcpy(out.f, b.f, n * sizeof(float));
     expect16("copy from fp32", out, 0);
     free(wide);
     out.h[n] = 0x3f80;  /* pool padding after the tensor: zero must not touch it */
-    prt_zero(RT, out.h, n);
+    prt_zero(RT, out.h, n, PRT_ARG_DTYPES(DT));
     memset(out.f, 0, n * sizeof(float));
     expect16("zero", out, 0);
     RT_EXPECT(out.h[n] == 0x3f80, "zero wrote past its n elements");
 
     enum { N = 6, F = 25 };  /* swiglu: in[N,2,F] */
     pair in = mk(N * 2 * F, 5, 2), o = mk(N * F, 6, 1), d = mk(N * F, 7, 1), di = mk(N * 2 * F, 8, 1);
-    prt_swiglu_fwd(RT, o.h, in.h, N, F);
-    prt_swiglu_fwd(RT, o.f, in.f, N, F);
+    prt_swiglu_fwd(RT, o.h, in.h, N, F, PRT_ARG_DTYPES(DT, DT));
+    prt_swiglu_fwd(RT, o.f, in.f, N, F, 0);
     expect16("swiglu_fwd", o, 0);
-    prt_swiglu_bwd(RT, di.h, in.h, d.h, N, F);
-    prt_swiglu_bwd(RT, di.f, in.f, d.f, N, F);
+    prt_swiglu_bwd(RT, di.h, in.h, d.h, N, F, PRT_ARG_DTYPES(DT, DT, DT));
+    prt_swiglu_bwd(RT, di.f, in.f, d.f, N, F, 0);
     expect16("swiglu_bwd", di, 0);
 
     enum { R = 70, M = 12 };  /* bias: sums over 70 rows into db */
     pair x = mk(R * M, 9, 1), bias = mk(M, 10, 1), y = mk(R * M, 11, 1), db = mk(M, 12, 1);
-    prt_bias_fwd(RT, y.h, x.h, bias.h, R, M);
-    prt_bias_fwd(RT, y.f, x.f, bias.f, R, M);
+    prt_bias_fwd(RT, y.h, x.h, bias.h, R, M, PRT_ARG_DTYPES(DT, DT, DT));
+    prt_bias_fwd(RT, y.f, x.f, bias.f, R, M, 0);
     expect16("bias_fwd", y, 0);
-    prt_bias_fwd(RT, x.h, x.h, bias.h, R, M);  /* in place */
-    prt_bias_fwd(RT, x.f, x.f, bias.f, R, M);
+    prt_bias_fwd(RT, x.h, x.h, bias.h, R, M, PRT_ARG_DTYPES(DT, DT, DT));  /* in place */
+    prt_bias_fwd(RT, x.f, x.f, bias.f, R, M, 0);
     expect16("bias_fwd in place", x, 0);
-    prt_bias_bwd(RT, db.h, y.h, R, M);
-    prt_bias_bwd(RT, db.f, y.f, R, M);
+    prt_bias_bwd(RT, db.h, y.h, R, M, PRT_ARG_DTYPES(DT, DT));
+    prt_bias_bwd(RT, db.f, y.f, R, M, 0);
     expect16("bias_bwd", db, 0);
 }
 
@@ -193,24 +193,24 @@ static void test_embed_norms(void) {
     for (int i = 0; i < N; i++) tokens[i] = (i * 7 + i / 3) % 13 - 1;  /* repeats, and rows outside [0, V) */
     for (int64_t off = 0; off <= 3; off += 3) {
         pair wte = mk(V * C, 20, 1), out = mk(N * C, 21, 1), dout = mk(N * C, 22, 1), dwte = mk(V * C, 23, 0.5f);
-        prt_embed_fwd(RT, out.h, tokens, wte.h, N, C, V, off);
-        prt_embed_fwd(RT, out.f, tokens, wte.f, N, C, V, off);
+        prt_embed_fwd(RT, out.h, tokens, wte.h, N, C, V, off, PRT_ARG_DTYPES(DT, PRT_I32, DT));
+        prt_embed_fwd(RT, out.f, tokens, wte.f, N, C, V, off, PRT_ARG_DTYPES(PRT_F32, PRT_I32));
         expect16("embed_fwd", out, 0);
         scratch_reset();
-        prt_embed_bwd(RT, dwte.h, tokens, dout.h, N, C, V, off);
+        prt_embed_bwd(RT, dwte.h, tokens, dout.h, N, C, V, off, PRT_ARG_DTYPES(DT, PRT_I32, DT));
         expect_scratch("embed_bwd", C);
-        prt_embed_bwd(RT, dwte.f, tokens, dout.f, N, C, V, off);
+        prt_embed_bwd(RT, dwte.f, tokens, dout.f, N, C, V, off, PRT_ARG_DTYPES(PRT_F32, PRT_I32));
         expect16("embed_bwd (repeated rows)", dwte, 0);
     }
     {   /* positions: wpe rows t + t_offset; dwpe sums the B samples */
         int64_t toff = 2;
         pair in = mk(B * T * C, 24, 1), wpe = mk((T + toff) * C, 25, 1), out = mk(B * T * C, 26, 1),
              dout = mk(B * T * C, 27, 1), dwpe = mk((T + toff) * C, 28, 1), din = mk(B * T * C, 29, 1);
-        prt_pos_fwd(RT, out.h, in.h, wpe.h, B, T, C, toff);
-        prt_pos_fwd(RT, out.f, in.f, wpe.f, B, T, C, toff);
+        prt_pos_fwd(RT, out.h, in.h, wpe.h, B, T, C, toff, PRT_ARG_DTYPES(DT, DT, DT));
+        prt_pos_fwd(RT, out.f, in.f, wpe.f, B, T, C, toff, 0);
         expect16("pos_fwd", out, 0);
-        prt_pos_bwd(RT, dwpe.h, din.h, dout.h, B, T, C, toff);
-        prt_pos_bwd(RT, dwpe.f, din.f, dout.f, B, T, C, toff);
+        prt_pos_bwd(RT, dwpe.h, din.h, dout.h, B, T, C, toff, PRT_ARG_DTYPES(DT, DT, DT));
+        prt_pos_bwd(RT, dwpe.f, din.f, dout.f, B, T, C, toff, 0);
         expect16("pos_bwd dwpe", dwpe, 0);
         expect16("pos_bwd din", din, 0);
     }
@@ -218,30 +218,30 @@ static void test_embed_norms(void) {
         pair in = mk(N * C, 30, 2), w = mk(C, 31, 1), b = mk(C, 32, 1), out = mk(N * C, 33, 1), dout = mk(N * C, 34, 1),
              din = mk(N * C, 35, 1), dw = mk(C, 36, 1), db = mk(C, 37, 1);
         float mean_h[N], rstd_h[N], mean_f[N], rstd_f[N];
-        prt_layernorm_fwd(RT, out.h, mean_h, rstd_h, in.h, w.h, b.h, N, C);
-        prt_layernorm_fwd(RT, out.f, mean_f, rstd_f, in.f, w.f, b.f, N, C);
+        prt_layernorm_fwd(RT, out.h, mean_h, rstd_h, in.h, w.h, b.h, N, C, PRT_ARG_DTYPES(DT, PRT_F32, PRT_F32, DT, DT, DT));
+        prt_layernorm_fwd(RT, out.f, mean_f, rstd_f, in.f, w.f, b.f, N, C, 0);
         expect16("layernorm_fwd", out, 0);
         expect32("layernorm_fwd mean", mean_h, mean_f, N, 0);
         expect32("layernorm_fwd rstd", rstd_h, rstd_f, N, 0);
         scratch_reset();
-        prt_layernorm_bwd(RT, din.h, dw.h, db.h, dout.h, in.h, w.h, mean_h, rstd_h, N, C);
+        prt_layernorm_bwd(RT, din.h, dw.h, db.h, dout.h, in.h, w.h, mean_h, rstd_h, N, C, PRT_ARG_DTYPES(DT, DT, DT, DT, DT, DT));
         expect_scratch("layernorm_bwd", 2 * C);
-        prt_layernorm_bwd(RT, din.f, dw.f, db.f, dout.f, in.f, w.f, mean_f, rstd_f, N, C);
+        prt_layernorm_bwd(RT, din.f, dw.f, db.f, dout.f, in.f, w.f, mean_f, rstd_f, N, C, 0);
         expect16("layernorm_bwd din", din, 0);
         expect16("layernorm_bwd dw", dw, 0);
         expect16("layernorm_bwd db", db, 0);
-        prt_layernorm_fwd(RT, out.h, mean_h, rstd_h, in.h, w.h, NULL, N, C);  /* no bias */
-        prt_layernorm_fwd(RT, out.f, mean_f, rstd_f, in.f, w.f, NULL, N, C);
+        prt_layernorm_fwd(RT, out.h, mean_h, rstd_h, in.h, w.h, NULL, N, C, PRT_ARG_DTYPES(DT, PRT_F32, PRT_F32, DT, DT));  /* no bias */
+        prt_layernorm_fwd(RT, out.f, mean_f, rstd_f, in.f, w.f, NULL, N, C, 0);
         expect16("layernorm_fwd (no bias)", out, 0);
 
-        prt_rmsnorm_fwd(RT, out.h, rstd_h, in.h, w.h, N, C);
-        prt_rmsnorm_fwd(RT, out.f, rstd_f, in.f, w.f, N, C);
+        prt_rmsnorm_fwd(RT, out.h, rstd_h, in.h, w.h, N, C, PRT_ARG_DTYPES(DT, PRT_F32, DT, DT));
+        prt_rmsnorm_fwd(RT, out.f, rstd_f, in.f, w.f, N, C, 0);
         expect16("rmsnorm_fwd", out, 0);
         expect32("rmsnorm_fwd rstd", rstd_h, rstd_f, N, 0);
         scratch_reset();
-        prt_rmsnorm_bwd(RT, din.h, dw.h, dout.h, in.h, w.h, rstd_h, N, C);
+        prt_rmsnorm_bwd(RT, din.h, dw.h, dout.h, in.h, w.h, rstd_h, N, C, PRT_ARG_DTYPES(DT, DT, DT, DT, DT));
         expect_scratch("rmsnorm_bwd", C);
-        prt_rmsnorm_bwd(RT, din.f, dw.f, dout.f, in.f, w.f, rstd_f, N, C);
+        prt_rmsnorm_bwd(RT, din.f, dw.f, dout.f, in.f, w.f, rstd_f, N, C, 0);
         expect16("rmsnorm_bwd din", din, 0);
         expect16("rmsnorm_bwd dw", dw, 0);
     }
@@ -257,24 +257,24 @@ static void test_matmul(void) {
             pair in = mk(N * K, 40, 1), w = mk(K * M, 41, 0.5f), out = mk(N * M, 42, 1), dout = mk(N * M, 43, 1),
                  din = mk(N * K, 44, 1), dw = mk(K * M, 45, 1);
             scratch_reset();
-            (transposed ? prt_matmul_t_fwd : prt_matmul_fwd)(RT, out.h, in.h, w.h, N, K, M);
+            (transposed ? prt_matmul_t_fwd : prt_matmul_fwd)(RT, out.h, in.h, w.h, N, K, M, PRT_ARG_DTYPES(DT, DT, DT));
             snprintf(what, sizeof what, "%s N=%lld", transposed ? "matmul_t_fwd" : "matmul_fwd", (long long)N);
             expect_scratch(what, K * M + R * (K + M));
-            (transposed ? prt_matmul_t_fwd : prt_matmul_fwd)(RT, out.f, in.f, w.f, N, K, M);
+            (transposed ? prt_matmul_t_fwd : prt_matmul_fwd)(RT, out.f, in.f, w.f, N, K, M, 0);
             expect16_gemm(what, out);
 
             scratch_reset();
-            (transposed ? prt_matmul_t_bwd : prt_matmul_bwd)(RT, din.h, dw.h, dout.h, in.h, w.h, N, K, M);
+            (transposed ? prt_matmul_t_bwd : prt_matmul_bwd)(RT, din.h, dw.h, dout.h, in.h, w.h, N, K, M, PRT_ARG_DTYPES(DT, DT, DT, DT, DT));
             snprintf(what, sizeof what, "%s N=%lld", transposed ? "matmul_t_bwd" : "matmul_bwd", (long long)N);
             expect_scratch(what, 2 * K * M + R * (M + 2 * K));
-            (transposed ? prt_matmul_t_bwd : prt_matmul_bwd)(RT, din.f, dw.f, dout.f, in.f, w.f, N, K, M);
+            (transposed ? prt_matmul_t_bwd : prt_matmul_bwd)(RT, din.f, dw.f, dout.f, in.f, w.f, N, K, M, 0);
             expect16_gemm(what, din);
             expect16_gemm(what, dw);
 
             scratch_reset();  /* din NULL: no weight needed */
-            (transposed ? prt_matmul_t_bwd : prt_matmul_bwd)(RT, NULL, dw.h, dout.h, in.h, w.h, N, K, M);
+            (transposed ? prt_matmul_t_bwd : prt_matmul_bwd)(RT, NULL, dw.h, dout.h, in.h, w.h, N, K, M, PRT_ARG_DTYPES(PRT_F32, DT, DT, DT, DT));
             expect_scratch("matmul bwd (din NULL)", K * M + R * (M + K));
-            (transposed ? prt_matmul_t_bwd : prt_matmul_bwd)(RT, NULL, dw.f, dout.f, in.f, w.f, N, K, M);
+            (transposed ? prt_matmul_t_bwd : prt_matmul_bwd)(RT, NULL, dw.f, dout.f, in.f, w.f, N, K, M, 0);
             expect16_gemm("matmul bwd (din NULL) dw", dw);
         }
     /* mixed: fp32 activations (unregistered), 16-bit weight: only the weight is widened */
@@ -283,9 +283,9 @@ static void test_matmul(void) {
     float *in = rt_alloc(N * K), *out_a = rt_alloc(N * M), *out_b = rt_alloc(N * M);
     rt_fill(in, N * K, 47, 1);
     scratch_reset();
-    prt_matmul_fwd(RT, out_a, in, w.h, N, K, M);
+    prt_matmul_fwd(RT, out_a, in, w.h, N, K, M, PRT_ARG_DTYPES(PRT_F32, PRT_F32, DT));
     expect_scratch("matmul_fwd (fp32 rows)", K * M);
-    prt_matmul_fwd(RT, out_b, in, w.f, N, K, M);
+    prt_matmul_fwd(RT, out_b, in, w.f, N, K, M, 0);
     expect32("matmul_fwd (fp32 rows)", out_a, out_b, N * M, 1e-5);
     free(in); free(out_a); free(out_b);
 }
@@ -299,39 +299,39 @@ static void test_attention(int64_t T) {
              dqkv = mk(B * T * 3 * C, 54, 1), dqkv2 = mk(B * T * 3 * C, 55, 1);
         float *probs_h = rt_alloc(B * NH * T * T), *probs_f = rt_alloc(B * NH * T * T);
         scratch_reset();
-        prt_attention_fwd(RT, out.h, probs_h, qkv.h, B, T, NH, HD, causal);
+        prt_attention_fwd(RT, out.h, probs_h, qkv.h, B, T, NH, HD, causal, PRT_ARG_DTYPES(DT, PRT_F32, DT));
         expect_scratch("attention_fwd", W * (4 * T * HD));
-        prt_attention_fwd(RT, out.f, probs_f, qkv.f, B, T, NH, HD, causal);
+        prt_attention_fwd(RT, out.f, probs_f, qkv.f, B, T, NH, HD, causal, 0);
         expect16_gemm(causal ? "attention_fwd causal" : "attention_fwd", out);
         expect32("attention_fwd probs", probs_h, probs_f, B * NH * T * T, 1e-5);
         scratch_reset();
-        prt_attention_fwd(RT, out.h, NULL, qkv.h, B, T, NH, HD, causal);
+        prt_attention_fwd(RT, out.h, NULL, qkv.h, B, T, NH, HD, causal, PRT_ARG_DTYPES(DT, PRT_F32, DT));
         expect_scratch("attention_fwd (probs NULL)", W * (BQ * T + 4 * T * HD));
         expect16_gemm("attention_fwd (probs NULL)", out);
 
         scratch_reset();
-        prt_attention_bwd(RT, dqkv.h, dout.h, qkv.h, probs_h, B, T, NH, HD, causal);
+        prt_attention_bwd(RT, dqkv.h, dout.h, qkv.h, probs_h, B, T, NH, HD, causal, PRT_ARG_DTYPES(DT, DT, DT));
         expect_scratch("attention_bwd", W * (BQ * T + 7 * T * HD));
-        prt_attention_bwd(RT, dqkv.f, dout.f, qkv.f, probs_f, B, T, NH, HD, causal);
+        prt_attention_bwd(RT, dqkv.f, dout.f, qkv.f, probs_f, B, T, NH, HD, causal, 0);
         expect16_gemm(causal ? "attention_bwd causal" : "attention_bwd", dqkv);
         scratch_reset();
-        prt_attention_bwd(RT, dqkv2.h, dout.h, qkv.h, NULL, B, T, NH, HD, causal);
+        prt_attention_bwd(RT, dqkv2.h, dout.h, qkv.h, NULL, B, T, NH, HD, causal, PRT_ARG_DTYPES(DT, DT, DT));
         expect_scratch("attention_bwd (probs NULL)", W * (2 * BQ * T + 7 * T * HD));
-        prt_attention_bwd(RT, dqkv2.f, dout.f, qkv.f, NULL, B, T, NH, HD, causal);
+        prt_attention_bwd(RT, dqkv2.f, dout.f, qkv.f, NULL, B, T, NH, HD, causal, 0);
         expect16_gemm("attention_bwd (probs NULL)", dqkv2);
 
         /* 16-bit probabilities: stored rounded, read back widened */
         pair probs = mk(B * NH * T * T, 56, 1), dqkv3 = mk(B * T * 3 * C, 57, 1);
         scratch_reset();
-        prt_attention_fwd(RT, out.h, probs.h, qkv.h, B, T, NH, HD, causal);
+        prt_attention_fwd(RT, out.h, probs.h, qkv.h, B, T, NH, HD, causal, PRT_ARG_DTYPES(DT, DT, DT));
         expect_scratch("attention_fwd (16-bit probs)", W * (BQ * T + 4 * T * HD));
         memcpy(probs.f, probs_f, sizeof(float) * B * NH * T * T);
         expect16_gemm("attention_fwd (16-bit probs) probs", probs);
         for (int64_t i = 0; i < probs.n; i++) probs.f[i] = from16(probs.h[i]);
         scratch_reset();
-        prt_attention_bwd(RT, dqkv3.h, dout.h, qkv.h, probs.h, B, T, NH, HD, causal);
+        prt_attention_bwd(RT, dqkv3.h, dout.h, qkv.h, probs.h, B, T, NH, HD, causal, PRT_ARG_DTYPES(DT, DT, DT, DT));
         expect_scratch("attention_bwd (16-bit probs)", W * (2 * BQ * T + 7 * T * HD));
-        prt_attention_bwd(RT, dqkv3.f, dout.f, qkv.f, probs.f, B, T, NH, HD, causal);
+        prt_attention_bwd(RT, dqkv3.f, dout.f, qkv.f, probs.f, B, T, NH, HD, causal, 0);
         expect16_gemm("attention_bwd (16-bit probs)", dqkv3);
         free(probs_h);
         free(probs_f);
@@ -344,12 +344,12 @@ static void test_xent(void) {
     for (int i = 0; i < N; i++) targets[i] = (i * 5) % V;
     pair logits = mk(N * V, 60, 4), dlogits = mk(N * V, 61, 1);
     float stats_h[2 * N], stats_f[2 * N], loss_h = 0.25f, loss_f = 0.25f;
-    prt_xent_fwd(RT, &loss_h, stats_h, logits.h, targets, N, V, 0, -1);
-    prt_xent_fwd(RT, &loss_f, stats_f, logits.f, targets, N, V, 0, -1);
+    prt_xent_fwd(RT, &loss_h, stats_h, logits.h, targets, N, V, 0, -1, PRT_ARG_DTYPES(PRT_F32, PRT_F32, DT, PRT_I32));
+    prt_xent_fwd(RT, &loss_f, stats_f, logits.f, targets, N, V, 0, -1, PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_I32));
     expect32("xent_fwd stats", stats_h, stats_f, 2 * N, 0);
     expect32("xent_fwd loss", &loss_h, &loss_f, 1, 0);
-    prt_xent_bwd(RT, dlogits.h, logits.h, stats_h, targets, N, V, 0, 0.125);
-    prt_xent_bwd(RT, dlogits.f, logits.f, stats_f, targets, N, V, 0, 0.125);
+    prt_xent_bwd(RT, dlogits.h, logits.h, stats_h, targets, N, V, 0, 0.125, PRT_ARG_DTYPES(DT, DT, PRT_F32, PRT_I32));
+    prt_xent_bwd(RT, dlogits.f, logits.f, stats_f, targets, N, V, 0, 0.125, PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_I32));
     expect16("xent_bwd", dlogits, 0);
 }
 
@@ -364,8 +364,8 @@ static void test_optimizers(void) {
         float *ref = rt_alloc(n);   /* the fp32 run updates the master (or the widened param) */
         memcpy(ref, with_master ? master : param.f, n * sizeof(float));
         for (int64_t step = 1; step <= 3; step++) {
-            prt_adamw(RT, param.h, with_master ? master : NULL, grad.h, m_h, v_h, n, step, 1e-2, 0.9, 0.999, 1e-8, 0.1);
-            prt_adamw(RT, ref, NULL, grad.f, m_f, v_f, n, step, 1e-2, 0.9, 0.999, 1e-8, 0.1);
+            prt_adamw(RT, param.h, with_master ? master : NULL, grad.h, m_h, v_h, n, step, 1e-2, 0.9, 0.999, 1e-8, 0.1, PRT_ARG_DTYPES(DT, PRT_F32, DT));
+            prt_adamw(RT, ref, NULL, grad.f, m_f, v_f, n, step, 1e-2, 0.9, 0.999, 1e-8, 0.1, 0);
             if (!with_master)  /* without a master the param itself is rounded after each step */
                 for (int64_t i = 0; i < n; i++) ref[i] = from16(to16(ref[i]));
         }
@@ -379,8 +379,8 @@ static void test_optimizers(void) {
         float *mom_h = rt_alloc(n), *mom_f = rt_alloc(n), *ref2 = rt_alloc(n);
         for (int64_t i = 0; i < n; i++) master[i] = p2.f[i] + 1e-4f * (float)(i % 7);
         memcpy(ref2, with_master ? master : p2.f, n * sizeof(float));
-        prt_sgd(RT, p2.h, with_master ? master : NULL, grad.h, mom_h, n, 0.05, 0.9, 0.01);
-        prt_sgd(RT, ref2, NULL, grad.f, mom_f, n, 0.05, 0.9, 0.01);
+        prt_sgd(RT, p2.h, with_master ? master : NULL, grad.h, mom_h, n, 0.05, 0.9, 0.01, PRT_ARG_DTYPES(DT, PRT_F32, DT));
+        prt_sgd(RT, ref2, NULL, grad.f, mom_f, n, 0.05, 0.9, 0.01, 0);
         memcpy(p2.f, ref2, n * sizeof(float));
         expect16(with_master ? "sgd param (rounded master)" : "sgd param in place", p2, 0);
         expect32("sgd momentum", mom_h, mom_f, n, 0);
@@ -423,7 +423,7 @@ static void test_collectives(int axis) {
             want[i] = 0;
             for (int s = 0; s < S; s++) want[i] += f(member(axis, s), i, seed);
         }
-        prt_allreduce(RT, axis, in.h, nfull);
+        prt_allreduce(RT, axis, in.h, nfull, PRT_ARG_DTYPES(DT));
         expect_exact("allreduce", axis, in.h, want, nfull);
 
         for (int64_t i = 0; i < nin; i++) in.h[i] = to16(f(me, i, seed + 1));
@@ -431,7 +431,7 @@ static void test_collectives(int axis) {
             for (int s = 0; s < S; s++)
                 for (int64_t i = 0; i < inner; i++)
                     want[(o * S + s) * inner + i] = f(member(axis, s), o * inner + i, seed + 1);
-        prt_allgather(RT, axis, out.h, in.h, outer, inner);
+        prt_allgather(RT, axis, out.h, in.h, outer, inner, PRT_ARG_DTYPES(DT, DT));
         expect_exact(outer > 1 ? "allgather(outer 3)" : "allgather", axis, out.h, want, nfull);
 
         for (int64_t i = 0; i < nfull; i++) in.h[i] = to16(f(me, i, seed + 2));
@@ -441,7 +441,7 @@ static void test_collectives(int axis) {
                 for (int r = 0; r < S; r++) s += f(member(axis, r), (o * S + c) * inner + i, seed + 2);
                 want[o * inner + i] = s;
             }
-        prt_reducescatter(RT, axis, out.h, in.h, outer, inner);
+        prt_reducescatter(RT, axis, out.h, in.h, outer, inner, PRT_ARG_DTYPES(DT, DT));
         expect_exact(outer > 1 ? "reducescatter(outer 3)" : "reducescatter", axis, out.h, want, nin);
 
         for (int64_t i = 0; i < nfull; i++) in.h[i] = to16(f(me, i, seed + 3));
@@ -449,12 +449,12 @@ static void test_collectives(int axis) {
             for (int64_t o = 0; o < outer; o++)
                 for (int64_t i = 0; i < inner; i++)
                     want[(s * outer + o) * inner + i] = f(member(axis, s), (o * S + c) * inner + i, seed + 3);
-        prt_alltoall(RT, axis, out.h, in.h, outer, inner);
+        prt_alltoall(RT, axis, out.h, in.h, outer, inner, PRT_ARG_DTYPES(DT, DT));
         expect_exact(outer > 1 ? "alltoall(outer 3)" : "alltoall", axis, out.h, want, nfull);
 
         for (int64_t o = 0; o < outer; o++)
             for (int64_t i = 0; i < inner; i++) want[o * inner + i] = from16(in.h[(o * S + c) * inner + i]);
-        prt_slice(RT, axis, out.h, in.h, outer, inner);
+        prt_slice(RT, axis, out.h, in.h, outer, inner, PRT_ARG_DTYPES(DT, DT));
         expect_exact("slice", axis, out.h, want, nin);
         free(want);
     }
@@ -468,14 +468,14 @@ static void test_collectives(int axis) {
             msg[k] = mk(n, 80, 0);
             got[k] = mk(n, 81, 0);
             for (int64_t i = 0; i < n; i++) msg[k].h[i] = to16(f(me, i, 30 + k));
-            prt_send(RT, axis, delta, msg[k].h, n, 100 + k);
+            prt_send(RT, axis, delta, msg[k].h, n, 100 + k, PRT_ARG_DTYPES(DT));
             memset(msg[k].h, 0, (size_t)n * 2);  /* sends are buffered */
         }
         int from = member(axis, (int)((c - delta + S) % S));
         for (int k = 2; k >= 0; k--) {
             int64_t n = 4 + 3 * k;
             float want[16];
-            prt_recv(RT, axis, -delta, got[k].h, n, 100 + k);
+            prt_recv(RT, axis, -delta, got[k].h, n, 100 + k, PRT_ARG_DTYPES(DT));
             for (int64_t i = 0; i < n; i++) want[i] = f(from, i, 30 + k);
             expect_exact(delta > 0 ? "send/recv ring +1" : "send/recv ring -1", axis, got[k].h, want, n);
         }
@@ -494,7 +494,7 @@ static void test_allreduce_rounding(void) {
     uint64_t peer_seed = 90 + (uint64_t)member(axis, 1 - (int)prt_coord(RT, axis));
     rt_fill(other, n, peer_seed, 1);
     for (int i = 0; i < n; i++) want[i] = from16(to16(mine.f[i] + from16(to16(other[i]))));
-    prt_allreduce(RT, axis, mine.h, n);
+    prt_allreduce(RT, axis, mine.h, n, PRT_ARG_DTYPES(DT));
     expect_exact("allreduce (one rounding of the fp32 sum)", axis, mine.h, want, n);
 }
 

@@ -58,7 +58,7 @@ static void grad_free(gradbuf b) { free(b.g); free(b.g0); }
 typedef struct { float *out, *r, *wte; int32_t *tok; int64_t N, C, V, off; } embed_ctx;
 static double embed_loss(void *p) {
     embed_ctx *c = p;
-    prt_embed_fwd(RT, c->out, c->tok, c->wte, c->N, c->C, c->V, c->off);
+    prt_embed_fwd(RT, c->out, c->tok, c->wte, c->N, c->C, c->V, c->off, PRT_ARG_DTYPES(PRT_F32, PRT_I32));
     return dot_r(c->out, c->r, c->N * c->C);
 }
 static void test_embed(void) {
@@ -76,7 +76,7 @@ static void test_embed(void) {
         }
     rt_close("embed_fwd", c.out, want, c.N * c.C, 0, 0);
     gradbuf d = grad_new(c.V * c.C, 3);
-    prt_embed_bwd(RT, d.g, tok, c.r, c.N, c.C, c.V, c.off);
+    prt_embed_bwd(RT, d.g, tok, c.r, c.N, c.C, c.V, c.off, PRT_ARG_DTYPES(PRT_F32, PRT_I32));
     grad_check("embed_bwd dwte", embed_loss, &c, c.wte, d.g, d.g0, c.V * c.C, 1e-2f);
     grad_free(d); free(want); free(c.out); free(c.r); free(c.wte);
 }
@@ -84,7 +84,7 @@ static void test_embed(void) {
 typedef struct { float *out, *r, *in, *wpe; int64_t B, T, C, off; } pos_ctx;
 static double pos_loss(void *p) {
     pos_ctx *c = p;
-    prt_pos_fwd(RT, c->out, c->in, c->wpe, c->B, c->T, c->C, c->off);
+    prt_pos_fwd(RT, c->out, c->in, c->wpe, c->B, c->T, c->C, c->off, 0);
     return dot_r(c->out, c->r, c->B * c->T * c->C);
 }
 static void test_pos(void) {
@@ -100,7 +100,7 @@ static void test_pos(void) {
                 want[(b * c.T + t) * c.C + j] = c.in[(b * c.T + t) * c.C + j] + c.wpe[(t + c.off) * c.C + j];
     rt_close("pos_fwd", c.out, want, n, 0, 0);
     gradbuf dwpe = grad_new(np, 7), din = grad_new(n, 8);
-    prt_pos_bwd(RT, dwpe.g, din.g, c.r, c.B, c.T, c.C, c.off);
+    prt_pos_bwd(RT, dwpe.g, din.g, c.r, c.B, c.T, c.C, c.off, 0);
     grad_check("pos_bwd dwpe", pos_loss, &c, c.wpe, dwpe.g, dwpe.g0, np, 1e-2f);
     grad_check("pos_bwd din", pos_loss, &c, c.in, din.g, din.g0, n, 1e-2f);
     grad_free(dwpe); grad_free(din); free(want); free(c.out); free(c.r); free(c.in); free(c.wpe);
@@ -111,8 +111,8 @@ static void test_pos(void) {
 typedef struct { float *out, *r, *in, *w, *b, *mean, *rstd; int64_t N, C; int rms; } norm_ctx;
 static double norm_loss(void *p) {
     norm_ctx *c = p;
-    if (c->rms) prt_rmsnorm_fwd(RT, c->out, c->rstd, c->in, c->w, c->N, c->C);
-    else prt_layernorm_fwd(RT, c->out, c->mean, c->rstd, c->in, c->w, c->b, c->N, c->C);
+    if (c->rms) prt_rmsnorm_fwd(RT, c->out, c->rstd, c->in, c->w, c->N, c->C, 0);
+    else prt_layernorm_fwd(RT, c->out, c->mean, c->rstd, c->in, c->w, c->b, c->N, c->C, 0);
     return dot_r(c->out, c->r, c->N * c->C);
 }
 static void test_norm(int rms, int with_bias) {
@@ -139,8 +139,8 @@ static void test_norm(int rms, int with_bias) {
     snprintf(what, sizeof what, "%s fwd", name);
     rt_close(what, c.out, want, n, 1e-5, 1e-5);
     gradbuf din = grad_new(n, 13), dw = grad_new(c.C, 14), db = grad_new(c.C, 15);
-    if (rms) prt_rmsnorm_bwd(RT, din.g, dw.g, c.r, c.in, c.w, c.rstd, c.N, c.C);
-    else prt_layernorm_bwd(RT, din.g, dw.g, c.b ? db.g : NULL, c.r, c.in, c.w, c.mean, c.rstd, c.N, c.C);
+    if (rms) prt_rmsnorm_bwd(RT, din.g, dw.g, c.r, c.in, c.w, c.rstd, c.N, c.C, 0);
+    else prt_layernorm_bwd(RT, din.g, dw.g, c.b ? db.g : NULL, c.r, c.in, c.w, c.mean, c.rstd, c.N, c.C, 0);
     snprintf(what, sizeof what, "%s bwd din", name);
     grad_check(what, norm_loss, &c, c.in, din.g, din.g0, n, 1e-2f);
     snprintf(what, sizeof what, "%s bwd dw", name);
@@ -156,8 +156,8 @@ static void test_norm(int rms, int with_bias) {
 typedef struct { float *out, *r, *in, *w; int64_t N, K, M; int transposed; } mm_ctx;
 static double mm_loss(void *p) {
     mm_ctx *c = p;
-    if (c->transposed) prt_matmul_t_fwd(RT, c->out, c->in, c->w, c->N, c->K, c->M);
-    else prt_matmul_fwd(RT, c->out, c->in, c->w, c->N, c->K, c->M);
+    if (c->transposed) prt_matmul_t_fwd(RT, c->out, c->in, c->w, c->N, c->K, c->M, 0);
+    else prt_matmul_fwd(RT, c->out, c->in, c->w, c->N, c->K, c->M, 0);
     return dot_r(c->out, c->r, c->N * c->M);
 }
 static void test_matmul_t(void) {  /* w[M,K]: the tied head */
@@ -174,11 +174,11 @@ static void test_matmul_t(void) {  /* w[M,K]: the tied head */
         }
     rt_close("matmul_t fwd", c.out, want, c.N * c.M, 1e-6, 1e-5);
     gradbuf din = grad_new(c.N * c.K, 119), dw = grad_new(c.M * c.K, 120);
-    prt_matmul_t_bwd(RT, din.g, dw.g, c.r, c.in, c.w, c.N, c.K, c.M);
+    prt_matmul_t_bwd(RT, din.g, dw.g, c.r, c.in, c.w, c.N, c.K, c.M, 0);
     grad_check("matmul_t bwd din", mm_loss, &c, c.in, din.g, din.g0, c.N * c.K, 1e-2f);
     grad_check("matmul_t bwd dw", mm_loss, &c, c.w, dw.g, dw.g0, c.M * c.K, 1e-2f);
     gradbuf dw2 = grad_new(c.M * c.K, 120);
-    prt_matmul_t_bwd(RT, NULL, dw2.g, c.r, c.in, c.w, c.N, c.K, c.M);
+    prt_matmul_t_bwd(RT, NULL, dw2.g, c.r, c.in, c.w, c.N, c.K, c.M, 0);
     rt_close("matmul_t bwd (din NULL) dw", dw2.g, dw.g, c.M * c.K, 0, 0);
     grad_free(din); grad_free(dw); grad_free(dw2);
     free(want); free(c.out); free(c.r); free(c.in); free(c.w);
@@ -198,12 +198,12 @@ static void test_matmul(void) {
         }
     rt_close("matmul fwd", c.out, want, c.N * c.M, 1e-6, 1e-5);
     gradbuf din = grad_new(c.N * c.K, 19), dw = grad_new(c.K * c.M, 20);
-    prt_matmul_bwd(RT, din.g, dw.g, c.r, c.in, c.w, c.N, c.K, c.M);
+    prt_matmul_bwd(RT, din.g, dw.g, c.r, c.in, c.w, c.N, c.K, c.M, 0);
     grad_check("matmul bwd din", mm_loss, &c, c.in, din.g, din.g0, c.N * c.K, 1e-2f);
     grad_check("matmul bwd dw", mm_loss, &c, c.w, dw.g, dw.g0, c.K * c.M, 1e-2f);
     /* din == NULL: only dw accumulates */
     gradbuf dw2 = grad_new(c.K * c.M, 20);
-    prt_matmul_bwd(RT, NULL, dw2.g, c.r, c.in, c.w, c.N, c.K, c.M);
+    prt_matmul_bwd(RT, NULL, dw2.g, c.r, c.in, c.w, c.N, c.K, c.M, 0);
     rt_close("matmul bwd (din NULL) dw", dw2.g, dw.g, c.K * c.M, 0, 0);
     grad_free(din); grad_free(dw); grad_free(dw2);
     free(want); free(c.out); free(c.r); free(c.in); free(c.w);
@@ -215,7 +215,7 @@ static void test_matmul(void) {
 typedef struct { float *out, *r, *in, *w, *b; int64_t N, K, M; } mmb_ctx;
 static double mmb_loss(void *p) {
     mmb_ctx *c = p;
-    prt_matmul_bias_fwd(RT, c->out, c->in, c->w, c->b, c->N, c->K, c->M);
+    prt_matmul_bias_fwd(RT, c->out, c->in, c->w, c->b, c->N, c->K, c->M, 0);
     return dot_r(c->out, c->r, c->N * c->M);
 }
 static void test_matmul_bias(int64_t N, int64_t K, int64_t M) {
@@ -233,13 +233,13 @@ static void test_matmul_bias(int64_t N, int64_t K, int64_t M) {
     char what[96];
     snprintf(what, sizeof what, "matmul_bias fwd %lldx%lldx%lld", (long long)N, (long long)K, (long long)M);
     rt_close(what, c.out, want, N * M, 1e-5, 1e-5);
-    prt_matmul_fwd(RT, two, c.in, c.w, N, K, M);
-    prt_bias_fwd(RT, two, two, c.b, N, M);
+    prt_matmul_fwd(RT, two, c.in, c.w, N, K, M, 0);
+    prt_bias_fwd(RT, two, two, c.b, N, M, 0);
     snprintf(what, sizeof what, "matmul_bias fwd = matmul + bias %lldx%lldx%lld", (long long)N, (long long)K,
              (long long)M);
     rt_close(what, c.out, two, N * M, 1e-5, 1e-5);
     gradbuf din = grad_new(N * K, 35), dw = grad_new(K * M, 36), db = grad_new(M, 37);
-    prt_matmul_bias_bwd(RT, din.g, dw.g, c.r, c.in, c.w, db.g, N, K, M);
+    prt_matmul_bias_bwd(RT, din.g, dw.g, c.r, c.in, c.w, db.g, N, K, M, 0);
     if (N * K * M <= 1000) {  /* finite differences on the small shape */
         grad_check("matmul_bias bwd din", mmb_loss, &c, c.in, din.g, din.g0, N * K, 1e-2f);
         grad_check("matmul_bias bwd dw", mmb_loss, &c, c.w, dw.g, dw.g0, K * M, 1e-2f);
@@ -247,13 +247,13 @@ static void test_matmul_bias(int64_t N, int64_t K, int64_t M) {
     }
     /* the same gradients as matmul_bwd + bias_bwd; db NULL leaves the rest alone */
     gradbuf din2 = grad_new(N * K, 35), dw2 = grad_new(K * M, 36), db2 = grad_new(M, 37);
-    prt_matmul_bwd(RT, din2.g, dw2.g, c.r, c.in, c.w, N, K, M);
-    prt_bias_bwd(RT, db2.g, c.r, N, M);
+    prt_matmul_bwd(RT, din2.g, dw2.g, c.r, c.in, c.w, N, K, M, 0);
+    prt_bias_bwd(RT, db2.g, c.r, N, M, 0);
     rt_close("matmul_bias bwd din = matmul_bwd's", din.g, din2.g, N * K, 0, 0);
     rt_close("matmul_bias bwd dw = matmul_bwd's", dw.g, dw2.g, K * M, 0, 0);
     rt_close("matmul_bias bwd db = bias_bwd's", db.g, db2.g, M, 0, 0);
     gradbuf din3 = grad_new(N * K, 35);
-    prt_matmul_bias_bwd(RT, din3.g, NULL, c.r, c.in, c.w, NULL, N, K, M);
+    prt_matmul_bias_bwd(RT, din3.g, NULL, c.r, c.in, c.w, NULL, N, K, M, 0);
     rt_close("matmul_bias bwd (dw, db NULL) din", din3.g, din.g, N * K, 0, 0);
     grad_free(din); grad_free(dw); grad_free(db); grad_free(din2); grad_free(dw2); grad_free(db2); grad_free(din3);
     free(want); free(two); free(c.out); free(c.r); free(c.in); free(c.w); free(c.b);
@@ -262,7 +262,7 @@ static void test_matmul_bias(int64_t N, int64_t K, int64_t M) {
 typedef struct { float *out, *r, *in, *b; int64_t N, M; } bias_ctx;
 static double bias_loss(void *p) {
     bias_ctx *c = p;
-    prt_bias_fwd(RT, c->out, c->in, c->b, c->N, c->M);
+    prt_bias_fwd(RT, c->out, c->in, c->b, c->N, c->M, 0);
     return dot_r(c->out, c->r, c->N * c->M);
 }
 static void test_bias(void) {
@@ -275,10 +275,10 @@ static void test_bias(void) {
     rt_close("bias fwd", c.out, want, 15, 0, 0);
     float inplace[15];
     memcpy(inplace, c.in, sizeof inplace);
-    prt_bias_fwd(RT, inplace, inplace, c.b, 3, 5);
+    prt_bias_fwd(RT, inplace, inplace, c.b, 3, 5, 0);
     rt_close("bias fwd in place", inplace, want, 15, 0, 0);
     gradbuf db = grad_new(5, 24);
-    prt_bias_bwd(RT, db.g, c.r, c.N, c.M);
+    prt_bias_bwd(RT, db.g, c.r, c.N, c.M, 0);
     grad_check("bias bwd db", bias_loss, &c, c.b, db.g, db.g0, 5, 1e-2f);
     grad_free(db); free(c.out); free(c.r); free(c.in); free(c.b);
 }
@@ -289,9 +289,9 @@ typedef struct { float *out, *r, *in; int64_t n, F; int kind; } act_ctx;  /* kin
 static double act_loss(void *p) {
     act_ctx *c = p;
     int64_t nout = c->kind == 2 ? c->n * c->F : c->n;
-    if (c->kind == 0) prt_gelu_fwd(RT, c->out, c->in, c->n);
-    else if (c->kind == 1) prt_relu_fwd(RT, c->out, c->in, c->n);
-    else prt_swiglu_fwd(RT, c->out, c->in, c->n, c->F);
+    if (c->kind == 0) prt_gelu_fwd(RT, c->out, c->in, c->n, 0);
+    else if (c->kind == 1) prt_relu_fwd(RT, c->out, c->in, c->n, 0);
+    else prt_swiglu_fwd(RT, c->out, c->in, c->n, c->F, 0);
     return dot_r(c->out, c->r, nout);
 }
 static void test_activation(int kind) {
@@ -320,9 +320,9 @@ static void test_activation(int kind) {
     snprintf(what, sizeof what, "%s fwd", name);
     rt_close(what, c.out, want, nout, 1e-6, 1e-5);
     gradbuf din = grad_new(nin, 30 + kind);
-    if (kind == 0) prt_gelu_bwd(RT, din.g, c.in, c.r, c.n);
-    else if (kind == 1) prt_relu_bwd(RT, din.g, c.in, c.r, c.n);
-    else prt_swiglu_bwd(RT, din.g, c.in, c.r, c.n, c.F);
+    if (kind == 0) prt_gelu_bwd(RT, din.g, c.in, c.r, c.n, 0);
+    else if (kind == 1) prt_relu_bwd(RT, din.g, c.in, c.r, c.n, 0);
+    else prt_swiglu_bwd(RT, din.g, c.in, c.r, c.n, c.F, 0);
     snprintf(what, sizeof what, "%s bwd din", name);
     grad_check(what, act_loss, &c, c.in, din.g, din.g0, nin, 1e-2f);
     grad_free(din); free(want); free(c.out); free(c.r); free(c.in);
@@ -332,15 +332,15 @@ static void test_add(void) {
     float a[9], b[9], out[9], want[9];
     rt_fill(a, 9, 40, 1); rt_fill(b, 9, 41, 1);
     for (int i = 0; i < 9; i++) want[i] = a[i] + b[i];
-    prt_add_fwd(RT, out, a, b, 9);
+    prt_add_fwd(RT, out, a, b, 9, 0);
     rt_close("add fwd", out, want, 9, 0, 0);
     float acc[9];
     memcpy(acc, a, sizeof acc);
-    prt_acc(RT, acc, b, 9);
+    prt_acc(RT, acc, b, 9, 0);
     rt_close("acc", acc, want, 9, 0, 0);
-    prt_copy(RT, acc, a, 9);
+    prt_copy(RT, acc, a, 9, 0);
     rt_close("copy", acc, a, 9, 0, 0);
-    prt_zero(RT, acc, 9);
+    prt_zero(RT, acc, 9, 0);
     float zeros[9] = {0};
     rt_close("zero", acc, zeros, 9, 0, 0);
 }
@@ -350,7 +350,7 @@ static void test_add(void) {
 typedef struct { float *out, *r, *in; int64_t N, KV, G, HD; } kvr_ctx;
 static double kvr_loss(void *p) {
     kvr_ctx *c = p;
-    prt_kv_repeat_fwd(RT, c->out, c->in, c->N, c->KV, c->G, c->HD);
+    prt_kv_repeat_fwd(RT, c->out, c->in, c->N, c->KV, c->G, c->HD, 0);
     return dot_r(c->out, c->r, c->N * 3 * c->KV * c->G * c->HD);
 }
 /* Forward against the index formula of parc_rt.h, backward by finite differences
@@ -371,7 +371,7 @@ static void test_kv_repeat(void) {
                 }
     rt_close("kv_repeat fwd", c.out, want, nout, 0, 0);
     gradbuf din = grad_new(nin, 47);
-    prt_kv_repeat_bwd(RT, din.g, c.r, c.N, c.KV, c.G, c.HD);
+    prt_kv_repeat_bwd(RT, din.g, c.r, c.N, c.KV, c.G, c.HD, 0);
     grad_check("kv_repeat bwd din", kvr_loss, &c, c.in, din.g, din.g0, nin, 1e-2f);
     grad_free(din); free(want); free(c.out); free(c.r); free(c.in);
 }
@@ -381,7 +381,7 @@ static void test_kv_repeat(void) {
 typedef struct { float *out, *r, *qkv, *probs; int64_t B, T, NH, HD, causal; int save; } att_ctx;
 static double att_loss(void *p) {
     att_ctx *c = p;
-    prt_attention_fwd(RT, c->out, c->save ? c->probs : NULL, c->qkv, c->B, c->T, c->NH, c->HD, c->causal);
+    prt_attention_fwd(RT, c->out, c->save ? c->probs : NULL, c->qkv, c->B, c->T, c->NH, c->HD, c->causal, 0);
     return dot_r(c->out, c->r, c->B * c->T * c->NH * c->HD);
 }
 static void test_attention(int64_t causal, int save) {
@@ -415,7 +415,7 @@ static void test_attention(int64_t causal, int save) {
     snprintf(what, sizeof what, "attention(causal=%lld, probs %s) fwd", (long long)causal, save ? "saved" : "recomputed");
     rt_close(what, c.out, want, no, 1e-5, 1e-4);
     gradbuf d = grad_new(nq, 44);
-    prt_attention_bwd(RT, d.g, c.r, c.qkv, save ? c.probs : NULL, c.B, c.T, c.NH, c.HD, causal);
+    prt_attention_bwd(RT, d.g, c.r, c.qkv, save ? c.probs : NULL, c.B, c.T, c.NH, c.HD, causal, 0);
     snprintf(what, sizeof what, "attention(causal=%lld, probs %s) bwd dqkv", (long long)causal, save ? "saved" : "recomputed");
     grad_check(what, att_loss, &c, c.qkv, d.g, d.g0, nq, 1e-2f);
     grad_free(d); free(want); free(c.out); free(c.r); free(c.qkv); free(c.probs);
@@ -426,7 +426,7 @@ static void test_attention(int64_t causal, int save) {
 typedef struct { float *out, *r, *in; uint8_t *mask; int64_t B, T, C; double p; } drop_ctx;
 static double drop_loss(void *p) {
     drop_ctx *c = p;
-    prt_dropout_fwd(RT, c->out, c->mask, c->in, c->B, c->T, c->C, 0, 0, c->T, 7, 3, 1, c->p);
+    prt_dropout_fwd(RT, c->out, c->mask, c->in, c->B, c->T, c->C, 0, 0, c->T, 7, 3, 1, c->p, PRT_ARG_DTYPES(PRT_F32, PRT_U8));
     return dot_r(c->out, c->r, c->B * c->T * c->C);
 }
 /* Forward: kept elements scaled by 1/(1 - p), the mask prt_dropout_keep of the
@@ -460,7 +460,7 @@ static void test_dropout(void) {
     for (int64_t b = 0; b < 2; b++)
         for (int64_t t = 0; t < 4; t++)
             memcpy(bin + (b * 4 + t) * c.C, c.in + ((1 + b) * c.T + 3 + t) * c.C, (size_t)c.C * sizeof(float));
-    prt_dropout_fwd(RT, bout, bmask, bin, 2, 4, c.C, 1, 3, c.T, 7, 3, 1, c.p);
+    prt_dropout_fwd(RT, bout, bmask, bin, 2, 4, c.C, 1, 3, c.T, 7, 3, 1, c.p, PRT_ARG_DTYPES(PRT_F32, PRT_U8));
     for (int64_t b = 0; b < 2; b++)
         for (int64_t t = 0; t < 4; t++)
             for (int64_t k = 0; k < c.C; k++)
@@ -468,14 +468,14 @@ static void test_dropout(void) {
     RT_EXPECT(bad_block == 0, "dropout: a block of the tensor differs from the whole call in %lld elements",
               (long long)bad_block);
     int64_t same = 0;
-    prt_dropout_fwd(RT, bout, bmask, bin, 2, 4, c.C, 1, 3, c.T, 8, 3, 1, c.p); /* step 8 */
+    prt_dropout_fwd(RT, bout, bmask, bin, 2, 4, c.C, 1, 3, c.T, 8, 3, 1, c.p, PRT_ARG_DTYPES(PRT_F32, PRT_U8)); /* step 8 */
     for (int64_t b = 0; b < 2; b++)
         for (int64_t t = 0; t < 4; t++)
             for (int64_t k = 0; k < c.C; k++)
                 same += bout[(b * 4 + t) * c.C + k] == c.out[((1 + b) * c.T + 3 + t) * c.C + k];
     RT_EXPECT(same < nb, "dropout: step 8 drew step 7's mask");
     gradbuf d = grad_new(n, 53);
-    prt_dropout_bwd(RT, d.g, c.mask, c.r, n, c.p);
+    prt_dropout_bwd(RT, d.g, c.mask, c.r, n, c.p, PRT_ARG_DTYPES(PRT_F32, PRT_U8));
     grad_check("dropout bwd din", drop_loss, &c, c.in, d.g, d.g0, n, 1e-2f);
     grad_free(d); free(want); free(bin); free(bout); free(bmask); free(c.out); free(c.r); free(c.in); free(c.mask);
 }
@@ -484,7 +484,7 @@ typedef struct { float *out, *r, *qkv, *probs; int64_t B, T, NH, HD, first, h0, 
 static double attd_loss(void *p) {
     attd_ctx *c = p;
     prt_attention_dropout_fwd(RT, c->out, c->save ? c->probs : NULL, c->qkv, c->B, c->T, c->NH, c->HD, 1, c->first,
-                              c->h0, c->NHg, 5, 2, c->p);
+                              c->h0, c->NHg, 5, 2, c->p, 0);
     return dot_r(c->out, c->r, c->B * c->T * c->NH * c->HD);
 }
 /* Attention with dropout on its probabilities: p = 0 is attention itself; the
@@ -497,7 +497,7 @@ static void test_attention_dropout(int save) {
     c.out = rt_alloc(no); c.r = rt_alloc(no); c.qkv = rt_alloc(nq); c.probs = rt_alloc(c.B * c.NH * c.T * c.T);
     rt_fill(c.r, no, 54, 1); rt_fill(c.qkv, nq, 55, 1.5f);
     float *plain = rt_alloc(no);
-    prt_attention_fwd(RT, plain, NULL, c.qkv, c.B, c.T, c.NH, c.HD, 1);
+    prt_attention_fwd(RT, plain, NULL, c.qkv, c.B, c.T, c.NH, c.HD, 1, 0);
     c.p = 0;
     attd_loss(&c);
     rt_close("attention dropout p = 0 fwd", c.out, plain, no, 0, 0);
@@ -512,13 +512,13 @@ static void test_attention_dropout(int save) {
     for (int64_t t = 0; t < c.T; t++)
         for (int64_t w = 0; w < 3; w++)
             memcpy(q1 + (t * 3 + w) * c.HD, c.qkv + ((1 * c.T + t) * 3 + w) * C + 1 * c.HD, (size_t)c.HD * sizeof(float));
-    prt_attention_dropout_fwd(RT, o1, NULL, q1, 1, c.T, 1, c.HD, 1, 1, 1, 2, 5, 2, c.p);
+    prt_attention_dropout_fwd(RT, o1, NULL, q1, 1, c.T, 1, c.HD, 1, 1, 1, 2, 5, 2, c.p, 0);
     for (int64_t t = 0; t < c.T; t++)
         for (int64_t e = 0; e < c.HD; e++) bad += o1[t * c.HD + e] != c.out[(1 * c.T + t) * C + 1 * c.HD + e];
     RT_EXPECT(bad == 0, "attention dropout: sample 1 head 1 alone differs in %lld elements", (long long)bad);
     gradbuf d = grad_new(nq, 56);
     prt_attention_dropout_bwd(RT, d.g, c.r, c.qkv, save ? c.probs : NULL, c.B, c.T, c.NH, c.HD, 1, c.first, c.h0,
-                              c.NHg, 5, 2, c.p);
+                              c.NHg, 5, 2, c.p, 0);
     grad_check(save ? "attention dropout (probs saved) bwd dqkv" : "attention dropout (probs recomputed) bwd dqkv",
                attd_loss, &c, c.qkv, d.g, d.g0, nq, 1e-2f);
     grad_free(d); free(plain); free(q1); free(o1); free(c.out); free(c.r); free(c.qkv); free(c.probs);
@@ -530,7 +530,7 @@ typedef struct { float *logits, *stats; int32_t *targets; int64_t N, V; double s
 static double xent_loss(void *p) {
     xent_ctx *c = p;
     float loss = 0.0f;
-    prt_xent_fwd(RT, &loss, c->stats, c->logits, c->targets, c->N, c->V, 0, -1);
+    prt_xent_fwd(RT, &loss, c->stats, c->logits, c->targets, c->N, c->V, 0, -1, PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_I32));
     return c->scale * loss;
 }
 static void test_xent(void) {
@@ -540,7 +540,7 @@ static void test_xent(void) {
     c.logits = rt_alloc(c.N * c.V); c.stats = rt_alloc(2 * c.N);
     rt_fill(c.logits, c.N * c.V, 45, 3);
     float loss = 1.5f;  /* accumulates */
-    prt_xent_fwd(RT, &loss, c.stats, c.logits, targets, c.N, c.V, 0, -1);
+    prt_xent_fwd(RT, &loss, c.stats, c.logits, targets, c.N, c.V, 0, -1, PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_I32));
     double want = 1.5;
     for (int64_t n = 0; n < c.N; n++) {
         double z = 0;
@@ -550,7 +550,7 @@ static void test_xent(void) {
     float got = loss, wantf = (float)want;
     rt_close("xent fwd loss_sum", &got, &wantf, 1, 1e-5, 1e-6);
     gradbuf d = grad_new(c.N * c.V, 46);
-    prt_xent_bwd(RT, d.g, c.logits, c.stats, targets, c.N, c.V, 0, c.scale);
+    prt_xent_bwd(RT, d.g, c.logits, c.stats, targets, c.N, c.V, 0, c.scale, PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_I32));
     grad_check("xent bwd dlogits", xent_loss, &c, c.logits, d.g, d.g0, c.N * c.V, 1e-2f);
     grad_free(d); free(c.logits); free(c.stats);
 }
@@ -568,7 +568,7 @@ static void test_optimizers(void) {
         double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
         for (int s = 1; s <= STEPS; s++) {
             rt_fill(g, N, 60 + (uint64_t)s, 1);
-            prt_adamw(RT, p, with_master ? master : NULL, g, m, v, N, s, lr, b1, b2, eps, wd);
+            prt_adamw(RT, p, with_master ? master : NULL, g, m, v, N, s, lr, b1, b2, eps, wd, 0);
             for (int i = 0; i < N; i++) {
                 mr[i] = b1 * mr[i] + (1 - b1) * g[i];
                 vr[i] = b2 * vr[i] + (1 - b2) * (double)g[i] * g[i];
@@ -590,7 +590,7 @@ static void test_optimizers(void) {
         double lr = 0.1, mu = 0.9, wd = 0.01;
         for (int s = 1; s <= STEPS; s++) {
             rt_fill(g, N, 80 + (uint64_t)s, 1);
-            prt_sgd(RT, p, with_master ? master : NULL, g, mom, N, lr, mu, wd);
+            prt_sgd(RT, p, with_master ? master : NULL, g, mom, N, lr, mu, wd, 0);
             for (int i = 0; i < N; i++) {
                 double d = g[i] + wd * pr[i];
                 br[i] = mu * br[i] + d;
@@ -634,8 +634,8 @@ static void test_attention_threads(void) {
         for (int run = 0; run < 2; run++) {
             openblas_set_num_threads(run + 1);
             out[run] = rt_alloc(B * T * C), dqkv[run] = calloc(B * T * 3 * C, sizeof(float));
-            prt_attention_fwd(RT, out[run], save ? probs : NULL, qkv, B, T, NH, HD, 1);
-            prt_attention_bwd(RT, dqkv[run], dout, qkv, save ? probs : NULL, B, T, NH, HD, 1);
+            prt_attention_fwd(RT, out[run], save ? probs : NULL, qkv, B, T, NH, HD, 1, 0);
+            prt_attention_bwd(RT, dqkv[run], dout, qkv, save ? probs : NULL, B, T, NH, HD, 1, 0);
         }
         rt_close(save ? "attention fwd 2 threads = 1 (probs kept)" : "attention fwd 2 threads = 1", out[1], out[0],
                  B * T * C, 0, 0);

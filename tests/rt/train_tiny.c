@@ -75,57 +75,57 @@ int main(int argc, char **argv) {
     for (int64_t step = 0; step < prt_steps(rt); step++) {
         prt_step_begin(rt, step);
         prt_data(rt, tok, tgt, step, prt_coord(rt, 0) * Bl, Bl, T, V);
-        for (int i = 0; i < NPARAM; i++) prt_zero(rt, g[i], P[i].rows * (P[i].cols ? P[i].cols : 1));
+        for (int i = 0; i < NPARAM; i++) prt_zero(rt, g[i], P[i].rows * (P[i].cols ? P[i].cols : 1), 0);
         /* forward */
         prt_span_begin(rt, "forward");
-        prt_embed_fwd(rt, x0, tok, w[WTE], N, C, V, 0);
-        prt_pos_fwd(rt, x0, x0, w[WPE], Bl, T, C, 0);
-        prt_layernorm_fwd(rt, h1, mean1, rstd1, x0, w[LN1W], w[LN1B], N, C);
-        prt_matmul_fwd(rt, qkv, h1, w[QKVW], N, C, 3 * C);
-        prt_attention_fwd(rt, att, probs, qkv, Bl, T, NH, HD, 1);
-        prt_matmul_fwd(rt, tmp, att, w[PROJW], N, C, C);
-        prt_add_fwd(rt, x1, x0, tmp, N * C);
-        prt_layernorm_fwd(rt, h2, mean2, rstd2, x1, w[LN2W], w[LN2B], N, C);
-        prt_matmul_fwd(rt, fc, h2, w[FCW], N, C, F);
-        prt_gelu_fwd(rt, ge, fc, N * F);
-        prt_matmul_fwd(rt, tmp, ge, w[FCPW], N, F, C);
-        prt_add_fwd(rt, x2, x1, tmp, N * C);
-        prt_layernorm_fwd(rt, h3, meanf, rstdf, x2, w[LNFW], w[LNFB], N, C);
-        prt_matmul_fwd(rt, logits, h3, w[HEADW], N, C, V);
+        prt_embed_fwd(rt, x0, tok, w[WTE], N, C, V, 0, PRT_ARG_DTYPES(PRT_F32, PRT_I32));
+        prt_pos_fwd(rt, x0, x0, w[WPE], Bl, T, C, 0, 0);
+        prt_layernorm_fwd(rt, h1, mean1, rstd1, x0, w[LN1W], w[LN1B], N, C, 0);
+        prt_matmul_fwd(rt, qkv, h1, w[QKVW], N, C, 3 * C, 0);
+        prt_attention_fwd(rt, att, probs, qkv, Bl, T, NH, HD, 1, 0);
+        prt_matmul_fwd(rt, tmp, att, w[PROJW], N, C, C, 0);
+        prt_add_fwd(rt, x1, x0, tmp, N * C, 0);
+        prt_layernorm_fwd(rt, h2, mean2, rstd2, x1, w[LN2W], w[LN2B], N, C, 0);
+        prt_matmul_fwd(rt, fc, h2, w[FCW], N, C, F, 0);
+        prt_gelu_fwd(rt, ge, fc, N * F, 0);
+        prt_matmul_fwd(rt, tmp, ge, w[FCPW], N, F, C, 0);
+        prt_add_fwd(rt, x2, x1, tmp, N * C, 0);
+        prt_layernorm_fwd(rt, h3, meanf, rstdf, x2, w[LNFW], w[LNFB], N, C, 0);
+        prt_matmul_fwd(rt, logits, h3, w[HEADW], N, C, V, 0);
         float loss = 0;
-        prt_xent_fwd(rt, &loss, stats, logits, tgt, N, V, 0, -1);
+        prt_xent_fwd(rt, &loss, stats, logits, tgt, N, V, 0, -1, PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_I32));
         prt_span_end(rt);
         /* backward: gradients of the mean loss over the global batch */
         prt_span_begin(rt, "backward");
-        prt_zero(rt, dlogits, N * V);
-        prt_xent_bwd(rt, dlogits, logits, stats, tgt, N, V, 0, 1.0 / (B * T));
-        prt_zero(rt, dh, N * C);
-        prt_matmul_bwd(rt, dh, g[HEADW], dlogits, h3, w[HEADW], N, C, V);
-        prt_zero(rt, dx, N * C);  /* dx = d x2, then d x1, then d x0 (residual stream) */
-        prt_layernorm_bwd(rt, dx, g[LNFW], g[LNFB], dh, x2, w[LNFW], meanf, rstdf, N, C);
-        prt_zero(rt, dge, N * F);
-        prt_matmul_bwd(rt, dge, g[FCPW], dx, ge, w[FCPW], N, F, C);
-        prt_zero(rt, dfc, N * F);
-        prt_gelu_bwd(rt, dfc, fc, dge, N * F);
-        prt_zero(rt, dh, N * C);
-        prt_matmul_bwd(rt, dh, g[FCW], dfc, h2, w[FCW], N, C, F);
-        prt_layernorm_bwd(rt, dx, g[LN2W], g[LN2B], dh, x1, w[LN2W], mean2, rstd2, N, C);
-        prt_zero(rt, datt, N * C);
-        prt_matmul_bwd(rt, datt, g[PROJW], dx, att, w[PROJW], N, C, C);
-        prt_zero(rt, dqkv, N * 3 * C);
-        prt_attention_bwd(rt, dqkv, datt, qkv, probs, Bl, T, NH, HD, 1);
-        prt_zero(rt, dh, N * C);
-        prt_matmul_bwd(rt, dh, g[QKVW], dqkv, h1, w[QKVW], N, C, 3 * C);
-        prt_layernorm_bwd(rt, dx, g[LN1W], g[LN1B], dh, x0, w[LN1W], mean1, rstd1, N, C);
-        prt_pos_bwd(rt, g[WPE], NULL, dx, Bl, T, C, 0);
-        prt_embed_bwd(rt, g[WTE], tok, dx, N, C, V, 0);
+        prt_zero(rt, dlogits, N * V, 0);
+        prt_xent_bwd(rt, dlogits, logits, stats, tgt, N, V, 0, 1.0 / (B * T), PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_I32));
+        prt_zero(rt, dh, N * C, 0);
+        prt_matmul_bwd(rt, dh, g[HEADW], dlogits, h3, w[HEADW], N, C, V, 0);
+        prt_zero(rt, dx, N * C, 0);  /* dx = d x2, then d x1, then d x0 (residual stream) */
+        prt_layernorm_bwd(rt, dx, g[LNFW], g[LNFB], dh, x2, w[LNFW], meanf, rstdf, N, C, 0);
+        prt_zero(rt, dge, N * F, 0);
+        prt_matmul_bwd(rt, dge, g[FCPW], dx, ge, w[FCPW], N, F, C, 0);
+        prt_zero(rt, dfc, N * F, 0);
+        prt_gelu_bwd(rt, dfc, fc, dge, N * F, 0);
+        prt_zero(rt, dh, N * C, 0);
+        prt_matmul_bwd(rt, dh, g[FCW], dfc, h2, w[FCW], N, C, F, 0);
+        prt_layernorm_bwd(rt, dx, g[LN2W], g[LN2B], dh, x1, w[LN2W], mean2, rstd2, N, C, 0);
+        prt_zero(rt, datt, N * C, 0);
+        prt_matmul_bwd(rt, datt, g[PROJW], dx, att, w[PROJW], N, C, C, 0);
+        prt_zero(rt, dqkv, N * 3 * C, 0);
+        prt_attention_bwd(rt, dqkv, datt, qkv, probs, Bl, T, NH, HD, 1, 0);
+        prt_zero(rt, dh, N * C, 0);
+        prt_matmul_bwd(rt, dh, g[QKVW], dqkv, h1, w[QKVW], N, C, 3 * C, 0);
+        prt_layernorm_bwd(rt, dx, g[LN1W], g[LN1B], dh, x0, w[LN1W], mean1, rstd1, N, C, 0);
+        prt_pos_bwd(rt, g[WPE], NULL, dx, Bl, T, C, 0, 0);
+        prt_embed_bwd(rt, g[WTE], tok, dx, N, C, V, 0, PRT_ARG_DTYPES(PRT_F32, PRT_I32));
         prt_span_end(rt);
         /* data-parallel gradient sum, then AdamW */
         for (int i = 0; i < NPARAM; i++) {
             int64_t n = P[i].rows * (P[i].cols ? P[i].cols : 1);
-            prt_allreduce(rt, 0, g[i], n);
+            prt_allreduce(rt, 0, g[i], n, 0);
             prt_adamw(rt, w[i], NULL, g[i], prt_ptr(rt, 2 * NPARAM + i, 0), prt_ptr(rt, 3 * NPARAM + i, 0), n,
-                      step + 1, 1e-2, 0.9, 0.95, 1e-8, 0.0);
+                      step + 1, 1e-2, 0.9, 0.95, 1e-8, 0.0, 0);
         }
         prt_step_end(rt, step);
     }
