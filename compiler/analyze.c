@@ -8,9 +8,12 @@
  * (docs/cost-model.md): GEMMs by shape class, attention matmuls,
  * memory-bound ops at HBM bandwidth, collectives by latency x steps + bytes
  * x bus factor / (link bandwidth x bus efficiency).  Overlap as the runtime
- * schedules it: every collective, gradient buckets included, completes
- * before the next op runs, so all communication is exposed.  Pipeline idle
- * time comes from simulating the actual schedule.
+ * schedules it: a gradient bucket started in the backward (overlap.c) runs
+ * on the link from its layer's last backward on, one after the other, under
+ * the rest of the last micro-batch's backward (cost_overlap); only what is
+ * left of them when the backward ends is exposed.  Every other collective
+ * completes before the next op runs.  Pipeline idle time comes from
+ * simulating the actual schedule.
  */
 #include "analyze.h"
 #include "ledger.h"
@@ -49,6 +52,35 @@ static void add_row(Arena *arena, Analysis *an, CollRow row)
     ARR_PUSH(arena, an->rows, an->nrows, an->rows_cap, row);
 }
 
+/* What the started buckets of stage sp hide under the last micro-batch's
+ * backward: its chunks from the last to the first (the head's backward
+ * before the last chunk's layers, the embedding's after the first's), each
+ * layer's bucket (bucket_s on the link) ready after that layer's backward
+ * and its blocking sync (seq_s: one call of each sequence).  Waits between
+ * the chunks' items are not counted, so this is the least it hides. */
+static double bucket_hidden_s(const StageProgram *sp, const double *seq_s, double bucket_s)
+{
+    int chunks = sp->chunks > 0 ? sp->chunks : 1, L = sp->layers_per_chunk, n = 0;
+    double *ready = calloc((size_t)(chunks * L) + 1, sizeof(double));
+    double *dur = calloc((size_t)(chunks * L) + 1, sizeof(double));
+    PARC_ASSERT(ready && dur);
+    double t = 0;
+    for (int c = chunks - 1; c >= 0; c--) {
+        if (c == chunks - 1 && sp->has_head) t += seq_s[SEQ_HEAD_BWD];
+        for (int l = L - 1; l >= 0; l--) {
+            t += seq_s[SEQ_BLOCK_BWD] + seq_s[SEQ_GRAD_SYNC_BLOCK] - bucket_s;
+            ready[n] = t;
+            dur[n++] = bucket_s;
+        }
+        if (c == 0 && sp->has_embed) t += seq_s[SEQ_EMBED_BWD];
+    }
+    double hidden = 0;
+    cost_overlap(ready, dur, n, t, &hidden);
+    free(ready);
+    free(dur);
+    return hidden;
+}
+
 /* The cost of stage s: its ledger (read from the program), FLOPs and blocking
  * communication per chunk, gradient sync, optimizer, and its collective rows. */
 static void analyze_stage(Arena *arena, Analysis *an, int s)
@@ -68,6 +100,7 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
     /* FLOPs and blocking communication per chunk */
     int L = sp->layers_per_chunk;
     double per_chunk_embed = 1.0 / (sp->chunks ? sp->chunks : 1);
+    double seq_s[SEQ_COUNT] = {0}, bucket_s = 0; /* one call of each; a layer's started buckets */
     for (int q = 0; q < SEQ_COUNT; q++) {
         const Seq *seq = &sp->seq[q];
         int64_t calls = program_seq_calls_per_step(prog, sp, (SeqKind)q);
@@ -76,6 +109,11 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
         for (int i = 0; i < seq->n; i++) {
             const Instr *ins = &seq->ins[i];
             flops += ins->flops;
+            if (instr_is_start(ins)) {
+                CostTerms one = {0};
+                cost_instr(prog, ins, 1.0, &one);
+                bucket_s += one.comm_s;
+            }
             if (ins->phase != PHASE_PIPELINE) cost_instr(prog, ins, 1.0, &ct);
             /* pipeline messages are the schedule's (t_p2p), rows of their own below */
             if (ins->coll == COLL_NONE || ins->coll == COLL_SLICE || ins->phase == PHASE_PIPELINE) continue;
@@ -95,6 +133,7 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
             if (row.group > 1) add_row(arena, an, row);
         }
         sc->flops_step += flops * (double)calls;
+        seq_s[q] = cost_terms_total(&ct);
         /* per chunk: the block's layers, and the embedding and head spread
          * over the chunks (as the schedule simulator takes one time for all) */
         switch (q) {
@@ -114,8 +153,8 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
         case SEQ_OPTIM_ONCE:
         case SEQ_GRAD_NORM_BLOCK: /* `clip`: the norm's sums and its all-reduces */
         case SEQ_GRAD_NORM_ONCE:
-            /* the runtime waits for every bucket: nothing of it is hidden
-             * under the backward, wherever the bucket runs */
+        case SEQ_GRAD_WAIT_BLOCK:
+            /* all of it; what the started buckets hide is taken off below */
             cost_terms_add(&sc->sync, &ct, (double)calls);
             break;
         default: break;
@@ -123,7 +162,8 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
     }
     sc->comm_fwd_chunk_s = sc->fwd.comm_s;
     sc->comm_bwd_chunk_s = sc->bwd.comm_s;
-    sc->sync_s = sc->sync.comm_s;
+    sc->sync_hidden_s = bucket_s > 0 ? bucket_hidden_s(sp, seq_s, bucket_s) : 0;
+    sc->sync_s = sc->sync.comm_s - sc->sync_hidden_s;
     /* optimizer: reads and writes weights, gradients, master and moments */
     double state = (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS] + sc->ledger[PRT_MASTER] +
                             sc->ledger[PRT_OPTIM]);
@@ -247,7 +287,7 @@ static void analyze_step_time(Arena *arena, Analysis *an)
     double busy = items * (cost_terms_total(&slow->fwd) + cost_terms_total(&slow->bwd));
     an->phase_s[APHASE_BUBBLE] = an->pipeline_s > busy ? an->pipeline_s - busy : 0;
     an->phase_s[APHASE_OPTIMIZER] = end->optim_s;
-    an->comm_hidden_s = 0;
+    an->comm_hidden_s = end->sync_hidden_s;
 }
 
 Analysis *analyze_program(Arena *arena, const Program *prog)
@@ -281,6 +321,7 @@ void analyze_dump(const Analysis *an, FILE *out)
                 sc->flops_step);
         fprintf(out, "  seconds comm_fwd_chunk %.6g comm_bwd_chunk %.6g sync %.6g optim %.6g\n", sc->comm_fwd_chunk_s,
                 sc->comm_bwd_chunk_s, sc->sync_s, sc->optim_s);
+        if (sc->sync_hidden_s > 0) fprintf(out, "  seconds sync hidden under the backward %.6g\n", sc->sync_hidden_s);
         const CostTerms *terms[3] = {&sc->fwd, &sc->bwd, &sc->sync};
         static const char *const tname[3] = {"fwd_chunk", "bwd_chunk", "sync"};
         for (int k = 0; k < 3; k++)

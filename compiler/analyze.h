@@ -57,7 +57,8 @@ typedef struct StageCost {
     double flops_step;            /* per rank per step */
     double comm_fwd_chunk_s;      /* blocking collectives inside one chunk's forward */
     double comm_bwd_chunk_s;
-    double sync_s;                /* gradient sync per step */
+    double sync_s;                /* gradient sync per step, exposed (after the backward) */
+    double sync_hidden_s;         /* ... and hidden under the backward (started buckets, overlap.c) */
     double optim_s;               /* optimizer step (memory bound) */
     /* the cost model's terms (cost.h): one micro-batch through one chunk,
      * forward and backward (recompute included); per step, gradient sync and
@@ -91,7 +92,7 @@ typedef struct Analysis {
     int slow_stage;                    /* the stage whose chunks are slowest (t_fwd + t_bwd) */
     int tail_stage;                    /* the stage with the longest gradient sync + optimizer */
     double phase_s[ANALYZE_NPHASES];   /* step_s by phase */
-    double comm_hidden_s;              /* communication under compute: 0, the runtime waits for each collective */
+    double comm_hidden_s;              /* communication under compute: the tail stage's started buckets */
 } Analysis;
 
 /* Reads the program and its ledger (ledger.h); changes nothing in it. */

@@ -161,7 +161,8 @@ static int64_t seq_phase(SeqKind kind) {
     case SEQ_BLOCK_BWD:
     case SEQ_EMBED_BWD: return PRT_PHASE_BACKWARD;
     case SEQ_GRAD_SYNC_BLOCK:
-    case SEQ_GRAD_SYNC_ONCE: return PRT_PHASE_COMM;
+    case SEQ_GRAD_SYNC_ONCE:
+    case SEQ_GRAD_WAIT_BLOCK: return PRT_PHASE_COMM;
     case SEQ_RECV_FWD:
     case SEQ_SEND_FWD:
     case SEQ_RECV_BWD:
@@ -453,6 +454,8 @@ static LLVMValueRef emit_stage_main(Gen *g, const StageProgram *sp, const StageF
 
     if (!sp->sync_in_backward) emit_every_layer(g, sp, fns->seq[SEQ_GRAD_SYNC_BLOCK], step, "sync");
     call_seq(g, fns->seq[SEQ_GRAD_SYNC_ONCE], zero, zero, zero, zero, step);
+    /* the buckets started in the backward complete here (overlap.c) */
+    emit_every_layer(g, sp, fns->seq[SEQ_GRAD_WAIT_BLOCK], step, "wait");
     emit_every_layer(g, sp, fns->seq[SEQ_GRAD_NORM_BLOCK], step, "norm"); /* `clip`: the gradient norm */
     call_seq(g, fns->seq[SEQ_GRAD_NORM_ONCE], zero, zero, zero, zero, step);
     call_life(g, LIFE_prt_before_optimizer, sargs, 2, "");

@@ -266,3 +266,17 @@ void cost_terms_add(CostTerms *to, const CostTerms *from, double times)
 }
 
 double cost_terms_total(const CostTerms *t) { return t->gemm_s + t->attention_s + t->stream_s + t->comm_s; }
+
+double cost_overlap(const double *ready, const double *dur, int n, double compute_end, double *hidden)
+{
+    double link = 0, total = 0;
+    for (int i = 0; i < n; i++) {
+        double begin = ready[i] > link ? ready[i] : link;
+        link = begin + dur[i];
+        total += dur[i];
+    }
+    double exposed = link > compute_end ? link - compute_end : 0;
+    if (exposed > total) exposed = total;
+    *hidden = total - exposed;
+    return exposed;
+}

@@ -44,6 +44,13 @@ double cost_coll_s(const Cluster *cl, CollKind kind, int n, int inside, double b
 double cost_coll_latency_s(const Cluster *cl, CollKind kind, int n, int inside);
 double cost_coll_bandwidth_s(const Cluster *cl, CollKind kind, int n, int inside, double bytes);
 
+/* Collectives started while compute goes on, one link: collective i may
+ * start at ready[i] (seconds into the compute) and takes dur[i]; they run
+ * one after the other in order.  Returns the seconds the last one ends after
+ * compute_end (0 when it ends before: everything hidden) and sets *hidden to
+ * the rest of their total time. */
+double cost_overlap(const double *ready, const double *dur, int n, double compute_end, double *hidden);
+
 /* What one instruction costs, by term.  flops and bytes say what was
  * charged, so reports can print the rate each term ran at. */
 typedef struct CostTerms {

@@ -19,8 +19,8 @@ void explain_phases(FILE *out, const Analysis *an)
     fprintf(out, "  by phase:");
     for (int k = 0; k < ANALYZE_NPHASES; k++)
         fprintf(out, "%s %s %.4g s", k ? "," : "", analyze_phase_names[k], an->phase_s[k]);
-    fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (the runtime finishes every collective, gradient "
-                 "buckets included, before the next op)\n",
+    fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (gradient buckets run under the last "
+                 "micro-batch's backward; every other collective finishes before the next op)\n",
             an->phase_s[APHASE_COMM], an->comm_hidden_s);
 }
 

@@ -320,7 +320,10 @@ static inline int instr_group(const Plan *plan, const Instr *ins)
  * of a (micro-batch, chunk) at a stage boundary (chunk, slot, micro): the
  * activations received / sent, the gradients received / sent; with `clip`,
  * after the gradient sync, GRAD_NORM_BLOCK ((l)) then GRAD_NORM_ONCE (()):
- * each parameter's sum of squares, then its reduction and the clip factor. */
+ * each parameter's sum of squares, then its reduction and the clip factor;
+ * GRAD_WAIT_BLOCK ((l)) after GRAD_SYNC_ONCE: the waits of the gradient
+ * collectives GRAD_SYNC_BLOCK started (overlap.c), and what reads their
+ * results there. */
 #define IR_SEQS(X)                                                  \
     X(EMBED_FWD, "embed.fwd", "embed_fwd", 0, 1)                    \
     X(BLOCK_FWD, "block.fwd", "block_fwd", 1, 1)                    \
@@ -339,7 +342,8 @@ static inline int instr_group(const Plan *plan, const Instr *ins)
     X(RECV_BWD, "recv.bwd", "recv_bwd", 0, 1)                       \
     X(SEND_BWD, "send.bwd", "send_bwd", 0, 1)                       \
     X(GRAD_NORM_BLOCK, "grad_norm.block", "grad_norm_block", 1, 0)  \
-    X(GRAD_NORM_ONCE, "grad_norm.once", "grad_norm_once", 0, 0)
+    X(GRAD_NORM_ONCE, "grad_norm.once", "grad_norm_once", 0, 0)    \
+    X(GRAD_WAIT_BLOCK, "grad_wait.block", "grad_wait_block", 1, 0)
 typedef enum {
 #define X(name, str, sym, layer, micro) SEQ_##name,
     IR_SEQS(X)
@@ -469,6 +473,9 @@ Program *lower_program(Arena *arena, const Plan *plan, Graph *graph);
  * buffers in range, instance modes valid for the sequence, schedule sound).
  * Failure is a compiler bug: PARC_BUG. */
 void program_verify(const Program *program);
+/* The starts and waits of overlapped collectives (overlap.c; program_verify
+ * calls it).  Failure is a compiler bug: PARC_BUG. */
+void overlap_verify(const Program *program);
 void program_dump(const Program *program, FILE *out);
 
 /* How many times per step a sequence runs on a stage. */
@@ -492,6 +499,19 @@ typedef enum {
 } RtFn;
 extern const char *const rt_fn_names[RT_FN_COUNT];
 extern const char *const rt_fn_sigs[RT_FN_COUNT];
+
+/* Collectives that overlap computation (overlap.c): a start instruction
+ * (prt_allreduce_start, prt_reducescatter_start) begins the collective and
+ * returns; the one wait instruction (prt_comm_wait) naming the start's result
+ * buffer (instr_async_result) completes it.  Between the two nothing reads or
+ * writes the start's buffers (program_verify). */
+static inline int instr_is_start(const Instr *ins)
+{
+    return ins->fn == RT_prt_allreduce_start || ins->fn == RT_prt_reducescatter_start;
+}
+static inline int instr_is_wait(const Instr *ins) { return ins->fn == RT_prt_comm_wait; }
+/* The argument naming where a start's result lands: what its wait names. */
+static inline const Arg *instr_async_result(const Instr *ins) { return &ins->args[1]; }
 
 /* The arguments an instruction of runtime function fn carries (Instr.nargs):
  * its signature's after the context, but for the dtypes word ('t', last) that

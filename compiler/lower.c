@@ -277,8 +277,10 @@ static void optim_stage(Lowerer *lw, int s)
     /* the embedding's parameters, or on the head's stage the tied table's copy */
     if (sp->has_embed || sp->has_head)
         optim_emit(lw, &q[SEQ_ZERO_GRADS_ONCE], &q[SEQ_GRAD_SYNC_ONCE], &q[SEQ_OPTIM_ONCE], REGION_EMBED);
-    if (sp->layers_per_chunk > 0)
+    if (sp->layers_per_chunk > 0) {
         optim_emit(lw, &q[SEQ_ZERO_GRADS_BLOCK], &q[SEQ_GRAD_SYNC_BLOCK], &q[SEQ_OPTIM_BLOCK], REGION_BLOCK);
+        overlap_buckets(lw);
+    }
     /* a tied table's parameters were stepped with the embedding */
     if (sp->has_head) optim_emit(lw, &q[SEQ_ZERO_GRADS_ONCE], &q[SEQ_GRAD_SYNC_ONCE], &q[SEQ_OPTIM_ONCE], REGION_HEAD);
     optim_emit_grad_norm(lw);

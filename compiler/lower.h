@@ -283,6 +283,14 @@ void optim_emit_scatter(Emit *e, Region r);
  * moments, initialised from the same name, so equal — bound as region
  * EMBED with tied_copy set; returns how many it bound. */
 int optim_bind_tied(Lowerer *lw);
+/* ------------------------------------------------------------ overlap.c */
+
+/* The current stage's per-layer gradient buckets as started collectives with
+ * their waits in SEQ_GRAD_WAIT_BLOCK (overlap.c's banner); after optim_emit of
+ * the block region.  Nothing unless the stage syncs in the backward over a
+ * data axis of size > 1. */
+void overlap_buckets(Lowerer *lw);
+
 /* Is parameter t held on two stages, the embedding's and the tied head's? */
 int optim_tied_across_stages(const Lowerer *lw, int t);
 /* Where a parameter's per-micro-batch whole gradient (full_grad) starts and

@@ -144,6 +144,7 @@ int64_t program_seq_calls_per_step(const Program *prog, const StageProgram *sp, 
     case SEQ_BLOCK_BWD: return m * layers;
     case SEQ_ZERO_GRADS_BLOCK:
     case SEQ_GRAD_SYNC_BLOCK:
+    case SEQ_GRAD_WAIT_BLOCK:
     case SEQ_OPTIM_BLOCK:
     case SEQ_GRAD_NORM_BLOCK: return layers;
     /* one message per micro-batch per chunk boundary: none into the model's
@@ -205,6 +206,7 @@ void program_verify(const Program *prog)
             }
         }
     }
+    overlap_verify(prog);
 }
 
 /* ------------------------------------------------------------ dump */
@@ -294,7 +296,7 @@ void program_dump(const Program *prog, FILE *out)
                     arg_dump(sp, &ins->args[k], out);
                 }
                 fprintf(out, ")");
-                if (ins->coll != COLL_NONE) fprintf(out, "    ; %s", ins->why ? ins->why : "");
+                if (ins->coll != COLL_NONE || instr_is_wait(ins)) fprintf(out, "    ; %s", ins->why ? ins->why : "");
                 fprintf(out, "\n");
             }
         }

@@ -9,7 +9,8 @@
  * axis's collectives (all-reduce, or all-gather and reduce-scatter under
  * sequence parallelism).  A stage is layers / pp blocks plus the head; the
  * pipeline is (m + (pp - 1) / v) stage-times (Narayanan et al. 2021, eq. 2
- * and its interleaved form), then the gradient sync by ZeRO stage and the
+ * and its interleaved form), then the gradient sync by ZeRO stage, less what
+ * ZeRO-0/1's per-block buckets hide under the last backward, and the
  * optimizer's streamed state.  Memory: weights, gradients, master and
  * moments by ZeRO stage, and saved activations per block after Korthikanti
  * et al. 2022 (Table 2) times the micro-batches the schedule keeps in flight.
@@ -149,6 +150,17 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
             sync = cost_coll_s(cl, COLL_REDUCESCATTER, l->dp, dp_inside, params * s.gb) +
                    cost_coll_s(cl, COLL_ALLGATHER, l->dp, dp_inside, params * s.wb);
         if (l->zero == 3) sync += 2 * mb * cost_coll_s(cl, COLL_ALLGATHER, l->dp, dp_inside, params * s.wb);
+        /* ZeRO-0/1: each block's bucket runs under the backward of the blocks
+         * below it in the last micro-batch (overlap.c, as cost_overlap) */
+        int n = (int)per_stage;
+        if (l->zero <= 1 && n >= 1) {
+            double bucket = cost_coll_s(cl, l->zero == 0 ? COLL_ALLREDUCE : COLL_REDUCESCATTER, l->dp, dp_inside,
+                                        per_stage * block_params(m) / tp * s.gb) / n;
+            double tb = bwd + comm + (l->rc == RECOMPUTE_FULL ? fwd + comm : 0), t0 = 2.0 / 3.0 * head, link = 0;
+            for (int k = 1; k <= n; k++) link = (link > t0 + k * tb ? link : t0 + k * tb) + bucket;
+            double exposed = link > t0 + n * tb ? link - (t0 + n * tb) : 0;
+            if (exposed < n * bucket) sync -= n * bucket - exposed;
+        }
     }
     int master = tr->master_fp32 && tr->precision != PREC_FP32;
     double moments = tr->optimizer == OPT_SGD ? (tr->momentum > 0 ? 4 : 0) : 8;

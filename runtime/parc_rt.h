@@ -429,6 +429,13 @@ does:
     messages to/from the rank at coord + delta (mod size) on `axis`.  Sends are
     buffered (the call returns once the data is copied); receives block.  tag
     identifies (direction, micro-batch, chunk).
+  allreduce_start(axis, buf, n) / reducescatter_start(axis, out, in, outer, inner):
+    allreduce / reducescatter started, not finished: they return at once and the
+    result is there after comm_wait(buf) (comm_wait(out)); until then nothing may
+    read or write the buffers.  The runtime advances them between ops (see
+    prt_comm_progress); reducescatter_start takes outer == 1.
+  comm_wait(buf) (host): completes the collective started on buf (exactly one
+    is in flight on it); a step must wait for every collective it started.
 
  trace (host)
   span_begin(name) / span_end(): a trace span around generated code regions (no-op
@@ -616,6 +623,12 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, COMM, recv, "piipiit", (prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag,         \
       int64_t dtypes),                                                                                            \
       (rt, axis, delta, buf, n, tag, dtypes))                                                                     \
+    R(X, COMM, allreduce_start, "pipit", (prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtypes),           \
+      (rt, axis, buf, n, dtypes))                                                                                 \
+    R(X, COMM, reducescatter_start, "pippiit", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer,  \
+      int64_t inner, int64_t dtypes),                                                                             \
+      (rt, axis, out, in, outer, inner, dtypes))                                                                  \
+    R(X, HOST, comm_wait, "pp", (prt *rt, void *buf), (rt, buf))                                                  \
     R(X, OP, adamw, "ppppppiidddddt", (prt *rt, void *param, void *master, const void *grad, void *m, void *v,    \
       int64_t n, int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay,            \
       int64_t dtypes),                                                                                            \

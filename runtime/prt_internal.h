@@ -109,6 +109,15 @@ typedef struct prt_send_slot {  /* one buffered pipeline send */
     MPI_Request request;        /* MPI_REQUEST_NULL when free */
 } prt_send_slot;
 
+typedef struct prt_inflight {  /* a collective started and not yet waited for (prt_overlap.c) */
+    const void *buf;            /* what comm_wait names: the buffer the result lands in */
+    MPI_Request request;        /* MPI_REQUEST_NULL once complete */
+    const char *name;           /* "allreduce", "reducescatter" */
+    int64_t bytes, axis;
+    double start;               /* MPI_Wtime at its start */
+    int done;
+} prt_inflight;
+
 typedef struct prt_trace_event {
     const char *name;        /* a string constant (op names, span names) */
     const char *category;    /* "op", "comm", "p2p", "span", "step", "forward", "backward", "phases" */
@@ -124,7 +133,12 @@ typedef struct prt_trace_event {
     char ph;
     int32_t micro, chunk, chunks;
     int64_t id;
+    int32_t lane;            /* > 0: a started collective's span, on thread 1 + lane (prt_overlap.c) */
 } prt_trace_event;
+
+/* Threads of the trace that hold the spans of started collectives, which
+ * overlap each other: each goes to the first lane free at its start. */
+#define PRT_TRACE_LANES 64
 
 #define PRT_SPAN_DEPTH 64
 
@@ -198,6 +212,10 @@ struct prt {
     float *comm_stage;       size_t comm_stage_cap;   /* floats: collective packing */
     float *work;             size_t work_cap;         /* floats: attention, xent scratch, 16-bit conversions */
     prt_send_slot *send_slots; int nsend_slots;
+    prt_inflight *inflight; int ninflight, inflight_cap;  /* collectives in flight, in start order */
+    int inflight_pending;      /* of them not yet seen complete: op entry points progress them */
+    double lane_end[PRT_TRACE_LANES + 1]; /* trace: when each lane's last span ended */
+    int trace_lanes, trace_lanes_named;    /* lanes used so far / named in the trace's metadata */
     MPI_Op sum_bf16, sum_f16;  /* sums of 16-bit elements in fp32, created at first use */
     int have_sum_ops;
 
@@ -298,6 +316,17 @@ MPI_Comm prt_axis_comm(prt *rt, int64_t axis);
 /* Completes every outstanding pipeline send (step end, finalize). */
 void prt_comm_complete_sends(prt *rt);
 void prt_comm_free(prt *rt);
+/* Collectives in flight (prt_overlap.c).  A backend's allreduce_start /
+ * reducescatter_start posts its request with prt_comm_post (buf: where the
+ * result lands, the buffer comm_wait names; start: MPI_Wtime at the start);
+ * prt_comm_progress tests the pending ones (the op entry points call it);
+ * prt_comm_check_idle fails when any is still in flight (step end). */
+void prt_comm_post(prt *rt, const void *buf, MPI_Request request, const char *name, int64_t bytes, int64_t axis,
+                   double start);
+void prt_comm_progress(prt *rt);
+void prt_comm_check_idle(prt *rt, const char *where);
+void prt_comm_inflight_free(prt *rt);
+
 /* Called by every backend's xent_fwd with the loss of its N rows: adds it to the
  * loss prt_step_end reports when this rank owns it (coordinate 0 of `axis` and
  * of every loss-replica axis). */
@@ -475,6 +504,11 @@ void prt_mpi_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int
 void prt_mpi_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
 void prt_mpi_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag, int64_t dtype);
 void prt_mpi_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag, int64_t dtype);
+/* Nonblocking: MPI_Iallreduce in place / MPI_Ireduce_scatter_block (outer 1),
+ * posted with prt_comm_post. */
+void prt_mpi_allreduce_start(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype);
+void prt_mpi_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
+                                 int64_t dtype);
 
 /* A float tensor and its storage dtype (PRT_F32, PRT_BF16, PRT_F16); p may be
  * NULL where the op allows it.  The CUDA backend's kernels take these. */

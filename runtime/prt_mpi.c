@@ -180,6 +180,29 @@ void prt_mpi_reducescatter(prt *rt, int64_t axis, void *out, const void *in_, in
     PRT_TRACE_END(rt, "reducescatter", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
 }
 
+/* The nonblocking forms (prt_overlap.c completes them): no arrival barrier, the
+ * watched wait at comm_wait names a missing peer instead. */
+void prt_mpi_allreduce_start(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype) {
+    double t = MPI_Wtime();
+    MPI_Request req;
+    PRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n, "allreduce_start"), mpi_type(dtype),
+                                 sum_op(rt, dtype), prt_axis_comm(rt, axis), &req));
+    prt_comm_post(rt, buf, req, "allreduce", n * (int64_t)prt_dtype_size(dtype), axis, t);
+}
+
+void prt_mpi_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
+                                 int64_t dtype) {
+    double t = MPI_Wtime();
+    int S = prt_axis_size(rt, axis);
+    PRT_CHECK(outer == 1, "reducescatter_start: outer %lld, not 1", (long long)outer);
+    int block = count_of(inner, "reducescatter_start");
+    count_of((int64_t)S * block, "reducescatter_start");
+    MPI_Request req;
+    PRT_MPI_CHECK(MPI_Ireduce_scatter_block(in, out, block, mpi_type(dtype), sum_op(rt, dtype),
+                                            prt_axis_comm(rt, axis), &req));
+    prt_comm_post(rt, out, req, "reducescatter", (int64_t)S * block * (int64_t)prt_dtype_size(dtype), axis, t);
+}
+
 void prt_mpi_alltoall(prt *rt, int64_t axis, void *out, const void *in_, int64_t outer, int64_t inner, int64_t dtype) {
     size_t esize = prt_dtype_size(dtype);
     int S = prt_axis_size(rt, axis);
@@ -315,6 +338,7 @@ void prt_comm_free(prt *rt) {
     free(rt->send_slots);
     rt->send_slots = NULL;
     rt->nsend_slots = 0;
+    prt_comm_inflight_free(rt);
     if (rt->have_sum_ops) {
         MPI_Op_free(&rt->sum_bf16);
         MPI_Op_free(&rt->sum_f16);

@@ -12,7 +12,8 @@
  * the trace format, "[" then events, closed by "]" at prt_finalize (a reader of
  * a killed run's file appends the "]", as Chrome's format allows).  pid = world
  * rank (one process per rank, named with its mesh coordinates), tid 0
- * computation and tid 1 communication ("comm" and "p2p"),
+ * computation and tid 1 communication ("comm" and "p2p"), tid 2 and up the
+ * lanes of collectives started to overlap computation (prt_overlap.c),
  * timestamps in microseconds since the barrier in prt_init.
  */
 #include <errno.h>
@@ -168,7 +169,7 @@ static void put_event(text *t, prt *rt, const prt_trace_event *e) {
         put(t, " %lld", (long long)e->id);
     }
     put(t, "\",\"cat\":\"%s\",\"ph\":\"%c\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f", e->category, ph, rt->world_rank,
-        comm, e->start_us);
+        comm ? 1 + e->lane : 0, e->start_us);
     switch (ph) {
     case 'B': put(t, ",\"args\":{\"micro\":%d,\"chunk\":%d}}", (int)e->micro, (int)e->chunk); return;
     case 'E': put(t, "}"); return;
@@ -220,6 +221,12 @@ static void format_events(prt *rt, text *t) {
                 r, tid, tid ? "communication" : "compute", r, tid, tid);
         rt->trace_meta_done = 1;
     }
+    for (; rt->trace_lanes_named < rt->trace_lanes; rt->trace_lanes_named++) /* started collectives' lanes */
+        put(t, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"communication "
+               "in flight %d\"}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":"
+               "{\"sort_index\":%d}}",
+            t->len ? ",\n" : "", r, rt->trace_lanes_named + 2, rt->trace_lanes_named + 1, r,
+            rt->trace_lanes_named + 2, rt->trace_lanes_named + 2);
     for (int64_t i = 0; i < rt->nevents; i++) put_event(t, rt, &rt->events[i]);
     rt->nevents = 0;
 }

@@ -635,6 +635,43 @@ static void verify_with(const Compilation *c, const char *name) { passes[passes_
 static void verify_front_row(const Compilation *c) { verify_with(c, "front"); }
 static void verify_analyze_row(const Compilation *c) { verify_with(c, "analyze"); }
 
+static void verify_lower_row(const Compilation *c) { verify_with(c, "lower"); }
+
+/* The overlapped gradient buckets of a dp 2 plan: a start without its wait,
+ * a wait without its start and a reader of a result still in flight are
+ * compiler bugs. */
+static void test_overlap_verifier(void) {
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/examples/tiny_dp.par", source_root());
+    Arena arena = {0};
+    Compilation c;
+    int rc = passes_run(&c, &arena, path, 1, passes_find("lower"));
+    CHECK(rc == 0, "tiny_dp through lower");
+    if (rc == 0) {
+        StageProgram *sp = &c.prog->stages[0];
+        Seq *wait = &sp->seq[SEQ_GRAD_WAIT_BLOCK], *sync = &sp->seq[SEQ_GRAD_SYNC_BLOCK];
+        CHECK(wait->n > 1 && sync->n == wait->n && instr_is_wait(&wait->ins[0]) && instr_is_start(&sync->ins[0]),
+              "tiny_dp: every bucket's all-reduce started with a wait (%d starts, %d waits)", sync->n, wait->n);
+        if (wait->n > 1) {
+            Instr first = wait->ins[0];
+            wait->ins[0] = wait->ins[1]; /* the first start loses its wait: the second's is there twice */
+            expect_internal_error("missing wait", verify_lower_row, &c, "has 0 waits in grad_wait.block, not one");
+            wait->ins[0] = first;
+            Instr start = sync->ins[0];
+            sync->ins[0].fn = RT_prt_allreduce; /* a wait left without its start */
+            expect_internal_error("wait without a start", verify_lower_row, &c, "has 0 starts, not one");
+            sync->ins[0] = start;
+            Instr second = sync->ins[1]; /* the second bucket reads the first's buffer while it is in flight */
+            sync->ins[1].args[1] = sync->ins[0].args[1];
+            expect_internal_error("reader in flight", verify_lower_row, &c, "may be in flight");
+            sync->ins[1] = second;
+            verify_lower_row(&c); /* restored: passes */
+        }
+    }
+    passes_finish(&c);
+    arena_free(&arena);
+}
+
 static void test_verifiers_fail(void) {
     char path[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/examples/tiny_3d.par", source_root());
@@ -780,6 +817,7 @@ int main(void) {
     test_object_and_run();
     test_pass_table();
     test_verifiers_fail();
+    test_overlap_verifier();
     test_lowering_rows();
     test_variant_predicate();
     if (failed == 0) {

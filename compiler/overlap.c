@@ -1,0 +1,210 @@
+/*
+ * overlap.c — gradient buckets that overlap the backward: where each
+ * collective starts and where it completes, and the verifier of that.
+ *
+ * Takes a stage whose layers' gradients sync per layer right after the last
+ * micro-batch's backward through it (sync_in_backward: ZeRO-0/1), with
+ * SEQ_GRAD_SYNC_BLOCK as optim.c emitted it.  The collective over the data
+ * axis of each gradient there (DDP's all-reduce in place, ZeRO-1's
+ * reduce-scatter of whole blocks) becomes a start (prt_allreduce_start,
+ * prt_reducescatter_start) and gets its one wait (prt_comm_wait) in
+ * SEQ_GRAD_WAIT_BLOCK, which the program runs for every layer once the
+ * schedule and SEQ_GRAD_SYNC_ONCE are done, before the gradient norm and the
+ * optimizer.  What reads the result in the sync sequence (ZeRO-1's copy of
+ * its shard into the gradient) moves behind the wait, and a scratch buffer
+ * the result lands in gets one instance per layer, since every layer's is in
+ * flight at once: the ledger counts them.  Collectives over tensor axes stay
+ * blocking (the bucket's data-axis step reads their result).
+ *
+ * Guarantees (overlap_verify, from program_verify): every start is in
+ * SEQ_GRAD_SYNC_BLOCK, names per-layer buffer instances only and has exactly
+ * one wait in SEQ_GRAD_WAIT_BLOCK naming its result; nothing after the start
+ * in its sequence, nor before the wait in the wait sequence, references its
+ * buffers; the sequences that can run while it is in flight (the schedule's,
+ * the other layers' sync and wait sequences, SEQ_GRAD_SYNC_ONCE) reference
+ * them only per layer (another layer's instance: a layer's bucket starts after
+ * its last backward, codegen_seq.c); every wait has exactly one start.
+ */
+#include "lower.h"
+
+static int arg_is(const Arg *a, const Arg *b)
+{
+    return a->kind == ARG_BUF && b->kind == ARG_BUF && a->buf == b->buf && a->inst == b->inst && a->k == b->k &&
+           a->axis == b->axis && a->i == b->i;
+}
+
+/* Does ins name buffer `buf` in any argument (held[buf] set)? */
+static int touches(const Instr *ins, const unsigned char *held)
+{
+    for (int k = 0; k < ins->nargs; k++)
+        if (ins->args[k].kind == ARG_BUF && held[ins->args[k].buf]) return 1;
+    return 0;
+}
+
+static void hold_all(const Instr *ins, unsigned char *held)
+{
+    for (int k = 0; k < ins->nargs; k++)
+        if (ins->args[k].kind == ARG_BUF) held[ins->args[k].buf] = 1;
+}
+
+/* Is buffer b named anywhere on the stage but in the sync sequence? */
+static int used_outside_sync(const StageProgram *sp, int b)
+{
+    for (int q = 0; q < SEQ_COUNT; q++) {
+        if (q == SEQ_GRAD_SYNC_BLOCK) continue;
+        for (int i = 0; i < sp->seq[q].n; i++) {
+            const Instr *ins = &sp->seq[q].ins[i];
+            for (int k = 0; k < ins->nargs; k++)
+                if (ins->args[k].kind == ARG_BUF && ins->args[k].buf == b) return 1;
+        }
+    }
+    return 0;
+}
+
+/* Scratch buffers made per layer: their fixed references become per layer. */
+static void relayer(Instr *ins, const unsigned char *per_layer)
+{
+    for (int k = 0; k < ins->nargs; k++) {
+        Arg *a = &ins->args[k];
+        if (a->kind == ARG_BUF && per_layer[a->buf] && a->inst == INST_FIXED && a->k == 0) a->inst = INST_LAYER;
+    }
+}
+
+/* Is ins the data axis's step of a gradient's sync, startable as it is? */
+static int startable(const Lowerer *lw, const Instr *ins, int data_axis)
+{
+    if (ins->axis != data_axis || ins->phase != PHASE_GRAD_SYNC) return 0;
+    if (ins->fn == RT_prt_allreduce) return 1;
+    return ins->fn == RT_prt_reducescatter && ins->args[3].kind == ARG_INT && ins->args[3].i == 1 &&
+           lw->sp->bufs[ins->args[1].buf].instances == 1;
+}
+
+void overlap_buckets(Lowerer *lw)
+{
+    StageProgram *sp = lw->sp;
+    const Layout *lay = &lw->plan->layout;
+    int data_axis = lay->zero_axis >= 0 ? lay->zero_axis : lay->dim_axis[DIM_BATCH];
+    if (!sp->sync_in_backward || data_axis < 0 || lw->plan->mesh.axes[data_axis].size < 2) return;
+    int64_t layers = (int64_t)sp->chunks * sp->layers_per_chunk;
+    Seq *sync = &sp->seq[SEQ_GRAD_SYNC_BLOCK];
+    Emit ew = {lw, &sp->seq[SEQ_GRAD_WAIT_BLOCK], PHASE_GRAD_SYNC};
+    unsigned char *held = arena_alloc(lw->arena, (size_t)sp->nbufs + 1);
+    unsigned char *per_layer = arena_alloc(lw->arena, (size_t)sp->nbufs + 1);
+    memset(held, 0, (size_t)sp->nbufs + 1);
+    memset(per_layer, 0, (size_t)sp->nbufs + 1);
+    int kept = 0;
+    for (int i = 0; i < sync->n; i++) {
+        Instr ins = sync->ins[i];
+        relayer(&ins, per_layer);
+        if (touches(&ins, held)) { /* reads or writes a result in flight: after its wait */
+            hold_all(&ins, held);
+            Instr *moved = program_instr_new(&ew, (RtFn)ins.fn);
+            *moved = ins;
+            continue;
+        }
+        if (startable(lw, &ins, data_axis)) {
+            int out = ins.args[1].buf;
+            if (ins.fn == RT_prt_reducescatter) { /* a scratch result: one per layer */
+                if (used_outside_sync(sp, out)) PARC_BUG("stage %d: %s is used outside the sync", sp->stage,
+                                                         sp->bufs[out].name);
+                sp->bufs[out].instances = layers;
+                per_layer[out] = 1;
+                relayer(&ins, per_layer);
+            }
+            ins.fn = ins.fn == RT_prt_allreduce ? RT_prt_allreduce_start : RT_prt_reducescatter_start;
+            Instr *w = EMIT(&ew, RT_prt_comm_wait, *instr_async_result(&ins));
+            w->axis = ins.axis;
+            w->tensor = ins.tensor;
+            w->why = arena_printf(lw->arena, "completes the %s of %s started after its layer's backward",
+                                  coll_names[ins.coll], lw->g->tensors[ins.tensor].name);
+            hold_all(&ins, held);
+        }
+        sync->ins[kept++] = ins;
+    }
+    sync->n = kept;
+}
+
+/* ------------------------------------------------------------ verifier */
+
+/* May sequence q run while a collective started in SEQ_GRAD_SYNC_BLOCK is in
+ * flight?  Zeroing runs before any, the norm and optimizer after every wait. */
+static int runs_in_flight(int q)
+{
+    switch (q) {
+    case SEQ_ZERO_GRADS_BLOCK:
+    case SEQ_ZERO_GRADS_ONCE:
+    case SEQ_GRAD_NORM_BLOCK:
+    case SEQ_GRAD_NORM_ONCE:
+    case SEQ_OPTIM_BLOCK:
+    case SEQ_OPTIM_ONCE: return 0;
+    default: return 1;
+    }
+}
+
+static void verify_start(const StageProgram *sp, int i)
+{
+    const Seq *sync = &sp->seq[SEQ_GRAD_SYNC_BLOCK], *wait = &sp->seq[SEQ_GRAD_WAIT_BLOCK];
+    const Instr *st = &sync->ins[i];
+    const Arg *res = instr_async_result(st);
+    const char *name = sp->bufs[res->buf].name;
+    for (int k = 0; k < st->nargs; k++)
+        if (st->args[k].kind == ARG_BUF && st->args[k].inst != INST_LAYER)
+            PARC_BUG("stage %d %s: %s on %%%s names a buffer instance shared by the layers, whose buckets are all "
+                     "in flight at once",
+                     sp->stage, seq_names[SEQ_GRAD_SYNC_BLOCK], rt_fn_names[st->fn], sp->bufs[st->args[k].buf].name);
+    int waits = 0, at = -1;
+    for (int j = 0; j < wait->n; j++)
+        if (instr_is_wait(&wait->ins[j]) && arg_is(&wait->ins[j].args[0], res)) waits++, at = at < 0 ? j : at;
+    if (waits != 1)
+        PARC_BUG("stage %d %s: %s on %%%s has %d waits in %s, not one", sp->stage, seq_names[SEQ_GRAD_SYNC_BLOCK],
+                 rt_fn_names[st->fn], name, waits, seq_names[SEQ_GRAD_WAIT_BLOCK]);
+    for (int q = 0; q < SEQ_COUNT; q++) {
+        if (!runs_in_flight(q)) continue;
+        const Seq *seq = &sp->seq[q];
+        for (int j = 0; j < seq->n; j++) {
+            const Instr *o = &seq->ins[j];
+            if ((q == SEQ_GRAD_SYNC_BLOCK && j == i) || (q == SEQ_GRAD_WAIT_BLOCK && j == at)) continue;
+            /* the same layer's run: after the start, or before the wait */
+            int same_run = (q == SEQ_GRAD_SYNC_BLOCK && j > i) || (q == SEQ_GRAD_WAIT_BLOCK && j < at);
+            for (int k = 0; k < o->nargs; k++) {
+                const Arg *a = &o->args[k];
+                if (a->kind != ARG_BUF) continue;
+                for (int m = 0; m < st->nargs; m++) {
+                    if (st->args[m].kind != ARG_BUF || st->args[m].buf != a->buf) continue;
+                    if (same_run || a->inst != INST_LAYER)
+                        PARC_BUG("stage %d %s: %s references %%%s while the %s started on %%%s may be in flight",
+                                 sp->stage, seq_names[q], o->fn >= 0 ? rt_fn_names[o->fn] : "a record",
+                                 sp->bufs[a->buf].name, rt_fn_names[st->fn], name);
+                }
+            }
+        }
+    }
+}
+
+void overlap_verify(const Program *prog)
+{
+    for (int s = 0; s < prog->nstages; s++) {
+        const StageProgram *sp = &prog->stages[s];
+        for (int q = 0; q < SEQ_COUNT; q++) {
+            const Seq *seq = &sp->seq[q];
+            for (int i = 0; i < seq->n; i++) {
+                const Instr *ins = &seq->ins[i];
+                if (instr_is_start(ins) && q != SEQ_GRAD_SYNC_BLOCK)
+                    PARC_BUG("stage %d %s: %s outside %s", s, seq_names[q], rt_fn_names[ins->fn],
+                             seq_names[SEQ_GRAD_SYNC_BLOCK]);
+                if (instr_is_wait(ins) && q != SEQ_GRAD_WAIT_BLOCK)
+                    PARC_BUG("stage %d %s: a wait outside %s", s, seq_names[q], seq_names[SEQ_GRAD_WAIT_BLOCK]);
+                if (instr_is_start(ins)) verify_start(sp, i);
+                if (!instr_is_wait(ins)) continue;
+                int starts = 0;
+                const Seq *sync = &sp->seq[SEQ_GRAD_SYNC_BLOCK];
+                for (int j = 0; j < sync->n; j++)
+                    if (instr_is_start(&sync->ins[j]) && arg_is(instr_async_result(&sync->ins[j]), &ins->args[0]))
+                        starts++;
+                if (starts != 1)
+                    PARC_BUG("stage %d %s: the wait on %%%s has %d starts, not one", s, seq_names[q],
+                             sp->bufs[ins->args[0].buf].name, starts);
+            }
+        }
+    }
+}
