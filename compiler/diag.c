@@ -7,6 +7,8 @@
  * line 0 prints `file: level: message` (a whole-file problem).  Source lines come
  * from the texts registered with diag_add_source (not copied: they must outlive
  * the diagnostics).  Counters are global to the process; diag_reset zeroes them.
+ * Between diag_mute and diag_unmute reports are counted but not printed: trial
+ * compilations (the fit advice, search) whose errors are not the user's.
  * diag_set_style switches to ANSI colours (gcc's) or to one JSON object per
  * diagnostic and line, for editors and CI.
  */
@@ -20,18 +22,21 @@ typedef struct DiagSource {
     const char *text;
 } DiagSource;
 
-static FILE *diag_stream_, *diag_default_stream_;
+static FILE *diag_default_stream_;
 static int diag_errors, diag_warnings;
+static int diag_muted; /* diag_mute depth: reports are counted, not printed */
 static DiagSource *diag_sources;
 static int diag_nsources, diag_cap_sources;
 
-void diag_set_stream(FILE *stream) { diag_stream_ = stream; }
 void diag_set_default_stream(FILE *stream) { diag_default_stream_ = stream; }
-
-static FILE *diag_stream(void)
+void diag_mute(void) { diag_muted++; }
+void diag_unmute(void)
 {
-    return diag_stream_ ? diag_stream_ : diag_default_stream_ ? diag_default_stream_ : stderr;
+    if (diag_muted <= 0) PARC_BUG("diag_unmute without diag_mute");
+    diag_muted--;
 }
+
+static FILE *diag_stream(void) { return diag_default_stream_ ? diag_default_stream_ : stderr; }
 
 int diag_error_count(void) { return diag_errors; }
 int diag_warning_count(void) { return diag_warnings; }
@@ -188,6 +193,7 @@ void diag_report(DiagLevel level, SrcLoc loc, const char *hint, const char *fmt,
     FILE *out = diag_stream();
     if (level == DIAG_ERROR) diag_errors++;
     if (level == DIAG_WARNING) diag_warnings++;
+    if (diag_muted) return;
     char small[512];
     char *message = small;
     va_list ap;

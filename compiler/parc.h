@@ -77,8 +77,12 @@ void diag_report(DiagLevel level, SrcLoc loc, const char *hint, const char *fmt,
 #define diag_note(loc, hint, ...) diag_report(DIAG_NOTE, (loc), (hint), __VA_ARGS__)
 int diag_error_count(void);
 int diag_warning_count(void);
-void diag_set_stream(FILE *stream); /* NULL: the default stream */
-void diag_set_default_stream(FILE *stream); /* NULL: stderr */
+void diag_set_default_stream(FILE *stream); /* where reports are printed; NULL: stderr */
+/* Muted mode, nested: from diag_mute to its diag_unmute reports count errors
+ * and warnings as usual but print nothing (trial compilations whose reports
+ * are not the user's). */
+void diag_mute(void);
+void diag_unmute(void);
 /* color: ANSI colours in text diagnostics.  json: each diagnostic is one line
  * {"file", "line", "column", "length", "severity", "message", "hint"} (file and
  * hint may be null; line and column 0 where unknown) instead of text. */

@@ -263,11 +263,9 @@ static void enumerate_fit(Search *s)
 int search_best_fit(const Plan *base, SearchFit *fit, int64_t *budget)
 {
     Search s = {.base = base, .rewind = 1, .mark = diag_mark(), .budget = budget};
-    FILE *devnull = fopen("/dev/null", "w");
-    diag_set_stream(devnull);
+    diag_mute();
     enumerate_fit(&s);
-    diag_set_stream(NULL);
-    if (devnull) fclose(devnull);
+    diag_unmute();
     fit->stopped = s.stopped;
     fit->tried = s.considered;
     int best = -1;
@@ -606,16 +604,14 @@ int search_main(int argc, char **argv)
      * much: keep the heap instead of returning it to the system each time */
     mallopt(M_TRIM_THRESHOLD, 512 << 20);
     mallopt(M_MMAP_THRESHOLD, 64 << 20);
-    FILE *devnull = fopen("/dev/null", "w");
-    diag_set_stream(devnull);
+    diag_mute();
     diag_reset();
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     enumerate(&s);
     if (s.collect) search_prefiltered(&s, top);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    diag_set_stream(NULL);
-    if (devnull) fclose(devnull);
+    diag_unmute();
     qsort(s.res, (size_t)s.nres, sizeof *s.res, by_step);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (json) print_json(stdout, &s, top);

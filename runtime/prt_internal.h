@@ -195,7 +195,7 @@ struct prt {
     prt_buffer *buffers;
     int64_t nbuffers;
     char *class_block[PRT_NCLASS];
-    prt_range *ranges;       /* non-empty buffers by address: prt_dtype_of */
+    prt_range *ranges;       /* non-empty buffers by address: the dtypes word's check */
     int64_t nranges;
     /* calls' dtypes words checked against the buffers (prt_arg_dtype): now, on
      * every call (PRT_CHECK_DTYPES=1), and whether a step / an evaluation has
@@ -280,7 +280,8 @@ extern const char *const prt_dtype_names[PRT_NDTYPE];
 size_t prt_dtype_size(int64_t dtype);
 /* The dtype of the registered buffer whose bytes hold `ptr` (any address inside
  * it, e.g. a ZeRO shard's offset), or -1 for NULL and for memory the runtime did
- * not allocate (test programs' arrays), which the ops read as fp32.  O(log buffers). */
+ * not allocate (test programs' arrays).  O(log buffers).  The ops take their
+ * dtypes from the call's dtypes word; this is what checks it. */
 int64_t prt_dtype_of(prt *rt, const void *ptr);
 /* Stops the run unless `dtype`, which a call's dtypes word declares for its
  * pointer argument `index` (0 = the first after rt), is a dtype and, when p falls
@@ -490,12 +491,12 @@ void prt_ckpt_step_end(prt *rt, int64_t step);
 /* Options text for the usage message. */
 extern const char prt_ckpt_usage[];
 
-/* ---------------------------------------------------------------- collectives, dtype explicit (prt_comm_mpi.c) */
+/* ---------------------------------------------------------------- collectives, dtype explicit (prt_mpi.c) */
 
 /* The MPI bodies of prt_allreduce ... prt_recv on HOST memory holding elements of
- * `dtype`, for axes of size > 1 (the public functions look the dtype up, handle
- * size-1 axes and dispatch to the GPU).  The CUDA backend's host-staged path
- * calls these on its staging copies. */
+ * `dtype`, for axes of size > 1 (the public functions decode the dtype from the
+ * call's dtypes word, handle size-1 axes and dispatch to the backend).  The CUDA
+ * backend's host-staged path calls these on its staging copies. */
 void prt_mpi_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype);
 void prt_mpi_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype);
 void prt_mpi_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);

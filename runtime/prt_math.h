@@ -2,7 +2,8 @@
  * prt_math.h — the element math both backends compute: bf16 and IEEE half
  * rounding (to nearest even), loads and stores of a float tensor in its storage
  * dtype, the norms' epsilon, GELU (tanh approximation), SiLU and the SwiGLU
- * gate and their derivatives, and the cross-entropy's exponential.  Compiled
+ * gate and their derivatives, and the exponential of the cross-entropy and the
+ * sigmoid (prt_expf_fast: no libm call, so the CPU loops vectorise).  Compiled
  * for the host (plain static inline C) and, under nvcc, for the device too
  * (__host__ __device__), so the CPU reference and the CUDA kernels evaluate
  * the same formulas bit for bit where the hardware rounds alike.
@@ -131,18 +132,6 @@ PRT_MATH float prt_gelu_grad(float x) {
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * PRT_GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
-PRT_MATH float prt_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-/* SwiGLU of one (gate g, up u) pair: silu(g) * u; and, for an output gradient d,
- * the gradients of the gate, d u s (1 + g (1 - s)), and of the up half, d g s,
- * s = sigmoid(g). */
-PRT_MATH float prt_swiglu(float g, float u) { return g * prt_sigmoid(g) * u; }
-PRT_MATH float prt_swiglu_dgate(float d, float g, float u) {
-    float s = prt_sigmoid(g);
-    return d * u * s * (1.0f + g * (1.0f - s));
-}
-PRT_MATH float prt_swiglu_dup(float d, float g) { return d * g * prt_sigmoid(g); }
-
 /* exp(x) in fp32 without libm, so CPU loops over it vectorise: x = n ln2 + r,
  * |r| <= ln2/2 (Cody-Waite: ln2 split into a part exact in float and the rest),
  * e^r by its Taylor polynomial to degree 7 (truncation below 1e-8 relative),
@@ -172,6 +161,20 @@ PRT_MATH float prt_expf_fast(float x) {
     float y = n > 127.0f ? p * 2.0f * 1.70141183460469231732e38f : p * scale; /* 2^128 overflows: p 2 2^127 */
     return x < lo ? 0.0f : (x > hi ? INFINITY : y);
 }
+
+/* The logistic function, through prt_expf_fast (above) so the CPU loops over it
+ * vectorise and both backends evaluate the same bits. */
+PRT_MATH float prt_sigmoid(float x) { return 1.0f / (1.0f + prt_expf_fast(-x)); }
+
+/* SwiGLU of one (gate g, up u) pair: silu(g) * u; and, for an output gradient d,
+ * the gradients of the gate, d u s (1 + g (1 - s)), and of the up half, d g s,
+ * s = sigmoid(g). */
+PRT_MATH float prt_swiglu(float g, float u) { return g * prt_sigmoid(g) * u; }
+PRT_MATH float prt_swiglu_dgate(float d, float g, float u) {
+    float s = prt_sigmoid(g);
+    return d * u * s * (1.0f + g * (1.0f - s));
+}
+PRT_MATH float prt_swiglu_dup(float d, float g) { return d * g * prt_sigmoid(g); }
 
 /* ---------------------------------------------------------------- optimizers */
 

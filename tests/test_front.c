@@ -129,7 +129,7 @@ static void load_quiet(const char *path, const char *text, const char *what)
     Arena arena = {0};
     Plan plan;
     diag_reset();
-    diag_set_stream(devnull);
+    diag_mute();
     int rc = check_plan_text(&arena, path, text, &plan);
     loads++;
     if (rc == 0) {
@@ -139,7 +139,7 @@ static void load_quiet(const char *path, const char *text, const char *what)
         EXPECT(rc == -1 && diag_error_count() > 0, "%s: rc %d with %d errors", what, rc, diag_error_count());
     }
     arena_free(&arena);
-    diag_set_stream(NULL);
+    diag_unmute();
 }
 
 /* ------------------------------------------------------------ examples */
@@ -502,7 +502,7 @@ static int load_and_lower(const char *text, char **report, int *lowered)
     size_t size = 0;
     FILE *out = open_memstream(report, &size);
     diag_reset();
-    diag_set_default_stream(out); /* the fit advice sets and resets the stream itself */
+    diag_set_default_stream(out); /* the fit advice mutes its own trials */
     int rc = check_plan_text(&arena, "limit.par", text, &plan);
     *lowered = 0;
     if (rc == 0) {
@@ -565,12 +565,12 @@ static void test_limits(void)
     Arena arena = {0};
     Plan plan;
     diag_reset();
-    diag_set_stream(devnull);
+    diag_mute();
     EXPECT(check_plan_buffer(&arena, "buf.par", text, n, &plan) == 0, "a plan from a buffer without NUL");
     text[10] = '\0';
     EXPECT(check_plan_buffer(&arena, "buf.par", text, n, &plan) == -1 && diag_error_count() == 1,
            "a NUL byte in a buffer is one error");
-    diag_set_stream(NULL);
+    diag_unmute();
     diag_reset();
     arena_free(&arena);
     free(text);
@@ -640,9 +640,9 @@ static int test_negative(int argc, char **argv)
         Arena arena = {0};
         Plan plan;
         diag_reset();
-        diag_set_stream(mem);
+        diag_set_default_stream(mem);
         int rc = check_plan(&arena, path, &plan);
-        diag_set_stream(NULL);
+        diag_set_default_stream(NULL);
         fclose(mem);
         int ok = 1;
         if (nex == 0) {

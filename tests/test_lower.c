@@ -793,12 +793,10 @@ static void test_placement_errors(void)
     o.gpus = 2;
     o.mesh = "tp 2;";
     o.layout = "seq -> tp;";
-    FILE *null = fopen("/dev/null", "w");
-    diag_set_stream(null);
+    diag_mute();
     int before = diag_error_count();
     Analysis *an = compile(&arena, o, NULL);
-    diag_set_stream(NULL);
-    if (null) fclose(null);
+    diag_unmute();
     CHECK(an == NULL && diag_error_count() > before, "attention with seq split on tp is an error");
     arena_free(&arena);
 }
@@ -857,7 +855,6 @@ static void test_layout_combinations(void)
     static const char *const scheds[] = {"gpipe", "1f1b", "interleaved 2"};
     static const char *const blocks[] = {"gpt2", "llama", "mlp"};
     int accepted = 0, lowered = 0, refused = 0;
-    FILE *null = fopen("/dev/null", "w");
     for (size_t mi = 0; mi < sizeof meshes / sizeof meshes[0]; mi++)
         for (size_t ri = 0; ri < sizeof rules / sizeof rules[0]; ri++)
             for (size_t ei = 0; ei < sizeof extras / sizeof extras[0]; ei++)
@@ -880,12 +877,12 @@ static void test_layout_combinations(void)
                     o.batch = 16;
                     o.micro_batch = 2;
                     o.layers = 8;
-                    diag_set_stream(null);
+                    diag_mute();
                     int before = diag_error_count();
                     Program *prog = NULL;
                     Analysis *an = compile(&arena, o, &prog);
                     int errors = diag_error_count() - before;
-                    diag_set_stream(NULL);
+                    diag_unmute();
                     if (an) {
                         lowered++;
                         CHECK(an->max_total > 0 && errors == 0, "%s / %s lowered with a ledger", mesh, layout);
@@ -898,7 +895,6 @@ static void test_layout_combinations(void)
                     accepted++;
                     arena_free(&arena);
                 }
-    if (null) fclose(null);
     CHECK(lowered > accepted / 2, "most combinations lower: %d of %d (refused %d)", lowered, accepted, refused);
     printf("layout combinations: %d lowered, %d refused with diagnostics\n", lowered, refused);
 }
@@ -1002,12 +998,10 @@ static void test_ops_table(void)
     for (int pi = 0; pi < NPLANS; pi++) {
         Arena arena = {0};
         Program *prog = NULL;
-        FILE *quiet = fopen("/dev/null", "w"); /* the mlp plans warn that `heads` is unused */
-        int before = diag_error_count();
-        diag_set_stream(quiet);
+        int before = diag_error_count(); /* the mlp plans warn that `heads` is unused */
+        diag_mute();
         Analysis *an = compile(&arena, plans[pi], &prog);
-        diag_set_stream(NULL);
-        if (quiet) fclose(quiet);
+        diag_unmute();
         CHECK(an != NULL && diag_error_count() == before, "ops plan %d lowers without errors", pi);
         if (!an) {
             arena_free(&arena);

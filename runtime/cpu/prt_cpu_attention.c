@@ -196,8 +196,9 @@ static att_args att_args_of(prt *rt, const char *op, int64_t T_, int64_t NH_, in
     return a;
 }
 
-void prt_cpu_attention_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T, int64_t NH,
-                           int64_t HD, int64_t causal, const prt_att_dropout *drop, int64_t dtypes) {
+void prt_cpu_attention_heads_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T,
+                                 int64_t NH, int64_t HD, int64_t causal, const prt_att_dropout *drop,
+                                 int64_t dtypes) {
     att_args a = att_args_of(rt, "attention_fwd", T, NH, HD, causal, drop);
     a.out = ften(rt, dtypes, 0, out, "attention_fwd"), a.probs = ften(rt, dtypes, 1, probs, "attention_fwd");
     a.qkv = ften(rt, dtypes, 2, qkv, "attention_fwd");
@@ -206,9 +207,9 @@ void prt_cpu_attention_fwd(prt *rt, void *out, void *probs, const void *qkv, int
             0);
 }
 
-void prt_cpu_attention_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B,
-                           int64_t T, int64_t NH, int64_t HD, int64_t causal, const prt_att_dropout *drop,
-                           int64_t dtypes) {
+void prt_cpu_attention_heads_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
+                                 int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal,
+                                 const prt_att_dropout *drop, int64_t dtypes) {
     att_args a = att_args_of(rt, "attention_bwd", T, NH, HD, causal, drop);
     a.dqkv = ften(rt, dtypes, 0, dqkv, "attention_bwd"), a.dout = ften(rt, dtypes, 1, dout, "attention_bwd");
     a.qkv = ften(rt, dtypes, 2, qkv, "attention_bwd"), a.probs = ften(rt, dtypes, 3, probs, "attention_bwd");

@@ -25,10 +25,11 @@ typedef struct prt_att_dropout {
 prt_att_dropout prt_cpu_attention_dropout(prt *rt, int64_t first_sample, int64_t h_offset, int64_t NH_global,
                                           int64_t NH, int64_t step, int64_t layer, double p);
 /* attention_fwd / attention_bwd; drop NULL: no dropout; dtypes: the call's word. */
-void prt_cpu_attention_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T, int64_t NH,
-                           int64_t HD, int64_t causal, const prt_att_dropout *drop, int64_t dtypes);
-void prt_cpu_attention_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B,
-                           int64_t T, int64_t NH, int64_t HD, int64_t causal, const prt_att_dropout *drop,
-                           int64_t dtypes);
+void prt_cpu_attention_heads_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T,
+                                 int64_t NH, int64_t HD, int64_t causal, const prt_att_dropout *drop,
+                                 int64_t dtypes);
+void prt_cpu_attention_heads_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
+                                 int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal,
+                                 const prt_att_dropout *drop, int64_t dtypes);
 
 #endif

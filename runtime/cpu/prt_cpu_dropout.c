@@ -30,9 +30,9 @@ static uint8_t *drop_mask(prt *rt, int64_t dtypes, const void *p, const char *op
     return (uint8_t *)p;
 }
 
-void cpu_dropout_fwd(prt *rt, void *out_, void *mask_, const void *in_, int64_t B, int64_t T, int64_t C,
-                     int64_t first_sample, int64_t t_offset, int64_t T_global, int64_t step, int64_t layer,
-                     int64_t site, double p, int64_t dtypes) {
+void prt_cpu_dropout_fwd(prt *rt, void *out_, void *mask_, const void *in_, int64_t B, int64_t T, int64_t C,
+                         int64_t first_sample, int64_t t_offset, int64_t T_global, int64_t step, int64_t layer,
+                         int64_t site, double p, int64_t dtypes) {
     PRT_CHECK(B >= 0 && T >= 0 && C >= 0 && first_sample >= 0 && t_offset >= 0 && t_offset + T <= T_global,
               "dropout_fwd: bad shape B=%lld T=%lld C=%lld t_offset=%lld T_global=%lld", (long long)B, (long long)T,
               (long long)C, (long long)t_offset, (long long)T_global);
@@ -55,7 +55,8 @@ void cpu_dropout_fwd(prt *rt, void *out_, void *mask_, const void *in_, int64_t 
         }
 }
 
-void cpu_dropout_bwd(prt *rt, void *din_, const void *mask_, const void *dout_, int64_t n, double p, int64_t dtypes) {
+void prt_cpu_dropout_bwd(prt *rt, void *din_, const void *mask_, const void *dout_, int64_t n, double p,
+                             int64_t dtypes) {
     PRT_CHECK(n >= 0 && p >= 0 && p < 1, "dropout_bwd: n = %lld, p = %g", (long long)n, p);
     drop_tensor din = drop_ften(rt, dtypes, 0, din_, "dropout_bwd"),
                 dout = drop_ften(rt, dtypes, 2, dout_, "dropout_bwd");

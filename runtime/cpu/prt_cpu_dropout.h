@@ -11,9 +11,9 @@
 
 #include "parc_rt.h"
 
-void cpu_dropout_fwd(prt *rt, void *out, void *mask, const void *in, int64_t B, int64_t T, int64_t C,
-                     int64_t first_sample, int64_t t_offset, int64_t T_global, int64_t step, int64_t layer,
-                     int64_t site, double p, int64_t dtypes);
-void cpu_dropout_bwd(prt *rt, void *din, const void *mask, const void *dout, int64_t n, double p, int64_t dtypes);
+void prt_cpu_dropout_fwd(prt *rt, void *out, void *mask, const void *in, int64_t B, int64_t T, int64_t C,
+                         int64_t first_sample, int64_t t_offset, int64_t T_global, int64_t step, int64_t layer,
+                         int64_t site, double p, int64_t dtypes);
+void prt_cpu_dropout_bwd(prt *rt, void *din, const void *mask, const void *dout, int64_t n, double p, int64_t dtypes);
 
 #endif

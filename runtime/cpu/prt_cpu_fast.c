@@ -206,9 +206,6 @@ void prt_fast_gelu_bwd(float *restrict din, const float *restrict in, const floa
     for (int64_t i = 0; i < n; i++) din[i] += prt_gelu_grad(in[i]) * dout[i];
 }
 
-/* sigmoid through prt_expf_fast (prt_math.h's uses expf, which does not vectorise) */
-static inline float sigmoid_fast(float x) { return 1.0f / (1.0f + prt_expf_fast(-x)); }
-
 void prt_fast_swiglu_fwd(float *out, const float *in, int64_t N, int64_t F) {
     int nt = prt_cpu_threads();
 #pragma omp parallel for num_threads(nt) if (nt > 1 && N * F >= PAR_MIN) schedule(static)
@@ -216,7 +213,7 @@ void prt_fast_swiglu_fwd(float *out, const float *in, int64_t N, int64_t F) {
         const float *g = in + n * 2 * F, *u = g + F;
         float *o = out + n * F;
 #pragma omp simd
-        for (int64_t f = 0; f < F; f++) o[f] = g[f] * sigmoid_fast(g[f]) * u[f];
+        for (int64_t f = 0; f < F; f++) o[f] = prt_swiglu(g[f], u[f]);
     }
 }
 
@@ -228,9 +225,8 @@ void prt_fast_swiglu_bwd(float *din, const float *in, const float *dout, int64_t
         float *dg = din + n * 2 * F, *du = dg + F;
 #pragma omp simd
         for (int64_t f = 0; f < F; f++) {
-            float s = sigmoid_fast(g[f]);
-            dg[f] += d[f] * u[f] * s * (1.0f + g[f] * (1.0f - s));
-            du[f] += d[f] * g[f] * s;
+            dg[f] += prt_swiglu_dgate(d[f], g[f], u[f]);
+            du[f] += prt_swiglu_dup(d[f], g[f]);
         }
     }
 }

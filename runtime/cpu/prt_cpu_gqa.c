@@ -14,8 +14,8 @@ static void gqa_check(int64_t N, int64_t KV, int64_t G, int64_t HD, const char *
               (long long)N, (long long)KV, (long long)G, (long long)HD);
 }
 
-void cpu_kv_repeat_fwd(prt *rt, void *out_, const void *in_, int64_t N, int64_t KV, int64_t G, int64_t HD,
-                       int64_t dtypes) {
+void prt_cpu_kv_repeat_fwd(prt *rt, void *out_, const void *in_, int64_t N, int64_t KV, int64_t G, int64_t HD,
+                           int64_t dtypes) {
     gqa_check(N, KV, G, HD, "kv_repeat_fwd");
     tensor out = ften(rt, dtypes, 0, out_, "kv_repeat_fwd"), in = ften(rt, dtypes, 1, in_, "kv_repeat_fwd");
     int64_t NH = KV * G;
@@ -32,8 +32,8 @@ void cpu_kv_repeat_fwd(prt *rt, void *out_, const void *in_, int64_t N, int64_t 
         }
 }
 
-void cpu_kv_repeat_bwd(prt *rt, void *din_, const void *dout_, int64_t N, int64_t KV, int64_t G, int64_t HD,
-                       int64_t dtypes) {
+void prt_cpu_kv_repeat_bwd(prt *rt, void *din_, const void *dout_, int64_t N, int64_t KV, int64_t G, int64_t HD,
+                           int64_t dtypes) {
     gqa_check(N, KV, G, HD, "kv_repeat_bwd");
     tensor din = ften(rt, dtypes, 0, din_, "kv_repeat_bwd"), dout = ften(rt, dtypes, 1, dout_, "kv_repeat_bwd");
     int64_t NH = KV * G;

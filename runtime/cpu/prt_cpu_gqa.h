@@ -10,9 +10,9 @@
 
 #include "parc_rt.h"
 
-void cpu_kv_repeat_fwd(prt *rt, void *out, const void *in, int64_t N, int64_t KV, int64_t G, int64_t HD,
-                       int64_t dtypes);
-void cpu_kv_repeat_bwd(prt *rt, void *din, const void *dout, int64_t N, int64_t KV, int64_t G, int64_t HD,
-                       int64_t dtypes);
+void prt_cpu_kv_repeat_fwd(prt *rt, void *out, const void *in, int64_t N, int64_t KV, int64_t G, int64_t HD,
+                           int64_t dtypes);
+void prt_cpu_kv_repeat_bwd(prt *rt, void *din, const void *dout, int64_t N, int64_t KV, int64_t G, int64_t HD,
+                           int64_t dtypes);
 
 #endif

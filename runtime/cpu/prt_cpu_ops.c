@@ -51,12 +51,12 @@ static int64_t any_dtype(prt *rt, int64_t dtypes, int index, const void *p, cons
     return dtype;
 }
 
-static void cpu_zero(prt *rt, void *buf, int64_t n, int64_t dtypes) {
+static void prt_cpu_zero(prt *rt, void *buf, int64_t n, int64_t dtypes) {
     int64_t dtype = any_dtype(rt, dtypes, 0, buf, "zero");
     if (n > 0) memset(buf, 0, (size_t)n * prt_dtype_size(dtype));
 }
 
-static void cpu_copy(prt *rt, void *dst_, const void *src_, int64_t n, int64_t dtypes) {
+static void prt_cpu_copy(prt *rt, void *dst_, const void *src_, int64_t n, int64_t dtypes) {
     int64_t dd = any_dtype(rt, dtypes, 0, dst_, "copy"), ds = any_dtype(rt, dtypes, 1, src_, "copy");
     if (dd == ds) {
         if (n > 0 && dst_ != src_) memmove(dst_, src_, (size_t)n * prt_dtype_size(dd));
@@ -66,7 +66,7 @@ static void cpu_copy(prt *rt, void *dst_, const void *src_, int64_t n, int64_t d
     }
 }
 
-static void cpu_acc(prt *rt, void *dst_, const void *src_, int64_t n, int64_t dtypes) {
+static void prt_cpu_acc(prt *rt, void *dst_, const void *src_, int64_t n, int64_t dtypes) {
     tensor dst = ften(rt, dtypes, 0, dst_, "acc"), src = ften(rt, dtypes, 1, src_, "acc");
     if (f32(dst) && f32(src)) {
         prt_fast_add(F32(dst), F32(dst), F32(src), n);
@@ -77,7 +77,7 @@ static void cpu_acc(prt *rt, void *dst_, const void *src_, int64_t n, int64_t dt
 
 /* Gradient clipping: the sum of squares in double, in element order (the
  * same result whatever the thread count), added to one fp32 accumulator. */
-static void cpu_sumsq(prt *rt, void *acc_, const void *x_, int64_t n, double weight, int64_t dtypes) {
+static void prt_cpu_sumsq(prt *rt, void *acc_, const void *x_, int64_t n, double weight, int64_t dtypes) {
     tensor acc = ften(rt, dtypes, 0, acc_, "sumsq"), x = ften(rt, dtypes, 1, x_, "sumsq");
     if (weight == 0.0) return;
     double s = 0.0;
@@ -88,7 +88,7 @@ static void cpu_sumsq(prt *rt, void *acc_, const void *x_, int64_t n, double wei
     ST(acc, 0, (float)(LD(acc, 0) + weight * s));
 }
 
-static void cpu_scale(prt *rt, void *x_, int64_t n, double factor, int64_t dtypes) {
+static void prt_cpu_scale(prt *rt, void *x_, int64_t n, double factor, int64_t dtypes) {
     tensor x = ften(rt, dtypes, 0, x_, "scale");
     if (factor == 1.0) return;
     float f = (float)factor;
@@ -97,8 +97,8 @@ static void cpu_scale(prt *rt, void *x_, int64_t n, double factor, int64_t dtype
 
 /* ---------------------------------------------------------------- embedding */
 
-static void cpu_embed_fwd(prt *rt, void *out_, const void *tokens_, const void *wte_, int64_t N, int64_t C,
-                   int64_t vocab_local, int64_t vocab_offset, int64_t dtypes) {
+static void prt_cpu_embed_fwd(prt *rt, void *out_, const void *tokens_, const void *wte_, int64_t N, int64_t C,
+                       int64_t vocab_local, int64_t vocab_offset, int64_t dtypes) {
     tensor out = ften(rt, dtypes, 0, out_, "embed_fwd"), wte = ften(rt, dtypes, 2, wte_, "embed_fwd");
     const int32_t *tokens = i32_arg(rt, dtypes, 1, tokens_, "embed_fwd");
     if (f32(out) && f32(wte)) {
@@ -113,8 +113,8 @@ static void cpu_embed_fwd(prt *rt, void *out_, const void *tokens_, const void *
 
 /* A 16-bit dwte sums each row's tokens in fp32 (in token order, as the fp32 op
  * does) and rounds once: a row buffer of C floats from the workspace. */
-static void cpu_embed_bwd(prt *rt, void *dwte_, const void *tokens_, const void *dout_, int64_t N, int64_t C,
-                   int64_t vocab_local, int64_t vocab_offset, int64_t dtypes) {
+static void prt_cpu_embed_bwd(prt *rt, void *dwte_, const void *tokens_, const void *dout_, int64_t N, int64_t C,
+                       int64_t vocab_local, int64_t vocab_offset, int64_t dtypes) {
     tensor dwte = ften(rt, dtypes, 0, dwte_, "embed_bwd"), dout = ften(rt, dtypes, 2, dout_, "embed_bwd");
     const int32_t *tokens = i32_arg(rt, dtypes, 1, tokens_, "embed_bwd");
     if (f32(dwte) && f32(dout)) {
@@ -141,8 +141,8 @@ static void cpu_embed_bwd(prt *rt, void *dwte_, const void *tokens_, const void 
     }
 }
 
-static void cpu_pos_fwd(prt *rt, void *out_, const void *in_, const void *wpe_, int64_t B, int64_t T, int64_t C,
-                 int64_t t_offset, int64_t dtypes) {
+static void prt_cpu_pos_fwd(prt *rt, void *out_, const void *in_, const void *wpe_, int64_t B, int64_t T, int64_t C,
+                     int64_t t_offset, int64_t dtypes) {
     tensor out = ften(rt, dtypes, 0, out_, "pos_fwd"), in = ften(rt, dtypes, 1, in_, "pos_fwd"),
            wpe = ften(rt, dtypes, 2, wpe_, "pos_fwd");
     for (int64_t b = 0; b < B; b++)
@@ -152,8 +152,8 @@ static void cpu_pos_fwd(prt *rt, void *out_, const void *in_, const void *wpe_, 
         }
 }
 
-static void cpu_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int64_t B, int64_t T, int64_t C,
-                 int64_t t_offset, int64_t dtypes) {
+static void prt_cpu_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int64_t B, int64_t T, int64_t C,
+                     int64_t t_offset, int64_t dtypes) {
     tensor dwpe = ften(rt, dtypes, 0, dwpe_, "pos_bwd"), din = ften(rt, dtypes, 1, din_, "pos_bwd"),
            dout = ften(rt, dtypes, 2, dout_, "pos_bwd");
     if (dwpe.p)  /* each position sums its B samples in fp32, rounded once */
@@ -170,8 +170,8 @@ static void cpu_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int
 
 /* ---------------------------------------------------------------- norms */
 
-static void cpu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, const void *in_, const void *w_,
-                       const void *b_, int64_t N, int64_t C, int64_t dtypes) {
+static void prt_cpu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, const void *in_, const void *w_,
+                           const void *b_, int64_t N, int64_t C, int64_t dtypes) {
     const char *op = "layernorm_fwd";
     tensor out = ften(rt, dtypes, 0, out_, op), mean = ften(rt, dtypes, 1, mean_, op),
            rstd = ften(rt, dtypes, 2, rstd_, op), in = ften(rt, dtypes, 3, in_, op),
@@ -194,8 +194,8 @@ static void cpu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, con
     }
 }
 
-static void cpu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const void *dout_, const void *in_,
-                       const void *w_, const void *mean_, const void *rstd_, int64_t N, int64_t C, int64_t dtypes) {
+static void prt_cpu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const void *dout_, const void *in_,
+                           const void *w_, const void *mean_, const void *rstd_, int64_t N, int64_t C, int64_t dtypes) {
     const char *op = "layernorm_bwd";
     tensor din = ften(rt, dtypes, 0, din_, op), dw = ften(rt, dtypes, 1, dw_, op), db = ften(rt, dtypes, 2, db_, op),
            dout = ften(rt, dtypes, 3, dout_, op),
@@ -233,8 +233,8 @@ static void cpu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const v
     if (db.p) view_store(db, dbv, 0, 1, C, C);
 }
 
-static void cpu_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, const void *w_, int64_t N, int64_t C,
-                            int64_t dtypes) {
+static void prt_cpu_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, const void *w_, int64_t N, int64_t C,
+                                int64_t dtypes) {
     const char *op = "rmsnorm_fwd";
     tensor out = ften(rt, dtypes, 0, out_, op), rstd = ften(rt, dtypes, 1, rstd_, op),
            in = ften(rt, dtypes, 2, in_, op), w = ften(rt, dtypes, 3, w_, op);
@@ -252,8 +252,8 @@ static void cpu_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, c
     }
 }
 
-static void cpu_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout_, const void *in_, const void *w_,
-                     const void *rstd_, int64_t N, int64_t C, int64_t dtypes) {
+static void prt_cpu_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout_, const void *in_, const void *w_,
+                         const void *rstd_, int64_t N, int64_t C, int64_t dtypes) {
     const char *op = "rmsnorm_bwd";
     tensor din = ften(rt, dtypes, 0, din_, op), dw = ften(rt, dtypes, 1, dw_, op),
            dout = ften(rt, dtypes, 2, dout_, op), in = ften(rt, dtypes, 3, in_, op),
@@ -351,42 +351,43 @@ static void matmul_bwd(prt *rt, const char *op, void *din_, void *dw_, const voi
     if (dw.p) view_store(dw, dwv, 0, wr, wc, wc);
 }
 
-static void cpu_matmul_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M,
-                           int64_t dtypes) {
+static void prt_cpu_matmul_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M,
+                               int64_t dtypes) {
     matmul_fwd(rt, "matmul", out, in, w, NULL, N, K, M, 0, dtypes);
 }
 
-static void cpu_matmul_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
-                    int64_t K, int64_t M, int64_t dtypes) {
+static void prt_cpu_matmul_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
+                               int64_t N, int64_t K, int64_t M, int64_t dtypes) {
     matmul_bwd(rt, "matmul", din, dw, dout, in, w, N, K, M, 0, dtypes);
 }
 
-static void cpu_matmul_t_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M,
-                             int64_t dtypes) {
+static void prt_cpu_matmul_t_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M,
+                                 int64_t dtypes) {
     matmul_fwd(rt, "matmul_t", out, in, w, NULL, N, K, M, 1, dtypes);
 }
 
-static void cpu_matmul_t_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
-                      int64_t K, int64_t M, int64_t dtypes) {
+static void prt_cpu_matmul_t_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
+                                 int64_t N, int64_t K, int64_t M, int64_t dtypes) {
     matmul_bwd(rt, "matmul_t", din, dw, dout, in, w, N, K, M, 1, dtypes);
 }
 
-static void cpu_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M, int64_t dtypes);
+static void prt_cpu_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M, int64_t dtypes);
 
-static void cpu_matmul_bias_fwd(prt *rt, void *out, const void *in, const void *w, const void *b, int64_t N,
-                                int64_t K, int64_t M, int64_t dtypes) {
+static void prt_cpu_matmul_bias_fwd(prt *rt, void *out, const void *in, const void *w, const void *b, int64_t N,
+                                    int64_t K, int64_t M, int64_t dtypes) {
     tensor bias = ften(rt, dtypes, 3, b, "matmul_bias_fwd");
     matmul_fwd(rt, "matmul_bias_fwd", out, in, w, &bias, N, K, M, 0, dtypes);
 }
 
 /* db first: it reads only dout, which the GEMMs read next */
-static void cpu_matmul_bias_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
-                                void *db, int64_t N, int64_t K, int64_t M, int64_t dtypes) {
-    if (db) cpu_bias_bwd(rt, db, dout, N, M, PRT_ARG_DTYPES(prt_word_dtype(dtypes, 5), prt_word_dtype(dtypes, 2)));
+static void prt_cpu_matmul_bias_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
+                                    void *db, int64_t N, int64_t K, int64_t M, int64_t dtypes) {
+    if (db) prt_cpu_bias_bwd(rt, db, dout, N, M, PRT_ARG_DTYPES(prt_word_dtype(dtypes, 5), prt_word_dtype(dtypes, 2)));
     matmul_bwd(rt, "matmul_bias_bwd", din, dw, dout, in, w, N, K, M, 0, dtypes);
 }
 
-static void cpu_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, int64_t N, int64_t M, int64_t dtypes) {
+static void prt_cpu_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, int64_t N, int64_t M,
+                                 int64_t dtypes) {
     tensor out = ften(rt, dtypes, 0, out_, "bias_fwd"), in = ften(rt, dtypes, 1, in_, "bias_fwd"),
            b = ften(rt, dtypes, 2, b_, "bias_fwd");
     if (f32(out) && f32(in) && f32(b)) {
@@ -397,7 +398,7 @@ static void cpu_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, i
         for (int64_t j = 0; j < M; j++) ST(out, n * M + j, LD(in, n * M + j) + LD(b, j));
 }
 
-static void cpu_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M, int64_t dtypes) {
+static void prt_cpu_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M, int64_t dtypes) {
     tensor db = ften(rt, dtypes, 0, db_, "bias_bwd"), dout = ften(rt, dtypes, 1, dout_, "bias_bwd");
     if (f32(db) && f32(dout)) {
         prt_fast_bias_bwd(F32(db), F32(dout), N, M);
@@ -420,7 +421,7 @@ static void cpu_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64
 
 /* The element math is prt_math.h's, shared with the CUDA kernels. */
 
-static void cpu_gelu_fwd(prt *rt, void *out_, const void *in_, int64_t n, int64_t dtypes) {
+static void prt_cpu_gelu_fwd(prt *rt, void *out_, const void *in_, int64_t n, int64_t dtypes) {
     tensor out = ften(rt, dtypes, 0, out_, "gelu_fwd"), in = ften(rt, dtypes, 1, in_, "gelu_fwd");
     if (out.dtype == PRT_F32 && in.dtype == PRT_F32) {
         prt_fast_gelu_fwd(F32(out), F32(in), n);
@@ -429,7 +430,7 @@ static void cpu_gelu_fwd(prt *rt, void *out_, const void *in_, int64_t n, int64_
     }
 }
 
-static void cpu_gelu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n, int64_t dtypes) {
+static void prt_cpu_gelu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n, int64_t dtypes) {
     tensor din = ften(rt, dtypes, 0, din_, "gelu_bwd"), in = ften(rt, dtypes, 1, in_, "gelu_bwd"),
            dout = ften(rt, dtypes, 2, dout_, "gelu_bwd");
     if (din.dtype == PRT_F32 && in.dtype == PRT_F32 && dout.dtype == PRT_F32) {
@@ -439,7 +440,7 @@ static void cpu_gelu_bwd(prt *rt, void *din_, const void *in_, const void *dout_
     }
 }
 
-static void cpu_relu_fwd(prt *rt, void *out_, const void *in_, int64_t n, int64_t dtypes) {
+static void prt_cpu_relu_fwd(prt *rt, void *out_, const void *in_, int64_t n, int64_t dtypes) {
     tensor out = ften(rt, dtypes, 0, out_, "relu_fwd"), in = ften(rt, dtypes, 1, in_, "relu_fwd");
     for (int64_t i = 0; i < n; i++) {
         float x = LD(in, i);
@@ -447,14 +448,14 @@ static void cpu_relu_fwd(prt *rt, void *out_, const void *in_, int64_t n, int64_
     }
 }
 
-static void cpu_relu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n, int64_t dtypes) {
+static void prt_cpu_relu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n, int64_t dtypes) {
     tensor din = ften(rt, dtypes, 0, din_, "relu_bwd"), in = ften(rt, dtypes, 1, in_, "relu_bwd"),
            dout = ften(rt, dtypes, 2, dout_, "relu_bwd");
     for (int64_t i = 0; i < n; i++)
         if (LD(in, i) > 0.0f) ST(din, i, LD(din, i) + LD(dout, i));
 }
 
-static void cpu_swiglu_fwd(prt *rt, void *out_, const void *in_, int64_t N, int64_t F, int64_t dtypes) {
+static void prt_cpu_swiglu_fwd(prt *rt, void *out_, const void *in_, int64_t N, int64_t F, int64_t dtypes) {
     tensor out = ften(rt, dtypes, 0, out_, "swiglu_fwd"), in = ften(rt, dtypes, 1, in_, "swiglu_fwd");
     if (f32(out) && f32(in)) {
         prt_fast_swiglu_fwd(F32(out), F32(in), N, F);
@@ -467,8 +468,8 @@ static void cpu_swiglu_fwd(prt *rt, void *out_, const void *in_, int64_t N, int6
         }
 }
 
-static void cpu_swiglu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t N, int64_t F,
-                           int64_t dtypes) {
+static void prt_cpu_swiglu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t N, int64_t F,
+                               int64_t dtypes) {
     tensor din = ften(rt, dtypes, 0, din_, "swiglu_bwd"), in = ften(rt, dtypes, 1, in_, "swiglu_bwd"),
            dout = ften(rt, dtypes, 2, dout_, "swiglu_bwd");
     if (f32(din) && f32(in) && f32(dout)) {
@@ -484,7 +485,7 @@ static void cpu_swiglu_bwd(prt *rt, void *din_, const void *in_, const void *dou
         }
 }
 
-static void cpu_add_fwd(prt *rt, void *out_, const void *a_, const void *b_, int64_t n, int64_t dtypes) {
+static void prt_cpu_add_fwd(prt *rt, void *out_, const void *a_, const void *b_, int64_t n, int64_t dtypes) {
     tensor out = ften(rt, dtypes, 0, out_, "add_fwd"), a = ften(rt, dtypes, 1, a_, "add_fwd"),
            b = ften(rt, dtypes, 2, b_, "add_fwd");
     if (f32(out) && f32(a) && f32(b)) {
@@ -496,35 +497,36 @@ static void cpu_add_fwd(prt *rt, void *out_, const void *a_, const void *b_, int
 
 /* ---------------------------------------------------------------- attention (prt_cpu_attention.c) */
 
-static void cpu_attention_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T, int64_t NH,
-                              int64_t HD, int64_t causal, int64_t dtypes) {
-    prt_cpu_attention_fwd(rt, out, probs, qkv, B, T, NH, HD, causal, NULL, dtypes);
+static void prt_cpu_attention_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T, int64_t NH,
+                                  int64_t HD, int64_t causal, int64_t dtypes) {
+    prt_cpu_attention_heads_fwd(rt, out, probs, qkv, B, T, NH, HD, causal, NULL, dtypes);
 }
 
-static void cpu_attention_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B,
-                              int64_t T, int64_t NH, int64_t HD, int64_t causal, int64_t dtypes) {
-    prt_cpu_attention_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, NULL, dtypes);
+static void prt_cpu_attention_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
+                                  int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal, int64_t dtypes) {
+    prt_cpu_attention_heads_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, NULL, dtypes);
 }
 
-static void cpu_attention_dropout_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T,
-                                      int64_t NH, int64_t HD, int64_t causal, int64_t first_sample, int64_t h_offset,
-                                      int64_t NH_global, int64_t step, int64_t layer, double p, int64_t dtypes) {
+static void prt_cpu_attention_dropout_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T,
+                                          int64_t NH, int64_t HD, int64_t causal, int64_t first_sample,
+                                          int64_t h_offset, int64_t NH_global, int64_t step, int64_t layer, double p,
+                                          int64_t dtypes) {
     prt_att_dropout d = prt_cpu_attention_dropout(rt, first_sample, h_offset, NH_global, NH, step, layer, p);
-    prt_cpu_attention_fwd(rt, out, probs, qkv, B, T, NH, HD, causal, &d, dtypes);
+    prt_cpu_attention_heads_fwd(rt, out, probs, qkv, B, T, NH, HD, causal, &d, dtypes);
 }
 
-static void cpu_attention_dropout_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
-                                      int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal,
-                                      int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step,
-                                      int64_t layer, double p, int64_t dtypes) {
+static void prt_cpu_attention_dropout_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
+                                          int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal,
+                                          int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step,
+                                          int64_t layer, double p, int64_t dtypes) {
     prt_att_dropout d = prt_cpu_attention_dropout(rt, first_sample, h_offset, NH_global, NH, step, layer, p);
-    prt_cpu_attention_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, &d, dtypes);
+    prt_cpu_attention_heads_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, &d, dtypes);
 }
 
 /* ---------------------------------------------------------------- cross-entropy */
 
-static void cpu_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *logits_, const void *targets_, int64_t N,
-                  int64_t V_local, int64_t vocab_offset, int64_t axis, int64_t dtypes) {
+static void prt_cpu_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *logits_, const void *targets_,
+                             int64_t N, int64_t V_local, int64_t vocab_offset, int64_t axis, int64_t dtypes) {
     tensor loss_sum = ften(rt, dtypes, 0, loss_sum_, "xent_fwd"), stats = ften(rt, dtypes, 1, stats_, "xent_fwd"),
            logits = ften(rt, dtypes, 2, logits_, "xent_fwd");
     const int32_t *targets = i32_arg(rt, dtypes, 3, targets_, "xent_fwd");
@@ -577,8 +579,8 @@ static void cpu_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void *log
     prt_count_step_loss(rt, axis, loss);
 }
 
-static void cpu_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const void *stats_, const void *targets_,
-                         int64_t N, int64_t V_local, int64_t vocab_offset, double scale, int64_t dtypes) {
+static void prt_cpu_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const void *stats_, const void *targets_,
+                             int64_t N, int64_t V_local, int64_t vocab_offset, double scale, int64_t dtypes) {
     tensor dlogits = ften(rt, dtypes, 0, dlogits_, "xent_bwd"), logits = ften(rt, dtypes, 1, logits_, "xent_bwd"),
            stats = ften(rt, dtypes, 2, stats_, "xent_bwd");
     const int32_t *targets = i32_arg(rt, dtypes, 3, targets_, "xent_bwd");
@@ -600,9 +602,9 @@ static void cpu_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const voi
 /* ---------------------------------------------------------------- optimizers */
 
 /* With a master the fp32 master is updated and the param gets its rounding. */
-static void cpu_adamw(prt *rt, void *param_, void *master_, const void *grad_, void *m_, void *v_, int64_t n,
-                      int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay,
-                      int64_t dtypes) {
+static void prt_cpu_adamw(prt *rt, void *param_, void *master_, const void *grad_, void *m_, void *v_, int64_t n,
+                          int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay,
+                          int64_t dtypes) {
     PRT_CHECK(step >= 1, "adamw: step counts from 1, got %lld", (long long)step);
     tensor param = ften(rt, dtypes, 0, param_, "adamw"), master = ften(rt, dtypes, 1, master_, "adamw"),
            grad = ften(rt, dtypes, 2, grad_, "adamw"),
@@ -622,8 +624,8 @@ static void cpu_adamw(prt *rt, void *param_, void *master_, const void *grad_, v
     }
 }
 
-static void cpu_sgd(prt *rt, void *param_, void *master_, const void *grad_, void *mom_, int64_t n, double lr,
-             double momentum, double weight_decay, int64_t dtypes) {
+static void prt_cpu_sgd(prt *rt, void *param_, void *master_, const void *grad_, void *mom_, int64_t n, double lr,
+                 double momentum, double weight_decay, int64_t dtypes) {
     tensor param = ften(rt, dtypes, 0, param_, "sgd"), master = ften(rt, dtypes, 1, master_, "sgd"),
            grad = ften(rt, dtypes, 2, grad_, "sgd"),
            mom = ften(rt, dtypes, 3, mom_, "sgd");
@@ -648,7 +650,7 @@ static void *cpu_alloc_zero(prt *rt, size_t bytes, const char *what) {
 static void cpu_free(prt *rt, void *p) { free(p); }
 static void cpu_copy_bytes(prt *rt, void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
 
-#define CPU_SLOT_OP(name) .name = cpu_##name,
+#define CPU_SLOT_OP(name) .name = prt_cpu_##name,
 #define CPU_SLOT_COMM(name) .name = prt_mpi_##name,
 #define CPU_SLOT_HOST(name)
 #define CPU_SLOT_(X, kind, name, sig, params, args) CPU_SLOT_##kind(name)

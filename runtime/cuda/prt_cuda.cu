@@ -6,7 +6,7 @@
  * any host synchronisation; the host waits only where it needs a value (the loss,
  * data uploads, dumps, MPI staging, step ends).
  *
- * Collectives (same [outer, S, inner] layouts as prt_comm_mpi.c):
+ * Collectives (same [outer, S, inner] layouts as prt_mpi.c):
  *   nccl: one communicator per mesh axis (ncclCommInitRank, its unique id
  *         broadcast over the axis' MPI communicator) running on a communication
  *         stream that waits for the compute stream through an event and is waited
@@ -14,6 +14,8 @@
  *         a device stage booked to PRT_COMM (the CPU path's packing buffer).
  *   mpi:  host-staged: copy to the host, the CPU runtime's MPI code
  *         (prt_mpi_*), copy back.  Works with any number of ranks per GPU.
+ * One table (cu_collectives) describes each collective's block counts, packing
+ * and its call on either path, and one function (cu_collective_run) runs them.
  * PRT_COLLECTIVES=nccl|mpi chooses; the default is nccl unless two ranks of a
  * node share a device (or the runtime was built without NCCL), then mpi.
  * Pipeline send/recv always take the host-staged MPI path (buffered sends as on
@@ -343,117 +345,131 @@ static void pack_blocks(prt_cuda *c, int to_s_major, char *dst, const char *src,
         }                                                      \
     } while (0)
 
-void prt_cu_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype) {
-    prt_cuda *c = prt_cu(rt);
-    size_t bytes = (size_t)n * prt_dtype_size(dtype);
+/* The NCCL calls of the block collectives: `count` elements of `type` per block
+ * (`block` bytes), src and dst in the layouts NCCL wants ([S, outer, inner] for
+ * the S-block side). */
 #ifdef PRT_HAVE_NCCL
-    if (c->nccl) {
-        TRACE_BEGIN(rt);
-        cudaStream_t s = comm_begin(c);
-        PRT_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, nccl_type(dtype), ncclSum, nccl_comm(rt, axis), s));
-        comm_end(c);
-        TRACE_COMM(rt, "allreduce", (int64_t)bytes, axis);
-        return;
+typedef void (*nccl_call)(const char *src, char *dst, size_t count, size_t block, ncclDataType_t type, ncclComm_t comm,
+                          int S, cudaStream_t s);
+
+static void nccl_allreduce(const char *src, char *dst, size_t count, size_t block, ncclDataType_t type,
+                           ncclComm_t comm, int S, cudaStream_t s) {
+    (void)block, (void)S;
+    PRT_NCCL_CHECK(ncclAllReduce(src, dst, count, type, ncclSum, comm, s));
+}
+static void nccl_allgather(const char *src, char *dst, size_t count, size_t block, ncclDataType_t type,
+                           ncclComm_t comm, int S, cudaStream_t s) {
+    (void)block, (void)S;
+    PRT_NCCL_CHECK(ncclAllGather(src, dst, count, type, comm, s));
+}
+static void nccl_reducescatter(const char *src, char *dst, size_t count, size_t block, ncclDataType_t type,
+                               ncclComm_t comm, int S, cudaStream_t s) {
+    (void)block, (void)S;
+    PRT_NCCL_CHECK(ncclReduceScatter(src, dst, count, type, ncclSum, comm, s));
+}
+/* block j of src to rank j, the block from rank j to block j of dst */
+static void nccl_alltoall(const char *src, char *dst, size_t count, size_t block, ncclDataType_t type,
+                          ncclComm_t comm, int S, cudaStream_t s) {
+    PRT_NCCL_CHECK(ncclGroupStart());
+    for (int j = 0; j < S; j++) {
+        PRT_NCCL_CHECK(ncclSend(src + (size_t)j * block, count, type, j, comm, s));
+        PRT_NCCL_CHECK(ncclRecv(dst + (size_t)j * block, count, type, j, comm, s));
     }
+    PRT_NCCL_CHECK(ncclGroupEnd());
+}
+#define NCCL_CALL(f) f
+#else
+typedef void *nccl_call;
+#define NCCL_CALL(f) NULL
 #endif
-    char *h = host_stage(c, bytes);
-    prt_cuda_d2h(rt, h, buf, bytes);
-    prt_mpi_allreduce(rt, axis, h, n, dtype);
-    prt_cuda_h2d(rt, buf, h, bytes);
+
+/* The host-staged path's calls, in the block collectives' one signature. */
+typedef void (*mpi_call)(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
+                         int64_t dtype);
+static void mpi_allreduce(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
+                          int64_t dtype) {
+    (void)in;  /* in place */
+    prt_mpi_allreduce(rt, axis, out, outer * inner, dtype);
+}
+static void mpi_allreduce_ends(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
+                               int64_t dtype) {
+    (void)in;  /* in place */
+    prt_mpi_allreduce_ends(rt, axis, out, outer * inner, dtype);
 }
 
-/* The embedding group's all-reduce: once per step, one table; host-staged
- * through the CPU path's exchange (which sums in the dtype's arithmetic). */
-void prt_cu_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype) {
-    prt_cuda *c = prt_cu(rt);
-    size_t bytes = (size_t)n * prt_dtype_size(dtype);
-    char *h = host_stage(c, bytes);
-    prt_cuda_d2h(rt, h, buf, bytes);
-    prt_mpi_allreduce_ends(rt, axis, h, n, dtype);
-    prt_cuda_h2d(rt, buf, h, bytes);
-}
+/* One collective over [outer, inner] blocks of an axis of S ranks: its input
+ * and output hold one block or S of them ([outer, S, inner], parc_rt.h); the
+ * NCCL path, with outer > 1, packs its S-block input to [S, outer, inner] or
+ * unpacks its S-block output from it through the device stage (PRT_COMM).  No
+ * NCCL call: always host-staged. */
+typedef struct cu_collective {
+    const char *name;
+    int in_blocks_s, out_blocks_s;   /* 1: S blocks, 0: one */
+    int in_place;                    /* in and out are one buffer */
+    int pack_in, unpack_out;
+    nccl_call nccl;
+    mpi_call mpi;
+} cu_collective;
 
-void prt_cu_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype) {
+/* ORDER: the enum (C++, so no array designators). */
+enum { CU_ALLREDUCE, CU_ALLREDUCE_ENDS, CU_ALLGATHER, CU_REDUCESCATTER, CU_ALLTOALL };
+static const cu_collective cu_collectives[] = {
+    {"allreduce", 0, 0, 1, 0, 0, NCCL_CALL(nccl_allreduce), mpi_allreduce},
+    /* the embedding group's sum: once per step, between two ranks of the axis */
+    {"allreduce_ends", 0, 0, 1, 0, 0, NULL, mpi_allreduce_ends},
+    {"allgather", 0, 1, 0, 0, 1, NCCL_CALL(nccl_allgather), prt_mpi_allgather},
+    {"reducescatter", 1, 0, 0, 1, 0, NCCL_CALL(nccl_reducescatter), prt_mpi_reducescatter},
+    {"alltoall", 1, 1, 0, 1, 0, NCCL_CALL(nccl_alltoall), prt_mpi_alltoall},
+};
+
+static void cu_collective_run(prt *rt, const cu_collective *k, int64_t axis, void *out, const void *in, int64_t outer,
+                              int64_t inner, int64_t dtype) {
     prt_cuda *c = prt_cu(rt);
     int S = prt_axis_size(rt, axis);
     size_t esize = prt_dtype_size(dtype), block = (size_t)(outer * inner) * esize;
+    size_t in_bytes = k->in_blocks_s ? (size_t)S * block : block, out_bytes = k->out_blocks_s ? (size_t)S * block : block;
 #ifdef PRT_HAVE_NCCL
-    if (c->nccl) {
+    if (c->nccl && k->nccl) {
         TRACE_BEGIN(rt);
-        char *dst = outer == 1 ? (char *)out : prt_cuda_comm_stage(rt, (size_t)S * block);  /* [S, outer, inner] */
+        const char *src = (const char *)in;
+        char *dst = (char *)out;
+        if (outer != 1 && k->pack_in) {
+            char *stage = prt_cuda_comm_stage(rt, in_bytes);  /* block j for rank j */
+            pack_blocks(c, 1, stage, src, S, outer, inner, esize);
+            src = stage;
+        }
+        if (outer != 1 && k->unpack_out) dst = prt_cuda_comm_stage(rt, out_bytes);  /* [S, outer, inner] */
         cudaStream_t s = comm_begin(c);
-        PRT_NCCL_CHECK(ncclAllGather(in, dst, (size_t)(outer * inner), nccl_type(dtype), nccl_comm(rt, axis), s));
+        k->nccl(src, dst, (size_t)(outer * inner), block, nccl_type(dtype), nccl_comm(rt, axis), S, s);
         comm_end(c);
-        if (outer != 1) pack_blocks(c, 0, (char *)out, dst, S, outer, inner, esize);
-        TRACE_COMM(rt, "allgather", (int64_t)(S * block), axis);
+        if (outer != 1 && k->unpack_out) pack_blocks(c, 0, (char *)out, dst, S, outer, inner, esize);
+        TRACE_COMM(rt, k->name, (int64_t)(in_bytes > out_bytes ? in_bytes : out_bytes), axis);
         return;
     }
 #endif
-    char *h = host_stage(c, block + (size_t)S * block), *hin = h, *hout = h + block;
-    prt_cuda_d2h(rt, hin, in, block);
-    prt_mpi_allgather(rt, axis, hout, hin, outer, inner, dtype);
-    prt_cuda_h2d(rt, out, hout, (size_t)S * block);
+    /* host-staged: the CPU runtime's MPI code on a page-locked copy (it traces itself) */
+    char *h = host_stage(c, k->in_place ? in_bytes : in_bytes + out_bytes), *hin = h;
+    char *hout = k->in_place ? h : h + in_bytes;
+    prt_cuda_d2h(rt, hin, in, in_bytes);
+    k->mpi(rt, axis, hout, hin, outer, inner, dtype);
+    prt_cuda_h2d(rt, out, hout, out_bytes);
 }
 
+void prt_cu_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype) {
+    cu_collective_run(rt, &cu_collectives[CU_ALLREDUCE], axis, buf, buf, 1, n, dtype);
+}
+void prt_cu_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype) {
+    cu_collective_run(rt, &cu_collectives[CU_ALLREDUCE_ENDS], axis, buf, buf, 1, n, dtype);
+}
+void prt_cu_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype) {
+    cu_collective_run(rt, &cu_collectives[CU_ALLGATHER], axis, out, in, outer, inner, dtype);
+}
 void prt_cu_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                           int64_t dtype) {
-    prt_cuda *c = prt_cu(rt);
-    int S = prt_axis_size(rt, axis);
-    size_t esize = prt_dtype_size(dtype), block = (size_t)(outer * inner) * esize;
-#ifdef PRT_HAVE_NCCL
-    if (c->nccl) {
-        TRACE_BEGIN(rt);
-        const char *src = (const char *)in;
-        if (outer != 1) {
-            char *stage = prt_cuda_comm_stage(rt, (size_t)S * block);
-            pack_blocks(c, 1, stage, (const char *)in, S, outer, inner, esize);
-            src = stage;
-        }
-        cudaStream_t s = comm_begin(c);
-        PRT_NCCL_CHECK(ncclReduceScatter(src, out, (size_t)(outer * inner), nccl_type(dtype), ncclSum,
-                                         nccl_comm(rt, axis), s));
-        comm_end(c);
-        TRACE_COMM(rt, "reducescatter", (int64_t)(S * block), axis);
-        return;
-    }
-#endif
-    char *h = host_stage(c, (size_t)S * block + block), *hin = h, *hout = h + (size_t)S * block;
-    prt_cuda_d2h(rt, hin, in, (size_t)S * block);
-    prt_mpi_reducescatter(rt, axis, hout, hin, outer, inner, dtype);
-    prt_cuda_h2d(rt, out, hout, block);
+    cu_collective_run(rt, &cu_collectives[CU_REDUCESCATTER], axis, out, in, outer, inner, dtype);
 }
-
 void prt_cu_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype) {
-    prt_cuda *c = prt_cu(rt);
-    int S = prt_axis_size(rt, axis);
-    size_t esize = prt_dtype_size(dtype), block = (size_t)(outer * inner) * esize;
-#ifdef PRT_HAVE_NCCL
-    if (c->nccl) {
-        TRACE_BEGIN(rt);
-        const char *src = (const char *)in;
-        if (outer != 1) {
-            char *stage = prt_cuda_comm_stage(rt, (size_t)S * block);  /* block j for rank j */
-            pack_blocks(c, 1, stage, (const char *)in, S, outer, inner, esize);
-            src = stage;
-        }
-        ncclComm_t comm = nccl_comm(rt, axis);
-        size_t count = (size_t)(outer * inner);
-        cudaStream_t s = comm_begin(c);
-        PRT_NCCL_CHECK(ncclGroupStart());
-        for (int j = 0; j < S; j++) {
-            PRT_NCCL_CHECK(ncclSend(src + (size_t)j * block, count, nccl_type(dtype), j, comm, s));
-            PRT_NCCL_CHECK(ncclRecv((char *)out + (size_t)j * block, count, nccl_type(dtype), j, comm, s));
-        }
-        PRT_NCCL_CHECK(ncclGroupEnd());
-        comm_end(c);
-        TRACE_COMM(rt, "alltoall", (int64_t)(S * block), axis);
-        return;
-    }
-#endif
-    char *h = host_stage(c, 2 * (size_t)S * block), *hin = h, *hout = h + (size_t)S * block;
-    prt_cuda_d2h(rt, hin, in, (size_t)S * block);
-    prt_mpi_alltoall(rt, axis, hout, hin, outer, inner, dtype);
-    prt_cuda_h2d(rt, out, hout, (size_t)S * block);
+    cu_collective_run(rt, &cu_collectives[CU_ALLTOALL], axis, out, in, outer, inner, dtype);
 }
 
 void prt_cu_slice(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype) {

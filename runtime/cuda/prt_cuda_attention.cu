@@ -34,24 +34,24 @@ static cudaStream_t stream_of(prt *rt) { return prt_cu(rt)->stream; }
 #define ATT_BK PRT_ATT_BK           /* rows per shared-memory tile: one per lane */
 
 /* Index of element 0 of q/k/v (which = 0, 1, 2) of token t, head h, sample b in qkv[B,T,3,NH,HD]. */
-__device__ __forceinline__ int64_t qkv_at(int64_t b, int64_t t, int which, int64_t h, int T, int C, int HD) {
+static __device__ __forceinline__ int64_t qkv_at(int64_t b, int64_t t, int which, int64_t h, int T, int C, int HD) {
     return ((b * T + t) * 3 + which) * (int64_t)C + h * HD;
 }
 
 /* The dropout factor of probability (i, j) of pair (b, h): 0 dropped, the
  * scale kept, 1 without dropout. */
-__device__ __forceinline__ float att_drop_f(const prt_cu_drop &d, int64_t b, int64_t h, int64_t i, int64_t j, int T) {
+static __device__ __forceinline__ float att_drop_f(const prt_cu_drop &d, int64_t b, int64_t h, int64_t i, int64_t j, int T) {
     if (!d.on) return 1.0f;
     uint64_t index = (uint64_t)((((d.first_sample + b) * d.NH_global + d.h_offset + h) * T + i) * T + j);
     return prt_dropout_keep(d.key, index, d.threshold) ? d.scale : 0.0f;
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
+static __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
     return v;
 }
-__device__ __forceinline__ float warp_max(float v) {
+static __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL, v, o));
     return v;
@@ -60,7 +60,7 @@ __device__ __forceinline__ float warp_max(float v) {
 /* Tile rows r0 .. r0 + ATT_BK - 1 of q/k/v `which` (times mul) into tile[ATT_BK][HDMAX + 1],
  * zero past T and past HD.  Every thread of the block takes part. */
 template <int HDMAX>
-__device__ void load_tile(float (*tile)[HDMAX + 1], prt_ten src, int which, int64_t b, int64_t h, int r0, int T, int C,
+static __device__ void load_tile(float (*tile)[HDMAX + 1], prt_ten src, int which, int64_t b, int64_t h, int r0, int T, int C,
                           int HD, float mul) {
     for (int e = threadIdx.x; e < ATT_BK * HDMAX; e += ATT_THREADS) {
         int j = e / HDMAX, d = e % HDMAX, row = r0 + j;
@@ -69,7 +69,7 @@ __device__ void load_tile(float (*tile)[HDMAX + 1], prt_ten src, int which, int6
 }
 /* The same for rows of dout[B,T,NH,HD]. */
 template <int HDMAX>
-__device__ void load_dout_tile(float (*tile)[HDMAX + 1], prt_ten dout, int64_t b, int64_t h, int r0, int T, int C,
+static __device__ void load_dout_tile(float (*tile)[HDMAX + 1], prt_ten dout, int64_t b, int64_t h, int r0, int T, int C,
                                int HD) {
     for (int e = threadIdx.x; e < ATT_BK * HDMAX; e += ATT_THREADS) {
         int j = e / HDMAX, d = e % HDMAX, row = r0 + j;
@@ -78,11 +78,11 @@ __device__ void load_dout_tile(float (*tile)[HDMAX + 1], prt_ten dout, int64_t b
 }
 /* One row of HDMAX (zero past HD) into a warp's row buffer, by its lanes. */
 template <int HDMAX>
-__device__ __forceinline__ void load_row(float *row, prt_ten src, int64_t at, int HD, float mul) {
+static __device__ __forceinline__ void load_row(float *row, prt_ten src, int64_t at, int HD, float mul) {
     for (int d = threadIdx.x & 31; d < HDMAX; d += 32) row[d] = d < HD ? LD(src, at + d) * mul : 0.0f;
 }
 template <int HDMAX>
-__device__ __forceinline__ float dot_row(const float *a, const float *b) {
+static __device__ __forceinline__ float dot_row(const float *a, const float *b) {
     float x = 0.0f;
 #pragma unroll 8
     for (int d = 0; d < HDMAX; d++) x += a[d] * b[d];
@@ -95,7 +95,7 @@ __device__ __forceinline__ float dot_row(const float *a, const float *b) {
  * mode 1 (backward statistics): lse[t] = log-sum-exp of the scaled scores (not when
  *   probs is given) and D[t] = dO[t] . O[t], with O from probs when given. */
 template <int HDMAX>
-__global__ void __launch_bounds__(ATT_THREADS) k_attn_rows(int mode, prt_ten out, prt_ten probs, prt_ten qkv,
+static __global__ void __launch_bounds__(ATT_THREADS) k_attn_rows(int mode, prt_ten out, prt_ten probs, prt_ten qkv,
                                                            prt_ten dout, float *lse_ws, float *d_ws, int64_t pair0,
                                                            int T, int NH, int HD, int causal, float scale,
                                                            prt_cu_drop drop) {
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_rows(int mode, prt_ten out
 
 /* dQ: one warp per query row t.  dS = P (dO . v - D);  dq += scale dS k. */
 template <int HDMAX>
-__global__ void __launch_bounds__(ATT_THREADS) k_attn_dq(prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs,
+static __global__ void __launch_bounds__(ATT_THREADS) k_attn_dq(prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs,
                                                          const float *lse_ws, const float *d_ws, int64_t pair0, int T,
                                                          int NH, int HD, int causal, float scale, prt_cu_drop drop) {
     constexpr int VPL = HDMAX / 32;
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_dq(prt_ten dqkv, prt_ten d
 /* dK and dV: one warp per key row j, over the query rows i (i >= j when causal).
  *   dv += P dO_i;   dk += scale P (dO_i . v - D_i) q_i. */
 template <int HDMAX>
-__global__ void __launch_bounds__(ATT_THREADS) k_attn_dkv(prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs,
+static __global__ void __launch_bounds__(ATT_THREADS) k_attn_dkv(prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs,
                                                           const float *lse_ws, const float *d_ws, int64_t pair0, int T,
                                                           int NH, int HD, int causal, float scale, prt_cu_drop drop) {
     constexpr int VPL = HDMAX / 32;

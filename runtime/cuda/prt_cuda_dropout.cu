@@ -18,7 +18,7 @@ static int drop_blocks(int64_t n) {
     return (int)(b < 1 ? 1 : b > 65535 * 16 ? 65535 * 16 : b);
 }
 
-__global__ void k_dropout_fwd(prt_ten out, uint8_t *mask, prt_ten in, int64_t B, int64_t T, int64_t C,
+static __global__ void k_dropout_fwd(prt_ten out, uint8_t *mask, prt_ten in, int64_t B, int64_t T, int64_t C,
                               int64_t first_sample, int64_t t_offset, int64_t T_global, uint64_t key,
                               uint32_t threshold, float scale) {
     int64_t total = B * T * C;
@@ -31,7 +31,7 @@ __global__ void k_dropout_fwd(prt_ten out, uint8_t *mask, prt_ten in, int64_t B,
     }
 }
 
-__global__ void k_dropout_bwd(prt_ten din, const uint8_t *mask, prt_ten dout, int64_t n, float scale) {
+static __global__ void k_dropout_bwd(prt_ten din, const uint8_t *mask, prt_ten dout, int64_t n, float scale) {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
         if (mask[e]) ST(din, e, LD(din, e) + LD(dout, e) * scale);
 }

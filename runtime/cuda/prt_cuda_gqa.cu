@@ -20,12 +20,12 @@ static int gqa_blocks(int64_t n) {
 
 /* The element of out[N,3,KV*G,HD] that grouped element e of in[N,KV,G+2,HD]
  * (slot s: query j < G, k = G, v = G+1) maps to, for query head j of the group. */
-__device__ __forceinline__ int64_t gqa_out_at(int64_t n, int64_t g, int64_t w, int64_t j, int64_t d, int64_t KV,
+static __device__ __forceinline__ int64_t gqa_out_at(int64_t n, int64_t g, int64_t w, int64_t j, int64_t d, int64_t KV,
                                               int64_t G, int64_t HD) {
     return ((n * 3 + w) * KV * G + g * G + j) * HD + d;
 }
 
-__global__ void k_kv_repeat(int backward, prt_ten x, prt_ten y, int64_t N, int64_t KV, int64_t G, int64_t HD) {
+static __global__ void k_kv_repeat(int backward, prt_ten x, prt_ten y, int64_t N, int64_t KV, int64_t G, int64_t HD) {
     int64_t total = N * KV * (G + 2) * HD;
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
         int64_t d = e % HD, s = (e / HD) % (G + 2), g = (e / (HD * (G + 2))) % KV, n = e / (HD * (G + 2) * KV);

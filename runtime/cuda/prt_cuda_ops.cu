@@ -44,7 +44,7 @@ static int blocks_for(int64_t n) {
 static cudaStream_t stream_of(prt *rt) { return prt_cu(rt)->stream; }
 
 /* Block-wide sums (every thread gets the result); blockDim.x a multiple of 32, <= 1024. */
-__device__ double block_sum_d(double v) {
+static __device__ double block_sum_d(double v) {
     __shared__ double part[32];
     for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
@@ -55,7 +55,7 @@ __device__ double block_sum_d(double v) {
     for (int w = 0; w < nwarps; w++) s += part[w];
     return s;
 }
-__device__ float block_max_f(float v) {
+static __device__ float block_max_f(float v) {
     __shared__ float part[32];
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
@@ -69,32 +69,32 @@ __device__ float block_max_f(float v) {
 
 /* ---------------------------------------------------------------- element-wise */
 
-__global__ void k_convert(prt_ten dst, prt_ten src, int64_t n) { GRID_STRIDE(i, n) ST(dst, i, LD(src, i)); }
-__global__ void k_acc(prt_ten dst, prt_ten src, int64_t n) { GRID_STRIDE(i, n) ST(dst, i, LD(dst, i) + LD(src, i)); }
-__global__ void k_add(prt_ten out, prt_ten a, prt_ten b, int64_t n) { GRID_STRIDE(i, n) ST(out, i, LD(a, i) + LD(b, i)); }
+static __global__ void k_convert(prt_ten dst, prt_ten src, int64_t n) { GRID_STRIDE(i, n) ST(dst, i, LD(src, i)); }
+static __global__ void k_acc(prt_ten dst, prt_ten src, int64_t n) { GRID_STRIDE(i, n) ST(dst, i, LD(dst, i) + LD(src, i)); }
+static __global__ void k_add(prt_ten out, prt_ten a, prt_ten b, int64_t n) { GRID_STRIDE(i, n) ST(out, i, LD(a, i) + LD(b, i)); }
 
 /* GELU, SiLU and the SwiGLU gate: prt_math.h's formulas, the CPU reference's. */
-__global__ void k_gelu_fwd(prt_ten out, prt_ten in, int64_t n) { GRID_STRIDE(i, n) ST(out, i, prt_gelu(LD(in, i))); }
-__global__ void k_gelu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t n) {
+static __global__ void k_gelu_fwd(prt_ten out, prt_ten in, int64_t n) { GRID_STRIDE(i, n) ST(out, i, prt_gelu(LD(in, i))); }
+static __global__ void k_gelu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t n) {
     GRID_STRIDE(i, n) ST(din, i, LD(din, i) + prt_gelu_grad(LD(in, i)) * LD(dout, i));
 }
-__global__ void k_relu_fwd(prt_ten out, prt_ten in, int64_t n) {
+static __global__ void k_relu_fwd(prt_ten out, prt_ten in, int64_t n) {
     GRID_STRIDE(i, n) {
         float x = LD(in, i);
         ST(out, i, x > 0.0f ? x : 0.0f);
     }
 }
-__global__ void k_relu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t n) {
+static __global__ void k_relu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t n) {
     GRID_STRIDE(i, n) if (LD(in, i) > 0.0f) ST(din, i, LD(din, i) + LD(dout, i));
 }
-__global__ void k_swiglu_fwd(prt_ten out, prt_ten in, int64_t N, int64_t F) {
+static __global__ void k_swiglu_fwd(prt_ten out, prt_ten in, int64_t N, int64_t F) {
     GRID_STRIDE(i, N * F) {
         int64_t n = i / F, f = i % F;
         float g = LD(in, n * 2 * F + f), up = LD(in, n * 2 * F + F + f);
         ST(out, i, prt_swiglu(g, up));
     }
 }
-__global__ void k_swiglu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t N, int64_t F) {
+static __global__ void k_swiglu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t N, int64_t F) {
     GRID_STRIDE(i, N * F) {
         int64_t n = i / F, f = i % F, ig = n * 2 * F + f, iu = ig + F;
         float g = LD(in, ig), up = LD(in, iu), d = LD(dout, i);
@@ -102,7 +102,7 @@ __global__ void k_swiglu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t N, i
         ST(din, iu, LD(din, iu) + prt_swiglu_dup(d, g));
     }
 }
-__global__ void k_bias_fwd(prt_ten out, prt_ten in, prt_ten b, int64_t N, int64_t M) {
+static __global__ void k_bias_fwd(prt_ten out, prt_ten in, prt_ten b, int64_t N, int64_t M) {
     GRID_STRIDE(i, N * M) ST(out, i, LD(in, i) + LD(b, i % M));
 }
 
@@ -156,7 +156,7 @@ void prt_cu_bias_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten b, int64_t N, int
  * its sum to dst; else it writes it to part[y * C + c] and k_colsum_final adds
  * the row blocks' sums in order: deterministic either way. */
 #define COLSUM_ROWS 512  /* rows per block when the workspace has room for the partial sums */
-__global__ void k_colsum(int mode, prt_ten dst, float *part, prt_ten dout, prt_ten in, prt_ten mean, prt_ten rstd,
+static __global__ void k_colsum(int mode, prt_ten dst, float *part, prt_ten dout, prt_ten in, prt_ten mean, prt_ten rstd,
                          int64_t N, int64_t C, int64_t rows) {
     __shared__ float lanes[16][33];
     int64_t c = blockIdx.x * 32 + threadIdx.x, n0 = blockIdx.y * rows, n1 = min(N, n0 + rows);
@@ -177,7 +177,7 @@ __global__ void k_colsum(int mode, prt_ten dst, float *part, prt_ten dout, prt_t
         else ST(dst, c, LD(dst, c) + s);
     }
 }
-__global__ void k_colsum_final(prt_ten dst, const float *part, int64_t G, int64_t C) {
+static __global__ void k_colsum_final(prt_ten dst, const float *part, int64_t G, int64_t C) {
     GRID_STRIDE(c, C) {
         float s = 0.0f;
         for (int64_t g = 0; g < G; g++) s += part[g * C + c];
@@ -210,7 +210,7 @@ void prt_cu_bias_bwd(prt *rt, prt_ten db, prt_ten dout, int64_t N, int64_t M) {
 
 /* ---------------------------------------------------------------- embedding and positions */
 
-__global__ void k_embed_fwd(prt_ten out, const int32_t *tokens, prt_ten wte, int64_t N, int64_t C, int64_t vocab_local,
+static __global__ void k_embed_fwd(prt_ten out, const int32_t *tokens, prt_ten wte, int64_t N, int64_t C, int64_t vocab_local,
                             int64_t vocab_offset) {
     GRID_STRIDE(i, N * C) {
         int64_t n = i / C, c = i % C, row = (int64_t)tokens[n] - vocab_offset;
@@ -222,7 +222,7 @@ __global__ void k_embed_fwd(prt_ten out, const int32_t *tokens, prt_ten wte, int
  * for every channel, the existing dwte value and dout of every occurrence in token
  * order, in fp32, and rounds once: the CPU path's order exactly, so fp32 results
  * are bit-identical and no two blocks write the same row. */
-__global__ void k_embed_bwd(prt_ten dwte, const int32_t *tokens, prt_ten dout, int64_t N, int64_t C,
+static __global__ void k_embed_bwd(prt_ten dwte, const int32_t *tokens, prt_ten dout, int64_t N, int64_t C,
                             int64_t vocab_local, int64_t vocab_offset) {
     __shared__ int32_t match[THREADS];   /* offsets in the chunk of the matching tokens, in order */
     __shared__ int wcount[THREADS / 32];
@@ -273,13 +273,13 @@ void prt_cu_embed_bwd(prt *rt, prt_ten dwte, const int32_t *tokens, prt_ten dout
     PRT_LAUNCH_CHECK();
 }
 
-__global__ void k_pos_fwd(prt_ten out, prt_ten in, prt_ten wpe, int64_t B, int64_t T, int64_t C, int64_t t_offset) {
+static __global__ void k_pos_fwd(prt_ten out, prt_ten in, prt_ten wpe, int64_t B, int64_t T, int64_t C, int64_t t_offset) {
     GRID_STRIDE(i, B * T * C) {
         int64_t c = i % C, t = (i / C) % T;
         ST(out, i, LD(in, i) + LD(wpe, (t + t_offset) * C + c));
     }
 }
-__global__ void k_pos_dwpe(prt_ten dwpe, prt_ten dout, int64_t B, int64_t T, int64_t C, int64_t t_offset) {
+static __global__ void k_pos_dwpe(prt_ten dwpe, prt_ten dout, int64_t B, int64_t T, int64_t C, int64_t t_offset) {
     GRID_STRIDE(i, T * C) {
         int64_t t = i / C, c = i % C, p = (t + t_offset) * C + c;
         float acc = LD(dwpe, p);
@@ -297,7 +297,7 @@ void prt_cu_pos_bwd(prt *rt, prt_ten dwpe, prt_ten din, prt_ten dout, int64_t B,
 
 /* ---------------------------------------------------------------- norms (one block per row) */
 
-__global__ void k_layernorm_fwd(prt_ten out, prt_ten mean, prt_ten rstd, prt_ten in, prt_ten w, prt_ten b, int64_t C) {
+static __global__ void k_layernorm_fwd(prt_ten out, prt_ten mean, prt_ten rstd, prt_ten in, prt_ten w, prt_ten b, int64_t C) {
     int64_t x = blockIdx.x * C;
     double s = 0.0;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s += LD(in, x + c);
@@ -315,7 +315,7 @@ __global__ void k_layernorm_fwd(prt_ten out, prt_ten mean, prt_ten rstd, prt_ten
     }
 }
 
-__global__ void k_layernorm_din(prt_ten din, prt_ten dout, prt_ten in, prt_ten w, prt_ten mean, prt_ten rstd, int64_t C) {
+static __global__ void k_layernorm_din(prt_ten din, prt_ten dout, prt_ten in, prt_ten w, prt_ten mean, prt_ten rstd, int64_t C) {
     int64_t n = blockIdx.x, x = n * C;
     float m = LD(mean, n), r = LD(rstd, n);
     double a = 0.0, bsum = 0.0;
@@ -331,7 +331,7 @@ __global__ void k_layernorm_din(prt_ten din, prt_ten dout, prt_ten in, prt_ten w
     }
 }
 
-__global__ void k_rmsnorm_fwd(prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, int64_t C) {
+static __global__ void k_rmsnorm_fwd(prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, int64_t C) {
     int64_t x = blockIdx.x * C;
     double ss = 0.0;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
@@ -343,7 +343,7 @@ __global__ void k_rmsnorm_fwd(prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, 
     if (threadIdx.x == 0 && rstd.p) ST(rstd, blockIdx.x, (float)r);
 }
 
-__global__ void k_rmsnorm_din(prt_ten din, prt_ten dout, prt_ten in, prt_ten w, prt_ten rstd, int64_t C) {
+static __global__ void k_rmsnorm_din(prt_ten din, prt_ten dout, prt_ten in, prt_ten w, prt_ten rstd, int64_t C) {
     int64_t n = blockIdx.x, x = n * C;
     double r = LD(rstd, n), dot = 0.0;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) dot += (double)LD(w, c) * LD(dout, x + c) * LD(in, x + c);
@@ -394,7 +394,7 @@ void prt_cu_rmsnorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten 
 
 /* Row-major C[M,N] (ldc) = alpha op(A)[M,K] op(B)[K,N] + beta C: any dtypes, fp32
  * accumulation; the fallback when cuBLAS has no kernel for the mix of dtypes. */
-__global__ void k_gemm_generic(int ta, int tb, int M, int N, int K, float alpha, prt_ten A, int lda, prt_ten B, int ldb,
+static __global__ void k_gemm_generic(int ta, int tb, int M, int N, int K, float alpha, prt_ten A, int lda, prt_ten B, int ldb,
                                float beta, prt_ten C, int ldc) {
     __shared__ float As[16][17], Bs[16][17];
     int col = blockIdx.x * 16 + threadIdx.x;
@@ -479,14 +479,14 @@ void prt_cu_matmul_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten i
 
 /* ---------------------------------------------------------------- cross-entropy (one block per row) */
 
-__global__ void k_xent_max(float *mx, prt_ten logits, int64_t V) {
+static __global__ void k_xent_max(float *mx, prt_ten logits, int64_t V) {
     int64_t row = blockIdx.x * V;
     float m = -INFINITY;
     for (int64_t j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, LD(logits, row + j));
     m = block_max_f(m);
     if (threadIdx.x == 0) mx[blockIdx.x] = m;
 }
-__global__ void k_xent_sums(float *sums, const float *mx, prt_ten logits, const int32_t *targets, int64_t N, int64_t V,
+static __global__ void k_xent_sums(float *sums, const float *mx, prt_ten logits, const int32_t *targets, int64_t N, int64_t V,
                             int64_t vocab_offset) {
     int64_t n = blockIdx.x, row = n * V;
     double s = 0.0;
@@ -500,7 +500,7 @@ __global__ void k_xent_sums(float *sums, const float *mx, prt_ten logits, const 
 }
 /* One block: stats, the loss (double) into loss_out[0] (8 bytes at the start of the
  * workspace, written after every read of it), loss_sum[0] += loss. */
-__global__ void k_xent_final(prt_ten stats, prt_ten loss_sum, float *mx, const float *sums, int64_t N) {
+static __global__ void k_xent_final(prt_ten stats, prt_ten loss_sum, float *mx, const float *sums, int64_t N) {
     double loss = 0.0;
     for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
         float lse = mx[n] + logf(sums[n]);
@@ -514,7 +514,7 @@ __global__ void k_xent_final(prt_ten stats, prt_ten loss_sum, float *mx, const f
         if (loss_sum.p) ST(loss_sum, 0, LD(loss_sum, 0) + (float)loss);
     }
 }
-__global__ void k_xent_bwd(prt_ten dlogits, prt_ten logits, prt_ten stats, const int32_t *targets, int64_t N, int64_t V,
+static __global__ void k_xent_bwd(prt_ten dlogits, prt_ten logits, prt_ten stats, const int32_t *targets, int64_t N, int64_t V,
                            int64_t vocab_offset, float s) {
     GRID_STRIDE(i, N * V) {
         int64_t n = i / V, j = i % V;
@@ -578,7 +578,7 @@ void prt_cu_xent_bwd(prt *rt, prt_ten dlogits, prt_ten logits, prt_ten stats, co
 /* ---------------------------------------------------------------- optimizers */
 
 /* The element updates are prt_math.h's, the CPU reference's. */
-__global__ void k_adamw(prt_ten param, prt_ten master, prt_ten grad, prt_ten m, prt_ten v, int64_t n,
+static __global__ void k_adamw(prt_ten param, prt_ten master, prt_ten grad, prt_ten m, prt_ten v, int64_t n,
                         prt_adamw_args args) {
     prt_ten p = master.p ? master : param;
     GRID_STRIDE(i, n) {
@@ -589,7 +589,7 @@ __global__ void k_adamw(prt_ten param, prt_ten master, prt_ten grad, prt_ten m, 
         if (master.p) ST(param, i, pi);
     }
 }
-__global__ void k_sgd(prt_ten param, prt_ten master, prt_ten grad, prt_ten mom, int64_t n, float lr, float mu, float wd) {
+static __global__ void k_sgd(prt_ten param, prt_ten master, prt_ten grad, prt_ten mom, int64_t n, float lr, float mu, float wd) {
     prt_ten p = master.p ? master : param;
     GRID_STRIDE(i, n) {
         float mi = mom.p ? LD(mom, i) : 0.0f, pi = prt_sgd_update(LD(p, i), LD(grad, i), mom.p ? &mi : NULL, lr, mu, wd);
@@ -615,7 +615,7 @@ void prt_cu_sgd(prt *rt, prt_ten param, prt_ten master, prt_ten grad, prt_ten mo
 /* Each block sums its grid-strided squares in double, then adds them to the
  * fp32 accumulator atomically (the order of those few adds is the device's,
  * so the last bits of the norm may differ between runs, unlike the CPU's). */
-__global__ void k_sumsq(float *acc, prt_ten x, int64_t n, float weight) {
+static __global__ void k_sumsq(float *acc, prt_ten x, int64_t n, float weight) {
     double s = 0.0;
     GRID_STRIDE(i, n) {
         double v = LD(x, i);
@@ -624,7 +624,7 @@ __global__ void k_sumsq(float *acc, prt_ten x, int64_t n, float weight) {
     s = block_sum_d(s);
     if (threadIdx.x == 0) atomicAdd(acc, (float)(weight * s));
 }
-__global__ void k_scale(prt_ten x, int64_t n, float factor) { GRID_STRIDE(i, n) ST(x, i, LD(x, i) * factor); }
+static __global__ void k_scale(prt_ten x, int64_t n, float factor) { GRID_STRIDE(i, n) ST(x, i, LD(x, i) * factor); }
 
 void prt_cu_sumsq(prt *rt, prt_ten acc, prt_ten x, int64_t n, double weight) {
     PRT_CHECK(acc.dtype == PRT_F32, "sumsq: the accumulator is %s, not f32", prt_dtype_names[acc.dtype]);
