@@ -10,21 +10,42 @@
 #      ranks: `parc search`'s top two and four more layouts (dp 2, tp 2,
 #      pp 2 1F1B, dp 2 ZeRO-3): the measured fastest should be one of the
 #      search's top two.
-# Usage: bench/predict_local.sh [build/parc] [steps]
+# Each layout runs REPEATS times (the machine is shared: the spread is part
+# of the answer): the ratio is the estimate over the median, min and max are
+# printed beside it, and the median run's phases say where a miss comes
+# from (estimated / measured ms per phase on the slowest rank's stage...
+# rank 0's, as the program prints them, and the slowest rank).
+# Usage: bench/predict_local.sh [build/parc] [steps] [repeats]
 set -euo pipefail
 parc=$(realpath "${1:-build/parc}")
 steps=${2:-20}
+repeats=${3:-3}
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 "$parc" calibrate -o "$tmp/cluster.par" | grep -v '^parc calibrate: wrote'
+sed -n 's/^# //p' "$tmp/cluster.par" | sed -n '2,$p'
 predict() { "$parc" explain "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["step_time_s"] * 1e3)'; }
-measure() { "$parc" run "$1" --steps "$steps" --quiet 2>&1 | sed -n 's/.*| \([0-9.]*\) ms\/step.*/\1/p' | tail -1; }
-report() { # name file -> "name predicted measured ratio" appended to $tmp/rows
-    local p m
-    p=$(predict "$2"); m=$(measure "$2")
-    [ -n "$m" ] || { echo "FAILED: parc run $2" >&2; exit 1; }
-    printf '%-22s %10.3f %10.3f %7.3f\n' "$1" "$p" "$m" "$(echo "$p / $m" | bc -l)" | tee -a "$tmp/rows"
+report() { # name file -> "name predicted median min max ratio" appended to $tmp/rows, the median run's phases after
+    local p i ms
+    p=$(predict "$2")
+    : > "$tmp/$1.runs"
+    for i in $(seq "$repeats"); do
+        "$parc" run "$2" --steps "$steps" --quiet > "$tmp/$1.out$i" 2>&1 ||
+            { echo "FAILED: $2: $(tail -3 "$tmp/$1.out$i")" >&2; exit 1; }
+        ms=$(sed -n 's/.*| \([0-9.]*\) ms\/step.*/\1/p' "$tmp/$1.out$i" | tail -1)
+        [ -n "$ms" ] || { echo "FAILED: no ms/step from $2" >&2; exit 1; }
+        echo "$ms $i" >> "$tmp/$1.runs"
+    done
+    read -r med at < <(sort -g "$tmp/$1.runs" | sed -n "$(( (repeats + 1) / 2 ))p")
+    read -r lo _ < <(sort -g "$tmp/$1.runs" | head -1)
+    read -r hi _ < <(sort -g "$tmp/$1.runs" | tail -1)
+    printf '%-22s %10.3f %10.3f %8.3f %8.3f %7.3f\n' "$1" "$p" "$med" "$lo" "$hi" "$(echo "$p / $med" | bc -l)" |
+        tee -a "$tmp/rows"
+    sed -n 's/^parc: per step, estimated \/ measured ms (rank 0, [^)]*): /    phases (est. \/ meas. ms, rank 0): /p;
+            s/^parc: per step over \([0-9]*\) ranks, measured ms min \/ mean \/ max (the rank of the max): .*; step \(.*\); slowest rank \([0-9]*\)$/    step over \1 ranks min \/ mean \/ max \2, slowest rank \3/p' \
+        "$tmp/$1.out$at"
 }
 order() { # did the estimates rank the rows as the measurements did?
     python3 - "$tmp/rows" <<'PY'
@@ -32,14 +53,14 @@ import sys
 rows = [l.split() for l in open(sys.argv[1])]
 by_p = [r[0] for r in sorted(rows, key=lambda r: float(r[1]))]
 by_m = [r[0] for r in sorted(rows, key=lambda r: float(r[2]))]
-inside = sum(1 for r in rows if 0.8 <= float(r[3]) <= 1.2)
+inside = sum(1 for r in rows if 0.8 <= float(r[5]) <= 1.2)
 print(f"within 0.8..1.2: {inside} of {len(rows)}; estimated order {' < '.join(by_p)}")
 print(f"measured order {' < '.join(by_m)}; {'the same' if by_p == by_m else 'different'}")
 PY
 }
 
 echo; echo "1. tiny plans ($steps steps each)"
-printf '%-22s %10s %10s %7s\n' plan "est. ms" "meas. ms" ratio
+printf '%-22s %10s %10s %8s %8s %7s\n' plan "est. ms" "median ms" min max ratio
 for n in tiny_single tiny_dp tiny_tp tiny_pp_1f1b tiny_zero3 tiny_bf16; do
     sed -e "s|include \"common/tiny_cluster.par\";|include \"$tmp/cluster.par\";|" \
         -e "s|include \"common/|include \"$root/examples/common/|" "$root/examples/$n.par" > "$tmp/$n.par"

@@ -14,6 +14,14 @@
  *                                      against the streaming bandwidth, the
  *                                      all-reduce bus bandwidth against the link
  *
+ * Every rank measures the GEMMs and loops at once, as a run's ranks compute at
+ * once on cores they share with whatever else the machine runs, and the
+ * slowest rank's rate is written: a step of a synchronous program goes at
+ * its slowest rank's pace.  Before anything it makes the same BLAS kernel
+ * choice the runtime makes (prt_blas_select, runtime/prt_blas.c), so the
+ * rates are those of the kernels the programs will run; the fragment names
+ * them.
+ *
  * Run as `mpirun -np 2 parc_calibrate OUT.par` (`parc calibrate` does); with
  * one rank it leaves the link out.  Exit status 0, or 1 after a failed
  * measurement or write (the message names it).
@@ -26,6 +34,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "prt_internal.h"
 
 static double now(void)
 {
@@ -113,13 +123,14 @@ static double stream_rate(int kind, size_t n)
 
 typedef struct Link {
     double latency, bandwidth, busbw;
+    double sync; /* mean seconds of an 8-byte all-reduce after each rank's compute */
 } Link;
 
 /* Ranks 0 and 1: half the round trip of 8 bytes (latency), of 16 MiB
  * (bandwidth), and the all-reduce bus bandwidth of 16 MiB over all ranks. */
 static Link measure_link(int rank, int size)
 {
-    Link l = {0, 0, 0};
+    Link l = {0, 0, 0, 0};
     const int small = 2000, big = 20;
     const size_t nbig = (size_t)4 << 20; /* floats: 16 MiB */
     float *buf = alloc_floats(nbig, 1.0f), *out = alloc_floats(nbig, 0.0f);
@@ -147,6 +158,25 @@ static Link measure_link(int rank, int size)
     for (int i = 0; i < big; i++) MPI_Allreduce(buf, out, (int)nbig, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     double t = (now() - t0) / big;
     l.busbw = 2.0 * (size - 1) / size * (double)nbig * sizeof(float) / t;
+    /* A synchronisation as a training step meets one: each rank computes
+     * (GEMMs of about a quarter millisecond), then all-reduces 8 bytes.  Its
+     * mean time holds what a ping-pong between idle ranks does not: waiting
+     * for the other rank, whose core the machine's other work may have taken
+     * meanwhile.  The mean, since a run's measured phases are means. */
+    const int syncs = 400, dim = 128;
+    float *a = alloc_floats((size_t)dim * dim, 0.5f), *c = alloc_floats((size_t)dim * dim, 0.0f);
+    double waited = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < syncs; i++) {
+        for (int g = 0; g < 2; g++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim, dim, dim, 1.0f, a, dim, a, dim, 0.0f, c, dim);
+        double s0 = now();
+        MPI_Allreduce(MPI_IN_PLACE, buf, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        waited += now() - s0;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &waited, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    l.sync = waited / syncs;
+    free(a), free(c);
     free(buf), free(out);
     return l;
 }
@@ -155,6 +185,7 @@ static double clamp01(double x) { return x > 1.0 ? 1.0 : x < 1e-3 ? 1e-3 : x; }
 
 int main(int argc, char **argv)
 {
+    prt_blas_select(argc, argv); /* may restart this process with the runtime's kernel choice */
     MPI_Init(&argc, &argv);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -167,19 +198,27 @@ int main(int argc, char **argv)
     /* GEMM classes by their smallest dimension: 64, 256, 1024, 2048 (cost.h) */
     static const int dims[4][3] = {{64, 1024, 1024}, {256, 1024, 1024}, {1024, 1024, 1024}, {2048, 2048, 2048}};
     double gemm[4] = {0}, attn = 0, stream[4] = {0};
-    if (rank == 0) {
-        for (int c = 0; c < 4; c++) gemm[c] = gemm_rate(dims[c][0], dims[c][1], dims[c][2]);
-        attn = gemm_rate(256, 256, 64); /* scores of one head: T x T by head_dim */
-        for (int k = 0; k < 4; k++) stream[k] = stream_rate(k, (size_t)8 << 20);
-    }
-    Link link = size > 1 ? measure_link(rank, size) : (Link){0, 0, 0};
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int c = 0; c < 4; c++) gemm[c] = gemm_rate(dims[c][0], dims[c][1], dims[c][2]);
+    /* the tiny class also as small plans meet it, every dimension small
+     * (per-call overhead counts there): the class runs at the two shapes'
+     * harmonic mean, the rate of equal FLOPs spent in each */
+    double tiny_small = gemm_rate(64, 64, 256);
+    gemm[0] = 2.0 / (1.0 / gemm[0] + 1.0 / tiny_small);
+    attn = gemm_rate(256, 256, 64); /* scores of one head: T x T by head_dim */
+    for (int k = 0; k < 4; k++) stream[k] = stream_rate(k, (size_t)8 << 20);
+    MPI_Allreduce(MPI_IN_PLACE, gemm, 4, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &attn, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, stream, 4, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    Link link = size > 1 ? measure_link(rank, size) : (Link){0, 0, 0, 0};
     int status = 0;
     if (rank == 0) {
         double peak = 0;
         for (int c = 0; c < 4; c++) peak = gemm[c] > peak ? gemm[c] : peak;
-        /* the runtime's memory-bound ops, each at its own rate: their mean
-         * share of the streaming bandwidth */
-        double hbm_eff = (stream[1] + stream[2] + stream[3]) / (3.0 * stream[0]);
+        /* the runtime's memory-bound ops: adds and norms at their mean share
+         * of the streaming bandwidth, the activations (a tanh per element)
+         * at the GELU loop's own */
+        double hbm_eff = (stream[1] + stream[2]) / (2.0 * stream[0]), act_eff = stream[3] / stream[0];
         long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE), cores = sysconf(_SC_NPROCESSORS_ONLN);
         double memory = (double)pages * (double)page / (double)(cores > 0 ? cores : 1);
         char host[256] = "this machine";
@@ -190,23 +229,28 @@ int main(int argc, char **argv)
             status = 1;
         } else {
             fprintf(f, "# Fragment (not a plan), written by `parc calibrate` on %s: include it INSIDE\n"
-                       "# `cluster { nodes 1; gpus_per_node N; ... }`.  One rank per core, fp32 OpenBLAS with one "
-                       "thread, %d MPI ranks.\n",
-                    host, size);
-            fprintf(f, "# GEMM GFLOP/s: 64x1024x1024 %.2f, 256x1024x1024 %.2f, 1024^3 %.2f, 2048^3 %.2f; "
-                       "256x256x64 %.2f\n",
+                       "# `cluster { nodes 1; gpus_per_node N; ... }`.  One rank per core, fp32 OpenBLAS (%s kernels) "
+                       "with one thread, %d MPI ranks measuring at once, the slowest rank's rates.\n",
+                    host, openblas_get_corename(), size);
+            fprintf(f, "# GEMM GFLOP/s: 64x1024x1024 with 64x64x256 (harmonic mean) %.2f, 256x1024x1024 %.2f, "
+                       "1024^3 %.2f, 2048^3 %.2f; 256x256x64 %.2f\n",
                     gemm[0] / 1e9, gemm[1] / 1e9, gemm[2] / 1e9, gemm[3] / 1e9, attn / 1e9);
             fprintf(f, "# memory GB/s: triad %.2f, add %.2f, row norm %.2f, tanh-GELU %.2f\n", stream[0] / 1e9,
                     stream[1] / 1e9, stream[2] / 1e9, stream[3] / 1e9);
             if (size > 1)
-                fprintf(f, "# MPI: latency %.3g us, bandwidth %.3g GB/s, all-reduce bus bandwidth %.3g GB/s\n",
-                        link.latency * 1e6, link.bandwidth / 1e9, link.busbw / 1e9);
+                fprintf(f, "# MPI: latency %.3g us (ping-pong of idle ranks), %.3g us an 8-byte all-reduce after "
+                           "compute (its mean over the all-reduce's %d steps is the link latency), bandwidth %.3g "
+                           "GB/s, all-reduce bus bandwidth %.3g GB/s\n",
+                        link.latency * 1e6, link.sync * 1e6, 2 * (size - 1), link.bandwidth / 1e9, link.busbw / 1e9);
             fprintf(f, "gpu { memory %.0f B; bf16 %.6g FLOP/s; fp32 %.6g FLOP/s; hbm %.6g B/s; }\n", memory, peak, peak,
                     stream[0]);
-            if (size > 1) fprintf(f, "link intra %.6g B/s %.6g s;\n", link.bandwidth, link.latency);
-            fprintf(f, "efficiency { gemm %.3f %.3f %.3f %.3f; attention %.3f; hbm %.3f; intra %.3f; inter 1; }\n",
+            double step_latency = link.sync / (2.0 * (size - 1));
+            if (step_latency < link.latency) step_latency = link.latency;
+            if (size > 1) fprintf(f, "link intra %.6g B/s %.6g s;\n", link.bandwidth, step_latency);
+            fprintf(f, "efficiency { gemm %.3f %.3f %.3f %.3f; attention %.3f; hbm %.3f; activation %.4f; intra %.3f; "
+                       "inter 1; }\n",
                     clamp01(gemm[0] / peak), clamp01(gemm[1] / peak), clamp01(gemm[2] / peak),
-                    clamp01(gemm[3] / peak), clamp01(attn / peak), clamp01(hbm_eff),
+                    clamp01(gemm[3] / peak), clamp01(attn / peak), clamp01(hbm_eff), clamp01(act_eff),
                     size > 1 ? clamp01(link.busbw / link.bandwidth) : 1.0);
             if (fclose(f) != 0) {
                 fprintf(stderr, "parc_calibrate: cannot write `%s`\n", argv[1]);

@@ -43,6 +43,7 @@
     X(EF_GEMM, "gemm", "gemm 0.3 0.55 0.75 0.85;")           \
     X(EF_ATTENTION, "attention", "attention 0.5;")           \
     X(EF_HBM, "hbm", "hbm 0.85;")                            \
+    X(EF_ACTIVATION, "activation", "activation 0.85;")       \
     X(EF_INTRA, "intra", "intra 0.78;")                      \
     X(EF_INTER, "inter", "inter 0.85;")                      \
     X(EF_HALF_INTRA, "half_intra", "half_intra 8 MiB;")      \

@@ -74,7 +74,7 @@ static void check_efficiency(Check *c, const Stmt *st)
         }
         int n = k == EF_GEMM ? PARC_GEMM_CLASSES : 1;
         if (!check_shape(c, e, n, n, BODY_NO, EFF_usage[k])) continue;
-        double *dst[] = {eff->gemm, &eff->attention, &eff->hbm, &eff->bus[0], &eff->bus[1]};
+        double *dst[] = {eff->gemm, &eff->attention, &eff->hbm, &eff->activation, &eff->bus[0], &eff->bus[1]};
         for (int j = 0; j < n; j++) {
             const char *what = k == EF_GEMM ? arena_printf(c->arena, "gemm %s", gemm_class_names[j]) : e->key;
             check_read_real(c, what, &e->values[j], 0, 1, 1, 0, &dst[k][j]);

@@ -44,7 +44,8 @@ GemmClass cost_gemm_class(int64_t m, int64_t n, int64_t k)
 
 /* ORDER: cost_efficiency_names follows the rows of `defaults`.
  * Columns: gemm tiny/small/medium/large, attention, hbm, bus intra, bus inter,
- * half_intra, half_inter.
+ * half_intra, half_inter, activation (the hbm share again on these GPUs: a
+ * GELU's tanh or SwiGLU's exp costs a few instructions against its bytes).
  *
  * a100 (A100 SXM 80 GB: 312 TFLOP/s bf16, 2.04 TB/s HBM2e, NVLink3 300 GB/s
  *   a direction): cuBLAS bf16 GEMMs of 8192-class shapes run near 270
@@ -73,11 +74,11 @@ GemmClass cost_gemm_class(int64_t m, int64_t n, int64_t k)
  *   start-up time (~35 us) at a rail's 25-50 GB/s is 1-2 MiB: 2 MiB.  A part
  *   nobody named (generic, and `parc calibrate`'s CPU links) gets none. */
 #define MIB 1048576.0
-static const double defaults[][10] = {
-    {0.25, 0.50, 0.70, 0.80, 0.45, 0.80, 0.75, 0.80, 0, 0},             /* generic */
-    {0.30, 0.55, 0.75, 0.85, 0.50, 0.85, 0.78, 0.85, 8 * MIB, 2 * MIB}, /* a100 */
-    {0.22, 0.45, 0.65, 0.75, 0.40, 0.85, 0.80, 0.85, 8 * MIB, 2 * MIB}, /* h100 */
-    {0.25, 0.50, 0.67, 0.75, 0.42, 0.85, 0.80, 0.85, 8 * MIB, 2 * MIB}, /* h200 */
+static const double defaults[][11] = {
+    {0.25, 0.50, 0.70, 0.80, 0.45, 0.80, 0.75, 0.80, 0, 0, 0.80},             /* generic */
+    {0.30, 0.55, 0.75, 0.85, 0.50, 0.85, 0.78, 0.85, 8 * MIB, 2 * MIB, 0.85}, /* a100 */
+    {0.22, 0.45, 0.65, 0.75, 0.40, 0.85, 0.80, 0.85, 8 * MIB, 2 * MIB, 0.85}, /* h100 */
+    {0.25, 0.50, 0.67, 0.75, 0.42, 0.85, 0.80, 0.85, 8 * MIB, 2 * MIB, 0.85}, /* h200 */
 };
 #undef MIB
 const char *const cost_efficiency_names[] = {"generic", "a100", "h100", "h200"};
@@ -96,6 +97,7 @@ int cost_efficiency_defaults(const char *name, Efficiency *eff)
         eff->bus[1] = defaults[i][7];
         eff->half_bytes[0] = defaults[i][8];
         eff->half_bytes[1] = defaults[i][9];
+        eff->activation = defaults[i][10];
         return 0;
     }
     return -1;
@@ -126,6 +128,12 @@ double cost_stream_s(const Cluster *cl, double bytes)
 {
     double bw = cl->hbm_bandwidth > 0 ? cl->hbm_bandwidth : 1e12;
     return bytes / (bw * eff_or_one(cl->eff.hbm));
+}
+
+double cost_activation_s(const Cluster *cl, double bytes)
+{
+    double bw = cl->hbm_bandwidth > 0 ? cl->hbm_bandwidth : 1e12;
+    return bytes / (bw * eff_or_one(cl->eff.activation));
 }
 
 static int coll_steps(CollKind kind, int n)
@@ -231,7 +239,8 @@ static void cost_op_entry(const Program *prog, const Instr *ins, double times, C
     default: {
         const StreamRow *r = &stream_rows[op->kind];
         double b = r->passes[bwd] * shape_product(s, r->elems) * bytes;
-        t->stream_s += times * cost_stream_s(cl, b);
+        int act = op->kind == OP_GELU || op->kind == OP_SWIGLU;
+        t->stream_s += times * (act ? cost_activation_s(cl, b) : cost_stream_s(cl, b));
         t->stream_bytes += times * b;
         return;
     }

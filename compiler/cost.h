@@ -34,6 +34,8 @@ double cost_gemm_s(const Cluster *cl, double peak, int64_t m, int64_t n, int64_t
 double cost_attention_s(const Cluster *cl, double peak, double flops);
 /* Seconds to stream `bytes` through HBM (reads + writes) at bandwidth x efficiency. */
 double cost_stream_s(const Cluster *cl, double bytes);
+/* The same for GELU and SwiGLU, at the `activation` efficiency. */
+double cost_activation_s(const Cluster *cl, double bytes);
 /* Seconds of one collective of `bytes` per rank (the buffer nccl-tests calls
  * size) over a group of n ranks on the intra (inside = 1) or inter link:
  * latency x steps + bytes x bus factor / (link bandwidth x bus efficiency).

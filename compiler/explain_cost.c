@@ -42,9 +42,9 @@ void explain_cost_terms(FILE *out, const Analysis *an)
                 e->gemm[c]);
     fprintf(out, "\n    attention      its matmul FLOPs at %.4g x %.3g; its score matrix streamed as memory-bound\n",
             an->peak_flops, e->attention);
-    fprintf(out, "    memory-bound   bytes read and written at %.4g B/s x %.3g (norms, activations, softmax, "
-                 "embedding, loss, optimizer)\n",
-            cl->hbm_bandwidth, e->hbm);
+    fprintf(out, "    memory-bound   bytes read and written at %.4g B/s x %.3g (norms, softmax, embedding, loss, "
+                 "optimizer), x %.3g (GELU, SwiGLU)\n",
+            cl->hbm_bandwidth, e->hbm, e->activation);
     fprintf(out, "    collectives    steps x latency + (bytes + half-bandwidth size) x bus factor / (link x efficiency): "
                  "intra %.4g B/s x %.3g, %.3g s a step, half at %.4g B; inter %.4g B/s x %.3g, %.3g s a step, half at %.4g B\n",
             cl->intra_bw, e->bus[0], cl->intra_latency, e->half_bytes[0], cl->inter_bw, e->bus[1], cl->inter_latency,

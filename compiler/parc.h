@@ -162,6 +162,9 @@ typedef struct Efficiency {
     double gemm[PARC_GEMM_CLASSES];   /* achieved / peak FLOP/s of a GEMM, by shape class */
     double attention;                 /* achieved / peak FLOP/s of the attention matmuls */
     double hbm;                       /* achieved / peak bandwidth of memory-bound ops */
+    double activation;                /* ... of the activations with a transcendental per element
+                                       * (GELU, SwiGLU): on a GPU memory-bound like the rest, on a
+                                       * CPU often bound by the tanh or exp itself */
     double bus[2];                    /* achieved bus bandwidth / link bandwidth: [0] intra, [1] inter */
     double half_bytes[2];             /* a collective's size at which it reaches half its bus bandwidth
                                        * (Hockney's n 1/2), bytes: [0] intra, [1] inter; 0 = any size runs

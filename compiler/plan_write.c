@@ -34,8 +34,9 @@ static void write_cluster(const Plan *p, FILE *out)
     int named = e->name && cost_efficiency_defaults(e->name, &known) == 0;
     fprintf(out, "  efficiency %s%s{ gemm", named ? e->name : "", named ? " " : "");
     for (int k = 0; k < PARC_GEMM_CLASSES; k++) fprintf(out, " %.17g", e->gemm[k]);
-    fprintf(out, "; attention %.17g; hbm %.17g; intra %.17g; inter %.17g; half_intra %.17g B; half_inter %.17g B; }\n}\n",
-            e->attention, e->hbm, e->bus[0], e->bus[1], e->half_bytes[0], e->half_bytes[1]);
+    fprintf(out, "; attention %.17g; hbm %.17g; activation %.17g; intra %.17g; inter %.17g; half_intra %.17g B; "
+                 "half_inter %.17g B; }\n}\n",
+            e->attention, e->hbm, e->activation, e->bus[0], e->bus[1], e->half_bytes[0], e->half_bytes[1]);
 }
 
 static void write_model(const Plan *p, FILE *out)

@@ -57,8 +57,8 @@ static double block_compute_s(const Plan *p, const Layout1 *l, const Shape *s, i
     double act = s->tok * s->f * (swiglu ? 2 : 1);
     double bias = bs->bias ? s->tok * (s->f * (swiglu ? 2 : 1) + s->h + (transformer ? s->qkv + s->h : 0)) : 0;
     double drop = bs->dropout > 0 ? (transformer ? 2 : 1) * s->tok * s->hs : 0;
-    double elems = bwd ? 3 * norms + 3 * adds + (swiglu ? 2.5 : 3) * act + bias + 3 * drop
-                       : 2 * norms + 3 * adds + (swiglu ? 1.5 : 2) * act + 2 * bias + 3 * drop;
+    double elems = bwd ? 3 * norms + 3 * adds + bias + 3 * drop : 2 * norms + 3 * adds + 2 * bias + 3 * drop;
+    double act_elems = (bwd ? (swiglu ? 2.5 : 3) : (swiglu ? 1.5 : 2)) * act;
     if (transformer) {
         double scores = s->tok * s->heads * (double)p->model.seq;
         int kept = l->rc == RECOMPUTE_NONE && !bs->flash;
@@ -67,6 +67,8 @@ static double block_compute_s(const Plan *p, const Layout1 *l, const Shape *s, i
         elems += (bwd ? (kept ? 4.0 : 7.0) : 3.0) * scores;
     }
     t += cost_stream_s(cl, elems * s->wb);
+    if (bs->mlp != MLP_RELU) t += cost_activation_s(cl, act_elems * s->wb);
+    else t += cost_stream_s(cl, act_elems * s->wb);
     return t;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # calibrate.sh PARC — `parc calibrate -o FILE` measures this machine and
 # writes a cluster fragment: a gpu line, an intra link and an efficiency
-# block with every share in (0, 1]; a plan that includes it passes check and
+# block (GEMM classes, attention, hbm, activation, intra) with every share
+# in (0, 1]; a plan that includes it passes check and
 # explains with those efficiencies; a missing -o value is a usage error.
 set -u
 parc=$(realpath "$1")
@@ -12,7 +13,8 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 "$parc" calibrate -o "$tmp/cluster.par" > "$tmp/out" 2>&1 || fail "parc calibrate exited with status $?: $(cat "$tmp/out")"
 grep -q '^gpu { memory [0-9]* B; bf16 .* FLOP/s; fp32 .* FLOP/s; hbm .* B/s; }$' "$tmp/cluster.par" || fail "no gpu line"
 grep -q '^link intra [0-9.e+]* B/s [0-9.e+-]* s;$' "$tmp/cluster.par" || fail "no intra link"
-eff=$(sed -n 's/^efficiency { gemm \(.*\); attention \(.*\); hbm \(.*\); intra \(.*\); inter 1; }$/\1 \2 \3 \4/p' "$tmp/cluster.par")
+eff=$(sed -n 's/^efficiency { gemm \(.*\); attention \(.*\); hbm \(.*\); activation \(.*\); intra \(.*\); inter 1; }$/\1 \2 \3 \4 \5/p' \
+    "$tmp/cluster.par")
 [ -n "$eff" ] || fail "no efficiency block"
 for v in $eff; do
     awk -v v="$v" 'BEGIN { exit !(v > 0 && v <= 1) }' || fail "efficiency $v outside (0, 1]"

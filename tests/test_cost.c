@@ -72,6 +72,9 @@ static void test_primitives(void)
     near("n1/2 inside leaves across alone", cost_coll_s(&h, COLL_SEND, 2, 0, 1e6), 5e-6 + 1e6 / 12.5e9);
     near("nothing over one rank", cost_coll_s(&c, COLL_ALLREDUCE, 1, 1, 1e9), 0);
     near("stream 1 GB", cost_stream_s(&c, 1e9), 1e9 / 1.8e12);
+    /* GELU and SwiGLU at their own share of the bandwidth (a CPU's tanh) */
+    h.eff.activation = 0.05;
+    near("activation 1 GB at 0.05", cost_activation_s(&h, 1e9), 1e9 / 1e11);
     near("attention 1 TFLOP", cost_attention_s(&c, c.flops_bf16, 1e12), 1e12 / 50e12);
 
     Efficiency e;
