@@ -308,6 +308,26 @@ static int assign_explicit_layers(Check *c, const Value *const *range_of)
     return ok;
 }
 
+/* `balance auto;` asks the balance pass for the stage split: it needs a
+ * pipeline of contiguous stages and no split of the plan's own. */
+static void check_balance_rule(Check *c)
+{
+    Layout *l = &c->plan->layout;
+    if (l->pp_axis < 0)
+        diag_error(l->balance_loc, "add a pipeline axis to the mesh and `layers -> pp;`",
+                   "`balance auto` balances pipeline stages: no `layers -> AXIS` rule");
+    else if (l->schedule == SCHED_INTERLEAVED)
+        diag_error(l->balance_loc, "use 1f1b or gpipe to balance the stages",
+                   "`balance auto` is not allowed with an interleaved schedule (its chunks are even)");
+    else if (c->nstage_stmts > 0) {
+        diag_error(l->balance_loc, "remove `balance auto;` or the `stage` blocks",
+                   "`balance auto` chooses the stage split, but the plan assigns layers with `stage` blocks");
+        diag_note(l->stage_loc, NULL, "the stages are assigned here");
+    } else if (c->have_model_key[MD_LAYERS] == 1 && c->plan->model.layers < l->stages)
+        diag_error(l->balance_loc, NULL, "%" PRId64 " layers cannot fill %d stages (each holds one at least)",
+                   c->plan->model.layers, l->stages);
+}
+
 static void check_stage_blocks(Check *c, int *explicit_layers)
 {
     Plan *p = c->plan;
@@ -435,6 +455,7 @@ void check_pipeline(Check *c)
     l->head_stage = l->stages - 1;
 
     int explicit_layers = 0;
+    if (l->balance == BALANCE_AUTO) check_balance_rule(c);
     if (c->nstage_stmts > 0) {
         if (l->pp_axis < 0) {
             diag_error(l->stage_loc, "add a pipeline axis to the mesh and `layers -> pp;`",
@@ -449,7 +470,7 @@ void check_pipeline(Check *c)
     int have_layers = c->have_model_key[MD_LAYERS] == 1;
     if (explicit_layers == 1) {
         l->uneven = 1;
-    } else if (explicit_layers == 0 && have_layers) {
+    } else if (explicit_layers == 0 && have_layers && l->balance != BALANCE_AUTO) {
         int64_t chunks = (int64_t)l->stages * l->virtual_stages;
         if (m->layers % chunks != 0) {
             const char *pp = l->pp_axis >= 0 ? p->mesh.axes[l->pp_axis].name : "pp";

@@ -280,19 +280,65 @@ int codegen_emit(const Program *program, EmitKind kind, const char *out_path) {
 }
 
 int codegen_struct_layout(int which, uint64_t *size, uint64_t *offsets, int max) {
-    if (which < 0 || which > 2) return -1;
+    if (which < 0 || which > 3) return -1;
     LLVMTargetMachineRef tm = host_machine();
     if (!tm) return -1;
     Gen g = {0};
     g.ctx = LLVMContextCreate();
     codegen_build_types(&g);
     LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
-    LLVMTypeRef t = which == 0 ? g.t_buffer_desc : which == 1 ? g.t_plan_desc : g.t_data_desc;
+    LLVMTypeRef t = which == 0 ? g.t_buffer_desc : which == 1 ? g.t_plan_desc : which == 2 ? g.t_data_desc
+                                                                                            : g.t_op_shape_desc;
     int n = (int)LLVMCountStructElementTypes(t);
     *size = LLVMABISizeOfType(td, t);
     for (int i = 0; i < n && i < max; i++) offsets[i] = LLVMOffsetOfElement(td, t, (unsigned)i);
     LLVMDisposeTargetData(td);
     LLVMDisposeTargetMachine(tm);
     LLVMContextDispose(g.ctx);
+    return n;
+}
+
+/* Element i of a constant array or struct (a ConstantDataArray of integers
+ * has no operands; an all-zero aggregate has neither). */
+static LLVMValueRef const_element(LLVMValueRef v, unsigned i, LLVMTypeRef elem) {
+    if (LLVMIsAConstantAggregateZero(v)) return LLVMConstNull(elem);
+    if (LLVMIsAConstantDataSequential(v)) return LLVMGetElementAsConstant(v, i);
+    return LLVMGetOperand(v, i);
+}
+
+int codegen_module_op_shapes(const CodegenModule *m, prt_op_shape_desc *rows, int max, char *names, size_t names_size) {
+    /* as the runtime finds it: @plan's op_shapes and nop_shapes, its last two fields */
+    LLVMValueRef plan = LLVMGetNamedGlobal(m->g.mod, "plan");
+    if (!plan) return -1;
+    LLVMValueRef desc = LLVMGetInitializer(plan);
+    unsigned fields = LLVMCountStructElementTypes(m->g.t_plan_desc);
+    LLVMValueRef table = LLVMGetOperand(desc, fields - 2);
+    int n = (int)LLVMConstIntGetSExtValue(LLVMGetOperand(desc, fields - 1));
+    if (LLVMIsNull(table)) return n == 0 ? 0 : -1;
+    if (LLVMIsAConstantExpr(table)) table = LLVMGetOperand(table, 0);
+    LLVMValueRef gv = LLVMGetNamedGlobal(m->g.mod, "op_shapes");
+    if (table != gv) return -1;
+    LLVMValueRef init = LLVMGetInitializer(gv);
+    if ((int)LLVMGetArrayLength(LLVMTypeOf(init)) != n) return -1;
+    size_t used = 0;
+    for (int r = 0; r < n && r < max; r++) {
+        LLVMValueRef row = const_element(init, (unsigned)r, m->g.t_op_shape_desc);
+        memset(&rows[r], 0, sizeof rows[r]);
+        /* the name: a constant string global, behind a bitcast where pointers are typed */
+        LLVMValueRef str = LLVMGetOperand(row, 0);
+        if (LLVMIsAConstantExpr(str)) str = LLVMGetOperand(str, 0);
+        size_t len = 0;
+        const char *text = LLVMIsAGlobalVariable(str) ? LLVMGetAsString(LLVMGetInitializer(str), &len) : "";
+        if (used + len + 1 > names_size) return -1;
+        memcpy(names + used, text, len);
+        names[used + len] = 0;
+        rows[r].op = names + used;
+        used += len + 1;
+        rows[r].stage = LLVMConstIntGetSExtValue(LLVMGetOperand(row, 1));
+        rows[r].nargs = LLVMConstIntGetSExtValue(LLVMGetOperand(row, 2));
+        LLVMValueRef args = LLVMGetOperand(row, 3);
+        for (unsigned j = 0; j < PRT_OP_SHAPE_MAX_ARGS; j++)
+            rows[r].args[j] = LLVMConstIntGetSExtValue(const_element(args, j, m->g.t_i64));
+    }
     return n;
 }

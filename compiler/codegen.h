@@ -58,5 +58,19 @@ int codegen_emit(const Program *program, EmitKind kind, const char *out_path);
  * Returns the number of fields (which may exceed max), or -1 for a bad `which`
  * or when the host target is unavailable. */
 int codegen_struct_layout(int which, uint64_t *size, uint64_t *offsets, int max);
+/* (which == 3: prt_op_shape_desc.) */
+
+/* The op-shape table the plan descriptor hands the runtime (codegen_shapes.c):
+ * every op call of every stage with its int64_t arguments, one row per
+ * distinct call of a stage; *rows is malloc'ed.  Returns the row count. */
+int codegen_op_shape_rows(const Program *program, prt_op_shape_desc **rows);
+
+/* For tests: the op-shape table as the module hands it to the runtime, read
+ * back through @plan's op_shapes and nop_shapes from the initializers into
+ * rows[0..max-1], the op names copied into names.  Returns the number of rows
+ * (0 without a table), or -1 when @plan does not point at @op_shapes with its
+ * length or names is too small. */
+int codegen_module_op_shapes(const CodegenModule *module, prt_op_shape_desc *rows, int max, char *names,
+                             size_t names_size);
 
 #endif

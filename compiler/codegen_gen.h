@@ -61,6 +61,7 @@ typedef struct Gen {
     LLVMBuilderRef b;
     LLVMTypeRef t_void, t_i8, t_i32, t_i64, t_f64, t_ptr;
     LLVMTypeRef t_buffer_desc, t_plan_desc, t_item;
+    LLVMTypeRef t_op_shape_desc; /* prt_op_shape_desc */
     LLVMTypeRef t_seq_fn;   /* void(i8* rt, i64 chunk, i64 l, i64 slot, i64 micro, i64 step) */
     LLVMTypeRef t_work_fn;  /* void(i8* rt, i64 micro, i64 chunk, i64 slot, i64 step) */
     LLVMTypeRef t_stage_fn; /* void(i8* rt) */
@@ -129,11 +130,16 @@ static inline LLVMBasicBlockRef new_block(Gen *g, const char *name) {
 void codegen_build_types(Gen *g);
 void codegen_declare_runtime(Gen *g);
 
-/* Constant globals: @plan, @stageS.buffers, @stageS.schedule, @stageS.ledger. */
+/* Constant globals: @plan, @stageS.buffers, @stageS.schedule, @stageS.ledger, @op_shapes. */
 LLVMValueRef codegen_emit_plan_desc(Gen *g);
 LLVMValueRef codegen_emit_buffer_table(Gen *g, const StageProgram *sp);
 LLVMValueRef codegen_emit_schedule_table(Gen *g, const StageProgram *sp);
 LLVMValueRef codegen_emit_ledger(Gen *g, const StageProgram *sp);
+/* @op_shapes (codegen_shapes.c): every op call with its size arguments, as i8*
+ * (null without any), its row count in *count. */
+LLVMValueRef codegen_emit_op_shapes(Gen *g, int64_t *count);
+/* A private constant C string, as i8*; NULL gives a null pointer. */
+LLVMValueRef codegen_const_string(Gen *g, const char *s);
 
 /* An internal function with named parameters (params NULL-terminated). */
 LLVMValueRef codegen_add_function(Gen *g, LLVMTypeRef type, const char *name, const char *const *params);

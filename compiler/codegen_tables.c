@@ -84,9 +84,14 @@ void codegen_build_types(Gen *g) {
         g->t_f64, g->t_f64,                               /* lr: peak, min */
         g->t_ptr,                                         /* data */
         g->t_ptr, g->t_i64, g->t_i64,                     /* ckpt_dir, ckpt_every, ckpt_keep */
+        g->t_ptr, g->t_i64,                               /* op_shapes, nop_shapes */
     };
     g->t_plan_desc = LLVMStructCreateNamed(g->ctx, "prt_plan_desc");
     LLVMStructSetBody(g->t_plan_desc, plan_fields, sizeof plan_fields / sizeof plan_fields[0], 0);
+
+    LLVMTypeRef shape_fields[] = {g->t_ptr, g->t_i64, g->t_i64, LLVMArrayType(g->t_i64, PRT_OP_SHAPE_MAX_ARGS)};
+    g->t_op_shape_desc = LLVMStructCreateNamed(g->ctx, "prt_op_shape_desc"); /* op, stage, nargs, args */
+    LLVMStructSetBody(g->t_op_shape_desc, shape_fields, sizeof shape_fields / sizeof shape_fields[0], 0);
 
     g->t_item = LLVMArrayType(g->t_i64, 4);
     LLVMTypeRef seq_params[] = {g->t_ptr, g->t_i64, g->t_i64, g->t_i64, g->t_i64, g->t_i64};
@@ -131,6 +136,8 @@ static LLVMValueRef const_string(Gen *g, const char *s) {
     return LLVMConstBitCast(gv, g->t_ptr);
 }
 
+LLVMValueRef codegen_const_string(Gen *g, const char *s) { return const_string(g, s); }
+
 static LLVMValueRef const_i64_array(Gen *g, const int64_t *v, int n) {
     LLVMValueRef elems[PRT_MAX_AXES > PRT_NCLASS ? PRT_MAX_AXES : PRT_NCLASS];
     PARC_ASSERT(n <= (int)(sizeof elems / sizeof elems[0]));
@@ -170,6 +177,8 @@ LLVMValueRef codegen_emit_plan_desc(Gen *g) {
     }
     LLVMValueRef phases[PRT_NPHASES];
     for (int k = 0; k < PRT_NPHASES; k++) phases[k] = LLVMConstReal(g->t_f64, pr->est_phase_seconds[k]);
+    int64_t nshapes = 0;
+    LLVMValueRef shapes = codegen_emit_op_shapes(g, &nshapes);
     LLVMValueRef fields[] = {
         const_string(g, plan->model.name ? plan->model.name : "plan"),
         const_string(g, plan->file),
@@ -188,6 +197,7 @@ LLVMValueRef codegen_emit_plan_desc(Gen *g) {
         emit_data_desc(g, plan),
         plan->train.ckpt_dir ? const_string(g, plan->train.ckpt_dir) : LLVMConstNull(g->t_ptr),
         c64(g, plan->train.ckpt_every), c64(g, plan->train.ckpt_keep),
+        shapes, c64(g, nshapes),
     };
     return add_const_global(g, LLVMConstNamedStruct(g->t_plan_desc, fields, sizeof fields / sizeof fields[0]),
                             "plan");

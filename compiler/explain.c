@@ -257,6 +257,8 @@ static void explain_dropout(FILE *out, const Analysis *an)
             attention ? ", the probabilities' mask regenerated in backward" : "");
 }
 
+static void explain_stage_busy(FILE *out, const Analysis *an, int verbose);
+
 void explain_text(FILE *out, const Analysis *an, int verbose)
 {
     const Program *prog = an->prog;
@@ -343,6 +345,8 @@ void explain_text(FILE *out, const Analysis *an, int verbose)
         }
     }
 
+    if (sc->stages > 1) explain_stage_busy(out, an, verbose);
+
     fprintf(out, "\nstep time estimate: %.4g s", an->step_s);
     double mfu = an->step_s > 0 ? an->model_flops_per_step / (an->step_s * an->peak_flops * plan->mesh.world) : 0;
     fprintf(out, " (pipeline %.4g s + gradient sync and optimizer %.4g s); model FLOPs utilisation %.1f%%\n",
@@ -359,6 +363,49 @@ void explain_text(FILE *out, const Analysis *an, int verbose)
     analyze_format_bytes(an->pipeline_bytes, b1, sizeof b1);
     if (prog->nstages > 1) fprintf(out, ", pipeline messages %s", b1);
     fprintf(out, "\n");
+}
+
+/* The split's layer counts, "3 + 1". */
+static void layer_counts(const Program *prog, char *buf, size_t size)
+{
+    size_t used = 0;
+    for (int s = 0; s < prog->nstages && used < size; s++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%d", s ? " + " : "",
+                                 prog->stages[s].chunks * prog->stages[s].layers_per_chunk);
+}
+
+/* Each stage's layers and busy time per step (its work items through the
+ * cost model), then what `balance auto` found. */
+static void explain_stage_busy(FILE *out, const Analysis *an, int verbose)
+{
+    const Program *prog = an->prog;
+    const Layout *l = &prog->plan->layout;
+    double items = (double)prog->schedule.micro_batches * (double)prog->schedule.chunks;
+    for (int s = 0; s < prog->nstages; s++) {
+        const StageProgram *sp = &prog->stages[s];
+        const StageCost *c = &an->stages[s];
+        double item = cost_terms_total(&c->fwd) + cost_terms_total(&c->bwd);
+        fprintf(out, "  stage %-3d layers", s);
+        for (int k = 0; k < sp->chunks; k++)
+            fprintf(out, " %d..%d", sp->chunk_first_layer[k], sp->chunk_first_layer[k] + sp->layers_per_chunk - 1);
+        fprintf(out, "%s%s: busy %.4g s per step (%.0f x %.4g s)\n", sp->has_embed ? " + embedding" : "",
+                sp->has_head ? " + head" : "", items * item, items, item);
+        if (s >= 7 && !verbose && prog->nstages > 9) {
+            fprintf(out, "  ... %d more stages\n", prog->nstages - s - 1);
+            break;
+        }
+    }
+    if (!l->balanced || l->balance_layer_s <= 0) return;
+    char counts[256];
+    layer_counts(prog, counts, sizeof counts);
+    fprintf(out, "  balanced: head on last stage costs %.2g layers, embedding on stage 0 %.2g; ",
+            l->balance_head_s / l->balance_layer_s, l->balance_embed_s / l->balance_layer_s);
+    if (l->balance_busy_s < l->balance_even_busy_s)
+        fprintf(out, "layers %s, busiest stage %.4g s per step instead of %.4g s split evenly\n", counts,
+                l->balance_busy_s, l->balance_even_busy_s);
+    else
+        fprintf(out, "the even split %s is already the least busy (%.4g s per step)\n", counts,
+                l->balance_even_busy_s);
 }
 
 static void json_str(FILE *out, const char *s)

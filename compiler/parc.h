@@ -289,6 +289,8 @@ typedef struct Mesh {
     SrcLoc loc;
 } Mesh;
 
+enum { BALANCE_EVEN, BALANCE_AUTO };
+
 typedef struct Layout {
     int dim_axis[DIM_COUNT];      /* mesh axis a dim maps to, or -1 */
     SrcLoc dim_axis_loc[DIM_COUNT];
@@ -309,7 +311,15 @@ typedef struct Layout {
     int stage_layers[PARC_MAX_STAGES];
     int embed_stage, head_stage;  /* where the embedding and head live */
     int uneven;                   /* the plan assigned layers explicitly */
-    SrcLoc schedule_loc, sp_loc, zero_loc, recompute_loc, stage_loc;
+    /* `balance auto;`: the balance pass (balance.c) replaces check's even
+     * split by the one of least estimated busy time; what it found: */
+    int balance;                  /* BALANCE_EVEN or BALANCE_AUTO */
+    int balanced;                 /* the pass ran: the figures below are its */
+    double balance_layer_s;       /* one layer, forward + backward, one micro-batch */
+    double balance_embed_s, balance_head_s; /* the embedding's and the head's, likewise */
+    double balance_even_busy_s;   /* the busiest stage's busy time per step with the even split */
+    double balance_busy_s;        /* ... with the chosen split */
+    SrcLoc schedule_loc, sp_loc, zero_loc, recompute_loc, stage_loc, balance_loc;
 } Layout;
 
 /* The resolved, checked plan.  Guarantees after check_plan() succeeds:

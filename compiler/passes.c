@@ -2,6 +2,8 @@
  * passes.c — the pass table (passes.h): the compiler's pipeline as data.
  *
  *   front     parse + check                   grammar/par.y, check.c   Plan
+ *   balance   with `balance auto`, the stage split of least busy time
+ *                                              balance.c                Plan
  *   expand    the forward op graph            expand.c                 Graph
  *   place     each op's placements per axis   place.c                  Placed
  *   reshard   the stage programs' buffers, forward sequences with every
@@ -62,6 +64,10 @@ static void verify_front(const Compilation *c)
     if (layers != p->model.layers)
         PARC_BUG("plan: the stages hold %lld layers, the model has %lld", (long long)layers, (long long)p->model.layers);
 }
+
+/* ------------------------------------------------------------ balance */
+
+static int run_balance(Compilation *c) { return balance_plan(c->arena, &c->plan); }
 
 /* ------------------------------------------------------------ expand */
 
@@ -144,6 +150,7 @@ static void verify_codegen(const Compilation *c) { codegen_verify(c->module); }
 
 const Pass passes[] = {
     {"front", run_front, dump_front, verify_front},
+    {"balance", run_balance, dump_front, verify_front},
     {"expand", run_expand, dump_expand, verify_expand},
     {"place", run_place, dump_place, verify_place},
     {"reshard", run_reshard, dump_lower, verify_lower},

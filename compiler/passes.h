@@ -39,6 +39,12 @@ typedef struct Pass {
     void (*verify)(const Compilation *c);
 } Pass;
 
+/* The balance pass (balance.c): with `balance auto;` replaces plan's stage
+ * split by the one whose busiest stage the cost model finds least busy, and
+ * records what it found in plan->layout.balance_*.  0, or 1 after the
+ * lowering of the even split reported errors. */
+int balance_plan(Arena *arena, Plan *plan);
+
 extern const Pass passes[];
 extern const int passes_count;
 

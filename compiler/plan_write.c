@@ -115,6 +115,7 @@ static void write_layout(const Plan *p, FILE *out)
         fprintf(out, "  layers -> %s schedule %s", mesh->axes[l->pp_axis].name, sched_w[l->schedule]);
         if (l->schedule == SCHED_INTERLEAVED) fprintf(out, " %d", l->virtual_stages);
         fprintf(out, ";\n");
+        if (l->balance == BALANCE_AUTO) fprintf(out, "  balance auto;\n");
         if (l->uneven)
             for (int s = 0; s < l->stages; s++)
                 fprintf(out, "  stage %d { layers %d..%d; }\n", s, l->stage_first[s],

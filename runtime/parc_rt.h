@@ -160,6 +160,22 @@ typedef struct prt_data_desc {
     int64_t eval_every, eval_batches;
 } prt_data_desc;
 
+/* One op call of the program (prt_plan_desc.op_shapes): its PRT_CALLS name,
+ * the pipeline stage whose code makes it, and its int64_t arguments in call
+ * order, as code generation passes them (a rank's offset, coordinate × n, as
+ * the largest any rank of the axis passes; an argument known only when the
+ * call runs, such as the step or the micro-batch's first sample, as -1).  One
+ * row per distinct call of each stage.  A backend that must refuse shapes
+ * before anything runs walks them at init (the CUDA backend's limits,
+ * runtime/cuda/prt_cuda_limits.h). */
+#define PRT_OP_SHAPE_MAX_ARGS 12
+typedef struct prt_op_shape_desc {
+    const char *op;
+    int64_t stage;
+    int64_t nargs;
+    int64_t args[PRT_OP_SHAPE_MAX_ARGS];
+} prt_op_shape_desc;
+
 /* What the program tells the runtime about its plan. */
 typedef struct prt_plan_desc {
     const char *plan_name;
@@ -189,6 +205,9 @@ typedef struct prt_plan_desc {
      * --checkpoint-keep (0: none), which override them. */
     const char *ckpt_dir;
     int64_t ckpt_every, ckpt_keep;
+    /* Every op call of every stage with its size arguments (NULL, 0: none given). */
+    const prt_op_shape_desc *op_shapes;
+    int64_t nop_shapes;
 } prt_plan_desc;
 
 #define PRT_TIMEOUT_STEPS 20

@@ -33,6 +33,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -93,6 +94,7 @@ static void test_layouts(void) {
         offsetof(prt_plan_desc, data),
         offsetof(prt_plan_desc, ckpt_dir),   offsetof(prt_plan_desc, ckpt_every),
         offsetof(prt_plan_desc, ckpt_keep),
+        offsetof(prt_plan_desc, op_shapes),  offsetof(prt_plan_desc, nop_shapes),
     };
     n = codegen_struct_layout(1, &size, off, 32);
     CHECK(n == (int)(sizeof plan_off / sizeof plan_off[0]), "prt_plan_desc: %d LLVM fields", n);
@@ -107,6 +109,17 @@ static void test_layouts(void) {
         offsetof(prt_data_desc, format),     offsetof(prt_data_desc, eval_every),
         offsetof(prt_data_desc, eval_batches),
     };
+    static const size_t shape_off[] = {
+        offsetof(prt_op_shape_desc, op), offsetof(prt_op_shape_desc, stage), offsetof(prt_op_shape_desc, nargs),
+        offsetof(prt_op_shape_desc, args),
+    };
+    n = codegen_struct_layout(3, &size, off, 32);
+    CHECK(n == 4 && size == sizeof(prt_op_shape_desc), "prt_op_shape_desc: %d LLVM fields, size %llu, C size %zu", n,
+          (unsigned long long)size, sizeof(prt_op_shape_desc));
+    for (int i = 0; i < n && i < 4; i++)
+        CHECK(off[i] == shape_off[i], "prt_op_shape_desc field %d: LLVM offset %llu, C offset %zu", i,
+              (unsigned long long)off[i], shape_off[i]);
+
     n = codegen_struct_layout(2, &size, off, 32);
     CHECK(n == (int)(sizeof data_off / sizeof data_off[0]), "prt_data_desc: %d LLVM fields", n);
     CHECK(size == sizeof(prt_data_desc), "prt_data_desc: LLVM size %llu, C size %zu", (unsigned long long)size,
@@ -569,16 +582,16 @@ static char *dump_to_text(const Pass *p, const Compilation *c) {
 
 static void test_pass_table(void) {
     static const char *const plans[] = {"tiny_3d", "tiny_pp_interleaved", "tiny_zero3", "tiny_bf16"};
-    static const char *const order[] = {"front",  "expand",   "place",   "reshard", "autodiff",
-                                        "optim", "lower", "schedule", "analyze", "codegen"};
-    CHECK(passes_count == 10, "the table has %d passes", passes_count);
-    for (int i = 0; i < 10 && i < passes_count; i++)
+    static const char *const order[] = {"front", "balance",  "expand",  "place",   "reshard", "autodiff",
+                                        "optim", "lower",    "schedule", "analyze", "codegen"};
+    CHECK(passes_count == 11, "the table has %d passes", passes_count);
+    for (int i = 0; i < 11 && i < passes_count; i++)
         CHECK(passes_find(order[i]) == i, "pass %s at %d", order[i], passes_find(order[i]));
-    CHECK(passes_find("plan") == 0 && passes_find("graph") == 1 && passes_find("ir") == 6,
+    CHECK(passes_find("plan") == 0 && passes_find("graph") == 2 && passes_find("ir") == 7,
           "the old dump names plan, graph, ir");
     CHECK(passes_find("asm") == -1, "an unknown pass name");
     CHECK(strcmp(passes_names(),
-                 "front, expand, place, reshard, autodiff, optim, lower, schedule, analyze, codegen") == 0,
+                 "front, balance, expand, place, reshard, autodiff, optim, lower, schedule, analyze, codegen") == 0,
           "names: %s", passes_names());
     for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
         char path[PATH_MAX + 64];
@@ -804,6 +817,63 @@ static void test_variant_predicate(void) {
 
 /* ---------------------------------------------------------------- main */
 
+/* Busiest stage of a two-stage split with n0 layers on stage 0, from the
+ * balance pass's own figures (embedding on stage 0, head on stage 1). */
+static double two_stage_busiest(const Layout *l, double micro, int layers, int n0) {
+    double a = micro * (n0 * l->balance_layer_s + l->balance_embed_s);
+    double b = micro * ((layers - n0) * l->balance_layer_s + l->balance_head_s);
+    return a > b ? a : b;
+}
+
+/* `balance auto`: the split of least busy time, ties to the even one. */
+static void test_balance(void) {
+    Arena arena = {0};
+    Compilation c;
+    /* three stages over four layers: the extra layer goes to the middle stage */
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/examples/tiny_pp_balance.par", source_root());
+    CHECK(passes_run(&c, &arena, path, 1, passes_find("balance")) == 0, "tiny_pp_balance balances");
+    const Layout *l = &c.plan.layout;
+    CHECK(l->balanced && l->stage_layers[0] == 1 && l->stage_layers[1] == 2 && l->stage_layers[2] == 1 &&
+              l->stage_first[1] == 1 && l->stage_first[2] == 3,
+          "pp 3 over 4 layers: 1 + 2 + 1, got %d + %d + %d", l->stage_layers[0], l->stage_layers[1],
+          l->stage_layers[2]);
+    CHECK(l->balance_busy_s < l->balance_even_busy_s && l->balance_head_s > l->balance_embed_s &&
+              l->balance_embed_s > 0,
+          "busiest %g s below the even split's %g s; head %g s > embedding %g s > 0", l->balance_busy_s,
+          l->balance_even_busy_s, l->balance_head_s, l->balance_embed_s);
+    passes_finish(&c);
+
+    /* two stages of the tiny GPT: the head costs less than a layer, so 2 + 2 stays;
+     * with a 32x larger vocabulary it costs about ten, and stage 0 takes 3 of 4 */
+    for (int heavy = 0; heavy < 2; heavy++) {
+        if (load_example(&c, &arena, "tiny_pp_1f1b")) break;
+        Plan *p = &c.plan;
+        p->layout.balance = BALANCE_AUTO;
+        if (heavy) p->model.vocab = 8192;
+        CHECK(balance_plan(&arena, p) == 0, "balance_plan of tiny_pp_1f1b (vocab %lld)", (long long)p->model.vocab);
+        int want = heavy ? 3 : 2;
+        CHECK(p->layout.stage_layers[0] == want && p->layout.stage_layers[1] == 4 - want &&
+                  p->layout.stage_first[1] == want,
+              "vocab %lld: %d + %d layers, expected %d + %d", (long long)p->model.vocab, p->layout.stage_layers[0],
+              p->layout.stage_layers[1], want, 4 - want);
+        double micro = (double)p->train.micro_batches, best = 1e300;
+        for (int n0 = 1; n0 <= 3; n0++) {
+            double t = two_stage_busiest(&p->layout, micro, 4, n0);
+            if (t < best) best = t;
+        }
+        CHECK(fabs(p->layout.balance_busy_s - best) <= 1e-9 * best &&
+                  fabs(p->layout.balance_even_busy_s - two_stage_busiest(&p->layout, micro, 4, 2)) <= 1e-9 * best,
+              "vocab %lld: chosen %g s is the least of every split (%g s), even %g s", (long long)p->model.vocab,
+              p->layout.balance_busy_s, best, p->layout.balance_even_busy_s);
+        CHECK(heavy ? p->layout.balance_busy_s < p->layout.balance_even_busy_s
+                    : p->layout.balance_busy_s == p->layout.balance_even_busy_s,
+              "vocab %lld: %s", (long long)p->model.vocab, heavy ? "faster than even" : "a tie keeps the even split");
+        passes_finish(&c);
+    }
+    arena_free(&arena);
+}
+
 int main(void) {
     const char *tmp = getenv("TMPDIR");
     snprintf(tmpdir, sizeof tmpdir, "%s/parc-test-codegen-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -820,6 +890,7 @@ int main(void) {
     test_overlap_verifier();
     test_lowering_rows();
     test_variant_predicate();
+    test_balance();
     if (failed == 0) {
         char cmd[PATH_MAX + 16];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

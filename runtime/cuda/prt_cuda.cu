@@ -108,6 +108,10 @@ void prt_cuda_init(prt *rt) {
     c->limits.grid_x = prop.maxGridSize[0];
     c->limits.grid_y = prop.maxGridSize[1];
     c->limits.smem_per_block = (int64_t)prop.sharedMemPerBlock;
+    /* every op call of the program against the device, before anything is allocated */
+    char why[512];
+    if (prt_cuda_check_op_shapes(rt->plan.op_shapes, rt->plan.nop_shapes, &c->limits, why, sizeof why) >= 0)
+        prt_user_fail(1, "the CUDA backend cannot run this plan on %s (device %d): %s", c->name, c->device, why);
 
     PRT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     PRT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->comm_stream, cudaStreamNonBlocking));

@@ -71,6 +71,8 @@ static const struct {
 } rows[] = {
     {"attention_fwd", 5, "B T NH HD causal", attention},
     {"attention_bwd", 5, "B T NH HD causal", attention},
+    {"attention_dropout_fwd", 10, "B T NH HD causal first_sample h_offset NH_global step layer", attention},
+    {"attention_dropout_bwd", 10, "B T NH HD causal first_sample h_offset NH_global step layer", attention},
     {"xent_fwd", 4, "N V_local vocab_offset axis", xent},
     {"layernorm_fwd", 2, "N C", norm},
     {"layernorm_bwd", 2, "N C", norm},
@@ -110,4 +112,21 @@ int prt_cuda_shape_ok(const prt_cuda_op_shape *op, const prt_cuda_limits *lim, c
         return 0;
     }
     return 1;
+}
+
+int64_t prt_cuda_check_op_shapes(const prt_op_shape_desc *rows, int64_t n, const prt_cuda_limits *lim, char *why,
+                                 size_t why_size) {
+    for (int64_t r = 0; r < n; r++) {
+        prt_cuda_op_shape shape;
+        memset(&shape, 0, sizeof shape);
+        shape.op = rows[r].op;
+        shape.nargs = rows[r].nargs >= 0 && rows[r].nargs < PRT_CUDA_MAX_SHAPE_ARGS ? (int)rows[r].nargs
+                                                                                   : PRT_CUDA_MAX_SHAPE_ARGS;
+        memcpy(shape.args, rows[r].args, (size_t)shape.nargs * sizeof shape.args[0]);
+        char what[400];
+        if (prt_cuda_shape_ok(&shape, lim, what, sizeof what)) continue;
+        if (why && why_size) snprintf(why, why_size, "stage %lld calls %s", (long long)rows[r].stage, what);
+        return r;
+    }
+    return -1;
 }

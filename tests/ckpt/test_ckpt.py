@@ -8,8 +8,8 @@ exact    for every parity layout (and bf16 on 1 and 8 ranks): 10 uninterrupted
          steps equal 6 steps + --save-on-exit + a new process resuming to 10: the
          loss lines are the same text and every rank's final parameter dump
          (PRT_DUMP_DIR, raw f32 / widened bf16) is the same bytes.
-reshard  tiny_3d (8 ranks) saved at step 5 resumes on 1 rank, tp 2, ZeRO-3 dp 2 and
-         interleaved pp 2; steps 6..10 equal the uninterrupted tiny_3d run within
+reshard  tiny_3d (8 ranks) saved at step 5 resumes on 1 rank, tp 2, ZeRO-3 dp 2,
+         interleaved pp 2, pp 2 split 3 + 1 and pp 3 split 1 + 2 + 1; steps 6..10 equal the uninterrupted tiny_3d run within
          the parity tests' tolerances (loss 1e-5 relative; parameters 1e-5 of max|b|
          plus 1e-2 of lr).  The same for tiny_tied_pp (a tied head, the table held by
          both end stages) resumed on one rank and on pp 2 x tp 2.
@@ -48,7 +48,8 @@ EXACT = ["tiny_single", "tiny_dp", "tiny_tp", "tiny_sp", "tiny_pp_gpipe", "tiny_
          "tiny_tied_pp", "tiny_tied_pp_tp"]
 # a tied head across stages saved at step 5 resumes on one stage and with tensor parallelism
 TIED_FROM, TIED_TO = "tiny_tied_pp", ["tiny_tied", "tiny_tied_pp_tp"]
-RESHARD_TO = ["tiny_single", "tiny_tp", "tiny_zero3", "tiny_pp_interleaved"]
+# ... and onto pipelines split otherwise: 3 + 1 layers (the plan's stages) and 1 + 2 + 1 (balance auto)
+RESHARD_TO = ["tiny_single", "tiny_tp", "tiny_zero3", "tiny_pp_interleaved", "tiny_pp_uneven", "tiny_pp_balance"]
 LOSS_TOL, PARAM_TOL, PARAM_ATOL_LR = 1e-5, 1e-5, 1e-2
 
 failures = []

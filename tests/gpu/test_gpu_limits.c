@@ -41,6 +41,10 @@ int main(void) {
     EXPECT("attention_bwd", &hopper, NULL, 1, 4096, 32, 128, 1);
     EXPECT("attention_fwd", &hopper, NULL, 2, 80, 3, 16, 0);
     EXPECT("attention_fwd", &hopper, NULL, 1, 1, 1, 1, 1);
+    /* the dropout variants carry the attention's sizes first, then the mask's hash inputs */
+    EXPECT("attention_dropout_fwd", &hopper, NULL, 4, 1024, 8, 128, 1, -1, 0, 8, -1, -1);
+    EXPECT("attention_dropout_bwd", &hopper, "attention_dropout_bwd (B 4, T 1024, NH 8, HD 256, causal 1, first_sample -1, h_offset 0, NH_global 8, step -1, layer -1): head dim 256: the CUDA kernels take 1..128",
+           4, 1024, 8, 256, 1, -1, 0, 8, -1, -1);
     EXPECT("attention_fwd", &hopper, "attention_fwd (B 4, T 1024, NH 8, HD 160, causal 1): head dim 160: the CUDA kernels take 1..128",
            4, 1024, 8, 160, 1);
     EXPECT("attention_bwd", &hopper, "attention_bwd (B 4, T 1024, NH 8, HD 0, causal 0): head dim 0: the CUDA kernels take 1..128",

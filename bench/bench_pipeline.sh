@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Pipeline speed over parc's own single rank: a plan on one rank, the same plan
+# as pp 2 (1F1B) with the even split, and as pp 2 with `balance auto` (the
+# split of least estimated busy time), each rank on one BLAS thread, the same
+# global batch of 8 samples as 8 micro-batches of 1 in all three.  Two models:
+#   plans/gpt_bench_41m.par          vocab 8192, hidden 768, 4 layers (the head
+#                                    costs less than a layer: the even split is
+#                                    already the balanced one)
+#   plans/gpt_bench_41m_vocab16k.par vocab 16384, hidden 512, 8 layers (the head
+#                                    costs more than two layers)
+# Prints ms/step (median of steps 3..STEPS over ROUNDS alternating rounds), the
+# split each pp 2 program holds and its estimated busy time per stage, and the
+# ratios pp 2 / one rank for both splits and balanced / even.  Where balance auto
+# keeps the even split the two pp 2 programs are the same, and their ratio is the
+# run's noise.  Measures; does not pass or fail.
+#   usage: bench/bench_pipeline.sh [build/parc]      env: STEPS (5), ROUNDS (1), MODELS
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+parc=$(realpath "${1:-$root/build/parc}")
+STEPS=${STEPS:-5}
+ROUNDS=${ROUNDS:-1}
+MODELS=${MODELS:-"gpt_bench_41m gpt_bench_41m_vocab16k"}
+[ "$STEPS" -ge 4 ] || STEPS=4
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+MPIRUN=$(command -v mpirun || true)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+[ -x "$parc" ] || { echo "bench_pipeline: no parc at $parc (run .ci/build)" >&2; exit 1; }
+[ -n "$MPIRUN" ] || { echo "bench_pipeline: no mpirun on PATH" >&2; exit 1; }
+
+# median_ms FILE...: median of the `| X ms` field of `step N/TOTAL | ...` lines with N >= 3
+median_ms() {
+    awk -F'|' '/^step [0-9]+(\/[0-9]+)? \|/ { split($1, a, "[ /]"); if (a[2] >= 3) for (i = NF; i > 1; i--) if ($i ~ / ms *$/) { gsub(/ ms/, "", $i); print $i + 0; break } }' "$@" |
+        sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
+                                            else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || a + 0 <= 0) print "n/a"; else printf "%.2fx", b / a }'; }
+
+# variant BASE NAME MESH LAYOUT: the base plan with batch 8 as 8 micro-batches of
+# 1, on MESH with LAYOUT (a 2-GPU cluster with a link for pp 2); fails loudly if
+# the base plan's lines are not where this script expects them
+variant() {
+    local base=$1 out=$tmp/$2.par mesh=$3 layout=$4 gpus=1
+    [ "$mesh" = "pp 2;" ] && gpus=2
+    sed -e "s/^  batch [0-9]*; micro_batch [0-9]*;/  batch 8; micro_batch 1;/" \
+        -e "s/nodes 1; gpus_per_node 1;/nodes 1; gpus_per_node $gpus;/" \
+        -e "s|^  gpu { memory \(.*\) }\$|  gpu { memory \1 }\n  link intra 10 GB/s 5 us;|" \
+        -e "s/^mesh { .* }/mesh { $mesh }/" -e "s/^layout { .* }/layout { $layout }/" "$base" > "$out"
+    grep -q "batch 8; micro_batch 1;" "$out" && grep -q "mesh { $mesh }" "$out" && grep -q "link intra" "$out" ||
+        { echo "bench_pipeline: $base does not have the expected batch/mesh/layout lines" >&2; exit 1; }
+}
+
+echo "parc bench_pipeline — $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(getconf _NPROCESSORS_ONLN) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "  one BLAS thread per rank; batch 8 = 8 micro-batches of 1 sample (256 tokens); ms/step = median of steps 3..$STEPS over $ROUNDS round(s)"
+for m in $MODELS; do
+    base=$root/bench/plans/$m.par
+    variant "$base" "$m.single" "dp 1;" "batch -> dp;"
+    variant "$base" "$m.even" "pp 2;" "layers -> pp schedule 1f1b;"
+    variant "$base" "$m.balance" "pp 2;" "layers -> pp schedule 1f1b; balance auto;"
+    ok=1
+    for v in single even balance; do
+        "$parc" build "$tmp/$m.$v.par" -o "$tmp/$m.$v" > "$tmp/$m.$v.build" 2>&1 ||
+            { echo "parc build $m.$v failed:"; cat "$tmp/$m.$v.build"; ok=0; }
+    done
+    [ "$ok" = 1 ] || continue
+    echo
+    echo "$m: $("$parc" explain "$tmp/$m.single.par" | awk '/^  parameters/ { print $2 }') parameters"
+    for v in even balance; do
+        echo "  pp 2, $v split:"
+        "$parc" explain "$tmp/$m.$v.par" | grep -E '^  stage [0-9]+ +layers|^  balanced:' | sed 's/^/  /'
+    done
+    for r in $(seq "$ROUNDS"); do
+        "$MPIRUN" --bind-to none -np 1 "$tmp/$m.single" --steps "$STEPS" > "$tmp/$m.single.$r.log" 2>&1
+        "$MPIRUN" -np 2 "$tmp/$m.even" --steps "$STEPS" > "$tmp/$m.even.$r.log" 2>&1
+        "$MPIRUN" -np 2 "$tmp/$m.balance" --steps "$STEPS" > "$tmp/$m.balance.$r.log" 2>&1
+    done
+    s=$(median_ms "$tmp/$m".single.*.log); e=$(median_ms "$tmp/$m".even.*.log); b=$(median_ms "$tmp/$m".balance.*.log)
+    printf '  %-28s %10s ms/step\n' "one rank" "$s" "pp 2, even split" "$e" "pp 2, balance auto" "$b"
+    echo "  pp 2 even / one rank:        $(ratio "$e" "$s")"
+    echo "  pp 2 balance auto / one rank: $(ratio "$b" "$s")   (target 1.6x on 8 micro-batches)"
+    echo "  balance auto / even:          $(ratio "$b" "$e")"
+done
