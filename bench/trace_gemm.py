@@ -8,8 +8,8 @@ Used by bench_train.sh (plain python3, no numpy/torch needed):
   trace_gemm.py report IR TRACE PEAK [--skip K] [--top N]
                                         one rank's GEMM time, share and GFLOP/s
 
-IR is `parc lower PLAN --emit=ir`: every matmul_fwd/matmul_bwd(_t) call with its
-N, K, M.  Calls in the `block.fwd`/`block.bwd` sections run once per layer held
+IR is `parc lower PLAN --emit=ir`: every matmul_fwd/matmul_bwd call (and their
+_t and _bias forms: a folded bias is timed with its GEMM) with its N, K, M.  Calls in the `block.fwd`/`block.bwd` sections run once per layer held
 (`layers per chunk` x `chunks`), the others once, all once per micro-batch of
 the stage: FLOPs per step = sum 2NKM (fwd) + 4NKM (bwd: din and dw).  Those
 counts are checked against the matmul events of the trace.
@@ -28,7 +28,7 @@ import re
 import statistics
 import sys
 
-CALL = re.compile(r"^\s*(matmul(?:_t)?_(fwd|bwd))\((.*)\)\s*$")
+CALL = re.compile(r"^\s*(matmul(?:_t|_bias)?_(fwd|bwd))\((.*)\)\s*$")
 
 
 def gemms(ir_path):

@@ -27,20 +27,42 @@ static void mark_entry(Emit *e, int idx, const Op *op, const OpShape *s, OpEntry
     ins->flops = op_table[op->kind].flops(s, entry == ENTRY_BACKWARD);
 }
 
+/* A bias op folded into the linear before it (ops_fold_bias): -1, or the
+ * linear's call takes it; the bias op itself emits nothing. */
+static const Op *folded_bias(const Lowerer *lw, const Op *op)
+{
+    int b = lw->bias_fold[op->id];
+    return b >= 0 && op->kind != OP_BIAS ? &lw->g->ops[b] : NULL;
+}
+
+/* The folded bias's FLOPs join its linear's entry. */
+static void mark_folded(Emit *e, int idx, const Op *bias, const OpArgs *args, int backward)
+{
+    if (idx < 0) return;
+    OpShape bs;
+    op_table[OP_BIAS].shape(e->lw, bias, args, &bs);
+    e->seq->ins[idx].flops += op_table[OP_BIAS].flops(&bs, backward);
+}
+
 /* Forward of one op. */
 static void emit_forward(Emit *e, const Op *op)
 {
     Lowerer *lw = e->lw;
     const OpDesc *d = &op_table[op->kind];
+    if (op->kind == OP_BIAS && lw->bias_fold[op->id] >= 0) return;
+    const Op *bias = folded_bias(lw, op);
     Val in[3], pr[2];
     for (int i = 0; i < op->nin; i++) in[i] = reshard_input(e, op, i, 0);
     for (int i = 0; i < op->nparam; i++) pr[i] = reshard_input(e, op, i, 1);
-    int out = op->out;
+    if (bias) pr[op->nparam] = reshard_input(e, bias, 0, 1);
+    int out = bias ? bias->out : op->out;
     OpArgs args = {in, pr, out >= 0 && lw->bind[out].value.buf >= 0 ? arg_value(lw, out) : arg_null(), arg_null(),
                    NULL, NULL};
     OpShape s;
     d->shape(lw, op, &args, &s);
-    mark_entry(e, d->emit_fwd(e, op, &args, &s), op, &s, ENTRY_FORWARD);
+    int idx = d->emit_fwd(e, op, &args, &s);
+    mark_entry(e, idx, op, &s, ENTRY_FORWARD);
+    if (bias) mark_folded(e, idx, bias, &args, 0);
 }
 
 static GradDst grad_dst(Emit *e, const Op *op, int i, int is_param)
@@ -111,8 +133,9 @@ static void emit_backward(Emit *e, const Op *op)
 {
     Lowerer *lw = e->lw;
     const OpDesc *d = &op_table[op->kind];
-    if (!d->emit_bwd) return;
-    int out = op->out;
+    if (!d->emit_bwd || (op->kind == OP_BIAS && lw->bias_fold[op->id] >= 0)) return;
+    const Op *bias = folded_bias(lw, op);
+    int out = bias ? bias->out : op->out;
     /* inputs as the forward read them (resharded copies are replayed) */
     Val in[3], pr[2];
     lw->replaying = 1;
@@ -125,11 +148,14 @@ static void emit_backward(Emit *e, const Op *op)
     GradDst din[3], dp[2];
     for (int i = 0; i < op->nin; i++) din[i] = grad_dst(e, op, i, 0);
     for (int i = 0; i < op->nparam; i++) dp[i] = grad_dst(e, op, i, 1);
+    if (bias) dp[op->nparam] = grad_dst(e, bias, 0, 1);
     OpArgs args = {in, pr, arg_null(), out >= 0 && lw->bind[out].gradient.buf >= 0 ? arg_grad(lw, out) : arg_null(),
                    din, dp};
     OpShape s;
     d->shape(lw, op, &args, &s);
-    mark_entry(e, d->emit_bwd(e, op, &args, &s), op, &s, ENTRY_BACKWARD);
+    int idx = d->emit_bwd(e, op, &args, &s);
+    mark_entry(e, idx, op, &s, ENTRY_BACKWARD);
+    if (bias) mark_folded(e, idx, bias, &args, 1);
     for (int i = 0; i < op->nin; i++) grad_finish(e, op, &din[i]);
 }
 

@@ -38,6 +38,8 @@ static void bind_region(Lowerer *lw, Region r, int L)
         Binding *b = &lw->bind[t];
         if (tt->region != r || tt->kind == TENSOR_PARAM || tt->kind == TENSOR_SCALAR) continue;
         if (is_block_boundary(lw, t)) continue;
+        if (tt->producer >= 0 && lw->bias_fold[tt->producer] >= 0 && g->ops[tt->producer].kind != OP_BIAS)
+            continue; /* a linear's output its folded bias adds to: never stored */
         if (tt->kind == TENSOR_STAT && !b->needed && tt->producer >= 0 &&
             (op_table[g->ops[tt->producer].kind].saves & OP_SAVES_AUX_KEPT))
             continue; /* statistics the backward recomputes */

@@ -71,6 +71,9 @@ typedef struct Lowerer {
     unsigned char *window_has; /* [ntensors] */
     int buf_order;        /* Buffer.order of the buffers created now (lower.c) */
     int rule_seen[OP_COUNT][DIM_COUNT][PARC_MAX_AXES];
+    /* [nops] (ops_fold_bias): for a linear, the bias op folded into its call;
+     * for that bias op, the linear; -1 otherwise */
+    int *bias_fold;
 } Lowerer;
 
 static inline OpPlace *lower_rule(const Lowerer *lw, int op, int a)

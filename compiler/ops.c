@@ -237,7 +237,8 @@ static int64_t scratch_rmsnorm(const OpShape *s, int bwd, unsigned given, unsign
     return bwd ? prt_scratch_rmsnorm_bwd(s->d[1], (int)BIT(wide, 1)) : 0;
 }
 
-/* matmul_fwd(out, in, w, N, K, M);  matmul_bwd(din, dw, dout, in, w, N, K, M) */
+/* matmul_fwd(out, in, w, N, K, M);  matmul_bwd(din, dw, dout, in, w, N, K, M);
+ * the matmul_bias_* forms put the bias after these (b, db: never widened) */
 static int64_t scratch_linear(const OpShape *s, int bwd, unsigned given, unsigned wide)
 {
     int64_t N = s->d[0], K = s->d[1], M = s->d[2];
@@ -250,12 +251,12 @@ static int64_t scratch_linear(const OpShape *s, int bwd, unsigned given, unsigne
  * their attention_dropout_* forms (s->dropout) take the same first arguments */
 static int64_t scratch_attention(const OpShape *s, int bwd, unsigned given, unsigned wide)
 {
-    int64_t T = s->d[1], HD = s->d[3];
+    int64_t T = s->d[1], HD = s->d[3], heads = s->d[0] * s->d[2];
     if (!bwd)
         return (s->dropout ? prt_scratch_attention_dropout_fwd : prt_scratch_attention_fwd)(
-            T, HD, (int)BIT(given, 1), (int)BIT(wide, 1), (int)BIT(wide, 2), (int)BIT(wide, 0));
+            T, HD, heads, (int)BIT(given, 1), (int)BIT(wide, 1), (int)BIT(wide, 2), (int)BIT(wide, 0));
     return (s->dropout ? prt_scratch_attention_dropout_bwd : prt_scratch_attention_bwd)(
-        T, HD, (int)BIT(given, 3), (int)BIT(wide, 3), (int)BIT(wide, 2), (int)BIT(wide, 0), (int)BIT(wide, 1));
+        T, HD, heads, (int)BIT(given, 3), (int)BIT(wide, 3), (int)BIT(wide, 2), (int)BIT(wide, 0), (int)BIT(wide, 1));
 }
 
 static int64_t scratch_xent(const OpShape *s, int bwd, unsigned given, unsigned wide)
@@ -333,6 +334,9 @@ const OpDesc op_table[OP_COUNT] = {
                  .partial = "contracts",
                  .fwd = RT_prt_matmul_fwd,
                  .bwd = RT_prt_matmul_bwd,
+                 .folds_bias = 1,
+                 .fwd_bias = RT_prt_matmul_bias_fwd,
+                 .bwd_bias = RT_prt_matmul_bias_bwd,
                  .emit_fwd = ops_emit_linear_fwd,
                  .emit_bwd = ops_emit_linear_bwd},
     [OP_LINEAR_T] = {.rule = place_rule_linear,
@@ -467,6 +471,46 @@ void ops_check(void)
             PARC_BUG("op %s has an incomplete row in op_table", op_names[k]);
         if ((d->emit_bwd != NULL) != (d->bwd != RT_NONE))
             PARC_BUG("op %s: a backward emitter needs a backward entry and the other way round", op_names[k]);
+        if (d->folds_bias && (d->fwd_bias <= RT_NONE || d->fwd_bias == d->fwd || d->bwd_bias <= RT_NONE ||
+                              d->bwd_bias == d->bwd || !d->emit_bwd))
+            PARC_BUG("op %s folds a bias but lacks its entries with the bias", op_names[k]);
+    }
+}
+
+/* The bias op that can fold into linear op i, else -1 (see ops.h). */
+static int bias_after(const Lowerer *lw, int i)
+{
+    const Graph *g = lw->g;
+    const Op *op = &g->ops[i];
+    if (!op_table[op->kind].folds_bias || i + 1 >= g->nops) return -1;
+    const Op *b = &g->ops[i + 1];
+    int t = op->out;
+    if (b->kind != OP_BIAS || b->region != op->region || b->nin != 1 || b->in[0] != t) return -1;
+    if (t == g->block_in || t == g->block_out || t == g->embed_out || t == g->head_in || lw->bind[t].needed)
+        return -1;
+    for (int k = 0; k < g->nops; k++)
+        for (int j = 0; j < g->ops[k].nin; j++)
+            if (k != b->id && g->ops[k].in[j] == t) return -1;
+    for (int a = 0; a < lw->naxes; a++) {
+        const OpPlace *r = lower_rule(lw, b->id, a);
+        Placement p = lw->bind[t].produced[a];
+        if (p.kind == PLACE_P || !place_eq(r->in[0], p) || !place_eq(r->out, p) ||
+            !place_eq(r->din[0], lw->bind[t].grad[a]) || !place_eq(lw->bind[b->out].produced[a], p))
+            return -1;
+    }
+    return b->id;
+}
+
+void ops_fold_bias(Lowerer *lw)
+{
+    const Graph *g = lw->g;
+    lw->bias_fold = arena_alloc(lw->arena, sizeof(int) * (size_t)(g->nops ? g->nops : 1));
+    for (int i = 0; i < g->nops; i++) lw->bias_fold[i] = -1;
+    for (int i = 0; i < g->nops; i++) {
+        int b = bias_after(lw, i);
+        if (b < 0) continue;
+        lw->bias_fold[i] = b;
+        lw->bias_fold[b] = i;
     }
 }
 

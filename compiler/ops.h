@@ -20,6 +20,9 @@
  *             of "<op> <partial> <dim> split on <axis> -> Partial" in the
  *             collective report (NULL: it never does);
  *   fwd, bwd  its runtime entry points (RT_NONE: none);
+ *   folds_bias, fwd_bias, bwd_bias  a bias op right after it may fold into
+ *             its call (ops_fold_bias), and the entries that then replace
+ *             fwd and bwd;
  *   emit_fwd, emit_bwd  emit its calls for a shape and return the index of the
  *             entry's instruction in the sequence (emit_bwd NULL: no backward).
  * Guarantees: every kind has a row with every function set (ops_check), and
@@ -67,11 +70,20 @@ typedef struct OpDesc {
     int64_t (*scratch)(const OpShape *s, int backward, unsigned given, unsigned wide);
     const char *partial;
     RtFn fwd, bwd;
+    int folds_bias;           /* a bias op after it may fold into its call (ops_fold_bias) */
+    RtFn fwd_bias, bwd_bias;  /* then its entries with the bias (read only when folds_bias) */
     int (*emit_fwd)(struct Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
     int (*emit_bwd)(struct Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 } OpDesc;
 
 extern const OpDesc op_table[OP_COUNT];
+
+/* Decides which linear ops take the bias op that follows them into their own
+ * runtime call (their row's fwd_bias / bwd_bias): the bias adds to the
+ * linear's output and to nothing else, both in the same placement on every
+ * axis (no collective between them), so the linear's output needs neither a
+ * buffer nor a gradient.  Fills lw->bias_fold; place_plan calls it last. */
+void ops_fold_bias(struct Lowerer *lw);
 
 /* Checks that every op kind has a complete row; failure is PARC_BUG. */
 void ops_check(void);

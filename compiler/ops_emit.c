@@ -77,14 +77,22 @@ int ops_emit_rmsnorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *
                  arg_value(e->lw, op->aux[0]), arg_int(s->d[0]), arg_int(s->d[1]));
 }
 
+/* With a folded bias (ops_fold_bias) param[1] / dparam[1] are the bias's and
+ * out / dout the bias op's output and its gradient. */
 int ops_emit_linear_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
+    if (e->lw->bias_fold[op->id] >= 0)
+        return ENTRY(e, row(op)->fwd_bias, a->out, a->in[0].arg, a->param[0].arg, a->param[1].arg, arg_int(s->d[0]),
+                     arg_int(s->d[1]), arg_int(s->d[2]));
     return ENTRY(e, row(op)->fwd, a->out, a->in[0].arg, a->param[0].arg, arg_int(s->d[0]), arg_int(s->d[1]),
                  arg_int(s->d[2]));
 }
 
 int ops_emit_linear_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
+    if (e->lw->bias_fold[op->id] >= 0)
+        return ENTRY(e, row(op)->bwd_bias, a->din[0].arg, a->dparam[0].arg, a->dout, a->in[0].arg, a->param[0].arg,
+                     a->dparam[1].arg, arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]));
     return ENTRY(e, row(op)->bwd, a->din[0].arg, a->dparam[0].arg, a->dout, a->in[0].arg, a->param[0].arg,
                  arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]));
 }

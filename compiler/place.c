@@ -241,6 +241,7 @@ void place_plan(Lowerer *lw)
             lw->bind[t].grad[a] = g->tensors[t].kind == TENSOR_PARAM ? param_grad(lw, t, a)
                                                                       : grad_of(lw->bind[t].produced[a]);
     mark_needed(lw);
+    ops_fold_bias(lw);
 }
 
 /* ------------------------------------------------------------ dump, verifier */

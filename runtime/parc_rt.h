@@ -353,6 +353,10 @@ does:
   matmul_t_fwd / matmul_t_bwd: the transposed weight (a head tied to the
     embedding): out[N,M] = in[N,K] @ w[M,K]^T; din[N,K] += dout @ w (din may be
     NULL); dw[M,K] += dout^T @ in.
+  matmul_bias_fwd(out, in, w, b, N, K, M): out[N,M] = in @ w + b[M] in one call
+    (out starts as the broadcast bias row, the GEMM adds onto it: beta = 1).
+    matmul_bias_bwd(din, dw, dout, in, w, db, N, K, M): matmul_bwd plus db +=
+    column sums of dout.  A linear whose bias folds into it (ops.c).
   bias_fwd(out, in, b, N, M): out[N,M] = in + b[M] (out may equal in);
     bias_bwd(db, dout, N, M): db += column sums of dout.
   gelu_fwd(out, in, n) (tanh approximation, prt_math.h), gelu_bwd(din, in, dout, n);
@@ -552,6 +556,12 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, OP, matmul_t_bwd, "ppppppiiit", (prt *rt, void *din, void *dw, const void *dout, const void *in,         \
       const void *w, int64_t N, int64_t K, int64_t M, int64_t dtypes),                                            \
       (rt, din, dw, dout, in, w, N, K, M, dtypes))                                                                \
+    R(X, OP, matmul_bias_fwd, "pppppiiit", (prt *rt, void *out, const void *in, const void *w, const void *b,     \
+      int64_t N, int64_t K, int64_t M, int64_t dtypes),                                                           \
+      (rt, out, in, w, b, N, K, M, dtypes))                                                                       \
+    R(X, OP, matmul_bias_bwd, "pppppppiiit", (prt *rt, void *din, void *dw, const void *dout, const void *in,     \
+      const void *w, void *db, int64_t N, int64_t K, int64_t M, int64_t dtypes),                                  \
+      (rt, din, dw, dout, in, w, db, N, K, M, dtypes))                                                            \
     R(X, OP, bias_fwd, "ppppiit", (prt *rt, void *out, const void *in, const void *b, int64_t N, int64_t M,       \
       int64_t dtypes),                                                                                            \
       (rt, out, in, b, N, M, dtypes))                                                                             \

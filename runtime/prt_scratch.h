@@ -39,35 +39,59 @@ static inline int64_t prt_scratch_matmul_bwd(int64_t K, int64_t M, int64_t N, in
     return ((int64_t)w + dw16) * K * M + R * ((int64_t)dout16 * M + (int64_t)din16 * K + (int64_t)in * K);
 }
 
-/* Per (batch, head): P [T,T] unless computed in a given fp32 probs buffer,
- * the widened q, k, v [3,T,HD] and the output block [T,HD]. */
-static inline int64_t prt_scratch_attention_fwd(int64_t T, int64_t HD, int has_probs, int probs16, int qkv16,
-                                                int out16)
+/* Attention runs each (batch, head) on one worker, up to PRT_ATTENTION_WORKERS
+ * at once (the BLAS's threads, one-thread GEMMs inside), and each head
+ * PRT_ATTENTION_ROWS query rows at a time: a block of scores is [rows, T], never
+ * [T, T].  Every worker the heads can keep busy has its own slice. */
+#define PRT_ATTENTION_ROWS 64
+#define PRT_ATTENTION_WORKERS 8
+
+static inline int64_t prt_attention_workers(int64_t heads)
+{
+    return heads < PRT_ATTENTION_WORKERS ? (heads > 0 ? heads : 1) : PRT_ATTENTION_WORKERS;
+}
+static inline int64_t prt_attention_rows(int64_t T) { return T < PRT_ATTENTION_ROWS ? T : PRT_ATTENTION_ROWS; }
+
+/* One worker's slice of the forward: the scores / probabilities of a block
+ * unless written into a given fp32 probs buffer, the block with dropout
+ * applied, the widened q, k, v [3,T,HD] and the output [T,HD]. */
+static inline int64_t prt_attention_fwd_slice(int64_t T, int64_t HD, int has_probs, int probs16, int qkv16,
+                                              int out16, int dropout)
 {
     int p_own = has_probs && !probs16;
-    return (int64_t)(p_own ? 0 : 1) * T * T + ((int64_t)qkv16 * 3 + out16) * T * HD;
+    return ((int64_t)(p_own ? 0 : 1) + dropout) * prt_attention_rows(T) * T + ((int64_t)qkv16 * 3 + out16) * T * HD;
 }
-
-/* dP [T,T] always, P [T,T] unless read from a given fp32 probs buffer, the
- * widened q, k, v, their gradient and the output gradient. */
-static inline int64_t prt_scratch_attention_bwd(int64_t T, int64_t HD, int has_probs, int probs16, int qkv16,
-                                                int dqkv16, int dout16)
+/* The backward's: dP of a block always, P unless read from a given fp32 probs
+ * buffer, the dropped block, the widened q, k, v, their gradient and the
+ * output gradient. */
+static inline int64_t prt_attention_bwd_slice(int64_t T, int64_t HD, int has_probs, int probs16, int qkv16,
+                                              int dqkv16, int dout16, int dropout)
 {
     int p_own = has_probs && !probs16;
-    return (int64_t)(p_own ? 1 : 2) * T * T + (((int64_t)qkv16 + dqkv16) * 3 + dout16) * T * HD;
+    return ((int64_t)(p_own ? 1 : 2) + dropout) * prt_attention_rows(T) * T +
+           (((int64_t)qkv16 + dqkv16) * 3 + dout16) * T * HD;
 }
 
-/* With dropout on the probabilities, both directions also hold the dropped
- * probabilities P * M / (1 - p) [T,T] of the head at hand. */
-static inline int64_t prt_scratch_attention_dropout_fwd(int64_t T, int64_t HD, int has_probs, int probs16, int qkv16,
-                                                        int out16)
+/* heads = B x NH (attention's batch times heads) */
+static inline int64_t prt_scratch_attention_fwd(int64_t T, int64_t HD, int64_t heads, int has_probs, int probs16,
+                                                int qkv16, int out16)
 {
-    return prt_scratch_attention_fwd(T, HD, has_probs, probs16, qkv16, out16) + T * T;
+    return prt_attention_workers(heads) * prt_attention_fwd_slice(T, HD, has_probs, probs16, qkv16, out16, 0);
 }
-static inline int64_t prt_scratch_attention_dropout_bwd(int64_t T, int64_t HD, int has_probs, int probs16, int qkv16,
-                                                        int dqkv16, int dout16)
+static inline int64_t prt_scratch_attention_bwd(int64_t T, int64_t HD, int64_t heads, int has_probs, int probs16,
+                                                int qkv16, int dqkv16, int dout16)
 {
-    return prt_scratch_attention_bwd(T, HD, has_probs, probs16, qkv16, dqkv16, dout16) + T * T;
+    return prt_attention_workers(heads) * prt_attention_bwd_slice(T, HD, has_probs, probs16, qkv16, dqkv16, dout16, 0);
+}
+static inline int64_t prt_scratch_attention_dropout_fwd(int64_t T, int64_t HD, int64_t heads, int has_probs,
+                                                        int probs16, int qkv16, int out16)
+{
+    return prt_attention_workers(heads) * prt_attention_fwd_slice(T, HD, has_probs, probs16, qkv16, out16, 1);
+}
+static inline int64_t prt_scratch_attention_dropout_bwd(int64_t T, int64_t HD, int64_t heads, int has_probs,
+                                                        int probs16, int qkv16, int dqkv16, int dout16)
+{
+    return prt_attention_workers(heads) * prt_attention_bwd_slice(T, HD, has_probs, probs16, qkv16, dqkv16, dout16, 1);
 }
 
 /* Row max [N], then the sum of exponentials and the target logit [2N] that

@@ -918,15 +918,19 @@ static int64_t call_scratch(const StageProgram *sp, const Instr *ins, int w)
     switch (ins->fn) {
     case RT_prt_matmul_fwd:
     case RT_prt_matmul_t_fwd: return prt_scratch_matmul_fwd(A(4), A(5), A(3), W(2), W(1), W(0));
+    case RT_prt_matmul_bias_fwd: return prt_scratch_matmul_fwd(A(5), A(6), A(4), W(2), W(1), W(0));
+    case RT_prt_matmul_bias_bwd:
+        return prt_scratch_matmul_bwd(A(7), A(8), A(6), given(ins, 0), given(ins, 1), W(4), W(1), W(3), W(2), W(0));
     case RT_prt_matmul_bwd:
     case RT_prt_matmul_t_bwd:
         return prt_scratch_matmul_bwd(A(6), A(7), A(5), given(ins, 0), given(ins, 1), W(4), W(1), W(3), W(2), W(0));
-    case RT_prt_attention_fwd: return prt_scratch_attention_fwd(A(4), A(6), given(ins, 1), W(1), W(2), W(0));
-    case RT_prt_attention_bwd: return prt_scratch_attention_bwd(A(5), A(7), given(ins, 3), W(3), W(2), W(0), W(1));
+    case RT_prt_attention_fwd: return prt_scratch_attention_fwd(A(4), A(6), A(3) * A(5), given(ins, 1), W(1), W(2), W(0));
+    case RT_prt_attention_bwd:
+        return prt_scratch_attention_bwd(A(5), A(7), A(4) * A(6), given(ins, 3), W(3), W(2), W(0), W(1));
     case RT_prt_attention_dropout_fwd:
-        return prt_scratch_attention_dropout_fwd(A(4), A(6), given(ins, 1), W(1), W(2), W(0));
+        return prt_scratch_attention_dropout_fwd(A(4), A(6), A(3) * A(5), given(ins, 1), W(1), W(2), W(0));
     case RT_prt_attention_dropout_bwd:
-        return prt_scratch_attention_dropout_bwd(A(5), A(7), given(ins, 3), W(3), W(2), W(0), W(1));
+        return prt_scratch_attention_dropout_bwd(A(5), A(7), A(4) * A(6), given(ins, 3), W(3), W(2), W(0), W(1));
     case RT_prt_xent_fwd: return prt_scratch_xent_fwd(A(4));
     case RT_prt_layernorm_bwd: return prt_scratch_layernorm_bwd(A(9), W(1), W(2));
     case RT_prt_rmsnorm_bwd: return prt_scratch_rmsnorm_bwd(A(7), W(1));
@@ -946,6 +950,8 @@ static double call_flops(const Instr *ins)
     case RT_prt_matmul_t_fwd: return 2 * A(3) * A(4) * A(5);
     case RT_prt_matmul_bwd:
     case RT_prt_matmul_t_bwd: return 4 * A(5) * A(6) * A(7);
+    case RT_prt_matmul_bias_fwd: return 2 * A(4) * A(5) * A(6) + A(4) * A(6); /* the bias: one add per output */
+    case RT_prt_matmul_bias_bwd: return 4 * A(6) * A(7) * A(8);
     case RT_prt_attention_fwd:
     case RT_prt_attention_dropout_fwd: return 4 * A(3) * A(4) * A(4) * A(5) * A(6);
     case RT_prt_attention_bwd:
@@ -988,7 +994,7 @@ static void test_ops_table(void)
     plans[6].layout = "heads -> tp; ffn -> tp; vocab -> tp; sequence_parallel over tp;";
     plans[7].flash = 1, plans[7].dropout = 0.25, plans[7].mesh = "pp 2;", plans[7].gpus = 2,
     plans[7].layout = "layers -> pp schedule 1f1b;";
-    int seen[OP_COUNT][3] = {{0}};
+    int seen[OP_COUNT][3] = {{0}}, seen_folded = 0;
     for (int pi = 0; pi < NPLANS; pi++) {
         Arena arena = {0};
         Program *prog = NULL;
@@ -1025,10 +1031,16 @@ static void test_ops_table(void)
                     int entry = bwd ? d->bwd : d->fwd;
                     if (op->kind == OP_ATTENTION && ins->shape.dropout) /* the form with dropout */
                         entry = bwd ? RT_prt_attention_dropout_bwd : RT_prt_attention_dropout_fwd;
-                    CHECK(ins->fn == entry, "plan %d: %s %s is its row's entry", pi, op->name,
+                    /* a linear with its bias folded in: the bias's FLOPs {N, M} join */
+                    int folded = d->folds_bias && ins->fn == (bwd ? d->bwd_bias : d->fwd_bias);
+                    OpShape bias_shape = {{ins->shape.d[0], ins->shape.d[2], 0, 0}, -1, 0, 0};
+                    double row_flops =
+                        d->flops(&ins->shape, bwd) + (folded ? op_table[OP_BIAS].flops(&bias_shape, bwd) : 0);
+                    seen_folded += folded;
+                    CHECK(ins->fn == entry || folded, "plan %d: %s %s is its row's entry", pi, op->name,
                           bwd ? "backward" : "forward");
-                    CHECK(ins->flops == d->flops(&ins->shape, bwd), "plan %d: %s FLOPs %g are its row's %g", pi,
-                          op->name, ins->flops, d->flops(&ins->shape, bwd));
+                    CHECK(ins->flops == row_flops, "plan %d: %s FLOPs %g are its row's %g", pi, op->name, ins->flops,
+                          row_flops);
                     double f = call_flops(ins);
                     CHECK(f < 0 || f == ins->flops, "plan %d: %s FLOPs %g, its arguments say %g", pi, op->name,
                           ins->flops, f);
@@ -1046,6 +1058,7 @@ static void test_ops_table(void)
         }
         arena_free(&arena);
     }
+    CHECK(seen_folded > 0, "a linear with its bias folded in appears in a lowered program");
     for (int k = 0; k < OP_COUNT; k++) {
         CHECK(seen[k][ENTRY_FORWARD] > 0, "op %s's forward appears in a lowered program", op_names[k]);
         CHECK(op_table[k].emit_bwd == NULL || seen[k][ENTRY_BACKWARD] > 0,

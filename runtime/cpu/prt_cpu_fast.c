@@ -242,6 +242,12 @@ void prt_fast_bias_fwd(float *out, const float *in, const float *b, int64_t N, i
     }
 }
 
+void prt_fast_rows_fill(float *out, int64_t ld, const float *row, int64_t N, int64_t M) {
+    int nt = prt_cpu_threads();
+#pragma omp parallel for num_threads(nt) if (nt > 1 && N * M >= PAR_MIN) schedule(static)
+    for (int64_t n = 0; n < N; n++) memcpy(out + n * ld, row, (size_t)M * sizeof(float));
+}
+
 void prt_fast_bias_bwd(float *db, const float *dout, int64_t N, int64_t M) {
     int nt = prt_cpu_threads(), par = nt > 1 && N * M >= PAR_MIN;
 #pragma omp parallel num_threads(nt) if (par)

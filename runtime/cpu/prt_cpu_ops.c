@@ -18,7 +18,8 @@
  * happens in fp32 and is rounded once.  The GEMM ops widen their 16-bit operands
  * into the runtime workspace (prt_workspace, booked to PRT_WORKSPACE): the weight
  * (and a weight gradient) whole, the row tensors PRT_CONVERT_ROWS rows at a time;
- * attention one head of one sample at a time.  The floats each op asks for are
+ * attention (prt_cpu_attention.c) a block of query rows of one head at a time, per
+ * worker.  The floats each op asks for are
  * the formulas at prt_expect_memory in parc_rt.h; all-f32 arguments ask for none.
  */
 #include <cblas.h>
@@ -30,49 +31,14 @@
 #include "prt_backend.h"
 #include "prt_cpu_fast.h"
 #include "prt_cpu_dropout.h"
+#include "prt_cpu_attention.h"
 #include "prt_cpu_gqa.h"
 #include "prt_cpu_tensor.h"
+#include "prt_cpu_view.h"
 #include "prt_internal.h"
 #include "prt_scratch.h"
 
-static int blas_dim(int64_t n, const char *what) {
-    PRT_CHECK(n >= 0 && n <= INT_MAX, "%s: dimension %lld does not fit a BLAS int", what, (long long)n);
-    return (int)n;
-}
-
 /* ---------------------------------------------------------------- tensors in their storage dtype */
-
-/* Workspace for widened operands: one request per op (the scratch buffer keeps
- * only its largest request), carved front to back by take(). */
-static float *scratch(prt *rt, int64_t floats) { return floats > 0 ? prt_workspace(rt, (size_t)floats) : NULL; }
-static float *take(float **next, int64_t floats) {
-    if (floats <= 0) return NULL;
-    float *p = *next;
-    *next += floats;
-    return p;
-}
-
-/* An fp32 view of rows x cols elements of t starting at element off, rows `ld`
- * elements apart: t's own memory when it is fp32, else `slot` (rows x cols,
- * packed), filled with the widened values when `load`. */
-typedef struct view {
-    float *f;
-    int ld;
-} view;
-
-static view view_of(tensor t, float *slot, int64_t off, int64_t rows, int64_t cols, int64_t ld, int load) {
-    if (!is16(t)) return (view){(float *)t.p + off, (int)ld};
-    if (load)
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t c = 0; c < cols; c++) slot[r * cols + c] = LD(t, off + r * ld + c);
-    return (view){slot, (int)cols};
-}
-/* Rounds a view back into t (nothing to do when t is fp32: the view was t). */
-static void view_store(tensor t, view v, int64_t off, int64_t rows, int64_t cols, int64_t ld) {
-    if (!is16(t)) return;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) ST(t, off + r * ld + c, v.f[r * cols + c]);
-}
 
 /* Rows widened at a time: the ledger's R (prt_scratch.h). */
 static int64_t chunk_rows(int64_t N, int any16) { return prt_scratch_rows(N, any16); }
@@ -315,9 +281,12 @@ static void prt_cpu_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout
 
 /* ---------------------------------------------------------------- linear */
 
-/* out[N,M] = in[N,K] @ op(w), op(w) = w[K,M] or, transposed, w[M,K]^T. */
-static void matmul_fwd(prt *rt, const char *op, void *out_, const void *in_, const void *w_, int64_t N, int64_t K,
-                       int64_t M, int transposed, int64_t dtypes) {
+/* out[N,M] = in[N,K] @ op(w) (+ bias[M] when bias is given), op(w) = w[K,M] or,
+ * transposed, w[M,K]^T.  With a bias each block of out starts as the bias row
+ * (in fp32) and the GEMM adds onto it (beta = 1): the bias costs no pass of
+ * its own and a 16-bit out is rounded once. */
+static void matmul_fwd(prt *rt, const char *op, void *out_, const void *in_, const void *w_, const tensor *bias,
+                       int64_t N, int64_t K, int64_t M, int transposed, int64_t dtypes) {
     int n = blas_dim(N, op), k = blas_dim(K, op), m = blas_dim(M, op);
     if (!n || !m) return;
     tensor out = ften(rt, dtypes, 0, out_, op), in = ften(rt, dtypes, 1, in_, op), w = ften(rt, dtypes, 2, w_, op);
@@ -329,10 +298,15 @@ static void matmul_fwd(prt *rt, const char *op, void *out_, const void *in_, con
     for (int64_t r0 = 0; r0 < N; r0 += R) {
         int r = (int)(N - r0 < R ? N - r0 : R);
         view iv = view_of(in, in_slot, r0 * K, r, K, K, 1), ov = view_of(out, out_slot, r0 * M, r, M, M, 0);
+        if (bias && f32(*bias))
+            prt_fast_rows_fill(ov.f, ov.ld, F32(*bias), r, m);
+        else if (bias)
+            for (int i = 0; i < r; i++)
+                for (int j = 0; j < m; j++) ov.f[(size_t)i * ov.ld + j] = LD(*bias, j);
         if (k)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, transposed ? CblasTrans : CblasNoTrans, r, m, k, 1.0f, iv.f, iv.ld,
-                        wv.f, wv.ld, 0.0f, ov.f, ov.ld);
-        else
+                        wv.f, wv.ld, bias ? 1.0f : 0.0f, ov.f, ov.ld);
+        else if (!bias)
             for (int i = 0; i < r; i++) memset(ov.f + (size_t)i * ov.ld, 0, (size_t)m * sizeof(float));
         view_store(out, ov, r0 * M, r, M, M);
     }
@@ -379,7 +353,7 @@ static void matmul_bwd(prt *rt, const char *op, void *din_, void *dw_, const voi
 
 static void prt_cpu_matmul_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M,
                                int64_t dtypes) {
-    matmul_fwd(rt, "matmul", out, in, w, N, K, M, 0, dtypes);
+    matmul_fwd(rt, "matmul", out, in, w, NULL, N, K, M, 0, dtypes);
 }
 
 static void prt_cpu_matmul_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
@@ -389,12 +363,27 @@ static void prt_cpu_matmul_bwd(prt *rt, void *din, void *dw, const void *dout, c
 
 static void prt_cpu_matmul_t_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M,
                                  int64_t dtypes) {
-    matmul_fwd(rt, "matmul_t", out, in, w, N, K, M, 1, dtypes);
+    matmul_fwd(rt, "matmul_t", out, in, w, NULL, N, K, M, 1, dtypes);
 }
 
 static void prt_cpu_matmul_t_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
                                  int64_t N, int64_t K, int64_t M, int64_t dtypes) {
     matmul_bwd(rt, "matmul_t", din, dw, dout, in, w, N, K, M, 1, dtypes);
+}
+
+static void prt_cpu_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M, int64_t dtypes);
+
+static void prt_cpu_matmul_bias_fwd(prt *rt, void *out, const void *in, const void *w, const void *b, int64_t N,
+                                    int64_t K, int64_t M, int64_t dtypes) {
+    tensor bias = ften(rt, dtypes, 3, b, "matmul_bias_fwd");
+    matmul_fwd(rt, "matmul_bias_fwd", out, in, w, &bias, N, K, M, 0, dtypes);
+}
+
+/* db first: it reads only dout, which the GEMMs read next */
+static void prt_cpu_matmul_bias_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
+                                    void *db, int64_t N, int64_t K, int64_t M, int64_t dtypes) {
+    if (db) prt_cpu_bias_bwd(rt, db, dout, N, M, PRT_ARG_DTYPES(prt_word_dtype(dtypes, 5), prt_word_dtype(dtypes, 2)));
+    matmul_bwd(rt, "matmul_bias_bwd", din, dw, dout, in, w, N, K, M, 0, dtypes);
 }
 
 static void prt_cpu_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, int64_t N, int64_t M,
@@ -506,192 +495,32 @@ static void prt_cpu_add_fwd(prt *rt, void *out_, const void *a_, const void *b_,
     for (int64_t i = 0; i < n; i++) ST(out, i, LD(a, i) + LD(b, i));
 }
 
-/* ---------------------------------------------------------------- attention */
+/* ---------------------------------------------------------------- attention (prt_cpu_attention.c) */
 
-/* P[T,T] = softmax(scale * Q K^T) of one head, causal mask when asked (masked
- * entries are exactly 0).  Rows of q and k are ldq, ldk floats apart. */
-static void attention_probs(float *P, view q, view k, int T, int HD, int64_t causal) {
-    float scale = 1.0f / sqrtf((float)HD);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HD, scale, q.f, q.ld, k.f, k.ld, 0.0f, P, T);
-    for (int t = 0; t < T; t++) {
-        float *row = P + (size_t)t * T;
-        int last = causal ? t : T - 1;
-        float m = row[0];
-        for (int j = 1; j <= last; j++) m = row[j] > m ? row[j] : m;
-        double sum = 0.0;
-        for (int j = 0; j <= last; j++) {
-            row[j] = expf(row[j] - m);
-            sum += row[j];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int j = 0; j <= last; j++) row[j] *= inv;
-        for (int j = last + 1; j < T; j++) row[j] = 0.0f;
-    }
-}
-
-/* Dropout on the probabilities (attention_dropout_fwd/bwd): the mask of
- * element (b, h, i, j) is prt_dropout_keep of its global index, regenerated
- * wherever it is needed and never stored. */
-typedef struct att_drop {
-    uint64_t key;
-    uint32_t threshold;
-    float scale;
-    int64_t first_sample, h_offset, NH_global;
-} att_drop;
-
-static att_drop att_drop_of(prt *rt, int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t NH,
-                            int64_t step, int64_t layer, double p) {
-    PRT_CHECK(p >= 0 && p < 1, "attention dropout: p = %g is outside [0, 1)", p);
-    if (rt->eval_active) p = 0; /* evaluation runs the model without dropout */
-    PRT_CHECK(first_sample >= 0 && h_offset >= 0 && h_offset + NH <= NH_global,
-              "attention dropout: heads %lld..%lld of %lld", (long long)h_offset, (long long)(h_offset + NH),
-              (long long)NH_global);
-    return (att_drop){prt_dropout_key(rt->plan.seed, step, layer, 0), prt_dropout_threshold(p),
-                      prt_dropout_scale(p), first_sample, h_offset, NH_global};
-}
-
-/* PD = P * M * scale for head h of sample b (P, PD: [T,T]; PD may be P). */
-static void att_drop_apply(const att_drop *d, float *PD, const float *P, int64_t b, int64_t h, int T) {
-    uint64_t base = (uint64_t)(((d->first_sample + b) * d->NH_global + d->h_offset + h) * T) * (uint64_t)T;
-    for (int64_t e = 0; e < (int64_t)T * T; e++)
-        PD[e] = prt_dropout_keep(d->key, base + (uint64_t)e, d->threshold) ? P[e] * d->scale : 0.0f;
-}
-
-/* Views of head h of sample b: q, k, v of qkv[B,T,3,NH,HD] (rows 3C apart). */
-static void head_views(tensor qkv, float *slot, int64_t b, int64_t h, int T, int C, int HD, int load, view *q,
-                       view *k, view *v) {
-    int64_t base = (int64_t)b * T * 3 * C + h * HD, THD = (int64_t)T * HD;
-    *q = view_of(qkv, slot, base, T, HD, 3 * C, load);
-    *k = view_of(qkv, slot ? slot + THD : NULL, base + C, T, HD, 3 * C, load);
-    *v = view_of(qkv, slot ? slot + 2 * THD : NULL, base + 2 * C, T, HD, 3 * C, load);
-}
-static void head_store(tensor qkv, view q, view k, view v, int64_t b, int64_t h, int T, int C, int HD) {
-    int64_t base = (int64_t)b * T * 3 * C + h * HD;
-    view_store(qkv, q, base, T, HD, 3 * C);
-    view_store(qkv, k, base + C, T, HD, 3 * C);
-    view_store(qkv, v, base + 2 * C, T, HD, 3 * C);
-}
-
-static void attention_fwd_heads(prt *rt, void *out_, void *probs_, const void *qkv_, int64_t B, int64_t T_, int64_t NH_,
-                       int64_t HD_, int64_t causal, const att_drop *drop, int64_t dtypes) {
-    int T = blas_dim(T_, "attention"), NH = blas_dim(NH_, "attention"), HD = blas_dim(HD_, "attention");
-    int C = blas_dim(NH_ * HD_, "attention");
-    blas_dim(3 * (int64_t)C, "attention");
-    tensor out = ften(rt, dtypes, 0, out_, "attention_fwd"), probs = ften(rt, dtypes, 1, probs_, "attention_fwd"),
-           qkv = ften(rt, dtypes, 2, qkv_, "attention_fwd");
-    int64_t THD = (int64_t)T * HD, TT = (int64_t)T * T;
-    int p_own = probs.p && !is16(probs);  /* P computed in the probs buffer itself */
-    float *s = scratch(rt, drop ? prt_scratch_attention_dropout_fwd(T, HD, probs.p != NULL, is16(probs), is16(qkv),
-                                                                    is16(out))
-                                : prt_scratch_attention_fwd(T, HD, probs.p != NULL, is16(probs), is16(qkv), is16(out)));
-    float *qkv_slot = take(&s, is16(qkv) * 3 * THD), *out_slot = take(&s, is16(out) * THD),
-          *p_slot = take(&s, p_own ? 0 : TT), *pd_slot = take(&s, drop ? TT : 0);
-    for (int64_t b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            view q, k, v;
-            head_views(qkv, qkv_slot, b, h, T, C, HD, 1, &q, &k, &v);
-            int64_t p_off = ((int64_t)b * NH + h) * TT;
-            float *P = p_own ? (float *)probs.p + p_off : p_slot;
-            attention_probs(P, q, k, T, HD, causal);
-            if (probs.p && !p_own) view_store(probs, (view){P, T}, p_off, T, T, T);
-            if (drop) att_drop_apply(drop, pd_slot, P, b, h, T);
-            view o = view_of(out, out_slot, (int64_t)b * T * C + (int64_t)h * HD, T, HD, C, 0);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HD, T, 1.0f, drop ? pd_slot : P, T, v.f, v.ld,
-                        0.0f, o.f, o.ld);
-            view_store(out, o, (int64_t)b * T * C + (int64_t)h * HD, T, HD, C);
-        }
-}
-
-static void attention_bwd_heads(prt *rt, void *dqkv_, const void *dout_, const void *qkv_, const void *probs_, int64_t B,
-                       int64_t T_, int64_t NH_, int64_t HD_, int64_t causal, const att_drop *drop, int64_t dtypes) {
-    int T = blas_dim(T_, "attention"), NH = blas_dim(NH_, "attention"), HD = blas_dim(HD_, "attention");
-    int C = blas_dim(NH_ * HD_, "attention");
-    blas_dim(3 * (int64_t)C, "attention");
-    tensor dqkv = ften(rt, dtypes, 0, dqkv_, "attention_bwd"), dout = ften(rt, dtypes, 1, dout_, "attention_bwd"),
-           qkv = ften(rt, dtypes, 2, qkv_, "attention_bwd"), probs = ften(rt, dtypes, 3, probs_, "attention_bwd");
-    int64_t THD = (int64_t)T * HD, TT = (int64_t)T * T;
-    /* dP [T,T] always; P [T,T] unless read from an fp32 probs buffer */
-    int p_own = probs.p && !is16(probs);
-    float *s = scratch(rt, drop ? prt_scratch_attention_dropout_bwd(T, HD, probs.p != NULL, is16(probs), is16(qkv),
-                                                                    is16(dqkv), is16(dout))
-                                : prt_scratch_attention_bwd(T, HD, probs.p != NULL, is16(probs), is16(qkv), is16(dqkv),
-                                                            is16(dout)));
-    float *dP = take(&s, TT), *p_slot = take(&s, p_own ? 0 : TT), *qkv_slot = take(&s, is16(qkv) * 3 * THD),
-          *dqkv_slot = take(&s, is16(dqkv) * 3 * THD), *dout_slot = take(&s, is16(dout) * THD),
-          *pd_slot = take(&s, drop ? TT : 0);
-    float scale = 1.0f / sqrtf((float)HD);
-    for (int64_t b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            view q, k, v, dq, dk, dv;
-            head_views(qkv, qkv_slot, b, h, T, C, HD, 1, &q, &k, &v);
-            head_views(dqkv, dqkv_slot, b, h, T, C, HD, 1, &dq, &dk, &dv);
-            int64_t p_off = ((int64_t)b * NH + h) * TT, o_off = (int64_t)b * T * C + (int64_t)h * HD;
-            const float *P = p_own ? (const float *)probs.p + p_off : p_slot;
-            if (!probs.p) attention_probs(p_slot, q, k, T, HD, causal);
-            else if (!p_own) view_of(probs, p_slot, p_off, T, T, T, 1);
-            view dO = view_of(dout, dout_slot, o_off, T, HD, C, 1);
-            /* with dropout O = PD V, PD = P * M * scale: dV += PD^T dO, and dP = (dO V^T) * M * scale */
-            if (drop) att_drop_apply(drop, pd_slot, P, b, h, T);
-            /* dV += P^T dO;  dP = dO V^T */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HD, T, 1.0f, drop ? pd_slot : P, T, dO.f, dO.ld,
-                        1.0f, dv.f, dv.ld);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HD, 1.0f, dO.f, dO.ld, v.f, v.ld, 0.0f, dP, T);
-            if (drop) att_drop_apply(drop, dP, dP, b, h, T);
-            /* dS = P * (dP - rowsum(P * dP)), in place in dP (masked entries: P = 0 -> 0) */
-            for (int t = 0; t < T; t++) {
-                const float *p = P + (size_t)t * T;
-                float *dp = dP + (size_t)t * T;
-                double dot = 0.0;
-                for (int j = 0; j < T; j++) dot += (double)p[j] * dp[j];
-                for (int j = 0; j < T; j++) dp[j] = p[j] * (dp[j] - (float)dot);
-            }
-            /* dQ += scale dS K;  dK += scale dS^T Q */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HD, T, scale, dP, T, k.f, k.ld, 1.0f, dq.f,
-                        dq.ld);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HD, T, scale, dP, T, q.f, q.ld, 1.0f, dk.f, dk.ld);
-            head_store(dqkv, dq, dk, dv, b, h, T, C, HD);
-        }
-}
-
-/* Attention's GEMMs are one head's (T x T x HD): too small to split over BLAS
- * threads, which only contend (measured: the 41 M bench model's attention_bwd
- * 1091 ms per step at 2 BLAS threads, against under 151 ms at 1), so they run
- * on one. */
 static void prt_cpu_attention_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T, int64_t NH,
                                   int64_t HD, int64_t causal, int64_t dtypes) {
-    int nt = openblas_get_num_threads();
-    if (nt > 1) openblas_set_num_threads(1);
-    attention_fwd_heads(rt, out, probs, qkv, B, T, NH, HD, causal, NULL, dtypes);
-    if (nt > 1) openblas_set_num_threads(nt);
+    prt_cpu_attention_heads_fwd(rt, out, probs, qkv, B, T, NH, HD, causal, NULL, dtypes);
 }
 
-static void prt_cpu_attention_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B,
-                                  int64_t T, int64_t NH, int64_t HD, int64_t causal, int64_t dtypes) {
-    int nt = openblas_get_num_threads();
-    if (nt > 1) openblas_set_num_threads(1);
-    attention_bwd_heads(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, NULL, dtypes);
-    if (nt > 1) openblas_set_num_threads(nt);
+static void prt_cpu_attention_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
+                                  int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal, int64_t dtypes) {
+    prt_cpu_attention_heads_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, NULL, dtypes);
 }
 
 static void prt_cpu_attention_dropout_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T,
-                                          int64_t NH, int64_t HD, int64_t causal, int64_t first_sample, int64_t h_offset,
-                                          int64_t NH_global, int64_t step, int64_t layer, double p, int64_t dtypes) {
-    att_drop d = att_drop_of(rt, first_sample, h_offset, NH_global, NH, step, layer, p);
-    int nt = openblas_get_num_threads();
-    if (nt > 1) openblas_set_num_threads(1);
-    attention_fwd_heads(rt, out, probs, qkv, B, T, NH, HD, causal, &d, dtypes);
-    if (nt > 1) openblas_set_num_threads(nt);
+                                          int64_t NH, int64_t HD, int64_t causal, int64_t first_sample,
+                                          int64_t h_offset, int64_t NH_global, int64_t step, int64_t layer, double p,
+                                          int64_t dtypes) {
+    prt_att_dropout d = prt_cpu_attention_dropout(rt, first_sample, h_offset, NH_global, NH, step, layer, p);
+    prt_cpu_attention_heads_fwd(rt, out, probs, qkv, B, T, NH, HD, causal, &d, dtypes);
 }
 
 static void prt_cpu_attention_dropout_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
                                           int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal,
                                           int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step,
                                           int64_t layer, double p, int64_t dtypes) {
-    att_drop d = att_drop_of(rt, first_sample, h_offset, NH_global, NH, step, layer, p);
-    int nt = openblas_get_num_threads();
-    if (nt > 1) openblas_set_num_threads(1);
-    attention_bwd_heads(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, &d, dtypes);
-    if (nt > 1) openblas_set_num_threads(nt);
+    prt_att_dropout d = prt_cpu_attention_dropout(rt, first_sample, h_offset, NH_global, NH, step, layer, p);
+    prt_cpu_attention_heads_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, &d, dtypes);
 }
 
 /* ---------------------------------------------------------------- cross-entropy */

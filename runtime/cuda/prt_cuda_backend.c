@@ -92,6 +92,17 @@ static void cu_matmul_t_bwd(prt *rt, void *din, void *dw, const void *dout, cons
                             int64_t K, int64_t M, int64_t dtypes) {
     prt_cu_matmul_bwd(rt, TN(0, din), TN(1, dw), TN(2, dout), TN(3, in), TN(4, w), N, K, M, 1);
 }
+/* the GEMM, then the bias added in place (out may equal in for bias_fwd) */
+static void cu_matmul_bias_fwd(prt *rt, void *out, const void *in, const void *w, const void *b, int64_t N, int64_t K,
+                               int64_t M, int64_t dtypes) {
+    prt_cu_matmul_fwd(rt, TN(0, out), TN(1, in), TN(2, w), N, K, M, 0);
+    prt_cu_bias_fwd(rt, TN(0, out), TN(0, out), TN(3, b), N, M);
+}
+static void cu_matmul_bias_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, void *db,
+                               int64_t N, int64_t K, int64_t M, int64_t dtypes) {
+    if (db) prt_cu_bias_bwd(rt, TN(5, db), TN(2, dout), N, M);
+    prt_cu_matmul_bwd(rt, TN(0, din), TN(1, dw), TN(2, dout), TN(3, in), TN(4, w), N, K, M, 0);
+}
 static void cu_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, int64_t N, int64_t M, int64_t dtypes) {
     prt_cu_bias_fwd(rt, TN(0, out_), TN(1, in_), TN(2, b_), N, M);
 }

@@ -93,6 +93,11 @@ int main(int argc, char **argv) {
         prt_bias_bwd(rt, db, dout, N, M, 0);
         DUMP("mm_in", in, N, C); DUMP("mm_w", w, C, M); DUMP("mm_b", b, M); DUMP("mm_dout", dout, N, M);
         DUMP("mm_out", out, N, M); DUMP("mm_din", din, N, C); DUMP("mm_dw", dw, C, M); DUMP("mm_db", db, M);
+        /* the same linear with its bias folded into one call */
+        float fout[N * M], fdin[N * C] = {0}, fdw[C * M] = {0}, fdb[M] = {0};
+        prt_matmul_bias_fwd(rt, fout, in, w, b, N, C, M, 0);
+        prt_matmul_bias_bwd(rt, fdin, fdw, dout, in, w, fdb, N, C, M, 0);
+        DUMP("mmb_out", fout, N, M); DUMP("mmb_din", fdin, N, C); DUMP("mmb_dw", fdw, C, M); DUMP("mmb_db", fdb, M);
         /* the transposed (tied) form: w[M, K] */
         float wt[M * C], tout[N * M], tdin[N * C] = {0}, tdw[M * C] = {0};
         rt_fill(wt, M * C, 25, 1);
@@ -112,6 +117,21 @@ int main(int argc, char **argv) {
         DUMP("att_qkv", qkv, B, T, 3, NH, HD); DUMP("att_dout", dout, B, T, NH, HD);
         DUMP("att_out", out, B, T, NH, HD); DUMP("att_dqkv", dqkv, B, T, 3, NH, HD);
         DUMP("attnc_out", out_nc, B, T, NH, HD); DUMP("attnc_dqkv", dqkv_nc, B, T, 3, NH, HD);
+    }
+    {   /* attention over more rows than one block (PRT_ATTENTION_ROWS): 64 + 64 + 22 */
+        enum { B = 1, T = 150, NH = 3, HD = 8, CC = NH * HD };
+        float *qkv = rt_alloc(B * T * 3 * CC), *dout = rt_alloc(B * T * CC), *out = rt_alloc(B * T * CC),
+              *dqkv = calloc(B * T * 3 * CC, sizeof(float)), *out_nc = rt_alloc(B * T * CC),
+              *probs = rt_alloc(B * NH * T * T), *dqkv_nc = calloc(B * T * 3 * CC, sizeof(float));
+        rt_fill(qkv, B * T * 3 * CC, 26, 1.5f); rt_fill(dout, B * T * CC, 27, 1);
+        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, HD, 1, 0);
+        prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, HD, 1, 0);
+        prt_attention_fwd(rt, out_nc, probs, qkv, B, T, NH, HD, 0, 0);
+        prt_attention_bwd(rt, dqkv_nc, dout, qkv, probs, B, T, NH, HD, 0, 0);
+        DUMP("attl_qkv", qkv, B, T, 3, NH, HD); DUMP("attl_dout", dout, B, T, NH, HD);
+        DUMP("attl_out", out, B, T, NH, HD); DUMP("attl_dqkv", dqkv, B, T, 3, NH, HD);
+        DUMP("attlnc_out", out_nc, B, T, NH, HD); DUMP("attlnc_dqkv", dqkv_nc, B, T, 3, NH, HD);
+        free(qkv); free(dout); free(out); free(dqkv); free(out_nc); free(probs); free(dqkv_nc);
     }
     {   /* cross-entropy: loss_sum and d(mean loss)/dlogits */
         enum { V = 20 };

@@ -23,6 +23,7 @@
  * Exit status 0 iff nothing was wrong on any rank.
  */
 #include "prt_internal.h"
+#include "prt_scratch.h"
 #include "rt_test.h"
 
 static prt *RT;
@@ -289,31 +290,33 @@ static void test_matmul(void) {
     free(in); free(out_a); free(out_b);
 }
 
-static void test_attention(void) {
-    enum { B = 2, T = 8, NH = 2, HD = 4, C = NH * HD };
+/* T = 8: one block of query rows; T = 150: three (PRT_ATTENTION_ROWS 64) */
+static void test_attention(int64_t T) {
+    enum { B = 2, NH = 2, HD = 4, C = NH * HD };
+    const int64_t W = prt_attention_workers(B * NH), BQ = prt_attention_rows(T); /* a slice per worker */
     for (int causal = 0; causal <= 1; causal++) {
         pair qkv = mk(B * T * 3 * C, 50 + causal, 1.5f), out = mk(B * T * C, 52, 1), dout = mk(B * T * C, 53, 1),
              dqkv = mk(B * T * 3 * C, 54, 1), dqkv2 = mk(B * T * 3 * C, 55, 1);
         float *probs_h = rt_alloc(B * NH * T * T), *probs_f = rt_alloc(B * NH * T * T);
         scratch_reset();
         prt_attention_fwd(RT, out.h, probs_h, qkv.h, B, T, NH, HD, causal, PRT_ARG_DTYPES(DT, PRT_F32, DT));
-        expect_scratch("attention_fwd", 4 * T * HD);
+        expect_scratch("attention_fwd", W * (4 * T * HD));
         prt_attention_fwd(RT, out.f, probs_f, qkv.f, B, T, NH, HD, causal, 0);
         expect16_gemm(causal ? "attention_fwd causal" : "attention_fwd", out);
         expect32("attention_fwd probs", probs_h, probs_f, B * NH * T * T, 1e-5);
         scratch_reset();
         prt_attention_fwd(RT, out.h, NULL, qkv.h, B, T, NH, HD, causal, PRT_ARG_DTYPES(DT, PRT_F32, DT));
-        expect_scratch("attention_fwd (probs NULL)", T * T + 4 * T * HD);
+        expect_scratch("attention_fwd (probs NULL)", W * (BQ * T + 4 * T * HD));
         expect16_gemm("attention_fwd (probs NULL)", out);
 
         scratch_reset();
         prt_attention_bwd(RT, dqkv.h, dout.h, qkv.h, probs_h, B, T, NH, HD, causal, PRT_ARG_DTYPES(DT, DT, DT));
-        expect_scratch("attention_bwd", T * T + 7 * T * HD);
+        expect_scratch("attention_bwd", W * (BQ * T + 7 * T * HD));
         prt_attention_bwd(RT, dqkv.f, dout.f, qkv.f, probs_f, B, T, NH, HD, causal, 0);
         expect16_gemm(causal ? "attention_bwd causal" : "attention_bwd", dqkv);
         scratch_reset();
         prt_attention_bwd(RT, dqkv2.h, dout.h, qkv.h, NULL, B, T, NH, HD, causal, PRT_ARG_DTYPES(DT, DT, DT));
-        expect_scratch("attention_bwd (probs NULL)", 2 * T * T + 7 * T * HD);
+        expect_scratch("attention_bwd (probs NULL)", W * (2 * BQ * T + 7 * T * HD));
         prt_attention_bwd(RT, dqkv2.f, dout.f, qkv.f, NULL, B, T, NH, HD, causal, 0);
         expect16_gemm("attention_bwd (probs NULL)", dqkv2);
 
@@ -321,13 +324,13 @@ static void test_attention(void) {
         pair probs = mk(B * NH * T * T, 56, 1), dqkv3 = mk(B * T * 3 * C, 57, 1);
         scratch_reset();
         prt_attention_fwd(RT, out.h, probs.h, qkv.h, B, T, NH, HD, causal, PRT_ARG_DTYPES(DT, DT, DT));
-        expect_scratch("attention_fwd (16-bit probs)", T * T + 4 * T * HD);
+        expect_scratch("attention_fwd (16-bit probs)", W * (BQ * T + 4 * T * HD));
         memcpy(probs.f, probs_f, sizeof(float) * B * NH * T * T);
         expect16_gemm("attention_fwd (16-bit probs) probs", probs);
         for (int64_t i = 0; i < probs.n; i++) probs.f[i] = from16(probs.h[i]);
         scratch_reset();
         prt_attention_bwd(RT, dqkv3.h, dout.h, qkv.h, probs.h, B, T, NH, HD, causal, PRT_ARG_DTYPES(DT, DT, DT, DT));
-        expect_scratch("attention_bwd (16-bit probs)", 2 * T * T + 7 * T * HD);
+        expect_scratch("attention_bwd (16-bit probs)", W * (2 * BQ * T + 7 * T * HD));
         prt_attention_bwd(RT, dqkv3.f, dout.f, qkv.f, probs.f, B, T, NH, HD, causal, 0);
         expect16_gemm("attention_bwd (16-bit probs)", dqkv3);
         free(probs_h);
@@ -526,7 +529,8 @@ int main(int argc, char **argv) {
         test_elementwise();
         test_embed_norms();
         test_matmul();
-        test_attention();
+        test_attention(8);
+        test_attention(150);
         test_xent();
         test_optimizers();
         for (int axis = 0; axis < 3; axis++) test_collectives(axis);

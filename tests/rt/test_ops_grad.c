@@ -7,6 +7,8 @@
  *   - the data stream's contract (determinism, targets = next token, split-invariance).
  * Exit status 0 iff every check passed.
  */
+#include <cblas.h>
+
 #include "prt_internal.h"
 #include "rt_test.h"
 
@@ -205,6 +207,56 @@ static void test_matmul(void) {
     rt_close("matmul bwd (din NULL) dw", dw2.g, dw.g, c.K * c.M, 0, 0);
     grad_free(din); grad_free(dw); grad_free(dw2);
     free(want); free(c.out); free(c.r); free(c.in); free(c.w);
+}
+
+/* matmul_bias_*: the linear with its bias folded in, against the double sum
+ * and against matmul + bias as two calls (a large shape too, so the GEMM
+ * blocks K and adds onto the bias row in pieces). */
+typedef struct { float *out, *r, *in, *w, *b; int64_t N, K, M; } mmb_ctx;
+static double mmb_loss(void *p) {
+    mmb_ctx *c = p;
+    prt_matmul_bias_fwd(RT, c->out, c->in, c->w, c->b, c->N, c->K, c->M, 0);
+    return dot_r(c->out, c->r, c->N * c->M);
+}
+static void test_matmul_bias(int64_t N, int64_t K, int64_t M) {
+    mmb_ctx c = {.N = N, .K = K, .M = M};
+    c.out = rt_alloc(N * M); c.r = rt_alloc(N * M); c.in = rt_alloc(N * K); c.w = rt_alloc(K * M); c.b = rt_alloc(M);
+    rt_fill(c.r, N * M, 31, 1); rt_fill(c.in, N * K, 32, 1); rt_fill(c.w, K * M, 33, 1); rt_fill(c.b, M, 34, 1);
+    mmb_loss(&c);
+    float *want = rt_alloc(N * M), *two = rt_alloc(N * M);
+    for (int64_t i = 0; i < N; i++)
+        for (int64_t j = 0; j < M; j++) {
+            double s = c.b[j];
+            for (int64_t k = 0; k < K; k++) s += (double)c.in[i * K + k] * c.w[k * M + j];
+            want[i * M + j] = (float)s;
+        }
+    char what[96];
+    snprintf(what, sizeof what, "matmul_bias fwd %lldx%lldx%lld", (long long)N, (long long)K, (long long)M);
+    rt_close(what, c.out, want, N * M, 1e-5, 1e-5);
+    prt_matmul_fwd(RT, two, c.in, c.w, N, K, M, 0);
+    prt_bias_fwd(RT, two, two, c.b, N, M, 0);
+    snprintf(what, sizeof what, "matmul_bias fwd = matmul + bias %lldx%lldx%lld", (long long)N, (long long)K,
+             (long long)M);
+    rt_close(what, c.out, two, N * M, 1e-5, 1e-5);
+    gradbuf din = grad_new(N * K, 35), dw = grad_new(K * M, 36), db = grad_new(M, 37);
+    prt_matmul_bias_bwd(RT, din.g, dw.g, c.r, c.in, c.w, db.g, N, K, M, 0);
+    if (N * K * M <= 1000) {  /* finite differences on the small shape */
+        grad_check("matmul_bias bwd din", mmb_loss, &c, c.in, din.g, din.g0, N * K, 1e-2f);
+        grad_check("matmul_bias bwd dw", mmb_loss, &c, c.w, dw.g, dw.g0, K * M, 1e-2f);
+        grad_check("matmul_bias bwd db", mmb_loss, &c, c.b, db.g, db.g0, M, 1e-2f);
+    }
+    /* the same gradients as matmul_bwd + bias_bwd; db NULL leaves the rest alone */
+    gradbuf din2 = grad_new(N * K, 35), dw2 = grad_new(K * M, 36), db2 = grad_new(M, 37);
+    prt_matmul_bwd(RT, din2.g, dw2.g, c.r, c.in, c.w, N, K, M, 0);
+    prt_bias_bwd(RT, db2.g, c.r, N, M, 0);
+    rt_close("matmul_bias bwd din = matmul_bwd's", din.g, din2.g, N * K, 0, 0);
+    rt_close("matmul_bias bwd dw = matmul_bwd's", dw.g, dw2.g, K * M, 0, 0);
+    rt_close("matmul_bias bwd db = bias_bwd's", db.g, db2.g, M, 0, 0);
+    gradbuf din3 = grad_new(N * K, 35);
+    prt_matmul_bias_bwd(RT, din3.g, NULL, c.r, c.in, c.w, NULL, N, K, M, 0);
+    rt_close("matmul_bias bwd (dw, db NULL) din", din3.g, din.g, N * K, 0, 0);
+    grad_free(din); grad_free(dw); grad_free(db); grad_free(din2); grad_free(dw2); grad_free(db2); grad_free(din3);
+    free(want); free(two); free(c.out); free(c.r); free(c.in); free(c.w); free(c.b);
 }
 
 typedef struct { float *out, *r, *in, *b; int64_t N, M; } bias_ctx;
@@ -569,6 +621,32 @@ static void test_data(void) {
     RT_EXPECT(memcmp(tok, tok2, sizeof tok), "data: step 3 and step 4 gave the same batch");
 }
 
+/* Attention on 1 and on 2 BLAS threads (the heads spread over two workers):
+ * the same bits, over three blocks of query rows, with and without kept
+ * probabilities. */
+static void test_attention_threads(void) {
+    enum { B = 2, T = 150, NH = 3, HD = 8, C = NH * HD };
+    int nt0 = openblas_get_num_threads();
+    float *qkv = rt_alloc(B * T * 3 * C), *dout = rt_alloc(B * T * C), *probs = rt_alloc(B * NH * T * T);
+    rt_fill(qkv, B * T * 3 * C, 70, 1.5f); rt_fill(dout, B * T * C, 71, 1);
+    for (int save = 0; save < 2; save++) {
+        float *out[2], *dqkv[2];
+        for (int run = 0; run < 2; run++) {
+            openblas_set_num_threads(run + 1);
+            out[run] = rt_alloc(B * T * C), dqkv[run] = calloc(B * T * 3 * C, sizeof(float));
+            prt_attention_fwd(RT, out[run], save ? probs : NULL, qkv, B, T, NH, HD, 1, 0);
+            prt_attention_bwd(RT, dqkv[run], dout, qkv, save ? probs : NULL, B, T, NH, HD, 1, 0);
+        }
+        rt_close(save ? "attention fwd 2 threads = 1 (probs kept)" : "attention fwd 2 threads = 1", out[1], out[0],
+                 B * T * C, 0, 0);
+        rt_close(save ? "attention bwd 2 threads = 1 (probs kept)" : "attention bwd 2 threads = 1", dqkv[1],
+                 dqkv[0], B * T * 3 * C, 0, 0);
+        for (int run = 0; run < 2; run++) free(out[run]), free(dqkv[run]);
+    }
+    openblas_set_num_threads(nt0);
+    free(qkv); free(dout); free(probs);
+}
+
 int main(int argc, char **argv) {
     prt_plan_desc plan = rt_plan("test_ops_grad", 0, NULL, NULL);
     RT = prt_init(1, argv, &plan);
@@ -581,6 +659,8 @@ int main(int argc, char **argv) {
     test_matmul();
     test_matmul_t();
     test_bias();
+    test_matmul_bias(3, 4, 5);
+    test_matmul_bias(96, 700, 130);
     test_activation(0);
     test_activation(1);
     test_activation(2);
@@ -588,6 +668,7 @@ int main(int argc, char **argv) {
     test_kv_repeat();
     for (int causal = 0; causal < 2; causal++)
         for (int save = 0; save < 2; save++) test_attention(causal, save);
+    test_attention_threads();
     test_dropout();
     test_attention_dropout(0);
     test_attention_dropout(1);

@@ -90,14 +90,17 @@ def main():
     y = x @ w + b
     y.backward(t["mm_dout"])
     check("mm_out", y); check("mm_din", x.grad); check("mm_dw", w.grad); check("mm_db", b.grad)
+    check("mmb_out", y); check("mmb_din", x.grad); check("mmb_dw", w.grad); check("mmb_db", b.grad)
     x, w = leaf("mm_in"), leaf("mmt_w")  # tied head: w is [M, K]
     y = F.linear(x, w)
     y.backward(t["mm_dout"])
     check("mmt_out", y); check("mmt_din", x.grad); check("mmt_dw", w.grad)
 
     # attention: qkv[B, T, 3, NH, HD] -> out[B, T, NH, HD]
-    for prefix, causal in (("att", True), ("attnc", False)):
-        qkv = leaf("att_qkv")
+    # (attl: more query rows than one of the CPU kernel's blocks)
+    for prefix, src, causal in (("att", "att", True), ("attnc", "att", False), ("attl", "attl", True),
+                                ("attlnc", "attl", False)):
+        qkv = leaf(src + "_qkv")
         q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))  # [B, NH, T, HD]
         scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5  # manual: torch 1.x has no SDPA
         if causal:
@@ -105,7 +108,7 @@ def main():
             mask = torch.ones(T, T, dtype=torch.bool).triu(1)
             scores = scores.masked_fill(mask, float("-inf"))
         y = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2)
-        y.backward(t["att_dout"])
+        y.backward(t[src + "_dout"])
         check(prefix + "_out", y); check(prefix + "_dqkv", qkv.grad)
 
     # cross-entropy: loss_sum and the gradient of the mean

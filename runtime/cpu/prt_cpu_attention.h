@@ -1,0 +1,35 @@
+/*
+ * prt_cpu_attention.h — the CPU reference of causal attention (parc_rt.h,
+ * attention_fwd / attention_bwd and their attention_dropout_* forms): heads
+ * over the BLAS's threads, query rows a block at a time (prt_cpu_attention.c);
+ * the backend table of prt_cpu_ops.c names them.
+ */
+#ifndef PRT_CPU_ATTENTION_H
+#define PRT_CPU_ATTENTION_H
+
+#include <stdint.h>
+
+#include "parc_rt.h"
+
+/* Dropout on the probabilities (attention_dropout_fwd/bwd): the mask of
+ * element (b, h, i, j) is prt_dropout_keep of its global index, regenerated
+ * wherever it is needed and never stored. */
+typedef struct prt_att_dropout {
+    uint64_t key;
+    uint32_t threshold;
+    float scale;
+    int64_t first_sample, h_offset, NH_global;
+} prt_att_dropout;
+
+/* The dropout of one call, its arguments checked (evaluation: p = 0). */
+prt_att_dropout prt_cpu_attention_dropout(prt *rt, int64_t first_sample, int64_t h_offset, int64_t NH_global,
+                                          int64_t NH, int64_t step, int64_t layer, double p);
+/* attention_fwd / attention_bwd; drop NULL: no dropout; dtypes: the call's word. */
+void prt_cpu_attention_heads_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T,
+                                 int64_t NH, int64_t HD, int64_t causal, const prt_att_dropout *drop,
+                                 int64_t dtypes);
+void prt_cpu_attention_heads_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
+                                 int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal,
+                                 const prt_att_dropout *drop, int64_t dtypes);
+
+#endif
