@@ -226,6 +226,7 @@ void prt_register_buffers(prt *rt, const prt_buffer_desc *descs, int64_t count) 
         }
         init_values(rt, &rt->buffers[i], gen);
     }
+    prt_startup_mark(rt, PRT_START_BUFFERS);
 }
 
 static int range_cmp(const void *a, const void *b) {

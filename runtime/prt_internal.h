@@ -153,6 +153,17 @@ typedef struct prt_token_file {
     int width;
 } prt_token_file;
 
+/* Start-up marks (prt_startup.c), in order. */
+enum {
+    PRT_START_CREATED,    /* the process was created (fork; a restart keeps the pid) */
+    PRT_START_INIT,       /* prt_init entered (in the image that runs) */
+    PRT_START_MPI,        /* MPI_Init_thread returned */
+    PRT_START_READY,      /* prt_init returns: options, mesh, data opened, backend up */
+    PRT_START_BUFFERS,    /* prt_register_buffers returns: allocated, initial values drawn */
+    PRT_START_FIRST_STEP, /* the first prt_step_begin */
+    PRT_START_NMARKS
+};
+
 struct prt {
     prt_plan_desc plan;
     int world_rank, world_size, local_ranks;
@@ -261,6 +272,8 @@ struct prt {
     int span_depth;
 
     int exit_status;
+    /* start-up marks, CLOCK_MONOTONIC seconds (prt_startup.c; 0: not reached) */
+    double start_mark[PRT_START_NMARKS];
 
     /* the backend chosen at init (prt_backend.h) */
     const struct prt_backend *backend;
@@ -392,6 +405,20 @@ void prt_phases_step_begin(prt *rt);
 void prt_phase_charge(prt *rt, int64_t phase, double start);
 void prt_phases_step_end(prt *rt, double end);
 void prt_phases_report(prt *rt);
+
+/* prt_startup.c: where start-up goes and the resident peak against the ledger.
+ * prt_startup_begin at prt_init's entry (before anything else) gives the
+ * process's creation and that moment; marks after it are set once each. */
+void prt_startup_begin(double *created, double *entry);
+void prt_startup_mark(prt *rt, int mark);
+double prt_monotonic(void);
+/* VmHWM in bytes (-1: unknown). */
+int64_t prt_resident_peak(void);
+/* The ms from each mark to the next (PRT_START_NMARKS - 1 of them) and from
+ * the process's creation to the first step (0 where a mark is missing). */
+void prt_startup_intervals(const prt *rt, double *ms, double *total_ms);
+/* With --memory, rank 0: the start-up and resident-memory line. */
+void prt_startup_report(prt *rt);
 
 /* Metrics (prt_metrics.c), rank 0: the progress line and the step's record
  * of the metrics log (rt->log_file, JSON lines); prt_metrics_fail ends the

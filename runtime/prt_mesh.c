@@ -110,12 +110,18 @@ static void build_axes(prt *rt, const prt_plan_desc *plan) {
 prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     int ac = (int)argc, provided = 0;
     char **av = argv;
+    double created, entered;
+    prt_startup_begin(&created, &entered);
     PRT_CHECK(plan, "prt_init: no plan");
     prt_blas_select(ac, argv);  /* may restart the program: before MPI and anything else */
     PRT_MPI_CHECK(MPI_Init_thread(&ac, &av, MPI_THREAD_FUNNELED, &provided));
+    double mpi_done = prt_monotonic();
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 
     prt *rt = prt_xcalloc(1, sizeof *rt);
+    rt->start_mark[PRT_START_CREATED] = created;
+    rt->start_mark[PRT_START_INIT] = entered;
+    rt->start_mark[PRT_START_MPI] = mpi_done;
     rt->plan = *plan;
     PRT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rt->world_rank));
     PRT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &rt->world_size));
@@ -163,6 +169,7 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     rt->tracing = rt->trace_path != NULL;
     prt_watched_barrier(rt, "the start-up barrier");
     rt->time_origin = MPI_Wtime();
+    prt_startup_mark(rt, PRT_START_READY);
     return rt;
 }
 

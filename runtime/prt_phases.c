@@ -115,7 +115,17 @@ static void write_summary(prt *rt, const double *mean_ms, double est_total, doub
     }
     bad |= fprintf(f, "}, \"step_ms\": ") < 0;
     bad |= write_spread_json(f, s, PRT_NPHASES);
-    bad |= fprintf(f, "}}\n") < 0;
+    bad |= fprintf(f, "}") < 0;
+    double ms[PRT_START_NMARKS - 1], total;
+    prt_startup_intervals(rt, ms, &total);
+    bad |= fprintf(f, ", \"startup_ms\": {\"to_init\": %.6g, \"mpi_init\": %.6g, \"init\": %.6g, \"buffers\": %.6g, "
+                      "\"to_step\": %.6g, \"total\": %.6g}",
+                   ms[0], ms[1], ms[2], ms[3], ms[4], total) < 0;
+    int64_t peak = prt_resident_peak(), ledger = 0;
+    for (int c = 0; c < PRT_NCLASS; c++) ledger += rt->expected[c];
+    if (peak >= 0) bad |= fprintf(f, ", \"resident_peak_bytes\": %lld", (long long)peak) < 0;
+    if (rt->have_expected) bad |= fprintf(f, ", \"ledger_bytes\": %lld", (long long)ledger) < 0;
+    bad |= fprintf(f, "}\n") < 0;
     if (bad || fflush(f) != 0) prt_metrics_fail(rt, -1);
 }
 

@@ -21,6 +21,7 @@ void prt_step_begin(prt *rt, int64_t step) {
         fflush(stderr);
         raise(SIGKILL);
     }
+    prt_startup_mark(rt, PRT_START_FIRST_STEP);
     rt->step = step;
     rt->step_loss = 0.0;
     rt->step_start = MPI_Wtime();
@@ -138,6 +139,7 @@ int64_t prt_finalize(prt *rt) {
     if (rt->tracing) prt_trace_write(rt);
     int status = check_ledger(rt);
     if (rt->memory_report) print_memory_table(rt);
+    prt_startup_report(rt);
     MPI_Request req;
     PRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req));
     prt_wait(rt, &req, NULL, "the exit status all-reduce (shutdown)", -1);
