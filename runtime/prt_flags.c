@@ -114,7 +114,6 @@ static void set_option(prt *rt, const char *prog, const char *name, const char *
     } else if (!strcmp(name, "--timeout")) {
         if (!parse_seconds(value, 0, PRT_MAX_TIMEOUT, &rt->timeout))
             bad_flag(rt, prog, "--timeout needs seconds from 0 (never) to %.0f, got '%s'", PRT_MAX_TIMEOUT, value);
-        rt->timeout_set = 1;
     } else if (!strcmp(name, "--data-format")) {
         rt->data_format = prt_data_format_parse(value);
         if (rt->data_format < 0)
@@ -136,11 +135,8 @@ void prt_parse_flags(prt *rt, int argc, char **argv) {
     const char *prog = argc > 0 && argv[0] ? argv[0] : "parc-program";
     const char *env = getenv("PRT_TIMEOUT");
     rt->timeout = default_timeout(&rt->plan);
-    if (env && *env) {
-        if (!parse_seconds(env, 0, PRT_MAX_TIMEOUT, &rt->timeout))
-            bad_flag(rt, prog, "PRT_TIMEOUT needs seconds from 0 (never) to %.0f, got '%s'", PRT_MAX_TIMEOUT, env);
-        rt->timeout_set = 1;
-    }
+    if (env && *env && !parse_seconds(env, 0, PRT_MAX_TIMEOUT, &rt->timeout))
+        bad_flag(rt, prog, "PRT_TIMEOUT needs seconds from 0 (never) to %.0f, got '%s'", PRT_MAX_TIMEOUT, env);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--memory")) rt->memory_report = 1;

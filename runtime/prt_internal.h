@@ -180,7 +180,6 @@ struct prt {
     const char *trace_path, *data_path;
     const char *device_name;   /* --device, default the first backend */
     double timeout;            /* seconds a watched wait may last; 0 = off */
-    int timeout_set;           /* --timeout or PRT_TIMEOUT given */
 
     /* token files (prt_data.c), checked and mapped read-only at init */
     const char *val_data_path;   /* --val-data */
@@ -271,7 +270,6 @@ struct prt {
     double span_start[PRT_SPAN_DEPTH];
     int span_depth;
 
-    int exit_status;
     /* start-up marks, CLOCK_MONOTONIC seconds (prt_startup.c; 0: not reached) */
     double start_mark[PRT_START_NMARKS];
 
@@ -541,13 +539,6 @@ void prt_mpi_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, in
 void prt_mpi_allreduce_start(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype);
 void prt_mpi_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                                  int64_t dtype);
-
-/* A float tensor and its storage dtype (PRT_F32, PRT_BF16, PRT_F16); p may be
- * NULL where the op allows it.  The CUDA backend's kernels take these. */
-typedef struct prt_ten {
-    void *p;
-    int64_t dtype;
-} prt_ten;
 
 /* The local slice on host memory (the CPU backend's slice). */
 void prt_mpi_slice(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);

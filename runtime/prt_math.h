@@ -91,11 +91,21 @@ PRT_MATH void prt_store(void *base, int64_t dtype, int64_t i, float v) {
 }
 PRT_MATH int prt_dtype_is_16(int64_t dtype) { return dtype == PRT_BF16 || dtype == PRT_F16; }
 
+/* A float tensor and its storage dtype (PRT_F32, PRT_BF16, PRT_F16); p may be
+ * NULL where the op allows it.  Both backends' ops take these. */
+typedef struct prt_ten {
+    void *p;
+    int64_t dtype;
+} prt_ten;
+
 /* ---------------------------------------------------------------- norms */
 
 /* The epsilon layer norm and RMS norm add to the variance (mean square)
  * before the reciprocal square root. */
 #define PRT_NORM_EPS 1e-5
+/* 1 / sqrt(mean square + eps) of a row, in double: layer norm's (of the centred
+ * row) and RMS norm's rstd. */
+PRT_MATH double prt_norm_rstd(double mean_square) { return 1.0 / sqrt(mean_square + PRT_NORM_EPS); }
 
 /* ---------------------------------------------------------------- activations */
 
@@ -207,6 +217,30 @@ PRT_MATH float prt_sgd_update(float p, float g, float *mom, float lr, float mu, 
         *mom = d;
     }
     return p - lr * d;
+}
+
+/* Element i of one optimizer step on tensors in their storage dtypes
+ * (parc_rt.h's adamw and sgd): the fp32 master when there is one, else the
+ * parameter itself, takes the update, and a master's parameter gets its
+ * rounding; mom may be absent (no momentum).  The loops of both backends. */
+PRT_MATH void prt_adamw_element(const prt_adamw_args *a, prt_ten param, prt_ten master, prt_ten grad, prt_ten m,
+                                prt_ten v, int64_t i) {
+    prt_ten p = master.p ? master : param;
+    float mi = prt_load(m.p, m.dtype, i), vi = prt_load(v.p, v.dtype, i);
+    float pi = prt_adamw_update(a, prt_load(p.p, p.dtype, i), prt_load(grad.p, grad.dtype, i), &mi, &vi);
+    prt_store(m.p, m.dtype, i, mi);
+    prt_store(v.p, v.dtype, i, vi);
+    prt_store(p.p, p.dtype, i, pi);
+    if (master.p) prt_store(param.p, param.dtype, i, pi);
+}
+PRT_MATH void prt_sgd_element(prt_ten param, prt_ten master, prt_ten grad, prt_ten mom, float lr, float mu, float wd,
+                              int64_t i) {
+    prt_ten p = master.p ? master : param;
+    float mi = mom.p ? prt_load(mom.p, mom.dtype, i) : 0.0f;
+    float pi = prt_sgd_update(prt_load(p.p, p.dtype, i), prt_load(grad.p, grad.dtype, i), mom.p ? &mi : NULL, lr, mu, wd);
+    if (mom.p) prt_store(mom.p, mom.dtype, i, mi);
+    prt_store(p.p, p.dtype, i, pi);
+    if (master.p) prt_store(param.p, param.dtype, i, pi);
 }
 
 /* ---------------------------------------------------------------- dropout masks */

@@ -7,21 +7,8 @@
  */
 #include "prt_cpu_dropout.h"
 
+#include "prt_cpu_tensor.h"
 #include "prt_internal.h"
-
-typedef struct drop_tensor {
-    char *p;
-    int64_t dtype;
-} drop_tensor;
-
-/* Pointer argument `index` of op `op` with the dtype the call's dtypes word
- * gives it: a float dtype. */
-static drop_tensor drop_ften(prt *rt, int64_t dtypes, int index, const void *p, const char *op) {
-    int64_t dtype = prt_arg_dtype(rt, dtypes, index, p, op);
-    PRT_CHECK(dtype == PRT_F32 || prt_dtype_is_16(dtype), "%s: pointer argument %d is declared %s, not a float dtype",
-              op, index + 1, dtype < PRT_NDTYPE ? prt_dtype_names[dtype] : "(no dtype)");
-    return (drop_tensor){(char *)p, dtype};
-}
 
 /* The mask (pointer argument 2) is u8 by the call's definition: a word that
  * says otherwise is an error. */
@@ -38,8 +25,7 @@ void prt_cpu_dropout_fwd(prt *rt, void *out_, void *mask_, const void *in_, int6
               (long long)C, (long long)t_offset, (long long)T_global);
     PRT_CHECK(p >= 0 && p < 1, "dropout_fwd: p = %g is outside [0, 1)", p);
     if (rt->eval_active) p = 0; /* evaluation runs the model without dropout */
-    drop_tensor out = drop_ften(rt, dtypes, 0, out_, "dropout_fwd"),
-                in = drop_ften(rt, dtypes, 2, in_, "dropout_fwd");
+    tensor out = ften(rt, dtypes, 0, out_, "dropout_fwd"), in = ften(rt, dtypes, 2, in_, "dropout_fwd");
     uint8_t *mask = drop_mask(rt, dtypes, mask_, "dropout_fwd");
     uint64_t key = prt_dropout_key(rt->plan.seed, step, layer, site);
     uint32_t threshold = prt_dropout_threshold(p);
@@ -58,8 +44,7 @@ void prt_cpu_dropout_fwd(prt *rt, void *out_, void *mask_, const void *in_, int6
 void prt_cpu_dropout_bwd(prt *rt, void *din_, const void *mask_, const void *dout_, int64_t n, double p,
                              int64_t dtypes) {
     PRT_CHECK(n >= 0 && p >= 0 && p < 1, "dropout_bwd: n = %lld, p = %g", (long long)n, p);
-    drop_tensor din = drop_ften(rt, dtypes, 0, din_, "dropout_bwd"),
-                dout = drop_ften(rt, dtypes, 2, dout_, "dropout_bwd");
+    tensor din = ften(rt, dtypes, 0, din_, "dropout_bwd"), dout = ften(rt, dtypes, 2, dout_, "dropout_bwd");
     const uint8_t *mask = drop_mask(rt, dtypes, mask_, "dropout_bwd");
     float scale = prt_dropout_scale(p);
     for (int64_t i = 0; i < n; i++)

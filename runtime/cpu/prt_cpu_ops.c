@@ -186,7 +186,7 @@ static void prt_cpu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_,
         for (int64_t c = 0; c < C; c++) s += LD(in, x + c);
         double m = s / (double)C;
         for (int64_t c = 0; c < C; c++) v += (LD(in, x + c) - m) * (LD(in, x + c) - m);
-        double r = 1.0 / sqrt(v / (double)C + PRT_NORM_EPS);
+        double r = prt_norm_rstd(v / (double)C);
         for (int64_t c = 0; c < C; c++)
             ST(out, x + c, (float)((LD(in, x + c) - m) * r) * LD(w, c) + (b.p ? LD(b, c) : 0.0f));
         if (mean.p) ST(mean, n, (float)m);
@@ -246,7 +246,7 @@ static void prt_cpu_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in
         int64_t x = n * C;
         double ss = 0.0;
         for (int64_t c = 0; c < C; c++) ss += (double)LD(in, x + c) * LD(in, x + c);
-        double r = 1.0 / sqrt(ss / (double)C + PRT_NORM_EPS);
+        double r = prt_norm_rstd(ss / (double)C);
         for (int64_t c = 0; c < C; c++) ST(out, x + c, (float)(LD(in, x + c) * r) * LD(w, c));
         if (rstd.p) ST(rstd, n, (float)r);
     }
@@ -609,19 +609,12 @@ static void prt_cpu_adamw(prt *rt, void *param_, void *master_, const void *grad
     tensor param = ften(rt, dtypes, 0, param_, "adamw"), master = ften(rt, dtypes, 1, master_, "adamw"),
            grad = ften(rt, dtypes, 2, grad_, "adamw"),
            m = ften(rt, dtypes, 3, m_, "adamw"), v = ften(rt, dtypes, 4, v_, "adamw");
-    tensor p = master.p ? master : param;
     if (!master.p && f32(param) && f32(grad) && f32(m) && f32(v)) {
         prt_fast_adamw(F32(param), F32(grad), F32(m), F32(v), n, step, lr, beta1, beta2, eps, weight_decay);
         return;
     }
     prt_adamw_args args = prt_adamw_prepare(step, lr, beta1, beta2, eps, weight_decay);
-    for (int64_t i = 0; i < n; i++) {
-        float mi = LD(m, i), vi = LD(v, i), pi = prt_adamw_update(&args, LD(p, i), LD(grad, i), &mi, &vi);
-        ST(m, i, mi);
-        ST(v, i, vi);
-        ST(p, i, pi);
-        if (master.p) ST(param, i, pi);
-    }
+    for (int64_t i = 0; i < n; i++) prt_adamw_element(&args, param, master, grad, m, v, i);
 }
 
 static void prt_cpu_sgd(prt *rt, void *param_, void *master_, const void *grad_, void *mom_, int64_t n, double lr,
@@ -629,14 +622,8 @@ static void prt_cpu_sgd(prt *rt, void *param_, void *master_, const void *grad_,
     tensor param = ften(rt, dtypes, 0, param_, "sgd"), master = ften(rt, dtypes, 1, master_, "sgd"),
            grad = ften(rt, dtypes, 2, grad_, "sgd"),
            mom = ften(rt, dtypes, 3, mom_, "sgd");
-    tensor p = master.p ? master : param;
-    for (int64_t i = 0; i < n; i++) {
-        float mi = mom.p ? LD(mom, i) : 0.0f, pi = prt_sgd_update(LD(p, i), LD(grad, i), mom.p ? &mi : NULL, (float)lr,
-                                                                  (float)momentum, (float)weight_decay);
-        if (mom.p) ST(mom, i, mi);
-        ST(p, i, pi);
-        if (master.p) ST(param, i, pi);
-    }
+    for (int64_t i = 0; i < n; i++)
+        prt_sgd_element(param, master, grad, mom, (float)lr, (float)momentum, (float)weight_decay, i);
 }
 
 /* ---------------------------------------------------------------- the backend table */

@@ -9,11 +9,9 @@
 
 #include "prt_internal.h"
 
-/* A float tensor argument: its address (NULL allowed) and storage dtype. */
-typedef struct tensor {
-    char *p;
-    int64_t dtype;
-} tensor;
+/* A float tensor argument: its address (NULL allowed) and storage dtype
+ * (prt_math.h's prt_ten, which the CUDA kernels take too). */
+typedef prt_ten tensor;
 
 /* Pointer argument `index` of op `op`, p, with the dtype its dtypes word gives
  * it: f32, bf16 or f16 (anything else is a caller's error). */
@@ -21,7 +19,7 @@ static inline tensor ften(prt *rt, int64_t dtypes, int index, const void *p, con
     int64_t dtype = p ? prt_arg_dtype(rt, dtypes, index, p, op) : PRT_F32;
     PRT_CHECK(dtype == PRT_F32 || prt_dtype_is_16(dtype), "%s: pointer argument %d is declared %s, not a float dtype",
               op, index + 1, dtype >= 0 && dtype < PRT_NDTYPE ? prt_dtype_names[dtype] : "(no dtype)");
-    return (tensor){(char *)p, dtype};
+    return (tensor){(void *)p, dtype};
 }
 /* Pointer argument `index` of op `op`, i32 by the call's definition (tokens,
  * targets): a word that says otherwise is an error. */

@@ -306,7 +306,7 @@ static __global__ void k_layernorm_fwd(prt_ten out, prt_ten mean, prt_ten rstd, 
         double d = LD(in, x + c) - m;
         v += d * d;
     }
-    double r = 1.0 / sqrt(block_sum_d(v) / (double)C + PRT_NORM_EPS);
+    double r = prt_norm_rstd(block_sum_d(v) / (double)C);
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
         ST(out, x + c, (float)((LD(in, x + c) - m) * r) * LD(w, c) + (b.p ? LD(b, c) : 0.0f));
     if (threadIdx.x == 0) {
@@ -338,7 +338,7 @@ static __global__ void k_rmsnorm_fwd(prt_ten out, prt_ten rstd, prt_ten in, prt_
         double v = LD(in, x + c);
         ss += v * v;
     }
-    double r = 1.0 / sqrt(block_sum_d(ss) / (double)C + PRT_NORM_EPS);
+    double r = prt_norm_rstd(block_sum_d(ss) / (double)C);
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ST(out, x + c, (float)(LD(in, x + c) * r) * LD(w, c));
     if (threadIdx.x == 0 && rstd.p) ST(rstd, blockIdx.x, (float)r);
 }
@@ -579,24 +579,12 @@ void prt_cu_xent_bwd(prt *rt, prt_ten dlogits, prt_ten logits, prt_ten stats, co
 
 /* The element updates are prt_math.h's, the CPU reference's. */
 static __global__ void k_adamw(prt_ten param, prt_ten master, prt_ten grad, prt_ten m, prt_ten v, int64_t n,
-                        prt_adamw_args args) {
-    prt_ten p = master.p ? master : param;
-    GRID_STRIDE(i, n) {
-        float mi = LD(m, i), vi = LD(v, i), pi = prt_adamw_update(&args, LD(p, i), LD(grad, i), &mi, &vi);
-        ST(m, i, mi);
-        ST(v, i, vi);
-        ST(p, i, pi);
-        if (master.p) ST(param, i, pi);
-    }
+                               prt_adamw_args args) {
+    GRID_STRIDE(i, n) prt_adamw_element(&args, param, master, grad, m, v, i);
 }
-static __global__ void k_sgd(prt_ten param, prt_ten master, prt_ten grad, prt_ten mom, int64_t n, float lr, float mu, float wd) {
-    prt_ten p = master.p ? master : param;
-    GRID_STRIDE(i, n) {
-        float mi = mom.p ? LD(mom, i) : 0.0f, pi = prt_sgd_update(LD(p, i), LD(grad, i), mom.p ? &mi : NULL, lr, mu, wd);
-        if (mom.p) ST(mom, i, mi);
-        ST(p, i, pi);
-        if (master.p) ST(param, i, pi);
-    }
+static __global__ void k_sgd(prt_ten param, prt_ten master, prt_ten grad, prt_ten mom, int64_t n, float lr, float mu,
+                             float wd) {
+    GRID_STRIDE(i, n) prt_sgd_element(param, master, grad, mom, lr, mu, wd, i);
 }
 
 void prt_cu_adamw(prt *rt, prt_ten param, prt_ten master, prt_ten grad, prt_ten m, prt_ten v, int64_t n, int64_t step,
