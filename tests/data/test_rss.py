@@ -6,8 +6,8 @@ usage: test_rss.py PARC EXAMPLES_DIR [--gib G]
 Writes a u16 token file of G GiB (default 1; random tokens below the tiny
 GPT's vocab, written in 64 MiB pieces), builds tiny_dp (2 ranks), and runs it
 for 10 steps twice, each rank under a wrapper that reports the peak resident
-set of the rank it started (getrusage of its child: VmHWM, in KiB): once on
-the synthetic stream, once on the file.  Asserts that the run on the file
+set of the rank it started (getrusage of its child: VmHWM, in KiB, into a file
+per rank): once on the synthetic stream, once on the file.  Asserts that the run on the file
 starts (its start-up check scans the whole file), trains, and that no rank's
 peak grows by more than 16 MiB over the synthetic run's — far below the file,
 since the scan reads with pread and the mapping's pages are dropped from the
@@ -26,18 +26,25 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "parity"))
 import prt_dump  # noqa: E402
 
-WRAPPER = ("import resource, subprocess, sys\n"
-           "rc = subprocess.call(sys.argv[1:])\n"
-           "print('peak_rss_kib', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, flush=True)\n"
+# Each rank's wrapper writes its peak to a file of its own (argv[1], the rank's
+# number appended): two ranks printing to mpirun's forwarded stdout can have
+# their lines interleaved mid-line.
+WRAPPER = ("import os, resource, subprocess, sys\n"
+           "rc = subprocess.call(sys.argv[2:])\n"
+           "rank = os.environ.get('OMPI_COMM_WORLD_RANK', os.environ.get('PMI_RANK', str(os.getpid())))\n"
+           "with open(sys.argv[1] + '.' + rank, 'w') as f:\n"
+           "    f.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) + '\\n')\n"
            "sys.exit(rc)\n")
 LIMIT_KIB = 16 * 1024
 
 
-def run(exe, args):
+def run(exe, args, prefix):
     mpirun = os.environ.get("PARC_MPIRUN") or "mpirun"
-    cmd = [mpirun, "-np", "2", "--oversubscribe", sys.executable, "-c", WRAPPER, exe] + args
+    cmd = [mpirun, "-np", "2", "--oversubscribe", sys.executable, "-c", WRAPPER, prefix, exe] + args
     r = subprocess.run(cmd, capture_output=True, text=True, env=prt_dump.run_env(), timeout=600)
-    peaks = [int(x) for x in re.findall(r"^peak_rss_kib (\d+)$", r.stdout, re.M)]
+    folder, stem = os.path.split(prefix)
+    peaks = [int(open(os.path.join(folder, n)).read()) for n in sorted(os.listdir(folder))
+             if n.startswith(stem + ".")]
     return r.returncode, r.stdout, r.stderr, peaks
 
 
@@ -63,8 +70,9 @@ def main(argv):
                 f.write(rng.integers(0, 256, size=min(piece, tokens - at), dtype=np.uint16).tobytes())
         exe = os.path.join(work, "tiny_dp")
         prt_dump.build(parc, os.path.join(examples, "tiny_dp.par"), exe)
-        rc0, out0, err0, base = run(exe, ["--steps", "10"])
-        rc1, out1, err1, peaks = run(exe, ["--steps", "10", "--data", path, "--data-format", "u16"])
+        rc0, out0, err0, base = run(exe, ["--steps", "10"], os.path.join(work, "peak-synthetic"))
+        rc1, out1, err1, peaks = run(exe, ["--steps", "10", "--data", path, "--data-format", "u16"],
+                                     os.path.join(work, "peak-file"))
         if rc0 != 0 or len(base) != 2:
             failures.append(f"synthetic run: exit {rc0}\n{out0[-2000:]}{err0[-2000:]}")
         if rc1 != 0 or len(peaks) != 2:
