@@ -7,7 +7,6 @@
  */
 #include "report_html.h"
 
-#include <errno.h>
 #include <math.h>
 #include <string.h>
 
@@ -120,26 +119,13 @@ static void compare_pieces(FILE *out, const Analysis *const *plans, const char *
 int report_html_compare(const char *path, const char *title, const Analysis *const *plans, const char *const *names,
                         int n)
 {
-    int to_stdout = !strcmp(path, "-");
-    FILE *out = to_stdout ? stdout : fopen(path, "w");
-    if (!out) {
-        diag_error((SrcLoc){0}, NULL, "cannot write the report %s: %s", path, strerror(errno));
-        return -1;
-    }
-    report_html_begin(out, title);
+    FILE *out = report_html_open(path, title);
+    if (!out) return -1;
     fputs("<h1>", out);
     report_html_escape(out, title);
     fputs("</h1>\n", out);
     compare_table(out, plans, names, n);
     compare_pieces(out, plans, names, n, 0);
     compare_pieces(out, plans, names, n, 1);
-    report_html_end(out);
-    int failed = ferror(out) != 0;
-    int saved = failed ? errno : 0;
-    if (to_stdout ? fflush(out) != 0 : fclose(out) != 0) failed = 1, saved = errno;
-    if (failed) {
-        diag_error((SrcLoc){0}, NULL, "cannot write the report %s: %s", path, saved ? strerror(saved) : "write error");
-        return -1;
-    }
-    return 0;
+    return report_html_close(out, path);
 }

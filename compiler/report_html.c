@@ -102,8 +102,13 @@ static const char page_script[] =
     " on=Array.prototype.slice.call(svg.querySelectorAll(q));\n"
     " on.forEach(function(x){x.classList.add('hl')});});})();\n";
 
-void report_html_begin(FILE *out, const char *title)
+FILE *report_html_open(const char *path, const char *title)
 {
+    FILE *out = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+    if (!out) {
+        diag_error((SrcLoc){0}, NULL, "cannot write the report %s: %s", path, strerror(errno));
+        return NULL;
+    }
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>", out);
     report_html_escape(out, title);
     fprintf(out, "</title>\n<style>\n%s</style>\n</head>\n<body>\n<main>\n", page_style);
@@ -113,9 +118,21 @@ void report_html_begin(FILE *out, const char *title)
           "patternTransform=\"rotate(45)\"><rect width=\"5\" height=\"5\" fill=\"#eef0f3\"/>"
           "<rect width=\"2\" height=\"5\" fill=\"#c3c9d2\"/></pattern></defs></svg>\n",
           out);
+    return out;
 }
 
-void report_html_end(FILE *out) { fprintf(out, "</main>\n<script>\n%s</script>\n</body>\n</html>\n", page_script); }
+int report_html_close(FILE *out, const char *path)
+{
+    fprintf(out, "</main>\n<script>\n%s</script>\n</body>\n</html>\n", page_script);
+    int failed = ferror(out) != 0;
+    int saved = failed ? errno : 0;
+    if (out == stdout ? fflush(out) != 0 : fclose(out) != 0) failed = 1, saved = errno;
+    if (failed) {
+        diag_error((SrcLoc){0}, NULL, "cannot write the report %s: %s", path, saved ? strerror(saved) : "write error");
+        return -1;
+    }
+    return 0;
+}
 
 /* ------------------------------------------------------------ summary */
 
@@ -642,27 +659,14 @@ void report_html_collectives(FILE *out, const Analysis *an)
 
 int report_html_write(const Analysis *an, const char *path)
 {
-    int to_stdout = !strcmp(path, "-");
-    FILE *out = to_stdout ? stdout : fopen(path, "w");
-    if (!out) {
-        diag_error((SrcLoc){0}, NULL, "cannot write the report %s: %s", path, strerror(errno));
-        return -1;
-    }
     char title[512];
     snprintf(title, sizeof title, "parc: %s", an->prog->plan->file ? an->prog->plan->file : "plan");
-    report_html_begin(out, title);
+    FILE *out = report_html_open(path, title);
+    if (!out) return -1;
     report_html_summary(out, an);
     report_html_memory(out, an, 0);
     report_html_timeline(out, an, 0);
     report_html_mesh(out, an);
     report_html_collectives(out, an);
-    report_html_end(out);
-    int failed = ferror(out) != 0;
-    int saved = failed ? errno : 0;
-    if (to_stdout ? fflush(out) != 0 : fclose(out) != 0) failed = 1, saved = errno;
-    if (failed) {
-        diag_error((SrcLoc){0}, NULL, "cannot write the report %s: %s", path, saved ? strerror(saved) : "write error");
-        return -1;
-    }
-    return 0;
+    return report_html_close(out, path);
 }

@@ -26,10 +26,13 @@
  * (a file that cannot be opened, a write or close that fails). */
 int report_html_write(const Analysis *an, const char *path);
 
-/* The page around the sections: <!doctype>, <head> with the style sheet, the
- * shared SVG patterns, and at the end the hover script. */
-void report_html_begin(FILE *out, const char *title);
-void report_html_end(FILE *out);
+/* The page around the sections.  report_html_open opens `path` ("-" is
+ * standard output) and writes <!doctype>, <head> with the style sheet and the
+ * shared SVG patterns; NULL after a diagnostic naming the path.
+ * report_html_close writes the hover script and the end of the page and closes
+ * the file: 0, or -1 after a diagnostic when a write or the close failed. */
+FILE *report_html_open(const char *path, const char *title);
+int report_html_close(FILE *out, const char *path);
 
 /* The plan in a paragraph and the headline numbers (peak memory, step time,
  * bubble, model FLOPs utilisation, traffic per link class). */

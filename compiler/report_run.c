@@ -397,27 +397,15 @@ static void html_phases(FILE *out, const Run *run, const Analysis *an)
 
 static int write_page(const Run *run, const Analysis *an, const char *path)
 {
-    int to_stdout = !strcmp(path, "-");
-    FILE *out = to_stdout ? stdout : fopen(path, "w");
-    if (!out) {
-        diag_error((SrcLoc){0}, NULL, "cannot write the report %s: %s", path, strerror(errno));
-        return 1;
-    }
     char title[512];
     snprintf(title, sizeof title, "parc report: %s", run->path);
-    report_html_begin(out, title);
+    FILE *out = report_html_open(path, title);
+    if (!out) return 1;
     report_html_summary(out, an);
     html_phases(out, run, an);
     html_measured(out, run, an);
     report_html_timeline(out, an, 0);
-    report_html_end(out);
-    int failed = ferror(out) != 0, saved = failed ? errno : 0;
-    if (to_stdout ? fflush(out) != 0 : fclose(out) != 0) failed = 1, saved = errno;
-    if (failed) {
-        diag_error((SrcLoc){0}, NULL, "cannot write the report %s: %s", path, saved ? strerror(saved) : "write error");
-        return 1;
-    }
-    return 0;
+    return report_html_close(out, path) ? 1 : 0;
 }
 
 int report_run(const Analysis *an, const char *trace_path, const char *html_path, FILE *out)
