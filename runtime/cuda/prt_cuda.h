@@ -80,6 +80,14 @@ static inline prt_cuda *prt_cu(prt *rt) {
     return rt->cuda;
 }
 
+/* Elementwise launches: PRT_CU_THREADS threads per block and enough blocks for
+ * n elements, at most 65535 x 16 (the kernels stride over the rest). */
+#define PRT_CU_THREADS 256
+static inline int prt_cu_blocks(int64_t n) {
+    int64_t b = (n + PRT_CU_THREADS - 1) / PRT_CU_THREADS;
+    return (int)(b < 1 ? 1 : b > 65535 * 16 ? 65535 * 16 : b);
+}
+
 /* Element i of a float tensor stored as `dt`, and the store that rounds to it:
  * prt_math.h's, compiled for the device, so kernels round exactly as the CPU
  * reference does. */

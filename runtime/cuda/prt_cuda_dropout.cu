@@ -9,14 +9,8 @@
 
 #include "prt_cuda.h"
 
-#define DROP_THREADS 256
 #define LD(t, i) prt_ld((t).p, (t).dtype, (i))
 #define ST(t, i, v) prt_st((t).p, (t).dtype, (i), (v))
-
-static int drop_blocks(int64_t n) {
-    int64_t b = (n + DROP_THREADS - 1) / DROP_THREADS;
-    return (int)(b < 1 ? 1 : b > 65535 * 16 ? 65535 * 16 : b);
-}
 
 static __global__ void k_dropout_fwd(prt_ten out, uint8_t *mask, prt_ten in, int64_t B, int64_t T, int64_t C,
                               int64_t first_sample, int64_t t_offset, int64_t T_global, uint64_t key,
@@ -44,7 +38,7 @@ void prt_cu_dropout_fwd(prt *rt, prt_ten out, uint8_t *mask, prt_ten in, int64_t
               (long long)C, (long long)t_offset, (long long)T_global);
     int64_t total = B * T * C;
     if (total <= 0) return;
-    k_dropout_fwd<<<drop_blocks(total), DROP_THREADS, 0, prt_cu(rt)->stream>>>(out, mask, in, B, T, C, first_sample,
+    k_dropout_fwd<<<prt_cu_blocks(total), PRT_CU_THREADS, 0, prt_cu(rt)->stream>>>(out, mask, in, B, T, C, first_sample,
                                                                                 t_offset, T_global, key, threshold,
                                                                                 scale);
     PRT_LAUNCH_CHECK();
@@ -52,6 +46,6 @@ void prt_cu_dropout_fwd(prt *rt, prt_ten out, uint8_t *mask, prt_ten in, int64_t
 
 void prt_cu_dropout_bwd(prt *rt, prt_ten din, const uint8_t *mask, prt_ten dout, int64_t n, float scale) {
     if (n <= 0) return;
-    k_dropout_bwd<<<drop_blocks(n), DROP_THREADS, 0, prt_cu(rt)->stream>>>(din, mask, dout, n, scale);
+    k_dropout_bwd<<<prt_cu_blocks(n), PRT_CU_THREADS, 0, prt_cu(rt)->stream>>>(din, mask, dout, n, scale);
     PRT_LAUNCH_CHECK();
 }

@@ -9,14 +9,8 @@
 
 #include "prt_cuda.h"
 
-#define GQA_THREADS 256
 #define LD(t, i) prt_ld((t).p, (t).dtype, (i))
 #define ST(t, i, v) prt_st((t).p, (t).dtype, (i), (v))
-
-static int gqa_blocks(int64_t n) {
-    int64_t b = (n + GQA_THREADS - 1) / GQA_THREADS;
-    return (int)(b < 1 ? 1 : b > 65535 * 16 ? 65535 * 16 : b);
-}
 
 /* The element of out[N,3,KV*G,HD] that grouped element e of in[N,KV,G+2,HD]
  * (slot s: query j < G, k = G, v = G+1) maps to, for query head j of the group. */
@@ -49,7 +43,7 @@ static void kv_repeat(prt *rt, int backward, prt_ten x, prt_ten y, int64_t N, in
               (long long)N, (long long)KV, (long long)G, (long long)HD);
     int64_t total = N * KV * (G + 2) * HD;
     if (total <= 0) return;
-    k_kv_repeat<<<gqa_blocks(total), GQA_THREADS, 0, prt_cu(rt)->stream>>>(backward, x, y, N, KV, G, HD);
+    k_kv_repeat<<<prt_cu_blocks(total), PRT_CU_THREADS, 0, prt_cu(rt)->stream>>>(backward, x, y, N, KV, G, HD);
     PRT_LAUNCH_CHECK();
 }
 

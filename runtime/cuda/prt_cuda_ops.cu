@@ -30,13 +30,6 @@
 
 #include "prt_cuda.h"
 
-#define THREADS 256
-
-static int blocks_for(int64_t n) {
-    int64_t b = (n + THREADS - 1) / THREADS;
-    return (int)(b < 1 ? 1 : b > 65535 * 16 ? 65535 * 16 : b);
-}
-
 #define GRID_STRIDE(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 #define LD(t, i) prt_ld((t).p, (t).dtype, (i))
 #define ST(t, i, v) prt_st((t).p, (t).dtype, (i), (v))
@@ -115,13 +108,13 @@ void prt_cu_copy(prt *rt, prt_ten dst, prt_ten src, int64_t n) {
         prt_cu_copy_bytes(rt, dst.p, src.p, (size_t)n * prt_dtype_size(dst.dtype));
         return;
     }
-    k_convert<<<blocks_for(n), THREADS, 0, stream_of(rt)>>>(dst, src, n);
+    k_convert<<<prt_cu_blocks(n), PRT_CU_THREADS, 0, stream_of(rt)>>>(dst, src, n);
     PRT_LAUNCH_CHECK();
 }
 #define ELEMENTWISE(kernel, n, ...)                                           \
     do {                                                                      \
         if ((n) > 0) {                                                        \
-            kernel<<<blocks_for(n), THREADS, 0, stream_of(rt)>>>(__VA_ARGS__); \
+            kernel<<<prt_cu_blocks(n), PRT_CU_THREADS, 0, stream_of(rt)>>>(__VA_ARGS__); \
             PRT_LAUNCH_CHECK();                                               \
         }                                                                     \
     } while (0)
@@ -224,8 +217,8 @@ static __global__ void k_embed_fwd(prt_ten out, const int32_t *tokens, prt_ten w
  * are bit-identical and no two blocks write the same row. */
 static __global__ void k_embed_bwd(prt_ten dwte, const int32_t *tokens, prt_ten dout, int64_t N, int64_t C,
                             int64_t vocab_local, int64_t vocab_offset) {
-    __shared__ int32_t match[THREADS];   /* offsets in the chunk of the matching tokens, in order */
-    __shared__ int wcount[THREADS / 32];
+    __shared__ int32_t match[PRT_CU_THREADS];   /* offsets in the chunk of the matching tokens, in order */
+    __shared__ int wcount[PRT_CU_THREADS / 32];
     int64_t n = blockIdx.x;
     int32_t tok = tokens[n];
     int64_t row = (int64_t)tok - vocab_offset;
@@ -248,7 +241,7 @@ static __global__ void k_embed_bwd(prt_ten dwte, const int32_t *tokens, prt_ten 
             if (lane == 0) wcount[warp] = __popc(mask);
             __syncthreads();
             int base = 0, total = 0;
-            for (int w = 0; w < THREADS / 32; w++) {
+            for (int w = 0; w < PRT_CU_THREADS / 32; w++) {
                 if (w < warp) base += wcount[w];
                 total += wcount[w];
             }
@@ -269,7 +262,7 @@ void prt_cu_embed_bwd(prt *rt, prt_ten dwte, const int32_t *tokens, prt_ten dout
                       int64_t vocab_local, int64_t vocab_offset) {
     if (N <= 0 || C <= 0 || !dwte.p) return;
     PRT_CUDA_REQUIRE(rt, "embed_bwd", N, C, vocab_local, vocab_offset);
-    k_embed_bwd<<<(unsigned)N, THREADS, 0, stream_of(rt)>>>(dwte, tokens, dout, N, C, vocab_local, vocab_offset);
+    k_embed_bwd<<<(unsigned)N, PRT_CU_THREADS, 0, stream_of(rt)>>>(dwte, tokens, dout, N, C, vocab_local, vocab_offset);
     PRT_LAUNCH_CHECK();
 }
 
@@ -358,7 +351,7 @@ void prt_cu_layernorm_fwd(prt *rt, prt_ten out, prt_ten mean, prt_ten rstd, prt_
                           int64_t N, int64_t C) {
     if (N <= 0) return;
     PRT_CUDA_REQUIRE(rt, "layernorm_fwd", N, C);
-    k_layernorm_fwd<<<(unsigned)N, THREADS, 0, stream_of(rt)>>>(out, mean, rstd, in, w, b, C);
+    k_layernorm_fwd<<<(unsigned)N, PRT_CU_THREADS, 0, stream_of(rt)>>>(out, mean, rstd, in, w, b, C);
     PRT_LAUNCH_CHECK();
 }
 void prt_cu_layernorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten db, prt_ten dout, prt_ten in, prt_ten w,
@@ -368,14 +361,14 @@ void prt_cu_layernorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten db, prt_ten 
     if (db.p) colsum(rt, 0, db, dout, in, mean, rstd, N, C);
     if (dw.p) colsum(rt, 1, dw, dout, in, mean, rstd, N, C);
     if (din.p) {
-        k_layernorm_din<<<(unsigned)N, THREADS, 0, stream_of(rt)>>>(din, dout, in, w, mean, rstd, C);
+        k_layernorm_din<<<(unsigned)N, PRT_CU_THREADS, 0, stream_of(rt)>>>(din, dout, in, w, mean, rstd, C);
         PRT_LAUNCH_CHECK();
     }
 }
 void prt_cu_rmsnorm_fwd(prt *rt, prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, int64_t N, int64_t C) {
     if (N <= 0) return;
     PRT_CUDA_REQUIRE(rt, "rmsnorm_fwd", N, C);
-    k_rmsnorm_fwd<<<(unsigned)N, THREADS, 0, stream_of(rt)>>>(out, rstd, in, w, C);
+    k_rmsnorm_fwd<<<(unsigned)N, PRT_CU_THREADS, 0, stream_of(rt)>>>(out, rstd, in, w, C);
     PRT_LAUNCH_CHECK();
 }
 void prt_cu_rmsnorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, prt_ten rstd,
@@ -385,7 +378,7 @@ void prt_cu_rmsnorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten 
     prt_ten none = {NULL, PRT_F32};
     if (dw.p) colsum(rt, 2, dw, dout, in, none, rstd, N, C);
     if (din.p) {
-        k_rmsnorm_din<<<(unsigned)N, THREADS, 0, stream_of(rt)>>>(din, dout, in, w, rstd, C);
+        k_rmsnorm_din<<<(unsigned)N, PRT_CU_THREADS, 0, stream_of(rt)>>>(din, dout, in, w, rstd, C);
         PRT_LAUNCH_CHECK();
     }
 }
@@ -557,10 +550,10 @@ double prt_cu_xent_fwd(prt *rt, prt_ten loss_sum, prt_ten stats, prt_ten logits,
     PRT_CUDA_REQUIRE(rt, "xent_fwd", N, V_local, vocab_offset, axis);
     float *mx = prt_cuda_workspace(rt, (size_t)3 * (size_t)N), *sums = mx + N;
     cudaStream_t s = stream_of(rt);
-    k_xent_max<<<(unsigned)N, THREADS, 0, s>>>(mx, logits, V_local);
+    k_xent_max<<<(unsigned)N, PRT_CU_THREADS, 0, s>>>(mx, logits, V_local);
     PRT_LAUNCH_CHECK();
     allreduce_f32(rt, axis, mx, N, 1, "xent_allreduce_max");
-    k_xent_sums<<<(unsigned)N, THREADS, 0, s>>>(sums, mx, logits, targets, N, V_local, vocab_offset);
+    k_xent_sums<<<(unsigned)N, PRT_CU_THREADS, 0, s>>>(sums, mx, logits, targets, N, V_local, vocab_offset);
     PRT_LAUNCH_CHECK();
     allreduce_f32(rt, axis, sums, 2 * N, 0, "xent_allreduce_sum");
     k_xent_final<<<1, 1024, 0, s>>>(stats, loss_sum, mx, sums, N);
@@ -617,8 +610,8 @@ static __global__ void k_scale(prt_ten x, int64_t n, float factor) { GRID_STRIDE
 void prt_cu_sumsq(prt *rt, prt_ten acc, prt_ten x, int64_t n, double weight) {
     PRT_CHECK(acc.dtype == PRT_F32, "sumsq: the accumulator is %s, not f32", prt_dtype_names[acc.dtype]);
     if (weight == 0.0 || n <= 0) return;
-    int blocks = blocks_for(n) < 1024 ? blocks_for(n) : 1024;
-    k_sumsq<<<blocks, THREADS, 0, stream_of(rt)>>>((float *)acc.p, x, n, (float)weight);
+    int blocks = prt_cu_blocks(n) < 1024 ? prt_cu_blocks(n) : 1024;
+    k_sumsq<<<blocks, PRT_CU_THREADS, 0, stream_of(rt)>>>((float *)acc.p, x, n, (float)weight);
     PRT_LAUNCH_CHECK();
 }
 void prt_cu_scale(prt *rt, prt_ten x, int64_t n, double factor) {
