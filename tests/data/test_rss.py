@@ -49,16 +49,10 @@ def run(exe, args, prefix):
 
 
 def main(argv):
-    args = argv[1:]
-    gib = 1.0
-    if "--gib" in args:
-        i = args.index("--gib")
-        gib = float(args[i + 1])
-        del args[i:i + 2]
-    if len(args) != 2:
-        print(__doc__, file=sys.stderr)
+    parsed = prt_dump.parse_args(argv, 1.0, __doc__, "--gib", float)
+    if parsed is None:
         return 2
-    parc, examples = args
+    parc, examples, gib = parsed
     failures = []
     with tempfile.TemporaryDirectory(prefix="parc-rss-") as work:
         path = os.path.join(work, "big.u16")

@@ -147,13 +147,14 @@ def read_losses(path):
     return losses
 
 
-def parse_args(argv, steps, doc):
-    """The tests' command line `TEST PARC EXAMPLES [--steps N]`: (parc, examples,
-    steps), or None after printing doc (the caller exits 2)."""
+def parse_args(argv, steps, doc, option="--steps", convert=int):
+    """The tests' command line `TEST PARC EXAMPLES [--steps N]` (or another
+    option with one value, read by convert): (parc, examples, value), or None
+    after printing doc (the caller exits 2)."""
     args = argv[1:]
-    if "--steps" in args:
-        i = args.index("--steps")
-        steps = int(args[i + 1])
+    if option in args:
+        i = args.index(option)
+        steps = convert(args[i + 1])
         del args[i:i + 2]
     if len(args) != 2:
         print(doc, file=sys.stderr)
