@@ -14,6 +14,7 @@
 #        MODELS ("5m 41m"), TORCH_PYTHON (default /usr/bin/python3).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/bench/lib.sh"
 parc=$(realpath "${1:-$root/build/parc}")
 benchbin=$(dirname "$parc")/bench
 STEPS=${STEPS:-6}
@@ -32,11 +33,6 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 have_torch=0
 "$TORCH_PYTHON" -c 'import torch' > /dev/null 2>&1 && have_torch=1
 
-median_ms() {  # of the `| X ms` column of `step N | ...` lines, N >= 3
-    awk -F'|' '/^step [0-9]+(\/[0-9]+)? \|/ { split($1, a, "[ /]"); if (a[2] >= 3) for (i = NF; i > 1; i--) if ($i ~ / ms *$/) { gsub(/ ms/, "", $i); print $i + 0; break } }' "$@" |
-        sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
-                                            else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || a + 0 <= 0) print "n/a"; else printf "%.2f", b / a }'; }
 
 declare -A plan torch_args tokens

@@ -20,6 +20,7 @@
 #   env: STEPS (default 8), ROUNDS (default 2), TORCH_PYTHON (default /usr/bin/python3).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/bench/lib.sh"
 parc=$(realpath "${1:-$root/build/parc}")
 STEPS=${STEPS:-8}
 ROUNDS=${ROUNDS:-2}
@@ -33,13 +34,6 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 have_torch=0
 "$TORCH_PYTHON" -c 'import torch' > /dev/null 2>&1 && have_torch=1
 
-# median_ms FILE...: median of the `| X ms` field of `step N | ...` lines with N >= 3
-median_ms() {
-    awk -F'|' '/^step [0-9]+(\/[0-9]+)? \|/ { split($1, a, "[ /]"); if (a[2] >= 3) for (i = NF; i > 1; i--) if ($i ~ / ms *$/) { gsub(/ ms/, "", $i); print $i + 0; break } }' "$@" |
-        sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
-                                            else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-toks() { awk -v t="$1" -v ms="$2" 'BEGIN { if (ms == "nan" || ms <= 0) print "n/a"; else printf "%.0f", t / ms * 1000 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b + 0 <= 0) print "n/a"; else printf "%.2fx", a / b }'; }
 
 echo "parc bench_overlap — $(date -u +%Y-%m-%d), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores"

@@ -16,6 +16,7 @@
 #   usage: bench/bench_pipeline.sh [build/parc]      env: STEPS (5), ROUNDS (1), MODELS
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/bench/lib.sh"
 parc=$(realpath "${1:-$root/build/parc}")
 STEPS=${STEPS:-5}
 ROUNDS=${ROUNDS:-1}
@@ -28,12 +29,6 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 [ -x "$parc" ] || { echo "bench_pipeline: no parc at $parc (run .ci/build)" >&2; exit 1; }
 [ -n "$MPIRUN" ] || { echo "bench_pipeline: no mpirun on PATH" >&2; exit 1; }
 
-# median_ms FILE...: median of the `| X ms` field of `step N/TOTAL | ...` lines with N >= 3
-median_ms() {
-    awk -F'|' '/^step [0-9]+(\/[0-9]+)? \|/ { split($1, a, "[ /]"); if (a[2] >= 3) for (i = NF; i > 1; i--) if ($i ~ / ms *$/) { gsub(/ ms/, "", $i); print $i + 0; break } }' "$@" |
-        sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
-                                            else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || a + 0 <= 0) print "n/a"; else printf "%.2fx", b / a }'; }
 
 # variant BASE NAME MESH LAYOUT: the base plan with batch 8 as 8 micro-batches of
