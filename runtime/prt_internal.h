@@ -307,6 +307,9 @@ static inline int64_t prt_arg_dtype(prt *rt, int64_t dtypes, int index, const vo
     if (p && rt->check_dtypes) prt_verify_arg_dtype(rt, p, dtype, index, op);
     return dtype;
 }
+/* The one dtype of a collective's elements: that of its pointer arguments a
+ * and b (NULL: one buffer) in its dtypes word, which must agree (prt_ops.c). */
+int64_t prt_comm_dtype(prt *rt, int64_t dtypes, const void *a, const void *b, const char *what);
 /* Sets rt->check_dtypes for what runs next: always under PRT_CHECK_DTYPES=1,
  * else until the first step has ended and, during an evaluation, until the
  * first evaluation has. */

@@ -37,7 +37,7 @@ PRT_CALLS(PRT_DISPATCH_, _)
 /* The dtype of a collective's elements: that of its pointer arguments in the
  * call's dtypes word (prt_arg_dtype, which checks them), which must agree.  b
  * may be NULL (one buffer). */
-static int64_t elem_dtype(prt *rt, int64_t dtypes, const void *a, const void *b, const char *what) {
+int64_t prt_comm_dtype(prt *rt, int64_t dtypes, const void *a, const void *b, const char *what) {
     int64_t da = prt_arg_dtype(rt, dtypes, 0, a, what), db = b ? prt_arg_dtype(rt, dtypes, 1, b, what) : da;
     PRT_CHECK(da < PRT_NDTYPE && db < PRT_NDTYPE, "%s: its dtypes word %#llx names no dtype", what,
               (unsigned long long)dtypes);
@@ -52,7 +52,7 @@ static void copy_local(prt *rt, void *out, const void *in, int64_t n, size_t esi
 }
 
 void prt_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtypes) {
-    int64_t dtype = elem_dtype(rt, dtypes, buf, NULL, "allreduce");
+    int64_t dtype = prt_comm_dtype(rt, dtypes, buf, NULL, "allreduce");
     if (prt_axis_size(rt, axis) == 1 || n == 0) return;
     double start = MPI_Wtime();
     rt->backend->allreduce(rt, axis, buf, n, dtype);
@@ -60,7 +60,7 @@ void prt_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtypes) 
 }
 
 void prt_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtypes) {
-    int64_t dtype = elem_dtype(rt, dtypes, buf, NULL, "allreduce_ends");
+    int64_t dtype = prt_comm_dtype(rt, dtypes, buf, NULL, "allreduce_ends");
     if (prt_axis_size(rt, axis) == 1 || n == 0) return;
     int64_t c = prt_coord(rt, axis);
     PRT_CHECK(c == 0 || c == prt_axis_size(rt, axis) - 1, "allreduce_ends on axis %lld: called at coordinate %lld, "
@@ -75,7 +75,7 @@ void prt_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dty
 #define PRT_BLOCK_COLLECTIVE(name)                                                                   \
     void prt_##name(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,  \
                     int64_t dtypes) {                                                                \
-        int64_t dtype = elem_dtype(rt, dtypes, out, in, #name);                                      \
+        int64_t dtype = prt_comm_dtype(rt, dtypes, out, in, #name);                                      \
         if (prt_axis_size(rt, axis) == 1) {                                                          \
             copy_local(rt, out, in, outer * inner, prt_dtype_size(dtype));                           \
             return;                                                                                  \
@@ -90,14 +90,14 @@ PRT_BLOCK_COLLECTIVE(alltoall)
 PRT_BLOCK_COLLECTIVE(slice)
 
 void prt_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag, int64_t dtypes) {
-    int64_t dtype = elem_dtype(rt, dtypes, buf, NULL, "send");
+    int64_t dtype = prt_comm_dtype(rt, dtypes, buf, NULL, "send");
     double start = MPI_Wtime();
     rt->backend->send(rt, axis, delta, buf, n, tag, dtype);
     prt_phase_charge(rt, PRT_PHASE_BUBBLE, start);
 }
 
 void prt_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag, int64_t dtypes) {
-    int64_t dtype = elem_dtype(rt, dtypes, buf, NULL, "recv");
+    int64_t dtype = prt_comm_dtype(rt, dtypes, buf, NULL, "recv");
     double start = MPI_Wtime();
     rt->backend->recv(rt, axis, delta, buf, n, tag, dtype);
     prt_phase_charge(rt, PRT_PHASE_BUBBLE, start);

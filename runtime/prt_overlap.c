@@ -82,18 +82,9 @@ static void post_if_finished(prt *rt, int before, const void *buf, const char *n
               "%s: the backend registered something else than its collective", name);
 }
 
-/* The one dtype of a collective's pointers in its dtypes word (checked as an
- * op's are). */
-static int64_t elem_dtype(prt *rt, int64_t dtypes, const void *a, const void *b, const char *what) {
-    int64_t da = prt_arg_dtype(rt, dtypes, 0, a, what), db = b ? prt_arg_dtype(rt, dtypes, 1, b, what) : da;
-    PRT_CHECK(da < PRT_NDTYPE && da == db, "%s: its dtypes word %#llx does not name one dtype of its elements", what,
-              (unsigned long long)dtypes);
-    return da;
-}
-
 void prt_allreduce_start(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtypes) {
     double start = MPI_Wtime();
-    int64_t dtype = elem_dtype(rt, dtypes, buf, NULL, "allreduce_start");
+    int64_t dtype = prt_comm_dtype(rt, dtypes, buf, NULL, "allreduce_start");
     int before = rt->ninflight;
     if (prt_axis_size(rt, axis) > 1 && n > 0) rt->backend->allreduce_start(rt, axis, buf, n, dtype);
     post_if_finished(rt, before, buf, "allreduce", n * (int64_t)prt_dtype_size(dtype), axis, start);
@@ -103,7 +94,7 @@ void prt_allreduce_start(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dt
 void prt_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                              int64_t dtypes) {
     double start = MPI_Wtime();
-    int64_t dtype = elem_dtype(rt, dtypes, out, in, "reducescatter_start");
+    int64_t dtype = prt_comm_dtype(rt, dtypes, out, in, "reducescatter_start");
     PRT_CHECK(outer == 1, "reducescatter_start: outer %lld (only whole blocks, outer 1, are started)",
               (long long)outer);
     int before = rt->ninflight;
