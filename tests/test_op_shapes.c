@@ -21,18 +21,7 @@
 #include "passes.h"
 #include "prt_cuda_limits.h"
 
-static int passed, failed;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (cond) {                                                        \
-            passed++;                                                      \
-        } else {                                                           \
-            failed++;                                                      \
-            fprintf(stderr, "%s:%d: FAILED: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, "\n");                                         \
-        }                                                                  \
-    } while (0)
+#include "test_check.h"
 
 enum { MAX_ROWS = 512 };
 
