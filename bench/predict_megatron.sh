@@ -37,14 +37,11 @@ rows="1.7B 24 2304 24 1 1 32 512 137
 1008B 160 25600 128 8 64 3072 3072 163"
 printf '%-8s %5s %4s %4s %6s %9s %9s %7s %s\n' params tp pp dp gpus published parc ratio within
 n=0; ok=0
-while read -r name heads hidden layers tp pp gpus batch pub; do
-    dp=$(( gpus / (tp * pp) ))
-    mesh=""; rules=""
-    [ "$pp" -gt 1 ] && mesh="$mesh pp $pp;" && rules="$rules layers -> pp schedule 1f1b;"
-    [ "$dp" -gt 1 ] && mesh="$mesh dp $dp;" && rules="$rules batch -> dp;"
-    [ "$tp" -gt 1 ] && mesh="$mesh tp $tp;" && rules="$rules heads -> tp; ffn -> tp; vocab -> tp;"
-    f=$tmp/$name.par
-    cat > "$f" <<PLAN
+# a100_plan FILE RULES: the GPT of $heads, $hidden, $layers on $gpus A100s (the
+# paper's DGX A100 nodes: 8 GPUs, NVLink inside, 200 Gb/s HDR InfiniBand
+# across) with global batch $batch over the mesh $mesh, laid out by RULES.
+a100_plan() {
+    cat > "$1" <<PLAN
 cluster { nodes $(( gpus / 8 )); gpus_per_node 8;
   gpu { memory 80 GiB; bf16 312 TFLOP/s; fp32 19.5 TFLOP/s; hbm 2.039 TB/s; }
   link intra 300 GB/s 2 us; link inter 25 GB/s 5 us;
@@ -53,8 +50,18 @@ model gpt { vocab 51200; seq 2048; hidden $hidden; heads $heads; ffn $(( 4 * hid
   embed positions learned; repeat layers { block gpt2; } norm layer; head untied; loss cross_entropy; }
 train { batch $batch; micro_batch 1; precision bf16 master fp32; optimizer adam lr 1e-4; }
 mesh {$mesh }
-layout {$rules recompute full; }
+layout {$2 }
 PLAN
+}
+
+while read -r name heads hidden layers tp pp gpus batch pub; do
+    dp=$(( gpus / (tp * pp) ))
+    mesh=""; rules=""
+    [ "$pp" -gt 1 ] && mesh="$mesh pp $pp;" && rules="$rules layers -> pp schedule 1f1b;"
+    [ "$dp" -gt 1 ] && mesh="$mesh dp $dp;" && rules="$rules batch -> dp;"
+    [ "$tp" -gt 1 ] && mesh="$mesh tp $tp;" && rules="$rules heads -> tp; ffn -> tp; vocab -> tp;"
+    f=$tmp/$name.par
+    a100_plan "$f" "$rules recompute full;"
     "$parc" explain "$f" --json > "$tmp/$name.json"
     read -r ours ratio inside < <(python3 - "$tmp/$name.json" "$gpus" "$pub" "$hidden" "$layers" "$batch" 2048 51200 <<'PY'
 import json, sys
@@ -90,17 +97,7 @@ while read -r name heads hidden layers pp gpus batch full sel; do
         if [ "$mode" = full ]; then rules="$rules recompute full;"; pub=$full
         else rules="$rules sequence_parallel over tp; recompute selective;"; pub=$sel; fi
         f=$tmp/k$name-$mode.par
-        cat > "$f" <<PLAN
-cluster { nodes $(( gpus / 8 )); gpus_per_node 8;
-  gpu { memory 80 GiB; bf16 312 TFLOP/s; fp32 19.5 TFLOP/s; hbm 2.039 TB/s; }
-  link intra 300 GB/s 2 us; link inter 25 GB/s 5 us;
-  efficiency a100; }
-model gpt { vocab 51200; seq 2048; hidden $hidden; heads $heads; ffn $(( 4 * hidden )); layers $layers;
-  embed positions learned; repeat layers { block gpt2; } norm layer; head untied; loss cross_entropy; }
-train { batch $batch; micro_batch 1; precision bf16 master fp32; optimizer adam lr 1e-4; }
-mesh {$mesh }
-layout {$rules }
-PLAN
+        a100_plan "$f" "$rules"
         "$parc" explain "$f" --json > "$tmp/k$name-$mode.json"
         read -r est ratio inside < <(python3 - "$tmp/k$name-$mode.json" "$pub" <<'PY'
 import json, sys
