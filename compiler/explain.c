@@ -142,7 +142,7 @@ static void explain_stage_memory(FILE *out, const Analysis *an, int s, int verbo
     if (sc->host_staging) {
         analyze_format_bytes((double)sc->host_staging, b1, sizeof b1);
         fprintf(out, "  pipeline sends are copied to host memory until received: up to %s per rank (not GPU "
-                     "memory: the schedule's in-flight peak of messages)\n",
+                     "memory: the schedule's in-flight peak of messages, and the receive posted ahead)\n",
                 b1);
     }
     if (verbose)

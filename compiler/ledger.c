@@ -32,7 +32,8 @@ void ledger_stage_sends(const Program *prog, const StageProgram *sp, int64_t *fw
  *   comm:      one packing buffer for [outer, S, inner] collectives with outer > 1
  *              and for the peer's copy in the embedding group's all-reduce;
  *   host staging: one copy per pipeline message still in flight, in the
- *              message's dtype (host memory: not in ledger[], see ir.h);
+ *              message's dtype, and one slot for the receive posted ahead
+ *              (host memory: not in ledger[], see ir.h);
  *   workspace: the largest request of an op's call, per its row of op_table
  *              (runtime/prt_scratch.h): with all-fp32 operands in `work`, the
  *              extra a CPU build needs to widen 16-bit operands in `work_16`. */
@@ -69,11 +70,13 @@ static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t
         int64_t bwd_bound = prog->schedule.peak_in_flight[prev] + 1;
         sends = (fwd < fwd_bound ? fwd : fwd_bound) + (bwd < bwd_bound ? bwd : bwd_bound);
     }
+    /* and the runtime's slot for the next receive, posted ahead of its op */
+    int64_t recv_ahead = prog->nstages > 1 ? 1 : 0;
     /* each copy holds one message in its own dtype (2 bytes in a 16-bit plan),
      * in host memory */
     int64_t message = sp->boundary_elems * (prog->nstages > 1 ? dtype_bytes(sp->bufs[sp->resid_buf].dtype) : 0);
     *comm = 4 * pack;
-    *host_staging = sends * message;
+    *host_staging = (sends + recv_ahead) * message;
     *work = 4 * scratch;
     *work_16 = 4 * (scratch_16 > scratch ? scratch_16 - scratch : 0);
 }

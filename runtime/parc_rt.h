@@ -256,9 +256,11 @@ double prt_clip_scale(prt *rt);
  *     with outer > 1 and S > 1, and of n x element size over the allreduce_ends; and
  *     send slots holding the bytes (n x element size)
  *     of pipeline sends not yet completed (slots are reused, sends complete by
- *     prt_step_end), i.e. the peak bytes in flight.  The compiler budgets the
- *     packing buffer at 4 bytes per element (a bound for every dtype) and each
- *     send slot at the message's own element size;
+ *     prt_step_end), i.e. the peak bytes in flight, and one slot of the largest
+ *     pipeline receive (the next receive is posted ahead of its op into it).
+ *     The compiler budgets the packing buffer at 4 bytes per element (a bound
+ *     for every dtype) and each send or receive slot at the message's own
+ *     element size;
  *   PRT_WORKSPACE: one buffer of the largest of the ops' requests, in floats:
  *     the prt_scratch_* function of each op in prt_scratch.h, which both the
  *     CPU backend and the compiler's ledger call (0 for ops that have none).
@@ -446,8 +448,10 @@ does:
     out[outer, inner] = in[outer, coord, inner].
   send(axis, delta, buf, n, tag) / recv(axis, delta, buf, n, tag): pipeline
     messages to/from the rank at coord + delta (mod size) on `axis`.  Sends are
-    buffered (the call returns once the data is copied); receives block.  tag
-    identifies (direction, micro-batch, chunk).
+    buffered (the call returns once the data is copied); receives block until
+    the message is there (the runtime posts each training step's next receive
+    ahead of its call, into a slot of its own, in the order of the step before).
+    tag identifies (direction, micro-batch, chunk).
   allreduce_start(axis, buf, n) / reducescatter_start(axis, out, in, outer, inner):
     allreduce / reducescatter started, not finished: they return at once and the
     result is there after comm_wait(buf) (comm_wait(out)); until then nothing may

@@ -109,6 +109,21 @@ typedef struct prt_send_slot {  /* one buffered pipeline send */
     MPI_Request request;        /* MPI_REQUEST_NULL when free */
 } prt_send_slot;
 
+/* A pipeline receive: what a recv call names (prt_mpi.c's receive posted ahead). */
+typedef struct prt_recv_key {
+    int64_t axis, delta, n, tag, dtype;
+} prt_recv_key;
+
+typedef struct prt_recv_ahead {  /* the next receive, posted before its op into a slot of its own */
+    char *data;
+    size_t capacity;             /* bytes (booked to PRT_COMM) */
+    MPI_Request request;         /* MPI_REQUEST_NULL when nothing is posted */
+    prt_recv_key key;
+    int posted;                  /* posted and not yet claimed by its recv call */
+    int arrived;                 /* complete (a test or the claim's wait saw it) */
+    int got;                     /* elements received, once arrived */
+} prt_recv_ahead;
+
 typedef struct prt_inflight {  /* a collective started and not yet waited for (prt_overlap.c) */
     const void *buf;            /* what comm_wait names: the buffer the result lands in */
     MPI_Request request;        /* MPI_REQUEST_NULL once complete */
@@ -223,6 +238,11 @@ struct prt {
     float *work;             size_t work_cap;         /* floats: attention, xent scratch, 16-bit conversions */
     prt_send_slot *send_slots; int nsend_slots;
     int sends_pending;         /* send slots whose MPI_Isend has not been seen complete */
+    /* pipeline receives of the last training step in call order (the schedule
+     * repeats each step), this step's so far, and the one posted ahead */
+    prt_recv_key *recv_seq, *recv_now; int nrecv_seq, nrecv_now, recv_cap;
+    prt_recv_ahead recv_ahead;
+    int recv_ahead_pending;    /* posted and not yet seen complete: op entry points progress it */
     prt_inflight *inflight; int ninflight, inflight_cap;  /* collectives in flight, in start order */
     int inflight_pending;      /* of them not yet seen complete: op entry points progress them */
     double lane_end[PRT_TRACE_LANES + 1]; /* trace: when each lane's last span ended */
@@ -343,6 +363,8 @@ void prt_comm_post(prt *rt, const void *buf, MPI_Request request, const char *na
 void prt_comm_progress(prt *rt);
 /* Tests the pending pipeline sends (prt_mpi.c); prt_comm_progress calls it. */
 void prt_comm_progress_sends(prt *rt);
+void prt_comm_progress_recv(prt *rt);
+void prt_comm_recv_step_end(prt *rt);
 void prt_comm_check_idle(prt *rt, const char *where);
 void prt_comm_inflight_free(prt *rt);
 

@@ -18,7 +18,8 @@
  * Pipeline sends copy into send slots (booked to PRT_COMM) and MPI_Isend; a slot
  * is reused once MPI_Test says its send completed; pending sends are tested
  * between ops (prt_comm_progress) and completed at prt_step_end and
- * prt_finalize.  The public entry points (prt_ops.c) handle
+ * prt_finalize.  The next pipeline receive is posted ahead of its op (see
+ * "receives posted ahead") and tested between ops too.  The public entry points (prt_ops.c) handle
  * axes of size 1 and find the dtype.
  */
 #include <limits.h>
@@ -316,21 +317,115 @@ void prt_mpi_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t
     }
 }
 
+/* ---------------------------------------------------------------- receives posted ahead */
+
+/* The schedule repeats every training step, so the receives of the last step,
+ * in call order, say which comes next: once a receive is done the next one is
+ * posted (MPI_Irecv) into a slot of its own (booked to PRT_COMM), tested
+ * between ops like the sends (so the message moves while this rank computes),
+ * and the recv call that names it waits for it there and copies it out.  MPI
+ * matches the receives of one (source, tag, communicator) in the order they
+ * were posted, so a receive posted ahead gets the very message its recv call
+ * would have got, whenever that call comes (an evaluation's too); one that no
+ * call claims is cancelled at prt_finalize. */
+
+static int same_message(const prt_recv_key *a, const prt_recv_key *b) {
+    return a->axis == b->axis && a->delta == b->delta && a->tag == b->tag;
+}
+
+static void post_ahead(prt *rt, const prt_recv_key *k) {
+    prt_recv_ahead *ra = &rt->recv_ahead;
+    if (ra->posted) return;  /* one slot: the one posted before is still unclaimed */
+    int count = count_of(k->n, "recv");
+    size_t bytes = (size_t)count * prt_dtype_size(k->dtype);
+    if (ra->capacity < bytes) {
+        free(ra->data);
+        ra->data = prt_xmalloc(bytes);
+        prt_ledger_book(rt, PRT_COMM, (int64_t)(bytes - ra->capacity));
+        ra->capacity = bytes;
+    }
+    MPI_Comm comm = k->axis >= 0 ? prt_axis_comm(rt, k->axis) : MPI_COMM_SELF;
+    PRT_MPI_CHECK(MPI_Irecv(ra->data, count, mpi_type(k->dtype), peer_of(rt, k->axis, k->delta), (int)k->tag, comm,
+                            &ra->request));
+    ra->key = *k;
+    ra->posted = 1;
+    ra->arrived = 0;
+    rt->recv_ahead_pending = 1;
+}
+
+void prt_comm_progress_recv(prt *rt) {
+    prt_recv_ahead *ra = &rt->recv_ahead;
+    if (!ra->posted || ra->arrived) return;
+    int done = 0;
+    MPI_Status status;
+    PRT_MPI_CHECK(MPI_Test(&ra->request, &done, &status));
+    if (!done) return;
+    PRT_MPI_CHECK(MPI_Get_count(&status, mpi_type(ra->key.dtype), &ra->got));
+    ra->arrived = 1;
+    rt->recv_ahead_pending = 0;
+}
+
+/* The claimed receive posted ahead, waited for (watched) and copied to buf;
+ * returns its element count. */
+static int claim_ahead(prt *rt, void *buf, int64_t axis, int64_t dtype) {
+    prt_recv_ahead *ra = &rt->recv_ahead;
+    if (!ra->arrived) {
+        MPI_Status status;
+        prt_wait(rt, &ra->request, &status, "pipeline receive", axis);
+        PRT_MPI_CHECK(MPI_Get_count(&status, mpi_type(ra->key.dtype), &ra->got));
+        ra->arrived = 1;
+        rt->recv_ahead_pending = 0;
+    }
+    PRT_CHECK(ra->key.dtype == dtype, "recv on axis %s (tag %lld): the message posted ahead was %s, the call asks %s",
+              axis_label(rt, axis), (long long)ra->key.tag, prt_dtype_names[ra->key.dtype], prt_dtype_names[dtype]);
+    if (ra->got > 0) memcpy(buf, ra->data, (size_t)ra->got * prt_dtype_size(dtype));
+    ra->posted = ra->arrived = 0;
+    return ra->got;
+}
+
+/* After a training step's receive: it is this step's next, and the next of
+ * the last step's sequence is posted (after the last, the next step's first). */
+static void recv_done(prt *rt, const prt_recv_key *k) {
+    if (rt->eval_active) return;
+    if (rt->nrecv_now == rt->recv_cap) {
+        rt->recv_cap = rt->recv_cap ? 2 * rt->recv_cap : 16;
+        rt->recv_now = prt_xrealloc(rt->recv_now, (size_t)rt->recv_cap * sizeof *rt->recv_now);
+        rt->recv_seq = prt_xrealloc(rt->recv_seq, (size_t)rt->recv_cap * sizeof *rt->recv_seq);
+    }
+    rt->recv_now[rt->nrecv_now++] = *k;
+    if (rt->nrecv_seq > 0) post_ahead(rt, &rt->recv_seq[rt->nrecv_now % rt->nrecv_seq]);
+}
+
+void prt_comm_recv_step_end(prt *rt) {
+    if (!rt->nrecv_now) return;
+    prt_recv_key *t = rt->recv_seq;
+    rt->recv_seq = rt->recv_now;
+    rt->recv_now = t;
+    rt->nrecv_seq = rt->nrecv_now;
+    rt->nrecv_now = 0;
+}
+
 void prt_mpi_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag, int64_t dtype) {
     double t = prt_trace_start(rt);
     int count = count_of(n, "recv");
     MPI_Datatype type = mpi_type(dtype);
     PRT_CHECK(tag >= 0 && tag <= rt->tag_ub, "recv: tag %lld outside [0, %d]", (long long)tag, rt->tag_ub);
-    MPI_Comm comm = axis >= 0 ? prt_axis_comm(rt, axis) : MPI_COMM_SELF;
-    MPI_Status status;
-    MPI_Request req;
-    PRT_MPI_CHECK(MPI_Irecv(buf, count, type, peer_of(rt, axis, delta), (int)tag, comm, &req));
-    prt_wait(rt, &req, &status, "pipeline receive", axis);
+    prt_recv_key key = {axis, delta, n, tag, dtype};
     int got = -1;
-    PRT_MPI_CHECK(MPI_Get_count(&status, type, &got));
+    if (rt->recv_ahead.posted && same_message(&rt->recv_ahead.key, &key)) {
+        got = claim_ahead(rt, buf, axis, dtype);
+    } else {
+        MPI_Comm comm = axis >= 0 ? prt_axis_comm(rt, axis) : MPI_COMM_SELF;
+        MPI_Status status;
+        MPI_Request req;
+        PRT_MPI_CHECK(MPI_Irecv(buf, count, type, peer_of(rt, axis, delta), (int)tag, comm, &req));
+        prt_wait(rt, &req, &status, "pipeline receive", axis);
+        PRT_MPI_CHECK(MPI_Get_count(&status, type, &got));
+    }
     PRT_CHECK(got == count, "recv on axis %s (tag %lld): expected %d %s elements, got %d", axis_label(rt, axis),
               (long long)tag, count, prt_dtype_names[dtype], got);
     reap_sends(rt);
+    recv_done(rt, &key);
     if (rt->tracing) {
         prt_trace_record(rt, "recv", "p2p", t, n * (int64_t)prt_dtype_size(dtype), axis);
         prt_trace_flow(rt, 'f', world_rank_of(rt, axis, peer_of(rt, axis, delta)), rt->world_rank, tag);
@@ -347,6 +442,18 @@ void prt_comm_complete_sends(prt *rt) {
 }
 
 void prt_comm_free(prt *rt) {
+    prt_recv_ahead *ra = &rt->recv_ahead;
+    if (ra->posted && !ra->arrived) {  /* posted ahead and never claimed: no message is coming */
+        PRT_MPI_CHECK(MPI_Cancel(&ra->request));
+        PRT_MPI_CHECK(MPI_Wait(&ra->request, MPI_STATUS_IGNORE));
+    }
+    free(ra->data);
+    *ra = (prt_recv_ahead){NULL, 0, MPI_REQUEST_NULL, {0, 0, 0, 0, 0}, 0, 0, 0};
+    rt->recv_ahead_pending = 0;
+    free(rt->recv_seq);
+    free(rt->recv_now);
+    rt->recv_seq = rt->recv_now = NULL;
+    rt->nrecv_seq = rt->nrecv_now = rt->recv_cap = 0;
     for (int i = 0; i < rt->nsend_slots; i++) free(rt->send_slots[i].data);
     free(rt->send_slots);
     rt->send_slots = NULL;

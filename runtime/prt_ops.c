@@ -22,7 +22,7 @@ static void trace_op(prt *rt, const char *name, double start) {
 
 #define PRT_DISPATCH_OP(name, params, args)     \
     void prt_##name params {                    \
-        if (rt->inflight_pending || rt->sends_pending) prt_comm_progress(rt); \
+        if (rt->inflight_pending || rt->sends_pending || rt->recv_ahead_pending) prt_comm_progress(rt); \
         double start = prt_trace_start(rt);     \
         rt->backend->name args;                 \
         if (rt->tracing) trace_op(rt, #name, start); \

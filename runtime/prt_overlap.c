@@ -57,6 +57,7 @@ static void completed(prt *rt, prt_inflight *f) {
 
 void prt_comm_progress(prt *rt) {
     if (rt->sends_pending > 0) prt_comm_progress_sends(rt);
+    if (rt->recv_ahead_pending) prt_comm_progress_recv(rt);
     for (int i = 0; i < rt->ninflight && rt->inflight_pending > 0; i++) {
         prt_inflight *f = &rt->inflight[i];
         if (f->done) continue;

@@ -48,6 +48,7 @@ void prt_step_end(prt *rt, int64_t step) {
     PRT_CHECK(rt->step == step, "prt_step_end(%lld) without prt_step_begin(%lld)", (long long)step, (long long)step);
     backend_sync(rt, "the device work of the step");  /* the step's time includes it */
     prt_comm_complete_sends(rt);
+    prt_comm_recv_step_end(rt);
     prt_comm_check_idle(rt, "the step's end");
     double loss = rt->step_loss;
     double t_comm = prt_trace_start(rt);

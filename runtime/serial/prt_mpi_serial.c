@@ -334,6 +334,15 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
     return rc;
 }
 
+/* A pending receive is dropped: the MPI_Wait that follows completes at once. */
+int MPI_Cancel(MPI_Request *request) {
+    if (*request == MPI_REQUEST_NULL) return MPI_SUCCESS;
+    if (*request < 0 || *request > MAX_PENDING || !g_pending[*request - 1].used) return ERR_REQUEST;
+    g_pending[*request - 1].used = 0;
+    *request = MPI_REQUEST_NULL;
+    return MPI_SUCCESS;
+}
+
 int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status *status) {
     MPI_Request r;
     int rc = MPI_Irecv(buf, count, datatype, source, tag, comm, &r);

@@ -5,7 +5,12 @@
  * FAULT_HANG=RANK:STEP (that rank sleeps 120 s instead of communicating, so the
  * others' watchdog must fire), FAULT_STOP=RANK:STEP (that rank stops itself with
  * SIGSTOP: alive but never arriving), FAULT_BADCALL=RANK:STEP (that rank makes an invalid
- * runtime call, so PRT_CHECK must abort the job).  Runtime flags pass through.
+ * runtime call, so PRT_CHECK must abort the job), FAULT_NOSEND=RANK:STEP (that rank stops
+ * itself with SIGSTOP instead of its send, so its successor waits in the receive).  With
+ * FAULT_TAG0=1 every step's message has tag 0, as a pipeline's (direction, micro-batch,
+ * chunk) tags repeat each step, so from the second step on the runtime posts the receive
+ * ahead of its call.  The message must arrive equal to the all-reduced values it was
+ * copied from (the same on every rank), else exit 1.  Runtime flags pass through.
  */
 #include <signal.h>
 #include <unistd.h>
@@ -41,8 +46,17 @@ int main(int argc, char **argv) {
         prt_allreduce(rt, 0, buf, 256, 0);
         prt_allreduce(rt, 1, buf, 256, 0);
         for (int i = 0; i < 64; i++) msg[i] = buf[i];
-        prt_send(rt, 0, 1, msg, 64, (int64_t)step, 0);
-        prt_recv(rt, 0, -1, msg, 64, (int64_t)step, 0);
+        int64_t tag = getenv("FAULT_TAG0") ? 0 : step;
+        if (hook("FAULT_NOSEND", rank, step)) raise(SIGSTOP);
+        prt_send(rt, 0, 1, msg, 64, tag, 0);
+        for (int i = 0; i < 64; i++) msg[i] = -1.0f;
+        prt_recv(rt, 0, -1, msg, 64, tag, 0);
+        for (int i = 0; i < 64; i++)
+            if (msg[i] != buf[i]) {
+                fprintf(stderr, "fault_prog: rank %lld step %lld: message element %d is %g, want %g\n", (long long)rank,
+                        (long long)step, i, msg[i], buf[i]);
+                return 1;
+            }
         prt_span_end(rt);
         usleep(50 * 1000);
         prt_step_end(rt, step);

@@ -14,6 +14,11 @@
 #      job stops within 15 s, naming rank 3 with its mesh coordinates;
 #   3c. FAULT_STOP=3:6 (rank 3 stops after its last step, before prt_finalize)
 #      with --trace: the shutdown gathers are watched too, rank 3 is named;
+#   3d. FAULT_TAG0=1 FAULT_NOSEND=3:2 --timeout 2 (tags repeat each step, so
+#      rank 1's receive of step 2 was posted ahead in step 1; rank 3 stops
+#      instead of sending it): rank 3 is named, and rank 1 waits in the
+#      pipeline receive; FAULT_TAG0=1 alone runs clean (every message arrives
+#      with its values through the receives posted ahead);
 #   4. --steps abc: usage and exit status 2; --device cuda: exit 2 naming the CPU
 #      runtime; 2 ranks for a 4-rank mesh: exit 2 saying how many ranks it needs.
 # Exit status 0 iff every assertion held.
@@ -75,6 +80,20 @@ echo "shutdown: rc=$rc elapsed=${elapsed}s"
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "FAULT_STOP=3:6: rc=$rc"
 within 15 || fail "FAULT_STOP=3:6: took ${elapsed}s (limit 15s)"
 grep -q "rank 3 (dp 1, tp 1) did not .*(shutdown)" "$OUT" || fail "FAULT_STOP=3:6: the shutdown hang does not name rank 3"
+
+ARGS="--quiet --timeout 2"
+run 4 FAULT_TAG0=1 FAULT_NOSEND=3:2
+echo "nosend:   rc=$rc elapsed=${elapsed}s"
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "FAULT_NOSEND=3:2: rc=$rc"
+within 15 || fail "FAULT_NOSEND=3:2: took ${elapsed}s (limit 15s)"
+grep -q "rank 3 (dp 1, tp 1) did not reach .* within 2 s (step 2;" "$OUT" || fail "FAULT_NOSEND=3:2: rank 3 is not named"
+grep -q "rank 1 (dp 0, tp 1) waits in pipeline receive on dp (step 2)" "$OUT" ||
+    fail "FAULT_NOSEND=3:2: the report does not say rank 1 waits in the pipeline receive"
+
+ARGS="--quiet"
+run 4 FAULT_TAG0=1 PRT_TIMEOUT=30
+echo "tag0:     rc=$rc elapsed=${elapsed}s"
+[ "$rc" -eq 0 ] || fail "FAULT_TAG0=1 (receives posted ahead): exit status $rc"
 
 ARGS="--steps abc"
 run 1 PRT_TIMEOUT=30
