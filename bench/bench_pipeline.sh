@@ -12,12 +12,20 @@
 # split each pp 2 program holds and its estimated busy time per stage, and the
 # ratios pp 2 / one rank for both splits and balanced / even.  Where balance auto
 # keeps the even split the two pp 2 programs are the same, and their ratio is the
-# run's noise.  Measures; does not pass or fail.
-#   usage: bench/bench_pipeline.sh [build/parc]      env: STEPS (5), ROUNDS (1), MODELS
+# run's noise.  Beside each pp 2 ratio, the bound that explain's per-stage busy
+# times put on it: one rank does the work of both stages, sum(busy), while 1F1B
+# on p stages with m micro-batches takes at least the slowest stage's work
+# plus its share of the bubble, max(busy) (m + p - 1) / m (the (p - 1) / m
+# bubble of GPipe and 1F1B: Huang et al. 2019, Narayanan et al. 2021).  With a
+# second parc (PEER, e.g. another checkout's build) its two pp 2 programs run
+# in the same rounds and their ratio to ours is printed.  Measures; does not
+# pass or fail.
+#   usage: bench/bench_pipeline.sh [build/parc [PEER]]      env: STEPS (5), ROUNDS (1), MODELS
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/bench/lib.sh"
 parc=$(realpath "${1:-$root/build/parc}")
+peer=${2:+$(realpath "$2")}
 STEPS=${STEPS:-5}
 ROUNDS=${ROUNDS:-1}
 MODELS=${MODELS:-"gpt_bench_41m gpt_bench_41m_vocab16k"}
@@ -28,8 +36,18 @@ MPIRUN=$(command -v mpirun || true)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 [ -x "$parc" ] || { echo "bench_pipeline: no parc at $parc (run .ci/build)" >&2; exit 1; }
 [ -n "$MPIRUN" ] || { echo "bench_pipeline: no mpirun on PATH" >&2; exit 1; }
+[ -z "$peer" ] || [ -x "$peer" ] || { echo "bench_pipeline: no peer parc at $peer" >&2; exit 1; }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || a + 0 <= 0) print "n/a"; else printf "%.2fx", b / a }'; }
+
+# bound PLAN: sum(busy) / (max(busy) (m + p - 1) / m) from explain's pipeline
+# section ("stage S ... busy X s per step (M x ...)" lines)
+bound() {
+    "$parc" explain "$1" | awk '/^  stage [0-9]+ .*busy [0-9.e+-]+ s per step \([0-9]+ x/ {
+            for (i = 1; i <= NF; i++) if ($i == "busy") b = $(i + 1); else if ($i == "step" && $(i + 1) ~ /^\(/) m = substr($(i + 1), 2)
+            sum += b; if (b > max) max = b; p++ }
+        END { if (p < 2 || max <= 0) print "n/a"; else printf "%.2fx", sum / (max * (m + p - 1) / m) }'
+}
 
 # variant BASE NAME MESH LAYOUT: the base plan with batch 8 as 8 micro-batches of
 # 1, on MESH with LAYOUT (a 2-GPU cluster with a link for pp 2); fails loudly if
@@ -57,6 +75,12 @@ for m in $MODELS; do
         "$parc" build "$tmp/$m.$v.par" -o "$tmp/$m.$v" > "$tmp/$m.$v.build" 2>&1 ||
             { echo "parc build $m.$v failed:"; cat "$tmp/$m.$v.build"; ok=0; }
     done
+    if [ -n "$peer" ]; then
+        for v in even balance; do
+            "$peer" build "$tmp/$m.$v.par" -o "$tmp/$m.peer_$v" > "$tmp/$m.peer_$v.build" 2>&1 ||
+                { echo "peer build $m.$v failed:"; cat "$tmp/$m.peer_$v.build"; ok=0; }
+        done
+    fi
     [ "$ok" = 1 ] || continue
     echo
     echo "$m: $("$parc" explain "$tmp/$m.single.par" | awk '/^  parameters/ { print $2 }') parameters"
@@ -68,10 +92,19 @@ for m in $MODELS; do
         "$MPIRUN" --bind-to none -np 1 "$tmp/$m.single" --steps "$STEPS" > "$tmp/$m.single.$r.log" 2>&1
         "$MPIRUN" -np 2 "$tmp/$m.even" --steps "$STEPS" > "$tmp/$m.even.$r.log" 2>&1
         "$MPIRUN" -np 2 "$tmp/$m.balance" --steps "$STEPS" > "$tmp/$m.balance.$r.log" 2>&1
+        if [ -n "$peer" ]; then
+            "$MPIRUN" -np 2 "$tmp/$m.peer_even" --steps "$STEPS" > "$tmp/$m.peer_even.$r.log" 2>&1
+            "$MPIRUN" -np 2 "$tmp/$m.peer_balance" --steps "$STEPS" > "$tmp/$m.peer_balance.$r.log" 2>&1
+        fi
     done
     s=$(median_ms "$tmp/$m".single.*.log); e=$(median_ms "$tmp/$m".even.*.log); b=$(median_ms "$tmp/$m".balance.*.log)
     printf '  %-28s %10s ms/step\n' "one rank" "$s" "pp 2, even split" "$e" "pp 2, balance auto" "$b"
-    echo "  pp 2 even / one rank:        $(ratio "$e" "$s")"
-    echo "  pp 2 balance auto / one rank: $(ratio "$b" "$s")   (target 1.6x on 8 micro-batches)"
+    echo "  pp 2 even / one rank:        $(ratio "$e" "$s")   (bound from explain's busy times $(bound "$tmp/$m.even.par"))"
+    echo "  pp 2 balance auto / one rank: $(ratio "$b" "$s")   (bound $(bound "$tmp/$m.balance.par"); target 1.6x on 8 micro-batches)"
     echo "  balance auto / even:          $(ratio "$b" "$e")"
+    if [ -n "$peer" ]; then
+        pe=$(median_ms "$tmp/$m".peer_even.*.log); pb=$(median_ms "$tmp/$m".peer_balance.*.log)
+        printf '  %-28s %10s ms/step\n' "peer pp 2, even split" "$pe" "peer pp 2, balance auto" "$pb"
+        echo "  pp 2 even: ours over peer $(ratio "$e" "$pe"); balance auto: ours over peer $(ratio "$b" "$pb")"
+    fi
 done
