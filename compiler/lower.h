@@ -286,8 +286,8 @@ int optim_bind_tied(Lowerer *lw);
 /* ------------------------------------------------------------ overlap.c */
 
 /* The current stage's per-layer gradient buckets as started collectives with
- * their waits in SEQ_GRAD_WAIT_BLOCK (overlap.c's banner); after optim_emit of
- * the block region.  Nothing unless the stage syncs in the backward over a
+ * their waits in SEQ_GRAD_WAIT_BLOCK (overlap.c's banner); after the stage's
+ * optim_emit calls (lower_overlap, the pass table's `overlap` row).  Nothing unless the stage syncs in the backward over a
  * data axis of size > 1. */
 void overlap_buckets(Lowerer *lw);
 
