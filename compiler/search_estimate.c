@@ -165,11 +165,29 @@ static double coll_each(const Cluster *cl, CollKind kind, int n, int inside, con
     return t;
 }
 
+/* What a block's ZeRO-2/3 reduce-scatters, started each after its gradient's
+ * last writer (overlap_scatters), leave exposed past the block's backward of
+ * tb: the gradients complete in reverse order of the block's parameters, the
+ * j-th at the share of tb its and the later parameters' elements make (the
+ * GEMMs' time follows their weights' size); one link, one after the other. */
+static double scatter_exposed_s(const Cluster *cl, int dp, int inside, const Params *ps, double bytes, double tb)
+{
+    double all = 0, done = 0, link = 0;
+    for (int i = 0; i < ps->n; i++) all += ps->elems[i];
+    for (int i = ps->n - 1; i >= 0; i--) {
+        done += ps->elems[i];
+        double ready = all > 0 ? tb * done / all : tb;
+        link = (link > ready ? link : ready) + cost_coll_s(cl, COLL_REDUCESCATTER, dp, inside, ps->elems[i] * bytes);
+    }
+    return link > tb ? link - tb : 0;
+}
+
 /* The data axis's gradient sync of one stage over dp ranks, the parameters
  * of its blocks (nblocks of them, each `blocks`) and its ends, by ZeRO stage
  * as optim.c emits it: ZeRO-0/1 once per step (a bucket per block, started
  * after the block's last backward unless `grad_overlap off;`, overlap.c),
- * ZeRO-2/3 reduce-scatters after every micro-batch (mb), ZeRO-1/2 an
+ * ZeRO-2/3 reduce-scatters after every micro-batch (mb: a block's under the
+ * rest of its backward, scatter_exposed_s, unless `grad_overlap off;`), ZeRO-1/2 an
  * all-gather of the stepped weights, ZeRO-3 a gather of each weight for the
  * forward and again for the backward that reads it.  tb: one block's
  * backward; t0: what precedes the first block's.  The tail the buckets leave
@@ -192,8 +210,9 @@ static double sync_estimate(const Plan *p, const Layout1 *l, const Params *block
             if (exposed < nblocks * bucket) t -= nblocks * bucket - exposed;
         }
     } else {
-        t += mb * (nblocks * coll_each(cl, COLL_REDUCESCATTER, dp, inside, blocks, gb, 0) +
-                   coll_each(cl, COLL_REDUCESCATTER, dp, inside, ends, gb, 0));
+        double block = p->layout.grad_overlap_off ? coll_each(cl, COLL_REDUCESCATTER, dp, inside, blocks, gb, 0)
+                                                  : scatter_exposed_s(cl, dp, inside, blocks, gb, tb);
+        t += mb * (nblocks * block + coll_each(cl, COLL_REDUCESCATTER, dp, inside, ends, gb, 0));
     }
     if (l->zero == 1 || l->zero == 2)
         t += nblocks * coll_each(cl, COLL_ALLGATHER, dp, inside, blocks, wb, 0) +
