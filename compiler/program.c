@@ -206,9 +206,9 @@ void program_verify(const Program *prog)
             }
         }
     }
+    overlap_verify(prog);
     for (int s = 0; s < prog->nstages; s++)
         for (int q = 0; q < SEQ_COUNT; q++) first_write_verify(&prog->stages[s], &prog->stages[s].seq[q], seq_names[q]);
-    overlap_verify(prog);
 }
 
 /* ------------------------------------------------------------ dump */
