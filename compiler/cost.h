@@ -36,6 +36,11 @@ double cost_attention_s(const Cluster *cl, double peak, double flops);
 double cost_stream_s(const Cluster *cl, double bytes);
 /* The same for GELU and SwiGLU, at the `activation` efficiency. */
 double cost_activation_s(const Cluster *cl, double bytes);
+/* Memory-bound ops by class, each at its own efficiency of the HBM
+ * bandwidth (norm, softmax and optimizer as hbm where the cluster leaves them
+ * at 0); ops over 16-bit tensors (wide16) at that times `stream16`. */
+typedef enum { MEM_STREAM, MEM_NORM, MEM_ACTIVATION, MEM_SOFTMAX, MEM_OPTIMIZER } MemKind;
+double cost_memory_s(const Cluster *cl, MemKind kind, double bytes, int wide16);
 /* Seconds of one collective of `bytes` per rank (the buffer nccl-tests calls
  * size) over a group of n ranks on the intra (inside = 1) or inter link:
  * latency x steps + bytes x bus factor / (link bandwidth x bus efficiency).
