@@ -58,15 +58,18 @@ static float *alloc_floats(size_t n, float v)
 }
 
 /* One C[m,n] = A[m,k] B[k,n]; with 16-bit operands (a16, b16, c16 not NULL)
- * first widened into a, b and rounded back from c element by element with the
- * runtime's loads and stores (runtime/prt_math.h), as its CPU GEMM ops do. */
+ * C += A B, A, B and C first widened into a, b, c and C rounded back from c
+ * element by element with the runtime's loads and stores (runtime/prt_math.h),
+ * as its CPU GEMM ops do (a forward's output starts as the widened bias row,
+ * a backward's input and weight gradients are added into). */
 static void gemm_call(int m, int n, int k, float *a, float *b, float *c, uint16_t *a16, uint16_t *b16, uint16_t *c16)
 {
     if (a16) {
         for (size_t i = 0; i < (size_t)m * k; i++) a[i] = prt_load(a16, PRT_BF16, (int64_t)i);
         for (size_t i = 0; i < (size_t)k * n; i++) b[i] = prt_load(b16, PRT_BF16, (int64_t)i);
+        for (size_t i = 0; i < (size_t)m * n; i++) c[i] = prt_load(c16, PRT_BF16, (int64_t)i);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, a16 ? 1.0f : 0.0f, c, n);
     if (c16)
         for (size_t i = 0; i < (size_t)m * n; i++) prt_store(c16, PRT_BF16, (int64_t)i, c[i]);
 }
@@ -301,16 +304,17 @@ static void measure_compute(Rates *r)
     stream16_rates((size_t)4 << 20, r->stream16);
 }
 
-/* The cluster fragment: the best fp32 GEMM rate is the peak; the 16-bit
- * peak is that rate times what widening costs a GEMM here; the streaming
+/* The cluster fragment: the best fp32 GEMM rate is the fp32 peak and the
+ * best 16-bit one (operands widened) the bf16 peak, each class against its
+ * own precision's peak (gemm, gemm16); the streaming
  * bandwidth is the best of the triad and the runtime's add, and each class
  * of memory-bound op runs at its kernel's share of it. */
 static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
 {
-    double peak = 0, ratio16 = 0;
+    double peak = 0, peak16 = 0;
     for (int c = 0; c < 4; c++) peak = r->gemm[c] > peak ? r->gemm[c] : peak;
-    for (int c = 0; c < 4; c++) ratio16 += 0.25 * r->gemm16[c] / r->gemm[c];
-    if (ratio16 > 1) ratio16 = 1; /* widening cannot make a GEMM faster: a measured excess is noise */
+    for (int c = 0; c < 4; c++) peak16 = r->gemm16[c] > peak16 ? r->gemm16[c] : peak16;
+    if (peak16 > peak) peak16 = peak; /* widening cannot make a GEMM faster: a measured excess is noise */
     /* the 16-bit path's share of the fp32 kernels' bytes/s, the mean of the
      * cheapest element op (an add, bound by the loads and stores) and the
      * dearest (GELU, bound by its arithmetic) */
@@ -327,7 +331,8 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
     fprintf(f, "# GEMM GFLOP/s: 64x1024x1024 with 64x64x256 (harmonic mean) %.2f, 256x1024x1024 %.2f, "
                "1024^3 %.2f, 2048^3 %.2f; 256x256x64 %.2f\n",
             r->gemm[0] / 1e9, r->gemm[1] / 1e9, r->gemm[2] / 1e9, r->gemm[3] / 1e9, r->attn / 1e9);
-    fprintf(f, "# bf16 GEMM GFLOP/s (operands widened to fp32, the result rounded): %.2f, %.2f, %.2f, %.2f\n",
+    fprintf(f, "# bf16 GEMM GFLOP/s (operands widened to fp32, the result added into and rounded), the same shapes: "
+               "%.2f, %.2f, %.2f, %.2f\n",
             r->gemm16[0] / 1e9, r->gemm16[1] / 1e9, r->gemm16[2] / 1e9, r->gemm16[3] / 1e9);
     fprintf(f, "# memory GB/s: triad %.2f", r->triad / 1e9);
     for (int k = 0; k < K_COUNT; k++) fprintf(f, ", %s %.2f", kernel_names[k], r->kernel[k] / 1e9);
@@ -338,17 +343,18 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
                    "compute (its mean over the all-reduce's %d steps is the link latency), bandwidth %.3g "
                    "GB/s, all-reduce bus bandwidth %.3g GB/s\n",
                 link->latency * 1e6, link->sync * 1e6, 2 * (size - 1), link->bandwidth / 1e9, link->busbw / 1e9);
-    fprintf(f, "gpu { memory %.0f B; bf16 %.6g FLOP/s; fp32 %.6g FLOP/s; hbm %.6g B/s; }\n", memory, peak * ratio16,
-            peak, hbm);
+    fprintf(f, "gpu { memory %.0f B; bf16 %.6g FLOP/s; fp32 %.6g FLOP/s; hbm %.6g B/s; }\n", memory, peak16, peak,
+            hbm);
     double step_latency = size > 1 ? link->sync / (2.0 * (size - 1)) : 0;
     if (step_latency < link->latency) step_latency = link->latency;
     if (size > 1) fprintf(f, "link intra %.6g B/s %.6g s;\n", link->bandwidth, step_latency);
     fprintf(f, "efficiency { gemm %.3f %.3f %.3f %.3f; attention %.3f; hbm %.3f; norm %.3f; activation %.4f; "
-               "softmax %.3f; optimizer %.3f; stream16 %.3f; intra %.3f; inter 1; }\n",
+               "softmax %.3f; optimizer %.3f; stream16 %.3f; gemm16 %.3f %.3f %.3f %.3f; intra %.3f; inter 1; }\n",
             clamp01(r->gemm[0] / peak), clamp01(r->gemm[1] / peak), clamp01(r->gemm[2] / peak),
             clamp01(r->gemm[3] / peak), clamp01(r->attn / peak), clamp01(r->kernel[K_ADD] / hbm),
             clamp01(r->kernel[K_NORM] / hbm), clamp01(r->kernel[K_GELU] / hbm), clamp01(r->kernel[K_SOFTMAX] / hbm),
-            clamp01(r->kernel[K_ADAMW] / hbm), clamp01(share16),
+            clamp01(r->kernel[K_ADAMW] / hbm), clamp01(share16), clamp01(r->gemm16[0] / peak16),
+            clamp01(r->gemm16[1] / peak16), clamp01(r->gemm16[2] / peak16), clamp01(r->gemm16[3] / peak16),
             size > 1 ? clamp01(link->busbw / link->bandwidth) : 1.0);
 }
 

@@ -119,6 +119,14 @@ double cost_gemm_s(const Cluster *cl, double peak, int64_t m, int64_t n, int64_t
     return 2.0 * (double)m * (double)n * (double)k / (peak * e);
 }
 
+double cost_gemm_prec_s(const Cluster *cl, Precision p, int64_t m, int64_t n, int64_t k)
+{
+    if (m <= 0 || n <= 0 || k <= 0) return 0;
+    GemmClass c = cost_gemm_class(m, n, k);
+    double e = p != PREC_FP32 && cl->eff.gemm16[c] > 0 ? cl->eff.gemm16[c] : eff_or_one(cl->eff.gemm[c]);
+    return 2.0 * (double)m * (double)n * (double)k / (cost_peak_flops(cl, p) * e);
+}
+
 double cost_attention_s(const Cluster *cl, double peak, double flops)
 {
     return flops / (peak * eff_or_one(cl->eff.attention));
@@ -226,7 +234,7 @@ static void cost_op_entry(const Program *prog, const Instr *ins, double times, C
          * gradient (N x M by M x K) and the weight gradient (K x N by N x M) */
         int64_t N = s->d[0], K = s->d[1], M = s->d[2];
         double calls = bwd ? 2.0 : 1.0;
-        double secs = calls * cost_gemm_s(cl, peak, N, M, K);
+        double secs = calls * cost_gemm_prec_s(cl, p, N, M, K);
         double flops = calls * 2.0 * (double)N * (double)K * (double)M;
         t->gemm_s += times * secs;
         t->gemm_flops += times * flops;

@@ -30,6 +30,9 @@ double cost_peak_flops(const Cluster *cl, Precision p);
 
 /* Seconds of one GEMM m x k by k x n (2 m n k FLOPs) at peak x efficiency of its class. */
 double cost_gemm_s(const Cluster *cl, double peak, int64_t m, int64_t n, int64_t k);
+/* The same at the plan's precision: its peak (cost_peak_flops), and for a
+ * 16-bit plan the class's `gemm16` efficiency where the cluster gives one. */
+double cost_gemm_prec_s(const Cluster *cl, Precision p, int64_t m, int64_t n, int64_t k);
 /* Seconds of `flops` of attention matmuls at peak x attention efficiency. */
 double cost_attention_s(const Cluster *cl, double peak, double flops);
 /* Seconds to stream `bytes` through HBM (reads + writes) at bandwidth x efficiency. */

@@ -40,6 +40,9 @@ void explain_cost_terms(FILE *out, const Analysis *an)
     for (int c = 0; c < PARC_GEMM_CLASSES; c++)
         fprintf(out, "%s %s (>= %lld) %.3g", c ? "," : "", gemm_class_names[c], (long long)gemm_class_min_dim[c],
                 e->gemm[c]);
+    if (e->gemm16[0] > 0 && plan->train.precision != PREC_FP32)
+        for (int c = 0; c < PARC_GEMM_CLASSES; c++)
+            fprintf(out, "%s %s %.3g", c ? "," : "; this 16-bit plan's (gemm16):", gemm_class_names[c], e->gemm16[c]);
     fprintf(out, "\n    attention      its matmul FLOPs at %.4g x %.3g; its score matrix streamed as memory-bound\n",
             an->peak_flops, e->attention);
     if (e->norm > 0 || e->softmax > 0 || e->optimizer > 0 || e->stream16 > 0)

@@ -160,6 +160,8 @@ int plan_precision_bytes(Precision p);
 typedef struct Efficiency {
     const char *name;                 /* the default set it started from: "a100", "h100", "h200", "generic" */
     double gemm[PARC_GEMM_CLASSES];   /* achieved / peak FLOP/s of a GEMM, by shape class */
+    double gemm16[PARC_GEMM_CLASSES]; /* the same for GEMMs of 16-bit plans against the bf16 peak, where the
+                                       * cluster states them apart (0: as gemm) */
     double attention;                 /* achieved / peak FLOP/s of the attention matmuls */
     double hbm;                       /* achieved / peak bandwidth of memory-bound ops */
     double activation;                /* ... of the activations with a transcendental per element

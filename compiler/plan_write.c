@@ -42,6 +42,11 @@ static void write_cluster(const Plan *p, FILE *out)
     const double extra[] = {e->norm, e->softmax, e->optimizer, e->stream16};
     for (int k = 0; k < 4; k++)
         if (extra[k] > 0) fprintf(out, " %s %.17g;", extra_names[k], extra[k]);
+    if (e->gemm16[0] > 0) {
+        fprintf(out, " gemm16");
+        for (int k = 0; k < PARC_GEMM_CLASSES; k++) fprintf(out, " %.17g", e->gemm16[k]);
+        fprintf(out, ";");
+    }
     fprintf(out, " }\n}\n");
 }
 

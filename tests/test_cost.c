@@ -76,6 +76,19 @@ static void test_primitives(void)
     h.eff.activation = 0.05;
     near("activation 1 GB at 0.05", cost_activation_s(&h, 1e9), 1e9 / 1e11);
     near("attention 1 TFLOP", cost_attention_s(&c, c.flops_bf16, 1e12), 1e12 / 50e12);
+    /* a 16-bit plan's GEMMs at the bf16 peak x gemm16 where given, else x gemm;
+     * fp32 plans at the fp32 peak x gemm whatever gemm16 says */
+    Cluster g = c;
+    g.flops_fp32 = 50e12;
+    near("bf16 GEMM at gemm when gemm16 is not given", cost_gemm_prec_s(&g, PREC_BF16, 64, 4096, 4096),
+         2.0 * 64 * 4096.0 * 4096 / 20e12);
+    g.eff.gemm16[GEMM_TINY] = 0.1, g.eff.gemm16[GEMM_LARGE] = 0.4;
+    near("bf16 tiny GEMM at gemm16 0.1", cost_gemm_prec_s(&g, PREC_BF16, 64, 4096, 4096),
+         2.0 * 64 * 4096.0 * 4096 / 10e12);
+    near("bf16 large GEMM at gemm16 0.4", cost_gemm_prec_s(&g, PREC_BF16, 4096, 4096, 4096),
+         2.0 * 4096.0 * 4096 * 4096 / 40e12);
+    near("fp32 tiny GEMM keeps gemm 0.2 at the fp32 peak", cost_gemm_prec_s(&g, PREC_FP32, 64, 4096, 4096),
+         2.0 * 64 * 4096.0 * 4096 / 10e12);
 
     Efficiency e;
     truth("a100 defaults exist", cost_efficiency_defaults("a100", &e) == 0 && !strcmp(e.name, "a100"));
