@@ -348,8 +348,8 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
     double step_latency = size > 1 ? link->sync / (2.0 * (size - 1)) : 0;
     if (step_latency < link->latency) step_latency = link->latency;
     if (size > 1) fprintf(f, "link intra %.6g B/s %.6g s;\n", link->bandwidth, step_latency);
-    fprintf(f, "efficiency { gemm %.3f %.3f %.3f %.3f; attention %.3f; hbm %.3f; norm %.3f; activation %.4f; "
-               "softmax %.3f; optimizer %.3f; stream16 %.3f; gemm16 %.3f %.3f %.3f %.3f; intra %.3f; inter 1; }\n",
+    fprintf(f, "efficiency { gemm %.4g %.4g %.4g %.4g; attention %.4g; hbm %.4g; norm %.4g; activation %.4g; "
+               "softmax %.4g; optimizer %.4g; stream16 %.4g; gemm16 %.4g %.4g %.4g %.4g; intra %.4g; inter 1; }\n",
             clamp01(r->gemm[0] / peak), clamp01(r->gemm[1] / peak), clamp01(r->gemm[2] / peak),
             clamp01(r->gemm[3] / peak), clamp01(r->attn / peak), clamp01(r->kernel[K_ADD] / hbm),
             clamp01(r->kernel[K_NORM] / hbm), clamp01(r->kernel[K_GELU] / hbm), clamp01(r->kernel[K_SOFTMAX] / hbm),

@@ -20,7 +20,7 @@ n='[0-9.]+'
 line=$(grep '^efficiency' "$tmp/cluster.par")
 echo "$line" | grep -Eq "^efficiency \{ gemm $n $n $n $n; attention $n; hbm $n; norm $n; activation $n; softmax $n; optimizer $n; stream16 $n; gemm16 $n $n $n $n; intra $n; inter 1; \}\$" ||
     fail "no efficiency block of the expected keys: $line"
-eff=$(echo "$line" | sed 's/[a-z]*16//g' | grep -oE "$n") # the values, not the 16 of stream16 and gemm16
+eff=$(echo "$line" | sed 's/[a-z]\+16//g' | grep -oE "$n") # the values, not the 16 of stream16 and gemm16
 [ "$(echo $eff | wc -w)" = 17 ] || fail "not 17 values in $line"
 grep -q '^# memory GB/s: triad [0-9.]*, add [0-9.]*, layer norm [0-9.]*, GELU [0-9.]*, cross-entropy [0-9.]*, AdamW [0-9.]* (the runtime.s kernels, the bytes the cost model charges them); bf16 add [0-9.]*, GELU [0-9.]*$' \
     "$tmp/cluster.par" || fail "no kernel rates: $(grep '^# memory' "$tmp/cluster.par")"
