@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "prt_backend.h"
+#include "prt_draw.h"
 #include "prt_internal.h"
 #include "cpu/prt_cpu_fast.h"
 
@@ -123,10 +124,35 @@ int64_t prt_param_layer(const prt_buffer_desc *gen, int64_t instance) {
     return gen->first_layer + instance;
 }
 
-/* Fills buffer `dst` (this rank's local shard of every instance) with the initial
- * values that `gen` describes: value(seed, init_name, global layer, global index).
- * A pure function of the element, so the elements are split over the CPU ops'
- * threads (prt_cpu_threads) and the values do not depend on their number. */
+/* Elements [e0, e1) of one instance: runs of consecutive global indices (a row
+ * of the innermost local dim, one prt_param_global per run), drawn a run at a
+ * time.  Zeros are not written: the buffer comes zeroed (alloc_zero, or the
+ * host copy's calloc), ZeRO padding included. */
+static void fill_range(const prt_param_map *map, const prt_buffer_desc *gen, uint64_t key, char *base,
+                       int64_t dtype, int64_t e0, int64_t e1) {
+    enum { RUN = 512 };
+    double v[RUN];
+    int64_t inner = map->ndim > 0 ? map->local_dims[map->ndim - 1] : INT64_MAX;
+    for (int64_t e = e0; e < e1;) {
+        int64_t global = prt_param_global(map, e);
+        if (global < 0) break;  /* the rest of the instance is ZeRO padding */
+        int64_t n = e1 - e < RUN ? e1 - e : RUN;
+        int64_t row_left = inner - (map->first + e) % inner;
+        if (n > row_left) n = row_left;
+        if (n > map->local_total - (map->first + e)) n = map->local_total - (map->first + e);
+        if (gen->init == PRT_INIT_NORMAL) prt_draw_normal(key, global, n, gen->init_std, v);
+        else for (int64_t i = 0; i < n; i++) v[i] = 1.0;  /* PRT_INIT_ONES */
+        if (dtype == PRT_F32) for (int64_t i = 0; i < n; i++) ((float *)base)[e + i] = (float)v[i];
+        else for (int64_t i = 0; i < n; i++) store(base, dtype, e + i, v[i]);
+        e += n;
+    }
+}
+
+/* Fills buffer `dst` (this rank's local shard of every instance, zeroed) with
+ * the initial values that `gen` describes: value(seed, init_name, global layer,
+ * global index), prt_draw.h.  A pure function of the element, so the elements
+ * are split over the CPU ops' threads (prt_cpu_threads) in fixed chunks and
+ * the values do not depend on their number. */
 static void init_values(prt *rt, const prt_buffer *dst, const prt_buffer_desc *gen) {
     const prt_buffer_desc *d = &dst->desc;
     prt_param_map map;
@@ -134,29 +160,19 @@ static void init_values(prt *rt, const prt_buffer *dst, const prt_buffer_desc *g
     PRT_CHECK(d->elems == share,
               "buffer %s: %lld local elements per instance, but its dims and sharding give %lld", d->name,
               (long long)d->elems, (long long)share);
+    if (gen->init == PRT_INIT_ZEROS) return;  /* the buffer is zeroed */
     uint64_t name_key = prt_hash2((uint64_t)rt->plan.seed, prt_hash_str(gen->init_name ? gen->init_name : gen->name));
+    const int64_t chunk = 32768;
+    int64_t nchunks = (d->elems + chunk - 1) / chunk;
     for (int64_t inst = 0; inst < d->instances; inst++) {
         int64_t layer = prt_param_layer(gen, inst);
         uint64_t key = prt_hash2(name_key, (uint64_t)layer);
         char *base = dst->base + inst * dst->instance_bytes;
         int nt = prt_cpu_threads();
-#pragma omp parallel for num_threads(nt) if (nt > 1 && d->elems >= 32768) schedule(static)
-        for (int64_t e = 0; e < d->elems; e++) {
-            int64_t global = prt_param_global(&map, e);
-            double v = 0.0;
-            if (global >= 0) {
-                switch (gen->init) {
-                case PRT_INIT_ONES: v = 1.0; break;
-                case PRT_INIT_ZEROS: v = 0.0; break;
-                case PRT_INIT_NORMAL: {
-                    double u1 = prt_unit(prt_hash2(key, 2 * (uint64_t)global));
-                    double u2 = prt_unit(prt_hash2(key, 2 * (uint64_t)global + 1));
-                    v = gen->init_std * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-                    break;
-                }
-                }
-            }
-            store(base, d->dtype, e, v);
+#pragma omp parallel for num_threads(nt) if (nt > 1 && nchunks > 1) schedule(static)
+        for (int64_t c = 0; c < nchunks; c++) {
+            int64_t e1 = (c + 1) * chunk < d->elems ? (c + 1) * chunk : d->elems;
+            fill_range(&map, gen, key, base, d->dtype, c * chunk, e1);
         }
     }
 }

@@ -628,13 +628,23 @@ static void prt_cpu_sgd(prt *rt, void *param_, void *master_, const void *grad_,
 
 /* ---------------------------------------------------------------- the backend table */
 
+/* calloc, not malloc + memset: a large block comes as fresh pages, which the
+ * kernel zeroes when they are first written, so start-up makes no pass over
+ * the buffers that the first step writes anyway.  64-byte aligned by hand, the
+ * pointer calloc gave stored just below the block for cpu_free. */
 static void *cpu_alloc_zero(prt *rt, size_t bytes, const char *what) {
-    void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-    PRT_CHECK(p, "out of memory: %zu bytes of %s", bytes, what);
-    memset(p, 0, bytes);
+    char *raw = calloc(1, bytes + 64);
+    PRT_CHECK(raw, "out of memory: %zu bytes of %s", bytes, what);
+    char *p = (char *)(((uintptr_t)raw + 64) & ~(uintptr_t)63);  /* at least 16 bytes above raw */
+    memcpy(p - sizeof raw, &raw, sizeof raw);
     return p;
 }
-static void cpu_free(prt *rt, void *p) { free(p); }
+static void cpu_free(prt *rt, void *p) {
+    if (!p) return;
+    char *raw;
+    memcpy(&raw, (char *)p - sizeof raw, sizeof raw);
+    free(raw);
+}
 static void cpu_copy_bytes(prt *rt, void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
 
 #define CPU_SLOT_OP(name) .name = prt_cpu_##name,
