@@ -14,13 +14,26 @@
 # 1F1B, full activation recomputation, no sequence parallelism (the paper
 # predates it), ZeRO 0, DGX A100 nodes (8 GPUs, NVLink 300 GB/s, 8 x HDR
 # 200 Gb/s per node: 25 GB/s per GPU).
+# Gradient all-reduce after the whole backward, not under it: every plan says
+# `grad_overlap off;`.  Megatron-LM of the paper's time all-reduced the data-
+# parallel gradients once forward_backward_func had returned — train_step in
+# megatron/training.py calls each model chunk's allreduce_gradients() after it
+# (github.com/NVIDIA/Megatron-LM, commit 6fd781891c8c of 2021-04-03; the paper
+# appeared that month), with the default --DDP-impl local.  Overlapping that
+# all-reduce with the backward came with --overlap-grad-reduce in 2023 (commit
+# 2d5220a424).  Nothing overlaps either way, so parc's blocking per-layer
+# buckets cost what one all-reduce after the backward costs, but for the
+# per-call latency.
 #
 # Then the same defaults against a second published table: Korthikanti et
 # al., "Reducing Activation Recomputation in Large Transformer Models"
 # (2022), Table 5: iteration times of 22B, 175B, 530B and 1T GPT models on
 # A100s (their Table 3's configurations: tensor 8, micro-batch 1), once with
 # full recomputation and once with sequence parallelism and selective
-# recomputation; parc's estimated step over the published one.
+# recomputation; parc's estimated step over the published one.  Those runs
+# are tensor x pipeline only (GPUs = 8 x pp): no data-parallel gradient
+# all-reduce, so `grad_overlap off;` (Megatron-LM of 2022 still ran it after
+# the backward) changes nothing there.
 set -euo pipefail
 parc=$(realpath "${1:-build/parc}")
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -39,7 +52,8 @@ printf '%-8s %5s %4s %4s %6s %9s %9s %7s %s\n' params tp pp dp gpus published pa
 n=0; ok=0
 # a100_plan FILE RULES: the GPT of $heads, $hidden, $layers on $gpus A100s (the
 # paper's DGX A100 nodes: 8 GPUs, NVLink inside, 200 Gb/s HDR InfiniBand
-# across) with global batch $batch over the mesh $mesh, laid out by RULES.
+# across) with global batch $batch over the mesh $mesh, laid out by RULES,
+# the gradient all-reduce after the backward as Megatron-LM then ran it.
 a100_plan() {
     cat > "$1" <<PLAN
 cluster { nodes $(( gpus / 8 )); gpus_per_node 8;
@@ -50,7 +64,7 @@ model gpt { vocab 51200; seq 2048; hidden $hidden; heads $heads; ffn $(( 4 * hid
   embed positions learned; repeat layers { block gpt2; } norm layer; head untied; loss cross_entropy; }
 train { batch $batch; micro_batch 1; precision bf16 master fp32; optimizer adam lr 1e-4; }
 mesh {$mesh }
-layout {$2 }
+layout {$2 grad_overlap off; }
 PLAN
 }
 

@@ -81,6 +81,34 @@ static double bucket_hidden_s(const StageProgram *sp, const double *seq_s, doubl
     return hidden;
 }
 
+/* What the collectives started in seq hide under its work, one call
+ * (cost_timeline over each instruction's cost). */
+static double seq_hidden_s(const Program *prog, const Seq *seq)
+{
+    int n = seq->n, any = 0;
+    for (int i = 0; i < n; i++) any |= instr_is_start(&seq->ins[i]);
+    if (!any) return 0;
+    double *dur = calloc((size_t)n, sizeof(double));
+    int *wait_of = calloc((size_t)n, sizeof(int));
+    PARC_ASSERT(dur && wait_of);
+    for (int i = 0; i < n; i++) {
+        const Instr *ins = &seq->ins[i];
+        CostTerms one = {0};
+        if (ins->phase != PHASE_PIPELINE) cost_instr(prog, ins, 1.0, &one);
+        dur[i] = cost_terms_total(&one);
+        wait_of[i] = instr_is_start(ins) ? -2 : -1;
+        if (instr_is_wait(ins))
+            for (int j = i - 1; j >= 0 && wait_of[i] == -1; j--)
+                if (instr_is_start(&seq->ins[j]) && instr_async_result(&seq->ins[j])->buf == ins->args[0].buf)
+                    wait_of[i] = j;
+    }
+    double hidden = 0;
+    cost_timeline(dur, wait_of, n, &hidden);
+    free(dur);
+    free(wait_of);
+    return hidden;
+}
+
 /* The cost of stage s: its ledger (read from the program), FLOPs and blocking
  * communication per chunk, gradient sync, optimizer, and its collective rows. */
 static void analyze_stage(Arena *arena, Analysis *an, int s)
@@ -109,7 +137,7 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
         for (int i = 0; i < seq->n; i++) {
             const Instr *ins = &seq->ins[i];
             flops += ins->flops;
-            if (instr_is_start(ins)) {
+            if (instr_is_start(ins) && q == SEQ_GRAD_SYNC_BLOCK) {
                 CostTerms one = {0};
                 cost_instr(prog, ins, 1.0, &one);
                 bucket_s += one.comm_s;
@@ -133,6 +161,11 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
             if (row.group > 1) add_row(arena, an, row);
         }
         sc->flops_step += flops * (double)calls;
+        if (q == SEQ_BLOCK_BWD) { /* the reduce-scatters started in it (overlap_scatters) */
+            double hidden = seq_hidden_s(prog, seq);
+            ct.comm_s -= hidden;
+            sc->bwd_hidden_chunk_s = hidden * L;
+        }
         seq_s[q] = cost_terms_total(&ct);
         /* per chunk: the block's layers, and the embedding and head spread
          * over the chunks (as the schedule simulator takes one time for all) */
@@ -287,7 +320,7 @@ static void analyze_step_time(Arena *arena, Analysis *an)
     double busy = items * (cost_terms_total(&slow->fwd) + cost_terms_total(&slow->bwd));
     an->phase_s[APHASE_BUBBLE] = an->pipeline_s > busy ? an->pipeline_s - busy : 0;
     an->phase_s[APHASE_OPTIMIZER] = end->optim_s;
-    an->comm_hidden_s = end->sync_hidden_s;
+    an->comm_hidden_s = end->sync_hidden_s + items * slow->bwd_hidden_chunk_s;
 }
 
 Analysis *analyze_program(Arena *arena, const Program *prog)

@@ -853,6 +853,12 @@ void check_layout(Check *c, const Stmt *sec)
             if (w >= 0) l->balance = w;
             break;
         }
+        case LY_GRAD_OVERLAP: {
+            l->grad_overlap_loc = check_stmt_span(st);
+            int w = check_read_word_stmt(c, st, grad_overlap_words, COUNT_OF(grad_overlap_words), LAYOUT_usage[k]);
+            if (w >= 0) l->grad_overlap_off = w;
+            break;
+        }
         case LY_SCHEDULE:
             if (!check_shape(c, st, 1, 2, BODY_NO, "schedule 1f1b;")) break;
             if (c->schedule_stmt) {

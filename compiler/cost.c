@@ -13,6 +13,7 @@
  */
 #include "cost.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const char *const gemm_class_names[PARC_GEMM_CLASSES] = {"tiny", "small", "medium", "large"};
@@ -291,6 +292,28 @@ void cost_terms_add(CostTerms *to, const CostTerms *from, double times)
 }
 
 double cost_terms_total(const CostTerms *t) { return t->gemm_s + t->attention_s + t->stream_s + t->comm_s; }
+
+double cost_timeline(const double *dur, const int *wait_of, int n, double *hidden)
+{
+    double t = 0, link = 0, started = 0, work = 0;
+    double *end = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+    PARC_ASSERT(end);
+    for (int i = 0; i < n; i++) {
+        if (wait_of[i] == -2) {
+            end[i] = link = (t > link ? t : link) + dur[i];
+            started += dur[i];
+        } else if (wait_of[i] >= 0) {
+            PARC_ASSERT(wait_of[i] < i && wait_of[wait_of[i]] == -2);
+            if (end[wait_of[i]] > t) t = end[wait_of[i]];
+        } else {
+            t += dur[i];
+            work += dur[i];
+        }
+    }
+    free(end);
+    *hidden = started - (t - work);
+    return t;
+}
 
 double cost_overlap(const double *ready, const double *dur, int n, double compute_end, double *hidden)
 {

@@ -60,6 +60,14 @@ double cost_coll_bandwidth_s(const Cluster *cl, CollKind kind, int n, int inside
  * compute_end (0 when it ends before: everything hidden) and sets *hidden to
  * the rest of their total time. */
 double cost_overlap(const double *ready, const double *dur, int n, double compute_end, double *hidden);
+/* One call of a sequence with started collectives (overlap_scatters): item i
+ * costs dur[i]; wait_of[i] is -1 for work that blocks (compute, blocking
+ * collectives), -2 for a start, else the index of the start it waits for.
+ * Work runs in order; a started collective runs on the link from its start,
+ * once the link is free (one after the other); a wait holds the work until
+ * its collective ends.  Returns the sequence's time; *hidden: how much of the
+ * started collectives' time ran under work. */
+double cost_timeline(const double *dur, const int *wait_of, int n, double *hidden);
 
 /* What one instruction costs, by term.  flops and bytes say what was
  * charged, so reports can print the rate each term ran at. */

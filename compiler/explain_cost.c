@@ -19,6 +19,22 @@ void explain_phases(FILE *out, const Analysis *an)
     fprintf(out, "  by phase:");
     for (int k = 0; k < ANALYZE_NPHASES; k++)
         fprintf(out, "%s %s %.4g s", k ? "," : "", analyze_phase_names[k], an->phase_s[k]);
+    const Layout *l = &an->prog->plan->layout;
+    if (l->grad_overlap_off) {
+        const StageCost *end = &an->stages[an->tail_stage];
+        fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (`grad_overlap off;` at %s:%d: the gradient "
+                     "collectives block where they are issued: the gradient sync is %.4g s of it; every other "
+                     "collective finishes before the next op)\n",
+                an->phase_s[APHASE_COMM], an->comm_hidden_s, l->grad_overlap_loc.file, l->grad_overlap_loc.line, end->sync_s);
+        return;
+    }
+    if (l->zero_stage >= 2) {
+        fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (each gradient's reduce-scatter runs under the "
+                     "rest of its layer's backward, every micro-batch; every other collective finishes before the next "
+                     "op)\n",
+                an->phase_s[APHASE_COMM], an->comm_hidden_s);
+        return;
+    }
     fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (gradient buckets run under the last "
                  "micro-batch's backward; every other collective finishes before the next op)\n",
             an->phase_s[APHASE_COMM], an->comm_hidden_s);

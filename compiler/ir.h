@@ -460,12 +460,16 @@ void place_verify(const Placed *placed);
  *                   programs with their collectives, pipeline messages;
  *   lower_autodiff  the backward programs (ZeRO-2/3 gradient scatters included);
  *   lower_optim     gradient zeroing, gradient sync and the optimizer steps;
+ *   lower_overlap   the data axis's gradient buckets started in the backward
+ *                   and waited before the optimizer (overlap.c), unless the
+ *                   plan says `grad_overlap off;`;
  *   lower_finish    the ledger; the program verified. */
 Program *lower_reshard(Placed *placed);
 int lower_autodiff(Placed *placed);
 int lower_optim(Placed *placed);
+int lower_overlap(Placed *placed);
 Program *lower_finish(Placed *placed);
-/* All four; consumes `placed` (call once). */
+/* All five; consumes `placed` (call once). */
 Program *lower_placed(Placed *placed);
 /* lower_place, then lower_placed. */
 Program *lower_program(Arena *arena, const Plan *plan, Graph *graph);

@@ -279,7 +279,6 @@ static void optim_stage(Lowerer *lw, int s)
         optim_emit(lw, &q[SEQ_ZERO_GRADS_ONCE], &q[SEQ_GRAD_SYNC_ONCE], &q[SEQ_OPTIM_ONCE], REGION_EMBED);
     if (sp->layers_per_chunk > 0) {
         optim_emit(lw, &q[SEQ_ZERO_GRADS_BLOCK], &q[SEQ_GRAD_SYNC_BLOCK], &q[SEQ_OPTIM_BLOCK], REGION_BLOCK);
-        overlap_buckets(lw);
     }
     /* a tied table's parameters were stepped with the embedding */
     if (sp->has_head) optim_emit(lw, &q[SEQ_ZERO_GRADS_ONCE], &q[SEQ_GRAD_SYNC_ONCE], &q[SEQ_OPTIM_ONCE], REGION_HEAD);
@@ -367,6 +366,17 @@ int lower_optim(Placed *lowering)
     return lowering->errors != 0;
 }
 
+int lower_overlap(Placed *lowering)
+{
+    if (lowering->plan->layout.grad_overlap_off) return 0; /* the buckets stay blocking */
+    for (int s = 0; s < lowering->prog->nstages && !lowering->errors; s++) {
+        enter_stage(lowering, s);
+        if (lowering->sp->layers_per_chunk > 0) overlap_buckets(lowering), overlap_scatters(lowering);
+        leave_stage(lowering, s);
+    }
+    return lowering->errors != 0;
+}
+
 /* Sorts stage sp's buffers by Buffer.order, keeping creation order within
  * one order, and renames every reference to them. */
 static void sort_buffers(Arena *arena, StageProgram *sp)
@@ -405,6 +415,6 @@ Program *lower_finish(Placed *lowering)
 
 Program *lower_placed(Placed *placed)
 {
-    if (!lower_reshard(placed) || lower_autodiff(placed) || lower_optim(placed)) return NULL;
+    if (!lower_reshard(placed) || lower_autodiff(placed) || lower_optim(placed) || lower_overlap(placed)) return NULL;
     return lower_finish(placed);
 }

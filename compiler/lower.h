@@ -286,10 +286,16 @@ int optim_bind_tied(Lowerer *lw);
 /* ------------------------------------------------------------ overlap.c */
 
 /* The current stage's per-layer gradient buckets as started collectives with
- * their waits in SEQ_GRAD_WAIT_BLOCK (overlap.c's banner); after optim_emit of
- * the block region.  Nothing unless the stage syncs in the backward over a
+ * their waits in SEQ_GRAD_WAIT_BLOCK (overlap.c's banner); after the stage's
+ * optim_emit calls (lower_overlap, the pass table's `overlap` row).  Nothing unless the stage syncs in the backward over a
  * data axis of size > 1. */
 void overlap_buckets(Lowerer *lw);
+/* ZeRO-2/3 over a data axis of size > 1: each reduce-scatter of a whole
+ * gradient in the current stage's SEQ_BLOCK_BWD becomes a start placed right
+ * after the last instruction naming its buffers, with its wait at the end of
+ * the sequence (before the next layer's backward writes the gradient again),
+ * followed by what reads its result (overlap.c's banner). */
+void overlap_scatters(Lowerer *lw);
 
 /* Is parameter t held on two stages, the embedding's and the tied head's? */
 int optim_tied_across_stages(const Lowerer *lw, int t);

@@ -24,6 +24,19 @@
  * the other layers' sync and wait sequences, SEQ_GRAD_SYNC_ONCE) reference
  * them only per layer (another layer's instance: a layer's bucket starts after
  * its last backward, codegen_seq.c); every wait has exactly one start.
+ *
+ * ZeRO-2/3 (overlap_scatters): each layer's backward, every micro-batch,
+ * reduce-scatters each whole gradient into this rank's shard.  Each of those
+ * in SEQ_BLOCK_BWD becomes a start placed right after the last instruction
+ * that names its buffers (the gradient's last writer), so it runs under the
+ * rest of the layer's backward; its wait goes to the end of the sequence,
+ * before the next layer's backward zeroes the gradient again, and what reads
+ * its result (the add into the shard) after the waits.  No buffer gets more
+ * instances: every collective started in a call of the sequence completes in
+ * that call.  Guarantees (overlap_verify): each start in SEQ_BLOCK_BWD has
+ * exactly one wait after it there and nothing between them names its
+ * buffers; each wait there has one start before it.  With `grad_overlap
+ * off;` neither function runs (lower_overlap).
  */
 #include "lower.h"
 
@@ -124,6 +137,77 @@ void overlap_buckets(Lowerer *lw)
     sync->n = kept;
 }
 
+/* ------------------------------------------------------------ ZeRO-2/3 */
+
+/* Does ins name buffer b in any argument? */
+static int names_buf(const Instr *ins, int b)
+{
+    for (int k = 0; k < ins->nargs; k++)
+        if (ins->args[k].kind == ARG_BUF && ins->args[k].buf == b) return 1;
+    return 0;
+}
+
+/* Is ins ZeRO-2/3's scatter of a whole gradient over the data axis? */
+static int scatter_startable(const Instr *ins, int data_axis)
+{
+    return ins->fn == RT_prt_reducescatter && ins->axis == data_axis && ins->args[3].kind == ARG_INT &&
+           ins->args[3].i == 1;
+}
+
+void overlap_scatters(Lowerer *lw)
+{
+    StageProgram *sp = lw->sp;
+    const Layout *lay = &lw->plan->layout;
+    int data_axis = lay->zero_axis;
+    Seq *seq = &sp->seq[SEQ_BLOCK_BWD];
+    int n = seq->n;
+    if (lay->zero_stage < 2 || data_axis < 0 || lw->plan->mesh.axes[data_axis].size < 2 || n == 0) return;
+    Instr *orig = arena_alloc(lw->arena, sizeof(Instr) * (size_t)n);
+    memcpy(orig, seq->ins, sizeof(Instr) * (size_t)n);
+    int *after = arena_alloc(lw->arena, sizeof(int) * (size_t)n); /* a start: the instruction it follows */
+    unsigned char *kind = arena_alloc(lw->arena, (size_t)n);      /* 0 in place, 1 started, 2 after the waits */
+    unsigned char *held = arena_alloc(lw->arena, (size_t)sp->nbufs + 1); /* in flight, or read after a wait */
+    memset(kind, 0, (size_t)n);
+    memset(held, 0, (size_t)sp->nbufs + 1);
+    for (int i = 0; i < n; i++) {
+        const Instr *ins = &orig[i];
+        if (touches(ins, held)) { /* names a buffer in flight: after the waits */
+            kind[i] = 2;
+            hold_all(ins, held);
+            continue;
+        }
+        if (!scatter_startable(ins, data_axis)) continue;
+        int in = ins->args[2].buf, out = ins->args[1].buf, last = i - 1;
+        while (last >= 0 && !names_buf(&orig[last], in) && !names_buf(&orig[last], out)) last--;
+        kind[i] = 1;
+        after[i] = last;
+        held[in] = held[out] = 1;
+    }
+    /* in order, each start right after the last instruction naming its
+     * buffers; then the waits in order of the starts; then what waited */
+    seq->n = 0;
+    for (int pos = -1; pos < n; pos++) {
+        if (pos >= 0 && kind[pos] == 0) *program_instr_new(&(Emit){lw, seq, orig[pos].phase}, (RtFn)orig[pos].fn) = orig[pos];
+        for (int i = 0; i < n; i++) {
+            if (kind[i] != 1 || after[i] != pos) continue;
+            Instr *st = program_instr_new(&(Emit){lw, seq, orig[i].phase}, RT_prt_reducescatter_start);
+            *st = orig[i];
+            st->fn = RT_prt_reducescatter_start;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (kind[i] != 1) continue;
+        Emit ew = {lw, seq, orig[i].phase};
+        Instr *w = EMIT(&ew, RT_prt_comm_wait, orig[i].args[1]);
+        w->axis = orig[i].axis;
+        w->tensor = orig[i].tensor;
+        w->why = arena_printf(lw->arena, "completes the %s of %s started after the last writer of its gradient",
+                              coll_names[orig[i].coll], lw->g->tensors[orig[i].tensor].name);
+    }
+    for (int i = 0; i < n; i++)
+        if (kind[i] == 2) *program_instr_new(&(Emit){lw, seq, orig[i].phase}, (RtFn)orig[i].fn) = orig[i];
+}
+
 /* ------------------------------------------------------------ verifier */
 
 /* May sequence q run while a collective started in SEQ_GRAD_SYNC_BLOCK is in
@@ -181,6 +265,41 @@ static void verify_start(const StageProgram *sp, int i)
     }
 }
 
+/* A start in SEQ_BLOCK_BWD (overlap_scatters): exactly one wait on its
+ * result later in the sequence, and nothing between the two names its
+ * buffers. */
+static void verify_start_in_backward(const StageProgram *sp, int i)
+{
+    const Seq *seq = &sp->seq[SEQ_BLOCK_BWD];
+    const Instr *st = &seq->ins[i];
+    const Arg *res = instr_async_result(st);
+    int waits = 0, at = -1;
+    for (int j = 0; j < seq->n; j++)
+        if (instr_is_wait(&seq->ins[j]) && arg_is(&seq->ins[j].args[0], res)) waits++, at = j;
+    if (waits != 1 || at < i)
+        PARC_BUG("stage %d %s: %s on %%%s has %d waits in the sequence%s, not one after it", sp->stage,
+                 seq_names[SEQ_BLOCK_BWD], rt_fn_names[st->fn], sp->bufs[res->buf].name, waits,
+                 waits == 1 ? " (before it)" : "");
+    for (int j = i + 1; j < at; j++)
+        for (int k = 0; k < st->nargs; k++)
+            if (st->args[k].kind == ARG_BUF && names_buf(&seq->ins[j], st->args[k].buf))
+                PARC_BUG("stage %d %s: %s references %%%s while the %s started on %%%s is in flight", sp->stage,
+                         seq_names[SEQ_BLOCK_BWD], seq->ins[j].fn >= 0 ? rt_fn_names[seq->ins[j].fn] : "a record",
+                         sp->bufs[st->args[k].buf].name, rt_fn_names[st->fn], sp->bufs[res->buf].name);
+}
+
+/* A wait in SEQ_BLOCK_BWD: exactly one start of its result before it there. */
+static void verify_wait_in_backward(const StageProgram *sp, int i)
+{
+    const Seq *seq = &sp->seq[SEQ_BLOCK_BWD];
+    int starts = 0;
+    for (int j = 0; j < i; j++)
+        if (instr_is_start(&seq->ins[j]) && arg_is(instr_async_result(&seq->ins[j]), &seq->ins[i].args[0])) starts++;
+    if (starts != 1)
+        PARC_BUG("stage %d %s: the wait on %%%s has %d starts before it, not one", sp->stage, seq_names[SEQ_BLOCK_BWD],
+                 sp->bufs[seq->ins[i].args[0].buf].name, starts);
+}
+
 void overlap_verify(const Program *prog)
 {
     for (int s = 0; s < prog->nstages; s++) {
@@ -189,11 +308,17 @@ void overlap_verify(const Program *prog)
             const Seq *seq = &sp->seq[q];
             for (int i = 0; i < seq->n; i++) {
                 const Instr *ins = &seq->ins[i];
+                if (q == SEQ_BLOCK_BWD) {
+                    if (instr_is_start(ins)) verify_start_in_backward(sp, i);
+                    if (instr_is_wait(ins)) verify_wait_in_backward(sp, i);
+                    continue;
+                }
                 if (instr_is_start(ins) && q != SEQ_GRAD_SYNC_BLOCK)
-                    PARC_BUG("stage %d %s: %s outside %s", s, seq_names[q], rt_fn_names[ins->fn],
-                             seq_names[SEQ_GRAD_SYNC_BLOCK]);
+                    PARC_BUG("stage %d %s: %s outside %s and %s", s, seq_names[q], rt_fn_names[ins->fn],
+                             seq_names[SEQ_GRAD_SYNC_BLOCK], seq_names[SEQ_BLOCK_BWD]);
                 if (instr_is_wait(ins) && q != SEQ_GRAD_WAIT_BLOCK)
-                    PARC_BUG("stage %d %s: a wait outside %s", s, seq_names[q], seq_names[SEQ_GRAD_WAIT_BLOCK]);
+                    PARC_BUG("stage %d %s: a wait outside %s and %s", s, seq_names[q], seq_names[SEQ_GRAD_WAIT_BLOCK],
+                             seq_names[SEQ_BLOCK_BWD]);
                 if (instr_is_start(ins)) verify_start(sp, i);
                 if (!instr_is_wait(ins)) continue;
                 int starts = 0;

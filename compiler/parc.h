@@ -328,6 +328,10 @@ typedef struct Layout {
     double balance_even_busy_s;   /* the busiest stage's busy time per step with the even split */
     double balance_busy_s;        /* ... with the chosen split */
     SrcLoc schedule_loc, sp_loc, zero_loc, recompute_loc, stage_loc, balance_loc;
+    /* `grad_overlap off;`: the data axis's gradient buckets block after their
+     * layer's backward instead of running under the rest of it (overlap.c) */
+    int grad_overlap_off;
+    SrcLoc grad_overlap_loc;
 } Layout;
 
 /* The resolved, checked plan.  Guarantees after check_plan() succeeds:

@@ -11,6 +11,8 @@
  *   autodiff  + the backward sequences         autodiff.c               Program
  *   optim     + gradient zeroing, sync (per ZeRO stage) and optimizer steps
  *                                              optim.c                  Program
+ *   overlap   the data axis's gradient buckets as started collectives with
+ *             their waits (unless `grad_overlap off;`)  overlap.c  Program
  *   lower     + the ledger: the whole program  lower.c, ledger.c        Program
  *   schedule  the pipeline schedule the stage programs were cut from
  *             (built by lower_reshard; this row dumps and verifies it)
@@ -103,6 +105,8 @@ static int run_autodiff(Compilation *c) { return lower_autodiff(c->placed); }
 
 static int run_optim(Compilation *c) { return lower_optim(c->placed); }
 
+static int run_overlap(Compilation *c) { return lower_overlap(c->placed); }
+
 static int run_lower(Compilation *c)
 {
     c->prog = lower_finish(c->placed);
@@ -156,6 +160,7 @@ const Pass passes[] = {
     {"reshard", run_reshard, dump_lower, verify_lower},
     {"autodiff", run_autodiff, dump_lower, verify_lower},
     {"optim", run_optim, dump_lower, verify_lower},
+    {"overlap", run_overlap, dump_lower, verify_lower},
     {"lower", run_lower, dump_lower, verify_lower},
     {"schedule", NULL, dump_schedule, verify_schedule},
     {"analyze", run_analyze, dump_analyze, verify_analyze},

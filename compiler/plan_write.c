@@ -135,6 +135,7 @@ static void write_layout(const Plan *p, FILE *out)
     if (l->sp_axis >= 0) fprintf(out, "  sequence_parallel over %s;\n", mesh->axes[l->sp_axis].name);
     if (l->zero_stage > 0) fprintf(out, "  zero %d over %s;\n", l->zero_stage, mesh->axes[l->zero_axis].name);
     if (l->recompute != RECOMPUTE_NONE) fprintf(out, "  recompute %s;\n", rc_w[l->recompute]);
+    if (l->grad_overlap_off) fprintf(out, "  grad_overlap off;\n");
     fprintf(out, "}\n");
 }
 

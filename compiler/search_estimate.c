@@ -9,8 +9,9 @@
  * axis's collectives (all-reduce, or all-gather and reduce-scatter under
  * sequence parallelism).  A stage is layers / pp blocks plus the head; the
  * pipeline is (m + (pp - 1) / v) stage-times (Narayanan et al. 2021, eq. 2
- * and its interleaved form), then the gradient sync by ZeRO stage, less what
- * ZeRO-0/1's per-block buckets hide under the last backward, and the
+ * and its interleaved form), then the gradient sync by ZeRO stage with one
+ * collective per parameter tensor as optim.c emits them (sync_estimate), less
+ * what ZeRO-0/1's per-block buckets hide under the last backward, and the
  * optimizer's streamed state.  Memory: weights, gradients, master and
  * moments by ZeRO stage, and saved activations per block after Korthikanti
  * et al. 2022 (Table 2) times the micro-batches the schedule keeps in flight.
@@ -94,6 +95,136 @@ static double block_params(const Model *m)
     return mlp + h * (a + 2 * kv) * hd + a * hd * h;
 }
 
+/* Parameter tensors by their local element counts, one entry each: the
+ * gradient sync issues one collective per tensor (optim.c), so each pays its
+ * latency.  bias: a linear's bias, whose backward reads no weight (ZeRO-3
+ * gathers it in the forward only). */
+typedef struct Params {
+    int n;
+    double elems[16];
+    int bias[16];
+} Params;
+
+static void params_add(Params *ps, double elems, int bias)
+{
+    if (ps->n < 16) ps->elems[ps->n] = elems, ps->bias[ps->n++] = bias;
+}
+
+static void params_norm(Params *ps, NormKind kind, int bias, double h)
+{
+    if (kind == NORM_NONE) return;
+    params_add(ps, h, 0);
+    if (kind == NORM_LAYER && bias) params_add(ps, h, 0);
+}
+
+/* One block's parameters as expand.c makes them, split by tp (heads, ffn). */
+static void block_param_list(const Model *m, double tp, Params *ps)
+{
+    const BlockSpec *bs = &m->block;
+    double h = (double)m->hidden, f = (double)m->ffn / tp, up = bs->mlp == MLP_SWIGLU ? 2 : 1;
+    ps->n = 0;
+    if (bs->kind == BLOCK_TRANSFORMER) {
+        double hd = (double)m->head_dim, qkv = (double)(m->heads + 2 * m->kv_heads) * hd / tp;
+        params_norm(ps, bs->norm, bs->bias, h);
+        params_add(ps, h * qkv, 0);
+        if (bs->bias) params_add(ps, qkv, 1);
+        params_add(ps, (double)m->heads * hd / tp * h, 0);
+        if (bs->bias) params_add(ps, h, 1);
+    }
+    params_norm(ps, bs->norm, bs->bias, h);
+    params_add(ps, h * f * up, 0);
+    if (bs->bias) params_add(ps, f * up, 1);
+    params_add(ps, f * h, 0);
+    if (bs->bias) params_add(ps, h, 1);
+}
+
+/* The parameters outside the blocks on the first stage (embed_side) or the
+ * last: the table and learned positions; the final norm and an untied head. */
+static void ends_param_list(const Model *m, double vocab, int embed_side, Params *ps)
+{
+    double h = (double)m->hidden;
+    ps->n = 0;
+    if (embed_side && m->has_embed) {
+        params_add(ps, vocab * h, 1); /* the embedding's backward reads no weight */
+        if (m->positions == POS_LEARNED) params_add(ps, (double)m->seq * h, 1);
+    }
+    if (!embed_side) {
+        params_norm(ps, m->final_norm, m->block.bias, h);
+        if (m->has_head && !m->tied_head) params_add(ps, vocab * h, 0);
+    }
+}
+
+/* The collectives of every tensor of ps, `bytes` an element; with
+ * skip_bias, of those a backward reads only. */
+static double coll_each(const Cluster *cl, CollKind kind, int n, int inside, const Params *ps, double bytes,
+                        int skip_bias)
+{
+    double t = 0;
+    for (int i = 0; i < ps->n; i++)
+        if (!skip_bias || !ps->bias[i]) t += cost_coll_s(cl, kind, n, inside, ps->elems[i] * bytes);
+    return t;
+}
+
+/* What a block's ZeRO-2/3 reduce-scatters, started each after its gradient's
+ * last writer (overlap_scatters), leave exposed past the block's backward of
+ * tb: the gradients complete in reverse order of the block's parameters, the
+ * j-th at the share of tb its and the later parameters' elements make (the
+ * GEMMs' time follows their weights' size); one link, one after the other. */
+static double scatter_exposed_s(const Cluster *cl, int dp, int inside, const Params *ps, double bytes, double tb)
+{
+    double all = 0, done = 0, link = 0;
+    for (int i = 0; i < ps->n; i++) all += ps->elems[i];
+    for (int i = ps->n - 1; i >= 0; i--) {
+        done += ps->elems[i];
+        double ready = all > 0 ? tb * done / all : tb;
+        link = (link > ready ? link : ready) + cost_coll_s(cl, COLL_REDUCESCATTER, dp, inside, ps->elems[i] * bytes);
+    }
+    return link > tb ? link - tb : 0;
+}
+
+/* The data axis's gradient sync of one stage over dp ranks, the parameters
+ * of its blocks (nblocks of them, each `blocks`) and its ends, by ZeRO stage
+ * as optim.c emits it: ZeRO-0/1 once per step (a bucket per block, started
+ * after the block's last backward unless `grad_overlap off;`, overlap.c),
+ * ZeRO-2/3 reduce-scatters after every micro-batch (mb: a block's under the
+ * rest of its backward, scatter_exposed_s, unless `grad_overlap off;`), ZeRO-1/2 an
+ * all-gather of the stepped weights, ZeRO-3 a gather of each weight for the
+ * forward and again for the backward that reads it.  tb: one block's
+ * backward; t0: what precedes the first block's.  The tail the buckets leave
+ * exposed past the backward is cost_overlap's rule. */
+static double sync_estimate(const Plan *p, const Layout1 *l, const Params *blocks, int nblocks, const Params *ends,
+                            int inside, double mb, double tb, double t0, int gb, int wb)
+{
+    const Cluster *cl = &p->cluster;
+    int dp = l->dp;
+    if (dp <= 1) return 0;
+    double t = 0;
+    if (l->zero <= 1) {
+        CollKind kind = l->zero == 0 ? COLL_ALLREDUCE : COLL_REDUCESCATTER;
+        double bucket = coll_each(cl, kind, dp, inside, blocks, gb, 0);
+        t += nblocks * bucket + coll_each(cl, kind, dp, inside, ends, gb, 0);
+        if (!p->layout.grad_overlap_off && nblocks >= 1) {
+            double link = 0;
+            for (int k = 1; k <= nblocks; k++) link = (link > t0 + k * tb ? link : t0 + k * tb) + bucket;
+            double exposed = link > t0 + nblocks * tb ? link - (t0 + nblocks * tb) : 0;
+            if (exposed < nblocks * bucket) t -= nblocks * bucket - exposed;
+        }
+    } else {
+        double block = p->layout.grad_overlap_off ? coll_each(cl, COLL_REDUCESCATTER, dp, inside, blocks, gb, 0)
+                                                  : scatter_exposed_s(cl, dp, inside, blocks, gb, tb);
+        t += mb * (nblocks * block + coll_each(cl, COLL_REDUCESCATTER, dp, inside, ends, gb, 0));
+    }
+    if (l->zero == 1 || l->zero == 2)
+        t += nblocks * coll_each(cl, COLL_ALLGATHER, dp, inside, blocks, wb, 0) +
+             coll_each(cl, COLL_ALLGATHER, dp, inside, ends, wb, 0);
+    if (l->zero == 3)
+        t += mb * (nblocks * (coll_each(cl, COLL_ALLGATHER, dp, inside, blocks, wb, 0) +
+                              coll_each(cl, COLL_ALLGATHER, dp, inside, blocks, wb, 1)) +
+                   coll_each(cl, COLL_ALLGATHER, dp, inside, ends, wb, 0) +
+                   coll_each(cl, COLL_ALLGATHER, dp, inside, ends, wb, 1));
+    return t;
+}
+
 /* Whether a group of `size` ranks `stride` apart stays inside a node. */
 static int inside_node(const Plan *p, int size, int stride)
 {
@@ -145,24 +276,23 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     double params = per_stage * block_params(m) / tp + ends;
     double dp = l->dp;
     int dp_inside = inside_node(base, l->dp, l->tp);
-    double sync = 0;
-    if (l->dp > 1) {
-        if (l->zero == 0) sync = cost_coll_s(cl, COLL_ALLREDUCE, l->dp, dp_inside, params * s.gb);
-        else
-            sync = cost_coll_s(cl, COLL_REDUCESCATTER, l->dp, dp_inside, params * s.gb) +
-                   cost_coll_s(cl, COLL_ALLGATHER, l->dp, dp_inside, params * s.wb);
-        if (l->zero == 3) sync += 2 * mb * cost_coll_s(cl, COLL_ALLGATHER, l->dp, dp_inside, params * s.wb);
-        /* ZeRO-0/1: each block's bucket runs under the backward of the blocks
-         * below it in the last micro-batch (overlap.c, as cost_overlap) */
-        int n = (int)per_stage;
-        if (l->zero <= 1 && n >= 1) {
-            double bucket = cost_coll_s(cl, l->zero == 0 ? COLL_ALLREDUCE : COLL_REDUCESCATTER, l->dp, dp_inside,
-                                        per_stage * block_params(m) / tp * s.gb) / n;
-            double tb = bwd + comm + (l->rc == RECOMPUTE_FULL ? fwd + comm : 0), t0 = 2.0 / 3.0 * head, link = 0;
-            for (int k = 1; k <= n; k++) link = (link > t0 + k * tb ? link : t0 + k * tb) + bucket;
-            double exposed = link > t0 + n * tb ? link - (t0 + n * tb) : 0;
-            if (exposed < n * bucket) sync -= n * bucket - exposed;
-        }
+    /* the stage of the longest sync: the first's ends or the last's (one
+     * stage holds both without a pipeline) */
+    Params bp, first, last;
+    block_param_list(m, tp, &bp);
+    ends_param_list(m, s.vocab, 1, &first);
+    ends_param_list(m, s.vocab, 0, &last);
+    if (l->pp == 1) {
+        for (int i = 0; i < last.n; i++) params_add(&first, last.elems[i], last.bias[i]);
+        last.n = 0;
+    }
+    int nb = (int)per_stage;
+    double tb = bwd + comm + (l->rc == RECOMPUTE_FULL ? fwd + comm : 0);
+    double sync = sync_estimate(base, l, &bp, nb, &first, dp_inside, mb, tb, l->pp == 1 ? 2.0 / 3.0 * head : 0, s.gb,
+                                s.wb);
+    if (l->pp > 1) {
+        double tail = sync_estimate(base, l, &bp, nb, &last, dp_inside, mb, tb, 2.0 / 3.0 * head, s.gb, s.wb);
+        if (tail > sync) sync = tail;
     }
     int master = tr->master_fp32 && tr->precision != PREC_FP32;
     double moments = tr->optimizer == OPT_SGD ? (tr->momentum > 0 ? 4 : 0) : 8;

@@ -44,6 +44,7 @@ run tiny_sp.place lower examples/tiny_sp.par --emit=place
 run tiny_mlp_tp.reshard lower examples/tiny_mlp_tp.par --emit=reshard
 run tiny_mlp_tp.autodiff lower examples/tiny_mlp_tp.par --emit=autodiff
 run tiny_zero3.optim lower examples/tiny_zero3.par --emit=optim
+run tiny_dp.overlap lower examples/tiny_dp.par --emit=overlap
 run tiny_3d.schedule lower examples/tiny_3d.par --emit=schedule
 run tiny_pp_interleaved.schedule lower examples/tiny_pp_interleaved.par --emit=schedule
 run tiny_3d.analyze lower examples/tiny_3d.par --emit=analyze
@@ -52,6 +53,7 @@ run lower.unknown_pass lower examples/tiny_3d.par --emit=asm
 
 # diff and search on small spaces (search writes no time unless --time)
 run tiny_dp-zero3.diff diff examples/tiny_dp.par examples/tiny_zero3.par
+run tiny_dp-blocking.diff diff examples/tiny_dp.par examples/tiny_dp_blocking.par
 run tiny_tp-pp_1f1b.diff.json diff examples/tiny_tp.par examples/tiny_pp_1f1b.par --json
 run tiny_dp.search search examples/tiny_dp.par --top 3
 run tiny_mlp_tp.search.json search examples/tiny_mlp_tp.par --top 2 --json

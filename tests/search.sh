@@ -18,6 +18,11 @@ for plan in "$@"; do
         if ! "$parc" check "$dir/$k.par" > /dev/null; then
             echo "FAIL: search #$k of $plan does not pass check"; fails=$((fails + 1)); continue
         fi
+        # the plan's own switches are kept in every layout it writes
+        want=$(grep -c '^ *grad_overlap off;' "$plan"); got=$(grep -c '^ *grad_overlap off;' "$dir/$k.par")
+        if [ "$want" != "$got" ]; then
+            echo "FAIL: search #$k of $plan has $got \`grad_overlap off;\` lines, the plan $want"; fails=$((fails + 1))
+        fi
         "$parc" explain "$dir/$k.par" --json > "$dir/$k.json" || { fails=$((fails + 1)); continue; }
     done
     python3 - "$dir.json" "$dir" <<'PY' || fails=$((fails + 1))

@@ -570,16 +570,16 @@ static char *dump_to_text(const Pass *p, const Compilation *c) {
 
 static void test_pass_table(void) {
     static const char *const plans[] = {"tiny_3d", "tiny_pp_interleaved", "tiny_zero3", "tiny_bf16"};
-    static const char *const order[] = {"front", "balance",  "expand",  "place",   "reshard", "autodiff",
-                                        "optim", "lower",    "schedule", "analyze", "codegen"};
-    CHECK(passes_count == 11, "the table has %d passes", passes_count);
-    for (int i = 0; i < 11 && i < passes_count; i++)
+    static const char *const order[] = {"front", "balance", "expand", "place",    "reshard", "autodiff",
+                                        "optim", "overlap", "lower",  "schedule", "analyze", "codegen"};
+    CHECK(passes_count == 12, "the table has %d passes", passes_count);
+    for (int i = 0; i < 12 && i < passes_count; i++)
         CHECK(passes_find(order[i]) == i, "pass %s at %d", order[i], passes_find(order[i]));
-    CHECK(passes_find("plan") == 0 && passes_find("graph") == 2 && passes_find("ir") == 7,
+    CHECK(passes_find("plan") == 0 && passes_find("graph") == 2 && passes_find("ir") == 8,
           "the old dump names plan, graph, ir");
     CHECK(passes_find("asm") == -1, "an unknown pass name");
-    CHECK(strcmp(passes_names(),
-                 "front, balance, expand, place, reshard, autodiff, optim, lower, schedule, analyze, codegen") == 0,
+    CHECK(strcmp(passes_names(), "front, balance, expand, place, reshard, autodiff, optim, overlap, lower, schedule, "
+                                 "analyze, codegen") == 0,
           "names: %s", passes_names());
     for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
         char path[PATH_MAX + 64];
@@ -666,6 +666,45 @@ static void test_overlap_verifier(void) {
             sync->ins[1].args[1] = sync->ins[0].args[1];
             expect_internal_error("reader in flight", verify_lower_row, &c, "may be in flight");
             sync->ins[1] = second;
+            verify_lower_row(&c); /* restored: passes */
+        }
+    }
+    passes_finish(&c);
+    arena_free(&arena);
+}
+
+/* ZeRO-2's reduce-scatters started in the backward (overlap_scatters): a
+ * start without its wait, a wait before its start and a reader of a buffer in
+ * flight are compiler bugs. */
+static void test_overlap_scatter_verifier(void) {
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/examples/tiny_zero2.par", source_root());
+    Arena arena = {0};
+    Compilation c;
+    int rc = passes_run(&c, &arena, path, 1, passes_find("lower"));
+    CHECK(rc == 0, "tiny_zero2 through lower");
+    if (rc == 0) {
+        Seq *bwd = &c.prog->stages[0].seq[SEQ_BLOCK_BWD];
+        int first = -1, starts = 0, waits = 0, wait_at = -1;
+        for (int i = 0; i < bwd->n; i++) {
+            if (instr_is_start(&bwd->ins[i])) starts++, first = first < 0 ? i : first;
+            if (instr_is_wait(&bwd->ins[i])) waits++, wait_at = wait_at < 0 ? i : wait_at;
+        }
+        CHECK(starts == 12 && waits == 12 && first >= 0 && wait_at > first,
+              "tiny_zero2: 12 reduce-scatters started in block.bwd, 12 waits after them (%d, %d)", starts, waits);
+        if (first >= 0 && wait_at > first) {
+            Instr st = bwd->ins[first];
+            bwd->ins[first].fn = RT_prt_reducescatter; /* its wait is left without a start */
+            expect_internal_error("scatter wait without a start", verify_lower_row, &c, "has 0 starts before it");
+            bwd->ins[first] = st;
+            Instr next = bwd->ins[first + 1]; /* the next instruction writes the gradient in flight */
+            bwd->ins[first + 1] = bwd->ins[first - 1];
+            expect_internal_error("scatter input written in flight", verify_lower_row, &c, "is in flight");
+            bwd->ins[first + 1] = next;
+            Instr w = bwd->ins[wait_at];
+            bwd->ins[wait_at] = bwd->ins[wait_at - 1]; /* a start loses its wait */
+            expect_internal_error("scatter without its wait", verify_lower_row, &c, "not one after it");
+            bwd->ins[wait_at] = w;
             verify_lower_row(&c); /* restored: passes */
         }
     }
@@ -876,6 +915,7 @@ int main(void) {
     test_pass_table();
     test_verifiers_fail();
     test_overlap_verifier();
+    test_overlap_scatter_verifier();
     test_lowering_rows();
     test_variant_predicate();
     test_balance();

@@ -268,6 +268,61 @@ static void test_memory_classes(void)
     arena_free(&arena);
 }
 
+/* A sequence with started collectives (cost_timeline): work 1 s, start A
+ * (2 s on the link), work 1 s, start B (1 s), work 0.5 s, wait B, wait A,
+ * work 1 s.  A runs 1-3, B after it 3-4; the work reaches the waits at 2.5
+ * s, holds until 4, ends at 5: 1.5 s of the 3 s of collectives exposed. */
+static void test_timeline(void)
+{
+    const double dur[8] = {1, 2, 1, 1, 0.5, 0, 0, 1};
+    const int wait_of[8] = {-1, -2, -1, -2, -1, 3, 1, -1};
+    double hidden = -1;
+    near("the sequence's time", cost_timeline(dur, wait_of, 8, &hidden), 5.0);
+    near("hidden under the work", hidden, 1.5);
+    const int blocking[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+    near("the same collectives blocking", cost_timeline(dur, blocking, 8, &hidden), 6.5);
+    near("blocking: nothing hidden", hidden, 0);
+}
+
+/* ZeRO-2 over dp 2: the reduce-scatters started in a layer's backward hide
+ * under the rest of it; the analysis charges the backward exactly its
+ * timeline (cost_timeline over its instructions' costs). */
+static void test_scatters_overlapped(void)
+{
+    Arena arena = {0};
+    Analysis *an = analyze_text(&arena, "mlp_zero2", "mesh { dp 2; }\nlayout { batch -> dp; zero 2 over dp; }\n");
+    Analysis *off = analyze_text(&arena, "mlp_zero2_blocking",
+                                 "mesh { dp 2; }\nlayout { batch -> dp; zero 2 over dp; grad_overlap off; }\n");
+    truth("the ZeRO-2 plans analyze", an != NULL && off != NULL);
+    if (!an || !off) return;
+    const Seq *seq = &an->prog->stages[0].seq[SEQ_BLOCK_BWD];
+    double dur[512];
+    int wait_of[512], n = seq->n < 512 ? seq->n : 512, starts = 0;
+    for (int i = 0; i < n; i++) {
+        const Instr *ins = &seq->ins[i];
+        CostTerms one = {0};
+        cost_instr(an->prog, ins, 1.0, &one);
+        dur[i] = cost_terms_total(&one);
+        wait_of[i] = instr_is_start(ins) ? -2 : -1;
+        starts += instr_is_start(ins);
+        for (int j = i - 1; j >= 0 && instr_is_wait(ins) && wait_of[i] == -1; j--)
+            if (instr_is_start(&seq->ins[j]) && instr_async_result(&seq->ins[j])->buf == ins->args[0].buf) wait_of[i] = j;
+    }
+    truth("reduce-scatters started in the backward", starts > 0);
+    double hidden = 0, t = cost_timeline(dur, wait_of, n, &hidden);
+    int L = an->prog->stages[0].layers_per_chunk;
+    truth("part of them hidden", hidden > 0);
+    near("one chunk's backward hides L x the layer's", an->stages[0].bwd_hidden_chunk_s, L * hidden);
+    double items = (double)an->prog->schedule.micro_batches * an->prog->schedule.chunks;
+    near("hidden communication", an->comm_hidden_s, items * L * hidden);
+    /* the blocking plan's backward is longer by exactly what is hidden */
+    near("the blocking backward", cost_terms_total(&off->stages[0].bwd), cost_terms_total(&an->stages[0].bwd) + L * hidden);
+    near("nothing hidden with grad_overlap off", off->comm_hidden_s, 0);
+    truth("the layer's backward is its timeline", t > 0 && t < cost_terms_total(&off->stages[0].bwd) / L + 1e-12);
+    phases_sum("ZeRO-2 phases sum to the step", an);
+    arena_free(&arena);
+}
+
 int main(void)
 {
     test_primitives();
@@ -276,6 +331,8 @@ int main(void)
     test_allreduce();
     test_gradient_sync_overlapped();
     test_overlap();
+    test_timeline();
+    test_scatters_overlapped();
     if (diag_error_count()) printf("FAIL %d diagnostics\n", diag_error_count()), failures++;
     printf("%s: %d failure%s\n", failures ? "FAIL" : "ok", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;

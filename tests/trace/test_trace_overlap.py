@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
-"""The gradient buckets of a data-parallel run overlap its backward.
+"""The gradient collectives of a data-parallel run overlap its backward.
 
-  test_trace_overlap.py PARC PLAN
+  test_trace_overlap.py PARC PLAN...
+
+For each PLAN (DDP / ZeRO-1: buckets started in grad_sync.block, one per
+layer per step; ZeRO-2/3: reduce-scatters started in block.bwd, every layer of
+every micro-batch):
 
 `parc run PLAN --steps 2 --trace T`, then
   - T is valid Chrome trace JSON (chrome_trace.check: spans of one thread nest,
@@ -9,7 +13,8 @@
     their own, threads 2 and up);
   - every rank has, per step, exactly as many started-collective spans as the
     program starts: the `allreduce_start` / `reducescatter_start` lines of
-    `parc lower PLAN --emit=ir` times the stage's layers;
+    grad_sync.block in `parc lower PLAN --emit=ir` times the stage's layers,
+    plus those of block.bwd times the layers and the micro-batches;
   - on every rank some gradient collective's span [start, completion] overlaps
     a backward op's span (an op named *_bwd on the compute thread): the
     collective was in flight while the backward computed.
@@ -34,28 +39,41 @@ def check(cond, what):
     return cond
 
 
+def seq_starts(ir, name):
+    """The started collectives in sequence `name` of the IR dump."""
+    body = ir.split(f"  {name}:\n", 1)[1] if f"  {name}:\n" in ir else ""
+    body = re.split(r"\n  (?=\S)", body, maxsplit=1)[0]  # up to the next sequence
+    return len(re.findall(r"^    (allreduce|reducescatter)_start\(", body, re.M))
+
+
 def starts_per_step(parc, plan):
     """Started collectives per step of a one-stage program, from the IR dump."""
     ir = subprocess.run([parc, "lower", plan, "--emit=ir"], capture_output=True, text=True, check=True).stdout
     m = re.search(r"chunks (\d+), layers per chunk (\d+)", ir)
     layers = int(m.group(1)) * int(m.group(2))
-    body = ir.split("  grad_sync.block:\n", 1)[1] if "  grad_sync.block:\n" in ir else ""
-    body = re.split(r"\n  (?=\S)", body, maxsplit=1)[0]  # up to the next sequence
-    starts = len(re.findall(r"^    (allreduce|reducescatter)_start\(", body, re.M))
+    micro = int(re.search(r"(\d+) micro-batches", ir).group(1))
+    sync, bwd = seq_starts(ir, "grad_sync.block"), seq_starts(ir, "block.bwd")
     waits = len(re.findall(r"^    comm_wait\(", ir, re.M))
-    check(starts > 0 and starts == waits, f"{plan}: {starts} starts and {waits} waits in the IR")
-    return starts * layers
+    check(sync + bwd > 0 and sync + bwd == waits, f"{plan}: {sync} + {bwd} starts and {waits} waits in the IR")
+    return sync * layers + bwd * layers * micro
 
 
 def main():
-    parc, plan = sys.argv[1], sys.argv[2]
+    parc = sys.argv[1]
+    for plan in sys.argv[2:]:
+        check_plan(parc, plan)
+    print("FAIL" if FAILS else "ok", len(FAILS), "failures")
+    return 1 if FAILS else 0
+
+
+def check_plan(parc, plan):
     want = starts_per_step(parc, plan)
     with tempfile.TemporaryDirectory() as tmp:
         trace = os.path.join(tmp, "t.json")
         run = subprocess.run([parc, "run", plan, "--steps", str(STEPS), "--trace", trace], capture_output=True,
                              text=True, cwd=tmp)
-        if not check(run.returncode == 0, f"parc run exit {run.returncode}: {run.stdout}{run.stderr}"):
-            return 1
+        if not check(run.returncode == 0, f"{plan}: parc run exit {run.returncode}: {run.stdout}{run.stderr}"):
+            return
         t = chrome_trace.load(trace)
     problems = chrome_trace.check(t)
     check(not problems, f"the trace is not valid: {problems[:5]}")
@@ -72,9 +90,8 @@ def main():
         overlapped = [c for c in started
                       if any(o["ts"] < c["ts"] + c["dur"] and c["ts"] < o["ts"] + o["dur"] for o in bwd)]
         check(overlapped, f"rank {pid}: no gradient collective in flight during a backward op")
-        print(f"rank {pid}: {len(overlapped)} of {len(started)} started collectives overlap a backward op")
-    print("FAIL" if FAILS else "ok", len(FAILS), "failures")
-    return 1 if FAILS else 0
+        print(f"{os.path.basename(plan)} rank {pid}: {len(overlapped)} of {len(started)} started collectives "
+              "overlap a backward op")
 
 
 if __name__ == "__main__":
