@@ -159,7 +159,8 @@ static double triad_rate(size_t n)
 enum { K_ADD, K_NORM, K_GELU, K_SOFTMAX, K_ADAMW, K_COUNT };
 static const char *const kernel_names[K_COUNT] = {"add", "layer norm", "GELU", "cross-entropy", "AdamW"};
 
-/* One pass of kernel k over n elements (rows of 256, or of 4096 logits);
+/* One pass of kernel k over n elements (rows of 256, or of 4096 logits),
+ * each backward writing its input gradient as the first writer does;
  * returns the bytes the cost model charges for it (compiler/cost.c's
  * stream_rows: forward and backward passes over the elements; the
  * optimizer's weights, gradients and both moments read and written). */
@@ -172,20 +173,20 @@ static double kernel_pass(int k, size_t n, float *x, float *y, float *z, float *
         int64_t N = (int64_t)n / C;
         float *mean = w, *rstd = w + N, *g = w + 2 * N, *b = g + C, *dg = b + C, *db = dg + C;
         prt_fast_layernorm_fwd(z, mean, rstd, x, g, b, N, C, 1e-5);
-        prt_fast_layernorm_bwd(y, dg, db, z, x, g, mean, rstd, N, C);
+        prt_fast_layernorm_bwd(y, dg, db, z, x, g, mean, rstd, N, C, 1);
         return 5.0 * n * sizeof(float);
     }
     case K_GELU:
         prt_fast_gelu_fwd(z, x, (int64_t)n);
-        prt_fast_gelu_bwd(y, x, z, (int64_t)n);
+        prt_fast_gelu_bwd(y, x, z, (int64_t)n, 1);
         return 5.0 * n * sizeof(float);
     case K_SOFTMAX: {
         int64_t N = (int64_t)n / V;
         prt_fast_row_max(w, x, N, V);
         prt_fast_row_sumexp(w + N, w + 2 * N, x, w, targets, N, V, 0);
         for (int64_t r = 0; r < N; r++) w[4 * N + 2 * r + 1] = w[r] + logf(w[N + r]);
-        prt_fast_xent_bwd(z, x, w + 4 * N, targets, N, V, 0, 1.0f / (float)N);
-        return 5.0 * n * sizeof(float);
+        prt_fast_xent_bwd(z, x, w + 4 * N, targets, N, V, 0, 1.0f / (float)N, 1);
+        return 4.0 * n * sizeof(float);
     }
     default: prt_fast_adamw(x, y, z, w, (int64_t)n, 1, 1e-3, 0.9, 0.95, 1e-8, 0.0); return 8.0 * n * sizeof(float);
     }

@@ -209,7 +209,7 @@ static const StreamRow stream_rows[OP_COUNT] = {
     [OP_DROPOUT] = {3, {3, 3}},   /* read x, write y and the mask / read the mask and dy, add into dx */
     [OP_ADD] = {1, {3, 3}},
     [OP_COPY] = {1, {2, 2}},
-    [OP_XENT] = {2, {2, 3}, MEM_SOFTMAX}, /* max, then sum of exp over the logits / read them, add into dlogits */
+    [OP_XENT] = {2, {2, 2}, MEM_SOFTMAX}, /* max, then sum of exp over the logits / read them, write dlogits */
 };
 
 static double shape_product(const OpShape *s, int upto)
