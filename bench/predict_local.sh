@@ -12,7 +12,9 @@
 #      search's top two.
 # Each layout runs REPEATS times (the machine is shared: the spread is part
 # of the answer): the ratio is the estimate over the median, min and max are
-# printed beside it, and the median run's phases say where a miss comes
+# printed beside it (two layouts whose min..max overlap count as a tie: an
+# estimate that orders them either way agrees with the runs, and the order
+# line names such pairs), and the median run's phases say where a miss comes
 # from (estimated / measured ms per phase on the slowest rank's stage...
 # rank 0's, as the program prints them, and the slowest rank).
 # Usage: bench/predict_local.sh [build/parc] [steps] [repeats]
@@ -55,7 +57,19 @@ by_p = [r[0] for r in sorted(rows, key=lambda r: float(r[1]))]
 by_m = [r[0] for r in sorted(rows, key=lambda r: float(r[2]))]
 inside = sum(1 for r in rows if 0.8 <= float(r[5]) <= 1.2)
 print(f"within 0.8..1.2: {inside} of {len(rows)}; estimated order {' < '.join(by_p)}")
-print(f"measured order {' < '.join(by_m)}; {'the same' if by_p == by_m else 'different'}")
+# a pair the estimate orders one way and the medians the other agrees when
+# the two layouts' measured [min, max] overlap: the runs cannot tell them apart
+ties, wrong = [], []
+for i, a in enumerate(rows):
+    for b in rows[i + 1:]:
+        if (float(a[1]) - float(b[1])) * (float(a[2]) - float(b[2])) >= 0: continue
+        lo, hi = (a, b) if float(a[2]) < float(b[2]) else (b, a)
+        (ties if float(lo[4]) >= float(hi[3]) else wrong).append(f"{lo[0]} < {hi[0]}")
+verdict = "the same" if not ties and not wrong else \
+    ("different: measured apart, estimated the other way: " + ", ".join(wrong)) if wrong else \
+    ("the same within the measured spread (overlapping min..max, ordered the other way by the estimate: "
+     + ", ".join(ties) + ")")
+print(f"measured order {' < '.join(by_m)}; {verdict}")
 PY
 }
 

@@ -35,7 +35,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu/prt_cpu_fast.h"
 #include "prt_internal.h"
+#include "prt_math.h"
 
 static double now(void)
 {
@@ -55,70 +57,162 @@ static float *alloc_floats(size_t n, float v)
     return p;
 }
 
-/* Best GFLOP/s of C[m,n] = A[m,k] B[k,n] over repeats lasting at least 0.2 s. */
-static double gemm_rate(int m, int n, int k)
+/* One C[m,n] = A[m,k] B[k,n]; with 16-bit operands (a16, b16, c16 not NULL)
+ * C += A B, A, B and C first widened into a, b, c and C rounded back from c
+ * element by element with the runtime's loads and stores (runtime/prt_math.h),
+ * as its CPU GEMM ops do (a forward's output starts as the widened bias row,
+ * a backward's input and weight gradients are added into). */
+static void gemm_call(int m, int n, int k, float *a, float *b, float *c, uint16_t *a16, uint16_t *b16, uint16_t *c16)
+{
+    if (a16) {
+        for (size_t i = 0; i < (size_t)m * k; i++) a[i] = prt_load(a16, PRT_BF16, (int64_t)i);
+        for (size_t i = 0; i < (size_t)k * n; i++) b[i] = prt_load(b16, PRT_BF16, (int64_t)i);
+        for (size_t i = 0; i < (size_t)m * n; i++) c[i] = prt_load(c16, PRT_BF16, (int64_t)i);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, a16 ? 1.0f : 0.0f, c, n);
+    if (c16)
+        for (size_t i = 0; i < (size_t)m * n; i++) prt_store(c16, PRT_BF16, (int64_t)i, c[i]);
+}
+
+static uint16_t *alloc_bf16(size_t n)
+{
+    uint16_t *p = malloc(n * sizeof *p);
+    if (!p) {
+        fprintf(stderr, "parc_calibrate: out of memory (%zu bf16 values)\n", n);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (size_t i = 0; i < n; i++) p[i] = prt_f32_to_bf16(0.5f + (float)(i % 7) * 1e-3f);
+    return p;
+}
+
+/* Best FLOP/s of C[m,n] = A[m,k] B[k,n] over repeats lasting at least 0.2 s,
+ * fp32 or (wide16) bf16 operands and result. */
+static double gemm_rate(int m, int n, int k, int wide16)
 {
     float *a = alloc_floats((size_t)m * k, 0.5f), *b = alloc_floats((size_t)k * n, 0.25f);
     float *c = alloc_floats((size_t)m * n, 0.0f);
+    uint16_t *a16 = wide16 ? alloc_bf16((size_t)m * k) : NULL, *b16 = wide16 ? alloc_bf16((size_t)k * n) : NULL;
+    uint16_t *c16 = wide16 ? alloc_bf16((size_t)m * n) : NULL;
     double best = 0, flops = 2.0 * m * n * k;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n); /* warm */
+    gemm_call(m, n, k, a, b, c, a16, b16, c16); /* warm */
     for (int rep = 0; rep < 3; rep++) {
         int calls = 0;
         double t0 = now(), t;
         do {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+            gemm_call(m, n, k, a, b, c, a16, b16, c16);
             calls++;
         } while ((t = now() - t0) < 0.2);
         if (calls * flops / t > best) best = calls * flops / t;
     }
-    free(a), free(b), free(c);
+    free(a), free(b), free(c), free(a16), free(b16), free(c16);
     return best;
 }
 
-/* Memory-bound loops: the bytes each moves over its time, best of 5.
- * kind 0: triad (the streaming bandwidth); 1: add (a residual); 2: a row
- * norm (two reads, one write per element); 3: tanh-GELU (one read, one
- * write, a transcendental per element). */
-static double stream_rate(int kind, size_t n)
+/* The 16-bit element path of the runtime's CPU ops (an argument that is not
+ * fp32: each load widens, each store rounds, prt_math.h), over n elements,
+ * the add and the GELU forward and backward as runtime/cpu/prt_cpu_ops.c
+ * writes them; rates[0] and [1] are their bytes per second (best of 5), the
+ * bytes the cost model charges (3 passes, 2 + 3) at 2 bytes an element. */
+static void stream16_rates(size_t n, double *rates)
 {
-    float *x = alloc_floats(n, 1.0f), *y = alloc_floats(n, 2.0f), *z = alloc_floats(n, 0.0f);
-    double best = 0, bytes = 0;
-    const size_t row = 1024;
+    volatile int64_t dtype16 = PRT_BF16; /* known at run time only, as the runtime's dtypes word */
+    prt_ten x = {alloc_bf16(n), dtype16}, y = {alloc_bf16(n), dtype16}, z = {alloc_bf16(n), dtype16};
+    rates[0] = rates[1] = 0;
     for (int rep = 0; rep < 5; rep++) {
         double t0 = now();
-        switch (kind) {
-        case 0:
-            for (size_t i = 0; i < n; i++) z[i] = x[i] + 0.5f * y[i];
-            bytes = 3.0 * n * sizeof(float);
-            break;
-        case 1:
-            for (size_t i = 0; i < n; i++) z[i] = x[i] + y[i];
-            bytes = 3.0 * n * sizeof(float);
-            break;
-        case 2:
-            for (size_t r = 0; r + row <= n; r += row) {
-                float s = 0, q = 0;
-                for (size_t i = 0; i < row; i++) s += x[r + i], q += x[r + i] * x[r + i];
-                float mean = s / row, rstd = 1.0f / sqrtf(q / row - mean * mean + 1e-5f);
-                for (size_t i = 0; i < row; i++) z[r + i] = (x[r + i] - mean) * rstd;
-            }
-            bytes = 2.0 * n * sizeof(float);
-            break;
-        default:
-            for (size_t i = 0; i < n; i++) {
-                float v = x[i];
-                z[i] = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
-            }
-            bytes = 2.0 * n * sizeof(float);
-            break;
-        }
+        for (int64_t i = 0; i < (int64_t)n; i++)
+            prt_store(z.p, z.dtype, i, prt_load(x.p, x.dtype, i) + prt_load(y.p, y.dtype, i));
+        double t1 = now();
+        for (int64_t i = 0; i < (int64_t)n; i++) prt_store(z.p, z.dtype, i, prt_gelu(prt_load(x.p, x.dtype, i)));
+        for (int64_t i = 0; i < (int64_t)n; i++)
+            prt_store(y.p, y.dtype, i,
+                      prt_load(y.p, y.dtype, i) + prt_gelu_grad(prt_load(x.p, x.dtype, i)) * prt_load(z.p, z.dtype, i));
+        double t2 = now(), add = 3.0 * n * 2 / (t1 - t0), gelu = 5.0 * n * 2 / (t2 - t1);
+        if (add > rates[0]) rates[0] = add;
+        if (gelu > rates[1]) rates[1] = gelu;
+    }
+    volatile uint16_t sink = ((uint16_t *)z.p)[n / 2] + ((uint16_t *)y.p)[n / 2];
+    (void)sink;
+    free(x.p), free(y.p), free(z.p);
+}
+
+/* The triad (z = x + 0.5 y), the streaming bandwidth: bytes over time, best of 5. */
+static double triad_rate(size_t n)
+{
+    float *x = alloc_floats(n, 1.0f), *y = alloc_floats(n, 2.0f), *z = alloc_floats(n, 0.0f);
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now();
+        for (size_t i = 0; i < n; i++) z[i] = x[i] + 0.5f * y[i];
         double t = now() - t0;
-        if (bytes / t > best) best = bytes / t;
+        if (3.0 * n * sizeof(float) / t > best) best = 3.0 * n * sizeof(float) / t;
     }
     volatile float sink = z[n / 2];
     (void)sink;
     free(x), free(y), free(z);
     return best;
+}
+
+/* The runtime's own fp32 kernels (runtime/cpu/prt_cpu_fast.c), one class of
+ * the cost model's memory-bound ops each.  ORDER: the rates kernel_rates
+ * fills, and the efficiency each becomes. */
+enum { K_ADD, K_NORM, K_GELU, K_SOFTMAX, K_ADAMW, K_COUNT };
+static const char *const kernel_names[K_COUNT] = {"add", "layer norm", "GELU", "cross-entropy", "AdamW"};
+
+/* One pass of kernel k over n elements (rows of 256, or of 4096 logits),
+ * each backward writing its input gradient as the first writer does;
+ * returns the bytes the cost model charges for it (compiler/cost.c's
+ * stream_rows: forward and backward passes over the elements; the
+ * optimizer's weights, gradients and both moments read and written). */
+static double kernel_pass(int k, size_t n, float *x, float *y, float *z, float *w, int32_t *targets)
+{
+    const int64_t C = 256, V = 4096;
+    switch (k) {
+    case K_ADD: prt_fast_add(z, x, y, (int64_t)n); return 3.0 * n * sizeof(float);
+    case K_NORM: {
+        int64_t N = (int64_t)n / C;
+        float *mean = w, *rstd = w + N, *g = w + 2 * N, *b = g + C, *dg = b + C, *db = dg + C;
+        prt_fast_layernorm_fwd(z, mean, rstd, x, g, b, N, C, 1e-5);
+        prt_fast_layernorm_bwd(y, dg, db, z, x, g, mean, rstd, N, C, 1);
+        return 5.0 * n * sizeof(float);
+    }
+    case K_GELU:
+        prt_fast_gelu_fwd(z, x, (int64_t)n);
+        prt_fast_gelu_bwd(y, x, z, (int64_t)n, 1);
+        return 5.0 * n * sizeof(float);
+    case K_SOFTMAX: {
+        int64_t N = (int64_t)n / V;
+        prt_fast_row_max(w, x, N, V);
+        prt_fast_row_sumexp(w + N, w + 2 * N, x, w, targets, N, V, 0);
+        for (int64_t r = 0; r < N; r++) w[4 * N + 2 * r + 1] = w[r] + logf(w[N + r]);
+        prt_fast_xent_bwd(z, x, w + 4 * N, targets, N, V, 0, 1.0f / (float)N, 1);
+        return 4.0 * n * sizeof(float);
+    }
+    default: prt_fast_adamw(x, y, z, w, (int64_t)n, 1, 1e-3, 0.9, 0.95, 1e-8, 0.0); return 8.0 * n * sizeof(float);
+    }
+}
+
+/* Bytes per second of each kernel over n elements, best of 5 passes. */
+static void kernel_rates(size_t n, double *rates)
+{
+    float *x = alloc_floats(n, 0.5f), *y = alloc_floats(n, 0.25f), *z = alloc_floats(n, 0.0f);
+    float *w = alloc_floats(n, 1.0f);
+    int32_t *targets = malloc(n / 256 * sizeof *targets);
+    if (!targets) {
+        fprintf(stderr, "parc_calibrate: out of memory (%zu targets)\n", n / 256);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (size_t i = 0; i < n / 256; i++) targets[i] = (int32_t)(i % 4096);
+    for (int k = 0; k < K_COUNT; k++) {
+        rates[k] = 0;
+        for (int rep = 0; rep < 5; rep++) {
+            double t0 = now(), bytes = kernel_pass(k, n, x, y, z, w, targets), t = now() - t0;
+            if (bytes / t > rates[k]) rates[k] = bytes / t;
+        }
+    }
+    volatile float sink = z[n / 2] + y[n / 2] + x[n / 2];
+    (void)sink;
+    free(x), free(y), free(z), free(w), free(targets);
 }
 
 typedef struct Link {
@@ -183,6 +277,88 @@ static Link measure_link(int rank, int size)
 
 static double clamp01(double x) { return x > 1.0 ? 1.0 : x < 1e-3 ? 1e-3 : x; }
 
+/* What one rank measures; every field a rate (the ranks' minimum is taken
+ * field by field). */
+typedef struct Rates {
+    double gemm[4], gemm16[4], attn; /* FLOP/s: fp32, and 16-bit operands widened as the runtime does */
+    double triad, kernel[K_COUNT];   /* bytes/s */
+    double stream16[2];              /* bytes/s of the 16-bit element path: add, GELU (stream16_rates) */
+} Rates;
+
+/* GEMM classes by their smallest dimension: 64, 256, 1024, 2048 (cost.h). */
+static const int gemm_dims[4][3] = {{64, 1024, 1024}, {256, 1024, 1024}, {1024, 1024, 1024}, {2048, 2048, 2048}};
+
+static void measure_compute(Rates *r)
+{
+    for (int c = 0; c < 4; c++) {
+        r->gemm[c] = gemm_rate(gemm_dims[c][0], gemm_dims[c][1], gemm_dims[c][2], 0);
+        r->gemm16[c] = gemm_rate(gemm_dims[c][0], gemm_dims[c][1], gemm_dims[c][2], 1);
+    }
+    /* the tiny class also as small plans meet it, every dimension small
+     * (per-call overhead counts there): the class runs at the two shapes'
+     * harmonic mean, the rate of equal FLOPs spent in each */
+    r->gemm[0] = 2.0 / (1.0 / r->gemm[0] + 1.0 / gemm_rate(64, 64, 256, 0));
+    r->gemm16[0] = 2.0 / (1.0 / r->gemm16[0] + 1.0 / gemm_rate(64, 64, 256, 1));
+    r->attn = gemm_rate(256, 256, 64, 0); /* scores of one head: T x T by head_dim */
+    r->triad = triad_rate((size_t)8 << 20);
+    kernel_rates((size_t)4 << 20, r->kernel);
+    stream16_rates((size_t)4 << 20, r->stream16);
+}
+
+/* The cluster fragment: the best fp32 GEMM rate is the fp32 peak and the
+ * best 16-bit one (operands widened) the bf16 peak, each class against its
+ * own precision's peak (gemm, gemm16); the streaming
+ * bandwidth is the best of the triad and the runtime's add, and each class
+ * of memory-bound op runs at its kernel's share of it. */
+static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
+{
+    double peak = 0, peak16 = 0;
+    for (int c = 0; c < 4; c++) peak = r->gemm[c] > peak ? r->gemm[c] : peak;
+    for (int c = 0; c < 4; c++) peak16 = r->gemm16[c] > peak16 ? r->gemm16[c] : peak16;
+    if (peak16 > peak) peak16 = peak; /* widening cannot make a GEMM faster: a measured excess is noise */
+    /* the 16-bit path's share of the fp32 kernels' bytes/s, the mean of the
+     * cheapest element op (an add, bound by the loads and stores) and the
+     * dearest (GELU, bound by its arithmetic) */
+    double share16 = 0.5 * (r->stream16[0] / r->kernel[K_ADD] + r->stream16[1] / r->kernel[K_GELU]);
+    double hbm = r->triad > r->kernel[K_ADD] ? r->triad : r->kernel[K_ADD];
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE), cores = sysconf(_SC_NPROCESSORS_ONLN);
+    double memory = (double)pages * (double)page / (double)(cores > 0 ? cores : 1);
+    char host[256] = "this machine";
+    gethostname(host, sizeof host - 1);
+    fprintf(f, "# Fragment (not a plan), written by `parc calibrate` on %s: include it INSIDE\n"
+               "# `cluster { nodes 1; gpus_per_node N; ... }`.  One rank per core, fp32 OpenBLAS (%s kernels) "
+               "with one thread, %d MPI ranks measuring at once, the slowest rank's rates.\n",
+            host, openblas_get_corename(), size);
+    fprintf(f, "# GEMM GFLOP/s: 64x1024x1024 with 64x64x256 (harmonic mean) %.2f, 256x1024x1024 %.2f, "
+               "1024^3 %.2f, 2048^3 %.2f; 256x256x64 %.2f\n",
+            r->gemm[0] / 1e9, r->gemm[1] / 1e9, r->gemm[2] / 1e9, r->gemm[3] / 1e9, r->attn / 1e9);
+    fprintf(f, "# bf16 GEMM GFLOP/s (operands widened to fp32, the result added into and rounded), the same shapes: "
+               "%.2f, %.2f, %.2f, %.2f\n",
+            r->gemm16[0] / 1e9, r->gemm16[1] / 1e9, r->gemm16[2] / 1e9, r->gemm16[3] / 1e9);
+    fprintf(f, "# memory GB/s: triad %.2f", r->triad / 1e9);
+    for (int k = 0; k < K_COUNT; k++) fprintf(f, ", %s %.2f", kernel_names[k], r->kernel[k] / 1e9);
+    fprintf(f, " (the runtime's kernels, the bytes the cost model charges them); bf16 add %.2f, GELU %.2f\n",
+            r->stream16[0] / 1e9, r->stream16[1] / 1e9);
+    if (size > 1)
+        fprintf(f, "# MPI: latency %.3g us (ping-pong of idle ranks), %.3g us an 8-byte all-reduce after "
+                   "compute (its mean over the all-reduce's %d steps is the link latency), bandwidth %.3g "
+                   "GB/s, all-reduce bus bandwidth %.3g GB/s\n",
+                link->latency * 1e6, link->sync * 1e6, 2 * (size - 1), link->bandwidth / 1e9, link->busbw / 1e9);
+    fprintf(f, "gpu { memory %.0f B; bf16 %.6g FLOP/s; fp32 %.6g FLOP/s; hbm %.6g B/s; }\n", memory, peak16, peak,
+            hbm);
+    double step_latency = size > 1 ? link->sync / (2.0 * (size - 1)) : 0;
+    if (step_latency < link->latency) step_latency = link->latency;
+    if (size > 1) fprintf(f, "link intra %.6g B/s %.6g s;\n", link->bandwidth, step_latency);
+    fprintf(f, "efficiency { gemm %.4g %.4g %.4g %.4g; attention %.4g; hbm %.4g; norm %.4g; activation %.4g; "
+               "softmax %.4g; optimizer %.4g; stream16 %.4g; gemm16 %.4g %.4g %.4g %.4g; intra %.4g; inter 1; }\n",
+            clamp01(r->gemm[0] / peak), clamp01(r->gemm[1] / peak), clamp01(r->gemm[2] / peak),
+            clamp01(r->gemm[3] / peak), clamp01(r->attn / peak), clamp01(r->kernel[K_ADD] / hbm),
+            clamp01(r->kernel[K_NORM] / hbm), clamp01(r->kernel[K_GELU] / hbm), clamp01(r->kernel[K_SOFTMAX] / hbm),
+            clamp01(r->kernel[K_ADAMW] / hbm), clamp01(share16), clamp01(r->gemm16[0] / peak16),
+            clamp01(r->gemm16[1] / peak16), clamp01(r->gemm16[2] / peak16), clamp01(r->gemm16[3] / peak16),
+            size > 1 ? clamp01(link->busbw / link->bandwidth) : 1.0);
+}
+
 int main(int argc, char **argv)
 {
     prt_blas_select(argc, argv); /* may restart this process with the runtime's kernel choice */
@@ -195,67 +371,18 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    /* GEMM classes by their smallest dimension: 64, 256, 1024, 2048 (cost.h) */
-    static const int dims[4][3] = {{64, 1024, 1024}, {256, 1024, 1024}, {1024, 1024, 1024}, {2048, 2048, 2048}};
-    double gemm[4] = {0}, attn = 0, stream[4] = {0};
+    Rates r;
+    memset(&r, 0, sizeof r);
     MPI_Barrier(MPI_COMM_WORLD);
-    for (int c = 0; c < 4; c++) gemm[c] = gemm_rate(dims[c][0], dims[c][1], dims[c][2]);
-    /* the tiny class also as small plans meet it, every dimension small
-     * (per-call overhead counts there): the class runs at the two shapes'
-     * harmonic mean, the rate of equal FLOPs spent in each */
-    double tiny_small = gemm_rate(64, 64, 256);
-    gemm[0] = 2.0 / (1.0 / gemm[0] + 1.0 / tiny_small);
-    attn = gemm_rate(256, 256, 64); /* scores of one head: T x T by head_dim */
-    for (int k = 0; k < 4; k++) stream[k] = stream_rate(k, (size_t)8 << 20);
-    MPI_Allreduce(MPI_IN_PLACE, gemm, 4, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, &attn, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, stream, 4, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    measure_compute(&r);
+    MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
     Link link = size > 1 ? measure_link(rank, size) : (Link){0, 0, 0, 0};
     int status = 0;
     if (rank == 0) {
-        double peak = 0;
-        for (int c = 0; c < 4; c++) peak = gemm[c] > peak ? gemm[c] : peak;
-        /* the runtime's memory-bound ops: adds and norms at their mean share
-         * of the streaming bandwidth, the activations (a tanh per element)
-         * at the GELU loop's own */
-        double hbm_eff = (stream[1] + stream[2]) / (2.0 * stream[0]), act_eff = stream[3] / stream[0];
-        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE), cores = sysconf(_SC_NPROCESSORS_ONLN);
-        double memory = (double)pages * (double)page / (double)(cores > 0 ? cores : 1);
-        char host[256] = "this machine";
-        gethostname(host, sizeof host - 1);
         FILE *f = fopen(argv[1], "w");
-        if (!f) {
+        if (!f || (write_fragment(f, &r, &link, size), fclose(f) != 0)) {
             fprintf(stderr, "parc_calibrate: cannot write `%s`\n", argv[1]);
             status = 1;
-        } else {
-            fprintf(f, "# Fragment (not a plan), written by `parc calibrate` on %s: include it INSIDE\n"
-                       "# `cluster { nodes 1; gpus_per_node N; ... }`.  One rank per core, fp32 OpenBLAS (%s kernels) "
-                       "with one thread, %d MPI ranks measuring at once, the slowest rank's rates.\n",
-                    host, openblas_get_corename(), size);
-            fprintf(f, "# GEMM GFLOP/s: 64x1024x1024 with 64x64x256 (harmonic mean) %.2f, 256x1024x1024 %.2f, "
-                       "1024^3 %.2f, 2048^3 %.2f; 256x256x64 %.2f\n",
-                    gemm[0] / 1e9, gemm[1] / 1e9, gemm[2] / 1e9, gemm[3] / 1e9, attn / 1e9);
-            fprintf(f, "# memory GB/s: triad %.2f, add %.2f, row norm %.2f, tanh-GELU %.2f\n", stream[0] / 1e9,
-                    stream[1] / 1e9, stream[2] / 1e9, stream[3] / 1e9);
-            if (size > 1)
-                fprintf(f, "# MPI: latency %.3g us (ping-pong of idle ranks), %.3g us an 8-byte all-reduce after "
-                           "compute (its mean over the all-reduce's %d steps is the link latency), bandwidth %.3g "
-                           "GB/s, all-reduce bus bandwidth %.3g GB/s\n",
-                        link.latency * 1e6, link.sync * 1e6, 2 * (size - 1), link.bandwidth / 1e9, link.busbw / 1e9);
-            fprintf(f, "gpu { memory %.0f B; bf16 %.6g FLOP/s; fp32 %.6g FLOP/s; hbm %.6g B/s; }\n", memory, peak, peak,
-                    stream[0]);
-            double step_latency = link.sync / (2.0 * (size - 1));
-            if (step_latency < link.latency) step_latency = link.latency;
-            if (size > 1) fprintf(f, "link intra %.6g B/s %.6g s;\n", link.bandwidth, step_latency);
-            fprintf(f, "efficiency { gemm %.3f %.3f %.3f %.3f; attention %.3f; hbm %.3f; activation %.4f; intra %.3f; "
-                       "inter 1; }\n",
-                    clamp01(gemm[0] / peak), clamp01(gemm[1] / peak), clamp01(gemm[2] / peak),
-                    clamp01(gemm[3] / peak), clamp01(attn / peak), clamp01(hbm_eff), clamp01(act_eff),
-                    size > 1 ? clamp01(link.busbw / link.bandwidth) : 1.0);
-            if (fclose(f) != 0) {
-                fprintf(stderr, "parc_calibrate: cannot write `%s`\n", argv[1]);
-                status = 1;
-            }
         }
     }
     MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);

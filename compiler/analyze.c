@@ -203,7 +203,7 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
     sc->optim_bytes = 2.0 * state;
     /* `clip`: the norm reads each gradient once, the scaling reads and writes it */
     if (plan->train.clip > 0) sc->optim_bytes += 3.0 * (double)sc->ledger[PRT_GRADS];
-    sc->optim_s = cost_stream_s(&plan->cluster, sc->optim_bytes);
+    sc->optim_s = cost_memory_s(&plan->cluster, MEM_OPTIMIZER, sc->optim_bytes, 0);
     an->flops_per_step += sc->flops_step * (double)(plan->mesh.world / (prog->nstages ? prog->nstages : 1));
 
     /* pipeline messages: the sends of the stage's message sequences */

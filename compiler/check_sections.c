@@ -72,11 +72,16 @@ static void check_efficiency(Check *c, const Stmt *st)
                 check_read_quantity(c, e, &e->values[0], UNIT_MEMORY, 1, &eff->half_bytes[k == EF_HALF_INTER]);
             continue;
         }
-        int n = k == EF_GEMM ? PARC_GEMM_CLASSES : 1;
+        int n = k == EF_GEMM || k == EF_GEMM16 ? PARC_GEMM_CLASSES : 1;
         if (!check_shape(c, e, n, n, BODY_NO, EFF_usage[k])) continue;
-        double *dst[] = {eff->gemm, &eff->attention, &eff->hbm, &eff->activation, &eff->bus[0], &eff->bus[1]};
+        double *dst[EFF_COUNT] = {[EF_GEMM] = eff->gemm,          [EF_ATTENTION] = &eff->attention,
+                                  [EF_HBM] = &eff->hbm,           [EF_ACTIVATION] = &eff->activation,
+                                  [EF_INTRA] = &eff->bus[0],      [EF_INTER] = &eff->bus[1],
+                                  [EF_NORM] = &eff->norm,         [EF_SOFTMAX] = &eff->softmax,
+                                  [EF_OPTIMIZER] = &eff->optimizer, [EF_STREAM16] = &eff->stream16,
+                                  [EF_GEMM16] = eff->gemm16};
         for (int j = 0; j < n; j++) {
-            const char *what = k == EF_GEMM ? arena_printf(c->arena, "gemm %s", gemm_class_names[j]) : e->key;
+            const char *what = n > 1 ? arena_printf(c->arena, "%s %s", e->key, gemm_class_names[j]) : e->key;
             check_read_real(c, what, &e->values[j], 0, 1, 1, 0, &dst[k][j]);
         }
     }

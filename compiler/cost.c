@@ -120,22 +120,38 @@ double cost_gemm_s(const Cluster *cl, double peak, int64_t m, int64_t n, int64_t
     return 2.0 * (double)m * (double)n * (double)k / (peak * e);
 }
 
+double cost_gemm_prec_s(const Cluster *cl, Precision p, int64_t m, int64_t n, int64_t k)
+{
+    if (m <= 0 || n <= 0 || k <= 0) return 0;
+    GemmClass c = cost_gemm_class(m, n, k);
+    double e = p != PREC_FP32 && cl->eff.gemm16[c] > 0 ? cl->eff.gemm16[c] : eff_or_one(cl->eff.gemm[c]);
+    return 2.0 * (double)m * (double)n * (double)k / (cost_peak_flops(cl, p) * e);
+}
+
 double cost_attention_s(const Cluster *cl, double peak, double flops)
 {
     return flops / (peak * eff_or_one(cl->eff.attention));
 }
 
-double cost_stream_s(const Cluster *cl, double bytes)
+double cost_memory_s(const Cluster *cl, MemKind kind, double bytes, int wide16)
 {
+    const Efficiency *e = &cl->eff;
     double bw = cl->hbm_bandwidth > 0 ? cl->hbm_bandwidth : 1e12;
-    return bytes / (bw * eff_or_one(cl->eff.hbm));
+    double eff = eff_or_one(e->hbm);
+    switch (kind) {
+    case MEM_STREAM: break;
+    case MEM_NORM: eff = e->norm > 0 ? e->norm : eff; break;
+    case MEM_ACTIVATION: eff = eff_or_one(e->activation); break;
+    case MEM_SOFTMAX: eff = e->softmax > 0 ? e->softmax : eff; break;
+    case MEM_OPTIMIZER: eff = e->optimizer > 0 ? e->optimizer : eff; break;
+    }
+    if (wide16) eff *= eff_or_one(e->stream16);
+    return bytes / (bw * eff);
 }
 
-double cost_activation_s(const Cluster *cl, double bytes)
-{
-    double bw = cl->hbm_bandwidth > 0 ? cl->hbm_bandwidth : 1e12;
-    return bytes / (bw * eff_or_one(cl->eff.activation));
-}
+double cost_stream_s(const Cluster *cl, double bytes) { return cost_memory_s(cl, MEM_STREAM, bytes, 0); }
+
+double cost_activation_s(const Cluster *cl, double bytes) { return cost_memory_s(cl, MEM_ACTIVATION, bytes, 0); }
 
 static int coll_steps(CollKind kind, int n)
 {
@@ -174,25 +190,26 @@ double cost_coll_s(const Cluster *cl, CollKind kind, int n, int inside, double b
 typedef struct StreamRow {
     int elems;       /* which product of shape dims: 0 none, 1 d0, 2 d0 d1, 3 d0 d1 d2 */
     double passes[2];
+    MemKind kind;    /* whose efficiency: plain streams, norms, activations, softmaxes */
 } StreamRow;
 
 static const StreamRow stream_rows[OP_COUNT] = {
     [OP_DATA] = {0, {0, 0}},
     [OP_EMBED] = {2, {2, 3}},     /* gather rows / read dout, add into table rows */
     [OP_POS] = {3, {3, 2}},       /* x + pos / dpos += dout */
-    [OP_LAYERNORM] = {2, {2, 3}}, /* read x, write y / read x and dy, write dx */
-    [OP_RMSNORM] = {2, {2, 3}},
+    [OP_LAYERNORM] = {2, {2, 3}, MEM_NORM}, /* read x, write y / read x and dy, write dx */
+    [OP_RMSNORM] = {2, {2, 3}, MEM_NORM},
     [OP_LINEAR] = {0, {0, 0}},    /* a GEMM */
     [OP_LINEAR_T] = {0, {0, 0}},
     [OP_BIAS] = {2, {2, 1}},      /* in place / sum dy over rows */
-    [OP_GELU] = {1, {2, 3}},
+    [OP_GELU] = {1, {2, 3}, MEM_ACTIVATION},
     [OP_RELU] = {1, {2, 3}},
-    [OP_SWIGLU] = {2, {3, 5}},    /* read gate and up, write / read both and dy, write both */
+    [OP_SWIGLU] = {2, {3, 5}, MEM_ACTIVATION}, /* read gate and up, write / read both and dy, write both */
     [OP_ATTENTION] = {0, {0, 0}}, /* its own term */
     [OP_DROPOUT] = {3, {3, 3}},   /* read x, write y and the mask / read the mask and dy, add into dx */
     [OP_ADD] = {1, {3, 3}},
     [OP_COPY] = {1, {2, 2}},
-    [OP_XENT] = {2, {3, 2}},      /* max, sum, loss over the logits / write dlogits */
+    [OP_XENT] = {2, {2, 2}, MEM_SOFTMAX}, /* max, then sum of exp over the logits / read them, write dlogits */
 };
 
 static double shape_product(const OpShape *s, int upto)
@@ -218,7 +235,7 @@ static void cost_op_entry(const Program *prog, const Instr *ins, double times, C
          * gradient (N x M by M x K) and the weight gradient (K x N by N x M) */
         int64_t N = s->d[0], K = s->d[1], M = s->d[2];
         double calls = bwd ? 2.0 : 1.0;
-        double secs = calls * cost_gemm_s(cl, peak, N, M, K);
+        double secs = calls * cost_gemm_prec_s(cl, p, N, M, K);
         double flops = calls * 2.0 * (double)N * (double)K * (double)M;
         t->gemm_s += times * secs;
         t->gemm_flops += times * flops;
@@ -233,15 +250,14 @@ static void cost_op_entry(const Program *prog, const Instr *ins, double times, C
         double passes = bwd ? (s->kept ? 4.0 : 7.0) : 3.0;
         t->attention_s += times * cost_attention_s(cl, peak, ins->flops);
         t->attention_flops += times * ins->flops;
-        t->stream_s += times * cost_stream_s(cl, passes * scores * bytes);
+        t->stream_s += times * cost_memory_s(cl, MEM_SOFTMAX, passes * scores * bytes, bytes == 2);
         t->stream_bytes += times * passes * scores * bytes;
         return;
     }
     default: {
         const StreamRow *r = &stream_rows[op->kind];
         double b = r->passes[bwd] * shape_product(s, r->elems) * bytes;
-        int act = op->kind == OP_GELU || op->kind == OP_SWIGLU;
-        t->stream_s += times * (act ? cost_activation_s(cl, b) : cost_stream_s(cl, b));
+        t->stream_s += times * cost_memory_s(cl, r->kind, b, bytes == 2);
         t->stream_bytes += times * b;
         return;
     }

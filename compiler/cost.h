@@ -30,12 +30,20 @@ double cost_peak_flops(const Cluster *cl, Precision p);
 
 /* Seconds of one GEMM m x k by k x n (2 m n k FLOPs) at peak x efficiency of its class. */
 double cost_gemm_s(const Cluster *cl, double peak, int64_t m, int64_t n, int64_t k);
+/* The same at the plan's precision: its peak (cost_peak_flops), and for a
+ * 16-bit plan the class's `gemm16` efficiency where the cluster gives one. */
+double cost_gemm_prec_s(const Cluster *cl, Precision p, int64_t m, int64_t n, int64_t k);
 /* Seconds of `flops` of attention matmuls at peak x attention efficiency. */
 double cost_attention_s(const Cluster *cl, double peak, double flops);
 /* Seconds to stream `bytes` through HBM (reads + writes) at bandwidth x efficiency. */
 double cost_stream_s(const Cluster *cl, double bytes);
 /* The same for GELU and SwiGLU, at the `activation` efficiency. */
 double cost_activation_s(const Cluster *cl, double bytes);
+/* Memory-bound ops by class, each at its own efficiency of the HBM
+ * bandwidth (norm, softmax and optimizer as hbm where the cluster leaves them
+ * at 0); ops over 16-bit tensors (wide16) at that times `stream16`. */
+typedef enum { MEM_STREAM, MEM_NORM, MEM_ACTIVATION, MEM_SOFTMAX, MEM_OPTIMIZER } MemKind;
+double cost_memory_s(const Cluster *cl, MemKind kind, double bytes, int wide16);
 /* Seconds of one collective of `bytes` per rank (the buffer nccl-tests calls
  * size) over a group of n ranks on the intra (inside = 1) or inter link:
  * latency x steps + bytes x bus factor / (link bandwidth x bus efficiency).

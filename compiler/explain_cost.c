@@ -56,11 +56,22 @@ void explain_cost_terms(FILE *out, const Analysis *an)
     for (int c = 0; c < PARC_GEMM_CLASSES; c++)
         fprintf(out, "%s %s (>= %lld) %.3g", c ? "," : "", gemm_class_names[c], (long long)gemm_class_min_dim[c],
                 e->gemm[c]);
+    if (e->gemm16[0] > 0 && plan->train.precision != PREC_FP32)
+        for (int c = 0; c < PARC_GEMM_CLASSES; c++)
+            fprintf(out, "%s %s %.3g", c ? "," : "; this 16-bit plan's (gemm16):", gemm_class_names[c], e->gemm16[c]);
     fprintf(out, "\n    attention      its matmul FLOPs at %.4g x %.3g; its score matrix streamed as memory-bound\n",
             an->peak_flops, e->attention);
-    fprintf(out, "    memory-bound   bytes read and written at %.4g B/s x %.3g (norms, softmax, embedding, loss, "
-                 "optimizer), x %.3g (GELU, SwiGLU)\n",
-            cl->hbm_bandwidth, e->hbm, e->activation);
+    if (e->norm > 0 || e->softmax > 0 || e->optimizer > 0 || e->stream16 > 0)
+        fprintf(out, "    memory-bound   bytes read and written at %.4g B/s x %.3g (embedding, residual adds, "
+                     "biases), x %.3g (norms), x %.3g (GELU, SwiGLU), x %.3g (softmax: the loss's and attention's "
+                     "scores), x %.3g (optimizer); over 16-bit tensors x %.3g more\n",
+                cl->hbm_bandwidth, e->hbm, e->norm > 0 ? e->norm : e->hbm, e->activation,
+                e->softmax > 0 ? e->softmax : e->hbm, e->optimizer > 0 ? e->optimizer : e->hbm,
+                e->stream16 > 0 ? e->stream16 : 1.0);
+    else
+        fprintf(out, "    memory-bound   bytes read and written at %.4g B/s x %.3g (norms, softmax, embedding, loss, "
+                     "optimizer), x %.3g (GELU, SwiGLU)\n",
+                cl->hbm_bandwidth, e->hbm, e->activation);
     fprintf(out, "    collectives    steps x latency + (bytes + half-bandwidth size) x bus factor / (link x efficiency): "
                  "intra %.4g B/s x %.3g, %.3g s a step, half at %.4g B; inter %.4g B/s x %.3g, %.3g s a step, half at %.4g B\n",
             cl->intra_bw, e->bus[0], cl->intra_latency, e->half_bytes[0], cl->inter_bw, e->bus[1], cl->inter_latency,

@@ -160,11 +160,19 @@ int plan_precision_bytes(Precision p);
 typedef struct Efficiency {
     const char *name;                 /* the default set it started from: "a100", "h100", "h200", "generic" */
     double gemm[PARC_GEMM_CLASSES];   /* achieved / peak FLOP/s of a GEMM, by shape class */
+    double gemm16[PARC_GEMM_CLASSES]; /* the same for GEMMs of 16-bit plans against the bf16 peak, where the
+                                       * cluster states them apart (0: as gemm) */
     double attention;                 /* achieved / peak FLOP/s of the attention matmuls */
     double hbm;                       /* achieved / peak bandwidth of memory-bound ops */
     double activation;                /* ... of the activations with a transcendental per element
                                        * (GELU, SwiGLU): on a GPU memory-bound like the rest, on a
                                        * CPU often bound by the tanh or exp itself */
+    double norm;                      /* ... of layer and RMS norms (0: as hbm) */
+    double softmax;                   /* ... of softmaxes: the loss's and attention's score matrix (0: as hbm) */
+    double optimizer;                 /* ... of the optimizer's pass over its state (0: as hbm) */
+    double stream16;                  /* memory-bound ops over 16-bit tensors: their bytes/s against the same
+                                       * op's over fp32 ones (0: as 1, a byte is a byte; a CPU that widens each
+                                       * element to fp32 and back runs them slower) */
     double bus[2];                    /* achieved bus bandwidth / link bandwidth: [0] intra, [1] inter */
     double half_bytes[2];             /* a collective's size at which it reaches half its bus bandwidth
                                        * (Hockney's n 1/2), bytes: [0] intra, [1] inter; 0 = any size runs

@@ -35,8 +35,19 @@ static void write_cluster(const Plan *p, FILE *out)
     fprintf(out, "  efficiency %s%s{ gemm", named ? e->name : "", named ? " " : "");
     for (int k = 0; k < PARC_GEMM_CLASSES; k++) fprintf(out, " %.17g", e->gemm[k]);
     fprintf(out, "; attention %.17g; hbm %.17g; activation %.17g; intra %.17g; inter %.17g; half_intra %.17g B; "
-                 "half_inter %.17g B; }\n}\n",
+                 "half_inter %.17g B;",
             e->attention, e->hbm, e->activation, e->bus[0], e->bus[1], e->half_bytes[0], e->half_bytes[1]);
+    /* the memory-bound classes a cluster may state apart from hbm (0: as hbm, or as 1) */
+    const char *const extra_names[] = {"norm", "softmax", "optimizer", "stream16"};
+    const double extra[] = {e->norm, e->softmax, e->optimizer, e->stream16};
+    for (int k = 0; k < 4; k++)
+        if (extra[k] > 0) fprintf(out, " %s %.17g;", extra_names[k], extra[k]);
+    if (e->gemm16[0] > 0) {
+        fprintf(out, " gemm16");
+        for (int k = 0; k < PARC_GEMM_CLASSES; k++) fprintf(out, " %.17g", e->gemm16[k]);
+        fprintf(out, ";");
+    }
+    fprintf(out, " }\n}\n");
 }
 
 static void write_model(const Plan *p, FILE *out)

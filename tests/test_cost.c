@@ -76,6 +76,19 @@ static void test_primitives(void)
     h.eff.activation = 0.05;
     near("activation 1 GB at 0.05", cost_activation_s(&h, 1e9), 1e9 / 1e11);
     near("attention 1 TFLOP", cost_attention_s(&c, c.flops_bf16, 1e12), 1e12 / 50e12);
+    /* a 16-bit plan's GEMMs at the bf16 peak x gemm16 where given, else x gemm;
+     * fp32 plans at the fp32 peak x gemm whatever gemm16 says */
+    Cluster g = c;
+    g.flops_fp32 = 50e12;
+    near("bf16 GEMM at gemm when gemm16 is not given", cost_gemm_prec_s(&g, PREC_BF16, 64, 4096, 4096),
+         2.0 * 64 * 4096.0 * 4096 / 20e12);
+    g.eff.gemm16[GEMM_TINY] = 0.1, g.eff.gemm16[GEMM_LARGE] = 0.4;
+    near("bf16 tiny GEMM at gemm16 0.1", cost_gemm_prec_s(&g, PREC_BF16, 64, 4096, 4096),
+         2.0 * 64 * 4096.0 * 4096 / 10e12);
+    near("bf16 large GEMM at gemm16 0.4", cost_gemm_prec_s(&g, PREC_BF16, 4096, 4096, 4096),
+         2.0 * 4096.0 * 4096 * 4096 / 40e12);
+    near("fp32 tiny GEMM keeps gemm 0.2 at the fp32 peak", cost_gemm_prec_s(&g, PREC_FP32, 64, 4096, 4096),
+         2.0 * 64 * 4096.0 * 4096 / 10e12);
 
     Efficiency e;
     truth("a100 defaults exist", cost_efficiency_defaults("a100", &e) == 0 && !strcmp(e.name, "a100"));
@@ -101,16 +114,20 @@ static const char *const mlp_plan =
     "model m { seq 32; hidden 64; ffn 256; layers 4; repeat layers { block mlp; } }\n"
     "train { batch 8; micro_batch 2; precision fp32; optimizer sgd lr 0.1; }\n";
 
-static Analysis *analyze_text(Arena *arena, const char *name, const char *tail)
+static Analysis *analyze_plan(Arena *arena, const char *name, const char *text)
 {
     Plan *p = arena_alloc(arena, sizeof *p);
-    char *text = arena_printf(arena, "%s%s", mlp_plan, tail);
     if (check_plan_text(arena, name, text, p) != 0) return NULL;
     Graph *g = expand_model(arena, p);
     Program *prog = g ? lower_program(arena, p, g) : NULL;
     Analysis *an = prog ? analyze_program(arena, prog) : NULL;
     if (an) analyze_verify(an);
     return an;
+}
+
+static Analysis *analyze_text(Arena *arena, const char *name, const char *tail)
+{
+    return analyze_plan(arena, name, arena_printf(arena, "%s%s", mlp_plan, tail));
 }
 
 static void phases_sum(const char *what, const Analysis *an)
@@ -209,6 +226,48 @@ static void test_overlap(void)
     near("started at the end: nothing hidden", hidden, 0);
 }
 
+/* The memory-bound classes: norms, softmaxes and the optimizer at their own
+ * share of the bandwidth, hbm's where a cluster leaves them at 0; 16-bit
+ * tensors at stream16 of that. */
+static void test_memory_classes(void)
+{
+    Cluster c = test_cluster(); /* 2 TB/s x hbm 0.9 */
+    near("norm as hbm when not given", cost_memory_s(&c, MEM_NORM, 1e9, 0), 1e9 / 1.8e12);
+    near("softmax as hbm when not given", cost_memory_s(&c, MEM_SOFTMAX, 1e9, 0), 1e9 / 1.8e12);
+    near("optimizer as hbm when not given", cost_memory_s(&c, MEM_OPTIMIZER, 1e9, 0), 1e9 / 1.8e12);
+    near("16-bit as fp32 when stream16 is not given", cost_memory_s(&c, MEM_STREAM, 1e9, 1), 1e9 / 1.8e12);
+    c.eff.norm = 0.25, c.eff.softmax = 0.05, c.eff.optimizer = 0.2, c.eff.activation = 0.1, c.eff.stream16 = 0.5;
+    near("norm 1 GB at 0.25", cost_memory_s(&c, MEM_NORM, 1e9, 0), 1e9 / 5e11);
+    near("softmax 1 GB at 0.05", cost_memory_s(&c, MEM_SOFTMAX, 1e9, 0), 1e9 / 1e11);
+    near("optimizer 1 GB at 0.2", cost_memory_s(&c, MEM_OPTIMIZER, 1e9, 0), 1e9 / 4e11);
+    near("plain stream keeps hbm", cost_memory_s(&c, MEM_STREAM, 1e9, 0), 1e9 / 1.8e12);
+    near("16-bit GELU at 0.1 x 0.5", cost_memory_s(&c, MEM_ACTIVATION, 1e9, 1), 1e9 / 1e11);
+    near("16-bit norm at 0.25 x 0.5", cost_memory_s(&c, MEM_NORM, 1e9, 1), 1e9 / 2.5e11);
+
+    /* the optimizer of the two-stage MLP plan (sgd: weights and gradients
+     * read and written) at 100 GB/s x 0.25, its stated share */
+    Arena arena = {0};
+    const char *text = "cluster { nodes 1; gpus_per_node 1;\n"
+                       "  gpu { memory 1 GiB; bf16 1 TFLOP/s; fp32 1 TFLOP/s; hbm 100 GB/s; }\n"
+                       "  efficiency { hbm 0.5; optimizer 0.25; norm 0.125; }\n"
+                       "}\n"
+                       "model m { seq 32; hidden 64; ffn 256; layers 4; repeat layers { block mlp; } }\n"
+                       "train { batch 8; micro_batch 2; precision fp32; optimizer sgd lr 0.1; }\n"
+                       "mesh { dp 1; }\nlayout { batch -> dp; }\n";
+    Analysis *an = analyze_plan(&arena, "optimizer.par", text);
+    truth("the optimizer plan analyzes", an != NULL);
+    if (an) {
+        const StageCost *sc = &an->stages[0];
+        double state = (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS]);
+        /* per layer: the norm's 2 x 64, up 64 x 256 + 256, down 256 x 64 + 64 */
+        near("sgd state: 4 layers' weights, fp32, and their gradients", state,
+             2.0 * 4 * (2 * 64 + 64 * 256 + 256 + 256 * 64 + 64) * 4);
+        near("optimizer bytes: the state read and written", sc->optim_bytes, 2 * state);
+        near("optimizer at 100 GB/s x 0.25", sc->optim_s, 2 * state / 25e9);
+    }
+    arena_free(&arena);
+}
+
 /* A sequence with started collectives (cost_timeline): work 1 s, start A
  * (2 s on the link), work 1 s, start B (1 s), work 0.5 s, wait B, wait A,
  * work 1 s.  A runs 1-3, B after it 3-4; the work reaches the waits at 2.5
@@ -267,6 +326,7 @@ static void test_scatters_overlapped(void)
 int main(void)
 {
     test_primitives();
+    test_memory_classes();
     test_pipeline_bubble();
     test_allreduce();
     test_gradient_sync_overlapped();

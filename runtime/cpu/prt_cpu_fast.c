@@ -36,6 +36,19 @@ static void column_range(int64_t C, int t, int nt, int64_t *c0, int64_t *c1) {
     *c1 = (t + 1) * per * 16 < C ? (t + 1) * per * 16 : C;
 }
 
+/* ---------------------------------------------------------------- zero */
+
+void prt_fast_zero(void *buf, size_t bytes) {
+    int nt = prt_cpu_threads(), par = nt > 1 && bytes >= 4 * PAR_MIN;
+    size_t lines = (bytes + 63) / 64, per = (lines + (size_t)nt - 1) / (size_t)nt;
+#pragma omp parallel num_threads(nt) if (par)
+    {
+        size_t t = par ? (size_t)omp_get_thread_num() : 0, b0 = t * per * 64, b1 = par ? b0 + per * 64 : bytes;
+        if (b1 > bytes) b1 = bytes;
+        if (b0 < b1) memset((char *)buf + b0, 0, b1 - b0);
+    }
+}
+
 /* ---------------------------------------------------------------- norms */
 
 void prt_fast_layernorm_fwd(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,

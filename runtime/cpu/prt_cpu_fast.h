@@ -21,6 +21,9 @@
  * when ranks share a node). */
 int prt_cpu_threads(void);
 
+/* bytes of buf set to 0, in 64-byte-line ranges, one per thread. */
+void prt_fast_zero(void *buf, size_t bytes);
+
 void prt_fast_layernorm_fwd(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
                             int64_t N, int64_t C, double eps);
 void prt_fast_layernorm_bwd(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,

@@ -53,7 +53,7 @@ static int64_t any_dtype(prt *rt, int64_t dtypes, int index, const void *p, cons
 
 static void prt_cpu_zero(prt *rt, void *buf, int64_t n, int64_t dtypes) {
     int64_t dtype = any_dtype(rt, dtypes, 0, buf, "zero");
-    if (n > 0) memset(buf, 0, (size_t)n * prt_dtype_size(dtype));
+    if (n > 0) prt_fast_zero(buf, (size_t)n * prt_dtype_size(dtype));
 }
 
 static void prt_cpu_copy(prt *rt, void *dst_, const void *src_, int64_t n, int64_t dtypes) {
