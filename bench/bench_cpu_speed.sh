@@ -6,7 +6,9 @@
 #      every run, so torch gets the faster kernels too; both models of the CPU
 #      targets: bench/plans/gpt_bench_single.par (5.3 M) and gpt_bench_41m.par;
 #   2. the GEMM share of parc's step and its GEMMs against cblas_sgemm alone on
-#      the same shapes (--trace + bench_sgemm_peak + trace_gemm.py), 41 M model.
+#      the same shapes (--trace + bench_sgemm_peak + trace_gemm.py), 41 M model,
+#      and torch's step (from 1.) over parc's GEMM time: the bound on the ratio
+#      of 1. that kernels other than the GEMMs can reach.
 # Runs alternate parc / torch, ROUNDS times; each round's ratio is printed, then
 # the median step times' ratio and the spread (min..max of the round ratios).
 # Usage: bench/bench_cpu_speed.sh [build/parc]
@@ -35,7 +37,7 @@ have_torch=0
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || a + 0 <= 0) print "n/a"; else printf "%.2f", b / a }'; }
 
-declare -A plan torch_args tokens
+declare -A plan torch_args tokens torch_ms parc_ms
 plan[5m]=$root/bench/plans/gpt_bench_single.par
 torch_args[5m]="--batch 8"
 tokens[5m]=2048
@@ -83,6 +85,7 @@ for m in $MODELS; do
         [ "$have_torch" = 1 ] && t=$(median_ms "$tmp"/t_"${m}"_"${T}"_*.log)
         spread=$(echo "$rounds" | tr ' ' '\n' | grep -v '^$' | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) printf "%s..%s", lo, hi }')
         printf '   %-4s %7s %9s %9s %6sx  %s (%s)\n' "$m" "$T" "$p" "$t" "$(ratio "$p" "$t")" "${rounds# }" "$spread"
+        torch_ms[${m}_$T]=$t parc_ms[${m}_$T]=$p
     done
 done
 echo "   ratio = torch ms / parc ms (above 1: parc is faster); target 1.5x at 1 and 2 threads"
@@ -93,7 +96,8 @@ echo "2. GEMM share of parc's step ($m, --trace, steps 3..6) and its GEMMs vs cb
 if [ -x "$tmp/prog_$m" ]; then
     "$parc" lower "${plan[$m]}" --emit=ir > "$tmp/ir.txt" 2>&1
     shapes=$("$PY" "$root/bench/trace_gemm.py" shapes "$tmp/ir.txt")
-    printf '   %7s %8s %8s %6s %10s %12s %10s\n' threads "step ms" "GEMM ms" share "GEMM GF/s" "BLAS shapes" "vs shapes"
+    printf '   %7s %8s %8s %6s %10s %12s %10s %11s\n' threads "step ms" "GEMM ms" share "GEMM GF/s" "BLAS shapes" "vs shapes" \
+        "torch/GEMM"
     for T in 1 2; do
         OPENBLAS_NUM_THREADS=$T "$benchbin/bench_sgemm_peak" --square 2048 --shapes "$shapes" > "$tmp/peak$T.txt"
         OPENBLAS_NUM_THREADS=$T "$MPIRUN" --bind-to none -np 1 "$tmp/prog_$m" --steps 6 --quiet --trace "$tmp/t$T.json" \
@@ -101,12 +105,14 @@ if [ -x "$tmp/prog_$m" ]; then
         "$PY" "$root/bench/trace_gemm.py" report "$tmp/ir.txt" "$tmp/t$T.json" "$tmp/peak$T.txt" --skip 2 > "$tmp/r$T.txt" ||
             { echo "   trace analysis failed:"; cat "$tmp/r$T.txt"; continue; }
         g() { sed -n "s/^$1=//p" "$tmp/r$T.txt"; }
-        printf '   %7s %8s %8s %5.0f%% %10s %7s GF/s %9sx\n' "$T" "$(g step_ms)" "$(g gemm_ms)" \
+        printf '   %7s %8s %8s %5.0f%% %10s %7s GF/s %9sx %10sx\n' "$T" "$(g step_ms)" "$(g gemm_ms)" \
             "$(awk -v s="$(g gemm_share)" 'BEGIN { print s * 100 }')" "$(g gemm_gflops)" "$(g blas_same_shapes_gflops)" \
-            "$(ratio "$(g gemm_ms)" "$(g blas_same_shapes_ms)")"
+            "$(ratio "$(g gemm_ms)" "$(g blas_same_shapes_ms)")" "$(ratio "$(g gemm_ms)" "${torch_ms[${m}_$T]:-nan}")"
         echo "           largest ops per step: $(g top_ops)"
     done
     echo "   'vs shapes' = BLAS-alone time / parc's GEMM time on the same shapes (targets: share >= 80% at 1 thread, >= 0.95x at 2)"
+    echo "   'torch/GEMM' = torch's step (table 1, same threads) / parc's GEMM time alone: the torch/parc ratio parc would"
+    echo "   reach with every non-GEMM op free, so the most faster kernels can give without fewer GEMM FLOPs than torch's"
 else
     echo "   skipped: model $m not in MODELS"
 fi

@@ -14,6 +14,8 @@
  * gradients of a region's activations are zeroed before its backward (except
  * the incoming one); parameter gradients accumulate in their accumulation
  * placement (ZeRO-2/3: a whole per-micro-batch buffer scattered after).
+ * An activation gradient's zero is dropped where its first writer writes it
+ * whole instead of adding onto zeros (first_write.c).
  */
 #include "lower.h"
 
@@ -195,4 +197,5 @@ void autodiff_backward(Lowerer *lw, Seq *seq, Region r, int incoming)
     for (int i = g->region_count[r] - 1; i >= 0; i--) emit_backward(&e, &g->ops[g->region_first[r] + i]);
     if (window) reshard_window_close(lw, REGION_BIT(REGION_BLOCK));
     optim_emit_scatter(&e, r);
+    first_write_seq(seq);
 }

@@ -136,7 +136,8 @@ static LLVMValueRef arg_value(Gen *g, const StageProgram *sp, const Instr *in, i
 }
 
 /* The dtypes word of a call (parc_rt.h): the dtype of each pointer argument's
- * buffer, 4 bits each in argument order; a NULL argument's nibble is 0. */
+ * buffer, 4 bits each in argument order, PRT_ARG_WRITE on those the instruction
+ * writes; a NULL argument's nibble is 0. */
 static int64_t dtypes_word(const StageProgram *sp, const Instr *in) {
     int64_t word = 0;
     int k = 0;
@@ -146,6 +147,7 @@ static int64_t dtypes_word(const StageProgram *sp, const Instr *in) {
         if (k >= 16) PARC_BUG("stage %d: %s has more pointer arguments than its dtypes word holds", sp->stage,
                               rt_fn_names[in->fn]);
         if (a->kind == ARG_BUF) word |= (int64_t)sp->bufs[a->buf].dtype << (4 * k);
+        if (a->kind == ARG_BUF && (in->writes >> j & 1)) word |= (int64_t)PRT_ARG_WRITE << (4 * k);
         k++;
     }
     return word;

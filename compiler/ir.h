@@ -296,6 +296,7 @@ typedef struct Instr {
     const char *why;         /* the rule: "mlp.down contracts ffn split on tp -> Partial -> all-reduce" */
     double flops;            /* compute instructions: FLOPs per call */
     int group;               /* collective: ranks taking part, 0 = the whole axis (the embedding group: 2) */
+    unsigned writes;         /* bit k: argument k is written, not accumulated into (first_write.c) */
 } Instr;
 
 /* The ranks a collective instruction runs over. */
@@ -480,6 +481,9 @@ void program_verify(const Program *program);
 /* The starts and waits of overlapped collectives (overlap.c; program_verify
  * calls it).  Failure is a compiler bug: PARC_BUG. */
 void overlap_verify(const Program *program);
+/* The `writes` bits of a sequence's instructions (first_write.c; program_verify
+ * runs it on every sequence). */
+void first_write_verify(const StageProgram *sp, const Seq *seq, const char *seq_name);
 void program_dump(const Program *program, FILE *out);
 
 /* How many times per step a sequence runs on a stage. */

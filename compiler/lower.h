@@ -263,6 +263,10 @@ void autodiff_forward(Lowerer *lw, Seq *seq, Region r, Phase phase);
  * `incoming`, which the next region wrote), each op's backward in reverse, and
  * the ZeRO-2/3 per-micro-batch scatter of parameter gradients. */
 void autodiff_backward(Lowerer *lw, Seq *seq, Region r, int incoming);
+/* A backward sequence's zeroed activation gradients whose first writer can
+ * write them: the writer's `writes` bit set (an acc made a copy), the zero
+ * dropped (first_write.c). */
+void first_write_seq(Seq *seq);
 
 /* ------------------------------------------------------------ optim.c */
 

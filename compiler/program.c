@@ -207,6 +207,8 @@ void program_verify(const Program *prog)
         }
     }
     overlap_verify(prog);
+    for (int s = 0; s < prog->nstages; s++)
+        for (int q = 0; q < SEQ_COUNT; q++) first_write_verify(&prog->stages[s], &prog->stages[s].seq[q], seq_names[q]);
 }
 
 /* ------------------------------------------------------------ dump */
@@ -297,6 +299,8 @@ void program_dump(const Program *prog, FILE *out)
                 }
                 fprintf(out, ")");
                 if (ins->coll != COLL_NONE || instr_is_wait(ins)) fprintf(out, "    ; %s", ins->why ? ins->why : "");
+                for (int k = 0; k < ins->nargs; k++)  /* first_write.c */
+                    if (ins->writes >> k & 1) fprintf(out, "    ; writes %%%s, not adds", sp->bufs[ins->args[k].buf].name);
                 fprintf(out, "\n");
             }
         }

@@ -490,10 +490,19 @@ falls in (memory it did not allocate is taken as declared) during the first step
 and the first evaluation of a run, and on every call when PRT_CHECK_DTYPES=1 is
 in the environment; a disagreement stops the run with the op, the argument, the
 buffer and both dtypes.  A collective's pointers must all have one dtype, its
-elements'. */
+elements'.  The nibble's top bit, PRT_ARG_WRITE, on an op's output gradient
+says the op is its first writer: it writes the argument instead of adding
+into it (the compiler sets it where the zero before would have been the only
+content, first_write.c; prt_word_writes reads it).  Ops that take it: acc's dst
+(then a copy), the din of gelu_bwd, matmul_bwd, matmul_t_bwd, matmul_bias_bwd
+and layernorm_bwd, and xent_bwd's dlogits. */
+
+#define PRT_ARG_WRITE 8
 
 /* The dtype of pointer argument `index` (0 = the first after rt) in a word. */
-static inline int64_t prt_word_dtype(int64_t dtypes, int index) { return (dtypes >> (4 * index)) & 15; }
+static inline int64_t prt_word_dtype(int64_t dtypes, int index) { return (dtypes >> (4 * index)) & 7; }
+/* 1 when pointer argument `index` is written, not accumulated into (PRT_ARG_WRITE). */
+static inline int prt_word_writes(int64_t dtypes, int index) { return (int)((dtypes >> (4 * index + 3)) & 1); }
 /* The word of the dtypes given, in pointer-argument order:
  *   prt_matmul_fwd(rt, out, in, w, N, K, M, PRT_ARG_DTYPES(PRT_BF16, PRT_BF16, PRT_F32)). */
 static inline int64_t prt_arg_dtypes_(const int64_t *dtypes, int n) {

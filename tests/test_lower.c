@@ -1055,9 +1055,77 @@ static void test_ops_table(void)
     }
 }
 
+/* First-writer gradients (first_write.c): in a gpt2 block's backward every
+ * activation gradient but the attention's dqkv (attention_bwd adds into it)
+ * is written by its first writer: four GEMM input gradients, GELU's and the
+ * residual's four accs get the `writes` bit, and one zero is left of ten; the
+ * head's three (layer norm, GEMM, cross-entropy) all go.
+ * With tp 2 the column-parallel GEMMs' partial input gradients are written too. */
+static void count_seq(const Seq *q, int *zeros, int *writes, int *copies, int *accs)
+{
+    *zeros = *writes = *copies = *accs = 0;
+    for (int i = 0; i < q->n; i++) {
+        *zeros += q->ins[i].fn == RT_prt_zero;
+        *writes += q->ins[i].writes != 0;
+        *copies += q->ins[i].fn == RT_prt_copy;
+        *accs += q->ins[i].fn == RT_prt_acc;
+    }
+}
+
+static void test_first_writer(void)
+{
+    Arena arena = {0};
+    Program *prog;
+    Analysis *an = compile(&arena, defaults(), &prog);
+    CHECK(an != NULL, "gpt2 plan lowers");
+    if (!an) return;
+    int z, w, c, a;
+    const StageProgram *sp = &prog->stages[0];
+    count_seq(&sp->seq[SEQ_BLOCK_BWD], &z, &w, &c, &a);
+    CHECK(z == 1 && w == 9 && c == 0 && a == 4, "block backward: 1 zero, 9 writes, 0 copies, 4 accs; got %d %d %d %d",
+          z, w, c, a);
+    for (int i = 0; i < sp->seq[SEQ_BLOCK_BWD].n; i++) {
+        const Instr *ins = &sp->seq[SEQ_BLOCK_BWD].ins[i];
+        if (ins->fn == RT_prt_zero)
+            CHECK(!strcmp(sp->bufs[ins->args[0].buf].name, "attn.qkv.out.grad"), "the zero left is dqkv's, not %s",
+                  sp->bufs[ins->args[0].buf].name);
+        if (ins->writes)
+            CHECK(ins->writes == 1 &&
+                      (ins->fn == RT_prt_matmul_bias_bwd || ins->fn == RT_prt_gelu_bwd || ins->fn == RT_prt_acc),
+                  "%s writes argument mask %#x", rt_fn_names[ins->fn], ins->writes);
+    }
+    count_seq(&sp->seq[SEQ_HEAD_BWD], &z, &w, &c, &a);
+    CHECK(z == 0 && w == 3, "head backward: no zero, 3 writes; got %d zeros, %d writes", z, w);
+    FILE *dump = tmpfile();
+    program_dump(prog, dump);
+    rewind(dump);
+    char line[4096];
+    int marked = 0;
+    while (fgets(line, sizeof line, dump)) marked += strstr(line, "; writes %") != NULL;
+    fclose(dump);
+    CHECK(marked == 12, "the IR dump marks 12 first writers, got %d", marked);
+    arena_free(&arena);
+
+    Opts o = defaults();
+    o.mesh = "tp 2;";
+    o.layout = "heads -> tp; ffn -> tp;";
+    o.gpus = 2;
+    an = compile(&arena, o, &prog);
+    CHECK(an != NULL, "gpt2 tp 2 plan lowers");
+    if (!an) return;
+    int zeros_tp, writes_tp;
+    count_seq(&prog->stages[0].seq[SEQ_BLOCK_BWD], &zeros_tp, &writes_tp, &c, &a);
+    /* the column-parallel GEMMs' partial input gradients (grad.part) and the accs after their
+     * all-reduces are first writers too; dqkv's zero stays */
+    CHECK(writes_tp == 13 && zeros_tp == 1, "tp 2 block backward: 13 writes, 1 zero; got %d writes, %d zeros",
+          writes_tp, zeros_tp);
+    arena_free(&arena);
+}
+
 int main(void)
 {
     test_ops_table();
+    test_first_writer();
     test_layout_combinations();
     test_verifier_sweep();
     test_bytes_per_parameter();

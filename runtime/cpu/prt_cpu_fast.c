@@ -36,6 +36,19 @@ static void column_range(int64_t C, int t, int nt, int64_t *c0, int64_t *c1) {
     *c1 = (t + 1) * per * 16 < C ? (t + 1) * per * 16 : C;
 }
 
+/* ---------------------------------------------------------------- zero */
+
+void prt_fast_zero(void *buf, size_t bytes) {
+    int nt = prt_cpu_threads(), par = nt > 1 && bytes >= 4 * PAR_MIN;
+    size_t lines = (bytes + 63) / 64, per = (lines + (size_t)nt - 1) / (size_t)nt;
+#pragma omp parallel num_threads(nt) if (par)
+    {
+        size_t t = par ? (size_t)omp_get_thread_num() : 0, b0 = t * per * 64, b1 = par ? b0 + per * 64 : bytes;
+        if (b1 > bytes) b1 = bytes;
+        if (b0 < b1) memset((char *)buf + b0, 0, b1 - b0);
+    }
+}
+
 /* ---------------------------------------------------------------- norms */
 
 void prt_fast_layernorm_fwd(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
@@ -65,7 +78,7 @@ void prt_fast_layernorm_fwd(float *out, float *mean, float *rstd, const float *i
 }
 
 void prt_fast_layernorm_bwd(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
-                            const float *mean, const float *rstd, int64_t N, int64_t C) {
+                            const float *mean, const float *rstd, int64_t N, int64_t C, int write) {
     int nt = prt_cpu_threads(), par = nt > 1 && N * C >= PAR_MIN;
     if (dw || db) {  /* column sums over the rows, in row order: a column range per thread */
 #pragma omp parallel num_threads(nt) if (par)
@@ -98,10 +111,18 @@ void prt_fast_layernorm_bwd(float *din, float *dw, float *db, const float *dout,
         }
         dm /= (double)C;
         dnm /= (double)C;
+        if (write) {
 #pragma omp simd
-        for (int64_t c = 0; c < C; c++) {
-            float norm = (x[c] - m) * r, dnorm = w[c] * g[c];
-            d[c] += (float)(r * (dnorm - dm - norm * dnm));
+            for (int64_t c = 0; c < C; c++) {
+                float norm = (x[c] - m) * r, dnorm = w[c] * g[c];
+                d[c] = (float)(r * (dnorm - dm - norm * dnm));
+            }
+        } else {
+#pragma omp simd
+            for (int64_t c = 0; c < C; c++) {
+                float norm = (x[c] - m) * r, dnorm = w[c] * g[c];
+                d[c] += (float)(r * (dnorm - dm - norm * dnm));
+            }
         }
     }
 }
@@ -183,15 +204,20 @@ void prt_fast_row_sumexp(float *sums, float *target_logit, const float *logits, 
 }
 
 void prt_fast_xent_bwd(float *dlogits, const float *logits, const float *stats, const int32_t *targets, int64_t N,
-                       int64_t V, int64_t vocab_offset, float scale) {
+                       int64_t V, int64_t vocab_offset, float scale, int write) {
     int nt = prt_cpu_threads();
 #pragma omp parallel for num_threads(nt) if (nt > 1 && N * V >= PAR_MIN) schedule(static)
     for (int64_t n = 0; n < N; n++) {
         const float *x = logits + n * V;
         float *d = dlogits + n * V, lse = stats[2 * n + 1];
         int64_t t = (int64_t)targets[n] - vocab_offset;
+        if (write) {
 #pragma omp simd
-        for (int64_t j = 0; j < V; j++) d[j] += scale * (prt_expf_fast(x[j] - lse) - (j == t ? 1.0f : 0.0f));
+            for (int64_t j = 0; j < V; j++) d[j] = scale * (prt_expf_fast(x[j] - lse) - (j == t ? 1.0f : 0.0f));
+        } else {
+#pragma omp simd
+            for (int64_t j = 0; j < V; j++) d[j] += scale * (prt_expf_fast(x[j] - lse) - (j == t ? 1.0f : 0.0f));
+        }
     }
 }
 
@@ -203,10 +229,16 @@ void prt_fast_gelu_fwd(float *restrict out, const float *restrict in, int64_t n)
     for (int64_t i = 0; i < n; i++) out[i] = prt_gelu(in[i]);
 }
 
-void prt_fast_gelu_bwd(float *restrict din, const float *restrict in, const float *restrict dout, int64_t n) {
+void prt_fast_gelu_bwd(float *restrict din, const float *restrict in, const float *restrict dout, int64_t n,
+                       int write) {
     int nt = prt_cpu_threads();
+    if (write) {
 #pragma omp parallel for simd num_threads(nt) if (parallel : nt > 1 && n >= PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; i++) din[i] += prt_gelu_grad(in[i]) * dout[i];
+        for (int64_t i = 0; i < n; i++) din[i] = prt_gelu_grad(in[i]) * dout[i];
+    } else {
+#pragma omp parallel for simd num_threads(nt) if (parallel : nt > 1 && n >= PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < n; i++) din[i] += prt_gelu_grad(in[i]) * dout[i];
+    }
 }
 
 void prt_fast_swiglu_fwd(float *out, const float *in, int64_t N, int64_t F) {

@@ -4,7 +4,8 @@
  * so GCC vectorises them (prt_cpu_fast.c).  prt_cpu_ops.c calls them when every
  * float argument of an op is stored as fp32 and keeps its own loops, through
  * prt_load/prt_store, for 16-bit storage.  Same semantics as those loops
- * (parc_rt.h): forward ops overwrite, backward ops accumulate.  Results do not
+ * (parc_rt.h): forward ops overwrite, backward ops accumulate (into din, or
+ * write it when `write` is set: PRT_ARG_WRITE).  Results do not
  * depend on the thread count: a row is one thread's, and sums over rows (bias,
  * norm weight and embedding gradients) are split by column and run over the rows
  * in order.  Sums along a row are vector-lane partial sums: of doubles for the
@@ -20,10 +21,13 @@
  * when ranks share a node). */
 int prt_cpu_threads(void);
 
+/* bytes of buf set to 0, in 64-byte-line ranges, one per thread. */
+void prt_fast_zero(void *buf, size_t bytes);
+
 void prt_fast_layernorm_fwd(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
                             int64_t N, int64_t C, double eps);
 void prt_fast_layernorm_bwd(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
-                            const float *mean, const float *rstd, int64_t N, int64_t C);
+                            const float *mean, const float *rstd, int64_t N, int64_t C, int write);
 void prt_fast_rmsnorm_fwd(float *out, float *rstd, const float *in, const float *w, int64_t N, int64_t C, double eps);
 void prt_fast_rmsnorm_bwd(float *din, float *dw, const float *dout, const float *in, const float *w,
                           const float *rstd, int64_t N, int64_t C);
@@ -35,10 +39,10 @@ void prt_fast_row_sumexp(float *sums, float *target_logit, const float *logits, 
                          const int32_t *targets, int64_t N, int64_t V, int64_t vocab_offset);
 /* dlogits += scale (exp(x - lse) - onehot(target)), lse = stats[2n + 1]. */
 void prt_fast_xent_bwd(float *dlogits, const float *logits, const float *stats, const int32_t *targets, int64_t N,
-                       int64_t V, int64_t vocab_offset, float scale);
+                       int64_t V, int64_t vocab_offset, float scale, int write);
 
 void prt_fast_gelu_fwd(float *out, const float *in, int64_t n);
-void prt_fast_gelu_bwd(float *din, const float *in, const float *dout, int64_t n);
+void prt_fast_gelu_bwd(float *din, const float *in, const float *dout, int64_t n, int write);
 void prt_fast_swiglu_fwd(float *out, const float *in, int64_t N, int64_t F);
 void prt_fast_swiglu_bwd(float *din, const float *in, const float *dout, int64_t N, int64_t F);
 

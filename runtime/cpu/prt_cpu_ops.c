@@ -53,7 +53,7 @@ static int64_t any_dtype(prt *rt, int64_t dtypes, int index, const void *p, cons
 
 static void prt_cpu_zero(prt *rt, void *buf, int64_t n, int64_t dtypes) {
     int64_t dtype = any_dtype(rt, dtypes, 0, buf, "zero");
-    if (n > 0) memset(buf, 0, (size_t)n * prt_dtype_size(dtype));
+    if (n > 0) prt_fast_zero(buf, (size_t)n * prt_dtype_size(dtype));
 }
 
 static void prt_cpu_copy(prt *rt, void *dst_, const void *src_, int64_t n, int64_t dtypes) {
@@ -67,6 +67,10 @@ static void prt_cpu_copy(prt *rt, void *dst_, const void *src_, int64_t n, int64
 }
 
 static void prt_cpu_acc(prt *rt, void *dst_, const void *src_, int64_t n, int64_t dtypes) {
+    if (prt_word_writes(dtypes, 0)) {  /* PRT_ARG_WRITE: dst = src */
+        prt_cpu_copy(rt, dst_, src_, n, dtypes);
+        return;
+    }
     tensor dst = ften(rt, dtypes, 0, dst_, "acc"), src = ften(rt, dtypes, 1, src_, "acc");
     if (f32(dst) && f32(src)) {
         prt_fast_add(F32(dst), F32(dst), F32(src), n);
@@ -202,9 +206,11 @@ static void prt_cpu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, con
            in = ften(rt, dtypes, 4, in_, op), w = ften(rt, dtypes, 5, w_, op), mean = ften(rt, dtypes, 6, mean_, op),
            rstd = ften(rt, dtypes, 7, rstd_, op);
     if (f32(din) && f32(dw) && f32(db) && f32(dout) && f32(in) && f32(w) && f32(mean) && f32(rstd)) {
-        prt_fast_layernorm_bwd(F32(din), F32(dw), F32(db), F32(dout), F32(in), F32(w), F32(mean), F32(rstd), N, C);
+        prt_fast_layernorm_bwd(F32(din), F32(dw), F32(db), F32(dout), F32(in), F32(w), F32(mean), F32(rstd), N, C,
+                               prt_word_writes(dtypes, 0));
         return;
     }
+    int write = prt_word_writes(dtypes, 0);
     /* dw, db sum over the N rows in fp32 (their own memory when fp32), rounded once */
     float *s = scratch(rt, prt_scratch_layernorm_bwd(C, is16(dw), is16(db))), *dw_slot = take(&s, is16(dw) * C),
           *db_slot = take(&s, is16(db) * C);
@@ -226,7 +232,8 @@ static void prt_cpu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, con
             float g = LD(dout, x + c), norm = (LD(in, x + c) - m) * r, dnorm = LD(w, c) * g;
             if (db.p) dbv.f[c] += g;
             if (dw.p) dwv.f[c] += norm * g;
-            if (din.p) ST(din, x + c, LD(din, x + c) + (float)(r * (dnorm - dnorm_mean - norm * dnorm_norm_mean)));
+            if (din.p)
+                ST(din, x + c, (write ? 0.0f : LD(din, x + c)) + (float)(r * (dnorm - dnorm_mean - norm * dnorm_norm_mean)));
         }
     }
     if (dw.p) view_store(dw, dwv, 0, 1, C, C);
@@ -312,7 +319,8 @@ static void matmul_fwd(prt *rt, const char *op, void *out_, const void *in_, con
     }
 }
 
-/* din[N,K] += dout[N,M] @ op(w)^T;  dw += in^T @ dout (w[K,M]) or dout^T @ in (transposed: w[M,K]). */
+/* din[N,K] += dout[N,M] @ op(w)^T (=, with PRT_ARG_WRITE on din);  dw += in^T @ dout (w[K,M]) or
+ * dout^T @ in (transposed: w[M,K]). */
 static void matmul_bwd(prt *rt, const char *op, void *din_, void *dw_, const void *dout_, const void *in_,
                        const void *w_, int64_t N, int64_t K, int64_t M, int transposed, int64_t dtypes) {
     int n = blas_dim(N, op), k = blas_dim(K, op), m = blas_dim(M, op);
@@ -321,6 +329,7 @@ static void matmul_bwd(prt *rt, const char *op, void *din_, void *dw_, const voi
            dout = ften(rt, dtypes, 2, dout_, op), in = ften(rt, dtypes, 3, in_, op),
            w = ften(rt, dtypes, 4, w_, op);
     int w16 = din.p && is16(w), dw16 = is16(dw), din16 = is16(din), in16 = dw.p && is16(in), dout16 = is16(dout);
+    int din_write = prt_word_writes(dtypes, 0);
     int64_t R = chunk_rows(N, dout16 || din16 || in16);
     float *s = scratch(rt, prt_scratch_matmul_bwd(K, M, N, din.p != NULL, dw.p != NULL, is16(w), dw16, is16(in), dout16, din16));
     float *w_slot = take(&s, w16 * K * M), *dw_slot = take(&s, dw16 * K * M), *dout_slot = take(&s, dout16 * R * M),
@@ -333,9 +342,9 @@ static void matmul_bwd(prt *rt, const char *op, void *din_, void *dw_, const voi
         int r = (int)(N - r0 < R ? N - r0 : R);
         view dov = view_of(dout, dout_slot, r0 * M, r, M, M, 1);
         if (din.p) {
-            view dv = view_of(din, din_slot, r0 * K, r, K, K, 1);
+            view dv = view_of(din, din_slot, r0 * K, r, K, K, !din_write);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, transposed ? CblasNoTrans : CblasTrans, r, k, m, 1.0f, dov.f,
-                        dov.ld, wv.f, wv.ld, 1.0f, dv.f, dv.ld);
+                        dov.ld, wv.f, wv.ld, din_write ? 0.0f : 1.0f, dv.f, dv.ld);
             view_store(din, dv, r0 * K, r, K, K);
         }
         if (dw.p) {
@@ -434,9 +443,10 @@ static void prt_cpu_gelu_bwd(prt *rt, void *din_, const void *in_, const void *d
     tensor din = ften(rt, dtypes, 0, din_, "gelu_bwd"), in = ften(rt, dtypes, 1, in_, "gelu_bwd"),
            dout = ften(rt, dtypes, 2, dout_, "gelu_bwd");
     if (din.dtype == PRT_F32 && in.dtype == PRT_F32 && dout.dtype == PRT_F32) {
-        prt_fast_gelu_bwd(F32(din), F32(in), F32(dout), n);
+        prt_fast_gelu_bwd(F32(din), F32(in), F32(dout), n, prt_word_writes(dtypes, 0));
     } else {
-        for (int64_t i = 0; i < n; i++) ST(din, i, LD(din, i) + prt_gelu_grad(LD(in, i)) * LD(dout, i));
+        int write = prt_word_writes(dtypes, 0);
+        for (int64_t i = 0; i < n; i++) ST(din, i, (write ? 0.0f : LD(din, i)) + prt_gelu_grad(LD(in, i)) * LD(dout, i));
     }
 }
 
@@ -586,15 +596,17 @@ static void prt_cpu_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const
     const int32_t *targets = i32_arg(rt, dtypes, 3, targets_, "xent_bwd");
     float s = (float)scale;
     if (f32(dlogits) && f32(logits) && f32(stats)) {
-        prt_fast_xent_bwd(F32(dlogits), F32(logits), F32(stats), targets, N, V_local, vocab_offset, s);
+        prt_fast_xent_bwd(F32(dlogits), F32(logits), F32(stats), targets, N, V_local, vocab_offset, s,
+                          prt_word_writes(dtypes, 0));
         return;
     }
+    int write = prt_word_writes(dtypes, 0);
     for (int64_t n = 0; n < N; n++) {
         float lse = LD(stats, 2 * n + 1);
         int64_t target = (int64_t)targets[n] - vocab_offset, row = n * V_local;
         for (int64_t j = 0; j < V_local; j++) {
             float p = prt_expf_fast(LD(logits, row + j) - lse);
-            ST(dlogits, row + j, LD(dlogits, row + j) + s * (p - (j == target ? 1.0f : 0.0f)));
+            ST(dlogits, row + j, (write ? 0.0f : LD(dlogits, row + j)) + s * (p - (j == target ? 1.0f : 0.0f)));
         }
     }
 }

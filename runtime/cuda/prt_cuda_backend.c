@@ -35,7 +35,8 @@ static void cu_copy(prt *rt, void *dst_, const void *src_, int64_t n, int64_t dt
     prt_cu_copy(rt, TN(0, dst_), TN(1, src_), n);
 }
 static void cu_acc(prt *rt, void *dst_, const void *src_, int64_t n, int64_t dtypes) {
-    prt_cu_acc(rt, TN(0, dst_), TN(1, src_), n);
+    if (prt_word_writes(dtypes, 0)) prt_cu_copy(rt, TN(0, dst_), TN(1, src_), n);  /* PRT_ARG_WRITE: dst = src */
+    else prt_cu_acc(rt, TN(0, dst_), TN(1, src_), n);
 }
 static void cu_sumsq(prt *rt, void *acc_, const void *x_, int64_t n, double weight, int64_t dtypes) {
     prt_cu_sumsq(rt, TN(0, acc_), TN(1, x_), n, weight);
@@ -66,7 +67,8 @@ static void cu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const vo
                              const void *w_, const void *mean_, const void *rstd_, int64_t N, int64_t C,
                              int64_t dtypes) {
     prt_cu_layernorm_bwd(rt, TN(0, din_), TN(1, dw_), TN(2, db_), TN(3, dout_), TN(4, in_), TN(5, w_), TN(6, mean_),
-                         TN(7, rstd_), N, C);
+                         TN(7, rstd_), N, C,
+                         prt_word_writes(dtypes, 0));
 }
 static void cu_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, const void *w_, int64_t N, int64_t C,
                            int64_t dtypes) {
@@ -82,7 +84,7 @@ static void cu_matmul_fwd(prt *rt, void *out, const void *in, const void *w, int
 }
 static void cu_matmul_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
                           int64_t K, int64_t M, int64_t dtypes) {
-    prt_cu_matmul_bwd(rt, TN(0, din), TN(1, dw), TN(2, dout), TN(3, in), TN(4, w), N, K, M, 0);
+    prt_cu_matmul_bwd(rt, TN(0, din), TN(1, dw), TN(2, dout), TN(3, in), TN(4, w), N, K, M, 0, prt_word_writes(dtypes, 0));
 }
 static void cu_matmul_t_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M,
                             int64_t dtypes) {
@@ -90,7 +92,7 @@ static void cu_matmul_t_fwd(prt *rt, void *out, const void *in, const void *w, i
 }
 static void cu_matmul_t_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
                             int64_t K, int64_t M, int64_t dtypes) {
-    prt_cu_matmul_bwd(rt, TN(0, din), TN(1, dw), TN(2, dout), TN(3, in), TN(4, w), N, K, M, 1);
+    prt_cu_matmul_bwd(rt, TN(0, din), TN(1, dw), TN(2, dout), TN(3, in), TN(4, w), N, K, M, 1, prt_word_writes(dtypes, 0));
 }
 /* the GEMM, then the bias added in place (out may equal in for bias_fwd) */
 static void cu_matmul_bias_fwd(prt *rt, void *out, const void *in, const void *w, const void *b, int64_t N, int64_t K,
@@ -101,7 +103,7 @@ static void cu_matmul_bias_fwd(prt *rt, void *out, const void *in, const void *w
 static void cu_matmul_bias_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, void *db,
                                int64_t N, int64_t K, int64_t M, int64_t dtypes) {
     if (db) prt_cu_bias_bwd(rt, TN(5, db), TN(2, dout), N, M);
-    prt_cu_matmul_bwd(rt, TN(0, din), TN(1, dw), TN(2, dout), TN(3, in), TN(4, w), N, K, M, 0);
+    prt_cu_matmul_bwd(rt, TN(0, din), TN(1, dw), TN(2, dout), TN(3, in), TN(4, w), N, K, M, 0, prt_word_writes(dtypes, 0));
 }
 static void cu_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, int64_t N, int64_t M, int64_t dtypes) {
     prt_cu_bias_fwd(rt, TN(0, out_), TN(1, in_), TN(2, b_), N, M);
@@ -113,7 +115,7 @@ static void cu_gelu_fwd(prt *rt, void *out_, const void *in_, int64_t n, int64_t
     prt_cu_gelu_fwd(rt, TN(0, out_), TN(1, in_), n);
 }
 static void cu_gelu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n, int64_t dtypes) {
-    prt_cu_gelu_bwd(rt, TN(0, din_), TN(1, in_), TN(2, dout_), n);
+    prt_cu_gelu_bwd(rt, TN(0, din_), TN(1, in_), TN(2, dout_), n, prt_word_writes(dtypes, 0));
 }
 static void cu_relu_fwd(prt *rt, void *out_, const void *in_, int64_t n, int64_t dtypes) {
     prt_cu_relu_fwd(rt, TN(0, out_), TN(1, in_), n);
@@ -187,7 +189,7 @@ static void cu_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const void
 static void cu_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const void *stats_, const void *targets_,
                         int64_t N, int64_t V_local, int64_t vocab_offset, double scale, int64_t dtypes) {
     prt_cu_xent_bwd(rt, TN(0, dlogits_), TN(1, logits_), TN(2, stats_), FIXED(3, targets_, PRT_I32), N, V_local,
-                    vocab_offset, scale);
+                    vocab_offset, scale, prt_word_writes(dtypes, 0));
 }
 static void cu_adamw(prt *rt, void *param_, void *master_, const void *grad_, void *m_, void *v_, int64_t n,
                      int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay,

@@ -68,8 +68,8 @@ static __global__ void k_add(prt_ten out, prt_ten a, prt_ten b, int64_t n) { GRI
 
 /* GELU, SiLU and the SwiGLU gate: prt_math.h's formulas, the CPU reference's. */
 static __global__ void k_gelu_fwd(prt_ten out, prt_ten in, int64_t n) { GRID_STRIDE(i, n) ST(out, i, prt_gelu(LD(in, i))); }
-static __global__ void k_gelu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t n) {
-    GRID_STRIDE(i, n) ST(din, i, LD(din, i) + prt_gelu_grad(LD(in, i)) * LD(dout, i));
+static __global__ void k_gelu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t n, int write) {
+    GRID_STRIDE(i, n) ST(din, i, (write ? 0.0f : LD(din, i)) + prt_gelu_grad(LD(in, i)) * LD(dout, i));
 }
 static __global__ void k_relu_fwd(prt_ten out, prt_ten in, int64_t n) {
     GRID_STRIDE(i, n) {
@@ -121,8 +121,8 @@ void prt_cu_copy(prt *rt, prt_ten dst, prt_ten src, int64_t n) {
 void prt_cu_acc(prt *rt, prt_ten dst, prt_ten src, int64_t n) { ELEMENTWISE(k_acc, n, dst, src, n); }
 void prt_cu_add_fwd(prt *rt, prt_ten out, prt_ten a, prt_ten b, int64_t n) { ELEMENTWISE(k_add, n, out, a, b, n); }
 void prt_cu_gelu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t n) { ELEMENTWISE(k_gelu_fwd, n, out, in, n); }
-void prt_cu_gelu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n) {
-    ELEMENTWISE(k_gelu_bwd, n, din, in, dout, n);
+void prt_cu_gelu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n, int write) {
+    ELEMENTWISE(k_gelu_bwd, n, din, in, dout, n, write);
 }
 void prt_cu_relu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t n) { ELEMENTWISE(k_relu_fwd, n, out, in, n); }
 void prt_cu_relu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n) {
@@ -308,7 +308,8 @@ static __global__ void k_layernorm_fwd(prt_ten out, prt_ten mean, prt_ten rstd, 
     }
 }
 
-static __global__ void k_layernorm_din(prt_ten din, prt_ten dout, prt_ten in, prt_ten w, prt_ten mean, prt_ten rstd, int64_t C) {
+static __global__ void k_layernorm_din(prt_ten din, prt_ten dout, prt_ten in, prt_ten w, prt_ten mean, prt_ten rstd, int64_t C,
+                                       int write) {
     int64_t n = blockIdx.x, x = n * C;
     float m = LD(mean, n), r = LD(rstd, n);
     double a = 0.0, bsum = 0.0;
@@ -320,7 +321,7 @@ static __global__ void k_layernorm_din(prt_ten din, prt_ten dout, prt_ten in, pr
     double dnorm_mean = block_sum_d(a) / (double)C, dnorm_norm_mean = block_sum_d(bsum) / (double)C;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
         float g = LD(dout, x + c), norm = (LD(in, x + c) - m) * r, dnorm = LD(w, c) * g;
-        ST(din, x + c, LD(din, x + c) + (float)(r * (dnorm - dnorm_mean - norm * dnorm_norm_mean)));
+        ST(din, x + c, (write ? 0.0f : LD(din, x + c)) + (float)(r * (dnorm - dnorm_mean - norm * dnorm_norm_mean)));
     }
 }
 
@@ -355,13 +356,13 @@ void prt_cu_layernorm_fwd(prt *rt, prt_ten out, prt_ten mean, prt_ten rstd, prt_
     PRT_LAUNCH_CHECK();
 }
 void prt_cu_layernorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten db, prt_ten dout, prt_ten in, prt_ten w,
-                          prt_ten mean, prt_ten rstd, int64_t N, int64_t C) {
+                          prt_ten mean, prt_ten rstd, int64_t N, int64_t C, int write) {
     if (N <= 0) return;
     PRT_CUDA_REQUIRE(rt, "layernorm_bwd", N, C);
     if (db.p) colsum(rt, 0, db, dout, in, mean, rstd, N, C);
     if (dw.p) colsum(rt, 1, dw, dout, in, mean, rstd, N, C);
     if (din.p) {
-        k_layernorm_din<<<(unsigned)N, PRT_CU_THREADS, 0, stream_of(rt)>>>(din, dout, in, w, mean, rstd, C);
+        k_layernorm_din<<<(unsigned)N, PRT_CU_THREADS, 0, stream_of(rt)>>>(din, dout, in, w, mean, rstd, C, write);
         PRT_LAUNCH_CHECK();
     }
 }
@@ -451,16 +452,17 @@ void prt_cu_matmul_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten w, int64_t N_, 
 }
 
 void prt_cu_matmul_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, int64_t N_, int64_t K_,
-                       int64_t M_, int transposed) {
+                       int64_t M_, int transposed, int din_write) {
     const char *op = transposed ? "matmul_t_bwd" : "matmul_bwd";
     PRT_CUDA_REQUIRE(rt, op, N_, K_, M_);
     int N = (int)N_, K = (int)K_, M = (int)M_;
     if (!N || !K || !M) return;
     if (din.p) {
+        float beta = din_write ? 0.0f : 1.0f;  /* din_write: din = ..., not += */
         if (transposed)  /* din[N,K] += dout[N,M] @ w[M,K] */
-            gemm_rm(rt, 0, 0, N, K, M, 1.0f, dout, M, w, K, 1.0f, din, K);
+            gemm_rm(rt, 0, 0, N, K, M, 1.0f, dout, M, w, K, beta, din, K);
         else             /* din[N,K] += dout[N,M] @ w[K,M]^T */
-            gemm_rm(rt, 0, 1, N, K, M, 1.0f, dout, M, w, M, 1.0f, din, K);
+            gemm_rm(rt, 0, 1, N, K, M, 1.0f, dout, M, w, M, beta, din, K);
     }
     if (dw.p) {
         if (transposed)  /* dw[M,K] += dout^T @ in */
@@ -508,11 +510,11 @@ static __global__ void k_xent_final(prt_ten stats, prt_ten loss_sum, float *mx, 
     }
 }
 static __global__ void k_xent_bwd(prt_ten dlogits, prt_ten logits, prt_ten stats, const int32_t *targets, int64_t N, int64_t V,
-                           int64_t vocab_offset, float s) {
+                           int64_t vocab_offset, float s, int write) {
     GRID_STRIDE(i, N * V) {
         int64_t n = i / V, j = i % V;
         float p = prt_expf_fast(LD(logits, i) - LD(stats, 2 * n + 1));
-        ST(dlogits, i, LD(dlogits, i) + s * (p - (j == (int64_t)targets[n] - vocab_offset ? 1.0f : 0.0f)));
+        ST(dlogits, i, (write ? 0.0f : LD(dlogits, i)) + s * (p - (j == (int64_t)targets[n] - vocab_offset ? 1.0f : 0.0f)));
     }
 }
 
@@ -564,8 +566,8 @@ double prt_cu_xent_fwd(prt *rt, prt_ten loss_sum, prt_ten stats, prt_ten logits,
 }
 
 void prt_cu_xent_bwd(prt *rt, prt_ten dlogits, prt_ten logits, prt_ten stats, const int32_t *targets, int64_t N,
-                     int64_t V_local, int64_t vocab_offset, double scale) {
-    ELEMENTWISE(k_xent_bwd, N * V_local, dlogits, logits, stats, targets, N, V_local, vocab_offset, (float)scale);
+                     int64_t V_local, int64_t vocab_offset, double scale, int write) {
+    ELEMENTWISE(k_xent_bwd, N * V_local, dlogits, logits, stats, targets, N, V_local, vocab_offset, (float)scale, write);
 }
 
 /* ---------------------------------------------------------------- optimizers */

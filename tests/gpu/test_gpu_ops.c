@@ -103,7 +103,7 @@ static void ops(int64_t dt) {
         ten in = mk(dt, N * C, -2, 2, 0), out = mk(dt, N * C, 0, 0, 1), din = mk(dt, N * C, -1, 1, 0),
             dout = mk(dt, N * C, -1, 1, 0), b = mk(dt, N * C, -1, 1, 0);
         prt_gelu_fwd(rt, out.h, in.h, N * C, PRT_ARG_DTYPES(out.dt, in.dt)); prt_cu_gelu_fwd(rt, D(out), D(in), N * C); check("gelu_fwd", "out", out, tol);
-        prt_gelu_bwd(rt, din.h, in.h, dout.h, N * C, PRT_ARG_DTYPES(din.dt, in.dt, dout.dt)); prt_cu_gelu_bwd(rt, D(din), D(in), D(dout), N * C); check("gelu_bwd", "din", din, tol);
+        prt_gelu_bwd(rt, din.h, in.h, dout.h, N * C, PRT_ARG_DTYPES(din.dt, in.dt, dout.dt)); prt_cu_gelu_bwd(rt, D(din), D(in), D(dout), N * C, 0); check("gelu_bwd", "din", din, tol);
         prt_cuda_memset(rt, out.d, 0xff, (size_t)(N * C) * prt_dtype_size(dt));
         prt_relu_fwd(rt, out.h, in.h, N * C, PRT_ARG_DTYPES(out.dt, in.dt)); prt_cu_relu_fwd(rt, D(out), D(in), N * C); check("relu_fwd", "out", out, tol);
         prt_relu_bwd(rt, din.h, in.h, dout.h, N * C, PRT_ARG_DTYPES(din.dt, in.dt, dout.dt)); prt_cu_relu_bwd(rt, D(din), D(in), D(dout), N * C); check("relu_bwd", "din", din, tol);
@@ -151,7 +151,7 @@ static void ops(int64_t dt) {
         prt_cu_layernorm_fwd(rt, D(out), D(mean), D(rstd), D(in), D(w), D(b), N, C);
         check("layernorm_fwd", "out", out, tol); check("layernorm_fwd", "mean", mean, tol); check("layernorm_fwd", "rstd", rstd, tol);
         prt_layernorm_bwd(rt, din.h, dw.h, db.h, dout.h, in.h, w.h, mean.h, rstd.h, N, C, PRT_ARG_DTYPES(din.dt, dw.dt, db.dt, dout.dt, in.dt, w.dt, mean.dt, rstd.dt));
-        prt_cu_layernorm_bwd(rt, D(din), D(dw), D(db), D(dout), D(in), D(w), D(mean), D(rstd), N, C);
+        prt_cu_layernorm_bwd(rt, D(din), D(dw), D(db), D(dout), D(in), D(w), D(mean), D(rstd), N, C, 0);
         check("layernorm_bwd", "din", din, tol); check("layernorm_bwd", "dw", dw, tol); check("layernorm_bwd", "db", db, tol);
         prt_cuda_memset(rt, out.d, 0xff, (size_t)(N * C) * prt_dtype_size(dt));
         prt_cuda_memset(rt, rstd.d, 0xff, (size_t)N * prt_dtype_size(dt));
@@ -169,7 +169,7 @@ static void ops(int64_t dt) {
         if (tr) { prt_matmul_t_fwd(rt, out.h, in.h, w.h, N, K, M, PRT_ARG_DTYPES(out.dt, in.dt, w.dt)); prt_matmul_t_bwd(rt, din.h, dw.h, dout.h, in.h, w.h, N, K, M, PRT_ARG_DTYPES(din.dt, dw.dt, dout.dt, in.dt, w.dt)); }
         else { prt_matmul_fwd(rt, out.h, in.h, w.h, N, K, M, PRT_ARG_DTYPES(out.dt, in.dt, w.dt)); prt_matmul_bwd(rt, din.h, dw.h, dout.h, in.h, w.h, N, K, M, PRT_ARG_DTYPES(din.dt, dw.dt, dout.dt, in.dt, w.dt)); }
         prt_cu_matmul_fwd(rt, D(out), D(in), D(w), N, K, M, tr);
-        prt_cu_matmul_bwd(rt, D(din), D(dw), D(dout), D(in), D(w), N, K, M, tr);
+        prt_cu_matmul_bwd(rt, D(din), D(dw), D(dout), D(in), D(w), N, K, M, tr, 0);
         check(f, "out", out, tol); check(bw, "din", din, tol); check(bw, "dw", dw, tol);
         if (dt != PRT_F32) {
             ten in32 = mk(PRT_F32, N * K, -1, 1, 0), o2 = mk(dt, N * M, 0, 0, 1);
@@ -219,7 +219,7 @@ static void ops(int64_t dt) {
             db = mk(dt, CR, -1, 1, 0), dout = mk(dt, NR * CR, -1, 1, 0);
         prt_bias_bwd(rt, db.h, dout.h, NR, CR, PRT_ARG_DTYPES(db.dt, dout.dt)); prt_cu_bias_bwd(rt, D(db), D(dout), NR, CR); check("bias_bwd(rows)", "db", db, tol);
         prt_layernorm_bwd(rt, NULL, dw.h, db.h, dout.h, in.h, w.h, mean.h, rstd.h, NR, CR, PRT_ARG_DTYPES(PRT_F32, dw.dt, db.dt, dout.dt, in.dt, w.dt, mean.dt, rstd.dt));
-        prt_cu_layernorm_bwd(rt, NONE, D(dw), D(db), D(dout), D(in), D(w), D(mean), D(rstd), NR, CR);
+        prt_cu_layernorm_bwd(rt, NONE, D(dw), D(db), D(dout), D(in), D(w), D(mean), D(rstd), NR, CR, 0);
         check("layernorm_bwd(rows)", "dw", dw, tol); check("layernorm_bwd(rows)", "db", db, tol);
         prt_rmsnorm_bwd(rt, NULL, dw.h, dout.h, in.h, w.h, rstd.h, NR, CR, PRT_ARG_DTYPES(PRT_F32, dw.dt, dout.dt, in.dt, w.dt, rstd.dt));
         prt_cu_rmsnorm_bwd(rt, NONE, D(dw), D(dout), D(in), D(w), D(rstd), NR, CR);
@@ -304,7 +304,7 @@ static void ops(int64_t dt) {
         if (!ok) failures++;
         printf("%-22s %-6s %-8s %.6f vs %.6f  %s\n", "xent_fwd", prt_dtype_names[dt], "return", l, want, ok ? "ok" : "FAIL");
         prt_xent_bwd(rt, dl.h, logits.h, stats.h, tg.h, N, V, off, 0.25, PRT_ARG_DTYPES(dl.dt, logits.dt, stats.dt, tg.dt));
-        prt_cu_xent_bwd(rt, D(dl), D(logits), D(stats), tg.d, N, V, off, 0.25);
+        prt_cu_xent_bwd(rt, D(dl), D(logits), D(stats), tg.d, N, V, off, 0.25, 0);
         check("xent_bwd", "dlogits", dl, tol);
     }
     /* optimizers: master fp32 when the parameter is 16-bit */

@@ -5,6 +5,7 @@
  *   blas_core [flags]   a one-step-free program on a dp mesh of the ranks started:
  *                       after prt_init each rank prints
  *                       "rank R core <openblas_get_corename()> wait <OMP_WAIT_POLICY or ->"
+ *                       and then "rank R timeout <OPENBLAS_THREAD_TIMEOUT or ->"
  */
 #include <cblas.h>
 #include <stdio.h>
@@ -48,6 +49,8 @@ int main(int argc, char **argv) {
     prt *rt = prt_init(argc, argv, &plan);
     const char *wait = getenv("OMP_WAIT_POLICY");
     printf("rank %lld core %s wait %s\n", (long long)prt_coord(rt, 0), openblas_get_corename(), wait ? wait : "-");
+    const char *timeout = getenv("OPENBLAS_THREAD_TIMEOUT");
+    printf("rank %lld timeout %s\n", (long long)prt_coord(rt, 0), timeout ? timeout : "-");
     fflush(stdout);
     return (int)prt_finalize(rt);
 }

@@ -4,12 +4,13 @@
 # the ranks run the kernel family the rule picks for this CPU's instructions
 # (/proc/cpuinfo) from OpenBLAS's own choice, and rank 0 says so in exactly one
 # line (none under --quiet, none when OpenBLAS's choice stands); OMP_WAIT_POLICY
-# becomes PASSIVE for a threaded rank unless the user set it.
+# becomes PASSIVE and OPENBLAS_THREAD_TIMEOUT 4 for a threaded rank unless the
+# user set them.
 # usage: test_blas.sh BLAS_CORE_PROG [MPIRUN]; exit status 0 iff every assertion held.
 PROG=${1:?usage: test_blas.sh BLAS_CORE_PROG [MPIRUN]}
 MPIRUN=${2:-mpirun}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PRT_TIMEOUT=60
-unset OPENBLAS_CORETYPE OMP_WAIT_POLICY OPENBLAS_NUM_THREADS
+unset OPENBLAS_CORETYPE OMP_WAIT_POLICY OPENBLAS_NUM_THREADS OPENBLAS_THREAD_TIMEOUT
 DIR=$(mktemp -d)
 OUT=$DIR/out.txt
 trap 'rm -rf "$DIR"' EXIT
@@ -66,11 +67,14 @@ ARGS=""
 BIND="--bind-to none"
 run 1 OPENBLAS_NUM_THREADS=2
 grep -q "^rank 0 core $want wait PASSIVE$" "$OUT" || fail "2 threads: OMP_WAIT_POLICY not PASSIVE"
-run 1 OPENBLAS_NUM_THREADS=2 OMP_WAIT_POLICY=active
+grep -q "^rank 0 timeout 4$" "$OUT" || fail "2 threads: OPENBLAS_THREAD_TIMEOUT not 4"
+run 1 OPENBLAS_NUM_THREADS=2 OMP_WAIT_POLICY=active OPENBLAS_THREAD_TIMEOUT=20
 grep -q "^rank 0 core $want wait active$" "$OUT" || fail "OMP_WAIT_POLICY=active: not kept"
+grep -q "^rank 0 timeout 20$" "$OUT" || fail "OPENBLAS_THREAD_TIMEOUT=20: not kept"
 BIND=""
 run 1 OPENBLAS_NUM_THREADS=2
 grep -q "^rank 0 core $want wait -$" "$OUT" || fail "a lone rank bound to one core: a wait policy set"
+grep -q "^rank 0 timeout -$" "$OUT" || fail "a lone rank bound to one core: a thread timeout set"
 run 2
 grep -q "^rank 1 core $want wait -$" "$OUT" || fail "2 ranks sharing the node: a wait policy set"
 

@@ -1,0 +1,145 @@
+/*
+ * first_write.c — lowering pass: gradient buffers written by their first writer.
+ *
+ * autodiff.c zeroes the gradients of a region's activations before its
+ * backward, and every op's backward then adds into them.  Where the first
+ * instruction of the sequence after such a zero that touches the zeroed memory
+ * writes all of it — the input gradient of a GEMM, GELU, layer norm or the
+ * cross-entropy, or an acc onto it (the rules below) — adding onto zeros is
+ * writing: the op's instruction gets the `writes` bit of that argument
+ * (codegen passes it as PRT_ARG_WRITE in the call's dtypes word, parc_rt.h;
+ * an acc with it is a copy), and the zero goes.
+ *
+ * Takes a backward sequence as autodiff_backward leaves it.  Guarantees, and
+ * first_write_verify proves: an instruction's `writes` bit k names a rule of
+ * its function, argument k is a buffer no other argument of the call overlaps,
+ * the call writes no more elements than the buffer holds, and no earlier
+ * instruction of the sequence touches that memory.
+ */
+#include "lower.h"
+
+/* The arguments an op can write instead of accumulating: argument `arg` of
+ * function `fn`, elements = the product of its integer arguments `dims`. */
+typedef struct WriteRule {
+    RtFn fn;
+    int arg;
+    int dims[2];  /* -1: unused */
+} WriteRule;
+
+static const WriteRule write_rules[] = {
+    {RT_prt_acc, 0, {2, -1}},                /* dst[n]: a copy */
+    {RT_prt_gelu_bwd, 0, {3, -1}},           /* din[n] */
+    {RT_prt_matmul_bwd, 0, {5, 6}},          /* din[N, K] */
+    {RT_prt_matmul_t_bwd, 0, {5, 6}},        /* din[N, K] */
+    {RT_prt_matmul_bias_bwd, 0, {6, 7}},     /* din[N, K] */
+    {RT_prt_layernorm_bwd, 0, {8, 9}},       /* din[N, C] */
+    {RT_prt_xent_bwd, 0, {4, 5}},            /* dlogits[N, V_local] */
+};
+
+static const WriteRule *write_rule(int fn, int arg)
+{
+    for (size_t r = 0; r < sizeof write_rules / sizeof write_rules[0]; r++)
+        if ((int)write_rules[r].fn == fn && write_rules[r].arg == arg) return &write_rules[r];
+    return NULL;
+}
+
+/* Elements the rule's call writes; -1 when an extent is not a constant. */
+static int64_t rule_elems(const WriteRule *r, const Instr *ins)
+{
+    int64_t n = 1;
+    for (int d = 0; d < 2 && r->dims[d] >= 0; d++) {
+        const Arg *a = &ins->args[r->dims[d]];
+        if (a->kind != ARG_INT) return -1;
+        n *= a->i;
+    }
+    return n;
+}
+
+typedef enum { TOUCH_NONE, TOUCH_SAME, TOUCH_OTHER } Touch;
+
+/* How argument b relates to the memory of buffer argument a: the same
+ * (identical argument), none (another buffer, or another instance of it), or
+ * some other overlap (an offset, another instance mode). */
+static Touch touches(const Arg *a, const Arg *b)
+{
+    if (b->kind != ARG_BUF || b->buf != a->buf) return TOUCH_NONE;
+    if (b->inst == a->inst && b->k == a->k && b->axis == a->axis && (a->axis < 0 || b->i == a->i)) return TOUCH_SAME;
+    if (b->inst == a->inst && b->axis < 0 && a->axis < 0) {
+        if (a->inst == INST_PARITY && (a->k - b->k) % 2) return TOUCH_NONE;
+        if ((a->inst == INST_FIXED || a->inst == INST_SLOT_L) && a->k != b->k) return TOUCH_NONE;
+    }
+    return TOUCH_OTHER;
+}
+
+/* Whether instruction `ins` touches the memory of buffer argument a. */
+static int instr_touches(const Instr *ins, const Arg *a)
+{
+    for (int k = 0; k < ins->nargs; k++)
+        if (touches(a, &ins->args[k]) != TOUCH_NONE) return 1;
+    return 0;
+}
+
+/* The argument of `ins` that can take the zeroed memory a of n elements as a
+ * plain write: its index, else -1.  Any other argument touching a: -1. */
+static int writable_arg(const Instr *ins, const Arg *a, int64_t n)
+{
+    int found = -1;
+    for (int k = 0; k < ins->nargs; k++) {
+        Touch t = touches(a, &ins->args[k]);
+        if (t == TOUCH_OTHER || (t == TOUCH_SAME && found >= 0)) return -1;
+        if (t == TOUCH_SAME) found = k;
+    }
+    if (found < 0) return -1;
+    const WriteRule *r = write_rule(ins->fn, found);
+    return r && rule_elems(r, ins) == n ? found : -1;
+}
+
+void first_write_seq(Seq *seq)
+{
+    int out = 0;
+    for (int i = 0; i < seq->n; i++) {
+        Instr *z = &seq->ins[i];
+        int drop = 0;
+        if (z->fn == RT_prt_zero && z->args[0].kind == ARG_BUF && z->args[1].kind == ARG_INT) {
+            const Arg *a = &z->args[0];
+            int before = 0, j = i + 1;
+            for (int p = 0; p < out && !before; p++) before = instr_touches(&seq->ins[p], a);  /* the kept ones */
+            while (j < seq->n && !instr_touches(&seq->ins[j], a)) j++;
+            int k = !before && j < seq->n ? writable_arg(&seq->ins[j], a, z->args[1].i) : -1;
+            if (k >= 0) {
+                seq->ins[j].writes |= 1u << k;
+                drop = 1;
+            }
+        }
+        if (!drop) seq->ins[out++] = seq->ins[i];
+    }
+    seq->n = out;
+}
+
+void first_write_verify(const StageProgram *sp, const Seq *seq, const char *seq_name)
+{
+    for (int i = 0; i < seq->n; i++) {
+        const Instr *ins = &seq->ins[i];
+        for (int k = 0; k < IR_MAX_ARGS; k++) {
+            if (!(ins->writes >> k & 1)) continue;
+            const WriteRule *r = ins->fn >= 0 ? write_rule(ins->fn, k) : NULL;
+            if (!r || k >= ins->nargs || ins->args[k].kind != ARG_BUF)
+                PARC_BUG("stage %d %s: instruction %d writes argument %d, which its function cannot write", sp->stage,
+                         seq_name, i, k + 1);
+            const Arg *a = &ins->args[k];
+            int64_t n = rule_elems(r, ins);
+            if (n < 0 || n > sp->bufs[a->buf].elems)
+                PARC_BUG("stage %d %s: %s writes %lld elements of %%%s, which holds %lld", sp->stage, seq_name,
+                         rt_fn_names[ins->fn], (long long)n, sp->bufs[a->buf].name,
+                         (long long)sp->bufs[a->buf].elems);
+            for (int o = 0; o < ins->nargs; o++)
+                if (o != k && touches(a, &ins->args[o]) != TOUCH_NONE)
+                    PARC_BUG("stage %d %s: %s writes %%%s, which its argument %d also names", sp->stage, seq_name,
+                             rt_fn_names[ins->fn], sp->bufs[a->buf].name, o + 1);
+            for (int p = 0; p < i; p++)
+                if (instr_touches(&seq->ins[p], a))
+                    PARC_BUG("stage %d %s: %s writes %%%s, which instruction %d before it touches", sp->stage,
+                             seq_name, rt_fn_names[ins->fn], sp->bufs[a->buf].name, p);
+        }
+    }
+}

@@ -1,0 +1,151 @@
+/*
+ * test_ops_write.c — PRT_ARG_WRITE (parc_rt.h) on every op that takes it, on
+ * the CPU backend, fp32 and bf16 storage: the op called with the flag on an
+ * output gradient that holds garbage (NaN) must leave exactly the values the
+ * same op leaves when it adds into zeros, and without the flag it must still
+ * add (into a prefilled buffer: prefill + the zero-start result, to within one
+ * rounding).  Exit status 0 iff every check passed.
+ */
+#include <math.h>
+
+#include "prt_internal.h"
+#include "prt_math.h"
+#include "rt_test.h"
+
+static prt *RT;
+
+/* A buffer of n elements of `dtype` filled from floats. */
+static void *buf_of(const float *x, int64_t n, int64_t dtype) {
+    void *p = malloc((size_t)n * prt_dtype_size(dtype) + 64);
+    for (int64_t i = 0; i < n; i++) prt_store(p, dtype, i, x[i]);
+    return p;
+}
+static void buf_fill(void *p, int64_t n, int64_t dtype, float v) {
+    for (int64_t i = 0; i < n; i++) prt_store(p, dtype, i, v);
+}
+
+/* got (written over NaN) == want (added onto zeros), element for element;
+ * zeros of either sign are equal. */
+static void same(const char *what, int64_t dtype, const void *got, const void *want, int64_t n) {
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (!(prt_load(got, dtype, i) == prt_load(want, dtype, i))) {
+            if (first < 0) first = i;
+            bad++;
+        }
+    RT_EXPECT(bad == 0, "%s (%s): %lld of %lld elements differ from adding onto zeros, first [%lld] %g vs %g", what,
+              dtype == PRT_BF16 ? "bf16" : "f32", (long long)bad, (long long)n, (long long)first,
+              first >= 0 ? prt_load(got, dtype, first) : 0.0, first >= 0 ? prt_load(want, dtype, first) : 0.0);
+}
+
+/* Without the flag the op still adds: acc (prefilled with `pre`) = pre + zero-start result. */
+static void adds(const char *what, int64_t dtype, const void *acc, const void *zero_start, float pre, int64_t n) {
+    int64_t bad = 0;
+    double tol = dtype == PRT_BF16 ? 1.0 / 64 : 1e-6;
+    for (int64_t i = 0; i < n; i++) {
+        double want = pre + prt_load(zero_start, dtype, i), got = prt_load(acc, dtype, i);
+        if (!(fabs(got - want) <= tol * (1.0 + fabs(want)))) bad++;
+    }
+    RT_EXPECT(bad == 0, "%s (%s) without the flag: %lld of %lld elements are not prefill + result", what,
+              dtype == PRT_BF16 ? "bf16" : "f32", (long long)bad, (long long)n);
+}
+
+/* The three runs of one op on its output gradient d[n]: into zeros, over NaN
+ * with the flag, onto 0.25 without it.  run(d, flag) calls the op. */
+typedef void (*run_fn)(void *ctx, void *d, int64_t write_flag);
+static void three_runs(const char *what, int64_t dtype, int64_t n, run_fn run, void *ctx) {
+    void *zero = malloc((size_t)n * 4 + 64), *over = malloc((size_t)n * 4 + 64), *pre = malloc((size_t)n * 4 + 64);
+    buf_fill(zero, n, dtype, 0.0f);
+    buf_fill(over, n, dtype, NAN);
+    buf_fill(pre, n, dtype, 0.25f);
+    run(ctx, zero, 0);
+    run(ctx, over, PRT_ARG_WRITE);
+    run(ctx, pre, 0);
+    same(what, dtype, over, zero, n);
+    adds(what, dtype, pre, zero, 0.25f, n);
+    free(zero);
+    free(over);
+    free(pre);
+}
+
+typedef struct {
+    int64_t dt, N, K, M, kind;  /* kind: 0 matmul, 1 matmul_t, 2 matmul_bias */
+    void *in, *w, *dout, *dw, *db, *mean, *rstd, *logits, *stats;
+    int32_t *targets;
+} ctx_t;
+
+static void run_acc(void *p, void *d, int64_t f) {
+    ctx_t *c = p;
+    prt_acc(RT, d, c->dout, c->N * c->K, PRT_ARG_DTYPES(c->dt | f, c->dt));
+}
+static void run_gelu(void *p, void *d, int64_t f) {
+    ctx_t *c = p;
+    prt_gelu_bwd(RT, d, c->in, c->dout, c->N * c->K, PRT_ARG_DTYPES(c->dt | f, c->dt, c->dt));
+}
+static void run_matmul(void *p, void *d, int64_t f) {
+    ctx_t *c = p;
+    int64_t t = c->dt;
+    if (c->kind == 0) prt_matmul_bwd(RT, d, NULL, c->dout, c->in, c->w, c->N, c->K, c->M, PRT_ARG_DTYPES(t | f, t, t, t, t));
+    if (c->kind == 1)
+        prt_matmul_t_bwd(RT, d, NULL, c->dout, c->in, c->w, c->N, c->K, c->M, PRT_ARG_DTYPES(t | f, t, t, t, t));
+    if (c->kind == 2)
+        prt_matmul_bias_bwd(RT, d, NULL, c->dout, c->in, c->w, NULL, c->N, c->K, c->M,
+                            PRT_ARG_DTYPES(t | f, t, t, t, t, t));
+}
+static void run_layernorm(void *p, void *d, int64_t f) {
+    ctx_t *c = p;
+    int64_t t = c->dt;
+    prt_layernorm_bwd(RT, d, NULL, NULL, c->dout, c->in, c->w, c->mean, c->rstd, c->N, c->K,
+                      PRT_ARG_DTYPES(t | f, t, t, t, t, t, PRT_F32, PRT_F32));
+}
+static void run_xent(void *p, void *d, int64_t f) {
+    ctx_t *c = p;
+    int64_t t = c->dt;
+    prt_xent_bwd(RT, d, c->logits, c->stats, c->targets, c->N, c->K, 0, 0.125, PRT_ARG_DTYPES(t | f, t, PRT_F32, PRT_I32));
+}
+
+static void test_dtype(int64_t dt) {
+    const int64_t N = 37, K = 70, M = 45;  /* odd sizes: the vector loops' tails too */
+    float *x = rt_alloc(N * K), *w = rt_alloc(K * M), *g = rt_alloc(N * M > N * K ? N * M : N * K);
+    rt_fill(x, N * K, 11, 2.0f);
+    rt_fill(w, K * M, 12, 0.5f);
+    rt_fill(g, N * M > N * K ? N * M : N * K, 13, 1.0f);
+    ctx_t c = {dt, N, K, M, 0, buf_of(x, N * K, dt), buf_of(w, K * M, dt), buf_of(g, N * K, dt), NULL, NULL,
+               NULL, NULL, NULL, NULL, NULL};
+    three_runs("acc dst", dt, N * K, run_acc, &c);
+    three_runs("gelu_bwd din", dt, N * K, run_gelu, &c);
+    free(c.dout);
+    c.dout = buf_of(g, N * M, dt);
+    for (c.kind = 0; c.kind < 3; c.kind++)
+        three_runs(c.kind == 0 ? "matmul_bwd din" : c.kind == 1 ? "matmul_t_bwd din" : "matmul_bias_bwd din", dt,
+                   N * K, run_matmul, &c);
+    /* layer norm: the statistics of x's rows, weights w[0..K) */
+    float *mean = rt_alloc(N), *rstd = rt_alloc(N);
+    for (int64_t n = 0; n < N; n++) mean[n] = 0.1f * (float)(n % 5), rstd[n] = 0.5f + 0.01f * (float)n;
+    free(c.dout);
+    c.dout = buf_of(g, N * K, dt);
+    c.mean = mean;
+    c.rstd = rstd;
+    three_runs("layernorm_bwd din", dt, N * K, run_layernorm, &c);
+    /* cross-entropy over K classes: stats[2n + 1] = a log-sum-exp of the row */
+    float *stats = rt_alloc(2 * N);
+    int32_t targets[N];
+    for (int64_t n = 0; n < N; n++) stats[2 * n] = 0.0f, stats[2 * n + 1] = 3.0f + 0.1f * (float)n, targets[n] = (int32_t)(n * 7 % K);
+    c.logits = c.in;
+    c.stats = stats;
+    c.targets = targets;
+    three_runs("xent_bwd dlogits", dt, N * K, run_xent, &c);
+    free(c.in), free(c.w), free(c.dout), free(mean), free(rstd), free(stats), free(x), free(w), free(g);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    prt_plan_desc plan = rt_plan("test_ops_write", 0, NULL, NULL);
+    RT = prt_init(1, argv, &plan);
+    test_dtype(PRT_F32);
+    test_dtype(PRT_BF16);
+    int64_t status = prt_finalize(RT);
+    if (status) rt_failures++;
+    printf("test_ops_write: %s (%d failures)\n", rt_failures ? "FAIL" : "ok", rt_failures);
+    return rt_failures ? 1 : 0;
+}
