@@ -5,7 +5,10 @@
 # (bench/plans/gpt_bench_dp2.par, 5 M parameters) with `zero 3 over dp;` and
 # with `zero 2 over dp;`, 2 ranks x 1 thread, ROUNDS alternating rounds of
 # STEPS steps; tokens/s from the median step of steps 3.. over the rounds;
-# started / blocking.  The first line says the CPU and the load it ran at.
+# started / blocking; and the exposed communication the program measured on
+# rank 0 (ms per step, the median over the rounds of its end-of-run
+# "estimated / measured" line), started beside blocking.  The first line says
+# the CPU and the load it ran at.
 # Usage: bench/bench_zero_overlap.sh [build/parc]
 #   env: STEPS (default 8), ROUNDS (default 3).
 set -uo pipefail
@@ -21,7 +24,12 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 [ -x "$parc" ] || { echo "bench_zero_overlap: no parc at $parc (run .ci/build)" >&2; exit 1; }
 [ -n "$MPIRUN" ] || { echo "bench_zero_overlap: no mpirun on PATH" >&2; exit 1; }
 echo "parc bench_zero_overlap — $(date -u +%Y-%m-%d), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
-printf '\n  %6s %16s %16s %9s\n' zero "started tok/s" "blocking tok/s" ratio
+printf '\n  %6s %16s %16s %9s %20s %21s\n' zero "started tok/s" "blocking tok/s" ratio "exposed ms, started" "exposed ms, blocking"
+# exposed_ms FILE...: the median of the measured exposed communication (ms per step)
+exposed_ms() {
+    sed -n 's/.*estimated \/ measured ms.* exposed communication [^/]* \/ \([0-9.e+-]*\),.*/\1/p' "$@" |
+        sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else printf "%.4g", v[int((NR + 1) / 2)] }'
+}
 fails=0
 for zero in 3 2; do
     for mode in started blocking; do
@@ -40,7 +48,8 @@ for zero in 3 2; do
     done
     on=$(toks 4096 "$(median_ms "$tmp/z$zero-started"_*.log)")
     off=$(toks 4096 "$(median_ms "$tmp/z$zero-blocking"_*.log)")
-    printf '  %6s %16s %16s %9s\n' "$zero" "$on" "$off" \
-        "$(awk -v a="$on" -v b="$off" 'BEGIN { if (a == "n/a" || b == "n/a" || b <= 0) print "n/a"; else printf "%.3fx", a / b }')"
+    printf '  %6s %16s %16s %9s %20s %21s\n' "$zero" "$on" "$off" \
+        "$(awk -v a="$on" -v b="$off" 'BEGIN { if (a == "n/a" || b == "n/a" || b <= 0) print "n/a"; else printf "%.3fx", a / b }')" \
+        "$(exposed_ms "$tmp/z$zero-started"_*.log)" "$(exposed_ms "$tmp/z$zero-blocking"_*.log)"
 done
 exit "$fails"
