@@ -26,7 +26,9 @@ programs link the same OpenBLAS, so both sides then use T threads.  Also
 OMP_WAIT_POLICY=PASSIVE unless set: torch's OpenMP workers otherwise spin
 between parallel regions and take the cores from OpenBLAS's threads (measured
 here: 2 threads 2.9 s/step active vs 0.94 s passive) — the peer gets its best
-setting.  --ddp W runs W
+setting.  And OPENBLAS_THREAD_TIMEOUT=4 unless set, as parc's programs set it
+for a threaded rank (runtime/prt_blas.c): both peers' OpenBLAS workers then
+sleep alike after a GEMM.  --ddp W runs W
 processes (torch.multiprocessing.spawn) with DistributedDataParallel over gloo
 on 127.0.0.1, each process a batch of --batch sequences (global batch W x B).
 Rank 0 prints `step N | loss L | T tok/s | ms` per step (tokens of the global
@@ -52,6 +54,7 @@ def _threads_from_argv():
 # Before `import torch`: OpenBLAS and OpenMP read these once, when loaded.
 os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = _threads_from_argv()
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 try:
     import torch
     import torch.nn as nn
