@@ -28,7 +28,7 @@ import re
 import statistics
 import sys
 
-CALL = re.compile(r"^\s*(matmul(?:_t|_bias)?_(fwd|bwd))\((.*)\)\s*$")
+CALL = re.compile(r"^\s*(matmul(?:_t|_bias)?_(fwd|bwd))\((.*)\)\s*(?:;.*)?$")  # a trailing "; writes ..." mark
 
 
 def gemms(ir_path):
