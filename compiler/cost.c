@@ -194,21 +194,21 @@ typedef struct StreamRow {
 } StreamRow;
 
 static const StreamRow stream_rows[OP_COUNT] = {
-    [OP_DATA] = {0, {0, 0}},
-    [OP_EMBED] = {2, {2, 3}},     /* gather rows / read dout, add into table rows */
-    [OP_POS] = {3, {3, 2}},       /* x + pos / dpos += dout */
+    [OP_DATA] = {0, {0, 0}, MEM_STREAM},
+    [OP_EMBED] = {2, {2, 3}, MEM_STREAM},     /* gather rows / read dout, add into table rows */
+    [OP_POS] = {3, {3, 2}, MEM_STREAM},       /* x + pos / dpos += dout */
     [OP_LAYERNORM] = {2, {2, 3}, MEM_NORM}, /* read x, write y / read x and dy, write dx */
     [OP_RMSNORM] = {2, {2, 3}, MEM_NORM},
-    [OP_LINEAR] = {0, {0, 0}},    /* a GEMM */
-    [OP_LINEAR_T] = {0, {0, 0}},
-    [OP_BIAS] = {2, {2, 1}},      /* in place / sum dy over rows */
+    [OP_LINEAR] = {0, {0, 0}, MEM_STREAM},    /* a GEMM */
+    [OP_LINEAR_T] = {0, {0, 0}, MEM_STREAM},
+    [OP_BIAS] = {2, {2, 1}, MEM_STREAM},      /* in place / sum dy over rows */
     [OP_GELU] = {1, {2, 3}, MEM_ACTIVATION},
-    [OP_RELU] = {1, {2, 3}},
+    [OP_RELU] = {1, {2, 3}, MEM_STREAM},
     [OP_SWIGLU] = {2, {3, 5}, MEM_ACTIVATION}, /* read gate and up, write / read both and dy, write both */
-    [OP_ATTENTION] = {0, {0, 0}}, /* its own term */
-    [OP_DROPOUT] = {3, {3, 3}},   /* read x, write y and the mask / read the mask and dy, add into dx */
-    [OP_ADD] = {1, {3, 3}},
-    [OP_COPY] = {1, {2, 2}},
+    [OP_ATTENTION] = {0, {0, 0}, MEM_STREAM}, /* its own term */
+    [OP_DROPOUT] = {3, {3, 3}, MEM_STREAM},   /* read x, write y and the mask / read the mask and dy, add into dx */
+    [OP_ADD] = {1, {3, 3}, MEM_STREAM},
+    [OP_COPY] = {1, {2, 2}, MEM_STREAM},
     [OP_XENT] = {2, {2, 2}, MEM_SOFTMAX}, /* max, then sum of exp over the logits / read them, write dlogits */
 };
 
