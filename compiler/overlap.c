@@ -31,7 +31,8 @@
  * that names its buffers (the gradient's last writer), so it runs under the
  * rest of the layer's backward; its wait goes to the end of the sequence,
  * before the next layer's backward zeroes the gradient again, and what reads
- * its result (the add into the shard) after the waits.  No buffer gets more
+ * its result (the add into the shard) after the waits.  ZeRO-3's weight
+ * gathers started a layer ahead are overlap_gather.c's.  No buffer gets more
  * instances: every collective started in a call of the sequence completes in
  * that call.  Guarantees (overlap_verify): each start in SEQ_BLOCK_BWD has
  * exactly one wait after it there and nothing between them names its
@@ -300,6 +301,14 @@ static void verify_wait_in_backward(const StageProgram *sp, int i)
                  sp->bufs[seq->ins[i].args[0].buf].name, starts);
 }
 
+/* Does a gather started in seq (overlap_gather.c) land in buffer b? */
+static int gathered_into(const Seq *seq, int b)
+{
+    for (int j = 0; j < seq->n; j++)
+        if (seq->ins[j].fn == RT_prt_allgather_start && instr_async_result(&seq->ins[j])->buf == b) return 1;
+    return 0;
+}
+
 void overlap_verify(const Program *prog)
 {
     for (int s = 0; s < prog->nstages; s++) {
@@ -308,12 +317,16 @@ void overlap_verify(const Program *prog)
             const Seq *seq = &sp->seq[q];
             for (int i = 0; i < seq->n; i++) {
                 const Instr *ins = &seq->ins[i];
+                /* prefetched gathers: overlap_gather_verify runs the passes */
+                int gather = ins->fn == RT_prt_allgather_start ||
+                             (instr_is_wait(ins) && gathered_into(seq, ins->args[0].buf));
+                if ((q == SEQ_BLOCK_BWD || q == SEQ_BLOCK_FWD) && gather) continue;
                 if (q == SEQ_BLOCK_BWD) {
                     if (instr_is_start(ins)) verify_start_in_backward(sp, i);
                     if (instr_is_wait(ins)) verify_wait_in_backward(sp, i);
                     continue;
                 }
-                if (instr_is_start(ins) && q != SEQ_GRAD_SYNC_BLOCK)
+                if (instr_is_start(ins) && (q != SEQ_GRAD_SYNC_BLOCK || gather))
                     PARC_BUG("stage %d %s: %s outside %s and %s", s, seq_names[q], rt_fn_names[ins->fn],
                              seq_names[SEQ_GRAD_SYNC_BLOCK], seq_names[SEQ_BLOCK_BWD]);
                 if (instr_is_wait(ins) && q != SEQ_GRAD_WAIT_BLOCK)
@@ -331,5 +344,6 @@ void overlap_verify(const Program *prog)
                              sp->bufs[ins->args[0].buf].name, starts);
             }
         }
+        overlap_gather_verify(sp);
     }
 }
