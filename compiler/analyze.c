@@ -92,16 +92,16 @@ static double when_share(const StageProgram *sp, const Instr *ins)
 }
 
 /* What the collectives started in block sequence seq hide under its work in
- * one chunk's pass: its calls for each layer in the pass's order (dir +1
+ * one chunk's pass of L layers (L = 1: one call of an embedding or head
+ * sequence): its calls for each layer in the pass's order (dir +1
  * forward, -1 backward), each instruction where its `when` holds, one
  * timeline (cost_timeline over each instruction's cost), each wait matched
  * to the latest start into the same buffer instance.  So a gather started a
  * layer ahead (overlap_gather.c) runs under the layer before its use, and the
  * pass's first layer waits for its own. */
-static double pass_hidden_s(const Program *prog, const StageProgram *sp, const Seq *seq, int dir)
+static double pass_hidden_s(const Program *prog, const Seq *seq, int64_t L, int dir)
 {
     int n = seq->n, any = 0;
-    int64_t L = sp->layers_per_chunk;
     for (int i = 0; i < n; i++) any |= instr_is_start(&seq->ins[i]);
     if (!any || L < 1) return 0;
     size_t cap = (size_t)n * (size_t)L;
@@ -194,10 +194,15 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
         }
         sc->flops_step += flops * (double)calls;
         if (q == SEQ_BLOCK_BWD || q == SEQ_BLOCK_FWD) { /* its started collectives (overlap.c, overlap_gather.c) */
-            double hidden = L > 0 ? pass_hidden_s(prog, sp, seq, q == SEQ_BLOCK_FWD ? 1 : -1) : 0;
+            double hidden = L > 0 ? pass_hidden_s(prog, seq, L, q == SEQ_BLOCK_FWD ? 1 : -1) : 0;
             ct.comm_s -= L > 0 ? hidden / L : 0;
-            if (q == SEQ_BLOCK_BWD) sc->bwd_hidden_chunk_s = hidden;
+            if (q == SEQ_BLOCK_BWD) sc->bwd_hidden_chunk_s += hidden;
             else sc->fwd_hidden_chunk_s = hidden;
+        }
+        if (q == SEQ_HEAD_BWD || q == SEQ_EMBED_BWD) { /* the reduce-scatters started in it (overlap_scatters) */
+            double hidden = pass_hidden_s(prog, seq, 1, 1);
+            ct.comm_s -= hidden;
+            sc->bwd_hidden_chunk_s += hidden * per_chunk_embed; /* spread over the chunks as its time is */
         }
         seq_s[q] = cost_terms_total(&ct);
         /* per chunk: the block's layers, and the embedding and head spread

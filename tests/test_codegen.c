@@ -705,6 +705,17 @@ static void test_overlap_scatter_verifier(void) {
             bwd->ins[wait_at] = bwd->ins[wait_at - 1]; /* a start loses its wait */
             expect_internal_error("scatter without its wait", verify_lower_row, &c, "not one after it");
             bwd->ins[wait_at] = w;
+            Seq *head = &c.prog->stages[0].seq[SEQ_HEAD_BWD]; /* the head's scatters are started too */
+            int head_wait = -1;
+            for (int i = 0; i < head->n && head_wait < 0; i++)
+                if (instr_is_wait(&head->ins[i])) head_wait = i;
+            CHECK(head_wait > 0, "tiny_zero2: head.bwd waits for its started reduce-scatters");
+            if (head_wait > 0) {
+                Instr hw = head->ins[head_wait];
+                head->ins[head_wait] = head->ins[head_wait - 1]; /* a start loses its wait */
+                expect_internal_error("head scatter without its wait", verify_lower_row, &c, "not one after it");
+                head->ins[head_wait] = hw;
+            }
             verify_lower_row(&c); /* restored: passes */
         }
     }

@@ -5,8 +5,9 @@
 
 For each PLAN (DDP / ZeRO-1: buckets started in grad_sync.block, one per
 layer per step; ZeRO-2/3: reduce-scatters started in block.bwd, every layer of
-every micro-batch; ZeRO-3: the weight gathers of block.fwd and block.bwd
-started a layer ahead, the pass's first layer's by itself):
+every micro-batch, and those of head.bwd and embed.bwd; ZeRO-3: the weight
+gathers of block.fwd and block.bwd started a layer ahead, the pass's first
+layer's by itself):
 
 `parc run PLAN --steps 2 --trace T`, then
   - T is valid Chrome trace JSON (chrome_trace.check: spans of one thread nest,
@@ -15,9 +16,10 @@ started a layer ahead, the pass's first layer's by itself):
   - every rank has, per step, exactly as many started-collective spans as the
     program starts: the `*_start` lines of grad_sync.block in `parc lower PLAN
     --emit=ir` times the stage's layers, plus those of block.fwd and block.bwd
-    per pass (by their `; if ...` guards) times the micro-batches, and as many
-    started `allgather` spans as the block's gathers times the layers and the
-    micro-batches (both directions);
+    per pass (by their `; if ...` guards) and those of head.bwd and
+    embed.bwd, times the micro-batches; and as many started `allgather` spans
+    as the block's gathers times the layers and the micro-batches (both
+    directions);
   - on every rank some gradient collective's span [start, completion] overlaps
     a backward op's span (an op named *_bwd on the compute thread): the
     collective was in flight while the backward computed.
@@ -79,14 +81,15 @@ def starts_per_step(parc, plan):
     micro = int(re.search(r"(\d+) micro-batches", ir).group(1))
     sync = seq_starts(ir, "grad_sync.block")
     fwd, bwd = seq_starts(ir, "block.fwd"), seq_starts(ir, "block.bwd")
+    ends = seq_starts(ir, "head.bwd") + seq_starts(ir, "embed.bwd")  # once per micro-batch
     gathers = seq_starts(ir, "block.fwd", "allgather") + seq_starts(ir, "block.bwd", "allgather")
     waits = len(re.findall(r"^    comm_wait\(", ir, re.M))
     # a prefetched gather has two starts (the first layer's, the next layer's) and one wait
-    check(sync + fwd + bwd > 0 and sync + fwd + bwd - gathers // 2 == waits,
-          f"{plan}: {sync} + {fwd} + {bwd} starts ({gathers} of gathers) and {waits} waits in the IR")
+    check(sync + fwd + bwd > 0 and sync + fwd + bwd + ends - gathers // 2 == waits,
+          f"{plan}: {sync} + {fwd} + {bwd} + {ends} starts ({gathers} of gathers) and {waits} waits in the IR")
     per_pass = pass_starts(ir, "block.fwd", L) + pass_starts(ir, "block.bwd", L)
     gather_calls = (gathers // 2) * L * chunks * micro  # every layer's gathers, once per pass direction
-    return sync * chunks * L + per_pass * chunks * micro, gather_calls
+    return sync * chunks * L + per_pass * chunks * micro + ends * micro, gather_calls
 
 
 def main():
