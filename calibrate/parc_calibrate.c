@@ -11,7 +11,8 @@
  *   efficiency { ... }                 each GEMM shape class against that
  *                                      peak, attention-shaped GEMMs, the
  *                                      runtime's kinds of memory-bound loops
- *                                      against the streaming bandwidth, the
+ *                                      against the streaming bandwidth, its
+ *                                      attention kernels' score traffic, the
  *                                      all-reduce bus bandwidth against the link
  *
  * Every rank measures the GEMMs and loops at once, as a run's ranks compute at
@@ -36,6 +37,7 @@
 #include <unistd.h>
 
 #include "cpu/prt_cpu_fast.h"
+#include "prt_backend.h"
 #include "prt_internal.h"
 #include "prt_math.h"
 
@@ -215,6 +217,42 @@ static void kernel_rates(size_t n, double *rates)
     free(x), free(y), free(z), free(w), free(targets);
 }
 
+/* The runtime's attention op (attention_fwd, then attention_bwd: the CPU
+ * backend's kernels through the op table, as a program calls them) at the
+ * bench GPT's shape: a micro-batch of 8 samples, 8 heads of 32, 256
+ * tokens, causal, the probabilities kept for the backward (its lowering
+ * with recompute none).  Best seconds of 5 forward and backward pairs in
+ * *fwd and *bwd (each of its pair's best).  A bare context: the ops read
+ * only the backend table and the workspace they book (freed here). */
+enum { ATT_B = 8, ATT_T = 256, ATT_NH = 8, ATT_HD = 32 };
+static void attention_times(double *fwd, double *bwd)
+{
+    const size_t C = (size_t)ATT_NH * ATT_HD, rows = (size_t)ATT_B * ATT_T;
+    float *qkv = alloc_floats(rows * 3 * C, 0.1f), *out = alloc_floats(rows * C, 0.0f);
+    float *dout = alloc_floats(rows * C, 0.01f), *dqkv = alloc_floats(rows * 3 * C, 0.0f);
+    float *probs = alloc_floats((size_t)ATT_B * ATT_NH * ATT_T * ATT_T, 0.0f);
+    for (size_t i = 0; i < rows * 3 * C; i++) qkv[i] = 0.1f * (float)((i * 2654435761u) % 1000) / 1000.0f;
+    struct prt *rt = calloc(1, sizeof *rt);
+    if (!rt) MPI_Abort(MPI_COMM_WORLD, 1);
+    rt->backend = &prt_backend_cpu;
+    int64_t dt_fwd = PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32);
+    int64_t dt_bwd = PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_F32);
+    *fwd = *bwd = 1e30;
+    for (int rep = 0; rep < 6; rep++) { /* the first warms the workspace */
+        double t0 = now();
+        prt_attention_fwd(rt, out, probs, qkv, ATT_B, ATT_T, ATT_NH, ATT_HD, 1, dt_fwd);
+        double t1 = now();
+        prt_attention_bwd(rt, dqkv, dout, qkv, probs, ATT_B, ATT_T, ATT_NH, ATT_HD, 1, dt_bwd);
+        double t2 = now();
+        if (rep && t1 - t0 < *fwd) *fwd = t1 - t0;
+        if (rep && t2 - t1 < *bwd) *bwd = t2 - t1;
+    }
+    volatile float sink = out[rows * C / 2] + dqkv[rows * C];
+    (void)sink;
+    free(rt->work), free(rt);
+    free(qkv), free(out), free(dout), free(dqkv), free(probs);
+}
+
 typedef struct Link {
     double latency, bandwidth, busbw;
     double sync; /* mean seconds of an 8-byte all-reduce after each rank's compute */
@@ -283,6 +321,7 @@ typedef struct Rates {
     double gemm[4], gemm16[4], attn; /* FLOP/s: fp32, and 16-bit operands widened as the runtime does */
     double triad, kernel[K_COUNT];   /* bytes/s */
     double stream16[2];              /* bytes/s of the 16-bit element path: add, GELU (stream16_rates) */
+    double att_rate[2];              /* 1 / seconds of the attention op forward, backward (attention_times) */
 } Rates;
 
 /* GEMM classes by their smallest dimension: 64, 256, 1024, 2048 (cost.h). */
@@ -303,6 +342,32 @@ static void measure_compute(Rates *r)
     r->triad = triad_rate((size_t)8 << 20);
     kernel_rates((size_t)4 << 20, r->kernel);
     stream16_rates((size_t)4 << 20, r->stream16);
+    double fwd, bwd;
+    attention_times(&fwd, &bwd);
+    r->att_rate[0] = 1.0 / fwd, r->att_rate[1] = 1.0 / bwd;
+}
+
+/* What the cost model (compiler/cost.c, OP_ATTENTION) charges the attention
+ * op of attention_times: its matmul FLOPs (4 B NH T T HD forward, 8 backward
+ * with the probabilities kept: compiler/ops.c) at the attention efficiency,
+ * and its score matrix B NH T T (3 passes forward, 4 backward, 4 bytes an
+ * element) at the streaming bandwidth x `scores`.  The fit: the measured
+ * forward + backward time less the modelled matmul time is the score
+ * traffic's, and `scores` the share of the bandwidth that gives; at most 1
+ * (a kernel whose matmuls run faster than modelled, a causal one computing
+ * only the lower triangle of the blocks, leaves less). */
+typedef struct AttentionFit {
+    double measured_s, matmul_s, bytes, scores;
+} AttentionFit;
+
+static AttentionFit attention_fit(const Rates *r, double attn_eff, double peak, double hbm)
+{
+    double f = (double)ATT_B * ATT_NH * ATT_T * ATT_T, bytes = (3.0 + 4.0) * f * sizeof(float);
+    AttentionFit a = {1.0 / r->att_rate[0] + 1.0 / r->att_rate[1], (4.0 + 8.0) * f * ATT_HD / (peak * attn_eff),
+                      bytes, 1.0};
+    double left = a.measured_s - a.matmul_s;
+    if (left > 0) a.scores = clamp01(bytes / (left * hbm));
+    return a;
 }
 
 /* The cluster fragment: the best fp32 GEMM rate is the fp32 peak and the
@@ -339,6 +404,12 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
     for (int k = 0; k < K_COUNT; k++) fprintf(f, ", %s %.2f", kernel_names[k], r->kernel[k] / 1e9);
     fprintf(f, " (the runtime's kernels, the bytes the cost model charges them); bf16 add %.2f, GELU %.2f\n",
             r->stream16[0] / 1e9, r->stream16[1] / 1e9);
+    AttentionFit att = attention_fit(r, clamp01(r->attn / peak), peak, hbm);
+    fprintf(f, "# attention (the runtime's op, %dx%d tokens, %d heads of %d, causal, probabilities kept) ms: "
+               "forward %.3f, backward %.3f; its matmuls as modelled %.3f; the rest over the %.1f MB of scores the "
+               "cost model charges: %.2f GB/s\n",
+            ATT_B, ATT_T, ATT_NH, ATT_HD, 1e3 / r->att_rate[0], 1e3 / r->att_rate[1], 1e3 * att.matmul_s,
+            att.bytes / 1e6, att.scores * hbm / 1e9);
     if (size > 1)
         fprintf(f, "# MPI: latency %.3g us (ping-pong of idle ranks), %.3g us an 8-byte all-reduce after "
                    "compute (its mean over the all-reduce's %d steps is the link latency), bandwidth %.3g "
@@ -350,10 +421,12 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
     if (step_latency < link->latency) step_latency = link->latency;
     if (size > 1) fprintf(f, "link intra %.6g B/s %.6g s;\n", link->bandwidth, step_latency);
     fprintf(f, "efficiency { gemm %.4g %.4g %.4g %.4g; attention %.4g; hbm %.4g; norm %.4g; activation %.4g; "
-               "softmax %.4g; optimizer %.4g; stream16 %.4g; gemm16 %.4g %.4g %.4g %.4g; intra %.4g; inter 1; }\n",
+               "softmax %.4g; scores %.4g; optimizer %.4g; stream16 %.4g; gemm16 %.4g %.4g %.4g %.4g; intra %.4g; "
+               "inter 1; }\n",
             clamp01(r->gemm[0] / peak), clamp01(r->gemm[1] / peak), clamp01(r->gemm[2] / peak),
             clamp01(r->gemm[3] / peak), clamp01(r->attn / peak), clamp01(r->kernel[K_ADD] / hbm),
             clamp01(r->kernel[K_NORM] / hbm), clamp01(r->kernel[K_GELU] / hbm), clamp01(r->kernel[K_SOFTMAX] / hbm),
+            att.scores,
             clamp01(r->kernel[K_ADAMW] / hbm), clamp01(share16), clamp01(r->gemm16[0] / peak16),
             clamp01(r->gemm16[1] / peak16), clamp01(r->gemm16[2] / peak16), clamp01(r->gemm16[3] / peak16),
             size > 1 ? clamp01(link->busbw / link->bandwidth) : 1.0);
