@@ -1,7 +1,8 @@
 /*
  * prt_cpu_attention.h — the CPU reference of causal attention (parc_rt.h,
  * attention_fwd / attention_bwd and their attention_dropout_* forms): heads
- * over the BLAS's threads, query rows a block at a time (prt_cpu_attention.c);
+ * over the BLAS's threads, query rows a block at a time, keys a block at a time
+ * too (online softmax) unless the probabilities are kept (prt_cpu_attention.c);
  * the backend table of prt_cpu_ops.c names them.
  */
 #ifndef PRT_CPU_ATTENTION_H
