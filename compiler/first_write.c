@@ -4,8 +4,8 @@
  * autodiff.c zeroes the gradients of a region's activations before its
  * backward, and every op's backward then adds into them.  Where the first
  * instruction of the sequence after such a zero that touches the zeroed memory
- * writes all of it — the input gradient of a GEMM, GELU, layer norm or the
- * cross-entropy, or an acc onto it (the rules below) — adding onto zeros is
+ * writes all of it — the input gradient of a GEMM, GELU, layer norm, attention
+ * or the cross-entropy, or an acc onto it (the rules below) — adding onto zeros is
  * writing: the op's instruction gets the `writes` bit of that argument
  * (codegen passes it as PRT_ARG_WRITE in the call's dtypes word, parc_rt.h;
  * an acc with it is a copy), and the zero goes.
@@ -23,7 +23,7 @@
 typedef struct WriteRule {
     RtFn fn;
     int arg;
-    int dims[2];  /* -1: unused */
+    int dims[5];  /* -1 or 0 (never a dimension): the end; -k, k > 1: the constant factor k */
 } WriteRule;
 
 static const WriteRule write_rules[] = {
@@ -34,6 +34,8 @@ static const WriteRule write_rules[] = {
     {RT_prt_matmul_bias_bwd, 0, {6, 7}},     /* din[N, K] */
     {RT_prt_layernorm_bwd, 0, {8, 9}},       /* din[N, C] */
     {RT_prt_xent_bwd, 0, {4, 5}},            /* dlogits[N, V_local] */
+    {RT_prt_attention_bwd, 0, {4, 5, -3, 6, 7}},         /* dqkv[B, T, 3, NH, HD] */
+    {RT_prt_attention_dropout_bwd, 0, {4, 5, -3, 6, 7}}, /* dqkv[B, T, 3, NH, HD] */
 };
 
 static const WriteRule *write_rule(int fn, int arg)
@@ -47,7 +49,11 @@ static const WriteRule *write_rule(int fn, int arg)
 static int64_t rule_elems(const WriteRule *r, const Instr *ins)
 {
     int64_t n = 1;
-    for (int d = 0; d < 2 && r->dims[d] >= 0; d++) {
+    for (int d = 0; d < 5 && (r->dims[d] > 0 || r->dims[d] < -1); d++) {
+        if (r->dims[d] < -1) {
+            n *= -r->dims[d];
+            continue;
+        }
         const Arg *a = &ins->args[r->dims[d]];
         if (a->kind != ARG_INT) return -1;
         n *= a->i;

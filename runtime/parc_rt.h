@@ -499,7 +499,8 @@ says the op is its first writer: it writes the argument instead of adding
 into it (the compiler sets it where the zero before would have been the only
 content, first_write.c; prt_word_writes reads it).  Ops that take it: acc's dst
 (then a copy), the din of gelu_bwd, matmul_bwd, matmul_t_bwd, matmul_bias_bwd
-and layernorm_bwd, and xent_bwd's dlogits. */
+and layernorm_bwd, xent_bwd's dlogits, and the dqkv of attention_bwd and
+attention_dropout_bwd. */
 
 #define PRT_ARG_WRITE 8
 

@@ -20,6 +20,7 @@
  */
 #include <cblas.h>
 #include <math.h>
+#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #else
@@ -77,9 +78,21 @@ static void head_store(tensor qkv, view q, view k, view v, int64_t b, int64_t h,
     view_store(qkv, v, base + 2 * C, T, HD, 3 * C);
 }
 
+/* The gradient views of one head, dq, dk, dv of dqkv: loaded to be added
+ * into, or zeroed when the call writes dqkv (its zero is then this one, a
+ * head at a time). */
+static void head_grad_views(tensor dqkv, float *slot, int64_t b, int64_t h, int T, int C, int HD, int write, view *dq,
+                            view *dk, view *dv) {
+    head_views(dqkv, slot, b, h, T, C, HD, !write, dq, dk, dv);
+    if (!write) return;
+    view *g[3] = {dq, dk, dv};
+    for (int w = 0; w < 3; w++)
+        for (int t = 0; t < T; t++) memset(g[w]->f + (size_t)t * g[w]->ld, 0, sizeof(float) * (size_t)HD);
+}
+
 typedef struct att_args {
     tensor out, probs, qkv, dqkv, dout;
-    int T, NH, HD, C, causal;
+    int T, NH, HD, C, causal, write; /* write: dqkv is written, not added into (PRT_ARG_WRITE) */
     const prt_att_dropout *drop;
 } att_args;
 
@@ -143,7 +156,7 @@ static void att_head_bwd(const att_args *a, float *s, int64_t b, int h) {
     float scale = 1.0f / sqrtf((float)HD);
     view q, k, v, dq, dk, dv;
     head_views(a->qkv, qkv_slot, b, h, T, C, HD, 1, &q, &k, &v);
-    head_views(a->dqkv, dqkv_slot, b, h, T, C, HD, 1, &dq, &dk, &dv);
+    head_grad_views(a->dqkv, dqkv_slot, b, h, T, C, HD, a->write, &dq, &dk, &dv);
     int64_t p_off = ((int64_t)b * a->NH + h) * TT, o_off = (int64_t)b * T * C + (int64_t)h * HD;
     view dO = view_of(a->dout, dout_slot, o_off, T, HD, C, 1);
     for (int i0 = 0; i0 < T; i0 += BQ) {
@@ -296,7 +309,7 @@ static void flash_head_bwd(const att_args *a, float *s, int64_t b, int h) {
     float scale = 1.0f / sqrtf((float)HD);
     view q, k, v, dq, dk, dv;
     head_views(a->qkv, qkv_slot, b, h, T, C, HD, 1, &q, &k, &v);
-    head_views(a->dqkv, dqkv_slot, b, h, T, C, HD, 1, &dq, &dk, &dv);
+    head_grad_views(a->dqkv, dqkv_slot, b, h, T, C, HD, a->write, &dq, &dk, &dv);
     int64_t o_off = (int64_t)b * T * C + (int64_t)h * HD;
     view dO = view_of(a->dout, dout_slot, o_off, T, HD, C, 1);
     flash_row_stats(a, &w, Ob, q, k, v, dO, L, D, b, h);
@@ -382,6 +395,7 @@ void prt_cpu_attention_heads_bwd(prt *rt, void *dqkv, const void *dout, const vo
     att_args a = att_args_of(rt, "attention_bwd", T, NH, HD, causal, drop);
     a.dqkv = ften(rt, dtypes, 0, dqkv, "attention_bwd"), a.dout = ften(rt, dtypes, 1, dout, "attention_bwd");
     a.qkv = ften(rt, dtypes, 2, qkv, "attention_bwd"), a.probs = ften(rt, dtypes, 3, probs, "attention_bwd");
+    a.write = prt_word_writes(dtypes, 0);
     att_run(rt, &a, B,
             prt_attention_bwd_slice(T, HD, a.probs.p != NULL, is16(a.probs), is16(a.qkv), is16(a.dqkv), is16(a.dout),
                                     drop != NULL),
