@@ -203,7 +203,8 @@ static void att_head_bwd(const att_args *a, float *s, int64_t b, int h) {
  * key block: P = exp(S - L), dV_j += P^T dO_i, dP = dO_i V_j^T,
  * dS = P * (dP - D), dQ_i += dS K_j, dK_j += dS^T Q_i.  Row statistics are not
  * kept between the calls: that costs the backward two more block GEMMs per
- * block (7 against 5) and keeps the op's arguments and the IR as they are. */
+ * block (7 against 5) and keeps the op's arguments and the IR as they are.
+ * Exponentials are prt_expf_fast's (prt_math.h: the loops vectorise). */
 
 /* Online softmax of the block S [r, c] (rows ld apart): query rows i0.., keys
  * j0.. (masked past row i's key i0 + i when causal).  Updates each row's max
@@ -216,9 +217,9 @@ static void flash_softmax_block(float *S, int ld, int i0, int r, int j0, int c, 
         int last = causal && i0 + i - j0 < c - 1 ? i0 + i - j0 : c - 1; /* < 0: no key of this block */
         float mx = m[i];
         for (int j = 0; j <= last; j++) mx = row[j] > mx ? row[j] : mx;
-        float a = last < 0 || mx == m[i] ? 1.0f : expf(m[i] - mx), sum = 0.0f;
+        float a = last < 0 || mx == m[i] ? 1.0f : prt_expf_fast(m[i] - mx), sum = 0.0f;
         for (int j = 0; j <= last; j++) {
-            row[j] = expf(row[j] - mx);
+            row[j] = prt_expf_fast(row[j] - mx);
             sum += row[j];
         }
         for (int j = last < 0 ? 0 : last + 1; j < c; j++) row[j] = 0.0f;
@@ -325,7 +326,7 @@ static void flash_head_bwd(const att_args *a, float *s, int64_t b, int h) {
             for (int i = 0; i < r; i++) {
                 float *row = w.S + (size_t)i * BK, Li = L[i0 + i];
                 int last = a->causal && i0 + i - j0 < c - 1 ? i0 + i - j0 : c - 1;
-                for (int j = 0; j <= last; j++) row[j] = expf(row[j] - Li);
+                for (int j = 0; j <= last; j++) row[j] = prt_expf_fast(row[j] - Li);
                 for (int j = last < 0 ? 0 : last + 1; j < c; j++) row[j] = 0.0f;
             }
             /* with dropout O = PD V, PD = P * M * scale: dV += PD^T dO, and dP = (dO V^T) * M * scale */
