@@ -11,7 +11,8 @@
  *   efficiency { ... }                 each GEMM shape class against that
  *                                      peak, attention-shaped GEMMs, the
  *                                      runtime's kinds of memory-bound loops
- *                                      against the streaming bandwidth, the
+ *                                      against the streaming bandwidth, its
+ *                                      attention kernels' score traffic, the
  *                                      all-reduce bus bandwidth against the link
  *
  * Every rank measures the GEMMs and loops at once, as a run's ranks compute at
@@ -36,6 +37,7 @@
 #include <unistd.h>
 
 #include "cpu/prt_cpu_fast.h"
+#include "prt_backend.h"
 #include "prt_internal.h"
 #include "prt_math.h"
 
@@ -215,6 +217,53 @@ static void kernel_rates(size_t n, double *rates)
     free(x), free(y), free(z), free(w), free(targets);
 }
 
+/* The runtime's attention op (attention_fwd, then attention_bwd: the CPU
+ * backend's kernels through the op table, as a program calls them), causal,
+ * the probabilities kept for the backward (the lowering with recompute
+ * none), at two shapes: the bench GPT's micro-batch (8 samples of 256
+ * tokens, 8 heads of 32) and the tiny plans' (2 of 32, 4 heads of 16), where
+ * the per-head cost of the small block products and softmax rows weighs
+ * more.  ORDER: att_shapes, and each shape's pairs of calls a repeat times. */
+enum { ATT_SHAPES = 2 };
+static const int att_shapes[ATT_SHAPES][4] = {{8, 256, 8, 32}, {2, 32, 4, 16}}; /* B, T, NH, HD */
+static const int att_pairs[ATT_SHAPES] = {1, 200};
+
+/* Best mean seconds of a forward and of a backward call at shape k over 5
+ * repeats of att_pairs[k] forward and backward pairs (after one to warm the
+ * workspace) in *fwd and *bwd.  A bare context: the ops read only the
+ * backend table and the workspace they book (freed here). */
+static void attention_times(int k, double *fwd, double *bwd)
+{
+    const int B = att_shapes[k][0], T = att_shapes[k][1], NH = att_shapes[k][2], HD = att_shapes[k][3];
+    const size_t C = (size_t)NH * HD, rows = (size_t)B * T;
+    float *qkv = alloc_floats(rows * 3 * C, 0.1f), *out = alloc_floats(rows * C, 0.0f);
+    float *dout = alloc_floats(rows * C, 0.01f), *dqkv = alloc_floats(rows * 3 * C, 0.0f);
+    float *probs = alloc_floats((size_t)B * NH * T * T, 0.0f);
+    for (size_t i = 0; i < rows * 3 * C; i++) qkv[i] = 0.1f * (float)((i * 2654435761u) % 1000) / 1000.0f;
+    struct prt *rt = calloc(1, sizeof *rt);
+    if (!rt) MPI_Abort(MPI_COMM_WORLD, 1);
+    rt->backend = &prt_backend_cpu;
+    int64_t dt_fwd = PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32);
+    int64_t dt_bwd = PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_F32);
+    *fwd = *bwd = 1e30;
+    for (int rep = 0; rep < 6; rep++) {
+        double tf = 0, tb = 0;
+        for (int p = 0; p < att_pairs[k]; p++) {
+            double t0 = now();
+            prt_attention_fwd(rt, out, probs, qkv, B, T, NH, HD, 1, dt_fwd);
+            double t1 = now();
+            prt_attention_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, 1, dt_bwd);
+            tf += t1 - t0, tb += now() - t1;
+        }
+        if (rep && tf / att_pairs[k] < *fwd) *fwd = tf / att_pairs[k];
+        if (rep && tb / att_pairs[k] < *bwd) *bwd = tb / att_pairs[k];
+    }
+    volatile float sink = out[rows * C / 2] + dqkv[rows * C];
+    (void)sink;
+    free(rt->work), free(rt);
+    free(qkv), free(out), free(dout), free(dqkv), free(probs);
+}
+
 typedef struct Link {
     double latency, bandwidth, busbw;
     double sync; /* mean seconds of an 8-byte all-reduce after each rank's compute */
@@ -283,6 +332,7 @@ typedef struct Rates {
     double gemm[4], gemm16[4], attn; /* FLOP/s: fp32, and 16-bit operands widened as the runtime does */
     double triad, kernel[K_COUNT];   /* bytes/s */
     double stream16[2];              /* bytes/s of the 16-bit element path: add, GELU (stream16_rates) */
+    double att_rate[ATT_SHAPES][2];  /* 1 / seconds of the attention op forward, backward (attention_times) */
 } Rates;
 
 /* GEMM classes by their smallest dimension: 64, 256, 1024, 2048 (cost.h). */
@@ -303,6 +353,46 @@ static void measure_compute(Rates *r)
     r->triad = triad_rate((size_t)8 << 20);
     kernel_rates((size_t)4 << 20, r->kernel);
     stream16_rates((size_t)4 << 20, r->stream16);
+    for (int k = 0; k < ATT_SHAPES; k++) {
+        double fwd, bwd;
+        attention_times(k, &fwd, &bwd);
+        r->att_rate[k][0] = 1.0 / fwd, r->att_rate[k][1] = 1.0 / bwd;
+    }
+}
+
+/* What the cost model (compiler/cost.c, OP_ATTENTION) charges the attention
+ * op at each shape of attention_times: its matmul FLOPs (4 B NH T T HD
+ * forward, 8 backward with the probabilities kept: compiler/ops.c) at the
+ * attention efficiency, and its score matrix B NH T T (3 passes forward, 4
+ * backward, 4 bytes an element) at the streaming bandwidth x `scores`.  The
+ * fit: the one score rate x (seconds a byte) for which the model's
+ * forward + backward time, matmul_s + bytes x, is nearest the measured one
+ * at both shapes by least squares of the relative error: with a = matmul_s /
+ * measured - 1 and c = bytes / measured at each, x = -sum(a c) / sum(c c);
+ * `scores` is 1 / (x hbm), at most 1 (none left for the scores when the
+ * matmuls as modelled already take the measured time). */
+typedef struct AttentionFit {
+    double measured_s[ATT_SHAPES], matmul_s[ATT_SHAPES], bytes[ATT_SHAPES];
+    double scores, model_over_measured[ATT_SHAPES];
+} AttentionFit;
+
+static AttentionFit attention_fit(const Rates *r, double attn_eff, double peak, double hbm)
+{
+    AttentionFit a;
+    double ac = 0, cc = 0;
+    for (int k = 0; k < ATT_SHAPES; k++) {
+        double f = (double)att_shapes[k][0] * att_shapes[k][2] * att_shapes[k][1] * att_shapes[k][1];
+        a.bytes[k] = (3.0 + 4.0) * f * sizeof(float);
+        a.measured_s[k] = 1.0 / r->att_rate[k][0] + 1.0 / r->att_rate[k][1];
+        a.matmul_s[k] = (4.0 + 8.0) * f * att_shapes[k][3] / (peak * attn_eff);
+        double rel = a.matmul_s[k] / a.measured_s[k] - 1.0, c = a.bytes[k] / a.measured_s[k];
+        ac += rel * c, cc += c * c;
+    }
+    double x = -ac / cc;
+    a.scores = x > 0 ? clamp01(1.0 / (x * hbm)) : 1.0;
+    for (int k = 0; k < ATT_SHAPES; k++)
+        a.model_over_measured[k] = (a.matmul_s[k] + a.bytes[k] / (a.scores * hbm)) / a.measured_s[k];
+    return a;
 }
 
 /* The cluster fragment: the best fp32 GEMM rate is the fp32 peak and the
@@ -339,6 +429,16 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
     for (int k = 0; k < K_COUNT; k++) fprintf(f, ", %s %.2f", kernel_names[k], r->kernel[k] / 1e9);
     fprintf(f, " (the runtime's kernels, the bytes the cost model charges them); bf16 add %.2f, GELU %.2f\n",
             r->stream16[0] / 1e9, r->stream16[1] / 1e9);
+    AttentionFit att = attention_fit(r, clamp01(r->attn / peak), peak, hbm);
+    fprintf(f, "# attention (the runtime's op, causal, probabilities kept) ms:");
+    for (int k = 0; k < ATT_SHAPES; k++)
+        fprintf(f, "%s %dx%d tokens, %d heads of %d: forward %.4f, backward %.4f, its matmuls as modelled %.4f, "
+                   "%.4g MB of scores",
+                k ? ";" : "", att_shapes[k][0], att_shapes[k][1], att_shapes[k][2], att_shapes[k][3],
+                1e3 / r->att_rate[k][0], 1e3 / r->att_rate[k][1], 1e3 * att.matmul_s[k], att.bytes[k] / 1e6);
+    fprintf(f, "; the scores rate that fits both best: %.3f GB/s, the model at", att.scores * hbm / 1e9);
+    for (int k = 0; k < ATT_SHAPES; k++) fprintf(f, "%s %.3f", k ? " and" : "", att.model_over_measured[k]);
+    fprintf(f, " of them\n");
     if (size > 1)
         fprintf(f, "# MPI: latency %.3g us (ping-pong of idle ranks), %.3g us an 8-byte all-reduce after "
                    "compute (its mean over the all-reduce's %d steps is the link latency), bandwidth %.3g "
@@ -350,10 +450,12 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
     if (step_latency < link->latency) step_latency = link->latency;
     if (size > 1) fprintf(f, "link intra %.6g B/s %.6g s;\n", link->bandwidth, step_latency);
     fprintf(f, "efficiency { gemm %.4g %.4g %.4g %.4g; attention %.4g; hbm %.4g; norm %.4g; activation %.4g; "
-               "softmax %.4g; optimizer %.4g; stream16 %.4g; gemm16 %.4g %.4g %.4g %.4g; intra %.4g; inter 1; }\n",
+               "softmax %.4g; scores %.4g; optimizer %.4g; stream16 %.4g; gemm16 %.4g %.4g %.4g %.4g; intra %.4g; "
+               "inter 1; }\n",
             clamp01(r->gemm[0] / peak), clamp01(r->gemm[1] / peak), clamp01(r->gemm[2] / peak),
             clamp01(r->gemm[3] / peak), clamp01(r->attn / peak), clamp01(r->kernel[K_ADD] / hbm),
             clamp01(r->kernel[K_NORM] / hbm), clamp01(r->kernel[K_GELU] / hbm), clamp01(r->kernel[K_SOFTMAX] / hbm),
+            att.scores,
             clamp01(r->kernel[K_ADAMW] / hbm), clamp01(share16), clamp01(r->gemm16[0] / peak16),
             clamp01(r->gemm16[1] / peak16), clamp01(r->gemm16[2] / peak16), clamp01(r->gemm16[3] / peak16),
             size > 1 ? clamp01(link->busbw / link->bandwidth) : 1.0);

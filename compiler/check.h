@@ -50,6 +50,7 @@
     X(EF_HALF_INTER, "half_inter", "half_inter 2 MiB;")      \
     X(EF_NORM, "norm", "norm 0.85;")                         \
     X(EF_SOFTMAX, "softmax", "softmax 0.85;")                \
+    X(EF_SCORES, "scores", "scores 0.85;")                   \
     X(EF_OPTIMIZER, "optimizer", "optimizer 0.85;")          \
     X(EF_STREAM16, "stream16", "stream16 1;")               \
     X(EF_GEMM16, "gemm16", "gemm16 0.3 0.55 0.75 0.85;")

@@ -144,6 +144,7 @@ double cost_memory_s(const Cluster *cl, MemKind kind, double bytes, int wide16)
     case MEM_ACTIVATION: eff = eff_or_one(e->activation); break;
     case MEM_SOFTMAX: eff = e->softmax > 0 ? e->softmax : eff; break;
     case MEM_OPTIMIZER: eff = e->optimizer > 0 ? e->optimizer : eff; break;
+    case MEM_SCORES: eff = e->scores > 0 ? e->scores : e->softmax > 0 ? e->softmax : eff; break;
     }
     if (wide16) eff *= eff_or_one(e->stream16);
     return bytes / (bw * eff);
@@ -245,12 +246,14 @@ static void cost_op_entry(const Program *prog, const Instr *ins, double times, C
     case OP_ATTENTION: {
         /* d = {B, T, NH, HD}: the score matrix B NH T T is written, read
          * by the softmax and read again by P V (forward); the backward reads
-         * it and writes its gradient (and first rebuilds it unless kept). */
+         * it and writes its gradient (and first rebuilds it unless kept),
+         * at the `scores` efficiency (as `softmax` where the cluster gives
+         * none: on a GPU both are streams through HBM). */
         double scores = (double)s->d[0] * s->d[2] * s->d[1] * s->d[1];
         double passes = bwd ? (s->kept ? 4.0 : 7.0) : 3.0;
         t->attention_s += times * cost_attention_s(cl, peak, ins->flops);
         t->attention_flops += times * ins->flops;
-        t->stream_s += times * cost_memory_s(cl, MEM_SOFTMAX, passes * scores * bytes, bytes == 2);
+        t->stream_s += times * cost_memory_s(cl, MEM_SCORES, passes * scores * bytes, bytes == 2);
         t->stream_bytes += times * passes * scores * bytes;
         return;
     }

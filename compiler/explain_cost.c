@@ -59,15 +59,17 @@ void explain_cost_terms(FILE *out, const Analysis *an)
     if (e->gemm16[0] > 0 && plan->train.precision != PREC_FP32)
         for (int c = 0; c < PARC_GEMM_CLASSES; c++)
             fprintf(out, "%s %s %.3g", c ? "," : "; this 16-bit plan's (gemm16):", gemm_class_names[c], e->gemm16[c]);
-    fprintf(out, "\n    attention      its matmul FLOPs at %.4g x %.3g; its score matrix streamed as memory-bound\n",
+    fprintf(out, "\n    attention      its matmul FLOPs at %.4g x %.3g; its score matrix streamed as memory-bound",
             an->peak_flops, e->attention);
+    if (e->scores > 0) fprintf(out, ", at %.4g B/s x %.3g (scores)", cl->hbm_bandwidth, e->scores);
+    fprintf(out, "\n");
     if (e->norm > 0 || e->softmax > 0 || e->optimizer > 0 || e->stream16 > 0)
         fprintf(out, "    memory-bound   bytes read and written at %.4g B/s x %.3g (embedding, residual adds, "
-                     "biases), x %.3g (norms), x %.3g (GELU, SwiGLU), x %.3g (softmax: the loss's and attention's "
-                     "scores), x %.3g (optimizer); over 16-bit tensors x %.3g more\n",
+                     "biases), x %.3g (norms), x %.3g (GELU, SwiGLU), x %.3g (softmax: the loss's%s), x %.3g (optimizer); "
+                     "over 16-bit tensors x %.3g more\n",
                 cl->hbm_bandwidth, e->hbm, e->norm > 0 ? e->norm : e->hbm, e->activation,
-                e->softmax > 0 ? e->softmax : e->hbm, e->optimizer > 0 ? e->optimizer : e->hbm,
-                e->stream16 > 0 ? e->stream16 : 1.0);
+                e->softmax > 0 ? e->softmax : e->hbm, e->scores > 0 ? "" : " and attention's scores",
+                e->optimizer > 0 ? e->optimizer : e->hbm, e->stream16 > 0 ? e->stream16 : 1.0);
     else
         fprintf(out, "    memory-bound   bytes read and written at %.4g B/s x %.3g (norms, softmax, embedding, loss, "
                      "optimizer), x %.3g (GELU, SwiGLU)\n",

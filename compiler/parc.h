@@ -169,6 +169,9 @@ typedef struct Efficiency {
                                        * CPU often bound by the tanh or exp itself */
     double norm;                      /* ... of layer and RMS norms (0: as hbm) */
     double softmax;                   /* ... of softmaxes: the loss's and attention's score matrix (0: as hbm) */
+    double scores;                    /* ... of attention's score matrix alone, where it runs apart from the
+                                       * loss's softmax (a CPU kernel that keeps a block of scores in cache;
+                                       * 0: as softmax) */
     double optimizer;                 /* ... of the optimizer's pass over its state (0: as hbm) */
     double stream16;                  /* memory-bound ops over 16-bit tensors: their bytes/s against the same
                                        * op's over fp32 ones (0: as 1, a byte is a byte; a CPU that widens each

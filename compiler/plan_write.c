@@ -38,9 +38,9 @@ static void write_cluster(const Plan *p, FILE *out)
                  "half_inter %.17g B;",
             e->attention, e->hbm, e->activation, e->bus[0], e->bus[1], e->half_bytes[0], e->half_bytes[1]);
     /* the memory-bound classes a cluster may state apart from hbm (0: as hbm, or as 1) */
-    const char *const extra_names[] = {"norm", "softmax", "optimizer", "stream16"};
-    const double extra[] = {e->norm, e->softmax, e->optimizer, e->stream16};
-    for (int k = 0; k < 4; k++)
+    const char *const extra_names[] = {"norm", "softmax", "scores", "optimizer", "stream16"};
+    const double extra[] = {e->norm, e->softmax, e->scores, e->optimizer, e->stream16};
+    for (int k = 0; k < 5; k++)
         if (extra[k] > 0) fprintf(out, " %s %.17g;", extra_names[k], extra[k]);
     if (e->gemm16[0] > 0) {
         fprintf(out, " gemm16");

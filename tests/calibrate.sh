@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # calibrate.sh PARC — `parc calibrate -o FILE` measures this machine and
 # writes a cluster fragment: a gpu line, an intra link and an efficiency
-# block (GEMM classes, attention, hbm, norm, activation, softmax, optimizer,
-# stream16, gemm16, intra) with every share in (0, 1], the rates of the runtime's
-# kernels each share comes from in its comments, a 16-bit GEMM rate no
+# block (GEMM classes, attention, hbm, norm, activation, softmax, scores,
+# optimizer, stream16, gemm16, intra) with every share in (0, 1], the rates of
+# the runtime's kernels each share comes from in its comments (the attention
+# op's forward and backward times, its modelled matmul time below their sum
+# and the scores rate that fits the rest, `scores` of the bandwidth), a 16-bit GEMM rate no
 # higher than the fp32 one (this CPU runtime widens 16-bit operands); a
 # plan that includes it passes check and
 # explains with those efficiencies; a missing -o value is a usage error.
@@ -18,12 +20,44 @@ grep -q '^gpu { memory [0-9]* B; bf16 .* FLOP/s; fp32 .* FLOP/s; hbm .* B/s; }$'
 grep -q '^link intra [0-9.e+]* B/s [0-9.e+-]* s;$' "$tmp/cluster.par" || fail "no intra link"
 n='[0-9.]+'
 line=$(grep '^efficiency' "$tmp/cluster.par")
-echo "$line" | grep -Eq "^efficiency \{ gemm $n $n $n $n; attention $n; hbm $n; norm $n; activation $n; softmax $n; optimizer $n; stream16 $n; gemm16 $n $n $n $n; intra $n; inter 1; \}\$" ||
+echo "$line" | grep -Eq "^efficiency \{ gemm $n $n $n $n; attention $n; hbm $n; norm $n; activation $n; softmax $n; scores $n; optimizer $n; stream16 $n; gemm16 $n $n $n $n; intra $n; inter 1; \}\$" ||
     fail "no efficiency block of the expected keys: $line"
 eff=$(echo "$line" | sed 's/[a-z]\+16//g' | grep -oE "$n") # the values, not the 16 of stream16 and gemm16
-[ "$(echo $eff | wc -w)" = 17 ] || fail "not 17 values in $line"
+[ "$(echo $eff | wc -w)" = 18 ] || fail "not 18 values in $line"
 grep -q '^# memory GB/s: triad [0-9.]*, add [0-9.]*, layer norm [0-9.]*, GELU [0-9.]*, cross-entropy [0-9.]*, AdamW [0-9.]* (the runtime.s kernels, the bytes the cost model charges them); bf16 add [0-9.]*, GELU [0-9.]*$' \
     "$tmp/cluster.par" || fail "no kernel rates: $(grep '^# memory' "$tmp/cluster.par")"
+att=$(grep '^# attention' "$tmp/cluster.par")
+# the attention op at the two shapes (ms: forward, backward, matmuls as
+# modelled, MB of scores), the fitted rate and the model over each measurement
+num='\([0-9.]*\)'
+read -r f1 b1 m1 s1 f2 b2 m2 s2 < <(echo "$att" |
+    sed -n "s/^# attention (the runtime.s op, causal, probabilities kept) ms: 8x256 tokens, 8 heads of 32: forward $num, backward $num, its matmuls as modelled $num, $num MB of scores; 2x32 tokens, 4 heads of 16: forward $num, backward $num, its matmuls as modelled $num, $num MB of scores; .*/\1 \2 \3 \4 \5 \6 \7 \8/p")
+read -r rate o1 o2 < <(echo "$att" | sed -n 's/.*fits both best: \([0-9.]*\) GB\/s, the model at \([0-9.]*\) and \([0-9.]*\) of them$/\1 \2 \3/p')
+[ -n "${s2:-}" ] && [ -n "${o2:-}" ] || fail "no attention line: $att"
+# the scores bytes the model charges: 7 passes of B NH T T fp32 scores
+awk -v a="${s1:-0}" -v b="${s2:-0}" 'BEGIN { exit !(a == 117.4 && b == 0.2294) }' || fail "score bytes $s1, $s2 MB"
+# the matmuls as the cost model charges them: 12 B NH T T HD FLOPs at the
+# 256x256x64 GEMM rate (at most the fp32 peak)
+agemm=$(sed -n 's/^# GEMM GFLOP\/s: .*; 256x256x64 \([0-9.]*\)$/\1/p' "$tmp/cluster.par")
+peak=$(sed -n 's/^gpu { .* fp32 \(.*\) FLOP\/s; hbm .*/\1/p' "$tmp/cluster.par")
+hbm=$(sed -n 's/^gpu { .* hbm \(.*\) B\/s; }$/\1/p' "$tmp/cluster.par")
+scores=$(echo "$line" | sed -n 's/.* scores \([0-9.]*\);.*/\1/p')
+awk -v m1="${m1:-0}" -v m2="${m2:-0}" -v g="${agemm:-0}" -v p="${peak:-0}" 'BEGIN { if (g * 1e9 > p) g = p / 1e9
+    w1 = 12 * 8 * 8 * 256 * 256 * 32 / (g * 1e6); w2 = 12 * 2 * 4 * 32 * 32 * 16 / (g * 1e6)
+    exit !(g > 0 && (m1 - w1) ^ 2 <= (0.002 * w1) ^ 2 && (m2 - w2) ^ 2 <= (0.002 * w2 + 1e-4) ^ 2) }' ||
+    fail "attention matmuls as modelled $m1, $m2 ms, not their FLOPs at the 256x256x64 rate $agemm GFLOP/s"
+# the fit: the rate x (ms a MB) minimising the squared relative errors of
+# m + s x against the measured f + b at both shapes; scores = rate / hbm
+# (1 when none is left for the scores); each ratio printed is the model's
+awk -v f1="${f1:-0}" -v b1="${b1:-0}" -v m1="${m1:-0}" -v s1="${s1:-0}" -v f2="${f2:-0}" -v b2="${b2:-0}" \
+    -v m2="${m2:-0}" -v s2="${s2:-0}" -v r="${rate:-0}" -v o1="${o1:-0}" -v o2="${o2:-0}" -v h="${hbm:-0}" \
+    -v sc="${scores:-0}" 'BEGIN { t1 = f1 + b1; t2 = f2 + b2
+    a1 = m1 / t1 - 1; c1 = s1 / t1; a2 = m2 / t2 - 1; c2 = s2 / t2; x = -(a1 * c1 + a2 * c2) / (c1 * c1 + c2 * c2)
+    fit = x > 0 ? 1 / x : h / 1e9; if (fit > h / 1e9) fit = h / 1e9
+    ok = (r - fit) ^ 2 <= (0.02 * fit) ^ 2 && (sc - r * 1e9 / h) ^ 2 <= (0.002 + 0.01 * sc) ^ 2
+    ok = ok && (o1 - (m1 + s1 / r) / t1) ^ 2 <= (0.01 * o1 + 0.002) ^ 2 && (o2 - (m2 + s2 / r) / t2) ^ 2 <= (0.01 * o2 + 0.002) ^ 2
+    exit !(t1 > 0 && t2 > 0 && ok) }' ||
+    fail "attention: $att does not fit rate $rate GB/s, scores $scores of hbm $hbm B/s"
 grep -q '^# bf16 GEMM GFLOP/s (operands widened to fp32, the result added into and rounded), the same shapes: [0-9.]*, [0-9.]*, [0-9.]*, [0-9.]*$' \
     "$tmp/cluster.par" || fail "no bf16 GEMM rates"
 read -r bf16 fp32 < <(sed -n 's/^gpu { memory [0-9]* B; bf16 \(.*\) FLOP\/s; fp32 \(.*\) FLOP\/s; hbm .*/\1 \2/p' "$tmp/cluster.par")

@@ -1,7 +1,8 @@
 /*
  * test_cost.c — the cost model's terms against hand-computed cases: one
  * GEMM per shape class, one all-reduce and one all-gather, the default
- * efficiency sets, and, through lowered plans, the GEMM, all-reduce and
+ * efficiency sets, attention's matmuls and score traffic (`scores`), and,
+ * through lowered plans, the GEMM, all-reduce and
  * pipeline-bubble terms of the analysis, the blocking collectives exposed,
  * the gradient buckets partly hidden under the backward as the runtime
  * overlaps them (cost_overlap), and the phases summing to the step.
@@ -268,6 +269,60 @@ static void test_memory_classes(void)
     arena_free(&arena);
 }
 
+/* Attention by its kind: a one-layer GPT (micro-batch 2, seq 32, 4 heads of
+ * 16, probabilities kept) charges its attention op the matmul FLOPs (4 B T T
+ * NH HD forward, 8 backward) at 1 TFLOP/s x 0.5 and its score matrix B NH
+ * T T (3 passes forward, 4 backward, 4 bytes) at 100 GB/s x scores; a
+ * cluster without `scores` streams it at softmax's share, one without
+ * either at hbm's. */
+static const Instr *attention_entry(const Analysis *an, int seq)
+{
+    const Seq *s = &an->prog->stages[0].seq[seq];
+    for (int i = 0; i < s->n; i++)
+        if (s->ins[i].op >= 0 && an->prog->graph->ops[s->ins[i].op].kind == OP_ATTENTION &&
+            s->ins[i].entry != ENTRY_NONE)
+            return &s->ins[i];
+    return NULL;
+}
+
+static void test_attention_scores(void)
+{
+    const char *const effs[3] = {"hbm 0.5; softmax 0.05; scores 0.25;", "hbm 0.5; softmax 0.05;", "hbm 0.5;"};
+    const double share[3] = {0.25, 0.05, 0.5};
+    const double scores = 2.0 * 4 * 32 * 32, flops = scores * 16;
+    for (int k = 0; k < 3; k++) {
+        Arena arena = {0};
+        const char *text = arena_printf(&arena,
+                                        "cluster { nodes 1; gpus_per_node 1;\n"
+                                        "  gpu { memory 1 GiB; bf16 1 TFLOP/s; fp32 1 TFLOP/s; hbm 100 GB/s; }\n"
+                                        "  efficiency { gemm 0.5 0.6 0.7 0.8; attention 0.5; %s }\n"
+                                        "}\n"
+                                        "model m { vocab 64; seq 32; hidden 64; heads 4; ffn 256; layers 1;\n"
+                                        "  embed positions learned; repeat layers { block gpt2; } norm layer;\n"
+                                        "  head untied; loss cross_entropy; }\n"
+                                        "train { batch 2; micro_batch 2; precision fp32; optimizer sgd lr 0.1; }\n"
+                                        "mesh { dp 1; }\nlayout { batch -> dp; }\n",
+                                        effs[k]);
+        Analysis *an = analyze_plan(&arena, "attention.par", text);
+        truth("the attention plan analyzes", an != NULL);
+        const Instr *fwd = an ? attention_entry(an, SEQ_BLOCK_FWD) : NULL, *bwd = an ? attention_entry(an, SEQ_BLOCK_BWD) : NULL;
+        truth("attention forward and backward entries", fwd && bwd && fwd->shape.kept && bwd->shape.kept);
+        if (fwd && bwd) {
+            CostTerms f = {0}, b = {0};
+            cost_instr(an->prog, fwd, 1, &f);
+            cost_instr(an->prog, bwd, 1, &b);
+            near(arena_printf(&arena, "attention forward matmuls (%s)", effs[k]), f.attention_s, 4 * flops / 0.5e12);
+            near(arena_printf(&arena, "attention backward matmuls (%s)", effs[k]), b.attention_s, 8 * flops / 0.5e12);
+            near(arena_printf(&arena, "forward scores: 3 passes (%s)", effs[k]), f.stream_s,
+                 3 * scores * 4 / (100e9 * share[k]));
+            near(arena_printf(&arena, "backward scores: 4 passes (%s)", effs[k]), b.stream_s,
+                 4 * scores * 4 / (100e9 * share[k]));
+            near("forward score bytes", f.stream_bytes, 3 * scores * 4);
+        }
+        arena_free(&arena);
+    }
+}
+
 /* A sequence with started collectives (cost_timeline): work 1 s, start A
  * (2 s on the link), work 1 s, start B (1 s), work 0.5 s, wait B, wait A,
  * work 1 s.  A runs 1-3, B after it 3-4; the work reaches the waits at 2.5
@@ -327,6 +382,7 @@ int main(void)
 {
     test_primitives();
     test_memory_classes();
+    test_attention_scores();
     test_pipeline_bubble();
     test_allreduce();
     test_gradient_sync_overlapped();

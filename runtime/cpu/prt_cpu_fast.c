@@ -3,6 +3,14 @@
  * prt_cpu_fast.h): OpenMP across the BLAS's thread count, `omp simd` on the
  * inner loops so sums along a row vectorise (fp32 lanes), and prt_math.h's
  * branch-free element math (rational tanh, prt_expf_fast).
+ *
+ * Every kernel is built three times (PRT_FAST_CLONES, prt_cpu_fast.h): for
+ * AVX-512 (x86-64-v4), AVX2 (x86-64-v3) and the x86-64 baseline, and the loader
+ * runs the widest one the CPU has.  The baseline's SSE2 cannot compare 64-bit
+ * integers or convert them to float in a vector, so loops like cross-entropy's
+ * (j == target) did not vectorise at all there.  This file is compiled without
+ * FMA contraction (CMakeLists.txt), so each clone computes every element in the
+ * same bits; only the order of the lane-parallel sums follows the vector width.
  */
 #include <cblas.h>
 #include <math.h>
@@ -38,7 +46,7 @@ static void column_range(int64_t C, int t, int nt, int64_t *c0, int64_t *c1) {
 
 /* ---------------------------------------------------------------- zero */
 
-void prt_fast_zero(void *buf, size_t bytes) {
+PRT_FAST_CLONES void prt_fast_zero(void *buf, size_t bytes) {
     int nt = prt_cpu_threads(), par = nt > 1 && bytes >= 4 * PAR_MIN;
     size_t lines = (bytes + 63) / 64, per = (lines + (size_t)nt - 1) / (size_t)nt;
 #pragma omp parallel num_threads(nt) if (par)
@@ -49,9 +57,26 @@ void prt_fast_zero(void *buf, size_t bytes) {
     }
 }
 
+PRT_FAST_CLONES void prt_fast_copy(void *dst, const void *src, size_t bytes) {
+    const char *s = src;
+    char *d = dst;
+    int nt = prt_cpu_threads(), par = nt > 1 && bytes >= 4 * PAR_MIN && (d + bytes <= s || s + bytes <= d);
+    if (!par) {
+        memmove(dst, src, bytes);
+        return;
+    }
+    size_t lines = (bytes + 63) / 64, per = (lines + (size_t)nt - 1) / (size_t)nt;
+#pragma omp parallel num_threads(nt)
+    {
+        size_t b0 = (size_t)omp_get_thread_num() * per * 64, b1 = b0 + per * 64;
+        if (b1 > bytes) b1 = bytes;
+        if (b0 < b1) memcpy(d + b0, s + b0, b1 - b0);
+    }
+}
+
 /* ---------------------------------------------------------------- norms */
 
-void prt_fast_layernorm_fwd(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
+PRT_FAST_CLONES void prt_fast_layernorm_fwd(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
                             int64_t N, int64_t C, double eps) {
     int nt = prt_cpu_threads();
 #pragma omp parallel for num_threads(nt) if (nt > 1 && N * C >= PAR_MIN) schedule(static)
@@ -77,7 +102,7 @@ void prt_fast_layernorm_fwd(float *out, float *mean, float *rstd, const float *i
     }
 }
 
-void prt_fast_layernorm_bwd(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
+PRT_FAST_CLONES void prt_fast_layernorm_bwd(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
                             const float *mean, const float *rstd, int64_t N, int64_t C, int write) {
     int nt = prt_cpu_threads(), par = nt > 1 && N * C >= PAR_MIN;
     if (dw || db) {  /* column sums over the rows, in row order: a column range per thread */
@@ -127,7 +152,7 @@ void prt_fast_layernorm_bwd(float *din, float *dw, float *db, const float *dout,
     }
 }
 
-void prt_fast_rmsnorm_fwd(float *out, float *rstd, const float *in, const float *w, int64_t N, int64_t C, double eps) {
+PRT_FAST_CLONES void prt_fast_rmsnorm_fwd(float *out, float *rstd, const float *in, const float *w, int64_t N, int64_t C, double eps) {
     int nt = prt_cpu_threads();
 #pragma omp parallel for num_threads(nt) if (nt > 1 && N * C >= PAR_MIN) schedule(static)
     for (int64_t n = 0; n < N; n++) {
@@ -143,7 +168,7 @@ void prt_fast_rmsnorm_fwd(float *out, float *rstd, const float *in, const float 
     }
 }
 
-void prt_fast_rmsnorm_bwd(float *din, float *dw, const float *dout, const float *in, const float *w,
+PRT_FAST_CLONES void prt_fast_rmsnorm_bwd(float *din, float *dw, const float *dout, const float *in, const float *w,
                           const float *rstd, int64_t N, int64_t C) {
     int nt = prt_cpu_threads(), par = nt > 1 && N * C >= PAR_MIN;
     if (dw) {
@@ -175,7 +200,7 @@ void prt_fast_rmsnorm_bwd(float *din, float *dw, const float *dout, const float 
 
 /* ---------------------------------------------------------------- cross-entropy */
 
-void prt_fast_row_max(float *mx, const float *logits, int64_t N, int64_t V) {
+PRT_FAST_CLONES void prt_fast_row_max(float *mx, const float *logits, int64_t N, int64_t V) {
     int nt = prt_cpu_threads();
 #pragma omp parallel for num_threads(nt) if (nt > 1 && N * V >= PAR_MIN) schedule(static)
     for (int64_t n = 0; n < N; n++) {
@@ -187,7 +212,7 @@ void prt_fast_row_max(float *mx, const float *logits, int64_t N, int64_t V) {
     }
 }
 
-void prt_fast_row_sumexp(float *sums, float *target_logit, const float *logits, const float *mx,
+PRT_FAST_CLONES void prt_fast_row_sumexp(float *sums, float *target_logit, const float *logits, const float *mx,
                          const int32_t *targets, int64_t N, int64_t V, int64_t vocab_offset) {
     int nt = prt_cpu_threads();
 #pragma omp parallel for num_threads(nt) if (nt > 1 && N * V >= PAR_MIN) schedule(static)
@@ -203,7 +228,7 @@ void prt_fast_row_sumexp(float *sums, float *target_logit, const float *logits, 
     }
 }
 
-void prt_fast_xent_bwd(float *dlogits, const float *logits, const float *stats, const int32_t *targets, int64_t N,
+PRT_FAST_CLONES void prt_fast_xent_bwd(float *dlogits, const float *logits, const float *stats, const int32_t *targets, int64_t N,
                        int64_t V, int64_t vocab_offset, float scale, int write) {
     int nt = prt_cpu_threads();
 #pragma omp parallel for num_threads(nt) if (nt > 1 && N * V >= PAR_MIN) schedule(static)
@@ -223,13 +248,13 @@ void prt_fast_xent_bwd(float *dlogits, const float *logits, const float *stats, 
 
 /* ---------------------------------------------------------------- activations, bias, embedding */
 
-void prt_fast_gelu_fwd(float *restrict out, const float *restrict in, int64_t n) {
+PRT_FAST_CLONES void prt_fast_gelu_fwd(float *restrict out, const float *restrict in, int64_t n) {
     int nt = prt_cpu_threads();
 #pragma omp parallel for simd num_threads(nt) if (parallel : nt > 1 && n >= PAR_MIN) schedule(static)
     for (int64_t i = 0; i < n; i++) out[i] = prt_gelu(in[i]);
 }
 
-void prt_fast_gelu_bwd(float *restrict din, const float *restrict in, const float *restrict dout, int64_t n,
+PRT_FAST_CLONES void prt_fast_gelu_bwd(float *restrict din, const float *restrict in, const float *restrict dout, int64_t n,
                        int write) {
     int nt = prt_cpu_threads();
     if (write) {
@@ -241,7 +266,7 @@ void prt_fast_gelu_bwd(float *restrict din, const float *restrict in, const floa
     }
 }
 
-void prt_fast_swiglu_fwd(float *out, const float *in, int64_t N, int64_t F) {
+PRT_FAST_CLONES void prt_fast_swiglu_fwd(float *out, const float *in, int64_t N, int64_t F) {
     int nt = prt_cpu_threads();
 #pragma omp parallel for num_threads(nt) if (nt > 1 && N * F >= PAR_MIN) schedule(static)
     for (int64_t n = 0; n < N; n++) {
@@ -252,7 +277,7 @@ void prt_fast_swiglu_fwd(float *out, const float *in, int64_t N, int64_t F) {
     }
 }
 
-void prt_fast_swiglu_bwd(float *din, const float *in, const float *dout, int64_t N, int64_t F) {
+PRT_FAST_CLONES void prt_fast_swiglu_bwd(float *din, const float *in, const float *dout, int64_t N, int64_t F) {
     int nt = prt_cpu_threads();
 #pragma omp parallel for num_threads(nt) if (nt > 1 && N * F >= PAR_MIN) schedule(static)
     for (int64_t n = 0; n < N; n++) {
@@ -266,7 +291,7 @@ void prt_fast_swiglu_bwd(float *din, const float *in, const float *dout, int64_t
     }
 }
 
-void prt_fast_bias_fwd(float *out, const float *in, const float *b, int64_t N, int64_t M) {
+PRT_FAST_CLONES void prt_fast_bias_fwd(float *out, const float *in, const float *b, int64_t N, int64_t M) {
     int nt = prt_cpu_threads();
 #pragma omp parallel for num_threads(nt) if (nt > 1 && N * M >= PAR_MIN) schedule(static)
     for (int64_t n = 0; n < N; n++) {
@@ -277,13 +302,13 @@ void prt_fast_bias_fwd(float *out, const float *in, const float *b, int64_t N, i
     }
 }
 
-void prt_fast_rows_fill(float *out, int64_t ld, const float *row, int64_t N, int64_t M) {
+PRT_FAST_CLONES void prt_fast_rows_fill(float *out, int64_t ld, const float *row, int64_t N, int64_t M) {
     int nt = prt_cpu_threads();
 #pragma omp parallel for num_threads(nt) if (nt > 1 && N * M >= PAR_MIN) schedule(static)
     for (int64_t n = 0; n < N; n++) memcpy(out + n * ld, row, (size_t)M * sizeof(float));
 }
 
-void prt_fast_bias_bwd(float *db, const float *dout, int64_t N, int64_t M) {
+PRT_FAST_CLONES void prt_fast_bias_bwd(float *db, const float *dout, int64_t N, int64_t M) {
     int nt = prt_cpu_threads(), par = nt > 1 && N * M >= PAR_MIN;
 #pragma omp parallel num_threads(nt) if (par)
     {
@@ -297,13 +322,13 @@ void prt_fast_bias_bwd(float *db, const float *dout, int64_t N, int64_t M) {
     }
 }
 
-void prt_fast_add(float *out, const float *a, const float *b, int64_t n) {
+PRT_FAST_CLONES void prt_fast_add(float *out, const float *a, const float *b, int64_t n) {
     int nt = prt_cpu_threads();
 #pragma omp parallel for simd num_threads(nt) if (parallel : nt > 1 && n >= PAR_MIN) schedule(static)
     for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
-void prt_fast_embed_fwd(float *out, const int32_t *tokens, const float *wte, int64_t N, int64_t C,
+PRT_FAST_CLONES void prt_fast_embed_fwd(float *out, const int32_t *tokens, const float *wte, int64_t N, int64_t C,
                         int64_t vocab_local, int64_t vocab_offset) {
     int nt = prt_cpu_threads();
 #pragma omp parallel for num_threads(nt) if (nt > 1 && N * C >= PAR_MIN) schedule(static)
@@ -314,7 +339,7 @@ void prt_fast_embed_fwd(float *out, const int32_t *tokens, const float *wte, int
     }
 }
 
-void prt_fast_embed_bwd(float *dwte, const int32_t *tokens, const float *dout, int64_t N, int64_t C,
+PRT_FAST_CLONES void prt_fast_embed_bwd(float *dwte, const int32_t *tokens, const float *dout, int64_t N, int64_t C,
                         int64_t vocab_local, int64_t vocab_offset) {
     int nt = prt_cpu_threads(), par = nt > 1 && N * C >= PAR_MIN;
 #pragma omp parallel num_threads(nt) if (par)
@@ -334,7 +359,7 @@ void prt_fast_embed_bwd(float *dwte, const int32_t *tokens, const float *dout, i
 
 /* ---------------------------------------------------------------- AdamW */
 
-void prt_fast_adamw(float *restrict param, const float *restrict grad, float *restrict m, float *restrict v, int64_t n,
+PRT_FAST_CLONES void prt_fast_adamw(float *restrict param, const float *restrict grad, float *restrict m, float *restrict v, int64_t n,
                     int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay) {
     prt_adamw_args a = prt_adamw_prepare(step, lr, beta1, beta2, eps, weight_decay);
     int nt = prt_cpu_threads();

@@ -15,7 +15,17 @@
 #ifndef PRT_CPU_FAST_H
 #define PRT_CPU_FAST_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+/* On a function: build it for AVX-512, AVX2 and the x86-64 baseline, the widest
+ * the CPU runs chosen when the program loads (GCC's target_clones, an ifunc).
+ * Empty where the compiler or the target has no such clones. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#define PRT_FAST_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define PRT_FAST_CLONES
+#endif
 
 /* The threads an op may use: the BLAS's (OPENBLAS_NUM_THREADS, or 1 per rank
  * when ranks share a node). */
@@ -23,6 +33,8 @@ int prt_cpu_threads(void);
 
 /* bytes of buf set to 0, in 64-byte-line ranges, one per thread. */
 void prt_fast_zero(void *buf, size_t bytes);
+/* bytes of src copied to dst the same way; overlapping ranges: one memmove. */
+void prt_fast_copy(void *dst, const void *src, size_t bytes);
 
 void prt_fast_layernorm_fwd(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
                             int64_t N, int64_t C, double eps);

@@ -59,7 +59,7 @@ static void prt_cpu_zero(prt *rt, void *buf, int64_t n, int64_t dtypes) {
 static void prt_cpu_copy(prt *rt, void *dst_, const void *src_, int64_t n, int64_t dtypes) {
     int64_t dd = any_dtype(rt, dtypes, 0, dst_, "copy"), ds = any_dtype(rt, dtypes, 1, src_, "copy");
     if (dd == ds) {
-        if (n > 0 && dst_ != src_) memmove(dst_, src_, (size_t)n * prt_dtype_size(dd));
+        if (n > 0 && dst_ != src_) prt_fast_copy(dst_, src_, (size_t)n * prt_dtype_size(dd));
     } else {  /* a conversion: float dtypes only, never in place */
         tensor dst = ften(rt, dtypes, 0, dst_, "copy"), src = ften(rt, dtypes, 1, src_, "copy");
         for (int64_t i = 0; i < n; i++) ST(dst, i, LD(src, i));

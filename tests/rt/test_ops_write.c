@@ -6,7 +6,9 @@
  * add (into a prefilled buffer: prefill + the zero-start result, to within one
  * rounding).  Exit status 0 iff every check passed.
  */
+#include <cblas.h>
 #include <math.h>
+#include <string.h>
 
 #include "prt_internal.h"
 #include "prt_math.h"
@@ -172,6 +174,36 @@ static void test_attention(int64_t dt) {
     free(c.qkv), free(c.dout), free(x), free(g), free(probs), free(out);
 }
 
+/* acc with the flag and copy on 2 threads (prt_fast_copy: a byte range per
+ * thread above 128 KiB): every byte of the source, for sizes that do not split
+ * evenly into cache lines; and an overlapping copy inside one buffer (one
+ * memmove, as the ranges cannot be split) equals memmove's result. */
+static void test_copy_threads(void) {
+    int nt0 = openblas_get_num_threads();
+    openblas_set_num_threads(2);
+    const int64_t sizes[] = {40000, 100003, 262147};
+    for (int s = 0; s < 3; s++) {
+        int64_t n = sizes[s];
+        float *src = rt_alloc(n), *dst = rt_alloc(n), *over = rt_alloc(n + 64);
+        rt_fill(src, n, 21 + s, 3.0f);
+        buf_fill(dst, n, PRT_F32, NAN);
+        prt_acc(RT, dst, src, n, PRT_ARG_DTYPES(PRT_F32 | PRT_ARG_WRITE, PRT_F32));
+        RT_EXPECT(!memcmp(dst, src, (size_t)n * 4), "acc with the flag, %lld floats on 2 threads: not a copy of src",
+                  (long long)n);
+        buf_fill(dst, n, PRT_F32, NAN);
+        prt_copy(RT, dst, src, n, 0);
+        RT_EXPECT(!memcmp(dst, src, (size_t)n * 4), "copy, %lld floats on 2 threads: not a copy of src", (long long)n);
+        memcpy(over, src, (size_t)n * 4);
+        memmove(dst, src, (size_t)n * 4);
+        memmove(dst + 7, dst, (size_t)(n - 7) * 4);  /* the reference: dst[7..] = src[0..n-7) */
+        prt_copy(RT, over + 7, over, n - 7, 0);
+        RT_EXPECT(!memcmp(over, dst, (size_t)n * 4), "copy onto an overlapping range, %lld floats: differs from memmove",
+                  (long long)n);
+        free(src), free(dst), free(over);
+    }
+    openblas_set_num_threads(nt0);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     prt_plan_desc plan = rt_plan("test_ops_write", 0, NULL, NULL);
@@ -180,6 +212,7 @@ int main(int argc, char **argv) {
     test_dtype(PRT_BF16);
     test_attention(PRT_F32);
     test_attention(PRT_BF16);
+    test_copy_threads();
     int64_t status = prt_finalize(RT);
     if (status) rt_failures++;
     printf("test_ops_write: %s (%d failures)\n", rt_failures ? "FAIL" : "ok", rt_failures);
