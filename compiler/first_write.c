@@ -4,8 +4,9 @@
  * autodiff.c zeroes the gradients of a region's activations before its
  * backward, and every op's backward then adds into them.  Where the first
  * instruction of the sequence after such a zero that touches the zeroed memory
- * writes all of it — the input gradient of a GEMM, GELU, layer norm, attention
- * or the cross-entropy, or an acc onto it (the rules below) — adding onto zeros is
+ * writes all of it — the input gradient of a GEMM, an activation, a norm,
+ * dropout, attention, the position embedding or the cross-entropy, or an acc onto it (the
+ * rules below) — adding onto zeros is
  * writing: the op's instruction gets the `writes` bit of that argument
  * (codegen passes it as PRT_ARG_WRITE in the call's dtypes word, parc_rt.h;
  * an acc with it is a copy), and the zero goes.
@@ -19,23 +20,30 @@
 #include "lower.h"
 
 /* The arguments an op can write instead of accumulating: argument `arg` of
- * function `fn`, elements = the product of its integer arguments `dims`. */
+ * function `fn`, elements = `times` x the product of its integer arguments
+ * `dims` (argument 0 is always a buffer, so a 0 ends the list). */
 typedef struct WriteRule {
     RtFn fn;
     int arg;
-    int dims[5];  /* -1 or 0 (never a dimension): the end; -k, k > 1: the constant factor k */
+    int dims[4];  /* -1 (or 0, never a dimension): unused */
+    int times;    /* a constant factor; 0: 1 */
 } WriteRule;
 
 static const WriteRule write_rules[] = {
-    {RT_prt_acc, 0, {2, -1}},                /* dst[n]: a copy */
-    {RT_prt_gelu_bwd, 0, {3, -1}},           /* din[n] */
-    {RT_prt_matmul_bwd, 0, {5, 6}},          /* din[N, K] */
-    {RT_prt_matmul_t_bwd, 0, {5, 6}},        /* din[N, K] */
-    {RT_prt_matmul_bias_bwd, 0, {6, 7}},     /* din[N, K] */
-    {RT_prt_layernorm_bwd, 0, {8, 9}},       /* din[N, C] */
-    {RT_prt_xent_bwd, 0, {4, 5}},            /* dlogits[N, V_local] */
-    {RT_prt_attention_bwd, 0, {4, 5, -3, 6, 7}},         /* dqkv[B, T, 3, NH, HD] */
-    {RT_prt_attention_dropout_bwd, 0, {4, 5, -3, 6, 7}}, /* dqkv[B, T, 3, NH, HD] */
+    {RT_prt_acc, 0, {2, -1}, 1},                /* dst[n]: a copy */
+    {RT_prt_gelu_bwd, 0, {3, -1}, 1},           /* din[n] */
+    {RT_prt_matmul_bwd, 0, {5, 6}, 1},          /* din[N, K] */
+    {RT_prt_matmul_t_bwd, 0, {5, 6}, 1},        /* din[N, K] */
+    {RT_prt_matmul_bias_bwd, 0, {6, 7}, 1},     /* din[N, K] */
+    {RT_prt_layernorm_bwd, 0, {8, 9}, 1},       /* din[N, C] */
+    {RT_prt_rmsnorm_bwd, 0, {6, 7}, 1},         /* din[N, C] */
+    {RT_prt_relu_bwd, 0, {3}, 1},               /* din[n] */
+    {RT_prt_swiglu_bwd, 0, {3, 4}, 2},          /* din[N, 2F]: gate and up halves */
+    {RT_prt_dropout_bwd, 0, {3}, 1},            /* din[n]: 0 where dropped */
+    {RT_prt_pos_bwd, 1, {3, 4, 5}, 1},          /* din[B, T, C]: a copy of dout */
+    {RT_prt_xent_bwd, 0, {4, 5}, 1},            /* dlogits[N, V_local] */
+    {RT_prt_attention_bwd, 0, {4, 5, 6, 7}, 3},          /* dqkv[B, T, 3, NH, HD] */
+    {RT_prt_attention_dropout_bwd, 0, {4, 5, 6, 7}, 3},  /* dqkv[B, T, 3, NH, HD] */
 };
 
 static const WriteRule *write_rule(int fn, int arg)
@@ -48,12 +56,8 @@ static const WriteRule *write_rule(int fn, int arg)
 /* Elements the rule's call writes; -1 when an extent is not a constant. */
 static int64_t rule_elems(const WriteRule *r, const Instr *ins)
 {
-    int64_t n = 1;
-    for (int d = 0; d < 5 && (r->dims[d] > 0 || r->dims[d] < -1); d++) {
-        if (r->dims[d] < -1) {
-            n *= -r->dims[d];
-            continue;
-        }
+    int64_t n = r->times ? r->times : 1;
+    for (int d = 0; d < 4 && r->dims[d] > 0; d++) {
         const Arg *a = &ins->args[r->dims[d]];
         if (a->kind != ARG_INT) return -1;
         n *= a->i;

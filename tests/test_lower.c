@@ -1059,9 +1059,11 @@ static void test_ops_table(void)
 /* First-writer gradients (first_write.c): in a gpt2 block's backward every
  * activation gradient is written by its first writer: four GEMM input
  * gradients, GELU's, attention's dqkv and the residual's four accs get the
- * `writes` bit, and no zero is left of ten; the head's three (layer norm, GEMM,
- * cross-entropy) all go.
- * With tp 2 the column-parallel GEMMs' partial input gradients are written too. */
+ * `writes` bit, and no zero is left of ten; the head's three (layer norm, GEMM, cross-entropy) all go, and the position
+ * embedding's backward writes the token embedding's gradient (a copy).
+ * With tp 2 the column-parallel GEMMs' partial input gradients are written too.
+ * A llama block's SwiGLU and RMSNorm gradients, an MLP block's ReLU and a
+ * dropout's are written by their first writers as well. */
 static void count_seq(const Seq *q, int *zeros, int *writes, int *copies, int *accs)
 {
     *zeros = *writes = *copies = *accs = 0;
@@ -1105,8 +1107,55 @@ static void test_first_writer(void)
     int marked = 0;
     while (fgets(line, sizeof line, dump)) marked += strstr(line, "; writes %") != NULL;
     fclose(dump);
-    CHECK(marked == 13, "the IR dump marks 13 first writers, got %d", marked);
+    CHECK(marked == 14, "the IR dump marks 14 first writers, got %d", marked);
+    count_seq(&sp->seq[SEQ_EMBED_BWD], &z, &w, &c, &a);
+    CHECK(z == 0 && w == 1, "embed backward: no zero, 1 write; got %d zeros, %d writes", z, w);
+    for (int i = 0; i < sp->seq[SEQ_EMBED_BWD].n; i++) {
+        const Instr *ins = &sp->seq[SEQ_EMBED_BWD].ins[i];
+        if (ins->writes)
+            CHECK(ins->fn == RT_prt_pos_bwd && ins->writes == 2u, "embed backward: %s writes argument mask %#x",
+                  rt_fn_names[ins->fn], ins->writes);
+    }
     arena_free(&arena);
+
+    /* the first writer of each block kind's gradients: fn, how many calls write, zeros left in the block */
+    static const struct {
+        const char *block;
+        double dropout;
+        RtFn fn;
+        int calls, writes, zeros;
+    } kinds[] = {
+        {"llama", 0, RT_prt_swiglu_bwd, 1, 10, 0},   /* attention_bwd writes dqkv: no zero left */
+        {"llama", 0, RT_prt_rmsnorm_bwd, 2, 10, 0},  /* ln2's and ln1's din are the residual's: they add */
+        {"relu", 0, RT_prt_relu_bwd, 1, 5, 0},       /* acc, two GEMMs, relu and rmsnorm: no zero left */
+        {"gpt2", 0.1, RT_prt_dropout_bwd, 2, 12, 0}, /* the two branch outputs' dropouts (and dqkv) */
+    };
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        Opts o = defaults();
+        o.block = kinds[k].block;
+        o.dropout = kinds[k].dropout;
+        an = compile(&arena, o, &prog);
+        CHECK(an != NULL, "%s plan lowers", kinds[k].block);
+        if (!an) return;
+        const Seq *q = &prog->stages[0].seq[SEQ_BLOCK_BWD];
+        int calls = 0, writing = 0;
+        for (int i = 0; i < q->n; i++)
+            if (q->ins[i].fn == kinds[k].fn) calls++, writing += q->ins[i].writes == 1u;
+        count_seq(q, &z, &w, &c, &a);
+        int want_writing = kinds[k].fn == RT_prt_rmsnorm_bwd ? 0 : kinds[k].calls;
+        CHECK(calls == kinds[k].calls && writing == want_writing && w == kinds[k].writes && z == kinds[k].zeros,
+              "%s block backward: %d %s calls (want %d), %d of them writing (want %d), %d writes (want %d), %d zeros "
+              "(want %d)",
+              kinds[k].block, calls, rt_fn_names[kinds[k].fn], kinds[k].calls, writing, want_writing, w,
+              kinds[k].writes, z, kinds[k].zeros);
+        if (kinds[k].fn == RT_prt_rmsnorm_bwd) {  /* the final norm's, in the head, writes */
+            const Seq *h = &prog->stages[0].seq[SEQ_HEAD_BWD];
+            int head_writes = 0;
+            for (int i = 0; i < h->n; i++) head_writes += h->ins[i].fn == RT_prt_rmsnorm_bwd && h->ins[i].writes == 1u;
+            CHECK(head_writes == 1, "llama head backward: the final rmsnorm_bwd writes (%d)", head_writes);
+        }
+        arena_free(&arena);
+    }
 
     Opts o = defaults();
     o.mesh = "tp 2;";

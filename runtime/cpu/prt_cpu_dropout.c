@@ -47,7 +47,11 @@ void prt_cpu_dropout_bwd(prt *rt, void *din_, const void *mask_, const void *dou
     tensor din = ften(rt, dtypes, 0, din_, "dropout_bwd"), dout = ften(rt, dtypes, 2, dout_, "dropout_bwd");
     const uint8_t *mask = drop_mask(rt, dtypes, mask_, "dropout_bwd");
     float scale = prt_dropout_scale(p);
+    int write = prt_word_writes(dtypes, 0);  /* PRT_ARG_WRITE: din = mask dout scale, 0 where dropped */
     for (int64_t i = 0; i < n; i++)
         if (mask[i])
-            prt_store(din.p, din.dtype, i, prt_load(din.p, din.dtype, i) + prt_load(dout.p, dout.dtype, i) * scale);
+            prt_store(din.p, din.dtype, i,
+                      (write ? 0.0f : prt_load(din.p, din.dtype, i)) + prt_load(dout.p, dout.dtype, i) * scale);
+        else if (write)
+            prt_store(din.p, din.dtype, i, 0.0f);
 }

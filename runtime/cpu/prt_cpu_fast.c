@@ -169,7 +169,7 @@ PRT_FAST_CLONES void prt_fast_rmsnorm_fwd(float *out, float *rstd, const float *
 }
 
 PRT_FAST_CLONES void prt_fast_rmsnorm_bwd(float *din, float *dw, const float *dout, const float *in, const float *w,
-                          const float *rstd, int64_t N, int64_t C) {
+                          const float *rstd, int64_t N, int64_t C, int write) {
     int nt = prt_cpu_threads(), par = nt > 1 && N * C >= PAR_MIN;
     if (dw) {
 #pragma omp parallel num_threads(nt) if (par)
@@ -193,8 +193,13 @@ PRT_FAST_CLONES void prt_fast_rmsnorm_bwd(float *din, float *dw, const float *do
 #pragma omp simd reduction(+ : dot)
         for (int64_t c = 0; c < C; c++) dot += (double)w[c] * g[c] * x[c];
         double k = r * r * dot / (double)C;
+        if (write) {
 #pragma omp simd
-        for (int64_t c = 0; c < C; c++) d[c] += (float)(r * ((double)w[c] * g[c] - x[c] * k));
+            for (int64_t c = 0; c < C; c++) d[c] = (float)(r * ((double)w[c] * g[c] - x[c] * k));
+        } else {
+#pragma omp simd
+            for (int64_t c = 0; c < C; c++) d[c] += (float)(r * ((double)w[c] * g[c] - x[c] * k));
+        }
     }
 }
 
@@ -277,16 +282,24 @@ PRT_FAST_CLONES void prt_fast_swiglu_fwd(float *out, const float *in, int64_t N,
     }
 }
 
-PRT_FAST_CLONES void prt_fast_swiglu_bwd(float *din, const float *in, const float *dout, int64_t N, int64_t F) {
+PRT_FAST_CLONES void prt_fast_swiglu_bwd(float *din, const float *in, const float *dout, int64_t N, int64_t F, int write) {
     int nt = prt_cpu_threads();
 #pragma omp parallel for num_threads(nt) if (nt > 1 && N * F >= PAR_MIN) schedule(static)
     for (int64_t n = 0; n < N; n++) {
         const float *g = in + n * 2 * F, *u = g + F, *d = dout + n * F;
         float *dg = din + n * 2 * F, *du = dg + F;
+        if (write) {
 #pragma omp simd
-        for (int64_t f = 0; f < F; f++) {
-            dg[f] += prt_swiglu_dgate(d[f], g[f], u[f]);
-            du[f] += prt_swiglu_dup(d[f], g[f]);
+            for (int64_t f = 0; f < F; f++) {
+                dg[f] = prt_swiglu_dgate(d[f], g[f], u[f]);
+                du[f] = prt_swiglu_dup(d[f], g[f]);
+            }
+        } else {
+#pragma omp simd
+            for (int64_t f = 0; f < F; f++) {
+                dg[f] += prt_swiglu_dgate(d[f], g[f], u[f]);
+                du[f] += prt_swiglu_dup(d[f], g[f]);
+            }
         }
     }
 }

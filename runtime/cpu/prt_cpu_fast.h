@@ -42,7 +42,7 @@ void prt_fast_layernorm_bwd(float *din, float *dw, float *db, const float *dout,
                             const float *mean, const float *rstd, int64_t N, int64_t C, int write);
 void prt_fast_rmsnorm_fwd(float *out, float *rstd, const float *in, const float *w, int64_t N, int64_t C, double eps);
 void prt_fast_rmsnorm_bwd(float *din, float *dw, const float *dout, const float *in, const float *w,
-                          const float *rstd, int64_t N, int64_t C);
+                          const float *rstd, int64_t N, int64_t C, int write);
 
 /* Cross-entropy pieces: each row's max, then sum_j exp(x_j - max[n]) and the
  * target's logit (0 when the target is outside this rank's vocab slice). */
@@ -56,7 +56,7 @@ void prt_fast_xent_bwd(float *dlogits, const float *logits, const float *stats, 
 void prt_fast_gelu_fwd(float *out, const float *in, int64_t n);
 void prt_fast_gelu_bwd(float *din, const float *in, const float *dout, int64_t n, int write);
 void prt_fast_swiglu_fwd(float *out, const float *in, int64_t N, int64_t F);
-void prt_fast_swiglu_bwd(float *din, const float *in, const float *dout, int64_t N, int64_t F);
+void prt_fast_swiglu_bwd(float *din, const float *in, const float *dout, int64_t N, int64_t F, int write);
 
 void prt_fast_bias_fwd(float *out, const float *in, const float *b, int64_t N, int64_t M);
 void prt_fast_bias_bwd(float *db, const float *dout, int64_t N, int64_t M);

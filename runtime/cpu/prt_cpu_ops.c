@@ -168,7 +168,11 @@ static void prt_cpu_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_,
                 for (int64_t b = 0; b < B; b++) acc += LD(dout, (b * T + t) * C + c);
                 ST(dwpe, p, acc);
             }
-    if (din.p)
+    if (din.p && prt_word_writes(dtypes, 1))  /* PRT_ARG_WRITE: din = dout */
+        prt_cpu_copy(rt, din_, dout_, B * T * C, PRT_ARG_DTYPES(din.dtype, dout.dtype));
+    else if (din.p && f32(din) && f32(dout))
+        prt_fast_add(F32(din), F32(din), F32(dout), B * T * C);
+    else if (din.p)
         for (int64_t i = 0; i < B * T * C; i++) ST(din, i, LD(din, i) + LD(dout, i));
 }
 
@@ -266,9 +270,10 @@ static void prt_cpu_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout
            dout = ften(rt, dtypes, 2, dout_, op), in = ften(rt, dtypes, 3, in_, op),
            w = ften(rt, dtypes, 4, w_, op), rstd = ften(rt, dtypes, 5, rstd_, op);
     if (f32(din) && f32(dw) && f32(dout) && f32(in) && f32(w) && f32(rstd)) {
-        prt_fast_rmsnorm_bwd(F32(din), F32(dw), F32(dout), F32(in), F32(w), F32(rstd), N, C);
+        prt_fast_rmsnorm_bwd(F32(din), F32(dw), F32(dout), F32(in), F32(w), F32(rstd), N, C, prt_word_writes(dtypes, 0));
         return;
     }
+    int write = prt_word_writes(dtypes, 0);
     float *dw_slot = scratch(rt, prt_scratch_rmsnorm_bwd(C, is16(dw)));  /* dw sums over the rows in fp32, rounded once */
     view dwv = {NULL, 0};
     if (dw.p) dwv = view_of(dw, dw_slot, 0, 1, C, C, 1);
@@ -280,7 +285,7 @@ static void prt_cpu_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout
         for (int64_t c = 0; c < C; c++) {
             float g = LD(dout, x + c), xc = LD(in, x + c);
             if (dw.p) dwv.f[c] += (float)(xc * r) * g;
-            if (din.p) ST(din, x + c, LD(din, x + c) + (float)(r * ((double)LD(w, c) * g - xc * k)));
+            if (din.p) ST(din, x + c, (write ? 0.0f : LD(din, x + c)) + (float)(r * ((double)LD(w, c) * g - xc * k)));
         }
     }
     if (dw.p) view_store(dw, dwv, 0, 1, C, C);
@@ -461,8 +466,10 @@ static void prt_cpu_relu_fwd(prt *rt, void *out_, const void *in_, int64_t n, in
 static void prt_cpu_relu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n, int64_t dtypes) {
     tensor din = ften(rt, dtypes, 0, din_, "relu_bwd"), in = ften(rt, dtypes, 1, in_, "relu_bwd"),
            dout = ften(rt, dtypes, 2, dout_, "relu_bwd");
+    int write = prt_word_writes(dtypes, 0);
     for (int64_t i = 0; i < n; i++)
-        if (LD(in, i) > 0.0f) ST(din, i, LD(din, i) + LD(dout, i));
+        if (LD(in, i) > 0.0f) ST(din, i, (write ? 0.0f : LD(din, i)) + LD(dout, i));
+        else if (write) ST(din, i, 0.0f);
 }
 
 static void prt_cpu_swiglu_fwd(prt *rt, void *out_, const void *in_, int64_t N, int64_t F, int64_t dtypes) {
@@ -483,15 +490,16 @@ static void prt_cpu_swiglu_bwd(prt *rt, void *din_, const void *in_, const void 
     tensor din = ften(rt, dtypes, 0, din_, "swiglu_bwd"), in = ften(rt, dtypes, 1, in_, "swiglu_bwd"),
            dout = ften(rt, dtypes, 2, dout_, "swiglu_bwd");
     if (f32(din) && f32(in) && f32(dout)) {
-        prt_fast_swiglu_bwd(F32(din), F32(in), F32(dout), N, F);
+        prt_fast_swiglu_bwd(F32(din), F32(in), F32(dout), N, F, prt_word_writes(dtypes, 0));
         return;
     }
+    int write = prt_word_writes(dtypes, 0);
     for (int64_t n = 0; n < N; n++)
         for (int64_t f = 0; f < F; f++) {
             int64_t ig = n * 2 * F + f, iu = ig + F;
             float g = LD(in, ig), up = LD(in, iu), d = LD(dout, n * F + f);
-            ST(din, ig, LD(din, ig) + prt_swiglu_dgate(d, g, up));
-            ST(din, iu, LD(din, iu) + prt_swiglu_dup(d, g));
+            ST(din, ig, (write ? 0.0f : LD(din, ig)) + prt_swiglu_dgate(d, g, up));
+            ST(din, iu, (write ? 0.0f : LD(din, iu)) + prt_swiglu_dup(d, g));
         }
 }
 

@@ -55,14 +55,15 @@ void prt_cu_embed_fwd(prt *rt, prt_ten out, const int32_t *tokens, prt_ten wte, 
 void prt_cu_embed_bwd(prt *rt, prt_ten dwte, const int32_t *tokens, prt_ten dout, int64_t N, int64_t C,
                       int64_t vocab_local, int64_t vocab_offset);
 void prt_cu_pos_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten wpe, int64_t B, int64_t T, int64_t C, int64_t t_offset);
-void prt_cu_pos_bwd(prt *rt, prt_ten dwpe, prt_ten din, prt_ten dout, int64_t B, int64_t T, int64_t C, int64_t t_offset);
+void prt_cu_pos_bwd(prt *rt, prt_ten dwpe, prt_ten din, prt_ten dout, int64_t B, int64_t T, int64_t C, int64_t t_offset,
+                    int din_write);
 void prt_cu_layernorm_fwd(prt *rt, prt_ten out, prt_ten mean, prt_ten rstd, prt_ten in, prt_ten w, prt_ten b,
                           int64_t N, int64_t C);
 void prt_cu_layernorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten db, prt_ten dout, prt_ten in, prt_ten w,
                           prt_ten mean, prt_ten rstd, int64_t N, int64_t C, int write);
 void prt_cu_rmsnorm_fwd(prt *rt, prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, int64_t N, int64_t C);
 void prt_cu_rmsnorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, prt_ten rstd,
-                        int64_t N, int64_t C);
+                        int64_t N, int64_t C, int write);
 void prt_cu_matmul_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten w, int64_t N, int64_t K, int64_t M, int transposed);
 void prt_cu_matmul_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, int64_t N, int64_t K,
                        int64_t M, int transposed, int din_write);
@@ -71,9 +72,9 @@ void prt_cu_bias_bwd(prt *rt, prt_ten db, prt_ten dout, int64_t N, int64_t M);
 void prt_cu_gelu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t n);
 void prt_cu_gelu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n, int write);
 void prt_cu_relu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t n);
-void prt_cu_relu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n);
+void prt_cu_relu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n, int write);
 void prt_cu_swiglu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t N, int64_t F);
-void prt_cu_swiglu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t N, int64_t F);
+void prt_cu_swiglu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t N, int64_t F, int write);
 void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
                           int64_t HD, int64_t causal);
 void prt_cu_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B, int64_t T,
@@ -95,7 +96,7 @@ void prt_cu_attention_dropout_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten q
 void prt_cu_dropout_fwd(prt *rt, prt_ten out, uint8_t *mask, prt_ten in, int64_t B, int64_t T, int64_t C,
                         int64_t first_sample, int64_t t_offset, int64_t T_global, uint64_t key, uint32_t threshold,
                         float scale);
-void prt_cu_dropout_bwd(prt *rt, prt_ten din, const uint8_t *mask, prt_ten dout, int64_t n, float scale);
+void prt_cu_dropout_bwd(prt *rt, prt_ten din, const uint8_t *mask, prt_ten dout, int64_t n, float scale, int write);
 /* Grouped-query attention's key/value repeat (prt_cuda_gqa.cu). */
 void prt_cu_kv_repeat_fwd(prt *rt, prt_ten out, prt_ten in, int64_t N, int64_t KV, int64_t G, int64_t HD);
 void prt_cu_kv_repeat_bwd(prt *rt, prt_ten din, prt_ten dout, int64_t N, int64_t KV, int64_t G, int64_t HD);

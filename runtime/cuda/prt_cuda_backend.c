@@ -57,7 +57,7 @@ static void cu_pos_fwd(prt *rt, void *out_, const void *in_, const void *wpe_, i
 }
 static void cu_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int64_t B, int64_t T, int64_t C,
                        int64_t t_offset, int64_t dtypes) {
-    prt_cu_pos_bwd(rt, TN(0, dwpe_), TN(1, din_), TN(2, dout_), B, T, C, t_offset);
+    prt_cu_pos_bwd(rt, TN(0, dwpe_), TN(1, din_), TN(2, dout_), B, T, C, t_offset, prt_word_writes(dtypes, 1));
 }
 static void cu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, const void *in_, const void *w_,
                              const void *b_, int64_t N, int64_t C, int64_t dtypes) {
@@ -76,7 +76,8 @@ static void cu_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, co
 }
 static void cu_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout_, const void *in_, const void *w_,
                            const void *rstd_, int64_t N, int64_t C, int64_t dtypes) {
-    prt_cu_rmsnorm_bwd(rt, TN(0, din_), TN(1, dw_), TN(2, dout_), TN(3, in_), TN(4, w_), TN(5, rstd_), N, C);
+    prt_cu_rmsnorm_bwd(rt, TN(0, din_), TN(1, dw_), TN(2, dout_), TN(3, in_), TN(4, w_), TN(5, rstd_), N, C,
+                       prt_word_writes(dtypes, 0));
 }
 static void cu_matmul_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M,
                           int64_t dtypes) {
@@ -121,14 +122,14 @@ static void cu_relu_fwd(prt *rt, void *out_, const void *in_, int64_t n, int64_t
     prt_cu_relu_fwd(rt, TN(0, out_), TN(1, in_), n);
 }
 static void cu_relu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t n, int64_t dtypes) {
-    prt_cu_relu_bwd(rt, TN(0, din_), TN(1, in_), TN(2, dout_), n);
+    prt_cu_relu_bwd(rt, TN(0, din_), TN(1, in_), TN(2, dout_), n, prt_word_writes(dtypes, 0));
 }
 static void cu_swiglu_fwd(prt *rt, void *out_, const void *in_, int64_t N, int64_t F, int64_t dtypes) {
     prt_cu_swiglu_fwd(rt, TN(0, out_), TN(1, in_), N, F);
 }
 static void cu_swiglu_bwd(prt *rt, void *din_, const void *in_, const void *dout_, int64_t N, int64_t F,
                           int64_t dtypes) {
-    prt_cu_swiglu_bwd(rt, TN(0, din_), TN(1, in_), TN(2, dout_), N, F);
+    prt_cu_swiglu_bwd(rt, TN(0, din_), TN(1, in_), TN(2, dout_), N, F, prt_word_writes(dtypes, 0));
 }
 static void cu_add_fwd(prt *rt, void *out_, const void *a_, const void *b_, int64_t n, int64_t dtypes) {
     prt_cu_add_fwd(rt, TN(0, out_), TN(1, a_), TN(2, b_), n);
@@ -155,7 +156,8 @@ static void cu_dropout_bwd(prt *rt, void *din_, const void *mask_, const void *d
                            int64_t dtypes) {
     PRT_CHECK(p >= 0 && p < 1, "dropout_bwd: p = %g is outside [0, 1)", p);
     FIXED(1, mask_, PRT_U8);
-    prt_cu_dropout_bwd(rt, TN(0, din_), (const uint8_t *)mask_, TN(2, dout_), n, prt_dropout_scale(p));
+    prt_cu_dropout_bwd(rt, TN(0, din_), (const uint8_t *)mask_, TN(2, dout_), n, prt_dropout_scale(p),
+                       prt_word_writes(dtypes, 0));
 }
 static prt_cu_drop cu_drop(prt *rt, int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step,
                            int64_t layer, double p) {

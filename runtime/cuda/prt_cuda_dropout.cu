@@ -25,9 +25,11 @@ static __global__ void k_dropout_fwd(prt_ten out, uint8_t *mask, prt_ten in, int
     }
 }
 
-static __global__ void k_dropout_bwd(prt_ten din, const uint8_t *mask, prt_ten dout, int64_t n, float scale) {
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
-        if (mask[e]) ST(din, e, LD(din, e) + LD(dout, e) * scale);
+static __global__ void k_dropout_bwd(prt_ten din, const uint8_t *mask, prt_ten dout, int64_t n, float scale, int write) {
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
+        if (mask[e]) ST(din, e, (write ? 0.0f : LD(din, e)) + LD(dout, e) * scale);
+        else if (write) ST(din, e, 0.0f);
+    }
 }
 
 void prt_cu_dropout_fwd(prt *rt, prt_ten out, uint8_t *mask, prt_ten in, int64_t B, int64_t T, int64_t C,
@@ -44,8 +46,8 @@ void prt_cu_dropout_fwd(prt *rt, prt_ten out, uint8_t *mask, prt_ten in, int64_t
     PRT_LAUNCH_CHECK();
 }
 
-void prt_cu_dropout_bwd(prt *rt, prt_ten din, const uint8_t *mask, prt_ten dout, int64_t n, float scale) {
+void prt_cu_dropout_bwd(prt *rt, prt_ten din, const uint8_t *mask, prt_ten dout, int64_t n, float scale, int write) {
     if (n <= 0) return;
-    k_dropout_bwd<<<prt_cu_blocks(n), PRT_CU_THREADS, 0, prt_cu(rt)->stream>>>(din, mask, dout, n, scale);
+    k_dropout_bwd<<<prt_cu_blocks(n), PRT_CU_THREADS, 0, prt_cu(rt)->stream>>>(din, mask, dout, n, scale, write);
     PRT_LAUNCH_CHECK();
 }

@@ -77,8 +77,11 @@ static __global__ void k_relu_fwd(prt_ten out, prt_ten in, int64_t n) {
         ST(out, i, x > 0.0f ? x : 0.0f);
     }
 }
-static __global__ void k_relu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t n) {
-    GRID_STRIDE(i, n) if (LD(in, i) > 0.0f) ST(din, i, LD(din, i) + LD(dout, i));
+static __global__ void k_relu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t n, int write) {
+    GRID_STRIDE(i, n) {
+        if (LD(in, i) > 0.0f) ST(din, i, (write ? 0.0f : LD(din, i)) + LD(dout, i));
+        else if (write) ST(din, i, 0.0f);
+    }
 }
 static __global__ void k_swiglu_fwd(prt_ten out, prt_ten in, int64_t N, int64_t F) {
     GRID_STRIDE(i, N * F) {
@@ -87,12 +90,12 @@ static __global__ void k_swiglu_fwd(prt_ten out, prt_ten in, int64_t N, int64_t 
         ST(out, i, prt_swiglu(g, up));
     }
 }
-static __global__ void k_swiglu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t N, int64_t F) {
+static __global__ void k_swiglu_bwd(prt_ten din, prt_ten in, prt_ten dout, int64_t N, int64_t F, int write) {
     GRID_STRIDE(i, N * F) {
         int64_t n = i / F, f = i % F, ig = n * 2 * F + f, iu = ig + F;
         float g = LD(in, ig), up = LD(in, iu), d = LD(dout, i);
-        ST(din, ig, LD(din, ig) + prt_swiglu_dgate(d, g, up));
-        ST(din, iu, LD(din, iu) + prt_swiglu_dup(d, g));
+        ST(din, ig, (write ? 0.0f : LD(din, ig)) + prt_swiglu_dgate(d, g, up));
+        ST(din, iu, (write ? 0.0f : LD(din, iu)) + prt_swiglu_dup(d, g));
     }
 }
 static __global__ void k_bias_fwd(prt_ten out, prt_ten in, prt_ten b, int64_t N, int64_t M) {
@@ -125,14 +128,14 @@ void prt_cu_gelu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n, 
     ELEMENTWISE(k_gelu_bwd, n, din, in, dout, n, write);
 }
 void prt_cu_relu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t n) { ELEMENTWISE(k_relu_fwd, n, out, in, n); }
-void prt_cu_relu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n) {
-    ELEMENTWISE(k_relu_bwd, n, din, in, dout, n);
+void prt_cu_relu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n, int write) {
+    ELEMENTWISE(k_relu_bwd, n, din, in, dout, n, write);
 }
 void prt_cu_swiglu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t N, int64_t F) {
     ELEMENTWISE(k_swiglu_fwd, N * F, out, in, N, F);
 }
-void prt_cu_swiglu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t N, int64_t F) {
-    ELEMENTWISE(k_swiglu_bwd, N * F, din, in, dout, N, F);
+void prt_cu_swiglu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t N, int64_t F, int write) {
+    ELEMENTWISE(k_swiglu_bwd, N * F, din, in, dout, N, F, write);
 }
 void prt_cu_bias_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten b, int64_t N, int64_t M) {
     ELEMENTWISE(k_bias_fwd, N * M, out, in, b, N, M);
@@ -283,9 +286,11 @@ static __global__ void k_pos_dwpe(prt_ten dwpe, prt_ten dout, int64_t B, int64_t
 void prt_cu_pos_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten wpe, int64_t B, int64_t T, int64_t C, int64_t t_offset) {
     ELEMENTWISE(k_pos_fwd, B * T * C, out, in, wpe, B, T, C, t_offset);
 }
-void prt_cu_pos_bwd(prt *rt, prt_ten dwpe, prt_ten din, prt_ten dout, int64_t B, int64_t T, int64_t C, int64_t t_offset) {
+void prt_cu_pos_bwd(prt *rt, prt_ten dwpe, prt_ten din, prt_ten dout, int64_t B, int64_t T, int64_t C, int64_t t_offset,
+                    int din_write) {
     if (dwpe.p) ELEMENTWISE(k_pos_dwpe, T * C, dwpe, dout, B, T, C, t_offset);
-    if (din.p) ELEMENTWISE(k_acc, B * T * C, din, dout, B * T * C);
+    if (din.p && din_write) prt_cu_copy(rt, din, dout, B * T * C);  /* din = dout */
+    else if (din.p) ELEMENTWISE(k_acc, B * T * C, din, dout, B * T * C);
 }
 
 /* ---------------------------------------------------------------- norms (one block per row) */
@@ -337,14 +342,15 @@ static __global__ void k_rmsnorm_fwd(prt_ten out, prt_ten rstd, prt_ten in, prt_
     if (threadIdx.x == 0 && rstd.p) ST(rstd, blockIdx.x, (float)r);
 }
 
-static __global__ void k_rmsnorm_din(prt_ten din, prt_ten dout, prt_ten in, prt_ten w, prt_ten rstd, int64_t C) {
+static __global__ void k_rmsnorm_din(prt_ten din, prt_ten dout, prt_ten in, prt_ten w, prt_ten rstd, int64_t C,
+                              int write) {
     int64_t n = blockIdx.x, x = n * C;
     double r = LD(rstd, n), dot = 0.0;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) dot += (double)LD(w, c) * LD(dout, x + c) * LD(in, x + c);
     double k = r * r * block_sum_d(dot) / (double)C;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
         float g = LD(dout, x + c), xc = LD(in, x + c);
-        ST(din, x + c, LD(din, x + c) + (float)(r * ((double)LD(w, c) * g - xc * k)));
+        ST(din, x + c, (write ? 0.0f : LD(din, x + c)) + (float)(r * ((double)LD(w, c) * g - xc * k)));
     }
 }
 
@@ -373,13 +379,13 @@ void prt_cu_rmsnorm_fwd(prt *rt, prt_ten out, prt_ten rstd, prt_ten in, prt_ten 
     PRT_LAUNCH_CHECK();
 }
 void prt_cu_rmsnorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, prt_ten rstd,
-                        int64_t N, int64_t C) {
+                        int64_t N, int64_t C, int write) {
     if (N <= 0) return;
     PRT_CUDA_REQUIRE(rt, "rmsnorm_bwd", N, C);
     prt_ten none = {NULL, PRT_F32};
     if (dw.p) colsum(rt, 2, dw, dout, in, none, rstd, N, C);
     if (din.p) {
-        k_rmsnorm_din<<<(unsigned)N, PRT_CU_THREADS, 0, stream_of(rt)>>>(din, dout, in, w, rstd, C);
+        k_rmsnorm_din<<<(unsigned)N, PRT_CU_THREADS, 0, stream_of(rt)>>>(din, dout, in, w, rstd, C, write);
         PRT_LAUNCH_CHECK();
     }
 }

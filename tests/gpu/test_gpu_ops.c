@@ -106,7 +106,7 @@ static void ops(int64_t dt) {
         prt_gelu_bwd(rt, din.h, in.h, dout.h, N * C, PRT_ARG_DTYPES(din.dt, in.dt, dout.dt)); prt_cu_gelu_bwd(rt, D(din), D(in), D(dout), N * C, 0); check("gelu_bwd", "din", din, tol);
         prt_cuda_memset(rt, out.d, 0xff, (size_t)(N * C) * prt_dtype_size(dt));
         prt_relu_fwd(rt, out.h, in.h, N * C, PRT_ARG_DTYPES(out.dt, in.dt)); prt_cu_relu_fwd(rt, D(out), D(in), N * C); check("relu_fwd", "out", out, tol);
-        prt_relu_bwd(rt, din.h, in.h, dout.h, N * C, PRT_ARG_DTYPES(din.dt, in.dt, dout.dt)); prt_cu_relu_bwd(rt, D(din), D(in), D(dout), N * C); check("relu_bwd", "din", din, tol);
+        prt_relu_bwd(rt, din.h, in.h, dout.h, N * C, PRT_ARG_DTYPES(din.dt, in.dt, dout.dt)); prt_cu_relu_bwd(rt, D(din), D(in), D(dout), N * C, 0); check("relu_bwd", "din", din, tol);
         prt_cuda_memset(rt, out.d, 0xff, (size_t)(N * C) * prt_dtype_size(dt));
         prt_add_fwd(rt, out.h, in.h, b.h, N * C, PRT_ARG_DTYPES(out.dt, in.dt, b.dt)); prt_cu_add_fwd(rt, D(out), D(in), D(b), N * C); check("add_fwd", "out", out, tol);
         prt_acc(rt, out.h, b.h, N * C, PRT_ARG_DTYPES(out.dt, b.dt)); prt_cu_acc(rt, D(out), D(b), N * C); check("acc", "dst", out, tol);
@@ -123,7 +123,7 @@ static void ops(int64_t dt) {
         prt_scale(rt, out.h, N * C, 0.37, PRT_ARG_DTYPES(out.dt)); prt_cu_scale(rt, D(out), N * C, 0.37); check("scale", "x", out, tol);
         ten sw_out = mk(dt, N * C / 2, 0, 0, 1);
         prt_swiglu_fwd(rt, sw_out.h, in.h, N, C / 2, PRT_ARG_DTYPES(sw_out.dt, in.dt)); prt_cu_swiglu_fwd(rt, D(sw_out), D(in), N, C / 2); check("swiglu_fwd", "out", sw_out, tol);
-        prt_swiglu_bwd(rt, din.h, in.h, sw_out.h, N, C / 2, PRT_ARG_DTYPES(din.dt, in.dt, sw_out.dt)); prt_cu_swiglu_bwd(rt, D(din), D(in), D(sw_out), N, C / 2); check("swiglu_bwd", "din", din, tol);
+        prt_swiglu_bwd(rt, din.h, in.h, sw_out.h, N, C / 2, PRT_ARG_DTYPES(din.dt, in.dt, sw_out.dt)); prt_cu_swiglu_bwd(rt, D(din), D(in), D(sw_out), N, C / 2, 0); check("swiglu_bwd", "din", din, tol);
         ten bias = mk(dt, C, -1, 1, 0), db = mk(dt, C, -1, 1, 0);
         prt_cuda_memset(rt, out.d, 0xff, (size_t)(N * C) * prt_dtype_size(dt));
         prt_bias_fwd(rt, out.h, in.h, bias.h, N, C, PRT_ARG_DTYPES(out.dt, in.dt, bias.dt)); prt_cu_bias_fwd(rt, D(out), D(in), D(bias), N, C); check("bias_fwd", "out", out, tol);
@@ -139,7 +139,7 @@ static void ops(int64_t dt) {
         ten wpe = mk(dt, (T + 4) * C, -1, 1, 0), in = mk(dt, B * T * C, -1, 1, 0), po = mk(dt, B * T * C, 0, 0, 1),
             dwpe = mk(dt, (T + 4) * C, -1, 1, 0), din = mk(dt, B * T * C, -1, 1, 0), pg = mk(dt, B * T * C, -1, 1, 0);
         prt_pos_fwd(rt, po.h, in.h, wpe.h, B, T, C, 4, PRT_ARG_DTYPES(po.dt, in.dt, wpe.dt)); prt_cu_pos_fwd(rt, D(po), D(in), D(wpe), B, T, C, 4); check("pos_fwd", "out", po, tol);
-        prt_pos_bwd(rt, dwpe.h, din.h, pg.h, B, T, C, 4, PRT_ARG_DTYPES(dwpe.dt, din.dt, pg.dt)); prt_cu_pos_bwd(rt, D(dwpe), D(din), D(pg), B, T, C, 4);
+        prt_pos_bwd(rt, dwpe.h, din.h, pg.h, B, T, C, 4, PRT_ARG_DTYPES(dwpe.dt, din.dt, pg.dt)); prt_cu_pos_bwd(rt, D(dwpe), D(din), D(pg), B, T, C, 4, 0);
         check("pos_bwd", "dwpe", dwpe, tol); check("pos_bwd", "din", din, tol);
     }
     /* norms */
@@ -158,7 +158,7 @@ static void ops(int64_t dt) {
         prt_rmsnorm_fwd(rt, out.h, rstd.h, in.h, w.h, N, C, PRT_ARG_DTYPES(out.dt, rstd.dt, in.dt, w.dt)); prt_cu_rmsnorm_fwd(rt, D(out), D(rstd), D(in), D(w), N, C);
         check("rmsnorm_fwd", "out", out, tol); check("rmsnorm_fwd", "rstd", rstd, tol);
         prt_rmsnorm_bwd(rt, din.h, dw.h, dout.h, in.h, w.h, rstd.h, N, C, PRT_ARG_DTYPES(din.dt, dw.dt, dout.dt, in.dt, w.dt, rstd.dt));
-        prt_cu_rmsnorm_bwd(rt, D(din), D(dw), D(dout), D(in), D(w), D(rstd), N, C);
+        prt_cu_rmsnorm_bwd(rt, D(din), D(dw), D(dout), D(in), D(w), D(rstd), N, C, 0);
         check("rmsnorm_bwd", "din", din, tol); check("rmsnorm_bwd", "dw", dw, tol);
     }
     /* GEMMs, both layouts; and a mixed-dtype one (fp32 input, 16-bit weight: the generic kernel) */
@@ -222,7 +222,7 @@ static void ops(int64_t dt) {
         prt_cu_layernorm_bwd(rt, NONE, D(dw), D(db), D(dout), D(in), D(w), D(mean), D(rstd), NR, CR, 0);
         check("layernorm_bwd(rows)", "dw", dw, tol); check("layernorm_bwd(rows)", "db", db, tol);
         prt_rmsnorm_bwd(rt, NULL, dw.h, dout.h, in.h, w.h, rstd.h, NR, CR, PRT_ARG_DTYPES(PRT_F32, dw.dt, dout.dt, in.dt, w.dt, rstd.dt));
-        prt_cu_rmsnorm_bwd(rt, NONE, D(dw), D(dout), D(in), D(w), D(rstd), NR, CR);
+        prt_cu_rmsnorm_bwd(rt, NONE, D(dw), D(dout), D(in), D(w), D(rstd), NR, CR, 0);
         check("rmsnorm_bwd(rows)", "dw", dw, tol);
     }
     /* attention at training shapes (causal, probs not saved): head dim 128 at T 1024,
@@ -263,7 +263,7 @@ static void ops(int64_t dt) {
         printf("%-22s %-6s %-8s %lld of %lld bytes differ  %s\n", "dropout_fwd", prt_dtype_names[dt], "mask",
                (long long)bad, (long long)n, bad ? "FAIL" : "ok");
         prt_dropout_bwd(rt, din.h, mh, dout.h, n, p, PRT_ARG_DTYPES(din.dt, PRT_U8, dout.dt));
-        prt_cu_dropout_bwd(rt, D(din), md, D(dout), n, prt_dropout_scale(p));
+        prt_cu_dropout_bwd(rt, D(din), md, D(dout), n, prt_dropout_scale(p), 0);
         check("dropout_bwd", "din", din, tol);
         prt_cuda_free(md);
         free(mh);

@@ -74,6 +74,7 @@ typedef struct {
     int64_t dt, N, K, M, kind;  /* kind: 0 matmul, 1 matmul_t, 2 matmul_bias */
     void *in, *w, *dout, *dw, *db, *mean, *rstd, *logits, *stats;
     int32_t *targets;
+    uint8_t *mask;
 } ctx_t;
 
 static void run_acc(void *p, void *d, int64_t f) {
@@ -106,6 +107,28 @@ static void run_xent(void *p, void *d, int64_t f) {
     prt_xent_bwd(RT, d, c->logits, c->stats, c->targets, c->N, c->K, 0, 0.125, PRT_ARG_DTYPES(t | f, t, PRT_F32, PRT_I32));
 }
 
+static void run_rmsnorm(void *p, void *d, int64_t f) {
+    ctx_t *c = p;
+    int64_t t = c->dt;
+    prt_rmsnorm_bwd(RT, d, NULL, c->dout, c->in, c->w, c->rstd, c->N, c->K, PRT_ARG_DTYPES(t | f, t, t, t, t, PRT_F32));
+}
+static void run_relu(void *p, void *d, int64_t f) {
+    ctx_t *c = p;
+    prt_relu_bwd(RT, d, c->in, c->dout, c->N * c->K, PRT_ARG_DTYPES(c->dt | f, c->dt, c->dt));
+}
+static void run_swiglu(void *p, void *d, int64_t f) {  /* din[N, 2F], F = K / 2 */
+    ctx_t *c = p;
+    prt_swiglu_bwd(RT, d, c->in, c->dout, c->N, c->K / 2, PRT_ARG_DTYPES(c->dt | f, c->dt, c->dt));
+}
+static void run_dropout(void *p, void *d, int64_t f) {
+    ctx_t *c = p;
+    prt_dropout_bwd(RT, d, c->mask, c->dout, c->N * c->K, 0.25, PRT_ARG_DTYPES(c->dt | f, PRT_U8, c->dt));
+}
+static void run_pos(void *p, void *d, int64_t f) {  /* din is pointer argument 1: [B = 1, T = N, C = K] */
+    ctx_t *c = p;
+    prt_pos_bwd(RT, NULL, d, c->dout, 1, c->N, c->K, 0, PRT_ARG_DTYPES(c->dt, c->dt | f, c->dt));
+}
+
 static void test_dtype(int64_t dt) {
     const int64_t N = 37, K = 70, M = 45;  /* odd sizes: the vector loops' tails too */
     float *x = rt_alloc(N * K), *w = rt_alloc(K * M), *g = rt_alloc(N * M > N * K ? N * M : N * K);
@@ -113,7 +136,7 @@ static void test_dtype(int64_t dt) {
     rt_fill(w, K * M, 12, 0.5f);
     rt_fill(g, N * M > N * K ? N * M : N * K, 13, 1.0f);
     ctx_t c = {dt, N, K, M, 0, buf_of(x, N * K, dt), buf_of(w, K * M, dt), buf_of(g, N * K, dt), NULL, NULL,
-               NULL, NULL, NULL, NULL, NULL};
+               NULL, NULL, NULL, NULL, NULL, NULL};
     three_runs("acc dst", dt, N * K, run_acc, &c);
     three_runs("gelu_bwd din", dt, N * K, run_gelu, &c);
     free(c.dout);
@@ -129,6 +152,14 @@ static void test_dtype(int64_t dt) {
     c.mean = mean;
     c.rstd = rstd;
     three_runs("layernorm_bwd din", dt, N * K, run_layernorm, &c);
+    three_runs("rmsnorm_bwd din", dt, N * K, run_rmsnorm, &c);
+    three_runs("relu_bwd din", dt, N * K, run_relu, &c);  /* x < 0 on about half: din = 0 there */
+    three_runs("swiglu_bwd din", dt, N * K, run_swiglu, &c);
+    uint8_t mask[N * K];
+    for (int64_t i = 0; i < N * K; i++) mask[i] = (uint8_t)(i % 4 != 1);  /* a quarter dropped: din = 0 there */
+    c.mask = mask;
+    three_runs("dropout_bwd din", dt, N * K, run_dropout, &c);
+    three_runs("pos_bwd din", dt, N * K, run_pos, &c);
     /* cross-entropy over K classes: stats[2n + 1] = a log-sum-exp of the row */
     float *stats = rt_alloc(2 * N);
     int32_t targets[N];
