@@ -50,6 +50,13 @@ static inline int64_t prt_scratch_matmul_bwd(int64_t K, int64_t M, int64_t N, in
 #define PRT_ATTENTION_ROWS 64
 #define PRT_ATTENTION_KEYS 128
 #define PRT_ATTENTION_WORKERS 8
+/* The backward without kept probabilities rebuilds whole rows of P (row-blocked,
+ * five block GEMMs) up to this many keys, and goes key-blocked (seven: the
+ * forward is recomputed for the row statistics, scratch independent of T)
+ * only above: on the 1 MiB-L2 machine of bench/bench_attention.sh the
+ * row-blocked backward took 0.70..0.83 of the key-blocked one's CPU time at
+ * T = 256 .. 8192. */
+#define PRT_ATTENTION_FULL_ROWS 8192
 
 static inline int64_t prt_attention_workers(int64_t heads)
 {
@@ -70,17 +77,25 @@ static inline int64_t prt_attention_fwd_slice(int64_t T, int64_t HD, int has_pro
     if (!has_probs) return (1 + (int64_t)dropout) * R * prt_attention_keys(T) + 2 * R + wide;
     return ((int64_t)(probs16 ? 1 : 0) + dropout) * R * T + wide;
 }
-/* The backward's.  Kept probabilities: dP of a block, P unless read from the
- * fp32 probs buffer, the dropped block.  Key-blocked: P and dP of a block, the
+/* The backward's.  Row-blocked (kept probabilities, or T up to
+ * PRT_ATTENTION_FULL_ROWS): dP of a block, P unless read from the fp32 probs
+ * buffer, the dropped block.  Key-blocked (_keys): P and dP of a block, the
  * dropped block, a block of recomputed output [rows, HD] with its rows' max
  * and sum, and the head's rows' logsumexp and rowsum(dO * O) [2, T].  Both:
  * the widened q, k, v, their gradient and the output gradient. */
+static inline int64_t prt_attention_bwd_slice_keys(int64_t T, int64_t HD, int qkv16, int dqkv16, int dout16,
+                                                   int dropout)
+{
+    int64_t wide = (((int64_t)qkv16 + dqkv16) * 3 + dout16) * T * HD, R = prt_attention_rows(T);
+    return (2 + (int64_t)dropout) * R * prt_attention_keys(T) + R * (HD + 2) + 2 * T + wide;
+}
 static inline int64_t prt_attention_bwd_slice(int64_t T, int64_t HD, int has_probs, int probs16, int qkv16,
                                               int dqkv16, int dout16, int dropout)
 {
     int64_t wide = (((int64_t)qkv16 + dqkv16) * 3 + dout16) * T * HD, R = prt_attention_rows(T);
-    if (!has_probs) return (2 + (int64_t)dropout) * R * prt_attention_keys(T) + R * (HD + 2) + 2 * T + wide;
-    return ((int64_t)(probs16 ? 2 : 1) + dropout) * R * T + wide;
+    if (!has_probs && T > PRT_ATTENTION_FULL_ROWS)
+        return prt_attention_bwd_slice_keys(T, HD, qkv16, dqkv16, dout16, dropout);
+    return ((int64_t)(has_probs && !probs16 ? 1 : 2) + dropout) * R * T + wide;
 }
 
 /* heads = B x NH (attention's batch times heads) */

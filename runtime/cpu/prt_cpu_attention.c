@@ -10,7 +10,9 @@
  * 0 .. n - 1 at once (n = i0 + r when causal, else T): a block of scores is
  * [r, n], each row's softmax over its whole row of keys.  Without them a head
  * is also key-blocked (flash_head_fwd / flash_head_bwd below: online softmax,
- * blocks of [PRT_ATTENTION_ROWS, PRT_ATTENTION_KEYS] whatever T is).  Either
+ * blocks of [PRT_ATTENTION_ROWS, PRT_ATTENTION_KEYS] whatever T is); its
+ * backward is row-blocked too, rebuilding whole rows of P, unless T is above
+ * PRT_ATTENTION_FULL_ROWS (prt_scratch.h says why).  Either
  * way a causal head computes only the blocks of its lower triangle, and a
  * head's work is the same whichever worker runs it, so results do not depend
  * on the thread count.
@@ -93,6 +95,7 @@ static void head_grad_views(tensor dqkv, float *slot, int64_t b, int64_t h, int 
 typedef struct att_args {
     tensor out, probs, qkv, dqkv, dout;
     int T, NH, HD, C, causal, write; /* write: dqkv is written, not added into (PRT_ARG_WRITE) */
+    int keyblocked;                  /* the backward without probs: key-blocked, not whole rows */
     const prt_att_dropout *drop;
 } att_args;
 
@@ -364,8 +367,8 @@ static void att_run(prt *rt, const att_args *a, int64_t B, int64_t slice, int bw
         float *s = slice ? ws + (size_t)w * (size_t)slice : NULL;
         int64_t b = bh / a->NH;
         int h = (int)(bh % a->NH);
-        if (a->probs.p) (bwd ? att_head_bwd : att_head_fwd)(a, s, b, h);
-        else (bwd ? flash_head_bwd : flash_head_fwd)(a, s, b, h);
+        if (!bwd) (a->probs.p ? att_head_fwd : flash_head_fwd)(a, s, b, h);
+        else (a->probs.p || !a->keyblocked ? att_head_bwd : flash_head_bwd)(a, s, b, h);
     }
     if (nt > 1) openblas_set_num_threads(nt);
 }
@@ -390,16 +393,29 @@ void prt_cpu_attention_heads_fwd(prt *rt, void *out, void *probs, const void *qk
             0);
 }
 
-void prt_cpu_attention_heads_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
-                                 int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal,
-                                 const prt_att_dropout *drop, int64_t dtypes) {
+static void att_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B, int64_t T,
+                    int64_t NH, int64_t HD, int64_t causal, const prt_att_dropout *drop, int64_t dtypes,
+                    int keyblocked) {
     att_args a = att_args_of(rt, "attention_bwd", T, NH, HD, causal, drop);
+    a.keyblocked = keyblocked;
     a.dqkv = ften(rt, dtypes, 0, dqkv, "attention_bwd"), a.dout = ften(rt, dtypes, 1, dout, "attention_bwd");
     a.qkv = ften(rt, dtypes, 2, qkv, "attention_bwd"), a.probs = ften(rt, dtypes, 3, probs, "attention_bwd");
     a.write = prt_word_writes(dtypes, 0);
-    att_run(rt, &a, B,
-            prt_attention_bwd_slice(T, HD, a.probs.p != NULL, is16(a.probs), is16(a.qkv), is16(a.dqkv), is16(a.dout),
-                                    drop != NULL),
-            1);
+    int64_t slice = keyblocked ? prt_attention_bwd_slice_keys(T, HD, is16(a.qkv), is16(a.dqkv), is16(a.dout), drop != NULL)
+                               : prt_attention_bwd_slice(T, HD, a.probs.p != NULL, is16(a.probs), is16(a.qkv),
+                                                         is16(a.dqkv), is16(a.dout), drop != NULL);
+    att_run(rt, &a, B, slice, 1);
+}
+
+void prt_cpu_attention_heads_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
+                                 int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal,
+                                 const prt_att_dropout *drop, int64_t dtypes) {
+    att_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, drop, dtypes, !probs && T > PRT_ATTENTION_FULL_ROWS);
+}
+
+void prt_cpu_attention_keyblocked_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, int64_t B, int64_t T,
+                                      int64_t NH, int64_t HD, int64_t causal, const prt_att_dropout *drop,
+                                      int64_t dtypes) {
+    att_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, HD, causal, drop, dtypes, 1);
 }
 

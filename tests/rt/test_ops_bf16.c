@@ -22,6 +22,7 @@
  * reducescatter, alltoall, slice with outer 1 and 3 on every axis, send/recv rings.
  * Exit status 0 iff nothing was wrong on any rank.
  */
+#include "cpu/prt_cpu_attention.h"
 #include "prt_internal.h"
 #include "prt_scratch.h"
 #include "rt_test.h"
@@ -291,7 +292,8 @@ static void test_matmul(void) {
 }
 
 /* T = 8: one block of query rows; T = 150: three (PRT_ATTENTION_ROWS 64) and,
- * without kept probabilities, two of keys (PRT_ATTENTION_KEYS 128) */
+ * key-blocked (the forward without kept probabilities, and the key-blocked
+ * backward), two of keys (PRT_ATTENTION_KEYS 128) */
 static void test_attention(int64_t T) {
     enum { B = 2, NH = 2, HD = 4, C = NH * HD };
     const int64_t W = prt_attention_workers(B * NH), BQ = prt_attention_rows(T), BK = prt_attention_keys(T); /* a slice per worker */
@@ -317,9 +319,17 @@ static void test_attention(int64_t T) {
         expect16_gemm(causal ? "attention_bwd causal" : "attention_bwd", dqkv);
         scratch_reset();
         prt_attention_bwd(RT, dqkv2.h, dout.h, qkv.h, NULL, B, T, NH, HD, causal, PRT_ARG_DTYPES(DT, DT, DT));
-        expect_scratch("attention_bwd (probs NULL)", W * (2 * BQ * BK + BQ * (HD + 2) + 2 * T + 7 * T * HD));
+        expect_scratch("attention_bwd (probs NULL)", W * (2 * BQ * T + 7 * T * HD));
         prt_attention_bwd(RT, dqkv2.f, dout.f, qkv.f, NULL, B, T, NH, HD, causal, 0);
         expect16_gemm("attention_bwd (probs NULL)", dqkv2);
+        /* the key-blocked backward (attention_bwd's above PRT_ATTENTION_FULL_ROWS keys) */
+        pair dqkv4 = mk(B * T * 3 * C, 58, 1);
+        scratch_reset();
+        prt_cpu_attention_keyblocked_bwd(RT, dqkv4.h, dout.h, qkv.h, B, T, NH, HD, causal, NULL,
+                                         PRT_ARG_DTYPES(DT, DT, DT));
+        expect_scratch("attention_bwd key-blocked", W * (2 * BQ * BK + BQ * (HD + 2) + 2 * T + 7 * T * HD));
+        prt_cpu_attention_keyblocked_bwd(RT, dqkv4.f, dout.f, qkv.f, B, T, NH, HD, causal, NULL, 0);
+        expect16_gemm("attention_bwd key-blocked", dqkv4);
 
         /* 16-bit probabilities: stored rounded, read back widened */
         pair probs = mk(B * NH * T * T, 56, 1), dqkv3 = mk(B * T * 3 * C, 57, 1);

@@ -9,6 +9,7 @@
  */
 #include <cblas.h>
 
+#include "cpu/prt_cpu_attention.h"
 #include "prt_internal.h"
 #include "rt_test.h"
 
@@ -647,12 +648,13 @@ static void test_attention_threads(void) {
     free(qkv); free(dout); free(probs);
 }
 
-/* The key-blocked kernel (probs NULL: online softmax over PRT_ATTENTION_KEYS
- * keys at a time) against the row-blocked one (probs kept: each row's softmax
- * over all its keys) at T = 300 (query blocks 4 x 64 + 44, key blocks
+/* The key-blocked kernels (the forward with probs NULL: online softmax over
+ * PRT_ATTENTION_KEYS keys at a time; the key-blocked backward, called
+ * directly) against the row-blocked ones (probs kept: each row's softmax over
+ * all its keys) at T = 300 (query blocks 4 x 64 + 44, key blocks
  * 128 + 128 + 44), causal and not, with and without dropout: the same output
  * and gradient to fp32 rounding, and the backward writes nothing outside its
- * call's dqkv (both add onto the same prefill). */
+ * call's dqkv (all add onto the same prefill). */
 static void test_attention_blocked(void) {
     enum { B = 2, T = 300, NH = 2, HD = 8, C = NH * HD };
     int64_t nq = B * T * 3 * C, no = B * T * C;
@@ -672,12 +674,20 @@ static void test_attention_blocked(void) {
                     prt_attention_bwd(RT, g[kept], dout, qkv, p, B, T, NH, HD, causal, 0);
                 }
             }
+            /* the key-blocked backward (attention_bwd's above PRT_ATTENTION_FULL_ROWS keys) */
+            float *gk = rt_alloc(nq);
+            rt_fill(gk, nq, 82, 1);
+            prt_att_dropout d = prt_cpu_attention_dropout(RT, 3, 1, 4, NH, 7, 1, 0.2);
+            prt_cpu_attention_keyblocked_bwd(RT, gk, dout, qkv, B, T, NH, HD, causal, drop ? &d : NULL, 0);
             char what[96];
             snprintf(what, sizeof what, "attention key-blocked = row-blocked fwd (causal %d, dropout %d)", causal, drop);
             rt_close(what, o[0], o[1], no, 2e-6, 1e-5);
-            snprintf(what, sizeof what, "attention key-blocked = row-blocked bwd (causal %d, dropout %d)", causal, drop);
+            snprintf(what, sizeof what, "attention bwd, probs NULL = kept (causal %d, dropout %d)", causal, drop);
             rt_close(what, g[0], g[1], nq, 1e-5, 1e-4);
+            snprintf(what, sizeof what, "attention key-blocked = row-blocked bwd (causal %d, dropout %d)", causal, drop);
+            rt_close(what, gk, g[1], nq, 1e-5, 1e-4);
             for (int kept = 0; kept < 2; kept++) free(o[kept]), free(g[kept]);
+            free(gk);
         }
     free(qkv); free(dout); free(probs);
 }
