@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# ZeRO-2/3's gradient reduce-scatters started in the backward against the
-# same plan with them blocking (`grad_overlap off;`, the runtime's behaviour
+# ZeRO-2/3's gradient reduce-scatters started in the backward, and ZeRO-3's
+# weight gathers started a layer ahead (overlap_gather.c), against the same
+# plan with them blocking (`grad_overlap off;`, the runtime's behaviour
 # before they were started), measured in the same run: the bench GPT
 # (bench/plans/gpt_bench_dp2.par, 5 M parameters) with `zero 3 over dp;` and
 # with `zero 2 over dp;`, 2 ranks x 1 thread, ROUNDS alternating rounds of

@@ -81,31 +81,61 @@ static double bucket_hidden_s(const StageProgram *sp, const double *seq_s, doubl
     return hidden;
 }
 
-/* What the collectives started in seq hide under its work, one call
- * (cost_timeline over each instruction's cost). */
-static double seq_hidden_s(const Program *prog, const Seq *seq)
+/* The share of a block sequence's calls an instruction runs in: 1, or for
+ * one guarded by `when` the layers of a chunk it holds on, over L. */
+static double when_share(const StageProgram *sp, const Instr *ins)
+{
+    int64_t L = sp->layers_per_chunk, on = 0;
+    if (ins->when == WHEN_ALWAYS || L < 1) return 1.0;
+    for (int64_t l = 0; l < L; l++) on += when_holds(ins->when, l, L);
+    return (double)on / (double)L;
+}
+
+/* What the collectives started in block sequence seq hide under its work in
+ * one chunk's pass of L layers (L = 1: one call of an embedding or head
+ * sequence): its calls for each layer in the pass's order (dir +1
+ * forward, -1 backward), each instruction where its `when` holds, one
+ * timeline (cost_timeline over each instruction's cost), each wait matched
+ * to the latest start into the same buffer instance.  So a gather started a
+ * layer ahead (overlap_gather.c) runs under the layer before its use, and the
+ * pass's first layer waits for its own. */
+static double pass_hidden_s(const Program *prog, const Seq *seq, int64_t L, int dir)
 {
     int n = seq->n, any = 0;
     for (int i = 0; i < n; i++) any |= instr_is_start(&seq->ins[i]);
-    if (!any) return 0;
-    double *dur = calloc((size_t)n, sizeof(double));
-    int *wait_of = calloc((size_t)n, sizeof(int));
-    PARC_ASSERT(dur && wait_of);
-    for (int i = 0; i < n; i++) {
-        const Instr *ins = &seq->ins[i];
-        CostTerms one = {0};
-        if (ins->phase != PHASE_PIPELINE) cost_instr(prog, ins, 1.0, &one);
-        dur[i] = cost_terms_total(&one);
-        wait_of[i] = instr_is_start(ins) ? -2 : -1;
-        if (instr_is_wait(ins))
-            for (int j = i - 1; j >= 0 && wait_of[i] == -1; j--)
-                if (instr_is_start(&seq->ins[j]) && instr_async_result(&seq->ins[j])->buf == ins->args[0].buf)
-                    wait_of[i] = j;
+    if (!any || L < 1) return 0;
+    size_t cap = (size_t)n * (size_t)L;
+    double *dur = calloc(cap, sizeof(double));
+    int *wait_of = calloc(cap, sizeof(int)), *at = calloc(cap, sizeof(int));
+    int64_t *inst = calloc(cap, sizeof(int64_t));
+    PARC_ASSERT(dur && wait_of && at && inst);
+    int m = 0;
+    for (int64_t step = 0; step < L; step++) {
+        int64_t l = dir > 0 ? step : L - 1 - step;
+        for (int i = 0; i < n; i++) {
+            const Instr *ins = &seq->ins[i];
+            if (!when_holds(ins->when, l, L)) continue;
+            CostTerms one = {0};
+            if (ins->phase != PHASE_PIPELINE) cost_instr(prog, ins, 1.0, &one);
+            const Arg *res = instr_is_start(ins) ? instr_async_result(ins) : &ins->args[0];
+            dur[m] = cost_terms_total(&one);
+            at[m] = i;
+            inst[m] = res->inst == INST_PARITY ? (l + res->k) & 1 : res->k;
+            wait_of[m] = instr_is_start(ins) ? -2 : -1;
+            if (instr_is_wait(ins))
+                for (int j = m - 1; j >= 0 && wait_of[m] == -1; j--)
+                    if (wait_of[j] == -2 && instr_async_result(&seq->ins[at[j]])->buf == res->buf && inst[j] == inst[m])
+                        wait_of[m] = j;
+            PARC_ASSERT(!instr_is_wait(ins) || wait_of[m] >= 0);
+            m++;
+        }
     }
     double hidden = 0;
-    cost_timeline(dur, wait_of, n, &hidden);
+    cost_timeline(dur, wait_of, m, &hidden);
     free(dur);
     free(wait_of);
+    free(at);
+    free(inst);
     return hidden;
 }
 
@@ -137,12 +167,13 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
         for (int i = 0; i < seq->n; i++) {
             const Instr *ins = &seq->ins[i];
             flops += ins->flops;
+            double share = when_share(sp, ins);
             if (instr_is_start(ins) && q == SEQ_GRAD_SYNC_BLOCK) {
                 CostTerms one = {0};
                 cost_instr(prog, ins, 1.0, &one);
                 bucket_s += one.comm_s;
             }
-            if (ins->phase != PHASE_PIPELINE) cost_instr(prog, ins, 1.0, &ct);
+            if (ins->phase != PHASE_PIPELINE) cost_instr(prog, ins, share, &ct);
             /* pipeline messages are the schedule's (t_p2p), rows of their own below */
             if (ins->coll == COLL_NONE || ins->coll == COLL_SLICE || ins->phase == PHASE_PIPELINE) continue;
             CollRow row = {s,
@@ -152,7 +183,8 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
                            instr_group(plan, ins),
                            ins->elems,
                            ins->elem_bytes,
-                           calls,
+                           share < 1.0 ? calls / sp->layers_per_chunk * (int64_t)(share * sp->layers_per_chunk + 0.5)
+                                       : calls,
                            plan_axis_inside_node(plan, ins->axis),
                            ins->op >= 0 ? g->ops[ins->op].name
                                         : (ins->tensor >= 0 ? g->tensors[ins->tensor].name : "-"),
@@ -161,10 +193,16 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
             if (row.group > 1) add_row(arena, an, row);
         }
         sc->flops_step += flops * (double)calls;
-        if (q == SEQ_BLOCK_BWD) { /* the reduce-scatters started in it (overlap_scatters) */
-            double hidden = seq_hidden_s(prog, seq);
+        if (q == SEQ_BLOCK_BWD || q == SEQ_BLOCK_FWD) { /* its started collectives (overlap.c, overlap_gather.c) */
+            double hidden = L > 0 ? pass_hidden_s(prog, seq, L, q == SEQ_BLOCK_FWD ? 1 : -1) : 0;
+            ct.comm_s -= L > 0 ? hidden / L : 0;
+            if (q == SEQ_BLOCK_BWD) sc->bwd_hidden_chunk_s += hidden;
+            else sc->fwd_hidden_chunk_s = hidden;
+        }
+        if (q == SEQ_HEAD_BWD || q == SEQ_EMBED_BWD) { /* the reduce-scatters started in it (overlap_scatters) */
+            double hidden = pass_hidden_s(prog, seq, 1, 1);
             ct.comm_s -= hidden;
-            sc->bwd_hidden_chunk_s = hidden * L;
+            sc->bwd_hidden_chunk_s += hidden * per_chunk_embed; /* spread over the chunks as its time is */
         }
         seq_s[q] = cost_terms_total(&ct);
         /* per chunk: the block's layers, and the embedding and head spread
@@ -320,7 +358,7 @@ static void analyze_step_time(Arena *arena, Analysis *an)
     double busy = items * (cost_terms_total(&slow->fwd) + cost_terms_total(&slow->bwd));
     an->phase_s[APHASE_BUBBLE] = an->pipeline_s > busy ? an->pipeline_s - busy : 0;
     an->phase_s[APHASE_OPTIMIZER] = end->optim_s;
-    an->comm_hidden_s = end->sync_hidden_s + items * slow->bwd_hidden_chunk_s;
+    an->comm_hidden_s = end->sync_hidden_s + items * (slow->fwd_hidden_chunk_s + slow->bwd_hidden_chunk_s);
 }
 
 Analysis *analyze_program(Arena *arena, const Program *prog)

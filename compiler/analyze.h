@@ -59,7 +59,9 @@ typedef struct StageCost {
     double comm_bwd_chunk_s;
     double sync_s;                /* gradient sync per step, exposed (after the backward) */
     double sync_hidden_s;         /* ... and hidden under the backward (started buckets, overlap.c) */
-    double bwd_hidden_chunk_s;    /* ZeRO-2/3's reduce-scatters hidden in one chunk's backward (overlap_scatters) */
+    double bwd_hidden_chunk_s;    /* ZeRO-2/3's reduce-scatters and ZeRO-3's prefetched gathers hidden in one
+                                     chunk's backward (overlap_scatters, overlap_gathers) */
+    double fwd_hidden_chunk_s;    /* ZeRO-3's prefetched gathers hidden in one chunk's forward (overlap_gathers) */
     double optim_s;               /* optimizer step (memory bound) */
     /* the cost model's terms (cost.h): one micro-batch through one chunk,
      * forward and backward (recompute included); per step, gradient sync and

@@ -26,6 +26,7 @@ static LLVMValueRef instance_of(Gen *g, const StageProgram *sp, const Arg *a, co
     case INST_SLOT_L: return add(g, mul(g, add(g, p->l, k, ""), c64(g, sp->nslots), ""), p->slot, "");
     case INST_SLOT: return p->slot;
     case INST_PARITY: return LLVMBuildAnd(g->b, add(g, p->l, k, ""), c64(g, 1), "");
+    case INST_LAYER_AT: return add(g, add(g, mul(g, p->chunk, c64(g, sp->layers_per_chunk), ""), p->l, ""), k, "");
     }
     PARC_BUG("stage %d: bad instance mode %d", sp->stage, a->inst);
 }
@@ -173,8 +174,22 @@ static int64_t seq_phase(SeqKind kind) {
     }
 }
 
+/* The condition under which an instruction guarded by `when` runs (ir.h). */
+static LLVMValueRef when_cond(Gen *g, const StageProgram *sp, int when, LLVMValueRef l) {
+    int64_t last = sp->layers_per_chunk - 1;
+    switch (when) {
+    case WHEN_L_FIRST: return LLVMBuildICmp(g->b, LLVMIntEQ, l, c64(g, 0), "first_layer");
+    case WHEN_L_LAST: return LLVMBuildICmp(g->b, LLVMIntEQ, l, c64(g, last), "last_layer");
+    case WHEN_L_NOT_LAST: return LLVMBuildICmp(g->b, LLVMIntSLT, l, c64(g, last), "not_last_layer");
+    case WHEN_L_NOT_FIRST: return LLVMBuildICmp(g->b, LLVMIntSGT, l, c64(g, 0), "not_first_layer");
+    }
+    PARC_BUG("stage %d: bad `when` %d", sp->stage, when);
+}
+
 /* void stageS.<seq>(rt, chunk, l, slot, micro, step): prt_phase, then the
- * instructions in order. */
+ * instructions in order; one guarded by `when` inside a branch of its own
+ * (pointers computed there are not cached: they do not dominate what
+ * follows). */
 static LLVMValueRef emit_seq(Gen *g, const StageProgram *sp, SeqKind kind) {
     const Seq *seq = &sp->seq[kind];
     int ncalls = 0;
@@ -201,11 +216,24 @@ static LLVMValueRef emit_seq(Gen *g, const StageProgram *sp, SeqKind kind) {
         if (in->nargs != want || in->nargs > IR_MAX_ARGS)
             PARC_BUG("stage %d %s: %s has %d arguments, its signature \"%s\" wants %d", sp->stage, name,
                      rt_fn_names[in->fn], in->nargs, rt_fn_sigs[in->fn], want);
+        LLVMBasicBlockRef done = NULL;
+        if (in->when != WHEN_ALWAYS) {
+            LLVMBasicBlockRef then = new_block(g, "when");
+            done = new_block(g, "when.done");
+            LLVMBuildCondBr(g->b, when_cond(g, sp, in->when, p.l), then, done);
+            LLVMPositionBuilderAtEnd(g->b, then);
+            g->cache_ptrs = 0;
+        }
         LLVMValueRef args[IR_MAX_ARGS + 2];
         args[0] = g->rt;
         for (int j = 0; j < in->nargs; j++) args[j + 1] = arg_value(g, sp, in, j, &p);
         if (word) args[in->nargs + 1] = c64(g, dtypes_word(sp, in));
         call_rt(g, (RtFn)in->fn, args, (unsigned)(in->nargs + 1 + word));
+        if (done) {
+            LLVMBuildBr(g->b, done);
+            LLVMPositionBuilderAtEnd(g->b, done);
+            g->cache_ptrs = 1;
+        }
     }
     LLVMBuildRetVoid(g->b);
     return fn;

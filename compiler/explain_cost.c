@@ -28,10 +28,20 @@ void explain_phases(FILE *out, const Analysis *an)
                 an->phase_s[APHASE_COMM], an->comm_hidden_s, l->grad_overlap_loc.file, l->grad_overlap_loc.line, end->sync_s);
         return;
     }
+    const StageCost *slow = &an->stages[an->slow_stage];
+    if (l->zero_stage >= 3 && slow->fwd_hidden_chunk_s > 0) { /* overlap_gather.c */
+        fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (each gradient's reduce-scatter runs under the "
+                     "rest of its layer's, the head's or the embedding's backward; each layer's weight gathers run "
+                     "under the layer before it in the pass, the first layer's exposed: %.4g s hidden in a forward "
+                     "and %.4g s in a backward through one chunk, every micro-batch; every other collective finishes "
+                     "before the next op)\n",
+                an->phase_s[APHASE_COMM], an->comm_hidden_s, slow->fwd_hidden_chunk_s, slow->bwd_hidden_chunk_s);
+        return;
+    }
     if (l->zero_stage >= 2) {
         fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (each gradient's reduce-scatter runs under the "
-                     "rest of its layer's backward, every micro-batch; every other collective finishes before the next "
-                     "op)\n",
+                     "rest of its layer's, the head's or the embedding's backward, every micro-batch; every other "
+                     "collective finishes before the next op)\n",
                 an->phase_s[APHASE_COMM], an->comm_hidden_s);
         return;
     }

@@ -196,13 +196,17 @@ void expand_placement_format(const Plan *plan, const Placement *place, char *buf
  *   SLOT_L:  instance = (l + k) * nslots + slot          (per layer, per in-flight micro-batch;
  *                                                        k = 1 names the next layer's slot)
  *   SLOT:    instance = slot                             (per in-flight micro-batch)
- *   PARITY:  instance = (l + k) & 1                      (gradient ping-pong between layers) */
+ *   PARITY:  instance = (l + k) & 1                      (gradient ping-pong between layers;
+ *                                                        ZeRO-3's gathered weights of two layers)
+ *   LAYER_AT: instance = chunk * layers_per_chunk + l + k (the parameters of the layer k away:
+ *                                                        a gather prefetched for it, overlap_gather.c) */
 #define IR_INST_MODES(X)          \
     X(FIXED, "[%d]")              \
     X(LAYER, "[layer]")           \
     X(SLOT_L, "[l+%d,slot]")      \
     X(SLOT, "[slot]")             \
-    X(PARITY, "[(l+%d)&1]")
+    X(PARITY, "[(l+%d)&1]")       \
+    X(LAYER_AT, "[layer%+d]")
 typedef enum {
 #define X(name, fmt) INST_##name,
     IR_INST_MODES(X)
@@ -276,6 +280,36 @@ typedef enum { ENTRY_NONE, ENTRY_FORWARD, ENTRY_BACKWARD } OpEntry;
 
 #define IR_MAX_ARGS 16
 
+/* When a block sequence's instruction runs, by the layer l of the call (L:
+ * the chunk's layers).  Only prefetched gathers carry one (overlap_gather.c):
+ * the first layer of a pass gathers its own weights, every other layer's are
+ * started by the layer before.  The dump prints it after the call.
+ * ORDER: X(when, dump text) */
+#define IR_WHENS(X)               \
+    X(ALWAYS, "")                 \
+    X(L_FIRST, "if l == 0")       \
+    X(L_LAST, "if l == L-1")      \
+    X(L_NOT_LAST, "if l < L-1")   \
+    X(L_NOT_FIRST, "if l > 0")
+typedef enum {
+#define X(name, str) WHEN_##name,
+    IR_WHENS(X)
+#undef X
+    WHEN_COUNT
+} When;
+extern const char *const when_names[WHEN_COUNT];
+/* Does an instruction guarded by `when` run in the call for layer l of L? */
+static inline int when_holds(int when, int64_t l, int64_t L)
+{
+    switch (when) {
+    case WHEN_L_FIRST: return l == 0;
+    case WHEN_L_LAST: return l == L - 1;
+    case WHEN_L_NOT_LAST: return l < L - 1;
+    case WHEN_L_NOT_FIRST: return l > 0;
+    default: return 1;
+    }
+}
+
 /* One call of a runtime function (an entry of PRT_OPS in runtime/parc_rt.h).
  * fn < 0 marks a report-only record: a collective a runtime op performs
  * inside itself (the vocab-parallel loss reductions); code generation skips it. */
@@ -297,6 +331,7 @@ typedef struct Instr {
     double flops;            /* compute instructions: FLOPs per call */
     int group;               /* collective: ranks taking part, 0 = the whole axis (the embedding group: 2) */
     unsigned writes;         /* bit k: argument k is written, not accumulated into (first_write.c) */
+    int when;                /* WHEN_ALWAYS, or the layers of a block sequence it runs in */
 } Instr;
 
 /* The ranks a collective instruction runs over. */
@@ -481,6 +516,10 @@ void program_verify(const Program *program);
 /* The starts and waits of overlapped collectives (overlap.c; program_verify
  * calls it).  Failure is a compiler bug: PARC_BUG. */
 void overlap_verify(const Program *program);
+/* The passes of a stage's block sequences run layer by layer: every started
+ * collective waited once in the pass, nothing touching its buffers meanwhile
+ * (overlap_gather.c; overlap_verify calls it). */
+void overlap_gather_verify(const StageProgram *sp);
 /* The `writes` bits of a sequence's instructions (first_write.c; program_verify
  * runs it on every sequence). */
 void first_write_verify(const StageProgram *sp, const Seq *seq, const char *seq_name);
@@ -515,7 +554,8 @@ extern const char *const rt_fn_sigs[RT_FN_COUNT];
  * writes the start's buffers (program_verify). */
 static inline int instr_is_start(const Instr *ins)
 {
-    return ins->fn == RT_prt_allreduce_start || ins->fn == RT_prt_reducescatter_start;
+    return ins->fn == RT_prt_allreduce_start || ins->fn == RT_prt_reducescatter_start ||
+           ins->fn == RT_prt_allgather_start;
 }
 static inline int instr_is_wait(const Instr *ins) { return ins->fn == RT_prt_comm_wait; }
 /* The argument naming where a start's result lands: what its wait names. */

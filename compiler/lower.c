@@ -371,7 +371,8 @@ int lower_overlap(Placed *lowering)
     if (lowering->plan->layout.grad_overlap_off) return 0; /* the buckets stay blocking */
     for (int s = 0; s < lowering->prog->nstages && !lowering->errors; s++) {
         enter_stage(lowering, s);
-        if (lowering->sp->layers_per_chunk > 0) overlap_buckets(lowering), overlap_scatters(lowering);
+        if (lowering->sp->layers_per_chunk > 0)
+            overlap_buckets(lowering), overlap_scatters(lowering), overlap_gathers(lowering);
         leave_stage(lowering, s);
     }
     return lowering->errors != 0;

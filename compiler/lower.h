@@ -300,6 +300,11 @@ void overlap_buckets(Lowerer *lw);
  * the sequence (before the next layer's backward writes the gradient again),
  * followed by what reads its result (overlap.c's banner). */
 void overlap_scatters(Lowerer *lw);
+/* ZeRO-3 over a data axis of size > 1, after overlap_scatters: each layer's
+ * weight gathers in SEQ_BLOCK_FWD / SEQ_BLOCK_BWD started a layer ahead into
+ * a second instance and waited before their first use (overlap_gather.c's
+ * banner). */
+void overlap_gathers(Lowerer *lw);
 
 /* Is parameter t held on two stages, the embedding's and the tied head's? */
 int optim_tied_across_stages(const Lowerer *lw, int t);

@@ -26,14 +26,16 @@
  * its last backward, codegen_seq.c); every wait has exactly one start.
  *
  * ZeRO-2/3 (overlap_scatters): each layer's backward, every micro-batch,
- * reduce-scatters each whole gradient into this rank's shard.  Each of those
- * in SEQ_BLOCK_BWD becomes a start placed right after the last instruction
+ * reduce-scatters each whole gradient into this rank's shard, and so do the
+ * head's and the embedding's.  Each of those in SEQ_BLOCK_BWD, SEQ_HEAD_BWD
+ * and SEQ_EMBED_BWD becomes a start placed right after the last instruction
  * that names its buffers (the gradient's last writer), so it runs under the
  * rest of the layer's backward; its wait goes to the end of the sequence,
  * before the next layer's backward zeroes the gradient again, and what reads
- * its result (the add into the shard) after the waits.  No buffer gets more
+ * its result (the add into the shard) after the waits.  ZeRO-3's weight
+ * gathers started a layer ahead are overlap_gather.c's.  No buffer gets more
  * instances: every collective started in a call of the sequence completes in
- * that call.  Guarantees (overlap_verify): each start in SEQ_BLOCK_BWD has
+ * that call.  Guarantees (overlap_verify): each start in those sequences has
  * exactly one wait after it there and nothing between them names its
  * buffers; each wait there has one start before it.  With `grad_overlap
  * off;` neither function runs (lower_overlap).
@@ -154,14 +156,16 @@ static int scatter_startable(const Instr *ins, int data_axis)
            ins->args[3].i == 1;
 }
 
-void overlap_scatters(Lowerer *lw)
+/* Does backward sequence q start collectives (overlap_scatters)? */
+static int scatters_in(int q) { return q == SEQ_BLOCK_BWD || q == SEQ_HEAD_BWD || q == SEQ_EMBED_BWD; }
+
+static void scatters_in_seq(Lowerer *lw, SeqKind q)
 {
     StageProgram *sp = lw->sp;
-    const Layout *lay = &lw->plan->layout;
-    int data_axis = lay->zero_axis;
-    Seq *seq = &sp->seq[SEQ_BLOCK_BWD];
+    int data_axis = lw->plan->layout.zero_axis;
+    Seq *seq = &sp->seq[q];
     int n = seq->n;
-    if (lay->zero_stage < 2 || data_axis < 0 || lw->plan->mesh.axes[data_axis].size < 2 || n == 0) return;
+    if (n == 0) return;
     Instr *orig = arena_alloc(lw->arena, sizeof(Instr) * (size_t)n);
     memcpy(orig, seq->ins, sizeof(Instr) * (size_t)n);
     int *after = arena_alloc(lw->arena, sizeof(int) * (size_t)n); /* a start: the instruction it follows */
@@ -206,6 +210,15 @@ void overlap_scatters(Lowerer *lw)
     }
     for (int i = 0; i < n; i++)
         if (kind[i] == 2) *program_instr_new(&(Emit){lw, seq, orig[i].phase}, (RtFn)orig[i].fn) = orig[i];
+}
+
+void overlap_scatters(Lowerer *lw)
+{
+    const Layout *lay = &lw->plan->layout;
+    if (lay->zero_stage < 2 || lay->zero_axis < 0 || lw->plan->mesh.axes[lay->zero_axis].size < 2) return;
+    scatters_in_seq(lw, SEQ_BLOCK_BWD);
+    scatters_in_seq(lw, SEQ_HEAD_BWD);
+    scatters_in_seq(lw, SEQ_EMBED_BWD);
 }
 
 /* ------------------------------------------------------------ verifier */
@@ -265,12 +278,12 @@ static void verify_start(const StageProgram *sp, int i)
     }
 }
 
-/* A start in SEQ_BLOCK_BWD (overlap_scatters): exactly one wait on its
+/* A start in a backward sequence (overlap_scatters): exactly one wait on its
  * result later in the sequence, and nothing between the two names its
  * buffers. */
-static void verify_start_in_backward(const StageProgram *sp, int i)
+static void verify_start_in_backward(const StageProgram *sp, int q, int i)
 {
-    const Seq *seq = &sp->seq[SEQ_BLOCK_BWD];
+    const Seq *seq = &sp->seq[q];
     const Instr *st = &seq->ins[i];
     const Arg *res = instr_async_result(st);
     int waits = 0, at = -1;
@@ -278,26 +291,34 @@ static void verify_start_in_backward(const StageProgram *sp, int i)
         if (instr_is_wait(&seq->ins[j]) && arg_is(&seq->ins[j].args[0], res)) waits++, at = j;
     if (waits != 1 || at < i)
         PARC_BUG("stage %d %s: %s on %%%s has %d waits in the sequence%s, not one after it", sp->stage,
-                 seq_names[SEQ_BLOCK_BWD], rt_fn_names[st->fn], sp->bufs[res->buf].name, waits,
+                 seq_names[q], rt_fn_names[st->fn], sp->bufs[res->buf].name, waits,
                  waits == 1 ? " (before it)" : "");
     for (int j = i + 1; j < at; j++)
         for (int k = 0; k < st->nargs; k++)
             if (st->args[k].kind == ARG_BUF && names_buf(&seq->ins[j], st->args[k].buf))
                 PARC_BUG("stage %d %s: %s references %%%s while the %s started on %%%s is in flight", sp->stage,
-                         seq_names[SEQ_BLOCK_BWD], seq->ins[j].fn >= 0 ? rt_fn_names[seq->ins[j].fn] : "a record",
+                         seq_names[q], seq->ins[j].fn >= 0 ? rt_fn_names[seq->ins[j].fn] : "a record",
                          sp->bufs[st->args[k].buf].name, rt_fn_names[st->fn], sp->bufs[res->buf].name);
 }
 
-/* A wait in SEQ_BLOCK_BWD: exactly one start of its result before it there. */
-static void verify_wait_in_backward(const StageProgram *sp, int i)
+/* A wait in a backward sequence: exactly one start of its result before it there. */
+static void verify_wait_in_backward(const StageProgram *sp, int q, int i)
 {
-    const Seq *seq = &sp->seq[SEQ_BLOCK_BWD];
+    const Seq *seq = &sp->seq[q];
     int starts = 0;
     for (int j = 0; j < i; j++)
         if (instr_is_start(&seq->ins[j]) && arg_is(instr_async_result(&seq->ins[j]), &seq->ins[i].args[0])) starts++;
     if (starts != 1)
-        PARC_BUG("stage %d %s: the wait on %%%s has %d starts before it, not one", sp->stage, seq_names[SEQ_BLOCK_BWD],
+        PARC_BUG("stage %d %s: the wait on %%%s has %d starts before it, not one", sp->stage, seq_names[q],
                  sp->bufs[seq->ins[i].args[0].buf].name, starts);
+}
+
+/* Does a gather started in seq (overlap_gather.c) land in buffer b? */
+static int gathered_into(const Seq *seq, int b)
+{
+    for (int j = 0; j < seq->n; j++)
+        if (seq->ins[j].fn == RT_prt_allgather_start && instr_async_result(&seq->ins[j])->buf == b) return 1;
+    return 0;
 }
 
 void overlap_verify(const Program *prog)
@@ -308,17 +329,21 @@ void overlap_verify(const Program *prog)
             const Seq *seq = &sp->seq[q];
             for (int i = 0; i < seq->n; i++) {
                 const Instr *ins = &seq->ins[i];
-                if (q == SEQ_BLOCK_BWD) {
-                    if (instr_is_start(ins)) verify_start_in_backward(sp, i);
-                    if (instr_is_wait(ins)) verify_wait_in_backward(sp, i);
+                /* prefetched gathers: overlap_gather_verify runs the passes */
+                int gather = ins->fn == RT_prt_allgather_start ||
+                             (instr_is_wait(ins) && gathered_into(seq, ins->args[0].buf));
+                if ((q == SEQ_BLOCK_BWD || q == SEQ_BLOCK_FWD) && gather) continue;
+                if (scatters_in(q)) {
+                    if (instr_is_start(ins)) verify_start_in_backward(sp, q, i);
+                    if (instr_is_wait(ins)) verify_wait_in_backward(sp, q, i);
                     continue;
                 }
-                if (instr_is_start(ins) && q != SEQ_GRAD_SYNC_BLOCK)
-                    PARC_BUG("stage %d %s: %s outside %s and %s", s, seq_names[q], rt_fn_names[ins->fn],
-                             seq_names[SEQ_GRAD_SYNC_BLOCK], seq_names[SEQ_BLOCK_BWD]);
+                if (instr_is_start(ins) && (q != SEQ_GRAD_SYNC_BLOCK || gather))
+                    PARC_BUG("stage %d %s: %s outside %s and the backward sequences", s, seq_names[q],
+                             rt_fn_names[ins->fn], seq_names[SEQ_GRAD_SYNC_BLOCK]);
                 if (instr_is_wait(ins) && q != SEQ_GRAD_WAIT_BLOCK)
-                    PARC_BUG("stage %d %s: a wait outside %s and %s", s, seq_names[q], seq_names[SEQ_GRAD_WAIT_BLOCK],
-                             seq_names[SEQ_BLOCK_BWD]);
+                    PARC_BUG("stage %d %s: a wait outside %s and the backward sequences", s, seq_names[q],
+                             seq_names[SEQ_GRAD_WAIT_BLOCK]);
                 if (instr_is_start(ins)) verify_start(sp, i);
                 if (!instr_is_wait(ins)) continue;
                 int starts = 0;
@@ -331,5 +356,6 @@ void overlap_verify(const Program *prog)
                              sp->bufs[ins->args[0].buf].name, starts);
             }
         }
+        overlap_gather_verify(sp);
     }
 }

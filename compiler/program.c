@@ -18,6 +18,11 @@ const char *const phase_names[PHASE_COUNT] = {
     IR_PHASES(X)
 #undef X
 };
+const char *const when_names[WHEN_COUNT] = {
+#define X(name, str) str,
+    IR_WHENS(X)
+#undef X
+};
 const char *const seq_names[SEQ_COUNT] = {
 #define X(name, str, sym, layer, micro) str,
     IR_SEQS(X)
@@ -192,7 +197,7 @@ void program_verify(const Program *prog)
                             PARC_BUG("stage %d %s: %s names buffer %d of %d", s, seq_names[q], rt_fn_names[ins->fn],
                                      a->buf, sp->nbufs);
                         /* embed/head sequences run with l = 0, so INST_SLOT_L names resid[k] there */
-                        if ((a->inst == INST_LAYER || a->inst == INST_PARITY) && !block)
+                        if ((a->inst == INST_LAYER || a->inst == INST_PARITY || a->inst == INST_LAYER_AT) && !block)
                             PARC_BUG("stage %d %s: per-layer instance outside a layer loop", s, seq_names[q]);
                         if ((a->inst == INST_SLOT || a->inst == INST_SLOT_L) && !per_micro)
                             PARC_BUG("stage %d %s: per-slot instance outside a micro-batch", s, seq_names[q]);
@@ -201,6 +206,9 @@ void program_verify(const Program *prog)
                         a->axis >= plan->mesh.naxes)
                         PARC_BUG("stage %d %s: axis %d is not a mesh axis", s, seq_names[q], a->axis);
                 }
+                if (ins->when != WHEN_ALWAYS && (!block || ins->when < 0 || ins->when >= WHEN_COUNT))
+                    PARC_BUG("stage %d %s: %s runs only on some layers outside a layer loop", s, seq_names[q],
+                             rt_fn_names[ins->fn]);
                 if (ins->coll != COLL_NONE && (ins->axis < 0 || ins->axis >= plan->mesh.naxes))
                     PARC_BUG("stage %d %s: collective over a non-axis group", s, seq_names[q]);
             }
@@ -301,6 +309,7 @@ void program_dump(const Program *prog, FILE *out)
                 if (ins->coll != COLL_NONE || instr_is_wait(ins)) fprintf(out, "    ; %s", ins->why ? ins->why : "");
                 for (int k = 0; k < ins->nargs; k++)  /* first_write.c */
                     if (ins->writes >> k & 1) fprintf(out, "    ; writes %%%s, not adds", sp->bufs[ins->args[k].buf].name);
+                if (ins->when != WHEN_ALWAYS) fprintf(out, "    ; %s", when_names[ins->when]);
                 fprintf(out, "\n");
             }
         }

@@ -182,6 +182,15 @@ static double scatter_exposed_s(const Cluster *cl, int dp, int inside, const Par
     return link > tb ? link - tb : 0;
 }
 
+/* What a pass over n blocks leaves exposed of gathers of g seconds each
+ * started a layer ahead (overlap_gather.c), each block computing t: the
+ * first block's whole, then what each gather takes past the block before
+ * it (tests/test_cost.c works the case by hand). */
+static double prefetch_exposed_s(double g, double t, int n)
+{
+    return g + (n - 1) * (g > t ? g - t : 0);
+}
+
 /* The data axis's gradient sync of one stage over dp ranks, the parameters
  * of its blocks (nblocks of them, each `blocks`) and its ends, by ZeRO stage
  * as optim.c emits it: ZeRO-0/1 once per step (a bucket per block, started
@@ -189,11 +198,13 @@ static double scatter_exposed_s(const Cluster *cl, int dp, int inside, const Par
  * ZeRO-2/3 reduce-scatters after every micro-batch (mb: a block's under the
  * rest of its backward, scatter_exposed_s, unless `grad_overlap off;`), ZeRO-1/2 an
  * all-gather of the stepped weights, ZeRO-3 a gather of each weight for the
- * forward and again for the backward that reads it.  tb: one block's
- * backward; t0: what precedes the first block's.  The tail the buckets leave
- * exposed past the backward is cost_overlap's rule. */
+ * forward and again for the backward that reads it, each started a layer
+ * ahead unless `grad_overlap off;` (overlap_gather.c: prefetch_exposed_s).
+ * tf, tb: one block's forward and backward; t0: what precedes the first
+ * block's.  The tail the buckets leave exposed past the backward is
+ * cost_overlap's rule. */
 static double sync_estimate(const Plan *p, const Layout1 *l, const Params *blocks, int nblocks, const Params *ends,
-                            int inside, double mb, double tb, double t0, int gb, int wb)
+                            int inside, double mb, double tf, double tb, double t0, int gb, int wb)
 {
     const Cluster *cl = &p->cluster;
     int dp = l->dp;
@@ -217,11 +228,15 @@ static double sync_estimate(const Plan *p, const Layout1 *l, const Params *block
     if (l->zero == 1 || l->zero == 2)
         t += nblocks * coll_each(cl, COLL_ALLGATHER, dp, inside, blocks, wb, 0) +
              coll_each(cl, COLL_ALLGATHER, dp, inside, ends, wb, 0);
-    if (l->zero == 3)
-        t += mb * (nblocks * (coll_each(cl, COLL_ALLGATHER, dp, inside, blocks, wb, 0) +
-                              coll_each(cl, COLL_ALLGATHER, dp, inside, blocks, wb, 1)) +
-                   coll_each(cl, COLL_ALLGATHER, dp, inside, ends, wb, 0) +
+    if (l->zero == 3) {
+        double gf = coll_each(cl, COLL_ALLGATHER, dp, inside, blocks, wb, 0);
+        double gbw = coll_each(cl, COLL_ALLGATHER, dp, inside, blocks, wb, 1);
+        double blocks_s = p->layout.grad_overlap_off || nblocks < 2
+                              ? nblocks * (gf + gbw)
+                              : prefetch_exposed_s(gf, tf, nblocks) + prefetch_exposed_s(gbw, tb, nblocks);
+        t += mb * (blocks_s + coll_each(cl, COLL_ALLGATHER, dp, inside, ends, wb, 0) +
                    coll_each(cl, COLL_ALLGATHER, dp, inside, ends, wb, 1));
+    }
     return t;
 }
 
@@ -288,10 +303,11 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     }
     int nb = (int)per_stage;
     double tb = bwd + comm + (l->rc == RECOMPUTE_FULL ? fwd + comm : 0);
-    double sync = sync_estimate(base, l, &bp, nb, &first, dp_inside, mb, tb, l->pp == 1 ? 2.0 / 3.0 * head : 0, s.gb,
-                                s.wb);
+    double tf = fwd + comm;
+    double sync = sync_estimate(base, l, &bp, nb, &first, dp_inside, mb, tf, tb, l->pp == 1 ? 2.0 / 3.0 * head : 0,
+                                s.gb, s.wb);
     if (l->pp > 1) {
-        double tail = sync_estimate(base, l, &bp, nb, &last, dp_inside, mb, tb, 2.0 / 3.0 * head, s.gb, s.wb);
+        double tail = sync_estimate(base, l, &bp, nb, &last, dp_inside, mb, tf, tb, 2.0 / 3.0 * head, s.gb, s.wb);
         if (tail > sync) sync = tail;
     }
     int master = tr->master_fp32 && tr->precision != PREC_FP32;

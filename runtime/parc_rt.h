@@ -457,6 +457,9 @@ does:
     result is there after comm_wait(buf) (comm_wait(out)); until then nothing may
     read or write the buffers.  The runtime advances them between ops (see
     prt_comm_progress); reducescatter_start takes outer == 1.
+  allgather_start(axis, out, in, outer, inner): allgather started likewise,
+    outer == 1; comm_wait(out) completes it (ZeRO-3's weights gathered for
+    the next layer while this one computes).
   comm_wait(buf) (host): completes the collective started on buf (exactly one
     is in flight on it); a step must wait for every collective it started.
 
@@ -660,6 +663,9 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, COMM, allreduce_start, "pipit", (prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtypes),           \
       (rt, axis, buf, n, dtypes))                                                                                 \
     R(X, COMM, reducescatter_start, "pippiit", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer,  \
+      int64_t inner, int64_t dtypes),                                                                             \
+      (rt, axis, out, in, outer, inner, dtypes))                                                                  \
+    R(X, COMM, allgather_start, "pippiit", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer,      \
       int64_t inner, int64_t dtypes),                                                                             \
       (rt, axis, out, in, outer, inner, dtypes))                                                                  \
     R(X, HOST, comm_wait, "pp", (prt *rt, void *buf), (rt, buf))                                                  \

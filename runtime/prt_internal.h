@@ -562,6 +562,8 @@ void prt_mpi_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, in
 /* Nonblocking: MPI_Iallreduce in place / MPI_Ireduce_scatter_block (outer 1),
  * posted with prt_comm_post. */
 void prt_mpi_allreduce_start(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype);
+void prt_mpi_allgather_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
+                             int64_t dtype);
 void prt_mpi_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                                  int64_t dtype);
 

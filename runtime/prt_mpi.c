@@ -205,6 +205,19 @@ void prt_mpi_reducescatter_start(prt *rt, int64_t axis, void *out, const void *i
     prt_comm_post(rt, out, req, "reducescatter", (int64_t)S * block * (int64_t)prt_dtype_size(dtype), axis, t);
 }
 
+void prt_mpi_allgather_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
+                             int64_t dtype) {
+    double t = MPI_Wtime();
+    int S = prt_axis_size(rt, axis);
+    PRT_CHECK(outer == 1, "allgather_start: outer %lld, not 1", (long long)outer);
+    int block = count_of(inner, "allgather_start");
+    count_of((int64_t)S * block, "allgather_start");
+    MPI_Datatype type = mpi_type(dtype);
+    MPI_Request req;
+    PRT_MPI_CHECK(MPI_Iallgather(in, block, type, out, block, type, prt_axis_comm(rt, axis), &req));
+    prt_comm_post(rt, out, req, "allgather", (int64_t)S * block * (int64_t)prt_dtype_size(dtype), axis, t);
+}
+
 void prt_mpi_alltoall(prt *rt, int64_t axis, void *out, const void *in_, int64_t outer, int64_t inner, int64_t dtype) {
     size_t esize = prt_dtype_size(dtype);
     int S = prt_axis_size(rt, axis);

@@ -1,7 +1,7 @@
 /*
  * prt_overlap.c — collectives that overlap computation: allreduce_start,
- * reducescatter_start and comm_wait (parc_rt.h), and the table of collectives
- * in flight they share with the backends.
+ * reducescatter_start, allgather_start and comm_wait (parc_rt.h), and the
+ * table of collectives in flight they share with the backends.
  *
  * A backend's *_start posts its collective and registers the request here
  * (prt_comm_post); a backend whose collectives already overlap by other means
@@ -104,6 +104,19 @@ void prt_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in, i
     else if (inner > 0 && out != in) rt->backend->copy_bytes(rt, out, in, (size_t)inner * prt_dtype_size(dtype));
     post_if_finished(rt, before, out, "reducescatter", (int64_t)S * inner * (int64_t)prt_dtype_size(dtype), axis,
                      start);
+    prt_phase_charge(rt, PRT_PHASE_COMM, start);
+}
+
+void prt_allgather_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
+                         int64_t dtypes) {
+    double start = MPI_Wtime();
+    int64_t dtype = prt_comm_dtype(rt, dtypes, out, in, "allgather_start");
+    PRT_CHECK(outer == 1, "allgather_start: outer %lld (only whole blocks, outer 1, are started)", (long long)outer);
+    int before = rt->ninflight;
+    int S = prt_axis_size(rt, axis);
+    if (S > 1) rt->backend->allgather_start(rt, axis, out, in, outer, inner, dtype);
+    else if (inner > 0 && out != in) rt->backend->copy_bytes(rt, out, in, (size_t)inner * prt_dtype_size(dtype));
+    post_if_finished(rt, before, out, "allgather", (int64_t)S * inner * (int64_t)prt_dtype_size(dtype), axis, start);
     prt_phase_charge(rt, PRT_PHASE_COMM, start);
 }
 

@@ -705,6 +705,63 @@ static void test_overlap_scatter_verifier(void) {
             bwd->ins[wait_at] = bwd->ins[wait_at - 1]; /* a start loses its wait */
             expect_internal_error("scatter without its wait", verify_lower_row, &c, "not one after it");
             bwd->ins[wait_at] = w;
+            Seq *head = &c.prog->stages[0].seq[SEQ_HEAD_BWD]; /* the head's scatters are started too */
+            int head_wait = -1;
+            for (int i = 0; i < head->n && head_wait < 0; i++)
+                if (instr_is_wait(&head->ins[i])) head_wait = i;
+            CHECK(head_wait > 0, "tiny_zero2: head.bwd waits for its started reduce-scatters");
+            if (head_wait > 0) {
+                Instr hw = head->ins[head_wait];
+                head->ins[head_wait] = head->ins[head_wait - 1]; /* a start loses its wait */
+                expect_internal_error("head scatter without its wait", verify_lower_row, &c, "not one after it");
+                head->ins[head_wait] = hw;
+            }
+            verify_lower_row(&c); /* restored: passes */
+        }
+    }
+    passes_finish(&c);
+    arena_free(&arena);
+}
+
+/* ZeRO-3's gathers prefetched a layer ahead (overlap_gather.c): a prefetch
+ * that runs on the last layer too, the first layer's own start run on every
+ * layer, a guarded gather left blocking and a first layer that starts none
+ * are compiler bugs. */
+static void test_overlap_gather_verifier(void) {
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/examples/tiny_zero3.par", source_root());
+    Arena arena = {0};
+    Compilation c;
+    int rc = passes_run(&c, &arena, path, 1, passes_find("lower"));
+    CHECK(rc == 0, "tiny_zero3 through lower");
+    if (rc == 0) {
+        Seq *fwd = &c.prog->stages[0].seq[SEQ_BLOCK_FWD];
+        int own = -1, next = -1, wait = -1;
+        for (int i = 0; i < fwd->n; i++) {
+            const Instr *ins = &fwd->ins[i];
+            if (ins->fn == RT_prt_allgather_start && ins->when == WHEN_L_FIRST && own < 0) own = i;
+            if (ins->fn == RT_prt_allgather_start && ins->when == WHEN_L_NOT_LAST && next < 0) next = i;
+            if (instr_is_wait(ins) && wait < 0) wait = i;
+        }
+        CHECK(own >= 0 && next > own && wait > next,
+              "tiny_zero3: block.fwd starts its own gathers (%d), the next layer's (%d), then waits (%d)", own, next,
+              wait);
+        if (own >= 0 && next > own && wait > next) {
+            Instr saved = fwd->ins[next];
+            fwd->ins[next].when = WHEN_ALWAYS; /* the last layer prefetches a layer that is not there */
+            expect_internal_error("prefetch past the last layer", verify_lower_row, &c, "layers ends with the");
+            fwd->ins[next] = saved;
+            saved = fwd->ins[own];
+            fwd->ins[own].when = WHEN_ALWAYS; /* every layer gathers its own again, over the prefetched copy */
+            expect_internal_error("own gather on every layer", verify_lower_row, &c,
+                                  "while the collective started on it is in flight");
+            fwd->ins[own].fn = RT_prt_allgather; /* a blocking gather that runs on some layers only */
+            fwd->ins[own].when = WHEN_L_FIRST;
+            expect_internal_error("guarded blocking gather", verify_lower_row, &c, "which only started collectives do");
+            fwd->ins[own] = saved;
+            fwd->ins[own].when = WHEN_L_LAST; /* the forward's first layer starts nothing for itself */
+            expect_internal_error("first layer without its gather", verify_lower_row, &c, "has no collective in flight");
+            fwd->ins[own] = saved;
             verify_lower_row(&c); /* restored: passes */
         }
     }
@@ -916,6 +973,7 @@ int main(void) {
     test_verifiers_fail();
     test_overlap_verifier();
     test_overlap_scatter_verifier();
+    test_overlap_gather_verifier();
     test_lowering_rows();
     test_variant_predicate();
     test_balance();

@@ -5,7 +5,8 @@
  * through lowered plans, the GEMM, all-reduce and
  * pipeline-bubble terms of the analysis, the blocking collectives exposed,
  * the gradient buckets partly hidden under the backward as the runtime
- * overlaps them (cost_overlap), and the phases summing to the step.
+ * overlaps them (cost_overlap), ZeRO-3's gathers prefetched a layer ahead
+ * (a pass by hand, then a lowered plan's), and the phases summing to the step.
  * Exit status: 0 when every check holds, 1 otherwise.
  */
 #include "analyze.h"
@@ -378,6 +379,119 @@ static void test_scatters_overlapped(void)
     arena_free(&arena);
 }
 
+/* ZeRO-3's gathers prefetched a layer ahead (overlap_gather.c), by hand: a
+ * pass over L = 3 layers, each computing 1 s once its gathers (g s on the
+ * one link) are there.  Layer 0 starts its own (on the link 0..g) and layer
+ * 1's (g..2g), each later layer the next one's as it begins.  g = 0.6: layer
+ * 0 waits until 0.6 and ends at 1.6; layer 1's gather was done at 1.2, layer
+ * 2's runs 1.6..2.2 under layer 1 (1.6..2.6); the pass ends at 3.6 s: of the
+ * 1.8 s of gathers only the first layer's 0.6 s is exposed.  g = 1.5, more
+ * than a layer's work: layer 0 ends at 2.5, layer 1 waits until 3 and ends at
+ * 4, layer 2's gather runs 3..4.5, the pass ends at 5.5 s: exposed g + (L-1)
+ * (g - 1) = 2.5 s.  Blocking, each layer takes 1 + g. */
+static void test_prefetch_timeline(void)
+{
+    static const double gs[2] = {0.6, 1.5}, ends[2] = {3.6, 5.5}, hiddens[2] = {1.2, 2.0};
+    for (int k = 0; k < 2; k++) {
+        double g = gs[k];
+        /* start G0, start G1, wait G0, work | start G2, wait G1, work | wait G2, work */
+        const double dur[9] = {g, g, 0, 1, g, 0, 1, 0, 1};
+        const int wait_of[9] = {-2, -2, 0, -1, -2, 1, -1, 4, -1};
+        double hidden = -1;
+        near(k ? "prefetched pass, link-bound" : "prefetched pass", cost_timeline(dur, wait_of, 9, &hidden), ends[k]);
+        near(k ? "hidden, link-bound" : "hidden: all but the first layer's gather", hidden, hiddens[k]);
+        const int blocking[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+        const double dur_blocking[9] = {g, 0, 0, 1, g, 0, 1, g, 1};
+        near("the gathers blocking", cost_timeline(dur_blocking, blocking, 9, &hidden), 3 * (1 + g));
+    }
+}
+
+/* The instance a guarded block instruction's buffer argument names at layer l. */
+static int64_t parity_instance(const Arg *a, int64_t l)
+{
+    return a->inst == INST_PARITY ? (l + a->k) & 1 : a->k;
+}
+
+/* ZeRO-3 over dp 2, lowered: the forward's gathers start a layer ahead, the
+ * ledger holds the second instance of each gathered buffer, and the analysis
+ * charges one chunk's forward exactly its pass's timeline: the blocking
+ * plan's forward less what that timeline hides, the first gather exposed. */
+static void test_gathers_prefetched(void)
+{
+    Arena arena = {0};
+    Analysis *an = analyze_text(&arena, "mlp_zero3", "mesh { dp 2; }\nlayout { batch -> dp; zero 3 over dp; }\n");
+    Analysis *off = analyze_text(&arena, "mlp_zero3_blocking",
+                                 "mesh { dp 2; }\nlayout { batch -> dp; zero 3 over dp; grad_overlap off; }\n");
+    truth("the ZeRO-3 plans analyze", an != NULL && off != NULL);
+    if (!an || !off) return;
+    const StageProgram *sp = &an->prog->stages[0], *sp_off = &off->prog->stages[0];
+    const Seq *seq = &sp->seq[SEQ_BLOCK_FWD];
+    int64_t L = sp->layers_per_chunk;
+    int first = 0, next = 0, blocking_off = 0, started_off = 0;
+    double first_gather = -1;
+    for (int i = 0; i < seq->n; i++) {
+        const Instr *ins = &seq->ins[i];
+        first += ins->fn == RT_prt_allgather_start && ins->when == WHEN_L_FIRST;
+        next += ins->fn == RT_prt_allgather_start && ins->when == WHEN_L_NOT_LAST;
+        if (ins->fn == RT_prt_allgather_start && first_gather < 0) {
+            CostTerms one = {0};
+            cost_instr(an->prog, ins, 1.0, &one);
+            first_gather = one.comm_s;
+        }
+    }
+    const Seq *seq_off = &sp_off->seq[SEQ_BLOCK_FWD];
+    for (int i = 0; i < seq_off->n; i++) {
+        blocking_off += seq_off->ins[i].fn == RT_prt_allgather;
+        started_off += instr_is_start(&seq_off->ins[i]);
+    }
+    truth("each gather of the forward started for the first layer and for the next", first > 0 && first == next);
+    truth("grad_overlap off: the same gathers blocking, none started", blocking_off == first && started_off == 0);
+    /* the ledger: exactly one more instance of each gathered buffer */
+    int64_t extra = 0;
+    for (int b = 0; b < sp->nbufs; b++)
+        if (sp->bufs[b].instances == 2 && strstr(sp->bufs[b].name, ".resharded"))
+            extra += sp->bufs[b].elems * dtype_bytes(sp->bufs[b].dtype);
+    truth("gathered buffers of two instances", extra > 0);
+    near("the ledger's comm class holds the second instances", (double)(sp->ledger[PRT_COMM] - sp_off->ledger[PRT_COMM]),
+         (double)extra);
+    /* one chunk's forward pass as one timeline, each wait on the latest start
+     * into the same buffer instance */
+    double dur[1024];
+    int wait_of[1024], at[1024], m = 0;
+    int64_t inst[1024];
+    for (int64_t l = 0; l < L; l++)
+        for (int i = 0; i < seq->n && m < 1024; i++) {
+            const Instr *ins = &seq->ins[i];
+            if (!when_holds(ins->when, l, L)) continue;
+            CostTerms one = {0};
+            cost_instr(an->prog, ins, 1.0, &one);
+            const Arg *res = instr_is_start(ins) ? instr_async_result(ins) : &ins->args[0];
+            dur[m] = cost_terms_total(&one);
+            at[m] = i;
+            inst[m] = parity_instance(res, l);
+            wait_of[m] = instr_is_start(ins) ? -2 : -1;
+            for (int j = m - 1; j >= 0 && instr_is_wait(ins) && wait_of[m] == -1; j--)
+                if (wait_of[j] == -2 && instr_async_result(&seq->ins[at[j]])->buf == res->buf && inst[j] == inst[m])
+                    wait_of[m] = j;
+            truth("every wait of the pass has its start", !instr_is_wait(ins) || wait_of[m] >= 0);
+            m++;
+        }
+    double hidden = 0;
+    cost_timeline(dur, wait_of, m, &hidden);
+    truth("some of the forward's gathers hidden", hidden > 0);
+    near("one chunk's forward hides its pass's timeline", an->stages[0].fwd_hidden_chunk_s, hidden);
+    near("the blocking forward is longer by exactly that", cost_terms_total(&off->stages[0].fwd),
+         cost_terms_total(&an->stages[0].fwd) + hidden);
+    double gathers = off->stages[0].fwd.comm_s; /* the blocking forward's: its gathers */
+    truth("the first layer's first gather exposed", first_gather > 0 && hidden <= gathers - first_gather + 1e-15);
+    double items = (double)an->prog->schedule.micro_batches * an->prog->schedule.chunks;
+    near("hidden communication", an->comm_hidden_s,
+         items * (an->stages[0].fwd_hidden_chunk_s + an->stages[0].bwd_hidden_chunk_s));
+    near("nothing hidden with grad_overlap off", off->comm_hidden_s, 0);
+    phases_sum("ZeRO-3 phases sum to the step", an);
+    arena_free(&arena);
+}
+
 int main(void)
 {
     test_primitives();
@@ -389,6 +503,8 @@ int main(void)
     test_overlap();
     test_timeline();
     test_scatters_overlapped();
+    test_prefetch_timeline();
+    test_gathers_prefetched();
     if (diag_error_count()) printf("FAIL %d diagnostics\n", diag_error_count()), failures++;
     printf("%s: %d failure%s\n", failures ? "FAIL" : "ok", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;

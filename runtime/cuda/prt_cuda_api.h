@@ -123,6 +123,8 @@ void prt_cu_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int6
  * stream (the next ops do not wait for it), so nothing is left to progress and
  * comm_wait finds it complete; the host-staged path is the blocking one. */
 void prt_cu_allreduce_start(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype);
+void prt_cu_allgather_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
+                            int64_t dtype);
 void prt_cu_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                                 int64_t dtype);
 void prt_cu_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);

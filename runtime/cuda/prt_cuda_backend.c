@@ -234,6 +234,10 @@ void prt_cu_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in
                                 int64_t dtype) {
     prt_cu_reducescatter(rt, axis, out, in, outer, inner, dtype);
 }
+void prt_cu_allgather_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
+                            int64_t dtype) {
+    prt_cu_allgather(rt, axis, out, in, outer, inner, dtype);
+}
 
 #define CU_SLOT_OP(name) .name = cu_##name,
 #define CU_SLOT_COMM(name) .name = prt_cu_##name,
