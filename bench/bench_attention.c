@@ -6,8 +6,10 @@
  * prt_cpu_attention.c of another revision compiled with its entry points
  * renamed (prt_old_attention_heads_fwd / _bwd): both kernels then run in one
  * process, alternating, on the same buffers.
- *   bench_attention T:BNH [T:BNH ...]   (B = BNH / NH rounded up, NH = 4, HD = 64)
+ *   SHAPES="T:BNH [T:BNH ...]" bench_attention   (B = BNH / NH rounded up, NH = 4, HD = 64)
  *   env: REPS (default 3; the minimum over them is printed), KERNELS ("new old")
+ * (shapes from the environment: the runtime may start the program again, with
+ * its own arguments, to choose the BLAS's threads or kernels)
  * Output, one line per (T, kernel), machine-readable:
  *   blas_core <name> threads <n>        first
  *   attention T <T> B <B> NH <NH> HD <HD> kernel <new|old> fwd_ms <f> bwd_ms <b> fwd_cpu_ms <f> bwd_cpu_ms <b>
@@ -52,18 +54,28 @@ int main(int argc, char **argv) {
     plan.plan_name = "bench_attention";
     plan.dp_axis = plan.tp_axis = plan.pp_axis = -1;
     char *rt_argv[2] = {argv[0], NULL};
+    (void)argc;
     prt *rt = prt_init(1, rt_argv, &plan);
     int reps = getenv("REPS") ? atoi(getenv("REPS")) : 3;
     const char *kernels = getenv("KERNELS") ? getenv("KERNELS") : "new old";
     if (reps < 1) reps = 1;
     printf("blas_core %s threads %d\n", openblas_get_corename(), openblas_get_num_threads());
     const int64_t NH = 4, HD = 64;
-    for (int a = 1; a < argc; a++) {
+    const char *shapes = getenv("SHAPES");
+    if (!shapes || !*shapes) {
+        fprintf(stderr, "bench_attention: no SHAPES (\"T:BNH ...\") in the environment\n");
+        return 2;
+    }
+    for (const char *p = shapes; *p;) {
         long long T_, bnh;
-        if (sscanf(argv[a], "%lld:%lld", &T_, &bnh) != 2 || T_ < 1 || bnh < 1) {
-            fprintf(stderr, "bench_attention: '%s' is not T:BNH\n", argv[a]);
+        int used = 0;
+        while (*p == ' ') p++;
+        if (!*p) break;
+        if (sscanf(p, "%lld:%lld%n", &T_, &bnh, &used) != 2 || T_ < 1 || bnh < 1) {
+            fprintf(stderr, "bench_attention: '%s' is not T:BNH\n", p);
             return 2;
         }
+        p += used;
         int64_t T = T_, B = (bnh + NH - 1) / NH, C = NH * HD;
         float *qkv = filled(B * T * 3 * C, 1), *dout = filled(B * T * C, 2), *out = filled(B * T * C, 3),
               *dqkv = filled(B * T * 3 * C, 4);

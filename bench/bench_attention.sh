@@ -84,7 +84,7 @@ for th in $THREADS; do
     out=$tmp/t$th.txt
     : > "$out"
     for r in $(seq 1 "$ROUNDS"); do
-        OPENBLAS_NUM_THREADS=$th OMP_NUM_THREADS=$th REPS=$REPS "$tmp/bench_attention" $SHAPES >> "$out" 2>&1 ||
+        SHAPES=$SHAPES OPENBLAS_NUM_THREADS=$th OMP_NUM_THREADS=$th REPS=$REPS "$tmp/bench_attention" >> "$out" 2>&1 ||
             { echo "bench_attention: the driver failed:" >&2; cat "$out" >&2; exit 1; }
         [ $have_torch = 1 ] && OPENBLAS_NUM_THREADS=$th OMP_NUM_THREADS=$th \
             "$TORCH_PYTHON" "$tmp/torch_att.py" "$th" "$REPS" $SHAPES >> "$out" 2>&1
