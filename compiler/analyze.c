@@ -321,10 +321,13 @@ static void analyze_step_time(Arena *arena, Analysis *an)
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;
     double slowest = -1;
+    an->stage_fwd = arena_alloc(arena, sizeof(double) * (size_t)prog->nstages);
+    an->stage_bwd = arena_alloc(arena, sizeof(double) * (size_t)prog->nstages);
     for (int s = 0; s < prog->nstages; s++) {
         const StageCost *sc = &an->stages[s];
         double tf = cost_terms_total(&sc->fwd);
         double tb = cost_terms_total(&sc->bwd);
+        an->stage_fwd[s] = tf, an->stage_bwd[s] = tb;
         if (tf > an->t_fwd) an->t_fwd = tf;
         if (tb > an->t_bwd) an->t_bwd = tb;
         if (tf + tb > slowest) slowest = tf + tb, an->slow_stage = s;
@@ -335,7 +338,12 @@ static void analyze_step_time(Arena *arena, Analysis *an)
         an->t_p2p = cost_coll_s(&plan->cluster, COLL_SEND, 2, plan_axis_inside_node(plan, prog->pp_axis), bytes);
     }
     double *idle = arena_alloc(arena, sizeof(double) * (size_t)prog->nstages);
-    an->pipeline_s = schedule_simulate(&prog->schedule, an->t_fwd, an->t_bwd, an->t_p2p, idle);
+    /* each stage at its own times: the last stage's head and loss make its
+     * chunks the slowest, and the first stage's ramp-up forward and drain
+     * backward, on the critical path, are its own; a pipeline message holds
+     * its sender and its receiver a hand-off each (schedule.h) */
+    an->pipeline_s = schedule_simulate_stages(&prog->schedule, an->stage_fwd, an->stage_bwd, an->t_fwd, an->t_bwd,
+                                              an->t_p2p, idle, NULL);
     an->bubble_ideal = schedule_bubble_ideal(&prog->schedule);
     double min_idle = an->pipeline_s;
     for (int s = 0; s < prog->nstages; s++)

@@ -33,9 +33,9 @@ typedef struct Timeline {
 
 static double tl_x(const Timeline *tl, double t) { return TL_L + t * tl->px; }
 static double tl_y(int stage) { return TL_TOP + stage * (TL_LANE + TL_GAP); }
-static double item_length(const Timeline *tl, const WorkItem *w)
+static double item_length(const Timeline *tl, int stage, const WorkItem *w)
 {
-    return w->kind == WORK_FORWARD ? tl->an->t_fwd : tl->an->t_bwd;
+    return w->kind == WORK_FORWARD ? tl->an->stage_fwd[stage] : tl->an->stage_bwd[stage];
 }
 static int item_key(const Schedule *sc, int kind, int chunk, int micro)
 {
@@ -68,7 +68,8 @@ static void timeline_build(Arena *arena, Timeline *tl, const Analysis *an)
             tl->item_at[s][item_key(sc, w->kind, w->chunk, w->micro)] = i;
         }
     }
-    double makespan = schedule_simulate_spans(sc, an->t_fwd, an->t_bwd, an->t_p2p, tl->idle, tl->start);
+    double makespan = schedule_simulate_stages(sc, an->stage_fwd, an->stage_bwd, an->t_fwd, an->t_bwd, an->t_p2p,
+                                               tl->idle, tl->start);
     if (makespan != an->pipeline_s)
         PARC_BUG("the timeline's simulation gives %.9g s, the analysis %.9g s", makespan, an->pipeline_s);
 }
@@ -97,7 +98,7 @@ static void timeline_block(FILE *out, const Timeline *tl, int s, int i)
 {
     const WorkItem *w = &tl->sc->items[s][i];
     const StageCost *cost = &tl->an->stages[s];
-    double t0 = tl->start[s][i], len = item_length(tl, w), x = tl_x(tl, t0), y = tl_y(s), width = len * tl->px;
+    double t0 = tl->start[s][i], len = item_length(tl, s, w), x = tl_x(tl, t0), y = tl_y(s), width = len * tl->px;
     int fwd = w->kind == WORK_FORWARD, shade = w->chunk % 2;
     double comm = fwd ? cost->comm_fwd_chunk_s : cost->comm_bwd_chunk_s;
     char name[32], b0[64], b1[64], b2[64], b3[64];
@@ -191,7 +192,7 @@ static int timeline_handoffs(FILE *out, const Timeline *tl)
             int from, j;
             if (!item_sender(tl, s, i, &from, &j)) continue;
             const WorkItem *w = &sc->items[from][j];
-            double sent = tl->start[from][j] + item_length(tl, w), arrives = sent + tl->an->t_p2p;
+            double sent = tl->start[from][j] + item_length(tl, from, w), arrives = sent + tl->an->t_p2p;
             int down = from < s;
             double y0 = tl_y(from) + (down ? TL_LANE : 0), y1 = tl_y(s) + (down ? 0 : TL_LANE);
             item_name(sc, w, name, sizeof name);
@@ -295,8 +296,8 @@ void report_html_timeline(FILE *out, const Analysis *an, double scale_s)
     report_html_time(an->t_bwd, b, sizeof b);
     report_html_time(an->t_p2p, h, sizeof h);
     fprintf(out, "<p class=\"note\" data-handoffs=\"%d\">The cost model's simulation of the schedule: every forward "
-                 "of a micro-batch through one chunk takes %s and every backward %s (the slowest stage's compute at "
-                 "the GPU's peak rate plus its blocking collectives)",
+                 "and backward of a micro-batch through one chunk takes its own stage's time, at most %s and %s (a "
+                 "stage's compute at the GPU's rates plus its blocking collectives)",
             handoffs, f, b);
     if (sc->stages > 1) fprintf(out, "; a hand-off between stages takes %s", h);
     if (sc->stages > 1 && !handoffs) fputs(" (not drawn at this scale)", out);

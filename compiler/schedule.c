@@ -151,6 +151,9 @@ typedef struct Executor {
     int *ready;       /* stack of stages that may make progress */
     int nready;
     double t_fwd, t_bwd, t_p2p;
+    const double *stage_fwd, *stage_bwd; /* per stage, where its chunks take their own times (NULL: t_fwd, t_bwd) */
+    int holds;        /* a message holds its sender for t_p2p after the item that sends it, and its receiver
+                       * for t_p2p before the item that takes it in (schedule_simulate_stages) */
     double *const *start; /* per stage, per item: when it starts (NULL: not kept) */
     char *why;        /* first error, or NULL to stop reporting */
     size_t why_size;
@@ -234,9 +237,11 @@ static void executor_run_stage(Executor *ex, int stage) {
             }
             ex->mail[need] = MSG_RECEIVED;
             if (ex->arrival[need] > start) start = ex->arrival[need];
+            if (ex->holds) start += ex->t_p2p; /* taking it in */
         }
         if (ex->start) ex->start[stage][ex->pc[stage]] = start;
-        double length = item->kind == WORK_FORWARD ? ex->t_fwd : ex->t_bwd;
+        double length = item->kind == WORK_FORWARD ? (ex->stage_fwd ? ex->stage_fwd[stage] : ex->t_fwd)
+                                                   : (ex->stage_bwd ? ex->stage_bwd[stage] : ex->t_bwd);
         ex->clock[stage] = start + length;
         ex->busy[stage] += length;
         int sent = item_sends(ex, stage, item);
@@ -250,6 +255,7 @@ static void executor_run_stage(Executor *ex, int stage) {
             }
             ex->mail[sent] = MSG_SENT;
             ex->arrival[sent] = ex->clock[stage] + ex->t_p2p;
+            if (ex->holds) ex->clock[stage] = ex->arrival[sent]; /* staging it */
             int to = message_receiver(ex, sent);
             if (ex->waiting[to] == sent) {
                 ex->waiting[to] = -1;
@@ -420,11 +426,12 @@ double schedule_simulate(const Schedule *s, double t_fwd, double t_bwd, double t
     return schedule_simulate_spans(s, t_fwd, t_bwd, t_p2p, idle, NULL);
 }
 
-double schedule_simulate_spans(const Schedule *s, double t_fwd, double t_bwd, double t_p2p,
-                               double *idle, double *const *start) {
+static double simulate(const Schedule *s, const double *stage_fwd, const double *stage_bwd, double t_fwd,
+                       double t_bwd, double t_p2p, int holds, double *idle, double *const *start) {
     if (schedule_verify(s, NULL, 0) != 0) return -1.0;
     Arena scratch = {0};
-    Executor ex = {.s = s, .t_fwd = t_fwd, .t_bwd = t_bwd, .t_p2p = t_p2p, .start = start};
+    Executor ex = {.s = s, .t_fwd = t_fwd, .t_bwd = t_bwd, .t_p2p = t_p2p, .stage_fwd = stage_fwd,
+                   .stage_bwd = stage_bwd, .holds = holds, .start = start};
     double makespan = -1.0;
     if (executor_run(&ex, &scratch) == 0) {
         makespan = 0.0;
@@ -435,6 +442,16 @@ double schedule_simulate_spans(const Schedule *s, double t_fwd, double t_bwd, do
     }
     arena_free(&scratch);
     return makespan;
+}
+
+double schedule_simulate_spans(const Schedule *s, double t_fwd, double t_bwd, double t_p2p,
+                               double *idle, double *const *start) {
+    return simulate(s, NULL, NULL, t_fwd, t_bwd, t_p2p, 0, idle, start);
+}
+
+double schedule_simulate_stages(const Schedule *s, const double *stage_fwd, const double *stage_bwd, double t_fwd,
+                                double t_bwd, double t_p2p, double *idle, double *const *start) {
+    return simulate(s, stage_fwd, stage_bwd, t_fwd, t_bwd, t_p2p, 1, idle, start);
 }
 
 /* -------------------------------------------------------------- dumping */

@@ -128,6 +128,19 @@ double schedule_simulate(const Schedule *s, double t_fwd, double t_bwd, double t
 double schedule_simulate_spans(const Schedule *s, double t_fwd, double t_bwd, double t_p2p,
                                double *idle, double *const *start);
 
+/* The simulation as the runtime runs a step (analyze.c): an F on stage st
+ * takes stage_fwd[st], a B stage_bwd[st] (a pipeline's stages differ: the
+ * first holds the embedding, the last the head and the loss), and a message
+ * holds both ends for t_p2p: its sender after the item that sends it (the
+ * runtime stages the buffer before the send returns: a copy into its send
+ * slot, on a GPU first the copy to host memory) and its receiver once it
+ * has arrived, before the item that needs it (taking it in: on a GPU the
+ * copy back to device memory).  It arrives when the sender's hold ends.
+ * Holds are not busy time: idle[] counts them with the waits.  With both
+ * arrays NULL every stage takes t_fwd and t_bwd, with the same holds. */
+double schedule_simulate_stages(const Schedule *s, const double *stage_fwd, const double *stage_bwd, double t_fwd,
+                                double t_bwd, double t_p2p, double *idle, double *const *start);
+
 /* Stable text form:
  *   schedule 1f1b: stages 2, micro_batches 4, chunks 1
  *   stage 0: F0 F1 B0 F2 B1 F3 B2 B3

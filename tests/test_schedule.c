@@ -170,6 +170,32 @@ static void test_sweep(void) {
     CHECK(shapes > 500, "only %d shapes", shapes);
 }
 
+/* Each stage at its own times, a message holding both ends (analyze.c's
+ * simulation): 1F1B over 2 stages, 2 micro-batches, stage 0 F 1 B 2, stage 1
+ * F 3 B 4, hand-off 0.5.  Stage 0: F0 0-1 (its send holds it to 1.5), F1
+ * 1.5-2.5 (to 3); stage 1 takes micro-batch 0 in 1.5-2, F0 2-5, B0 5-9
+ * (holds to 9.5); stage 0 takes it in 9.5-10, B0 10-12; stage 1 F1 10-13
+ * (micro-batch 1 there since 3), B1 13-17 (holds to 17.5); stage 0 B1 18-20.
+ * Without hand-offs: 17 (stage 0 busy 6, stage 1 14); every stage at the
+ * slower one's times, as before stages had their own: 21. */
+static void test_stage_times(void) {
+    Arena arena = {0};
+    Schedule s;
+    schedule_build(&arena, SCHED_1F1B, 2, 2, 1, &s);
+    const double f[2] = {1, 3}, b[2] = {2, 4};
+    double idle[2];
+    double span = schedule_simulate_stages(&s, f, b, 3, 4, 0.5, idle, NULL);
+    CHECK(close_to(span, 20.0), "own stage times, hand-off 0.5: makespan %g, want 20", span);
+    CHECK(close_to(idle[0], 14.0) && close_to(idle[1], 6.0), "idle %g %g, want 14 6 (holds are not busy)",
+          idle[0], idle[1]);
+    span = schedule_simulate_stages(&s, f, b, 3, 4, 0.0, idle, NULL);
+    CHECK(close_to(span, 17.0) && close_to(idle[0], 11.0) && close_to(idle[1], 3.0),
+          "own stage times, free hand-off: makespan %g idle %g %g, want 17 11 3", span, idle[0], idle[1]);
+    span = schedule_simulate(&s, 3, 4, 0.0, NULL);
+    CHECK(close_to(span, 21.0), "every stage at the slower one's times: %g, want 21", span);
+    arena_free(&arena);
+}
+
 /* GPipe with communication latency: each hop adds t_p2p on the critical path
  * twice per stage boundary (forward wave and backward wave). */
 static void test_latency(void) {
@@ -470,6 +496,7 @@ static void test_oracle(void) {
 int main(void) {
     test_sweep();
     test_latency();
+    test_stage_times();
     test_golden();
     test_corrupt();
     test_oracle();
