@@ -5,7 +5,7 @@
  * backward, and every op's backward then adds into them.  Where the first
  * instruction of the sequence after such a zero that touches the zeroed memory
  * writes all of it — the input gradient of a GEMM, an activation, a norm,
- * dropout, the position embedding or the cross-entropy, or an acc onto it (the
+ * dropout, attention, the position embedding or the cross-entropy, or an acc onto it (the
  * rules below) — adding onto zeros is
  * writing: the op's instruction gets the `writes` bit of that argument
  * (codegen passes it as PRT_ARG_WRITE in the call's dtypes word, parc_rt.h;
@@ -42,6 +42,8 @@ static const WriteRule write_rules[] = {
     {RT_prt_dropout_bwd, 0, {3}, 1},            /* din[n]: 0 where dropped */
     {RT_prt_pos_bwd, 1, {3, 4, 5}, 1},          /* din[B, T, C]: a copy of dout */
     {RT_prt_xent_bwd, 0, {4, 5}, 1},            /* dlogits[N, V_local] */
+    {RT_prt_attention_bwd, 0, {4, 5, 6, 7}, 3},          /* dqkv[B, T, 3, NH, HD] */
+    {RT_prt_attention_dropout_bwd, 0, {4, 5, 6, 7}, 3},  /* dqkv[B, T, 3, NH, HD] */
 };
 
 static const WriteRule *write_rule(int fn, int arg)

@@ -503,7 +503,8 @@ into it (the compiler sets it where the zero before would have been the only
 content, first_write.c; prt_word_writes reads it).  Ops that take it: acc's dst
 (then a copy), the din of gelu_bwd, relu_bwd, swiglu_bwd, matmul_bwd,
 matmul_t_bwd, matmul_bias_bwd, layernorm_bwd, rmsnorm_bwd, dropout_bwd (0 where
-dropped) and pos_bwd (then a copy of dout), and xent_bwd's dlogits. */
+dropped) and pos_bwd (then a copy of dout), xent_bwd's dlogits, and the dqkv of
+attention_bwd and attention_dropout_bwd. */
 
 #define PRT_ARG_WRITE 8
 

@@ -40,36 +40,62 @@ static inline int64_t prt_scratch_matmul_bwd(int64_t K, int64_t M, int64_t N, in
 }
 
 /* Attention runs each (batch, head) on one worker, up to PRT_ATTENTION_WORKERS
- * at once (the BLAS's threads, one-thread GEMMs inside), and each head
- * PRT_ATTENTION_ROWS query rows at a time: a block of scores is [rows, T], never
- * [T, T].  Every worker the heads can keep busy has its own slice. */
+ * at once (the BLAS's threads, one-thread GEMMs inside).  With kept
+ * probabilities a head goes PRT_ATTENTION_ROWS query rows at a time against
+ * all its keys: a block of scores is [rows, T], never [T, T].  Without them it
+ * is key-blocked as well (online softmax): a block of scores is
+ * [PRT_ATTENTION_ROWS, PRT_ATTENTION_KEYS] whatever T is, sized with its K, V
+ * and output blocks for a core's L2.  Every worker the heads can keep busy has
+ * its own slice. */
 #define PRT_ATTENTION_ROWS 64
+#define PRT_ATTENTION_KEYS 128
 #define PRT_ATTENTION_WORKERS 8
+/* The backward without kept probabilities rebuilds whole rows of P (row-blocked,
+ * five block GEMMs) up to this many keys, and goes key-blocked (seven: the
+ * forward is recomputed for the row statistics, scratch independent of T)
+ * only above: on the 1 MiB-L2 machine of bench/bench_attention.sh the
+ * row-blocked backward took 0.70..0.83 of the key-blocked one's CPU time at
+ * T = 256 .. 8192. */
+#define PRT_ATTENTION_FULL_ROWS 8192
 
 static inline int64_t prt_attention_workers(int64_t heads)
 {
     return heads < PRT_ATTENTION_WORKERS ? (heads > 0 ? heads : 1) : PRT_ATTENTION_WORKERS;
 }
 static inline int64_t prt_attention_rows(int64_t T) { return T < PRT_ATTENTION_ROWS ? T : PRT_ATTENTION_ROWS; }
+static inline int64_t prt_attention_keys(int64_t T) { return T < PRT_ATTENTION_KEYS ? T : PRT_ATTENTION_KEYS; }
 
-/* One worker's slice of the forward: the scores / probabilities of a block
- * unless written into a given fp32 probs buffer, the block with dropout
- * applied, the widened q, k, v [3,T,HD] and the output [T,HD]. */
+/* One worker's slice of the forward.  Kept probabilities: the scores /
+ * probabilities of a block unless written into the fp32 probs buffer itself,
+ * the block with dropout applied.  Key-blocked: a block of scores, the dropped
+ * block, each row's running max and sum [2, rows].  Both: the widened q, k, v
+ * [3,T,HD] and output [T,HD]. */
 static inline int64_t prt_attention_fwd_slice(int64_t T, int64_t HD, int has_probs, int probs16, int qkv16,
                                               int out16, int dropout)
 {
-    int p_own = has_probs && !probs16;
-    return ((int64_t)(p_own ? 0 : 1) + dropout) * prt_attention_rows(T) * T + ((int64_t)qkv16 * 3 + out16) * T * HD;
+    int64_t wide = ((int64_t)qkv16 * 3 + out16) * T * HD, R = prt_attention_rows(T);
+    if (!has_probs) return (1 + (int64_t)dropout) * R * prt_attention_keys(T) + 2 * R + wide;
+    return ((int64_t)(probs16 ? 1 : 0) + dropout) * R * T + wide;
 }
-/* The backward's: dP of a block always, P unless read from a given fp32 probs
- * buffer, the dropped block, the widened q, k, v, their gradient and the
- * output gradient. */
+/* The backward's.  Row-blocked (kept probabilities, or T up to
+ * PRT_ATTENTION_FULL_ROWS): dP of a block, P unless read from the fp32 probs
+ * buffer, the dropped block.  Key-blocked (_keys): P and dP of a block, the
+ * dropped block, a block of recomputed output [rows, HD] with its rows' max
+ * and sum, and the head's rows' logsumexp and rowsum(dO * O) [2, T].  Both:
+ * the widened q, k, v, their gradient and the output gradient. */
+static inline int64_t prt_attention_bwd_slice_keys(int64_t T, int64_t HD, int qkv16, int dqkv16, int dout16,
+                                                   int dropout)
+{
+    int64_t wide = (((int64_t)qkv16 + dqkv16) * 3 + dout16) * T * HD, R = prt_attention_rows(T);
+    return (2 + (int64_t)dropout) * R * prt_attention_keys(T) + R * (HD + 2) + 2 * T + wide;
+}
 static inline int64_t prt_attention_bwd_slice(int64_t T, int64_t HD, int has_probs, int probs16, int qkv16,
                                               int dqkv16, int dout16, int dropout)
 {
-    int p_own = has_probs && !probs16;
-    return ((int64_t)(p_own ? 1 : 2) + dropout) * prt_attention_rows(T) * T +
-           (((int64_t)qkv16 + dqkv16) * 3 + dout16) * T * HD;
+    int64_t wide = (((int64_t)qkv16 + dqkv16) * 3 + dout16) * T * HD, R = prt_attention_rows(T);
+    if (!has_probs && T > PRT_ATTENTION_FULL_ROWS)
+        return prt_attention_bwd_slice_keys(T, HD, qkv16, dqkv16, dout16, dropout);
+    return ((int64_t)(has_probs && !probs16 ? 1 : 2) + dropout) * R * T + wide;
 }
 
 /* heads = B x NH (attention's batch times heads) */

@@ -1057,10 +1057,9 @@ static void test_ops_table(void)
 }
 
 /* First-writer gradients (first_write.c): in a gpt2 block's backward every
- * activation gradient but the attention's dqkv (attention_bwd adds into it)
- * is written by its first writer: four GEMM input gradients, GELU's and the
- * residual's four accs get the `writes` bit, and one zero is left of ten; the
- * head's three (layer norm, GEMM, cross-entropy) all go, and the position
+ * activation gradient is written by its first writer: four GEMM input
+ * gradients, GELU's, attention's dqkv and the residual's four accs get the
+ * `writes` bit, and no zero is left of ten; the head's three (layer norm, GEMM, cross-entropy) all go, and the position
  * embedding's backward writes the token embedding's gradient (a copy).
  * With tp 2 the column-parallel GEMMs' partial input gradients are written too.
  * A llama block's SwiGLU and RMSNorm gradients, an MLP block's ReLU and a
@@ -1086,16 +1085,17 @@ static void test_first_writer(void)
     int z, w, c, a;
     const StageProgram *sp = &prog->stages[0];
     count_seq(&sp->seq[SEQ_BLOCK_BWD], &z, &w, &c, &a);
-    CHECK(z == 1 && w == 9 && c == 0 && a == 4, "block backward: 1 zero, 9 writes, 0 copies, 4 accs; got %d %d %d %d",
+    CHECK(z == 0 && w == 10 && c == 0 && a == 4, "block backward: no zero, 10 writes, 0 copies, 4 accs; got %d %d %d %d",
           z, w, c, a);
     for (int i = 0; i < sp->seq[SEQ_BLOCK_BWD].n; i++) {
         const Instr *ins = &sp->seq[SEQ_BLOCK_BWD].ins[i];
-        if (ins->fn == RT_prt_zero)
-            CHECK(!strcmp(sp->bufs[ins->args[0].buf].name, "attn.qkv.out.grad"), "the zero left is dqkv's, not %s",
-                  sp->bufs[ins->args[0].buf].name);
+        if (ins->fn == RT_prt_attention_bwd)
+            CHECK(ins->writes == 1 && !strcmp(sp->bufs[ins->args[0].buf].name, "attn.qkv.out.grad"),
+                  "attention_bwd writes dqkv (attn.qkv.out.grad), not %s (mask %#x)", sp->bufs[ins->args[0].buf].name,
+                  ins->writes);
         if (ins->writes)
-            CHECK(ins->writes == 1 &&
-                      (ins->fn == RT_prt_matmul_bias_bwd || ins->fn == RT_prt_gelu_bwd || ins->fn == RT_prt_acc),
+            CHECK(ins->writes == 1 && (ins->fn == RT_prt_matmul_bias_bwd || ins->fn == RT_prt_gelu_bwd ||
+                                       ins->fn == RT_prt_acc || ins->fn == RT_prt_attention_bwd),
                   "%s writes argument mask %#x", rt_fn_names[ins->fn], ins->writes);
     }
     count_seq(&sp->seq[SEQ_HEAD_BWD], &z, &w, &c, &a);
@@ -1107,7 +1107,7 @@ static void test_first_writer(void)
     int marked = 0;
     while (fgets(line, sizeof line, dump)) marked += strstr(line, "; writes %") != NULL;
     fclose(dump);
-    CHECK(marked == 13, "the IR dump marks 13 first writers, got %d", marked);
+    CHECK(marked == 14, "the IR dump marks 14 first writers, got %d", marked);
     count_seq(&sp->seq[SEQ_EMBED_BWD], &z, &w, &c, &a);
     CHECK(z == 0 && w == 1, "embed backward: no zero, 1 write; got %d zeros, %d writes", z, w);
     for (int i = 0; i < sp->seq[SEQ_EMBED_BWD].n; i++) {
@@ -1125,10 +1125,10 @@ static void test_first_writer(void)
         RtFn fn;
         int calls, writes, zeros;
     } kinds[] = {
-        {"llama", 0, RT_prt_swiglu_bwd, 1, 9, 1},    /* dqkv's zero stays (attention_bwd adds) */
-        {"llama", 0, RT_prt_rmsnorm_bwd, 2, 9, 1},   /* ln2's and ln1's din are the residual's: they add */
+        {"llama", 0, RT_prt_swiglu_bwd, 1, 10, 0},   /* attention_bwd writes dqkv: no zero left */
+        {"llama", 0, RT_prt_rmsnorm_bwd, 2, 10, 0},  /* ln2's and ln1's din are the residual's: they add */
         {"relu", 0, RT_prt_relu_bwd, 1, 5, 0},       /* acc, two GEMMs, relu and rmsnorm: no zero left */
-        {"gpt2", 0.1, RT_prt_dropout_bwd, 2, 11, 1}, /* the two branch outputs' dropouts */
+        {"gpt2", 0.1, RT_prt_dropout_bwd, 2, 12, 0}, /* the two branch outputs' dropouts (and dqkv) */
     };
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         Opts o = defaults();
@@ -1167,8 +1167,8 @@ static void test_first_writer(void)
     int zeros_tp, writes_tp;
     count_seq(&prog->stages[0].seq[SEQ_BLOCK_BWD], &zeros_tp, &writes_tp, &c, &a);
     /* the column-parallel GEMMs' partial input gradients (grad.part) and the accs after their
-     * all-reduces are first writers too; dqkv's zero stays */
-    CHECK(writes_tp == 13 && zeros_tp == 1, "tp 2 block backward: 13 writes, 1 zero; got %d writes, %d zeros",
+     * all-reduces are first writers too, and attention_bwd's dqkv on its local heads */
+    CHECK(writes_tp == 14 && zeros_tp == 0, "tp 2 block backward: 14 writes, no zero; got %d writes, %d zeros",
           writes_tp, zeros_tp);
     arena_free(&arena);
 }

@@ -6,17 +6,23 @@
  * head's T x T x HD products split over BLAS threads only contend — measured
  * on the 41 M bench model, attention_bwd 1091 ms per step at 2 BLAS threads
  * against under 151 ms at 1), and each head PRT_ATTENTION_ROWS query rows at a
- * time: rows i0 .. i0 + r - 1 see keys 0 .. n - 1 (n = i0 + r when causal, else
- * T), so a block of scores is [r, n], never [T, T], and a causal head computes
- * only the blocks of its lower triangle.  Each row's softmax is over its whole
- * row of keys (no running rescale), and a head's work is the same whichever
- * worker runs it, so results do not depend on the thread count.
+ * time.  With kept probabilities (probs given) rows i0 .. i0 + r - 1 see keys
+ * 0 .. n - 1 at once (n = i0 + r when causal, else T): a block of scores is
+ * [r, n], each row's softmax over its whole row of keys.  Without them a head
+ * is also key-blocked (flash_head_fwd / flash_head_bwd below: online softmax,
+ * blocks of [PRT_ATTENTION_ROWS, PRT_ATTENTION_KEYS] whatever T is); its
+ * backward is row-blocked too, rebuilding whole rows of P, unless T is above
+ * PRT_ATTENTION_FULL_ROWS (prt_scratch.h says why).  Either
+ * way a causal head computes only the blocks of its lower triangle, and a
+ * head's work is the same whichever worker runs it, so results do not depend
+ * on the thread count.
  *
  * Tensors as in prt_cpu_view.h: a 16-bit q, k, v, output or gradient is
  * widened into the worker's slice, rounded back once per head.
  */
 #include <cblas.h>
 #include <math.h>
+#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #else
@@ -40,17 +46,23 @@ prt_att_dropout prt_cpu_attention_dropout(prt *rt, int64_t first_sample, int64_t
                       prt_dropout_scale(p), first_sample, h_offset, NH_global};
 }
 
-/* PD = P * M * scale on rows i0 .. i0 + r - 1, columns 0 .. n - 1 of head h of
- * sample b (PD and P: rows ld apart; PD may be P). */
-static void att_drop_apply(const prt_att_dropout *d, float *PD, const float *P, int ld, int64_t b, int64_t h, int T, int i0,
-                           int r, int n) {
-    uint64_t base = (uint64_t)(((d->first_sample + b) * d->NH_global + d->h_offset + h) * T) * (uint64_t)T;
+/* PD = P * M * scale on rows i0 .. i0 + r - 1, columns j0 .. j0 + c - 1 of head
+ * h of sample b (PD and P: rows ld apart, column 0 = key j0; PD may be P). */
+static void att_drop_cols(const prt_att_dropout *d, float *PD, const float *P, int ld, int64_t b, int64_t h, int T,
+                          int i0, int r, int j0, int c) {
+    uint64_t base = (uint64_t)(((d->first_sample + b) * d->NH_global + d->h_offset + h) * T) * (uint64_t)T + (uint64_t)j0;
     for (int i = 0; i < r; i++) {
         uint64_t row = base + (uint64_t)(i0 + i) * (uint64_t)T;
-        for (int j = 0; j < n; j++)
+        for (int j = 0; j < c; j++)
             PD[(size_t)i * ld + j] =
                 prt_dropout_keep(d->key, row + (uint64_t)j, d->threshold) ? P[(size_t)i * ld + j] * d->scale : 0.0f;
     }
+}
+
+/* PD = P * M * scale on rows i0 .. i0 + r - 1, columns 0 .. n - 1 (att_drop_cols). */
+static void att_drop_apply(const prt_att_dropout *d, float *PD, const float *P, int ld, int64_t b, int64_t h, int T, int i0,
+                           int r, int n) {
+    att_drop_cols(d, PD, P, ld, b, h, T, i0, r, 0, n);
 }
 
 /* Views of head h of sample b: q, k, v of qkv[B,T,3,NH,HD] (rows 3C apart). */
@@ -68,9 +80,22 @@ static void head_store(tensor qkv, view q, view k, view v, int64_t b, int64_t h,
     view_store(qkv, v, base + 2 * C, T, HD, 3 * C);
 }
 
+/* The gradient views of one head, dq, dk, dv of dqkv: loaded to be added
+ * into, or zeroed when the call writes dqkv (its zero is then this one, a
+ * head at a time). */
+static void head_grad_views(tensor dqkv, float *slot, int64_t b, int64_t h, int T, int C, int HD, int write, view *dq,
+                            view *dk, view *dv) {
+    head_views(dqkv, slot, b, h, T, C, HD, !write, dq, dk, dv);
+    if (!write) return;
+    view *g[3] = {dq, dk, dv};
+    for (int w = 0; w < 3; w++)
+        for (int t = 0; t < T; t++) memset(g[w]->f + (size_t)t * g[w]->ld, 0, sizeof(float) * (size_t)HD);
+}
+
 typedef struct att_args {
     tensor out, probs, qkv, dqkv, dout;
-    int T, NH, HD, C, causal;
+    int T, NH, HD, C, causal, write; /* write: dqkv is written, not added into (PRT_ARG_WRITE) */
+    int keyblocked;                  /* the backward without probs: key-blocked, not whole rows */
     const prt_att_dropout *drop;
 } att_args;
 
@@ -134,7 +159,7 @@ static void att_head_bwd(const att_args *a, float *s, int64_t b, int h) {
     float scale = 1.0f / sqrtf((float)HD);
     view q, k, v, dq, dk, dv;
     head_views(a->qkv, qkv_slot, b, h, T, C, HD, 1, &q, &k, &v);
-    head_views(a->dqkv, dqkv_slot, b, h, T, C, HD, 1, &dq, &dk, &dv);
+    head_grad_views(a->dqkv, dqkv_slot, b, h, T, C, HD, a->write, &dq, &dk, &dv);
     int64_t p_off = ((int64_t)b * a->NH + h) * TT, o_off = (int64_t)b * T * C + (int64_t)h * HD;
     view dO = view_of(a->dout, dout_slot, o_off, T, HD, C, 1);
     for (int i0 = 0; i0 < T; i0 += BQ) {
@@ -168,6 +193,165 @@ static void att_head_bwd(const att_args *a, float *s, int64_t b, int h) {
     head_store(a->dqkv, dq, dk, dv, b, h, T, C, HD);
 }
 
+/* ------------------------------------------------ key-blocked (online softmax)
+ *
+ * Without kept probabilities a head runs as in FlashAttention (Dao et al.
+ * 2022) in FlashAttention-2's order (Dao 2023): a block of BQ query rows meets
+ * the keys BK at a time; each row keeps its running max m and sum l of
+ * exp(s - m), and on a new block with a larger max the partial output and l
+ * are rescaled by exp(m_old - m_new).  A causal block above the diagonal is
+ * never visited (no FLOPs); one on it is computed whole and masked.  The
+ * backward recomputes the forward of each query block first (O and m, l, so
+ * the logsumexp L = m + log l and D = rowsum(dO * O)), then runs key block by
+ * key block: P = exp(S - L), dV_j += P^T dO_i, dP = dO_i V_j^T,
+ * dS = P * (dP - D), dQ_i += dS K_j, dK_j += dS^T Q_i.  Row statistics are not
+ * kept between the calls: that costs the backward two more block GEMMs per
+ * block (7 against 5) and keeps the op's arguments and the IR as they are.
+ * Exponentials are prt_expf_fast's (prt_math.h: the loops vectorise). */
+
+/* Online softmax of the block S [r, c] (rows ld apart): query rows i0.., keys
+ * j0.. (masked past row i's key i0 + i when causal).  Updates each row's max
+ * m[i] and sum l[i], leaves P = exp(S - m_new) in S (0 where masked) and the
+ * rescale factor exp(m_old - m_new) of row i in alpha[i]. */
+static void flash_softmax_block(float *S, int ld, int i0, int r, int j0, int c, int causal, float *m, float *l,
+                                float *alpha) {
+    for (int i = 0; i < r; i++) {
+        float *row = S + (size_t)i * ld;
+        int last = causal && i0 + i - j0 < c - 1 ? i0 + i - j0 : c - 1; /* < 0: no key of this block */
+        float mx = m[i];
+        for (int j = 0; j <= last; j++) mx = row[j] > mx ? row[j] : mx;
+        float a = last < 0 || mx == m[i] ? 1.0f : prt_expf_fast(m[i] - mx), sum = 0.0f;
+        for (int j = 0; j <= last; j++) {
+            row[j] = prt_expf_fast(row[j] - mx);
+            sum += row[j];
+        }
+        for (int j = last < 0 ? 0 : last + 1; j < c; j++) row[j] = 0.0f;
+        alpha[i] = a;
+        l[i] = l[i] * a + sum;
+        m[i] = mx;
+    }
+}
+
+typedef struct flash_ws {
+    float *S, *PD, *m, *l; /* S, PD: [BQ, BK] (PD only with dropout); m, l: [BQ] */
+} flash_ws;
+
+/* O [r, HD] (rows ld_o apart) = attention of query rows i0 .. i0 + r - 1 over
+ * their keys, normalised; m, l left with each row's max and sum. */
+static void flash_rows_fwd(const att_args *a, const flash_ws *w, view q, view k, view v, float *O, int ld_o,
+                           int64_t b, int h, int i0, int r) {
+    int T = a->T, HD = a->HD, BK = (int)prt_attention_keys(T), n = a->causal ? i0 + r : T;
+    float scale = 1.0f / sqrtf((float)HD);
+    for (int i = 0; i < r; i++) w->m[i] = -INFINITY, w->l[i] = 0.0f;
+    for (int j0 = 0; j0 < n; j0 += BK) {
+        int c = n - j0 < BK ? n - j0 : BK;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, scale, q.f + (size_t)i0 * q.ld, q.ld,
+                    k.f + (size_t)j0 * k.ld, k.ld, 0.0f, w->S, BK);
+        float alpha[PRT_ATTENTION_ROWS];
+        flash_softmax_block(w->S, BK, i0, r, j0, c, a->causal, w->m, w->l, alpha);
+        if (j0 > 0)
+            for (int i = 0; i < r; i++)
+                if (alpha[i] != 1.0f)
+                    for (int e = 0; e < HD; e++) O[(size_t)i * ld_o + e] *= alpha[i];
+        if (a->drop) att_drop_cols(a->drop, w->PD, w->S, BK, b, h, T, i0, r, j0, c);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, c, 1.0f, a->drop ? w->PD : w->S, BK,
+                    v.f + (size_t)j0 * v.ld, v.ld, j0 > 0 ? 1.0f : 0.0f, O, ld_o);
+    }
+    for (int i = 0; i < r; i++) {
+        float inv = 1.0f / w->l[i];
+        for (int e = 0; e < HD; e++) O[(size_t)i * ld_o + e] *= inv;
+    }
+}
+
+/* One head forward, key-blocked, in workspace slice s (prt_attention_fwd_slice). */
+static void flash_head_fwd(const att_args *a, float *s, int64_t b, int h) {
+    int T = a->T, HD = a->HD, C = a->C, BQ = (int)prt_attention_rows(T), BK = (int)prt_attention_keys(T);
+    int64_t THD = (int64_t)T * HD;
+    flash_ws w;
+    w.S = take(&s, (int64_t)BQ * BK), w.PD = take(&s, a->drop ? (int64_t)BQ * BK : 0), w.m = take(&s, BQ);
+    w.l = take(&s, BQ);
+    float *qkv_slot = take(&s, is16(a->qkv) * 3 * THD), *out_slot = take(&s, is16(a->out) * THD);
+    view q, k, v;
+    head_views(a->qkv, qkv_slot, b, h, T, C, HD, 1, &q, &k, &v);
+    int64_t o_off = (int64_t)b * T * C + (int64_t)h * HD;
+    view o = view_of(a->out, out_slot, o_off, T, HD, C, 0);
+    for (int i0 = 0; i0 < T; i0 += BQ)
+        flash_rows_fwd(a, &w, q, k, v, o.f + (size_t)i0 * o.ld, o.ld, b, h, i0, T - i0 < BQ ? T - i0 : BQ);
+    view_store(a->out, o, o_off, T, HD, C);
+}
+
+/* The backward's first pass: L[i] (logsumexp) and D[i] = rowsum(dO * O) of
+ * every query row of the head, O recomputed a block at a time into Ob. */
+static void flash_row_stats(const att_args *a, const flash_ws *w, float *Ob, view q, view k, view v, view dO,
+                            float *L, float *D, int64_t b, int h) {
+    int T = a->T, HD = a->HD, BQ = (int)prt_attention_rows(T);
+    for (int i0 = 0; i0 < T; i0 += BQ) {
+        int r = T - i0 < BQ ? T - i0 : BQ;
+        flash_rows_fwd(a, w, q, k, v, Ob, HD, b, h, i0, r);
+        for (int i = 0; i < r; i++) {
+            const float *o = Ob + (size_t)i * HD, *g = dO.f + (size_t)(i0 + i) * dO.ld;
+            float dot = 0.0f;
+            for (int e = 0; e < HD; e++) dot += o[e] * g[e];
+            D[i0 + i] = dot;
+            L[i0 + i] = w->m[i] + logf(w->l[i]);
+        }
+    }
+}
+
+/* One head backward, key-blocked, in workspace slice s (prt_attention_bwd_slice). */
+static void flash_head_bwd(const att_args *a, float *s, int64_t b, int h) {
+    int T = a->T, HD = a->HD, C = a->C, BQ = (int)prt_attention_rows(T), BK = (int)prt_attention_keys(T);
+    int64_t THD = (int64_t)T * HD;
+    flash_ws w;
+    w.S = take(&s, (int64_t)BQ * BK);
+    float *dP = take(&s, (int64_t)BQ * BK);
+    w.PD = take(&s, a->drop ? (int64_t)BQ * BK : 0);
+    float *Ob = take(&s, (int64_t)BQ * HD);
+    w.m = take(&s, BQ), w.l = take(&s, BQ);
+    float *L = take(&s, T), *D = take(&s, T), *qkv_slot = take(&s, is16(a->qkv) * 3 * THD),
+          *dqkv_slot = take(&s, is16(a->dqkv) * 3 * THD), *dout_slot = take(&s, is16(a->dout) * THD);
+    float scale = 1.0f / sqrtf((float)HD);
+    view q, k, v, dq, dk, dv;
+    head_views(a->qkv, qkv_slot, b, h, T, C, HD, 1, &q, &k, &v);
+    head_grad_views(a->dqkv, dqkv_slot, b, h, T, C, HD, a->write, &dq, &dk, &dv);
+    int64_t o_off = (int64_t)b * T * C + (int64_t)h * HD;
+    view dO = view_of(a->dout, dout_slot, o_off, T, HD, C, 1);
+    flash_row_stats(a, &w, Ob, q, k, v, dO, L, D, b, h);
+    for (int j0 = 0; j0 < T; j0 += BK) {
+        int c = T - j0 < BK ? T - j0 : BK;
+        const float *kb = k.f + (size_t)j0 * k.ld, *vb = v.f + (size_t)j0 * v.ld;
+        float *dkb = dk.f + (size_t)j0 * dk.ld, *dvb = dv.f + (size_t)j0 * dv.ld;
+        for (int i0 = a->causal ? j0 / BQ * BQ : 0; i0 < T; i0 += BQ) {
+            int r = T - i0 < BQ ? T - i0 : BQ;
+            const float *qb = q.f + (size_t)i0 * q.ld, *dOb = dO.f + (size_t)i0 * dO.ld;
+            /* P = exp(scale Q_i K_j^T - L), 0 past each row's last key */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, scale, qb, q.ld, kb, k.ld, 0.0f, w.S, BK);
+            for (int i = 0; i < r; i++) {
+                float *row = w.S + (size_t)i * BK, Li = L[i0 + i];
+                int last = a->causal && i0 + i - j0 < c - 1 ? i0 + i - j0 : c - 1;
+                for (int j = 0; j <= last; j++) row[j] = prt_expf_fast(row[j] - Li);
+                for (int j = last < 0 ? 0 : last + 1; j < c; j++) row[j] = 0.0f;
+            }
+            /* with dropout O = PD V, PD = P * M * scale: dV += PD^T dO, and dP = (dO V^T) * M * scale */
+            if (a->drop) att_drop_cols(a->drop, w.PD, w.S, BK, b, h, T, i0, r, j0, c);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, r, 1.0f, a->drop ? w.PD : w.S, BK, dOb,
+                        dO.ld, 1.0f, dvb, dv.ld);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, 1.0f, dOb, dO.ld, vb, v.ld, 0.0f, dP, BK);
+            if (a->drop) att_drop_cols(a->drop, dP, dP, BK, b, h, T, i0, r, j0, c);
+            /* dS = P * (dP - D), in place in dP (masked entries: P = 0 -> 0) */
+            for (int i = 0; i < r; i++) {
+                const float *p = w.S + (size_t)i * BK;
+                float *dp = dP + (size_t)i * BK, Di = D[i0 + i];
+                for (int j = 0; j < c; j++) dp[j] = p[j] * (dp[j] - Di);
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, c, scale, dP, BK, kb, k.ld, 1.0f,
+                        dq.f + (size_t)i0 * dq.ld, dq.ld);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, r, scale, dP, BK, qb, q.ld, 1.0f, dkb, dk.ld);
+        }
+    }
+    head_store(a->dqkv, dq, dk, dv, b, h, T, C, HD);
+}
+
 /* Every (batch, head) of a call over the workers, the BLAS on one thread
  * meanwhile; slice = the floats of one worker's workspace. */
 static void att_run(prt *rt, const att_args *a, int64_t B, int64_t slice, int bwd) {
@@ -181,8 +365,10 @@ static void att_run(prt *rt, const att_args *a, int64_t B, int64_t slice, int bw
     for (int64_t bh = 0; bh < heads; bh++) {
         int w = omp_get_thread_num();
         float *s = slice ? ws + (size_t)w * (size_t)slice : NULL;
-        if (bwd) att_head_bwd(a, s, bh / a->NH, (int)(bh % a->NH));
-        else att_head_fwd(a, s, bh / a->NH, (int)(bh % a->NH));
+        int64_t b = bh / a->NH;
+        int h = (int)(bh % a->NH);
+        if (!bwd) (a->probs.p ? att_head_fwd : flash_head_fwd)(a, s, b, h);
+        else (a->probs.p || !a->keyblocked ? att_head_bwd : flash_head_bwd)(a, s, b, h);
     }
     if (nt > 1) openblas_set_num_threads(nt);
 }
@@ -207,15 +393,29 @@ void prt_cpu_attention_heads_fwd(prt *rt, void *out, void *probs, const void *qk
             0);
 }
 
+static void att_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B, int64_t T,
+                    int64_t NH, int64_t HD, int64_t causal, const prt_att_dropout *drop, int64_t dtypes,
+                    int keyblocked) {
+    att_args a = att_args_of(rt, "attention_bwd", T, NH, HD, causal, drop);
+    a.keyblocked = keyblocked;
+    a.dqkv = ften(rt, dtypes, 0, dqkv, "attention_bwd"), a.dout = ften(rt, dtypes, 1, dout, "attention_bwd");
+    a.qkv = ften(rt, dtypes, 2, qkv, "attention_bwd"), a.probs = ften(rt, dtypes, 3, probs, "attention_bwd");
+    a.write = prt_word_writes(dtypes, 0);
+    int64_t slice = keyblocked ? prt_attention_bwd_slice_keys(T, HD, is16(a.qkv), is16(a.dqkv), is16(a.dout), drop != NULL)
+                               : prt_attention_bwd_slice(T, HD, a.probs.p != NULL, is16(a.probs), is16(a.qkv),
+                                                         is16(a.dqkv), is16(a.dout), drop != NULL);
+    att_run(rt, &a, B, slice, 1);
+}
+
 void prt_cpu_attention_heads_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
                                  int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal,
                                  const prt_att_dropout *drop, int64_t dtypes) {
-    att_args a = att_args_of(rt, "attention_bwd", T, NH, HD, causal, drop);
-    a.dqkv = ften(rt, dtypes, 0, dqkv, "attention_bwd"), a.dout = ften(rt, dtypes, 1, dout, "attention_bwd");
-    a.qkv = ften(rt, dtypes, 2, qkv, "attention_bwd"), a.probs = ften(rt, dtypes, 3, probs, "attention_bwd");
-    att_run(rt, &a, B,
-            prt_attention_bwd_slice(T, HD, a.probs.p != NULL, is16(a.probs), is16(a.qkv), is16(a.dqkv), is16(a.dout),
-                                    drop != NULL),
-            1);
+    att_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, drop, dtypes, !probs && T > PRT_ATTENTION_FULL_ROWS);
+}
+
+void prt_cpu_attention_keyblocked_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, int64_t B, int64_t T,
+                                      int64_t NH, int64_t HD, int64_t causal, const prt_att_dropout *drop,
+                                      int64_t dtypes) {
+    att_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, HD, causal, drop, dtypes, 1);
 }
 

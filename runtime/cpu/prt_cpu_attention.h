@@ -1,7 +1,9 @@
 /*
  * prt_cpu_attention.h — the CPU reference of causal attention (parc_rt.h,
  * attention_fwd / attention_bwd and their attention_dropout_* forms): heads
- * over the BLAS's threads, query rows a block at a time (prt_cpu_attention.c);
+ * over the BLAS's threads, query rows a block at a time, keys a block at a time
+ * too (online softmax) in the forward unless the probabilities are kept, and in
+ * the backward above PRT_ATTENTION_FULL_ROWS keys (prt_cpu_attention.c);
  * the backend table of prt_cpu_ops.c names them.
  */
 #ifndef PRT_CPU_ATTENTION_H
@@ -31,5 +33,11 @@ void prt_cpu_attention_heads_fwd(prt *rt, void *out, void *probs, const void *qk
 void prt_cpu_attention_heads_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
                                  int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal,
                                  const prt_att_dropout *drop, int64_t dtypes);
+/* attention_bwd without kept probabilities, key-blocked whatever T is (what
+ * attention_bwd runs above PRT_ATTENTION_FULL_ROWS keys; scratch
+ * prt_attention_bwd_slice_keys per worker): for tests and benchmarks at any T. */
+void prt_cpu_attention_keyblocked_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, int64_t B, int64_t T,
+                                      int64_t NH, int64_t HD, int64_t causal, const prt_att_dropout *drop,
+                                      int64_t dtypes);
 
 #endif

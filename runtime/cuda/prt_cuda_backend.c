@@ -177,6 +177,7 @@ static void cu_attention_dropout_bwd(prt *rt, void *dqkv_, const void *dout_, co
                                      int64_t B, int64_t T_, int64_t NH_, int64_t HD_, int64_t causal,
                                      int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step,
                                      int64_t layer, double p, int64_t dtypes) {
+    if (prt_word_writes(dtypes, 0)) cu_zero(rt, dqkv_, B * T_ * 3 * NH_ * HD_, dtypes);  /* PRT_ARG_WRITE */
     prt_cu_attention_dropout_bwd(rt, TN(0, dqkv_), TN(1, dout_), TN(2, qkv_), TN(3, probs_), B, T_, NH_, HD_, causal,
                                  cu_drop(rt, first_sample, h_offset, NH_global, step, layer, p));
 }
@@ -186,6 +187,7 @@ static void cu_attention_fwd(prt *rt, void *out_, void *probs_, const void *qkv_
 }
 static void cu_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const void *qkv_, const void *probs_, int64_t B,
                              int64_t T_, int64_t NH_, int64_t HD_, int64_t causal, int64_t dtypes) {
+    if (prt_word_writes(dtypes, 0)) cu_zero(rt, dqkv_, B * T_ * 3 * NH_ * HD_, dtypes);  /* PRT_ARG_WRITE */
     prt_cu_attention_bwd(rt, TN(0, dqkv_), TN(1, dout_), TN(2, qkv_), TN(3, probs_), B, T_, NH_, HD_, causal);
 }
 static void cu_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const void *stats_, const void *targets_,

@@ -6,6 +6,7 @@
  * Backward outputs are written from zeroed gradient buffers (so they are the
  * gradients themselves); the accumulation contract is test_ops_grad's business.
  */
+#include "cpu/prt_cpu_attention.h"
 #include "rt_test.h"
 
 static const char *DIR_;
@@ -132,6 +133,22 @@ int main(int argc, char **argv) {
         DUMP("attl_out", out, B, T, NH, HD); DUMP("attl_dqkv", dqkv, B, T, 3, NH, HD);
         DUMP("attlnc_out", out_nc, B, T, NH, HD); DUMP("attlnc_dqkv", dqkv_nc, B, T, 3, NH, HD);
         free(qkv); free(dout); free(out); free(dqkv); free(out_nc); free(probs); free(dqkv_nc);
+    }
+    {   /* key-blocked attention (the forward with probs NULL, the key-blocked backward) over several blocks of
+         * keys (PRT_ATTENTION_KEYS): 128 + 128 + 44, causal and not */
+        enum { B = 1, T = 300, NH = 2, HD = 8, CC = NH * HD };
+        float *qkv = rt_alloc(B * T * 3 * CC), *dout = rt_alloc(B * T * CC), *out = rt_alloc(B * T * CC),
+              *dqkv = calloc(B * T * 3 * CC, sizeof(float)), *out_nc = rt_alloc(B * T * CC),
+              *dqkv_nc = calloc(B * T * 3 * CC, sizeof(float));
+        rt_fill(qkv, B * T * 3 * CC, 28, 1.5f); rt_fill(dout, B * T * CC, 29, 1);
+        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, HD, 1, 0);
+        prt_cpu_attention_keyblocked_bwd(rt, dqkv, dout, qkv, B, T, NH, HD, 1, NULL, 0);
+        prt_attention_fwd(rt, out_nc, NULL, qkv, B, T, NH, HD, 0, 0);
+        prt_cpu_attention_keyblocked_bwd(rt, dqkv_nc, dout, qkv, B, T, NH, HD, 0, NULL, 0);
+        DUMP("attk_qkv", qkv, B, T, 3, NH, HD); DUMP("attk_dout", dout, B, T, NH, HD);
+        DUMP("attk_out", out, B, T, NH, HD); DUMP("attk_dqkv", dqkv, B, T, 3, NH, HD);
+        DUMP("attknc_out", out_nc, B, T, NH, HD); DUMP("attknc_dqkv", dqkv_nc, B, T, 3, NH, HD);
+        free(qkv); free(dout); free(out); free(dqkv); free(out_nc); free(dqkv_nc);
     }
     {   /* cross-entropy: loss_sum and d(mean loss)/dlogits */
         enum { V = 20 };

@@ -22,6 +22,7 @@
  * reducescatter, alltoall, slice with outer 1 and 3 on every axis, send/recv rings.
  * Exit status 0 iff nothing was wrong on any rank.
  */
+#include "cpu/prt_cpu_attention.h"
 #include "prt_internal.h"
 #include "prt_scratch.h"
 #include "rt_test.h"
@@ -290,10 +291,12 @@ static void test_matmul(void) {
     free(in); free(out_a); free(out_b);
 }
 
-/* T = 8: one block of query rows; T = 150: three (PRT_ATTENTION_ROWS 64) */
+/* T = 8: one block of query rows; T = 150: three (PRT_ATTENTION_ROWS 64) and,
+ * key-blocked (the forward without kept probabilities, and the key-blocked
+ * backward), two of keys (PRT_ATTENTION_KEYS 128) */
 static void test_attention(int64_t T) {
     enum { B = 2, NH = 2, HD = 4, C = NH * HD };
-    const int64_t W = prt_attention_workers(B * NH), BQ = prt_attention_rows(T); /* a slice per worker */
+    const int64_t W = prt_attention_workers(B * NH), BQ = prt_attention_rows(T), BK = prt_attention_keys(T); /* a slice per worker */
     for (int causal = 0; causal <= 1; causal++) {
         pair qkv = mk(B * T * 3 * C, 50 + causal, 1.5f), out = mk(B * T * C, 52, 1), dout = mk(B * T * C, 53, 1),
              dqkv = mk(B * T * 3 * C, 54, 1), dqkv2 = mk(B * T * 3 * C, 55, 1);
@@ -306,7 +309,7 @@ static void test_attention(int64_t T) {
         expect32("attention_fwd probs", probs_h, probs_f, B * NH * T * T, 1e-5);
         scratch_reset();
         prt_attention_fwd(RT, out.h, NULL, qkv.h, B, T, NH, HD, causal, PRT_ARG_DTYPES(DT, PRT_F32, DT));
-        expect_scratch("attention_fwd (probs NULL)", W * (BQ * T + 4 * T * HD));
+        expect_scratch("attention_fwd (probs NULL)", W * (BQ * BK + 2 * BQ + 4 * T * HD));
         expect16_gemm("attention_fwd (probs NULL)", out);
 
         scratch_reset();
@@ -319,6 +322,14 @@ static void test_attention(int64_t T) {
         expect_scratch("attention_bwd (probs NULL)", W * (2 * BQ * T + 7 * T * HD));
         prt_attention_bwd(RT, dqkv2.f, dout.f, qkv.f, NULL, B, T, NH, HD, causal, 0);
         expect16_gemm("attention_bwd (probs NULL)", dqkv2);
+        /* the key-blocked backward (attention_bwd's above PRT_ATTENTION_FULL_ROWS keys) */
+        pair dqkv4 = mk(B * T * 3 * C, 58, 1);
+        scratch_reset();
+        prt_cpu_attention_keyblocked_bwd(RT, dqkv4.h, dout.h, qkv.h, B, T, NH, HD, causal, NULL,
+                                         PRT_ARG_DTYPES(DT, DT, DT));
+        expect_scratch("attention_bwd key-blocked", W * (2 * BQ * BK + BQ * (HD + 2) + 2 * T + 7 * T * HD));
+        prt_cpu_attention_keyblocked_bwd(RT, dqkv4.f, dout.f, qkv.f, B, T, NH, HD, causal, NULL, 0);
+        expect16_gemm("attention_bwd key-blocked", dqkv4);
 
         /* 16-bit probabilities: stored rounded, read back widened */
         pair probs = mk(B * NH * T * T, 56, 1), dqkv3 = mk(B * T * 3 * C, 57, 1);

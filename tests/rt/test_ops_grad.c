@@ -9,6 +9,7 @@
  */
 #include <cblas.h>
 
+#include "cpu/prt_cpu_attention.h"
 #include "prt_internal.h"
 #include "rt_test.h"
 
@@ -497,7 +498,7 @@ static void test_attention_dropout(int save) {
     c.out = rt_alloc(no); c.r = rt_alloc(no); c.qkv = rt_alloc(nq); c.probs = rt_alloc(c.B * c.NH * c.T * c.T);
     rt_fill(c.r, no, 54, 1); rt_fill(c.qkv, nq, 55, 1.5f);
     float *plain = rt_alloc(no);
-    prt_attention_fwd(RT, plain, NULL, c.qkv, c.B, c.T, c.NH, c.HD, 1, 0);
+    prt_attention_fwd(RT, plain, save ? c.probs : NULL, c.qkv, c.B, c.T, c.NH, c.HD, 1, 0); /* the same kernel */
     c.p = 0;
     attd_loss(&c);
     rt_close("attention dropout p = 0 fwd", c.out, plain, no, 0, 0);
@@ -508,11 +509,11 @@ static void test_attention_dropout(int save) {
     RT_EXPECT(differ > 0, "attention dropout p = 0.3: the output equals attention's");
     /* sample 1, head 1 alone: qkv[1, T, 3, 1 head, HD] */
     int64_t nq1 = c.T * 3 * c.HD, no1 = c.T * c.HD, bad = 0;
-    float *q1 = rt_alloc(nq1), *o1 = rt_alloc(no1);
+    float *q1 = rt_alloc(nq1), *o1 = rt_alloc(no1), *p1 = rt_alloc(c.T * c.T);
     for (int64_t t = 0; t < c.T; t++)
         for (int64_t w = 0; w < 3; w++)
             memcpy(q1 + (t * 3 + w) * c.HD, c.qkv + ((1 * c.T + t) * 3 + w) * C + 1 * c.HD, (size_t)c.HD * sizeof(float));
-    prt_attention_dropout_fwd(RT, o1, NULL, q1, 1, c.T, 1, c.HD, 1, 1, 1, 2, 5, 2, c.p, 0);
+    prt_attention_dropout_fwd(RT, o1, save ? p1 : NULL, q1, 1, c.T, 1, c.HD, 1, 1, 1, 2, 5, 2, c.p, 0);
     for (int64_t t = 0; t < c.T; t++)
         for (int64_t e = 0; e < c.HD; e++) bad += o1[t * c.HD + e] != c.out[(1 * c.T + t) * C + 1 * c.HD + e];
     RT_EXPECT(bad == 0, "attention dropout: sample 1 head 1 alone differs in %lld elements", (long long)bad);
@@ -521,7 +522,7 @@ static void test_attention_dropout(int save) {
                               c.NHg, 5, 2, c.p, 0);
     grad_check(save ? "attention dropout (probs saved) bwd dqkv" : "attention dropout (probs recomputed) bwd dqkv",
                attd_loss, &c, c.qkv, d.g, d.g0, nq, 1e-2f);
-    grad_free(d); free(plain); free(q1); free(o1); free(c.out); free(c.r); free(c.qkv); free(c.probs);
+    grad_free(d); free(plain); free(q1); free(o1); free(p1); free(c.out); free(c.r); free(c.qkv); free(c.probs);
 }
 
 /* ---------------------------------------------------------------- cross-entropy */
@@ -647,6 +648,50 @@ static void test_attention_threads(void) {
     free(qkv); free(dout); free(probs);
 }
 
+/* The key-blocked kernels (the forward with probs NULL: online softmax over
+ * PRT_ATTENTION_KEYS keys at a time; the key-blocked backward, called
+ * directly) against the row-blocked ones (probs kept: each row's softmax over
+ * all its keys) at T = 300 (query blocks 4 x 64 + 44, key blocks
+ * 128 + 128 + 44), causal and not, with and without dropout: the same output
+ * and gradient to fp32 rounding, and the backward writes nothing outside its
+ * call's dqkv (all add onto the same prefill). */
+static void test_attention_blocked(void) {
+    enum { B = 2, T = 300, NH = 2, HD = 8, C = NH * HD };
+    int64_t nq = B * T * 3 * C, no = B * T * C;
+    float *qkv = rt_alloc(nq), *dout = rt_alloc(no), *probs = rt_alloc(B * NH * T * T), *o[2], *g[2];
+    rt_fill(qkv, nq, 80, 1.5f); rt_fill(dout, no, 81, 1);
+    for (int causal = 0; causal <= 1; causal++)
+        for (int drop = 0; drop <= 1; drop++) {
+            for (int kept = 0; kept < 2; kept++) {
+                o[kept] = rt_alloc(no), g[kept] = rt_alloc(nq);
+                rt_fill(g[kept], nq, 82, 1);
+                float *p = kept ? probs : NULL;
+                if (drop) {
+                    prt_attention_dropout_fwd(RT, o[kept], p, qkv, B, T, NH, HD, causal, 3, 1, 4, 7, 1, 0.2, 0);
+                    prt_attention_dropout_bwd(RT, g[kept], dout, qkv, p, B, T, NH, HD, causal, 3, 1, 4, 7, 1, 0.2, 0);
+                } else {
+                    prt_attention_fwd(RT, o[kept], p, qkv, B, T, NH, HD, causal, 0);
+                    prt_attention_bwd(RT, g[kept], dout, qkv, p, B, T, NH, HD, causal, 0);
+                }
+            }
+            /* the key-blocked backward (attention_bwd's above PRT_ATTENTION_FULL_ROWS keys) */
+            float *gk = rt_alloc(nq);
+            rt_fill(gk, nq, 82, 1);
+            prt_att_dropout d = prt_cpu_attention_dropout(RT, 3, 1, 4, NH, 7, 1, 0.2);
+            prt_cpu_attention_keyblocked_bwd(RT, gk, dout, qkv, B, T, NH, HD, causal, drop ? &d : NULL, 0);
+            char what[96];
+            snprintf(what, sizeof what, "attention key-blocked = row-blocked fwd (causal %d, dropout %d)", causal, drop);
+            rt_close(what, o[0], o[1], no, 2e-6, 1e-5);
+            snprintf(what, sizeof what, "attention bwd, probs NULL = kept (causal %d, dropout %d)", causal, drop);
+            rt_close(what, g[0], g[1], nq, 1e-5, 1e-4);
+            snprintf(what, sizeof what, "attention key-blocked = row-blocked bwd (causal %d, dropout %d)", causal, drop);
+            rt_close(what, gk, g[1], nq, 1e-5, 1e-4);
+            for (int kept = 0; kept < 2; kept++) free(o[kept]), free(g[kept]);
+            free(gk);
+        }
+    free(qkv); free(dout); free(probs);
+}
+
 int main(int argc, char **argv) {
     prt_plan_desc plan = rt_plan("test_ops_grad", 0, NULL, NULL);
     RT = prt_init(1, argv, &plan);
@@ -669,6 +714,7 @@ int main(int argc, char **argv) {
     for (int causal = 0; causal < 2; causal++)
         for (int save = 0; save < 2; save++) test_attention(causal, save);
     test_attention_threads();
+    test_attention_blocked();
     test_dropout();
     test_attention_dropout(0);
     test_attention_dropout(1);

@@ -97,9 +97,9 @@ def main():
     check("mmt_out", y); check("mmt_din", x.grad); check("mmt_dw", w.grad)
 
     # attention: qkv[B, T, 3, NH, HD] -> out[B, T, NH, HD]
-    # (attl: more query rows than one of the CPU kernel's blocks)
+    # (attl: more query rows than one of the CPU kernel's blocks; attk: key-blocked, three blocks of keys)
     for prefix, src, causal in (("att", "att", True), ("attnc", "att", False), ("attl", "attl", True),
-                                ("attlnc", "attl", False)):
+                                ("attlnc", "attl", False), ("attk", "attk", True), ("attknc", "attk", False)):
         qkv = leaf(src + "_qkv")
         q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))  # [B, NH, T, HD]
         scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5  # manual: torch 1.x has no SDPA

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu/prt_cpu_attention.h"
 #include "prt_internal.h"
 #include "prt_math.h"
 #include "rt_test.h"
@@ -171,6 +172,47 @@ static void test_dtype(int64_t dt) {
     free(c.in), free(c.w), free(c.dout), free(mean), free(rstd), free(stats), free(x), free(w), free(g);
 }
 
+/* attention_bwd / attention_dropout_bwd's dqkv[B, T, 3, NH, HD]: probabilities
+ * kept or recomputed (both row-blocked at this T), and the key-blocked
+ * backward, T = 150 (blocks of 64 query rows, 128 keys), causal. */
+typedef struct {
+    int64_t dt, B, T, NH, HD, drop;
+    void *qkv, *dout, *probs;
+    int keyblocked; /* the key-blocked backward, called directly */
+} att_ctx_t;
+static void run_attention(void *p, void *d, int64_t f) {
+    att_ctx_t *c = p;
+    int64_t t = c->dt, w = PRT_ARG_DTYPES(t | f, t, t, PRT_F32);
+    prt_att_dropout drop = prt_cpu_attention_dropout(RT, 0, 0, c->NH, c->NH, 3, 1, 0.25);
+    if (c->keyblocked)
+        prt_cpu_attention_keyblocked_bwd(RT, d, c->dout, c->qkv, c->B, c->T, c->NH, c->HD, 1, c->drop ? &drop : NULL, w);
+    else if (c->drop)
+        prt_attention_dropout_bwd(RT, d, c->dout, c->qkv, c->probs, c->B, c->T, c->NH, c->HD, 1, 0, 0, c->NH, 3, 1,
+                                  0.25, w);
+    else prt_attention_bwd(RT, d, c->dout, c->qkv, c->probs, c->B, c->T, c->NH, c->HD, 1, w);
+}
+static void test_attention(int64_t dt) {
+    enum { B = 2, T = 150, NH = 2, HD = 8 };
+    int64_t nq = B * T * 3 * NH * HD, no = B * T * NH * HD;
+    float *x = rt_alloc(nq), *g = rt_alloc(no), *probs = rt_alloc(B * NH * T * T);
+    rt_fill(x, nq, 14, 1.5f);
+    rt_fill(g, no, 15, 1.0f);
+    att_ctx_t c = {dt, B, T, NH, HD, 0, buf_of(x, nq, dt), buf_of(g, no, dt), NULL, 0};
+    float *out = rt_alloc(no);
+    prt_attention_fwd(RT, out, probs, x, B, T, NH, HD, 1, 0);  /* the kept probabilities of x (fp32) */
+    for (c.drop = 0; c.drop < 2; c.drop++)
+        for (int kept = 0; kept < 3; kept++) { /* 2: key-blocked */
+            c.probs = kept == 1 ? probs : NULL;
+            c.keyblocked = kept == 2;
+            const char *what[2][3] = {{"attention_bwd dqkv", "attention_bwd dqkv (probs kept)",
+                                       "attention_bwd dqkv (key-blocked)"},
+                                      {"attention_dropout_bwd dqkv", "attention_dropout_bwd dqkv (probs kept)",
+                                       "attention_dropout_bwd dqkv (key-blocked)"}};
+            three_runs(what[c.drop][kept], dt, nq, run_attention, &c);
+        }
+    free(c.qkv), free(c.dout), free(x), free(g), free(probs), free(out);
+}
+
 /* acc with the flag and copy on 2 threads (prt_fast_copy: a byte range per
  * thread above 128 KiB): every byte of the source, for sizes that do not split
  * evenly into cache lines; and an overlapping copy inside one buffer (one
@@ -207,6 +249,8 @@ int main(int argc, char **argv) {
     RT = prt_init(1, argv, &plan);
     test_dtype(PRT_F32);
     test_dtype(PRT_BF16);
+    test_attention(PRT_F32);
+    test_attention(PRT_BF16);
     test_copy_threads();
     int64_t status = prt_finalize(RT);
     if (status) rt_failures++;
