@@ -71,5 +71,9 @@ void prt_fast_embed_bwd(float *dwte, const int32_t *tokens, const float *dout, i
 /* AdamW over n fp32 elements, no master copy (prt_math.h's update, fused in one pass). */
 void prt_fast_adamw(float *param, const float *grad, float *m, float *v, int64_t n, int64_t step, double lr,
                     double beta1, double beta2, double eps, double weight_decay);
+/* AdamW with an fp32 master over n bf16 parameters and gradients: the master
+ * takes the update, the parameter its bf16 rounding (prt_adamw_element's bits). */
+void prt_fast_adamw_bf16(uint16_t *param, float *master, const uint16_t *grad, float *m, float *v, int64_t n,
+                         int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay);
 
 #endif

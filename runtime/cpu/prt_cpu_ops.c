@@ -633,6 +633,11 @@ static void prt_cpu_adamw(prt *rt, void *param_, void *master_, const void *grad
         prt_fast_adamw(F32(param), F32(grad), F32(m), F32(v), n, step, lr, beta1, beta2, eps, weight_decay);
         return;
     }
+    if (master.p && param.dtype == PRT_BF16 && grad.dtype == PRT_BF16 && f32(master) && f32(m) && f32(v)) {
+        prt_fast_adamw_bf16(param.p, F32(master), grad.p, F32(m), F32(v), n, step, lr, beta1, beta2, eps,
+                            weight_decay);
+        return;
+    }
     prt_adamw_args args = prt_adamw_prepare(step, lr, beta1, beta2, eps, weight_decay);
     for (int64_t i = 0; i < n; i++) prt_adamw_element(&args, param, master, grad, m, v, i);
 }
