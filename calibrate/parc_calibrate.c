@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "calibrate_linear.h"
 #include "cpu/prt_cpu_fast.h"
 #include "prt_backend.h"
 #include "prt_internal.h"
@@ -59,23 +60,6 @@ static float *alloc_floats(size_t n, float v)
     return p;
 }
 
-/* One C[m,n] = A[m,k] B[k,n]; with 16-bit operands (a16, b16, c16 not NULL)
- * C += A B, A, B and C first widened into a, b, c and C rounded back from c
- * element by element with the runtime's loads and stores (runtime/prt_math.h),
- * as its CPU GEMM ops do (a forward's output starts as the widened bias row,
- * a backward's input and weight gradients are added into). */
-static void gemm_call(int m, int n, int k, float *a, float *b, float *c, uint16_t *a16, uint16_t *b16, uint16_t *c16)
-{
-    if (a16) {
-        for (size_t i = 0; i < (size_t)m * k; i++) a[i] = prt_load(a16, PRT_BF16, (int64_t)i);
-        for (size_t i = 0; i < (size_t)k * n; i++) b[i] = prt_load(b16, PRT_BF16, (int64_t)i);
-        for (size_t i = 0; i < (size_t)m * n; i++) c[i] = prt_load(c16, PRT_BF16, (int64_t)i);
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, a16 ? 1.0f : 0.0f, c, n);
-    if (c16)
-        for (size_t i = 0; i < (size_t)m * n; i++) prt_store(c16, PRT_BF16, (int64_t)i, c[i]);
-}
-
 static uint16_t *alloc_bf16(size_t n)
 {
     uint16_t *p = malloc(n * sizeof *p);
@@ -87,26 +71,24 @@ static uint16_t *alloc_bf16(size_t n)
     return p;
 }
 
-/* Best FLOP/s of C[m,n] = A[m,k] B[k,n] over repeats lasting at least 0.2 s,
- * fp32 or (wide16) bf16 operands and result. */
-static double gemm_rate(int m, int n, int k, int wide16)
+/* Best FLOP/s of a plain fp32 C[m,n] = A[m,k] B[k,n] on one set of operands
+ * over repeats lasting at least 0.2 s (the attention-shaped GEMMs). */
+static double gemm_rate(int m, int n, int k)
 {
     float *a = alloc_floats((size_t)m * k, 0.5f), *b = alloc_floats((size_t)k * n, 0.25f);
     float *c = alloc_floats((size_t)m * n, 0.0f);
-    uint16_t *a16 = wide16 ? alloc_bf16((size_t)m * k) : NULL, *b16 = wide16 ? alloc_bf16((size_t)k * n) : NULL;
-    uint16_t *c16 = wide16 ? alloc_bf16((size_t)m * n) : NULL;
     double best = 0, flops = 2.0 * m * n * k;
-    gemm_call(m, n, k, a, b, c, a16, b16, c16); /* warm */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n); /* warm */
     for (int rep = 0; rep < 3; rep++) {
         int calls = 0;
         double t0 = now(), t;
         do {
-            gemm_call(m, n, k, a, b, c, a16, b16, c16);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
             calls++;
         } while ((t = now() - t0) < 0.2);
         if (calls * flops / t > best) best = calls * flops / t;
     }
-    free(a), free(b), free(c), free(a16), free(b16), free(c16);
+    free(a), free(b), free(c);
     return best;
 }
 
@@ -340,16 +322,18 @@ static const int gemm_dims[4][3] = {{64, 1024, 1024}, {256, 1024, 1024}, {1024, 
 
 static void measure_compute(Rates *r)
 {
+    /* each class as the runtime's linear op (forward and backward) at rows
+     * x out x in = gemm_dims, operands from beyond the L2 (calibrate_linear.c) */
     for (int c = 0; c < 4; c++) {
-        r->gemm[c] = gemm_rate(gemm_dims[c][0], gemm_dims[c][1], gemm_dims[c][2], 0);
-        r->gemm16[c] = gemm_rate(gemm_dims[c][0], gemm_dims[c][1], gemm_dims[c][2], 1);
+        r->gemm[c] = linear_rate(gemm_dims[c][0], gemm_dims[c][2], gemm_dims[c][1], 0);
+        r->gemm16[c] = linear_rate(gemm_dims[c][0], gemm_dims[c][2], gemm_dims[c][1], 1);
     }
     /* the tiny class also as small plans meet it, every dimension small
      * (per-call overhead counts there): the class runs at the two shapes'
      * harmonic mean, the rate of equal FLOPs spent in each */
-    r->gemm[0] = 2.0 / (1.0 / r->gemm[0] + 1.0 / gemm_rate(64, 64, 256, 0));
-    r->gemm16[0] = 2.0 / (1.0 / r->gemm16[0] + 1.0 / gemm_rate(64, 64, 256, 1));
-    r->attn = gemm_rate(256, 256, 64, 0); /* scores of one head: T x T by head_dim */
+    r->gemm[0] = 2.0 / (1.0 / r->gemm[0] + 1.0 / linear_rate(64, 256, 64, 0));
+    r->gemm16[0] = 2.0 / (1.0 / r->gemm16[0] + 1.0 / linear_rate(64, 256, 64, 1));
+    r->attn = gemm_rate(256, 256, 64); /* scores of one head: T x T by head_dim */
     r->triad = triad_rate((size_t)8 << 20);
     kernel_rates((size_t)4 << 20, r->kernel);
     stream16_rates((size_t)4 << 20, r->stream16);
@@ -419,10 +403,11 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
                "# `cluster { nodes 1; gpus_per_node N; ... }`.  One rank per core, fp32 OpenBLAS (%s kernels) "
                "with one thread, %d MPI ranks measuring at once, the slowest rank's rates.\n",
             host, openblas_get_corename(), size);
-    fprintf(f, "# GEMM GFLOP/s: 64x1024x1024 with 64x64x256 (harmonic mean) %.2f, 256x1024x1024 %.2f, "
-               "1024^3 %.2f, 2048^3 %.2f; 256x256x64 %.2f\n",
+    fprintf(f, "# GEMM GFLOP/s (the linear op forward + backward, rows x out x in, operands beyond the L2): "
+               "64x1024x1024 with 64x64x256 (harmonic mean) %.2f, 256x1024x1024 %.2f, 1024^3 %.2f, 2048^3 %.2f; "
+               "sgemm 256x256x64 %.2f\n",
             r->gemm[0] / 1e9, r->gemm[1] / 1e9, r->gemm[2] / 1e9, r->gemm[3] / 1e9, r->attn / 1e9);
-    fprintf(f, "# bf16 GEMM GFLOP/s (operands widened to fp32, the result added into and rounded), the same shapes: "
+    fprintf(f, "# bf16 GEMM GFLOP/s (the linear op over bf16 tensors: widened to fp32, rounded back), the same shapes: "
                "%.2f, %.2f, %.2f, %.2f\n",
             r->gemm16[0] / 1e9, r->gemm16[1] / 1e9, r->gemm16[2] / 1e9, r->gemm16[3] / 1e9);
     fprintf(f, "# memory GB/s: triad %.2f", r->triad / 1e9);
