@@ -264,9 +264,35 @@ static void attention_times(int k, double *fwd, double *bwd)
     free(qkv), free(out), free(dout), free(dqkv), free(probs);
 }
 
+/* The mean seconds of an all-reduce of count floats issued after each rank
+ * computed (two GEMMs of 128^3, about a quarter millisecond), the slowest
+ * rank's: what a synchronisation costs a run, waiting for the other rank
+ * included. */
+static double synced_allreduce_s(float *buf, size_t count, int syncs)
+{
+    const int dim = 128;
+    float *a = alloc_floats((size_t)dim * dim, 0.5f), *c = alloc_floats((size_t)dim * dim, 0.0f);
+    double waited = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < syncs; i++) {
+        for (int g = 0; g < 2; g++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim, dim, dim, 1.0f, a, dim, a, dim, 0.0f, c, dim);
+        double s0 = now();
+        MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        waited += now() - s0;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &waited, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    free(a), free(c);
+    return waited / syncs;
+}
+
+enum { MID_SIZES = 2 };
+static const size_t mid_floats[MID_SIZES] = {4096, 65536}; /* 16 KiB, 256 KiB */
+
 typedef struct Link {
     double latency, bandwidth, busbw;
     double sync; /* mean seconds of an 8-byte all-reduce after each rank's compute */
+    double mid_s[MID_SIZES]; /* ... of all-reduces of mid_floats */
     double overlap, overlap_share[2]; /* measure_overlap: the mean, and the bucket's and the gathers' */
 } Link;
 
@@ -307,20 +333,11 @@ static Link measure_link(int rank, int size)
      * mean time holds what a ping-pong between idle ranks does not: waiting
      * for the other rank, whose core the machine's other work may have taken
      * meanwhile.  The mean, since a run's measured phases are means. */
-    const int syncs = 400, dim = 128;
-    float *a = alloc_floats((size_t)dim * dim, 0.5f), *c = alloc_floats((size_t)dim * dim, 0.0f);
-    double waited = 0;
-    MPI_Barrier(MPI_COMM_WORLD);
-    for (int i = 0; i < syncs; i++) {
-        for (int g = 0; g < 2; g++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim, dim, dim, 1.0f, a, dim, a, dim, 0.0f, c, dim);
-        double s0 = now();
-        MPI_Allreduce(MPI_IN_PLACE, buf, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        waited += now() - s0;
-    }
-    MPI_Allreduce(MPI_IN_PLACE, &waited, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    l.sync = waited / syncs;
-    free(a), free(c);
+    l.sync = synced_allreduce_s(buf, 2, 400);
+    /* the same at the sizes of a small plan's tensor-parallel all-reduces and
+     * gathers, where a collective is far from its large-message bandwidth:
+     * write_fragment fits the link's half-bandwidth size to them */
+    for (int k = 0; k < MID_SIZES; k++) l.mid_s[k] = synced_allreduce_s(buf, mid_floats[k], 200);
     free(buf), free(out);
     return l;
 }
@@ -520,25 +537,38 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
                    "compute (its mean over the all-reduce's %d steps is the link latency), bandwidth %.3g "
                    "GB/s, all-reduce bus bandwidth %.3g GB/s\n",
                 link->latency * 1e6, link->sync * 1e6, 2 * (size - 1), link->bandwidth / 1e9, link->busbw / 1e9);
+    /* the half-bandwidth size (Hockney's n 1/2) that puts the cost model's
+     * all-reduce, 2(n-1) latency + (B + half) 2(n-1)/n / busbw, on each
+     * measured mid-size all-reduce; their mean, none below 0 */
+    double step_latency = size > 1 ? link->sync / (2.0 * (size - 1)) : 0;
+    if (step_latency < link->latency) step_latency = link->latency;
+    double half = 0, halves[MID_SIZES] = {0};
+    for (int k = 0; k < MID_SIZES && size > 1; k++) {
+        double bytes = (double)mid_floats[k] * sizeof(float), bus = 2.0 * (size - 1) / size;
+        halves[k] = (link->mid_s[k] - 2.0 * (size - 1) * step_latency) * link->busbw / bus - bytes;
+        half += (halves[k] > 0 ? halves[k] : 0) / MID_SIZES;
+    }
+    if (size > 1)
+        fprintf(f, "# all-reduces after compute: 16 KiB %.6g us, 256 KiB %.6g us; the half-bandwidth size that puts "
+                   "the model on each %.4g and %.4g KiB, their mean %.4g KiB\n",
+                link->mid_s[0] * 1e6, link->mid_s[1] * 1e6, halves[0] / 1024, halves[1] / 1024, half / 1024);
     if (size > 1)
         fprintf(f, "# overlap (a started collective under GEMMs, MPI_Test between them, as the runtime runs one): "
                    "%.3f of a 4 MiB all-reduce's time hidden, %.3f of 16 all-gathers of 64 KiB; their mean %.3f\n",
                 link->overlap_share[0], link->overlap_share[1], link->overlap);
     fprintf(f, "gpu { memory %.0f B; bf16 %.6g FLOP/s; fp32 %.6g FLOP/s; hbm %.6g B/s; }\n", memory, peak16, peak,
             hbm);
-    double step_latency = size > 1 ? link->sync / (2.0 * (size - 1)) : 0;
-    if (step_latency < link->latency) step_latency = link->latency;
     if (size > 1) fprintf(f, "link intra %.6g B/s %.6g s;\n", link->bandwidth, step_latency);
     fprintf(f, "efficiency { gemm %.4g %.4g %.4g %.4g; attention %.4g; hbm %.4g; norm %.4g; activation %.4g; "
                "softmax %.4g; scores %.4g; optimizer %.4g; stream16 %.4g; gemm16 %.4g %.4g %.4g %.4g; intra %.4g; "
-               "inter 1; overlap %.4g; }\n",
+               "inter 1; half_intra %.6g B; overlap %.4g; }\n",
             clamp01(r->gemm[0] / peak), clamp01(r->gemm[1] / peak), clamp01(r->gemm[2] / peak),
             clamp01(r->gemm[3] / peak), clamp01(r->attn / peak), clamp01(r->kernel[K_ADD] / hbm),
             clamp01(r->kernel[K_NORM] / hbm), clamp01(r->kernel[K_GELU] / hbm), clamp01(r->kernel[K_SOFTMAX] / hbm),
             att.scores,
             clamp01(r->kernel[K_ADAMW] / hbm), clamp01(share16), clamp01(r->gemm16[0] / peak16),
             clamp01(r->gemm16[1] / peak16), clamp01(r->gemm16[2] / peak16), clamp01(r->gemm16[3] / peak16),
-            size > 1 ? clamp01(link->busbw / link->bandwidth) : 1.0, size > 1 ? link->overlap : 1.0);
+            size > 1 ? clamp01(link->busbw / link->bandwidth) : 1.0, half, size > 1 ? link->overlap : 1.0);
 }
 
 int main(int argc, char **argv)

@@ -21,10 +21,23 @@ grep -q '^gpu { memory [0-9]* B; bf16 .* FLOP/s; fp32 .* FLOP/s; hbm .* B/s; }$'
 grep -q '^link intra [0-9.e+]* B/s [0-9.e+-]* s;$' "$tmp/cluster.par" || fail "no intra link"
 n='[0-9.]+'
 line=$(grep '^efficiency' "$tmp/cluster.par")
-echo "$line" | grep -Eq "^efficiency \{ gemm $n $n $n $n; attention $n; hbm $n; norm $n; activation $n; softmax $n; scores $n; optimizer $n; stream16 $n; gemm16 $n $n $n $n; intra $n; inter 1; overlap $n; \}\$" ||
+echo "$line" | grep -Eq "^efficiency \{ gemm $n $n $n $n; attention $n; hbm $n; norm $n; activation $n; softmax $n; scores $n; optimizer $n; stream16 $n; gemm16 $n $n $n $n; intra $n; inter 1; half_intra $n B; overlap $n; \}\$" ||
     fail "no efficiency block of the expected keys: $line"
-eff=$(echo "$line" | sed 's/[a-z]\+16//g; s/ overlap [0-9.]*;//' | grep -oE "$n") # the shares, not the 16 of stream16 and gemm16
+eff=$(echo "$line" | sed 's/[a-z]\+16//g; s/ overlap [0-9.]*;//; s/ half_intra [0-9.e+]* B;//' | grep -oE "$n") # the shares, not the 16 of stream16 and gemm16
 [ "$(echo $eff | wc -w)" = 18 ] || fail "not 18 shares besides overlap in $line"
+# half_intra: the mean of the half-bandwidth sizes (none below 0) that put the
+# model's all-reduce on the two measured after compute, from the link's own figures
+half=$(echo "$line" | sed -n 's/.* half_intra \([0-9.e+]*\) B;.*/\1/p')
+read -r t16 t256 h16 h256 hm < <(sed -n 's/^# all-reduces after compute: 16 KiB \([0-9.e+]*\) us, 256 KiB \([0-9.e+]*\) us; the half-bandwidth size that puts the model on each \([-0-9.e+]*\) and \([-0-9.e+]*\) KiB, their mean \([0-9.e+]*\) KiB$/\1 \2 \3 \4 \5/p' "$tmp/cluster.par")
+read -r lbw llat < <(sed -n 's/^link intra \([0-9.e+]*\) B\/s \([0-9.e+-]*\) s;$/\1 \2/p' "$tmp/cluster.par")
+intra=$(echo "$line" | sed -n 's/.* intra \([0-9.]*\); inter.*/\1/p')
+awk -v t1="${t16:--1}" -v t2="${t256:--1}" -v h1="${h16:-x}" -v h2="${h256:-x}" -v hm="${hm:--1}" -v h="${half:--1}" \
+    -v bw="${lbw:-0}" -v lat="${llat:-0}" -v e="${intra:-0}" 'BEGIN {
+    b = bw * e; w1 = (t1 * 1e-6 - 2 * lat) * b - 16384; w2 = (t2 * 1e-6 - 2 * lat) * b - 262144
+    m = ((w1 > 0 ? w1 : 0) + (w2 > 0 ? w2 : 0)) / 2
+    ok = (h1 * 1024 - w1) ^ 2 <= (0.01 * w1) ^ 2 + 4096 && (h2 * 1024 - w2) ^ 2 <= (0.01 * w2) ^ 2 + 4096
+    exit !(t1 > 0 && t2 > 0 && ok && (hm * 1024 - m) ^ 2 <= (0.01 * m) ^ 2 + 4096 && (h - hm * 1024) ^ 2 <= (0.001 * h) ^ 2 + 64) }' ||
+    fail "half_intra $half B is not the fit to $(grep '^# all-reduces' "$tmp/cluster.par") with $(grep '^link' "$tmp/cluster.par") x $intra"
 # overlap: the mean of the two patterns' hidden shares, each in [0, 1]
 ov=$(echo "$line" | sed -n 's/.* overlap \([0-9.]*\); }$/\1/p')
 read -r ov1 ov2 ovm < <(sed -n 's/^# overlap (a started collective under GEMMs, MPI_Test between them, as the runtime runs one): \([0-9.]*\) of a 4 MiB all-reduce.s time hidden, \([0-9.]*\) of 16 all-gathers of 64 KiB; their mean \([0-9.]*\)$/\1 \2 \3/p' "$tmp/cluster.par")
