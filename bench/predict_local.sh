@@ -10,7 +10,8 @@
 #      ranks: `parc search`'s top two and four more layouts (dp 2, tp 2,
 #      pp 2 1F1B, dp 2 ZeRO-3): the measured fastest should be one of the
 #      search's top two.
-# Each layout runs REPEATS times (the machine is shared: the spread is part
+# Each layout runs REPEATS times, the layouts of a section in turn (round-
+# robin, after one uncounted warm-up run; the machine is shared: the spread is part
 # of the answer): the ratio is the estimate over the median, min and max are
 # printed beside it (two layouts whose min..max overlap count as a tie: an
 # estimate that orders them either way agrees with the runs, and the order
@@ -29,17 +30,24 @@ echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $
 "$parc" calibrate -o "$tmp/cluster.par" | grep -v '^parc calibrate: wrote'
 sed -n 's/^# //p' "$tmp/cluster.par" | sed -n '2,$p'
 predict() { "$parc" explain "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["step_time_s"] * 1e3)'; }
-report() { # name file -> "name predicted median min max ratio" appended to $tmp/rows, the median run's phases after
-    local p i ms
-    p=$(predict "$2")
-    : > "$tmp/$1.runs"
+run_all() { # name... -> each layout REPEATS times, round-robin (a slow spell of the machine then falls
+            # on every layout alike, not on whichever ran during it), after one uncounted warm-up run
+    local i n ms
+    "$parc" run "$tmp/$1.par" --steps "$steps" --quiet > /dev/null 2>&1 || true
+    for n in "$@"; do : > "$tmp/$n.runs"; done
     for i in $(seq "$repeats"); do
-        "$parc" run "$2" --steps "$steps" --quiet > "$tmp/$1.out$i" 2>&1 ||
-            { echo "FAILED: $2: $(tail -3 "$tmp/$1.out$i")" >&2; exit 1; }
-        ms=$(sed -n 's/.*| \([0-9.]*\) ms\/step.*/\1/p' "$tmp/$1.out$i" | tail -1)
-        [ -n "$ms" ] || { echo "FAILED: no ms/step from $2" >&2; exit 1; }
-        echo "$ms $i" >> "$tmp/$1.runs"
+        for n in "$@"; do
+            "$parc" run "$tmp/$n.par" --steps "$steps" --quiet > "$tmp/$n.out$i" 2>&1 ||
+                { echo "FAILED: $tmp/$n.par: $(tail -3 "$tmp/$n.out$i")" >&2; exit 1; }
+            ms=$(sed -n 's/.*| \([0-9.]*\) ms\/step.*/\1/p' "$tmp/$n.out$i" | tail -1)
+            [ -n "$ms" ] || { echo "FAILED: no ms/step from $tmp/$n.par" >&2; exit 1; }
+            echo "$ms $i" >> "$tmp/$n.runs"
+        done
     done
+}
+report() { # name -> "name predicted median min max ratio" appended to $tmp/rows, the median run's phases after
+    local p med at lo hi
+    p=$(predict "$tmp/$1.par")
     read -r med at < <(sort -g "$tmp/$1.runs" | sed -n "$(( (repeats + 1) / 2 ))p")
     read -r lo _ < <(sort -g "$tmp/$1.runs" | head -1)
     read -r hi _ < <(sort -g "$tmp/$1.runs" | tail -1)
@@ -75,11 +83,13 @@ PY
 
 echo; echo "1. tiny plans ($steps steps each)"
 printf '%-22s %10s %10s %8s %8s %7s\n' plan "est. ms" "median ms" min max ratio
-for n in tiny_single tiny_dp tiny_tp tiny_pp_1f1b tiny_zero3 tiny_bf16; do
+tiny="tiny_single tiny_dp tiny_tp tiny_pp_1f1b tiny_zero3 tiny_bf16"
+for n in $tiny; do
     sed -e "s|include \"common/tiny_cluster.par\";|include \"$tmp/cluster.par\";|" \
         -e "s|include \"common/|include \"$root/examples/common/|" "$root/examples/$n.par" > "$tmp/$n.par"
-    report "$n" "$tmp/$n.par"
 done
+run_all $tiny
+for n in $tiny; do report "$n"; done
 order
 
 echo; echo "2. the bench GPT on two ranks ($steps steps each)"
@@ -100,7 +110,9 @@ layout pp2_1f1b "pp 2;" "layers -> pp schedule 1f1b;" 8
 layout dp2_zero3 "dp 2;" "batch -> dp; zero 3 over dp;" 8
 "$parc" search "$tmp/dp2.par" --top 2 -o "$tmp/search" | sed -n '1p;/^#[12] /p'
 cp "$tmp/search/1.par" "$tmp/search1.par"; cp "$tmp/search/2.par" "$tmp/search2.par"
-for n in search1 search2 dp2 tp2 pp2_1f1b dp2_zero3; do report "$n" "$tmp/$n.par"; done
+bench="search1 search2 dp2 tp2 pp2_1f1b dp2_zero3"
+run_all $bench
+for n in $bench; do report "$n"; done
 order
 fastest=$(sort -k3 -g "$tmp/rows" | head -1 | awk '{print $0}')
 echo "measured fastest: $fastest"

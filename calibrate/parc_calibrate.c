@@ -246,16 +246,43 @@ static void attention_times(int k, double *fwd, double *bwd)
     free(qkv), free(out), free(dout), free(dqkv), free(probs);
 }
 
+/* The mean seconds of an all-reduce of count floats issued after each rank
+ * computed (two GEMMs of 128^3, about a quarter millisecond), the slowest
+ * rank's: what a synchronisation costs a run, waiting for the other rank
+ * included. */
+static double synced_allreduce_s(float *buf, size_t count, int syncs)
+{
+    const int dim = 128;
+    float *a = alloc_floats((size_t)dim * dim, 0.5f), *c = alloc_floats((size_t)dim * dim, 0.0f);
+    double waited = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < syncs; i++) {
+        for (int g = 0; g < 2; g++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim, dim, dim, 1.0f, a, dim, a, dim, 0.0f, c, dim);
+        double s0 = now();
+        MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        waited += now() - s0;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &waited, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    free(a), free(c);
+    return waited / syncs;
+}
+
+enum { MID_SIZES = 2 };
+static const size_t mid_floats[MID_SIZES] = {4096, 65536}; /* 16 KiB, 256 KiB */
+
 typedef struct Link {
     double latency, bandwidth, busbw;
     double sync; /* mean seconds of an 8-byte all-reduce after each rank's compute */
+    double mid_s[MID_SIZES]; /* ... of all-reduces of mid_floats */
+    double overlap, overlap_share[2]; /* measure_overlap: the mean, and the bucket's and the gathers' */
 } Link;
 
 /* Ranks 0 and 1: half the round trip of 8 bytes (latency), of 16 MiB
  * (bandwidth), and the all-reduce bus bandwidth of 16 MiB over all ranks. */
 static Link measure_link(int rank, int size)
 {
-    Link l = {0, 0, 0, 0};
+    Link l = {0};
     const int small = 2000, big = 20;
     const size_t nbig = (size_t)4 << 20; /* floats: 16 MiB */
     float *buf = alloc_floats(nbig, 1.0f), *out = alloc_floats(nbig, 0.0f);
@@ -288,22 +315,88 @@ static Link measure_link(int rank, int size)
      * mean time holds what a ping-pong between idle ranks does not: waiting
      * for the other rank, whose core the machine's other work may have taken
      * meanwhile.  The mean, since a run's measured phases are means. */
-    const int syncs = 400, dim = 128;
-    float *a = alloc_floats((size_t)dim * dim, 0.5f), *c = alloc_floats((size_t)dim * dim, 0.0f);
-    double waited = 0;
-    MPI_Barrier(MPI_COMM_WORLD);
-    for (int i = 0; i < syncs; i++) {
-        for (int g = 0; g < 2; g++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim, dim, dim, 1.0f, a, dim, a, dim, 0.0f, c, dim);
-        double s0 = now();
-        MPI_Allreduce(MPI_IN_PLACE, buf, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        waited += now() - s0;
-    }
-    MPI_Allreduce(MPI_IN_PLACE, &waited, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    l.sync = waited / syncs;
-    free(a), free(c);
+    l.sync = synced_allreduce_s(buf, 2, 400);
+    /* the same at the sizes of a small plan's tensor-parallel all-reduces and
+     * gathers, where a collective is far from its large-message bandwidth:
+     * write_fragment fits the link's half-bandwidth size to them */
+    for (int k = 0; k < MID_SIZES; k++) l.mid_s[k] = synced_allreduce_s(buf, mid_floats[k], 200);
     free(buf), free(out);
     return l;
+}
+
+/* How much of a started collective runs beside the rank's compute, as the
+ * runtime overlaps one (runtime/prt_overlap.c): the collective is posted,
+ * the rank computes, MPI_Test is called between its ops, and the wait
+ * comes after.  On CPU ranks the bytes are moved by the ranks' own cores
+ * (Open MPI's shared-memory transport copies them, its nonblocking
+ * collectives advance only inside MPI calls), so part of the collective's
+ * time is the rank's own.  Two patterns a step meets: a gradient bucket
+ * (one all-reduce of 4 MiB under 24 GEMMs of 256^3, about 8 ms) and a
+ * layer's weight gathers (16 all-gathers of 64 KiB each rank, started
+ * together, under 6 GEMMs).  For each: W the GEMMs alone, C the
+ * collectives alone (started and waited), T both; the hidden share is
+ * (W + C - T) / C, the slowest rank's times, the median of 5 rounds.
+ * Writes each pattern's share; returns their mean. */
+enum { OV_ROUNDS = 5, OV_GATHERS = 16 };
+
+static void overlap_post(int pattern, float *buf, float *out, size_t n, MPI_Request *req, int size)
+{
+    if (pattern == 0) {
+        MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[0]);
+        return;
+    }
+    size_t each = n / OV_GATHERS / (size_t)size;
+    for (int g = 0; g < OV_GATHERS; g++)
+        MPI_Iallgather(buf + (size_t)g * each, (int)each, MPI_FLOAT, out + (size_t)g * each * (size_t)size,
+                       (int)each, MPI_FLOAT, MPI_COMM_WORLD, &req[g]);
+}
+
+static double overlap_round(int pattern, int gemms, float *a, float *c, float *buf, float *out, size_t n, int size,
+                            int dim)
+{
+    int nreq = pattern == 0 ? 1 : OV_GATHERS;
+    MPI_Request req[OV_GATHERS];
+    double t[3];
+    for (int k = 0; k < 3; k++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = now();
+        if (k > 0) overlap_post(pattern, buf, out, n, req, size);
+        for (int g = 0; k != 1 && g < gemms; g++) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim, dim, dim, 1.0f, a, dim, a, dim, 0.0f, c, dim);
+            int done;
+            if (k == 2) MPI_Testall(nreq, req, &done, MPI_STATUSES_IGNORE);
+        }
+        if (k > 0) MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+        t[k] = now() - t0;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, t, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return t[1] > 0 ? (t[0] + t[1] - t[2]) / t[1] : 1.0;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+static double measure_overlap(int size, double share[2])
+{
+    const int dim = 256;
+    const size_t n = (size_t)1 << 20; /* floats: 4 MiB */
+    float *a = alloc_floats((size_t)dim * dim, 0.5f), *c = alloc_floats((size_t)dim * dim, 0.0f);
+    float *buf = alloc_floats(n, 1.0f), *out = alloc_floats(n, 0.0f);
+    for (int pattern = 0; pattern < 2; pattern++) {
+        double r[OV_ROUNDS];
+        size_t count = pattern == 0 ? n : (size_t)OV_GATHERS * 16384 * (size_t)size; /* 64 KiB a rank each */
+        for (int k = -1; k < OV_ROUNDS; k++) { /* round -1 warms the collectives up */
+            double v = overlap_round(pattern, pattern == 0 ? 24 : 6, a, c, buf, out, count, size, dim);
+            if (k >= 0) r[k] = v;
+        }
+        qsort(r, OV_ROUNDS, sizeof r[0], cmp_double);
+        share[pattern] = r[OV_ROUNDS / 2] < 0 ? 0 : r[OV_ROUNDS / 2] > 1 ? 1 : r[OV_ROUNDS / 2];
+    }
+    free(a), free(c), free(buf), free(out);
+    return 0.5 * (share[0] + share[1]);
 }
 
 static double clamp01(double x) { return x > 1.0 ? 1.0 : x < 1e-3 ? 1e-3 : x; }
@@ -429,21 +522,38 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
                    "compute (its mean over the all-reduce's %d steps is the link latency), bandwidth %.3g "
                    "GB/s, all-reduce bus bandwidth %.3g GB/s\n",
                 link->latency * 1e6, link->sync * 1e6, 2 * (size - 1), link->bandwidth / 1e9, link->busbw / 1e9);
-    fprintf(f, "gpu { memory %.0f B; bf16 %.6g FLOP/s; fp32 %.6g FLOP/s; hbm %.6g B/s; }\n", memory, peak16, peak,
-            hbm);
+    /* the half-bandwidth size (Hockney's n 1/2) that puts the cost model's
+     * all-reduce, 2(n-1) latency + (B + half) 2(n-1)/n / busbw, on each
+     * measured mid-size all-reduce; their mean, none below 0 */
     double step_latency = size > 1 ? link->sync / (2.0 * (size - 1)) : 0;
     if (step_latency < link->latency) step_latency = link->latency;
+    double half = 0, halves[MID_SIZES] = {0};
+    for (int k = 0; k < MID_SIZES && size > 1; k++) {
+        double bytes = (double)mid_floats[k] * sizeof(float), bus = 2.0 * (size - 1) / size;
+        halves[k] = (link->mid_s[k] - 2.0 * (size - 1) * step_latency) * link->busbw / bus - bytes;
+        half += (halves[k] > 0 ? halves[k] : 0) / MID_SIZES;
+    }
+    if (size > 1)
+        fprintf(f, "# all-reduces after compute: 16 KiB %.6g us, 256 KiB %.6g us; the half-bandwidth size that puts "
+                   "the model on each %.4g and %.4g KiB, their mean %.4g KiB\n",
+                link->mid_s[0] * 1e6, link->mid_s[1] * 1e6, halves[0] / 1024, halves[1] / 1024, half / 1024);
+    if (size > 1)
+        fprintf(f, "# overlap (a started collective under GEMMs, MPI_Test between them, as the runtime runs one): "
+                   "%.3f of a 4 MiB all-reduce's time hidden, %.3f of 16 all-gathers of 64 KiB; their mean %.3f\n",
+                link->overlap_share[0], link->overlap_share[1], link->overlap);
+    fprintf(f, "gpu { memory %.0f B; bf16 %.6g FLOP/s; fp32 %.6g FLOP/s; hbm %.6g B/s; }\n", memory, peak16, peak,
+            hbm);
     if (size > 1) fprintf(f, "link intra %.6g B/s %.6g s;\n", link->bandwidth, step_latency);
     fprintf(f, "efficiency { gemm %.4g %.4g %.4g %.4g; attention %.4g; hbm %.4g; norm %.4g; activation %.4g; "
                "softmax %.4g; scores %.4g; optimizer %.4g; stream16 %.4g; gemm16 %.4g %.4g %.4g %.4g; intra %.4g; "
-               "inter 1; }\n",
+               "inter 1; half_intra %.6g B; overlap %.4g; }\n",
             clamp01(r->gemm[0] / peak), clamp01(r->gemm[1] / peak), clamp01(r->gemm[2] / peak),
             clamp01(r->gemm[3] / peak), clamp01(r->attn / peak), clamp01(r->kernel[K_ADD] / hbm),
             clamp01(r->kernel[K_NORM] / hbm), clamp01(r->kernel[K_GELU] / hbm), clamp01(r->kernel[K_SOFTMAX] / hbm),
             att.scores,
             clamp01(r->kernel[K_ADAMW] / hbm), clamp01(share16), clamp01(r->gemm16[0] / peak16),
             clamp01(r->gemm16[1] / peak16), clamp01(r->gemm16[2] / peak16), clamp01(r->gemm16[3] / peak16),
-            size > 1 ? clamp01(link->busbw / link->bandwidth) : 1.0);
+            size > 1 ? clamp01(link->busbw / link->bandwidth) : 1.0, half, size > 1 ? link->overlap : 1.0);
 }
 
 int main(int argc, char **argv)
@@ -463,7 +573,8 @@ int main(int argc, char **argv)
     MPI_Barrier(MPI_COMM_WORLD);
     measure_compute(&r);
     MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-    Link link = size > 1 ? measure_link(rank, size) : (Link){0, 0, 0, 0};
+    Link link = size > 1 ? measure_link(rank, size) : (Link){0};
+    if (size > 1) link.overlap = measure_overlap(size, link.overlap_share);
     int status = 0;
     if (rank == 0) {
         FILE *f = fopen(argv[1], "w");

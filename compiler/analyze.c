@@ -11,7 +11,8 @@
  * schedules it: a gradient bucket started in the backward (overlap.c) runs
  * on the link from its layer's last backward on, one after the other, under
  * the rest of the last micro-batch's backward (cost_overlap); only what is
- * left of them when the backward ends is exposed.  Every other collective
+ * left of them when the backward ends is exposed, and of what runs under it
+ * only the cluster's `overlap` share (cost_hidden_share).  Every other collective
  * completes before the next op runs.  Pipeline idle time comes from
  * simulating the actual schedule.
  */
@@ -58,7 +59,7 @@ static void add_row(Arena *arena, Analysis *an, CollRow row)
  * layer's bucket (bucket_s on the link) ready after that layer's backward
  * and its blocking sync (seq_s: one call of each sequence).  Waits between
  * the chunks' items are not counted, so this is the least it hides. */
-static double bucket_hidden_s(const StageProgram *sp, const double *seq_s, double bucket_s)
+static double bucket_hidden_s(const Cluster *cl, const StageProgram *sp, const double *seq_s, double bucket_s)
 {
     int chunks = sp->chunks > 0 ? sp->chunks : 1, L = sp->layers_per_chunk, n = 0;
     double *ready = calloc((size_t)(chunks * L) + 1, sizeof(double));
@@ -78,7 +79,7 @@ static double bucket_hidden_s(const StageProgram *sp, const double *seq_s, doubl
     cost_overlap(ready, dur, n, t, &hidden);
     free(ready);
     free(dur);
-    return hidden;
+    return hidden * cost_hidden_share(cl);
 }
 
 /* The share of a block sequence's calls an instruction runs in: 1, or for
@@ -98,7 +99,7 @@ static double when_share(const StageProgram *sp, const Instr *ins)
  * timeline (cost_timeline over each instruction's cost), each wait matched
  * to the latest start into the same buffer instance.  So a gather started a
  * layer ahead (overlap_gather.c) runs under the layer before its use, and the
- * pass's first layer waits for its own. */
+ * pass's first layer waits for its own; the `overlap` share of it is hidden. */
 static double pass_hidden_s(const Program *prog, const Seq *seq, int64_t L, int dir)
 {
     int n = seq->n, any = 0;
@@ -136,7 +137,7 @@ static double pass_hidden_s(const Program *prog, const Seq *seq, int64_t L, int 
     free(wait_of);
     free(at);
     free(inst);
-    return hidden;
+    return hidden * cost_hidden_share(&prog->plan->cluster);
 }
 
 /* The cost of stage s: its ledger (read from the program), FLOPs and blocking
@@ -233,7 +234,7 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
     }
     sc->comm_fwd_chunk_s = sc->fwd.comm_s;
     sc->comm_bwd_chunk_s = sc->bwd.comm_s;
-    sc->sync_hidden_s = bucket_s > 0 ? bucket_hidden_s(sp, seq_s, bucket_s) : 0;
+    sc->sync_hidden_s = bucket_s > 0 ? bucket_hidden_s(&plan->cluster, sp, seq_s, bucket_s) : 0;
     sc->sync_s = sc->sync.comm_s - sc->sync_hidden_s;
     /* optimizer: reads and writes weights, gradients, master and moments */
     double state = (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS] + sc->ledger[PRT_MASTER] +

@@ -53,7 +53,8 @@
     X(EF_SCORES, "scores", "scores 0.85;")                   \
     X(EF_OPTIMIZER, "optimizer", "optimizer 0.85;")          \
     X(EF_STREAM16, "stream16", "stream16 1;")               \
-    X(EF_GEMM16, "gemm16", "gemm16 0.3 0.55 0.75 0.85;")
+    X(EF_GEMM16, "gemm16", "gemm16 0.3 0.55 0.75 0.85;")      \
+    X(EF_OVERLAP, "overlap", "overlap 0.5;")
 
 #define GPU_KEYS(X)                             \
     X(GPU_MEMORY, "memory", "memory 80 GiB;")   \

@@ -73,7 +73,8 @@ GemmClass cost_gemm_class(int64_t m, int64_t n, int64_t k)
  *   ring pipeline filling, so it is taken as the same size on NVLink3
  *   (A100) -- a judgement, not a measurement.  Between nodes the ring's
  *   start-up time (~35 us) at a rail's 25-50 GB/s is 1-2 MiB: 2 MiB.  A part
- *   nobody named (generic, and `parc calibrate`'s CPU links) gets none. */
+ *   nobody named (generic) gets none; `parc calibrate` fits its CPU link's
+ *   own to all-reduces of 16 and 256 KiB (calibrate/parc_calibrate.c). */
 #define MIB 1048576.0
 static const double defaults[][11] = {
     {0.25, 0.50, 0.70, 0.80, 0.45, 0.80, 0.75, 0.80, 0, 0, 0.80},             /* generic */
@@ -293,6 +294,8 @@ void cost_terms_add(CostTerms *to, const CostTerms *from, double times)
     to->comm_bytes += times * from->comm_bytes;
     for (int c = 0; c < PARC_GEMM_CLASSES; c++) to->gemm_class_flops[c] += times * from->gemm_class_flops[c];
 }
+
+double cost_hidden_share(const Cluster *cl) { return 1.0 - cl->eff.comm_host; }
 
 double cost_terms_total(const CostTerms *t) { return t->gemm_s + t->attention_s + t->stream_s + t->comm_s; }
 

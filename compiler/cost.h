@@ -55,6 +55,12 @@ double cost_coll_s(const Cluster *cl, CollKind kind, int n, int inside, double b
 double cost_coll_latency_s(const Cluster *cl, CollKind kind, int n, int inside);
 double cost_coll_bandwidth_s(const Cluster *cl, CollKind kind, int n, int inside, double bytes);
 
+/* The share of what cost_overlap and cost_timeline find hidden under compute
+ * that is hidden: the cluster's `overlap` (1 unless it says; CPU ranks move
+ * a started collective's bytes with their own cores, so the rest of that
+ * time is theirs and counts as exposed). */
+double cost_hidden_share(const Cluster *cl);
+
 /* Collectives started while compute goes on, one link: collective i may
  * start at ready[i] (seconds into the compute) and takes dur[i]; they run
  * one after the other in order.  Returns the seconds the last one ends after

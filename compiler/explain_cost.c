@@ -29,6 +29,18 @@ void explain_phases(FILE *out, const Analysis *an)
         return;
     }
     const StageCost *slow = &an->stages[an->slow_stage];
+    const Program *prog = an->prog;
+    if (plan_axis_size(prog->plan, prog->dp_axis) <= 1) { /* no gradient sync: nothing is started */
+        fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (no data axis, so no gradient sync; every "
+                     "collective finishes before the next op)\n",
+                an->phase_s[APHASE_COMM], an->comm_hidden_s);
+        return;
+    }
+    double share = cost_hidden_share(&prog->plan->cluster);
+    if (share < 1) /* `overlap` */
+        fprintf(out, "\n  overlap: of the started collectives' time under compute, %.3g is hidden; the rest is the "
+                     "ranks' own (the cluster's `overlap`) and counts as exposed",
+                share);
     if (l->zero_stage >= 3 && slow->fwd_hidden_chunk_s > 0) { /* overlap_gather.c */
         fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (each gradient's reduce-scatter runs under the "
                      "rest of its layer's, the head's or the embedding's backward; each layer's weight gathers run "
@@ -85,9 +97,10 @@ void explain_cost_terms(FILE *out, const Analysis *an)
                      "optimizer), x %.3g (GELU, SwiGLU)\n",
                 cl->hbm_bandwidth, e->hbm, e->activation);
     fprintf(out, "    collectives    steps x latency + (bytes + half-bandwidth size) x bus factor / (link x efficiency): "
-                 "intra %.4g B/s x %.3g, %.3g s a step, half at %.4g B; inter %.4g B/s x %.3g, %.3g s a step, half at %.4g B\n",
+                 "intra %.4g B/s x %.3g, %.3g s a step, half at %.4g B; inter %.4g B/s x %.3g, %.3g s a step, half at %.4g B; "
+                 "started ones hidden under compute at %.3g of their time (overlap)\n",
             cl->intra_bw, e->bus[0], cl->intra_latency, e->half_bytes[0], cl->inter_bw, e->bus[1], cl->inter_latency,
-            e->half_bytes[1]);
+            e->half_bytes[1], cost_hidden_share(cl));
     fprintf(out, "  terms on stage %d (its chunks are the slowest), one micro-batch through one chunk:\n",
             an->slow_stage);
     print_terms(out, "forward", &slow->fwd, 1);

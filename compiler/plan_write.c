@@ -42,6 +42,7 @@ static void write_cluster(const Plan *p, FILE *out)
     const double extra[] = {e->norm, e->softmax, e->scores, e->optimizer, e->stream16};
     for (int k = 0; k < 5; k++)
         if (extra[k] > 0) fprintf(out, " %s %.17g;", extra_names[k], extra[k]);
+    if (e->comm_host > 0) fprintf(out, " overlap %.17g;", 1.0 - e->comm_host);
     if (e->gemm16[0] > 0) {
         fprintf(out, " gemm16");
         for (int k = 0; k < PARC_GEMM_CLASSES; k++) fprintf(out, " %.17g", e->gemm16[k]);

@@ -202,7 +202,8 @@ static double prefetch_exposed_s(double g, double t, int n)
  * ahead unless `grad_overlap off;` (overlap_gather.c: prefetch_exposed_s).
  * tf, tb: one block's forward and backward; t0: what precedes the first
  * block's.  The tail the buckets leave exposed past the backward is
- * cost_overlap's rule. */
+ * cost_overlap's rule.  Of what runs under compute only the cluster's
+ * `overlap` share is hidden (cost_hidden_share), as analyze.c counts it. */
 static double sync_estimate(const Plan *p, const Layout1 *l, const Params *blocks, int nblocks, const Params *ends,
                             int inside, double mb, double tf, double tb, double t0, int gb, int wb)
 {
@@ -218,11 +219,13 @@ static double sync_estimate(const Plan *p, const Layout1 *l, const Params *block
             double link = 0;
             for (int k = 1; k <= nblocks; k++) link = (link > t0 + k * tb ? link : t0 + k * tb) + bucket;
             double exposed = link > t0 + nblocks * tb ? link - (t0 + nblocks * tb) : 0;
-            if (exposed < nblocks * bucket) t -= nblocks * bucket - exposed;
+            if (exposed < nblocks * bucket) t -= (nblocks * bucket - exposed) * cost_hidden_share(cl);
         }
     } else {
-        double block = p->layout.grad_overlap_off ? coll_each(cl, COLL_REDUCESCATTER, dp, inside, blocks, gb, 0)
-                                                  : scatter_exposed_s(cl, dp, inside, blocks, gb, tb);
+        double all = coll_each(cl, COLL_REDUCESCATTER, dp, inside, blocks, gb, 0);
+        double block = p->layout.grad_overlap_off
+                           ? all
+                           : all - (all - scatter_exposed_s(cl, dp, inside, blocks, gb, tb)) * cost_hidden_share(cl);
         t += mb * (nblocks * block + coll_each(cl, COLL_REDUCESCATTER, dp, inside, ends, gb, 0));
     }
     if (l->zero == 1 || l->zero == 2)
@@ -231,9 +234,11 @@ static double sync_estimate(const Plan *p, const Layout1 *l, const Params *block
     if (l->zero == 3) {
         double gf = coll_each(cl, COLL_ALLGATHER, dp, inside, blocks, wb, 0);
         double gbw = coll_each(cl, COLL_ALLGATHER, dp, inside, blocks, wb, 1);
+        double all = nblocks * (gf + gbw);
         double blocks_s = p->layout.grad_overlap_off || nblocks < 2
-                              ? nblocks * (gf + gbw)
-                              : prefetch_exposed_s(gf, tf, nblocks) + prefetch_exposed_s(gbw, tb, nblocks);
+                              ? all
+                              : all - (all - prefetch_exposed_s(gf, tf, nblocks) - prefetch_exposed_s(gbw, tb, nblocks)) *
+                                          cost_hidden_share(cl);
         t += mb * (blocks_s + coll_each(cl, COLL_ALLGATHER, dp, inside, ends, wb, 0) +
                    coll_each(cl, COLL_ALLGATHER, dp, inside, ends, wb, 1));
     }

@@ -2,7 +2,8 @@
 # calibrate.sh PARC — `parc calibrate -o FILE` measures this machine and
 # writes a cluster fragment: a gpu line, an intra link and an efficiency
 # block (GEMM classes, attention, hbm, norm, activation, softmax, scores,
-# optimizer, stream16, gemm16, intra) with every share in (0, 1], the rates of
+# optimizer, stream16, gemm16, intra) with every share in (0, 1], `overlap` in
+# [0, 1] (the mean of a started all-reduce's and gathers' hidden shares), the rates of
 # the runtime's kernels each share comes from in its comments (the attention
 # op's forward and backward times, its modelled matmul time below their sum
 # and the scores rate that fits the rest, `scores` of the bandwidth), a 16-bit GEMM rate no
@@ -20,10 +21,29 @@ grep -q '^gpu { memory [0-9]* B; bf16 .* FLOP/s; fp32 .* FLOP/s; hbm .* B/s; }$'
 grep -q '^link intra [0-9.e+]* B/s [0-9.e+-]* s;$' "$tmp/cluster.par" || fail "no intra link"
 n='[0-9.]+'
 line=$(grep '^efficiency' "$tmp/cluster.par")
-echo "$line" | grep -Eq "^efficiency \{ gemm $n $n $n $n; attention $n; hbm $n; norm $n; activation $n; softmax $n; scores $n; optimizer $n; stream16 $n; gemm16 $n $n $n $n; intra $n; inter 1; \}\$" ||
+echo "$line" | grep -Eq "^efficiency \{ gemm $n $n $n $n; attention $n; hbm $n; norm $n; activation $n; softmax $n; scores $n; optimizer $n; stream16 $n; gemm16 $n $n $n $n; intra $n; inter 1; half_intra $n B; overlap $n; \}\$" ||
     fail "no efficiency block of the expected keys: $line"
-eff=$(echo "$line" | sed 's/[a-z]\+16//g' | grep -oE "$n") # the values, not the 16 of stream16 and gemm16
-[ "$(echo $eff | wc -w)" = 18 ] || fail "not 18 values in $line"
+eff=$(echo "$line" | sed 's/[a-z]\+16//g; s/ overlap [0-9.]*;//; s/ half_intra [0-9.e+]* B;//' | grep -oE "$n") # the shares, not the 16 of stream16 and gemm16
+[ "$(echo $eff | wc -w)" = 18 ] || fail "not 18 shares besides overlap in $line"
+# half_intra: the mean of the half-bandwidth sizes (none below 0) that put the
+# model's all-reduce on the two measured after compute, from the link's own figures
+half=$(echo "$line" | sed -n 's/.* half_intra \([0-9.e+]*\) B;.*/\1/p')
+read -r t16 t256 h16 h256 hm < <(sed -n 's/^# all-reduces after compute: 16 KiB \([0-9.e+]*\) us, 256 KiB \([0-9.e+]*\) us; the half-bandwidth size that puts the model on each \([-0-9.e+]*\) and \([-0-9.e+]*\) KiB, their mean \([0-9.e+]*\) KiB$/\1 \2 \3 \4 \5/p' "$tmp/cluster.par")
+read -r lbw llat < <(sed -n 's/^link intra \([0-9.e+]*\) B\/s \([0-9.e+-]*\) s;$/\1 \2/p' "$tmp/cluster.par")
+intra=$(echo "$line" | sed -n 's/.* intra \([0-9.]*\); inter.*/\1/p')
+awk -v t1="${t16:--1}" -v t2="${t256:--1}" -v h1="${h16:-x}" -v h2="${h256:-x}" -v hm="${hm:--1}" -v h="${half:--1}" \
+    -v bw="${lbw:-0}" -v lat="${llat:-0}" -v e="${intra:-0}" 'BEGIN {
+    b = bw * e; w1 = (t1 * 1e-6 - 2 * lat) * b - 16384; w2 = (t2 * 1e-6 - 2 * lat) * b - 262144
+    m = ((w1 > 0 ? w1 : 0) + (w2 > 0 ? w2 : 0)) / 2
+    ok = (h1 * 1024 - w1) ^ 2 <= (0.01 * w1) ^ 2 + 4096 && (h2 * 1024 - w2) ^ 2 <= (0.01 * w2) ^ 2 + 4096
+    exit !(t1 > 0 && t2 > 0 && ok && (hm * 1024 - m) ^ 2 <= (0.01 * m) ^ 2 + 4096 && (h - hm * 1024) ^ 2 <= (0.001 * h) ^ 2 + 64) }' ||
+    fail "half_intra $half B is not the fit to $(grep '^# all-reduces' "$tmp/cluster.par") with $(grep '^link' "$tmp/cluster.par") x $intra"
+# overlap: the mean of the two patterns' hidden shares, each in [0, 1]
+ov=$(echo "$line" | sed -n 's/.* overlap \([0-9.]*\); }$/\1/p')
+read -r ov1 ov2 ovm < <(sed -n 's/^# overlap (a started collective under GEMMs, MPI_Test between them, as the runtime runs one): \([0-9.]*\) of a 4 MiB all-reduce.s time hidden, \([0-9.]*\) of 16 all-gathers of 64 KiB; their mean \([0-9.]*\)$/\1 \2 \3/p' "$tmp/cluster.par")
+awk -v a="${ov1:--1}" -v b="${ov2:--1}" -v m="${ovm:--1}" -v o="${ov:--1}" 'BEGIN {
+    exit !(a >= 0 && a <= 1 && b >= 0 && b <= 1 && (m - (a + b) / 2) ^ 2 <= 1e-6 && (o - m) ^ 2 <= 1e-6) }' ||
+    fail "overlap $ov not the mean of its patterns' shares: $(grep '^# overlap' "$tmp/cluster.par")"
 grep -q '^# memory GB/s: triad [0-9.]*, add [0-9.]*, layer norm [0-9.]*, GELU [0-9.]*, cross-entropy [0-9.]*, AdamW [0-9.]* (the runtime.s kernels, the bytes the cost model charges them); bf16 add [0-9.]*, GELU [0-9.]*$' \
     "$tmp/cluster.par" || fail "no kernel rates: $(grep '^# memory' "$tmp/cluster.par")"
 att=$(grep '^# attention' "$tmp/cluster.par")
@@ -78,6 +98,9 @@ sed -e "s|include \"common/tiny_cluster.par\";|include \"$tmp/cluster.par\";|" \
 "$parc" check "$tmp/plan.par" > /dev/null || fail "a plan including the fragment does not pass check"
 "$parc" explain "$tmp/plan.par" --verbose | grep -q "efficiencies the plan's ($tmp/cluster.par:" ||
     fail "explain does not name the calibrated efficiencies"
+ov3=$(awk -v o="${ov:--1}" 'BEGIN { printf "%.3g", o }') # as explain prints it
+"$parc" explain "$tmp/plan.par" --verbose | grep -q "started ones hidden under compute at $ov3 of their time (overlap)" ||
+    fail "explain does not print the calibrated overlap ${ov:-} ($ov3)"
 "$parc" calibrate -o > /dev/null 2>&1; rc=$?
 [ "$rc" = 2 ] || fail "parc calibrate -o without a file exited with $rc, expected 2"
 echo "calibrate: $fails failures"

@@ -497,6 +497,40 @@ static void test_gathers_prefetched(void)
     arena_free(&arena);
 }
 
+/* `overlap`: of what a started collective's timeline hides under compute,
+ * only that share is hidden; the rest is the rank's own time and counts as
+ * exposed.  The same plans at overlap 0.25 against the default (1): the
+ * buckets of ZeRO-0 and the prefetched gathers and started scatters of
+ * ZeRO-3 hide a quarter, and the step is longer by the other three. */
+static void test_overlap_share(void)
+{
+    Arena arena = {0};
+    const char *dp = "mesh { dp 2; }\nlayout { batch -> dp; }\n";
+    const char *z3 = "mesh { dp 2; }\nlayout { batch -> dp; zero 3 over dp; }\n";
+    const char *at = strstr(mlp_plan, "inter 0.5; }");
+    truth("the test plan's efficiency statement", at != NULL);
+    if (!at) return;
+    const char *quarter = arena_printf(&arena, "%.*sinter 0.5; overlap 0.25; }%s", (int)(at - mlp_plan), mlp_plan,
+                                       at + strlen("inter 0.5; }"));
+    for (int k = 0; k < 2; k++) {
+        const char *mesh = k ? z3 : dp;
+        Analysis *all = analyze_text(&arena, "mlp_overlap_1", mesh);
+        Analysis *q = analyze_plan(&arena, "mlp_overlap_q", arena_printf(&arena, "%s%s", quarter, mesh));
+        truth("the overlap plans analyze", all != NULL && q != NULL);
+        if (!all || !q) continue;
+        near("overlap 0.25 is what a quarter hides", cost_hidden_share(&q->prog->plan->cluster), 0.25);
+        near("no overlap statement: all of it", cost_hidden_share(&all->prog->plan->cluster), 1.0);
+        truth(k ? "ZeRO-3 hides some of its gathers and scatters" : "the buckets hide some", all->comm_hidden_s > 0);
+        near("a quarter of it hidden", q->comm_hidden_s, 0.25 * all->comm_hidden_s);
+        near("the rest exposed: the step longer by three quarters", q->step_s,
+             all->step_s + 0.75 * all->comm_hidden_s);
+        near("the exposed phase holds it", q->phase_s[APHASE_COMM],
+             all->phase_s[APHASE_COMM] + 0.75 * all->comm_hidden_s);
+        phases_sum("overlap phases sum to the step", q);
+    }
+    arena_free(&arena);
+}
+
 int main(void)
 {
     test_primitives();
@@ -510,6 +544,7 @@ int main(void)
     test_scatters_overlapped();
     test_prefetch_timeline();
     test_gathers_prefetched();
+    test_overlap_share();
     if (diag_error_count()) printf("FAIL %d diagnostics\n", diag_error_count()), failures++;
     printf("%s: %d failure%s\n", failures ? "FAIL" : "ok", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
