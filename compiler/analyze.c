@@ -160,6 +160,7 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
     int L = sp->layers_per_chunk;
     double per_chunk_embed = 1.0 / (sp->chunks ? sp->chunks : 1);
     double seq_s[SEQ_COUNT] = {0}, bucket_s = 0; /* one call of each; a layer's started buckets */
+    CostTerms clears = {0};                      /* the step's gradient clears (zero_grads.*) */
     for (int q = 0; q < SEQ_COUNT; q++) {
         const Seq *seq = &sp->seq[q];
         int64_t calls = program_seq_calls_per_step(prog, sp, (SeqKind)q);
@@ -229,6 +230,8 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
             /* all of it; what the started buckets hide is taken off below */
             cost_terms_add(&sc->sync, &ct, (double)calls);
             break;
+        case SEQ_ZERO_GRADS_BLOCK:
+        case SEQ_ZERO_GRADS_ONCE: cost_terms_add(&clears, &ct, (double)calls); break;
         default: break;
         }
     }
@@ -243,6 +246,10 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
     /* `clip`: the norm reads each gradient once, the scaling reads and writes it */
     if (plan->train.clip > 0) sc->optim_bytes += 3.0 * (double)sc->ledger[PRT_GRADS];
     sc->optim_s = cost_memory_s(&plan->cluster, MEM_OPTIMIZER, sc->optim_bytes, 0);
+    /* the gradients cleared at the top of the step: the program counts them
+     * to the optimizer's phase too */
+    sc->optim_s += clears.stream_s;
+    sc->optim_bytes += clears.stream_bytes;
     an->flops_per_step += sc->flops_step * (double)(plan->mesh.world / (prog->nstages ? prog->nstages : 1));
 
     /* pipeline messages: the sends of the stage's message sequences */

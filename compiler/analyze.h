@@ -62,7 +62,7 @@ typedef struct StageCost {
     double bwd_hidden_chunk_s;    /* ZeRO-2/3's reduce-scatters and ZeRO-3's prefetched gathers hidden in one
                                      chunk's backward (overlap_scatters, overlap_gathers) */
     double fwd_hidden_chunk_s;    /* ZeRO-3's prefetched gathers hidden in one chunk's forward (overlap_gathers) */
-    double optim_s;               /* optimizer step (memory bound) */
+    double optim_s;               /* optimizer step (memory bound), and the step's gradient clears */
     /* the cost model's terms (cost.h): one micro-batch through one chunk,
      * forward and backward (recompute included); per step, gradient sync and
      * the optimizer's communication */

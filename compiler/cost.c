@@ -279,7 +279,21 @@ void cost_instr(const Program *prog, const Instr *ins, double times, CostTerms *
         if (n > 1) t->comm_bytes += times * bytes;
         return;
     }
-    if (ins->op >= 0 && ins->entry != ENTRY_NONE) cost_op_entry(prog, ins, times, t);
+    if (ins->op >= 0 && ins->entry != ENTRY_NONE) {
+        cost_op_entry(prog, ins, times, t);
+        return;
+    }
+    /* the runtime's own data movement between ops: a gradient cleared (one
+     * pass), a copy (two), a gradient added into (three; two where it is the
+     * first writer and copies, first_write.c) -- streams at hbm */
+    int passes = ins->fn == RT_prt_zero ? 1 : ins->fn == RT_prt_copy ? 2 : ins->fn == RT_prt_acc ? 3 : 0;
+    int count = ins->fn == RT_prt_zero ? 1 : 2;
+    if (passes == 0 || ins->nargs <= count || ins->args[count].kind != ARG_INT) return;
+    if (ins->fn == RT_prt_acc && (ins->writes & 1u)) passes = 2;
+    int bytes = plan_precision_bytes(plan->train.precision);
+    double b = (double)passes * (double)ins->args[count].i * bytes;
+    t->stream_s += times * cost_memory_s(&plan->cluster, MEM_STREAM, b, bytes == 2);
+    t->stream_bytes += times * b;
 }
 
 void cost_terms_add(CostTerms *to, const CostTerms *from, double times)
