@@ -53,6 +53,11 @@ typedef struct prt_backend {
     void (*upload)(prt *rt, void *dst, const void *host_src, size_t bytes);
     void (*download)(prt *rt, void *host_dst, const void *src, size_t bytes);
     void (*copy_bytes)(prt *rt, void *dst, const void *src, size_t bytes);
+    /* comm_wait(buf) once the collective started on buf is complete as far as
+     * prt_overlap.c can tell: orders the ops issued after it after the
+     * collective (a GPU's compute stream waits for the event its start
+     * recorded on the communication stream).  NULL: nothing more to wait for. */
+    void (*comm_wait)(prt *rt, const void *buf);
     PRT_CALLS(PRT_BACKEND_SLOT_, _)
 } prt_backend;
 

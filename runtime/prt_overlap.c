@@ -4,9 +4,10 @@
  * table of collectives in flight they share with the backends.
  *
  * A backend's *_start posts its collective and registers the request here
- * (prt_comm_post); a backend whose collectives already overlap by other means
- * (the CUDA backend's NCCL stream) finishes the collective inside *_start and
- * registers nothing, and the entry point then records it as complete.  While
+ * (prt_comm_post); a backend whose collectives overlap by other means (the
+ * CUDA backend enqueues it on NCCL's stream and records an event) registers
+ * nothing, the entry point then records it as complete, and comm_wait asks
+ * the backend to order what follows after it (prt_backend.comm_wait).  While
  * requests (or pipeline sends) are in flight, every op entry point first calls
  * prt_comm_progress, which tests them (MPI_Test drives Open MPI's nonblocking collectives, which
  * make no progress on their own) and records each one's trace span when it
@@ -131,6 +132,7 @@ void prt_comm_wait(prt *rt, void *buf) {
     }
     for (int k = i + 1; k < rt->ninflight; k++) rt->inflight[k - 1] = rt->inflight[k];
     rt->ninflight--;
+    if (rt->backend->comm_wait) rt->backend->comm_wait(rt, buf);
     prt_phase_charge(rt, PRT_PHASE_COMM, start);
 }
 

@@ -183,6 +183,8 @@ void prt_cuda_finalize(prt *rt) {
     cudaFree(c->blas_ws);
     cudaEventDestroy(c->ev_compute);
     cudaEventDestroy(c->ev_comm);
+    for (int i = 0; i < c->started_events; i++) cudaEventDestroy(c->started[i].ev);
+    free(c->started);
     cudaStreamDestroy(c->stream);
     cudaStreamDestroy(c->comm_stream);
     if (c->host) cudaFreeHost(c->host);
@@ -426,8 +428,42 @@ static const cu_collective cu_collectives[] = {
     {"alltoall", 1, 1, 0, 1, 0, NCCL_CALL(nccl_alltoall), prt_mpi_alltoall},
 };
 
+/* A started collective on buf (allreduce_start, ..., comm_wait): the event
+ * recorded after its NCCL call, from the pool past nstarted (prt_cuda.h). */
+static cudaEvent_t started_event(prt_cuda *c, const void *buf) {
+    if (c->nstarted == c->started_cap) {
+        int cap = c->started_cap ? 2 * c->started_cap : 16;
+        c->started = (prt_cu_started *)prt_xrealloc(c->started, (size_t)cap * sizeof *c->started);
+        c->started_cap = cap;
+    }
+    prt_cu_started *s = &c->started[c->nstarted];
+    if (c->nstarted == c->started_events) {
+        PRT_CUDA_CHECK(cudaEventCreateWithFlags(&s->ev, cudaEventDisableTiming));
+        c->started_events++;
+    }
+    s->buf = buf;
+    c->nstarted++;
+    return s->ev;
+}
+
+void prt_cu_comm_wait(prt *rt, const void *buf) {
+    prt_cuda *c = prt_cu(rt);
+    for (int i = 0; i < c->nstarted; i++) {
+        if (c->started[i].buf != buf) continue;
+        PRT_CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->started[i].ev, 0));
+        prt_cu_started done = c->started[i];
+        c->started[i] = c->started[c->nstarted - 1];
+        c->started[--c->nstarted] = done; /* its event back in the pool */
+        return;
+    }
+    /* none: the host-staged path completed it inside its start */
+}
+
+/* started: the NCCL path leaves the compute stream free to run on and
+ * records an event for comm_wait(out) instead of making it wait at once (the
+ * host-staged path blocks either way). */
 static void cu_collective_run(prt *rt, const cu_collective *k, int64_t axis, void *out, const void *in, int64_t outer,
-                              int64_t inner, int64_t dtype) {
+                              int64_t inner, int64_t dtype, int started = 0) {
     prt_cuda *c = prt_cu(rt);
     int S = prt_axis_size(rt, axis);
     size_t esize = prt_dtype_size(dtype), block = (size_t)(outer * inner) * esize;
@@ -445,7 +481,10 @@ static void cu_collective_run(prt *rt, const cu_collective *k, int64_t axis, voi
         if (outer != 1 && k->unpack_out) dst = prt_cuda_comm_stage(rt, out_bytes);  /* [S, outer, inner] */
         cudaStream_t s = comm_begin(c);
         k->nccl(src, dst, (size_t)(outer * inner), block, nccl_type(dtype), nccl_comm(rt, axis), S, s);
-        comm_end(c);
+        PRT_CHECK(!started || outer == 1, "%s started over %lld blocks (only whole ones are started)", k->name,
+                  (long long)outer);
+        if (started) PRT_CUDA_CHECK(cudaEventRecord(started_event(c, out), c->comm_stream));
+        else comm_end(c);
         if (outer != 1 && k->unpack_out) pack_blocks(c, 0, (char *)out, dst, S, outer, inner, esize);
         TRACE_COMM(rt, k->name, (int64_t)(in_bytes > out_bytes ? in_bytes : out_bytes), axis);
         return;
@@ -471,6 +510,17 @@ void prt_cu_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t 
 void prt_cu_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                           int64_t dtype) {
     cu_collective_run(rt, &cu_collectives[CU_REDUCESCATTER], axis, out, in, outer, inner, dtype);
+}
+void prt_cu_allreduce_start(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype) {
+    cu_collective_run(rt, &cu_collectives[CU_ALLREDUCE], axis, buf, buf, 1, n, dtype, 1);
+}
+void prt_cu_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
+                                int64_t dtype) {
+    cu_collective_run(rt, &cu_collectives[CU_REDUCESCATTER], axis, out, in, outer, inner, dtype, 1);
+}
+void prt_cu_allgather_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
+                            int64_t dtype) {
+    cu_collective_run(rt, &cu_collectives[CU_ALLGATHER], axis, out, in, outer, inner, dtype, 1);
 }
 void prt_cu_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype) {
     cu_collective_run(rt, &cu_collectives[CU_ALLTOALL], axis, out, in, outer, inner, dtype);

@@ -18,6 +18,12 @@
 #include "prt_cuda_api.h"
 #include "prt_cuda_limits.h"
 
+/* A collective started on the communication stream (prt_cu_comm_wait). */
+typedef struct prt_cu_started {
+    const void *buf;   /* the buffer comm_wait names */
+    cudaEvent_t ev;    /* recorded after its NCCL call */
+} prt_cu_started;
+
 struct prt_cuda {
     int device, devices, local_rank, local_ranks;
     char name[256];
@@ -38,6 +44,11 @@ struct prt_cuda {
     const void *blas_ws_at; size_t blas_ws_at_bytes;   /* the workspace cuBLAS was last given */
     /* host staging of the MPI path (host memory, not in the device ledger) */
     char *host;   size_t host_cap;
+    /* collectives started on the communication stream and not yet waited for:
+     * the buffer comm_wait names and the event recorded after the NCCL call;
+     * events past nstarted are free for the next start */
+    prt_cu_started *started;
+    int nstarted, started_cap, started_events;
 };
 
 void prt_cuda_fail(const char *file, int line, const char *call, cudaError_t err) __attribute__((noreturn));

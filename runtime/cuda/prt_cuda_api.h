@@ -118,15 +118,17 @@ void prt_cu_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n, int64_t 
 void prt_cu_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
 void prt_cu_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                           int64_t dtype);
-/* The started forms (prt_overlap.c): the whole collective at once.  With NCCL it
- * is enqueued on the communication stream, which already runs beside the compute
- * stream (the next ops do not wait for it), so nothing is left to progress and
- * comm_wait finds it complete; the host-staged path is the blocking one. */
+/* The started forms (prt_overlap.c).  With NCCL the collective is enqueued on
+ * the communication stream after everything issued so far, and an event is
+ * recorded after it; the compute stream runs on, and prt_cu_comm_wait (the
+ * backend's comm_wait) makes it wait for that event.  Nothing is left for the
+ * host to progress.  The host-staged path is the blocking one. */
 void prt_cu_allreduce_start(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype);
 void prt_cu_allgather_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                             int64_t dtype);
 void prt_cu_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                                 int64_t dtype);
+void prt_cu_comm_wait(prt *rt, const void *buf);
 void prt_cu_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
 void prt_cu_slice(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
 void prt_cu_copy_bytes(prt *rt, void *dst, const void *src, size_t bytes);

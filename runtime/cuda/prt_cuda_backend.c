@@ -227,17 +227,6 @@ static int cu_available(char *why, size_t why_size) {
 static void *cu_alloc_zero(prt *rt, size_t bytes, const char *what) { return prt_cuda_alloc_zero(rt, bytes, what); }
 static void cu_free(prt *rt, void *p) { prt_cuda_free(p); }
 
-void prt_cu_allreduce_start(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype) {
-    prt_cu_allreduce(rt, axis, buf, n, dtype);
-}
-void prt_cu_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
-                                int64_t dtype) {
-    prt_cu_reducescatter(rt, axis, out, in, outer, inner, dtype);
-}
-void prt_cu_allgather_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
-                            int64_t dtype) {
-    prt_cu_allgather(rt, axis, out, in, outer, inner, dtype);
-}
 
 #define CU_SLOT_OP(name) .name = cu_##name,
 #define CU_SLOT_COMM(name) .name = prt_cu_##name,
@@ -257,5 +246,6 @@ const prt_backend prt_backend_cuda = {
     .upload = prt_cuda_h2d,
     .download = prt_cuda_d2h,
     .copy_bytes = prt_cu_copy_bytes,
+    .comm_wait = prt_cu_comm_wait,
     PRT_CALLS(CU_SLOT_, _)
 };
