@@ -60,17 +60,6 @@ static float *alloc_floats(size_t n, float v)
     return p;
 }
 
-static uint16_t *alloc_bf16(size_t n)
-{
-    uint16_t *p = malloc(n * sizeof *p);
-    if (!p) {
-        fprintf(stderr, "parc_calibrate: out of memory (%zu bf16 values)\n", n);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    for (size_t i = 0; i < n; i++) p[i] = prt_f32_to_bf16(0.5f + (float)(i % 7) * 1e-3f);
-    return p;
-}
-
 /* Best FLOP/s of a plain fp32 C[m,n] = A[m,k] B[k,n] on one set of operands
  * over repeats lasting at least 0.2 s (the attention-shaped GEMMs). */
 static double gemm_rate(int m, int n, int k)
@@ -90,34 +79,6 @@ static double gemm_rate(int m, int n, int k)
     }
     free(a), free(b), free(c);
     return best;
-}
-
-/* The 16-bit element path of the runtime's CPU ops (an argument that is not
- * fp32: each load widens, each store rounds, prt_math.h), over n elements,
- * the add and the GELU forward and backward as runtime/cpu/prt_cpu_ops.c
- * writes them; rates[0] and [1] are their bytes per second (best of 5), the
- * bytes the cost model charges (3 passes, 2 + 3) at 2 bytes an element. */
-static void stream16_rates(size_t n, double *rates)
-{
-    volatile int64_t dtype16 = PRT_BF16; /* known at run time only, as the runtime's dtypes word */
-    prt_ten x = {alloc_bf16(n), dtype16}, y = {alloc_bf16(n), dtype16}, z = {alloc_bf16(n), dtype16};
-    rates[0] = rates[1] = 0;
-    for (int rep = 0; rep < 5; rep++) {
-        double t0 = now();
-        for (int64_t i = 0; i < (int64_t)n; i++)
-            prt_store(z.p, z.dtype, i, prt_load(x.p, x.dtype, i) + prt_load(y.p, y.dtype, i));
-        double t1 = now();
-        for (int64_t i = 0; i < (int64_t)n; i++) prt_store(z.p, z.dtype, i, prt_gelu(prt_load(x.p, x.dtype, i)));
-        for (int64_t i = 0; i < (int64_t)n; i++)
-            prt_store(y.p, y.dtype, i,
-                      prt_load(y.p, y.dtype, i) + prt_gelu_grad(prt_load(x.p, x.dtype, i)) * prt_load(z.p, z.dtype, i));
-        double t2 = now(), add = 3.0 * n * 2 / (t1 - t0), gelu = 5.0 * n * 2 / (t2 - t1);
-        if (add > rates[0]) rates[0] = add;
-        if (gelu > rates[1]) rates[1] = gelu;
-    }
-    volatile uint16_t sink = ((uint16_t *)z.p)[n / 2] + ((uint16_t *)y.p)[n / 2];
-    (void)sink;
-    free(x.p), free(y.p), free(z.p);
 }
 
 /* The triad (z = x + 0.5 y), the streaming bandwidth: bytes over time, best of 5. */
@@ -212,21 +173,24 @@ static const int att_pairs[ATT_SHAPES] = {1, 200};
 
 /* Best mean seconds of a forward and of a backward call at shape k over 5
  * repeats of att_pairs[k] forward and backward pairs (after one to warm the
- * workspace) in *fwd and *bwd.  A bare context: the ops read only the
- * backend table and the workspace they book (freed here). */
-static void attention_times(int k, double *fwd, double *bwd)
+ * workspace) in *fwd and *bwd, every tensor of dtype dt.  A bare context:
+ * the ops read only the backend table and the workspace they book (freed
+ * here). */
+static void attention_times(int k, int64_t dt, double *fwd, double *bwd)
 {
     const int B = att_shapes[k][0], T = att_shapes[k][1], NH = att_shapes[k][2], HD = att_shapes[k][3];
     const size_t C = (size_t)NH * HD, rows = (size_t)B * T;
     float *qkv = alloc_floats(rows * 3 * C, 0.1f), *out = alloc_floats(rows * C, 0.0f);
     float *dout = alloc_floats(rows * C, 0.01f), *dqkv = alloc_floats(rows * 3 * C, 0.0f);
     float *probs = alloc_floats((size_t)B * NH * T * T, 0.0f);
-    for (size_t i = 0; i < rows * 3 * C; i++) qkv[i] = 0.1f * (float)((i * 2654435761u) % 1000) / 1000.0f;
+    for (size_t i = 0; i < rows * 3 * C; i++)
+        prt_store(qkv, dt, (int64_t)i, 0.1f * (float)((i * 2654435761u) % 1000) / 1000.0f);
+    for (size_t i = 0; dt != PRT_F32 && i < rows * C; i++) prt_store(dout, dt, (int64_t)i, 0.01f);
+    if (dt != PRT_F32) memset(dqkv, 0, rows * 3 * C * sizeof(float)), memset(out, 0, rows * C * sizeof(float));
     struct prt *rt = calloc(1, sizeof *rt);
     if (!rt) MPI_Abort(MPI_COMM_WORLD, 1);
     rt->backend = &prt_backend_cpu;
-    int64_t dt_fwd = PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32);
-    int64_t dt_bwd = PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_F32);
+    int64_t dt_fwd = PRT_ARG_DTYPES(dt, dt, dt), dt_bwd = PRT_ARG_DTYPES(dt, dt, dt, dt);
     *fwd = *bwd = 1e30;
     for (int rep = 0; rep < 6; rep++) {
         double tf = 0, tb = 0;
@@ -406,8 +370,10 @@ static double clamp01(double x) { return x > 1.0 ? 1.0 : x < 1e-3 ? 1e-3 : x; }
 typedef struct Rates {
     double gemm[4], gemm16[4], attn; /* FLOP/s: fp32, and 16-bit operands widened as the runtime does */
     double triad, kernel[K_COUNT];   /* bytes/s */
-    double stream16[2];              /* bytes/s of the 16-bit element path: add, GELU (stream16_rates) */
+    double share16[STREAM16_CLASSES]; /* the 16-bit share of each class's ops (stream16_shares) */
+    double rate32[STREAM16_CLASSES], rate16[STREAM16_CLASSES]; /* 1 / their seconds: fp32, bf16 */
     double att_rate[ATT_SHAPES][2];  /* 1 / seconds of the attention op forward, backward (attention_times) */
+    double att16_rate;               /* 1 / seconds of its bf16 forward + backward at the small shape */
 } Rates;
 
 /* GEMM classes by their smallest dimension: 64, 256, 1024, 2048 (cost.h). */
@@ -429,11 +395,14 @@ static void measure_compute(Rates *r)
     r->attn = gemm_rate(256, 256, 64); /* scores of one head: T x T by head_dim */
     r->triad = triad_rate((size_t)8 << 20);
     kernel_rates((size_t)4 << 20, r->kernel);
-    stream16_rates((size_t)4 << 20, r->stream16);
+    double t32[STREAM16_CLASSES], t16[STREAM16_CLASSES];
+    stream16_shares((int64_t)4 << 20, r->share16, t32, t16);
+    for (int k = 0; k < STREAM16_CLASSES; k++) r->rate32[k] = 1.0 / t32[k], r->rate16[k] = 1.0 / t16[k];
     for (int k = 0; k < ATT_SHAPES; k++) {
         double fwd, bwd;
-        attention_times(k, &fwd, &bwd);
+        attention_times(k, PRT_F32, &fwd, &bwd);
         r->att_rate[k][0] = 1.0 / fwd, r->att_rate[k][1] = 1.0 / bwd;
+        if (k == ATT_SHAPES - 1) attention_times(k, PRT_BF16, &fwd, &bwd), r->att16_rate = 1.0 / (fwd + bwd);
     }
 }
 
@@ -483,10 +452,6 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
     for (int c = 0; c < 4; c++) peak = r->gemm[c] > peak ? r->gemm[c] : peak;
     for (int c = 0; c < 4; c++) peak16 = r->gemm16[c] > peak16 ? r->gemm16[c] : peak16;
     if (peak16 > peak) peak16 = peak; /* widening cannot make a GEMM faster: a measured excess is noise */
-    /* the 16-bit path's share of the fp32 kernels' bytes/s, the mean of the
-     * cheapest element op (an add, bound by the loads and stores) and the
-     * dearest (GELU, bound by its arithmetic) */
-    double share16 = 0.5 * (r->stream16[0] / r->kernel[K_ADD] + r->stream16[1] / r->kernel[K_GELU]);
     double hbm = r->triad > r->kernel[K_ADD] ? r->triad : r->kernel[K_ADD];
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE), cores = sysconf(_SC_NPROCESSORS_ONLN);
     double memory = (double)pages * (double)page / (double)(cores > 0 ? cores : 1);
@@ -505,9 +470,20 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
             r->gemm16[0] / 1e9, r->gemm16[1] / 1e9, r->gemm16[2] / 1e9, r->gemm16[3] / 1e9);
     fprintf(f, "# memory GB/s: triad %.2f", r->triad / 1e9);
     for (int k = 0; k < K_COUNT; k++) fprintf(f, ", %s %.2f", kernel_names[k], r->kernel[k] / 1e9);
-    fprintf(f, " (the runtime's kernels, the bytes the cost model charges them); bf16 add %.2f, GELU %.2f\n",
-            r->stream16[0] / 1e9, r->stream16[1] / 1e9);
+    fprintf(f, " (the runtime's kernels, the bytes the cost model charges them)\n");
+    fprintf(f, "# 16-bit ops, fp32 / bf16 ms (the runtime's ops over 4 Mi elements):");
+    static const char *const names16[STREAM16_CLASSES] = {"add", "layer norm", "GELU", "cross-entropy backward"};
+    for (int k = 0; k < STREAM16_CLASSES; k++)
+        fprintf(f, "%s %s %.4f / %.4f", k ? "," : "", names16[k], 1e3 / r->rate32[k], 1e3 / r->rate16[k]);
     AttentionFit att = attention_fit(r, clamp01(r->attn / peak), peak, hbm);
+    /* attention's scores over bf16 at the small shape: the share of the fp32
+     * scores rate at which the model (its matmuls at the bf16 peak, half the
+     * score bytes) takes the measured bf16 forward + backward */
+    const int sm = ATT_SHAPES - 1;
+    double m16 = att.matmul_s[sm] * peak / peak16, rest16 = 1.0 / r->att16_rate - m16;
+    double scores16 = rest16 > 0 ? clamp01(att.bytes[sm] / 2 / (att.scores * hbm * rest16)) : 1.0;
+    fprintf(f, "; attention %dx%d tokens bf16 forward + backward %.4f, its matmuls as modelled %.4f\n",
+            att_shapes[sm][0], att_shapes[sm][1], 1e3 / r->att16_rate, 1e3 * m16);
     fprintf(f, "# attention (the runtime's op, causal, probabilities kept) ms:");
     for (int k = 0; k < ATT_SHAPES; k++)
         fprintf(f, "%s %dx%d tokens, %d heads of %d: forward %.4f, backward %.4f, its matmuls as modelled %.4f, "
@@ -545,13 +521,14 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
             hbm);
     if (size > 1) fprintf(f, "link intra %.6g B/s %.6g s;\n", link->bandwidth, step_latency);
     fprintf(f, "efficiency { gemm %.4g %.4g %.4g %.4g; attention %.4g; hbm %.4g; norm %.4g; activation %.4g; "
-               "softmax %.4g; scores %.4g; optimizer %.4g; stream16 %.4g; gemm16 %.4g %.4g %.4g %.4g; intra %.4g; "
-               "inter 1; half_intra %.6g B; overlap %.4g; }\n",
+               "softmax %.4g; scores %.4g; optimizer %.4g; stream16 %.4g %.4g %.4g %.4g %.4g; gemm16 %.4g %.4g %.4g %.4g; "
+               "intra %.4g; inter 1; half_intra %.6g B; overlap %.4g; }\n",
             clamp01(r->gemm[0] / peak), clamp01(r->gemm[1] / peak), clamp01(r->gemm[2] / peak),
             clamp01(r->gemm[3] / peak), clamp01(r->attn / peak), clamp01(r->kernel[K_ADD] / hbm),
             clamp01(r->kernel[K_NORM] / hbm), clamp01(r->kernel[K_GELU] / hbm), clamp01(r->kernel[K_SOFTMAX] / hbm),
             att.scores,
-            clamp01(r->kernel[K_ADAMW] / hbm), clamp01(share16), clamp01(r->gemm16[0] / peak16),
+            clamp01(r->kernel[K_ADAMW] / hbm), clamp01(r->share16[0]), clamp01(r->share16[1]),
+            clamp01(r->share16[2]), clamp01(r->share16[3]), scores16, clamp01(r->gemm16[0] / peak16),
             clamp01(r->gemm16[1] / peak16), clamp01(r->gemm16[2] / peak16), clamp01(r->gemm16[3] / peak16),
             size > 1 ? clamp01(link->busbw / link->bandwidth) : 1.0, half, size > 1 ? link->overlap : 1.0);
 }

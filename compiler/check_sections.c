@@ -79,19 +79,25 @@ static void check_efficiency(Check *c, const Stmt *st)
                 eff->comm_host = 1.0 - share;
             continue;
         }
-        int n = k == EF_GEMM || k == EF_GEMM16 ? PARC_GEMM_CLASSES : 1;
+        /* stream16: one share for every class, or one per class */
+        int n = k == EF_GEMM || k == EF_GEMM16 ? PARC_GEMM_CLASSES
+                : k == EF_STREAM16 && e->nvalues > 1 ? PARC_STREAM16_KINDS : 1;
         if (!check_shape(c, e, n, n, BODY_NO, EFF_usage[k])) continue;
         double *dst[EFF_COUNT] = {[EF_GEMM] = eff->gemm,          [EF_ATTENTION] = &eff->attention,
                                   [EF_HBM] = &eff->hbm,           [EF_ACTIVATION] = &eff->activation,
                                   [EF_INTRA] = &eff->bus[0],      [EF_INTER] = &eff->bus[1],
                                   [EF_NORM] = &eff->norm,         [EF_SOFTMAX] = &eff->softmax,
                                   [EF_SCORES] = &eff->scores,
-                                  [EF_OPTIMIZER] = &eff->optimizer, [EF_STREAM16] = &eff->stream16,
+                                  [EF_OPTIMIZER] = &eff->optimizer, [EF_STREAM16] = eff->stream16,
                                   [EF_GEMM16] = eff->gemm16};
         for (int j = 0; j < n; j++) {
-            const char *what = n > 1 ? arena_printf(c->arena, "%s %s", e->key, gemm_class_names[j]) : e->key;
+            const char *what = n == 1 ? e->key
+                               : k == EF_STREAM16 ? arena_printf(c->arena, "%s %s", e->key, stream16_names[j])
+                                                  : arena_printf(c->arena, "%s %s", e->key, gemm_class_names[j]);
             check_read_real(c, what, &e->values[j], 0, 1, 1, 0, &dst[k][j]);
         }
+        if (k == EF_STREAM16 && n == 1)
+            for (int j = 1; j < PARC_STREAM16_KINDS; j++) eff->stream16[j] = eff->stream16[0];
     }
 }
 

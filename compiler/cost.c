@@ -17,6 +17,7 @@
 #include <string.h>
 
 const char *const gemm_class_names[PARC_GEMM_CLASSES] = {"tiny", "small", "medium", "large"};
+const char *const stream16_names[PARC_STREAM16_KINDS] = {"streams", "norms", "activations", "softmax", "scores"};
 const int64_t gemm_class_min_dim[PARC_GEMM_CLASSES] = {1, 128, 512, 2048};
 
 double cost_bus_factor(CollKind kind, int n)
@@ -139,15 +140,16 @@ double cost_memory_s(const Cluster *cl, MemKind kind, double bytes, int wide16)
     const Efficiency *e = &cl->eff;
     double bw = cl->hbm_bandwidth > 0 ? cl->hbm_bandwidth : 1e12;
     double eff = eff_or_one(e->hbm);
+    int c16 = 0; /* its stream16 class */
     switch (kind) {
     case MEM_STREAM: break;
-    case MEM_NORM: eff = e->norm > 0 ? e->norm : eff; break;
-    case MEM_ACTIVATION: eff = eff_or_one(e->activation); break;
-    case MEM_SOFTMAX: eff = e->softmax > 0 ? e->softmax : eff; break;
+    case MEM_NORM: eff = e->norm > 0 ? e->norm : eff, c16 = 1; break;
+    case MEM_ACTIVATION: eff = eff_or_one(e->activation), c16 = 2; break;
+    case MEM_SOFTMAX: eff = e->softmax > 0 ? e->softmax : eff, c16 = 3; break;
     case MEM_OPTIMIZER: eff = e->optimizer > 0 ? e->optimizer : eff; break;
-    case MEM_SCORES: eff = e->scores > 0 ? e->scores : e->softmax > 0 ? e->softmax : eff; break;
+    case MEM_SCORES: eff = e->scores > 0 ? e->scores : e->softmax > 0 ? e->softmax : eff, c16 = 4; break;
     }
-    if (wide16) eff *= eff_or_one(e->stream16);
+    if (wide16) eff *= eff_or_one(e->stream16[c16]);
     return bytes / (bw * eff);
 }
 
@@ -292,7 +294,9 @@ void cost_instr(const Program *prog, const Instr *ins, double times, CostTerms *
     if (ins->fn == RT_prt_acc && (ins->writes & 1u)) passes = 2;
     int bytes = plan_precision_bytes(plan->train.precision);
     double b = (double)passes * (double)ins->args[count].i * bytes;
-    t->stream_s += times * cost_memory_s(&plan->cluster, MEM_STREAM, b, bytes == 2);
+    /* a clear and a copy move bytes whatever their dtype (the CPU runtime's
+     * memset and memcpy); only an accumulation takes the 16-bit element path */
+    t->stream_s += times * cost_memory_s(&plan->cluster, MEM_STREAM, b, bytes == 2 && passes == 3);
     t->stream_bytes += times * b;
 }
 

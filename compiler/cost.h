@@ -42,7 +42,8 @@ double cost_activation_s(const Cluster *cl, double bytes);
 /* Memory-bound ops by class, each at its own efficiency of the HBM
  * bandwidth (norm, softmax and optimizer as hbm where the cluster leaves them
  * at 0; attention's score matrix, MEM_SCORES, as softmax); ops over 16-bit
- * tensors (wide16) at that times `stream16`. */
+ * tensors (wide16) at that times their class's `stream16` (streams, norms,
+ * activations, the loss's softmax, attention's scores). */
 typedef enum { MEM_STREAM, MEM_NORM, MEM_ACTIVATION, MEM_SOFTMAX, MEM_OPTIMIZER, MEM_SCORES } MemKind;
 double cost_memory_s(const Cluster *cl, MemKind kind, double bytes, int wide16);
 /* Seconds of one collective of `bytes` per rank (the buffer nccl-tests calls

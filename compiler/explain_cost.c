@@ -85,14 +85,20 @@ void explain_cost_terms(FILE *out, const Analysis *an)
             an->peak_flops, e->attention);
     if (e->scores > 0) fprintf(out, ", at %.4g B/s x %.3g (scores)", cl->hbm_bandwidth, e->scores);
     fprintf(out, "\n");
-    if (e->norm > 0 || e->softmax > 0 || e->optimizer > 0 || e->stream16 > 0)
+    const double *s16 = e->stream16;
+    if (e->norm > 0 || e->softmax > 0 || e->optimizer > 0 || s16[0] > 0) {
         fprintf(out, "    memory-bound   bytes read and written at %.4g B/s x %.3g (embedding, residual adds, "
                      "biases), x %.3g (norms), x %.3g (GELU, SwiGLU), x %.3g (softmax: the loss's%s), x %.3g (optimizer); "
-                     "over 16-bit tensors x %.3g more\n",
+                     "over 16-bit tensors x %.3g",
                 cl->hbm_bandwidth, e->hbm, e->norm > 0 ? e->norm : e->hbm, e->activation,
                 e->softmax > 0 ? e->softmax : e->hbm, e->scores > 0 ? "" : " and attention's scores",
-                e->optimizer > 0 ? e->optimizer : e->hbm, e->stream16 > 0 ? e->stream16 : 1.0);
-    else
+                e->optimizer > 0 ? e->optimizer : e->hbm, s16[0] > 0 ? s16[0] : 1.0);
+        if (s16[1] != s16[0] || s16[2] != s16[0] || s16[3] != s16[0] || s16[4] != s16[0]) /* by class */
+            fprintf(out, " (streams), x %.3g (norms), x %.3g (GELU, SwiGLU), x %.3g (softmax), x %.3g (scores)",
+                    s16[1] > 0 ? s16[1] : 1.0, s16[2] > 0 ? s16[2] : 1.0, s16[3] > 0 ? s16[3] : 1.0,
+                    s16[4] > 0 ? s16[4] : 1.0);
+        fprintf(out, " more\n");
+    } else
         fprintf(out, "    memory-bound   bytes read and written at %.4g B/s x %.3g (norms, softmax, embedding, loss, "
                      "optimizer), x %.3g (GELU, SwiGLU)\n",
                 cl->hbm_bandwidth, e->hbm, e->activation);

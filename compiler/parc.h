@@ -157,6 +157,7 @@ int plan_precision_bytes(Precision p);
  * (GemmClass in cost.h), attention as its kernel runs, streaming ops at HBM
  * bandwidth, collectives at bus bandwidth per link class. */
 #define PARC_GEMM_CLASSES 4
+#define PARC_STREAM16_KINDS 5 /* stream16's classes: streams, norms, activations, softmaxes, scores */
 typedef struct Efficiency {
     const char *name;                 /* the default set it started from: "a100", "h100", "h200", "generic" */
     double gemm[PARC_GEMM_CLASSES];   /* achieved / peak FLOP/s of a GEMM, by shape class */
@@ -173,9 +174,12 @@ typedef struct Efficiency {
                                        * loss's softmax (a CPU kernel that keeps a block of scores in cache;
                                        * 0: as softmax) */
     double optimizer;                 /* ... of the optimizer's pass over its state (0: as hbm) */
-    double stream16;                  /* memory-bound ops over 16-bit tensors: their bytes/s against the same
-                                       * op's over fp32 ones (0: as 1, a byte is a byte; a CPU that widens each
-                                       * element to fp32 and back runs them slower) */
+    double stream16[PARC_STREAM16_KINDS]; /* memory-bound ops over 16-bit tensors: their bytes/s against the
+                                       * same op's over fp32 ones, by class: [0] streams (embedding, adds,
+                                       * biases, copies, dropout), [1] norms, [2] activations, [3] the loss's
+                                       * softmax, [4] attention's scores; `stream16 x;` gives all five x
+                                       * (0: as 1, a byte is a byte; a CPU that widens each element to fp32
+                                       * and back runs them slower, each class by its own arithmetic) */
     double bus[2];                    /* achieved bus bandwidth / link bandwidth: [0] intra, [1] inter */
     double half_bytes[2];             /* a collective's size at which it reaches half its bus bandwidth
                                        * (Hockney's n 1/2), bytes: [0] intra, [1] inter; 0 = any size runs
@@ -191,6 +195,7 @@ typedef struct Efficiency {
 /* Shape class names (cost.h: GemmClass), and the named default sets
  * ("generic", "a100", "h100", "h200"; cost.c says where each comes from). */
 extern const char *const gemm_class_names[PARC_GEMM_CLASSES];
+extern const char *const stream16_names[PARC_STREAM16_KINDS]; /* stream16's classes, as diagnostics name them */
 extern const char *const cost_efficiency_names[];
 extern const int cost_efficiency_count;
 /* Fills *eff with the named defaults; -1 when the name is unknown. */

@@ -38,11 +38,16 @@ static void write_cluster(const Plan *p, FILE *out)
                  "half_inter %.17g B;",
             e->attention, e->hbm, e->activation, e->bus[0], e->bus[1], e->half_bytes[0], e->half_bytes[1]);
     /* the memory-bound classes a cluster may state apart from hbm (0: as hbm, or as 1) */
-    const char *const extra_names[] = {"norm", "softmax", "scores", "optimizer", "stream16"};
-    const double extra[] = {e->norm, e->softmax, e->scores, e->optimizer, e->stream16};
-    for (int k = 0; k < 5; k++)
+    const char *const extra_names[] = {"norm", "softmax", "scores", "optimizer"};
+    const double extra[] = {e->norm, e->softmax, e->scores, e->optimizer};
+    for (int k = 0; k < 4; k++)
         if (extra[k] > 0) fprintf(out, " %s %.17g;", extra_names[k], extra[k]);
     if (e->comm_host > 0) fprintf(out, " overlap %.17g;", 1.0 - e->comm_host);
+    if (e->stream16[0] > 0) {
+        fprintf(out, " stream16");
+        for (int k = 0; k < PARC_STREAM16_KINDS; k++) fprintf(out, " %.17g", e->stream16[k]);
+        fprintf(out, ";");
+    }
     if (e->gemm16[0] > 0) {
         fprintf(out, " gemm16");
         for (int k = 0; k < PARC_GEMM_CLASSES; k++) fprintf(out, " %.17g", e->gemm16[k]);

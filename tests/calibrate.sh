@@ -21,10 +21,10 @@ grep -q '^gpu { memory [0-9]* B; bf16 .* FLOP/s; fp32 .* FLOP/s; hbm .* B/s; }$'
 grep -q '^link intra [0-9.e+]* B/s [0-9.e+-]* s;$' "$tmp/cluster.par" || fail "no intra link"
 n='[0-9.]+'
 line=$(grep '^efficiency' "$tmp/cluster.par")
-echo "$line" | grep -Eq "^efficiency \{ gemm $n $n $n $n; attention $n; hbm $n; norm $n; activation $n; softmax $n; scores $n; optimizer $n; stream16 $n; gemm16 $n $n $n $n; intra $n; inter 1; half_intra $n B; overlap $n; \}\$" ||
+echo "$line" | grep -Eq "^efficiency \{ gemm $n $n $n $n; attention $n; hbm $n; norm $n; activation $n; softmax $n; scores $n; optimizer $n; stream16 $n $n $n $n $n; gemm16 $n $n $n $n; intra $n; inter 1; half_intra $n B; overlap $n; \}\$" ||
     fail "no efficiency block of the expected keys: $line"
 eff=$(echo "$line" | sed 's/[a-z]\+16//g; s/ overlap [0-9.]*;//; s/ half_intra [0-9.e+]* B;//' | grep -oE "$n") # the shares, not the 16 of stream16 and gemm16
-[ "$(echo $eff | wc -w)" = 18 ] || fail "not 18 shares besides overlap in $line"
+[ "$(echo $eff | wc -w)" = 22 ] || fail "not 22 shares besides overlap in $line"
 # half_intra: the mean of the half-bandwidth sizes (none below 0) that put the
 # model's all-reduce on the two measured after compute, from the link's own figures
 half=$(echo "$line" | sed -n 's/.* half_intra \([0-9.e+]*\) B;.*/\1/p')
@@ -44,7 +44,7 @@ read -r ov1 ov2 ovm < <(sed -n 's/^# overlap (a started collective under GEMMs, 
 awk -v a="${ov1:--1}" -v b="${ov2:--1}" -v m="${ovm:--1}" -v o="${ov:--1}" 'BEGIN {
     exit !(a >= 0 && a <= 1 && b >= 0 && b <= 1 && (m - (a + b) / 2) ^ 2 <= 1e-6 && (o - m) ^ 2 <= 1e-6) }' ||
     fail "overlap $ov not the mean of its patterns' shares: $(grep '^# overlap' "$tmp/cluster.par")"
-grep -q '^# memory GB/s: triad [0-9.]*, add [0-9.]*, layer norm [0-9.]*, GELU [0-9.]*, cross-entropy [0-9.]*, AdamW [0-9.]* (the runtime.s kernels, the bytes the cost model charges them); bf16 add [0-9.]*, GELU [0-9.]*$' \
+grep -q '^# memory GB/s: triad [0-9.]*, add [0-9.]*, layer norm [0-9.]*, GELU [0-9.]*, cross-entropy [0-9.]*, AdamW [0-9.]* (the runtime.s kernels, the bytes the cost model charges them)$' \
     "$tmp/cluster.par" || fail "no kernel rates: $(grep '^# memory' "$tmp/cluster.par")"
 att=$(grep '^# attention' "$tmp/cluster.par")
 # the attention op at the two shapes (ms: forward, backward, matmuls as
@@ -78,6 +78,19 @@ awk -v f1="${f1:-0}" -v b1="${b1:-0}" -v m1="${m1:-0}" -v s1="${s1:-0}" -v f2="$
     ok = ok && (o1 - (m1 + s1 / r) / t1) ^ 2 <= (0.01 * o1 + 0.002) ^ 2 && (o2 - (m2 + s2 / r) / t2) ^ 2 <= (0.01 * o2 + 0.002) ^ 2
     exit !(t1 > 0 && t2 > 0 && ok) }' ||
     fail "attention: $att does not fit rate $rate GB/s, scores $scores of hbm $hbm B/s"
+# stream16 by class: each the fp32 time over twice the bf16 time of the
+# runtime's ops (add, layer norm, GELU, cross-entropy backward) the comment
+# prints; the scores' share from the bf16 attention op at the small shape
+ops16=$(grep '^# 16-bit ops' "$tmp/cluster.par")
+s16=$(echo "$line" | sed -n 's/.* stream16 \([0-9. ]*\);.*/\1/p')
+echo "$ops16" | awk -v s="$s16" '{ n = split(s, v, " ")
+    if (!match($0, /^# 16-bit ops, fp32 \/ bf16 ms \(the runtime.s ops over 4 Mi elements\): add [0-9.]+ \/ [0-9.]+, layer norm [0-9.]+ \/ [0-9.]+, GELU [0-9.]+ \/ [0-9.]+, cross-entropy backward [0-9.]+ \/ [0-9.]+; attention 2x32 tokens bf16 forward \+ backward [0-9.]+, its matmuls as modelled [0-9.]+$/)) exit 1
+    sub(/^.*elements\): /, ""); sub(/; attention.*$/, ""); gsub(/[^0-9. \/]/, " "); m = 0
+    for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+$/ && $(i + 1) == "/") { t32[++m] = $i; t16[m] = $(i + 2) }
+    if (n != 5 || m != 4) exit 1
+    for (k = 1; k <= 4; k++) { w = t32[k] / (2 * t16[k]); if (w > 1) w = 1
+        if ((v[k] - w) ^ 2 > (0.002 + 0.01 * w) ^ 2) exit 1 }
+    exit 0 }' || fail "stream16 $s16 is not fp32 / (2 x bf16) of the ops: $ops16"
 # each GEMM class as the runtime's linear op, forward + backward, fp32 and over bf16 tensors
 g='\([0-9.]*\)'
 read -r g32 < <(sed -n "s/^# GEMM GFLOP\/s (the linear op forward + backward, rows x out x in, operands beyond the L2): 64x1024x1024 with 64x64x256 (harmonic mean) $g, 256x1024x1024 $g, 1024^3 $g, 2048^3 $g; sgemm 256x256x64 $g$/\1/p" "$tmp/cluster.par")

@@ -253,13 +253,25 @@ static void test_memory_classes(void)
     near("softmax as hbm when not given", cost_memory_s(&c, MEM_SOFTMAX, 1e9, 0), 1e9 / 1.8e12);
     near("optimizer as hbm when not given", cost_memory_s(&c, MEM_OPTIMIZER, 1e9, 0), 1e9 / 1.8e12);
     near("16-bit as fp32 when stream16 is not given", cost_memory_s(&c, MEM_STREAM, 1e9, 1), 1e9 / 1.8e12);
-    c.eff.norm = 0.25, c.eff.softmax = 0.05, c.eff.optimizer = 0.2, c.eff.activation = 0.1, c.eff.stream16 = 0.5;
+    c.eff.norm = 0.25, c.eff.softmax = 0.05, c.eff.optimizer = 0.2, c.eff.activation = 0.1;
+    for (int k = 0; k < PARC_STREAM16_KINDS; k++) c.eff.stream16[k] = 0.5;
     near("norm 1 GB at 0.25", cost_memory_s(&c, MEM_NORM, 1e9, 0), 1e9 / 5e11);
     near("softmax 1 GB at 0.05", cost_memory_s(&c, MEM_SOFTMAX, 1e9, 0), 1e9 / 1e11);
     near("optimizer 1 GB at 0.2", cost_memory_s(&c, MEM_OPTIMIZER, 1e9, 0), 1e9 / 4e11);
     near("plain stream keeps hbm", cost_memory_s(&c, MEM_STREAM, 1e9, 0), 1e9 / 1.8e12);
     near("16-bit GELU at 0.1 x 0.5", cost_memory_s(&c, MEM_ACTIVATION, 1e9, 1), 1e9 / 1e11);
     near("16-bit norm at 0.25 x 0.5", cost_memory_s(&c, MEM_NORM, 1e9, 1), 1e9 / 2.5e11);
+    /* stream16 by class: streams 0.5, norms 0.25, activations 0.125, the
+     * loss's softmax 0.2, attention's scores (at softmax's 0.05) 0.4; the
+     * optimizer is never a 16-bit stream (its master and moments are fp32) */
+    const double by_class[PARC_STREAM16_KINDS] = {0.5, 0.25, 0.125, 0.2, 0.4};
+    for (int k = 0; k < PARC_STREAM16_KINDS; k++) c.eff.stream16[k] = by_class[k];
+    near("16-bit stream at 0.9 x 0.5", cost_memory_s(&c, MEM_STREAM, 1e9, 1), 1e9 / 9e11);
+    near("16-bit norm at 0.25 x 0.25", cost_memory_s(&c, MEM_NORM, 1e9, 1), 1e9 / 1.25e11);
+    near("16-bit GELU at 0.1 x 0.125", cost_memory_s(&c, MEM_ACTIVATION, 1e9, 1), 1e9 / 2.5e10);
+    near("16-bit softmax at 0.05 x 0.2", cost_memory_s(&c, MEM_SOFTMAX, 1e9, 1), 1e9 / 2e10);
+    near("16-bit scores at 0.05 x 0.4", cost_memory_s(&c, MEM_SCORES, 1e9, 1), 1e9 / 4e10);
+    near("fp32 GELU without stream16", cost_memory_s(&c, MEM_ACTIVATION, 1e9, 0), 1e9 / 2e11);
 
     /* the optimizer of the two-stage MLP plan (sgd: weights and gradients
      * read and written) at 100 GB/s x 0.25, its stated share */
@@ -287,6 +299,44 @@ static void test_memory_classes(void)
              2 * state / 25e9 + grads / 50e9);
     }
     arena_free(&arena);
+
+    /* `stream16` read from a plan: one value for every class, or one each */
+    const char *const stream16_text[2] = {"  efficiency { hbm 0.5; stream16 0.3; }\n",
+                                          "  efficiency { hbm 0.5; stream16 0.5 0.25 0.125 0.2 0.4; }\n"};
+    for (int v = 0; v < 2; v++) {
+        Arena a2 = {0};
+        char *plan = arena_printf(&a2, "%s%s%s", "cluster { nodes 1; gpus_per_node 1;\n"
+                                  "  gpu { memory 1 GiB; bf16 1 TFLOP/s; fp32 1 TFLOP/s; hbm 100 GB/s; }\n",
+                                  stream16_text[v], strstr(text, "}\nmodel")); /* the optimizer plan after its cluster's efficiency */
+        Analysis *a = analyze_plan(&a2, "stream16.par", plan);
+        truth("the stream16 plan analyzes", a != NULL);
+        if (a)
+            for (int k = 0; k < PARC_STREAM16_KINDS; k++)
+                near(v ? "stream16 by class" : "stream16 for every class", a->prog->plan->cluster.eff.stream16[k],
+                     v ? by_class[k] : 0.3);
+        arena_free(&a2);
+    }
+
+    /* a 16-bit plan's gradient clears are the runtime's memset, whatever the
+     * dtype: at hbm's share, not at the streams' stream16 (0.5 here) */
+    Arena a3 = {0};
+    Analysis *a16 = analyze_plan(&a3, "clears16.par",
+                                 "cluster { nodes 1; gpus_per_node 1;\n"
+                                 "  gpu { memory 1 GiB; bf16 1 TFLOP/s; fp32 1 TFLOP/s; hbm 100 GB/s; }\n"
+                                 "  efficiency { hbm 0.5; stream16 0.5 0.25 0.125 0.2 0.4; }\n}\n"
+                                 "model m { seq 32; hidden 64; ffn 256; layers 4; repeat layers { block mlp; } }\n"
+                                 "train { batch 8; micro_batch 2; precision bf16 master fp32; optimizer sgd lr 0.1; }\n"
+                                 "mesh { dp 1; }\nlayout { batch -> dp; }\n");
+    truth("the bf16 optimizer plan analyzes", a16 != NULL);
+    if (a16) {
+        const StageCost *sc = &a16->stages[0];
+        double state = (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS] + sc->ledger[PRT_MASTER] +
+                                sc->ledger[PRT_OPTIM]);
+        double grads = (double)sc->ledger[PRT_GRADS];
+        near("bf16 gradients: 2 bytes each", grads, 4.0 * (2 * 64 + 64 * 256 + 256 + 256 * 64 + 64) * 2);
+        near("bf16 optimizer at 100 GB/s x 0.5, its clears too", sc->optim_s, 2 * state / 50e9 + grads / 50e9);
+    }
+    arena_free(&a3);
 }
 
 /* Attention by its kind: a one-layer GPT (micro-batch 2, seq 32, 4 heads of
