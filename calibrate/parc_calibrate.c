@@ -370,8 +370,8 @@ static double clamp01(double x) { return x > 1.0 ? 1.0 : x < 1e-3 ? 1e-3 : x; }
 typedef struct Rates {
     double gemm[4], gemm16[4], attn; /* FLOP/s: fp32, and 16-bit operands widened as the runtime does */
     double triad, kernel[K_COUNT];   /* bytes/s */
-    double share16[STREAM16_CLASSES]; /* the 16-bit share of each class's ops (stream16_shares) */
-    double rate32[STREAM16_CLASSES], rate16[STREAM16_CLASSES]; /* 1 / their seconds: fp32, bf16 */
+    double rate32[STREAM16_CLASSES], rate16[STREAM16_CLASSES]; /* 1 / seconds of each stream16 class's ops:
+                                                                * fp32, bf16 (stream16_shares) */
     double att_rate[ATT_SHAPES][2];  /* 1 / seconds of the attention op forward, backward (attention_times) */
     double att16_rate;               /* 1 / seconds of its bf16 forward + backward at the small shape */
 } Rates;
@@ -395,8 +395,8 @@ static void measure_compute(Rates *r)
     r->attn = gemm_rate(256, 256, 64); /* scores of one head: T x T by head_dim */
     r->triad = triad_rate((size_t)8 << 20);
     kernel_rates((size_t)4 << 20, r->kernel);
-    double t32[STREAM16_CLASSES], t16[STREAM16_CLASSES];
-    stream16_shares((int64_t)4 << 20, r->share16, t32, t16);
+    double share[STREAM16_CLASSES], t32[STREAM16_CLASSES], t16[STREAM16_CLASSES];
+    stream16_shares((int64_t)4 << 20, share, t32, t16);
     for (int k = 0; k < STREAM16_CLASSES; k++) r->rate32[k] = 1.0 / t32[k], r->rate16[k] = 1.0 / t16[k];
     for (int k = 0; k < ATT_SHAPES; k++) {
         double fwd, bwd;
@@ -480,6 +480,8 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
      * scores rate at which the model (its matmuls at the bf16 peak, half the
      * score bytes) takes the measured bf16 forward + backward */
     const int sm = ATT_SHAPES - 1;
+    double share16[STREAM16_CLASSES]; /* from the slowest rank's times, as printed: fp32 / (2 x bf16) */
+    for (int k = 0; k < STREAM16_CLASSES; k++) share16[k] = r->rate16[k] / (2.0 * r->rate32[k]);
     double m16 = att.matmul_s[sm] * peak / peak16, rest16 = 1.0 / r->att16_rate - m16;
     double scores16 = rest16 > 0 ? clamp01(att.bytes[sm] / 2 / (att.scores * hbm * rest16)) : 1.0;
     fprintf(f, "; attention %dx%d tokens bf16 forward + backward %.4f, its matmuls as modelled %.4f\n",
@@ -527,8 +529,8 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
             clamp01(r->gemm[3] / peak), clamp01(r->attn / peak), clamp01(r->kernel[K_ADD] / hbm),
             clamp01(r->kernel[K_NORM] / hbm), clamp01(r->kernel[K_GELU] / hbm), clamp01(r->kernel[K_SOFTMAX] / hbm),
             att.scores,
-            clamp01(r->kernel[K_ADAMW] / hbm), clamp01(r->share16[0]), clamp01(r->share16[1]),
-            clamp01(r->share16[2]), clamp01(r->share16[3]), scores16, clamp01(r->gemm16[0] / peak16),
+            clamp01(r->kernel[K_ADAMW] / hbm), clamp01(share16[0]), clamp01(share16[1]), clamp01(share16[2]),
+            clamp01(share16[3]), scores16, clamp01(r->gemm16[0] / peak16),
             clamp01(r->gemm16[1] / peak16), clamp01(r->gemm16[2] / peak16), clamp01(r->gemm16[3] / peak16),
             size > 1 ? clamp01(link->busbw / link->bandwidth) : 1.0, half, size > 1 ? link->overlap : 1.0);
 }
