@@ -234,8 +234,9 @@ static void reshard_stage(Lowerer *lw, int s, const Binding *placement)
         Seq *q = sp->seq;
         static const SeqKind fwd[REGION_COUNT] = {SEQ_EMBED_FWD, SEQ_BLOCK_FWD, SEQ_HEAD_FWD};
         int held[REGION_COUNT] = {sp->has_embed, L > 0, sp->has_head};
-        /* one forward use window for the embedding and the head of this stage: a
-         * table they share is gathered once per forward (reshard_window_open) */
+        /* one use window for the embedding and the head of this stage: a
+         * table they share is gathered once per forward (reshard_window_open),
+         * and their backward reads the forward's copies (autodiff_stage) */
         unsigned ends = REGION_BIT(REGION_EMBED) | REGION_BIT(REGION_HEAD);
         reshard_window_open(lw, ends, 0);
         for (int r = 0; r < REGION_COUNT; r++) {
@@ -243,6 +244,7 @@ static void reshard_stage(Lowerer *lw, int s, const Binding *placement)
             lw->buf_order = buf_order_forward((Region)r);
             autodiff_forward(lw, &q[fwd[r]], (Region)r, PHASE_FORWARD);
         }
+        reshard_window_save(lw, ends, &st->ends_val, &st->ends_has);
         reshard_window_close(lw, ends);
         reshard_pipeline(lw->arena, lw->prog, sp);
     }
@@ -259,11 +261,19 @@ static void autodiff_stage(Lowerer *lw, int s)
     static const SeqKind bwd[REGION_COUNT] = {SEQ_EMBED_BWD, SEQ_BLOCK_BWD, SEQ_HEAD_BWD};
     int held[REGION_COUNT] = {sp->has_embed, sp->layers_per_chunk > 0, sp->has_head};
     int incoming[REGION_COUNT] = {g->embed_out, g->block_out, -1};
+    /* the embedding's and the head's parameters as the forward resharded them:
+     * every micro-batch's forward precedes its backward in the step, and the
+     * weights change only in the optimizer, so those copies still hold them
+     * (ZeRO-3 gathers the head's weight once a micro-batch, not twice) */
+    unsigned ends = REGION_BIT(REGION_EMBED) | REGION_BIT(REGION_HEAD);
+    const StageState *st = &lw->stage_state[s];
+    reshard_window_restore(lw, ends, st->ends_val, st->ends_has);
     for (int r = 0; r < REGION_COUNT; r++) {
         if (!held[r]) continue;
         lw->buf_order = buf_order_backward((Region)r);
         autodiff_backward(lw, &q[bwd[r]], (Region)r, incoming[r]);
     }
+    reshard_window_close(lw, ends);
     leave_stage(lw, s);
 }
 

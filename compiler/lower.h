@@ -48,6 +48,11 @@ typedef struct Binding {
 typedef struct StageState {
     Binding *bind; /* [ntensors] */
     int loss_buf, scratch_idx;
+    /* the embedding's and the head's parameters as their forward gathered them
+     * (reshard_window_save), for their backward: the weights do not change
+     * within a step, and nothing else writes those copies */
+    struct Val *ends_val;
+    unsigned char *ends_has;
 } StageState;
 
 typedef struct Lowerer {
@@ -235,6 +240,10 @@ Val reshard_input(Emit *e, const Op *op, int i, int is_param);
  * its backward (FSDP gathers once per layer in backward). */
 void reshard_window_open(Lowerer *lw, unsigned regions, int serves_backward);
 void reshard_window_close(Lowerer *lw, unsigned regions);
+/* The copies the open window of `regions` holds, kept (arena) for a later
+ * window; and that window opened again serving the backward, with them. */
+void reshard_window_save(Lowerer *lw, unsigned regions, struct Val **val, unsigned char **has);
+void reshard_window_restore(Lowerer *lw, unsigned regions, const struct Val *val, const unsigned char *has);
 #define REGION_BIT(r) (1u << (r))
 /* The rule behind moving tensor t for consumer (forward) or moving its
  * gradient from placement `to` back (backward), one clause per axis. */

@@ -269,6 +269,25 @@ void reshard_window_close(Lowerer *lw, unsigned regions)
     lw->window_backward &= ~regions;
 }
 
+void reshard_window_save(Lowerer *lw, unsigned regions, Val **val, unsigned char **has)
+{
+    size_t n = (size_t)(lw->g->ntensors ? lw->g->ntensors : 1);
+    *val = arena_alloc(lw->arena, sizeof(Val) * n);
+    *has = arena_alloc(lw->arena, n);
+    memset(*has, 0, n);
+    for (int t = 0; t < lw->g->ntensors && lw->window_has; t++)
+        if ((regions & REGION_BIT(lw->g->tensors[t].region)) && lw->window_has[t])
+            (*val)[t] = lw->window_val[t], (*has)[t] = 1;
+}
+
+void reshard_window_restore(Lowerer *lw, unsigned regions, const Val *val, const unsigned char *has)
+{
+    reshard_window_open(lw, regions, 1);
+    for (int t = 0; t < lw->g->ntensors && val; t++)
+        if ((regions & REGION_BIT(lw->g->tensors[t].region)) && has[t])
+            lw->window_val[t] = val[t], lw->window_has[t] = 1;
+}
+
 /* Does the open window of t's region serve this use? */
 static int window_serves(const Lowerer *lw, int t)
 {
