@@ -191,15 +191,25 @@ static double prefetch_exposed_s(double g, double t, int n)
     return g + (n - 1) * (g > t ? g - t : 0);
 }
 
+/* What a rank spends on collectives of `all` seconds that leave `exposed`
+ * past the compute they run under: the exposed part, and of the rest what the
+ * cluster's `overlap` does not hide (cost_hidden_share, as analyze.c). */
+static double unhidden_s(const Cluster *cl, double all, double exposed)
+{
+    return all - (all - exposed) * cost_hidden_share(cl);
+}
+
 /* The data axis's gradient sync of one stage over dp ranks, the parameters
  * of its blocks (nblocks of them, each `blocks`) and its ends, by ZeRO stage
  * as optim.c emits it: ZeRO-0/1 once per step (a bucket per block, started
  * after the block's last backward unless `grad_overlap off;`, overlap.c),
  * ZeRO-2/3 reduce-scatters after every micro-batch (mb: a block's under the
  * rest of its backward, scatter_exposed_s, unless `grad_overlap off;`), ZeRO-1/2 an
- * all-gather of the stepped weights, ZeRO-3 a gather of each weight for the
- * forward and again for the backward that reads it, each started a layer
- * ahead unless `grad_overlap off;` (overlap_gather.c: prefetch_exposed_s).
+ * all-gather of the stepped weights, ZeRO-3 a gather of each block weight
+ * for the forward and again for the backward that reads it, each started a
+ * layer ahead unless `grad_overlap off;` (overlap_gather.c:
+ * prefetch_exposed_s), and of each end weight for the forward only (its
+ * backward reads the forward's copy: lower.c, reshard_window_save).
  * tf, tb: one block's forward and backward; t0: what precedes the first
  * block's.  The tail the buckets leave exposed past the backward is
  * cost_overlap's rule.  Of what runs under compute only the cluster's
@@ -213,19 +223,18 @@ static double sync_estimate(const Plan *p, const Layout1 *l, const Params *block
     double t = 0;
     if (l->zero <= 1) {
         CollKind kind = l->zero == 0 ? COLL_ALLREDUCE : COLL_REDUCESCATTER;
-        double bucket = coll_each(cl, kind, dp, inside, blocks, gb, 0);
-        t += nblocks * bucket + coll_each(cl, kind, dp, inside, ends, gb, 0);
+        double bucket = coll_each(cl, kind, dp, inside, blocks, gb, 0), all = nblocks * bucket, exposed = all;
         if (!p->layout.grad_overlap_off && nblocks >= 1) {
             double link = 0;
             for (int k = 1; k <= nblocks; k++) link = (link > t0 + k * tb ? link : t0 + k * tb) + bucket;
-            double exposed = link > t0 + nblocks * tb ? link - (t0 + nblocks * tb) : 0;
-            if (exposed < nblocks * bucket) t -= (nblocks * bucket - exposed) * cost_hidden_share(cl);
+            double past = link > t0 + nblocks * tb ? link - (t0 + nblocks * tb) : 0;
+            if (past < all) exposed = past;
         }
+        t += unhidden_s(cl, all, exposed) + coll_each(cl, kind, dp, inside, ends, gb, 0);
     } else {
         double all = coll_each(cl, COLL_REDUCESCATTER, dp, inside, blocks, gb, 0);
-        double block = p->layout.grad_overlap_off
-                           ? all
-                           : all - (all - scatter_exposed_s(cl, dp, inside, blocks, gb, tb)) * cost_hidden_share(cl);
+        double block =
+            p->layout.grad_overlap_off ? all : unhidden_s(cl, all, scatter_exposed_s(cl, dp, inside, blocks, gb, tb));
         t += mb * (nblocks * block + coll_each(cl, COLL_REDUCESCATTER, dp, inside, ends, gb, 0));
     }
     if (l->zero == 1 || l->zero == 2)
@@ -237,10 +246,9 @@ static double sync_estimate(const Plan *p, const Layout1 *l, const Params *block
         double all = nblocks * (gf + gbw);
         double blocks_s = p->layout.grad_overlap_off || nblocks < 2
                               ? all
-                              : all - (all - prefetch_exposed_s(gf, tf, nblocks) - prefetch_exposed_s(gbw, tb, nblocks)) *
-                                          cost_hidden_share(cl);
-        t += mb * (blocks_s + coll_each(cl, COLL_ALLGATHER, dp, inside, ends, wb, 0) +
-                   coll_each(cl, COLL_ALLGATHER, dp, inside, ends, wb, 1));
+                              : unhidden_s(cl, all, prefetch_exposed_s(gf, tf, nblocks) +
+                                                                        prefetch_exposed_s(gbw, tb, nblocks));
+        t += mb * (blocks_s + coll_each(cl, COLL_ALLGATHER, dp, inside, ends, wb, 0));
     }
     return t;
 }
