@@ -114,6 +114,8 @@ sed -e "s|include \"common/tiny_cluster.par\";|include \"$tmp/cluster.par\";|" \
 ov3=$(awk -v o="${ov:--1}" 'BEGIN { printf "%.3g", o }') # as explain prints it
 "$parc" explain "$tmp/plan.par" --verbose | grep -q "started ones hidden under compute at $ov3 of their time (overlap)" ||
     fail "explain does not print the calibrated overlap ${ov:-} ($ov3)"
+"$parc" explain "$tmp/plan.par" | grep -q "^  overlap: of the started collectives' time under compute, $ov3 is hidden;" ||
+    fail "explain's phases do not say the overlap share $ov3"
 "$parc" calibrate -o > /dev/null 2>&1; rc=$?
 [ "$rc" = 2 ] || fail "parc calibrate -o without a file exited with $rc, expected 2"
 echo "calibrate: $fails failures"
