@@ -23,8 +23,9 @@
  * rates are those of the kernels the programs will run; the fragment names
  * them.
  *
- * Run as `mpirun -np 2 parc_calibrate OUT.par` (`parc calibrate` does); with
- * one rank it leaves the link out.  Exit status 0, or 1 after a failed
+ * Run as `mpirun -np 2 parc_calibrate OUT.par [LINK...]` (`parc calibrate`
+ * does, after two `mpirun -np 2 parc_calibrate --link LINK` launches that
+ * measure the link alone: link_fastest); with one rank it leaves the link out.  Exit status 0, or 1 after a failed
  * measurement or write (the message names it).
  */
 #include <cblas.h>
@@ -214,22 +215,42 @@ static void attention_times(int k, int64_t dt, double *fwd, double *bwd)
  * computed (two GEMMs of 128^3, about a quarter millisecond), the slowest
  * rank's: what a synchronisation costs a run, waiting for the other rank
  * included. */
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* The mean seconds of an all-reduce of COUNT floats right after each rank's
+ * compute (two 128^3 GEMMs), the slowest rank's: after 10 uncounted ones,
+ * SYNC_ROUNDS rounds of SYNCS / SYNC_ROUNDS, the median round's mean (a
+ * round the machine took a rank away in does not decide the figure). */
+enum { SYNC_ROUNDS = 5 };
+
 static double synced_allreduce_s(float *buf, size_t count, int syncs)
 {
     const int dim = 128;
     float *a = alloc_floats((size_t)dim * dim, 0.5f), *c = alloc_floats((size_t)dim * dim, 0.0f);
-    double waited = 0;
-    MPI_Barrier(MPI_COMM_WORLD);
-    for (int i = 0; i < syncs; i++) {
-        for (int g = 0; g < 2; g++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim, dim, dim, 1.0f, a, dim, a, dim, 0.0f, c, dim);
-        double s0 = now();
-        MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        waited += now() - s0;
+    double round_s[SYNC_ROUNDS];
+    int each = syncs / SYNC_ROUNDS;
+    for (int k = -1; k < SYNC_ROUNDS; k++) {
+        int n = k < 0 ? 10 : each;
+        double waited = 0;
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (int i = 0; i < n; i++) {
+            for (int g = 0; g < 2; g++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim, dim, dim, 1.0f, a, dim, a, dim, 0.0f, c,
+                            dim);
+            double s0 = now();
+            MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            waited += now() - s0;
+        }
+        MPI_Allreduce(MPI_IN_PLACE, &waited, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (k >= 0) round_s[k] = waited / n;
     }
-    MPI_Allreduce(MPI_IN_PLACE, &waited, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     free(a), free(c);
-    return waited / syncs;
+    qsort(round_s, SYNC_ROUNDS, sizeof round_s[0], cmp_double);
+    return round_s[SYNC_ROUNDS / 2];
 }
 
 enum { MID_SIZES = 2 };
@@ -278,7 +299,8 @@ static Link measure_link(int rank, int size)
      * (GEMMs of about a quarter millisecond), then all-reduces 8 bytes.  Its
      * mean time holds what a ping-pong between idle ranks does not: waiting
      * for the other rank, whose core the machine's other work may have taken
-     * meanwhile.  The mean, since a run's measured phases are means. */
+     * meanwhile.  A mean, since a run's measured phases are means (of the
+     * median round: synced_allreduce_s). */
     l.sync = synced_allreduce_s(buf, 2, 400);
     /* the same at the sizes of a small plan's tensor-parallel all-reduces and
      * gathers, where a collective is far from its large-message bandwidth:
@@ -335,12 +357,6 @@ static double overlap_round(int pattern, int gemms, float *a, float *c, float *b
     }
     MPI_Allreduce(MPI_IN_PLACE, t, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return t[1] > 0 ? (t[0] + t[1] - t[2]) / t[1] : 1.0;
-}
-
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
 }
 
 static double measure_overlap(int size, double share[2])
@@ -446,7 +462,7 @@ static AttentionFit attention_fit(const Rates *r, double attn_eff, double peak, 
  * own precision's peak (gemm, gemm16); the streaming
  * bandwidth is the best of the triad and the runtime's add, and each class
  * of memory-bound op runs at its kernel's share of it. */
-static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
+static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link *launch, int launches, int size)
 {
     double peak = 0, peak16 = 0;
     for (int c = 0; c < 4; c++) peak = r->gemm[c] > peak ? r->gemm[c] : peak;
@@ -500,6 +516,15 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
                    "compute (its mean over the all-reduce's %d steps is the link latency), bandwidth %.3g "
                    "GB/s, all-reduce bus bandwidth %.3g GB/s\n",
                 link->latency * 1e6, link->sync * 1e6, 2 * (size - 1), link->bandwidth / 1e9, link->busbw / 1e9);
+    if (size > 1 && launches > 1) {
+        fprintf(f, "# the link's figures: those of the fastest of %d launches of the measuring ranks (a launch's "
+                   "shared-memory transport is its own); each launch's 256 KiB all-reduce after compute",
+                launches);
+        for (int i = 0; i < launches; i++) fprintf(f, "%s %.4g", i ? "," : "", launch[i].mid_s[1] * 1e6);
+        fprintf(f, " us, overlap");
+        for (int i = 0; i < launches; i++) fprintf(f, "%s %.3f", i ? "," : "", launch[i].overlap);
+        fprintf(f, "\n");
+    }
     /* the half-bandwidth size (Hockney's n 1/2) that puts the cost model's
      * all-reduce, 2(n-1) latency + (B + half) 2(n-1)/n / busbw, on each
      * measured mid-size all-reduce; their mean, none below 0 */
@@ -535,6 +560,57 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, int size)
             size > 1 ? clamp01(link->busbw / link->bandwidth) : 1.0, half, size > 1 ? link->overlap : 1.0);
 }
 
+/* A link measured by another launch of this program (`--link FILE`), as
+ * write_link wrote it: LINK_FIELDS numbers. */
+enum { LINK_FIELDS = 9, MAX_LAUNCHES = 8 };
+
+static void link_fields(Link *l, double *v[LINK_FIELDS])
+{
+    double *p[LINK_FIELDS] = {&l->latency, &l->bandwidth, &l->busbw, &l->sync, &l->mid_s[0], &l->mid_s[1],
+                              &l->overlap, &l->overlap_share[0], &l->overlap_share[1]};
+    memcpy(v, p, sizeof p);
+}
+
+static int write_link(const char *path, Link *l)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    double *v[LINK_FIELDS];
+    link_fields(l, v);
+    for (int k = 0; k < LINK_FIELDS; k++) fprintf(f, "%.17g\n", *v[k]);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+static int read_link(const char *path, Link *l)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    double *v[LINK_FIELDS];
+    link_fields(l, v);
+    int k = 0;
+    while (k < LINK_FIELDS && fscanf(f, "%lg", v[k]) == 1) k++;
+    fclose(f);
+    return k == LINK_FIELDS ? 0 : -1;
+}
+
+/* Each launch of a pair of ranks sets up its shared-memory transport anew,
+ * and on some machines a launch's transport is several times slower than
+ * another's at mid sizes.  Seen on a 2-core VM with Open MPI 4.1.4: the 256
+ * KiB all-reduce after compute took about 60 us in most launches and 200 in
+ * some (the single-copy path: with btl_vader_single_copy_mechanism
+ * emulated no launch was slow), while the training programs' all-reduces
+ * ran at the fast launches' figures in every run (tiny_tp's 16 KiB ones,
+ * about 16 us each).  So the fragment takes the launch whose 256 KiB
+ * all-reduce was fastest, all its figures together; the comment line lists
+ * every launch's. */
+static Link link_fastest(const Link *all, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (all[i].mid_s[MID_SIZES - 1] < all[best].mid_s[MID_SIZES - 1]) best = i;
+    return all[best];
+}
+
 int main(int argc, char **argv)
 {
     prt_blas_select(argc, argv); /* may restart this process with the runtime's kernel choice */
@@ -542,22 +618,48 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc != 2) {
-        if (rank == 0) fprintf(stderr, "usage: mpirun -np 2 parc_calibrate OUT.par\n");
+    int link_only = argc == 3 && !strcmp(argv[1], "--link");
+    if (argc < 2 || (!link_only && argc - 2 >= MAX_LAUNCHES) || (!link_only && !strcmp(argv[1], "--link"))) {
+        if (rank == 0)
+            fprintf(stderr, "usage: mpirun -np 2 parc_calibrate OUT.par [LINK...]\n"
+                            "       mpirun -np 2 parc_calibrate --link LINK\n");
         MPI_Finalize();
         return 2;
+    }
+    int status = 0;
+    if (link_only) {
+        Link link = size > 1 ? measure_link(rank, size) : (Link){0};
+        if (size > 1) link.overlap = measure_overlap(size, link.overlap_share);
+        if (rank == 0 && write_link(argv[2], &link) != 0) {
+            fprintf(stderr, "parc_calibrate: cannot write `%s`\n", argv[2]);
+            status = 1;
+        }
+        MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        MPI_Finalize();
+        return status;
     }
     Rates r;
     memset(&r, 0, sizeof r);
     MPI_Barrier(MPI_COMM_WORLD);
     measure_compute(&r);
     MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-    Link link = size > 1 ? measure_link(rank, size) : (Link){0};
-    if (size > 1) link.overlap = measure_overlap(size, link.overlap_share);
-    int status = 0;
-    if (rank == 0) {
+    Link links[MAX_LAUNCHES] = {{0}};
+    int launches = 1;
+    if (size > 1) {
+        links[0] = measure_link(rank, size);
+        links[0].overlap = measure_overlap(size, links[0].overlap_share);
+        for (int i = 2; i < argc && status == 0; i++) {
+            if (read_link(argv[i], &links[launches]) != 0) {
+                if (rank == 0) fprintf(stderr, "parc_calibrate: cannot read the link measured in `%s`\n", argv[i]);
+                status = 1;
+            }
+            launches++;
+        }
+    }
+    Link link = link_fastest(links, launches);
+    if (rank == 0 && status == 0) {
         FILE *f = fopen(argv[1], "w");
-        if (!f || (write_fragment(f, &r, &link, size), fclose(f) != 0)) {
+        if (!f || (write_fragment(f, &r, &link, links, launches, size), fclose(f) != 0)) {
             fprintf(stderr, "parc_calibrate: cannot write `%s`\n", argv[1]);
             status = 1;
         }
