@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """test_grads_fp32.py — bf16 plans with fp32 gradients (`grads fp32`) train alike in
-every layout and follow the fp32 run more closely than bf16 gradients do.
+every layout, their gradients nearer the fp32 run's than bf16 gradients are.
 
 usage: test_grads_fp32.py PARC EXAMPLES_DIR [--steps N] [--keep DIR]
 
@@ -15,18 +15,22 @@ and asserts:
     within PARAM_TOL of tiny_g32's per tensor (||a - b|| / ||b||); its step-1
     gradients after the sync (PRT_DUMP_STEP=1; not under ZeRO-1, whose buffer is
     synced only in its share) within GRAD_TOL, GRAD_TOL_TP for tensor parallelism;
-  - tiny_g32 is closer to tiny_single than tiny_bf16 is: the largest relative step
-    difference of the loss curve, and the step-1 gradients (||g - g32|| / ||g32||
-    over the whole model);
+  - tiny_g32's step-1 gradients are closer to tiny_single's than tiny_bf16's are
+    (||g - g32|| / ||g32|| over the whole model), and both loss curves are within
+    CURVE_VS_FP32 of tiny_single's at every step;
   - tiny_bf16 and every tiny_g32 run pass --memory (an "ok" row per class per rank),
     with gradient buffers f32 in `parc lower --emit=ir` and 4 bytes per element
     measured (bf16, 2 bytes, for tiny_bf16), weights bf16 (2 bytes);
   - the loss falls by at least FALL.
 
 Measured here (seed 1234, 8 steps, OPENBLAS_NUM_THREADS=1):
-  - against fp32: loss curve 1.57e-4 with bf16 gradients, 1.43e-4 with fp32
-    gradients; step-1 gradients 5.47e-3 and 4.84e-3.  The rest of the difference is
-    bf16 weights and activations, which both plans share.
+  - against fp32: step-1 gradients 5.47e-3 with bf16 gradients and 4.84e-3 with
+    fp32 ones, on OpenBLAS's Haswell and Cooperlake kernels alike.  The loss curves'
+    largest step differences, 1.57e-4 (bf16 gradients) and 1.43e-4 (fp32) on
+    Haswell, 1.30e-4 and 1.35e-4 on Cooperlake, are the bf16 weights' and
+    activations' rounding, which both plans share: over 8 steps they do not order
+    the two, so the curves are held to CURVE_VS_FP32 = 1e-3: about seven times
+    what was measured, against a loss that falls by 10% over the 8 steps.
   - layouts vs one rank, loss: dp and ZeRO-1 3.6e-5, ZeRO-3 2.6e-5, tp 7.8e-5, pp 0
     (the same sums in the same order).  They round to bf16 at different points (a
     tensor-parallel partial sum before its all-reduce, a data-parallel rank's
@@ -55,6 +59,7 @@ import prt_dump  # noqa: E402
 from test_bf16 import CLASSES, rank_stage, stage_elems  # noqa: E402
 
 FALL = 0.3
+CURVE_VS_FP32 = 1e-3
 LAYOUT_VS_1 = 1e-3
 PARAM_TOL = 0.15
 GRAD_TOL = 1e-5         # data-parallel, ZeRO-3, pipeline: the gradients are fp32 sums
@@ -176,8 +181,10 @@ def main():
         g_bf16, g_g32 = model_diff(fp32["grads"], bf16["grads"]), model_diff(fp32["grads"], one["grads"])
         print(f"against fp32 (tiny_single): loss curve max relative difference: bf16 gradients {d_bf16:.3g}, "
               f"fp32 gradients {d_g32:.3g}; step-1 gradients ||g - g32|| / ||g32||: bf16 {g_bf16:.3g}, fp32 {g_g32:.3g}")
-        if d_bf16 is None or d_g32 is None or not d_g32 < d_bf16:
-            failures.append(f"fp32 gradients do not follow the fp32 curve more closely: {d_g32} vs bf16 {d_bf16}")
+        for what, d in (("bf16", d_bf16), ("fp32", d_g32)):
+            if d is None or not d <= CURVE_VS_FP32:
+                failures.append(f"the loss curve with {what} gradients is {d} from the fp32 run's "
+                                f"(at most {CURVE_VS_FP32})")
         if not g_g32 < g_bf16:
             failures.append(f"fp32 gradients are not closer to the fp32 run's: {g_g32:.3g} vs bf16 {g_bf16:.3g}")
         print(f"{'layout':<16} {'ranks':>5} {'loss rel':>10} {'param L2':>10} {'grad L2':>10}")
