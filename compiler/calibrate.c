@@ -38,9 +38,9 @@ int calibrate_main(int argc, char **argv)
 #else
     /* two ranks, each on its own core where there are two; the link is
      * measured in LINK_LAUNCHES launches (each launch's shared-memory
-     * transport is its own: parc_calibrate.c, link_fastest), the last of
+     * transport is its own: parc_calibrate.c, link_of_fast), the last of
      * which also measures the compute and writes the fragment */
-    enum { LINK_LAUNCHES = 3 };
+    enum { LINK_LAUNCHES = 4 };
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     char dir[] = "/tmp/parc-calibrate-XXXXXX";
     if (!mkdtemp(dir)) {

@@ -9,8 +9,8 @@
 # and the scores rate that fits the rest, `scores` of the bandwidth), a 16-bit GEMM rate no
 # higher than the fp32 one (this CPU runtime widens 16-bit operands); a
 # plan that includes it passes check and
-# explains with those efficiencies; the link is the fastest of 3 launches'
-# (each launch's transport its own); a missing -o value is a usage error.
+# explains with those efficiencies; the link is the median of the fast ones of
+# 4 launches (each launch's transport its own); a missing -o value is a usage error.
 set -u
 parc=$(realpath "$1")
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,13 +39,18 @@ awk -v t1="${t16:--1}" -v t2="${t256:--1}" -v h1="${h16:-x}" -v h2="${h256:-x}" 
     ok = (h1 * 1024 - w1) ^ 2 <= (0.01 * w1) ^ 2 + 4096 && (h2 * 1024 - w2) ^ 2 <= (0.01 * w2) ^ 2 + 4096
     exit !(t1 > 0 && t2 > 0 && ok && (hm * 1024 - m) ^ 2 <= (0.01 * m) ^ 2 + 4096 && (h - hm * 1024) ^ 2 <= (0.001 * h) ^ 2 + 64) }' ||
     fail "half_intra $half B is not the fit to $(grep '^# all-reduces' "$tmp/cluster.par") with $(grep '^link' "$tmp/cluster.par") x $intra"
-# the link is measured in 3 launches (each its own shared-memory transport)
-# and the fragment's link figures are the launch's whose 256 KiB all-reduce
-# was fastest: the all-reduce line's 256 KiB figure is the least listed
-read -r l1 l2 l3 < <(sed -n "s/^# the link's figures: those of the fastest of 3 launches of the measuring ranks (a launch's shared-memory transport is its own); each launch's 256 KiB all-reduce after compute \([0-9.e+]*\), \([0-9.e+]*\), \([0-9.e+]*\) us, overlap [0-9.]*, [0-9.]*, [0-9.]*$/\1 \2 \3/p" "$tmp/cluster.par")
-awk -v a="${l1:--1}" -v b="${l2:--1}" -v c="${l3:--1}" -v t="${t256:--2}" 'BEGIN {
-    m = a < b ? a : b; m = m < c ? m : c; exit !(a > 0 && b > 0 && c > 0 && (t - m) ^ 2 <= (1e-3 * m) ^ 2) }' ||
-    fail "the link is not the fastest launch's: $(grep -E "^# (the link|all-reduces)" "$tmp/cluster.par")"
+# the link is measured in 4 launches (each its own shared-memory transport);
+# the fast ones are those whose 256 KiB all-reduce took at most 2x the
+# fastest's, and the fragment's figures are medians over them: the
+# all-reduce line's 256 KiB figure is the median of the fast launches' listed
+read -r nfast nl times < <(sed -n "s/^# the link's figures: each one's median over the \([0-9]*\) fast launches of \([0-9]*\) (a launch's shared-memory transport is its own; fast: its 256 KiB all-reduce within 2x of the fastest launch's); each launch's 256 KiB all-reduce after compute \([0-9., ]*\) us, overlap [0-9., ]*$/\1 \2 \3/p" "$tmp/cluster.par" | tr -d ,)
+echo "${times:-}" | awk -v nf="${nfast:--1}" -v nl="${nl:--1}" -v t="${t256:--2}" '{
+    n = split($0, x, " "); best = x[1]; for (i = 2; i <= n; i++) if (x[i] < best) best = x[i]
+    k = 0; for (i = 1; i <= n; i++) if (x[i] <= 2 * best) f[++k] = x[i]
+    for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (f[j] < f[i]) { y = f[i]; f[i] = f[j]; f[j] = y }
+    med = k % 2 ? f[(k + 1) / 2] : (f[k / 2] + f[k / 2 + 1]) / 2
+    exit !(n == 4 && nl == 4 && k == nf && (t - med) ^ 2 <= (1e-4 * med) ^ 2) }' ||
+    fail "the link is not the fast launches' median: $(grep -E "^# (the link|all-reduces)" "$tmp/cluster.par")"
 # overlap: the mean of the two patterns' hidden shares, each in [0, 1]
 ov=$(echo "$line" | sed -n 's/.* overlap \([0-9.]*\); }$/\1/p')
 read -r ov1 ov2 ovm < <(sed -n 's/^# overlap (a started collective under GEMMs, MPI_Test between them, as the runtime runs one): \([0-9.]*\) of a 4 MiB all-reduce.s time hidden, \([0-9.]*\) of 16 all-gathers of 64 KiB; their mean \([0-9.]*\)$/\1 \2 \3/p' "$tmp/cluster.par")
