@@ -675,7 +675,7 @@ int main(int argc, char **argv)
     }
     /* the link first, as the link-only launches measure it, before the
      * compute measurements churn this process's memory (measured after them,
-     * a launch met the slow transport in 12 of 18 tries; first, 1 of 4) */
+     * a launch met the slow transport in 15 of 21 tries; first, 4 of 11) */
     Link links[MAX_LAUNCHES] = {{0}};
     int launches = 1;
     if (size > 1) {
