@@ -32,6 +32,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <mpi.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,20 +213,18 @@ static void attention_times(int k, int64_t dt, double *fwd, double *bwd)
     free(qkv), free(out), free(dout), free(dqkv), free(probs);
 }
 
-/* The mean seconds of an all-reduce of count floats issued after each rank
- * computed (two GEMMs of 128^3, about a quarter millisecond), the slowest
- * rank's: what a synchronisation costs a run, waiting for the other rank
- * included. */
 static int cmp_double(const void *x, const void *y)
 {
     double a = *(const double *)x, b = *(const double *)y;
     return a < b ? -1 : a > b;
 }
 
-/* The mean seconds of an all-reduce of COUNT floats right after each rank's
- * compute (two 128^3 GEMMs), the slowest rank's: after 10 uncounted ones,
- * SYNC_ROUNDS rounds of SYNCS / SYNC_ROUNDS, the median round's mean (a
- * round the machine took a rank away in does not decide the figure). */
+/* The mean seconds of an all-reduce of COUNT floats issued after each rank
+ * computed (two GEMMs of 128^3, about a quarter millisecond), the slowest
+ * rank's: what a synchronisation costs a run, waiting for the other rank
+ * included.  After 10 uncounted ones, SYNC_ROUNDS rounds of SYNCS /
+ * SYNC_ROUNDS, the median round's mean (a round the machine took a rank
+ * away in does not decide the figure). */
 enum { SYNC_ROUNDS = 5 };
 
 static double synced_allreduce_s(float *buf, size_t count, int syncs)
@@ -271,8 +270,8 @@ static Link measure_link(int rank, int size)
     Link l = {0};
     const int small = 2000, big = 20;
     const size_t nbig = (size_t)4 << 20; /* floats: 16 MiB */
-    /* the synchronisations first, on a buffer of their own, as a program's
-     * first collectives meet the transport */
+    /* the synchronisations on a zeroed buffer of their own: summed in place
+     * hundreds of times, its values stay finite */
     float *mid = alloc_floats(mid_floats[MID_SIZES - 1], 0.0f);
     /* A synchronisation as a training step meets one: each rank computes
      * (GEMMs of about a quarter millisecond), then all-reduces 8 bytes.  Its
@@ -463,23 +462,22 @@ static AttentionFit attention_fit(const Rates *r, double attn_eff, double peak, 
 }
 
 /* A link measured by another launch of this program (`--link FILE`), as
- * write_link wrote it: LINK_FIELDS numbers. */
-enum { LINK_FIELDS = 9, MAX_LAUNCHES = 8 };
+ * write_link wrote it: one number per field of link_field_at, in order. */
+enum { MAX_LAUNCHES = 8 };
+static const size_t link_field_at[] = {
+    offsetof(Link, latency), offsetof(Link, bandwidth), offsetof(Link, busbw),
+    offsetof(Link, sync),    offsetof(Link, mid_s[0]),  offsetof(Link, mid_s[1]),
+    offsetof(Link, overlap), offsetof(Link, overlap_share[0]), offsetof(Link, overlap_share[1]),
+};
+enum { LINK_FIELDS = sizeof link_field_at / sizeof link_field_at[0] };
 
-static void link_fields(Link *l, double *v[LINK_FIELDS])
-{
-    double *p[LINK_FIELDS] = {&l->latency, &l->bandwidth, &l->busbw, &l->sync, &l->mid_s[0], &l->mid_s[1],
-                              &l->overlap, &l->overlap_share[0], &l->overlap_share[1]};
-    memcpy(v, p, sizeof p);
-}
+static double *link_field(Link *l, int k) { return (double *)((char *)l + link_field_at[k]); }
 
 static int write_link(const char *path, Link *l)
 {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
-    double *v[LINK_FIELDS];
-    link_fields(l, v);
-    for (int k = 0; k < LINK_FIELDS; k++) fprintf(f, "%.17g\n", *v[k]);
+    for (int k = 0; k < LINK_FIELDS; k++) fprintf(f, "%.17g\n", *link_field(l, k));
     return fclose(f) == 0 ? 0 : -1;
 }
 
@@ -487,10 +485,8 @@ static int read_link(const char *path, Link *l)
 {
     FILE *f = fopen(path, "r");
     if (!f) return -1;
-    double *v[LINK_FIELDS];
-    link_fields(l, v);
     int k = 0;
-    while (k < LINK_FIELDS && fscanf(f, "%lg", v[k]) == 1) k++;
+    while (k < LINK_FIELDS && fscanf(f, "%lg", link_field(l, k)) == 1) k++;
     fclose(f);
     return k == LINK_FIELDS ? 0 : -1;
 }
@@ -510,31 +506,29 @@ static int read_link(const char *path, Link *l)
  * launch).  The comment line lists every launch's. */
 #define FAST_WITHIN 2.0
 
-static int launch_is_fast(const Link *all, int n, int i)
+/* Marks the fast launches in fast[]; returns how many there are. */
+static int fast_launches(const Link *all, int n, int fast[MAX_LAUNCHES])
 {
     double best = all[0].mid_s[MID_SIZES - 1];
-    for (int k = 1; k < n; k++)
-        if (all[k].mid_s[MID_SIZES - 1] < best) best = all[k].mid_s[MID_SIZES - 1];
-    return all[i].mid_s[MID_SIZES - 1] <= FAST_WITHIN * best;
+    for (int i = 1; i < n; i++)
+        if (all[i].mid_s[MID_SIZES - 1] < best) best = all[i].mid_s[MID_SIZES - 1];
+    int nf = 0;
+    for (int i = 0; i < n; i++) nf += fast[i] = all[i].mid_s[MID_SIZES - 1] <= FAST_WITHIN * best;
+    return nf;
 }
 
-static Link link_of_fast(const Link *all, int n)
+static Link link_of_fast(Link *all, int n)
 {
+    int fast[MAX_LAUNCHES];
+    fast_launches(all, n, fast);
     Link m = all[0];
-    double *mv[LINK_FIELDS];
-    link_fields(&m, mv);
     for (int k = 0; k < LINK_FIELDS; k++) {
         double x[MAX_LAUNCHES];
         int nf = 0;
-        for (int i = 0; i < n; i++) {
-            if (!launch_is_fast(all, n, i)) continue;
-            Link li = all[i];
-            double *v[LINK_FIELDS];
-            link_fields(&li, v);
-            x[nf++] = *v[k];
-        }
+        for (int i = 0; i < n; i++)
+            if (fast[i]) x[nf++] = *link_field(&all[i], k);
         qsort(x, (size_t)nf, sizeof x[0], cmp_double);
-        *mv[k] = nf % 2 ? x[nf / 2] : 0.5 * (x[nf / 2 - 1] + x[nf / 2]);
+        *link_field(&m, k) = nf % 2 ? x[nf / 2] : 0.5 * (x[nf / 2 - 1] + x[nf / 2]);
     }
     m.overlap = 0.5 * (m.overlap_share[0] + m.overlap_share[1]);
     return m;
@@ -600,8 +594,7 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link
                    "GB/s, all-reduce bus bandwidth %.3g GB/s\n",
                 link->latency * 1e6, link->sync * 1e6, 2 * (size - 1), link->bandwidth / 1e9, link->busbw / 1e9);
     if (size > 1 && launches > 1) {
-        int nf = 0;
-        for (int i = 0; i < launches; i++) nf += launch_is_fast(launch, launches, i);
+        int fast[MAX_LAUNCHES], nf = fast_launches(launch, launches, fast);
         fprintf(f, "# the link's figures: each one's median over the %d fast launches of %d (a launch's "
                    "shared-memory transport is its own; fast: its 256 KiB all-reduce within %.2gx of the "
                    "fastest launch's); each launch's 256 KiB all-reduce after compute",

@@ -47,7 +47,7 @@ int calibrate_main(int argc, char **argv)
         fprintf(stderr, "parc calibrate: cannot make a temporary directory: %s\n", strerror(errno));
         return 3;
     }
-    char links[LINK_LAUNCHES - 1][sizeof dir + 16];
+    char links[LINK_LAUNCHES - 1][sizeof dir + 16] = {{0}}; /* empty until its launch names it */
     char *args[8 + LINK_LAUNCHES];
     char *env[4];
     int ne = 0;
@@ -77,7 +77,8 @@ int calibrate_main(int argc, char **argv)
         args[n] = NULL;
         status = process_run(args, env, NULL);
     }
-    for (int i = 0; i < LINK_LAUNCHES - 1; i++) unlink(links[i]);
+    for (int i = 0; i < LINK_LAUNCHES - 1; i++)
+        if (links[i][0]) unlink(links[i]);
     rmdir(dir);
     if (status != 0) {
         fprintf(stderr, "parc calibrate: %s %s exited with status %d\n", PARC_MPIEXEC, PARC_CALIBRATE_EXE, status);
