@@ -136,6 +136,63 @@ static const CmdSpec commands[CMD_COUNT] = {
      report_opts, COUNT(report_opts)},
 };
 
+/* The plan tools parse their own arguments (tools.h); their help is here, so
+ * that `parc help TOOL`, `parc TOOL --help` and the general usage read one
+ * table.  Their options' ids are unused. */
+static const OptSpec diff_opts[] = {
+    {"--json", NULL, OPT_JSON, "the same as JSON: both plans' figures and each row's delta"},
+    {"--html", "FILE", OPT_HTML, "the same as one self-contained HTML page (`-`: standard output)"},
+    {"--verify", NULL, OPT_VERIFY, "run each pass's verifier after it (also PARC_VERIFY=1)"},
+    {"--help", NULL, OPT_HELP, "this help"},
+};
+static const OptSpec search_opts[] = {
+    {"--top", "K", OPT_FORWARD, "how many layouts to print, fastest first (1..1000; default 5)"},
+    {"-o", "DIR", OPT_OUTPUT, "write each printed layout as a plan, DIR/1.par for the fastest"},
+    {"--json", NULL, OPT_JSON, "the same as JSON"},
+    {"--html", "FILE", OPT_HTML, "the printed layouts side by side as one HTML page (`-`: standard output)"},
+    {"--exhaustive", NULL, OPT_FORWARD, "lower every layout of the space, not only the estimate's best"},
+    {"--time", NULL, OPT_FORWARD, "also print how long the search took"},
+    {"--verify", NULL, OPT_VERIFY, "run each pass's verifier after it (also PARC_VERIFY=1)"},
+    {"--help", NULL, OPT_HELP, "this help"},
+};
+static const OptSpec calibrate_opts[] = {
+    {"-o", "FILE", OPT_OUTPUT, "the cluster fragment to write (default cluster.par)"},
+    {"--help", NULL, OPT_HELP, "this help"},
+};
+static const OptSpec export_opts[] = {
+    {"-o", "OUT", OPT_OUTPUT, "the safetensors file to write (required)"},
+    {"--master", NULL, OPT_FORWARD, "the fp32 master weights instead of the training dtype's, where the plan keeps them"},
+    {"--names", "hf|parc", OPT_FORWARD, "Hugging Face's names and layouts (the default) or parc's global names"},
+    {"--help", NULL, OPT_HELP, "this help"},
+};
+
+static const CmdSpec tools[] = {
+    {"diff", "A.par B.par [--json | --html FILE]",
+     "two plans side by side: memory, collectives, links, time",
+     "Compiles both plans and prints them side by side with the deltas: memory by class on each plan's fullest "
+     "GPU, the collectives added, removed or changed (with the rule behind each), bytes per link class, bubble, "
+     "step time and MFU.  Exit 1 when either plan has errors.",
+     diff_opts, COUNT(diff_opts)},
+    {"search", "PLAN [--top K] [--json | --html FILE] [-o DIR]",
+     "the fastest layouts of the plan's model on its cluster",
+     "Keeps the plan's model, cluster and global batch and ranks every layout of the space (dp x tp x pp, "
+     "interleaving, ZeRO 0-3, sequence parallelism, recomputation, micro-batch size, schedule) that passes the "
+     "checks and fits, by the cost model: the first line says how many it considered.  The best are lowered and "
+     "explained exactly; each line gives memory, step time, MFU, bubble and bytes per link class.",
+     search_opts, COUNT(search_opts)},
+    {"calibrate", "[-o FILE]", "measure this machine as a cluster fragment",
+     "Runs the measuring program on two local ranks: GEMM rates over four shape classes, memory bandwidth, and "
+     "the latency and bandwidth between the ranks (over four launches), and writes them as a cluster fragment "
+     "that plans include inside `cluster { ... include \"FILE\"; }`.  Exit 3 when it cannot run or write.",
+     calibrate_opts, COUNT(calibrate_opts)},
+    {"export", "CKPT -o OUT [--master] [--names hf|parc]",
+     "a checkpoint of any layout as one safetensors file",
+     "Assembles every parameter of a checkpoint (a step directory, or a --checkpoint-dir with its `latest`) from "
+     "the shards of whichever rank files hold it, checked against the manifest's CRC-32, and writes one "
+     "safetensors file.  Exit 1 for a checkpoint that cannot be read, 2 for a usage error, 3 for a failed write.",
+     export_opts, COUNT(export_opts)},
+};
+
 static void print_opts(FILE *out, const OptSpec *opts, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -147,8 +204,21 @@ static void print_opts(FILE *out, const OptSpec *opts, int n)
     }
 }
 
+static const CmdSpec *find_tool(const char *name)
+{
+    for (int t = 0; name && t < COUNT(tools); t++)
+        if (strcmp(name, tools[t].name) == 0) return &tools[t];
+    return NULL;
+}
+
 void cli_help(FILE *out, const char *command)
 {
+    const CmdSpec *tool = find_tool(command);
+    if (tool) {
+        fprintf(out, "usage: parc %s %s\n\n%s\n\noptions:\n", tool->name, tool->args, tool->detail);
+        print_opts(out, tool->opts, tool->nopts);
+        return;
+    }
     for (int c = 0; command && c < CMD_COUNT; c++) {
         if (strcmp(command, commands[c].name) != 0) continue;
         fprintf(out, "usage: parc %s %s\n\n%s\n", commands[c].name, commands[c].args, commands[c].detail);
@@ -164,12 +234,10 @@ void cli_help(FILE *out, const char *command)
     }
     fprintf(out, "usage: parc COMMAND PLAN.par [options]\n\ncommands:\n");
     for (int c = 0; c < CMD_COUNT; c++) fprintf(out, "  %-12s %s\n", commands[c].name, commands[c].summary);
-    fprintf(out, "  %-12s %s\n", "diff", "two plans side by side: memory, collectives, links, time (A.par B.par, --json, --html FILE)");
-    fprintf(out, "  %-12s %s\n", "search", "the fastest layouts of the plan's model on its cluster (--top K, -o DIR, --html FILE, --exhaustive)");
-    fprintf(out, "  %-12s %s\n", "calibrate", "measure this machine as a cluster fragment (-o FILE)");
-    fprintf(out, "  %-12s %s\n", "export", "a checkpoint of any layout as one safetensors file (CKPT -o OUT, --master, --names hf|parc)");
+    for (int t = 0; t < COUNT(tools); t++) fprintf(out, "  %-12s %s\n", tools[t].name, tools[t].summary);
     fprintf(out, "  %-12s %s\n", "help", "this text, or `parc help COMMAND` for one command");
-    fprintf(out, "\noptions of every command:\n");
+    fprintf(out, "\noptions of the commands from check to report (diff, search, calibrate and export list their "
+                 "own):\n");
     print_opts(out, global_opts, COUNT(global_opts));
     fprintf(out, "\n  parc --version | --help\n");
 }
@@ -285,10 +353,12 @@ static int find_command(const char *name)
 
 static int unknown_command(const char *name)
 {
-    const char *names[CMD_COUNT + 1];
-    for (int c = 0; c < CMD_COUNT; c++) names[c] = commands[c].name;
-    names[CMD_COUNT] = "help";
-    const char *best = diag_closest(name, names, CMD_COUNT + 1);
+    const char *names[CMD_COUNT + COUNT(tools) + 1];
+    int n = 0;
+    for (int c = 0; c < CMD_COUNT; c++) names[n++] = commands[c].name;
+    for (int t = 0; t < COUNT(tools); t++) names[n++] = tools[t].name;
+    names[n++] = "help";
+    const char *best = diag_closest(name, names, n);
     fprintf(stderr, "parc: unknown command `%s`%s%s%s\n", name, best ? "; did you mean `" : "", best ? best : "",
             best ? "`?" : "");
     cli_help(stderr, NULL);
@@ -310,7 +380,7 @@ static int help_command(int argc, char **argv, int i)
         cli_help(stdout, NULL);
         return 0;
     }
-    if (find_command(argv[i]) < 0) return unknown_command(argv[i]);
+    if (find_command(argv[i]) < 0 && !find_tool(argv[i])) return unknown_command(argv[i]);
     cli_help(stdout, argv[i]);
     return 0;
 }
@@ -396,4 +466,17 @@ int cli_parse(int argc, char **argv, CliOptions *opts)
         opts->forward = NULL;
     }
     return rc;
+}
+
+int cli_tool_help(int argc, char **argv)
+{
+    const CmdSpec *tool = argc >= 2 ? find_tool(argv[1]) : NULL;
+    for (int i = 2; tool && i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) break;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            cli_help(stdout, tool->name);
+            return 0;
+        }
+    }
+    return -1;
 }

@@ -43,7 +43,12 @@ typedef struct CliOptions {
  * on stdout), 2 after a usage error (printed on stderr). */
 int cli_parse(int argc, char **argv, CliOptions *opts);
 
-/* The general usage (command NULL) or one command's help. */
+/* `parc TOOL ... --help` (or -h) for the plan tools that parse their own
+ * arguments (diff, search, calibrate, export; tools.h): prints the tool's
+ * help and returns 0, or returns -1 when argv is not that. */
+int cli_tool_help(int argc, char **argv);
+
+/* The general usage (command NULL), one command's or one tool's help. */
 void cli_help(FILE *out, const char *command);
 
 #endif

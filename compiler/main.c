@@ -10,7 +10,8 @@
  *   codegen  LLVM -> object -> executable (codegen*.c), launch_run (launch.c)
  *
  * The command line itself (options, help, usage errors) is cli.c's; `diff`,
- * `search` and `calibrate` parse their own (tools.h).
+ * `search`, `calibrate` and `export` parse their own (tools.h), their help
+ * is cli.c's too.
  * Exit status: 0 success, 1 the plan has errors, 2 usage, 3+ a failed tool.
  */
 #include "advise.h"
@@ -149,7 +150,9 @@ static int run_command(Arena *arena, const CliOptions *o, Compilation *c)
 
 int main(int argc, char **argv)
 {
-    /* the plan tools take their own arguments */
+    /* the plan tools take their own arguments (their help is cli.c's) */
+    int help = cli_tool_help(argc, argv);
+    if (help >= 0) return help;
     if (argc >= 2 && !strcmp(argv[1], "diff")) return diff_main(argc - 2, argv + 2);
     if (argc >= 2 && !strcmp(argv[1], "search")) return search_main(argc - 2, argv + 2);
     if (argc >= 2 && !strcmp(argv[1], "calibrate")) return calibrate_main(argc - 2, argv + 2);

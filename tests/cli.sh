@@ -65,6 +65,13 @@ expect "parc help" 0 "^usage: parc COMMAND" "$parc" help
 expect "parc help check" 0 "^usage: parc check PLAN" "$parc" help check
 expect "parc explain --help" 0 "^usage: parc explain PLAN" "$parc" explain --help
 expect "parc run -h" 0 "--steps N" "$parc" run -h
+# the plan tools parse their own arguments; their help is the same table's
+expect "parc help diff" 0 "^usage: parc diff A.par B.par" "$parc" help diff
+expect "parc search --help" 0 "--top K +how many layouts" "$parc" search --help
+expect "parc calibrate -h" 0 "^  -o FILE +the cluster fragment to write" "$parc" calibrate -h
+expect "parc export --help after arguments" 0 "--names hf.parc" "$parc" export ckpt -o x.safetensors --help
+expect "a misspelt tool" 2 "unknown command .serch.; did you mean .search." "$parc" serch x.par
+expect "general usage lists the tools" 0 "^  calibrate +measure this machine" "$parc" help
 expect "help of an unknown command" 2 "unknown command .chek.; did you mean .check." "$parc" help chek
 expect "version" 0 "^parc [0-9]+\.[0-9]+" "$parc" --version
 expect "unknown option names it" 2 "parc check: unknown option .--fast." "$parc" check --fast "$examples/tiny_3d.par"
