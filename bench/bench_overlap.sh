@@ -14,8 +14,9 @@
 # Then a 2-stage 1F1B pipeline of the 41 M model (bench/plans/gpt_bench_41m_pp2.par):
 # when its first activation leaves stage 0 and when it has arrived at stage 1
 # (bench/first_activation.py), the sender's own time as the peer of the arrival.
-# The first lines say the CPU, the BLAS library and the kernel line the
-# runtime printed (when it re-selected OpenBLAS's kernels).
+# The first lines say the CPU, the peer and the BLAS kernels: every run, parc's
+# and torch's, uses the family parc's start-up check picks (lib.sh's
+# same_kernels), so the ratio compares the programs, not two kernel families.
 # Usage: bench/bench_overlap.sh [build/parc]
 #   env: STEPS (default 8), ROUNDS (default 2), TORCH_PYTHON (default /usr/bin/python3).
 set -uo pipefail
@@ -43,8 +44,14 @@ else echo "  peer: torch not installed ($TORCH_PYTHON): parc alone"; fi
 # model name, plan, tokens per step, torch_gpt.py's model flags
 models=("5M|$root/bench/plans/gpt_bench_dp2.par|4096|--batch 8"
         "41M|$root/bench/plans/gpt_bench_41m_dp2.par|2048|--batch 4 --vocab 8192 --hidden 768 --heads 12 --ffn 3072")
+# both peers on the kernels parc's start-up check runs (lib.sh)
+if "$parc" build "$root/bench/plans/gpt_bench_single.par" -o "$tmp/single" > "$tmp/single.build" 2>&1; then
+    same_kernels "$tmp/single"
+else
+    kernels="not chosen: parc build gpt_bench_single.par failed"
+fi
+echo "  BLAS kernels: $kernels"
 printf '\n  %5s %11s %11s %10s %13s %16s\n' model "parc tok/s" "torch tok/s" parc/torch "exposed comm" "in flight ms/step"
-kernel=""
 for m in "${models[@]}"; do
     IFS='|' read -r name plan tokens flags <<< "$m"
     if ! "$parc" build "$plan" -o "$tmp/$name" > "$tmp/$name.build" 2>&1; then
@@ -56,7 +63,6 @@ for m in "${models[@]}"; do
         [ "$have_torch" = 1 ] && "$TORCH_PYTHON" "$root/bench/torch_gpt.py" --ddp 2 --threads 1 --steps "$STEPS" \
             $flags --port $((29500 + RANDOM % 500)) > "$tmp/${name}_torch_$r.log" 2>&1
     done
-    [ -n "$kernel" ] || kernel=$(grep -h -m1 'OpenBLAS chose' "$tmp/${name}_parc_1.log" || true)
     p=$(toks "$tokens" "$(median_ms "$tmp/${name}"_parc_*.log)")
     t=n/a
     [ "$have_torch" = 1 ] && t=$(toks "$tokens" "$(median_ms "$tmp/${name}"_torch_*.log)")
@@ -88,9 +94,5 @@ else
     echo "  pp 2: parc build failed:"; sed 's/^/    /' "$tmp/pp2.build"
 fi
 echo
-if [ -n "$kernel" ]; then echo "  BLAS kernel: $kernel"
-elif [ -n "${OPENBLAS_CORETYPE:-}" ]; then
-    echo "  BLAS kernel: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE from the environment (a user's setting wins; no re-selection)"
-else echo "  BLAS kernel: as OpenBLAS chose it (the runtime printed no re-selection line)"; fi
 echo "  exposed comm: the step's exposed_communication phase share on rank 0 (target <= 20%);"
 echo "  in flight: the started gradient collectives' summed start-to-completion time per step."

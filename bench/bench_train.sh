@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Training speed of parc's generated programs on this machine's CPUs, each number
 # printed beside a named peer measured in the same run (ratios, not verdicts):
-#   1. one rank vs PyTorch 1.13 CPU (bench/torch_gpt.py), same OpenBLAS, same
+#   1. one rank vs PyTorch 1.13 CPU (bench/torch_gpt.py), same OpenBLAS and kernels, same
 #      thread count (1 and 2), the GPT of bench/plans/gpt_bench_single.par;
 #   2. the GEMM share of that step (--trace) and the GEMMs' GFLOP/s vs
 #      cblas_sgemm alone (bench_sgemm_peak: the same shapes, and a 2048^3 peak);
@@ -49,6 +49,8 @@ dp2=$root/bench/plans/gpt_bench_dp2.par
 ok_single=0; ok_dp2=0
 "$parc" build "$single" -o "$tmp/single" > "$tmp/build1.log" 2>&1 && ok_single=1 || { echo "parc build $single failed:"; cat "$tmp/build1.log"; }
 "$parc" build "$dp2" -o "$tmp/dp2" > "$tmp/build2.log" 2>&1 && ok_dp2=1 || { echo "parc build $dp2 failed:"; cat "$tmp/build2.log"; }
+# parc and torch on the same kernels: the family parc's start-up check runs (lib.sh)
+if [ "$ok_single" = 1 ]; then same_kernels "$tmp/single"; echo "  BLAS kernels: $kernels"; fi
 
 # ---------------------------------------------------------------- 1
 echo

@@ -5,9 +5,31 @@
 #   two warm the caches and the BLAS); "nan" when there is none.
 # toks TOKENS MS: tokens per second of a step of TOKENS tokens in MS ms ("n/a"
 #   when MS is not a time).
+# same_kernels PROG: exports OPENBLAS_CORETYPE as the kernel family parc's
+#   start-up check runs (runtime/prt_blas.c) when PROG, a one-rank program, is
+#   started once, so that every run after it, torch's included, computes with
+#   the same kernels: OpenBLAS alone picks an older family on CPUs it does not
+#   know, and torch would be measured on it.  A user's OPENBLAS_CORETYPE is
+#   kept.  Sets kernels to a line saying which family and why.
 median_ms() {
     awk -F'|' '/^step [0-9]+(\/[0-9]+)? \|/ { split($1, a, "[ /]"); if (a[2] >= 3) for (i = NF; i > 1; i--) if ($i ~ / ms *$/) { gsub(/ ms/, "", $i); print $i + 0; break } }' "$@" |
         sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
                                             else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 toks() { awk -v t="$1" -v ms="$2" 'BEGIN { if (ms == "nan" || ms <= 0) print "n/a"; else printf "%.0f", t / ms * 1000 }'; }
+same_kernels() {
+    if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+        kernels="OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE from the environment, for every run"
+        return
+    fi
+    local out core
+    out=$(OPENBLAS_NUM_THREADS=1 "${MPIRUN:-mpirun}" --bind-to none -np 1 "$1" --steps 1 2>&1)
+    core=$(printf '%s\n' "$out" | sed -n 's/.*restarted with OPENBLAS_CORETYPE=\([A-Za-z0-9]*\).*/\1/p' | head -1)
+    if [ -n "$core" ]; then
+        export OPENBLAS_CORETYPE=$core
+        kernels="$core for every run, parc's and torch's (OpenBLAS alone picks $(printf '%s\n' "$out" |
+            sed -n 's/.*OpenBLAS chose its \([A-Za-z0-9]*\) kernels.*/\1/p' | head -1) on this CPU)"
+    else
+        kernels="as OpenBLAS chose them, for every run (parc's start-up check changed nothing)"
+    fi
+}
