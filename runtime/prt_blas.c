@@ -7,7 +7,8 @@
  * of the machine.  OPENBLAS_CORETYPE overrides the choice, but it is read only
  * by that constructor: a setenv() before the first BLAS call changes nothing.
  * So prt_blas_select, the first thing prt_init does (before MPI_Init), sets it
- * and re-executes the program, same pid and argv; the restarted process keeps
+ * and re-executes the program, same pid and command line (the process's own,
+ * from /proc/self/cmdline, whatever argv prt_init was given); the restarted process keeps
  * the user's setting, and rank 0 says what happened in one line.  A user's own
  * OPENBLAS_CORETYPE always wins: nothing is checked or changed then.
  *
@@ -66,6 +67,32 @@ static int threaded(void) {
     return openblas_get_num_threads() > 1;
 }
 
+/* The process's own command line, from /proc/self/cmdline: NULL-terminated,
+ * in one malloc'd block, or NULL.  The argv a caller hands prt_init need not be
+ * main's (a test passes its own), and the restarted process must get main's. */
+static char **own_argv(void) {
+    FILE *f = fopen("/proc/self/cmdline", "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *text = malloc(cap);
+    for (size_t got; text && (got = fread(text + n, 1, cap - n, f)) > 0;) {
+        n += got;
+        if (n == cap) text = realloc(text, cap *= 2);
+    }
+    fclose(f);
+    if (!text || n == 0 || text[n - 1] != 0) return free(text), NULL;
+    size_t words = 0;
+    for (size_t i = 0; i < n; i++) words += text[i] == 0;
+    char **argv = malloc((words + 1) * sizeof *argv + n);
+    if (!argv) return free(text), NULL;
+    char *copy = (char *)(argv + words + 1);
+    memcpy(copy, text, n);
+    free(text);
+    for (size_t i = 0, w = 0; w < words; w++) argv[w] = copy + i, i += strlen(copy + i) + 1;
+    argv[words] = NULL;
+    return argv;
+}
+
 void prt_blas_select(int argc, char **argv) {
     if (!argv || argc < 1 || argv[argc]) return;
     /* test hook: PRT_TEST_BLAS_CHOSE=NAME stands in for OpenBLAS's own choice */
@@ -83,7 +110,9 @@ void prt_blas_select(int argc, char **argv) {
     if (sleepy && setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1)) return;
     fflush(stdout);
     fflush(stderr);
-    execv("/proc/self/exe", argv);
+    char **own = own_argv();
+    if (own) execv("/proc/self/exe", own);
+    free(own);
     /* no restart (no /proc, say): keep what was loaded and say nothing changed */
     if (better) unsetenv("OPENBLAS_CORETYPE");
     if (passive) unsetenv("OMP_WAIT_POLICY");
