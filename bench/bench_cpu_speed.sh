@@ -50,18 +50,13 @@ for m in $MODELS; do
         { echo "parc build ${plan[$m]} failed:"; cat "$tmp/build_$m.log"; exit 1; }
 done
 
-# The kernel family: OpenBLAS's own choice, and what parc's start-up check runs.
-own=$("$benchbin/bench_sgemm_peak" --square "" | sed -n 's/^blas_core //p')
-first=${MODELS%% *}
-OPENBLAS_NUM_THREADS=1 "$MPIRUN" --bind-to none -np 1 "$tmp/prog_$first" --steps 1 > "$tmp/core.log" 2>&1
-core=$(sed -n 's/.*restarted with OPENBLAS_CORETYPE=\([A-Za-z0-9]*\).*/\1/p' "$tmp/core.log" | head -1)
-core=${core:-$own}
-export OPENBLAS_CORETYPE=$core
+# The kernel family parc's start-up check runs, for every run below (lib.sh)
+same_kernels "$tmp/prog_${MODELS%% *}"
 
 echo "parc bench_cpu_speed — $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')," \
     "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "  BLAS: $(ldd "$benchbin/bench_sgemm_peak" | awk '/openblas|blas/ { print $3; exit }' | xargs -r readlink -f)," \
-    "kernels $core for every run below (OpenBLAS alone picks $own here)"
+    "kernels $kernels"
 if [ "$have_torch" = 1 ]; then echo "  peer: torch $("$TORCH_PYTHON" -c 'import torch; print(torch.__version__)')"
 else echo "  peer: torch not installed ($TORCH_PYTHON): torch columns skipped"; fi
 
