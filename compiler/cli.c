@@ -138,7 +138,9 @@ static const CmdSpec commands[CMD_COUNT] = {
 
 /* The plan tools parse their own arguments (tools.h); their help is here, so
  * that `parc help TOOL`, `parc TOOL --help` and the general usage read one
- * table.  Their options' ids are unused. */
+ * table.  Their options' ids are unused, and these tables do not drive the
+ * tools' parsers: tests/cli.sh checks that each option listed here is one the
+ * tool's parser takes. */
 static const OptSpec diff_opts[] = {
     {"--json", NULL, OPT_JSON, "the same as JSON: both plans' figures and each row's delta"},
     {"--html", "FILE", OPT_HTML, "the same as one self-contained HTML page (`-`: standard output)"},

@@ -72,6 +72,20 @@ expect "parc calibrate -h" 0 "^  -o FILE +the cluster fragment to write" "$parc"
 expect "parc export --help after arguments" 0 "--names hf.parc" "$parc" export ckpt -o x.safetensors --help
 expect "a misspelt tool" 2 "unknown command .serch.; did you mean .search." "$parc" serch x.par
 expect "general usage lists the tools" 0 "^  calibrate +measure this machine" "$parc" help
+# every option a tool's help lists is one its own parser takes: given it
+# (and a value), the tool's usage error names the bogus argument after it
+for tool in diff search calibrate export; do
+    while read -r opt value; do
+        [ "$opt" = --help ] && continue
+        n=$((n + 1))
+        case $value in K) value=1 ;; "hf|parc") value=hf ;; ?*) value=x ;; esac
+        out=$("$parc" "$tool" "$opt" ${value:+"$value"} --bogus-zz 2>&1); status=$?
+        if [ "$status" != 2 ] || ! printf '%s' "$out" | grep -q -- "--bogus-zz"; then
+            echo "FAIL $tool's help lists $opt, which its parser does not take: exit $status: $out"
+            fails=$((fails + 1))
+        fi
+    done < <("$parc" help "$tool" | sed -n 's/^  \(-[-a-z]*\)\( [A-Z|a-z]*\)\{0,1\}  .*/\1\2/p')
+done
 expect "help of an unknown command" 2 "unknown command .chek.; did you mean .check." "$parc" help chek
 expect "version" 0 "^parc [0-9]+\.[0-9]+" "$parc" --version
 expect "unknown option names it" 2 "parc check: unknown option .--fast." "$parc" check --fast "$examples/tiny_3d.par"
