@@ -86,10 +86,9 @@ static double bucket_hidden_s(const Cluster *cl, const StageProgram *sp, const d
  * one guarded by `when` the layers of a chunk it holds on, over L. */
 static double when_share(const StageProgram *sp, const Instr *ins)
 {
-    int64_t L = sp->layers_per_chunk, on = 0;
+    int64_t L = sp->layers_per_chunk;
     if (ins->when == WHEN_ALWAYS || L < 1) return 1.0;
-    for (int64_t l = 0; l < L; l++) on += when_holds(ins->when, l, L);
-    return (double)on / (double)L;
+    return (double)when_count(ins->when, L) / (double)L;
 }
 
 /* What the collectives started in block sequence seq hide under its work in
@@ -99,12 +98,11 @@ static double when_share(const StageProgram *sp, const Instr *ins)
  * timeline (cost_timeline over each instruction's cost), each wait matched
  * to the latest start into the same buffer instance.  So a gather started a
  * layer ahead (overlap_gather.c) runs under the layer before its use, and the
- * pass's first layer waits for its own; the `overlap` share of it is hidden. */
-static double pass_hidden_s(const Program *prog, const Seq *seq, int64_t L, int dir)
+ * pass's first layer waits for its own; the `overlap` share of it is hidden.
+ * dur[i] is instruction i's cost, the same in every layer. */
+static double timeline_hidden(const Seq *seq, const double *dur_of, int64_t L, int dir)
 {
-    int n = seq->n, any = 0;
-    for (int i = 0; i < n; i++) any |= instr_is_start(&seq->ins[i]);
-    if (!any || L < 1) return 0;
+    int n = seq->n;
     size_t cap = (size_t)n * (size_t)L;
     double *dur = calloc(cap, sizeof(double));
     int *wait_of = calloc(cap, sizeof(int)), *at = calloc(cap, sizeof(int));
@@ -116,10 +114,8 @@ static double pass_hidden_s(const Program *prog, const Seq *seq, int64_t L, int 
         for (int i = 0; i < n; i++) {
             const Instr *ins = &seq->ins[i];
             if (!when_holds(ins->when, l, L)) continue;
-            CostTerms one = {0};
-            if (ins->phase != PHASE_PIPELINE) cost_instr(prog, ins, 1.0, &one);
             const Arg *res = instr_is_start(ins) ? instr_async_result(ins) : &ins->args[0];
-            dur[m] = cost_terms_total(&one);
+            dur[m] = dur_of[i];
             at[m] = i;
             inst[m] = res->inst == INST_PARITY ? (l + res->k) & 1 : res->k;
             wait_of[m] = instr_is_start(ins) ? -2 : -1;
@@ -137,6 +133,43 @@ static double pass_hidden_s(const Program *prog, const Seq *seq, int64_t L, int 
     free(wait_of);
     free(at);
     free(inst);
+    return hidden;
+}
+
+/* timeline_hidden over a pass of L layers, walked through pass_window's
+ * layers at most: past them the middle layers repeat in pairs (even, odd),
+ * and once a pair hides what the pair before it hid, each further pair hides
+ * that too.  The window doubles (to PASS_WINDOW_MAX layers) while it has not
+ * settled so; a pass longer than that takes the last pair's figure. */
+#define PASS_WINDOW_MAX 4096
+static double pass_hidden_s(const Program *prog, const Seq *seq, int64_t L, int dir)
+{
+    int n = seq->n, any = 0;
+    for (int i = 0; i < n; i++) any |= instr_is_start(&seq->ins[i]);
+    if (!any || L < 1) return 0;
+    double *dur = calloc((size_t)n, sizeof(double));
+    PARC_ASSERT(dur);
+    for (int i = 0; i < n; i++) {
+        CostTerms one = {0};
+        if (seq->ins[i].phase != PHASE_PIPELINE) cost_instr(prog, &seq->ins[i], 1.0, &one);
+        dur[i] = cost_terms_total(&one);
+    }
+    double hidden;
+    int64_t w = pass_window(L);
+    if (w == L) hidden = timeline_hidden(seq, dur, L, dir);
+    else
+        for (;;) {
+            double h = timeline_hidden(seq, dur, w, dir), h2 = timeline_hidden(seq, dur, w - 2, dir),
+                   h4 = timeline_hidden(seq, dur, w - 4, dir), pair = h - h2;
+            int settled = fabs(pair - (h2 - h4)) <= 1e-9 * (fabs(pair) + 1e-30);
+            if (settled || w * 2 > PASS_WINDOW_MAX || w * 2 > L) {
+                hidden = w * 2 > L && !settled ? timeline_hidden(seq, dur, L, dir)
+                                               : h + (double)((L - w) / 2) * pair;
+                break;
+            }
+            w = w * 2 + (L & 1);
+        }
+    free(dur);
     return hidden * cost_hidden_share(&prog->plan->cluster);
 }
 
@@ -356,6 +389,7 @@ static void analyze_step_time(Arena *arena, Analysis *an)
     double min_idle = an->pipeline_s;
     for (int s = 0; s < prog->nstages; s++)
         if (idle[s] < min_idle) min_idle = idle[s];
+    if (min_idle < 1e-12 * an->pipeline_s) min_idle = 0; /* a sum's rounding, not a bubble */
     an->bubble_share = an->pipeline_s > 0 ? min_idle / an->pipeline_s : 0;
     double tail = -1;
     for (int s = 0; s < prog->nstages; s++) {
@@ -372,7 +406,7 @@ static void analyze_step_time(Arena *arena, Analysis *an)
     an->phase_s[APHASE_BACKWARD] = items * (cost_terms_total(&slow->bwd) - slow->bwd.comm_s);
     an->phase_s[APHASE_COMM] = items * (slow->fwd.comm_s + slow->bwd.comm_s) + end->sync_s;
     double busy = items * (cost_terms_total(&slow->fwd) + cost_terms_total(&slow->bwd));
-    an->phase_s[APHASE_BUBBLE] = an->pipeline_s > busy ? an->pipeline_s - busy : 0;
+    an->phase_s[APHASE_BUBBLE] = an->pipeline_s - busy > 1e-12 * an->pipeline_s ? an->pipeline_s - busy : 0;
     an->phase_s[APHASE_OPTIMIZER] = end->optim_s;
     an->comm_hidden_s = end->sync_hidden_s + items * (slow->fwd_hidden_chunk_s + slow->bwd_hidden_chunk_s);
 }

@@ -309,6 +309,29 @@ static inline int when_holds(int when, int64_t l, int64_t L)
     default: return 1;
     }
 }
+/* In how many of a pass's L layers an instruction guarded by `when` runs. */
+static inline int64_t when_count(int when, int64_t L)
+{
+    if (L < 1) return 0;
+    switch (when) {
+    case WHEN_L_FIRST:
+    case WHEN_L_LAST: return 1;
+    case WHEN_L_NOT_LAST:
+    case WHEN_L_NOT_FIRST: return L - 1;
+    default: return L;
+    }
+}
+/* The layers a pass over L layers is followed through when one is walked
+ * layer by layer (the verifier of started collectives, the timeline of what
+ * they hide): all of them up to IR_PASS_WINDOW, else IR_PASS_WINDOW or one
+ * more, of L's parity.  A block sequence's layers differ only in being first,
+ * last, or even or odd (when_holds, INST_PARITY; other instances are relative
+ * to l), so a longer pass repeats the window's middle layers. */
+#define IR_PASS_WINDOW 64
+static inline int64_t pass_window(int64_t L)
+{
+    return L <= IR_PASS_WINDOW ? L : IR_PASS_WINDOW + (L & 1);
+}
 
 /* One call of a runtime function (an entry of PRT_OPS in runtime/parc_rt.h).
  * fn < 0 marks a report-only record: a collective a runtime op performs

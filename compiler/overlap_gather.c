@@ -170,7 +170,7 @@ typedef struct InFlight {
 static void verify_pass(const StageProgram *sp, SeqKind q, int dir)
 {
     const Seq *seq = &sp->seq[q];
-    int64_t L = sp->layers_per_chunk;
+    int64_t L = pass_window(sp->layers_per_chunk); /* a longer pass repeats its middle layers */
     InFlight fl[2 * IR_MAX_ARGS * 64];
     int nfl = 0, posts = 0;
     for (int64_t step = 0; step < L; step++) {
