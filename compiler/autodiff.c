@@ -54,6 +54,7 @@ static void emit_forward(Emit *e, const Op *op)
     if (op->kind == OP_BIAS && lw->bias_fold[op->id] >= 0) return;
     const Op *bias = folded_bias(lw, op);
     Val in[3], pr[2];
+    PARC_ASSERT(op->nin <= 3 && op->nparam <= 2);
     for (int i = 0; i < op->nin; i++) in[i] = reshard_input(e, op, i, 0);
     for (int i = 0; i < op->nparam; i++) pr[i] = reshard_input(e, op, i, 1);
     if (bias) pr[op->nparam] = reshard_input(e, bias, 0, 1);
@@ -70,7 +71,7 @@ static void emit_forward(Emit *e, const Op *op)
 static GradDst grad_dst(Emit *e, const Op *op, int i, int is_param)
 {
     Lowerer *lw = e->lw;
-    GradDst d;
+    GradDst d = {0};
     d.tensor = is_param ? op->param[i] : op->in[i];
     d.tmp = -1;
     const Binding *b = &lw->bind[d.tensor];
@@ -140,17 +141,19 @@ static void emit_backward(Emit *e, const Op *op)
     int out = bias ? bias->out : op->out;
     /* inputs as the forward read them (resharded copies are replayed) */
     Val in[3], pr[2];
+    const int nin = op->nin, nparam = op->nparam;
+    PARC_ASSERT(nin <= 3 && nparam + (bias != NULL) <= 2); /* Op's in[], param[]; a folded bias's one */
     lw->replaying = 1;
-    for (int i = 0; i < op->nin; i++) {
+    for (int i = 0; i < nin; i++) {
         const Binding *b = &lw->bind[op->in[i]];
         in[i] = b->needed && b->value.buf >= 0 ? reshard_input(e, op, i, 0) : unread(lw, op, i, 0);
     }
-    for (int i = 0; i < op->nparam; i++) pr[i] = d->reads_params ? reshard_input(e, op, i, 1) : unread(lw, op, i, 1);
+    for (int i = 0; i < nparam; i++) pr[i] = d->reads_params ? reshard_input(e, op, i, 1) : unread(lw, op, i, 1);
     lw->replaying = 0;
     GradDst din[3], dp[2];
-    for (int i = 0; i < op->nin; i++) din[i] = grad_dst(e, op, i, 0);
-    for (int i = 0; i < op->nparam; i++) dp[i] = grad_dst(e, op, i, 1);
-    if (bias) dp[op->nparam] = grad_dst(e, bias, 0, 1);
+    for (int i = 0; i < nin; i++) din[i] = grad_dst(e, op, i, 0);
+    for (int i = 0; i < nparam; i++) dp[i] = grad_dst(e, op, i, 1);
+    if (bias) dp[nparam] = grad_dst(e, bias, 0, 1);
     OpArgs args = {in, pr, arg_null(), out >= 0 && lw->bind[out].gradient.buf >= 0 ? arg_grad(lw, out) : arg_null(),
                    din, dp};
     OpShape s;
