@@ -30,10 +30,54 @@ static double seconds(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-int linear_sets(double set_bytes)
+struct prt *cal_context(struct prt *rt)
+{
+    if (rt) return rt;
+    struct prt *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) {
+        fprintf(stderr, "parc_calibrate: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    ctx->backend = &prt_backend_cpu;
+    return ctx;
+}
+
+void cal_context_done(struct prt *rt, struct prt *ctx)
+{
+    if (ctx == rt) return;
+    free(ctx->work), free(ctx);
+}
+
+void *cal_tensor(struct prt *ctx, int64_t n, int64_t dt, float first, float spread)
+{
+    size_t bytes = (size_t)(n > 0 ? n : 1) * prt_dtype_size(dt);
+    char *host = malloc(bytes);
+    if (!host) {
+        fprintf(stderr, "parc_calibrate: out of memory (%zu bytes)\n", bytes);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float v = first + spread * (float)((i * 2654435761u) % 1000) / 1000.0f;
+        if (dt == PRT_I32) ((int32_t *)(void *)host)[i] = (int32_t)v;
+        else prt_store(host, dt, i, v);
+    }
+    void *p = ctx->backend->alloc_zero(ctx, bytes, "calibrate");
+    ctx->backend->upload(ctx, p, host, bytes);
+    free(host);
+    return p;
+}
+
+void cal_free(struct prt *ctx, void *p) { ctx->backend->free(ctx, p); }
+
+void cal_sync(struct prt *ctx)
+{
+    if (ctx->backend->sync) ctx->backend->sync(ctx);
+}
+
+int linear_sets(const struct prt *ctx, double set_bytes)
 {
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    double want = 4.0 * (double)(l2 > 0 ? l2 : 1 << 20);
+    double want = ctx->backend->host_memory ? 4.0 * (double)(l2 > 0 ? l2 : 1 << 20) : 256.0 * 1048576.0;
     double sets = set_bytes > 0 ? want / set_bytes + 1 : 1;
     return sets > 64 ? 64 : sets < 1 ? 1 : (int)sets;
 }
@@ -42,39 +86,35 @@ int linear_sets(double set_bytes)
  * in, w, b, out, dout, din, dw, db. */
 enum { L_IN, L_W, L_B, L_OUT, L_DOUT, L_DIN, L_DW, L_DB, L_COUNT };
 
-double linear_rate(int64_t N, int64_t K, int64_t M, int wide16)
+double linear_rate(struct prt *rt, int64_t N, int64_t K, int64_t M, int wide16)
 {
     const int64_t elems[L_COUNT] = {N * K, K * M, M, N * M, N * M, N * K, K * M, M};
     int64_t per_set = 0;
     for (int t = 0; t < L_COUNT; t++) per_set += elems[t];
+    struct prt *ctx = cal_context(rt);
     size_t esize = wide16 ? sizeof(uint16_t) : sizeof(float);
-    int sets = linear_sets((double)per_set * (double)esize);
-    char *mem = malloc((size_t)per_set * (size_t)sets * esize);
-    struct prt *rt = calloc(1, sizeof *rt);
-    if (!mem || !rt) {
-        fprintf(stderr, "parc_calibrate: out of memory (%d linear operand sets of %lld elements)\n", sets,
-                (long long)per_set);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    int sets = linear_sets(ctx, (double)per_set * (double)esize);
     int64_t dt = wide16 ? PRT_BF16 : PRT_F32;
-    for (int64_t i = 0; i < per_set * sets; i++) /* small values: the gradients are added into, call after call */
-        prt_store(mem, dt, i, 1e-3f * (float)((i * 2654435761u) % 1000) / 1000.0f);
-    rt->backend = &prt_backend_cpu;
+    /* small values: the gradients are added into, call after call */
+    char *mem = cal_tensor(ctx, per_set * sets, dt, 0.0f, 1e-3f);
     int64_t dt_fwd = PRT_ARG_DTYPES(dt, dt, dt, dt), dt_bwd = PRT_ARG_DTYPES(dt, dt, dt, dt, dt, dt);
     double flops = 6.0 * (double)N * (double)K * (double)M, best = 0;
     for (int rep = -1; rep < 3; rep++) { /* a pass over every set first: the workspace booked, the pages touched */
         int64_t calls = 0;
         double t0 = seconds(), t;
-        do {
-            char *s = mem + (size_t)(calls % sets) * (size_t)per_set * esize;
-            void *p[L_COUNT];
-            for (int64_t k = 0, off = 0; k < L_COUNT; off += elems[k], k++) p[k] = s + (size_t)off * esize;
-            prt_matmul_bias_fwd(rt, p[L_OUT], p[L_IN], p[L_W], p[L_B], N, K, M, dt_fwd);
-            prt_matmul_bias_bwd(rt, p[L_DIN], p[L_DW], p[L_DOUT], p[L_IN], p[L_W], p[L_DB], N, K, M, dt_bwd);
-            calls++;
-        } while ((t = seconds() - t0) < (rep < 0 ? 0 : 0.2) || calls < sets);
+        do { /* a pass over the sets between clock readings, waited for (a device's calls are queued) */
+            for (int k = 0; k < sets; k++, calls++) {
+                char *s = mem + (size_t)k * (size_t)per_set * esize;
+                void *p[L_COUNT];
+                for (int64_t j = 0, off = 0; j < L_COUNT; off += elems[j], j++) p[j] = s + (size_t)off * esize;
+                prt_matmul_bias_fwd(ctx, p[L_OUT], p[L_IN], p[L_W], p[L_B], N, K, M, dt_fwd);
+                prt_matmul_bias_bwd(ctx, p[L_DIN], p[L_DW], p[L_DOUT], p[L_IN], p[L_W], p[L_DB], N, K, M, dt_bwd);
+            }
+            cal_sync(ctx);
+        } while ((t = seconds() - t0) < (rep < 0 ? 0 : 0.2));
         if (rep >= 0 && (double)calls * flops / t > best) best = (double)calls * flops / t;
     }
-    free(rt->work), free(rt), free(mem);
+    cal_free(ctx, mem);
+    cal_context_done(rt, ctx);
     return best;
 }

@@ -176,41 +176,36 @@ static const int att_pairs[ATT_SHAPES] = {1, 200};
 
 /* Best mean seconds of a forward and of a backward call at shape k over 5
  * repeats of att_pairs[k] forward and backward pairs (after one to warm the
- * workspace) in *fwd and *bwd, every tensor of dtype dt.  A bare context:
- * the ops read only the backend table and the workspace they book (freed
- * here). */
-static void attention_times(int k, int64_t dt, double *fwd, double *bwd)
+ * workspace) in *fwd and *bwd, every tensor of dtype dt, through rt (a
+ * started runtime, or NULL: a bare CPU context, cal_context), each call
+ * waited for. */
+static void attention_times(struct prt *rt, int k, int64_t dt, double *fwd, double *bwd)
 {
     const int B = att_shapes[k][0], T = att_shapes[k][1], NH = att_shapes[k][2], HD = att_shapes[k][3];
-    const size_t C = (size_t)NH * HD, rows = (size_t)B * T;
-    float *qkv = alloc_floats(rows * 3 * C, 0.1f), *out = alloc_floats(rows * C, 0.0f);
-    float *dout = alloc_floats(rows * C, 0.01f), *dqkv = alloc_floats(rows * 3 * C, 0.0f);
-    float *probs = alloc_floats((size_t)B * NH * T * T, 0.0f);
-    for (size_t i = 0; i < rows * 3 * C; i++)
-        prt_store(qkv, dt, (int64_t)i, 0.1f * (float)((i * 2654435761u) % 1000) / 1000.0f);
-    for (size_t i = 0; dt != PRT_F32 && i < rows * C; i++) prt_store(dout, dt, (int64_t)i, 0.01f);
-    if (dt != PRT_F32) memset(dqkv, 0, rows * 3 * C * sizeof(float)), memset(out, 0, rows * C * sizeof(float));
-    struct prt *rt = calloc(1, sizeof *rt);
-    if (!rt) MPI_Abort(MPI_COMM_WORLD, 1);
-    rt->backend = &prt_backend_cpu;
+    const int64_t C = (int64_t)NH * HD, rows = (int64_t)B * T;
+    struct prt *ctx = cal_context(rt);
+    void *qkv = cal_tensor(ctx, rows * 3 * C, dt, 0.0f, 0.1f), *out = cal_tensor(ctx, rows * C, dt, 0.0f, 0.0f);
+    void *dout = cal_tensor(ctx, rows * C, dt, 0.01f, 0.0f), *dqkv = cal_tensor(ctx, rows * 3 * C, dt, 0.0f, 0.0f);
+    void *probs = cal_tensor(ctx, (int64_t)B * NH * T * T, dt, 0.0f, 0.0f);
     int64_t dt_fwd = PRT_ARG_DTYPES(dt, dt, dt), dt_bwd = PRT_ARG_DTYPES(dt, dt, dt, dt);
     *fwd = *bwd = 1e30;
     for (int rep = 0; rep < 6; rep++) {
         double tf = 0, tb = 0;
         for (int p = 0; p < att_pairs[k]; p++) {
+            cal_sync(ctx);
             double t0 = now();
-            prt_attention_fwd(rt, out, probs, qkv, B, T, NH, HD, 1, dt_fwd);
+            prt_attention_fwd(ctx, out, probs, qkv, B, T, NH, HD, 1, dt_fwd);
+            cal_sync(ctx);
             double t1 = now();
-            prt_attention_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, 1, dt_bwd);
+            prt_attention_bwd(ctx, dqkv, dout, qkv, probs, B, T, NH, HD, 1, dt_bwd);
+            cal_sync(ctx);
             tf += t1 - t0, tb += now() - t1;
         }
         if (rep && tf / att_pairs[k] < *fwd) *fwd = tf / att_pairs[k];
         if (rep && tb / att_pairs[k] < *bwd) *bwd = tb / att_pairs[k];
     }
-    volatile float sink = out[rows * C / 2] + dqkv[rows * C];
-    (void)sink;
-    free(rt->work), free(rt);
-    free(qkv), free(out), free(dout), free(dqkv), free(probs);
+    cal_free(ctx, qkv), cal_free(ctx, out), cal_free(ctx, dout), cal_free(ctx, dqkv), cal_free(ctx, probs);
+    cal_context_done(rt, ctx);
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -399,30 +394,108 @@ typedef struct Rates {
 /* GEMM classes by their smallest dimension: 64, 256, 1024, 2048 (cost.h). */
 static const int gemm_dims[4][3] = {{64, 1024, 1024}, {256, 1024, 1024}, {1024, 1024, 1024}, {2048, 2048, 2048}};
 
-static void measure_compute(Rates *r)
+/* Through a started runtime (--device): bytes per second of each class's
+ * ops over n elements (rows of 256, or of 4096 logits), as kernel_pass
+ * charges them, best of 5 waited-for passes after one: the add, layer norm
+ * forward and backward, GELU forward and backward, the cross-entropy's
+ * forward and backward, AdamW; and, in *scores_rate, FLOP/s of the scores
+ * GEMM of one head (T x T by head_dim 64, T = 256) through the matmul op. */
+static void op_rates(struct prt *rt, int64_t n, double *rates, double *scores_rate)
+{
+    const int64_t C = 256, V = 4096, F = PRT_F32, W = PRT_F32 | PRT_ARG_WRITE;
+    void *x = cal_tensor(rt, n, F, 0.5f, -0.5f), *y = cal_tensor(rt, n, F, 0.25f, 0.0f);
+    void *z = cal_tensor(rt, n, F, 0.0f, 0.01f), *m = cal_tensor(rt, n, F, 0.0f, 0.0f);
+    void *v = cal_tensor(rt, n, F, 0.0f, 0.0f), *g = cal_tensor(rt, C, F, 1.0f, 0.0f);
+    void *bias = cal_tensor(rt, C, F, 0.0f, 0.0f), *dg = cal_tensor(rt, C, F, 0.0f, 0.0f);
+    void *db = cal_tensor(rt, C, F, 0.0f, 0.0f), *stats = cal_tensor(rt, 2 * (n / C) + 2, F, 1.0f, 0.0f);
+    void *loss = cal_tensor(rt, 1, F, 0.0f, 0.0f), *targets = cal_tensor(rt, n / V, PRT_I32, 0.0f, 4000.0f);
+    char *st = stats;
+    for (int k = 0; k < K_COUNT; k++) {
+        rates[k] = 0;
+        for (int rep = -1; rep < 5; rep++) {
+            double bytes = 0;
+            cal_sync(rt);
+            double t0 = now();
+            switch (k) {
+            case K_ADD: prt_add_fwd(rt, z, x, y, n, PRT_ARG_DTYPES(F, F, F)), bytes = 3.0 * n * sizeof(float); break;
+            case K_NORM:
+                prt_layernorm_fwd(rt, z, st, st + n / C * sizeof(float), x, g, bias, n / C, C,
+                                  PRT_ARG_DTYPES(F, F, F, F, F, F));
+                prt_layernorm_bwd(rt, y, dg, db, z, x, g, st, st + n / C * sizeof(float), n / C, C,
+                                  PRT_ARG_DTYPES(W, F, F, F, F, F, F, F));
+                bytes = 5.0 * n * sizeof(float);
+                break;
+            case K_GELU:
+                prt_gelu_fwd(rt, z, x, n, PRT_ARG_DTYPES(F, F));
+                prt_gelu_bwd(rt, y, x, z, n, PRT_ARG_DTYPES(W, F, F));
+                bytes = 5.0 * n * sizeof(float);
+                break;
+            case K_SOFTMAX:
+                prt_xent_fwd(rt, loss, st, x, targets, n / V, V, 0, -1, PRT_ARG_DTYPES(F, F, F, PRT_I32));
+                prt_xent_bwd(rt, z, x, st, targets, n / V, V, 0, 1.0 / (double)(n / V),
+                             PRT_ARG_DTYPES(W, F, F, PRT_I32));
+                bytes = 4.0 * n * sizeof(float);
+                break;
+            default:
+                prt_adamw(rt, x, NULL, y, m, v, n, 1, 1e-3, 0.9, 0.95, 1e-8, 0.0, PRT_ARG_DTYPES(F, F, F, F, F));
+                bytes = 8.0 * n * sizeof(float);
+            }
+            cal_sync(rt);
+            double t = now() - t0;
+            if (rep >= 0 && bytes / t > rates[k]) rates[k] = bytes / t;
+        }
+    }
+    const int64_t T = 256, HD = 64;
+    void *q = cal_tensor(rt, T * HD, F, 0.0f, 0.1f), *kt = cal_tensor(rt, HD * T, F, 0.0f, 0.1f);
+    void *sc = cal_tensor(rt, T * T, F, 0.0f, 0.0f);
+    *scores_rate = 0;
+    for (int rep = -1; rep < 3; rep++) {
+        int64_t calls = 0;
+        cal_sync(rt);
+        double t0 = now(), t;
+        do {
+            for (int c = 0; c < 64; c++, calls++) prt_matmul_fwd(rt, sc, q, kt, T, HD, T, PRT_ARG_DTYPES(F, F, F));
+            cal_sync(rt);
+        } while ((t = now() - t0) < 0.2);
+        double rate = 2.0 * T * T * HD * (double)calls / t;
+        if (rep >= 0 && rate > *scores_rate) *scores_rate = rate;
+    }
+    void *all[] = {x, y, z, m, v, g, bias, dg, db, stats, loss, targets, q, kt, sc};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) cal_free(rt, all[k]);
+}
+
+/* rt NULL: the CPU measurements (OpenBLAS and the CPU kernels called
+ * directly where no op stands between, as before any runtime); else every
+ * figure through the started runtime's ops (--device). */
+static void measure_compute(struct prt *rt, Rates *r)
 {
     /* each class as the runtime's linear op (forward and backward) at rows
      * x out x in = gemm_dims, operands from beyond the L2 (calibrate_linear.c) */
     for (int c = 0; c < 4; c++) {
-        r->gemm[c] = linear_rate(gemm_dims[c][0], gemm_dims[c][2], gemm_dims[c][1], 0);
-        r->gemm16[c] = linear_rate(gemm_dims[c][0], gemm_dims[c][2], gemm_dims[c][1], 1);
+        r->gemm[c] = linear_rate(rt, gemm_dims[c][0], gemm_dims[c][2], gemm_dims[c][1], 0);
+        r->gemm16[c] = linear_rate(rt, gemm_dims[c][0], gemm_dims[c][2], gemm_dims[c][1], 1);
     }
     /* the tiny class also as small plans meet it, every dimension small
      * (per-call overhead counts there): the class runs at the two shapes'
      * harmonic mean, the rate of equal FLOPs spent in each */
-    r->gemm[0] = 2.0 / (1.0 / r->gemm[0] + 1.0 / linear_rate(64, 256, 64, 0));
-    r->gemm16[0] = 2.0 / (1.0 / r->gemm16[0] + 1.0 / linear_rate(64, 256, 64, 1));
-    r->attn = gemm_rate(256, 256, 64); /* scores of one head: T x T by head_dim */
-    r->triad = triad_rate((size_t)8 << 20);
-    kernel_rates((size_t)4 << 20, r->kernel);
+    r->gemm[0] = 2.0 / (1.0 / r->gemm[0] + 1.0 / linear_rate(rt, 64, 256, 64, 0));
+    r->gemm16[0] = 2.0 / (1.0 / r->gemm16[0] + 1.0 / linear_rate(rt, 64, 256, 64, 1));
+    if (rt) {
+        op_rates(rt, (int64_t)(rt->backend->host_memory ? 4 : 64) << 20, r->kernel, &r->attn);
+        r->triad = r->kernel[K_ADD];
+    } else {
+        r->attn = gemm_rate(256, 256, 64); /* scores of one head: T x T by head_dim */
+        r->triad = triad_rate((size_t)8 << 20);
+        kernel_rates((size_t)4 << 20, r->kernel);
+    }
     double share[STREAM16_CLASSES], t32[STREAM16_CLASSES], t16[STREAM16_CLASSES];
-    stream16_shares((int64_t)4 << 20, share, t32, t16);
+    stream16_shares(rt, (int64_t)(rt && !rt->backend->host_memory ? 64 : 4) << 20, share, t32, t16);
     for (int k = 0; k < STREAM16_CLASSES; k++) r->rate32[k] = 1.0 / t32[k], r->rate16[k] = 1.0 / t16[k];
     for (int k = 0; k < ATT_SHAPES; k++) {
         double fwd, bwd;
-        attention_times(k, PRT_F32, &fwd, &bwd);
+        attention_times(rt, k, PRT_F32, &fwd, &bwd);
         r->att_rate[k][0] = 1.0 / fwd, r->att_rate[k][1] = 1.0 / bwd;
-        if (k == ATT_SHAPES - 1) attention_times(k, PRT_BF16, &fwd, &bwd), r->att16_rate = 1.0 / (fwd + bwd);
+        if (k == ATT_SHAPES - 1) attention_times(rt, k, PRT_BF16, &fwd, &bwd), r->att16_rate = 1.0 / (fwd + bwd);
     }
 }
 
@@ -539,28 +612,36 @@ static Link link_of_fast(Link *all, int n)
  * own precision's peak (gemm, gemm16); the streaming
  * bandwidth is the best of the triad and the runtime's add, and each class
  * of memory-bound op runs at its kernel's share of it. */
-static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link *launch, int launches, int size)
+static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link *launch, int launches, int size,
+                           const struct prt *rt)
 {
     double peak = 0, peak16 = 0;
     for (int c = 0; c < 4; c++) peak = r->gemm[c] > peak ? r->gemm[c] : peak;
     for (int c = 0; c < 4; c++) peak16 = r->gemm16[c] > peak16 ? r->gemm16[c] : peak16;
-    if (peak16 > peak) peak16 = peak; /* widening cannot make a GEMM faster: a measured excess is noise */
+    int widened = !rt || rt->backend == &prt_backend_cpu; /* the CPU backend widens 16-bit operands to fp32 */
+    if (widened && peak16 > peak) peak16 = peak; /* widening cannot make a GEMM faster: a measured excess is noise */
     double hbm = r->triad > r->kernel[K_ADD] ? r->triad : r->kernel[K_ADD];
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE), cores = sysconf(_SC_NPROCESSORS_ONLN);
     double memory = (double)pages * (double)page / (double)(cores > 0 ? cores : 1);
+    if (rt && rt->backend->memory_bytes) memory = (double)rt->backend->memory_bytes((struct prt *)rt);
     char host[256] = "this machine";
     gethostname(host, sizeof host - 1);
-    fprintf(f, "# Fragment (not a plan), written by `parc calibrate` on %s: include it INSIDE\n"
-               "# `cluster { nodes 1; gpus_per_node N; ... }`.  One rank per core, fp32 OpenBLAS (%s kernels) "
-               "with one thread, %d MPI ranks measuring at once, the slowest rank's rates.\n",
-            host, openblas_get_corename(), size);
+    if (!rt)
+        fprintf(f, "# Fragment (not a plan), written by `parc calibrate` on %s: include it INSIDE\n"
+                   "# `cluster { nodes 1; gpus_per_node N; ... }`.  One rank per core, fp32 OpenBLAS (%s kernels) "
+                   "with one thread, %d MPI ranks measuring at once, the slowest rank's rates.\n",
+                host, openblas_get_corename(), size);
+    else
+        fprintf(f, "# Fragment (not a plan), written by `parc calibrate --device %s` on %s: include it INSIDE\n"
+                   "# `cluster { nodes 1; gpus_per_node N; ... }`.  Every figure through the runtime's %s backend "
+                   "(%s), %d rank%s measuring at once, the slowest rank's rates.\n",
+                rt->backend->name, host, rt->backend->name, rt->backend->description, size, size > 1 ? "s" : "");
     fprintf(f, "# GEMM GFLOP/s (the linear op forward + backward, rows x out x in, operands beyond the L2): "
                "64x1024x1024 with 64x64x256 (harmonic mean) %.2f, 256x1024x1024 %.2f, 1024^3 %.2f, 2048^3 %.2f; "
                "sgemm 256x256x64 %.2f\n",
             r->gemm[0] / 1e9, r->gemm[1] / 1e9, r->gemm[2] / 1e9, r->gemm[3] / 1e9, r->attn / 1e9);
-    fprintf(f, "# bf16 GEMM GFLOP/s (the linear op over bf16 tensors: widened to fp32, rounded back), the same shapes: "
-               "%.2f, %.2f, %.2f, %.2f\n",
-            r->gemm16[0] / 1e9, r->gemm16[1] / 1e9, r->gemm16[2] / 1e9, r->gemm16[3] / 1e9);
+    fprintf(f, "# bf16 GEMM GFLOP/s (the linear op over bf16 tensors%s), the same shapes: %.2f, %.2f, %.2f, %.2f\n",
+            widened ? ": widened to fp32, rounded back" : "", r->gemm16[0] / 1e9, r->gemm16[1] / 1e9, r->gemm16[2] / 1e9, r->gemm16[3] / 1e9);
     fprintf(f, "# memory GB/s: triad %.2f", r->triad / 1e9);
     for (int k = 0; k < K_COUNT; k++) fprintf(f, ", %s %.2f", kernel_names[k], r->kernel[k] / 1e9);
     fprintf(f, " (the runtime's kernels, the bytes the cost model charges them)\n");
@@ -588,7 +669,12 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link
     fprintf(f, "; the scores rate that fits both best: %.3f GB/s, the model at", att.scores * hbm / 1e9);
     for (int k = 0; k < ATT_SHAPES; k++) fprintf(f, "%s %.3f", k ? " and" : "", att.model_over_measured[k]);
     fprintf(f, " of them\n");
-    if (size > 1)
+    if (size > 1 && rt)
+        fprintf(f, "# collectives (the runtime's, waited for): %.3g us an 8-byte all-reduce (its mean over the "
+                   "all-reduce's %d steps is the link latency), all-reduce bus bandwidth %.3g GB/s of %.0f MiB (the "
+                   "link's bandwidth)\n",
+                link->sync * 1e6, 2 * (size - 1), link->busbw / 1e9, rt->backend->host_memory ? 16.0 : 256.0);
+    else if (size > 1)
         fprintf(f, "# MPI: latency %.3g us (ping-pong of idle ranks), %.3g us an 8-byte all-reduce after "
                    "compute (its mean over the all-reduce's %d steps is the link latency), bandwidth %.3g "
                    "GB/s, all-reduce bus bandwidth %.3g GB/s\n",
@@ -620,8 +706,9 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link
                    "the model on each %.4g and %.4g KiB, their mean %.4g KiB\n",
                 link->mid_s[0] * 1e6, link->mid_s[1] * 1e6, halves[0] / 1024, halves[1] / 1024, half / 1024);
     if (size > 1)
-        fprintf(f, "# overlap (a started collective under GEMMs, MPI_Test between them, as the runtime runs one): "
+        fprintf(f, "# overlap (a started collective under GEMMs%s, as the runtime runs one): "
                    "%.3f of a 4 MiB all-reduce's time hidden, %.3f of 16 all-gathers of 64 KiB; their mean %.3f\n",
+                rt ? " of 1024^3, the runtime's allreduce_start and allgather_start" : ", MPI_Test between them",
                 link->overlap_share[0], link->overlap_share[1], link->overlap);
     fprintf(f, "gpu { memory %.0f B; bf16 %.6g FLOP/s; fp32 %.6g FLOP/s; hbm %.6g B/s; }\n", memory, peak16, peak,
             hbm);
@@ -639,8 +726,145 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link
             size > 1 ? clamp01(link->busbw / link->bandwidth) : 1.0, half, size > 1 ? link->overlap : 1.0);
 }
 
+/* ---------------------------------------------------------------- --device */
+
+/* The mean seconds of an all-reduce of n floats over the ranks through the
+ * runtime (its backend's collectives: NCCL or MPI on a GPU), `calls` of
+ * them after 3 uncounted ones, each waited for, the slowest rank's. */
+static double op_allreduce_s(struct prt *rt, void *buf, int64_t n, int calls)
+{
+    double t = 0;
+    for (int i = -3; i < calls; i++) {
+        cal_sync(rt);
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = now();
+        prt_allreduce(rt, 0, buf, n, PRT_ARG_DTYPES(PRT_F32));
+        cal_sync(rt);
+        if (i >= 0) t += now() - t0;
+    }
+    t /= calls;
+    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return t;
+}
+
+/* The link between the ranks as the runtime's collectives meet it: an
+ * 8-byte all-reduce (its mean over the all-reduce's 2(n-1) steps is the
+ * latency), the mid sizes, the bus bandwidth of 256 MiB (16 MiB on host
+ * memory), which is also the link's bandwidth; and the two overlap patterns
+ * of measure_overlap through allreduce_start and allgather_start under
+ * matmul ops of 1024^3. */
+static Link device_link(struct prt *rt, int size)
+{
+    Link l = {0};
+    int64_t nbig = (int64_t)(rt->backend->host_memory ? 4 : 64) << 20;
+    void *buf = cal_tensor(rt, nbig, PRT_F32, 0.0f, 0.0f); /* zeros: summed again and again, they stay finite */
+    l.sync = op_allreduce_s(rt, buf, 2, 200);
+    l.latency = l.sync / (2.0 * (size - 1));
+    for (int k = 0; k < MID_SIZES; k++) l.mid_s[k] = op_allreduce_s(rt, buf, (int64_t)mid_floats[k], 50);
+    l.busbw = 2.0 * (size - 1) / size * (double)nbig * sizeof(float) / op_allreduce_s(rt, buf, nbig, 10);
+    l.bandwidth = l.busbw;
+    const int64_t dim = 1024, each = 16384; /* floats: 64 KiB a rank each gather */
+    void *a = cal_tensor(rt, dim * dim, PRT_F32, 0.0f, 1e-3f), *c = cal_tensor(rt, dim * dim, PRT_F32, 0.0f, 0.0f);
+    void *out = cal_tensor(rt, (int64_t)OV_GATHERS * each * size, PRT_F32, 0.0f, 0.0f);
+    for (int pattern = 0; pattern < 2; pattern++) {
+        double share[OV_ROUNDS];
+        for (int round = -1; round < OV_ROUNDS; round++) {
+            double t[3];
+            for (int k = 0; k < 3; k++) { /* the GEMMs alone, the collectives alone, both */
+                cal_sync(rt);
+                MPI_Barrier(MPI_COMM_WORLD);
+                double t0 = now();
+                if (k > 0 && pattern == 0) prt_allreduce_start(rt, 0, buf, (int64_t)1 << 20, PRT_ARG_DTYPES(PRT_F32));
+                for (int g = 0; k > 0 && pattern == 1 && g < OV_GATHERS; g++)
+                    prt_allgather_start(rt, 0, (float *)out + (size_t)g * each * size, (float *)buf + (size_t)g * each,
+                                        1, each, PRT_ARG_DTYPES(PRT_F32, PRT_F32));
+                for (int g = 0; k != 1 && g < (pattern == 0 ? 24 : 6); g++)
+                    prt_matmul_fwd(rt, c, a, a, dim, dim, dim, PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32));
+                if (k > 0 && pattern == 0) prt_comm_wait(rt, buf);
+                for (int g = 0; k > 0 && pattern == 1 && g < OV_GATHERS; g++)
+                    prt_comm_wait(rt, (float *)out + (size_t)g * each * size);
+                cal_sync(rt);
+                t[k] = now() - t0;
+            }
+            MPI_Allreduce(MPI_IN_PLACE, t, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            if (round >= 0) share[round] = t[1] > 0 ? (t[0] + t[1] - t[2]) / t[1] : 1.0;
+        }
+        qsort(share, OV_ROUNDS, sizeof share[0], cmp_double);
+        double mid = share[OV_ROUNDS / 2];
+        l.overlap_share[pattern] = mid < 0 ? 0 : mid > 1 ? 1 : mid;
+    }
+    l.overlap = 0.5 * (l.overlap_share[0] + l.overlap_share[1]);
+    cal_free(rt, buf), cal_free(rt, a), cal_free(rt, c), cal_free(rt, out);
+    return l;
+}
+
+/* `parc_calibrate --device DEV OUT.par`, one rank per device (mpirun -np G,
+ * or alone): every figure through the runtime started on DEV, a mesh of
+ * one axis over the ranks (their count from the launcher's environment:
+ * Open MPI's, or PMI's; 1 without one). */
+/* the device by name, before any runtime or MPI starts (`parc calibrate`
+ * asks first, so that a misspelt name is one line, not one per rank): the
+ * runtime's own refusal lists a training program's options, none of which
+ * this tool takes. 0 when known, else 2 with the names it has. */
+static int known_device(const char *dev)
+{
+    char names[128] = "";
+    int known = !strcmp(dev, "cuda"); /* the runtime says why, when it cannot load it */
+    for (int i = 0; prt_backends[i]; i++) {
+        known |= !strcmp(prt_backends[i]->name, dev);
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", prt_backends[i]->name);
+    }
+    if (known) return 0;
+    fprintf(stderr, "parc calibrate: no device `%s`; this runtime has: %s%s\n", dev, names,
+            strstr(names, "cuda") ? "" : " (and cuda, when built with the CUDA backend)");
+    return 2;
+}
+
+static int calibrate_on_device(int argc, char **argv)
+{
+    if (known_device(argv[2]) != 0) return 2;
+    const char *world = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!world) world = getenv("PMI_SIZE");
+    prt_plan_desc plan;
+    memset(&plan, 0, sizeof plan);
+    plan.plan_name = "parc_calibrate";
+    plan.source_file = "parc_calibrate";
+    plan.naxes = 1;
+    plan.axis_names[0] = "dp";
+    plan.axis_sizes[0] = world && atoll(world) > 0 ? atoll(world) : 1;
+    plan.dp_axis = 0, plan.tp_axis = plan.pp_axis = -1;
+    plan.steps = plan.batch = plan.micro_batch = plan.micro_batches = plan.seq = 1;
+    plan.seed = 1;
+    plan.vocab = 4096;
+    char *av[] = {argv[0], (char *)"--device", argv[2], (char *)"--quiet", NULL};
+    struct prt *rt = prt_init(4, av, &plan);
+    int rank = rt->world_rank, size = rt->world_size, status = 0;
+    Link link = size > 1 ? device_link(rt, size) : (Link){0};
+    Rates r;
+    memset(&r, 0, sizeof r);
+    MPI_Barrier(MPI_COMM_WORLD);
+    measure_compute(rt, &r);
+    MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    if (rank == 0) {
+        FILE *f = fopen(argv[3], "w");
+        if (!f || (write_fragment(f, &r, &link, &link, 1, size, rt), fclose(f) != 0)) {
+            fprintf(stderr, "parc_calibrate: cannot write `%s`\n", argv[3]);
+            status = 1;
+        }
+    }
+    MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    int64_t fin = prt_finalize(rt);
+    return status ? status : (int)fin;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "--known-device")) return known_device(argv[2]);
+    if (argc >= 2 && !strcmp(argv[1], "--device")) {
+        if (argc == 4) return calibrate_on_device(argc, argv);
+        fprintf(stderr, "usage: [mpirun -np G] parc_calibrate --device DEV OUT.par\n");
+        return 2;
+    }
     prt_blas_select(argc, argv); /* may restart this process with the runtime's kernel choice */
     MPI_Init(&argc, &argv);
     int rank, size;
@@ -650,7 +874,8 @@ int main(int argc, char **argv)
     if (argc < 2 || (!link_only && argc - 2 >= MAX_LAUNCHES) || (!link_only && !strcmp(argv[1], "--link"))) {
         if (rank == 0)
             fprintf(stderr, "usage: mpirun -np 2 parc_calibrate OUT.par [LINK...]\n"
-                            "       mpirun -np 2 parc_calibrate --link LINK\n");
+                            "       mpirun -np 2 parc_calibrate --link LINK\n"
+                            "       [mpirun -np G] parc_calibrate --device DEV OUT.par\n");
         MPI_Finalize();
         return 2;
     }
@@ -678,7 +903,7 @@ int main(int argc, char **argv)
     Rates r;
     memset(&r, 0, sizeof r);
     MPI_Barrier(MPI_COMM_WORLD);
-    measure_compute(&r);
+    measure_compute(NULL, &r);
     MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
     if (size > 1) {
         for (int i = 2; i < argc && status == 0; i++) {
@@ -692,7 +917,7 @@ int main(int argc, char **argv)
     Link link = link_of_fast(links, launches);
     if (rank == 0 && status == 0) {
         FILE *f = fopen(argv[1], "w");
-        if (!f || (write_fragment(f, &r, &link, links, launches, size), fclose(f) != 0)) {
+        if (!f || (write_fragment(f, &r, &link, links, launches, size, NULL), fclose(f) != 0)) {
             fprintf(stderr, "parc_calibrate: cannot write `%s`\n", argv[1]);
             status = 1;
         }

@@ -1,8 +1,11 @@
 /*
- * calibrate.c — `parc calibrate [-o FILE]`: runs the measuring program
- * (calibrate/parc_calibrate.c) on two local ranks with the local mpirun, as
- * `parc run` starts programs (one BLAS thread per rank), and reports the
- * cluster fragment it wrote (default cluster.par).  Plans include it inside
+ * calibrate.c — `parc calibrate [-o FILE] [--device DEV [--ranks N]]`: runs
+ * the measuring program (calibrate/parc_calibrate.c) on two local ranks with
+ * the local mpirun, as `parc run` starts programs (one BLAS thread per rank),
+ * and reports the cluster fragment it wrote (default cluster.par).  With
+ * --device it measures through the runtime's backend DEV instead (cuda:
+ * cuBLAS, the GPU kernels, NCCL between the ranks), on one rank, or on N
+ * under mpirun (one per GPU).  Plans include the fragment inside
  * `cluster { nodes 1; gpus_per_node N; include "cluster.par"; }`.
  */
 #include "process.h"
@@ -19,17 +22,32 @@
 
 int calibrate_main(int argc, char **argv)
 {
-    const char *out = "cluster.par";
+    const char *out = "cluster.par", *device = NULL;
+    long ranks = 1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
+        char *end = NULL;
         if (!strcmp(a, "-o") && i + 1 < argc) out = argv[++i];
         else if (!strncmp(a, "-o=", 3) && a[3]) out = a + 3;
         else if (!strncmp(a, "-o", 2) && a[2] && a[2] != '=') out = a + 2;
+        else if (!strcmp(a, "--device") && i + 1 < argc) device = argv[++i];
+        else if (!strncmp(a, "--device=", 9) && a[9]) device = a + 9;
+        else if (!strcmp(a, "--ranks") && i + 1 < argc && (ranks = strtol(argv[i + 1], &end, 10), *end == 0) &&
+                 ranks >= 1 && ranks <= 64)
+            i++;
         else {
-            fprintf(stderr, "parc calibrate: %s `%s`\nusage: parc calibrate [-o cluster.par]\n",
-                    !strcmp(a, "-o") ? "missing the file after" : "unknown argument", a);
+            int valued = !strcmp(a, "-o") || !strcmp(a, "--device") || !strcmp(a, "--ranks");
+            if (!strcmp(a, "--ranks") && i + 1 < argc)
+                fprintf(stderr, "parc calibrate: --ranks takes a whole number from 1 to 64, not `%s`\n", argv[i + 1]);
+            else
+                fprintf(stderr, "parc calibrate: %s `%s`\n", valued ? "missing the value after" : "unknown argument", a);
+            fprintf(stderr, "usage: parc calibrate [-o cluster.par] [--device DEV [--ranks N]]\n");
             return 2;
         }
+    }
+    if (ranks > 1 && !device) {
+        fprintf(stderr, "parc calibrate: --ranks goes with --device (without it the CPU is measured on two ranks)\n");
+        return 2;
     }
 #ifndef PARC_CALIBRATE_EXE
     fprintf(stderr, "parc calibrate: this parc was built without the CPU runtime (MPI and OpenBLAS), so without "
@@ -57,9 +75,33 @@ int calibrate_main(int argc, char **argv)
     }
     env[ne++] = (char *)"OPENBLAS_NUM_THREADS=1";
     env[ne] = NULL;
-    unlink(out);
     int status = 0;
-    for (int launch = 0; launch < LINK_LAUNCHES && status == 0; launch++) {
+    if (device) { /* the name first, in one process, before the old file goes */
+        char *ask[] = {(char *)PARC_CALIBRATE_EXE, (char *)"--known-device", (char *)device, NULL};
+        if ((status = process_run(ask, env, NULL)) != 0) {
+            rmdir(dir);
+            return status == 2 ? 2 : 3;
+        }
+    }
+    unlink(out);
+    if (device) { /* one launch, every figure through the backend */
+        char np[24];
+        snprintf(np, sizeof np, "%ld", ranks);
+        int n = 0;
+        if (ranks > 1) {
+            args[n++] = (char *)PARC_MPIEXEC;
+            args[n++] = (char *)"-np";
+            args[n++] = np;
+            if (cores < ranks) args[n++] = (char *)"--oversubscribe";
+        }
+        args[n++] = (char *)PARC_CALIBRATE_EXE;
+        args[n++] = (char *)"--device";
+        args[n++] = (char *)device;
+        args[n++] = (char *)out;
+        args[n] = NULL;
+        status = process_run(args, env, NULL);
+    }
+    for (int launch = 0; !device && launch < LINK_LAUNCHES && status == 0; launch++) {
         int n = 0;
         args[n++] = (char *)PARC_MPIEXEC;
         args[n++] = (char *)"-np";
@@ -81,7 +123,8 @@ int calibrate_main(int argc, char **argv)
         if (links[i][0]) unlink(links[i]);
     rmdir(dir);
     if (status != 0) {
-        fprintf(stderr, "parc calibrate: %s %s exited with status %d\n", PARC_MPIEXEC, PARC_CALIBRATE_EXE, status);
+        fprintf(stderr, "parc calibrate: %s%s%s exited with status %d\n", device && ranks == 1 ? "" : PARC_MPIEXEC,
+                device && ranks == 1 ? "" : " ", PARC_CALIBRATE_EXE, status);
         return 3;
     }
     FILE *f = fopen(out, "r");

@@ -159,6 +159,8 @@ static const OptSpec search_opts[] = {
 };
 static const OptSpec calibrate_opts[] = {
     {"-o", "FILE", OPT_OUTPUT, "the cluster fragment to write (default cluster.par)"},
+    {"--device", "DEV", OPT_FORWARD, "measure through the runtime's backend DEV (cuda: cuBLAS, its kernels, NCCL)"},
+    {"--ranks", "N", OPT_FORWARD, "with --device: N ranks under mpirun, one per GPU (default 1)"},
     {"--help", NULL, OPT_HELP, "this help"},
 };
 static const OptSpec export_opts[] = {
@@ -182,10 +184,12 @@ static const CmdSpec tools[] = {
      "checks and fits, by the cost model: the first line says how many it considered.  The best are lowered and "
      "explained exactly; each line gives memory, step time, MFU, bubble and bytes per link class.",
      search_opts, COUNT(search_opts)},
-    {"calibrate", "[-o FILE]", "measure this machine as a cluster fragment",
+    {"calibrate", "[-o FILE] [--device DEV [--ranks N]]", "measure this machine as a cluster fragment",
      "Runs the measuring program on two local ranks: GEMM rates over four shape classes, memory bandwidth, and "
      "the latency and bandwidth between the ranks (over four launches), and writes them as a cluster fragment "
-     "that plans include inside `cluster { ... include \"FILE\"; }`.  Exit 3 when it cannot run or write.",
+     "that plans include inside `cluster { ... include \"FILE\"; }`.  With --device every figure is measured "
+     "through that backend of the runtime (cuda: the linear op on cuBLAS, the memory-bound ops and attention on "
+     "the GPU's kernels, the collectives over NCCL between N ranks).  Exit 3 when it cannot run or write.",
      calibrate_opts, COUNT(calibrate_opts)},
     {"export", "CKPT -o OUT [--master] [--names hf|parc]",
      "a checkpoint of any layout as one safetensors file",

@@ -58,6 +58,9 @@ typedef struct prt_backend {
      * collective (a GPU's compute stream waits for the event its start
      * recorded on the communication stream).  NULL: nothing more to wait for. */
     void (*comm_wait)(prt *rt, const void *buf);
+    /* The bytes of memory one rank's device has (NULL: host memory, no
+     * device of its own; parc_calibrate --device writes it as the gpu's). */
+    size_t (*memory_bytes)(prt *rt);
     PRT_CALLS(PRT_BACKEND_SLOT_, _)
 } prt_backend;
 

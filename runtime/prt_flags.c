@@ -57,6 +57,8 @@ void prt_exit_all(prt *rt, int status) {
     exit(status);
 }
 
+/* A bad option: the message and the usage. A device this machine cannot run
+ * (prog NULL) is not a usage error: the message alone, still status 2. */
 static void bad_flag(prt *rt, const char *prog, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
 static void bad_flag(prt *rt, const char *prog, const char *fmt, ...) {
     if (rt->world_rank == 0) {
@@ -66,7 +68,7 @@ static void bad_flag(prt *rt, const char *prog, const char *fmt, ...) {
         vfprintf(stderr, fmt, ap);
         fprintf(stderr, "\n");
         va_end(ap);
-        usage(stderr, prog);
+        if (prog) usage(stderr, prog);
     }
     prt_exit_all(rt, 2);
 }
@@ -170,7 +172,7 @@ void prt_parse_flags(prt *rt, int argc, char **argv) {
     if (!rt->backend) bad_flag(rt, prog, "--device must be one of the backends listed below, got '%s'", want);
     char why[512] = "";
     if (rt->backend->load && !(rt->backend = rt->backend->load(why, sizeof why)))
-        bad_flag(rt, prog, "--device %s: %s; only the CPU runtime (--device cpu) can run here", want, why);
+        bad_flag(rt, NULL, "--device %s: %s; only the CPU runtime (--device cpu) can run here", want, why);
     if (rt->backend->available && !rt->backend->available(why, sizeof why))
-        bad_flag(rt, prog, "--device %s: %s; only the CPU runtime (--device cpu) can run here", want, why);
+        bad_flag(rt, NULL, "--device %s: %s; only the CPU runtime (--device cpu) can run here", want, why);
 }

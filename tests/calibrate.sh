@@ -11,6 +11,10 @@
 # plan that includes it passes check and
 # explains with those efficiencies; the link is the median of the fast ones of
 # 4 launches (each launch's transport its own); a missing -o value is a usage error.
+# --device cpu --ranks 2 measures every figure through the runtime's backend
+# (the path --device cuda takes on a GPU): its peak, shares and link follow
+# from its printed measurements the same way; bad --device/--ranks are usage
+# errors that leave the -o file alone.
 set -u
 parc=$(realpath "$1")
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -129,6 +133,57 @@ ov3=$(awk -v o="${ov:--1}" 'BEGIN { printf "%.3g", o }') # as explain prints it
     fail "explain does not print the calibrated overlap ${ov:-} ($ov3)"
 "$parc" explain "$tmp/plan.par" | grep -q "^  overlap: of the started collectives' time under compute, $ov3 is hidden;" ||
     fail "explain's phases do not say the overlap share $ov3"
+# --device cpu --ranks 2: every figure through the runtime's backend (the
+# path a GPU takes with --device cuda), one launch of two ranks
+"$parc" calibrate --device cpu --ranks 2 -o "$tmp/dev.par" > "$tmp/devout" 2>&1 ||
+    fail "parc calibrate --device cpu --ranks 2 exited with status $?: $(cat "$tmp/devout")"
+d="$tmp/dev.par"
+grep -q '^# Fragment (not a plan), written by `parc calibrate --device cpu` on ' "$d" || fail "--device: no header naming the device: $(head -1 "$d")"
+grep -q "Every figure through the runtime's cpu backend (.*), 2 ranks measuring at once, the slowest rank's rates.$" "$d" ||
+    fail "--device: the header does not say the backend and its 2 ranks: $(sed -n 2p "$d")"
+grep -q '^gpu { memory [0-9]* B; bf16 .* FLOP/s; fp32 .* FLOP/s; hbm .* B/s; }$' "$d" || fail "--device: no gpu line"
+dline=$(grep '^efficiency' "$d")
+echo "$dline" | grep -Eq "^efficiency \{ gemm $n $n $n $n; attention $n; hbm $n; norm $n; activation $n; softmax $n; scores $n; optimizer $n; stream16 $n $n $n $n $n; gemm16 $n $n $n $n; intra $n; inter 1; half_intra $n B; overlap $n; \}\$" ||
+    fail "--device: no efficiency block of the expected keys: $dline"
+for v in $(echo "$dline" | sed 's/[a-z]\+16//g; s/ half_intra [0-9.e+]* B;//' | grep -oE "$n"); do
+    awk -v v="$v" 'BEGIN { exit !(v >= 0 && v <= 1) }' || fail "--device: share $v outside [0, 1]"
+done
+# the peak is the best of the four GEMM classes, each class's share its rate over it
+read -r dg1 dg2 dg3 dg4 < <(sed -n "s/^# GEMM GFLOP\/s (the linear op forward + backward, rows x out x in, operands beyond the L2): 64x1024x1024 with 64x64x256 (harmonic mean) $g, 256x1024x1024 $g, 1024^3 $g, 2048^3 $g; sgemm 256x256x64 [0-9.]*$/\1 \2 \3 \4/p" "$d")
+dpeak=$(sed -n 's/^gpu { .* fp32 \(.*\) FLOP\/s; hbm .*/\1/p' "$d")
+read -r e1 e2 e3 e4 < <(echo "$dline" | sed -n 's/^efficiency { gemm \([0-9.]*\) \([0-9.]*\) \([0-9.]*\) \([0-9.]*\);.*/\1 \2 \3 \4/p')
+awk -v a="${dg1:-0}" -v b="${dg2:-0}" -v c="${dg3:-0}" -v e="${dg4:-0}" -v p="${dpeak:-0}" \
+    -v s1="${e1:-9}" -v s2="${e2:-9}" -v s3="${e3:-9}" -v s4="${e4:-9}" 'BEGIN {
+    m = a; if (b > m) m = b; if (c > m) m = c; if (e > m) m = e
+    ok = m > 0 && (p / 1e9 - m) ^ 2 <= (0.001 * m + 0.01) ^ 2
+    split(a " " b " " c " " e, r, " "); split(s1 " " s2 " " s3 " " s4, s, " ")
+    for (k = 1; k <= 4; k++) ok = ok && (s[k] - r[k] / m) ^ 2 <= (0.001 + 0.001 * s[k]) ^ 2
+    exit !ok }' || fail "--device: fp32 peak $dpeak and gemm shares $e1 $e2 $e3 $e4 are not the classes' $dg1 $dg2 $dg3 $dg4 GFLOP/s over their best"
+# the link from the runtime's own all-reduce: latency the 8-byte all-reduce's
+# time over its 2 steps, bandwidth its bus bandwidth at 16 MiB (host memory)
+read -r dsync dbus < <(sed -n "s/^# collectives (the runtime's, waited for): \([0-9.e+]*\) us an 8-byte all-reduce (its mean over the all-reduce's 2 steps is the link latency), all-reduce bus bandwidth \([0-9.e+]*\) GB\/s of 16 MiB (the link's bandwidth)$/\1 \2/p" "$d")
+read -r dbw dlat < <(sed -n 's/^link intra \([0-9.e+]*\) B\/s \([0-9.e+-]*\) s;$/\1 \2/p' "$d")
+awk -v s="${dsync:-0}" -v u="${dbus:-0}" -v bw="${dbw:-0}" -v l="${dlat:-0}" 'BEGIN {
+    exit !(s > 0 && u > 0 && (l * 1e6 - s / 2) ^ 2 <= (0.01 * s) ^ 2 && (bw / 1e9 - u) ^ 2 <= (0.01 * u) ^ 2) }' ||
+    fail "--device: link $dbw B/s $dlat s is not the runtime's all-reduce ($(grep '^# collectives' "$d"))"
+grep -q "^# overlap (a started collective under GEMMs of 1024^3, the runtime's allreduce_start and allgather_start, as the runtime runs one): [0-9.]* of a 4 MiB all-reduce's time hidden, [0-9.]* of 16 all-gathers of 64 KiB; their mean [0-9.]*$" "$d" ||
+    fail "--device: no overlap through the runtime's started collectives: $(grep '^# overlap' "$d")"
+sed -e "s|include \"$tmp/cluster.par\";|include \"$d\";|" "$tmp/plan.par" > "$tmp/devplan.par"
+"$parc" check "$tmp/devplan.par" > /dev/null || fail "--device: a plan including the fragment does not pass check"
+"$parc" explain "$tmp/devplan.par" --verbose | grep -q "efficiencies the plan's ($d:" ||
+    fail "--device: explain does not name the calibrated efficiencies"
+# usage: --ranks only with --device, from 1 to 64; an unknown device is named
+# in one line, before the old file is touched
+echo keep > "$tmp/keep.par"
+for args in "--ranks 2" "--device cpu --ranks 0" "--device cpu --ranks 65" "--device cpu --ranks two" "--device" "--device nosuch"; do
+    # shellcheck disable=SC2086
+    "$parc" calibrate $args -o "$tmp/keep.par" > "$tmp/uout" 2>&1; rc=$?
+    [ "$rc" = 2 ] || fail "parc calibrate $args exited with $rc, expected 2: $(cat "$tmp/uout")"
+    [ "$(cat "$tmp/keep.par")" = keep ] || fail "parc calibrate $args touched the -o file"
+done
+"$parc" calibrate --device nosuch -o "$tmp/keep.par" 2>&1 | grep -q "^parc calibrate: no device \`nosuch\`; this runtime has: cpu" ||
+    fail "an unknown device is not named with the runtime's devices"
+[ "$("$parc" calibrate --device nosuch -o "$tmp/keep.par" 2>&1 | wc -l)" = 1 ] || fail "an unknown device takes more than one line"
 "$parc" calibrate -o > /dev/null 2>&1; rc=$?
 [ "$rc" = 2 ] || fail "parc calibrate -o without a file exited with $rc, expected 2"
 echo "calibrate: $fails failures"

@@ -78,7 +78,7 @@ for tool in diff search calibrate export; do
     while read -r opt value; do
         [ "$opt" = --help ] && continue
         n=$((n + 1))
-        case $value in K) value=1 ;; "hf|parc") value=hf ;; ?*) value=x ;; esac
+        case $value in K | N) value=1 ;; "hf|parc") value=hf ;; ?*) value=x ;; esac
         out=$("$parc" "$tool" "$opt" ${value:+"$value"} --bogus-zz 2>&1); status=$?
         if [ "$status" != 2 ] || ! printf '%s' "$out" | grep -q -- "--bogus-zz"; then
             echo "FAIL $tool's help lists $opt, which its parser does not take: exit $status: $out"

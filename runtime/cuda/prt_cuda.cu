@@ -212,6 +212,13 @@ char *prt_cuda_alloc_zero(prt *rt, size_t bytes, const char *what) {
     return (char *)p;
 }
 
+size_t prt_cuda_memory_bytes(prt *rt) {
+    (void)rt;
+    size_t free_b = 0, total_b = 0;
+    PRT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return total_b;
+}
+
 void prt_cuda_free(void *p) {
     if (p) PRT_CUDA_CHECK(cudaFree(p));
 }

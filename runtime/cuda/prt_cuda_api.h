@@ -31,6 +31,7 @@ void prt_cuda_sync(prt *rt);              /* waits for every op issued so far */
 const char *prt_cuda_collectives(prt *rt);   /* "nccl" or "mpi" */
 char *prt_cuda_alloc_zero(prt *rt, size_t bytes, const char *what);   /* cudaMalloc + zero; not booked */
 void prt_cuda_free(void *p);
+size_t prt_cuda_memory_bytes(prt *rt);     /* the device's memory (cudaMemGetInfo's total) */
 /* Copies ordered after every op issued so far; they return when the copy is done. */
 void prt_cuda_h2d(prt *rt, void *dst, const void *src, size_t bytes);
 void prt_cuda_d2h(prt *rt, void *dst, const void *src, size_t bytes);

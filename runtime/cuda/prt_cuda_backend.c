@@ -247,5 +247,6 @@ const prt_backend prt_backend_cuda = {
     .download = prt_cuda_d2h,
     .copy_bytes = prt_cu_copy_bytes,
     .comm_wait = prt_cu_comm_wait,
+    .memory_bytes = prt_cuda_memory_bytes,
     PRT_CALLS(CU_SLOT_, _)
 };
