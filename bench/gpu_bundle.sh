@@ -5,8 +5,11 @@
 # with.  Built from BUILD_DIR (default build/, which .ci/build makes with the
 # CUDA backend) into OUT_DIR (default BUILD_DIR/gpu-bundle):
 #   bin/   the check's plans as one-rank programs (the single-process runtime:
-#          no MPI), each also the CPU reference of itself (--device cpu), and
-#          test_gpu_ops (every CUDA op against the CPU path);
+#          no MPI), each also the CPU reference of itself (--device cpu),
+#          test_gpu_ops (every CUDA op against the CPU path) and
+#          parc_calibrate (`parc calibrate --device DEV` on one rank without
+#          MPI: parc_calibrate --device cuda OUT.par writes the GPU's cluster
+#          fragment);
 #   lib/   the CUDA backend module (libparc_cuda_serial.so, dlopened for
 #          --device cuda) and every library those need that is not glibc's,
 #          GCC's (libgcc_s, libstdc++) or the CUDA toolkit's and NCCL's, which
@@ -30,6 +33,8 @@ ops=$build/tests/gpu_test_gpu_ops
 [ -x "$parc" ] || die "no $parc: build parc first (.ci/build)"
 [ -e "$module" ] || die "no $module: this build has the CUDA backend OFF (see $build.configure.log)"
 [ -x "$ops" ] || die "no $ops"
+calib=$build/calibrate/parc_calibrate_serial
+[ -x "$calib" ] || die "no $calib"
 plans=(examples/tiny_single.par examples/tiny_bf16.par bench/plans/gpt2_124m_gpu.par)
 
 rm -rf "$out"
@@ -41,6 +46,7 @@ for p in "${plans[@]}"; do
 done
 rm -f "$out/build.log"
 cp "$ops" "$out/bin/test_gpu_ops"
+cp "$calib" "$out/bin/parc_calibrate"
 cp "$module" "$out/lib/"
 strip --strip-debug "$out"/bin/* "$out"/lib/*
 

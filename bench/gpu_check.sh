@@ -18,7 +18,10 @@
 #   3. --memory on the GPU: measured ledger == the compiler's per class;
 #   4. throughput of gpt2_124m_gpu (tokens/s, MFU at 989 TFLOP/s bf16) vs
 #      PyTorch eager on the same GPU in the same run (torch.compile too with
-#      GPU_CHECK_COMPILE=1).
+#      GPU_CHECK_COMPILE=1);
+#   5. bin/parc_calibrate --device cuda: the GPU measured through the CUDA
+#      backend as a cluster fragment (peaks, shape classes' efficiencies),
+#      kept as bench/results/gpu-calibrate-<date>.par (information).
 # Fallback: when the bundle's CUDA module or programs do not run here (a
 # driver, toolkit or C library the bundle was not built for), bench/gpu_build.sh
 # compiles the CUDA module and test_gpu_ops here with nvcc and cmake (no MPI,
@@ -52,10 +55,11 @@ T_CURVE=12        # one program's run on the CPU or the GPU (2 plans x 2)
 T_MEM=15          # --memory of the tiny plans; gpt2_124m_gpu gets 2 x T_MEM
 T_GPT2=45         # gpt2_124m_gpu's 8 steps
 T_TORCH=45        # PyTorch eager on the same model (GPU_CHECK_COMPILE=1 adds 120 s, outside the budget)
+T_CALIB=30        # bin/parc_calibrate --device cuda (cuBLAS GEMM classes, the ops' bandwidths, attention)
 budget() {  # the sum of the timeouts on a path: $1 = bundle | rebuilt | build-only
     local common=$((2 * T_QUERY + T_PY))
     case $1 in
-    bundle) echo $((common + T_PROBE + 2 * T_OPS + 4 * T_CURVE + 4 * T_MEM + T_GPT2 + T_TORCH)) ;;
+    bundle) echo $((common + T_PROBE + 2 * T_OPS + 4 * T_CURVE + 4 * T_MEM + T_GPT2 + T_TORCH + T_CALIB)) ;;
     rebuilt) echo $((common + 2 * T_PROBE + T_BUILD + 2 * T_OPS + 4 * T_CURVE + 4 * T_MEM)) ;;
     build-only) echo $((common + 2 * T_PROBE + T_BUILD + 2 * T_OPS)) ;;
     esac
@@ -251,6 +255,20 @@ for mode in $modes; do
             info "$secs" "$limit"
     else row "torch $mode ($PY)" "no comparison: $(tail -1 "$tmp/torch_$mode.out")" info "$secs" "$limit"; fi
 done
+
+echo "== 5. parc calibrate --device cuda (the GPU as a cluster fragment)"
+cal=bench/results/gpu-calibrate-$(date -u +%Y-%m-%d).par
+timed "$T_CALIB" "$tmp/calib.out" "$bin/parc_calibrate" --device cuda "$tmp/calib.par"
+if [ $rc = 0 ] && grep -q '^gpu {' "$tmp/calib.par" 2> /dev/null; then
+    cp "$tmp/calib.par" "$cal"
+    cat "$cal"
+    peaks=$(sed -n 's/^gpu { memory \([0-9]*\) B; bf16 \(.*\) FLOP\/s; fp32 \(.*\) FLOP\/s; hbm \(.*\) B\/s; }$/\1 \2 \3 \4/p' "$cal" |
+        awk '{ printf "bf16 %.0f, fp32 %.0f TFLOP/s; hbm %.0f GB/s; %.0f GiB", $2 / 1e12, $3 / 1e12, $4 / 1e9, $1 / 2^30 }')
+    row "calibrate --device cuda (written to $cal)" "$peaks" info "$secs" "$T_CALIB"
+else
+    row "calibrate --device cuda" "exit $rc: $(tail -1 "$tmp/calib.out")" info "$secs" "$T_CALIB"
+    tail -5 "$tmp/calib.out"
+fi
 
 echo; cat "$out"; echo; echo "written to $out"
 echo "gpu_check: $([ $fail = 0 ] && echo ok || echo FAIL)"

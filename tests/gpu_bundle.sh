@@ -9,7 +9,9 @@
 #   3. its CPU parts run in a root holding only the bundle and those base
 #      libraries (chroot): tiny_single and tiny_bf16 train 3 steps on the CPU
 #      with falling loss; --device cuda there exits 2 naming what it could
-#      not load (the toolkit is not in that root).
+#      not load (the toolkit is not in that root); parc_calibrate --device cpu
+#      writes a one-rank fragment there, and --device cuda is refused in one
+#      line naming libcudart.
 # Exit 0 when all hold; 77 when the build has no CUDA backend (no bundle to
 # make) or part 3 cannot chroot here.
 set -uo pipefail
@@ -32,7 +34,7 @@ while read -r size hash file; do
     [ "$(sha256sum "$bundle/$file" | cut -c1-16)" = "$hash" ] || bad "$file: hash differs from MANIFEST"
 done < <(grep -E '^ *[0-9]+ [0-9a-f]{16} ' "$bundle/MANIFEST")
 [ "$listed" = "$(cd "$bundle" && find bin lib dev -type f | wc -l)" ] || bad "MANIFEST lists $listed files, the bundle holds others"
-for p in tiny_single tiny_bf16 gpt2_124m_gpu test_gpu_ops; do
+for p in tiny_single tiny_bf16 gpt2_124m_gpu test_gpu_ops parc_calibrate; do
     [ -x "$bundle/bin/$p" ] || { bad "no bin/$p"; continue; }
     readelf -d "$bundle/bin/$p" | grep NEEDED | grep -Eq 'libmpi|libopen-pal' && bad "bin/$p needs MPI"
 done
@@ -81,5 +83,18 @@ head -1 "$tmp/cuda.out"
 [ $rc = 2 ] || bad "--device cuda without the toolkit: exit $rc, want 2"
 grep -q "cannot load the CUDA backend libparc_cuda_serial.so: .*libcudart" "$tmp/cuda.out" ||
     bad "--device cuda without the toolkit: the message does not name libcudart"
+# parc_calibrate: the fragment through the CPU backend in the bare root, and
+# --device cuda there refused in one line naming what it could not load
+run parc_calibrate --device cpu /tmp/cal.par > "$tmp/cal.out" 2>&1; rc=$?
+[ $rc = 0 ] || bad "parc_calibrate --device cpu in the bare root: exit $rc: $(tail -3 "$tmp/cal.out")"
+grep -q '^# Fragment (not a plan), written by `parc calibrate --device cpu`' "$tmp/root/tmp/cal.par" 2> /dev/null &&
+    grep -q "backend (.*), 1 rank measuring at once" "$tmp/root/tmp/cal.par" &&
+    grep -q '^gpu { memory [0-9]* B; bf16 .* FLOP/s; fp32 .* FLOP/s; hbm .* B/s; }$' "$tmp/root/tmp/cal.par" &&
+    grep -q '^efficiency { gemm [0-9.]* [0-9.]* [0-9.]* [0-9.]*; attention ' "$tmp/root/tmp/cal.par" ||
+    bad "parc_calibrate --device cpu wrote no one-rank fragment: $(head -c 300 "$tmp/root/tmp/cal.par" 2> /dev/null)"
+run parc_calibrate --device cuda /tmp/cal2.par > "$tmp/cal2.out" 2>&1; rc=$?
+[ $rc = 2 ] && [ "$(wc -l < "$tmp/cal2.out")" = 1 ] && grep -q "cannot load the CUDA backend libparc_cuda_serial.so: .*libcudart" "$tmp/cal2.out" ||
+    bad "parc_calibrate --device cuda without the toolkit: exit $rc, not one line naming libcudart: $(head -3 "$tmp/cal2.out")"
+[ -e "$tmp/root/tmp/cal2.par" ] && bad "parc_calibrate --device cuda wrote a fragment it did not measure"
 [ $fail = 0 ] && echo "gpu_bundle: ok"
 exit $fail

@@ -339,6 +339,25 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
     return rc;
 }
 
+/* Each request in turn, as MPI_Test and MPI_Wait; statuses may be MPI_STATUSES_IGNORE. */
+int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuses[]) {
+    *flag = 1;
+    for (int i = 0; i < count; i++) {
+        int one = 0, rc = MPI_Test(&requests[i], &one, statuses ? &statuses[i] : MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return rc;
+        *flag &= one;
+    }
+    return MPI_SUCCESS;
+}
+
+int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+    for (int i = 0; i < count; i++) {
+        int rc = MPI_Wait(&requests[i], statuses ? &statuses[i] : MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_SUCCESS;
+}
+
 /* A pending receive is dropped: the MPI_Wait that follows completes at once. */
 int MPI_Cancel(MPI_Request *request) {
     if (*request == MPI_REQUEST_NULL) return MPI_SUCCESS;
