@@ -70,8 +70,9 @@ for m in $MODELS; do
     variant "$base" "$m.single" "dp 1;" "batch -> dp;"
     variant "$base" "$m.even" "pp 2;" "layers -> pp schedule 1f1b;"
     variant "$base" "$m.balance" "pp 2;" "layers -> pp schedule 1f1b; balance auto;"
+    variant "$base" "$m.inter" "pp 2;" "layers -> pp schedule interleaved 2;"
     ok=1
-    for v in single even balance; do
+    for v in single even balance inter; do
         "$parc" build "$tmp/$m.$v.par" -o "$tmp/$m.$v" > "$tmp/$m.$v.build" 2>&1 ||
             { echo "parc build $m.$v failed:"; cat "$tmp/$m.$v.build"; ok=0; }
     done
@@ -84,7 +85,7 @@ for m in $MODELS; do
     [ "$ok" = 1 ] || continue
     echo
     echo "$m: $("$parc" explain "$tmp/$m.single.par" | awk '/^  parameters/ { print $2 }') parameters"
-    for v in even balance; do
+    for v in even balance inter; do
         echo "  pp 2, $v split:"
         "$parc" explain "$tmp/$m.$v.par" | grep -E '^  stage [0-9]+ +layers|^  balanced:' | sed 's/^/  /'
     done
@@ -92,15 +93,18 @@ for m in $MODELS; do
         "$MPIRUN" --bind-to none -np 1 "$tmp/$m.single" --steps "$STEPS" > "$tmp/$m.single.$r.log" 2>&1
         "$MPIRUN" -np 2 "$tmp/$m.even" --steps "$STEPS" > "$tmp/$m.even.$r.log" 2>&1
         "$MPIRUN" -np 2 "$tmp/$m.balance" --steps "$STEPS" > "$tmp/$m.balance.$r.log" 2>&1
+        "$MPIRUN" -np 2 "$tmp/$m.inter" --steps "$STEPS" > "$tmp/$m.inter.$r.log" 2>&1
         if [ -n "$peer" ]; then
             "$MPIRUN" -np 2 "$tmp/$m.peer_even" --steps "$STEPS" > "$tmp/$m.peer_even.$r.log" 2>&1
             "$MPIRUN" -np 2 "$tmp/$m.peer_balance" --steps "$STEPS" > "$tmp/$m.peer_balance.$r.log" 2>&1
         fi
     done
     s=$(median_ms "$tmp/$m".single.*.log); e=$(median_ms "$tmp/$m".even.*.log); b=$(median_ms "$tmp/$m".balance.*.log)
-    printf '  %-28s %10s ms/step\n' "one rank" "$s" "pp 2, even split" "$e" "pp 2, balance auto" "$b"
+    i=$(median_ms "$tmp/$m".inter.*.log)
+    printf '  %-28s %10s ms/step\n' "one rank" "$s" "pp 2, even split" "$e" "pp 2, balance auto" "$b" "pp 2, interleaved 2" "$i"
     echo "  pp 2 even / one rank:        $(ratio "$e" "$s")   (bound from explain's busy times $(bound "$tmp/$m.even.par"))"
     echo "  pp 2 balance auto / one rank: $(ratio "$b" "$s")   (bound $(bound "$tmp/$m.balance.par"); target 1.6x on 8 micro-batches)"
+    echo "  pp 2 interleaved 2 / one rank: $(ratio "$i" "$s")   (bound $(bound "$tmp/$m.inter.par"))"
     echo "  balance auto / even:          $(ratio "$b" "$e")"
     if [ -n "$peer" ]; then
         pe=$(median_ms "$tmp/$m".peer_even.*.log); pb=$(median_ms "$tmp/$m".peer_balance.*.log)
