@@ -106,38 +106,43 @@ static double triad_rate(size_t n)
  * fills, and the efficiency each becomes. */
 enum { K_ADD, K_NORM, K_GELU, K_SOFTMAX, K_ADAMW, K_COUNT };
 static const char *const kernel_names[K_COUNT] = {"add", "layer norm", "GELU", "cross-entropy", "AdamW"};
+/* The fp32 elements a pass of each class moves per element, as the cost
+ * model charges it (compiler/cost.c's stream_rows): the add's 2 reads and a
+ * write; forward and backward passes of a norm and of GELU; the loss's max,
+ * sum of exp and gradient; AdamW's weights, gradients and both moments read
+ * and written.  kernel_pass and op_rates both charge these. */
+static const double kernel_floats[K_COUNT] = {3, 5, 5, 4, 8};
 
 /* One pass of kernel k over n elements (rows of 256, or of 4096 logits),
  * each backward writing its input gradient as the first writer does;
- * returns the bytes the cost model charges for it (compiler/cost.c's
- * stream_rows: forward and backward passes over the elements; the
- * optimizer's weights, gradients and both moments read and written). */
+ * returns the bytes the cost model charges for it (kernel_floats). */
 static double kernel_pass(int k, size_t n, float *x, float *y, float *z, float *w, int32_t *targets)
 {
     const int64_t C = 256, V = 4096;
     switch (k) {
-    case K_ADD: prt_fast_add(z, x, y, (int64_t)n); return 3.0 * n * sizeof(float);
+    case K_ADD: prt_fast_add(z, x, y, (int64_t)n); break;
     case K_NORM: {
         int64_t N = (int64_t)n / C;
         float *mean = w, *rstd = w + N, *g = w + 2 * N, *b = g + C, *dg = b + C, *db = dg + C;
         prt_fast_layernorm_fwd(z, mean, rstd, x, g, b, N, C, 1e-5);
         prt_fast_layernorm_bwd(y, dg, db, z, x, g, mean, rstd, N, C, 1);
-        return 5.0 * n * sizeof(float);
+        break;
     }
     case K_GELU:
         prt_fast_gelu_fwd(z, x, (int64_t)n);
         prt_fast_gelu_bwd(y, x, z, (int64_t)n, 1);
-        return 5.0 * n * sizeof(float);
+        break;
     case K_SOFTMAX: {
         int64_t N = (int64_t)n / V;
         prt_fast_row_max(w, x, N, V);
         prt_fast_row_sumexp(w + N, w + 2 * N, x, w, targets, N, V, 0);
         for (int64_t r = 0; r < N; r++) w[4 * N + 2 * r + 1] = w[r] + logf(w[N + r]);
         prt_fast_xent_bwd(z, x, w + 4 * N, targets, N, V, 0, 1.0f / (float)N, 1);
-        return 4.0 * n * sizeof(float);
+        break;
     }
-    default: prt_fast_adamw(x, y, z, w, (int64_t)n, 1, 1e-3, 0.9, 0.95, 1e-8, 0.0); return 8.0 * n * sizeof(float);
+    default: prt_fast_adamw(x, y, z, w, (int64_t)n, 1, 1e-3, 0.9, 0.95, 1e-8, 0.0);
     }
+    return kernel_floats[k] * (double)n * sizeof(float);
 }
 
 /* Bytes per second of each kernel over n elements, best of 5 passes. */
@@ -336,6 +341,23 @@ static void overlap_post(int pattern, float *buf, float *out, size_t n, MPI_Requ
                        (int)each, MPI_FLOAT, MPI_COMM_WORLD, &req[g]);
 }
 
+/* The share of the collectives' time hidden under the GEMMs, from the
+ * slowest rank's times t = {GEMMs alone, collectives alone, both}:
+ * (W + C - T) / C; 1 when the collectives took no time. */
+static double hidden_share(double t[3])
+{
+    MPI_Allreduce(MPI_IN_PLACE, t, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return t[1] > 0 ? (t[0] + t[1] - t[2]) / t[1] : 1.0;
+}
+
+/* The median of OV_ROUNDS shares (sorted in place), within [0, 1]. */
+static double median_share(double r[OV_ROUNDS])
+{
+    qsort(r, OV_ROUNDS, sizeof r[0], cmp_double);
+    double mid = r[OV_ROUNDS / 2];
+    return mid < 0 ? 0 : mid > 1 ? 1 : mid;
+}
+
 static double overlap_round(int pattern, int gemms, float *a, float *c, float *buf, float *out, size_t n, int size,
                             int dim)
 {
@@ -354,8 +376,7 @@ static double overlap_round(int pattern, int gemms, float *a, float *c, float *b
         if (k > 0) MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
         t[k] = now() - t0;
     }
-    MPI_Allreduce(MPI_IN_PLACE, t, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return t[1] > 0 ? (t[0] + t[1] - t[2]) / t[1] : 1.0;
+    return hidden_share(t);
 }
 
 static double measure_overlap(int size, double share[2])
@@ -371,8 +392,7 @@ static double measure_overlap(int size, double share[2])
             double v = overlap_round(pattern, pattern == 0 ? 24 : 6, a, c, buf, out, count, size, dim);
             if (k >= 0) r[k] = v;
         }
-        qsort(r, OV_ROUNDS, sizeof r[0], cmp_double);
-        share[pattern] = r[OV_ROUNDS / 2] < 0 ? 0 : r[OV_ROUNDS / 2] > 1 ? 1 : r[OV_ROUNDS / 2];
+        share[pattern] = median_share(r);
     }
     free(a), free(c), free(buf), free(out);
     return 0.5 * (share[0] + share[1]);
@@ -398,7 +418,7 @@ static const int gemm_dims[4][3] = {{64, 1024, 1024}, {256, 1024, 1024}, {1024, 
  * ops over n elements (rows of 256, or of 4096 logits), as kernel_pass
  * charges them, best of 5 waited-for passes after one: the add, layer norm
  * forward and backward, GELU forward and backward, the cross-entropy's
- * forward and backward, AdamW; and, in *scores_rate, FLOP/s of the scores
+ * forward and backward, AdamW (kernel_floats); and, in *scores_rate, FLOP/s of the scores
  * GEMM of one head (T x T by head_dim 64, T = 256) through the matmul op. */
 static void op_rates(struct prt *rt, int64_t n, double *rates, double *scores_rate)
 {
@@ -413,35 +433,30 @@ static void op_rates(struct prt *rt, int64_t n, double *rates, double *scores_ra
     for (int k = 0; k < K_COUNT; k++) {
         rates[k] = 0;
         for (int rep = -1; rep < 5; rep++) {
-            double bytes = 0;
             cal_sync(rt);
             double t0 = now();
             switch (k) {
-            case K_ADD: prt_add_fwd(rt, z, x, y, n, PRT_ARG_DTYPES(F, F, F)), bytes = 3.0 * n * sizeof(float); break;
+            case K_ADD: prt_add_fwd(rt, z, x, y, n, PRT_ARG_DTYPES(F, F, F)); break;
             case K_NORM:
                 prt_layernorm_fwd(rt, z, st, st + n / C * sizeof(float), x, g, bias, n / C, C,
                                   PRT_ARG_DTYPES(F, F, F, F, F, F));
                 prt_layernorm_bwd(rt, y, dg, db, z, x, g, st, st + n / C * sizeof(float), n / C, C,
                                   PRT_ARG_DTYPES(W, F, F, F, F, F, F, F));
-                bytes = 5.0 * n * sizeof(float);
                 break;
             case K_GELU:
                 prt_gelu_fwd(rt, z, x, n, PRT_ARG_DTYPES(F, F));
                 prt_gelu_bwd(rt, y, x, z, n, PRT_ARG_DTYPES(W, F, F));
-                bytes = 5.0 * n * sizeof(float);
                 break;
             case K_SOFTMAX:
                 prt_xent_fwd(rt, loss, st, x, targets, n / V, V, 0, -1, PRT_ARG_DTYPES(F, F, F, PRT_I32));
                 prt_xent_bwd(rt, z, x, st, targets, n / V, V, 0, 1.0 / (double)(n / V),
                              PRT_ARG_DTYPES(W, F, F, PRT_I32));
-                bytes = 4.0 * n * sizeof(float);
                 break;
             default:
                 prt_adamw(rt, x, NULL, y, m, v, n, 1, 1e-3, 0.9, 0.95, 1e-8, 0.0, PRT_ARG_DTYPES(F, F, F, F, F));
-                bytes = 8.0 * n * sizeof(float);
             }
             cal_sync(rt);
-            double t = now() - t0;
+            double t = now() - t0, bytes = kernel_floats[k] * (double)n * sizeof(float);
             if (rep >= 0 && bytes / t > rates[k]) rates[k] = bytes / t;
         }
     }
@@ -786,23 +801,17 @@ static Link device_link(struct prt *rt, int size)
                 cal_sync(rt);
                 t[k] = now() - t0;
             }
-            MPI_Allreduce(MPI_IN_PLACE, t, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            if (round >= 0) share[round] = t[1] > 0 ? (t[0] + t[1] - t[2]) / t[1] : 1.0;
+            double v = hidden_share(t); /* every rank, the warm round too: it all-reduces */
+            if (round >= 0) share[round] = v;
         }
-        qsort(share, OV_ROUNDS, sizeof share[0], cmp_double);
-        double mid = share[OV_ROUNDS / 2];
-        l.overlap_share[pattern] = mid < 0 ? 0 : mid > 1 ? 1 : mid;
+        l.overlap_share[pattern] = median_share(share);
     }
     l.overlap = 0.5 * (l.overlap_share[0] + l.overlap_share[1]);
     cal_free(rt, buf), cal_free(rt, a), cal_free(rt, c), cal_free(rt, out);
     return l;
 }
 
-/* `parc_calibrate --device DEV OUT.par`, one rank per device (mpirun -np G,
- * or alone): every figure through the runtime started on DEV, a mesh of
- * one axis over the ranks (their count from the launcher's environment:
- * Open MPI's, or PMI's; 1 without one). */
-/* the device by name, before any runtime or MPI starts (`parc calibrate`
+/* The device by name, before any runtime or MPI starts (`parc calibrate`
  * asks first, so that a misspelt name is one line, not one per rank): the
  * runtime's own refusal lists a training program's options, none of which
  * this tool takes. 0 when known, else 2 with the names it has. */
@@ -820,7 +829,11 @@ static int known_device(const char *dev)
     return 2;
 }
 
-static int calibrate_on_device(int argc, char **argv)
+/* `parc_calibrate --device DEV OUT.par`, one rank per device (mpirun -np G,
+ * or alone): every figure through the runtime started on DEV, a mesh of
+ * one axis over the ranks (their count from the launcher's environment:
+ * Open MPI's, or PMI's; 1 without one). */
+static int calibrate_on_device(char **argv)
 {
     if (known_device(argv[2]) != 0) return 2;
     const char *world = getenv("OMPI_COMM_WORLD_SIZE");
@@ -861,7 +874,7 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--known-device")) return known_device(argv[2]);
     if (argc >= 2 && !strcmp(argv[1], "--device")) {
-        if (argc == 4) return calibrate_on_device(argc, argv);
+        if (argc == 4) return calibrate_on_device(argv);
         fprintf(stderr, "usage: [mpirun -np G] parc_calibrate --device DEV OUT.par\n");
         return 2;
     }
