@@ -13,14 +13,21 @@
 # ratios pp 2 / one rank for both splits and balanced / even.  Where balance auto
 # keeps the even split the two pp 2 programs are the same, and their ratio is the
 # run's noise.  Beside each pp 2 ratio, the bound that explain's per-stage busy
-# times put on it: one rank does the work of both stages, sum(busy), while 1F1B
-# on p stages with m micro-batches takes at least the slowest stage's work
-# plus its share of the bubble, max(busy) (m + p - 1) / m (the (p - 1) / m
-# bubble of GPipe and 1F1B: Huang et al. 2019, Narayanan et al. 2021).  With a
+# times put on it: one rank does the work of both stages, sum(busy), while the
+# slowest stage cannot start before the first work item has passed through the
+# others nor finish before the last one's backward has passed back through
+# them, so the step takes at least max(busy) + (sum(busy) - max(busy)) / n, n
+# the work items a stage runs (explain's "(n x ...)": m micro-batches, m v
+# with v interleaved chunks).  With equal stages this is the (p - 1) / (v m)
+# bubble of GPipe, 1F1B and the interleaved schedule (Huang et al. 2019,
+# Narayanan et al. 2021); a lighter stage's share of it is its own work.  With a
 # second parc (PEER, e.g. another checkout's build) its two pp 2 programs run
 # in the same rounds and their ratio to ours is printed.  Measures; does not
 # pass or fail.
-#   usage: bench/bench_pipeline.sh [build/parc [PEER]]      env: STEPS (5), ROUNDS (1), MODELS
+# The pp 2 runs use Open MPI's copy-in/out shared-memory transport (as every
+# bench here); TRANSPORT=default leaves Open MPI's own choice (its single-copy
+# path where the kernel allows it), as `parc run` and the programs get it.
+#   usage: bench/bench_pipeline.sh [build/parc [PEER]]      env: STEPS (5), ROUNDS (1), MODELS, TRANSPORT
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/bench/lib.sh"
@@ -30,7 +37,13 @@ STEPS=${STEPS:-5}
 ROUNDS=${ROUNDS:-1}
 MODELS=${MODELS:-"gpt_bench_41m gpt_bench_41m_vocab16k"}
 [ "$STEPS" -ge 4 ] || STEPS=4
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+TRANSPORT=${TRANSPORT:-copy}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+case $TRANSPORT in
+    copy) export OMPI_MCA_btl_vader_single_copy_mechanism=none ;;
+    default) unset OMPI_MCA_btl_vader_single_copy_mechanism ;;
+    *) echo "bench_pipeline: TRANSPORT is copy or default, not '$TRANSPORT'" >&2; exit 2 ;;
+esac
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 MPIRUN=$(command -v mpirun || true)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -40,13 +53,13 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || a + 0 <= 0) print "n/a"; else printf "%.2fx", b / a }'; }
 
-# bound PLAN: sum(busy) / (max(busy) (m + p - 1) / m) from explain's pipeline
-# section ("stage S ... busy X s per step (M x ...)" lines)
+# bound PLAN: sum(busy) / (max(busy) + (sum(busy) - max(busy)) / n) from
+# explain's pipeline section ("stage S ... busy X s per step (n x ...)" lines)
 bound() {
     "$parc" explain "$1" | awk '/^  stage [0-9]+ .*busy [0-9.e+-]+ s per step \([0-9]+ x/ {
-            for (i = 1; i <= NF; i++) if ($i == "busy") b = $(i + 1); else if ($i == "step" && $(i + 1) ~ /^\(/) m = substr($(i + 1), 2)
+            for (i = 1; i <= NF; i++) if ($i == "busy") b = $(i + 1); else if ($i == "step" && $(i + 1) ~ /^\(/) n = substr($(i + 1), 2)
             sum += b; if (b > max) max = b; p++ }
-        END { if (p < 2 || max <= 0) print "n/a"; else printf "%.2fx", sum / (max * (m + p - 1) / m) }'
+        END { if (p < 2 || max <= 0 || n <= 0) print "n/a"; else printf "%.2fx", sum / (max + (sum - max) / n) }'
 }
 
 # variant BASE NAME MESH LAYOUT: the base plan with batch 8 as 8 micro-batches of
@@ -64,7 +77,7 @@ variant() {
 }
 
 echo "parc bench_pipeline — $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(getconf _NPROCESSORS_ONLN) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "  one BLAS thread per rank; batch 8 = 8 micro-batches of 1 sample (256 tokens); ms/step = median of steps 3..$STEPS over $ROUNDS round(s)"
+echo "  one BLAS thread per rank; pp 2 over Open MPI's $([ "$TRANSPORT" = copy ] && echo "copy-in/out" || echo "default") shared-memory transport; batch 8 = 8 micro-batches of 1 sample (256 tokens); ms/step = median of steps 3..$STEPS over $ROUNDS round(s)"
 for m in $MODELS; do
     base=$root/bench/plans/$m.par
     variant "$base" "$m.single" "dp 1;" "batch -> dp;"
