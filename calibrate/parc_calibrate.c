@@ -107,7 +107,7 @@ static double triad_rate(size_t n)
 enum { K_ADD, K_NORM, K_GELU, K_SOFTMAX, K_ADAMW, K_COUNT };
 static const char *const kernel_names[K_COUNT] = {"add", "layer norm", "GELU", "cross-entropy", "AdamW"};
 /* The fp32 elements a pass of each class moves per element, as the cost
- * model charges it (compiler/cost.c's stream_rows): the add's 2 reads and a
+ * model charges it (the traffic of compiler/ops.c's rows): the add's 2 reads and a
  * write; forward and backward passes of a norm and of GELU; the loss's max,
  * sum of exp and gradient; AdamW's weights, gradients and both moments read
  * and written.  kernel_pass and op_rates both charge these. */

@@ -147,7 +147,6 @@ static const char *const block_words[] = {"transformer", "mlp", "gpt2", "llama"}
 static const char *const precision_words[] = {"fp32", "bf16", "fp16"};
 static const char *const optimizer_words[] = {"adamw", "adam", "sgd"};
 static const char *const schedule_words[] = {"none", "gpipe", "1f1b", "interleaved"};
-static const char *const recompute_words[] = {"none", "selective", "full"};
 static const char *const balance_words[] = {"even", "auto"}; /* ORDER: BALANCE_EVEN, BALANCE_AUTO */
 static const char *const grad_overlap_words[] = {"on", "off"}; /* ORDER: Layout.grad_overlap_off 0, 1 */
 static const char *const bool_words[] = {"false", "true"};

@@ -857,7 +857,7 @@ void check_layout(Check *c, const Stmt *sec)
         }
         case LY_RECOMPUTE: {
             l->recompute_loc = check_stmt_span(st);
-            int w = check_read_word_stmt(c, st, recompute_words, COUNT_OF(recompute_words), LAYOUT_usage[k]);
+            int w = check_read_word_stmt(c, st, recompute_names, COUNT_OF(recompute_names), LAYOUT_usage[k]);
             if (w >= 0) l->recompute = w;
             break;
         }

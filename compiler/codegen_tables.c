@@ -11,19 +11,6 @@
 
 /* ---------------------------------------------------------------- runtime tables */
 
-/* ---------------------------------------------------------------- runtime tables */
-
-const char *const rt_fn_names[RT_FN_COUNT] = {
-#define X(name, sig) #name,
-    PRT_OPS(X)
-#undef X
-};
-const char *const rt_fn_sigs[RT_FN_COUNT] = {
-#define X(name, sig) sig,
-    PRT_OPS(X)
-#undef X
-};
-
 const CgLifeFn cg_life_fns[LIFE_COUNT] = {
 #define X(name, ret, params) {#name, ret, params},
     CG_LIFECYCLE(X)

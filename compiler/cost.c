@@ -12,6 +12,7 @@
  * its cluster's `efficiency` statement.
  */
 #include "cost.h"
+#include "ops.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -188,85 +189,34 @@ double cost_coll_s(const Cluster *cl, CollKind kind, int n, int inside, double b
 
 /* ------------------------------------------------------------ per instruction */
 
-/* Memory-bound ops: the elements one call touches (from its shape, ops.c's
- * conventions) and how many times each is read or written, forward and
- * backward.  ORDER: indexed by OpKind. */
-typedef struct StreamRow {
-    int elems;       /* which product of shape dims: 0 none, 1 d0, 2 d0 d1, 3 d0 d1 d2 */
-    double passes[2];
-    MemKind kind;    /* whose efficiency: plain streams, norms, activations, softmaxes */
-} StreamRow;
-
-static const StreamRow stream_rows[OP_COUNT] = {
-    [OP_DATA] = {0, {0, 0}, MEM_STREAM},
-    [OP_EMBED] = {2, {2, 3}, MEM_STREAM},     /* gather rows / read dout, add into table rows */
-    [OP_POS] = {3, {3, 2}, MEM_STREAM},       /* x + pos / dpos += dout */
-    [OP_LAYERNORM] = {2, {2, 3}, MEM_NORM}, /* read x, write y / read x and dy, write dx */
-    [OP_RMSNORM] = {2, {2, 3}, MEM_NORM},
-    [OP_LINEAR] = {0, {0, 0}, MEM_STREAM},    /* a GEMM */
-    [OP_LINEAR_T] = {0, {0, 0}, MEM_STREAM},
-    [OP_BIAS] = {2, {2, 1}, MEM_STREAM},      /* in place / sum dy over rows */
-    [OP_GELU] = {1, {2, 3}, MEM_ACTIVATION},
-    [OP_RELU] = {1, {2, 3}, MEM_STREAM},
-    [OP_SWIGLU] = {2, {3, 5}, MEM_ACTIVATION}, /* read gate and up, write / read both and dy, write both */
-    [OP_ATTENTION] = {0, {0, 0}, MEM_STREAM}, /* its own term */
-    [OP_DROPOUT] = {3, {3, 3}, MEM_STREAM},   /* read x, write y and the mask / read the mask and dy, add into dx */
-    [OP_ADD] = {1, {3, 3}, MEM_STREAM},
-    [OP_COPY] = {1, {2, 2}, MEM_STREAM},
-    [OP_XENT] = {2, {2, 2}, MEM_SOFTMAX}, /* max, then sum of exp over the logits / read them, write dlogits */
-};
-
-static double shape_product(const OpShape *s, int upto)
-{
-    double n = 1;
-    for (int i = 0; i < upto; i++) n *= (double)s->d[i];
-    return upto ? n : 0;
-}
-
+/* One call of a graph op's entry, as its row of op_table says (ops.h): its
+ * GEMMs, its FLOPs at the attention efficiency, the elements it moves in the
+ * plan's precision at its memory class's efficiency. */
 static void cost_op_entry(const Program *prog, const Instr *ins, double times, CostTerms *t)
 {
     const Cluster *cl = &prog->plan->cluster;
     Precision p = prog->plan->train.precision;
-    double peak = cost_peak_flops(cl, p);
     int bytes = plan_precision_bytes(p);
-    const Op *op = &prog->graph->ops[ins->op];
+    const OpDesc *d = &op_table[prog->graph->ops[ins->op].kind];
     int bwd = ins->entry == ENTRY_BACKWARD;
-    const OpShape *s = &ins->shape;
-    switch (op->kind) {
-    case OP_LINEAR:
-    case OP_LINEAR_T: {
-        /* d = {N, K, M}: forward N x K by K x M; backward the input
-         * gradient (N x M by M x K) and the weight gradient (K x N by N x M) */
-        int64_t N = s->d[0], K = s->d[1], M = s->d[2];
-        double calls = bwd ? 2.0 : 1.0;
-        double secs = calls * cost_gemm_prec_s(cl, p, N, M, K);
-        double flops = calls * 2.0 * (double)N * (double)K * (double)M;
+    if (d->cost == OP_COST_GEMM) {
+        int64_t mnk[3];
+        double calls = d->gemm(&ins->shape, bwd, mnk);
+        double secs = calls * cost_gemm_prec_s(cl, p, mnk[0], mnk[1], mnk[2]);
+        double flops = calls * 2.0 * (double)mnk[0] * (double)mnk[1] * (double)mnk[2];
         t->gemm_s += times * secs;
         t->gemm_flops += times * flops;
-        t->gemm_class_flops[cost_gemm_class(N, M, K)] += times * flops;
+        t->gemm_class_flops[cost_gemm_class(mnk[0], mnk[1], mnk[2])] += times * flops;
         return;
     }
-    case OP_ATTENTION: {
-        /* d = {B, T, NH, HD}: the score matrix B NH T T is written, read
-         * by the softmax and read again by P V (forward); the backward reads
-         * it and writes its gradient (and first rebuilds it unless kept),
-         * at the `scores` efficiency (as `softmax` where the cluster gives
-         * none: on a GPU both are streams through HBM). */
-        double scores = (double)s->d[0] * s->d[2] * s->d[1] * s->d[1];
-        double passes = bwd ? (s->kept ? 4.0 : 7.0) : 3.0;
-        t->attention_s += times * cost_attention_s(cl, peak, ins->flops);
+    if (d->cost == OP_COST_ATTENTION) {
+        t->attention_s += times * cost_attention_s(cl, cost_peak_flops(cl, p), ins->flops);
         t->attention_flops += times * ins->flops;
-        t->stream_s += times * cost_memory_s(cl, MEM_SCORES, passes * scores * bytes, bytes == 2);
-        t->stream_bytes += times * passes * scores * bytes;
-        return;
     }
-    default: {
-        const StreamRow *r = &stream_rows[op->kind];
-        double b = r->passes[bwd] * shape_product(s, r->elems) * bytes;
-        t->stream_s += times * cost_memory_s(cl, r->kind, b, bytes == 2);
+    if (d->cost == OP_COST_STREAM || d->cost == OP_COST_ATTENTION) {
+        double b = d->traffic(&ins->shape, bwd) * bytes;
+        t->stream_s += times * cost_memory_s(cl, d->mem, b, bytes == 2);
         t->stream_bytes += times * b;
-        return;
-    }
     }
 }
 

@@ -39,12 +39,11 @@ double cost_attention_s(const Cluster *cl, double peak, double flops);
 double cost_stream_s(const Cluster *cl, double bytes);
 /* The same for GELU and SwiGLU, at the `activation` efficiency. */
 double cost_activation_s(const Cluster *cl, double bytes);
-/* Memory-bound ops by class, each at its own efficiency of the HBM
+/* Memory-bound ops by class (MemKind, ir.h), each at its own efficiency of the HBM
  * bandwidth (norm, softmax and optimizer as hbm where the cluster leaves them
  * at 0; attention's score matrix, MEM_SCORES, as softmax); ops over 16-bit
  * tensors (wide16) at that times their class's `stream16` (streams, norms,
  * activations, the loss's softmax, attention's scores). */
-typedef enum { MEM_STREAM, MEM_NORM, MEM_ACTIVATION, MEM_SOFTMAX, MEM_OPTIMIZER, MEM_SCORES } MemKind;
 double cost_memory_s(const Cluster *cl, MemKind kind, double bytes, int wide16);
 /* Seconds of one collective of `bytes` per rank (the buffer nccl-tests calls
  * size) over a group of n ranks on the intra (inside = 1) or inter link:
@@ -85,10 +84,10 @@ typedef struct CostTerms {
     double gemm_class_flops[PARC_GEMM_CLASSES];
 } CostTerms;
 
-/* Adds the cost of instruction `ins` (one call) times `times` to *t: a
- * GEMM for linear entries (forward one, backward two: input and weight
- * gradients), attention matmuls plus the score matrix streamed through
- * memory, every other op entry as the bytes it streams, a collective by
+/* Adds the cost of instruction `ins` (one call) times `times` to *t: an op
+ * entry as its row of op_table says (ops.h: the GEMMs of a linear, forward
+ * one and backward two; attention matmuls plus the score matrix streamed
+ * through memory; the bytes every other op streams), a collective by
  * cost_coll_s.  Report-only collectives (fn < 0) count: the runtime performs
  * them inside an op. */
 void cost_instr(const Program *prog, const Instr *ins, double times, CostTerms *t);

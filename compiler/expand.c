@@ -18,22 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const op_names[OP_COUNT] = {
-#define X(name, str) str,
-    IR_OPS(X)
-#undef X
-};
-const char *const tensor_kind_names[TENSOR_KIND_COUNT] = {
-#define X(name, str) str,
-    IR_TENSOR_KINDS(X)
-#undef X
-};
-const char *const region_names[REGION_COUNT] = {
-#define X(name, str) str,
-    IR_REGIONS(X)
-#undef X
-};
-
 typedef struct Expander {
     Arena *arena;
     const Plan *plan;

@@ -53,6 +53,13 @@ static const WriteRule *write_rule(int fn, int arg)
     return NULL;
 }
 
+int first_write_has_rule(int fn)
+{
+    for (size_t r = 0; r < sizeof write_rules / sizeof write_rules[0]; r++)
+        if ((int)write_rules[r].fn == fn) return 1;
+    return 0;
+}
+
 /* Elements the rule's call writes; -1 when an extent is not a constant. */
 static int64_t rule_elems(const WriteRule *r, const Instr *ins)
 {

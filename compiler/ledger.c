@@ -12,6 +12,11 @@
 
 #include <string.h>
 
+const char *const ledger_class_keys[PRT_NCLASS] = {
+#define X(id, key, report) key,
+    PRT_CLASSES(X)
+#undef X
+};
 const char *const ledger_class_names[PRT_NCLASS] = {
 #define X(id, key, report) report,
     PRT_CLASSES(X)

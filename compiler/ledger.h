@@ -1,7 +1,7 @@
 /*
  * ledger.h — the memory ledger: bytes per buffer class on one rank of each
- * pipeline stage.  Lowering computes it (ledger_compute, the last step of
- * lower_program) from the program's buffers and the runtime's scratch and
+ * pipeline stage.  Lowering computes it (ledger_compute, in lower_finish: the
+ * `lower` row of the pass table) from the program's buffers and the runtime's scratch and
  * stores it in each StageProgram; every later pass only reads it.
  */
 #ifndef PARC_LEDGER_H
@@ -9,7 +9,9 @@
 
 #include "ir.h"
 
-/* The report name of each buffer class (PRT_CLASSES in runtime/parc_rt.h). */
+/* Each buffer class's key, as the runtime prints it and the program dump
+ * shows it, and its report name (PRT_CLASSES in runtime/parc_rt.h). */
+extern const char *const ledger_class_keys[PRT_NCLASS];
 extern const char *const ledger_class_names[PRT_NCLASS];
 
 /* Fills ledger[], ledger_total, params_local and cpu_widen of every stage of

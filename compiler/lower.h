@@ -276,6 +276,9 @@ void autodiff_backward(Lowerer *lw, Seq *seq, Region r, int incoming);
  * write them: the writer's `writes` bit set (an acc made a copy), the zero
  * dropped (first_write.c). */
 void first_write_seq(Seq *seq);
+/* 1 when runtime function fn has a first-writer rule: an argument it can
+ * write instead of adding into (ops_check asks it of every backward entry). */
+int first_write_has_rule(int fn);
 
 /* ------------------------------------------------------------ optim.c */
 

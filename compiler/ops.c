@@ -1,9 +1,11 @@
 /*
  * ops.c — the rows of the compiler's op table (ops.h): per graph op its
  * placement rule (place.c), what its backward reads, the shape of its runtime
- * calls, their FLOPs and scratch, and its runtime entries and emitters
- * (ops_emit.c).  Adding an op is one row here plus its functions; see
- * docs/design.md, "Adding an op".
+ * calls, their FLOPs, scratch and cost (the memory traffic or GEMMs cost.c
+ * charges), its runtime entries and emitters (ops_emit.c), and its first-writer
+ * rule (first_write.c) or why it has none; ops_check says a row is whole.
+ * Adding an op is one row here plus its functions; see docs/design.md,
+ * "Adding an op".
  */
 #include "lower.h"
 #include "ops_emit.h"
@@ -172,14 +174,15 @@ static void shape_xent(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape
 
 /* ------------------------------------------------------------ FLOPs */
 
-/* FLOPs per call of the ops whose cost is a constant per element of their
- * shape: forward / backward FLOPs per element times d[0] x ... x d[n-1]. */
-typedef struct FlopsPerElement {
+/* FLOPs or elements moved per call of the ops whose count is a constant per
+ * element of their shape: forward / backward per element times d[0] x ... x
+ * d[n-1]. */
+typedef struct PerElement {
     double forward, backward;
     int n;
-} FlopsPerElement;
+} PerElement;
 
-static double flops_per_element(FlopsPerElement f, const OpShape *s, int bwd)
+static double per_element(PerElement f, const OpShape *s, int bwd)
 {
     double x = bwd ? f.backward : f.forward;
     for (int i = 0; i < f.n; i++) x *= (double)s->d[i];
@@ -187,7 +190,7 @@ static double flops_per_element(FlopsPerElement f, const OpShape *s, int bwd)
 }
 
 #define OPS_FLOPS(name, fwd, bwd, n) \
-    static double flops_##name(const OpShape *s, int b) { return flops_per_element((FlopsPerElement){fwd, bwd, n}, s, b); }
+    static double flops_##name(const OpShape *s, int b) { return per_element((PerElement){fwd, bwd, n}, s, b); }
 OPS_FLOPS(none, 0, 0, 0)
 OPS_FLOPS(layernorm, 8, 16, 2)
 OPS_FLOPS(rmsnorm, 4, 8, 2)
@@ -205,6 +208,55 @@ static double flops_attention(const OpShape *s, int bwd)
 {
     double f = (double)s->d[0] * s->d[1] * s->d[1] * s->d[2] * s->d[3];
     return (bwd ? (s->kept ? 8.0 : 12.0) : 4.0) * f;
+}
+
+/* ------------------------------------------------------------ memory traffic */
+
+/* Elements one call reads plus writes (the row's `traffic`), for the ops
+ * that move a constant number per element of their shape's first n sizes:
+ * OPS_TRAFFIC(name, forward passes, backward passes, n). */
+#define OPS_TRAFFIC(name, fwd, bwd, n) \
+    static double traffic_##name(const OpShape *s, int b) { return per_element((PerElement){fwd, bwd, n}, s, b); }
+OPS_TRAFFIC(embed, 2, 3, 2)      /* gather N rows of C / read dout, add into the table's rows */
+OPS_TRAFFIC(pos, 3, 2, 3)        /* out = in + pos / dpos += dout */
+OPS_TRAFFIC(norm, 2, 3, 2)       /* read x, write y / read x and dy, write dx */
+OPS_TRAFFIC(bias, 2, 1, 2)       /* in place / sum dy over rows */
+OPS_TRAFFIC(activation, 2, 3, 1) /* read x, write y / read x and dy, write dx */
+OPS_TRAFFIC(swiglu, 3, 5, 2)     /* read gate and up, write / read both and dy, write both */
+OPS_TRAFFIC(dropout, 3, 3, 3)    /* read x, write y and the mask / read the mask and dy, add into dx */
+OPS_TRAFFIC(add, 3, 3, 1)
+OPS_TRAFFIC(copy, 2, 2, 1)
+OPS_TRAFFIC(xent, 2, 2, 2)       /* max, then the sum of exp over the logits / read them, write dlogits */
+#undef OPS_TRAFFIC
+
+/* attention: the score matrix B NH T T is written, read by the softmax and
+ * read again by P V (forward); the backward reads it and writes its gradient
+ * (and first rebuilds it unless the probabilities were kept). */
+static double traffic_attention(const OpShape *s, int bwd)
+{
+    double scores = (double)s->d[0] * s->d[2] * s->d[1] * s->d[1];
+    return (bwd ? (s->kept ? 4.0 : 7.0) : 3.0) * scores;
+}
+
+/* kv_repeat, d = {N, KV, G, HD} (runtime/cpu/prt_cpu_gqa.c): the forward
+ * reads the grouped qkv [N, KV, G+2, HD] once and writes [N, 3, KV*G, HD]
+ * (k and v once per query head of their group); the backward reads that
+ * gradient once and adds into every element of the grouped one (a read and a
+ * write: it has no first-writer rule). */
+static double traffic_kv_repeat(const OpShape *s, int bwd)
+{
+    double grouped = (double)s->d[0] * s->d[1] * (s->d[2] + 2) * s->d[3];
+    double repeated = 3.0 * s->d[0] * s->d[1] * s->d[2] * s->d[3];
+    return repeated + (bwd ? 2.0 : 1.0) * grouped;
+}
+
+/* linear, linear_t: d = {N, K, M}: forward N x K by K x M; backward the input
+ * gradient (N x M by M x K) and the weight gradient (K x N by N x M), each
+ * 2 N K M FLOPs in the class of the same smallest dimension. */
+static int gemm_linear(const OpShape *s, int bwd, int64_t mnk[3])
+{
+    mnk[0] = s->d[0], mnk[1] = s->d[2], mnk[2] = s->d[1];
+    return bwd ? 2 : 1;
 }
 
 /* ------------------------------------------------------------ scratch */
@@ -280,7 +332,8 @@ const OpDesc op_table[OP_COUNT] = {
                  .fwd = RT_prt_data,
                  .bwd = RT_NONE,
                  .emit_fwd = ops_emit_data_fwd,
-                 .emit_bwd = NULL},
+                 .emit_bwd = NULL,
+                 .cost = OP_COST_FREE /* the runtime's own code fills B x T token ids: not modelled */},
     [OP_EMBED] = {.rule = place_rule_embed,
                  .saves = SAVES_INPUT_AND_STATS,
                  .reads_params = 0,
@@ -291,7 +344,11 @@ const OpDesc op_table[OP_COUNT] = {
                  .fwd = RT_prt_embed_fwd,
                  .bwd = RT_prt_embed_bwd,
                  .emit_fwd = ops_emit_embed_fwd,
-                 .emit_bwd = ops_emit_embed_bwd},
+                 .emit_bwd = ops_emit_embed_bwd,
+                 .cost = OP_COST_STREAM,
+                 .traffic = traffic_embed,
+                 .mem = MEM_STREAM,
+                 .bwd_accumulates = "it adds into the table gradient, a parameter's, row by token"},
     [OP_POS] = {.rule = place_rule_elementwise,
                  .saves = 0,
                  .reads_params = 0,
@@ -302,7 +359,10 @@ const OpDesc op_table[OP_COUNT] = {
                  .fwd = RT_prt_pos_fwd,
                  .bwd = RT_prt_pos_bwd,
                  .emit_fwd = ops_emit_pos_fwd,
-                 .emit_bwd = ops_emit_pos_bwd},
+                 .emit_bwd = ops_emit_pos_bwd,
+                 .cost = OP_COST_STREAM,
+                 .traffic = traffic_pos,
+                 .mem = MEM_STREAM},
     [OP_LAYERNORM] = {.rule = place_rule_norm,
                  .saves = SAVES_INPUT_AND_STATS,
                  .reads_params = 1,
@@ -313,7 +373,10 @@ const OpDesc op_table[OP_COUNT] = {
                  .fwd = RT_prt_layernorm_fwd,
                  .bwd = RT_prt_layernorm_bwd,
                  .emit_fwd = ops_emit_layernorm_fwd,
-                 .emit_bwd = ops_emit_layernorm_bwd},
+                 .emit_bwd = ops_emit_layernorm_bwd,
+                 .cost = OP_COST_STREAM,
+                 .traffic = traffic_norm,
+                 .mem = MEM_NORM},
     [OP_RMSNORM] = {.rule = place_rule_norm,
                  .saves = SAVES_INPUT_AND_STATS,
                  .reads_params = 1,
@@ -324,7 +387,10 @@ const OpDesc op_table[OP_COUNT] = {
                  .fwd = RT_prt_rmsnorm_fwd,
                  .bwd = RT_prt_rmsnorm_bwd,
                  .emit_fwd = ops_emit_rmsnorm_fwd,
-                 .emit_bwd = ops_emit_rmsnorm_bwd},
+                 .emit_bwd = ops_emit_rmsnorm_bwd,
+                 .cost = OP_COST_STREAM,
+                 .traffic = traffic_norm,
+                 .mem = MEM_NORM},
     [OP_LINEAR] = {.rule = place_rule_linear,
                  .saves = SAVES_INPUT_AND_STATS,
                  .reads_params = 1,
@@ -338,7 +404,9 @@ const OpDesc op_table[OP_COUNT] = {
                  .fwd_bias = RT_prt_matmul_bias_fwd,
                  .bwd_bias = RT_prt_matmul_bias_bwd,
                  .emit_fwd = ops_emit_linear_fwd,
-                 .emit_bwd = ops_emit_linear_bwd},
+                 .emit_bwd = ops_emit_linear_bwd,
+                 .cost = OP_COST_GEMM,
+                 .gemm = gemm_linear},
     [OP_LINEAR_T] = {.rule = place_rule_linear,
                  .saves = SAVES_INPUT_AND_STATS,
                  .reads_params = 1,
@@ -349,7 +417,9 @@ const OpDesc op_table[OP_COUNT] = {
                  .fwd = RT_prt_matmul_t_fwd,
                  .bwd = RT_prt_matmul_t_bwd,
                  .emit_fwd = ops_emit_linear_fwd,
-                 .emit_bwd = ops_emit_linear_bwd},
+                 .emit_bwd = ops_emit_linear_bwd,
+                 .cost = OP_COST_GEMM,
+                 .gemm = gemm_linear},
     [OP_BIAS] = {.rule = place_rule_elementwise,
                  .saves = 0,
                  .reads_params = 0,
@@ -360,7 +430,11 @@ const OpDesc op_table[OP_COUNT] = {
                  .fwd = RT_prt_bias_fwd,
                  .bwd = RT_prt_bias_bwd,
                  .emit_fwd = ops_emit_bias_fwd,
-                 .emit_bwd = ops_emit_bias_bwd},
+                 .emit_bwd = ops_emit_bias_bwd,
+                 .cost = OP_COST_STREAM,
+                 .traffic = traffic_bias,
+                 .mem = MEM_STREAM,
+                 .bwd_accumulates = "it produces only the bias gradient, a parameter's"},
     [OP_GELU] = {.rule = place_rule_elementwise,
                  .saves = SAVES_INPUT_AND_STATS,
                  .reads_params = 0,
@@ -371,7 +445,10 @@ const OpDesc op_table[OP_COUNT] = {
                  .fwd = RT_prt_gelu_fwd,
                  .bwd = RT_prt_gelu_bwd,
                  .emit_fwd = ops_emit_activation_fwd,
-                 .emit_bwd = ops_emit_activation_bwd},
+                 .emit_bwd = ops_emit_activation_bwd,
+                 .cost = OP_COST_STREAM,
+                 .traffic = traffic_activation,
+                 .mem = MEM_ACTIVATION},
     [OP_RELU] = {.rule = place_rule_elementwise,
                  .saves = SAVES_INPUT_AND_STATS,
                  .reads_params = 0,
@@ -382,7 +459,10 @@ const OpDesc op_table[OP_COUNT] = {
                  .fwd = RT_prt_relu_fwd,
                  .bwd = RT_prt_relu_bwd,
                  .emit_fwd = ops_emit_activation_fwd,
-                 .emit_bwd = ops_emit_activation_bwd},
+                 .emit_bwd = ops_emit_activation_bwd,
+                 .cost = OP_COST_STREAM,
+                 .traffic = traffic_activation,
+                 .mem = MEM_STREAM},
     [OP_SWIGLU] = {.rule = place_rule_elementwise,
                  .saves = SAVES_INPUT_AND_STATS,
                  .reads_params = 0,
@@ -393,7 +473,10 @@ const OpDesc op_table[OP_COUNT] = {
                  .fwd = RT_prt_swiglu_fwd,
                  .bwd = RT_prt_swiglu_bwd,
                  .emit_fwd = ops_emit_swiglu_fwd,
-                 .emit_bwd = ops_emit_swiglu_bwd},
+                 .emit_bwd = ops_emit_swiglu_bwd,
+                 .cost = OP_COST_STREAM,
+                 .traffic = traffic_swiglu,
+                 .mem = MEM_ACTIVATION},
     [OP_ATTENTION] = {.rule = place_rule_attention,
                  .saves = OP_SAVES_IN0 | OP_SAVES_AUX_KEPT,
                  .reads_params = 0,
@@ -404,7 +487,10 @@ const OpDesc op_table[OP_COUNT] = {
                  .fwd = RT_prt_attention_fwd,
                  .bwd = RT_prt_attention_bwd,
                  .emit_fwd = ops_emit_attention_fwd,
-                 .emit_bwd = ops_emit_attention_bwd},
+                 .emit_bwd = ops_emit_attention_bwd,
+                 .cost = OP_COST_ATTENTION,
+                 .traffic = traffic_attention,
+                 .mem = MEM_SCORES},
     [OP_KV_REPEAT] = {.rule = place_rule_elementwise,
                  .saves = 0,
                  .reads_params = 0,
@@ -415,7 +501,12 @@ const OpDesc op_table[OP_COUNT] = {
                  .fwd = RT_prt_kv_repeat_fwd,
                  .bwd = RT_prt_kv_repeat_bwd,
                  .emit_fwd = ops_emit_kv_repeat_fwd,
-                 .emit_bwd = ops_emit_kv_repeat_bwd},
+                 .emit_bwd = ops_emit_kv_repeat_bwd,
+                 .cost = OP_COST_STREAM,
+                 .traffic = traffic_kv_repeat,
+                 .mem = MEM_STREAM,
+                 .bwd_accumulates = "kv_repeat_bwd adds each group's sums into the grouped gradient, "
+                                    "and takes no PRT_ARG_WRITE"},
     [OP_DROPOUT] = {.rule = place_rule_dropout,
                  .saves = OP_SAVES_AUX,
                  .reads_params = 0,
@@ -426,7 +517,10 @@ const OpDesc op_table[OP_COUNT] = {
                  .fwd = RT_prt_dropout_fwd,
                  .bwd = RT_prt_dropout_bwd,
                  .emit_fwd = ops_emit_dropout_fwd,
-                 .emit_bwd = ops_emit_dropout_bwd},
+                 .emit_bwd = ops_emit_dropout_bwd,
+                 .cost = OP_COST_STREAM,
+                 .traffic = traffic_dropout,
+                 .mem = MEM_STREAM},
     [OP_ADD] = {.rule = place_rule_elementwise,
                  .saves = 0,
                  .reads_params = 0,
@@ -437,7 +531,10 @@ const OpDesc op_table[OP_COUNT] = {
                  .fwd = RT_prt_add_fwd,
                  .bwd = RT_prt_acc,
                  .emit_fwd = ops_emit_add_fwd,
-                 .emit_bwd = ops_emit_add_bwd},
+                 .emit_bwd = ops_emit_add_bwd,
+                 .cost = OP_COST_STREAM,
+                 .traffic = traffic_add,
+                 .mem = MEM_STREAM},
     [OP_COPY] = {.rule = place_rule_elementwise,
                  .saves = 0,
                  .reads_params = 0,
@@ -448,7 +545,10 @@ const OpDesc op_table[OP_COUNT] = {
                  .fwd = RT_prt_copy,
                  .bwd = RT_prt_acc,
                  .emit_fwd = ops_emit_copy_fwd,
-                 .emit_bwd = ops_emit_copy_bwd},
+                 .emit_bwd = ops_emit_copy_bwd,
+                 .cost = OP_COST_STREAM,
+                 .traffic = traffic_copy,
+                 .mem = MEM_STREAM},
     [OP_XENT] = {.rule = place_rule_xent,
                  .saves = OP_SAVES_IN0 | OP_SAVES_IN1 | OP_SAVES_AUX,
                  .reads_params = 0,
@@ -459,22 +559,80 @@ const OpDesc op_table[OP_COUNT] = {
                  .fwd = RT_prt_xent_fwd,
                  .bwd = RT_prt_xent_bwd,
                  .emit_fwd = ops_emit_xent_fwd,
-                 .emit_bwd = ops_emit_xent_bwd},
+                 .emit_bwd = ops_emit_xent_bwd,
+                 .cost = OP_COST_STREAM,
+                 .traffic = traffic_xent,
+                 .mem = MEM_SOFTMAX},
 };
+
+/* The first problem of a row's cost (see ops.h), else NULL.  A probe shape
+ * of 2s stands for any nonempty one. */
+static const char *cost_incomplete(const OpDesc *d)
+{
+    int64_t mnk[3];
+    for (int kept = 0; kept <= 1; kept++) {
+        const OpShape probe = {{2, 2, 2, 2}, -1, kept, 0};
+        for (int bwd = 0; bwd <= (d->bwd != RT_NONE); bwd++)
+            switch (d->cost) {
+            case OP_COST_GEMM:
+                if (!d->gemm || d->traffic) return "an OP_COST_GEMM row names its GEMMs (gemm) and no traffic";
+                if (d->gemm(&probe, bwd, mnk) < 1 || mnk[0] < 1 || mnk[1] < 1 || mnk[2] < 1)
+                    return "its gemm gives no GEMM for a call";
+                break;
+            case OP_COST_STREAM:
+            case OP_COST_ATTENTION:
+                if (!d->traffic || d->gemm) return "a memory-bound cost names its traffic and no GEMMs";
+                if (!(d->traffic(&probe, bwd) > 0)) return "its traffic charges a call nothing (say OP_COST_FREE)";
+                if (d->mem < MEM_STREAM || d->mem > MEM_SCORES) return "its memory class is no MemKind";
+                break;
+            case OP_COST_FREE:
+                if (d->traffic || d->gemm) return "an OP_COST_FREE row names no traffic and no GEMMs";
+                break;
+            default: return "no cost (OP_COST_STREAM, OP_COST_GEMM, OP_COST_ATTENTION or OP_COST_FREE)";
+            }
+    }
+    return NULL;
+}
+
+/* The first problem of a row's first-writer rules (first_write.c), else NULL. */
+static const char *first_write_incomplete(const OpDesc *d)
+{
+    if (d->bwd == RT_NONE) return d->bwd_accumulates ? "bwd_accumulates without a backward" : NULL;
+    int rule = first_write_has_rule(d->bwd) && (!d->folds_bias || first_write_has_rule(d->bwd_bias));
+    if (!rule && !d->bwd_accumulates)
+        return "its backward has no first-writer rule (first_write.c) and bwd_accumulates does not say why";
+    if (rule && d->bwd_accumulates) return "its backward has a first-writer rule, yet bwd_accumulates says it has none";
+    return NULL;
+}
+
+static int incomplete(char *why, size_t size, const char *what)
+{
+    snprintf(why, size, "%s", what);
+    return 1;
+}
+
+int ops_row_incomplete(int k, char *why, size_t size)
+{
+    const OpDesc *d = &op_table[k];
+    if (!d->rule || !d->shape || !d->flops || !d->scratch || !d->emit_fwd)
+        return incomplete(why, size, "a rule, shape, flops, scratch or emit_fwd function is missing");
+    if (d->fwd <= RT_NONE || d->fwd >= RT_FN_COUNT) return incomplete(why, size, "no forward runtime entry");
+    if ((d->emit_bwd != NULL) != (d->bwd != RT_NONE))
+        return incomplete(why, size, "a backward emitter needs a backward entry and the other way round");
+    if (d->folds_bias && (d->fwd_bias <= RT_NONE || d->fwd_bias == d->fwd || d->bwd_bias <= RT_NONE ||
+                          d->bwd_bias == d->bwd || !d->emit_bwd))
+        return incomplete(why, size, "it folds a bias but lacks its entries with the bias");
+    const char *problem = cost_incomplete(d);
+    if (!problem) problem = first_write_incomplete(d);
+    return problem ? incomplete(why, size, problem) : 0;
+}
 
 void ops_check(void)
 {
-    for (int k = 0; k < OP_COUNT; k++) {
-        const OpDesc *d = &op_table[k];
-        if (!d->rule || !d->shape || !d->flops || !d->scratch || !d->emit_fwd || d->fwd <= RT_NONE ||
-            d->fwd >= RT_FN_COUNT)
-            PARC_BUG("op %s has an incomplete row in op_table", op_names[k]);
-        if ((d->emit_bwd != NULL) != (d->bwd != RT_NONE))
-            PARC_BUG("op %s: a backward emitter needs a backward entry and the other way round", op_names[k]);
-        if (d->folds_bias && (d->fwd_bias <= RT_NONE || d->fwd_bias == d->fwd || d->bwd_bias <= RT_NONE ||
-                              d->bwd_bias == d->bwd || !d->emit_bwd))
-            PARC_BUG("op %s folds a bias but lacks its entries with the bias", op_names[k]);
-    }
+    char why[160];
+    for (int k = 0; k < OP_COUNT; k++)
+        if (ops_row_incomplete(k, why, sizeof why))
+            PARC_BUG("op %s has an incomplete row in op_table: %s", op_names[k], why);
 }
 
 /* The bias op that can fold into linear op i, else -1 (see ops.h). */

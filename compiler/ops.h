@@ -24,9 +24,22 @@
  *             its call (ops_fold_bias), and the entries that then replace
  *             fwd and bwd;
  *   emit_fwd, emit_bwd  emit its calls for a shape and return the index of the
- *             entry's instruction in the sequence (emit_bwd NULL: no backward).
- * Guarantees: every kind has a row with every function set (ops_check), and
- * the instruction emitted for an op's entry carries its shape and FLOPs.
+ *             entry's instruction in the sequence (emit_bwd NULL: no backward);
+ *   cost      how the cost model (cost.c) charges one call: OP_COST_GEMM, the
+ *             GEMMs `gemm` gives; OP_COST_ATTENTION, its FLOPs at the
+ *             attention kernel's efficiency plus `traffic`; OP_COST_STREAM,
+ *             memory-bound: `traffic`; OP_COST_FREE, nothing (say why);
+ *   traffic   elements one forward or backward call of a shape reads plus
+ *             writes, as its runtime calls do them, charged in the plan's
+ *             precision at the efficiency of memory class `mem`;
+ *   gemm      for OP_COST_GEMM: the GEMMs of one call, {m, n, k} and how many;
+ *   bwd_accumulates  why its backward has no first-writer rule
+ *             (first_write.c): it only adds into the gradients it produces
+ *             (NULL: its backward entries have one).
+ * Guarantees: every kind has a complete row (ops_check: every function, a
+ * cost that charges a call of any nonempty shape something unless it is
+ * OP_COST_FREE, a first-writer rule or the reason it has none), and the
+ * instruction emitted for an op's entry carries its shape and FLOPs.
  */
 #ifndef PARC_OPS_H
 #define PARC_OPS_H
@@ -61,6 +74,15 @@ typedef struct OpArgs {
     const struct GradDst *din, *dparam;
 } OpArgs;
 
+/* How the cost model charges one call of an op (the row's `cost`).  0 is no
+ * kind, so a row that does not say is incomplete. */
+typedef enum {
+    OP_COST_STREAM = 1, /* memory-bound: its traffic at its memory class's efficiency */
+    OP_COST_GEMM,       /* its GEMMs at their shape class's efficiency */
+    OP_COST_ATTENTION,  /* its FLOPs at the attention efficiency, plus its traffic */
+    OP_COST_FREE,       /* charged nothing */
+} OpCostKind;
+
 typedef struct OpDesc {
     void (*rule)(struct Lowerer *lw, const Op *op, int axis, OpPlace *r);
     unsigned saves;
@@ -74,6 +96,11 @@ typedef struct OpDesc {
     RtFn fwd_bias, bwd_bias;  /* then its entries with the bias (read only when folds_bias) */
     int (*emit_fwd)(struct Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
     int (*emit_bwd)(struct Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+    OpCostKind cost;
+    double (*traffic)(const OpShape *s, int backward);
+    MemKind mem;
+    int (*gemm)(const OpShape *s, int backward, int64_t mnk[3]); /* returns how many of that GEMM */
+    const char *bwd_accumulates;
 } OpDesc;
 
 extern const OpDesc op_table[OP_COUNT];
@@ -85,6 +112,8 @@ extern const OpDesc op_table[OP_COUNT];
  * buffer nor a gradient.  Fills lw->bias_fold; place_plan calls it last. */
 void ops_fold_bias(struct Lowerer *lw);
 
+/* What op kind k's row lacks, written into why: 1, else 0 (complete). */
+int ops_row_incomplete(int k, char *why, size_t why_size);
 /* Checks that every op kind has a complete row; failure is PARC_BUG. */
 void ops_check(void);
 

@@ -146,7 +146,20 @@ typedef enum { POS_NONE, POS_LEARNED } PosKind;
 typedef enum { PREC_FP32, PREC_BF16, PREC_FP16 } Precision;
 typedef enum { OPT_ADAMW, OPT_ADAM, OPT_SGD } OptKind;
 typedef enum { SCHED_NONE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED } SchedKind;
-typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } RecomputeKind;
+/* Activation recompute policies.  ORDER: X(kind, the plan's word). */
+#define PARC_RECOMPUTE(X)         \
+    X(NONE, "none")               \
+    X(SELECTIVE, "selective")     \
+    X(FULL, "full")
+typedef enum {
+#define X(name, word) RECOMPUTE_##name,
+    PARC_RECOMPUTE(X)
+#undef X
+    RECOMPUTE_COUNT
+} RecomputeKind;
+/* The plan's word for each policy: what `recompute` reads and every dump,
+ * report and rewritten plan prints (plan.c). */
+extern const char *const recompute_names[RECOMPUTE_COUNT];
 
 /* Bytes of one element in a precision. */
 int plan_precision_bytes(Precision p);

@@ -12,11 +12,10 @@
 #include <inttypes.h>
 #include <string.h>
 
-const char *const dim_names[DIM_COUNT] = {
-#define X(name, str) str,
-    PARC_DIMS(X)
-#undef X
-};
+#define PLAN_NAME_(kind, name) name,
+const char *const dim_names[DIM_COUNT] = {PARC_DIMS(PLAN_NAME_)};
+const char *const recompute_names[RECOMPUTE_COUNT] = {PARC_RECOMPUTE(PLAN_NAME_)};
+#undef PLAN_NAME_
 
 int plan_precision_bytes(Precision p)
 {
@@ -111,7 +110,6 @@ static const char *const pos_names[] = {"none", "learned"};
 static const char *const precision_names[] = {"fp32", "bf16", "fp16"};
 static const char *const optimizer_names[] = {"adamw", "adam", "sgd"};
 static const char *const schedule_names[] = {"none", "gpipe", "1f1b", "interleaved"};
-static const char *const recompute_names[] = {"none", "selective", "full"};
 
 static const char *plan_axis_name(const Plan *plan, int axis)
 {

@@ -15,7 +15,6 @@ static const char *const mlp_w[] = {"gelu", "swiglu", "relu"};
 static const char *const prec_w[] = {"fp32", "bf16", "fp16"};
 static const char *const opt_w[] = {"adamw", "adam", "sgd"};
 static const char *const sched_w[] = {"none", "gpipe", "1f1b", "interleaved"};
-static const char *const rc_w[] = {"none", "selective", "full"};
 static const char *const tf_w[] = {"false", "true"};
 
 static void write_cluster(const Plan *p, FILE *out)
@@ -140,7 +139,7 @@ static void write_layout(const Plan *p, FILE *out)
     }
     if (l->sp_axis >= 0) fprintf(out, "  sequence_parallel over %s;\n", mesh->axes[l->sp_axis].name);
     if (l->zero_stage > 0) fprintf(out, "  zero %d over %s;\n", l->zero_stage, mesh->axes[l->zero_axis].name);
-    if (l->recompute != RECOMPUTE_NONE) fprintf(out, "  recompute %s;\n", rc_w[l->recompute]);
+    if (l->recompute != RECOMPUTE_NONE) fprintf(out, "  recompute %s;\n", recompute_names[l->recompute]);
     if (l->grad_overlap_off) fprintf(out, "  grad_overlap off;\n");
     fprintf(out, "}\n");
 }

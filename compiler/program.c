@@ -6,43 +6,9 @@
  * invariants (a failure is a compiler bug, PARC_BUG); program_dump prints it
  * in a stable text form (no pointers, no hash order) for golden files.
  */
+#include "ledger.h"
 #include "lower.h"
 
-const char *const coll_names[COLL_COUNT] = {
-#define X(name, str) str,
-    IR_COLLECTIVES(X)
-#undef X
-};
-const char *const phase_names[PHASE_COUNT] = {
-#define X(name, str) str,
-    IR_PHASES(X)
-#undef X
-};
-const char *const when_names[WHEN_COUNT] = {
-#define X(name, str) str,
-    IR_WHENS(X)
-#undef X
-};
-const char *const seq_names[SEQ_COUNT] = {
-#define X(name, str, sym, layer, micro) str,
-    IR_SEQS(X)
-#undef X
-};
-const char *const seq_symbols[SEQ_COUNT] = {
-#define X(name, str, sym, layer, micro) sym,
-    IR_SEQS(X)
-#undef X
-};
-const uint8_t seq_per_layer[SEQ_COUNT] = {
-#define X(name, str, sym, layer, micro) layer,
-    IR_SEQS(X)
-#undef X
-};
-const uint8_t seq_per_micro[SEQ_COUNT] = {
-#define X(name, str, sym, layer, micro) micro,
-    IR_SEQS(X)
-#undef X
-};
 /* ------------------------------------------------------------ sizes */
 
 int64_t program_local_numel(const Lowerer *lw, const Tensor *t, const Placement *place)
@@ -169,6 +135,11 @@ void program_verify(const Program *prog)
     const Plan *plan = prog->plan;
     for (int s = 0; s < prog->nstages; s++) {
         const StageProgram *sp = &prog->stages[s];
+        for (int b = 0; b < sp->nbufs; b++)
+            if (sp->bufs[b].klass < 0 || sp->bufs[b].klass >= PRT_NCLASS || sp->bufs[b].dtype < 0 ||
+                sp->bufs[b].dtype >= PRT_NDTYPE)
+                PARC_BUG("stage %d: buffer %%%s has class %d and dtype %d", s, sp->bufs[b].name, sp->bufs[b].klass,
+                         sp->bufs[b].dtype);
         for (int q = 0; q < SEQ_COUNT; q++) {
             const Seq *seq = &sp->seq[q];
             int block = seq_per_layer[q], per_micro = seq_per_micro[q];
@@ -257,9 +228,6 @@ static void arg_dump(const StageProgram *sp, const Arg *a, FILE *out)
     }
 }
 
-static const char *const class_names[PRT_NCLASS] = {"weights", "grads", "master", "optim", "activations", "comm",
-                                                    "workspace"};
-
 void program_dump(const Program *prog, FILE *out)
 {
     const Plan *plan = prog->plan;
@@ -278,13 +246,8 @@ void program_dump(const Program *prog, FILE *out)
         fprintf(out, "  buffers:\n");
         for (int b = 0; b < sp->nbufs; b++) {
             const Buffer *bf = &sp->bufs[b];
-            fprintf(out, "    %%%-24s %-11s %-4s %10lld x %lld", bf->name, class_names[bf->klass],
-                    bf->dtype == PRT_F32    ? "f32"
-                    : bf->dtype == PRT_BF16 ? "bf16"
-                    : bf->dtype == PRT_F16  ? "f16"
-                    : bf->dtype == PRT_U8   ? "u8"
-                                            : "i32",
-                    (long long)bf->elems, (long long)bf->instances);
+            fprintf(out, "    %%%-24s %-11s %-4s %10lld x %lld", bf->name, ledger_class_keys[bf->klass],
+                    dtype_names[bf->dtype], (long long)bf->elems, (long long)bf->instances);
             if (bf->zero_axis >= 0) fprintf(out, " zero(%d)", bf->zero_axis);
             fprintf(out, "\n");
         }
