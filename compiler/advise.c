@@ -3,9 +3,10 @@
  * report: tensor-parallel groups that cross nodes, and, for a plan that does
  * not fit, the cheapest changes that would.
  *
- * Each candidate change is a copy of the plan with one layout or training
- * field changed, lowered and analyzed again: the numbers come from the same
- * IR as the plan's own.  A candidate is lowered only when advise_variant_valid
+ * Each candidate change is a copy of the plan as written with one layout or
+ * training field changed, run through the pass table again (the driver's
+ * passes_run_plan, balance included): the numbers are those the changed
+ * plan's own `explain` gives.  A candidate is lowered only when advise_variant_valid
  * holds for it, so lowering it has nothing to report; any report there is a
  * compiler bug, never hidden.
  */
@@ -68,29 +69,27 @@ static int list_changes(const Plan *plan, Change *out, int max)
     int dp = dp_axis >= 0 ? plan->mesh.axes[dp_axis].size : 1;
     if (dp > 1)
         for (int z = plan->layout.zero_stage + 1; z <= 3 && n < max; z++) out[n++] = (Change){CHANGE_ZERO, z, zero_what[z]};
-    if (plan->layout.recompute < RECOMPUTE_SELECTIVE && n < max)
-        out[n++] = (Change){CHANGE_RECOMPUTE, RECOMPUTE_SELECTIVE, "recompute selective"};
-    if (plan->layout.recompute < RECOMPUTE_FULL && n < max)
-        out[n++] = (Change){CHANGE_RECOMPUTE, RECOMPUTE_FULL, "recompute full"};
+    static const char *const recompute_what[RECOMPUTE_COUNT] = {
+#define ADVISE_RECOMPUTE_(kind, word) "recompute " word,
+        PARC_RECOMPUTE(ADVISE_RECOMPUTE_)
+#undef ADVISE_RECOMPUTE_
+    };
+    for (int r = plan->layout.recompute + 1; r < RECOMPUTE_COUNT && n < max; r++)
+        out[n++] = (Change){CHANGE_RECOMPUTE, r, recompute_what[r]};
     if (plan->train.micro_batch % 2 == 0 && n < max)
         out[n++] = (Change){CHANGE_HALVE_MICRO, 0, "micro_batch halved"};
     return n;
 }
 
-/* The analysis of `base` with one change, or NULL when the changed plan
- * breaks a rule (it is then not a candidate). */
-static Analysis *analyze_variant(Arena *arena, const Plan *base, const Change *c)
+/* The analysis of the plan as written (`base`) with one change, or NULL when
+ * the changed plan breaks a rule (it is then not a candidate). */
+static const Analysis *analyze_variant(Arena *arena, const Compilation *base, const Change *c)
 {
     Plan *p = arena_alloc(arena, sizeof(Plan));
-    *p = *base;
+    *p = base->written;
     apply_change(p, c);
     if (!advise_variant_valid(p)) return NULL;
-    int errors = diag_error_count(), warnings = diag_warning_count();
-    Graph *g = expand_model(arena, p);
-    Program *prog = g ? lower_program(arena, p, g) : NULL;
-    if (!prog || diag_error_count() != errors || diag_warning_count() != warnings)
-        PARC_BUG("the plan changed by `%s` keeps every rule but did not lower cleanly", c->what);
-    return analyze_program(arena, prog);
+    return passes_variant(arena, base, p, c->what);
 }
 
 /* ------------------------------------------------------------ advice */
@@ -181,7 +180,7 @@ static Plan *grown_cluster(Arena *arena, const Plan *plan, int k)
 /* When no change of the plan's own mesh fits: the fastest layout of these
  * GPUs that fits, else of the fewest more GPUs (up to 64 times as many), each
  * as its own `explain` reports it (search_best_fit). */
-static void hint_layouts(Arena *arena, Hint *h, const Plan *plan)
+static void hint_layouts(Arena *arena, Hint *h, const Plan *plan, int verify)
 {
     char buf[64];
     SearchFit fit;
@@ -191,7 +190,7 @@ static void hint_layouts(Arena *arena, Hint *h, const Plan *plan)
     for (int k = 0; k <= 6; k++) {
         const Plan *p = k == 0 ? plan : grown_cluster(arena, plan, k);
         if (!p) break;
-        int found = search_best_fit(p, &fit, &budget);
+        int found = search_best_fit(p, &fit, &budget, verify);
         tried += fit.tried;
         if (!found && fit.stopped) {
             hint_add(h, "\n        no layout that fits among the %lld the advice tried within its budget "
@@ -214,15 +213,15 @@ static void hint_layouts(Arena *arena, Hint *h, const Plan *plan)
 }
 
 /* One line per candidate change; when none fits, a layout that does. */
-static void hint_changes(Arena *arena, Hint *h, const Analysis *an, double capacity)
+static void hint_changes(Arena *arena, Hint *h, const Compilation *c, double capacity)
 {
-    const Plan *plan = an->prog->plan;
+    const Plan *plan = &c->written;
     Change changes[8];
     int nchanges = list_changes(plan, changes, 8);
     int fits = 0;
     char buf[64];
     for (int i = 0; i < nchanges; i++) {
-        Analysis *v = analyze_variant(arena, plan, &changes[i]);
+        const Analysis *v = analyze_variant(arena, c, &changes[i]);
         if (!v) continue;
         analyze_format_bytes((double)v->max_total, buf, sizeof buf);
         int ok = (double)v->max_total <= capacity;
@@ -230,11 +229,12 @@ static void hint_changes(Arena *arena, Hint *h, const Analysis *an, double capac
         hint_add(h, "\n        %-22s -> %s per GPU%s", changes[i].what, buf,
                  ok ? (fits == 1 ? " (fits: the cheapest change)" : " (fits)") : "");
     }
-    if (!fits) hint_layouts(arena, h, plan);
+    if (!fits) hint_layouts(arena, h, plan, c->verify);
 }
 
-int advise_plan(Arena *arena, const Analysis *an)
+int advise_plan(Arena *arena, const Compilation *c)
 {
+    const Analysis *an = c->analysis;
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;
     warn_tensor_axis_across_nodes(an);
@@ -243,7 +243,7 @@ int advise_plan(Arena *arena, const Analysis *an)
 
     Hint *h = arena_alloc(arena, sizeof(Hint));
     hint_breakdown(h, &an->stages[an->worst_stage]);
-    hint_changes(arena, h, an, capacity);
+    hint_changes(arena, h, c, capacity);
     char need[64], cap[64];
     analyze_format_bytes((double)an->max_total, need, sizeof need);
     analyze_format_bytes(capacity, cap, sizeof cap);

@@ -3,8 +3,9 @@
  * stage split of least estimated busy time.
  *
  * Takes the checked Plan with check's even split (where the layers do not
- * divide by the stages, the first stages hold one more).  Lowers and
- * analyzes that plan once and reads off its instructions, through the cost
+ * divide by the stages, the first stages hold one more) and the analysis of
+ * that plan, which the driver lowers through the pass table (passes.c,
+ * run_balance).  Reads off its instructions, through the cost
  * model (cost.c), what one micro-batch costs forward and backward: one layer
  * (the block sequences), and each stage's work besides its layers (the
  * embedding on the first, the head and the loss on the last, its pipeline
@@ -39,18 +40,13 @@ static double seq_seconds(const Program *prog, const StageProgram *sp, SeqKind q
 /* Busy time per step of a stage holding n layers. */
 static double stage_busy(double micro, double own, double layer, int n) { return micro * (own + n * layer); }
 
-int balance_plan(Arena *arena, Plan *plan)
+int balance_wanted(const Plan *plan) { return plan->layout.balance == BALANCE_AUTO && plan->layout.stages >= 2; }
+
+void balance_plan(Arena *arena, Plan *plan, const Analysis *an)
 {
     Layout *l = &plan->layout;
-    if (l->balance != BALANCE_AUTO || l->stages < 2) return 0;
-    /* the even split, lowered and analyzed as it stands */
-    Plan *trial = arena_alloc(arena, sizeof *trial);
-    *trial = *plan;
-    Graph *graph = expand_model(arena, trial);
-    if (!graph) return 1;
-    Program *prog = lower_program(arena, trial, graph);
-    if (!prog) return 1;
-    Analysis *an = analyze_program(arena, prog);
+    PARC_ASSERT(balance_wanted(plan));
+    const Program *prog = an->prog;
 
     int S = prog->nstages;
     const StageProgram *first = &prog->stages[0];
@@ -91,7 +87,7 @@ int balance_plan(Arena *arena, Plan *plan)
         double b = stage_busy(micro, own[s], layer, n[s]);
         if (b > busy) busy = b;
     }
-    if (!(busy < even_busy * (1.0 - 1e-9))) return 0; /* no better than even: keep it */
+    if (!(busy < even_busy * (1.0 - 1e-9))) return; /* no better than even: keep it */
     int at = 0;
     for (int s = 0; s < S; s++) {
         l->stage_first[s] = at;
@@ -100,5 +96,4 @@ int balance_plan(Arena *arena, Plan *plan)
     }
     PARC_ASSERT(at == plan->model.layers);
     l->balance_busy_s = busy;
-    return 0;
 }

@@ -20,35 +20,10 @@
 #define PARC_MPIEXEC "mpirun"
 #endif
 
-int calibrate_main(int argc, char **argv)
+int calibrate_main(const CliOptions *o)
 {
-    const char *out = "cluster.par", *device = NULL;
-    long ranks = 1;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        char *end = NULL;
-        if (!strcmp(a, "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strncmp(a, "-o=", 3) && a[3]) out = a + 3;
-        else if (!strncmp(a, "-o", 2) && a[2] && a[2] != '=') out = a + 2;
-        else if (!strcmp(a, "--device") && i + 1 < argc) device = argv[++i];
-        else if (!strncmp(a, "--device=", 9) && a[9]) device = a + 9;
-        else if (!strcmp(a, "--ranks") && i + 1 < argc && (ranks = strtol(argv[i + 1], &end, 10), *end == 0) &&
-                 ranks >= 1 && ranks <= 64)
-            i++;
-        else {
-            int valued = !strcmp(a, "-o") || !strcmp(a, "--device") || !strcmp(a, "--ranks");
-            if (!strcmp(a, "--ranks") && i + 1 < argc)
-                fprintf(stderr, "parc calibrate: --ranks takes a whole number from 1 to 64, not `%s`\n", argv[i + 1]);
-            else
-                fprintf(stderr, "parc calibrate: %s `%s`\n", valued ? "missing the value after" : "unknown argument", a);
-            fprintf(stderr, "usage: parc calibrate [-o cluster.par] [--device DEV [--ranks N]]\n");
-            return 2;
-        }
-    }
-    if (ranks > 1 && !device) {
-        fprintf(stderr, "parc calibrate: --ranks goes with --device (without it the CPU is measured on two ranks)\n");
-        return 2;
-    }
+    const char *out = o->output ? o->output : "cluster.par", *device = o->device;
+    long ranks = o->ranks;
 #ifndef PARC_CALIBRATE_EXE
     fprintf(stderr, "parc calibrate: this parc was built without the CPU runtime (MPI and OpenBLAS), so without "
                     "its measuring program\n");

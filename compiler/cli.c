@@ -1,8 +1,8 @@
 /*
  * cli.c — parsing parc's command line and printing its help (contract in
- * cli.h).  One table of commands, each with its table of options; the parser,
- * the usage errors and the help text all read the tables, so they cannot
- * disagree.
+ * cli.h).  One table of commands (the plan tools included), each with its
+ * table of options; the parser, the usage errors and the help text all read
+ * the tables, so they cannot disagree.
  */
 #include "cli.h"
 
@@ -31,6 +31,13 @@ typedef enum {
     OPT_PLAN,    /* report: the plan the trace ran */
     OPT_HOSTS,   /* run: mpirun's hostfile */
     OPT_SBATCH,  /* build: a Slurm batch script beside the executable */
+    OPT_TOP,        /* search */
+    OPT_EXHAUSTIVE, /* search */
+    OPT_TIME,       /* search */
+    OPT_DEVICE,     /* calibrate */
+    OPT_RANKS,      /* calibrate */
+    OPT_MASTER,     /* export */
+    OPT_NAMES,      /* export */
 } OptId;
 
 typedef struct OptSpec {
@@ -43,6 +50,7 @@ typedef struct OptSpec {
 typedef struct CmdSpec {
     const char *name;
     const char *args;    /* after the command in the usage line */
+    int nargs;           /* the arguments it takes (plans, a trace, a checkpoint) */
     const char *summary; /* one line in the general usage */
     const char *detail;  /* a paragraph in the command's help */
     const OptSpec *opts;
@@ -67,7 +75,7 @@ static const OptSpec collectives_opts[] = {
     {"--json", NULL, OPT_JSON, "the same as JSON (schema in docs/json.md)"},
 };
 static const OptSpec lower_opts[] = {
-    {"--emit", "KIND", OPT_EMIT, "the pass to dump after: front, expand, place, reshard, autodiff, optim, lower (the default), schedule, analyze or codegen (also plan, graph, ir)"},
+    {"--emit", "PASS", OPT_EMIT, "the pass to dump after (default lower; the passes are listed below)"},
 };
 static const OptSpec build_opts[] = {
     {"-o", "OUT", OPT_OUTPUT, "the file to write (with --emit=llvm, default standard output)"},
@@ -99,105 +107,93 @@ static const OptSpec report_opts[] = {
     {"--html", "FILE", OPT_HTML, "also the report as one self-contained HTML page (`-`: standard output)"},
 };
 
+static const OptSpec diff_opts[] = {
+    {"--json", NULL, OPT_JSON, "the same as JSON: both plans' figures and each row's delta"},
+    {"--html", "FILE", OPT_HTML, "the same as one self-contained HTML page (`-`: standard output)"},
+};
+static const OptSpec search_opts[] = {
+    {"--top", "K", OPT_TOP, "how many layouts to print, fastest first (1..1000; default 5)"},
+    {"-o", "DIR", OPT_OUTPUT, "write each printed layout as a plan, DIR/1.par for the fastest"},
+    {"--json", NULL, OPT_JSON, "the same as JSON"},
+    {"--html", "FILE", OPT_HTML, "the printed layouts side by side as one HTML page (`-`: standard output)"},
+    {"--exhaustive", NULL, OPT_EXHAUSTIVE, "lower every layout of the space, not only the estimate's best"},
+    {"--time", NULL, OPT_TIME, "also print how long the search took"},
+};
+static const OptSpec calibrate_opts[] = {
+    {"-o", "FILE", OPT_OUTPUT, "the cluster fragment to write (default cluster.par)"},
+    {"--device", "DEV", OPT_DEVICE, "measure through the runtime's backend DEV (cuda: cuBLAS, its kernels, NCCL)"},
+    {"--ranks", "N", OPT_RANKS, "with --device: N ranks under mpirun, one per GPU (default 1)"},
+};
+static const OptSpec export_opts[] = {
+    {"-o", "OUT", OPT_OUTPUT, "the safetensors file to write (required)"},
+    {"--output", "OUT", OPT_OUTPUT, NULL},
+    {"--master", NULL, OPT_MASTER, "the fp32 master weights instead of the training dtype's, where the plan keeps them"},
+    {"--names", "hf|parc", OPT_NAMES, "Hugging Face's names and layouts (the default) or parc's global names"},
+};
+
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* ORDER: follows CliCommand. */
 static const CmdSpec commands[CMD_COUNT] = {
-    {"check", "PLAN", "validate the plan (exit 0 valid, 1 errors)",
+    {"check", "PLAN", 1, "validate the plan (exit 0 valid, 1 errors)",
      "Checks the plan and everything the compiler derives from it (placements, schedule, memory per GPU): exit 0 "
      "and a one-line summary when it is valid and fits, 1 with every error otherwise.",
      NULL, 0},
-    {"explain", "PLAN", "memory per GPU, parallelism per axis, schedule, step time",
+    {"explain", "PLAN", 1, "memory per GPU, parallelism per axis, schedule, step time",
      "Explains the plan: the memory ledger per GPU, what each mesh axis carries, the pipeline schedule and its "
      "bubble, and the estimated step time.  Exit 1 when the plan does not fit, with the report still printed.",
      explain_opts, COUNT(explain_opts)},
-    {"collectives", "PLAN", "every collective each rank issues per step, and why",
+    {"collectives", "PLAN", 1, "every collective each rank issues per step, and why",
      "Lists every collective each rank issues per step, its volume and link, and the rule behind it.",
      collectives_opts, COUNT(collectives_opts)},
-    {"lower", "PLAN", "dump after a pass: front | expand | place | lower | schedule | analyze | codegen",
+    {"lower", "PLAN", 1, "dump what a pass of the pass table produced (--emit=PASS)",
      "Dumps the result of a pass in its stable text form (the golden files' format).", lower_opts,
      COUNT(lower_opts)},
-    {"build", "PLAN -o OUT", "compile to an executable (--emit=llvm|obj|exe)",
+    {"build", "PLAN -o OUT", 1, "compile to an executable (--emit=llvm|obj|exe)",
      "Compiles the plan into an executable linked with the runtime; run it with mpirun, one rank per mesh "
      "position.",
      build_opts, COUNT(build_opts)},
-    {"run", "PLAN [options] [-- program options]", "build and launch with mpirun (or srun inside Slurm)",
+    {"run", "PLAN [options] [-- program options]", 1, "build and launch with mpirun (or srun inside Slurm)",
      "Builds the plan into a temporary executable and runs it with mpirun: on this machine, or on the hosts of "
      "--hosts FILE.  Inside a Slurm allocation (SLURM_JOB_ID set, no --hosts) it runs `srun` instead, the "
      "executable built under the working directory, which the allocation's nodes must share.  SIGINT and "
      "SIGTERM sent to parc reach the launcher, which stops the ranks; parc exits with its status.  Options "
      "after `--` go to the program unchanged.",
      run_opts, COUNT(run_opts)},
-    {"report", "TRACE.json --plan PLAN [--html FILE]", "a run's trace beside its plan: predicted vs measured",
+    {"report", "TRACE.json --plan PLAN [--html FILE]", 1, "a run's trace beside its plan: predicted vs measured",
      "Reads the trace a program wrote with --trace and the plan it was built from: prints each phase of the step "
      "as the cost model predicts it beside what the ranks measured, and with --html writes a page with the "
      "measured timeline of every rank (a block per forward and backward of the last step) above the simulated "
      "one.  Exit 1 when the trace cannot be read or does not belong to the plan.",
      report_opts, COUNT(report_opts)},
-};
-
-/* The plan tools parse their own arguments (tools.h); their help is here, so
- * that `parc help TOOL`, `parc TOOL --help` and the general usage read one
- * table.  Their options' ids are unused, and these tables do not drive the
- * tools' parsers: tests/cli.sh checks that each option listed here is one the
- * tool's parser takes. */
-static const OptSpec diff_opts[] = {
-    {"--json", NULL, OPT_JSON, "the same as JSON: both plans' figures and each row's delta"},
-    {"--html", "FILE", OPT_HTML, "the same as one self-contained HTML page (`-`: standard output)"},
-    {"--verify", NULL, OPT_VERIFY, "run each pass's verifier after it (also PARC_VERIFY=1)"},
-    {"--help", NULL, OPT_HELP, "this help"},
-};
-static const OptSpec search_opts[] = {
-    {"--top", "K", OPT_FORWARD, "how many layouts to print, fastest first (1..1000; default 5)"},
-    {"-o", "DIR", OPT_OUTPUT, "write each printed layout as a plan, DIR/1.par for the fastest"},
-    {"--json", NULL, OPT_JSON, "the same as JSON"},
-    {"--html", "FILE", OPT_HTML, "the printed layouts side by side as one HTML page (`-`: standard output)"},
-    {"--exhaustive", NULL, OPT_FORWARD, "lower every layout of the space, not only the estimate's best"},
-    {"--time", NULL, OPT_FORWARD, "also print how long the search took"},
-    {"--verify", NULL, OPT_VERIFY, "run each pass's verifier after it (also PARC_VERIFY=1)"},
-    {"--help", NULL, OPT_HELP, "this help"},
-};
-static const OptSpec calibrate_opts[] = {
-    {"-o", "FILE", OPT_OUTPUT, "the cluster fragment to write (default cluster.par)"},
-    {"--device", "DEV", OPT_FORWARD, "measure through the runtime's backend DEV (cuda: cuBLAS, its kernels, NCCL)"},
-    {"--ranks", "N", OPT_FORWARD, "with --device: N ranks under mpirun, one per GPU (default 1)"},
-    {"--help", NULL, OPT_HELP, "this help"},
-};
-static const OptSpec export_opts[] = {
-    {"-o", "OUT", OPT_OUTPUT, "the safetensors file to write (required)"},
-    {"--master", NULL, OPT_FORWARD, "the fp32 master weights instead of the training dtype's, where the plan keeps them"},
-    {"--names", "hf|parc", OPT_FORWARD, "Hugging Face's names and layouts (the default) or parc's global names"},
-    {"--help", NULL, OPT_HELP, "this help"},
-};
-
-static const CmdSpec tools[] = {
-    {"diff", "A.par B.par [--json | --html FILE]",
+    {"diff", "A.par B.par [--json | --html FILE]", 2,
      "two plans side by side: memory, collectives, links, time",
      "Compiles both plans and prints them side by side with the deltas: memory by class on each plan's fullest "
      "GPU, the collectives added, removed or changed (with the rule behind each), bytes per link class, bubble, "
      "step time and MFU.  Exit 1 when either plan has errors.",
      diff_opts, COUNT(diff_opts)},
-    {"search", "PLAN [--top K] [--json | --html FILE] [-o DIR]",
+    {"search", "PLAN [--top K] [--json | --html FILE] [-o DIR]", 1,
      "the fastest layouts of the plan's model on its cluster",
      "Keeps the plan's model, cluster and global batch and ranks every layout of the space (dp x tp x pp, "
      "interleaving, ZeRO 0-3, sequence parallelism, recomputation, micro-batch size, schedule) that passes the "
      "checks and fits, by the cost model: the first line says how many it considered.  The best are lowered and "
      "explained exactly; each line gives memory, step time, MFU, bubble and bytes per link class.",
      search_opts, COUNT(search_opts)},
-    {"calibrate", "[-o FILE] [--device DEV [--ranks N]]", "measure this machine as a cluster fragment",
+    {"calibrate", "[-o FILE] [--device DEV [--ranks N]]", 0, "measure this machine as a cluster fragment",
      "Runs the measuring program on two local ranks: GEMM rates over four shape classes, memory bandwidth, and "
      "the latency and bandwidth between the ranks (over four launches), and writes them as a cluster fragment "
      "that plans include inside `cluster { ... include \"FILE\"; }`.  With --device every figure is measured "
      "through that backend of the runtime (cuda: the linear op on cuBLAS, the memory-bound ops and attention on "
      "the GPU's kernels, the collectives over NCCL between N ranks).  Exit 3 when it cannot run or write.",
      calibrate_opts, COUNT(calibrate_opts)},
-    {"export", "CKPT -o OUT [--master] [--names hf|parc]",
+    {"export", "CKPT -o OUT [--master] [--names hf|parc]", 1,
      "a checkpoint of any layout as one safetensors file",
      "Assembles every parameter of a checkpoint (a step directory, or a --checkpoint-dir with its `latest`) from "
      "the shards of whichever rank files hold it, checked against the manifest's CRC-32, and writes one "
      "safetensors file.  Exit 1 for a checkpoint that cannot be read, 2 for a usage error, 3 for a failed write.",
      export_opts, COUNT(export_opts)},
 };
+
 
 static void print_opts(FILE *out, const OptSpec *opts, int n)
 {
@@ -210,21 +206,8 @@ static void print_opts(FILE *out, const OptSpec *opts, int n)
     }
 }
 
-static const CmdSpec *find_tool(const char *name)
-{
-    for (int t = 0; name && t < COUNT(tools); t++)
-        if (strcmp(name, tools[t].name) == 0) return &tools[t];
-    return NULL;
-}
-
 void cli_help(FILE *out, const char *command)
 {
-    const CmdSpec *tool = find_tool(command);
-    if (tool) {
-        fprintf(out, "usage: parc %s %s\n\n%s\n\noptions:\n", tool->name, tool->args, tool->detail);
-        print_opts(out, tool->opts, tool->nopts);
-        return;
-    }
     for (int c = 0; command && c < CMD_COUNT; c++) {
         if (strcmp(command, commands[c].name) != 0) continue;
         fprintf(out, "usage: parc %s %s\n\n%s\n", commands[c].name, commands[c].args, commands[c].detail);
@@ -232,18 +215,17 @@ void cli_help(FILE *out, const char *command)
             fprintf(out, "\noptions:\n");
             print_opts(out, commands[c].opts, commands[c].nopts);
         }
+        if (c == CMD_LOWER) fprintf(out, "\npasses, in order: %s (older names: plan, graph, ir)\n", passes_names());
         fprintf(out, "\noptions of every command:\n");
         print_opts(out, global_opts, COUNT(global_opts));
-        fprintf(out, "\nOptions go before or after the plan; `--name=value` and `--name value` are the same; "
+        fprintf(out, "\nOptions go before or after the arguments; `--name=value` and `--name value` are the same; "
                      "`-` as PLAN reads standard input.\n");
         return;
     }
-    fprintf(out, "usage: parc COMMAND PLAN.par [options]\n\ncommands:\n");
+    fprintf(out, "usage: parc COMMAND ARGUMENTS [options]\n\ncommands:\n");
     for (int c = 0; c < CMD_COUNT; c++) fprintf(out, "  %-12s %s\n", commands[c].name, commands[c].summary);
-    for (int t = 0; t < COUNT(tools); t++) fprintf(out, "  %-12s %s\n", tools[t].name, tools[t].summary);
     fprintf(out, "  %-12s %s\n", "help", "this text, or `parc help COMMAND` for one command");
-    fprintf(out, "\noptions of the commands from check to report (diff, search, calibrate and export list their "
-                 "own):\n");
+    fprintf(out, "\noptions of every command:\n");
     print_opts(out, global_opts, COUNT(global_opts));
     fprintf(out, "\n  parc --version | --help\n");
 }
@@ -267,6 +249,16 @@ static int usage_error(Parser *p, const char *fmt, const char *arg, const char *
     fprintf(stderr, "\n(`parc help%s%s` lists what it takes)\n", strcmp(p->who, "parc") ? " " : "",
             strcmp(p->who, "parc") ? p->who + 5 : "");
     return 2;
+}
+
+/* A whole number from 1 to max in *out; -1 when text is not one. */
+static int read_count(const char *text, long max, int *out)
+{
+    char *end = NULL;
+    long n = strtol(text, &end, 10);
+    if (!*text || *end || n < 1 || n > max) return -1;
+    *out = (int)n;
+    return 0;
 }
 
 /* The option spec whose name `arg` (before any '=') is, among `opts`. */
@@ -329,7 +321,7 @@ static int read_option(Parser *p, const CmdSpec *cmd)
     case OPT_HELP: p->help = 1; break;
     case OPT_VERIFY: opts->verify = 1; break;
     case OPT_HTML: opts->html = value; break;
-    case OPT_PLAN: opts->trace = value; break; /* swapped with the argument in parse() */
+    case OPT_PLAN: opts->plan = value; break;
     case OPT_HOSTS: opts->hosts = value; break;
     case OPT_SBATCH: opts->sbatch = value; break;
     case OPT_COLOR:
@@ -346,6 +338,23 @@ static int read_option(Parser *p, const CmdSpec *cmd)
         opts->forward[opts->nforward++] = (char *)o->name;
         if (value) opts->forward[opts->nforward++] = (char *)value;
         break;
+    case OPT_TOP:
+        if (read_count(value, 1000, &opts->top))
+            return usage_error(p, "--top takes a count from 1 to 1000, not `%s`", value, NULL);
+        break;
+    case OPT_EXHAUSTIVE: opts->exhaustive = 1; break;
+    case OPT_TIME: opts->timed = 1; break;
+    case OPT_DEVICE: opts->device = value; break;
+    case OPT_RANKS:
+        if (read_count(value, 64, &opts->ranks))
+            return usage_error(p, "--ranks takes a whole number from 1 to 64, not `%s`", value, NULL);
+        break;
+    case OPT_MASTER: opts->master = 1; break;
+    case OPT_NAMES:
+        if (strcmp(value, "hf") && strcmp(value, "parc"))
+            return usage_error(p, "--names takes hf or parc, not `%s`", value, NULL);
+        opts->hf_names = strcmp(value, "hf") == 0;
+        break;
     }
     return 0;
 }
@@ -359,10 +368,9 @@ static int find_command(const char *name)
 
 static int unknown_command(const char *name)
 {
-    const char *names[CMD_COUNT + COUNT(tools) + 1];
+    const char *names[CMD_COUNT + 1];
     int n = 0;
     for (int c = 0; c < CMD_COUNT; c++) names[n++] = commands[c].name;
-    for (int t = 0; t < COUNT(tools); t++) names[n++] = tools[t].name;
     names[n++] = "help";
     const char *best = diag_closest(name, names, n);
     fprintf(stderr, "parc: unknown command `%s`%s%s%s\n", name, best ? "; did you mean `" : "", best ? best : "",
@@ -386,7 +394,7 @@ static int help_command(int argc, char **argv, int i)
         cli_help(stdout, NULL);
         return 0;
     }
-    if (find_command(argv[i]) < 0 && !find_tool(argv[i])) return unknown_command(argv[i]);
+    if (find_command(argv[i]) < 0) return unknown_command(argv[i]);
     cli_help(stdout, argv[i]);
     return 0;
 }
@@ -399,12 +407,46 @@ static int resolve_color(const char *when)
     return isatty(2) && !getenv("NO_COLOR") && !(term && strcmp(term, "dumb") == 0);
 }
 
+/* The command's arguments in place, and the options that go together; 0,
+ * or 2 after a usage error. */
+static int check_arguments(Parser *p, const char **args, int nargs)
+{
+    CliOptions *opts = p->opts;
+    switch (opts->command) {
+    case CMD_REPORT:
+        opts->trace = args[0];
+        if (!opts->trace) return usage_error(p, "missing TRACE.json (the file a program's --trace wrote)%s", "", NULL);
+        if (!opts->plan) return usage_error(p, "missing --plan PLAN (the plan the program was built from)%s", "", NULL);
+        return 0;
+    case CMD_DIFF:
+        if (nargs < 2) return usage_error(p, "give two plans: A.par B.par%s", "", NULL);
+        opts->plan = args[0];
+        opts->plan2 = args[1];
+        return 0;
+    case CMD_CALIBRATE:
+        if (opts->ranks > 1 && !opts->device)
+            return usage_error(p, "--ranks goes with --device (without it the CPU is measured on two ranks)%s", "",
+                               NULL);
+        return 0;
+    case CMD_EXPORT:
+        opts->checkpoint = args[0];
+        if (!opts->checkpoint) return usage_error(p, "missing CKPT (a checkpoint step directory or --checkpoint-dir)%s", "", NULL);
+        if (!opts->output || !*opts->output) return usage_error(p, "missing -o OUT (the safetensors file to write)%s", "", NULL);
+        return 0;
+    default:
+        opts->plan = args[0];
+        if (!opts->plan) return usage_error(p, "missing PLAN.par%s%s", "", " (`-` reads it from standard input)");
+        return 0;
+    }
+}
+
 static int parse(int argc, char **argv, CliOptions *opts)
 {
     Parser p = {.argc = argc, .argv = argv, .who = "parc", .opts = opts};
     const CmdSpec *cmd = NULL;
     char who[64];
-    int rc, options_done = 0;
+    const char *args[2] = {NULL, NULL};
+    int rc, options_done = 0, nargs = 0;
     for (p.i = 1; p.i < argc; p.i++) {
         const char *arg = argv[p.i];
         if (!options_done && strcmp(arg, "--") == 0) {
@@ -427,8 +469,8 @@ static int parse(int argc, char **argv, CliOptions *opts)
             opts->command = (CliCommand)c;
             snprintf(who, sizeof who, "parc %s", cmd->name);
             p.who = who;
-        } else if (!opts->plan) {
-            opts->plan = arg;
+        } else if (nargs < cmd->nargs) {
+            args[nargs++] = arg;
         } else {
             return usage_error(&p, "unexpected argument `%s`%s", arg,
                                opts->command == CMD_RUN ? " (options for the program go after `--`)" : "");
@@ -442,19 +484,10 @@ static int parse(int argc, char **argv, CliOptions *opts)
         cli_help(stderr, NULL);
         return 2;
     }
-    if (opts->command == CMD_REPORT) {
-        const char *plan = opts->trace;
-        opts->trace = opts->plan;
-        opts->plan = plan;
-        if (!opts->trace) return usage_error(&p, "missing TRACE.json (the file a program's --trace wrote)%s", "", NULL);
-        if (!opts->plan) return usage_error(&p, "missing --plan PLAN (the plan the program was built from)%s", "", NULL);
-    }
-    if (!opts->plan) return usage_error(&p, "missing PLAN.par%s%s", "", " (`-` reads it from standard input)");
-    if (opts->html && (opts->json || opts->verbose)) {
-        fprintf(stderr, "parc explain: --html writes its own form of the report; give it without --json and "
-                        "--verbose\n");
-        return 2;
-    }
+    if ((rc = check_arguments(&p, args, nargs)) != 0) return rc;
+    if (opts->html && (opts->json || opts->verbose))
+        return usage_error(&p, "--html writes its own form of the report; give it without --json%s%s", "",
+                           opts->command == CMD_EXPLAIN ? " and --verbose" : "");
     opts->forward[opts->nforward] = NULL;
     opts->color = resolve_color(p.color);
     if (passes_verify_from_env()) opts->verify = 1;
@@ -464,6 +497,9 @@ static int parse(int argc, char **argv, CliOptions *opts)
 int cli_parse(int argc, char **argv, CliOptions *opts)
 {
     memset(opts, 0, sizeof *opts);
+    opts->top = 5;
+    opts->ranks = 1;
+    opts->hf_names = 1;
     opts->forward = calloc((size_t)argc + 1, sizeof *opts->forward);
     if (!opts->forward) PARC_BUG("out of memory");
     int rc = parse(argc, argv, opts);
@@ -472,17 +508,4 @@ int cli_parse(int argc, char **argv, CliOptions *opts)
         opts->forward = NULL;
     }
     return rc;
-}
-
-int cli_tool_help(int argc, char **argv)
-{
-    const CmdSpec *tool = argc >= 2 ? find_tool(argv[1]) : NULL;
-    for (int i = 2; tool && i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0) break;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            cli_help(stdout, tool->name);
-            return 0;
-        }
-    }
-    return -1;
 }

@@ -9,19 +9,44 @@
  *   - `-` as the plan reads it from standard input; `--` ends the options
  *     (for `run`, what follows goes to the program unchanged);
  *   - an unknown option or command is a usage error (exit 2) that names it.
- * Options every command takes: --color=auto|always|never and
- * --diagnostics-format=text|json (see diag_set_style in parc.h).
+ * One table of commands, each with its table of options, serves every
+ * command (the plan tools diff, search, calibrate and export included): the
+ * parser, the usage errors with their "did you mean" and the help all read
+ * it.  Options every command takes: --color=auto|always|never,
+ * --diagnostics-format=text|json (see diag_set_style in parc.h), --verify.
  */
 #ifndef PARC_CLI_H
 #define PARC_CLI_H
 
 #include <stdio.h>
 
-typedef enum { CMD_CHECK, CMD_EXPLAIN, CMD_COLLECTIVES, CMD_LOWER, CMD_BUILD, CMD_RUN, CMD_REPORT, CMD_COUNT } CliCommand;
+/* ORDER: cli.c's command table follows this list. */
+typedef enum {
+    CMD_CHECK,
+    CMD_EXPLAIN,
+    CMD_COLLECTIVES,
+    CMD_LOWER,
+    CMD_BUILD,
+    CMD_RUN,
+    CMD_REPORT,
+    CMD_DIFF,
+    CMD_SEARCH,
+    CMD_CALIBRATE,
+    CMD_EXPORT,
+    CMD_COUNT
+} CliCommand;
 
 typedef struct CliOptions {
     CliCommand command;
-    const char *plan;       /* a path, or "-" for standard input */
+    const char *plan;       /* a path, or "-" for standard input; diff: the first plan */
+    const char *plan2;      /* diff: the second plan */
+    const char *checkpoint; /* export: the checkpoint (a step directory or a --checkpoint-dir) */
+    int top;                /* search --top K (default 5) */
+    int exhaustive, timed;  /* search --exhaustive, --time */
+    const char *device;     /* calibrate --device DEV, NULL when not given */
+    int ranks;              /* calibrate --ranks N (default 1) */
+    int master;             /* export --master */
+    int hf_names;           /* export --names hf (the default) or parc */
     int json, verbose;      /* explain, collectives */
     const char *html;       /* explain --html FILE, NULL when not given */
     const char *trace;      /* report: the trace (its argument; `plan` is its --plan) */
@@ -43,12 +68,7 @@ typedef struct CliOptions {
  * on stdout), 2 after a usage error (printed on stderr). */
 int cli_parse(int argc, char **argv, CliOptions *opts);
 
-/* `parc TOOL ... --help` (or -h) for the plan tools that parse their own
- * arguments (diff, search, calibrate, export; tools.h): prints the tool's
- * help and returns 0, or returns -1 when argv is not that. */
-int cli_tool_help(int argc, char **argv);
-
-/* The general usage (command NULL), one command's or one tool's help. */
+/* The general usage (command NULL), or one command's help. */
 void cli_help(FILE *out, const char *command);
 
 #endif

@@ -44,9 +44,8 @@ static void layout_line(FILE *out, const Analysis *an)
     const Plan *p = an->prog->plan;
     fprintf(out, "mesh");
     for (int a = 0; a < p->mesh.naxes; a++) fprintf(out, " %s %d", p->mesh.axes[a].name, p->mesh.axes[a].size);
-    static const char *const rc[] = {"none", "selective", "full"};
-    fprintf(out, "; zero %d; recompute %s; micro_batch %lld x %lld", p->layout.zero_stage, rc[p->layout.recompute],
-            (long long)p->train.micro_batch, (long long)p->train.micro_batches);
+    fprintf(out, "; zero %d; recompute %s; micro_batch %lld x %lld", p->layout.zero_stage,
+            recompute_names[p->layout.recompute], (long long)p->train.micro_batch, (long long)p->train.micro_batches);
     if (p->layout.pp_axis >= 0)
         fprintf(out, "; %s x%d", schedule_kind_name(an->prog->schedule.kind), p->layout.virtual_stages);
     if (p->layout.sp_axis >= 0) fprintf(out, "; sequence parallel");
@@ -206,37 +205,10 @@ void diff_report_json(FILE *out, const Analysis *a, const Analysis *b)
 
 /* ------------------------------------------------------------ command */
 
-int diff_main(int argc, char **argv)
+int diff_main(const CliOptions *o)
 {
-    const char *paths[2] = {NULL, NULL}, *html = NULL;
-    int json = 0, verify = passes_verify_from_env(), n = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strncmp(argv[i], "--html", 6) && (argv[i][6] == '=' || !argv[i][6])) {
-            html = argv[i][6] ? argv[i] + 7 : i + 1 < argc ? argv[++i] : NULL;
-            if (!html || !*html) {
-                fprintf(stderr, "parc diff: --html needs a file (`-`: standard output)\n");
-                return 2;
-            }
-        }
-        else if (!strcmp(argv[i], "--verify")) verify = 1;
-        else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "parc diff: unknown option `%s`\n", argv[i]);
-            return 2;
-        } else if (n < 2) paths[n++] = argv[i];
-        else {
-            fprintf(stderr, "parc diff: unexpected argument `%s` (give two plans)\n", argv[i]);
-            return 2;
-        }
-    }
-    if (n < 2) {
-        fprintf(stderr, "parc diff: usage: parc diff A.par B.par [--json | --html FILE]\n");
-        return 2;
-    }
-    if (html && json) {
-        fprintf(stderr, "parc diff: --html writes its own form of the report; give it without --json\n");
-        return 2;
-    }
+    const char *paths[2] = {o->plan, o->plan2}, *html = o->html;
+    int json = o->json, verify = o->verify;
     Arena arena = {0};
     Compilation c[2];
     int analyze = passes_find("analyze"), status = 0;

@@ -207,8 +207,6 @@ static int64_t assemble(const char *dir, const cJSON *ranks, const char *role, A
     return n;
 }
 
-#define EXPORT_USAGE "usage: parc export CKPT -o MODEL.safetensors [--master] [--names hf|parc]"
-
 /* --names hf: the tensors t[0..*n) renamed and laid out as the model family's
  * (export_hf.c); *hf holds the new data, *family its name.  0 or 1 with err.
  * t and names have room for 3 x *n entries (a tensor gives at most three). */
@@ -236,22 +234,9 @@ static int rename_hf(prt_st_tensor *t, int64_t *n, char (*names)[256], ExportOut
     return 0;
 }
 
-int export_main(int argc, char **argv) {
-    const char *ckpt = NULL, *out = NULL, *names_opt = "hf";
-    int master = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strncmp(argv[i], "-o=", 3) || !strncmp(argv[i], "--output=", 9)) out = strchr(argv[i], '=') + 1;
-        else if (!strcmp(argv[i], "--master")) master = 1;
-        else if (!strcmp(argv[i], "--names") && i + 1 < argc) names_opt = argv[++i];
-        else if (!strncmp(argv[i], "--names=", 8)) names_opt = argv[i] + 8;
-        else if (argv[i][0] == '-' || ckpt) return export_error(2, "unexpected argument '%s'\n" EXPORT_USAGE, argv[i]);
-        else ckpt = argv[i];
-    }
-    if (!ckpt || !out || !*out) return export_error(2, EXPORT_USAGE);
-    int hf_names = !strcmp(names_opt, "hf");
-    if (!hf_names && strcmp(names_opt, "parc"))
-        return export_error(2, "--names must be hf or parc, got '%s'\n" EXPORT_USAGE, names_opt);
+int export_main(const CliOptions *o) {
+    const char *ckpt = o->checkpoint, *out = o->output;
+    int master = o->master, hf_names = o->hf_names;
     char *dir = step_dir(ckpt), err[2048] = "", path[4096];
     if (!dir) return export_error(1, "%s: not a checkpoint (no manifest.json, no latest)", ckpt);
     textf(path, sizeof path, "%s/manifest.json", dir);
@@ -323,9 +308,8 @@ int export_main(int argc, char **argv) {
     return status;
 }
 #else
-int export_main(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
+int export_main(const CliOptions *o) {
+    (void)o;
     fprintf(stderr, "parc export: error: this parc was built without cJSON and zlib (apt-get install libcjson-dev "
                     "zlib1g-dev)\n");
     return 2;

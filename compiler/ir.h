@@ -5,8 +5,9 @@
  * repeated block, head) over tensors with NAMED dims and GLOBAL sizes.  Every
  * tensor carries a home placement per mesh axis derived from the layout rules.
  *
- * lower_program (lower.c, with place.c, reshard.c, autodiff.c, optim.c and
- * program.c; see lower.h) turns the graph into a Program: per pipeline stage,
+ * The lowering passes (lower.c, with place.c, reshard.c, autodiff.c, optim.c,
+ * overlap.c and program.c; see lower.h), run in order by the driver's pass
+ * table (passes.c), turn the graph into a Program: per pipeline stage,
  * instruction sequences (forward, backward, gradient sync, optimizer, pipeline
  * messages) in which all communication is explicit, each collective inserted
  * by the one resharding table (reshard_collective), plus the buffers they use,
@@ -275,6 +276,13 @@ typedef struct OpShape {
     int dropout;
 } OpShape;
 
+/* The memory-bound classes of the cost model, each charged at its own
+ * efficiency of the HBM bandwidth (cost_memory_s, cost.h): plain streams,
+ * norms, activations with a transcendental per element, softmaxes, the
+ * optimizer's update, attention's score matrix.  An op's row (ops.h) names
+ * the class of the bytes its calls move. */
+typedef enum { MEM_STREAM, MEM_NORM, MEM_ACTIVATION, MEM_SOFTMAX, MEM_OPTIMIZER, MEM_SCORES } MemKind;
+
 /* Which runtime entry of its graph op an instruction is (ops.h). */
 typedef enum { ENTRY_NONE, ENTRY_FORWARD, ENTRY_BACKWARD } OpEntry;
 
@@ -439,10 +447,18 @@ typedef struct Buffer {
     int order;            /* the stage's buffer order: what created it (lower.c, BufOrder) */
 } Buffer;
 
-/* Bytes of one element of a buffer dtype (enum prt_dtype). */
+/* The dump name of each buffer dtype (enum prt_dtype; PRT_DTYPES in parc_rt.h). */
+extern const char *const dtype_names[PRT_NDTYPE];
+/* Bytes of one element of a buffer dtype (enum prt_dtype), from PRT_DTYPES. */
 static inline int dtype_bytes(int dtype)
 {
-    return dtype == PRT_BF16 || dtype == PRT_F16 ? 2 : dtype == PRT_U8 ? 1 : 4;
+    switch (dtype) {
+#define X(id, name, bytes) \
+    case PRT_##id: return bytes;
+        PRT_DTYPES(X)
+#undef X
+    }
+    return 4;
 }
 static inline int dtype_is_16(int dtype) { return dtype == PRT_BF16 || dtype == PRT_F16; }
 
@@ -511,11 +527,18 @@ void place_dump(const Placed *placed, FILE *out);
  * dims; Partial only for produced values and gradients); PARC_BUG otherwise. */
 void place_verify(const Placed *placed);
 
-/* The lowering passes after place, in this order, each over every stage
+/* The schedule pass: the plan's pipeline schedule (schedule.c) — every
+ * stage's order of forward and backward work items and its in-flight peaks,
+ * which reshard cuts the stage programs from and the ledger multiplies saved
+ * activations by, proven sound (schedule_verify) whether or not verification
+ * is on.  A checked plan always has one (PARC_BUG otherwise). */
+Schedule *lower_schedule(Arena *arena, const Plan *plan);
+
+/* The lowering passes after place and schedule, in this order, each over every stage
  * (the rows reshard, autodiff, optim and lower of passes.c).  They report
  * user errors through diag and then return NULL (or 1); a broken invariant
  * is an internal error.  Each runs once per `placed`, which they advance.
- *   lower_reshard   the Program: schedule, stage buffers, the forward
+ *   lower_reshard   the Program: the schedule's copy, stage buffers, the forward
  *                   programs with their collectives, pipeline messages;
  *   lower_autodiff  the backward programs (ZeRO-2/3 gradient scatters included);
  *   lower_optim     gradient zeroing, gradient sync and the optimizer steps;
@@ -523,15 +546,11 @@ void place_verify(const Placed *placed);
  *                   and waited before the optimizer (overlap.c), unless the
  *                   plan says `grad_overlap off;`;
  *   lower_finish    the ledger; the program verified. */
-Program *lower_reshard(Placed *placed);
+Program *lower_reshard(Placed *placed, const Schedule *schedule);
 int lower_autodiff(Placed *placed);
 int lower_optim(Placed *placed);
 int lower_overlap(Placed *placed);
 Program *lower_finish(Placed *placed);
-/* All five; consumes `placed` (call once). */
-Program *lower_placed(Placed *placed);
-/* lower_place, then lower_placed. */
-Program *lower_program(Arena *arena, const Plan *plan, Graph *graph);
 /* Checks the program's invariants (every collective's group is a mesh axis,
  * buffers in range, instance modes valid for the sequence, schedule sound).
  * Failure is a compiler bug: PARC_BUG. */
@@ -558,8 +577,9 @@ int64_t program_seq_calls_per_step(const Program *program, const StageProgram *s
  * Nothing with one stage. */
 void reshard_pipeline(Arena *arena, const Program *program, StageProgram *sp);
 
-/* Names of the runtime functions in PRT_OPS order, and their signatures.
- * RT_NONE: no runtime function (an op without a backward). */
+/* Names of the runtime functions in PRT_OPS order, and their signatures
+ * (ir.c, from PRT_OPS).  RT_NONE: no runtime function (an op without a
+ * backward). */
 typedef enum {
     RT_NONE = -1,
 #define X(name, sig) RT_##name,

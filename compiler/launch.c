@@ -64,7 +64,7 @@ static int launcher_args(const Plan *plan, const char *hosts, int slurm, char *e
     return n;
 }
 
-int launch_run(const Program *program, const char *hosts, int argc, char **argv) {
+int launch_run(const CodegenModule *module, const Program *program, const char *hosts, int argc, char **argv) {
     const Plan *plan = program->plan;
     if (hosts && access(hosts, R_OK) != 0) {
         diag_error(no_loc(), "give mpirun's hostfile: one `HOST slots=N` per line",
@@ -83,7 +83,7 @@ int launch_run(const Program *program, const char *hosts, int argc, char **argv)
     }
     char exe[PATH_MAX + 64];
     snprintf(exe, sizeof exe, "%s/%s", dir, plan->model.name && *plan->model.name ? plan->model.name : "plan");
-    if (codegen_emit(program, EMIT_EXE, exe) != 0) {
+    if (codegen_write(module, EMIT_EXE, exe) != 0) {
         rmdir(dir);
         return -1;
     }

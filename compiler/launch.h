@@ -5,9 +5,10 @@
 #ifndef PARC_LAUNCH_H
 #define PARC_LAUNCH_H
 
-#include "ir.h"
+#include "codegen.h"
 
-/* `parc run`: builds the program into a fresh temporary directory, then runs
+/* `parc run`: writes the program's module (codegen's row of the pass table)
+ * as an executable into a fresh temporary directory, then runs
  *   mpirun -np <world> [--oversubscribe] <exe> argv[0..argc-1]
  * (with `--hostfile hosts` instead of the local core rules when hosts != NULL;
  * with `srun --ntasks=<world> --kill-on-bad-exit=1 <exe> argv` when
@@ -21,7 +22,7 @@
  * a checkpoint directory is set, and stop.  Returns the job's exit
  * status (128 + signal when a signal ended it); -1 when the build or the launch
  * failed (reported via diag_error).  The temporary directory is removed. */
-int launch_run(const Program *program, const char *hosts, int argc, char **argv);
+int launch_run(const CodegenModule *module, const Program *program, const char *hosts, int argc, char **argv);
 
 /* `parc build --sbatch SCRIPT`: a Slurm batch script (mode 0755) that runs the
  * executable at `exe` (by its absolute path) with srun on the plan's nodes:

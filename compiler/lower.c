@@ -296,16 +296,18 @@ static void optim_stage(Lowerer *lw, int s)
     leave_stage(lw, s);
 }
 
-/* The pipeline schedule of the plan, verified. */
-static void build_schedule(Arena *arena, const Plan *plan, Program *prog, int p)
+Schedule *lower_schedule(Arena *arena, const Plan *plan)
 {
+    int p = plan->layout.stages > 0 ? plan->layout.stages : 1;
     SchedKind kind = plan->layout.schedule;
     if (p == 1 && kind != SCHED_NONE) kind = SCHED_NONE;
+    Schedule *schedule = arena_alloc(arena, sizeof *schedule);
     if (schedule_build(arena, kind, p, (int)plan->train.micro_batches,
-                       kind == SCHED_INTERLEAVED ? plan->layout.virtual_stages : 1, &prog->schedule) != 0)
+                       kind == SCHED_INTERLEAVED ? plan->layout.virtual_stages : 1, schedule) != 0)
         PARC_BUG("schedule_build refused a checked plan (p=%d m=%lld)", p, (long long)plan->train.micro_batches);
     char why[256];
-    if (schedule_verify(&prog->schedule, why, sizeof why) != 0) PARC_BUG("unsound schedule: %s", why);
+    if (schedule_verify(schedule, why, sizeof why) != 0) PARC_BUG("unsound schedule: %s", why);
+    return schedule;
 }
 
 Placed *lower_place(Arena *arena, const Plan *plan, Graph *g)
@@ -324,13 +326,7 @@ Placed *lower_place(Arena *arena, const Plan *plan, Graph *g)
     return lw->errors ? NULL : lw;
 }
 
-Program *lower_program(Arena *arena, const Plan *plan, Graph *g)
-{
-    Placed *placed = lower_place(arena, plan, g);
-    return placed ? lower_placed(placed) : NULL;
-}
-
-Program *lower_reshard(Placed *placed)
+Program *lower_reshard(Placed *placed, const Schedule *schedule)
 {
     Lowerer *lw = placed;
     Arena *arena = lw->arena;
@@ -345,7 +341,8 @@ Program *lower_reshard(Placed *placed)
                                                            : plan->layout.dim_axis[DIM_FFN];
     prog->pp_axis = plan->layout.pp_axis;
     int p = plan->layout.stages > 0 ? plan->layout.stages : 1;
-    build_schedule(arena, plan, prog, p);
+    PARC_ASSERT(schedule->stages == p);
+    prog->schedule = *schedule;
     if (plan->layout.embed_stage != 0 && plan->model.has_embed) {
         diag_error(plan->layout.stage_loc, "the pipeline starts on stage 0: put `embed;` in stage 0",
                    "the embedding is placed on stage %d", plan->layout.embed_stage);
@@ -424,8 +421,3 @@ Program *lower_finish(Placed *lowering)
     return lowering->prog;
 }
 
-Program *lower_placed(Placed *placed)
-{
-    if (!lower_reshard(placed) || lower_autodiff(placed) || lower_optim(placed) || lower_overlap(placed)) return NULL;
-    return lower_finish(placed);
-}

@@ -9,9 +9,9 @@
  *   report   check / explain / collectives (explain.c, report_html*.c); a run's trace (report_run.c)
  *   codegen  LLVM -> object -> executable (codegen*.c), launch_run (launch.c)
  *
- * The command line itself (options, help, usage errors) is cli.c's; `diff`,
- * `search`, `calibrate` and `export` parse their own (tools.h), their help
- * is cli.c's too.
+ * The command line of every command, the plan tools `diff`, `search`,
+ * `calibrate` and `export` (tools.h) included, is cli.c's: options, help,
+ * usage errors.
  * Exit status: 0 success, 1 the plan has errors, 2 usage, 3+ a failed tool.
  */
 #include "advise.h"
@@ -34,7 +34,7 @@
 static int compile_plan(Arena *arena, const char *path, Compilation *c, int last, int check_fit, int verify)
 {
     if (passes_run(c, arena, path, verify, last)) return 1;
-    if (check_fit && advise_plan(arena, c->analysis)) return 1;
+    if (check_fit && advise_plan(arena, c)) return 1;
     return diag_error_count() ? 1 : 0;
 }
 
@@ -74,10 +74,10 @@ static int report_command(Arena *arena, const CliOptions *o, Compilation *c)
     case CMD_EXPLAIN:
         status = compile_plan(arena, o->plan, c, analyze, 0, o->verify);
         if (!status || (c->analysis && diag_error_count() == 0)) {
-            int fit_errors = advise_plan(arena, c->analysis);
+            int fit_errors = advise_plan(arena, c);
             if (o->html) fit_errors += report_html_write(c->analysis, o->html) != 0;
             else if (o->json) explain_json(stdout, c->analysis);
-            else explain_text(stdout, c->analysis, o->verbose);
+            else passes_explain_text(stdout, arena, c, o->verbose);
             status = fit_errors ? 1 : 0;
         }
         return status;
@@ -126,23 +126,29 @@ static int run_command(Arena *arena, const CliOptions *o, Compilation *c)
             fprintf(stderr, "parc build: --sbatch writes a script that runs the executable: use it with --emit=exe\n");
             return 2;
         }
-        if (!status) status = codegen_emit(c->prog, (EmitKind)kind, out ? out : "-") ? 1 : 0;
+        if (!status) status = passes_continue(c, passes_find("codegen"));
+        if (!status) status = codegen_write(c->module, (EmitKind)kind, out ? out : "-") ? 1 : 0;
         if (!status && o->sbatch) status = launch_write_sbatch(c->prog, out, o->sbatch) ? 1 : 0;
         return status;
     }
     case CMD_RUN:
         status = compile_plan(arena, o->plan, c, analyze, 1, o->verify);
         if (!status && !runtime_supports(&c->plan)) status = 1;
+        if (!status) status = passes_continue(c, passes_find("codegen"));
         if (!status) {
             explain_check_summary(stdout, c->analysis);
             fflush(stdout);
-            status = launch_run(c->prog, o->hosts, o->nforward, o->forward);
+            status = launch_run(c->module, c->prog, o->hosts, o->nforward, o->forward);
         }
         return status;
     case CMD_REPORT:
         status = compile_plan(arena, o->plan, c, analyze, 0, o->verify);
         if (!status) status = report_run(c->analysis, o->trace, o->html, stdout);
         return status;
+    case CMD_DIFF: return diff_main(o);
+    case CMD_SEARCH: return search_main(o);
+    case CMD_CALIBRATE: return calibrate_main(o);
+    case CMD_EXPORT: return export_main(o);
     case CMD_COUNT: break;
     }
     PARC_BUG("unknown command %d", (int)o->command);
@@ -150,13 +156,6 @@ static int run_command(Arena *arena, const CliOptions *o, Compilation *c)
 
 int main(int argc, char **argv)
 {
-    /* the plan tools take their own arguments (their help is cli.c's) */
-    int help = cli_tool_help(argc, argv);
-    if (help >= 0) return help;
-    if (argc >= 2 && !strcmp(argv[1], "diff")) return diff_main(argc - 2, argv + 2);
-    if (argc >= 2 && !strcmp(argv[1], "search")) return search_main(argc - 2, argv + 2);
-    if (argc >= 2 && !strcmp(argv[1], "calibrate")) return calibrate_main(argc - 2, argv + 2);
-    if (argc >= 2 && !strcmp(argv[1], "export")) return export_main(argc - 2, argv + 2);
     CliOptions opts;
     int status = cli_parse(argc, argv, &opts);
     if (status >= 0) return status;

@@ -6,16 +6,17 @@
  *                                              balance.c                Plan
  *   expand    the forward op graph            expand.c                 Graph
  *   place     each op's placements per axis   place.c                  Placed
- *   reshard   the stage programs' buffers, forward sequences with every
- *             collective they need, pipeline messages  lower.c, reshard.c  Program
+ *   schedule  the pipeline's order of work per stage and its in-flight
+ *             peaks                            lower.c, schedule.c     Schedule
+ *   reshard   the stage programs' buffers (cut from the schedule), forward
+ *             sequences with every collective they need, pipeline messages
+ *                                              lower.c, reshard.c       Program
  *   autodiff  + the backward sequences         autodiff.c               Program
  *   optim     + gradient zeroing, sync (per ZeRO stage) and optimizer steps
  *                                              optim.c                  Program
  *   overlap   the data axis's gradient buckets as started collectives with
  *             their waits (unless `grad_overlap off;`)  overlap.c  Program
  *   lower     + the ledger: the whole program  lower.c, ledger.c        Program
- *   schedule  the pipeline schedule the stage programs were cut from
- *             (built by lower_reshard; this row dumps and verifies it)
  *   analyze   ledger per class, FLOPs, collective volumes, step time  analyze.c
  *   codegen   the LLVM module                 codegen*.c
  *
@@ -23,12 +24,19 @@
  */
 #include "passes.h"
 
+#include "explain.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------ front */
 
-static int run_front(Compilation *c) { return check_plan(c->arena, c->path, &c->plan) != 0; }
+static int run_front(Compilation *c)
+{
+    int status = c->text ? check_plan_text(c->arena, c->path, c->text, &c->plan) : check_plan(c->arena, c->path, &c->plan);
+    c->written = c->plan;
+    return status != 0;
+}
 
 static void dump_front(const Compilation *c, FILE *out) { plan_dump(&c->plan, out); }
 
@@ -69,7 +77,20 @@ static void verify_front(const Compilation *c)
 
 /* ------------------------------------------------------------ balance */
 
-static int run_balance(Compilation *c) { return balance_plan(c->arena, &c->plan); }
+/* The even split through expand .. analyze (this table, as a plan of its
+ * own), then the split that balance_plan derives from its analysis. */
+static int run_balance(Compilation *c)
+{
+    if (!balance_wanted(&c->plan)) return 0;
+    Plan *even = arena_alloc(c->arena, sizeof *even);
+    *even = c->plan;
+    even->layout.balance = BALANCE_EVEN;
+    Compilation trial;
+    if (passes_run_plan(&trial, c->arena, even, c->verify, passes_find("analyze"))) return 1;
+    balance_plan(c->arena, &c->plan, trial.analysis);
+    passes_finish(&trial);
+    return 0;
+}
 
 /* ------------------------------------------------------------ expand */
 
@@ -95,9 +116,23 @@ static void dump_place(const Compilation *c, FILE *out) { place_dump(c->placed, 
 
 static void verify_place(const Compilation *c) { place_verify(c->placed); }
 
+static int run_schedule(Compilation *c)
+{
+    c->schedule = lower_schedule(c->arena, &c->plan);
+    return 0;
+}
+
+static void dump_schedule(const Compilation *c, FILE *out) { schedule_dump(c->schedule, out); }
+
+static void verify_schedule(const Compilation *c)
+{
+    char why[256];
+    if (schedule_verify(c->schedule, why, sizeof why) != 0) PARC_BUG("unsound schedule: %s", why);
+}
+
 static int run_reshard(Compilation *c)
 {
-    c->prog = lower_reshard(c->placed);
+    c->prog = lower_reshard(c->placed, c->schedule);
     return c->prog == NULL;
 }
 
@@ -117,13 +152,6 @@ static void dump_lower(const Compilation *c, FILE *out) { program_dump(c->prog, 
 
 static void verify_lower(const Compilation *c) { program_verify(c->prog); }
 
-static void dump_schedule(const Compilation *c, FILE *out) { schedule_dump(&c->prog->schedule, out); }
-
-static void verify_schedule(const Compilation *c)
-{
-    char why[256];
-    if (schedule_verify(&c->prog->schedule, why, sizeof why) != 0) PARC_BUG("unsound schedule: %s", why);
-}
 
 /* ------------------------------------------------------------ analyze, codegen */
 
@@ -157,12 +185,12 @@ const Pass passes[] = {
     {"balance", run_balance, dump_front, verify_front},
     {"expand", run_expand, dump_expand, verify_expand},
     {"place", run_place, dump_place, verify_place},
+    {"schedule", run_schedule, dump_schedule, verify_schedule},
     {"reshard", run_reshard, dump_lower, verify_lower},
     {"autodiff", run_autodiff, dump_lower, verify_lower},
     {"optim", run_optim, dump_lower, verify_lower},
     {"overlap", run_overlap, dump_lower, verify_lower},
     {"lower", run_lower, dump_lower, verify_lower},
-    {"schedule", NULL, dump_schedule, verify_schedule},
     {"analyze", run_analyze, dump_analyze, verify_analyze},
     {"codegen", run_codegen, dump_codegen, verify_codegen},
 };
@@ -197,25 +225,79 @@ int passes_verify_from_env(void)
     return v && !strcmp(v, "1");
 }
 
-int passes_run(Compilation *c, Arena *arena, const char *path, int verify, int last)
+/* Runs rows first..last on c. */
+static int run_rows(Compilation *c, int first, int last)
+{
+    PARC_ASSERT(first >= 0 && last < passes_count);
+    for (int i = first; i <= last; i++) {
+        const Pass *p = &passes[i];
+        int errors = diag_error_count();
+        if (p->run(c)) return 1;
+        if (diag_error_count() != errors) return 1;
+        if (c->verify && p->verify) p->verify(c);
+        c->done = i;
+    }
+    return 0;
+}
+
+static void start(Compilation *c, Arena *arena, const char *path, const char *text, int verify)
 {
     memset(c, 0, sizeof *c);
     c->arena = arena;
     c->path = path;
+    c->text = text;
     c->verify = verify;
-    PARC_ASSERT(last >= 0 && last < passes_count);
-    for (int i = 0; i <= last; i++) {
-        const Pass *p = &passes[i];
-        int errors = diag_error_count();
-        if (p->run && p->run(c)) return 1;
-        if (diag_error_count() != errors) return 1;
-        if (c->verify && p->verify) p->verify(c);
-    }
-    return 0;
+    c->done = -1;
+}
+
+int passes_run(Compilation *c, Arena *arena, const char *path, int verify, int last)
+{
+    start(c, arena, path, NULL, verify);
+    return run_rows(c, 0, last);
+}
+
+int passes_run_text(Compilation *c, Arena *arena, const char *name, const char *text, int verify, int last)
+{
+    start(c, arena, name, text, verify);
+    return run_rows(c, 0, last);
+}
+
+int passes_run_plan(Compilation *c, Arena *arena, const Plan *plan, int verify, int last)
+{
+    start(c, arena, plan->file, NULL, verify);
+    c->written = c->plan = *plan;
+    c->done = passes_find("front");
+    if (verify) passes[c->done].verify(c);
+    return run_rows(c, c->done + 1, last);
+}
+
+int passes_continue(Compilation *c, int last) { return run_rows(c, c->done + 1, last); }
+
+const Analysis *passes_variant(Arena *arena, const Compilation *c, const Plan *changed, const char *what)
+{
+    int errors = diag_error_count(), warnings = diag_warning_count();
+    Compilation *v = arena_alloc(arena, sizeof *v); /* its plan outlives this call: the analysis points at it */
+    if (passes_run_plan(v, arena, changed, c->verify, passes_find("analyze")) || diag_error_count() != errors ||
+        diag_warning_count() != warnings)
+        PARC_BUG("the plan changed by `%s` keeps every rule but did not lower cleanly", what);
+    passes_finish(v);
+    return v->analysis;
 }
 
 void passes_finish(Compilation *c)
 {
     codegen_free(c->module);
     c->module = NULL;
+}
+
+void passes_explain_text(FILE *out, Arena *arena, const Compilation *c, int verbose)
+{
+    const Analysis *flash = NULL;
+    if (explain_wants_flash(&c->plan)) {
+        Plan *p = arena_alloc(arena, sizeof *p);
+        *p = c->written;
+        p->model.block.flash = 1;
+        flash = passes_variant(arena, c, p, "attention ... flash");
+    }
+    explain_text(out, c->analysis, flash, verbose);
 }

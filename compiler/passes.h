@@ -16,15 +16,20 @@
 #include "codegen.h"
 
 /* What the passes produced so far for one plan; later fields are NULL until
- * their pass ran.  Lives in the caller's arena, except the LLVM module
- * (passes_finish frees it). */
+ * their pass ran.  What they produced lives in the caller's arena, except the
+ * LLVM module (passes_finish frees it); the Program points at `plan`, so a
+ * Compilation must outlive every use of its Program and Analysis. */
 typedef struct Compilation {
     Arena *arena;
-    const char *path;        /* the .par file */
+    const char *path;        /* the .par file, or the name its text is reported under */
+    const char *text;        /* the plan's text when it is not read from path (NULL: read path) */
     int verify;              /* run every pass's verifier after it */
-    Plan plan;               /* front: parsed and checked */
+    int done;                /* the last row run (-1: none) */
+    Plan written;            /* front: the plan as written, checked (the even stage split) */
+    Plan plan;               /* front, then balance: the plan the later passes read */
     Graph *graph;            /* expand: the forward op graph */
     Placed *placed;          /* place: the op rules' placements */
+    Schedule *schedule;      /* schedule: the pipeline's order of work per stage */
     Program *prog;           /* reshard .. lower: per-stage programs, schedule, ledger */
     Analysis *analysis;      /* analyze: costs and the collective report */
     CodegenModule *module;   /* codegen: the LLVM module, verified on write */
@@ -39,11 +44,13 @@ typedef struct Pass {
     void (*verify)(const Compilation *c);
 } Pass;
 
-/* The balance pass (balance.c): with `balance auto;` replaces plan's stage
- * split by the one whose busiest stage the cost model finds least busy, and
- * records what it found in plan->layout.balance_*.  0, or 1 after the
- * lowering of the even split reported errors. */
-int balance_plan(Arena *arena, Plan *plan);
+/* The balance pass (balance.c): given the analysis of plan with its even
+ * split (`even`, which the driver lowers and analyzes through this table),
+ * replaces plan's stage split by the one whose busiest stage the cost model
+ * finds least busy, and records what it found in plan->layout.balance_*.
+ * Whether a plan needs it: balance_wanted. */
+int balance_wanted(const Plan *plan);
+void balance_plan(Arena *arena, Plan *plan, const Analysis *even);
 
 extern const Pass passes[];
 extern const int passes_count;
@@ -58,9 +65,37 @@ const char *passes_names(void);
 /* Whether PARC_VERIFY=1 is set in the environment. */
 int passes_verify_from_env(void);
 
-/* Zeroes c, then runs passes 0..last on the plan at path.  Returns 0, or 1
- * after the first pass that reported errors. */
+/* The driver's entries: the only way any part of parc runs a pass.  Each
+ * zeroes c, then runs the table's rows in order up to `last` (a row index,
+ * e.g. passes_find("analyze")), stopping after the first pass that reported
+ * errors; with verify, each pass's verifier right after it.  Returns 0, or 1
+ * after errors.
+ *
+ * passes_run: the plan in the file at path (front first).
+ * passes_run_text: the plan in `text`, its diagnostics under `name`, its
+ *   includes relative to the current directory (front first).
+ * passes_run_plan: a plan already through front (a checked Plan, e.g. the
+ *   `written` plan of another Compilation with one field changed): balance
+ *   first, so a changed plan is re-split, lowered and analyzed exactly as its
+ *   own text would be. */
 int passes_run(Compilation *c, Arena *arena, const char *path, int verify, int last);
+int passes_run_text(Compilation *c, Arena *arena, const char *name, const char *text, int verify, int last);
+int passes_run_plan(Compilation *c, Arena *arena, const Plan *plan, int verify, int last);
+
+/* A variant of an analyzed plan: `changed` (a copy of c->written with some
+ * fields changed, which the caller has shown to keep every rule the change
+ * touches) through balance .. analyze with c's verification; the analysis
+ * and the Compilation it points into live in `arena`.  Anything reported
+ * there is a compiler bug (PARC_BUG naming `what`). */
+const Analysis *passes_variant(Arena *arena, const Compilation *c, const Plan *changed, const char *what);
+
+/* explain's text report of an analyzed c (explain_text), with the variant it
+ * compares against (the plan with flash attention) run through the table. */
+void passes_explain_text(FILE *out, Arena *arena, const Compilation *c, int verbose);
+
+/* Runs the rows after c->done up to `last` on c, as the entries above do
+ * (`build`: the fit advice between analyze and codegen). */
+int passes_continue(Compilation *c, int last);
 
 /* Frees what the passes hold outside the arena. */
 void passes_finish(Compilation *c);

@@ -32,6 +32,7 @@
 
 #include <errno.h>
 #include <malloc.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -64,9 +65,8 @@ typedef struct Search {
     int64_t lowered;          /* layouts lowered exactly */
     int64_t estimated_unfit;  /* left out by the memory estimate */
     int64_t own_estimate_rank;/* the plan's own layout by the estimate, 1-based; 0 when not in the space */
+    double share_min;         /* the least exact step / estimated step over the ranked layouts (0: none yet) */
 } Search;
-
-static const char *const rc_names[] = {"none", "selective", "full"};
 
 /* The base plan with layout l: mesh pp x dp x tp (size-1 axes left out),
  * the model's dims mapped onto them. */
@@ -136,7 +136,7 @@ static void layout_describe(const Layout1 *l, char *buf, size_t size)
         n += snprintf(buf + n, size - (size_t)n, " %d", l->virt);
     if ((size_t)n < size)
         snprintf(buf + n, size - (size_t)n, ", zero %d%s, recompute %s", l->zero, l->sp ? ", sp" : "",
-                 rc_names[l->rc]);
+                 recompute_names[l->rc]);
 }
 
 /* Checks, lowers and analyzes one layout; records it unless pruned. */
@@ -156,17 +156,12 @@ static void try_layout(Search *s, const Layout1 *l)
     char *text = layout_text(s->base, l, NULL, &len);
     if (!text) return;
     Arena arena = {0};
-    Plan *p = arena_alloc(&arena, sizeof *p);
-    int ok = check_plan_text(&arena, "search", text, p) == 0;
-    Analysis *an = NULL;
-    if (ok) {
-        Graph *g = expand_model(&arena, p);
-        Program *prog = g ? lower_program(&arena, p, g) : NULL;
-        if (prog && diag_error_count() == 0) an = analyze_program(&arena, prog);
-        if (an && s->verify) analyze_verify(an);
-    }
+    Compilation c;
+    const Analysis *an = NULL;
+    if (passes_run_text(&c, &arena, "search", text, s->verify, passes_find("analyze")) == 0 && diag_error_count() == 0)
+        an = c.analysis;
     if (!an) s->pruned_check++;
-    else if ((double)an->max_total > p->cluster.gpu_memory) s->pruned_memory++;
+    else if ((double)an->max_total > c.plan.cluster.gpu_memory) s->pruned_memory++;
     else {
         Result r = {.l = *l, .step_s = an->step_s, .mfu = analyze_mfu(an), .bubble = an->bubble_share,
                     .pipeline_s = an->pipeline_s, .pipeline_bytes = an->pipeline_bytes, .peak = an->max_total};
@@ -180,7 +175,10 @@ static void try_layout(Search *s, const Layout1 *l)
             s->res = grown;
         }
         s->res[s->nres++] = r;
+        double share = an->step_s / search_estimate(s->base, l).step_s;
+        if (s->share_min == 0 || share < s->share_min) s->share_min = share;
     }
+    passes_finish(&c);
     arena_free(&arena);
     if (s->rewind) diag_rewind(s->mark);
     else diag_reset();
@@ -260,9 +258,9 @@ static void enumerate_fit(Search *s)
     }
 }
 
-int search_best_fit(const Plan *base, SearchFit *fit, int64_t *budget)
+int search_best_fit(const Plan *base, SearchFit *fit, int64_t *budget, int verify)
 {
-    Search s = {.base = base, .rewind = 1, .mark = diag_mark(), .budget = budget};
+    Search s = {.base = base, .verify = verify, .rewind = 1, .mark = diag_mark(), .budget = budget};
     diag_mute();
     enumerate_fit(&s);
     diag_unmute();
@@ -282,12 +280,26 @@ int search_best_fit(const Plan *base, SearchFit *fit, int64_t *budget)
     return best >= 0;
 }
 
+/* A total order on layouts for ties: fewer pipeline stages, then fewer
+ * tensor ranks, larger micro-batches, the schedule, lower ZeRO stages,
+ * without sequence parallelism, less recomputation. */
+static int layout_order(const Layout1 *a, const Layout1 *b)
+{
+    const int64_t ka[] = {a->pp, a->tp, -a->micro_batch, a->sched, a->virt, a->zero, a->sp, a->rc};
+    const int64_t kb[] = {b->pp, b->tp, -b->micro_batch, b->sched, b->virt, b->zero, b->sp, b->rc};
+    for (size_t i = 0; i < sizeof ka / sizeof ka[0]; i++)
+        if (ka[i] != kb[i]) return ka[i] < kb[i] ? -1 : 1;
+    return 0;
+}
+
+/* The ranking: step time, then memory, then layout_order, so the same
+ * layouts rank the same whichever way they were found. */
 static int by_step(const void *x, const void *y)
 {
     const Result *a = x, *b = y;
     if (a->step_s != b->step_s) return a->step_s < b->step_s ? -1 : 1;
     if (a->peak != b->peak) return a->peak < b->peak ? -1 : 1;
-    return 0;
+    return layout_order(&a->l, &b->l);
 }
 
 /* One line on why the first layout beats the second: the phase whose
@@ -334,9 +346,13 @@ static int same_layout(const Layout1 *a, const Layout1 *b)
 /* A layout the memory estimate leaves out needs more than this many times
  * the GPU's memory: the estimate is rough, the exact ledger decides the rest. */
 #define SEARCH_MEMORY_SLACK 2.0
-/* Layouts ranked exactly per layout printed, and lowered at least. */
-#define SEARCH_EXACT_PER_TOP 4
-#define SEARCH_LOWERED_PER_TOP 50
+/* The estimate's floor: a layout's exact step time is at least this share of
+ * its estimate (search_estimate.c over-estimates by at most 1 / 0.85 on
+ * every example plan's whole space; `parc search --exhaustive` prints the
+ * least share it met, and tests/analyze/search_prefilter.sh holds it above
+ * this floor).  A layout estimated above the K-th best exact step over this
+ * share cannot enter the top K, so the prefilter stops there. */
+#define SEARCH_ESTIMATE_FLOOR 0.8
 
 typedef struct Ranked {
     double step_s;
@@ -350,10 +366,32 @@ static int by_estimate(const void *x, const void *y)
     return (a->index > b->index) - (a->index < b->index);
 }
 
+/* The top-th best exact step so far, or HUGE_VAL while fewer fit. */
+static double kth_best_step(const Search *s, int top)
+{
+    if (s->nres < top) return HUGE_VAL;
+    double *steps = malloc((size_t)s->nres * sizeof *steps);
+    if (!steps) PARC_BUG("out of memory");
+    for (int i = 0; i < s->nres; i++) steps[i] = s->res[i].step_s;
+    /* a partial selection: the top smallest */
+    for (int i = 0; i < top; i++)
+        for (int j = i + 1; j < s->nres; j++)
+            if (steps[j] < steps[i]) {
+                double t = steps[i];
+                steps[i] = steps[j];
+                steps[j] = t;
+            }
+    double kth = steps[top - 1];
+    free(steps);
+    return kth;
+}
+
 /* The prefilter: every layout of the space estimated (search_estimate.c),
  * those estimated to need far more memory than the GPU has left out, the
- * rest lowered in order of estimated step time until top x
- * SEARCH_EXACT_PER_TOP of them fit (or the space is spent).  The plan's own
+ * rest lowered in order of estimated step time until the next estimate,
+ * times SEARCH_ESTIMATE_FLOOR, exceeds the top-th best exact step found (or
+ * the space is spent): no layout left can then rank among the top, so the
+ * ranking is the exhaustive search's, whatever `top` is.  The plan's own
  * layout is lowered too, so its rank and the reason #1 beats it are exact. */
 static void search_prefiltered(Search *s, int top)
 {
@@ -369,10 +407,12 @@ static void search_prefiltered(Search *s, int top)
     qsort(order, (size_t)n, sizeof *order, by_estimate);
     Layout1 own;
     int has_own = own_layout(s->base, &own), own_lowered = 0;
-    for (int64_t i = 0; i < n && (s->nres < top * SEARCH_EXACT_PER_TOP || s->lowered < top * SEARCH_LOWERED_PER_TOP);
-         i++) {
+    double bound = HUGE_VAL; /* the top-th best exact step, refreshed as results come */
+    for (int64_t i = 0; i < n && order[i].step_s * SEARCH_ESTIMATE_FLOOR <= bound; i++) {
         const Layout1 *l = &s->space[order[i].index];
+        int had = s->nres;
         try_layout(s, l);
+        if (s->nres != had) bound = kth_best_step(s, top);
         if (has_own && same_layout(l, &own)) own_lowered = 1;
     }
     for (int64_t i = 0; has_own && i < n && !s->own_estimate_rank; i++)
@@ -423,6 +463,10 @@ static void print_text(FILE *out, const Search *s, int top, double secs)
             (long long)s->pruned_memory, s->nres);
     if (secs >= 0) fprintf(out, " in %.3f s", secs);
     fprintf(out, "\n");
+    if (!s->collect && s->nres)
+        fprintf(out, "the estimate: every ranked layout's exact step is at least %.3f of its estimate (the prefilter "
+                     "stops where estimate x %g passes the top's exact steps)\n",
+                s->share_min, SEARCH_ESTIMATE_FLOOR);
     for (int i = 0; i < top && i < s->nres; i++) {
         const Result *r = &s->res[i];
         layout_describe(&r->l, d, sizeof d);
@@ -452,9 +496,10 @@ static void print_json(FILE *out, const Search *s, int top)
 {
     fprintf(out, "{\n  \"schema\": \"parc.search/1\",\n  \"considered\": %lld,\n  \"estimated_not_to_fit\": %lld,\n  "
                  "\"lowered\": %lld,\n  \"refused_by_check\": %lld,\n  "
-                 "\"do_not_fit\": %lld,\n  \"ranked\": %d,\n  \"top\": [",
+                 "\"do_not_fit\": %lld,\n  \"ranked\": %d,\n  \"estimate_floor\": %g,\n  "
+                 "\"estimate_share_min\": %.6g,\n  \"top\": [",
             (long long)s->considered, (long long)s->estimated_unfit, (long long)s->lowered, (long long)s->pruned_check,
-            (long long)s->pruned_memory, s->nres);
+            (long long)s->pruned_memory, s->nres, SEARCH_ESTIMATE_FLOOR, s->share_min);
     for (int i = 0; i < top && i < s->nres; i++) {
         const Result *r = &s->res[i];
         fprintf(out, "%s\n    {\"rank\": %d, \"pp\": %d, \"dp\": %d, \"tp\": %d, \"micro_batch\": %lld, "
@@ -464,7 +509,7 @@ static void print_json(FILE *out, const Search *s, int top)
                      "\"pipeline_bytes\": %.0f, \"phases_s\": {",
                 i ? "," : "", i + 1, r->l.pp, r->l.dp, r->l.tp, (long long)r->l.micro_batch,
                 schedule_kind_name(r->l.pp > 1 ? r->l.sched : SCHED_NONE), r->l.pp > 1 ? r->l.virt : 1, r->l.zero,
-                r->l.sp ? "true" : "false", rc_names[r->l.rc], r->step_s, r->mfu, r->bubble, (long long)r->peak,
+                r->l.sp ? "true" : "false", recompute_names[r->l.rc], r->step_s, r->mfu, r->bubble, (long long)r->peak,
                 r->link_wire[0], r->link_wire[1], r->pipeline_bytes);
         for (int k = 0; k < ANALYZE_NPHASES; k++)
             fprintf(out, "%s\"%s\": %.6g", k ? ", " : "", analyze_phase_names[k], r->phase[k]);
@@ -515,10 +560,12 @@ static int write_html(const Search *s, int top, const char *path)
         if (!text) PARC_BUG("search: no text for layout #%d", i + 1);
         layout_describe(&s->res[i].l, d, sizeof d);
         names[i] = arena_printf(&arena, "#%d %s", i + 1, d);
-        Plan *p = arena_alloc(&arena, sizeof *p);
-        Graph *g = check_plan_text(&arena, names[i], arena_strdup(&arena, text), p) == 0 ? expand_model(&arena, p) : NULL;
-        Program *prog = g ? lower_program(&arena, p, g) : NULL;
-        plans[i] = prog && diag_error_count() == 0 ? analyze_program(&arena, prog) : NULL;
+        Compilation *c = arena_alloc(&arena, sizeof *c); /* the analysis points at its plan */
+        plans[i] = passes_run_text(c, &arena, names[i], text, s->verify, passes_find("analyze")) == 0 &&
+                           diag_error_count() == 0
+                       ? c->analysis
+                       : NULL;
+        passes_finish(c);
         free(text);
         if (!plans[i] || plans[i]->step_s != s->res[i].step_s)
             PARC_BUG("search: layout #%d does not analyze again to the step it was ranked by", i + 1);
@@ -530,68 +577,10 @@ static int write_html(const Search *s, int top, const char *path)
     return status;
 }
 
-static int parse_args(int argc, char **argv, const char **path, int *top, int *json, const char **dir, int *verify,
-                      int *timed, const char **html, int *exhaustive)
+int search_main(const CliOptions *o)
 {
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = NULL;
-        if (!strcmp(a, "--json")) *json = 1;
-        else if (!strcmp(a, "--exhaustive")) *exhaustive = 1;
-        else if (!strcmp(a, "--time")) *timed = 1;
-        else if (!strcmp(a, "--verify")) *verify = 1;
-        else if (!strncmp(a, "--top", 5) && (a[5] == '=' || a[5] == 0)) val = a[5] ? a + 6 : (i + 1 < argc ? argv[++i] : NULL);
-        else if (!strncmp(a, "-o", 2)) val = a[2] == '=' ? a + 3 : a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
-        else if (!strncmp(a, "--html", 6) && (a[6] == '=' || a[6] == 0)) {
-            *html = a[6] ? a + 7 : i + 1 < argc ? argv[++i] : NULL;
-            if (!*html || !**html) {
-                fprintf(stderr, "parc search: --html needs a file (`-`: standard output)\n");
-                return 2;
-            }
-            continue;
-        }
-        else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "parc search: unknown option `%s`\n", a);
-            return 2;
-        } else if (!*path) *path = a;
-        else {
-            fprintf(stderr, "parc search: unexpected argument `%s`\n", a);
-            return 2;
-        }
-        if (!strncmp(a, "--top", 5)) {
-            char *end = NULL;
-            long k = val ? strtol(val, &end, 10) : 0;
-            if (!val || *end || k < 1 || k > 1000) {
-                fprintf(stderr, "parc search: --top takes a count from 1 to 1000\n");
-                return 2;
-            }
-            *top = (int)k;
-        } else if (!strncmp(a, "-o", 2)) {
-            if (!val || !*val) {
-                fprintf(stderr, "parc search: -o needs a directory\n");
-                return 2;
-            }
-            *dir = val;
-        }
-    }
-    if (!*path) {
-        fprintf(stderr, "parc search: usage: parc search PLAN.par [--top K] [--json | --html FILE] [-o DIR] "
-                        "[--exhaustive]\n");
-        return 2;
-    }
-    if (*html && *json) {
-        fprintf(stderr, "parc search: --html writes its own form of the report; give it without --json\n");
-        return 2;
-    }
-    return 0;
-}
-
-int search_main(int argc, char **argv)
-{
-    const char *path = NULL, *dir = NULL, *html = NULL;
-    int top = 5, json = 0, timed = 0, exhaustive = 0, verify = passes_verify_from_env();
-    int status = parse_args(argc, argv, &path, &top, &json, &dir, &verify, &timed, &html, &exhaustive);
-    if (status) return status;
+    const char *path = o->plan, *dir = o->output, *html = o->html;
+    int top = o->top, json = o->json, timed = o->timed, exhaustive = o->exhaustive, verify = o->verify, status = 0;
     Arena arena = {0};
     Compilation c;
     if (passes_run(&c, &arena, path, verify, passes_find("front")) || diag_error_count()) {

@@ -2,19 +2,20 @@
  * tools.h — commands that compare or generate plans from analyzed programs:
  * `parc diff` (diff.c), `parc search` (search.c), and `parc calibrate`
  * (calibrate.c), which measures the machine as a cluster.  Each takes the
- * arguments after its command name and returns the exit status (0 success,
+ * command line as cli.c parsed it and returns the exit status (0 success,
  * 1 a plan has errors, 2 usage, 3 a failed write).
  */
 #ifndef PARC_TOOLS_H
 #define PARC_TOOLS_H
 
 #include "analyze.h"
+#include "cli.h"
 
-int diff_main(int argc, char **argv);
-int search_main(int argc, char **argv);
-int calibrate_main(int argc, char **argv);
+int diff_main(const CliOptions *o);
+int search_main(const CliOptions *o);
+int calibrate_main(const CliOptions *o);
 /* `parc export CKPT -o MODEL.safetensors` (export.c): a checkpoint as one file. */
-int export_main(int argc, char **argv);
+int export_main(const CliOptions *o);
 
 /* The fastest layout of base's model on base's cluster (its own mesh aside)
  * that fits by its own analysis: every tp x pp x dp factorisation of the GPUs
@@ -31,8 +32,9 @@ typedef struct SearchFit {
     int64_t tried;      /* layouts checked, lowered and analyzed */
 } SearchFit;
 /* budget: lowering work left, in layers lowered (each try costs the model's
- * layers + 64); shared by successive calls, so the advice stays bounded. */
-int search_best_fit(const Plan *base, SearchFit *fit, int64_t *budget);
+ * layers + 64); shared by successive calls, so the advice stays bounded.
+ * verify: run every pass's verifier on each candidate. */
+int search_best_fit(const Plan *base, SearchFit *fit, int64_t *budget, int verify);
 
 /* Two analyzed plans side by side with their deltas (diff.c). */
 void diff_report(FILE *out, const Analysis *a, const Analysis *b);

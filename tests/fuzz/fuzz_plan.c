@@ -1,10 +1,10 @@
 /*
  * fuzz_plan.c — libFuzzer harness over the whole compiler short of codegen.
  *
- * Each input is a .par text.  It goes through the public pass entry points as
- * `parc explain` does: check_plan_buffer -> expand_model -> lower_program ->
- * analyze_program -> advise_plan, then every report and dump, all written
- * to /dev/null.  Any crash, sanitizer report, leak, internal error (abort) or
+ * Each input is a .par text.  It goes through the pass table as `parc
+ * explain` does (passes_run_text up to analyze, balance and every verifier
+ * included), then the fit advice (advise_plan), every report and dump, all
+ * written to /dev/null.  Any crash, sanitizer report, leak, internal error (abort) or
  * hang is a finding; a user diagnostic is not.
  *
  * The structure-aware mutator (LLVMFuzzerCustomMutator) edits plans the way
@@ -22,6 +22,7 @@
 #include "analyze.h"
 #include "explain.h"
 #include "ir.h"
+#include "passes.h"
 
 #include <dirent.h>
 #include <stdint.h>
@@ -52,28 +53,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     stat_runs++;
     diag_set_default_stream(null_out);
     Arena arena = {0};
-    Plan plan;
-    /* A name in a directory that does not exist: relative includes fail. */
-    if (check_plan_buffer(&arena, "/nonexistent/fuzz.par", (const char *)data, size, &plan) == 0) {
+    /* Through the driver with every verifier (a broken invariant aborts: the
+     * fuzzer reports it).  A name in a directory that does not exist:
+     * relative includes fail. */
+    Compilation c;
+    const char *text = arena_strndup(&arena, (const char *)data, size);
+    if (passes_run_text(&c, &arena, "/nonexistent/fuzz.par", text, 1, passes_find("front")) == 0) {
         stat_checked++;
-        Graph *graph = expand_model(&arena, &plan);
-        Program *prog = graph ? lower_program(&arena, &plan, graph) : NULL;
-        if (prog) {
+        if (passes_continue(&c, passes_find("analyze")) == 0) {
             stat_lowered++;
-            program_verify(prog); /* a broken invariant aborts: the fuzzer reports it */
-            Analysis *an = analyze_program(&arena, prog);
-            advise_plan(&arena, an);
+            const Analysis *an = c.analysis;
+            advise_plan(&arena, &c);
             explain_check_summary(null_out, an);
-            explain_text(null_out, an, 1);
+            passes_explain_text(null_out, &arena, &c, 1);
             explain_json(null_out, an);
             explain_collectives(null_out, an);
             explain_collectives_json(null_out, an);
-            plan_dump(&plan, null_out);
-            expand_dump(graph, null_out);
-            program_dump(prog, null_out);
-            schedule_dump(&prog->schedule, null_out);
+            plan_dump(&c.plan, null_out);
+            expand_dump(c.graph, null_out);
+            program_dump(c.prog, null_out);
+            schedule_dump(&c.prog->schedule, null_out);
         }
     }
+    passes_finish(&c);
     arena_free(&arena);
     diag_reset();
     return 0;
