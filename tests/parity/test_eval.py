@@ -7,7 +7,7 @@ Copies the examples to a scratch directory, adds `eval every 2 steps batches 2;`
 to the `train` section of every parity layout (test_parity.EXPECTED), and runs
 each for N steps (default 4) on the same token files (llm.c format, written
 here: bytes of the repository's docs as tokens, vocab 256) with --log.  Asserts:
-  - the log validates against docs/metrics.schema.json (tests/metrics_log.py)
+  - the log validates against docs/metrics.schema.json (tests/common/metrics_log.py)
     and has val_loss for step 0 (its own `eval` record) and steps 2, 4, ...;
   - every layout's val_loss equals tiny_single's within relative 1e-5 (the
     parity tolerance), and so do the training losses;
@@ -34,7 +34,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import prt_dump  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import metrics_log  # noqa: E402
 from test_parity import EXPECTED, LOSS_TOL  # noqa: E402
 

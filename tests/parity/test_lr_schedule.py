@@ -9,7 +9,7 @@ warmup-stable-decay schedule SCHEDULE, then asserts:
   - the LR that the program prints (1e-5 relative) and writes to its --log file
     (1e-9) for each of 8 steps equals the closed form below, written here
     independently of runtime/prt_lr.h; the --log file validates against
-    docs/metrics.schema.json (tests/metrics_log.py), steps 1..8 in order;
+    docs/metrics.schema.json (tests/common/metrics_log.py), steps 1..8 in order;
   - the optimizer used the LR of step 1 (peak / warmup): AdamW's first update of an
     element is lr * g / (|g| + eps), so with weight decay 0 the largest |update| of
     every tensor of tiny_single is within 1e-4 of lr(1), not of the peak;
@@ -29,7 +29,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import prt_dump  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import metrics_log  # noqa: E402
 
 PEAK, MIN, WARMUP, STABLE, DECAY = 1e-3, 1e-4, 2, 1, 3
@@ -85,7 +85,7 @@ def check_logged_lr(exe, problems):
 
 
 def read_log(path, problems):
-    """--log FILE -> {step: record}, validated by tests/metrics_log.py against
+    """--log FILE -> {step: record}, validated by tests/common/metrics_log.py against
     docs/metrics.schema.json, steps 1..LOG_STEPS."""
     records, bad = metrics_log.read(path)
     problems.extend(bad)

@@ -65,26 +65,34 @@ expect "parc help" 0 "^usage: parc COMMAND" "$parc" help
 expect "parc help check" 0 "^usage: parc check PLAN" "$parc" help check
 expect "parc explain --help" 0 "^usage: parc explain PLAN" "$parc" explain --help
 expect "parc run -h" 0 "--steps N" "$parc" run -h
-# the plan tools parse their own arguments; their help is the same table's
+# the plan tools are commands of the one table: its help, its parser
 expect "parc help diff" 0 "^usage: parc diff A.par B.par" "$parc" help diff
 expect "parc search --help" 0 "--top K +how many layouts" "$parc" search --help
 expect "parc calibrate -h" 0 "^  -o FILE +the cluster fragment to write" "$parc" calibrate -h
 expect "parc export --help after arguments" 0 "--names hf.parc" "$parc" export ckpt -o x.safetensors --help
 expect "a misspelt tool" 2 "unknown command .serch.; did you mean .search." "$parc" serch x.par
 expect "general usage lists the tools" 0 "^  calibrate +measure this machine" "$parc" help
-# every option a tool's help lists is one its own parser takes: given it
-# (and a value), the tool's usage error names the bogus argument after it
-for tool in diff search calibrate export; do
+expect "a tool's misspelt option" 2 "unknown option .--exhaustiv.; did you mean .--exhaustive." "$parc" search x.par --exhaustiv
+expect "search --top out of range" 2 "--top takes a count from 1 to 1000, not .0." "$parc" search x.par --top 0
+expect "export --names" 2 "--names takes hf or parc, not .gguf." "$parc" export ck -o x --names=gguf
+expect "export without -o" 2 "missing -o OUT" "$parc" export ck
+expect "diff of one plan" 2 "give two plans" "$parc" diff a.par
+expect "calibrate --ranks without --device" 2 "--ranks goes with --device" "$parc" calibrate --ranks 2
+expect "a global option on a tool" 2 "--color takes auto, always or never" "$parc" diff a.par b.par --color=sometimes
+# every option each command's help lists, its own and the global ones, is
+# one the parser takes for that command: given it (and a value), the usage
+# error names the bogus argument after it
+for cmd in check explain collectives lower build run report diff search calibrate export; do
     while read -r opt value; do
-        [ "$opt" = --help ] && continue
+        [ "$opt" = --help ] || [ "$opt" = -h ] && continue
         n=$((n + 1))
-        case $value in K | N) value=1 ;; "hf|parc") value=hf ;; ?*) value=x ;; esac
-        out=$("$parc" "$tool" "$opt" ${value:+"$value"} --bogus-zz 2>&1); status=$?
-        if [ "$status" != 2 ] || ! printf '%s' "$out" | grep -q -- "--bogus-zz"; then
-            echo "FAIL $tool's help lists $opt, which its parser does not take: exit $status: $out"
+        case $value in K | N) value=1 ;; "hf|parc") value=hf ;; WHEN) value=auto ;; FORMAT) value=text ;; ?*) value=x ;; esac
+        out=$("$parc" "$cmd" "$opt" ${value:+"$value"} --bogus-zz 2>&1); status=$?
+        if [ "$status" != 2 ] || ! printf '%s' "$out" | grep -q -- "unknown option .--bogus-zz."; then
+            echo "FAIL $cmd's help lists $opt, which its parser does not take: exit $status: $out"
             fails=$((fails + 1))
         fi
-    done < <("$parc" help "$tool" | sed -n 's/^  \(-[-a-z]*\)\( [A-Z|a-z]*\)\{0,1\}  .*/\1\2/p')
+    done < <("$parc" help "$cmd" | sed -n 's/^  \(-[-a-z]*\)\( [A-Z|a-z]*\)\{0,1\}  .*/\1\2/p')
 done
 expect "help of an unknown command" 2 "unknown command .chek.; did you mean .check." "$parc" help chek
 expect "version" 0 "^parc [0-9]+\.[0-9]+" "$parc" --version

@@ -11,6 +11,7 @@
  */
 #include "analyze.h"
 #include "cost.h"
+#include "passes.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -118,13 +119,9 @@ static const char *const mlp_plan =
 
 static Analysis *analyze_plan(Arena *arena, const char *name, const char *text)
 {
-    Plan *p = arena_alloc(arena, sizeof *p);
-    if (check_plan_text(arena, name, text, p) != 0) return NULL;
-    Graph *g = expand_model(arena, p);
-    Program *prog = g ? lower_program(arena, p, g) : NULL;
-    Analysis *an = prog ? analyze_program(arena, prog) : NULL;
-    if (an) analyze_verify(an);
-    return an;
+    Compilation *c = arena_alloc(arena, sizeof *c); /* the analysis points at its plan */
+    if (passes_run_text(c, arena, name, text, 1, passes_find("analyze")) != 0) return NULL;
+    return c->analysis;
 }
 
 static Analysis *analyze_text(Arena *arena, const char *name, const char *tail)

@@ -9,15 +9,29 @@
  * entry with its local sizes (attention's B, T, NH, HD of the rank's share),
  * and the walk with the limits every CUDA device has passes them.  A plan
  * with head_dim 512 is refused, naming the stage, the op, its shape and the
- * limit.  No GPU is needed: the walk is plain C.  Exit status 1 on any failure.
+ * limit.  No GPU is needed: the walk is plain C.
+ *
+ * The ops table's completeness: every row of op_table is complete
+ * (ops_row_incomplete: its functions, a cost, a first-writer rule or the
+ * reason it has none), and every runtime entry a row names is the runtime's
+ * own code (a HOST row of PRT_CALLS) or a backend op whose CUDA adapter
+ * cu_<name> in runtime/cuda/prt_cuda_backend.c calls device functions
+ * runtime/cuda defines.  The backend table is filled from PRT_CALLS, so a
+ * missing adapter stops the CUDA build, and a missing device function only
+ * the module's load; this source check fails for both on a machine without
+ * the toolkit.  Exit status 1 on any failure.
  */
+#include <ctype.h>
+#include <dirent.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "codegen.h"
+#include "ops.h"
 #include "passes.h"
 #include "prt_cuda_limits.h"
 
@@ -96,17 +110,25 @@ static void check_same_as_compiler(const Built *b, const char *name) {
     free(mine);
 }
 
-/* examples/<name>.par of the source tree this file is in */
-static void example_path(char *path, size_t size, const char *name) {
+/* rel (a folder, or a file under it named `name`) in the source tree this file
+ * is in (tests/codegen/test_op_shapes.c) */
+static void source_path(char *path, size_t size, const char *rel, const char *name) {
     char root[PATH_MAX / 2];
     snprintf(root, sizeof root, "%s", __FILE__);
-    for (int up = 0; up < 2; up++) {
+    for (int up = 0; up < 3; up++) {
         char *slash = strrchr(root, '/');
         if (slash) *slash = 0;
         else snprintf(root, sizeof root, "..");
     }
-    int n = snprintf(path, size, "%s/examples/%s.par", root, name);
+    int n = snprintf(path, size, "%s/%s%s%s", root, rel, name ? "/" : "", name ? name : "");
     if (n < 0 || (size_t)n >= size) path[0] = 0;
+}
+
+/* examples/<name>.par of the source tree */
+static void example_path(char *path, size_t size, const char *name) {
+    char file[128];
+    snprintf(file, sizeof file, "%s.par", name);
+    source_path(path, size, "examples", file);
 }
 
 /* tiny_single: micro_batch 8 x seq 32 tokens, 4 heads of 16, vocab 256, one stage. */
@@ -219,7 +241,160 @@ static void test_refused(void) {
     rmdir(dir);
 }
 
+/* ------------------------------------------------------------ the ops table */
+
+/* Each PRT_CALLS row's kind, in RtFn order: "OP", "COMM" or "HOST". */
+static const char *const call_kinds[RT_FN_COUNT] = {
+#define CALL_KIND_(X, kind, name, sig, params, args) #kind,
+    PRT_CALLS(CALL_KIND_, _)
+#undef CALL_KIND_
+};
+
+/* The whole of file path, NUL-terminated (malloc'd), or NULL. */
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *text = NULL;
+    size_t n = 0, cap = 0, got;
+    do {
+        if (n + 4096 + 1 > cap) {
+            cap = 2 * cap + 8192;
+            char *more = realloc(text, cap);
+            if (!more) break;
+            text = more;
+        }
+        got = fread(text + n, 1, 4096, f);
+        n += got;
+    } while (got > 0);
+    fclose(f);
+    if (text) text[n] = 0;
+    return text;
+}
+
+/* Where text defines function `name` at file scope (a line that starts with
+ * its return type, the parameter list followed by a body): the body's `{`,
+ * else NULL. */
+static const char *definition(const char *text, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = strstr(text, name); p; p = strstr(p + 1, name)) {
+        if (p[n] != '(' || (p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '_'))) continue;
+        const char *line = p;
+        while (line > text && line[-1] != '\n') line--;
+        if (isspace((unsigned char)*line) || *line == '#' || *line == '/' || *line == '*') continue;
+        const char *q = p + n;
+        for (int depth = 0; *q; q++)
+            if (*q == '(') depth++;
+            else if (*q == ')' && --depth == 0) break;
+        if (!*q) return NULL;
+        for (q++; isspace((unsigned char)*q); q++) {}
+        if (*q == '{') return q;
+    }
+    return NULL;
+}
+
+/* The runtime/cuda sources (*.c, *.cu) one after the other, or NULL. */
+static char *cuda_sources(void) {
+    char dir[PATH_MAX];
+    source_path(dir, sizeof dir, "runtime/cuda", NULL);
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    char *all = calloc(1, 1);
+    size_t len = 0;
+    for (struct dirent *e; all && (e = readdir(d));) {
+        size_t k = strlen(e->d_name);
+        if (!(k > 2 && !strcmp(e->d_name + k - 2, ".c")) && !(k > 3 && !strcmp(e->d_name + k - 3, ".cu"))) continue;
+        char path[PATH_MAX];
+        source_path(path, sizeof path, "runtime/cuda", e->d_name);
+        char *text = slurp(path);
+        if (!text) continue;
+        size_t t = strlen(text);
+        char *more = realloc(all, len + t + 2);
+        if (more) {
+            memcpy(more + len, text, t);
+            more[len + t] = '\n', more[len + t + 1] = 0;
+            len += t + 1;
+        }
+        all = more;
+        free(text);
+    }
+    closedir(d);
+    return all;
+}
+
+/* why = the formatted reason (cut to size), returned. */
+__attribute__((format(printf, 3, 4))) static const char *reason(char *why, size_t size, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (vsnprintf(why, size, fmt, ap) < 0) why[0] = 0;
+    va_end(ap);
+    return why;
+}
+
+/* Why backend op `call` (a PRT_CALLS name) has no CUDA implementation, else
+ * NULL: the adapter cu_<call> of the backend table, and every prt_cu_*
+ * function its body calls defined in runtime/cuda. */
+static const char *cuda_missing(const char *sources, const char *call, char *why, size_t size) {
+    char adapter[96];
+    snprintf(adapter, sizeof adapter, "cu_%s", call);
+    const char *body = definition(sources, adapter);
+    if (!body) return reason(why, size, "no adapter %s in runtime/cuda (the backend table names it)", adapter);
+    int depth = 0, kernels = 0;
+    const char *p = body;
+    do {
+        if (*p == '{') depth++;
+        else if (*p == '}') depth--;
+        else if (!strncmp(p, "prt_cu_", 7) && !(isalnum((unsigned char)p[-1]) || p[-1] == '_')) {
+            char callee[96];
+            size_t k = 0;
+            while (k + 1 < sizeof callee && (isalnum((unsigned char)p[k]) || p[k] == '_')) callee[k] = p[k], k++;
+            callee[k] = 0;
+            if (p[k] == '(') {
+                if (!definition(sources, callee))
+                    return reason(why, size, "%s calls %s, which runtime/cuda does not define", adapter, callee);
+                kernels++;
+            }
+            p += k - 1;
+        }
+        p++;
+    } while (*p && depth > 0);
+    return kernels ? NULL : reason(why, size, "%s calls no device function (prt_cu_*)", adapter);
+}
+
+/* Every row complete, and every entry it names implemented on the GPU. */
+static void test_ops_table(void) {
+    char why[200];
+    for (int k = 0; k < OP_COUNT; k++) {
+        int bad = ops_row_incomplete(k, why, sizeof why);
+        CHECK(!bad, "op %s's row in op_table: %s", op_names[k], bad ? why : "");
+    }
+    char *sources = cuda_sources();
+    CHECK(sources && definition(sources, "cu_matmul_fwd"), "the CUDA backend's sources are readable");
+    if (!sources) return;
+    for (int k = 0; k < OP_COUNT; k++) {
+        const OpDesc *d = &op_table[k];
+        RtFn entries[4] = {d->fwd, d->bwd, d->folds_bias ? d->fwd_bias : RT_NONE,
+                           d->folds_bias ? d->bwd_bias : RT_NONE};
+        for (int e = 0; e < 4; e++) {
+            if (entries[e] <= RT_NONE || entries[e] >= RT_FN_COUNT) continue;
+            const char *name = rt_fn_names[entries[e]] + strlen("prt_"), *kind = call_kinds[entries[e]];
+            CHECK(!strcmp(kind, "OP") || !strcmp(kind, "HOST"), "op %s names %s, a %s row of PRT_CALLS", op_names[k],
+                  name, kind);
+            if (strcmp(kind, "OP") != 0) continue;
+            const char *missing = cuda_missing(sources, name, why, sizeof why);
+            CHECK(!missing, "op %s names %s: %s", op_names[k], name, missing ? missing : "");
+        }
+    }
+    /* the alternatives the emitters choose among (attention's dropout forms) are backend ops too */
+    for (int f = 0; f < RT_FN_COUNT; f++) {
+        if (strcmp(call_kinds[f], "OP") != 0) continue;
+        const char *missing = cuda_missing(sources, rt_fn_names[f] + strlen("prt_"), why, sizeof why);
+        CHECK(!missing, "backend op %s: %s", rt_fn_names[f], missing ? missing : "");
+    }
+    free(sources);
+}
+
 int main(void) {
+    test_ops_table();
     test_single();
     test_3d();
     test_refused();

@@ -22,6 +22,7 @@
 #include "explain.h"
 #include "ir.h"
 #include "parc.h"
+#include "passes.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -498,25 +499,22 @@ static char *limit_plan(const char *mesh, const char *layout, int64_t ranks, int
 static int load_and_lower(const char *text, char **report, int *lowered)
 {
     Arena arena = {0};
-    Plan plan;
     size_t size = 0;
     FILE *out = open_memstream(report, &size);
     diag_reset();
     diag_set_default_stream(out); /* the fit advice mutes its own trials */
-    int rc = check_plan_text(&arena, "limit.par", text, &plan);
+    Compilation c;
+    int front_failed = passes_run_text(&c, &arena, "limit.par", text, 1, passes_find("front")) != 0;
+    int rc = front_failed ? -1 : 0;
     *lowered = 0;
-    if (rc == 0) {
-        Graph *g = expand_model(&arena, &plan);
-        Program *prog = g ? lower_program(&arena, &plan, g) : NULL;
-        *lowered = prog != NULL;
-        if (prog) {
-            /* the fit advice lowers variants of the plan: they stay in bounds too */
-            Analysis *an = analyze_program(&arena, prog);
-            advise_plan(&arena, an);
-            explain_text(devnull, an, 1);
-            explain_json(devnull, an);
-        }
+    if (rc == 0 && passes_continue(&c, passes_find("analyze")) == 0) {
+        *lowered = 1;
+        /* the fit advice lowers variants of the plan: they stay in bounds too */
+        advise_plan(&arena, &c);
+        passes_explain_text(devnull, &arena, &c, 1);
+        explain_json(devnull, c.analysis);
     }
+    passes_finish(&c);
     diag_set_default_stream(NULL);
     fclose(out);
     arena_free(&arena);

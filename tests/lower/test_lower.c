@@ -9,6 +9,7 @@
 #include "analyze.h"
 #include "ir.h"
 #include "ops.h"
+#include "passes.h"
 #include "prt_scratch.h"
 
 #include <math.h>
@@ -64,20 +65,16 @@ static Analysis *compile(Arena *arena, Opts o, Program **prog_out)
              o.nodes, o.gpus, o.vocab, o.seq, o.hidden, o.heads, o.ffn, o.layers, kv,
              o.no_positions ? "embed;" : "embed positions learned;", block,
              !strcmp(o.block, "llama") ? "rms" : "layer", o.tied ? "tied" : "untied", o.batch, o.micro_batch, o.precision, o.mesh, o.layout);
-    static Plan plan;
-    memset(&plan, 0, sizeof plan);
-    if (check_plan_text(arena, "test.par", text, &plan) != 0) {
+    /* through the driver with every verifier; the Compilation lives as long
+     * as the arena, since the program points at its plan */
+    Compilation *c = arena_alloc(arena, sizeof *c);
+    if (passes_run_text(c, arena, "test.par", text, 1, passes_find("front")) != 0) {
         if (getenv("TEST_LOWER_VERBOSE")) printf("plan did not load:\n%s\n", text);
         return NULL;
     }
-    Plan *p = arena_alloc(arena, sizeof *p);
-    *p = plan;
-    Graph *g = expand_model(arena, p);
-    if (!g) return NULL;
-    Program *prog = lower_program(arena, p, g);
-    if (!prog) return NULL;
-    if (prog_out) *prog_out = prog;
-    return analyze_program(arena, prog);
+    if (passes_continue(c, passes_find("analyze")) != 0) return NULL;
+    if (prog_out) *prog_out = c->prog;
+    return c->analysis;
 }
 
 /* Sum over a stage's rows matching a filter. */
@@ -801,7 +798,7 @@ static void test_placement_errors(void)
     arena_free(&arena);
 }
 
-/* The program verifier (run inside lower_program) over every schedule kind and
+/* The program verifier (run after every lowering pass) over every schedule kind and
  * many (p, m, v), with ZeRO and sequence parallelism mixed in. */
 static void test_verifier_sweep(void)
 {
@@ -973,10 +970,8 @@ static double call_flops(const Instr *ins)
 static void test_ops_table(void)
 {
     for (int k = 0; k < OP_COUNT; k++) {
-        const OpDesc *d = &op_table[k];
-        CHECK(d->rule && d->shape && d->flops && d->scratch && d->emit_fwd && d->fwd >= 0 && d->fwd < RT_FN_COUNT,
-              "op %s has a complete row", op_names[k]);
-        CHECK((d->emit_bwd != NULL) == (d->bwd != RT_NONE), "op %s: backward emitter and entry agree", op_names[k]);
+        char why[256];
+        CHECK(!ops_row_incomplete(k, why, sizeof why), "op %s has a complete row: %s", op_names[k], why);
     }
     enum { NPLANS = 8 };
     Opts plans[NPLANS];

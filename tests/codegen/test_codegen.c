@@ -490,6 +490,15 @@ static void test_pipelines(void) {
 
 /* ---------------------------------------------------------------- 4, 5. object, executable, run */
 
+/* parc run of a hand-built program: its module written and launched. */
+static int run_program(const Program *pr, const char *hosts, int argc, char **argv) {
+    CodegenModule *m = codegen_build(pr);
+    if (!m) return -1;
+    int status = launch_run(m, pr, hosts, argc, argv);
+    codegen_free(m);
+    return status;
+}
+
 static void test_object_and_run(void) {
     Arena arena = {0};
     Shape sh = {.stages = 1, .chunks = 1, .layers_per_chunk = 2, .micro_batches = 2, .dp = 1, .sched = SCHED_GPIPE};
@@ -512,7 +521,7 @@ static void test_object_and_run(void) {
     static char *run_args[] = {(char *)"--steps", (char *)"2", (char *)"--memory"};
     printf("test_codegen: running the 1-rank program (parc run)\n");
     fflush(stdout);
-    int status = launch_run(pr, NULL, 3, run_args);
+    int status = run_program(pr, NULL, 3, run_args);
     CHECK(status == 0,
           "1-rank run exited with status %d: the runtime library (runtime/*.c) failed the hand-built program "
           "(ledger check = status 3; see its output above)",
@@ -526,7 +535,7 @@ static void test_object_and_run(void) {
     Program *pr2 = build_program(&arena2, &pipe);
     printf("test_codegen: running the 2-stage interleaved pipeline on 2 ranks (parc run)\n");
     fflush(stdout);
-    status = launch_run(pr2, NULL, 3, run_args);
+    status = run_program(pr2, NULL, 3, run_args);
     CHECK(status == 0, "2-rank pipeline run exited with status %d (runtime send/recv, or codegen's tags)", status);
     arena_free(&arena2);
 
@@ -539,18 +548,21 @@ static void test_object_and_run(void) {
     static char *quiet_args[] = {(char *)"--steps", (char *)"2"};
     printf("test_codegen: running 4 stages x 2 chunks x dp 2 on 8 ranks (parc run)\n");
     fflush(stdout);
-    status = launch_run(pr3, NULL, 2, quiet_args);
+    status = run_program(pr3, NULL, 2, quiet_args);
     CHECK(status == 0, "8-rank pipeline run exited with status %d", status);
     arena_free(&arena3);
 }
 
 /* ---------------------------------------------------------------- 6. the pass table */
 
-/* The repository root, from this file's path (tests/test_codegen.c). */
+
+/* The repository root, from this file's path (tests/codegen/test_codegen.c). */
 static const char *source_root(void) {
     static char root[PATH_MAX];
     snprintf(root, sizeof root, "%s", __FILE__);
     char *slash = strrchr(root, '/');
+    if (slash) *slash = 0; /* .../tests/codegen */
+    slash = strrchr(root, '/');
     if (slash) *slash = 0; /* .../tests */
     slash = strrchr(root, '/');
     if (slash) *slash = 0;
@@ -570,15 +582,17 @@ static char *dump_to_text(const Pass *p, const Compilation *c) {
 
 static void test_pass_table(void) {
     static const char *const plans[] = {"tiny_3d", "tiny_pp_interleaved", "tiny_zero3", "tiny_bf16"};
-    static const char *const order[] = {"front", "balance", "expand", "place",    "reshard", "autodiff",
-                                        "optim", "overlap", "lower",  "schedule", "analyze", "codegen"};
+    static const char *const order[] = {"front",    "balance", "expand", "place",   "schedule", "reshard",
+                                        "autodiff", "optim",   "overlap", "lower",   "analyze",  "codegen"};
     CHECK(passes_count == 12, "the table has %d passes", passes_count);
-    for (int i = 0; i < 12 && i < passes_count; i++)
+    for (int i = 0; i < 12 && i < passes_count; i++) {
         CHECK(passes_find(order[i]) == i, "pass %s at %d", order[i], passes_find(order[i]));
-    CHECK(passes_find("plan") == 0 && passes_find("graph") == 2 && passes_find("ir") == 8,
+        CHECK(passes[i].run && passes[i].dump && passes[i].verify, "pass %s has run, dump and verify", order[i]);
+    }
+    CHECK(passes_find("plan") == 0 && passes_find("graph") == 2 && passes_find("ir") == 9,
           "the old dump names plan, graph, ir");
     CHECK(passes_find("asm") == -1, "an unknown pass name");
-    CHECK(strcmp(passes_names(), "front, balance, expand, place, reshard, autodiff, optim, overlap, lower, schedule, "
+    CHECK(strcmp(passes_names(), "front, balance, expand, place, schedule, reshard, autodiff, optim, overlap, lower, "
                                  "analyze, codegen") == 0,
           "names: %s", passes_names());
     for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
@@ -932,10 +946,13 @@ static void test_balance(void) {
      * with a 32x larger vocabulary it costs about ten, and stage 0 takes 3 of 4 */
     for (int heavy = 0; heavy < 2; heavy++) {
         if (load_example(&c, &arena, "tiny_pp_1f1b")) break;
-        Plan *p = &c.plan;
-        p->layout.balance = BALANCE_AUTO;
-        if (heavy) p->model.vocab = 8192;
-        CHECK(balance_plan(&arena, p) == 0, "balance_plan of tiny_pp_1f1b (vocab %lld)", (long long)p->model.vocab);
+        Plan *written = &c.written;
+        written->layout.balance = BALANCE_AUTO;
+        if (heavy) written->model.vocab = 8192;
+        Compilation b;
+        CHECK(passes_run_plan(&b, &arena, written, 1, passes_find("balance")) == 0,
+              "the balance pass of tiny_pp_1f1b (vocab %lld)", (long long)written->model.vocab);
+        Plan *p = &b.plan;
         int want = heavy ? 3 : 2;
         CHECK(p->layout.stage_layers[0] == want && p->layout.stage_layers[1] == 4 - want &&
                   p->layout.stage_first[1] == want,
@@ -953,6 +970,7 @@ static void test_balance(void) {
         CHECK(heavy ? p->layout.balance_busy_s < p->layout.balance_even_busy_s
                     : p->layout.balance_busy_s == p->layout.balance_even_busy_s,
               "vocab %lld: %s", (long long)p->model.vocab, heavy ? "faster than even" : "a tie keeps the even split");
+        passes_finish(&b);
         passes_finish(&c);
     }
     arena_free(&arena);

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Golden-file test of the per-pass dumps and reports of every example plan.
-#   tests/golden.sh PARC            compare (exit 1 on any difference, with the diff)
-#   UPDATE=1 tests/golden.sh PARC   regenerate tests/golden/ so reviews read the diff
+#   tests/lower/golden.sh PARC            compare (exit 1 on any difference, with the diff)
+#   UPDATE=1 tests/lower/golden.sh PARC   regenerate tests/golden/ so reviews read the diff
 # Each golden file holds the command's stdout, stderr and exit status.  Every
 # command runs with the pass verifiers on (PARC_VERIFY=1): a broken invariant
 # aborts with an internal error and shows as a difference.
 set -u
 export PARC_VERIFY=1
 parc=$(realpath "$1")
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 2
 golden=tests/golden
 fails=0; count=0

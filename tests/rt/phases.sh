@@ -3,7 +3,7 @@
 # the compiler's estimate beside it: `parc run PLAN --steps 3` with
 # PRT_METRICS_FILE (the metrics log's name when --log is not given) prints the
 # estimated / measured line at the end; the log validates against
-# docs/metrics.schema.json (tests/metrics_log.py), holds a record per step
+# docs/metrics.schema.json (tests/common/metrics_log.py), holds a record per step
 # whose phases (forward, backward, exposed communication, bubble, optimizer)
 # are not negative and sum to its step time, and a summary whose estimates
 # equal `parc explain --json`'s phases_s and whose `ranks` spread covers
@@ -24,7 +24,7 @@ for plan in "$@"; do
     grep '^parc: per step over [0-9]* ranks, measured ms min / mean / max (the rank of the max): forward ' \
         "$tmp/$n.out" > "$tmp/$n.ranks" || { echo "FAIL: $plan: no per-rank line"; fails=$((fails + 1)); }
     "$parc" explain "$plan" --json > "$tmp/$n.json" || { fails=$((fails + 1)); continue; }
-    python3 - "$tmp/$n.metrics" "$tmp/$n.json" "$plan" "$(dirname "$0")" "$tmp/$n.ranks" <<'PY' || fails=$((fails + 1))
+    python3 - "$tmp/$n.metrics" "$tmp/$n.json" "$plan" "$(dirname "$0")/../common" "$tmp/$n.ranks" <<'PY' || fails=$((fails + 1))
 import json, sys
 sys.path.insert(0, sys.argv[4])
 import metrics_log

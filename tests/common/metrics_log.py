@@ -8,14 +8,14 @@ step_ms, and exactly one summary record ends the file.
     records, problems = metrics_log.read(path, first=1)
 
 records: the step records in order, then the summary; problems: messages,
-empty when the log is valid.  Used by tests/phases.sh and the parity tests."""
+empty when the log is valid.  Used by tests/rt/phases.sh and the parity tests."""
 import json
 import math
 import os
 
 import jsonschema
 
-SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "metrics.schema.json")
+SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "metrics.schema.json")
 
 
 def schema():

@@ -12,7 +12,7 @@
 # (no chroot, or a sanitized build whose runtime needs /proc).
 set -uo pipefail
 parc=$1
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail=0
 bad() { echo "serial: FAIL: $*"; fail=1; }
