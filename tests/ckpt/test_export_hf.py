@@ -291,7 +291,7 @@ def test_plan(parc, examples, work, name, family, first_key):
         names = set(read_safetensors(p)[0]) if e.returncode == 0 else set()
         check("h.0.attn.qkv.w" in names and "wte" in names, f"{name}: --names parc keeps parc's names")
         e = subprocess.run([parc, "export", ck, "-o", p, "--names", "gpt"], capture_output=True, text=True)
-        check(e.returncode == 2 and "--names must be hf or parc, got 'gpt'" in e.stderr,
+        check(e.returncode == 2 and "--names takes hf or parc, not `gpt`" in e.stderr,
               f"export: a bad --names is a usage error ({e.returncode}: {e.stderr.strip()[:80]})")
 
 

@@ -152,7 +152,7 @@ def test_errors(parc, examples, tmp):
     p = run([parc, "diff", a, b, "--html", os.path.join(tmp, "x.html"), "--json"], 2)
     check("without --json" in p.stderr, f"diff --html --json: `{p.stderr.strip()}`")
     p = run([parc, "diff", a, b, "--html"], 2)
-    check("needs a file" in p.stderr, f"diff --html: `{p.stderr.strip()}`")
+    check("`--html` needs a value (FILE)" in p.stderr, f"diff --html: `{p.stderr.strip()}`")
     p = run([parc, "search", a, "--top", "2", "--html", "/dev/full"], 3)
     check("/dev/full" in p.stderr, f"search /dev/full: `{p.stderr.strip()}`")
     p = run([parc, "search", a, "--html", os.path.join(tmp, "x.html"), "--json"], 2)
