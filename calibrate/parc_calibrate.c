@@ -107,7 +107,7 @@ static double triad_rate(size_t n)
 enum { K_ADD, K_NORM, K_GELU, K_SOFTMAX, K_ADAMW, K_COUNT };
 static const char *const kernel_names[K_COUNT] = {"add", "layer norm", "GELU", "cross-entropy", "AdamW"};
 /* The fp32 elements a pass of each class moves per element, as the cost
- * model charges it (the traffic of compiler/ops.c's rows): the add's 2 reads and a
+ * model charges it (the traffic of compiler/lower/ops.c's rows): the add's 2 reads and a
  * write; forward and backward passes of a norm and of GELU; the loss's max,
  * sum of exp and gradient; AdamW's weights, gradients and both moments read
  * and written.  kernel_pass and op_rates both charge these. */
@@ -514,9 +514,9 @@ static void measure_compute(struct prt *rt, Rates *r)
     }
 }
 
-/* What the cost model (compiler/cost.c, OP_ATTENTION) charges the attention
+/* What the cost model (compiler/analyze/cost.c, OP_ATTENTION) charges the attention
  * op at each shape of attention_times: its matmul FLOPs (4 B NH T T HD
- * forward, 8 backward with the probabilities kept: compiler/ops.c) at the
+ * forward, 8 backward with the probabilities kept: compiler/lower/ops.c) at the
  * attention efficiency, and its score matrix B NH T T (3 passes forward, 4
  * backward, 4 bytes an element) at the streaming bandwidth x `scores`.  The
  * fit: the one score rate x (seconds a byte) for which the model's
@@ -905,8 +905,9 @@ int main(int argc, char **argv)
         return status;
     }
     /* the link first, as the link-only launches measure it, before the
-     * compute measurements churn this process's memory (measured after them,
-     * a launch met the slow transport in 15 of 21 tries; first, 4 of 11) */
+     * compute measurements churn this process's memory (after them a launch
+     * meets the slow transport more often: bench/README.md, "Calibration's
+     * launch order") */
     Link links[MAX_LAUNCHES] = {{0}};
     int launches = 1;
     if (size > 1) {

@@ -1,7 +1,7 @@
 /*
  * par.y — the .par grammar (bison: pure, locations, LAC, %expect 0).
  *
- * The grammar is uniform on purpose (see compiler/ast.h): a file is a list of
+ * The grammar is uniform on purpose (see compiler/front/ast.h): a file is a list of
  * statements `KEY VALUE* ;`, `KEY VALUE* { ... }` or `KEY -> VALUE* ;`.  Which
  * keys exist and what values they take is check.c's business, so it can say
  * "unknown key `gpus_per_nod`; did you mean `gpus_per_node`?".  Actions only

@@ -15,13 +15,11 @@
  * The same restart sets OMP_WAIT_POLICY=PASSIVE, when the user has not set it
  * and the rank will run more than one thread: libgomp reads it at load too, and
  * its default lets the CPU ops' idle threads spin after each parallel region,
- * taking the cores the next GEMM's BLAS threads need (measured: 1.8-2.1 s per
- * step instead of 1.0-1.5 s for bench/plans' model at 2 threads).  And it sets
+ * taking the cores the next GEMM's BLAS threads need.  And it sets
  * OPENBLAS_THREAD_TIMEOUT=4 (the user's setting wins): OpenBLAS's pthread
  * workers otherwise spin 2^28 cycles (~0.1 s) after every GEMM before they
- * sleep, on the cores the element-wise ops after it run on (measured, 41 M
- * model, 2 threads: cross-entropy forward 22.6 -> 11.4 ms, backward 31.8 ->
- * 16.1, attention forward 37.4 -> 22.8, the GEMMs unchanged).
+ * sleep, on the cores the element-wise ops after it run on.  (What each
+ * setting gained, measured: bench/README.md, "Threads that spin".)
  */
 #include <cblas.h>
 #include <stdio.h>

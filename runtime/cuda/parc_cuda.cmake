@@ -13,7 +13,7 @@ function(parc_cuda_module name serial)
     target_include_directories(${name} PRIVATE ${MPI_C_INCLUDE_DIRS})
     target_link_libraries(${name} PRIVATE MPI::MPI_C)
   endif()
-  target_include_directories(${name} PRIVATE ${PARC_ROOT}/runtime ${PARC_ROOT}/runtime/cuda)
+  target_include_directories(${name} PRIVATE ${PARC_ROOT}/include ${PARC_ROOT}/runtime ${PARC_ROOT}/runtime/cuda)
   target_compile_definitions(${name} PRIVATE PRT_HAVE_CUDA $<$<BOOL:${PARC_HAVE_NCCL}>:PRT_HAVE_NCCL> OMPI_SKIP_MPICXX)
   # warnings are errors in the CUDA sources too: nvcc's own and the host compiler's
   target_compile_options(${name} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter,-Werror;--Werror=all-warnings>")

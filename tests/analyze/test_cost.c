@@ -94,15 +94,15 @@ static void test_primitives(void)
          2.0 * 64 * 4096.0 * 4096 / 10e12);
 
     Efficiency e;
-    truth("a100 defaults exist", cost_efficiency_defaults("a100", &e) == 0 && !strcmp(e.name, "a100"));
+    truth("a100 defaults exist", plan_efficiency_defaults("a100", &e) == 0 && !strcmp(e.name, "a100"));
     near("a100 large GEMMs", e.gemm[GEMM_LARGE], 0.85);
     near("a100 NVLink bus efficiency", e.bus[0], 0.78);
     near("a100 NVLink half-bandwidth size", e.half_bytes[0], 8 * 1048576.0);
     truth("generic has no half-bandwidth size",
-          cost_efficiency_defaults("generic", &e) == 0 && e.half_bytes[0] == 0 && e.half_bytes[1] == 0);
+          plan_efficiency_defaults("generic", &e) == 0 && e.half_bytes[0] == 0 && e.half_bytes[1] == 0);
     truth("h100 and h200 defaults exist",
-          cost_efficiency_defaults("h100", &e) == 0 && cost_efficiency_defaults("h200", &e) == 0);
-    truth("an unknown set is refused", cost_efficiency_defaults("b300", &e) == -1);
+          plan_efficiency_defaults("h100", &e) == 0 && plan_efficiency_defaults("h200", &e) == 0);
+    truth("an unknown set is refused", plan_efficiency_defaults("b300", &e) == -1);
 }
 
 /* Two stages of two MLP layers each, no embedding or head, so both stages

@@ -1,5 +1,5 @@
 /*
- * test_codegen.c — tests of pass 9 (compiler/codegen.c, compiler/launch.c).
+ * test_codegen.c — tests of the codegen pass (compiler/codegen/codegen.c, compiler/tools/launch.c).
  *
  * Builds small Programs BY HAND (independent of lower.c): buffers of every
  * class, sequences that use every ArgKind and InstMode, schedules from
@@ -17,7 +17,7 @@
  *      1 rank, a 2-stage interleaved pipeline on 2 ranks, and 4 stages × 2
  *      chunks × dp 2 on 8 ranks; exit status 0, which includes the runtime's
  *      ledger check of every buffer it allocated from the emitted table;
- *   6. the pass table (compiler/passes.c) on example plans with every verifier
+ *   6. the pass table (compiler/pipeline/passes.c) on example plans with every verifier
  *      on: each pass's dump is non-empty, the codegen row's module is the one
  *      codegen_emit writes; a broken plan, ledger or analysis makes its
  *      verifier abort with an internal error; the fit advice's predicate

@@ -1,6 +1,6 @@
 /*
  * test_op_shapes.c — the op-shape table a built program hands the runtime
- * (prt_plan_desc.op_shapes, compiler/codegen_shapes.c) and the CUDA backend's
+ * (prt_plan_desc.op_shapes, compiler/codegen/codegen_shapes.c) and the CUDA backend's
  * walk over it at init (prt_cuda_check_op_shapes, runtime/cuda/prt_cuda_limits.c).
  *
  * For example plans it builds the LLVM module as `parc build` does and reads

@@ -13,7 +13,7 @@ fail=0
 for f in "$src"/runtime/cuda/*.cu; do
     name=$(basename "$f" .cu)
     if ! "$nvcc" -c -std=c++17 -arch="$arch" -Xptxas -v -DPRT_HAVE_CUDA -DOMPI_SKIP_MPICXX \
-            -I"$src/runtime/serial" -I"$src/runtime" -I"$src/runtime/cuda" "$f" -o "$tmp/$name.o" > "$tmp/$name.log" 2>&1; then
+            -I"$src/runtime/serial" -I"$src/include" -I"$src/runtime" -I"$src/runtime/cuda" "$f" -o "$tmp/$name.o" > "$tmp/$name.log" 2>&1; then
         cat "$tmp/$name.log"; echo "gpu_ptxas: FAIL: $name.cu does not compile"; exit 1
     fi
     # "Function properties for F" / "N bytes stack frame, S bytes spill stores, L bytes spill loads" /

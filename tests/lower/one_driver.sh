@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # one_driver.sh SRCDIR — the driver is the only caller of passes.  The entry
 # points are read off the pass table itself: every function the `run_*`
-# functions of compiler/passes.c call (less the driver's own helpers).  No
+# functions of compiler/pipeline/passes.c call (less the driver's own helpers).  No
 # compiler source calls one, except passes.c and the file that defines it.
 # Exit status: 0 held, 1 a call outside the driver (each listed).
 set -u

@@ -1,5 +1,5 @@
 /*
- * test_schedule.c — tests of pass 7 (compiler/schedule.c).
+ * test_schedule.c — tests of the schedule pass (compiler/lower/schedule.c).
  *
  * Builds and verifies every schedule kind over hundreds of shapes, checks exact
  * peaks, bubbles and simulated makespans against their closed forms, compares

@@ -1,7 +1,7 @@
 """prt_dump.py — readers for the runtime's PRT_DUMP_DIR files and the helpers the
 parity tests share (building a plan, launching it, merging per-rank dumps).
 
-The formats are documented in runtime/parc_rt.h next to PRT_DUMP_DIR; all
+The formats are documented in include/parc_rt.h next to PRT_DUMP_DIR; all
 little-endian.  Only numpy is needed here (torch is imported by the torch test).
 """
 import glob

@@ -8,7 +8,7 @@ warmup-stable-decay schedule SCHEDULE, then asserts:
   - `parc explain tiny_single` shows the schedule's shape in the expected line;
   - the LR that the program prints (1e-5 relative) and writes to its --log file
     (1e-9) for each of 8 steps equals the closed form below, written here
-    independently of runtime/prt_lr.h; the --log file validates against
+    independently of include/prt_lr.h; the --log file validates against
     docs/metrics.schema.json (tests/common/metrics_log.py), steps 1..8 in order;
   - the optimizer used the LR of step 1 (peak / warmup): AdamW's first update of an
     element is lr * g / (|g| + eps), so with weight decay 0 the largest |update| of

@@ -40,7 +40,7 @@ void ledger_stage_sends(const Program *prog, const StageProgram *sp, int64_t *fw
  *              message's dtype, and one slot for the receive posted ahead
  *              (host memory: not in ledger[], see ir.h);
  *   workspace: the largest request of an op's call, per its row of op_table
- *              (runtime/prt_scratch.h): with all-fp32 operands in `work`, the
+ *              (include/prt_scratch.h): with all-fp32 operands in `work`, the
  *              extra a CPU build needs to widen 16-bit operands in `work_16`. */
 static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t *comm, int64_t *work,
                             int64_t *work_16, int64_t *host_staging)

@@ -1,5 +1,5 @@
 /*
- * codegen.h — pass 9: the host program of a plan.
+ * codegen.h — the codegen pass: the host program of a plan.
  *
  * codegen.c takes a verified Program (ir.h) and emits, through the LLVM C API,
  * one module: constant tables per pipeline stage (buffer descriptors, schedule,

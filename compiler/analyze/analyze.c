@@ -1,5 +1,5 @@
 /*
- * analyze.c — pass 8: the memory ledger, FLOPs, collective volumes, the
+ * analyze.c — the analyze pass: the memory ledger, FLOPs, collective volumes, the
  * pipeline bubble and the step-time estimate, all read off the Program.
  *
  * The ledger comes from the Program (ledger.c computes it at the end of

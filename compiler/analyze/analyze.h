@@ -1,5 +1,5 @@
 /*
- * analyze.h — pass 8: what the lowered program costs.
+ * analyze.h — the analyze pass: what the lowered program costs.
  *
  * Everything here is read off the Program (its buffers, instructions and
  * schedule); nothing is re-derived from the model by formula.
@@ -115,5 +115,13 @@ double analyze_mfu(const Analysis *an);
 
 /* Byte counts as people read them: "61.2 GiB". */
 void analyze_format_bytes(double bytes, char *buf, size_t size);
+
+/* The balance pass (balance.c): given the analysis of plan with its even
+ * split (`even`, which the driver lowers and analyzes through the pass
+ * table), replaces plan's stage split by the one whose busiest stage the
+ * cost model finds least busy, and records what it found in
+ * plan->layout.balance_*.  Whether a plan needs it: balance_wanted. */
+int balance_wanted(const Plan *plan);
+void balance_plan(Arena *arena, Plan *plan, const Analysis *even);
 
 #endif

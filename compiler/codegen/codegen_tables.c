@@ -1,6 +1,6 @@
 /*
  * codegen_tables.c — the code generator's LLVM types (field for field the
- * structs of runtime/parc_rt.h), the runtime declarations, the constant tables
+ * structs of include/parc_rt.h), the runtime declarations, the constant tables
  * of a plan (plan descriptor, per-stage buffers, schedule and ledger) and the
  * function, block and loop builders the sequence emitter uses.
  */
@@ -35,7 +35,7 @@ static LLVMTypeRef fn_type(Gen *g, char ret, const char *params) {
     return LLVMFunctionType(sig_type(g, ret), types, (unsigned)n, 0);
 }
 
-/* The struct types mirroring runtime/parc_rt.h, field for field. */
+/* The struct types mirroring include/parc_rt.h, field for field. */
 void codegen_build_types(Gen *g) {
     g->t_void = LLVMVoidTypeInContext(g->ctx);
     g->t_i8 = LLVMInt8TypeInContext(g->ctx);

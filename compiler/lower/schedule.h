@@ -1,5 +1,5 @@
 /*
- * schedule.h — pass 7: the pipeline schedule.
+ * schedule.h — the schedule pass: the pipeline schedule.
  *
  * Takes the schedule kind and the pipeline shape the checker validated
  * (p stages, m micro-batches per step, v chunks per stage) and gives, per stage,

@@ -51,9 +51,9 @@ static void check_efficiency(Check *c, const Stmt *st)
     if (!check_shape(c, st, st->has_body ? 0 : 1, 1, st->has_body ? BODY_YES : BODY_NO, CLUSTER_usage[CL_EFFICIENCY]))
         return;
     if (st->nvalues == 1) {
-        int k = check_read_word(c, "efficiency set", &st->values[0], cost_efficiency_names, cost_efficiency_count);
+        int k = check_read_word(c, "efficiency set", &st->values[0], plan_efficiency_names, plan_efficiency_count);
         if (k < 0) return;
-        cost_efficiency_defaults(cost_efficiency_names[k], eff);
+        plan_efficiency_defaults(plan_efficiency_names[k], eff);
     } else {
         eff->name = "the plan's"; /* every value not given stays generic */
     }

@@ -1,6 +1,6 @@
 /*
  * codegen_shapes.c — @op_shapes, the table of every op call of the program
- * with its size arguments (prt_op_shape_desc, runtime/parc_rt.h), which the
+ * with its size arguments (prt_op_shape_desc, include/parc_rt.h), which the
  * plan descriptor hands the runtime so that a backend can refuse a shape at
  * init, before it allocates anything, instead of in the middle of a step.
  *

@@ -206,13 +206,13 @@ typedef struct Efficiency {
 } Efficiency;
 
 /* Shape class names (cost.h: GemmClass), and the named default sets
- * ("generic", "a100", "h100", "h200"; cost.c says where each comes from). */
+ * ("generic", "a100", "h100", "h200"; efficiency.c says where each comes from). */
 extern const char *const gemm_class_names[PARC_GEMM_CLASSES];
 extern const char *const stream16_names[PARC_STREAM16_KINDS]; /* stream16's classes, as diagnostics name them */
-extern const char *const cost_efficiency_names[];
-extern const int cost_efficiency_count;
+extern const char *const plan_efficiency_names[];
+extern const int plan_efficiency_count;
 /* Fills *eff with the named defaults; -1 when the name is unknown. */
-int cost_efficiency_defaults(const char *name, Efficiency *eff);
+int plan_efficiency_defaults(const char *name, Efficiency *eff);
 
 typedef struct Cluster {
     int nodes, gpus_per_node;
@@ -270,7 +270,7 @@ typedef struct Train {
     OptKind optimizer;
     double lr, beta1, beta2, eps, weight_decay, momentum;
     /* The learning-rate schedule (`lr ... warmup ... cosine to ...`; see
-     * runtime/prt_lr.h); lr_scheduled is 0 for a constant lr, which the
+     * include/prt_lr.h); lr_scheduled is 0 for a constant lr, which the
      * optimizer calls then carry as a number. */
     int lr_scheduled;
     int lr_shape;                      /* enum prt_lr_shape */
@@ -297,7 +297,7 @@ typedef struct Train {
 
 /* The `data` section: the token files a built program reads (paths as the
  * plan wrote them, relative ones joined to the plan's directory) and their
- * format (enum prt_data_format of runtime/parc_rt.h); present = 0 without it. */
+ * format (enum prt_data_format of include/parc_rt.h); present = 0 without it. */
 typedef struct DataSpec {
     int present;
     const char *train, *validation;  /* NULL when not given */

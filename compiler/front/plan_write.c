@@ -3,7 +3,7 @@
  * accepts and that loads into the same Plan (numbers in base units, every
  * rule spelled out).  `parc search` writes its layouts with it.
  */
-#include "cost.h"
+#include "parc.h"
 #include "plan_write.h"
 #include "prt_lr.h"
 
@@ -30,7 +30,7 @@ static void write_cluster(const Plan *p, FILE *out)
     if (c->nodes > 1 || c->inter_bw > 0)
         fprintf(out, "  link inter %.17g B/s %.17g s;\n", c->inter_bw, c->inter_latency);
     Efficiency known;
-    int named = e->name && cost_efficiency_defaults(e->name, &known) == 0;
+    int named = e->name && plan_efficiency_defaults(e->name, &known) == 0;
     fprintf(out, "  efficiency %s%s{ gemm", named ? e->name : "", named ? " " : "");
     for (int k = 0; k < PARC_GEMM_CLASSES; k++) fprintf(out, " %.17g", e->gemm[k]);
     fprintf(out, "; attention %.17g; hbm %.17g; activation %.17g; intra %.17g; inter %.17g; half_intra %.17g B; "

@@ -1,5 +1,5 @@
 /*
- * expand.c — pass 3: the model as a forward op graph over named-dim tensors.
+ * expand.c — the expand pass: the model as a forward op graph over named-dim tensors.
  *
  * Takes a checked Plan.  Produces a Graph with three regions (embedding, one
  * repeated block, head) whose tensors carry global sizes and a home placement

@@ -13,7 +13,7 @@
  *             placements its inputs arrive in and used by both directions;
  *   flops     FLOPs of one forward (backward = 0) or backward call of a shape;
  *   scratch   floats of workspace the runtime takes for one call (the
- *             prt_scratch_* functions of runtime/prt_scratch.h, which the
+ *             prt_scratch_* functions of include/prt_scratch.h, which the
  *             runtime's ops allocate by): `given` and `wide` have bit k set
  *             when argument k of the call is a buffer / a 16-bit buffer;
  *   partial   for an op whose rule can produce a Partial value, how: the verb

@@ -23,7 +23,7 @@
  * balance_* figures say what was found, for explain.  Without `balance auto`
  * it changes nothing.
  */
-#include "passes.h"
+#include "analyze.h"
 
 #include <stdlib.h>
 

@@ -1,5 +1,6 @@
 /*
- * schedule.c — pass 7: pipeline schedules, their verifier and simulator.
+ * schedule.c — the schedule pass: pipeline schedules, their verifier and
+ * simulator.
  *
  * Every schedule here is one skeleton (schedule_stage_order): w warm-up
  * forwards, then (n - w) pairs "next forward, oldest backward", then the w

@@ -1,8 +1,8 @@
 /*
- * codegen.c — pass 9: the LLVM host program of a plan.
+ * codegen.c — the codegen pass: the LLVM host program of a plan.
  *
  * Takes a verified Program (ir.h).  Emits one LLVM module (typed pointers: every
- * pointer is i8*) that calls only the runtime API of runtime/parc_rt.h:
+ * pointer is i8*) that calls only the runtime API of include/parc_rt.h:
  *
  *   @plan                         prt_plan_desc constant
  *   @stageS.buffers               [nbufs x prt_buffer_desc] constant

@@ -4,7 +4,7 @@
  *   lr PEAK [warmup N steps] [stable N steps] [cosine|linear to MIN over N steps];
  *
  * Fills Train's lr (the peak) and lr_* fields; the closed form is
- * runtime/prt_lr.h's.  Each phase is written at most once, in that order; a
+ * include/prt_lr.h's.  Each phase is written at most once, in that order; a
  * statement of the peak alone is a constant lr.
  */
 #include "check.h"

@@ -341,7 +341,7 @@ static inline int64_t pass_window(int64_t L)
     return L <= IR_PASS_WINDOW ? L : IR_PASS_WINDOW + (L & 1);
 }
 
-/* One call of a runtime function (an entry of PRT_OPS in runtime/parc_rt.h).
+/* One call of a runtime function (an entry of PRT_OPS in include/parc_rt.h).
  * fn < 0 marks a report-only record: a collective a runtime op performs
  * inside itself (the vocab-parallel loss reductions); code generation skips it. */
 typedef struct Instr {

@@ -10,7 +10,7 @@
 #include "ir.h"
 
 /* Each buffer class's key, as the runtime prints it and the program dump
- * shows it, and its report name (PRT_CLASSES in runtime/parc_rt.h). */
+ * shows it, and its report name (PRT_CLASSES in include/parc_rt.h). */
 extern const char *const ledger_class_keys[PRT_NCLASS];
 extern const char *const ledger_class_names[PRT_NCLASS];
 

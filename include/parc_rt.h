@@ -1,7 +1,7 @@
 /*
  * parc_rt.h — the one public header of the parc runtime.
  *
- * Generated programs (see compiler/codegen.c) call only what is declared here.
+ * Generated programs (see compiler/codegen/codegen.c) call only what is declared here.
  * Conventions, so that code generation stays mechanical:
  *   - every function takes the runtime context first;
  *   - every other argument is a pointer, an int64_t or a double (never int or
@@ -134,7 +134,7 @@ typedef struct prt_buffer_desc {
 /* The phases of a step: what the program's sequences are (prt_phase), what
  * the runtime times, and what the compiler estimates.  Collectives count as
  * exposed communication and pipeline sends and receives as bubble wherever
- * they run.  ORDER: the compiler's ANALYZE_PHASES (compiler/analyze.h). */
+ * they run.  ORDER: the compiler's ANALYZE_PHASES (compiler/analyze/analyze.h). */
 enum prt_phase {
     PRT_PHASE_FORWARD,
     PRT_PHASE_BACKWARD,

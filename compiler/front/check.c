@@ -31,7 +31,7 @@ static void plan_defaults(Plan *plan, const char *path)
     plan->train.steps = 10;
     plan->train.seed = 1234;
     plan->model.name = "model";
-    cost_efficiency_defaults("generic", &plan->cluster.eff);
+    plan_efficiency_defaults("generic", &plan->cluster.eff);
     plan->model.block = (BlockSpec){.kind = BLOCK_TRANSFORMER, .norm = NORM_LAYER, .mlp = MLP_GELU, .bias = 1,
                                     .causal = 1, .residual = 1};
 }

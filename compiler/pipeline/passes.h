@@ -44,13 +44,6 @@ typedef struct Pass {
     void (*verify)(const Compilation *c);
 } Pass;
 
-/* The balance pass (balance.c): given the analysis of plan with its even
- * split (`even`, which the driver lowers and analyzes through this table),
- * replaces plan's stage split by the one whose busiest stage the cost model
- * finds least busy, and records what it found in plan->layout.balance_*.
- * Whether a plan needs it: balance_wanted. */
-int balance_wanted(const Plan *plan);
-void balance_plan(Arena *arena, Plan *plan, const Analysis *even);
 
 extern const Pass passes[];
 extern const int passes_count;
