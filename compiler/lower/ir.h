@@ -462,8 +462,16 @@ static inline int dtype_bytes(int dtype)
 }
 static inline int dtype_is_16(int dtype) { return dtype == PRT_BF16 || dtype == PRT_F16; }
 
+/* Lowering's bindings on one stage (lower.h): which buffer holds each
+ * tensor's value, gradient and optimizer state there, the stage's loss and
+ * data scratch buffers, and the embedding's and head's parameters as its
+ * forward gathered them.  reshard makes them; autodiff, optim and overlap
+ * read and extend them.  Opaque outside lowering. */
+typedef struct StageBindings StageBindings;
+
 typedef struct StageProgram {
     int stage;                 /* coordinate on the pipeline axis */
+    StageBindings *bindings;   /* lowering's state of this stage (above); not read after `lower` */
     int chunks;                /* virtual stages held */
     int layers_per_chunk;      /* L: layers of each chunk (equal for all chunks of a stage) */
     int chunk_first_layer[64]; /* global layer of each chunk's first layer */
@@ -501,9 +509,19 @@ typedef struct StageProgram {
     int64_t host_staging;
 } StageProgram;
 
+/* The placement pass's result (place.c; lower.h defines it): for every op
+ * and mesh axis, the placement each input and parameter must have, the one
+ * the op produces and those of the gradients its backward produces; per
+ * tensor, its produced and gradient placements and whether the backward
+ * reads it; which bias ops fold into their linear's call.  Opaque outside
+ * lowering; lives in the arena. */
+typedef struct PlaceTable PlaceTable;
+
 typedef struct Program {
+    Arena *arena;              /* where the program and everything lowering adds to it live */
     const Plan *plan;
     Graph *graph;
+    const PlaceTable *placement; /* the place pass's table the program was lowered from */
     Schedule schedule;
     int nstages;
     StageProgram *stages;
@@ -514,18 +532,14 @@ typedef struct Program {
                                               prints them beside what it measures */
 } Program;
 
-/* The placement pass (place.c): for every op and mesh axis, the placement
- * each input and parameter must have, the one the op produces, and those of
- * the gradients its backward produces.  Opaque; lives in the arena. */
-typedef struct Lowerer Placed;
-/* Runs the op rules over the graph.  Reports placement errors no op accepts
- * through diag and returns NULL after reporting. */
-Placed *lower_place(Arena *arena, const Plan *plan, Graph *graph);
+/* The place pass: runs the op rules over the graph.  Reports placement
+ * errors no op accepts through diag and returns NULL after reporting. */
+PlaceTable *lower_place(Arena *arena, const Plan *plan, Graph *graph);
 /* `parc lower --emit=place`: one line per op and axis, stable text. */
-void place_dump(const Placed *placed, FILE *out);
+void place_dump(const PlaceTable *placement, FILE *out);
 /* Every rule placement is one the tensor can have (a split names one of its
  * dims; Partial only for produced values and gradients); PARC_BUG otherwise. */
-void place_verify(const Placed *placed);
+void place_verify(const PlaceTable *placement);
 
 /* The schedule pass: the plan's pipeline schedule (schedule.c) — every
  * stage's order of forward and backward work items and its in-flight peaks,
@@ -534,23 +548,27 @@ void place_verify(const Placed *placed);
  * is on.  A checked plan always has one (PARC_BUG otherwise). */
 Schedule *lower_schedule(Arena *arena, const Plan *plan);
 
-/* The lowering passes after place and schedule, in this order, each over every stage
- * (the rows reshard, autodiff, optim and lower of passes.c).  They report
- * user errors through diag and then return NULL (or 1); a broken invariant
- * is an internal error.  Each runs once per `placed`, which they advance.
- *   lower_reshard   the Program: the schedule's copy, stage buffers, the forward
- *                   programs with their collectives, pipeline messages;
+/* The lowering passes after place and schedule, in this order, each over
+ * every stage (the rows reshard .. lower of passes.c).  Each is a function
+ * over the program: it reads what the passes before it left in the Program
+ * (the placement table, each stage's bindings and sequences) and adds to
+ * it; no state passes between them outside the IR.  They report user errors
+ * through diag and then return NULL (or 1); a broken invariant is an
+ * internal error.  Each runs once per program, after the one before it.
+ *   lower_reshard   the Program: the schedule's copy, stage buffers and
+ *                   bindings, the forward programs with their collectives,
+ *                   pipeline messages;
  *   lower_autodiff  the backward programs (ZeRO-2/3 gradient scatters included);
  *   lower_optim     gradient zeroing, gradient sync and the optimizer steps;
  *   lower_overlap   the data axis's gradient buckets started in the backward
  *                   and waited before the optimizer (overlap.c), unless the
  *                   plan says `grad_overlap off;`;
  *   lower_finish    the ledger; the program verified. */
-Program *lower_reshard(Placed *placed, const Schedule *schedule);
-int lower_autodiff(Placed *placed);
-int lower_optim(Placed *placed);
-int lower_overlap(Placed *placed);
-Program *lower_finish(Placed *placed);
+Program *lower_reshard(Arena *arena, const PlaceTable *placement, const Schedule *schedule);
+int lower_autodiff(Program *program);
+int lower_optim(Program *program);
+int lower_overlap(Program *program);
+void lower_finish(Program *program);
 /* Checks the program's invariants (every collective's group is a mesh axis,
  * buffers in range, instance modes valid for the sequence, schedule sound).
  * Failure is a compiler bug: PARC_BUG. */

@@ -1,14 +1,17 @@
 /*
- * lower.c — passes 4–7 driven per pipeline stage: placement (place.c),
- * resharding (reshard.c), autodiff (autodiff.c), parameters, gradient sync and
- * the optimizer (optim.c) and the schedule (schedule.c), into a Program.
+ * lower.c — the lowering passes of the pass table, each driven per pipeline
+ * stage: place (place.c), schedule (schedule.c), reshard (reshard.c),
+ * autodiff (autodiff.c), optim (optim.c: parameters, gradient sync and the
+ * optimizer), overlap (overlap*.c) and lower (the ledger), into a Program.
  *
- * Takes a Graph whose tensors carry home placements.  place_plan decides every
- * tensor's placement once (lower_place).  Then three passes, each over every
- * stage: lower_reshard binds the buffers of the layers, the embedding and the
- * head a stage holds and emits its forward program and pipeline messages;
- * lower_autodiff its backward program; lower_optim its gradient sync and
- * optimizer step.  lower_finish computes the ledger.
+ * Takes a Graph whose tensors carry home placements.  lower_place decides
+ * every tensor's placement once, into a PlaceTable.  lower_reshard binds the
+ * buffers of the layers, the embedding and the head each stage holds (its
+ * StageBindings, kept in the IR) and emits its forward program and pipeline
+ * messages; lower_autodiff its backward program; lower_optim its gradient
+ * sync and optimizer step; lower_overlap starts its gradient buckets;
+ * lower_finish computes the ledger.  Each pass makes its own working context
+ * (lower_context) from the IR and keeps nothing after it.
  * Nothing here is written per op (op_table) or per strategy (the ZeRO rows).
  *
  * Guarantees on success: every instruction's buffers exist on its stage; every
@@ -190,23 +193,43 @@ static int buf_order_forward(Region r) { return 1 + 2 * (int)r; }
 static int buf_order_backward(Region r) { return 2 + 2 * (int)r; }
 static int buf_order_optim(void) { return 1 + 2 * REGION_COUNT; }
 
-/* Makes stage s the current one: its program, its bindings, its loss and
- * data scratch buffers (kept between the passes in lw->stage_state). */
+/* Makes stage s the current one of a pass's context: its program, its
+ * bindings, its loss and data scratch buffers (the IR's StageBindings). */
 static void enter_stage(Lowerer *lw, int s)
 {
-    StageState *st = &lw->stage_state[s];
+    StageBindings *st = lw->prog->stages[s].bindings;
     lw->sp = &lw->prog->stages[s];
     lw->bind = st->bind;
     lw->loss_buf = st->loss_buf;
     lw->scratch_idx = st->scratch_idx;
 }
 
+/* What the pass changed of the current stage's scratch, back into the IR. */
 static void leave_stage(Lowerer *lw, int s)
 {
-    StageState *st = &lw->stage_state[s];
+    StageBindings *st = lw->prog->stages[s].bindings;
     st->loss_buf = lw->loss_buf;
     st->scratch_idx = lw->scratch_idx;
 }
+
+/* A fresh working context for one pass over the place table (and, from
+ * reshard on, the program). */
+static Lowerer *lower_context(Arena *arena, const PlaceTable *pt, Program *prog)
+{
+    Lowerer *lw = arena_alloc(arena, sizeof *lw);
+    memset(lw, 0, sizeof *lw);
+    lw->arena = arena;
+    lw->plan = pt->plan;
+    lw->g = pt->g;
+    lw->prog = prog;
+    lw->naxes = pt->naxes;
+    lw->rule = pt->rule;
+    lw->bind = pt->bind;
+    lw->bias_fold = pt->bias_fold;
+    return lw;
+}
+
+static Lowerer *program_context(Program *prog) { return lower_context(prog->arena, prog->placement, prog); }
 
 /* Stage s's layout, slots and buffers; then its forward program, every
  * placement change a collective (reshard.c), and its pipeline messages. */
@@ -215,7 +238,9 @@ static void reshard_stage(Lowerer *lw, int s, const Binding *placement)
     const Plan *plan = lw->plan;
     const Graph *g = lw->g;
     StageProgram *sp = &lw->prog->stages[s];
-    StageState *st = &lw->stage_state[s];
+    StageBindings *st = arena_alloc(lw->arena, sizeof *st);
+    memset(st, 0, sizeof *st);
+    sp->bindings = st;
     st->bind = arena_alloc(lw->arena, sizeof(Binding) * (size_t)g->ntensors);
     memcpy(st->bind, placement, sizeof(Binding) * (size_t)g->ntensors);
     enter_stage(lw, s);
@@ -266,7 +291,7 @@ static void autodiff_stage(Lowerer *lw, int s)
      * weights change only in the optimizer, so those copies still hold them
      * (ZeRO-3 gathers the head's weight once a micro-batch, not twice) */
     unsigned ends = REGION_BIT(REGION_EMBED) | REGION_BIT(REGION_HEAD);
-    const StageState *st = &lw->stage_state[s];
+    const StageBindings *st = lw->prog->stages[s].bindings;
     reshard_window_restore(lw, ends, st->ends_val, st->ends_has);
     for (int r = 0; r < REGION_COUNT; r++) {
         if (!held[r]) continue;
@@ -310,32 +335,32 @@ Schedule *lower_schedule(Arena *arena, const Plan *plan)
     return schedule;
 }
 
-Placed *lower_place(Arena *arena, const Plan *plan, Graph *g)
+PlaceTable *lower_place(Arena *arena, const Plan *plan, Graph *g)
 {
     ops_check();
-    Lowerer *lw = arena_alloc(arena, sizeof *lw);
-    memset(lw, 0, sizeof *lw);
-    lw->arena = arena;
-    lw->plan = plan;
-    lw->g = g;
-    lw->naxes = plan->mesh.naxes;
-    size_t na = (size_t)(lw->naxes ? lw->naxes : 1);
-    lw->rule = arena_alloc(arena, sizeof(OpPlace) * (size_t)g->nops * na);
-    lw->bind = arena_alloc(arena, sizeof(Binding) * (size_t)g->ntensors);
+    PlaceTable *pt = arena_alloc(arena, sizeof *pt);
+    memset(pt, 0, sizeof *pt);
+    pt->plan = plan;
+    pt->g = g;
+    pt->naxes = plan->mesh.naxes;
+    size_t na = (size_t)(pt->naxes ? pt->naxes : 1);
+    pt->rule = arena_alloc(arena, sizeof(OpPlace) * (size_t)g->nops * na);
+    pt->bind = arena_alloc(arena, sizeof(Binding) * (size_t)g->ntensors);
+    Lowerer *lw = lower_context(arena, pt, NULL);
     place_plan(lw);
-    return lw->errors ? NULL : lw;
+    pt->bias_fold = lw->bias_fold;
+    return lw->errors ? NULL : pt;
 }
 
-Program *lower_reshard(Placed *placed, const Schedule *schedule)
+Program *lower_reshard(Arena *arena, const PlaceTable *placement, const Schedule *schedule)
 {
-    Lowerer *lw = placed;
-    Arena *arena = lw->arena;
-    const Plan *plan = lw->plan;
-    PARC_ASSERT(!lw->prog); /* once per placement */
+    const Plan *plan = placement->plan;
     Program *prog = arena_alloc(arena, sizeof(Program));
+    memset(prog, 0, sizeof *prog);
+    prog->arena = arena;
     prog->plan = plan;
-    prog->graph = lw->g;
-    lw->prog = prog;
+    prog->graph = placement->g;
+    prog->placement = placement;
     prog->dp_axis = plan->layout.dim_axis[DIM_BATCH];
     prog->tp_axis = plan->layout.dim_axis[DIM_HEADS] >= 0 ? plan->layout.dim_axis[DIM_HEADS]
                                                            : plan->layout.dim_axis[DIM_FFN];
@@ -355,34 +380,36 @@ Program *lower_reshard(Placed *placed, const Schedule *schedule)
     }
     prog->nstages = p;
     prog->stages = arena_alloc(arena, sizeof(StageProgram) * (size_t)p);
-    lw->stage_state = arena_alloc(arena, sizeof(StageState) * (size_t)p);
-    const Binding *placement = lw->bind; /* place's: placements, no buffers yet */
-    for (int s = 0; s < p && !lw->errors; s++) reshard_stage(lw, s, placement);
+    memset(prog->stages, 0, sizeof(StageProgram) * (size_t)p);
+    Lowerer *lw = lower_context(arena, placement, prog);
+    for (int s = 0; s < p && !lw->errors; s++) reshard_stage(lw, s, placement->bind);
     return lw->errors ? NULL : prog;
 }
 
-int lower_autodiff(Placed *lowering)
+int lower_autodiff(Program *prog)
 {
-    for (int s = 0; s < lowering->prog->nstages && !lowering->errors; s++) autodiff_stage(lowering, s);
-    return lowering->errors != 0;
+    Lowerer *lw = program_context(prog);
+    for (int s = 0; s < prog->nstages && !lw->errors; s++) autodiff_stage(lw, s);
+    return lw->errors != 0;
 }
 
-int lower_optim(Placed *lowering)
+int lower_optim(Program *prog)
 {
-    for (int s = 0; s < lowering->prog->nstages && !lowering->errors; s++) optim_stage(lowering, s);
-    return lowering->errors != 0;
+    Lowerer *lw = program_context(prog);
+    for (int s = 0; s < prog->nstages && !lw->errors; s++) optim_stage(lw, s);
+    return lw->errors != 0;
 }
 
-int lower_overlap(Placed *lowering)
+int lower_overlap(Program *prog)
 {
-    if (lowering->plan->layout.grad_overlap_off) return 0; /* the buckets stay blocking */
-    for (int s = 0; s < lowering->prog->nstages && !lowering->errors; s++) {
-        enter_stage(lowering, s);
-        if (lowering->sp->layers_per_chunk > 0)
-            overlap_buckets(lowering), overlap_scatters(lowering), overlap_gathers(lowering);
-        leave_stage(lowering, s);
+    if (prog->plan->layout.grad_overlap_off) return 0; /* the buckets stay blocking */
+    Lowerer *lw = program_context(prog);
+    for (int s = 0; s < prog->nstages && !lw->errors; s++) {
+        enter_stage(lw, s);
+        if (lw->sp->layers_per_chunk > 0) overlap_buckets(lw), overlap_scatters(lw), overlap_gathers(lw);
+        leave_stage(lw, s);
     }
-    return lowering->errors != 0;
+    return lw->errors != 0;
 }
 
 /* Sorts stage sp's buffers by Buffer.order, keeping creation order within
@@ -413,11 +440,10 @@ static void sort_buffers(Arena *arena, StageProgram *sp)
         }
 }
 
-Program *lower_finish(Placed *lowering)
+void lower_finish(Program *prog)
 {
-    for (int s = 0; s < lowering->prog->nstages; s++) sort_buffers(lowering->arena, &lowering->prog->stages[s]);
-    ledger_compute(lowering->prog);
-    program_verify(lowering->prog);
-    return lowering->prog;
+    for (int s = 0; s < prog->nstages; s++) sort_buffers(prog->arena, &prog->stages[s]);
+    ledger_compute(prog);
+    program_verify(prog);
 }
 

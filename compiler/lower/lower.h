@@ -43,9 +43,9 @@ typedef struct Binding {
     int master, mom1, mom2;            /* optimizer state buffers of a parameter */
 } Binding;
 
-/* A stage's bindings and loss and data scratch buffers, kept from one
- * lowering pass to the next (lower.c). */
-typedef struct StageState {
+/* A stage's bindings and loss and data scratch buffers, kept in the IR
+ * (StageProgram.bindings) from one lowering pass to the next. */
+struct StageBindings {
     Binding *bind; /* [ntensors] */
     int loss_buf, scratch_idx;
     /* the embedding's and the head's parameters as their forward gathered them
@@ -53,18 +53,30 @@ typedef struct StageState {
      * within a step, and nothing else writes those copies */
     struct Val *ends_val;
     unsigned char *ends_has;
-} StageState;
+};
 
+/* The place pass's table (ir.h's PlaceTable). */
+struct PlaceTable {
+    const Plan *plan;
+    Graph *g;
+    int naxes;
+    OpPlace *rule;  /* [nops * naxes] */
+    Binding *bind;  /* [ntensors]: placements and `needed`; no buffers */
+    int *bias_fold; /* [nops], ops_fold_bias */
+};
+
+/* One lowering pass's working context over the program (lower.c,
+ * lower_context): made afresh by each pass from the IR, never kept after it.
+ * The current stage's bindings are its StageBindings'. */
 typedef struct Lowerer {
     Arena *arena;
     const Plan *plan;
     Graph *g;
-    Program *prog;
+    Program *prog;        /* NULL in the place pass */
     int naxes;
-    OpPlace *rule;        /* [nops * naxes] */
+    OpPlace *rule;        /* [nops * naxes], the place table's */
     Binding *bind;        /* [ntensors]: place's, then the current stage's */
-    StageState *stage_state; /* [nstages], from lower_reshard on */
-    int errors;
+    int errors;           /* user errors this pass reported */
     StageProgram *sp;     /* the stage being lowered */
     int loss_buf, scratch_idx;
     int replaying;        /* emitting a forward reshard again inside backward */

@@ -262,10 +262,10 @@ static void place_print_list(FILE *out, const Placement *p, int n)
     if (n == 0) fputs("-", out);
 }
 
-void place_dump(const Placed *lw, FILE *out)
+void place_dump(const PlaceTable *pt, FILE *out)
 {
-    const Graph *g = lw->g;
-    const Plan *plan = lw->plan;
+    const Graph *g = pt->g;
+    const Plan *plan = pt->plan;
     fprintf(out, "placements of %s: per op and mesh axis, forward  inputs | parameters -> output,"
                  "  backward  input gradients | parameter gradients\n",
             plan->model.name ? plan->model.name : "model");
@@ -275,8 +275,8 @@ void place_dump(const Placed *lw, FILE *out)
         for (int i = 0; i < g->region_count[r]; i++) {
             int id = g->region_first[r] + i;
             const Op *op = &g->ops[id];
-            for (int a = 0; a < lw->naxes; a++) {
-                const OpPlace *p = lower_rule(lw, id, a);
+            for (int a = 0; a < pt->naxes; a++) {
+                const OpPlace *p = &pt->rule[(size_t)id * (size_t)pt->naxes + (size_t)a];
                 fprintf(out, "  %-15s %-13s %-4s  ", a ? "" : op->name, a ? "" : op_names[op->kind],
                         plan->mesh.axes[a].name);
                 place_print_list(out, p->in, op->nin);
@@ -297,9 +297,9 @@ void place_dump(const Placed *lw, FILE *out)
 
 /* A placement tensor t may have: Replicated, Partial where allowed, or a
  * split of one of its own dims (or the flat ZeRO dim of a parameter). */
-static void verify_one(const Placed *lw, const Op *op, int a, const char *what, int t, Placement p, int partial_ok)
+static void verify_one(const Graph *g, const Op *op, int a, const char *what, int t, Placement p, int partial_ok)
 {
-    const Tensor *tt = &lw->g->tensors[t];
+    const Tensor *tt = &g->tensors[t];
     if (p.kind == PLACE_P && !partial_ok)
         PARC_BUG("placement: op %s needs %s `%s` Partial on axis %d", op->name, what, tt->name, a);
     if (p.kind == PLACE_S && !tensor_has_dim(tt, (Dim)p.dim) && !(tt->kind == TENSOR_PARAM && p.dim == DIM_FLAT))
@@ -309,22 +309,22 @@ static void verify_one(const Placed *lw, const Op *op, int a, const char *what, 
         PARC_BUG("placement: op %s has placement kind %d for %s `%s`", op->name, p.kind, what, tt->name);
 }
 
-void place_verify(const Placed *lw)
+void place_verify(const PlaceTable *pt)
 {
-    const Graph *g = lw->g;
+    const Graph *g = pt->g;
     for (int i = 0; i < g->nops; i++) {
         const Op *op = &g->ops[i];
-        for (int a = 0; a < lw->naxes; a++) {
-            const OpPlace *p = lower_rule(lw, i, a);
+        for (int a = 0; a < pt->naxes; a++) {
+            const OpPlace *p = &pt->rule[(size_t)i * (size_t)pt->naxes + (size_t)a];
             for (int k = 0; k < op->nin; k++) {
-                verify_one(lw, op, a, "input", op->in[k], p->in[k], 0);
-                verify_one(lw, op, a, "input gradient of", op->in[k], p->din[k], 1);
+                verify_one(g, op, a, "input", op->in[k], p->in[k], 0);
+                verify_one(g, op, a, "input gradient of", op->in[k], p->din[k], 1);
             }
             for (int k = 0; k < op->nparam; k++) {
-                verify_one(lw, op, a, "parameter", op->param[k], p->param[k], 0);
-                verify_one(lw, op, a, "parameter gradient of", op->param[k], p->dparam[k], 1);
+                verify_one(g, op, a, "parameter", op->param[k], p->param[k], 0);
+                verify_one(g, op, a, "parameter gradient of", op->param[k], p->dparam[k], 1);
             }
-            if (op->out >= 0) verify_one(lw, op, a, "output", op->out, p->out, 1);
+            if (op->out >= 0) verify_one(g, op, a, "output", op->out, p->out, 1);
         }
     }
 }

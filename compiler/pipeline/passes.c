@@ -5,7 +5,7 @@
  *   balance   with `balance auto`, the stage split of least busy time
  *                                              balance.c                Plan
  *   expand    the forward op graph            expand.c                 Graph
- *   place     each op's placements per axis   place.c                  Placed
+ *   place     each op's placements per axis   place.c                  PlaceTable
  *   schedule  the pipeline's order of work per stage and its in-flight
  *             peaks                            lower.c, schedule.c     Schedule
  *   reshard   the stage programs' buffers (cut from the schedule), forward
@@ -108,13 +108,13 @@ static void verify_expand(const Compilation *c) { expand_verify(c->graph); }
 
 static int run_place(Compilation *c)
 {
-    c->placed = lower_place(c->arena, &c->plan, c->graph);
-    return c->placed == NULL;
+    c->placement = lower_place(c->arena, &c->plan, c->graph);
+    return c->placement == NULL;
 }
 
-static void dump_place(const Compilation *c, FILE *out) { place_dump(c->placed, out); }
+static void dump_place(const Compilation *c, FILE *out) { place_dump(c->placement, out); }
 
-static void verify_place(const Compilation *c) { place_verify(c->placed); }
+static void verify_place(const Compilation *c) { place_verify(c->placement); }
 
 static int run_schedule(Compilation *c)
 {
@@ -132,20 +132,20 @@ static void verify_schedule(const Compilation *c)
 
 static int run_reshard(Compilation *c)
 {
-    c->prog = lower_reshard(c->placed, c->schedule);
+    c->prog = lower_reshard(c->arena, c->placement, c->schedule);
     return c->prog == NULL;
 }
 
-static int run_autodiff(Compilation *c) { return lower_autodiff(c->placed); }
+static int run_autodiff(Compilation *c) { return lower_autodiff(c->prog); }
 
-static int run_optim(Compilation *c) { return lower_optim(c->placed); }
+static int run_optim(Compilation *c) { return lower_optim(c->prog); }
 
-static int run_overlap(Compilation *c) { return lower_overlap(c->placed); }
+static int run_overlap(Compilation *c) { return lower_overlap(c->prog); }
 
 static int run_lower(Compilation *c)
 {
-    c->prog = lower_finish(c->placed);
-    return c->prog == NULL;
+    lower_finish(c->prog);
+    return 0;
 }
 
 static void dump_lower(const Compilation *c, FILE *out) { program_dump(c->prog, out); }

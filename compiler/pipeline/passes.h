@@ -28,7 +28,7 @@ typedef struct Compilation {
     Plan written;            /* front: the plan as written, checked (the even stage split) */
     Plan plan;               /* front, then balance: the plan the later passes read */
     Graph *graph;            /* expand: the forward op graph */
-    Placed *placed;          /* place: the op rules' placements */
+    PlaceTable *placement;   /* place: the op rules' placements */
     Schedule *schedule;      /* schedule: the pipeline's order of work per stage */
     Program *prog;           /* reshard .. lower: per-stage programs, schedule, ledger */
     Analysis *analysis;      /* analyze: costs and the collective report */
