@@ -292,6 +292,11 @@ void prt_eval_batch(prt *rt, int64_t batch);
 void prt_eval_end(prt *rt, int64_t step);
 /* Writes the trace, checks the ledger, finalises MPI.  Returns the exit status. */
 int64_t prt_finalize(prt *rt);
+/* A built program's exit status when training diverged: a step's loss or
+ * gradient norm was not finite, and every rank stopped after that step,
+ * before its checkpoint (1 is a user error, 2 bad data or options, 3 memory
+ * that differs from the ledger, 128 + N a signal). */
+#define PRT_EXIT_DIVERGED 4
 
 /* Dumps for the parity tests (tests/parity/), read from the environment at
  * prt_init; none has any effect unless PRT_DUMP_DIR is set.

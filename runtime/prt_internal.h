@@ -454,6 +454,12 @@ void prt_metrics_step(prt *rt, int64_t step, double loss, double seconds);
  * (prt_placement.c). */
 void prt_check_placement(prt *rt);
 void prt_metrics_fail(prt *rt, int64_t step);
+/* `, "key": v` into the metrics log, null where v is not finite (JSON has no
+ * NaN or infinity); fprintf's result. */
+int prt_json_number(FILE *f, const char *key, double v);
+/* Rank 0: the message that training diverged at `step` (`what`, the loss or
+ * the gradient norm, is `value`) and the metrics log's `diverged` record. */
+void prt_metrics_diverged(prt *rt, int64_t step, const char *what, double value);
 
 /* ---------------------------------------------------------------- parameter maps */
 

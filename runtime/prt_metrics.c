@@ -4,10 +4,12 @@
  * step time, the time left) and the metrics log, JSON lines (`--log FILE`,
  * or PRT_METRICS_FILE when no --log is given), one record per step and one
  * summary at the end (prt_phases.c), as docs/json.md and
- * docs/metrics.schema.json describe.  Every write is checked: a failure ends
- * the run with the path (exit 1).
+ * docs/metrics.schema.json describe; a non-finite number is written as null,
+ * never as a bare token.  Every write is checked: a failure ends the run with
+ * the path (exit 1).
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,13 +41,22 @@ static void print_progress(prt *rt, int64_t step, double loss, double tokens_per
     fflush(stdout);
 }
 
+int prt_json_number(FILE *f, const char *key, double v) {
+    if (!isfinite(v)) return fprintf(f, ", \"%s\": null", key);
+    return fprintf(f, ", \"%s\": %.9g", key, v);
+}
+
 static void write_record(prt *rt, int64_t step, double loss, double tokens_per_s, double seconds) {
     FILE *f = rt->log_file;
-    int bad = fprintf(f, "{\"record\": \"step\", \"step\": %lld, \"steps\": %lld, \"loss\": %.9g, \"lr\": %.9g",
-                      (long long)step, (long long)rt->steps, loss, prt_lr(rt, step)) < 0;
-    if (rt->have_grad_norm)
-        bad |= fprintf(f, ", \"grad_norm\": %.9g, \"clip_scale\": %.9g", rt->grad_norm, rt->clip_scale) < 0;
-    if (rt->have_val_loss) bad |= fprintf(f, ", \"val_loss\": %.9g", rt->val_loss) < 0;
+    int bad = fprintf(f, "{\"record\": \"step\", \"step\": %lld, \"steps\": %lld", (long long)step,
+                      (long long)rt->steps) < 0;
+    bad |= prt_json_number(f, "loss", loss) < 0;
+    bad |= fprintf(f, ", \"lr\": %.9g", prt_lr(rt, step)) < 0;
+    if (rt->have_grad_norm) {
+        bad |= prt_json_number(f, "grad_norm", rt->grad_norm) < 0;
+        bad |= prt_json_number(f, "clip_scale", rt->clip_scale) < 0;
+    }
+    if (rt->have_val_loss) bad |= prt_json_number(f, "val_loss", rt->val_loss) < 0;
     bad |= fprintf(f, ", \"tokens_per_s\": %.6g, \"step_ms\": %.6g, \"phases_ms\": {", tokens_per_s, seconds * 1e3) < 0;
     for (int k = 0; k < PRT_NPHASES; k++)
         bad |= fprintf(f, "%s\"%s\": %.6g", k ? ", " : "", prt_phase_keys[k], rt->phase_step[k] * 1e3) < 0;
@@ -59,4 +70,20 @@ void prt_metrics_step(prt *rt, int64_t step, double loss, double seconds) {
     double tokens_per_s = seconds > 0 ? tokens / seconds : 0.0;
     if (!rt->quiet) print_progress(rt, step, loss, tokens_per_s, seconds);
     if (rt->log_file) write_record(rt, step, loss, tokens_per_s, seconds);
+}
+
+void prt_metrics_diverged(prt *rt, int64_t step, const char *what, double value) {
+    if (rt->world_rank != 0) return;
+    fflush(stdout);
+    fprintf(stderr,
+            "parc: error: step %lld: the %s is %s: training diverged, and every rank stops here, before this step's "
+            "checkpoint (lower the learning rate, clip the gradients with `clip 1.0;` in `train`, or resume from an "
+            "earlier checkpoint)\n",
+            (long long)step, what, isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf");
+    fflush(stderr);
+    FILE *f = rt->log_file;
+    if (f && (fprintf(f, "{\"record\": \"diverged\", \"step\": %lld, \"steps\": %lld, \"non_finite\": \"%s\"}\n",
+                      (long long)step, (long long)rt->steps, what) < 0 ||
+              fflush(f) != 0))
+        prt_metrics_fail(rt, step);
 }

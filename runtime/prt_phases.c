@@ -99,10 +99,10 @@ static int write_spread_json(FILE *f, const RankSpread *s, int k) {
  * measured mean, then every rank's spread. */
 static void write_summary(prt *rt, const double *mean_ms, double est_total, double meas_total, const RankSpread *s) {
     FILE *f = rt->log_file;
-    int bad = fprintf(f, "{\"record\": \"summary\", \"steps_done\": %lld, \"final_loss\": %.9g, "
-                         "\"measured_over\": \"%s\", \"phases_ms\": {",
-                      (long long)rt->steps_done, rt->last_loss,
-                      rt->phase_steps > 0 ? "steps after the first" : "the one step") < 0;
+    int bad = fprintf(f, "{\"record\": \"summary\", \"steps_done\": %lld", (long long)rt->steps_done) < 0;
+    bad |= prt_json_number(f, "final_loss", rt->last_loss) < 0;
+    bad |= fprintf(f, ", \"measured_over\": \"%s\", \"phases_ms\": {",
+                   rt->phase_steps > 0 ? "steps after the first" : "the one step") < 0;
     for (int k = 0; k < PRT_NPHASES; k++)
         bad |= fprintf(f, "%s\"%s\": {\"estimated\": %.6g, \"measured\": %.6g}", k ? ", " : "", prt_phase_keys[k],
                        rt->plan.est_phase_seconds[k] * 1e3, mean_ms[k]) < 0;

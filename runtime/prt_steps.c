@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,20 @@ static void backend_sync(prt *rt, const char *what) {
     prt_block_end();
 }
 
+/* A non-finite loss or gradient norm stops every rank after the step that
+ * made it and before that step's checkpoint: both are all-reduced, so every
+ * rank sees the same value and stops at the same step.  Exit status 4. */
+static void stop_if_diverged(prt *rt, int64_t step, double loss) {
+    const char *what = NULL;
+    double value = 0;
+    if (!isfinite(loss)) what = "loss", value = loss;
+    else if (rt->have_grad_norm && !isfinite(rt->grad_norm)) what = "gradient norm", value = rt->grad_norm;
+    if (!what) return;
+    prt_metrics_diverged(rt, step, what, value);
+    prt_finalize(rt);
+    exit(PRT_EXIT_DIVERGED);
+}
+
 void prt_step_end(prt *rt, int64_t step) {
     PRT_CHECK(rt->step == step, "prt_step_end(%lld) without prt_step_begin(%lld)", (long long)step, (long long)step);
     backend_sync(rt, "the device work of the step");  /* the step's time includes it */
@@ -76,6 +91,7 @@ void prt_step_end(prt *rt, int64_t step) {
     rt->step = -1;
     rt->have_val_loss = 0;
     if (rt->tracing) prt_trace_flush(rt);  /* a killed run keeps the steps it finished */
+    stop_if_diverged(rt, step, loss);
     prt_ckpt_step_end(rt, step);
 }
 

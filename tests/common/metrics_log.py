@@ -1,9 +1,10 @@
 """metrics_log.py — reads a metrics log (`--log FILE`, JSON lines) and validates
 every record against docs/metrics.schema.json with jsonschema (Debian's
-python3-jsonschema), plus what a schema cannot say: the step records come
-first (after an optional `eval` record of step 0), numbered from `first` to
-their `steps` in order, their phases sum to
-step_ms, and exactly one summary record ends the file.
+python3-jsonschema), plus what a schema cannot say: no bare NaN or Infinity,
+the step records come first (after an optional `eval` record of step 0),
+numbered from `first` to their `steps` in order (or to the step a `diverged`
+record names, which then comes right before the summary), their phases sum
+to step_ms, and exactly one summary record ends the file.
 
     records, problems = metrics_log.read(path, first=1)
 
@@ -23,6 +24,11 @@ def schema():
         return json.load(f)
 
 
+def reject_constant(name):
+    """JSON has no NaN or Infinity: Python's json module reads them, this does not."""
+    raise ValueError(f"bare {name} is not JSON")
+
+
 def read(path, first=1):
     validator = jsonschema.Draft202012Validator(schema())
     problems, records = [], []
@@ -30,7 +36,7 @@ def read(path, first=1):
         lines = f.read().splitlines()
     for i, line in enumerate(lines, 1):
         try:
-            rec = json.loads(line)
+            rec = json.loads(line, parse_constant=reject_constant)
         except ValueError as e:
             problems.append(f"{path}:{i}: not JSON: {e}")
             continue
@@ -41,9 +47,14 @@ def read(path, first=1):
     summaries = [r for r in records if r.get("record") == "summary"]
     if not records or records[-1].get("record") != "summary" or len(summaries) != 1:
         problems.append(f"{path}: expected one summary record at the end, got {len(summaries)}")
+    diverged = [r for r in records if r.get("record") == "diverged"]
     want = list(range(first, first + len(steps)))
-    if [r.get("step") for r in steps] != want or (steps and steps[-1].get("steps") != want[-1]):
+    # a run that diverged ends at the step whose loss or gradient norm was not finite
+    ended = diverged[0].get("step") if diverged else steps[-1].get("steps") if steps else None
+    if [r.get("step") for r in steps] != want or (steps and ended != want[-1]):
         problems.append(f"{path}: steps {[r.get('step') for r in steps]}, expected {first}..their `steps`")
+    if len(diverged) > 1 or (diverged and records[-2:-1] != diverged):
+        problems.append(f"{path}: a `diverged` record must come once, right before the summary")
     for r in steps:
         phases = r.get("phases_ms", {})
         total = sum(v for v in phases.values() if isinstance(v, (int, float)))
