@@ -247,12 +247,17 @@ int check_read_count(Check *c, const Stmt *st, const Value *v, int64_t min, int6
         value = v->num.integer;
     } else {
         double x = v->num.value * factor;
-        if (!isfinite(x) || x > (double)max) {
+        /* (double)INT64_MAX rounds up to 2^63, which the cast below cannot take */
+        if (!isfinite(x) || x >= 0x1p63 || x > (double)max) {
             diag_error(v->loc, NULL, "`%s` = %s is too large (at most %" PRId64 ")", st->key, check_value_text(c, v), max);
             return 0;
         }
         if (x != floor(x)) {
             diag_error(v->loc, NULL, "`%s` takes a whole number, got `%s`", st->key, check_value_text(c, v));
+            return 0;
+        }
+        if (x < -0x1p63) {
+            diag_error(v->loc, NULL, "`%s` must be at least %" PRId64 ", got %s", st->key, min, check_value_text(c, v));
             return 0;
         }
         value = (int64_t)x;
@@ -294,6 +299,19 @@ int check_read_quantity(Check *c, const Stmt *st, const Value *v, UnitKind want,
         diag_error(v->loc, NULL, "`%s` must be positive, got %s", st->key, check_value_text(c, v));
         return 0;
     }
+    /* The slowest rates a machine has: below them the estimates' times
+     * overflow (an infinite step, NaN shares) rather than describe anything. */
+    static const struct {
+        UnitKind kind;
+        double least;
+        const char *text;
+    } floors[] = {{UNIT_COMPUTE, 1e6, "0.001 GFLOP/s"}, {UNIT_BANDWIDTH, 1e3, "1 KB/s"}};
+    for (size_t k = 0; k < sizeof floors / sizeof floors[0]; k++)
+        if (want == floors[k].kind && x > 0 && x < floors[k].least) {
+            diag_error(v->loc, arena_printf(c->arena, "a %s is at least %s", unit_kind_names[want], floors[k].text),
+                       "`%s` = %s is too small to be a %s", st->key, check_value_text(c, v), unit_kind_names[want]);
+            return 0;
+        }
     *out = x;
     return 1;
 }

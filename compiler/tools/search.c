@@ -601,7 +601,7 @@ int search_main(const CliOptions *o)
     if (s.collect) search_prefiltered(&s, top);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     diag_unmute();
-    qsort(s.res, (size_t)s.nres, sizeof *s.res, by_step);
+    if (s.nres > 0) qsort(s.res, (size_t)s.nres, sizeof *s.res, by_step);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (json) print_json(stdout, &s, top);
     else if (!(html && !strcmp(html, "-"))) print_text(stdout, &s, top, timed ? secs : -1);
