@@ -161,31 +161,43 @@ static void diag_print_json(FILE *out, DiagLevel level, SrcLoc loc, const char *
     fputs("}\n", out);
 }
 
-/* The source line of loc and a caret line under its span. */
+/* The source line of loc and a caret line under its span, each written in
+ * one call: stderr is unbuffered, and a write per byte made a 128 KB line
+ * take seconds. */
 static void diag_print_source(FILE *out, SrcLoc loc)
 {
     int len = 0;
     const char *line = loc.file && loc.line >= 1 ? diag_source_line(loc.file, loc.line, &len) : NULL;
     if (!line) return;
+    char *text = malloc((size_t)len + 4);
+    if (!text) return;
     /* Control bytes print as spaces so a binary file cannot garble the terminal. */
-    fputs("  ", out);
+    text[0] = text[1] = ' ';
     for (int i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)line[i];
-        fputc(ch == '\t' || ch >= 0x20 ? ch : ' ', out);
+        text[2 + i] = (char)(ch == '\t' || ch >= 0x20 ? ch : ' ');
     }
-    fputc('\n', out);
+    text[2 + len] = '\n';
+    text[3 + len] = 0;
+    fputs(text, out);
     /* Caret: the prefix keeps tabs so the caret lines up under tab-indented text. */
     int col = loc.col < 1 ? 1 : loc.col;
     if (col > len + 1) col = len + 1;
-    fputs("  ", out);
-    for (int i = 0; i < col - 1; i++) fputc(line[i] == '\t' ? '\t' : ' ', out);
     int span = loc.len < 1 ? 1 : loc.len;
     if (col - 1 + span > len) span = len - (col - 1) > 1 ? len - (col - 1) : 1;
-    fputs(diag_style(DIAG_CARET), out);
-    fputc('^', out);
-    for (int i = 1; i < span; i++) fputc('~', out);
-    fputs(diag_style(DIAG_RESET), out);
-    fputc('\n', out);
+    for (int i = 0; i < col - 1; i++) text[2 + i] = line[i] == '\t' ? '\t' : ' ';
+    text[2 + col - 1] = 0;
+    char *tilde = malloc((size_t)span + 1);
+    if (!tilde) {
+        free(text);
+        return;
+    }
+    tilde[0] = '^';
+    memset(tilde + 1, '~', (size_t)span - 1);
+    tilde[span] = 0;
+    fprintf(out, "%s%s%s%s\n", text, diag_style(DIAG_CARET), tilde, diag_style(DIAG_RESET));
+    free(tilde);
+    free(text);
 }
 
 void diag_report(DiagLevel level, SrcLoc loc, const char *hint, const char *fmt, ...)

@@ -17,6 +17,7 @@
  *
  * Exit status 0 only when every check passed; a summary line says what ran.
  */
+#define _GNU_SOURCE /* fopencookie */
 #include "advise.h"
 #include "analyze.h"
 #include "explain.h"
@@ -713,6 +714,40 @@ static void on_alarm(int sig)
     _exit(2);
 }
 
+/* A stream that counts its writes, unbuffered as stderr is. */
+static ssize_t count_write(void *cookie, const char *buf, size_t size)
+{
+    (void)buf;
+    ++*(long *)cookie;
+    return (ssize_t)size;
+}
+
+/* A diagnostic on a 128 KB line echoes it and its caret in a few writes, not
+ * one per byte (an unbuffered stderr made that 14.5 s). */
+static void test_diag_writes(void)
+{
+    enum { LINE = 131072 };
+    char *text = malloc(LINE + 64);
+    if (!text) return;
+    memset(text, ' ', LINE);
+    memcpy(text + LINE, "x;\n", 4);
+    diag_reset();
+    diag_add_source("long.par", text);
+    long writes = 0;
+    FILE *f = fopencookie(&writes, "w", (cookie_io_functions_t){.write = count_write});
+    if (!f) return;
+    setvbuf(f, NULL, _IONBF, 0);
+    diag_set_default_stream(f);
+    SrcLoc at = {.file = "long.par", .line = 1, .col = LINE + 1, .len = 1};
+    diag_error(at, NULL, "an error at the end of a long line");
+    diag_set_default_stream(NULL);
+    fclose(f);
+    diag_reset();
+    if (getenv("TEST_FRONT_VERBOSE")) printf("diag writes: %ld\n", writes);
+    EXPECT(writes > 3 && writes < 64, "a diagnostic on a %d-byte line took %ld writes", LINE, writes);
+    free(text);
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGALRM, on_alarm);
@@ -742,6 +777,7 @@ int main(int argc, char **argv)
     test_robustness(ex, n);
     test_pathological(argv[1]);
     test_limits();
+    test_diag_writes();
     for (int i = 0; i < n; i++) free(ex[i].text);
     free(ex);
     diag_reset();
