@@ -175,6 +175,8 @@ static const char *const mappable_names[] = {"batch", "seq", "hidden", "heads", 
 #define MAX_PARAMS ((int64_t)1 << 44)           /* model parameters */
 #define MAX_ACTIVATION_ELEMS ((int64_t)1 << 52) /* layers × micro_batches × MAX of one layer's tensors */
 #define MAX_INCLUDE_DEPTH 16
+#define MAX_INCLUDED_FILES 4096                  /* includes read for one plan, repeats counted */
+#define MAX_INCLUDED_BYTES ((int64_t)1 << 26)   /* 64 MiB: their text added up */
 #define MAX_SOURCE_BYTES ((size_t)1 << 24) /* 16 MiB: a plan file, or one include */
 
 /* ------------------------------------------------------------ the checker */
@@ -185,6 +187,12 @@ typedef struct Check {
     const char *file;
     const char *include_stack[MAX_INCLUDE_DEPTH + 1];
     int include_depth;
+    /* What the includes read so far, against MAX_INCLUDED_*; the plan file's
+     * own include being expanded (where a bound is reported); set once one
+     * was reported, so nothing more is read. */
+    int64_t included_files, included_bytes;
+    SrcLoc root_include;
+    int includes_over;
     /* Sections found (NULL when absent). */
     const Stmt *section[SECTION_COUNT];
     /* Which plan values phase 2 accepted. */

@@ -5,7 +5,10 @@
  * `include "PATH";` replaced by the statements of PATH, relative to the
  * including file.  Only regular files of at most MAX_SOURCE_BYTES are read (no
  * devices, FIFOs or directories: reading them could hang or never end);
- * cycles and nesting deeper than MAX_INCLUDE_DEPTH are errors at the include.
+ * cycles and nesting deeper than MAX_INCLUDE_DEPTH are errors at the include;
+ * more than MAX_INCLUDED_FILES files or MAX_INCLUDED_BYTES of text read for
+ * one plan (an include repeated by includes multiplies) is one error at the
+ * plan file's include that led there.
  */
 #include "check.h"
 
@@ -125,6 +128,11 @@ static int load_includes(Check *c, StmtList *list, const char *file)
         }
         const Value *v = &st->values[0];
         const char *name = v->text;
+        if (c->include_depth == 1) c->root_include = v->loc;
+        if (c->includes_over) {
+            rc = -1;
+            continue;
+        }
         const char *path = name;
         const char *slash = strrchr(file, '/');
         if (name[0] != '/' && slash)
@@ -151,6 +159,17 @@ static int load_includes(Check *c, StmtList *list, const char *file)
             diag_error(v->loc, errno == ENOENT ? "include paths are relative to the including file" : NULL,
                        "cannot include `%s`: %s",
                        name, why);
+            rc = -1;
+            continue;
+        }
+        c->included_files++;
+        c->included_bytes += (int64_t)strlen(text);
+        if (c->included_files > MAX_INCLUDED_FILES || c->included_bytes > MAX_INCLUDED_BYTES) {
+            diag_error(c->root_include,
+                       "an include that other includes repeat multiplies: include each fragment once, from the plan",
+                       "this include expands to more than %d included files or %lld MiB of included text",
+                       MAX_INCLUDED_FILES, (long long)(MAX_INCLUDED_BYTES >> 20));
+            c->includes_over = 1;
             rc = -1;
             continue;
         }
