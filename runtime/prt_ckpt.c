@@ -421,25 +421,48 @@ static void write_manifest(prt *rt, const char *tmp, int64_t step, cJSON *ranks)
 }
 
 /* Deletes the oldest complete checkpoints beyond --checkpoint-keep (rank 0). */
-static void prune(const struct prt_ckpt *c) {
+/* A checkpoint of the directory and when it was written (its manifest's
+ * modification time). */
+typedef struct Written {
+    int64_t step;
+    struct timespec at;
+} Written;
+
+/* Newest first: the one just written, then by write time, then by step. */
+static int newer_first(const Written *a, const Written *b, int64_t just) {
+    if ((a->step == just) != (b->step == just)) return a->step == just ? -1 : 1;
+    if (a->at.tv_sec != b->at.tv_sec) return a->at.tv_sec > b->at.tv_sec ? -1 : 1;
+    if (a->at.tv_nsec != b->at.tv_nsec) return a->at.tv_nsec > b->at.tv_nsec ? -1 : 1;
+    return a->step > b->step ? -1 : a->step < b->step;
+}
+
+/* --checkpoint-keep N: keeps the N checkpoints written last, the one of step
+ * `just` (which `latest` names) always among them; a directory that holds
+ * higher-numbered checkpoints of an earlier run loses those first. */
+static void prune(const struct prt_ckpt *c, int64_t just) {
     if (c->keep <= 0) return;
     DIR *d = opendir(c->dir);
-    int64_t steps[4096];
+    static Written all[4096];
     int n = 0;
+    char path[4096];
     for (struct dirent *e; d && (e = readdir(d)) && n < 4096;) {
         int64_t s = step_of_name(e->d_name);
-        if (s >= 0) steps[n++] = s;
+        if (s < 0) continue;
+        struct stat st;
+        path_printf(path, sizeof path, "%s/%s/manifest.json", c->dir, e->d_name);
+        all[n].step = s;
+        all[n].at = stat(path, &st) == 0 ? st.st_mtim : (struct timespec){0, 0};
+        n++;
     }
     if (d) closedir(d);
-    for (int i = 0; i < n; i++)  /* newest first */
+    for (int i = 0; i < n; i++)
         for (int j = i + 1; j < n; j++)
-            if (steps[j] > steps[i]) {
-                int64_t x = steps[i];
-                steps[i] = steps[j], steps[j] = x;
+            if (newer_first(&all[j], &all[i], just) < 0) {
+                Written x = all[i];
+                all[i] = all[j], all[j] = x;
             }
-    char path[4096];
     for (int i = (int)c->keep; i < n; i++) {
-        path_printf(path, sizeof path, "%s/step-%09lld", c->dir, (long long)steps[i]);
+        path_printf(path, sizeof path, "%s/step-%09lld", c->dir, (long long)all[i].step);
         remove_tree(path);
     }
 }
@@ -481,7 +504,7 @@ static void save(prt *rt, int64_t step) {
         if (prt_write_file_synced(path, text, (size_t)len) != 0) save_fail("cannot write", path);
         path_printf(old, sizeof old, "%s/latest", c->dir);
         if (rename(path, old) != 0 || prt_fsync_dir(c->dir) != 0) save_fail("cannot update", old);
-        prune(c);
+        prune(c, step);
         if (!rt->quiet) {
             printf("checkpoint %s (step %lld, %.1f ms)\n", final, (long long)step, (MPI_Wtime() - t0) * 1e3);
             fflush(stdout);

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""test_prune.py PARC EXAMPLES_DIR — --checkpoint-keep keeps the checkpoints
+written last, not the highest step numbers.  A first run of tiny_single saves
+steps 1..6; a fresh run of 3 steps into the same directory with
+--checkpoint-keep 2 must keep its own steps 2 and 3 (the newest writes),
+remove every older one, point `latest` at step 3, and resume from it.
+Before, the fresh run deleted each checkpoint it had just written (the old
+steps 4..6 ranked higher) and `latest` named a deleted directory."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+parc, examples = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+plan = os.path.join(examples, "tiny_single.par")
+fails = 0
+
+
+def check(ok, what):
+    global fails
+    print(("ok    " if ok else "FAIL  ") + what)
+    fails += 0 if ok else 1
+
+
+def run(*args):
+    r = subprocess.run([parc, "run", plan, "--", "--quiet", *args], capture_output=True, text=True, timeout=300)
+    return r.returncode, r.stdout + r.stderr
+
+
+def steps_in(ck):
+    return sorted(int(m.group(1)) for d in os.listdir(ck) if (m := re.fullmatch(r"step-0*(\d+)", d)))
+
+
+def latest(ck):
+    path = os.path.join(ck, "latest")
+    name = os.readlink(path) if os.path.islink(path) else open(path).read().strip() if os.path.exists(path) else ""
+    m = re.search(r"(\d+)$", name.rstrip("/"))
+    return int(m.group(1)) if m else None
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    ck = os.path.join(tmp, "ck")
+    rc, out = run("--steps", "6", "--checkpoint-dir", ck, "--checkpoint-every", "1")
+    check(rc == 0 and steps_in(ck) == [1, 2, 3, 4, 5, 6], f"a first run saves steps 1..6: {steps_in(ck)} ({rc})")
+    rc, out = run("--steps", "3", "--checkpoint-dir", ck, "--checkpoint-every", "1", "--checkpoint-keep", "2")
+    check(rc == 0, f"a fresh 3-step run into the same directory exits 0 ({rc}: {out.strip()[-200:]})")
+    check(steps_in(ck) == [2, 3], f"it keeps its own newest two, steps 2 and 3: {steps_in(ck)}")
+    check(latest(ck) == 3, f"latest names step 3: {latest(ck)}")
+    rc, out = run("--steps", "4", "--checkpoint-dir", ck, "--resume", "latest", "--checkpoint-keep", "2")
+    check(rc == 0, f"--resume latest continues from it ({rc}: {out.strip()[-200:]})")
+print(f"prune: {fails} failures")
+sys.exit(1 if fails else 0)
