@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "export_hf.h"
@@ -146,19 +147,33 @@ static int add_shard(Assembled *a, const char *name, const cJSON *sh, prt_st_fil
 
 /* The step directory: CKPT itself when it holds a manifest, else CKPT/latest. */
 static char *step_dir(const char *ckpt) {
-    char path[4096], name[256] = "";
+    char path[4096], name[256] = "", base[4096];
     textf(path, sizeof path, "%s/manifest.json", ckpt);
     if (access(path, R_OK) == 0) return strdup(ckpt);
-    textf(path, sizeof path, "%s/latest", ckpt);
+    /* a --checkpoint-dir holds `latest`; given that file itself, its directory does */
+    struct stat st;
+    if (stat(ckpt, &st) == 0 && S_ISREG(st.st_mode)) {
+        textf(path, sizeof path, "%s", ckpt);
+        const char *slash = strrchr(ckpt, '/');
+        textf(base, sizeof base, "%.*s", slash ? (int)(slash - ckpt) : 1, slash ? ckpt : ".");
+    } else {
+        textf(path, sizeof path, "%s/latest", ckpt);
+        textf(base, sizeof base, "%s", ckpt);
+    }
     FILE *f = fopen(path, "r");
     if (!f) return NULL;
     if (!fgets(name, sizeof name, f)) name[0] = 0;
     fclose(f);
     name[strcspn(name, "\n")] = 0;
-    if (!*name) return NULL;
-    size_t len = strlen(ckpt) + strlen(name) + 2;
+    if (!*name || strchr(name, '/')) return NULL;
+    size_t len = strlen(base) + strlen(name) + 2;
     char *dir = malloc(len);
-    textf(dir, len, "%s/%s", ckpt, name);
+    textf(dir, len, "%s/%s", base, name);
+    textf(path, sizeof path, "%s/manifest.json", dir);
+    if (access(path, R_OK) != 0) {
+        free(dir);
+        return NULL;
+    }
     return dir;
 }
 

@@ -3,7 +3,8 @@
 written last, not the highest step numbers.  A first run of tiny_single saves
 steps 1..6; a fresh run of 3 steps into the same directory with
 --checkpoint-keep 2 must keep its own steps 2 and 3 (the newest writes),
-remove every older one, point `latest` at step 3, and resume from it.
+remove every older one, point `latest` at step 3, and resume from it; and
+`parc export DIR/latest` exports what `parc export DIR` does.
 Before, the fresh run deleted each checkpoint it had just written (the old
 steps 4..6 ranked higher) and `latest` named a deleted directory."""
 import os
@@ -49,5 +50,13 @@ with tempfile.TemporaryDirectory() as tmp:
     check(latest(ck) == 3, f"latest names step 3: {latest(ck)}")
     rc, out = run("--steps", "4", "--checkpoint-dir", ck, "--resume", "latest", "--checkpoint-keep", "2")
     check(rc == 0, f"--resume latest continues from it ({rc}: {out.strip()[-200:]})")
+    # `parc export DIR/latest` (the README's form) exports what `parc export DIR` does
+    files = []
+    for src in (ck, os.path.join(ck, "latest")):
+        dst = os.path.join(tmp, f"m{len(files)}.safetensors")
+        r = subprocess.run([parc, "export", src, "-o", dst, "--names", "parc"], capture_output=True, text=True)
+        check(r.returncode == 0, f"parc export {os.path.basename(src)} exits 0 ({r.returncode}: {r.stderr.strip()})")
+        files.append(open(dst, "rb").read() if r.returncode == 0 else b"")
+    check(files[0] and files[0] == files[1], "both exports are the same file")
 print(f"prune: {fails} failures")
 sys.exit(1 if fails else 0)
