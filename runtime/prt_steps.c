@@ -25,7 +25,7 @@ void prt_step_begin(prt *rt, int64_t step) {
     prt_startup_mark(rt, PRT_START_FIRST_STEP);
     rt->step = step;
     rt->step_loss = 0.0;
-    rt->step_start = MPI_Wtime();
+    rt->step_began = rt->step_start = MPI_Wtime();
     prt_phases_step_begin(rt);
     prt_trace_step_begin(rt, step);
     prt_dump_step_begin(rt, step);

@@ -76,7 +76,8 @@ void prt_trace_step_begin(prt *rt, int64_t step) {
 
 void prt_trace_step_end(prt *rt, int64_t step) {
     if (!rt->tracing) return;
-    prt_trace_record(rt, "step", "step", rt->step_start, -1, -1);
+    /* from the step's start, an evaluation inside it included: its work spans lie within */
+    prt_trace_record(rt, "step", "step", rt->step_began, -1, -1);
     rt->events[rt->nevents - 1].id = step;
     if (rt->phase_log_len + PRT_NPHASES > rt->phase_log_cap) {
         rt->phase_log_cap = rt->phase_log_cap ? 2 * rt->phase_log_cap : 64 * PRT_NPHASES;
