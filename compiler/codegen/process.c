@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -62,6 +63,49 @@ static void signal_children(pid_t parent, int sig)
     }
     if (proc) closedir(proc);
     if (!sent) kill(parent, sig);
+}
+
+/* fork and exec as posix_spawnp would, the child tied to parc: it gets
+ * SIGTERM when parc ends in any way (kill -9 included), so a launcher whose
+ * parent is gone stops its ranks rather than train on as orphans.  0, or
+ * the error. */
+static int spawn_tied(pid_t *pid, char *const argv[], char *const env[], const char *stderr_path)
+{
+    pid_t parent = getpid();
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) return errno;
+    pid_t child = fork();
+    if (child < 0) {
+        int err = errno;
+        close(report[0]), close(report[1]);
+        return err;
+    }
+    if (child == 0) {
+        close(report[0]);
+        for (int k = 0; k < PROCESS_NSIGNALS; k++) signal(process_signals[k], SIG_DFL);
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(127);
+        if (stderr_path) {
+            int fd = open(stderr_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            if (fd < 0 || dup2(fd, 2) < 0 || dup2(2, 1) < 0) _exit(127);
+            close(fd);
+        }
+        execvpe(argv[0], argv, env);
+        int err = errno;
+        if (write(report[1], &err, sizeof err) != (ssize_t)sizeof err) _exit(127);
+        _exit(127);
+    }
+    close(report[1]);
+    int err = 0;
+    ssize_t got;
+    do got = read(report[0], &err, sizeof err);
+    while (got < 0 && errno == EINTR);
+    close(report[0]);
+    if (got == (ssize_t)sizeof err) { /* exec failed: reap the child */
+        while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {}
+        return err;
+    }
+    *pid = child;
+    return 0;
 }
 
 int process_run_signalling_children(char *const argv[], char *const extra_env[], const char *stderr_path) {
@@ -116,7 +160,7 @@ int process_run(char *const argv[], char *const extra_env[], const char *stderr_
     for (int k = 0; k < PROCESS_NSIGNALS; k++) sigaction(process_signals[k], &forward, &old[k]);
 
     pid_t pid;
-    int err = posix_spawnp(&pid, argv[0], &actions, &attr, argv, env);
+    int err = process_to_children ? spawn_tied(&pid, argv, env, stderr_path) : posix_spawnp(&pid, argv[0], &actions, &attr, argv, env);
     int status = -1;
     if (err == 0) {
         process_child = pid;

@@ -15,7 +15,9 @@ int process_run(char *const argv[], char *const extra_env[], const char *stderr_
 /* process_run, but a SIGTERM/SIGINT/SIGHUP/SIGQUIT sent to parc goes to the
  * child's own children (mpirun's local ranks), or to the child while it has
  * none.  `parc run` uses it: Open MPI's mpirun, signalled, would end the ranks
- * before they can save (docs/checkpoints.md). */
+ * before they can save (docs/checkpoints.md).  The child gets SIGTERM when
+ * parc ends, however it ends (kill -9 included): a launcher never outlives
+ * its parc. */
 int process_run_signalling_children(char *const argv[], char *const extra_env[], const char *stderr_path);
 
 #endif

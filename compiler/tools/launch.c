@@ -7,16 +7,22 @@
  * launcher's job; the program checks at start-up that each tensor-parallel
  * group shares a host (runtime/prt_placement.c).
  */
+#define _GNU_SOURCE /* pipe2 */
 #include "launch.h"
 
 #include "codegen.h"
 #include "process.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef PARC_MPIEXEC
@@ -25,6 +31,59 @@
 #define PARC_SRUN "srun"
 
 static SrcLoc no_loc(void) { return (SrcLoc){0}; }
+
+/* Whether a process runs the executable at `exe` (ranks, until they end). */
+static int exe_in_use(const char *exe)
+{
+    int used = 0;
+    DIR *proc = opendir("/proc");
+    for (struct dirent *e; proc && !used && (e = readdir(proc));) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char link[300], target[PATH_MAX + 64];
+        snprintf(link, sizeof link, "/proc/%s/exe", e->d_name);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n <= 0) continue;
+        target[n] = 0;
+        used = strncmp(target, exe, strlen(exe)) == 0; /* also "EXE (deleted)" */
+    }
+    if (proc) closedir(proc);
+    return used;
+}
+
+/* A process that removes the run's directory once parc is gone and no rank
+ * runs its executable any more, however parc ended (kill -9 too): it waits
+ * for the end of the pipe parc holds open.  Returns its pid (-1: none) and
+ * the pipe's end to close in *hold. */
+static pid_t start_janitor(const char *dir, const char *exe, int *hold)
+{
+    int fds[2];
+    *hold = -1;
+    if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]), close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[1]);
+        /* hold none of parc's output open: whoever reads it sees its end when parc ends */
+        int null = open("/dev/null", O_RDWR);
+        for (int fd = 0; fd <= 2 && null >= 0; fd++) dup2(null, fd);
+        if (null > 2) close(null);
+        signal(SIGINT, SIG_IGN), signal(SIGTERM, SIG_IGN), signal(SIGHUP, SIG_IGN), signal(SIGQUIT, SIG_IGN);
+        char byte;
+        while (read(fds[0], &byte, 1) != 0 && errno == EINTR) {}
+        /* parc is gone or done; the ranks get SIGTERM with their launcher */
+        for (int tries = 0; tries < 600 && access(dir, F_OK) == 0 && exe_in_use(exe); tries++)
+            nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+        unlink(exe);
+        rmdir(dir);
+        _exit(0);
+    }
+    close(fds[0]);
+    *hold = fds[1];
+    return pid;
+}
 
 /* The launcher's command line: srun inside a Slurm allocation, else mpirun
  * (with the hostfile, else on this machine).  args has room for 10 + argc. */
@@ -112,6 +171,8 @@ int launch_run(const CodegenModule *module, const Program *program, const char *
 #endif
     env[ne] = NULL;
 
+    int hold;
+    pid_t janitor = start_janitor(dir, exe, &hold);
     int status = process_run_signalling_children(args, env, NULL); /* the ranks save and stop */
     if (status < 0)
         diag_error(no_loc(), slurm ? "inside an allocation parc runs srun: put Slurm's srun on PATH"
@@ -120,6 +181,9 @@ int launch_run(const CodegenModule *module, const Program *program, const char *
     free(args);
     unlink(exe);
     rmdir(dir);
+    if (hold >= 0) close(hold);
+    if (janitor > 0)
+        while (waitpid(janitor, NULL, 0) < 0 && errno == EINTR) {}
     return status;
 }
 
