@@ -37,6 +37,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +219,51 @@ static int open_file(prt *rt, prt_token_file *f, int64_t format, char *message, 
     return ok;
 }
 
+/* ---------------------------------------------------------------- a file that shrinks */
+
+/* The mapped token files and the message each would end the rank with:
+ * reading a page of a mapping past its file's end (a file truncated or
+ * rewritten during the run) raises SIGBUS, which names the file instead of a
+ * raw backtrace.  Filled before the handler is installed, read only by it. */
+static struct {
+    const uint8_t *start;
+    size_t len;
+    char message[4096 + 256];
+    size_t message_len;
+} g_mapped[2];
+static int g_nmapped;
+
+static void on_sigbus(int sig, siginfo_t *info, void *context) {
+    (void)context;
+    const uint8_t *at = info ? (const uint8_t *)info->si_addr : NULL;
+    for (int i = 0; i < g_nmapped; i++)
+        if (at >= g_mapped[i].start && at < g_mapped[i].start + g_mapped[i].len) {
+            ssize_t w = write(2, g_mapped[i].message, g_mapped[i].message_len);
+            (void)w;
+            _exit(2);
+        }
+    signal(sig, SIG_DFL); /* not a token file's: the default, a core and the signal */
+    raise(sig);
+}
+
+/* Watches file f's mapping for SIGBUS. */
+static void watch_mapping(prt *rt, const prt_token_file *f) {
+    if (!f->map || g_nmapped >= 2) return;
+    int n = g_nmapped;
+    g_mapped[n].start = f->map;
+    g_mapped[n].len = f->map_len;
+    int len = snprintf(g_mapped[n].message, sizeof g_mapped[n].message,
+                       "parc: rank %d (%s): error: %s %s: the file shrank while the run read it (truncated or "
+                       "rewritten?): a token file must not change during a run\n",
+                       rt->world_rank, rt->host, f->label, f->path);
+    g_mapped[n].message_len = len < 0 ? 0 : (size_t)len < sizeof g_mapped[n].message ? (size_t)len
+                                                                                      : sizeof g_mapped[n].message - 1;
+    g_nmapped = n + 1;
+    struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
+}
+
 void prt_data_open(prt *rt) {
     const prt_data_desc *d = rt->plan.data;
     prt_token_file *train = &rt->train_data, *val = &rt->val_data;
@@ -248,6 +294,8 @@ void prt_data_open(prt *rt) {
                  (long long)d->eval_every, train->path), ok = 0;
     prt_block_end();
     prt_startup_verdict(rt, ok ? NULL : message);
+    watch_mapping(rt, train);
+    watch_mapping(rt, val);
     if (rt->world_rank == 0 && !rt->quiet) {
         for (int i = 0; i < 2; i++) {
             const prt_token_file *f = i ? val : train;
@@ -263,6 +311,7 @@ void prt_data_open(prt *rt) {
 }
 
 void prt_data_close(prt *rt) {
+    g_nmapped = 0;
     prt_token_file *files[2] = {&rt->train_data, &rt->val_data};
     for (int i = 0; i < 2; i++) {
         if (files[i]->map) munmap((void *)files[i]->map, files[i]->map_len);
