@@ -185,7 +185,7 @@ static double scatter_exposed_s(const Cluster *cl, int dp, int inside, const Par
 /* What a pass over n blocks leaves exposed of gathers of g seconds each
  * started a layer ahead (overlap_gather.c), each block computing t: the
  * first block's whole, then what each gather takes past the block before
- * it (tests/test_cost.c works the case by hand). */
+ * it (tests/analyze/test_cost.c works the case by hand). */
 static double prefetch_exposed_s(double g, double t, int n)
 {
     return g + (n - 1) * (g > t ? g - t : 0);

@@ -11,7 +11,7 @@
  * lane j scores tile row j against the warp's row (kept in shared memory too),
  * and the weighted sum over the tile broadcasts each lane's weight with a
  * shuffle.  So a thread keeps O(HDMAX / 32) floats in registers, not O(HDMAX):
- * nothing spills at head dim 128 (tests/gpu_ptxas.sh checks ptxas' report).
+ * nothing spills at head dim 128 (tests/gpu/gpu_ptxas.sh checks ptxas' report).
  * With dropout on the probabilities (the attention_dropout_* entries) every
  * kernel regenerates the mask element it needs from prt_math.h's hash: P V
  * uses P * M / (1 - p), the softmax backward P and dP = M / (1 - p) * dO v.
