@@ -254,6 +254,7 @@ struct prt {
     int64_t step;            /* current step, -1 outside a step */
     double step_start;       /* MPI_Wtime; moved later by an evaluation's time, which the step's does not count */
     double step_began;       /* MPI_Wtime the step began: the trace's step span starts there */
+    double first_step_seconds; /* this process's first step, which the steady figures leave out */
     double step_loss;        /* this rank's loss contribution (sum of -log p) */
     int64_t loss_replica_axes; /* bit a: ranks off coordinate 0 of axis a hold copies of the loss */
     int64_t steps_done;

@@ -46,7 +46,7 @@ void prt_phase_charge(prt *rt, int64_t phase, double start) {
 void prt_phases_step_end(prt *rt, double end) {
     rt->phase_step[rt->phase_cur] += end - rt->phase_mark;
     rt->phase_mark = end;
-    if (rt->steps_done > 0) { /* steps_done counts this step already: leave the first out */
+    if (rt->steps_done > 1) { /* steps_done counts this step already: leave the first out */
         for (int k = 0; k < PRT_NPHASES; k++) rt->phase_sum[k] += rt->phase_step[k];
         rt->phase_steps++;
     }
