@@ -51,11 +51,12 @@ struct prt_ckpt {
 
 const char prt_ckpt_usage[] =
     "  --checkpoint-dir DIR    save checkpoints under DIR (step-N/ per checkpoint, DIR/latest names the newest)\n"
-    "  --checkpoint-every N    save every N steps (default: only on a signal or with --save-on-exit)\n"
+    "  --checkpoint-every N    save every N steps (default: only at the last step and on a signal)\n"
     "  --checkpoint-keep N     keep the newest N checkpoints, deleting older ones once a new one is complete\n"
     "  --resume latest|DIR     continue from the newest checkpoint of --checkpoint-dir, or from DIR (a step-N\n"
     "                          directory or a checkpoint directory); any layout of the same model and settings\n"
-    "  --save-on-exit          also save after the last step.  SIGINT/SIGTERM finish the step, save when\n"
+    "  --save-on-exit          save after the last step (the default with --checkpoint-dir).  SIGINT/SIGTERM\n"
+    "                          finish the step, save when\n"
     "                          --checkpoint-dir is set and exit (status 128 + signal); a second signal kills\n";
 
 /* snprintf for paths: a path that does not fit is a user error, not a silent cut. */
@@ -166,7 +167,7 @@ static void plan_defaults(prt *rt, struct prt_ckpt *c) {
     if (own_dir) c->dir = p->ckpt_dir;
     if (own_dir && rt->world_rank == 0 && !rt->quiet) {
         if (c->every) printf("parc: checkpoints every %lld steps", (long long)c->every);
-        else printf("parc: checkpoints on a signal or --save-on-exit");
+        else printf("parc: checkpoints at the last step and on a signal");
         if (c->keep) printf(", the newest %lld kept,", (long long)c->keep);
         printf(" into %s (the plan's `checkpoint`; --checkpoint-dir DIR saves elsewhere)\n", c->dir);
         fflush(stdout);
@@ -519,7 +520,8 @@ void prt_ckpt_step_end(prt *rt, int64_t step) {
     MPI_Request req;  /* a signal may reach some ranks only: all stop after the same step */
     PRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &sig, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req));
     prt_wait(rt, &req, NULL, "the signal check at the step's end", -1);
-    int due = c->dir && ((c->every > 0 && step % c->every == 0) || (c->save_on_exit && step == rt->steps) || sig);
+    /* a run with a checkpoint directory saves its last step, as Megatron-LM and torchtitan do */
+    int due = c->dir && ((c->every > 0 && step % c->every == 0) || step == rt->steps || sig);
     if (due) save(rt, step);
     if (!sig) return;
     if (rt->world_rank == 0) {

@@ -96,10 +96,10 @@ static const OptSpec run_opts[] = {
     {"--log", "FILE", OPT_FORWARD, "the training metrics as JSON lines, one object per step"},
     {"--timeout", "SECONDS", OPT_FORWARD, "how long a rank waits for the others before the job stops naming them (0: never)"},
     {"--checkpoint-dir", "DIR", OPT_FORWARD, "save checkpoints under DIR (on SIGINT/SIGTERM too)"},
-    {"--checkpoint-every", "N", OPT_FORWARD, "save every N steps"},
+    {"--checkpoint-every", "N", OPT_FORWARD, "save every N steps (and the last)"},
     {"--checkpoint-keep", "N", OPT_FORWARD, "keep the newest N checkpoints"},
     {"--resume", "WHERE", OPT_FORWARD, "latest (of --checkpoint-dir) or a checkpoint directory, any layout"},
-    {"--save-on-exit", NULL, OPT_FORWARD, "also save after the last step"},
+    {"--save-on-exit", NULL, OPT_FORWARD, "save after the last step (the default with a checkpoint directory)"},
 };
 
 static const OptSpec report_opts[] = {

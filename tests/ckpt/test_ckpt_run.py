@@ -7,7 +7,8 @@ usage: test_ckpt_run.py PARC EXAMPLES_DIR [part ...]
 
 plan     a plan with `checkpoint every 2 steps keep 2;`: explain says so; the built
          program, run from a directory with no option, says where it saves and
-         leaves step-4 and step-6 of 7 steps in PLAN.ckpt/; --checkpoint-dir,
+         leaves step-6 and step-7 of 7 steps in PLAN.ckpt/ (the last step is
+         always saved); --checkpoint-dir,
          --checkpoint-every and --checkpoint-keep override the plan's values.
 keep     --checkpoint-every 1 --checkpoint-keep 2 over 5 steps leaves exactly
          step-4 and step-5; a save of step 6 killed before its rename leaves both
@@ -89,14 +90,16 @@ def test_plan(plans, work):
     check(rc == 0 and "parc: checkpoints every 2 steps, the newest 2 kept, into tiny_ckpt.ckpt (the plan's "
           "`checkpoint`" in out, f"plan: the program says where the plan's checkpoints go (exit {rc})")
     got = steps_in(os.path.join(d, "tiny_ckpt.ckpt"))
-    check(got == ["step-000000004", "step-000000006"], f"plan: every 2 steps keep 2 over 7 steps leaves {got}")
+    check(got == ["step-000000006", "step-000000007"], f"plan: every 2 steps keep 2 over 7 steps, and the last, "
+          f"leaves {got}")
     other = os.path.join(d, "other")
     rc, out = run(["--steps", "7", "--checkpoint-dir", other, "--checkpoint-every", "3", "--checkpoint-keep", "5"], d)
     got = steps_in(other)
-    check(rc == 0 and got == ["step-000000003", "step-000000006"] and "the plan's `checkpoint`" not in out,
+    check(rc == 0 and got == ["step-000000003", "step-000000006", "step-000000007"] and
+          "the plan's `checkpoint`" not in out,
           f"plan: the options override the plan's directory, interval and keep ({got})")
     rc, out = run(["--steps", "8", "--resume", "latest"], d)
-    check(rc == 0 and "resumed from tiny_ckpt.ckpt/step-000000006" in out,
+    check(rc == 0 and "resumed from tiny_ckpt.ckpt/step-000000007" in out,
           f"plan: --resume latest finds the plan's directory (exit {rc})")
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""test_prune.py PARC EXAMPLES_DIR — --checkpoint-keep keeps the checkpoints
+"""test_prune.py PARC EXAMPLES_DIR — a run with --checkpoint-dir alone saves its
+last step; --checkpoint-keep keeps the checkpoints
 written last, not the highest step numbers.  A first run of tiny_single saves
 steps 1..6; a fresh run of 3 steps into the same directory with
 --checkpoint-keep 2 must keep its own steps 2 and 3 (the newest writes),
@@ -41,6 +42,11 @@ def latest(ck):
 
 
 with tempfile.TemporaryDirectory() as tmp:
+    # --checkpoint-dir alone saves the last step (Megatron-LM's and torchtitan's rule)
+    alone = os.path.join(tmp, "alone")
+    rc, out = run("--steps", "3", "--checkpoint-dir", alone)
+    check(rc == 0 and steps_in(alone) == [3] and latest(alone) == 3,
+          f"--checkpoint-dir alone saves the last step: {steps_in(alone) if os.path.isdir(alone) else 'nothing'}")
     ck = os.path.join(tmp, "ck")
     rc, out = run("--steps", "6", "--checkpoint-dir", ck, "--checkpoint-every", "1")
     check(rc == 0 and steps_in(ck) == [1, 2, 3, 4, 5, 6], f"a first run saves steps 1..6: {steps_in(ck)} ({rc})")
