@@ -25,6 +25,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -386,15 +387,26 @@ static cJSON *gather_entries(prt *rt, cJSON *mine) {
     return ranks;
 }
 
+/* The token file the run trains on, as an absolute path where it resolves
+ * (the plan's data section's or --data's), or "synthetic". */
+static const char *data_source(prt *rt, char *buf, size_t size) {
+    const char *path = rt->data_path ? rt->data_path : rt->plan.data ? rt->plan.data->train : NULL;
+    if (!path) return "synthetic";
+    char resolved[PATH_MAX];
+    snprintf(buf, size, "%s", realpath(path, resolved) ? resolved : path);
+    return buf;
+}
+
 /* The plan's identity: what a resumed run must share with the saved one. */
 static cJSON *plan_identity(prt *rt) {
     const prt_plan_desc *p = &rt->plan;
     cJSON *o = cJSON_CreateObject();
+    char data[PATH_MAX];
     cJSON_AddNumberToObject(o, "seed", (double)p->seed);
     cJSON_AddNumberToObject(o, "batch", (double)p->batch);
     cJSON_AddNumberToObject(o, "seq", (double)p->seq);
     cJSON_AddNumberToObject(o, "vocab", (double)p->vocab);
-    cJSON_AddStringToObject(o, "data", rt->data_path ? rt->data_path : "synthetic");
+    cJSON_AddStringToObject(o, "data", data_source(rt, data, sizeof data));
     return o;
 }
 
@@ -623,7 +635,21 @@ static prt_st_file *rank_file(loader *L, int r) {
         return NULL;
     }
     L->files[r] = prt_st_open(path, err, sizeof err);
-    if (!L->files[r]) lfail(L, "%s", err);
+    if (!L->files[r]) {
+        lfail(L, "%s", err);
+        return NULL;
+    }
+    /* each shard says the step it holds: a manifest edited or mixed with other shards is refused */
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(L->files[r]->header, "__metadata__");
+    const cJSON *saved = cJSON_GetObjectItemCaseSensitive(meta, "step");
+    int64_t step = num(L->manifest, "step");
+    char want[32];
+    snprintf(want, sizeof want, "%lld", (long long)step);
+    if (!cJSON_IsString(saved) || strcmp(saved->valuestring, want) != 0) {
+        lfail(L, "%s: holds step %s, but the manifest says step %s: the checkpoint's files do not belong together",
+              path, cJSON_IsString(saved) ? saved->valuestring : "(none)", want);
+        return NULL;
+    }
     return L->files[r];
 }
 
