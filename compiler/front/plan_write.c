@@ -3,11 +3,13 @@
  * accepts and that loads into the same Plan (numbers in base units, every
  * rule spelled out).  `parc search` writes its layouts with it.
  */
+#include "ast.h"
 #include "parc.h"
 #include "plan_write.h"
 #include "prt_lr.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const norm_w[] = {"none", "layer", "rms"};
@@ -17,39 +19,87 @@ static const char *const opt_w[] = {"adamw", "adam", "sgd"};
 static const char *const sched_w[] = {"none", "gpipe", "1f1b", "interleaved"};
 static const char *const tf_w[] = {"false", "true"};
 
+/* A number as a person writes it: the fewest significant digits that read
+ * back (times `factor`) to exactly x.  Returns buf. */
+static const char *shortest(char *buf, size_t size, double x, double factor)
+{
+    double v = x / factor, a = v < 0 ? -v : v;
+    int plain = a == 0 || (a >= 1e-4 && a < 1e15); /* written without an exponent, as people do */
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, size, "%.*g", digits, v);
+        if (plain && strchr(buf, 'e')) continue;
+        if (strtod(buf, NULL) * factor == x) return buf;
+    }
+    snprintf(buf, size, "%.17g", x / factor);
+    return buf;
+}
+
+/* A plain number, shortest (`0.9`, not 0.90000000000000002). */
+#define NUM(x) shortest((char[40]){0}, 40, (x), 1.0)
+
+/* A quantity of unit kind `kind` in the largest unit of that kind whose
+ * value is at least 1 and reads back exactly (`2 us`, `80 GiB`, `989 TFLOP/s`),
+ * else in the base unit. */
+static const char *quantity(char *buf, size_t size, double x, UnitKind kind)
+{
+    const UnitInfo *best = NULL;
+    char text[40];
+    for (int i = 0; i < unit_table_count && x != 0; i++) {
+        const UnitInfo *u = &unit_table[i];
+        if (u->kind != kind || (x != 0 && x / u->factor < 1)) continue;
+        shortest(text, sizeof text, x, u->factor);
+        if (strtod(text, NULL) * u->factor != x || strchr(text, 'e')) continue;
+        /* prefer the unit that needs the fewest characters, then the larger */
+        if (!best || strlen(text) < strlen(buf) || (strlen(text) == strlen(buf) && u->factor > best->factor)) {
+            best = u;
+            snprintf(buf, size, "%s", text);
+        }
+    }
+    if (!best) {
+        for (int i = 0; i < unit_table_count; i++)
+            if (unit_table[i].kind == kind && unit_table[i].factor == 1.0) best = &unit_table[i];
+        shortest(buf, size, x, 1.0);
+    }
+    size_t n = strlen(buf);
+    snprintf(buf + n, size - n, " %s", best ? best->name : "");
+    return buf;
+}
+#define QTY(x, kind) quantity((char[48]){0}, 48, (x), (kind))
+
 static void write_cluster(const Plan *p, FILE *out)
 {
     const Cluster *c = &p->cluster;
     const Efficiency *e = &c->eff;
     fprintf(out, "cluster {\n  nodes %d;\n  gpus_per_node %d;\n", c->nodes, c->gpus_per_node);
-    fprintf(out, "  gpu { memory %.17g B; bf16 %.17g FLOP/s;", c->gpu_memory, c->flops_bf16);
-    if (c->flops_fp32 > 0) fprintf(out, " fp32 %.17g FLOP/s;", c->flops_fp32);
-    fprintf(out, " hbm %.17g B/s; }\n", c->hbm_bandwidth);
+    fprintf(out, "  gpu { memory %s; bf16 %s;", QTY(c->gpu_memory, UNIT_MEMORY), QTY(c->flops_bf16, UNIT_COMPUTE));
+    if (c->flops_fp32 > 0) fprintf(out, " fp32 %s;", QTY(c->flops_fp32, UNIT_COMPUTE));
+    fprintf(out, " hbm %s; }\n", QTY(c->hbm_bandwidth, UNIT_BANDWIDTH));
     if (c->gpus_per_node > 1 || c->intra_bw > 0)
-        fprintf(out, "  link intra %.17g B/s %.17g s;\n", c->intra_bw, c->intra_latency);
+        fprintf(out, "  link intra %s %s;\n", QTY(c->intra_bw, UNIT_BANDWIDTH), QTY(c->intra_latency, UNIT_TIME));
     if (c->nodes > 1 || c->inter_bw > 0)
-        fprintf(out, "  link inter %.17g B/s %.17g s;\n", c->inter_bw, c->inter_latency);
+        fprintf(out, "  link inter %s %s;\n", QTY(c->inter_bw, UNIT_BANDWIDTH), QTY(c->inter_latency, UNIT_TIME));
     Efficiency known;
     int named = e->name && plan_efficiency_defaults(e->name, &known) == 0;
     fprintf(out, "  efficiency %s%s{ gemm", named ? e->name : "", named ? " " : "");
-    for (int k = 0; k < PARC_GEMM_CLASSES; k++) fprintf(out, " %.17g", e->gemm[k]);
-    fprintf(out, "; attention %.17g; hbm %.17g; activation %.17g; intra %.17g; inter %.17g; half_intra %.17g B; "
-                 "half_inter %.17g B;",
-            e->attention, e->hbm, e->activation, e->bus[0], e->bus[1], e->half_bytes[0], e->half_bytes[1]);
+    for (int k = 0; k < PARC_GEMM_CLASSES; k++) fprintf(out, " %s", NUM(e->gemm[k]));
+    fprintf(out, "; attention %s; hbm %s; activation %s; intra %s; inter %s; half_intra %s; "
+                 "half_inter %s;",
+            NUM(e->attention), NUM(e->hbm), NUM(e->activation), NUM(e->bus[0]), NUM(e->bus[1]),
+            QTY(e->half_bytes[0], UNIT_MEMORY), QTY(e->half_bytes[1], UNIT_MEMORY));
     /* the memory-bound classes a cluster may state apart from hbm (0: as hbm, or as 1) */
     const char *const extra_names[] = {"norm", "softmax", "scores", "optimizer"};
     const double extra[] = {e->norm, e->softmax, e->scores, e->optimizer};
     for (int k = 0; k < 4; k++)
-        if (extra[k] > 0) fprintf(out, " %s %.17g;", extra_names[k], extra[k]);
-    if (e->comm_host > 0) fprintf(out, " overlap %.17g;", 1.0 - e->comm_host);
+        if (extra[k] > 0) fprintf(out, " %s %s;", extra_names[k], NUM(extra[k]));
+    if (e->comm_host > 0) fprintf(out, " overlap %s;", NUM(1.0 - e->comm_host));
     if (e->stream16[0] > 0) {
         fprintf(out, " stream16");
-        for (int k = 0; k < PARC_STREAM16_KINDS; k++) fprintf(out, " %.17g", e->stream16[k]);
+        for (int k = 0; k < PARC_STREAM16_KINDS; k++) fprintf(out, " %s", NUM(e->stream16[k]));
         fprintf(out, ";");
     }
     if (e->gemm16[0] > 0) {
         fprintf(out, " gemm16");
-        for (int k = 0; k < PARC_GEMM_CLASSES; k++) fprintf(out, " %.17g", e->gemm16[k]);
+        for (int k = 0; k < PARC_GEMM_CLASSES; k++) fprintf(out, " %s", NUM(e->gemm16[k]));
         fprintf(out, ";");
     }
     fprintf(out, " }\n}\n");
@@ -60,7 +110,7 @@ static void write_model(const Plan *p, FILE *out)
     const Model *m = &p->model;
     const BlockSpec *b = &m->block;
     char dropout[48] = "";
-    if (b->dropout > 0) snprintf(dropout, sizeof dropout, " dropout %.17g;", b->dropout);
+    if (b->dropout > 0) snprintf(dropout, sizeof dropout, " dropout %s;", NUM(b->dropout));
     fprintf(out, "model %s {\n ", m->name ? m->name : "model");
     if (m->vocab > 0) fprintf(out, " vocab %" PRId64 ";", m->vocab);
     fprintf(out, " seq %" PRId64 "; hidden %" PRId64 ";", m->seq, m->hidden);
@@ -91,18 +141,18 @@ static void write_train(const Plan *p, FILE *out)
             t->precision != PREC_FP32 && t->master_fp32 ? " master fp32" : "",
             t->precision != PREC_FP32 && t->grads_fp32 ? " grads fp32" : "");
     fprintf(out, "  optimizer %s", opt_w[t->optimizer]);
-    if (!t->lr_scheduled) fprintf(out, " lr %.17g", t->lr);
-    if (t->optimizer == OPT_SGD) fprintf(out, " momentum %.17g", t->momentum);
-    else fprintf(out, " beta1 %.17g beta2 %.17g eps %.17g", t->beta1, t->beta2, t->eps);
-    if (t->decay_all) fprintf(out, ";\n  weight_decay %.17g on all;\n", t->weight_decay);
-    else fprintf(out, " weight_decay %.17g;\n", t->weight_decay);
-    if (t->clip > 0) fprintf(out, "  clip %.17g;\n", t->clip);
+    if (!t->lr_scheduled) fprintf(out, " lr %s", NUM(t->lr));
+    if (t->optimizer == OPT_SGD) fprintf(out, " momentum %s", NUM(t->momentum));
+    else fprintf(out, " beta1 %s beta2 %s eps %s", NUM(t->beta1), NUM(t->beta2), NUM(t->eps));
+    if (t->decay_all) fprintf(out, ";\n  weight_decay %s on all;\n", NUM(t->weight_decay));
+    else fprintf(out, " weight_decay %s;\n", NUM(t->weight_decay));
+    if (t->clip > 0) fprintf(out, "  clip %s;\n", NUM(t->clip));
     if (t->lr_scheduled) {
-        fprintf(out, "  lr %.17g", t->lr);
+        fprintf(out, "  lr %s", NUM(t->lr));
         if (t->lr_warmup) fprintf(out, " warmup %" PRId64 " steps", t->lr_warmup);
         if (t->lr_stable) fprintf(out, " stable %" PRId64 " steps", t->lr_stable);
         if (t->lr_shape != PRT_LR_CONSTANT)
-            fprintf(out, " %s to %.17g over %" PRId64 " steps", prt_lr_shape_name(t->lr_shape), t->lr_min,
+            fprintf(out, " %s to %s over %" PRId64 " steps", prt_lr_shape_name(t->lr_shape), NUM(t->lr_min),
                     t->lr_decay);
         fprintf(out, ";\n");
     }

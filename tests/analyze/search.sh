@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# search.sh PARC PLAN... — every plan `parc search -o DIR` writes passes
-# `parc check` and `parc explain --json` gives the figures the search printed
+# search.sh PARC PLAN... — every plan `parc search -o DIR` writes numbers as a
+# person writes them, passes `parc check`, and `parc explain --json` gives the
+# figures the search printed
 # for it (step time, MFU, bubble, peak memory, link bytes), and the ranks are
 # in order of step time.  Exit status: 0 all held, 1 any did not.
 set -u
@@ -17,6 +18,10 @@ for plan in "$@"; do
         [ -f "$dir/$k.par" ] || { echo "FAIL: $dir/$k.par was not written"; fails=$((fails + 1)); continue; }
         if ! "$parc" check "$dir/$k.par" > /dev/null; then
             echo "FAIL: search #$k of $plan does not pass check"; fails=$((fails + 1)); continue
+        fi
+        # numbers as a person writes them (`2 us`, `0.9`), not 1.9999999999999999e-06 s
+        if long=$(grep -noE '[0-9]{13,}|\.[0-9]{10,}|[0-9]e-0[0-9] s' "$dir/$k.par"); then
+            echo "FAIL: search #$k of $plan writes unreadable numbers: $long"; fails=$((fails + 1))
         fi
         # the plan's own switches are kept in every layout it writes
         want=$(grep -c '^ *grad_overlap off;' "$plan"); got=$(grep -c '^ *grad_overlap off;' "$dir/$k.par")
