@@ -12,15 +12,28 @@
 
 /* ------------------------------------------------------------ cross checks */
 
-/* A dim of size n split over axis: reports when it does not divide. */
-static int check_divides(Check *c, const char *dim_name, int64_t n, int axis, SrcLoc loc, const char *why)
+/* A dim of size n split over axis: reports when it does not divide.  The
+ * hint names axis sizes that divide `fits` (n, or what else the split must
+ * divide too: the heads' split takes the key/value heads with it). */
+static int check_divides(Check *c, const char *dim_name, int64_t n, int64_t fits, int axis, SrcLoc loc,
+                         const char *why)
 {
     if (axis < 0 || n <= 0) return 1;
     const MeshAxis *a = &c->plan->mesh.axes[axis];
     if (n % a->size == 0) return 1;
-    diag_error(loc, check_divisor_hint(c, a->name, n, a->size), "%s = %" PRId64 " does not divide by %s = %d%s", dim_name,
-               n, a->name, a->size, why ? why : "");
+    diag_error(loc, check_divisor_hint(c, a->name, fits, a->size), "%s = %" PRId64 " does not divide by %s = %d%s",
+               dim_name, n, a->name, a->size, why ? why : "");
     return 0;
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
 }
 
 void check_dims_against_mesh(Check *c)
@@ -68,10 +81,12 @@ void check_dims_against_mesh(Check *c)
             continue;
         }
         if (!splits[i].known) continue;
-        check_divides(c, dim_names[d], splits[i].n, l->dim_axis[d], l->dim_axis_loc[d], NULL);
+        /* the heads' split takes the key/value heads with it: the hint divides both */
+        int64_t fits = d == DIM_HEADS && c->dims_ok && m->kv_heads > 0 ? gcd64(m->heads, m->kv_heads) : splits[i].n;
+        check_divides(c, dim_names[d], splits[i].n, fits, l->dim_axis[d], l->dim_axis_loc[d], NULL);
     }
     if (attention && c->dims_ok && l->dim_axis[DIM_HEADS] >= 0 && m->heads % plan_dim_parts(p, DIM_HEADS) == 0)
-        check_divides(c, "kv_heads", m->kv_heads, l->dim_axis[DIM_HEADS], l->dim_axis_loc[DIM_HEADS],
+        check_divides(c, "kv_heads", m->kv_heads, m->kv_heads, l->dim_axis[DIM_HEADS], l->dim_axis_loc[DIM_HEADS],
                       " (key/value heads split with the heads)");
 
     /* Sequence parallelism rides on the tensor axis. */
@@ -91,7 +106,7 @@ void check_dims_against_mesh(Check *c)
             diag_error(l->sp_loc, "keep one of them", "`seq` is already split by the rule `seq -> %s`",
                        p->mesh.axes[l->dim_axis[DIM_SEQ]].name);
         } else if (m->seq > 0) {
-            check_divides(c, "seq", m->seq, l->sp_axis, l->sp_loc, " (sequence parallelism splits seq)");
+            check_divides(c, "seq", m->seq, m->seq, l->sp_axis, l->sp_loc, " (sequence parallelism splits seq)");
         }
     }
 
