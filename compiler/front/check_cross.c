@@ -501,7 +501,9 @@ void check_pipeline(Check *c)
                            m->layers, pp, l->stages, l->virtual_stages, chunks);
             } else {
                 const char *hint = check_divisor_hint(c, pp, m->layers, l->stages);
-                hint = arena_printf(c->arena, "%s%sor assign layers explicitly with `stage N { layers A..B; }`",
+                hint = arena_printf(c->arena,
+                                    "%s%sor let the cost model split them with `balance auto;`, or assign them with "
+                                    "`stage N { layers A..B; }`",
                                     hint ? hint : "", hint ? "; " : "");
                 diag_error(l->dim_axis_loc[DIM_LAYERS], hint,
                            "layers = %" PRId64 " does not divide by %s = %d pipeline stages", m->layers, pp,

@@ -79,6 +79,11 @@ expect "export without -o" 2 "missing -o OUT" "$parc" export ck
 expect "diff of one plan" 2 "give two plans" "$parc" diff a.par
 expect "calibrate --ranks without --device" 2 "--ranks goes with --device" "$parc" calibrate --ranks 2
 expect "the tp hint divides the kv heads too" 1 "hint: tp = 8 would$" "$parc" check "$examples/../tests/neg/tp_kv_heads.par"
+expect "uneven layers: the hint names balance auto" 1 "or let the cost model split them with .balance auto;." "$parc" check "$examples/../tests/neg/pipeline_layers.par"
+# ... and following it works
+n=$((n + 1))
+sed 's/layers -> pp; .*/layers -> pp; balance auto;/' "$examples/../tests/neg/pipeline_layers.par" > "$tmp/balanced.par"
+if ! out=$("$parc" check "$tmp/balanced.par" 2>&1); then echo "FAIL the hint's balance auto: $out"; fails=$((fails + 1)); fi
 expect "search where no layout fits" 1 "no layout of .* fits its cluster" "$parc" search "$examples/../tests/analyze/plans/no_layout_fits.par"
 expect "a global option on a tool" 2 "--color takes auto, always or never" "$parc" diff a.par b.par --color=sometimes
 # every option each command's help lists, its own and the global ones, is
