@@ -98,7 +98,7 @@ static GradDst grad_dst(Emit *e, const Op *op, int i, int is_param)
     for (int a = 0; a < lw->naxes; a++) tmp_place[a] = d.place[a].kind == PLACE_P ? PLACE_REP : d.place[a];
     d.tmp = reshard_temp_buf(lw, "grad.part", d.tensor, tmp_place, PRT_WORKSPACE);
     d.arg = arg_buf(d.tmp, INST_FIXED, 0);
-    int64_t n = program_local_numel(lw, &lw->g->tensors[d.tensor], tmp_place);
+    int64_t n = program_local_numel(lw->plan, &lw->g->tensors[d.tensor], tmp_place);
     EMIT(e, RT_prt_zero, d.arg, arg_int(n));
     return d;
 }
@@ -114,7 +114,7 @@ static void grad_finish(Emit *e, const Op *op, GradDst *d)
     memcpy(v.place, d->place, sizeof v.place);
     const Placement *to = lw->bind[d->tensor].grad;
     Val r = reshard_to(e, v, to, op->id, reshard_why(lw, op, d->tensor, d->place, 1), 1, NULL);
-    int64_t n = program_local_numel(lw, &lw->g->tensors[d->tensor], to);
+    int64_t n = program_local_numel(lw->plan, &lw->g->tensors[d->tensor], to);
     EMIT(e, RT_prt_acc, arg_grad(lw, d->tensor), r.arg, arg_int(n));
 }
 
@@ -177,7 +177,7 @@ static void zero_region_grads(Emit *e, Region r, int skip_tensor)
     for (int t = 0; t < g->ntensors; t++) {
         if (g->tensors[t].region != r || lw->bind[t].gradient.buf < 0 || t == skip_tensor) continue;
         if (g->tensors[t].kind == TENSOR_PARAM) continue;
-        EMIT(e, RT_prt_zero, arg_grad(lw, t), arg_int(program_local_numel(lw, &g->tensors[t], lw->bind[t].grad)));
+        EMIT(e, RT_prt_zero, arg_grad(lw, t), arg_int(program_local_numel(lw->plan, &g->tensors[t], lw->bind[t].grad)));
     }
 }
 

@@ -636,4 +636,22 @@ static inline int rt_fn_nargs(int fn)
     return n > 0 && sig[n] == 't' ? n - 1 : n;
 }
 
+/* ------------------------------------------------------------ builders (program.c) */
+
+/* A new buffer of stage sp, listed in group `order` (Buffer.order); its index. */
+int program_buf_new(Program *prog, StageProgram *sp, int order, const char *name, int klass, int dtype, int64_t elems,
+                    int64_t instances);
+/* A call of runtime function fn appended to seq, in `phase`; its arguments
+ * by program_push_args. */
+Instr *program_instr_new(Arena *arena, Seq *seq, Phase phase, RtFn fn);
+void program_push_args(Instr *ins, int n, const Arg *args);
+/* A report-only record of a collective a runtime op performs inside itself. */
+void program_record(Arena *arena, Seq *seq, Phase phase, CollKind coll, int axis, int64_t elems, int op, int tensor,
+                    const char *why);
+/* The dtype of the plan's activations. */
+int program_act_dtype(const Plan *plan);
+/* Local elements / sizes of tensor t under placement place[] (scalars: 1). */
+int64_t program_local_numel(const Plan *plan, const Tensor *t, const Placement *place);
+void program_local_sizes(const Plan *plan, const Tensor *t, const Placement *place, int64_t *sizes);
+
 #endif

@@ -54,7 +54,7 @@ static void bind_region(Lowerer *lw, Region r, int L)
         int mask = tt->kind == TENSOR_STAT && tt->producer >= 0 && g->ops[tt->producer].kind == OP_DROPOUT;
         int dtype = tt->kind == TENSOR_INDEX ? PRT_I32
                     : mask                                ? PRT_U8
-                    : (tt->kind == TENSOR_ACT || probs) ? program_act_dtype(lw)
+                    : (tt->kind == TENSOR_ACT || probs) ? program_act_dtype(lw->plan)
                                                         : PRT_F32;
         int64_t inst = 1;
         int mode = INST_FIXED;
@@ -62,12 +62,12 @@ static void bind_region(Lowerer *lw, Region r, int L)
             if (r == REGION_BLOCK) inst = slot_l_instances, mode = INST_SLOT_L;
             else inst = sp->nslots, mode = INST_SLOT;
         }
-        int buf = program_buf_new(lw, tt->name, saved ? PRT_ACTIVATIONS : PRT_WORKSPACE, dtype,
-                               program_local_numel(lw, tt, b->produced), inst);
+        int buf = program_buf_new(lw->prog, lw->sp, lw->buf_order, tt->name, saved ? PRT_ACTIVATIONS : PRT_WORKSPACE, dtype,
+                               program_local_numel(lw->plan, tt, b->produced), inst);
         b->value = (BufRef){buf, mode, 0};
         if (tt->kind == TENSOR_ACT) {
-            int gbuf = program_buf_new(lw, arena_printf(lw->arena, "%s.grad", tt->name), PRT_WORKSPACE,
-                                    program_act_dtype(lw), program_local_numel(lw, tt, b->grad), 1);
+            int gbuf = program_buf_new(lw->prog, lw->sp, lw->buf_order, arena_printf(lw->arena, "%s.grad", tt->name), PRT_WORKSPACE,
+                                    program_act_dtype(lw->plan), program_local_numel(lw->plan, tt, b->grad), 1);
             b->gradient = (BufRef){gbuf, INST_FIXED, 0};
         }
     }
@@ -123,11 +123,11 @@ static void bind_stream(Lowerer *lw, StageProgram *sp, int L)
 {
     const Graph *g = lw->g;
     const Placement *rp = lw->bind[g->block_in].produced;
-    int64_t relems = program_local_numel(lw, &g->tensors[g->block_in], rp);
+    int64_t relems = program_local_numel(lw->plan, &g->tensors[g->block_in], rp);
     sp->boundary_elems = relems;
-    sp->resid_buf = program_buf_new(lw, "resid", PRT_ACTIVATIONS, program_act_dtype(lw), relems,
+    sp->resid_buf = program_buf_new(lw->prog, lw->sp, lw->buf_order, "resid", PRT_ACTIVATIONS, program_act_dtype(lw->plan), relems,
                                  (int64_t)(L + 1) * sp->nslots);
-    sp->dresid_buf = program_buf_new(lw, "resid.grad", PRT_WORKSPACE, program_act_dtype(lw), relems, 2);
+    sp->dresid_buf = program_buf_new(lw->prog, lw->sp, lw->buf_order, "resid.grad", PRT_WORKSPACE, program_act_dtype(lw->plan), relems, 2);
     int bound[4] = {g->block_in, g->block_out, g->embed_out, g->head_in};
     int bk[4] = {0, 1, 0, L};
     int gmode[4] = {INST_PARITY, INST_PARITY, INST_FIXED, INST_FIXED};
@@ -161,10 +161,10 @@ static void bind_stage(Lowerer *lw, StageProgram *sp, int L, const int *first)
     const Graph *g = lw->g;
     reset_bindings(lw);
     bind_stream(lw, sp, L);
-    lw->loss_buf = program_buf_new(lw, "loss.sum", PRT_WORKSPACE, PRT_F32, 1, 1);
+    lw->loss_buf = program_buf_new(lw->prog, lw->sp, lw->buf_order, "loss.sum", PRT_WORKSPACE, PRT_F32, 1, 1);
     int t = g->tokens >= 0 ? g->tokens : g->targets;
-    lw->scratch_idx = t >= 0 ? program_buf_new(lw, "data.scratch", PRT_WORKSPACE, PRT_I32,
-                                            program_local_numel(lw, &g->tensors[t], lw->bind[t].produced), 1)
+    lw->scratch_idx = t >= 0 ? program_buf_new(lw->prog, lw->sp, lw->buf_order, "data.scratch", PRT_WORKSPACE, PRT_I32,
+                                            program_local_numel(lw->plan, &g->tensors[t], lw->bind[t].produced), 1)
                              : -1;
     if (sp->has_embed) {
         optim_bind_params(lw, REGION_EMBED, 1, -1);
@@ -181,7 +181,7 @@ static void bind_stage(Lowerer *lw, StageProgram *sp, int L, const int *first)
     }
     if (g->grad_sumsq >= 0)
         lw->bind[g->grad_sumsq].value =
-            (BufRef){program_buf_new(lw, "grad_norm.sumsq", PRT_WORKSPACE, PRT_F32, 1, 1), INST_FIXED, 0};
+            (BufRef){program_buf_new(lw->prog, lw->sp, lw->buf_order, "grad_norm.sumsq", PRT_WORKSPACE, PRT_F32, 1, 1), INST_FIXED, 0};
 }
 
 /* A stage lists its buffers by what created them: its bindings, then per

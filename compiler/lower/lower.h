@@ -158,16 +158,9 @@ typedef struct Emit {
     Phase phase;
 } Emit;
 
-int program_buf_new(Lowerer *lw, const char *name, int klass, int dtype, int64_t elems, int64_t instances);
-Instr *program_instr_new(Emit *e, RtFn fn);
-void program_push_args(Instr *ins, int n, const Arg *args);
-/* A report-only record of a collective a runtime op performs inside itself. */
-void program_record(Emit *e, CollKind coll, int axis, int64_t elems, int op, int tensor, const char *why);
-int program_act_dtype(const Lowerer *lw);
-
 #define EMIT(e, fn, ...)                                                                  \
     ({                                                                                    \
-        Instr *ins_ = program_instr_new((e), (fn));                                          \
+        Instr *ins_ = program_instr_new((e)->lw->arena, (e)->seq, (e)->phase, (fn));                                          \
         const Arg args_[] = {__VA_ARGS__};                                                \
         program_push_args(ins_, (int)(sizeof args_ / sizeof args_[0]), args_);               \
         ins_;                                                                             \
@@ -218,9 +211,6 @@ static inline Arg arg_ref(BufRef r)
 static inline Arg arg_value(const Lowerer *lw, int t) { return arg_ref(lw->bind[t].value); }
 static inline Arg arg_grad(const Lowerer *lw, int t) { return arg_ref(lw->bind[t].gradient); }
 
-/* Local elements / sizes of tensor t under placement place[] (scalars: 1). */
-int64_t program_local_numel(const Lowerer *lw, const Tensor *t, const Placement *place);
-void program_local_sizes(const Lowerer *lw, const Tensor *t, const Placement *place, int64_t *sizes);
 
 /* ------------------------------------------------------------ reshard.c */
 

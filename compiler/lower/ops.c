@@ -18,7 +18,7 @@ static const Placement *out_place(const Lowerer *lw, const Op *op) { return lw->
 /* Local sizes of tensor t under placement place. */
 static void sizes_of(const Lowerer *lw, int t, const Placement *place, int64_t *sizes)
 {
-    program_local_sizes(lw, &lw->g->tensors[t], place, sizes);
+    program_local_sizes(lw->plan, &lw->g->tensors[t], place, sizes);
 }
 
 /* Rows (batch x seq) of tensor t under place. */
@@ -41,7 +41,7 @@ static int64_t trailing(const Lowerer *lw, int t, const Placement *place, int fr
 
 static int64_t numel_of(const Lowerer *lw, int t, const Placement *place)
 {
-    return program_local_numel(lw, &lw->g->tensors[t], place);
+    return program_local_numel(lw->plan, &lw->g->tensors[t], place);
 }
 
 /* The mesh axis splitting dim d under place, -1 none. */

@@ -243,9 +243,9 @@ int ops_emit_xent_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
     int entry = ENTRY(e, RT_prt_xent_fwd, arg_buf(lw->loss_buf, INST_FIXED, 0), arg_value(lw, op->aux[0]),
                       a->in[0].arg, a->in[1].arg, arg_int(N), arg_int(V), arg_coord(va, V), arg_int(va));
     if (va >= 0) {
-        program_record(e, COLL_ALLREDUCE_MAX, va, N, op->id, op->in[0],
+        program_record(e->lw->arena, e->seq, e->phase, COLL_ALLREDUCE_MAX, va, N, op->id, op->in[0],
                     "vocab-parallel cross-entropy: the row max over a vocab split");
-        program_record(e, COLL_ALLREDUCE, va, 2 * N, op->id, op->in[0],
+        program_record(e->lw->arena, e->seq, e->phase, COLL_ALLREDUCE, va, 2 * N, op->id, op->in[0],
                     "vocab-parallel cross-entropy: the sum of exponentials and the target logit (held by one rank of "
                     "the split), in one call");
     }

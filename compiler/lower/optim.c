@@ -68,7 +68,7 @@ static int64_t param_elems(const Lowerer *lw, const Tensor *tt, Placement on_zer
     int zn = lay->zero_axis >= 0 ? lw->plan->mesh.axes[lay->zero_axis].size : 1;
     Placement tp[PARC_MAX_AXES]; /* tensor-parallel placement: home without the flat shard */
     for (int a = 0; a < lw->naxes; a++) tp[a] = place_param_use(tt, a);
-    int64_t tp_local = program_local_numel(lw, tt, tp);
+    int64_t tp_local = program_local_numel(lw->plan, tt, tp);
     int64_t share = lay->zero_stage > 0 ? (tp_local + zn - 1) / zn : tp_local;
     return sharded(on_zero_axis) ? share : share * (lay->zero_stage > 0 ? zn : 1);
 }
@@ -132,7 +132,7 @@ static void bind_param(Lowerer *lw, int t, Region r, int instances, int first_la
     const Plan *plan = lw->plan;
     const ZeroRow *z = zero_row(lw);
     int za = plan->layout.zero_axis;
-    int wdtype = program_act_dtype(lw);
+    int wdtype = program_act_dtype(lw->plan);
     /* `grads fp32`: 16-bit weights, gradients accumulated, synced and read by
      * the optimizer in fp32 (Megatron's main gradients) */
     int gdtype = plan->train.grads_fp32 ? PRT_F32 : wdtype;
@@ -140,26 +140,26 @@ static void bind_param(Lowerer *lw, int t, Region r, int instances, int first_la
     const Tensor *tt = &lw->g->tensors[t];
     Binding *b = &lw->bind[t];
     int64_t oelems = param_elems(lw, tt, z->optim);
-    int w = program_buf_new(lw, tt->name, PRT_WEIGHTS, wdtype, param_elems(lw, tt, z->weights), instances);
+    int w = program_buf_new(lw->prog, lw->sp, lw->buf_order, tt->name, PRT_WEIGHTS, wdtype, param_elems(lw, tt, z->weights), instances);
     describe_weights(lw, w, tt, r, first_layer, sharded(z->weights) ? za : -1);
     b->value = (BufRef){w, mode, 0};
-    int gb = program_buf_new(lw, arena_printf(lw->arena, "%s.grad", tt->name), PRT_GRADS, gdtype,
+    int gb = program_buf_new(lw->prog, lw->sp, lw->buf_order, arena_printf(lw->arena, "%s.grad", tt->name), PRT_GRADS, gdtype,
                           param_elems(lw, tt, z->grads), instances);
     b->gradient = (BufRef){gb, mode, 0};
     if (sharded(z->grads))
-        b->full_grad = program_buf_new(lw, arena_printf(lw->arena, "%s.grad.full", tt->name), PRT_WORKSPACE, gdtype,
+        b->full_grad = program_buf_new(lw->prog, lw->sp, lw->buf_order, arena_printf(lw->arena, "%s.grad.full", tt->name), PRT_WORKSPACE, gdtype,
                                     param_elems(lw, tt, PLACE_REP), 1);
     if (plan->train.master_fp32 && plan->train.precision != PREC_FP32) {
-        b->master = program_buf_new(lw, arena_printf(lw->arena, "%s.master", tt->name), PRT_MASTER, PRT_F32, oelems,
+        b->master = program_buf_new(lw->prog, lw->sp, lw->buf_order, arena_printf(lw->arena, "%s.master", tt->name), PRT_MASTER, PRT_F32, oelems,
                                  instances);
         describe_master(lw, w, b->master, sharded(z->optim) ? za : -1);
     }
     if (plan->train.optimizer != OPT_SGD || plan->train.momentum != 0)
-        b->mom1 = program_buf_new(lw, arena_printf(lw->arena, "%s.m", tt->name), PRT_OPTIM, PRT_F32, oelems,
+        b->mom1 = program_buf_new(lw->prog, lw->sp, lw->buf_order, arena_printf(lw->arena, "%s.m", tt->name), PRT_OPTIM, PRT_F32, oelems,
                                instances);
     if (b->mom1 >= 0) describe_moment(lw, w, b->mom1, sharded(z->optim) ? za : -1);
     if (plan->train.optimizer != OPT_SGD)
-        b->mom2 = program_buf_new(lw, arena_printf(lw->arena, "%s.v", tt->name), PRT_OPTIM, PRT_F32, oelems,
+        b->mom2 = program_buf_new(lw->prog, lw->sp, lw->buf_order, arena_printf(lw->arena, "%s.v", tt->name), PRT_OPTIM, PRT_F32, oelems,
                                instances);
     if (b->mom2 >= 0) describe_moment(lw, w, b->mom2, sharded(z->optim) ? za : -1);
 }
@@ -245,7 +245,7 @@ void optim_emit_scatter(Emit *e, Region r)
         memcpy(to, b->grad, sizeof to);
         to[za] = z->grads;
         Val s = reshard_to(e, v, to, -1, z->scatter_why, 1, NULL);
-        EMIT(e, RT_prt_acc, arg_grad(lw, t), s.arg, arg_int(program_local_numel(lw, tt, to)));
+        EMIT(e, RT_prt_acc, arg_grad(lw, t), s.arg, arg_int(program_local_numel(lw->plan, tt, to)));
     }
 }
 
@@ -337,7 +337,7 @@ void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r)
         if (za >= 0 && sharded(z->weights)) whole[za] = z->weights;
         if (za >= 0 && sharded(z->grads)) acc[za] = z->grads;
         if (za >= 0 && sharded(z->optim)) opt[za] = z->optim;
-        int64_t n = program_local_numel(lw, tt, opt);
+        int64_t n = program_local_numel(lw->plan, tt, opt);
         /* a whole buffer stepped on a shard: this rank's region of it */
         int shard_of_whole_w = za >= 0 && sharded(z->optim) && !sharded(z->weights);
         int shard_of_whole_g = za >= 0 && sharded(z->optim) && !sharded(z->grads);

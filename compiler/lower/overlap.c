@@ -113,7 +113,7 @@ void overlap_buckets(Lowerer *lw)
         relayer(&ins, per_layer);
         if (touches(&ins, held)) { /* reads or writes a result in flight: after its wait */
             hold_all(&ins, held);
-            Instr *moved = program_instr_new(&ew, (RtFn)ins.fn);
+            Instr *moved = program_instr_new(ew.lw->arena, ew.seq, ew.phase, (RtFn)ins.fn);
             *moved = ins;
             continue;
         }
@@ -191,10 +191,10 @@ static void scatters_in_seq(Lowerer *lw, SeqKind q)
      * buffers; then the waits in order of the starts; then what waited */
     seq->n = 0;
     for (int pos = -1; pos < n; pos++) {
-        if (pos >= 0 && kind[pos] == 0) *program_instr_new(&(Emit){lw, seq, orig[pos].phase}, (RtFn)orig[pos].fn) = orig[pos];
+        if (pos >= 0 && kind[pos] == 0) *program_instr_new(lw->arena, seq, orig[pos].phase, (RtFn)orig[pos].fn) = orig[pos];
         for (int i = 0; i < n; i++) {
             if (kind[i] != 1 || after[i] != pos) continue;
-            Instr *st = program_instr_new(&(Emit){lw, seq, orig[i].phase}, RT_prt_reducescatter_start);
+            Instr *st = program_instr_new(lw->arena, seq, orig[i].phase, RT_prt_reducescatter_start);
             *st = orig[i];
             st->fn = RT_prt_reducescatter_start;
         }
@@ -209,7 +209,7 @@ static void scatters_in_seq(Lowerer *lw, SeqKind q)
                               coll_names[orig[i].coll], lw->g->tensors[orig[i].tensor].name);
     }
     for (int i = 0; i < n; i++)
-        if (kind[i] == 2) *program_instr_new(&(Emit){lw, seq, orig[i].phase}, (RtFn)orig[i].fn) = orig[i];
+        if (kind[i] == 2) *program_instr_new(lw->arena, seq, orig[i].phase, (RtFn)orig[i].fn) = orig[i];
 }
 
 void overlap_scatters(Lowerer *lw)

@@ -71,7 +71,7 @@ static int prefetchable(const StageProgram *sp, int b, int data_axis)
 
 static Instr *append(Lowerer *lw, Seq *seq, const Instr *ins)
 {
-    Instr *to = program_instr_new(&(Emit){lw, seq, ins->phase}, (RtFn)ins->fn);
+    Instr *to = program_instr_new(lw->arena, seq, ins->phase, (RtFn)ins->fn);
     *to = *ins;
     return to;
 }

@@ -1,30 +1,29 @@
 /*
  * program.c — the lowered program's builders, verifier and dump.
  *
- * Builders: buffers of the current stage, instructions appended to a
- * sequence, report-only records.  program_verify checks a Program's
+ * Builders (ir.h): buffers of a stage, instructions appended to a sequence,
+ * report-only records; they take the program's parts, not a pass's context.  program_verify checks a Program's
  * invariants (a failure is a compiler bug, PARC_BUG); program_dump prints it
  * in a stable text form (no pointers, no hash order) for golden files.
  */
 #include "ledger.h"
-#include "lower.h"
 
 /* ------------------------------------------------------------ sizes */
 
-int64_t program_local_numel(const Lowerer *lw, const Tensor *t, const Placement *place)
+int64_t program_local_numel(const Plan *plan, const Tensor *t, const Placement *place)
 {
     if (t->kind == TENSOR_SCALAR) return 1;
-    return expand_tensor_local_numel(lw->plan, t, place);
+    return expand_tensor_local_numel(plan, t, place);
 }
 
-void program_local_sizes(const Lowerer *lw, const Tensor *t, const Placement *place, int64_t *sizes)
+void program_local_sizes(const Plan *plan, const Tensor *t, const Placement *place, int64_t *sizes)
 {
     memcpy(sizes, t->sizes, sizeof(int64_t) * IR_MAX_TDIMS);
-    for (int a = 0; a < lw->naxes; a++) {
+    for (int a = 0; a < plan->mesh.naxes; a++) {
         if (place[a].kind != PLACE_S || place[a].dim == DIM_FLAT) continue;
         for (int d = 0; d < t->ndim; d++)
             if (t->dims[d] == place[a].dim) {
-                sizes[d] /= lw->plan->mesh.axes[a].size;
+                sizes[d] /= plan->mesh.axes[a].size;
                 break;
             }
     }
@@ -32,21 +31,21 @@ void program_local_sizes(const Lowerer *lw, const Tensor *t, const Placement *pl
 
 /* ------------------------------------------------------------ builders */
 
-int program_act_dtype(const Lowerer *lw)
+int program_act_dtype(const Plan *plan)
 {
-    switch (lw->plan->train.precision) {
+    switch (plan->train.precision) {
     case PREC_BF16: return PRT_BF16;
     case PREC_FP16: return PRT_F16;
     default: return PRT_F32;
     }
 }
 
-int program_buf_new(Lowerer *lw, const char *name, int klass, int dtype, int64_t elems, int64_t instances)
+int program_buf_new(Program *prog, StageProgram *sp, int order, const char *name, int klass, int dtype, int64_t elems,
+                    int64_t instances)
 {
-    StageProgram *sp = lw->sp;
     Buffer b;
     memset(&b, 0, sizeof b);
-    b.name = arena_strdup(lw->arena, name);
+    b.name = arena_strdup(prog->arena, name);
     b.klass = klass;
     b.dtype = dtype;
     b.elems = elems;
@@ -54,13 +53,13 @@ int program_buf_new(Lowerer *lw, const char *name, int klass, int dtype, int64_t
     b.first_layer = -1;
     b.zero_axis = -1;
     b.copy_of = -1;
-    b.order = lw->buf_order;
+    b.order = order;
     for (int i = 0; i < 4; i++) b.split_axis[i] = -1;
-    ARR_PUSH(lw->arena, sp->bufs, sp->nbufs, sp->bufs_cap, b);
+    ARR_PUSH(prog->arena, sp->bufs, sp->nbufs, sp->bufs_cap, b);
     return sp->nbufs - 1;
 }
 
-static Instr instr_blank(const Emit *e, int fn)
+static Instr instr_blank(Phase phase, int fn)
 {
     Instr ins;
     memset(&ins, 0, sizeof ins);
@@ -71,15 +70,15 @@ static Instr instr_blank(const Emit *e, int fn)
     ins.entry = ENTRY_NONE;
     ins.shape.axis = -1;
     ins.tensor = -1;
-    ins.phase = e->phase;
+    ins.phase = phase;
     return ins;
 }
 
-Instr *program_instr_new(Emit *e, RtFn fn)
+Instr *program_instr_new(Arena *arena, Seq *seq, Phase phase, RtFn fn)
 {
-    Instr ins = instr_blank(e, (int)fn);
-    ARR_PUSH(e->lw->arena, e->seq->ins, e->seq->n, e->seq->cap, ins);
-    return &e->seq->ins[e->seq->n - 1];
+    Instr ins = instr_blank(phase, (int)fn);
+    ARR_PUSH(arena, seq->ins, seq->n, seq->cap, ins);
+    return &seq->ins[seq->n - 1];
 }
 
 void program_push_args(Instr *ins, int n, const Arg *args)
@@ -89,9 +88,10 @@ void program_push_args(Instr *ins, int n, const Arg *args)
     memcpy(ins->args, args, sizeof(Arg) * (size_t)n);
 }
 
-void program_record(Emit *e, CollKind coll, int axis, int64_t elems, int op, int tensor, const char *why)
+void program_record(Arena *arena, Seq *seq, Phase phase, CollKind coll, int axis, int64_t elems, int op, int tensor,
+                    const char *why)
 {
-    Instr rec = instr_blank(e, -1);
+    Instr rec = instr_blank(phase, -1);
     rec.coll = coll;
     rec.axis = axis;
     rec.elems = elems;
@@ -99,7 +99,7 @@ void program_record(Emit *e, CollKind coll, int axis, int64_t elems, int op, int
     rec.op = op;
     rec.tensor = tensor;
     rec.why = why;
-    ARR_PUSH(e->lw->arena, e->seq->ins, e->seq->n, e->seq->cap, rec);
+    ARR_PUSH(arena, seq->ins, seq->n, seq->cap, rec);
 }
 
 int64_t program_seq_calls_per_step(const Program *prog, const StageProgram *sp, SeqKind seq)

@@ -28,7 +28,7 @@ CollKind reshard_collective(Placement from, Placement to)
 
 static int64_t val_elems(Lowerer *lw, const Val *v)
 {
-    return program_local_numel(lw, &lw->g->tensors[v->tensor], v->place);
+    return program_local_numel(lw->plan, &lw->g->tensors[v->tensor], v->place);
 }
 
 /* A collective moves elements of its source buffer's dtype (fp32 gradients of
@@ -45,11 +45,11 @@ static void coll_shape(Lowerer *lw, int t, const Placement *small, Dim d, int64_
     const Tensor *tt = &lw->g->tensors[t];
     if (d == DIM_FLAT) {
         *outer = 1;
-        *inner = program_local_numel(lw, tt, small);
+        *inner = program_local_numel(lw->plan, tt, small);
         return;
     }
     int64_t sizes[IR_MAX_TDIMS];
-    program_local_sizes(lw, tt, small, sizes);
+    program_local_sizes(lw->plan, tt, small, sizes);
     int64_t o = 1, in = 1;
     int seen = 0;
     for (int i = 0; i < tt->ndim; i++) {
@@ -67,13 +67,13 @@ static int temp_buf_dtype(Lowerer *lw, const char *what, int t, const Placement 
     const Tensor *tt = &lw->g->tensors[t];
     char name[160];
     snprintf(name, sizeof name, "%s.%s", tt->name, what);
-    return program_buf_new(lw, name, klass, dtype, program_local_numel(lw, tt, place), 1);
+    return program_buf_new(lw->prog, lw->sp, lw->buf_order, name, klass, dtype, program_local_numel(lw->plan, tt, place), 1);
 }
 
 int reshard_temp_buf(Lowerer *lw, const char *what, int t, const Placement *place, int klass)
 {
     const Tensor *tt = &lw->g->tensors[t];
-    int dtype = tt->kind == TENSOR_INDEX ? PRT_I32 : (tt->kind == TENSOR_STAT ? PRT_F32 : program_act_dtype(lw));
+    int dtype = tt->kind == TENSOR_INDEX ? PRT_I32 : (tt->kind == TENSOR_STAT ? PRT_F32 : program_act_dtype(lw->plan));
     return temp_buf_dtype(lw, what, t, place, klass, dtype);
 }
 
