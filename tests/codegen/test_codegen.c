@@ -616,6 +616,28 @@ static void test_pass_table(void) {
             CHECK(c.analysis->max_total == c.prog->stages[c.analysis->worst_stage].ledger_total,
                   "%s: analysis and ledger disagree on the worst stage", plans[k]);
         }
+        /* each pass alone: on what the rows before it left (a Compilation
+         * built up to it), its run, verifier and dump give what the whole
+         * table gives up to it */
+        for (int i = 1; i < passes_count - 1; i++) {
+            Arena a1 = {0}, a2 = {0};
+            Compilation before, whole;
+            int ok = passes_run(&before, &a1, path, 1, i - 1) == 0 && passes_run(&whole, &a2, path, 1, i) == 0;
+            CHECK(ok, "%s: the table up to %s", plans[k], passes[i].name);
+            if (ok) {
+                CHECK(passes[i].run(&before) == 0, "%s: %s alone reports errors", plans[k], passes[i].name);
+                passes[i].verify(&before);
+                char *alone = dump_to_text(&passes[i], &before), *all = dump_to_text(&passes[i], &whole);
+                CHECK(alone && all && strcmp(alone, all) == 0, "%s: %s run alone dumps otherwise", plans[k],
+                      passes[i].name);
+                free(alone);
+                free(all);
+            }
+            passes_finish(&before);
+            passes_finish(&whole);
+            arena_free(&a1);
+            arena_free(&a2);
+        }
         passes_finish(&c);
         CHECK(c.module == NULL, "%s: passes_finish keeps the module", plans[k]);
         arena_free(&arena);
