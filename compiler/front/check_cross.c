@@ -26,16 +26,6 @@ static int check_divides(Check *c, const char *dim_name, int64_t n, int64_t fits
     return 0;
 }
 
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t r = a % b;
-        a = b;
-        b = r;
-    }
-    return a;
-}
-
 void check_dims_against_mesh(Check *c)
 {
     Plan *p = c->plan;
@@ -82,7 +72,7 @@ void check_dims_against_mesh(Check *c)
         }
         if (!splits[i].known) continue;
         /* the heads' split takes the key/value heads with it: the hint divides both */
-        int64_t fits = d == DIM_HEADS && c->dims_ok && m->kv_heads > 0 ? gcd64(m->heads, m->kv_heads) : splits[i].n;
+        int64_t fits = d == DIM_HEADS && c->dims_ok && m->kv_heads > 0 ? parc_gcd(m->heads, m->kv_heads) : splits[i].n;
         check_divides(c, dim_names[d], splits[i].n, fits, l->dim_axis[d], l->dim_axis_loc[d], NULL);
     }
     if (attention && c->dims_ok && l->dim_axis[DIM_HEADS] >= 0 && m->heads % plan_dim_parts(p, DIM_HEADS) == 0)

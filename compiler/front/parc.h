@@ -161,6 +161,17 @@ typedef enum {
  * report and rewritten plan prints (plan.c). */
 extern const char *const recompute_names[RECOMPUTE_COUNT];
 
+/* The greatest common divisor of a and b (0 with 0: the other). */
+static inline int64_t parc_gcd(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
 /* Bytes of one element in a precision. */
 int plan_precision_bytes(Precision p);
 

@@ -453,16 +453,6 @@ void expand_verify(const Graph *g)
     free(ready);
 }
 
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t r = a % b;
-        a = b;
-        b = r;
-    }
-    return a;
-}
-
 /* ZeRO shards every parameter flat and evenly over its axis (ZeRO-1 and -2
  * the optimizer state and gradients, ZeRO-3 the weights too).  A parameter
  * whose elements on a rank, after the other axes' splits, do not divide by
@@ -482,7 +472,7 @@ int64_t expand_param_gcd(const Graph *g, int axis)
 {
     int64_t common = 0;
     for (int i = 0; i < g->ntensors; i++)
-        if (g->tensors[i].kind == TENSOR_PARAM) common = gcd64(common, param_elems_but(g->plan, &g->tensors[i], axis));
+        if (g->tensors[i].kind == TENSOR_PARAM) common = parc_gcd(common, param_elems_but(g->plan, &g->tensors[i], axis));
     return common;
 }
 

@@ -13,14 +13,11 @@ import subprocess
 import sys
 import tempfile
 
-parc, examples = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-fails = 0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from runcheck import Checks  # noqa: E402
 
-
-def check(ok, what):
-    global fails
-    print(("ok    " if ok else "FAIL  ") + what)
-    fails += 0 if ok else 1
+t = Checks("data_source")
+parc, examples, check = t.parc, t.examples, t.check
 
 
 def plan_text(data):
@@ -63,5 +60,4 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out = run(with_file, "--steps", "7", "--resume", "latest")
     check(rc == 2 and "holds step 5, but the manifest says step 4" in out,
           f"an edited manifest step is refused ({rc}: {out.strip()[-250:]})")
-print(f"data_source: {fails} failures")
-sys.exit(1 if fails else 0)
+sys.exit(t.done())

@@ -14,15 +14,12 @@ import subprocess
 import sys
 import tempfile
 
-parc, examples = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-plan = os.path.join(examples, "tiny_single.par")
-fails = 0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from runcheck import Checks  # noqa: E402
 
-
-def check(ok, what):
-    global fails
-    print(("ok    " if ok else "FAIL  ") + what)
-    fails += 0 if ok else 1
+t = Checks("prune")
+parc, check = t.parc, t.check
+plan = os.path.join(t.examples, "tiny_single.par")
 
 
 def run(*args):
@@ -64,5 +61,4 @@ with tempfile.TemporaryDirectory() as tmp:
         check(r.returncode == 0, f"parc export {os.path.basename(src)} exits 0 ({r.returncode}: {r.stderr.strip()})")
         files.append(open(dst, "rb").read() if r.returncode == 0 else b"")
     check(files[0] and files[0] == files[1], "both exports are the same file")
-print(f"prune: {fails} failures")
-sys.exit(1 if fails else 0)
+sys.exit(t.done())

@@ -7,16 +7,13 @@ import random
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from runcheck import Checks  # noqa: E402
 import time
 
-parc, examples = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-fails = 0
-
-
-def check(ok, what):
-    global fails
-    print(("ok    " if ok else "FAIL  ") + what)
-    fails += 0 if ok else 1
+t = Checks("truncate")
+parc, examples, check = t.parc, t.examples, t.check
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -24,12 +21,7 @@ with tempfile.TemporaryDirectory() as tmp:
     rng = random.Random(7)
     with open(data, "wb") as f:  # 4 MiB of u16 tokens below the tiny GPT's vocab of 256
         f.write(bytes(b for _ in range(1 << 21) for b in (rng.randrange(256), 0)))
-    plan = os.path.join(tmp, "long.par")
-    with open(plan, "w") as f:
-        f.write(f'include "{examples}/common/tiny_gpt.par";\n'
-                f'cluster {{ nodes 1; gpus_per_node 2; include "{examples}/common/tiny_cluster.par"; }}\n'
-                "train { batch 8; micro_batch 2; precision fp32; optimizer adamw lr 1e-3; steps 1000000; }\n"
-                "mesh { dp 2; }\nlayout { batch -> dp; }\n")
+    plan = t.tiny_plan(tmp, "long", "optimizer adamw lr 1e-3; steps 1000000;")
     p = subprocess.Popen([parc, "run", plan, "--", "--data", data, "--data-format", "u16"], stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     started = False
@@ -55,5 +47,4 @@ with tempfile.TemporaryDirectory() as tmp:
     check(f"error: --data {data}: the file shrank while the run read it" in text,
           f"a message names the file: {[l for l in text.splitlines() if 'error' in l][:3]}")
     check("Bus error" not in text and "SIGBUS" not in text, "no raw SIGBUS report")
-print(f"truncate: {fails} failures")
-sys.exit(1 if fails else 0)
+sys.exit(t.done())

@@ -8,16 +8,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from runcheck import Checks  # noqa: E402
 import time
 
-parc, examples = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-fails = 0
-
-
-def check(ok, what):
-    global fails
-    print(("ok    " if ok else "FAIL  ") + what)
-    fails += 0 if ok else 1
+t = Checks("kill9")
+parc, examples, check = t.parc, t.examples, t.check
 
 
 def processes_naming(text):
@@ -37,12 +34,7 @@ def processes_naming(text):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    plan = os.path.join(tmp, "long.par")
-    with open(plan, "w") as f:
-        f.write(f'include "{examples}/common/tiny_gpt.par";\n'
-                f'cluster {{ nodes 1; gpus_per_node 2; include "{examples}/common/tiny_cluster.par"; }}\n'
-                "train { batch 8; micro_batch 2; precision fp32; optimizer adamw lr 1e-3; steps 1000000; }\n"
-                "mesh { dp 2; }\nlayout { batch -> dp; }\n")
+    plan = t.tiny_plan(tmp, "long", "optimizer adamw lr 1e-3; steps 1000000;")
     runs = os.path.join(tmp, "runs")
     os.mkdir(runs)
     env = dict(os.environ, TMPDIR=runs)
@@ -71,5 +63,4 @@ with tempfile.TemporaryDirectory() as tmp:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-print(f"kill9: {fails} failures")
-sys.exit(1 if fails else 0)
+sys.exit(t.done())

@@ -14,25 +14,15 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from runcheck import Checks  # noqa: E402
 import metrics_log  # noqa: E402
 
-parc, examples = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-fails = 0
-
-
-def check(ok, what):
-    global fails
-    print(("ok    " if ok else "FAIL  ") + what)
-    fails += 0 if ok else 1
+t = Checks("diverge")
+parc, examples, check = t.parc, t.examples, t.check
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    plan = os.path.join(tmp, "diverge.par")
-    with open(plan, "w") as f:
-        f.write(f'include "{examples}/common/tiny_gpt.par";\n'
-                f'cluster {{ nodes 1; gpus_per_node 2; include "{examples}/common/tiny_cluster.par"; }}\n'
-                "train { batch 8; micro_batch 2; precision fp32; optimizer sgd lr 10; steps 30; seed 1234; }\n"
-                "mesh { dp 2; }\nlayout { batch -> dp; }\n")
+    plan = t.tiny_plan(tmp, "diverge", "optimizer sgd lr 10; steps 30; seed 1234;")
     log, ck = os.path.join(tmp, "log.jsonl"), os.path.join(tmp, "ck")
     r = subprocess.run([parc, "run", plan, "--", "--log", log, "--checkpoint-dir", ck, "--checkpoint-every", "1",
                         "--quiet"], capture_output=True, text=True, timeout=300)
@@ -57,5 +47,4 @@ with tempfile.TemporaryDirectory() as tmp:
     latest = os.readlink(path) if os.path.islink(path) else open(path).read().strip() if os.path.exists(path) else ""
     digits = re.sub(r"\D", "", os.path.basename(latest.rstrip("/")))
     check(digits != "" and int(digits) == step - 1, f"latest names step {step - 1}: {latest}")
-print(f"diverge: {fails} failures")
-sys.exit(1 if fails else 0)
+sys.exit(t.done())

@@ -12,14 +12,11 @@ import subprocess
 import sys
 import tempfile
 
-parc, examples = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-fails = 0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from runcheck import Checks  # noqa: E402
 
-
-def check(ok, what):
-    global fails
-    print(("ok    " if ok else "FAIL  ") + what)
-    fails += 0 if ok else 1
+t = Checks("steady")
+parc, examples, check = t.parc, t.examples, t.check
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -42,5 +39,4 @@ with tempfile.TemporaryDirectory() as tmp:
     check(m is not None and abs(float(m.group(1)) - steady) <= 0.051 + 1e-3 * steady,
           f"the final line's ms/step is the mean of steps 2..12 ({steady:.3f} ms): "
           f"{m.group(0) if m else r.stdout.strip().splitlines()[-3:]}")
-print(f"steady: {fails} failures")
-sys.exit(1 if fails else 0)
+sys.exit(t.done())

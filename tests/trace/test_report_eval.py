@@ -11,24 +11,15 @@ import subprocess
 import sys
 import tempfile
 
-parc, examples = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-fails = 0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from runcheck import Checks  # noqa: E402
 
-
-def check(ok, what):
-    global fails
-    print(("ok    " if ok else "FAIL  ") + what)
-    fails += 0 if ok else 1
+t = Checks("report_eval")
+parc, examples, check = t.parc, t.examples, t.check
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    plan = os.path.join(tmp, "eval.par")
-    with open(plan, "w") as f:
-        f.write(f'include "{examples}/common/tiny_gpt.par";\n'
-                f'cluster {{ nodes 1; gpus_per_node 2; include "{examples}/common/tiny_cluster.par"; }}\n'
-                "train { batch 8; micro_batch 2; precision fp32; optimizer adamw lr 1e-3; steps 4; seed 1234;\n"
-                "  eval every 2 steps batches 2; }\n"
-                "mesh { dp 2; }\nlayout { batch -> dp; }\n")
+    plan = t.tiny_plan(tmp, "eval", "optimizer adamw lr 1e-3; steps 4; seed 1234; eval every 2 steps batches 2;")
     trace = os.path.join(tmp, "t.json")
     r = subprocess.run([parc, "run", plan, "--", "--trace", trace, "--quiet"], capture_output=True, text=True,
                        timeout=300)
@@ -39,5 +30,4 @@ with tempfile.TemporaryDirectory() as tmp:
           "the report has the predicted and measured step")
     check(len(re.findall(r"^  rank \d \(stage 0\), step 4: .* in its 4 forward/backward items$", r.stdout, re.M)) == 2,
           "both ranks' last step holds its 4 forward/backward items")
-print(f"report_eval: {fails} failures")
-sys.exit(1 if fails else 0)
+sys.exit(t.done())
