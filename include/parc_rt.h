@@ -95,7 +95,9 @@ enum prt_init { PRT_INIT_NONE = 0, PRT_INIT_NORMAL, PRT_INIT_ONES, PRT_INIT_ZERO
  * rank is gdims[d] / size(axis) long, at offset coord(axis) × that.  When
  * zero_axis >= 0, the rank holds only its 1/size(zero_axis) share of the
  * flattened local block, padded up to a multiple of that size (pad elements are
- * zero and stay zero): elems is that share.  Initial values are a pure function of
+ * zero and stay zero): elems is that share; with zero_whole = 1 it holds the
+ * whole local block padded so (ZeRO-1/2 weights, which the axis's all-gather
+ * fills from every rank's share): elems is the padded block.  Initial values are a pure function of
  * (init_name, global layer, global element index, seed):
  *   NORMAL: init_std × a standard normal from a counter-based hash;
  *   ONES/ZEROS: constants;  COPY: copy of buffer `copy_of`, same elems and
@@ -129,6 +131,7 @@ typedef struct prt_buffer_desc {
      * (else first_layer + i). */
     int64_t layers_per_chunk;
     int64_t chunk_layer_stride;
+    int64_t zero_whole;      /* with zero_axis >= 0: 1 = the whole padded block, 0 = this rank's share */
 } prt_buffer_desc;
 
 /* The phases of a step: what the program's sequences are (prt_phase), what

@@ -97,6 +97,7 @@ int64_t prt_param_map_init(prt *rt, prt_param_map *map, const prt_buffer_desc *g
         PRT_CHECK(ndim > 0, "buffer %s: a ZeRO-sharded parameter needs its global dims", name);
         int64_t zero_size = prt_axis_size(rt, gen->zero_axis);
         share = (map->local_total + zero_size - 1) / zero_size;
+        if (gen->zero_whole) return share * zero_size;  /* the whole block, padded: first stays 0 */
         map->first = prt_coord(rt, gen->zero_axis) * share;
     }
     return share;

@@ -53,6 +53,7 @@ void codegen_build_types(Gen *g) {
         g->t_i64, g->t_i64,                          /* zero_axis, copy_of */
         g->t_f64,                                    /* init_std */
         g->t_i64, g->t_i64,                          /* layers_per_chunk, chunk_layer_stride */
+        g->t_i64,                                    /* zero_whole */
     };
     g->t_buffer_desc = LLVMStructCreateNamed(g->ctx, "prt_buffer_desc");
     LLVMStructSetBody(g->t_buffer_desc, desc_fields, sizeof desc_fields / sizeof desc_fields[0], 0);
@@ -215,6 +216,7 @@ LLVMValueRef codegen_emit_buffer_table(Gen *g, const StageProgram *sp) {
             c64(g, bf->zero_axis), c64(g, bf->copy_of),
             LLVMConstReal(g->t_f64, bf->init_std),
             c64(g, bf->layers_per_chunk), c64(g, bf->chunk_layer_stride),
+            c64(g, bf->zero_whole),
         };
         rows[i] = LLVMConstNamedStruct(g->t_buffer_desc, fields, sizeof fields / sizeof fields[0]);
     }

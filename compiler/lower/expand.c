@@ -453,71 +453,6 @@ void expand_verify(const Graph *g)
     free(ready);
 }
 
-/* ZeRO shards every parameter flat and evenly over its axis (ZeRO-1 and -2
- * the optimizer state and gradients, ZeRO-3 the weights too).  A parameter
- * whose elements on a rank, after the other axes' splits, do not divide by
- * that axis would need padded shards, which parc does not keep: such a plan
- * is refused at the `zero` statement, naming the first such parameter and
- * the axis sizes that would divide every one. */
-/* A parameter's elements on a rank with the axis's own split left out. */
-static int64_t param_elems_but(const Plan *plan, const Tensor *t, int axis)
-{
-    Placement place[PARC_MAX_AXES];
-    memcpy(place, t->home, sizeof place);
-    place[axis] = (Placement){PLACE_R, 0};
-    return expand_tensor_local_numel(plan, t, place);
-}
-
-int64_t expand_param_gcd(const Graph *g, int axis)
-{
-    int64_t common = 0;
-    for (int i = 0; i < g->ntensors; i++)
-        if (g->tensors[i].kind == TENSOR_PARAM) common = parc_gcd(common, param_elems_but(g->plan, &g->tensors[i], axis));
-    return common;
-}
-
-static void check_zero_shards(Expander *ex)
-{
-    const Plan *plan = ex->plan;
-    const Layout *l = &plan->layout;
-    if (l->zero_stage < 1 || l->zero_axis < 0) return;
-    int z = plan->mesh.axes[l->zero_axis].size;
-    if (z <= 1) return;
-    const Graph *g = ex->g;
-    const Tensor *first = NULL;
-    int64_t first_n = 0, common = expand_param_gcd(g, l->zero_axis);
-    int bad = 0;
-    for (int i = 0; i < g->ntensors; i++) {
-        const Tensor *t = &g->tensors[i];
-        if (t->kind != TENSOR_PARAM) continue;
-        int64_t n = param_elems_but(plan, t, l->zero_axis);
-        if (n % z == 0) continue;
-        if (!bad++) first = t, first_n = n;
-    }
-    if (!bad) return;
-    const char *axis = plan->mesh.axes[l->zero_axis].name;
-    int divisors[3], shown = 0;
-    for (int d = 2; d <= 1024 && shown < 3; d++)
-        if (common % d == 0) divisors[shown++] = d;
-    char sizes[64];
-    if (shown == 1) snprintf(sizes, sizeof sizes, "%d", divisors[0]);
-    else if (shown == 2) snprintf(sizes, sizeof sizes, "%d or %d", divisors[0], divisors[1]);
-    else if (shown == 3) snprintf(sizes, sizeof sizes, "%d, %d or %d", divisors[0], divisors[1], divisors[2]);
-    const char *hint =
-        shown ? arena_printf(ex->arena,
-                             "%s = %s divides every parameter's elements on a rank (their greatest common divisor "
-                             "is %lld); or drop `zero %d over %s`",
-                             axis, sizes, (long long)common, l->zero_stage, axis)
-              : arena_printf(ex->arena, "no %s size above 1 divides every parameter; drop `zero %d over %s`", axis,
-                             l->zero_stage, axis);
-    diag_error(l->zero_loc, hint,
-               "zero %d over %s: parameter `%s` has %lld elements per rank, not a multiple of %s = %d (%d parameter%s "
-               "of this model %s not): ZeRO shards evenly and does not pad",
-               l->zero_stage, axis, first->name, (long long)first_n, axis, z, bad, bad == 1 ? "" : "s",
-               bad == 1 ? "does" : "do");
-    ex->errors++;
-}
-
 Graph *expand_model(Arena *arena, const Plan *plan)
 {
     Expander ex = {arena, plan, arena_alloc(arena, sizeof(Graph)), 0};
@@ -543,7 +478,6 @@ Graph *expand_model(Arena *arena, const Plan *plan)
         g->grad_sumsq = tensor_new(&ex, REGION_HEAD, TENSOR_SCALAR, "grad_norm.sumsq", plan->train.loc, 0, NULL, NULL);
 
     for (int i = 0; i < g->ntensors; i++) place_tensor(&ex, &g->tensors[i]);
-    if (!ex.errors) check_zero_shards(&ex);
     if (!ex.errors) expand_verify(g);
     for (int i = 0; i < g->ntensors; i++) {
         const Tensor *t = &g->tensors[i];

@@ -179,10 +179,6 @@ typedef struct Graph {
  * Reports placement errors no op can accept (e.g. attention with seq split)
  * through diag; returns NULL after reporting. */
 Graph *expand_model(Arena *arena, const Plan *plan);
-/* The greatest common divisor of every parameter's elements on a rank, the
- * split of `axis` left out: ZeRO over `axis` shards evenly only when the
- * axis's size divides it (expand_model refuses a plan where it does not). */
-int64_t expand_param_gcd(const Graph *g, int axis);
 /* The graph's invariants (expand_model checks them before returning).
  * Failure is a compiler bug: PARC_BUG. */
 void expand_verify(const Graph *graph);
@@ -445,6 +441,7 @@ typedef struct Buffer {
     int64_t gdims[4];
     int split_axis[4];
     int zero_axis;
+    int zero_whole;       /* with zero_axis: the whole local block, padded for that axis */
     int copy_of;
     double init_std;
     int64_t layers_per_chunk, chunk_layer_stride; /* see prt_buffer_desc */

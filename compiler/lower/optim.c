@@ -141,7 +141,8 @@ static void bind_param(Lowerer *lw, int t, Region r, int instances, int first_la
     Binding *b = &lw->bind[t];
     int64_t oelems = param_elems(lw, tt, z->optim);
     int w = program_buf_new(lw->prog, lw->sp, lw->buf_order, tt->name, PRT_WEIGHTS, wdtype, param_elems(lw, tt, z->weights), instances);
-    describe_weights(lw, w, tt, r, first_layer, sharded(z->weights) ? za : -1);
+    describe_weights(lw, w, tt, r, first_layer, plan->layout.zero_stage > 0 ? za : -1);
+    lw->sp->bufs[w].zero_whole = plan->layout.zero_stage > 0 && !sharded(z->weights);
     b->value = (BufRef){w, mode, 0};
     int gb = program_buf_new(lw->prog, lw->sp, lw->buf_order, arena_printf(lw->arena, "%s.grad", tt->name), PRT_GRADS, gdtype,
                           param_elems(lw, tt, z->grads), instances);

@@ -13,7 +13,15 @@
 int64_t program_local_numel(const Plan *plan, const Tensor *t, const Placement *place)
 {
     if (t->kind == TENSOR_SCALAR) return 1;
-    return expand_tensor_local_numel(plan, t, place);
+    int64_t n = expand_tensor_local_numel(plan, t, place);
+    /* ZeRO shards a parameter's local block flat, padded up to a multiple of
+     * its axis: a block held whole on that axis keeps the padding too, so the
+     * axis's all-gather and reduce-scatter move size × share elements */
+    const Layout *l = &plan->layout;
+    if (t->kind != TENSOR_PARAM || l->zero_stage < 1 || l->zero_axis < 0) return n;
+    if (place[l->zero_axis].kind == PLACE_S && place[l->zero_axis].dim == DIM_FLAT) return n;
+    int64_t z = plan->mesh.axes[l->zero_axis].size;
+    return (n + z - 1) / z * z;
 }
 
 void program_local_sizes(const Plan *plan, const Tensor *t, const Placement *place, int64_t *sizes)
@@ -248,7 +256,7 @@ void program_dump(const Program *prog, FILE *out)
             const Buffer *bf = &sp->bufs[b];
             fprintf(out, "    %%%-24s %-11s %-4s %10lld x %lld", bf->name, ledger_class_keys[bf->klass],
                     dtype_names[bf->dtype], (long long)bf->elems, (long long)bf->instances);
-            if (bf->zero_axis >= 0) fprintf(out, " zero(%d)", bf->zero_axis);
+            if (bf->zero_axis >= 0) fprintf(out, bf->zero_whole ? " zero(%d, whole)" : " zero(%d)", bf->zero_axis);
             fprintf(out, "\n");
         }
         for (int q = 0; q < SEQ_COUNT; q++) {

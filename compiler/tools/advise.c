@@ -89,9 +89,6 @@ static const Analysis *analyze_variant(Arena *arena, const Compilation *base, co
     *p = base->written;
     apply_change(p, c);
     if (!advise_variant_valid(p)) return NULL;
-    /* ZeRO shards evenly: a data axis that does not divide every parameter is refused */
-    int axis = p->layout.zero_axis;
-    if (p->layout.zero_stage > 0 && expand_param_gcd(base->graph, axis) % p->mesh.axes[axis].size) return NULL;
     return passes_variant(arena, base, p, c->what);
 }
 

@@ -45,11 +45,14 @@ import numpy as np  # noqa: E402
 
 EXACT = ["tiny_single", "tiny_dp", "tiny_tp", "tiny_sp", "tiny_pp_gpipe", "tiny_pp_1f1b", "tiny_pp_interleaved",
          "tiny_zero1", "tiny_zero2", "tiny_zero3", "tiny_recompute", "tiny_3d", "tiny_bf16", "tiny_bf16_3d",
-         "tiny_tied_pp", "tiny_tied_pp_tp"]
+         "tiny_tied_pp", "tiny_tied_pp_tp", "tiny_b12_dp3_zero1", "tiny_b12_dp3_zero3"]
 # a tied head across stages saved at step 5 resumes on one stage and with tensor parallelism
 TIED_FROM, TIED_TO = "tiny_tied_pp", ["tiny_tied", "tiny_tied_pp_tp"]
 # ... and onto pipelines split otherwise: 3 + 1 layers (the plan's stages) and 1 + 2 + 1 (balance auto)
 RESHARD_TO = ["tiny_single", "tiny_tp", "tiny_zero3", "tiny_pp_interleaved", "tiny_pp_uneven", "tiny_pp_balance"]
+# padded ZeRO shards (dp 3 on parameters that do not divide by 3) to even ones and back
+PADDED = [("tiny_b12_dp3_zero3", "tiny_b12_dp2_zero3"), ("tiny_b12_dp2_zero3", "tiny_b12_dp3_zero3"),
+          ("tiny_b12_dp3_zero1", "tiny_b12_single")]
 LOSS_TOL, PARAM_TOL, PARAM_ATOL_LR = 1e-5, 1e-5, 1e-2
 
 failures = []
@@ -147,6 +150,42 @@ def test_reshard(plans, work):
               f"reshard tiny_3d@5 -> {name}: final parameters equal the 3d run's ({len(bad)} tensors off)")
         check("resumed from" not in out, f"reshard -> {name}: --quiet prints no resume line")
     test_reshard_tied(plans, d)
+    test_reshard_padded(plans, d)
+
+
+def test_reshard_padded(plans, d):
+    """A checkpoint of padded shards holds no padding: it resumes on even shards, and
+    theirs on padded ones, continuing the saving layout's run."""
+    for src, dst in PADDED:
+        ref_loss = os.path.join(d, src + ".ref.loss")
+        plans.run(src, ["--steps", "10"], {"PRT_LOSS_FILE": ref_loss, "PRT_DUMP_DIR": os.path.join(d, src + ".ref")})
+        ck = os.path.join(d, "ck_" + src)
+        plans.run(src, ["--steps", "5", "--checkpoint-dir", ck, "--save-on-exit"])
+        ref, ref_params = prt_dump.read_losses(ref_loss), prt_dump.merge_params(os.path.join(d, src + ".ref"))
+        lr = max(s["lr"] for s in prt_dump.optimizer_settings(plans.parc, os.path.join(plans.examples,
+                                                                                      src + ".par")).values())
+        loss = os.path.join(d, f"{src}.{dst}.loss")
+        plans.run(dst, ["--steps", "10", "--resume", os.path.join(ck, "step-000000005")],
+                  {"PRT_LOSS_FILE": loss, "PRT_DUMP_DIR": os.path.join(d, f"{src}.{dst}")})
+        got = prt_dump.read_losses(loss)
+        worst = max(abs(got[s] - ref[s]) / abs(ref[s]) for s in range(6, 11)) if sorted(got) == list(range(6, 11)) \
+            else float("inf")
+        check(worst <= LOSS_TOL, f"reshard {src}@5 -> {dst}: losses 6..10 within {LOSS_TOL} (worst {worst:.2e})")
+        params = prt_dump.merge_params(os.path.join(d, f"{src}.{dst}"))
+        bad = [k for k in ref_params if k not in params or
+               float(abs(params[k] - ref_params[k]).max()) > PARAM_TOL * float(abs(ref_params[k]).max()) +
+               PARAM_ATOL_LR * lr]
+        check(not bad and set(params) == set(ref_params),
+              f"reshard {src}@5 -> {dst}: final parameters equal {src}'s ({len(bad)} tensors off)")
+        with open(os.path.join(ck, "step-000000005", "manifest.json")) as f:
+            manifest = json.load(f)
+        spans = sorted((sh["first"], sh["count"]) for entry in manifest["ranks"]
+                       for tname, sh in entry["tensors"].items() if tname == "wte")
+        covered, end = set(spans), 0
+        for first, count in sorted(covered):  # replicas repeat a span; shards tile the table
+            end = first + count if first == end else -1
+        check(end == 256 * 64, f"checkpoint of {src}: the embedding's shards tile its 16384 elements, "
+              f"no padding saved ({spans})")
 
 
 def test_reshard_tied(plans, d):
