@@ -57,6 +57,7 @@ static void test_layouts(void) {
         offsetof(prt_buffer_desc, split_axis),  offsetof(prt_buffer_desc, zero_axis),
         offsetof(prt_buffer_desc, copy_of),     offsetof(prt_buffer_desc, init_std),
         offsetof(prt_buffer_desc, layers_per_chunk), offsetof(prt_buffer_desc, chunk_layer_stride),
+        offsetof(prt_buffer_desc, zero_whole),
     };
     int n = codegen_struct_layout(0, &size, off, 32);
     CHECK(n == (int)(sizeof desc_off / sizeof desc_off[0]), "prt_buffer_desc: %d LLVM fields", n);
@@ -363,7 +364,7 @@ static void test_llvm_text(void) {
     char *text = emit_text(pr, "tiny.ll");
     if (text) {
         static const char *const expected[] = {
-            "%prt_buffer_desc = type { i8*, i8*, i64, i64, i64, i64, i64, i64, i64, [4 x i64], [4 x i64], i64, i64, double, i64, i64 }",
+            "%prt_buffer_desc = type { i8*, i8*, i64, i64, i64, i64, i64, i64, i64, [4 x i64], [4 x i64], i64, i64, double, i64, i64, i64 }",
             "@stage0.buffers = internal constant [9 x %prt_buffer_desc]",
             "@stage0.schedule = internal constant [4 x [4 x i64]] [[4 x i64] zeroinitializer, [4 x i64] [i64 0, i64 1, i64 0, i64 1], [4 x i64] [i64 1, i64 0, i64 0, i64 0], [4 x i64] [i64 1, i64 1, i64 0, i64 1]]",
             "@stage0.ledger = internal constant [7 x i64]",
