@@ -427,9 +427,10 @@ does:
     replicated over some axes is counted by one rank of them).
   scale(x, n, factor): x[i] *= factor (nothing when factor == 1).
   clip_norm(acc, max_norm) (host): acc holds the sum of squares of every gradient
-    element of the model once; sets the step's grad_norm = sqrt(*acc) and clip
-    factor min(1, max_norm / (grad_norm + 1e-6)) (torch.nn.utils.clip_grad_norm_),
-    which prt_clip_scale returns, and zeroes *acc for the next step.
+    element of the model once; sets the step's grad_norm = sqrt(*acc) and, when
+    max_norm > 0, the clip factor min(1, max_norm / (grad_norm + 1e-6))
+    (torch.nn.utils.clip_grad_norm_), which prt_clip_scale returns (1 when
+    max_norm is 0: the norm is only logged), and zeroes *acc for the next step.
 
  loss bookkeeping (host)
   loss_replicas(axis_mask): the axes (bit a = axis a) over which the logits, and

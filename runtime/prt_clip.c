@@ -1,7 +1,7 @@
 /*
- * prt_clip.c — gradient clipping by global norm, the host side: the step's
- * norm from the reduced sum of squares and the factor every gradient is
- * scaled by before the optimizer (PyTorch's clip_grad_norm_: max_norm /
+ * prt_clip.c — the gradient norm, the host side: the step's norm from the
+ * reduced sum of squares and, when the plan clips, the factor every gradient
+ * is scaled by before the optimizer (PyTorch's clip_grad_norm_: max_norm /
  * (norm + 1e-6), at most 1).  The sums and the scaling are backend ops
  * (sumsq, scale); the reduction is the compiler's all-reduces.
  */
@@ -15,8 +15,9 @@ void prt_clip_norm(prt *rt, void *acc, double max_norm) {
     rt->backend->download(rt, &sumsq, acc, sizeof sumsq);
     rt->backend->zero(rt, acc, 1, PRT_ARG_DTYPES(PRT_F32));  /* the accumulator is one fp32 element */
     double norm = sqrt((double)sumsq);
-    double coef = max_norm / (norm + 1e-6);
+    double coef = max_norm > 0 ? max_norm / (norm + 1e-6) : 1.0;  /* max_norm 0: no clipping */
     rt->grad_norm = norm;
+    rt->clipping = max_norm > 0;
     rt->clip_scale = coef < 1.0 ? coef : 1.0;
     rt->have_grad_norm = 1;
 }

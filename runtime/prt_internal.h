@@ -261,7 +261,8 @@ struct prt {
     double total_seconds, last_loss;
     /* gradient clipping (prt_clip.c): the step's global gradient norm and clip factor */
     double grad_norm, clip_scale;
-    int have_grad_norm;      /* the plan clips: prt_clip_norm has run */
+    int have_grad_norm;      /* prt_clip_norm has run: grad_norm is this step's */
+    int clipping;            /* the plan clips: clip_scale is the factor applied */
     FILE *loss_file;         /* PRT_LOSS_FILE on rank 0 */
     /* phases of the step (prt_phases.c) */
     int64_t phase_cur;                   /* enum prt_phase */

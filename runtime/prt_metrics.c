@@ -54,7 +54,7 @@ static void write_record(prt *rt, int64_t step, double loss, double tokens_per_s
     bad |= fprintf(f, ", \"lr\": %.9g", prt_lr(rt, step)) < 0;
     if (rt->have_grad_norm) {
         bad |= prt_json_number(f, "grad_norm", rt->grad_norm) < 0;
-        bad |= prt_json_number(f, "clip_scale", rt->clip_scale) < 0;
+        if (rt->clipping) bad |= prt_json_number(f, "clip_scale", rt->clip_scale) < 0;
     }
     if (rt->have_val_loss) bad |= prt_json_number(f, "val_loss", rt->val_loss) < 0;
     bad |= fprintf(f, ", \"tokens_per_s\": %.6g, \"step_ms\": %.6g, \"phases_ms\": {", tokens_per_s, seconds * 1e3) < 0;

@@ -472,10 +472,9 @@ Graph *expand_model(Arena *arena, const Plan *plan)
     g->region_first[REGION_HEAD] = first;
     expand_head(&ex, wte);
     g->region_count[REGION_HEAD] = g->nops - first;
-    /* clipping's one value: the gradients' sum of squares (optim.c), Partial
-     * over every axis until the gradient norm's reduction */
-    if (plan->train.clip > 0)
-        g->grad_sumsq = tensor_new(&ex, REGION_HEAD, TENSOR_SCALAR, "grad_norm.sumsq", plan->train.loc, 0, NULL, NULL);
+    /* the gradient norm's one value: the gradients' sum of squares (optim.c),
+     * Partial over the axes it is summed over until its reduction */
+    g->grad_sumsq = tensor_new(&ex, REGION_HEAD, TENSOR_SCALAR, "grad_norm.sumsq", plan->train.loc, 0, NULL, NULL);
 
     for (int i = 0; i < g->ntensors; i++) place_tensor(&ex, &g->tensors[i]);
     if (!ex.errors) expand_verify(g);

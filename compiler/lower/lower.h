@@ -289,9 +289,9 @@ int first_write_has_rule(int fn);
 void optim_bind_params(Lowerer *lw, Region r, int instances, int first_layer);
 /* Zeroing, gradient sync and optimizer step of a region's parameters. */
 void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r);
-/* With `clip`: the reduction of the gradients' sum of squares that optim_emit
- * accumulated (an all-reduce per axis, from Partial to whole), then the clip
- * factor, at the end of SEQ_GRAD_NORM_ONCE.  Nothing without `clip`. */
+/* The reduction of the gradients' sum of squares that optim_emit accumulated
+ * (an all-reduce per summed axis, from Partial to whole), then the norm and,
+ * with `clip`, the clip factor, at the end of SEQ_GRAD_NORM_ONCE. */
 void optim_emit_grad_norm(Lowerer *lw);
 /* ZeRO-2/3 after a micro-batch's backward: each parameter's whole gradient
  * reduce-scattered into this rank's shard. */

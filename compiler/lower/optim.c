@@ -10,18 +10,21 @@
  * reduce-scatter), the step runs on the optimizer's placement, and the result
  * moves back to the weights' placement (ZeRO-1/2's all-gather).
  *
- * Gradient clipping by global norm (`clip`): once synced, each gradient adds
- * its sum of squares to one scalar, counted once where the gradient is
- * replicated (only the ranks at coordinate 0 of those axes add it); the
- * scalar is Partial over every axis, the pipeline's included, and the
- * resharding table makes it whole (an all-reduce per axis of size > 1).  The
- * runtime then sets the clip factor min(1, clip / (norm + 1e-6)) (PyTorch's
- * clip_grad_norm_) and each optimizer step scales its gradient by it first.
+ * The gradient norm, every step (Megatron-LM and torchtitan log it; `clip`
+ * uses it): once synced, each gradient adds its sum of squares to one scalar.
+ * Over an axis that shards some parameter's optimizer placement (a tensor
+ * axis, ZeRO's) or the pipeline's, the scalar is Partial and the resharding
+ * table makes it whole (an all-reduce of one element), a gradient replicated
+ * there counted by the ranks at coordinate 0 alone; over an axis where every
+ * gradient is replicated (DDP's data axis) every rank counts its own equal
+ * copy and nothing moves.  The runtime then has the norm and, with `clip`,
+ * the factor min(1, clip / (norm + 1e-6)) (PyTorch's clip_grad_norm_) each
+ * optimizer step scales its gradient by first.
  *
  * Guarantees: every parameter of a region bound on the stage has its weights,
  * gradient, optional fp32 master and moments; its gradient is zeroed at the
  * start of each step, synced after the last micro-batch and stepped once;
- * with `clip` it is counted in the norm exactly once over the whole mesh.
+ * it is counted in the norm exactly once over the whole mesh.
  */
 #include "lower.h"
 
@@ -278,14 +281,38 @@ static void emit_sync(Lowerer *lw, Emit *es, int t, const Placement *acc, const 
     }
 }
 
-/* Clipping: the gradient (on the optimizer's placement `opt`, n elements at
- * pg) adds its sum of squares, once over the axes where it is replicated. */
+/* The parameter's placement on axis a for the optimizer step. */
+static Placement opt_place(const Lowerer *lw, const Tensor *tt, int a)
+{
+    const ZeroRow *z = zero_row(lw);
+    if (a == lw->plan->layout.zero_axis && sharded(z->optim)) return z->optim;
+    return place_param_use(tt, a);
+}
+
+/* The axes (bit a) the norm's scalar is summed over: size > 1 and either the
+ * pipeline's or one where some parameter's optimizer placement is not whole. */
+static int64_t norm_axes(const Lowerer *lw)
+{
+    const Plan *plan = lw->plan;
+    int64_t axes = 0;
+    for (int a = 0; a < lw->naxes; a++) {
+        if (plan->mesh.axes[a].size < 2) continue;
+        int split = a == plan->layout.pp_axis;
+        for (int t = 0; t < lw->g->ntensors && !split; t++)
+            if (lw->g->tensors[t].kind == TENSOR_PARAM) split = opt_place(lw, &lw->g->tensors[t], a).kind != PLACE_R;
+        if (split) axes |= (int64_t)1 << a;
+    }
+    return axes;
+}
+
+/* The gradient (on the optimizer's placement `opt`, n elements at pg) adds
+ * its sum of squares, once over the summed axes where it is replicated. */
 static void emit_sumsq(Lowerer *lw, Region r, const Placement *opt, Arg pg, int64_t n)
 {
     const Plan *plan = lw->plan;
-    int64_t replicated = 0;
+    int64_t replicated = 0, summed = norm_axes(lw);
     for (int a = 0; a < lw->naxes; a++)
-        if (a != plan->layout.pp_axis && plan->mesh.axes[a].size > 1 && opt[a].kind == PLACE_R)
+        if (a != plan->layout.pp_axis && (summed >> a & 1) && opt[a].kind == PLACE_R)
             replicated |= (int64_t)1 << a;
     Arg once = arg_kind(ARG_COUNTED);
     once.i = replicated;
@@ -301,13 +328,14 @@ void optim_emit_grad_norm(Lowerer *lw)
     Emit e = {lw, &lw->sp->seq[SEQ_GRAD_NORM_ONCE], PHASE_GRAD_SYNC};
     Arg acc = arg_value(lw, g->grad_sumsq);
     Val v = {acc, g->grad_sumsq, {{0}}};
-    for (int a = 0; a < lw->naxes; a++) v.place[a] = (Placement){PLACE_P, 0};
+    int64_t summed = norm_axes(lw);
+    for (int a = 0; a < lw->naxes; a++) v.place[a] = (Placement){summed >> a & 1 ? PLACE_P : PLACE_R, 0};
     for (int a = 0; a < lw->naxes; a++) { /* one axis at a time, in place */
+        if (!(summed >> a & 1)) continue;
         Placement to[PARC_MAX_AXES];
         memcpy(to, v.place, sizeof to);
         to[a] = (Placement){PLACE_R, 0};
-        v = reshard_to(&e, v, to, -1,
-                       "clip: the gradients' sum of squares, each element counted once, summed for the global norm",
+        v = reshard_to(&e, v, to, -1, "the gradient norm: the gradients' sum of squares, each element counted once",
                        0, &acc);
     }
     EMIT(&e, RT_prt_clip_norm, acc, arg_f64(lw->plan->train.clip));
@@ -356,7 +384,7 @@ void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r)
         Arg master = b->master >= 0 ? arg_buf(b->master, mode, 0) : arg_null();
         Arg m1 = b->mom1 >= 0 ? arg_buf(b->mom1, mode, 0) : arg_null();
         Arg m2 = b->mom2 >= 0 ? arg_buf(b->mom2, mode, 0) : arg_null();
-        if (g->grad_sumsq >= 0) { /* clipped: the gradient scaled by the step's factor first */
+        if (tr->clip > 0) { /* clipped: the gradient scaled by the step's factor first */
             Instr *sc = EMIT(&eo, RT_prt_scale, pg, arg_int(n), arg_kind(ARG_CLIP_SCALE));
             sc->tensor = t;
             sc->flops = (double)n;

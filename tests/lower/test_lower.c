@@ -84,12 +84,17 @@ typedef struct Sum {
     double wire;    /* bytes x bus factor x calls */
 } Sum;
 
+/* The gradient norm's one-element all-reduce: every plan has it over the axes
+ * that shard a gradient; the textbook volumes below count parameters alone. */
+static int is_norm(const CollRow *r) { return r->tensor && !strcmp(r->tensor, "grad_norm.sumsq"); }
+
 static Sum sum_rows(const Analysis *an, int stage, Phase phase, CollKind coll, int axis, const char *why_prefix,
                     int exclude_replays)
 {
     Sum s = {0, 0, 0};
     for (int i = 0; i < an->nrows; i++) {
         const CollRow *r = &an->rows[i];
+        if (is_norm(r)) continue;
         if (r->stage != stage || (phase != PHASE_COUNT && r->phase != phase) || r->coll != coll) continue;
         if (axis >= 0 && r->axis != axis) continue;
         if (why_prefix && strncmp(r->why, why_prefix, strlen(why_prefix))) continue;
@@ -394,6 +399,18 @@ static void test_data_parallel_volumes(void)
         wire[z] = 0;
         for (int c = COLL_ALLREDUCE; c <= COLL_REDUCESCATTER; c++)
             wire[z] += sum_rows(an, 0, PHASE_COUNT, (CollKind)c, 0, NULL, 0).wire;
+        /* the gradient norm: nothing moves while every gradient is whole on every
+         * rank (DDP); one fp32 element is all-reduced once ZeRO shards them */
+        int64_t norm_calls = 0;
+        for (int r = 0; r < an->nrows; r++) {
+            const CollRow *row = &an->rows[r];
+            if (!is_norm(row)) continue;
+            norm_calls += row->calls;
+            CHECK(row->coll == COLL_ALLREDUCE && row->elems == 1 && row->elem_bytes == 4,
+                  "zero %d: the norm all-reduces one fp32 element", z);
+        }
+        CHECK(norm_calls == (z > 0), "zero %d: %lld all-reduces of the gradient norm, want %d", z,
+              (long long)norm_calls, z > 0);
         if (z == 0) {
             Sum ar = sum_rows(an, 0, PHASE_GRAD_SYNC, COLL_ALLREDUCE, 0, NULL, 0);
             CHECK(ar.elems == (double)P, "DDP all-reduces exactly %lld gradient elements per step, got %.0f",
@@ -515,7 +532,7 @@ static void test_tied_across_stages(void)
             int group = 0, bytes = 0;
             for (int r = 0; r < an->nrows; r++) {
                 const CollRow *row = &an->rows[r];
-                if (row->stage != s || row->coll != COLL_ALLREDUCE || row->axis != prog->pp_axis) continue;
+                if (row->stage != s || row->coll != COLL_ALLREDUCE || row->axis != prog->pp_axis || is_norm(row)) continue;
                 calls += row->calls, elems = row->elems, group = row->group, bytes = row->elem_bytes;
                 CHECK(strstr(row->why, "embedding group") != NULL, "the rule is named: %s", row->why);
             }

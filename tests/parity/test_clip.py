@@ -25,7 +25,11 @@ Copies EXAMPLES_DIR and gives every tiny_* plan (through common/tiny_train.par)
   - every layout: the grad_norm and the loss of every step equal tiny_single's
     within relative 1e-5 (the norm counts each parameter once: replicas over
     tp/dp once, shards summed, across pipeline stages);
-  - test_parity.py on the copied examples (losses, parameters, gradients).
+  - test_parity.py on the copied examples (losses, parameters, gradients);
+  - without `clip` (the examples as they are): every step logs grad_norm and no
+    clip_scale, step 1's equal to the clipped run's (the same weights), and
+    tiny_dp, tiny_tp, tiny_pp_1f1b, tiny_zero1, tiny_zero3 and tiny_3d log
+    tiny_single's norms within relative 1e-5.
 Exits 1 on any failure, 77 (skip) without torch.
 """
 import json
@@ -216,6 +220,33 @@ def check_layouts(parc, ex, work, reference, problems):
         problems.append(f"only {len(names)} layouts besides tiny_single: {names}")
 
 
+UNCLIPPED = ["tiny_dp", "tiny_tp", "tiny_pp_1f1b", "tiny_zero1", "tiny_zero3", "tiny_3d"]
+
+
+def check_unclipped(parc, examples, work, reference, problems):
+    """Megatron-LM and torchtitan log the gradient norm whether or not they clip: so does every plan."""
+    runs = {}
+    for name in ["tiny_single"] + UNCLIPPED:
+        plan = os.path.join(examples, name + ".par")
+        exe = os.path.join(work, name + ".noclip")
+        prt_dump.build(parc, plan, exe)
+        runs[name] = run_logged(exe, prt_dump.world_size(prt_dump.explain(parc, plan)), work, name + ".noclip")
+        if any("clip_scale" in r for r in runs[name]):
+            problems.append(f"{name} without clip: the log has clip_scale")
+    single = runs["tiny_single"]
+    first = abs(single[0]["grad_norm"] - reference[0]["grad_norm"]) / reference[0]["grad_norm"]
+    print(f"  no clip: tiny_single step 1 grad_norm {single[0]['grad_norm']:.7g}, clipped run's "
+          f"{reference[0]['grad_norm']:.7g} (rel {first:.1e})")
+    if first > NORM_TOL:
+        problems.append(f"no clip: step 1 grad_norm {single[0]['grad_norm']} vs {reference[0]['grad_norm']} clipped")
+    for name in UNCLIPPED:
+        worst = max(abs(r["grad_norm"] - q["grad_norm"]) / q["grad_norm"] for r, q in zip(runs[name], single))
+        print(f"  no clip: {name:14s} grad_norm max rel {worst:.1e}  {'ok' if worst <= LAYOUT_TOL else 'FAIL'}")
+        if worst > LAYOUT_TOL:
+            problems.append(f"no clip: {name} grad_norm {[r['grad_norm'] for r in runs[name]]} vs tiny_single "
+                            f"{[q['grad_norm'] for q in single]}")
+
+
 def main(argv):
     parsed = prt_dump.parse_args(argv, 6, __doc__)
     if parsed is None:
@@ -232,6 +263,7 @@ def main(argv):
             check_sgd_update(parc, examples, work, problems)
             reference = torch_reference(parc, ex, work, problems)
             check_layouts(parc, ex, work, reference, problems)
+            check_unclipped(parc, examples, work, reference, problems)
         except (RuntimeError, ValueError, OSError, KeyError) as e:
             problems.append(f"{type(e).__name__}: {e}")
         r = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "test_parity.py"),
