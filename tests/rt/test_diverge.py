@@ -2,7 +2,8 @@
 """test_diverge.py PARC EXAMPLES_DIR — a run whose loss stops being finite
 (SGD at lr 10 on the tiny GPT over dp 2) stops every rank at that step with
 exit status 4 and one message naming the step and what was not finite; its
-metrics log holds no bare NaN (the step's loss is null, a `diverged` record
+metrics log holds no bare NaN (the step's loss or gradient norm, whichever
+was not finite, is null, a `diverged` record
 follows, and the log validates against docs/metrics.schema.json); and with a
 checkpoint every step, the diverged step's checkpoint is never written:
 `latest` names the step before it.  Before, the
@@ -38,9 +39,11 @@ with tempfile.TemporaryDirectory() as tmp:
         text = f.read()
     check("nan" not in text.lower() and "inf" not in text.lower(), "no NaN or infinity token in the log")
     steps = [x for x in records if x.get("record") == "step"]
-    check(steps and steps[-1]["step"] == step and steps[-1]["loss"] is None,
-          "the diverged step's record holds loss null")
-    check(all(x["loss"] is not None for x in steps[:-1]), "every earlier step's loss is a number")
+    key = "loss" if m and m.group(2) == "loss" else "grad_norm"
+    check(steps and steps[-1]["step"] == step and steps[-1][key] is None,
+          f"the diverged step's record holds {key} null")
+    check(all(x["loss"] is not None and x["grad_norm"] is not None for x in steps[:-1]),
+          "every earlier step's loss and gradient norm are numbers")
     saved = sorted(int(d.split("-")[-1]) for d in os.listdir(ck) if d.startswith("step-"))
     check(saved and max(saved) == step - 1, f"checkpoints up to step {step - 1}, none of step {step}: {saved[-3:]}")
     path = os.path.join(ck, "latest")
