@@ -448,8 +448,9 @@ void prt_startup_report(prt *rt);
 /* Start-up phases, in the order prt_init and a resume's restore reach them.
  * Each one that runs (hosts: with a tp axis of 2 or more; data: with a token
  * file; backend: with a backend start-up; resume: with --resume) ends the
- * ranks' local work of the phase with a wait of the world labelled by the
- * phase (X: the enum's suffix, the hook's name, the wait's label). */
+ * ranks' local work of the phase with a wait of the world that prt_wait polls,
+ * labelled by the phase, so a rank that never arrives is named with the phase
+ * it did not reach (X: the enum's suffix, the hook's name, the wait's label). */
 #define PRT_STARTUP_PHASES(X)                                                           \
     X(DUP, "dup", "duplicating the world communicator (start-up)")                      \
     X(MESH, "mesh", "the start-up barrier before the communicator split")               \

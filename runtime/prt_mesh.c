@@ -2,8 +2,10 @@
  * prt_mesh.c — prt_init: MPI, the runtime options, the mesh (coordinates, one
  * communicator per axis), the outputs and data checked before any training, and
  * the backend's start-up; the accessors of the mesh.  Every start-up phase
- * (PRT_STARTUP_PHASES) is watched: waits by prt_wait, the communicator
- * duplicate and splits by the watchdog thread.
+ * (PRT_STARTUP_PHASES) ends in a wait of the world that prt_wait polls, so
+ * a rank that does not reach it is named; what cannot be polled (the
+ * communicator splits, the backend's start-up) comes after such a wait, under
+ * the watchdog thread.
  */
 #include <cblas.h>
 #include <errno.h>
@@ -116,6 +118,18 @@ static void build_axes(prt *rt) {
     rt->tag_ub = has_ub && tag_ub ? *tag_ub : 32767;
 }
 
+/* The watchdog's own communicator, a duplicate of the world: the duplication is
+ * polled, the watchdog's queries meanwhile going over the world itself (nothing
+ * else sends point-to-point there), so a rank that does not reach it is named. */
+static void watch_duplicate(prt *rt) {
+    MPI_Comm watch;
+    MPI_Request req;
+    const char *what = prt_startup_phase(rt, PRT_STARTUP_DUP);
+    PRT_MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &watch, &req));
+    prt_wait(rt, &req, NULL, what, -1);
+    rt->watch_comm = watch;
+}
+
 prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     int ac = (int)argc, provided = 0;
     char **av = argv;
@@ -141,6 +155,7 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     rt->steps = plan->steps;
     rt->die_rank = rt->die_step = -1;
     rt->wait_axis = -1;
+    rt->watch_comm = MPI_COMM_WORLD;  /* the watchdog's messages until its own duplicate exists */
     const char *check_dtypes = getenv("PRT_CHECK_DTYPES");  /* every call's dtypes word, not the first step's */
     rt->check_dtypes_always = check_dtypes && *check_dtypes && strcmp(check_dtypes, "0") != 0;
     prt_dtype_checks_update(rt);
@@ -150,9 +165,7 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     check_mesh(rt, plan);
     mesh_coordinates(rt, plan);
     prt_watchdog_start(rt);
-    prt_block_begin(prt_startup_phase(rt, PRT_STARTUP_DUP), -1);
-    PRT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &rt->watch_comm));
-    prt_block_end();
+    watch_duplicate(rt);
     build_axes(rt);
     prt_check_placement(rt);
 
