@@ -863,7 +863,7 @@ int64_t prt_first_step(prt *rt) {
     for (int r = 0; r < L.nranks; r++) prt_st_close(L.files[r]);
     free(L.files);
     cJSON_Delete(L.manifest);
-    prt_startup_verdict(rt, L.err[0] ? L.err : NULL);  /* every rank exits 2 when any failed */
+    prt_startup_verdict(rt, PRT_STARTUP_RESUME, L.err[0] ? L.err : NULL);  /* every rank exits 2 when any failed */
     c->first_step = step + 1;
     if (rt->world_rank == 0 && !rt->quiet) {
         printf("resumed from %s (step %lld, %.1f ms)\n", c->resume_path, (long long)step, (MPI_Wtime() - t0) * 1e3);

@@ -293,7 +293,7 @@ void prt_data_open(prt *rt) {
                  "--val-data FILE or `validation \"FILE\";` in its data section",
                  (long long)d->eval_every, train->path), ok = 0;
     prt_block_end();
-    prt_startup_verdict(rt, ok ? NULL : message);
+    prt_startup_verdict(rt, PRT_STARTUP_DATA, ok ? NULL : message);
     watch_mapping(rt, train);
     watch_mapping(rt, val);
     if (rt->world_rank == 0 && !rt->quiet) {

@@ -446,6 +446,33 @@ void prt_startup_intervals(const prt *rt, double *ms, double *total_ms);
 /* With --memory, rank 0: the start-up and resident-memory line. */
 void prt_startup_report(prt *rt);
 
+/* Start-up phases, in the order prt_init and a resume's restore reach them.
+ * Each one that runs (hosts: with a tp axis of 2 or more; data: with a token
+ * file; backend: with a backend start-up; resume: with --resume) ends the
+ * ranks' local work of the phase with a wait of the world that prt_wait polls,
+ * labelled by the phase, so a rank that never arrives is named with the phase
+ * it did not reach (X: the enum's suffix, the hook's name, the wait's label). */
+#define PRT_STARTUP_PHASES(X)                                                           \
+    X(DUP, "dup", "duplicating the world communicator (start-up)")                      \
+    X(MESH, "mesh", "the start-up barrier before the communicator split")               \
+    X(HOSTS, "hosts", "the host names gather (start-up)")                               \
+    X(OUTPUTS, "outputs", "the check of the outputs (start-up)")                        \
+    X(DATA, "data", "the check of the data files (start-up)")                           \
+    X(BACKEND, "backend", "the barrier before the backend's start-up")                  \
+    X(READY, "ready", "the start-up barrier")                                           \
+    X(RESUME, "resume", "the check of the restored checkpoint (start-up)")
+enum {
+#define X(id, name, wait) PRT_STARTUP_##id,
+    PRT_STARTUP_PHASES(X)
+#undef X
+    PRT_STARTUP_NPHASES
+};
+/* The label of start-up phase `phase`'s wait, for prt_wait.  Call it as the
+ * phase reaches its wait, before posting it: under the test hook
+ * PRT_TEST_STOP=RANK:NAME, world rank RANK stops itself there (SIGSTOP) when
+ * NAME is this phase's name; a NAME that is no phase's is a runtime error. */
+const char *prt_startup_phase(prt *rt, int phase);
+
 /* Metrics (prt_metrics.c), rank 0: the progress line and the step's record
  * of the metrics log (rt->log_file, JSON lines); prt_metrics_fail ends the
  * run after a failed write (step -1: the summary, not a step's record). */
@@ -511,10 +538,11 @@ void prt_data_close(prt *rt);
 /* enum prt_data_format by name ("text", "llmc", "u16", "u32"), -1 for none. */
 int64_t prt_data_format_parse(const char *name);
 
-/* Start-up problems found by some ranks (bad data, unwritable outputs): each rank
- * passes its message or NULL; the lowest rank that has one prints it and every
- * rank exits 2.  Returns when no rank has one.  Watched (prt_wait). */
-void prt_startup_verdict(prt *rt, const char *message);
+/* Start-up problems found by some ranks (bad data, unwritable outputs) at the
+ * end of start-up phase `phase` (PRT_STARTUP_*): each rank passes its message
+ * or NULL; the lowest rank that has one prints it and every rank exits 2.
+ * Returns when no rank has one.  Watched (prt_wait, labelled by the phase). */
+void prt_startup_verdict(prt *rt, int phase, const char *message);
 
 /* ---------------------------------------------------------------- flags (prt_flags.c) */
 

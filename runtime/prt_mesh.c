@@ -1,8 +1,11 @@
 /*
  * prt_mesh.c — prt_init: MPI, the runtime options, the mesh (coordinates, one
  * communicator per axis), the outputs and data checked before any training, and
- * the backend's start-up; the accessors of the mesh.  Every start-up phase is
- * watched: waits by prt_wait, the communicator splits by the watchdog thread.
+ * the backend's start-up; the accessors of the mesh.  Every start-up phase
+ * (PRT_STARTUP_PHASES) ends in a wait of the world that prt_wait polls, so
+ * a rank that does not reach it is named; what cannot be polled (the
+ * communicator splits, the backend's start-up) comes after such a wait, under
+ * the watchdog thread.
  */
 #include <cblas.h>
 #include <errno.h>
@@ -13,11 +16,12 @@
 #include "prt_backend.h"
 #include "prt_internal.h"
 
-void prt_startup_verdict(prt *rt, const char *message) {
+void prt_startup_verdict(prt *rt, int phase, const char *message) {
     int first = message ? rt->world_rank : rt->world_size;
+    const char *what = prt_startup_phase(rt, phase);
     MPI_Request req;
     PRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req));
-    prt_wait(rt, &req, NULL, "the start-up checks", -1);
+    prt_wait(rt, &req, NULL, what, -1);
     if (first == rt->world_size) return;
     if (first == rt->world_rank) fprintf(stderr, "parc: error: %s\n", message);
     prt_exit_all(rt, 2);
@@ -73,19 +77,26 @@ static void check_mesh(prt *rt, const prt_plan_desc *plan) {
     prt_exit_all(rt, 2);
 }
 
-/* Coordinates, last axis fastest; one communicator per axis (key = coordinate). */
-static void build_axes(prt *rt, const prt_plan_desc *plan) {
+/* This rank's coordinates, last axis fastest (the mesh checked): before any
+ * wait, so that the watchdog's reports give every rank's. */
+static void mesh_coordinates(prt *rt, const prt_plan_desc *plan) {
     rt->naxes = (int)plan->naxes;
-    int stride = 1, rest = rt->world_rank;
-    int strides[PRT_MAX_AXES];
+    int rest = rt->world_rank;
     for (int a = rt->naxes - 1; a >= 0; a--) {
         rt->axis_size[a] = (int)plan->axis_sizes[a];
         rt->coord[a] = rest % rt->axis_size[a];
         rest /= rt->axis_size[a];
+    }
+}
+
+/* One communicator per axis (key = coordinate). */
+static void build_axes(prt *rt) {
+    int stride = 1, strides[PRT_MAX_AXES];
+    for (int a = rt->naxes - 1; a >= 0; a--) {
         strides[a] = stride;
         stride *= rt->axis_size[a];
     }
-    prt_watched_barrier(rt, "the start-up barrier before the communicator split");
+    prt_watched_barrier(rt, prt_startup_phase(rt, PRT_STARTUP_MESH));
     prt_block_begin("the communicator split (start-up)", -1);
     for (int a = 0; a < rt->naxes; a++) {
         int color = rt->world_rank - rt->coord[a] * strides[a];
@@ -105,6 +116,18 @@ static void build_axes(prt *rt, const prt_plan_desc *plan) {
     int *tag_ub = NULL, has_ub = 0;
     PRT_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &has_ub));
     rt->tag_ub = has_ub && tag_ub ? *tag_ub : 32767;
+}
+
+/* The watchdog's own communicator, a duplicate of the world: the duplication is
+ * polled, the watchdog's queries meanwhile going over the world itself (nothing
+ * else sends point-to-point there), so a rank that does not reach it is named. */
+static void watch_duplicate(prt *rt) {
+    MPI_Comm watch;
+    MPI_Request req;
+    const char *what = prt_startup_phase(rt, PRT_STARTUP_DUP);
+    PRT_MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &watch, &req));
+    prt_wait(rt, &req, NULL, what, -1);
+    rt->watch_comm = watch;
 }
 
 prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
@@ -132,6 +155,7 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     rt->steps = plan->steps;
     rt->die_rank = rt->die_step = -1;
     rt->wait_axis = -1;
+    rt->watch_comm = MPI_COMM_WORLD;  /* the watchdog's messages until its own duplicate exists */
     const char *check_dtypes = getenv("PRT_CHECK_DTYPES");  /* every call's dtypes word, not the first step's */
     rt->check_dtypes_always = check_dtypes && *check_dtypes && strcmp(check_dtypes, "0") != 0;
     prt_dtype_checks_update(rt);
@@ -139,11 +163,10 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     prt_parse_flags(rt, (int)argc, argv);
     prt_blas_report(rt);
     check_mesh(rt, plan);
+    mesh_coordinates(rt, plan);
     prt_watchdog_start(rt);
-    prt_block_begin("duplicating the world communicator (start-up)", -1);
-    PRT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &rt->watch_comm));
-    prt_block_end();
-    build_axes(rt, plan);
+    watch_duplicate(rt);
+    build_axes(rt);
     prt_check_placement(rt);
 
     /* Test hooks. */
@@ -158,16 +181,17 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     open_outputs(rt, message, sizeof message);
     if (!*message) prt_dump_init(rt, message, sizeof message);
     if (!*message) prt_ckpt_init(rt, message, sizeof message);
-    prt_startup_verdict(rt, *message ? message : NULL);
+    prt_startup_verdict(rt, PRT_STARTUP_OUTPUTS, *message ? message : NULL);
     prt_data_open(rt);
-    if (rt->backend->init) {
+    if (rt->backend->init) {  /* it may communicate (the CUDA backend's node split, NCCL's set-up) */
+        prt_watched_barrier(rt, prt_startup_phase(rt, PRT_STARTUP_BACKEND));
         prt_block_begin("the backend's start-up", -1);
         rt->backend->init(rt);
         prt_block_end();
     }
 
     rt->tracing = rt->trace_path != NULL;
-    prt_watched_barrier(rt, "the start-up barrier");
+    prt_watched_barrier(rt, prt_startup_phase(rt, PRT_STARTUP_READY));
     rt->time_origin = MPI_Wtime();
     prt_startup_mark(rt, PRT_START_READY);
     return rt;

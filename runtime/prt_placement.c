@@ -58,9 +58,10 @@ void prt_check_placement(prt *rt) {
     if (tp < 0 || tp >= rt->naxes || rt->axis_size[tp] <= 1) return;
     size_t width = sizeof rt->host;
     char *hosts = rt->world_rank == 0 ? prt_xmalloc(width * (size_t)rt->world_size) : NULL;
+    const char *what = prt_startup_phase(rt, PRT_STARTUP_HOSTS);
     MPI_Request req;
     PRT_MPI_CHECK(MPI_Igather(rt->host, (int)width, MPI_CHAR, hosts, (int)width, MPI_CHAR, 0, MPI_COMM_WORLD, &req));
-    prt_wait(rt, &req, NULL, "the host names gather (start-up)", -1);
+    prt_wait(rt, &req, NULL, what, -1);
     if (rt->world_rank == 0) report_groups(rt, hosts, width, tp);
     free(hosts);
 }

@@ -10,8 +10,13 @@
  * mapped, backend), the buffers registered (allocated and their initial
  * values drawn) and the first step's beginning.  Linux only where /proc is;
  * elsewhere the first interval reads 0.
+ *
+ * The start-up phases (PRT_STARTUP_PHASES): the label of each one's wait, and
+ * the test hook PRT_TEST_STOP that stops a rank as it reaches one.
  */
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -86,4 +91,46 @@ void prt_startup_report(prt *rt) {
         printf("parc: rank 0 resident peak (VmHWM) %.1f MiB, ledger %.1f MiB: %+.1f MiB\n", (double)peak / 1048576.0,
                (double)ledger / 1048576.0, (double)(peak - ledger) / 1048576.0);
     fflush(stdout);
+}
+
+/* ---------------------------------------------------------------- start-up phases */
+
+static const struct {
+    const char *name, *wait;
+} startup_phases[PRT_STARTUP_NPHASES] = {
+#define X(id, name, wait) {name, wait},
+    PRT_STARTUP_PHASES(X)
+#undef X
+};
+
+/* The phase PRT_TEST_STOP names for this rank, -1 for none (unset, another
+ * rank's); a value that is not RANK:PHASE is a runtime error listing the phases. */
+static int phase_to_stop(prt *rt) {
+    const char *stop = getenv("PRT_TEST_STOP");
+    if (!stop || !*stop) return -1;
+    long long rank = -1;
+    char name[32] = "";
+    int phase = PRT_STARTUP_NPHASES;
+    if (sscanf(stop, "%lld:%31s", &rank, name) == 2)
+        for (phase = 0; phase < PRT_STARTUP_NPHASES; phase++)
+            if (!strcmp(name, startup_phases[phase].name)) break;
+    if (phase == PRT_STARTUP_NPHASES) {
+        char names[256] = "";
+        for (int k = 0; k < PRT_STARTUP_NPHASES; k++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "",
+                     startup_phases[k].name);
+        PRT_CHECK(0, "PRT_TEST_STOP must be RANK:PHASE with a PHASE of %s, got '%s'", names, stop);
+    }
+    return rank == rt->world_rank ? phase : -1;
+}
+
+const char *prt_startup_phase(prt *rt, int phase) {
+    PRT_CHECK(phase >= 0 && phase < PRT_STARTUP_NPHASES, "start-up phase %d out of range", phase);
+    if (phase_to_stop(rt) == phase) {
+        fprintf(stderr, "parc: rank %d (%s): PRT_TEST_STOP: stopping before %s\n", rt->world_rank, rt->host,
+                startup_phases[phase].wait);
+        fflush(stderr);
+        raise(SIGSTOP);
+    }
+    return startup_phases[phase].wait;
 }
