@@ -6,7 +6,11 @@
                                       without chromium): the DOM against `parc explain
                                       --json`, `parc collectives --json` and `parc lower
                                       --emit=schedule`; the screenshots are not blank;
-                                      the pages raise no console errors and load nothing
+                                      the pages raise no console errors and load nothing;
+                                      laid out in a 1400 px window, a timeline of 128
+                                      micro-batches (interleaved_128.par) draws every
+                                      warm-up and drain item at least 5 px wide, its
+                                      steady state squeezed into a marked band
 
 Exit status is the verdict: 0 every check passed, 1 a check failed."""
 import json
@@ -16,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from html import unescape
 from html.parser import HTMLParser
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -80,6 +85,27 @@ def chromium(browser, tmp, url, *extra):
     p = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *extra, url],
                        capture_output=True, text=True, timeout=180)
     return p.returncode, p.stdout, p.stderr
+
+
+MEASURE = """<script>(function(){var value=(function(){%s})();
+var p=document.createElement('pre');p.id='parc-measure';p.textContent=JSON.stringify(value);
+document.body.appendChild(p);})();</script>"""
+
+
+def measure(browser, tmp, page, body, width=1400, height=1000):
+    """The value of `body`, the body of a JavaScript function returning
+    something JSON can hold, run at the end of a copy of `page` laid out in a
+    window of width x height CSS pixels; None after a failed check."""
+    text = open(page, encoding="utf-8").read()
+    copy = os.path.join(tmp, "measured-" + os.path.basename(page))
+    with open(copy, "w", encoding="utf-8") as f:
+        f.write(text.replace("</body>", MEASURE % body + "</body>", 1))
+    rc, dom, log = chromium(browser, tmp, "file://" + copy, "--dump-dom", f"--window-size={width},{height}")
+    m = re.search(r'<pre id="parc-measure">(.*?)</pre>', dom, re.S)
+    if not check(rc == 0 and m and not console_problems(log),
+                 f"{os.path.basename(page)}: measuring failed (exit {rc}): {console_problems(log)[:3]}"):
+        return None
+    return json.loads(unescape(m.group(1)))
 
 
 def console_problems(stderr):
@@ -193,6 +219,47 @@ def check_timeline(name, els, exp, sched, text_report):
                   f"{2 * (p * v - 1) * m_}")
 
 
+# Per timeline, per stage, its blocks in document order: item, start s, left px, width px.
+TIMELINE_BOXES = """return Array.prototype.map.call(document.querySelectorAll('svg.timeline'), function(svg) {
+  var lanes = {};
+  svg.querySelectorAll('rect[data-item]').forEach(function(r) {
+    var b = r.getBoundingClientRect();
+    (lanes[r.dataset.stage] = lanes[r.dataset.stage] || []).push([r.dataset.item, +r.dataset.start, b.left, b.width]);
+  });
+  var bands = Array.prototype.map.call(svg.querySelectorAll('g.squeezed'), function(g) {
+    var b = g.getBoundingClientRect();
+    return {from: +g.dataset.fromS, to: +g.dataset.toS, text: g.textContent, left: b.left, width: b.width};
+  });
+  return {lanes: lanes, bands: bands};
+});"""
+
+
+def check_readable_timeline(name, browser, tmp, page, min_px=5.0):
+    """Laid out at 1400 px: on every stage each warm-up item (before its first
+    backward) and each drain item (after its last forward) is at least min_px
+    wide and the blocks do not overlap; what is squeezed between them is
+    marked as a band that holds only steady-state items."""
+    got = measure(browser, tmp, page, TIMELINE_BOXES)
+    if not got or not check(len(got) == 1, f"{name}: {len(got or [])} timelines measured"):
+        return
+    lanes, bands = got[0]["lanes"], got[0]["bands"]
+    check(len(bands) >= 1 and all("steady state" in b["text"] and "narrower" in b["text"] for b in bands),
+          f"{name}: the squeezed steady state is not marked: {bands}")
+    for stage, boxes in sorted(lanes.items(), key=lambda kv: int(kv[0])):
+        kinds = [b[0][0] for b in boxes]
+        first_b, last_f = kinds.index("B"), len(kinds) - 1 - kinds[::-1].index("F")
+        ends = boxes[:first_b] + boxes[last_f + 1:]
+        narrow = [b for b in ends if b[3] < min_px]
+        check(ends and not narrow, f"{name}: stage {stage}: {len(narrow)} of {len(ends)} warm-up and drain items "
+              f"narrower than {min_px} px, e.g. {narrow[:3]}")
+        overlap = [(a[0], b[0]) for a, b in zip(boxes, boxes[1:]) if b[2] < a[2] + a[3] - 0.5]
+        check(not overlap, f"{name}: stage {stage}: blocks overlap on screen: {overlap[:3]}")
+        for band in bands:
+            inside = [i for i, b in enumerate(boxes) if band["from"] <= b[1] < band["to"]]
+            check(all(first_b <= i <= last_f for i in inside),
+                  f"{name}: stage {stage}: the band {band['from']}..{band['to']} s squeezes warm-up or drain items")
+
+
 def check_mesh(name, els, exp, coll):
     cells = [e for e in els if e["svg"] == "mesh" and "data-rank" in e["attrs"]]
     world = exp["world"]
@@ -246,7 +313,7 @@ def check_screenshot(name, png, colors_needed):
         check(colors.get(rgb, 0) > 100, f"{name}: screenshot lacks {what} ({hexcolor}): {colors.get(rgb, 0)} px")
 
 
-def render(parc, examples, browser, tmp, plan, want_rc, shoot):
+def render(parc, examples, browser, tmp, plan, want_rc, shoot, readable=False):
     name = os.path.basename(plan)
     path = os.path.join(examples, plan)
     out = os.path.join(tmp, name + ".html")
@@ -268,6 +335,8 @@ def render(parc, examples, browser, tmp, plan, want_rc, shoot):
     check_timeline(name, els, exp, sched, text_report)
     check_mesh(name, els, exp, coll)
     check_collectives(name, els, coll)
+    if readable:
+        check_readable_timeline(name, browser, tmp, out)
     if shoot:
         png = os.path.join(tmp, name + ".png")
         rc, _, log = chromium(browser, tmp, "file://" + out, f"--screenshot={png}", "--window-size=1400,2000")
@@ -318,6 +387,8 @@ def main():
             render(parc, examples, browser, tmp, "gpt3_175b.par", 0, True)
             # the plan of the README's picture (docs/report.png)
             render(parc, os.path.join(examples, "..", "docs"), browser, tmp, "report.par", 0, False)
+            render(parc, os.path.dirname(os.path.abspath(__file__)), browser, tmp, "interleaved_128.par", 0, False,
+                   readable=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"html {mode}: {len(FAILS)} failed")
