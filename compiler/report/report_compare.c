@@ -64,7 +64,7 @@ static void figure_text(FigKind kind, double v, char *buf, size_t size)
 
 static void compare_table(FILE *out, const Analysis *const *plans, const char *const *names, int n)
 {
-    fputs("<section class=\"figures\">\n<h2>The plans' figures</h2>\n<table>\n<tr><th></th>", out);
+    fputs("<section class=\"figures\">\n<h2>The plans' figures</h2>\n<div class=\"wide\"><table>\n<tr><th></th>", out);
     for (int i = 0; i < n; i++) {
         fputs("<th>", out);
         report_html_escape(out, names[i]);
@@ -92,7 +92,7 @@ static void compare_table(FILE *out, const Analysis *const *plans, const char *c
         }
         fputs("</tr>\n", out);
     }
-    fputs("</table>\n</section>\n", out);
+    fputs("</table></div>\n</section>\n", out);
 }
 
 /* Each plan's piece under its name, in a row that wraps. */

@@ -75,9 +75,11 @@ static const char page_style[] =
     ".swatch.idle{background:repeating-linear-gradient(45deg,#eef0f3 0 3px,#c3c9d2 3px 5px)}\n"
     ".swatch.line{height:2px;vertical-align:3px;background:#3d4452}\n"
     "table{border-collapse:collapse;font-variant-numeric:tabular-nums;margin-top:8px}\n"
-    "th,td{padding:3px 9px;border-bottom:1px solid #eceef2;text-align:right;white-space:nowrap}\n"
+    "th,td{padding:3px 9px;border-bottom:1px solid #eceef2;text-align:right}td{white-space:nowrap}\n"
     "th{background:#f0f2f5;font-weight:600}td.l,th.l{text-align:left}\n"
     "td.why{white-space:normal;text-align:left;color:var(--mute);min-width:320px}\n"
+    "td.layers{white-space:normal;min-width:10em}\n"
+    ".wide{overflow-x:auto;max-width:100%}\n"
     "tr.total td{font-weight:600;border-top:1px solid var(--line)}\n"
     "td.bad{color:#b3161b;font-weight:600}\n"
     ".bar{display:inline-block;height:10px;border-radius:2px;vertical-align:-1px}\n"
@@ -86,6 +88,7 @@ static const char page_style[] =
     ".panels{display:flex;flex-wrap:wrap;gap:6px 40px}.panel h3{font-size:14px;margin:10px 0 2px}\n"
     ".panel h3 .sub{font-weight:400;font-size:13px}\n"
     "svg{display:block;margin:4px 0}svg text{font-size:12px;fill:var(--ink)}\n"
+    "svg.timeline,svg.memory,svg.mesh{max-width:100%;height:auto}\n"
     "svg .mute{fill:var(--mute)}svg .ax{stroke:#9aa1ad}svg .grid{stroke:#e6e9ee}\n"
     "svg .hl{stroke:#111;stroke-width:2}\n";
 
@@ -318,13 +321,14 @@ static void memory_table(FILE *out, const Analysis *an)
 {
     const Program *prog = an->prog;
     double cap = prog->plan->cluster.gpu_memory;
-    fputs("<table class=\"memory\">\n<tr><th class=\"l\">stage</th><th class=\"l\">layers</th>", out);
+    fputs("<div class=\"wide\"><table class=\"memory\">\n<tr><th class=\"l\">stage</th><th class=\"l\">layers</th>",
+          out);
     for (int k = 0; k < PRT_NCLASS; k++) fprintf(out, "<th>%s</th>", ledger_class_names[k]);
     fputs("<th>total</th><th>of the GPU</th><th>bytes per parameter held</th></tr>\n", out);
     for (int s = 0; s < prog->nstages; s++) {
         const StageProgram *sp = &prog->stages[s];
         const StageCost *sc = &an->stages[s];
-        fprintf(out, "<tr data-stage=\"%d\"><td class=\"l\">%d</td><td class=\"l\">", s, s);
+        fprintf(out, "<tr data-stage=\"%d\"><td class=\"l\">%d</td><td class=\"l layers\">", s, s);
         stage_layers(out, sp);
         fputs("</td>", out);
         for (int k = 0; k < PRT_NCLASS; k++) memory_cell(out, s, ledger_class_names[k], sc->ledger[k], 0);
@@ -336,7 +340,7 @@ static void memory_table(FILE *out, const Analysis *an)
         if (sc->params_local > 0) fprintf(out, "<td>%.4g</td></tr>\n", states / (double)sc->params_local);
         else fputs("<td>-</td></tr>\n", out);
     }
-    fputs("</table>\n", out);
+    fputs("</table></div>\n", out);
 }
 
 void report_html_memory(FILE *out, const Analysis *an, double scale_bytes)
@@ -568,7 +572,8 @@ static void traffic_table(FILE *out, const Analysis *an)
     const Plan *plan = prog->plan;
     double max_wire = an->pipeline_bytes;
     for (int a = 0; a < plan->mesh.naxes; a++) max_wire = fmax(max_wire, an->axis_wire[a]);
-    fputs("<table class=\"traffic\">\n<tr><th class=\"l\">axis</th><th>size</th><th>groups</th><th class=\"l\">link"
+    fputs("<div class=\"wide\"><table class=\"traffic\">\n<tr><th class=\"l\">axis</th><th>size</th><th>groups</th>"
+          "<th class=\"l\">link"
           "</th><th>buffer bytes per step</th><th>on the wire per step</th><th class=\"l\"></th></tr>\n",
           out);
     for (int a = 0; a < plan->mesh.naxes; a++) {
@@ -586,7 +591,7 @@ static void traffic_table(FILE *out, const Analysis *an)
                  "<td class=\"l\" colspan=\"3\">inside nodes <span data-link=\"intra\" data-wire-bytes=\"%.0f\">%s"
                  "</span>, across nodes <span data-link=\"inter\" data-wire-bytes=\"%.0f\">%s</span></td></tr>\n",
             an->worst_stage, an->link_wire[0], b1, an->link_wire[1], b2);
-    fputs("</table>\n", out);
+    fputs("</table></div>\n", out);
 }
 
 void report_html_mesh(FILE *out, const Analysis *an)

@@ -486,7 +486,8 @@ void report_html_timeline(FILE *out, const Analysis *an, double scale_s)
     /* blocks a pixel or two wide stay solid colour instead of blurring into their neighbours */
     fprintf(out, "<svg class=\"timeline\" data-origin-x=\"%d\" data-px-per-s=\"%.9g\" width=\"%d\" height=\"%d\" "
                  "viewBox=\"0 0 %d %d\"%s>\n",
-            TL_L, tl.px, TL_W, height, TL_W, height, most > TL_MAX_HANDOFF_ITEMS ? " shape-rendering=\"crispEdges\"" : "");
+            TL_L, tl.px, TL_W, height, TL_W, height,
+            most > TL_MAX_HANDOFF_ITEMS ? " shape-rendering=\"crispEdges\"" : "");
     timeline_axis(out, &tl, y_end);
     timeline_step_label(out, &tl);
     /* hand-offs first: the lanes cover them, so they show between the lanes */

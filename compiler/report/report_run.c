@@ -374,7 +374,8 @@ static void html_phases(FILE *out, const Run *run, const Analysis *an)
     const RunRank *r0 = &run->ranks[0];
     double most = 0;
     for (int k = 0; k < ANALYZE_NPHASES; k++) most = fmax(most, fmax(an->phase_s[k], r0->phase_ms[k] * 1e-3));
-    fprintf(out, "<section class=\"phases\">\n<h2>Predicted and measured per phase</h2>\n<table>\n<tr><th>phase"
+    fprintf(out, "<section class=\"phases\">\n<h2>Predicted and measured per phase</h2>\n<div class=\"wide\"><table>\n"
+                 "<tr><th>phase"
                  "</th><th>predicted</th><th>measured (rank 0)</th><th>measured / predicted</th><th></th></tr>\n");
     for (int k = 0; k < ANALYZE_NPHASES; k++) {
         double pred = an->phase_s[k], meas = r0->phase_ms[k] * 1e-3;
@@ -390,7 +391,7 @@ static void html_phases(FILE *out, const Run *run, const Analysis *an)
                      "</td></tr>\n",
                 phase_keys[k], pred, meas, analyze_phase_names[k], b1, b2, ratio, wp, b1, wm, b2);
     }
-    fprintf(out, "</table>\n<p class=\"note\">Predicted: the cost model's step (parc explain) by phase, blue; "
+    fprintf(out, "</table></div>\n<p class=\"note\">Predicted: the cost model's step (parc explain) by phase, blue; "
                  "measured: rank 0's phase counters in the trace, the mean of the %s, red.</p>\n</section>\n",
             r0->phase_steps ? "steps after the first" : "one step");
 }

@@ -12,7 +12,8 @@
   - search of tiny_3d.par --top 3: three plans, in the order and with the
     figures of `parc search --json`, each with its bars and timeline;
   - the pages render in headless Chromium with no console errors, load nothing,
-    and the screenshots are not blank;
+    and the screenshots are not blank; laid out at 1400 px they fit the window
+    with nothing sticking out of a section;
   - --html to /dev/full is an error naming it (exit 3); --html with --json and
     --html without a file are usage errors (exit 2).
 Exit 77 without chromium (after the checks that need none); 0 all passed."""
@@ -93,6 +94,7 @@ def render(browser, tmp, name, html, colors):
     check(not th.console_problems(log), f"{name}: console while painting: {th.console_problems(log)[:3]}")
     if os.path.exists(png):
         th.check_screenshot(name, png, colors)
+    th.check_fits(name, browser, tmp, html)
     return parse(dom)
 
 

@@ -7,6 +7,8 @@
                                       --json`, `parc collectives --json` and `parc lower
                                       --emit=schedule`; the screenshots are not blank;
                                       the pages raise no console errors and load nothing;
+                                      laid out at 1400 px they fit the window, nothing
+                                      sticking out of a section;
                                       laid out in a 1400 px window, a timeline of 128
                                       micro-batches (interleaved_128.par) draws every
                                       warm-up and drain item at least 5 px wide, its
@@ -260,6 +262,35 @@ def check_readable_timeline(name, browser, tmp, page, min_px=5.0):
                   f"{name}: stage {stage}: the band {band['from']}..{band['to']} s squeezes warm-up or drain items")
 
 
+# What spills out of the page or out of a section's card, laid out in the window:
+# every HTML element (an <svg> as one box), inside a box that scrolls or not.
+OVERFLOW = """var bad = [];
+document.querySelectorAll('section').forEach(function(sec) {
+  var cs = getComputedStyle(sec), box = sec.getBoundingClientRect();
+  var right = box.right - parseFloat(cs.borderRightWidth) - parseFloat(cs.paddingRight) + 0.5;
+  sec.querySelectorAll('*').forEach(function(e) {
+    if (e instanceof SVGElement && !(e instanceof SVGSVGElement)) return;
+    var b = e.getBoundingClientRect();
+    if (b.width > 0 && b.right > right)
+      bad.push([sec.className, e.tagName.toLowerCase(), e.getAttribute('class'), Math.round(b.right), Math.round(right)]);
+  });
+});
+return {scroll_width: document.documentElement.scrollWidth, inner_width: innerWidth, bad: bad};"""
+
+
+def check_fits(name, browser, tmp, page, width=1400):
+    """Laid out in a window `width` px wide, the page is no wider than the
+    window and nothing sticks out of a section: no table needs scrolling,
+    even where it sits in a box that would scroll in a narrower window."""
+    got = measure(browser, tmp, page, OVERFLOW, width)
+    if not got:
+        return
+    check(got["inner_width"] == width and got["scroll_width"] <= width,
+          f"{name}: at {width} px the page is {got['scroll_width']} px wide (window {got['inner_width']} px)")
+    check(not got["bad"], f"{name}: at {width} px {len(got['bad'])} elements stick out of their section "
+          f"(section, tag, class, right edge, section's): {got['bad'][:4]}")
+
+
 def check_mesh(name, els, exp, coll):
     cells = [e for e in els if e["svg"] == "mesh" and "data-rank" in e["attrs"]]
     world = exp["world"]
@@ -335,6 +366,7 @@ def render(parc, examples, browser, tmp, plan, want_rc, shoot, readable=False):
     check_timeline(name, els, exp, sched, text_report)
     check_mesh(name, els, exp, coll)
     check_collectives(name, els, coll)
+    check_fits(name, browser, tmp, out)
     if readable:
         check_readable_timeline(name, browser, tmp, out)
     if shoot:

@@ -11,7 +11,7 @@ Runs tiny_pp_1f1b.par for 3 steps with --trace, then
     item and times), the simulated timeline's blocks (one per scheduled item),
     one row per phase with the same two numbers; the screenshot is not blank
     and shows both timelines; the page raises no console errors and loads
-    nothing;
+    nothing; laid out at 1400 px it fits the window;
   - bad input is an error naming the file (exit 1): not JSON, missing, a trace
     of another plan (other ranks, another schedule), a page that cannot be
     written; a missing --plan or trace is a usage error (exit 2).
@@ -135,6 +135,7 @@ def main():
         parser = th.Dom()
         parser.feed(dom)
         check_page(name, parser.elements, exp, sched, spans, mean)
+        th.check_fits(name, browser, tmp, out_html)
         png = os.path.join(tmp, "run.png")
         rc, _, log = th.chromium(browser, tmp, "file://" + out_html, f"--screenshot={png}", "--window-size=1400,1600")
         check(rc == 0 and os.path.exists(png), f"{name}: chromium --screenshot exit {rc}")
