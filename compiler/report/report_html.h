@@ -6,7 +6,8 @@
  *
  * The page needs nothing from the network: CSS and SVG are inline, and a few
  * lines of inline script only highlight what belongs together on hover (a
- * micro-batch across stages, a group of the mesh).  Every number is read from
+ * micro-batch across stages, a group of the mesh) and filter the collectives
+ * by axis and stage; without the script every row shows.  Every number is read from
  * the Analysis of the lowered Program, the timeline from the same schedule
  * simulation the cost model runs; readable values are in the text and in SVG
  * <title>s (hover), exact ones in data-* attributes, so the DOM alone carries
@@ -51,7 +52,9 @@ void report_html_timeline(FILE *out, const Analysis *an, double scale_s);
  * each axis moves per step over links inside and across nodes. */
 void report_html_mesh(FILE *out, const Analysis *an);
 
-/* Every collective row of the Analysis with the rule behind it. */
+/* Every collective row of the Analysis with the rule behind it, the whole
+ * table in the page (no box of its own to scroll), under buttons that show the
+ * rows of one axis and a menu that shows those of one stage. */
 void report_html_collectives(FILE *out, const Analysis *an);
 
 /* Plans side by side (`parc diff A B --html`, `parc search --html`;

@@ -8,7 +8,10 @@
                                       --emit=schedule`; the screenshots are not blank;
                                       the pages raise no console errors and load nothing;
                                       laid out at 1400 px they fit the window, nothing
-                                      sticking out of a section;
+                                      sticking out of a section; the collectives table
+                                      shows whole, its axis buttons and stage menu
+                                      show exactly the rows of collectives --json
+                                      of that axis or stage;
                                       laid out in a 1400 px window, a timeline of 128
                                       micro-batches (interleaved_128.par) draws every
                                       warm-up and drain item at least 5 px wide, its
@@ -336,6 +339,54 @@ def check_collectives(name, els, coll):
             break
 
 
+# The collectives table laid out: the boxes around it that clip it, the rows
+# on screen, and the rows on screen after each axis button is pressed and each
+# stage chosen in the menu (through the page's own script).
+COLLECTIVES_SHOWN = """var sec = document.querySelector('section.collectives');
+var table = sec.querySelector('table.collectives'), clipped = [];
+for (var p = table.parentElement; p && p !== sec; p = p.parentElement)
+  if (getComputedStyle(p).overflowY !== 'visible' && p.scrollHeight > p.clientHeight + 1)
+    clipped.push([p.getAttribute('class'), p.clientHeight, p.scrollHeight]);
+function shown() {
+  return Array.prototype.filter.call(sec.querySelectorAll('tr[data-row]'), function(r) {
+    return r.getClientRects().length > 0;
+  }).map(function(r) { return +r.dataset.row; });
+}
+var all = shown(), axes = {}, stages = {};
+sec.querySelectorAll('button[data-axis-filter]').forEach(function(b) { b.click(); axes[b.dataset.axisFilter] = shown(); });
+sec.querySelector('button[data-axis-filter=""]').click();
+var menu = sec.querySelector('select[data-stage-filter]');
+if (menu) Array.prototype.forEach.call(menu.options, function(o) {
+  menu.value = o.value;
+  menu.dispatchEvent(new Event('change', {bubbles: true}));
+  stages[o.value] = shown();
+});
+return {clipped: clipped, all: all, axes: axes, stages: stages};"""
+
+
+def check_collectives_shown(name, browser, tmp, page, coll):
+    """The whole collectives table shows in the page, in no box that clips it;
+    a button per axis shows exactly that axis' rows (collectives --json), and
+    with more than one stage the stage menu exactly that stage's."""
+    got = measure(browser, tmp, page, COLLECTIVES_SHOWN)
+    if not got:
+        return
+    rows = coll["collectives"]
+    check(not got["clipped"], f"{name}: the collectives table is clipped by a box that scrolls: {got['clipped']}")
+    check(got["all"] == list(range(len(rows))), f"{name}: {len(got['all'])} of {len(rows)} collective rows show")
+    want = {}
+    for i, c in enumerate(rows):
+        want.setdefault(c["axis"] or "-", []).append(i)
+    want[""] = list(range(len(rows)))
+    check(got["axes"] == want, f"{name}: the axis buttons show {({k: len(v) for k, v in got['axes'].items()})} rows, "
+          f"collectives --json has {({k: len(v) for k, v in want.items()})}")
+    stages = {str(s): [i for i, c in enumerate(rows) if c["stage"] == s] for s in {c["stage"] for c in rows}}
+    if len(stages) > 1:
+        stages[""] = list(range(len(rows)))
+        check(got["stages"] == stages, f"{name}: the stage menu shows "
+              f"{({k: len(v) for k, v in got['stages'].items()})} rows, want {({k: len(v) for k, v in stages.items()})}")
+
+
 def check_screenshot(name, png, colors_needed):
     colors = png_colors(png)
     check(len(colors) > 200, f"{name}: screenshot has {len(colors)} colours: blank?")
@@ -367,6 +418,7 @@ def render(parc, examples, browser, tmp, plan, want_rc, shoot, readable=False):
     check_mesh(name, els, exp, coll)
     check_collectives(name, els, coll)
     check_fits(name, browser, tmp, out)
+    check_collectives_shown(name, browser, tmp, out, coll)
     if readable:
         check_readable_timeline(name, browser, tmp, out)
     if shoot:
