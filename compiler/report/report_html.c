@@ -39,8 +39,6 @@ double report_html_tick(double range, int ticks)
     return (f < 1.5 ? 1.0 : f < 3.5 ? 2.0 : f < 7.5 ? 5.0 : 10.0) * p;
 }
 
-static const char *precision_name(Precision p) { return p == PREC_BF16 ? "bf16" : p == PREC_FP16 ? "fp16" : "fp32"; }
-
 /* Ledger classes, in enum prt_class order. */
 static const char *const class_colors[PRT_NCLASS] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
                                                      "#59a14f", "#edc948", "#b07aa1"};
@@ -188,7 +186,7 @@ void report_html_summary(FILE *out, const Analysis *an)
     }
     fprintf(out, " &middot; batch %lld &times; seq %lld, micro-batch %lld, %lld micro-batches per rank &middot; %s",
             (long long)t->batch, (long long)plan->model.seq, (long long)t->micro_batch, (long long)t->micro_batches,
-            precision_name(t->precision));
+            precision_names[t->precision]);
     if (prog->nstages > 1) fprintf(out, " &middot; %s schedule", schedule_kind_name(prog->schedule.kind));
     fputs("</p>\n<div class=\"cards\">\n", out);
 
