@@ -58,11 +58,13 @@ void report_html_mesh(FILE *out, const Analysis *an);
 void report_html_collectives(FILE *out, const Analysis *an);
 
 /* Plans side by side (`parc diff A B --html`, `parc search --html`;
- * report_compare.c): a table of each plan's figures (and, for two, the second
- * minus the first), then every plan's memory bars on one byte scale and its
- * simulated timeline on one time scale, each under names[i] in a
- * <div class="plan" data-plan="i">.  Returns 0, or -1 after a diagnostic
- * naming the path. */
+ * report_compare.c): the settings in which the plans differ (mesh, the
+ * parallel sizes, schedule, stage split, batch and micro-batches, ZeRO,
+ * recompute, each dim's axis, ...) with every plan's value, a table of each
+ * plan's figures (and, for two, the second minus the first), then every
+ * plan's memory bars on one byte scale and its simulated timeline on one time
+ * scale, each under names[i] in a <div class="plan" data-plan="i">.  Returns
+ * 0, or -1 after a diagnostic naming the path. */
 int report_html_compare(const char *path, const char *title, const Analysis *const *plans, const char *const *names,
                         int n);
 

@@ -275,7 +275,8 @@ document.querySelectorAll('section').forEach(function(sec) {
     if (e instanceof SVGElement && !(e instanceof SVGSVGElement)) return;
     var b = e.getBoundingClientRect();
     if (b.width > 0 && b.right > right)
-      bad.push([sec.className, e.tagName.toLowerCase(), e.getAttribute('class'), Math.round(b.right), Math.round(right)]);
+      bad.push([sec.className, e.tagName.toLowerCase(), e.getAttribute('class'), Math.round(b.right),
+                Math.round(right)]);
   });
 });
 return {scroll_width: document.documentElement.scrollWidth, inner_width: innerWidth, bad: bad};"""
@@ -353,7 +354,10 @@ function shown() {
   }).map(function(r) { return +r.dataset.row; });
 }
 var all = shown(), axes = {}, stages = {};
-sec.querySelectorAll('button[data-axis-filter]').forEach(function(b) { b.click(); axes[b.dataset.axisFilter] = shown(); });
+sec.querySelectorAll('button[data-axis-filter]').forEach(function(b) {
+  b.click();
+  axes[b.dataset.axisFilter] = shown();
+});
 sec.querySelector('button[data-axis-filter=""]').click();
 var menu = sec.querySelector('select[data-stage-filter]');
 if (menu) Array.prototype.forEach.call(menu.options, function(o) {
@@ -384,7 +388,8 @@ def check_collectives_shown(name, browser, tmp, page, coll):
     if len(stages) > 1:
         stages[""] = list(range(len(rows)))
         check(got["stages"] == stages, f"{name}: the stage menu shows "
-              f"{({k: len(v) for k, v in got['stages'].items()})} rows, want {({k: len(v) for k, v in stages.items()})}")
+              f"{({k: len(v) for k, v in got['stages'].items()})} rows, "
+              f"want {({k: len(v) for k, v in stages.items()})}")
 
 
 def check_screenshot(name, png, colors_needed):
