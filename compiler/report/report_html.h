@@ -45,8 +45,16 @@ void report_html_summary(FILE *out, const Analysis *an);
 void report_html_memory(FILE *out, const Analysis *an, double scale_bytes);
 
 /* One lane per pipeline stage over one simulated step.  scale_s > 0 fixes the
- * time axis (0: this plan's step). */
+ * time axis, linear from the step's start (0: this plan's step, the steady
+ * state squeezed when the linear axis draws items too narrow to read). */
 void report_html_timeline(FILE *out, const Analysis *an, double scale_s);
+
+/* Every timeline's picture (the simulated one above, the run report's
+ * measured one): REPORT_TIMELINE_W wide, time 0 at x = REPORT_TIMELINE_X0 and
+ * a scale of s seconds over REPORT_TIMELINE_PLOT_W pixels, so two drawn with
+ * one scale share their time axis.  Each <svg class="timeline"> says so in
+ * data-origin-x and data-px-per-s, each tick's grid line in data-tick-s. */
+enum { REPORT_TIMELINE_W = 1320, REPORT_TIMELINE_X0 = 84, REPORT_TIMELINE_PLOT_W = 1046 };
 
 /* Nodes x GPUs once per mesh axis with the axis' groups marked, and the bytes
  * each axis moves per step over links inside and across nodes. */

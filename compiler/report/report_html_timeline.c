@@ -20,7 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { TL_W = 1320, TL_L = 84, TL_R = 190, TL_LANE = 30, TL_GAP = 12, TL_TOP = 58, TL_AXIS = 34 };
+enum {
+    TL_W = REPORT_TIMELINE_W,
+    TL_L = REPORT_TIMELINE_X0,
+    TL_R = REPORT_TIMELINE_W - REPORT_TIMELINE_X0 - REPORT_TIMELINE_PLOT_W,
+    TL_LANE = 30,
+    TL_GAP = 12,
+    TL_TOP = 58,
+    TL_AXIS = 34
+};
 /* Hand-off lines are drawn while a lane holds at most this many items. */
 enum { TL_MAX_HANDOFF_ITEMS = 200 };
 /* The squeezed axis: used when the linear scale draws an item narrower than
@@ -434,12 +442,15 @@ static void timeline_step_label(FILE *out, const Timeline *tl)
     fprintf(out,
             "<line x1=\"%.2f\" x2=\"%.2f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#1d2330\" stroke-dasharray=\"3 3\"/>\n", xp,
             xp, y - 7.0, tl_y(tl->sc->stages) - TL_GAP + 4);
+    /* over a bracket too short to centre it on (a step drawn on a longer scale), from its start */
+    int centred = fmin(x1, TL_W - TL_R) - x0 >= 640;
     fprintf(out, "<text class=\"step\" data-step-s=\"%.6g\" data-pipeline-s=\"%.6g\" data-bubble-share=\"%.6g\" "
-                 "data-bubble-ideal=\"%.6g\" x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" style=\"font-weight:600\">"
+                 "data-bubble-ideal=\"%.6g\" x=\"%.2f\" y=\"%.1f\" text-anchor=\"%s\" style=\"font-weight:600\">"
                  "step %s = pipeline %s + gradient sync and optimizer %s &#183; bubble %.1f%% of the simulated step"
                  "</text>\n",
-            an->step_s, an->pipeline_s, an->bubble_share, an->bubble_ideal, (x0 + fmin(x1, TL_W - TL_R)) / 2, y - 13,
-            step, pipe, tail, 100.0 * an->bubble_share);
+            an->step_s, an->pipeline_s, an->bubble_share, an->bubble_ideal,
+            centred ? (x0 + fmin(x1, TL_W - TL_R)) / 2 : x0, y - 13, centred ? "middle" : "start", step, pipe, tail,
+            100.0 * an->bubble_share);
 }
 
 static void timeline_legend(FILE *out, const Schedule *sc)
