@@ -144,6 +144,9 @@ typedef enum { MLP_GELU, MLP_SWIGLU, MLP_RELU } MlpKind;
 typedef enum { BLOCK_TRANSFORMER, BLOCK_MLP } BlockKind;
 typedef enum { POS_NONE, POS_LEARNED } PosKind;
 typedef enum { PREC_FP32, PREC_BF16, PREC_FP16 } Precision;
+/* The plan's word for each precision (plan.c): what dumps, reports and
+ * rewritten plans print. */
+extern const char *const precision_names[PREC_FP16 + 1];
 typedef enum { OPT_ADAMW, OPT_ADAM, OPT_SGD } OptKind;
 typedef enum { SCHED_NONE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED } SchedKind;
 /* Activation recompute policies.  ORDER: X(kind, the plan's word). */

@@ -15,6 +15,7 @@
 #define PLAN_NAME_(kind, name) name,
 const char *const dim_names[DIM_COUNT] = {PARC_DIMS(PLAN_NAME_)};
 const char *const recompute_names[RECOMPUTE_COUNT] = {PARC_RECOMPUTE(PLAN_NAME_)};
+const char *const precision_names[PREC_FP16 + 1] = {"fp32", "bf16", "fp16"};
 #undef PLAN_NAME_
 
 int plan_precision_bytes(Precision p)
@@ -107,7 +108,6 @@ static const char *const norm_names[] = {"none", "layer", "rms"};
 static const char *const mlp_names[] = {"gelu", "swiglu", "relu"};
 static const char *const block_names[] = {"transformer", "mlp"};
 static const char *const pos_names[] = {"none", "learned"};
-static const char *const precision_names[] = {"fp32", "bf16", "fp16"};
 static const char *const optimizer_names[] = {"adamw", "adam", "sgd"};
 static const char *const schedule_names[] = {"none", "gpipe", "1f1b", "interleaved"};
 

@@ -14,7 +14,6 @@
 
 static const char *const norm_w[] = {"none", "layer", "rms"};
 static const char *const mlp_w[] = {"gelu", "swiglu", "relu"};
-static const char *const prec_w[] = {"fp32", "bf16", "fp16"};
 static const char *const opt_w[] = {"adamw", "adam", "sgd"};
 static const char *const sched_w[] = {"none", "gpipe", "1f1b", "interleaved"};
 static const char *const tf_w[] = {"false", "true"};
@@ -137,7 +136,7 @@ static void write_train(const Plan *p, FILE *out)
 {
     const Train *t = &p->train;
     fprintf(out, "train {\n  batch %" PRId64 ";\n  micro_batch %" PRId64 ";\n", t->batch, t->micro_batch);
-    fprintf(out, "  precision %s%s%s;\n", prec_w[t->precision],
+    fprintf(out, "  precision %s%s%s;\n", precision_names[t->precision],
             t->precision != PREC_FP32 && t->master_fp32 ? " master fp32" : "",
             t->precision != PREC_FP32 && t->grads_fp32 ? " grads fp32" : "");
     fprintf(out, "  optimizer %s", opt_w[t->optimizer]);

@@ -9,11 +9,6 @@
 #include <math.h>
 #include <string.h>
 
-static const char *precision_name(Precision p)
-{
-    return p == PREC_BF16 ? "bf16" : p == PREC_FP16 ? "fp16" : "fp32";
-}
-
 static const char *virtual_note(int v)
 {
     static char buf[32];
@@ -274,7 +269,7 @@ void explain_text(FILE *out, const Analysis *an, const Analysis *flash, int verb
     fprintf(out, "  training        batch %lld x seq %lld = %lld tokens/step; micro-batch %lld, %lld micro-batches per "
                  "rank; %s%s%s; %s\n",
             (long long)t->batch, (long long)m->seq, (long long)(t->batch * m->seq), (long long)t->micro_batch,
-            (long long)t->micro_batches, precision_name(t->precision),
+            (long long)t->micro_batches, precision_names[t->precision],
             t->master_fp32 && t->precision != PREC_FP32 ? " with fp32 master weights" : "",
             t->grads_fp32 && t->precision != PREC_FP32 ? (t->master_fp32 ? " and fp32 gradients" : " with fp32 gradients")
                                                        : "",

@@ -39,8 +39,6 @@ double report_html_tick(double range, int ticks)
     return (f < 1.5 ? 1.0 : f < 3.5 ? 2.0 : f < 7.5 ? 5.0 : 10.0) * p;
 }
 
-static const char *precision_name(Precision p) { return p == PREC_BF16 ? "bf16" : p == PREC_FP16 ? "fp16" : "fp32"; }
-
 /* Ledger classes, in enum prt_class order. */
 static const char *const class_colors[PRT_NCLASS] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
                                                      "#59a14f", "#edc948", "#b07aa1"};
@@ -75,22 +73,28 @@ static const char page_style[] =
     ".swatch.idle{background:repeating-linear-gradient(45deg,#eef0f3 0 3px,#c3c9d2 3px 5px)}\n"
     ".swatch.line{height:2px;vertical-align:3px;background:#3d4452}\n"
     "table{border-collapse:collapse;font-variant-numeric:tabular-nums;margin-top:8px}\n"
-    "th,td{padding:3px 9px;border-bottom:1px solid #eceef2;text-align:right;white-space:nowrap}\n"
+    "th,td{padding:3px 9px;border-bottom:1px solid #eceef2;text-align:right}td{white-space:nowrap}\n"
     "th{background:#f0f2f5;font-weight:600}td.l,th.l{text-align:left}\n"
     "td.why{white-space:normal;text-align:left;color:var(--mute);min-width:320px}\n"
+    "td.layers{white-space:normal;min-width:10em}\n"
+    ".wide{overflow-x:auto;max-width:100%}\n"
     "tr.total td{font-weight:600;border-top:1px solid var(--line)}\n"
     "td.bad{color:#b3161b;font-weight:600}\n"
     ".bar{display:inline-block;height:10px;border-radius:2px;vertical-align:-1px}\n"
-    ".scroll{max-height:560px;overflow:auto;border:1px solid #eceef2}\n"
-    ".scroll th{position:sticky;top:0}\n"
+    ".filter{margin:4px 0 2px}.filter button{font:inherit;font-size:13px;color:var(--ink);background:#fff;"
+    "border:1px solid var(--line);border-radius:4px;padding:1px 8px;margin:0 4px 4px 0;cursor:pointer}\n"
+    ".filter button[aria-pressed=true]{background:var(--ink);border-color:var(--ink);color:#fff}\n"
+    ".filter small{opacity:.75}.filter select{font:inherit;font-size:13px}\n"
     ".panels{display:flex;flex-wrap:wrap;gap:6px 40px}.panel h3{font-size:14px;margin:10px 0 2px}\n"
     ".panel h3 .sub{font-weight:400;font-size:13px}\n"
     "svg{display:block;margin:4px 0}svg text{font-size:12px;fill:var(--ink)}\n"
+    "svg.timeline,svg.memory,svg.mesh{max-width:100%;height:auto}\n"
     "svg .mute{fill:var(--mute)}svg .ax{stroke:#9aa1ad}svg .grid{stroke:#e6e9ee}\n"
     "svg .hl{stroke:#111;stroke-width:2}\n";
 
 /* Hover: outline every block of the micro-batch under the pointer, or every
- * GPU of the mesh group under it (within the same picture). */
+ * GPU of the mesh group under it (within the same picture).  The collectives'
+ * filter: the rows of the axis and stage chosen above the table. */
 static const char page_script[] =
     "(function(){var on=[];\n"
     "document.addEventListener('mouseover',function(e){\n"
@@ -100,7 +104,22 @@ static const char page_script[] =
     " var q=t.hasAttribute('data-micro')?'[data-micro=\"'+CSS.escape(t.dataset.micro)+'\"]'\n"
     "  :'[data-axis=\"'+CSS.escape(t.dataset.axis)+'\"][data-group=\"'+CSS.escape(t.dataset.group)+'\"]';\n"
     " on=Array.prototype.slice.call(svg.querySelectorAll(q));\n"
-    " on.forEach(function(x){x.classList.add('hl')});});})();\n";
+    " on.forEach(function(x){x.classList.add('hl')});});})();\n"
+    "(function(){\n"
+    "function show(sec){var a=sec.getAttribute('data-show-axis')||'',s=sec.getAttribute('data-show-stage')||'',\n"
+    " n=0,rows=sec.querySelectorAll('tr[data-row]');\n"
+    " rows.forEach(function(r){var on=(!a||r.getAttribute('data-axis')===a)&&(!s||r.getAttribute('data-stage')===s);\n"
+    "  r.hidden=!on;n+=on?1:0;});\n"
+    " sec.querySelectorAll('button[data-axis-filter]').forEach(function(b){\n"
+    "  b.setAttribute('aria-pressed',String(b.getAttribute('data-axis-filter')===a));});\n"
+    " var c=sec.querySelector('[data-shown]');\n"
+    " if(c)c.textContent=n===rows.length?'all '+n+' rows':n+' of '+rows.length+' rows';}\n"
+    "document.addEventListener('click',function(e){\n"
+    " var b=e.target&&e.target.closest?e.target.closest('button[data-axis-filter]'):null;if(!b)return;\n"
+    " var sec=b.closest('section');sec.setAttribute('data-show-axis',b.getAttribute('data-axis-filter'));show(sec);});\n"
+    "document.addEventListener('change',function(e){\n"
+    " var t=e.target;if(!t||!t.matches||!t.matches('select[data-stage-filter]'))return;\n"
+    " var sec=t.closest('section');sec.setAttribute('data-show-stage',t.value);show(sec);});})();\n";
 
 FILE *report_html_open(const char *path, const char *title)
 {
@@ -167,7 +186,7 @@ void report_html_summary(FILE *out, const Analysis *an)
     }
     fprintf(out, " &middot; batch %lld &times; seq %lld, micro-batch %lld, %lld micro-batches per rank &middot; %s",
             (long long)t->batch, (long long)plan->model.seq, (long long)t->micro_batch, (long long)t->micro_batches,
-            precision_name(t->precision));
+            precision_names[t->precision]);
     if (prog->nstages > 1) fprintf(out, " &middot; %s schedule", schedule_kind_name(prog->schedule.kind));
     fputs("</p>\n<div class=\"cards\">\n", out);
 
@@ -318,13 +337,14 @@ static void memory_table(FILE *out, const Analysis *an)
 {
     const Program *prog = an->prog;
     double cap = prog->plan->cluster.gpu_memory;
-    fputs("<table class=\"memory\">\n<tr><th class=\"l\">stage</th><th class=\"l\">layers</th>", out);
+    fputs("<div class=\"wide\"><table class=\"memory\">\n<tr><th class=\"l\">stage</th><th class=\"l\">layers</th>",
+          out);
     for (int k = 0; k < PRT_NCLASS; k++) fprintf(out, "<th>%s</th>", ledger_class_names[k]);
     fputs("<th>total</th><th>of the GPU</th><th>bytes per parameter held</th></tr>\n", out);
     for (int s = 0; s < prog->nstages; s++) {
         const StageProgram *sp = &prog->stages[s];
         const StageCost *sc = &an->stages[s];
-        fprintf(out, "<tr data-stage=\"%d\"><td class=\"l\">%d</td><td class=\"l\">", s, s);
+        fprintf(out, "<tr data-stage=\"%d\"><td class=\"l\">%d</td><td class=\"l layers\">", s, s);
         stage_layers(out, sp);
         fputs("</td>", out);
         for (int k = 0; k < PRT_NCLASS; k++) memory_cell(out, s, ledger_class_names[k], sc->ledger[k], 0);
@@ -336,7 +356,7 @@ static void memory_table(FILE *out, const Analysis *an)
         if (sc->params_local > 0) fprintf(out, "<td>%.4g</td></tr>\n", states / (double)sc->params_local);
         else fputs("<td>-</td></tr>\n", out);
     }
-    fputs("</table>\n", out);
+    fputs("</table></div>\n", out);
 }
 
 void report_html_memory(FILE *out, const Analysis *an, double scale_bytes)
@@ -568,7 +588,8 @@ static void traffic_table(FILE *out, const Analysis *an)
     const Plan *plan = prog->plan;
     double max_wire = an->pipeline_bytes;
     for (int a = 0; a < plan->mesh.naxes; a++) max_wire = fmax(max_wire, an->axis_wire[a]);
-    fputs("<table class=\"traffic\">\n<tr><th class=\"l\">axis</th><th>size</th><th>groups</th><th class=\"l\">link"
+    fputs("<div class=\"wide\"><table class=\"traffic\">\n<tr><th class=\"l\">axis</th><th>size</th><th>groups</th>"
+          "<th class=\"l\">link"
           "</th><th>buffer bytes per step</th><th>on the wire per step</th><th class=\"l\"></th></tr>\n",
           out);
     for (int a = 0; a < plan->mesh.naxes; a++) {
@@ -586,7 +607,7 @@ static void traffic_table(FILE *out, const Analysis *an)
                  "<td class=\"l\" colspan=\"3\">inside nodes <span data-link=\"intra\" data-wire-bytes=\"%.0f\">%s"
                  "</span>, across nodes <span data-link=\"inter\" data-wire-bytes=\"%.0f\">%s</span></td></tr>\n",
             an->worst_stage, an->link_wire[0], b1, an->link_wire[1], b2);
-    fputs("</table>\n", out);
+    fputs("</table></div>\n", out);
 }
 
 void report_html_mesh(FILE *out, const Analysis *an)
@@ -622,12 +643,45 @@ void report_html_mesh(FILE *out, const Analysis *an)
 
 /* ------------------------------------------------------------ collectives */
 
+/* Above the table: a button per axis (and one for all rows) and a stage
+ * menu; the page script shows only the rows of the chosen axis and stage.
+ * Without the script every row shows. */
+static void collectives_filter(FILE *out, const Analysis *an)
+{
+    const Plan *plan = an->prog->plan;
+    int per_axis[PARC_MAX_AXES + 1] = {0};  /* the last: rows of no axis */
+    for (int i = 0; i < an->nrows; i++) per_axis[an->rows[i].axis >= 0 ? an->rows[i].axis : plan->mesh.naxes]++;
+    fprintf(out, "<div class=\"filter\"><span class=\"sub\">axis</span> <button type=\"button\" data-axis-filter=\"\" "
+                 "aria-pressed=\"true\">all <small>%d</small></button>",
+            an->nrows);
+    for (int a = 0; a <= plan->mesh.naxes; a++) {
+        if (!per_axis[a]) continue;
+        const char *name = a < plan->mesh.naxes ? plan->mesh.axes[a].name : "-";
+        fputs("<button type=\"button\" data-axis-filter=\"", out);
+        report_html_escape(out, name);
+        fputs("\" aria-pressed=\"false\">", out);
+        report_html_escape(out, a < plan->mesh.naxes ? name : "no axis");
+        fprintf(out, " <small>%d</small></button>", per_axis[a]);
+    }
+    if (an->prog->nstages > 1) {
+        fputs(" <label><span class=\"sub\">stage</span> <select data-stage-filter><option value=\"\">all</option>", out);
+        for (int s = 0; s < an->prog->nstages; s++) {
+            int n = 0;
+            for (int i = 0; i < an->nrows; i++) n += an->rows[i].stage == s;
+            fprintf(out, "<option value=\"%d\">%d (%d rows)</option>", s, s, n);
+        }
+        fputs("</select></label>", out);
+    }
+    fprintf(out, " <span class=\"sub\" data-shown>all %d rows</span></div>\n", an->nrows);
+}
+
 void report_html_collectives(FILE *out, const Analysis *an)
 {
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;
     fprintf(out, "<section class=\"collectives\">\n<h2>Collectives per step (%d rows)</h2>\n", an->nrows);
-    fputs("<div class=\"scroll\"><table class=\"collectives\">\n<tr><th>stage</th><th class=\"l\">phase</th>"
+    collectives_filter(out, an);
+    fputs("<div class=\"wide\"><table class=\"collectives\">\n<tr><th>stage</th><th class=\"l\">phase</th>"
           "<th class=\"l\">op</th><th class=\"l\">collective</th><th class=\"l\">axis</th><th>group</th>"
           "<th>bytes per call</th><th>calls</th><th>bytes per step</th><th class=\"l\">link</th>"
           "<th class=\"l\">rule</th></tr>\n",
@@ -635,16 +689,19 @@ void report_html_collectives(FILE *out, const Analysis *an)
     for (int i = 0; i < an->nrows; i++) {
         const CollRow *r = &an->rows[i];
         double call = (double)r->elems * r->elem_bytes, step = call * (double)r->calls;
+        const char *axis = r->axis >= 0 ? plan->mesh.axes[r->axis].name : "-";
         char b1[64], b2[64];
         analyze_format_bytes(call, b1, sizeof b1);
         analyze_format_bytes(step, b2, sizeof b2);
-        fprintf(out, "<tr data-row=\"%d\" data-stage=\"%d\" data-bytes-per-call=\"%.0f\" data-calls=\"%lld\" "
-                     "data-bytes-per-step=\"%.0f\"><td>%d</td><td class=\"l\">%s</td><td class=\"l\">",
-                i, r->stage, call, (long long)r->calls, step, r->stage, phase_names[r->phase]);
+        fprintf(out, "<tr data-row=\"%d\" data-stage=\"%d\" data-axis=\"", i, r->stage);
+        report_html_escape(out, axis);
+        fprintf(out, "\" data-bytes-per-call=\"%.0f\" data-calls=\"%lld\" data-bytes-per-step=\"%.0f\"><td>%d</td>"
+                     "<td class=\"l\">%s</td><td class=\"l\">",
+                call, (long long)r->calls, step, r->stage, phase_names[r->phase]);
         report_html_escape(out, r->op);
         fprintf(out, "</td><td class=\"l\">%s</td><td class=\"l\">",
                 r->phase == PHASE_PIPELINE ? "send/recv" : coll_names[r->coll]);
-        report_html_escape(out, r->axis >= 0 ? plan->mesh.axes[r->axis].name : "-");
+        report_html_escape(out, axis);
         fprintf(out, "</td><td>%d</td><td title=\"%lld elements of %d B\">%s</td><td>%lld</td><td>%s</td>"
                      "<td class=\"l\">%s</td><td class=\"why\">",
                 r->group, (long long)r->elems, r->elem_bytes, b1, (long long)r->calls, b2,

@@ -278,7 +278,17 @@ static void print_phases(FILE *out, const Run *run, const Analysis *an)
 
 /* ------------------------------------------------------------ page */
 
-enum { RUN_W = 1320, RUN_L = 84, RUN_R = 190, RUN_LANE = 30, RUN_COMM = 7, RUN_GAP = 14, RUN_TOP = 40 };
+/* The simulated timeline's width and time axis (report_html.h), so one scale
+ * lines the two up. */
+enum {
+    RUN_W = REPORT_TIMELINE_W,
+    RUN_L = REPORT_TIMELINE_X0,
+    RUN_R = REPORT_TIMELINE_W - REPORT_TIMELINE_X0 - REPORT_TIMELINE_PLOT_W,
+    RUN_LANE = 30,
+    RUN_COMM = 7,
+    RUN_GAP = 14,
+    RUN_TOP = 40
+};
 
 static double run_y(int rank) { return RUN_TOP + rank * (RUN_LANE + RUN_COMM + RUN_GAP); }
 
@@ -335,10 +345,11 @@ static void run_lane(FILE *out, const Run *run, int rank, double px, int chunks)
             y + RUN_LANE / 2 + 4, r->stage, b1, r->step_s > 0 ? 100.0 * busy / r->step_s : 0.0);
 }
 
-static void html_measured(FILE *out, const Run *run, const Analysis *an)
+/* The measured lanes over `scale` seconds: the simulated timeline's scale. */
+static void html_measured(FILE *out, const Run *run, const Analysis *an, double scale)
 {
     const Schedule *sc = &an->prog->schedule;
-    double scale = run->longest_s > 0 ? run->longest_s : 1.0, px = (RUN_W - RUN_L - RUN_R) / scale;
+    double px = (RUN_W - RUN_L - RUN_R) / scale;
     int height = (int)run_y(run->nranks) - RUN_GAP + 34;
     fprintf(out, "<section class=\"run\" data-step=\"%d\" data-ranks=\"%d\">\n<h2>Measured: step %d of ", run->last_step,
             run->nranks, run->last_step);
@@ -350,22 +361,24 @@ static void html_measured(FILE *out, const Run *run, const Analysis *an)
                  "<span><i class=\"swatch\" style=\"background:" RUN_P2P_COLOR "\"></i>pipeline message</span>"
                  "<span><i class=\"swatch idle\"></i>no forward/backward</span></div>\n",
             run_forward_colors[0], run_backward_colors[0]);
-    fprintf(out, "<svg class=\"timeline\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n", RUN_W, height, RUN_W,
-            height);
+    fprintf(out, "<svg class=\"timeline measured\" data-origin-x=\"%d\" data-px-per-s=\"%.9g\" width=\"%d\" "
+                 "height=\"%d\" viewBox=\"0 0 %d %d\">\n",
+            RUN_L, px, RUN_W, height, RUN_W, height);
     double tick = report_html_tick(scale, 8), y_end = run_y(run->nranks) - RUN_GAP + 4;
     for (double t = 0; t <= scale * (1 + 1e-9); t += tick) {
         char b[64];
         report_html_time(t, b, sizeof b);
         double x = RUN_L + t * px;
-        fprintf(out, "<line class=\"grid\" x1=\"%.2f\" x2=\"%.2f\" y1=\"%d\" y2=\"%.1f\"/><text class=\"mute\" "
-                     "x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
-                x, x, RUN_TOP - 6, y_end, x, y_end + 16, b);
+        fprintf(out, "<line class=\"grid\" data-tick-s=\"%.9g\" x1=\"%.2f\" x2=\"%.2f\" y1=\"%d\" y2=\"%.1f\"/>"
+                     "<text class=\"mute\" x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+                t, x, x, RUN_TOP - 6, y_end, x, y_end + 16, b);
     }
     for (int i = 0; i < run->nranks; i++) run_lane(out, run, i, px, sc->chunks);
     fputs("</svg>\n<p class=\"note\">What each rank ran in the last step of the trace, from its own start of the "
           "step: a block per forward and backward of the schedule, from after its input arrived until its output "
           "was sent, and below it the collectives and pipeline messages (time a rank waits in a receive shows "
-          "there, not in a block).</p>\n</section>\n",
+          "there, not in a block). The simulated step below is drawn on the same time axis, from its start: "
+          "the same milliseconds per pixel, so the two can be held against each other.</p>\n</section>\n",
           out);
 }
 
@@ -374,7 +387,8 @@ static void html_phases(FILE *out, const Run *run, const Analysis *an)
     const RunRank *r0 = &run->ranks[0];
     double most = 0;
     for (int k = 0; k < ANALYZE_NPHASES; k++) most = fmax(most, fmax(an->phase_s[k], r0->phase_ms[k] * 1e-3));
-    fprintf(out, "<section class=\"phases\">\n<h2>Predicted and measured per phase</h2>\n<table>\n<tr><th>phase"
+    fprintf(out, "<section class=\"phases\">\n<h2>Predicted and measured per phase</h2>\n<div class=\"wide\"><table>\n"
+                 "<tr><th>phase"
                  "</th><th>predicted</th><th>measured (rank 0)</th><th>measured / predicted</th><th></th></tr>\n");
     for (int k = 0; k < ANALYZE_NPHASES; k++) {
         double pred = an->phase_s[k], meas = r0->phase_ms[k] * 1e-3;
@@ -390,7 +404,7 @@ static void html_phases(FILE *out, const Run *run, const Analysis *an)
                      "</td></tr>\n",
                 phase_keys[k], pred, meas, analyze_phase_names[k], b1, b2, ratio, wp, b1, wm, b2);
     }
-    fprintf(out, "</table>\n<p class=\"note\">Predicted: the cost model's step (parc explain) by phase, blue; "
+    fprintf(out, "</table></div>\n<p class=\"note\">Predicted: the cost model's step (parc explain) by phase, blue; "
                  "measured: rank 0's phase counters in the trace, the mean of the %s, red.</p>\n</section>\n",
             r0->phase_steps ? "steps after the first" : "one step");
 }
@@ -403,8 +417,11 @@ static int write_page(const Run *run, const Analysis *an, const char *path)
     if (!out) return 1;
     report_html_summary(out, an);
     html_phases(out, run, an);
-    html_measured(out, run, an);
-    report_html_timeline(out, an, 0);
+    /* one time axis for both: the longer of the measured and simulated steps */
+    double scale = fmax(run->longest_s, an->step_s);
+    if (!(scale > 0)) scale = 1.0;
+    html_measured(out, run, an, scale);
+    report_html_timeline(out, an, scale);
     return report_html_close(out, path) ? 1 : 0;
 }
 

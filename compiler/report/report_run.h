@@ -13,7 +13,8 @@
  * The measured per phase is the mean over the steps after the first (the first
  * warms up) of each rank's counters, as the program's own closing line prints
  * rank 0's.  The measured timeline is the last step of every rank, each from
- * its own step start.
+ * its own step start; the simulated one is drawn on the same time axis (one
+ * scale, the longer of the two steps; time 0 at the same x).
  */
 #ifndef PARC_REPORT_RUN_H
 #define PARC_REPORT_RUN_H

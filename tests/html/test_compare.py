@@ -9,10 +9,19 @@
     and their difference; each plan's memory bars have one segment per stage x
     non-zero class of its ledger and its timeline one block per item of its
     schedule (`parc lower --emit=schedule`);
+  - the diffs also of tiny_pp_1f1b.par and tiny_pp_interleaved.par and of
+    docs/report.par and html/interleaved_128.par: a row for exactly each
+    setting (GPUs, mesh, pp/dp/tp sizes, schedule, virtual stages, stage
+    split, batch, micro-batches, ZeRO, recompute, sequence parallel, each
+    dim's axis, ...) in which the plans as `parc lower --emit=balance` dumps
+    them differ, with both plans' values;
   - search of tiny_3d.par --top 3: three plans, in the order and with the
-    figures of `parc search --json`, each with its bars and timeline;
+    figures of `parc search --json`, each with its bars and timeline, and a
+    setting row for each of search --json's layout fields that differ among
+    them;
   - the pages render in headless Chromium with no console errors, load nothing,
-    and the screenshots are not blank;
+    and the screenshots are not blank; laid out at 1400 px they fit the window
+    with nothing sticking out of a section;
   - --html to /dev/full is an error naming it (exit 3); --html with --json and
     --html without a file are usage errors (exit 2).
 Exit 77 without chromium (after the checks that need none); 0 all passed."""
@@ -61,6 +70,70 @@ def check_plan_pieces(name, els, i, exp, sched):
         check(got == items, f"{name}: plan {i} stage {s}: blocks {got[:5]}... differ from its schedule {items[:5]}...")
 
 
+TENSOR_DIMS = ["heads", "ffn", "vocab"]
+
+
+def dump_settings(parc, plan):
+    """The plan's settings as `parc lower --emit=balance` dumps them, keyed
+    and written as the compare page's data-setting and data-setting-value."""
+    out, axes, split, stages, nodes = {}, [], {}, [], {}
+    out["grad_overlap"], out["balance"] = "on", "even"
+    section = None
+    for line in run([parc, "lower", plan, "--emit=balance"]).stdout.splitlines():
+        w = line.split()
+        if not line.startswith("  "):
+            section = w[0] if w else None
+        elif section == "cluster" and w[0] in ("nodes", "gpus_per_node"):
+            nodes[w[0]] = w[1]
+        elif section == "train" and w[0] in ("batch", "micro_batch", "micro_batches", "precision", "master_fp32",
+                                             "grads_fp32"):
+            out[w[0]] = w[1]
+        elif section == "mesh" and w[0] == "axis":
+            axes.append((w[2], int(w[4])))
+        elif section == "layout":
+            if len(w) == 3 and w[1] == "->":
+                split[w[0]] = w[2]
+            elif w[0] in ("dp", "schedule", "virtual_stages", "sp_axis", "recompute", "grad_overlap"):
+                out[w[0]] = w[1]
+            elif w[0] == "stages":
+                out["pp"] = w[1]
+            elif w[0] == "zero":
+                out["zero"] = " ".join(w[1:])
+            elif w[0] == "stage":
+                stages.append(f"{w[3]}:{w[5]}")
+            elif w[0] == "balance":
+                out["balance"] = "auto"
+    out["gpus"] = f"{nodes['nodes']} x {nodes['gpus_per_node']}"
+    out["mesh"] = ", ".join(f"{n} {size}" for n, size in axes)
+    sizes = dict(axes)
+    out["tp"] = str(next((sizes[split[d]] for d in TENSOR_DIMS if d in split and sizes[split[d]] > 1), 1))
+    out["stage_split"] = " ".join(stages)
+    for dim, axis in split.items():
+        out["split " + dim] = axis
+    return out
+
+
+def settings(els):
+    """The settings table: {data-setting: {plan: data-setting-value}}."""
+    out, row = {}, None
+    for e in els:
+        if e["tag"] == "tr":
+            row = e["attrs"].get("data-setting")
+        elif e["tag"] == "td" and row and "data-setting-value" in e["attrs"]:
+            out.setdefault(row, {})[int(e["attrs"]["data-plan"])] = e["attrs"]["data-setting-value"]
+    return out
+
+
+def check_settings(name, parc, els, paths):
+    dumps = [dump_settings(parc, p) for p in paths]
+    keys = set(dumps[0]) | set(dumps[1])
+    want = {k: {i: d.get(k, "-") for i, d in enumerate(dumps)} for k in keys
+            if dumps[0].get(k, "-") != dumps[1].get(k, "-")}
+    got = settings(els)
+    check(got == want, f"{name}: the settings that differ are {got}, the plans' dumps differ in {want}")
+    return len(want)
+
+
 def figures(els):
     out = {}
     for e in els:
@@ -93,18 +166,19 @@ def render(browser, tmp, name, html, colors):
     check(not th.console_problems(log), f"{name}: console while painting: {th.console_problems(log)[:3]}")
     if os.path.exists(png):
         th.check_screenshot(name, png, colors)
+    th.check_fits(name, browser, tmp, html)
     return parse(dom)
 
 
 def test_diff(parc, examples, tmp, browser, a, b):
-    name = f"diff {a} {b}"
+    name = f"diff {os.path.basename(a)} {os.path.basename(b)}"
     paths = [os.path.join(examples, a), os.path.join(examples, b)]
-    html = os.path.join(tmp, f"diff_{a}_{b}.html")
+    html = os.path.join(tmp, f"diff_{os.path.basename(a)}_{os.path.basename(b)}.html")
     run([parc, "diff", *paths, "--html", html])
     if not browser:
         return
-    els = render(browser, tmp, f"diff_{a}_{b}", html, [("#4e79a7", "forward blocks and weight bars"),
-                                                        ("#59a14f", "backward blocks")])
+    els = render(browser, tmp, os.path.basename(html)[:-5], html, [("#4e79a7", "forward blocks and weight bars"),
+                                                                    ("#59a14f", "backward blocks")])
     got = figures(els)
     for i, path in enumerate(paths):
         exp, sched, fig = expected(parc, path)
@@ -114,7 +188,8 @@ def test_diff(parc, examples, tmp, browser, a, b):
         check_plan_pieces(name, els, i, exp, sched)
     for key, row in got.items():
         check(th.close(row["delta"], row[1] - row[0], 1e-6, 1e-12), f"{name}: {key}: delta {row['delta']}")
-    print(f"{name}: {len(els)} elements checked")
+    differ = check_settings(name, parc, els, paths)
+    print(f"{name}: {len(els)} elements checked, {differ} settings differ")
 
 
 def test_search(parc, examples, tmp, browser):
@@ -142,6 +217,14 @@ def test_search(parc, examples, tmp, browser):
         blocks = [e for e in els if e["plan"] == i and e["svg"] == "timeline" and "data-item" in e["attrs"]]
         check(len(blocks) > 0 and {int(e["attrs"]["data-stage"]) for e in blocks} == set(range(r["pp"])),
               f"search: #{i + 1}: timeline blocks on stages {sorted({e['attrs']['data-stage'] for e in blocks})}")
+    got = settings(els)
+    for key in ("pp", "dp", "tp", "micro_batch", "schedule", "virtual_stages", "recompute", "zero"):
+        values = [str(r[key]) for r in top]
+        if len(set(values)) == 1:
+            check(key not in got, f"search: a row for {key}, the same in all three plans")
+        elif check(key in got, f"search: no row for {key}, which differs: {values}"):
+            shown = [got[key].get(i, "").split(" ")[0] for i in range(len(top))]
+            check(shown == values, f"search: {key} shown as {shown}, search --json {values}")
     print(f"search: {len(els)} elements checked")
 
 
@@ -167,6 +250,9 @@ def main():
         test_errors(parc, examples, tmp)
         test_diff(parc, examples, tmp, browser, "tiny_dp.par", "tiny_zero3.par")
         test_diff(parc, examples, tmp, browser, "tiny_single.par", "tiny_pp_1f1b.par")
+        test_diff(parc, examples, tmp, browser, "tiny_pp_1f1b.par", "tiny_pp_interleaved.par")
+        test_diff(parc, examples, tmp, browser, os.path.join("..", "docs", "report.par"),
+                  os.path.join("..", "tests", "html", "interleaved_128.par"))
         test_search(parc, examples, tmp, browser)
         if not browser:
             print("SKIP: chromium is not installed (apt-get install chromium)")

@@ -6,7 +6,16 @@
                                       without chromium): the DOM against `parc explain
                                       --json`, `parc collectives --json` and `parc lower
                                       --emit=schedule`; the screenshots are not blank;
-                                      the pages raise no console errors and load nothing
+                                      the pages raise no console errors and load nothing;
+                                      laid out at 1400 px they fit the window, nothing
+                                      sticking out of a section; the collectives table
+                                      shows whole, its axis buttons and stage menu
+                                      show exactly the rows of collectives --json
+                                      of that axis or stage;
+                                      laid out in a 1400 px window, a timeline of 128
+                                      micro-batches (interleaved_128.par) draws every
+                                      warm-up and drain item at least 5 px wide, its
+                                      steady state squeezed into a marked band
 
 Exit status is the verdict: 0 every check passed, 1 a check failed."""
 import json
@@ -16,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from html import unescape
 from html.parser import HTMLParser
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -80,6 +90,27 @@ def chromium(browser, tmp, url, *extra):
     p = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *extra, url],
                        capture_output=True, text=True, timeout=180)
     return p.returncode, p.stdout, p.stderr
+
+
+MEASURE = """<script>(function(){var value=(function(){%s})();
+var p=document.createElement('pre');p.id='parc-measure';p.textContent=JSON.stringify(value);
+document.body.appendChild(p);})();</script>"""
+
+
+def measure(browser, tmp, page, body, width=1400, height=1000):
+    """The value of `body`, the body of a JavaScript function returning
+    something JSON can hold, run at the end of a copy of `page` laid out in a
+    window of width x height CSS pixels; None after a failed check."""
+    text = open(page, encoding="utf-8").read()
+    copy = os.path.join(tmp, "measured-" + os.path.basename(page))
+    with open(copy, "w", encoding="utf-8") as f:
+        f.write(text.replace("</body>", MEASURE % body + "</body>", 1))
+    rc, dom, log = chromium(browser, tmp, "file://" + copy, "--dump-dom", f"--window-size={width},{height}")
+    m = re.search(r'<pre id="parc-measure">(.*?)</pre>', dom, re.S)
+    if not check(rc == 0 and m and not console_problems(log),
+                 f"{os.path.basename(page)}: measuring failed (exit {rc}): {console_problems(log)[:3]}"):
+        return None
+    return json.loads(unescape(m.group(1)))
 
 
 def console_problems(stderr):
@@ -193,6 +224,77 @@ def check_timeline(name, els, exp, sched, text_report):
                   f"{2 * (p * v - 1) * m_}")
 
 
+# Per timeline, per stage, its blocks in document order: item, start s, left px, width px.
+TIMELINE_BOXES = """return Array.prototype.map.call(document.querySelectorAll('svg.timeline'), function(svg) {
+  var lanes = {};
+  svg.querySelectorAll('rect[data-item]').forEach(function(r) {
+    var b = r.getBoundingClientRect();
+    (lanes[r.dataset.stage] = lanes[r.dataset.stage] || []).push([r.dataset.item, +r.dataset.start, b.left, b.width]);
+  });
+  var bands = Array.prototype.map.call(svg.querySelectorAll('g.squeezed'), function(g) {
+    var b = g.getBoundingClientRect();
+    return {from: +g.dataset.fromS, to: +g.dataset.toS, text: g.textContent, left: b.left, width: b.width};
+  });
+  return {lanes: lanes, bands: bands};
+});"""
+
+
+def check_readable_timeline(name, browser, tmp, page, min_px=5.0):
+    """Laid out at 1400 px: on every stage each warm-up item (before its first
+    backward) and each drain item (after its last forward) is at least min_px
+    wide and the blocks do not overlap; what is squeezed between them is
+    marked as a band that holds only steady-state items."""
+    got = measure(browser, tmp, page, TIMELINE_BOXES)
+    if not got or not check(len(got) == 1, f"{name}: {len(got or [])} timelines measured"):
+        return
+    lanes, bands = got[0]["lanes"], got[0]["bands"]
+    check(len(bands) >= 1 and all("steady state" in b["text"] and "narrower" in b["text"] for b in bands),
+          f"{name}: the squeezed steady state is not marked: {bands}")
+    for stage, boxes in sorted(lanes.items(), key=lambda kv: int(kv[0])):
+        kinds = [b[0][0] for b in boxes]
+        first_b, last_f = kinds.index("B"), len(kinds) - 1 - kinds[::-1].index("F")
+        ends = boxes[:first_b] + boxes[last_f + 1:]
+        narrow = [b for b in ends if b[3] < min_px]
+        check(ends and not narrow, f"{name}: stage {stage}: {len(narrow)} of {len(ends)} warm-up and drain items "
+              f"narrower than {min_px} px, e.g. {narrow[:3]}")
+        overlap = [(a[0], b[0]) for a, b in zip(boxes, boxes[1:]) if b[2] < a[2] + a[3] - 0.5]
+        check(not overlap, f"{name}: stage {stage}: blocks overlap on screen: {overlap[:3]}")
+        for band in bands:
+            inside = [i for i, b in enumerate(boxes) if band["from"] <= b[1] < band["to"]]
+            check(all(first_b <= i <= last_f for i in inside),
+                  f"{name}: stage {stage}: the band {band['from']}..{band['to']} s squeezes warm-up or drain items")
+
+
+# What spills out of the page or out of a section's card, laid out in the window:
+# every HTML element (an <svg> as one box), inside a box that scrolls or not.
+OVERFLOW = """var bad = [];
+document.querySelectorAll('section').forEach(function(sec) {
+  var cs = getComputedStyle(sec), box = sec.getBoundingClientRect();
+  var right = box.right - parseFloat(cs.borderRightWidth) - parseFloat(cs.paddingRight) + 0.5;
+  sec.querySelectorAll('*').forEach(function(e) {
+    if (e instanceof SVGElement && !(e instanceof SVGSVGElement)) return;
+    var b = e.getBoundingClientRect();
+    if (b.width > 0 && b.right > right)
+      bad.push([sec.className, e.tagName.toLowerCase(), e.getAttribute('class'), Math.round(b.right),
+                Math.round(right)]);
+  });
+});
+return {scroll_width: document.documentElement.scrollWidth, inner_width: innerWidth, bad: bad};"""
+
+
+def check_fits(name, browser, tmp, page, width=1400):
+    """Laid out in a window `width` px wide, the page is no wider than the
+    window and nothing sticks out of a section: no table needs scrolling,
+    even where it sits in a box that would scroll in a narrower window."""
+    got = measure(browser, tmp, page, OVERFLOW, width)
+    if not got:
+        return
+    check(got["inner_width"] == width and got["scroll_width"] <= width,
+          f"{name}: at {width} px the page is {got['scroll_width']} px wide (window {got['inner_width']} px)")
+    check(not got["bad"], f"{name}: at {width} px {len(got['bad'])} elements stick out of their section "
+          f"(section, tag, class, right edge, section's): {got['bad'][:4]}")
+
+
 def check_mesh(name, els, exp, coll):
     cells = [e for e in els if e["svg"] == "mesh" and "data-rank" in e["attrs"]]
     world = exp["world"]
@@ -238,6 +340,58 @@ def check_collectives(name, els, coll):
             break
 
 
+# The collectives table laid out: the boxes around it that clip it, the rows
+# on screen, and the rows on screen after each axis button is pressed and each
+# stage chosen in the menu (through the page's own script).
+COLLECTIVES_SHOWN = """var sec = document.querySelector('section.collectives');
+var table = sec.querySelector('table.collectives'), clipped = [];
+for (var p = table.parentElement; p && p !== sec; p = p.parentElement)
+  if (getComputedStyle(p).overflowY !== 'visible' && p.scrollHeight > p.clientHeight + 1)
+    clipped.push([p.getAttribute('class'), p.clientHeight, p.scrollHeight]);
+function shown() {
+  return Array.prototype.filter.call(sec.querySelectorAll('tr[data-row]'), function(r) {
+    return r.getClientRects().length > 0;
+  }).map(function(r) { return +r.dataset.row; });
+}
+var all = shown(), axes = {}, stages = {};
+sec.querySelectorAll('button[data-axis-filter]').forEach(function(b) {
+  b.click();
+  axes[b.dataset.axisFilter] = shown();
+});
+sec.querySelector('button[data-axis-filter=""]').click();
+var menu = sec.querySelector('select[data-stage-filter]');
+if (menu) Array.prototype.forEach.call(menu.options, function(o) {
+  menu.value = o.value;
+  menu.dispatchEvent(new Event('change', {bubbles: true}));
+  stages[o.value] = shown();
+});
+return {clipped: clipped, all: all, axes: axes, stages: stages};"""
+
+
+def check_collectives_shown(name, browser, tmp, page, coll):
+    """The whole collectives table shows in the page, in no box that clips it;
+    a button per axis shows exactly that axis' rows (collectives --json), and
+    with more than one stage the stage menu exactly that stage's."""
+    got = measure(browser, tmp, page, COLLECTIVES_SHOWN)
+    if not got:
+        return
+    rows = coll["collectives"]
+    check(not got["clipped"], f"{name}: the collectives table is clipped by a box that scrolls: {got['clipped']}")
+    check(got["all"] == list(range(len(rows))), f"{name}: {len(got['all'])} of {len(rows)} collective rows show")
+    want = {}
+    for i, c in enumerate(rows):
+        want.setdefault(c["axis"] or "-", []).append(i)
+    want[""] = list(range(len(rows)))
+    check(got["axes"] == want, f"{name}: the axis buttons show {({k: len(v) for k, v in got['axes'].items()})} rows, "
+          f"collectives --json has {({k: len(v) for k, v in want.items()})}")
+    stages = {str(s): [i for i, c in enumerate(rows) if c["stage"] == s] for s in {c["stage"] for c in rows}}
+    if len(stages) > 1:
+        stages[""] = list(range(len(rows)))
+        check(got["stages"] == stages, f"{name}: the stage menu shows "
+              f"{({k: len(v) for k, v in got['stages'].items()})} rows, "
+              f"want {({k: len(v) for k, v in stages.items()})}")
+
+
 def check_screenshot(name, png, colors_needed):
     colors = png_colors(png)
     check(len(colors) > 200, f"{name}: screenshot has {len(colors)} colours: blank?")
@@ -246,7 +400,7 @@ def check_screenshot(name, png, colors_needed):
         check(colors.get(rgb, 0) > 100, f"{name}: screenshot lacks {what} ({hexcolor}): {colors.get(rgb, 0)} px")
 
 
-def render(parc, examples, browser, tmp, plan, want_rc, shoot):
+def render(parc, examples, browser, tmp, plan, want_rc, shoot, readable=False):
     name = os.path.basename(plan)
     path = os.path.join(examples, plan)
     out = os.path.join(tmp, name + ".html")
@@ -268,6 +422,10 @@ def render(parc, examples, browser, tmp, plan, want_rc, shoot):
     check_timeline(name, els, exp, sched, text_report)
     check_mesh(name, els, exp, coll)
     check_collectives(name, els, coll)
+    check_fits(name, browser, tmp, out)
+    check_collectives_shown(name, browser, tmp, out, coll)
+    if readable:
+        check_readable_timeline(name, browser, tmp, out)
     if shoot:
         png = os.path.join(tmp, name + ".png")
         rc, _, log = chromium(browser, tmp, "file://" + out, f"--screenshot={png}", "--window-size=1400,2000")
@@ -318,6 +476,8 @@ def main():
             render(parc, examples, browser, tmp, "gpt3_175b.par", 0, True)
             # the plan of the README's picture (docs/report.png)
             render(parc, os.path.join(examples, "..", "docs"), browser, tmp, "report.par", 0, False)
+            render(parc, os.path.dirname(os.path.abspath(__file__)), browser, tmp, "interleaved_128.par", 0, False,
+                   readable=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"html {mode}: {len(FAILS)} failed")

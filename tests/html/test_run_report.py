@@ -11,7 +11,10 @@ Runs tiny_pp_1f1b.par for 3 steps with --trace, then
     item and times), the simulated timeline's blocks (one per scheduled item),
     one row per phase with the same two numbers; the screenshot is not blank
     and shows both timelines; the page raises no console errors and loads
-    nothing;
+    nothing; laid out at 1400 px it fits the window; the measured and the
+    simulated timelines share one time axis: their ticks put time 0 at the
+    same x and as many pixels in a millisecond, and every block of either
+    starts where that axis puts its start time;
   - bad input is an error naming the file (exit 1): not JSON, missing, a trace
     of another plan (other ranks, another schedule), a page that cannot be
     written; a missing --plan or trace is a usage error (exit 2).
@@ -82,6 +85,51 @@ def check_page(name, els, exp, sched, spans, mean):
                   f"{name}: {key} measured differs from the trace's counters")
 
 
+# Per timeline picture: whether it is the measured one, its ticks (time, x on
+# screen) and its blocks (start time, left edge on screen).
+TIMELINE_AXES = """return Array.prototype.map.call(document.querySelectorAll('svg.timeline'), function(svg) {
+  function x(e) { var b = e.getBoundingClientRect(); return b.left + b.width / 2; }
+  return {
+    measured: svg.classList.contains('measured'),
+    ticks: Array.prototype.map.call(svg.querySelectorAll('line[data-tick-s]'), function(l) {
+      return [+l.dataset.tickS, x(l)];
+    }),
+    blocks: Array.prototype.map.call(svg.querySelectorAll('rect[data-item]'), function(r) {
+      return [r.dataset.item, +r.dataset.start, r.getBoundingClientRect().left];
+    })
+  };
+});"""
+
+
+def check_shared_axis(name, browser, tmp, page):
+    """The measured and the simulated timelines, laid out at 1400 px, have one
+    time axis: time 0 at the same x, the same pixels per millisecond (read
+    off their ticks), and each block starts at its start time on it."""
+    got = th.measure(browser, tmp, page, TIMELINE_AXES)
+    if not got:
+        return
+    if not check(sorted(t["measured"] for t in got) == [False, True], f"{name}: timelines {got}"):
+        return
+    axes = {}
+    for t in got:
+        what = "measured" if t["measured"] else "simulated"
+        ticks = t["ticks"]
+        if not check(len(ticks) >= 2, f"{name}: the {what} timeline has {len(ticks)} ticks"):
+            return
+        (t0, x0), (t1, x1) = ticks[0], ticks[-1]
+        per_ms = (x1 - x0) / ((t1 - t0) * 1e3)
+        origin = x0 - t0 * 1e3 * per_ms
+        check(all(abs(origin + tt * 1e3 * per_ms - xx) < 0.5 for tt, xx in ticks),
+              f"{name}: the {what} timeline's ticks are not evenly spaced: {ticks}")
+        late = [b for b in t["blocks"] if abs(origin + b[1] * 1e3 * per_ms - b[2]) > 1.0]
+        check(t["blocks"] and not late, f"{name}: {len(late)} {what} blocks start off their axis: {late[:3]}")
+        axes[what] = (origin, per_ms)
+    (om, km), (os_, ks) = axes["measured"], axes["simulated"]
+    check(abs(om - os_) < 0.5 and th.close(km, ks, 1e-3),
+          f"{name}: the measured timeline puts 0 at x {om:.1f} with {km:.3f} px/ms, the simulated at {os_:.1f} "
+          f"with {ks:.3f} px/ms")
+
+
 def check_errors(parc, examples, tmp, trace, other_trace, plan):
     bad = os.path.join(tmp, "bad.json")
     open(bad, "w").write('{"traceEvents": [ {"ph": "X",')
@@ -135,6 +183,8 @@ def main():
         parser = th.Dom()
         parser.feed(dom)
         check_page(name, parser.elements, exp, sched, spans, mean)
+        th.check_fits(name, browser, tmp, out_html)
+        check_shared_axis(name, browser, tmp, out_html)
         png = os.path.join(tmp, "run.png")
         rc, _, log = th.chromium(browser, tmp, "file://" + out_html, f"--screenshot={png}", "--window-size=1400,1600")
         check(rc == 0 and os.path.exists(png), f"{name}: chromium --screenshot exit {rc}")
