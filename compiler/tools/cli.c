@@ -38,6 +38,7 @@ typedef enum {
     OPT_RANKS,      /* calibrate */
     OPT_MASTER,     /* export */
     OPT_NAMES,      /* export */
+    OPT_MAX_SHARD,  /* export */
 } OptId;
 
 typedef struct OptSpec {
@@ -125,8 +126,11 @@ static const OptSpec calibrate_opts[] = {
     {"--ranks", "N", OPT_RANKS, "with --device: N ranks under mpirun, one per GPU (default 1)"},
 };
 static const OptSpec export_opts[] = {
-    {"-o", "OUT", OPT_OUTPUT, "the safetensors file to write (required)"},
+    {"-o", "OUT", OPT_OUTPUT, "a safetensors file (OUT.safetensors), or a directory Hugging Face transformers loads "
+                              "(required)"},
     {"--output", "OUT", OPT_OUTPUT, NULL},
+    {"--max-shard-size", "SIZE", OPT_MAX_SHARD, "into a directory: split the weights into files of at most SIZE "
+                                                 "bytes (5GB, 500MB, 2GiB; default 5GB, as save_pretrained)"},
     {"--master", NULL, OPT_MASTER, "the fp32 master weights instead of the training dtype's, where the plan keeps them"},
     {"--names", "hf|parc", OPT_NAMES, "Hugging Face's names and layouts (the default) or parc's global names"},
 };
@@ -186,11 +190,15 @@ static const CmdSpec commands[CMD_COUNT] = {
      "through that backend of the runtime (cuda: the linear op on cuBLAS, the memory-bound ops and attention on "
      "the GPU's kernels, the collectives over NCCL between N ranks).  Exit 3 when it cannot run or write.",
      calibrate_opts, COUNT(calibrate_opts)},
-    {"export", "CKPT -o OUT [--master] [--names hf|parc]", 1,
-     "a checkpoint of any layout as one safetensors file",
+    {"export", "CKPT -o OUT [--master] [--names hf|parc] [--max-shard-size SIZE]", 1,
+     "a checkpoint of any layout as one safetensors file, or a directory transformers loads",
      "Assembles every parameter of a checkpoint (a step directory, or a --checkpoint-dir with its `latest`) from "
      "the shards of whichever rank files hold it, checked against the manifest's CRC-32, and writes one "
-     "safetensors file.  Exit 1 for a checkpoint that cannot be read, 2 for a usage error, 3 for a failed write.",
+     "safetensors file (OUT ending in .safetensors) or a directory: config.json for GPT2LMHeadModel or "
+     "LlamaForCausalLM and model.safetensors (past --max-shard-size, model-0000K-of-0000N.safetensors and "
+     "model.safetensors.index.json), which AutoModelForCausalLM.from_pretrained(OUT) loads.  Exit 1 for a "
+     "checkpoint that cannot be read or a model transformers has no class for, 2 for a usage error, 3 for a "
+     "failed write.",
      export_opts, COUNT(export_opts)},
 };
 
@@ -259,6 +267,26 @@ static int read_count(const char *text, long max, int *out)
     if (!*text || *end || n < 1 || n > max) return -1;
     *out = (int)n;
     return 0;
+}
+
+/* A shard size as save_pretrained writes one: a whole number with B, KB, MB, GB
+ * (powers of 1000) or KiB, MiB, GiB (of 1024), at least 1 KB and at most 1 PB. */
+static int read_shard_size(const char *text, int64_t *out)
+{
+    static const struct { const char *unit; double scale; } units[] = {
+        {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+    };
+    char *end = NULL;
+    long long n = strtoll(text, &end, 10);
+    if (end == text || n < 1) return -1;
+    for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
+        if (!strcmp(end, units[k].unit)) {
+            double bytes = (double)n * units[k].scale;
+            if (bytes < 1e3 || bytes > 1e15) return -1;
+            *out = (int64_t)bytes;
+            return 0;
+        }
+    return -1;
 }
 
 /* The option spec whose name `arg` (before any '=') is, among `opts`. */
@@ -350,6 +378,10 @@ static int read_option(Parser *p, const CmdSpec *cmd)
             return usage_error(p, "--ranks takes a whole number from 1 to 64, not `%s`", value, NULL);
         break;
     case OPT_MASTER: opts->master = 1; break;
+    case OPT_MAX_SHARD:
+        if (read_shard_size(value, &opts->max_shard))
+            return usage_error(p, "--max-shard-size takes a size such as 5GB, 500MB or 2GiB, not `%s`", value, NULL);
+        break;
     case OPT_NAMES:
         if (strcmp(value, "hf") && strcmp(value, "parc"))
             return usage_error(p, "--names takes hf or parc, not `%s`", value, NULL);

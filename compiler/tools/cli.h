@@ -19,6 +19,7 @@
 #define PARC_CLI_H
 
 #include <stdio.h>
+#include <stdint.h>
 
 /* ORDER: cli.c's command table follows this list. */
 typedef enum {
@@ -47,6 +48,7 @@ typedef struct CliOptions {
     int ranks;              /* calibrate --ranks N (default 1) */
     int master;             /* export --master */
     int hf_names;           /* export --names hf (the default) or parc */
+    int64_t max_shard;      /* export --max-shard-size, bytes (0: the default, 5 GB) */
     int json, verbose;      /* explain, collectives */
     const char *html;       /* explain --html FILE, NULL when not given */
     const char *trace;      /* report: the trace (its argument; `plan` is its --plan) */

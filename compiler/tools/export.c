@@ -1,6 +1,8 @@
 /*
- * export.c — `parc export CKPT -o MODEL.safetensors [--master] [--names hf|parc]`:
- * one consolidated safetensors file from a checkpoint of any layout
+ * export.c — `parc export CKPT -o OUT [--master] [--names hf|parc] [--max-shard-size SIZE]`:
+ * one consolidated safetensors file (OUT ending in .safetensors), or a
+ * directory Hugging Face transformers loads (config.json and the weights,
+ * sharded with an index past SIZE), from a checkpoint of any layout
  * (runtime/prt_ckpt.c writes them).  Every parameter is assembled from the
  * shards of whichever rank files hold it (each checked against the manifest's
  * CRC-32), with its global shape.  --names hf (the default) writes the names
@@ -249,6 +251,168 @@ static int rename_hf(prt_st_tensor *t, int64_t *n, char (*names)[256], ExportOut
     return 0;
 }
 
+/* The parc tensor `name` among the assembled ones, or NULL. */
+static const Assembled *tensor(const Assembled *as, int64_t n, const char *name) {
+    for (int64_t i = 0; i < n; i++)
+        if (!strcmp(as[i].name, name)) return &as[i];
+    return NULL;
+}
+
+static double model_number(const cJSON *model, const char *key, double otherwise) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(model, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : otherwise;
+}
+
+/* config.json of the Hugging Face class the model is (family "gpt2" or
+ * "llama"), from the parc tensors' global shapes and the manifest's `model`
+ * (the norm's epsilon, the rotary positions); NULL with err filled for a
+ * model that class cannot express. */
+static cJSON *hf_config(const Assembled *as, int64_t n, const char *family, int tied, int64_t dtype,
+                        const cJSON *model, char *err, size_t size) {
+    const Assembled *wte = tensor(as, n, "wte"), *qkv = tensor(as, n, "h.0.attn.qkv.w");
+    const Assembled *up = tensor(as, n, "h.0.mlp.up.w"), *wpe = tensor(as, n, "wpe");
+    int layers = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int L = -1;
+        if (sscanf(as[i].name, "h.%d.", &L) == 1 && L + 1 > layers) layers = L + 1;
+    }
+    if (!wte || !qkv || !up || qkv->ndim != 4) {
+        textf(err, size, "the checkpoint lacks wte, h.0.attn.qkv.w or h.0.mlp.up.w: no transformers config");
+        return NULL;
+    }
+    int64_t V = wte->gdims[0], C = wte->gdims[1], A = qkv->gdims[1], B = qkv->gdims[2], hd = qkv->gdims[3];
+    double eps = model_number(model, "norm_eps", 1e-5);
+    const char *dt = dtype == PRT_BF16 ? "bfloat16" : dtype == PRT_F16 ? "float16" : "float32";
+    cJSON *c = cJSON_CreateObject(), *arch = cJSON_AddArrayToObject(c, "architectures");
+    if (!strcmp(family, "gpt2")) {
+        if (!tensor(as, n, "h.0.attn.qkv.b") || !wpe) {
+            cJSON_Delete(c);
+            textf(err, size, "a GPT-2 without biases or learned positions has no GPT2LMHeadModel config: export to "
+                             "a .safetensors file");
+            return NULL;
+        }
+        cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
+        cJSON_AddStringToObject(c, "model_type", "gpt2");
+        cJSON_AddNumberToObject(c, "vocab_size", (double)V);
+        cJSON_AddNumberToObject(c, "n_positions", (double)wpe->gdims[0]);
+        cJSON_AddNumberToObject(c, "n_embd", (double)C);
+        cJSON_AddNumberToObject(c, "n_layer", layers);
+        cJSON_AddNumberToObject(c, "n_head", (double)B);
+        cJSON_AddNumberToObject(c, "n_inner", (double)up->gdims[up->ndim - 1]);
+        cJSON_AddStringToObject(c, "activation_function", "gelu_new");  /* GELU's tanh form, as parc's */
+        cJSON_AddNumberToObject(c, "layer_norm_epsilon", eps);
+        cJSON_AddNumberToObject(c, "resid_pdrop", 0);
+        cJSON_AddNumberToObject(c, "embd_pdrop", 0);
+        cJSON_AddNumberToObject(c, "attn_pdrop", 0);
+    } else {
+        const cJSON *pos = cJSON_GetObjectItemCaseSensitive(model, "positions");
+        if (!cJSON_IsString(pos) || strcmp(pos->valuestring, "rope")) {
+            cJSON_Delete(c);
+            textf(err, size, "this Llama has no rotary positions, which LlamaForCausalLM applies: it would compute "
+                             "other logits; export to a .safetensors file");
+            return NULL;
+        }
+        int mha = A == 3 && B * hd == C;
+        int64_t heads = mha ? B : A * (B - 2), kv = mha ? B : A;
+        cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
+        cJSON_AddStringToObject(c, "model_type", "llama");
+        cJSON_AddNumberToObject(c, "vocab_size", (double)V);
+        cJSON_AddNumberToObject(c, "hidden_size", (double)C);
+        cJSON_AddNumberToObject(c, "intermediate_size", (double)up->gdims[up->ndim - 1]);
+        cJSON_AddNumberToObject(c, "num_hidden_layers", layers);
+        cJSON_AddNumberToObject(c, "num_attention_heads", (double)heads);
+        cJSON_AddNumberToObject(c, "num_key_value_heads", (double)kv);
+        cJSON_AddNumberToObject(c, "head_dim", (double)hd);
+        cJSON_AddNumberToObject(c, "max_position_embeddings", model_number(model, "seq", 0));
+        cJSON_AddStringToObject(c, "hidden_act", "silu");
+        cJSON_AddNumberToObject(c, "rms_norm_eps", eps);
+        cJSON_AddNumberToObject(c, "rope_theta", model_number(model, "rope_theta", 10000));
+        const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(model, "rope_scaling");
+        cJSON_AddItemToObject(c, "rope_scaling",
+                              cJSON_IsObject(scaling) ? cJSON_Duplicate(scaling, 1) : cJSON_CreateNull());
+        cJSON_AddBoolToObject(c, "attention_bias", 0);
+        cJSON_AddBoolToObject(c, "mlp_bias", 0);
+    }
+    cJSON_AddBoolToObject(c, "tie_word_embeddings", tied);
+    cJSON_AddStringToObject(c, "torch_dtype", dt);
+    return c;
+}
+
+/* Writes text to path through path.tmp, fsynced and renamed; 0 or -1 with err. */
+static int write_text(const char *path, const char *text, char *err, size_t size) {
+    char tmp[4096];
+    textf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    int bad = !f || fputs(text, f) < 0 || fputc('\n', f) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0;
+    if (f && fclose(f) != 0) bad = 1;
+    if (!bad && rename(tmp, path) != 0) bad = 1;
+    if (bad) {
+        textf(err, size, "%s: cannot write: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* The directory form: config.json and the weights in files of at most
+ * max_shard bytes (one file, model.safetensors, when they fit; else
+ * model-0000K-of-0000N.safetensors in tensor order, a tensor larger than the
+ * limit alone in its file, and model.safetensors.index.json mapping every
+ * tensor to its file), as save_pretrained writes them. 0 or -1 with err. */
+static int write_dir(const char *out, const prt_st_tensor *t, int64_t n, const cJSON *meta, const cJSON *config,
+                     int64_t max_shard, char *err, size_t size) {
+    char path[4096];
+    if (mkdir(out, 0777) != 0 && errno != EEXIST) {
+        textf(err, size, "%s: cannot create the directory: %s", out, strerror(errno));
+        return -1;
+    }
+    char *text = cJSON_Print(config);
+    textf(path, sizeof path, "%s/config.json", out);
+    int bad = write_text(path, text, err, size);
+    free(text);
+    if (bad) return -1;
+    int64_t *file_of = calloc((size_t)(n ? n : 1), sizeof *file_of), files = 0, used = 0;
+    uint64_t total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i == 0 || (used > 0 && used + (int64_t)t[i].bytes > max_shard)) files++, used = 0;
+        file_of[i] = files - 1;
+        used += (int64_t)t[i].bytes;
+        total += t[i].bytes;
+    }
+    cJSON *map = cJSON_CreateObject();
+    for (int64_t k = 0; k < files && !bad; k++) {
+        int64_t first = 0, count = 0;
+        while (file_of[first] != k) first++;
+        while (first + count < n && file_of[first + count] == k) count++;
+        char name[64];
+        if (files == 1) textf(name, sizeof name, "model.safetensors");
+        else textf(name, sizeof name, "model-%05lld-of-%05lld.safetensors", (long long)k + 1, (long long)files);
+        for (int64_t i = first; i < first + count; i++) cJSON_AddStringToObject(map, t[i].name, name);
+        char tmp[4096];
+        textf(path, sizeof path, "%s/%s", out, name);
+        textf(tmp, sizeof tmp, "%s.tmp", path);
+        if (prt_st_write(tmp, t + first, count, meta, err, size) != 0 || rename(tmp, path) != 0) {
+            if (!*err) textf(err, size, "%s: cannot rename into place: %s", path, strerror(errno));
+            unlink(tmp);
+            bad = -1;
+        }
+    }
+    if (!bad && files > 1) {
+        cJSON *index = cJSON_CreateObject(), *m = cJSON_AddObjectToObject(index, "metadata");
+        cJSON_AddNumberToObject(m, "total_size", (double)total);
+        cJSON_AddItemToObject(index, "weight_map", map);
+        map = NULL;
+        text = cJSON_Print(index);
+        textf(path, sizeof path, "%s/model.safetensors.index.json", out);
+        bad = write_text(path, text, err, size);
+        free(text);
+        cJSON_Delete(index);
+    }
+    cJSON_Delete(map);
+    free(file_of);
+    return bad ? -1 : 0;
+}
+
 int export_main(const CliOptions *o) {
     const char *ckpt = o->checkpoint, *out = o->output;
     int master = o->master, hf_names = o->hf_names;
@@ -301,12 +465,27 @@ int export_main(const CliOptions *o) {
         cJSON_AddStringToObject(meta, "names", hf_names ? "hf" : "parc");
         if (hf_names) cJSON_AddStringToObject(meta, "model_type", family);
         cJSON_AddStringToObject(meta, "tie_word_embeddings", tied ? "true" : "false");
-        textf(path, sizeof path, "%s.tmp", out);
-        if (prt_st_write(path, t, n, meta, err, sizeof err) != 0 || rename(path, out) != 0) {
-            if (!*err) textf(err, sizeof err, "%s: cannot rename into place: %s", out, strerror(errno));
-            unlink(path);
-            status = export_error(3, "%s", err);
+        size_t len = strlen(out);
+        int dir_form = len < 12 || strcmp(out + len - 12, ".safetensors") != 0;
+        cJSON *config = NULL;
+        if (dir_form && !hf_names) status = export_error(2, "%s: a directory for transformers needs --names hf", out);
+        else if (dir_form && !(config = hf_config(as, nweights, family, tied, t[0].dtype,
+                                                   cJSON_GetObjectItemCaseSensitive(manifest, "model"), err,
+                                                   sizeof err)))
+            status = export_error(1, "%s", err);
+        else if (dir_form) {
+            if (write_dir(out, t, n, meta, config, o->max_shard > 0 ? o->max_shard : (int64_t)5000000000, err,
+                          sizeof err) != 0)
+                status = export_error(3, "%s", err);
+        } else {
+            textf(path, sizeof path, "%s.tmp", out);
+            if (prt_st_write(path, t, n, meta, err, sizeof err) != 0 || rename(path, out) != 0) {
+                if (!*err) textf(err, sizeof err, "%s: cannot rename into place: %s", out, strerror(errno));
+                unlink(path);
+                status = export_error(3, "%s", err);
+            }
         }
+        cJSON_Delete(config);
         cJSON_Delete(meta);
     }
     if (!status) printf("parc export: %lld tensors from %s -> %s\n", (long long)n, dir, out);

@@ -75,6 +75,7 @@ expect "general usage lists the tools" 0 "^  calibrate +measure this machine" "$
 expect "a tool's misspelt option" 2 "unknown option .--exhaustiv.; did you mean .--exhaustive." "$parc" search x.par --exhaustiv
 expect "search --top out of range" 2 "--top takes a count from 1 to 1000, not .0." "$parc" search x.par --top 0
 expect "export --names" 2 "--names takes hf or parc, not .gguf." "$parc" export ck -o x --names=gguf
+expect "export --max-shard-size" 2 "--max-shard-size takes a size such as 5GB, 500MB or 2GiB, not .5 GB." "$parc" export ck -o x --max-shard-size "5 GB"
 expect "export without -o" 2 "missing -o OUT" "$parc" export ck
 expect "diff of one plan" 2 "give two plans" "$parc" diff a.par
 expect "calibrate --ranks without --device" 2 "--ranks goes with --device" "$parc" calibrate --ranks 2
@@ -93,7 +94,7 @@ for cmd in check explain collectives lower build run report diff search calibrat
     while read -r opt value; do
         [ "$opt" = --help ] || [ "$opt" = -h ] && continue
         n=$((n + 1))
-        case $value in K | N) value=1 ;; "hf|parc") value=hf ;; WHEN) value=auto ;; FORMAT) value=text ;; ?*) value=x ;; esac
+        case $value in K | N) value=1 ;; "hf|parc") value=hf ;; WHEN) value=auto ;; FORMAT) value=text ;; SIZE) value=5GB ;; ?*) value=x ;; esac
         out=$("$parc" "$cmd" "$opt" ${value:+"$value"} --bogus-zz 2>&1); status=$?
         if [ "$status" != 2 ] || ! printf '%s' "$out" | grep -q -- "unknown option .--bogus-zz."; then
             echo "FAIL $cmd's help lists $opt, which its parser does not take: exit $status: $out"
