@@ -43,11 +43,13 @@ struct prt_ckpt {
     const char *dir;        /* --checkpoint-dir, NULL: none */
     int64_t every, keep;    /* save every N steps (0: never); keep the newest N (0: all) */
     const char *resume;     /* --resume: "latest" or a directory; NULL: none */
+    const char *init_from;  /* --init-from: a Hugging Face checkpoint; NULL: none */
     int save_on_exit;
     char *resume_path;      /* the step directory resumed from (prt_ckpt_init) */
     int64_t die_step;       /* PRT_TEST_CKPT_DIE: the last rank kills itself inside this step's save */
     double slow_seconds;    /* PRT_TEST_CKPT_SLOW: every rank's file takes this much longer (a slow disk) */
     int64_t first_step;
+    int imported;           /* --init-from has filled the weights */
 };
 
 const char prt_ckpt_usage[] =
@@ -56,6 +58,8 @@ const char prt_ckpt_usage[] =
     "  --checkpoint-keep N     keep the newest N checkpoints, deleting older ones once a new one is complete\n"
     "  --resume latest|DIR     continue from the newest checkpoint of --checkpoint-dir, or from DIR (a step-N\n"
     "                          directory or a checkpoint directory); any layout of the same model and settings\n"
+    "  --init-from PATH        start from a Hugging Face GPT-2 or Llama checkpoint (a safetensors file or a\n"
+    "                          directory from save_pretrained / parc export), any layout\n"
     "  --save-on-exit          save after the last step (the default with --checkpoint-dir).  SIGINT/SIGTERM\n"
     "                          finish the step, save when\n"
     "                          --checkpoint-dir is set and exit (status 128 + signal); a second signal kills\n";
@@ -107,6 +111,11 @@ int prt_ckpt_option(prt *rt, const char *name, const char *value, char *err, siz
             snprintf(err, size, "%s needs a whole number from 1 to 1000000000, got '%s'", name, value);
         else if (is_every) c->every = v;
         else c->keep = v;
+        return 1;
+    }
+    if (!strcmp(name, "--init-from")) {
+        if (!*value) snprintf(err, size, "--init-from needs a safetensors file or a directory");
+        else c->init_from = value;
         return 1;
     }
     if (!strcmp(name, "--checkpoint-dir") || !strcmp(name, "--resume")) {
@@ -211,6 +220,15 @@ void prt_ckpt_init(prt *rt, char *message, size_t size) {
     }
     if ((c->every || c->keep) && !c->dir) {
         snprintf(message, size, "--checkpoint-%s needs --checkpoint-dir DIR", c->every ? "every" : "keep");
+        return;
+    }
+    if (c->init_from && c->resume) {
+        snprintf(message, size, "--init-from and --resume both give the starting weights: a resumed run continues "
+                                "from its checkpoint (drop --init-from)");
+        return;
+    }
+    if (c->init_from && access(c->init_from, R_OK) != 0) {
+        snprintf(message, size, "--init-from %s: %s", c->init_from, strerror(errno));
         return;
     }
     if (!c->resume) return;
@@ -852,7 +870,10 @@ static int load_buffer(loader *L, prt_buffer *b) {
 
 int64_t prt_first_step(prt *rt) {
     struct prt_ckpt *c = ck(rt);
-    if (!c->resume_path) return c->first_step > 0 ? c->first_step : 1;
+    if (!c->resume_path) {
+        if (c->init_from && !c->imported) prt_import_hf(rt, c->init_from), c->imported = 1;
+        return c->first_step > 0 ? c->first_step : 1;
+    }
     loader L = {.rt = rt, .dir = c->resume_path};
     double t0 = MPI_Wtime();
     if (open_manifest(&L) == 0)

@@ -22,7 +22,7 @@ static void usage(FILE *f, const char *prog) {
             "usage: %s [--steps N] [--data FILE] [--val-data FILE] [--data-format F] [--memory] [--trace FILE]\n"
             "       [--quiet] [--timeout SECONDS]\n"
             "       [--device NAME] [--log FILE] [--checkpoint-dir DIR] [--checkpoint-every N] [--checkpoint-keep N]\n"
-            "       [--resume latest|DIR] [--save-on-exit]   (values as --name value or --name=value)\n"
+            "       [--resume latest|DIR] [--init-from PATH] [--save-on-exit]   (values as --name value or --name=value)\n"
             "  --steps N          number of training steps, 1 to %lld (default: the plan's)\n"
             "  --data FILE        train on FILE (default: the plan's data section, else synthetic data)\n"
             "  --val-data FILE    evaluate on FILE (default: the plan's validation file)\n"
@@ -102,7 +102,8 @@ static double default_timeout(const prt_plan_desc *plan) {
 /* Options that take a value. */
 static const char *const valued[] = {"--steps", "--data", "--val-data", "--data-format", "--trace", "--device",
                                      "--timeout", "--log",
-                                     "--checkpoint-dir", "--checkpoint-every", "--checkpoint-keep", "--resume", NULL};
+                                     "--checkpoint-dir", "--checkpoint-every", "--checkpoint-keep", "--resume",
+                                     "--init-from", NULL};
 
 static void set_option(prt *rt, const char *prog, const char *name, const char *value) {
     char err[512] = "";

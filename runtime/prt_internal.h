@@ -460,7 +460,8 @@ void prt_startup_report(prt *rt);
     X(DATA, "data", "the check of the data files (start-up)")                           \
     X(BACKEND, "backend", "the barrier before the backend's start-up")                  \
     X(READY, "ready", "the start-up barrier")                                           \
-    X(RESUME, "resume", "the check of the restored checkpoint (start-up)")
+    X(RESUME, "resume", "the check of the restored checkpoint (start-up)")                \
+    X(IMPORT, "import", "the check of the imported weights (start-up)")
 enum {
 #define X(id, name, wait) PRT_STARTUP_##id,
     PRT_STARTUP_PHASES(X)
@@ -575,6 +576,10 @@ int prt_ckpt_option(prt *rt, const char *name, const char *value, char *err, siz
 /* At prt_init after the options: checks the checkpoint directory can be written
  * and the checkpoint to resume exists; installs the SIGINT/SIGTERM handlers. */
 void prt_ckpt_init(prt *rt, char *message, size_t size);
+/* --init-from PATH (prt_import.c): fills this rank's weights and fp32 masters
+ * from a Hugging Face GPT-2 or Llama checkpoint, reading only its own shards;
+ * every rank exits 2 when any found a problem (each named). */
+void prt_import_hf(prt *rt, const char *path);
 /* At prt_step_end: stops after this step when a signal came (saving first when a
  * checkpoint directory is set), and saves every --checkpoint-every steps and at
  * the last step with --save-on-exit. */

@@ -100,6 +100,7 @@ static const OptSpec run_opts[] = {
     {"--checkpoint-every", "N", OPT_FORWARD, "save every N steps (and the last)"},
     {"--checkpoint-keep", "N", OPT_FORWARD, "keep the newest N checkpoints"},
     {"--resume", "WHERE", OPT_FORWARD, "latest (of --checkpoint-dir) or a checkpoint directory, any layout"},
+    {"--init-from", "PATH", OPT_FORWARD, "start from a Hugging Face GPT-2 or Llama checkpoint (file or directory)"},
     {"--save-on-exit", NULL, OPT_FORWARD, "save after the last step (the default with a checkpoint directory)"},
 };
 

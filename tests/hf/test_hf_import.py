@@ -1,0 +1,177 @@
+#!/usr/bin/python3
+"""test_hf_import.py — `--init-from PATH` starts a run from a Hugging Face
+checkpoint that transformers itself wrote (save_pretrained), in any layout, and
+the model trained in parc goes back to transformers (parc export -o DIR).
+transformers is the reference (run under tests/hf/python.sh: .ci/pyenv's pinned
+release), not a model written here.
+
+usage: test_hf_import.py PARC EXAMPLES_DIR
+
+For a tiny random GPT2LMHeadModel of tiny_gpt's sizes (untied) and its tied
+twin (tiny_tied's):
+  - step 1's loss in every layout (one rank, tp 2, pp 2 1F1B, dp 2 ZeRO-3,
+    interleaved pp 2, the 8-rank 3-D layout) equals transformers' cross-entropy
+    of the same model on the same batch (the run's dumped tokens and targets):
+    relative 1e-5 (fp32);
+  - after 5 steps of training in parc (tp 2 and dp 2 ZeRO-3) and `parc export`,
+    transformers' eval-mode logits on step 6's batch equal the one-rank run's
+    (relative 1e-4: the layouts' weights agree to the parity tolerances);
+  - the refusals, each naming what is wrong, all at once: a model with 5 layers
+    (every tensor of layer 4 named as having no place), one 128 wide (each
+    tensor's expected and found shape), --init-from with --resume, a path that
+    does not exist; a tied plan given an untied file names `head untied`.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "parity"))
+import numpy as np  # noqa: E402
+import prt_dump  # noqa: E402
+import torch  # noqa: E402
+from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel  # noqa: E402
+
+LOSS_TOL, LOGIT_TOL = 1e-5, 1e-4
+LAYOUTS = ["tiny_single", "tiny_tp", "tiny_pp_1f1b", "tiny_zero3", "tiny_pp_interleaved", "tiny_3d"]
+TIED_LAYOUTS = ["tiny_tied", "tiny_tied_pp", "tiny_tied_zero3"]
+TRAINED = ["tiny_tp", "tiny_zero3"]
+failures = []
+
+
+def check(ok, what):
+    print(("ok    " if ok else "FAIL  ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def gpt2(path, tied, layers=4, width=64, seed=0):
+    torch.manual_seed(seed)
+    config = GPT2Config(vocab_size=256, n_positions=32, n_embd=width, n_layer=layers, n_head=4, n_inner=4 * width,
+                        activation_function="gelu_new", layer_norm_epsilon=1e-5, resid_pdrop=0.0, embd_pdrop=0.0,
+                        attn_pdrop=0.0, tie_word_embeddings=tied)
+    GPT2LMHeadModel(config).save_pretrained(path)
+    return path
+
+
+class Runner:
+    def __init__(self, parc, examples, work):
+        self.parc, self.examples, self.work, self.built = parc, examples, work, {}
+
+    def run(self, name, args, env=None, expect=0):
+        plan = os.path.join(self.examples, name + ".par")
+        if name not in self.built:
+            exe = os.path.join(self.work, name)
+            prt_dump.build(self.parc, plan, exe)
+            self.built[name] = (exe, prt_dump.world_size(prt_dump.explain(self.parc, plan)))
+        exe, world = self.built[name]
+        mpirun = os.environ.get("PARC_MPIRUN") or shutil.which("mpirun")
+        env = dict(env or {})
+        cmd = [mpirun, "-np", str(world), "--oversubscribe"]
+        for k in sorted(env):
+            cmd += ["-x", k]
+        r = subprocess.run(cmd + [exe, "--quiet", "--timeout", "60"] + args, capture_output=True, text=True,
+                           env=prt_dump.run_env(env), timeout=300)
+        if expect is not None and r.returncode != expect:
+            raise RuntimeError(f"{name} {' '.join(args)}: exit {r.returncode}:\n{(r.stdout + r.stderr)[-2000:]}")
+        return r.returncode, r.stdout + r.stderr
+
+
+def batch_of(dump, step):
+    """The step's micro-batches (tokens, targets), each once, from rank 0's data dump."""
+    seen, out = set(), []
+    for st, first, tokens, targets in prt_dump.read_data(os.path.join(dump, "data.rank0.bin")):
+        if st == step and first not in seen:
+            seen.add(first)
+            out.append((tokens.astype(np.int64), targets.astype(np.int64)))
+    return out
+
+
+def hf_loss(model, batch):
+    with torch.no_grad():
+        losses = [torch.nn.functional.cross_entropy(model(torch.from_numpy(t)).logits.flatten(0, 1).double(),
+                                                    torch.from_numpy(y).flatten()).item() for t, y in batch]
+    return sum(losses) / len(losses)
+
+
+def test_family(r, work, layouts, tied):
+    tag = "tied" if tied else "untied"
+    src = gpt2(os.path.join(work, f"gpt2_{tag}"), tied)
+    model = AutoModelForCausalLM.from_pretrained(src, torch_dtype=torch.float32).eval()
+    ref = os.path.join(work, f"ref_{tag}")
+    r.run(layouts[0], ["--steps", "6", "--init-from", src, "--checkpoint-dir", ref + ".ck", "--checkpoint-every", "5",
+                       "--log", ref + ".jsonl"], {"PRT_DUMP_DIR": ref, "PRT_DUMP_STEP": "6",
+                                                  "PRT_DUMP_DATA_ALL": "1", "PRT_LOSS_FILE": ref + ".loss"})
+    want = hf_loss(model, batch_of(ref, 1))
+    for name in layouts:
+        loss_file = os.path.join(work, f"{name}.{tag}.loss")
+        r.run(name, ["--steps", "1", "--init-from", src], {"PRT_LOSS_FILE": loss_file})
+        got = prt_dump.read_losses(loss_file)[1]
+        rel = abs(got - want) / abs(want)
+        check(rel <= LOSS_TOL, f"{tag} GPT-2 imported into {name}: step 1 loss {got:.7f}, transformers' "
+              f"{want:.7f} (rel {rel:.1e})")
+    step6 = batch_of(ref, 6)
+    logits = prt_dump.read_logits(os.path.join(ref, "logits.rank0.bin"))
+    for name in (TRAINED if not tied else ["tiny_tied_zero3"]):
+        ck, out = os.path.join(work, f"{name}.{tag}.ck"), os.path.join(work, f"{name}.{tag}.hf")
+        r.run(name, ["--steps", "5", "--init-from", src, "--checkpoint-dir", ck])
+        e = subprocess.run([r.parc, "export", ck, "-o", out], capture_output=True, text=True)
+        check(e.returncode == 0, f"{tag}: parc export of {name}'s step 5 ({e.stderr.strip()[:200]})")
+        trained = AutoModelForCausalLM.from_pretrained(out, torch_dtype=torch.float32).eval()
+        worst = 0.0
+        with torch.no_grad():
+            for (tokens, _), lg in zip(step6, logits):
+                got = trained(torch.from_numpy(tokens)).logits.reshape(lg["N"], -1).double().numpy()
+                ref_logits = lg["logits"].astype(np.float64)
+                worst = max(worst, float(np.linalg.norm(got - ref_logits) / np.linalg.norm(ref_logits)))
+        check(len(logits) == len(step6) >= 1 and worst <= LOGIT_TOL,
+              f"{tag}: {name} trained 5 steps from the import, exported, in transformers: logits of step 6 equal "
+              f"the one-rank run's (worst {worst:.1e} over {len(logits)} micro-batches)")
+
+
+def test_refusals(r, work):
+    bigger = gpt2(os.path.join(work, "gpt2_5"), False, layers=5)
+    rc, out = r.run("tiny_single", ["--steps", "1", "--init-from", bigger], expect=None)
+    extra = [f"transformer.h.4.{x}" for x in ("ln_1.weight", "attn.c_attn.weight", "mlp.c_proj.bias")]
+    check(rc == 2 and all(x in out for x in extra) and "has no place in the plan's model" in out,
+          f"a 5-layer file into the 4-layer plan: exit 2, every layer-4 tensor named ({rc}: {out.strip()[:200]})")
+    wide = gpt2(os.path.join(work, "gpt2_128"), False, width=128)
+    rc, out = r.run("tiny_single", ["--steps", "1", "--init-from", wide], expect=None)
+    check(rc == 2 and "tensor transformer.wte.weight: the plan's model needs [256, 64]" in out and "holds [256, 128]"
+          in out and out.count("the plan's model needs") >= 10,
+          f"a 128-wide file: exit 2, each tensor's expected and found shape, all at once "
+          f"({out.count('the plan') } named: {out.strip()[:160]})")
+    untied = os.path.join(work, "gpt2_untied")
+    rc, out = r.run("tiny_tied", ["--steps", "1", "--init-from", untied], expect=None)
+    check(rc == 2 and "lm_head.weight" in out and "`head untied`" in out,
+          f"an untied file into a tied plan names `head untied` ({rc}: {out.strip()[:200]})")
+    rc, out = r.run("tiny_single", ["--steps", "1", "--init-from", untied, "--resume", untied], expect=None)
+    check(rc == 2 and "--init-from and --resume" in out, f"--init-from with --resume is refused ({out.strip()[:120]})")
+    rc, out = r.run("tiny_single", ["--steps", "1", "--init-from", os.path.join(work, "nowhere")], expect=None)
+    check(rc == 2 and "nowhere: No such file or directory" in out, f"a missing path is named ({out.strip()[:120]})")
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    torch.set_num_threads(1)
+    work = tempfile.mkdtemp(prefix="parc_hf_import_")
+    r = Runner(sys.argv[1], sys.argv[2], work)
+    try:
+        test_family(r, work, LAYOUTS, False)
+        test_family(r, work, TIED_LAYOUTS, True)
+        test_refusals(r, work)
+    except (RuntimeError, ValueError, OSError, KeyError) as e:
+        check(False, f"{type(e).__name__}: {e}")
+    if failures:
+        print(f"test_hf_import: {len(failures)} failures (work in {work})")
+        return 1
+    shutil.rmtree(work)
+    print("test_hf_import: all passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
