@@ -725,6 +725,11 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link
                    "%.3f of a 4 MiB all-reduce's time hidden, %.3f of 16 all-gathers of 64 KiB; their mean %.3f\n",
                 rt ? " of 1024^3, the runtime's allreduce_start and allgather_start" : ", MPI_Test between them",
                 link->overlap_share[0], link->overlap_share[1], link->overlap);
+    char machine[320];
+    prt_machine_name(rt ? rt->backend->name : "cpu", rt ? rt->backend->description : NULL, machine, sizeof machine);
+    for (char *q = machine; *q; q++)
+        if (*q == '"' || *q == '\\' || *q == '\n') *q = '\'';  /* a plan string holds neither */
+    fprintf(f, "calibrated \"%s\";\n", machine);
     fprintf(f, "gpu { memory %.0f B; bf16 %.6g FLOP/s; fp32 %.6g FLOP/s; hbm %.6g B/s; }\n", memory, peak16, peak,
             hbm);
     if (size > 1) fprintf(f, "link intra %.6g B/s %.6g s;\n", link->bandwidth, step_latency);

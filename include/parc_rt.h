@@ -208,7 +208,12 @@ typedef struct prt_plan_desc {
      * --checkpoint-keep (0: none), which override them. */
     const char *ckpt_dir;
     int64_t ckpt_every, ckpt_keep;
-    /* Every op call of every stage with its size arguments (NULL, 0: none given). */
+    /* The machine the cluster's figures were measured on (`calibrated "NAME";`,
+     * as prt_machine_name names one), NULL: the cluster as written; the end of
+     * a run says whether the estimate is for the machine it ran on. */
+    const char *calibrated;
+    /* Every op call of every stage with its size arguments (NULL, 0: none given);
+     * the last two fields. */
     const prt_op_shape_desc *op_shapes;
     int64_t nop_shapes;
 } prt_plan_desc;

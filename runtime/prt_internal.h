@@ -580,6 +580,10 @@ void prt_ckpt_init(prt *rt, char *message, size_t size);
  * from a Hugging Face GPT-2 or Llama checkpoint, reading only its own shards;
  * every rank exits 2 when any found a problem (each named). */
 void prt_import_hf(prt *rt, const char *path);
+
+/* The machine's name as `calibrated "NAME";` gives it (prt_machine.c): "cpu
+ * MODEL, N cores" for device "cpu" (or NULL), else "DEVICE DESCRIPTION". */
+void prt_machine_name(const char *device, const char *description, char *out, size_t size);
 /* At prt_step_end: stops after this step when a signal came (saving first when a
  * checkpoint directory is set), and saves every --checkpoint-every steps and at
  * the last step with --save-on-exit. */

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prt_backend.h"
 #include "prt_internal.h"
 
 static const char *const phase_names[PRT_NPHASES] = {"forward", "backward", "exposed communication", "bubble",
@@ -97,6 +98,15 @@ static int write_spread_json(FILE *f, const RankSpread *s, int k) {
 
 /* The metrics log's last record: per phase the estimate and rank 0's
  * measured mean, then every rank's spread. */
+/* Which machine the plan's estimate is for, beside this one (its name into
+ * here): "this machine", "another machine" (calibrated elsewhere) or "the
+ * plan's cluster" (figures as written, not measured). */
+static const char *estimate_for(const prt *rt, char *here, size_t size) {
+    prt_machine_name(rt->backend->name, rt->backend->description, here, size);
+    if (!rt->plan.calibrated) return "the plan's cluster";
+    return strcmp(rt->plan.calibrated, here) ? "another machine" : "this machine";
+}
+
 static void write_summary(prt *rt, const double *mean_ms, double est_total, double meas_total, const RankSpread *s) {
     FILE *f = rt->log_file;
     int bad = fprintf(f, "{\"record\": \"summary\", \"steps_done\": %lld", (long long)rt->steps_done) < 0;
@@ -107,6 +117,8 @@ static void write_summary(prt *rt, const double *mean_ms, double est_total, doub
         bad |= fprintf(f, "%s\"%s\": {\"estimated\": %.6g, \"measured\": %.6g}", k ? ", " : "", prt_phase_keys[k],
                        rt->plan.est_phase_seconds[k] * 1e3, mean_ms[k]) < 0;
     bad |= fprintf(f, "}, \"step_ms\": {\"estimated\": %.6g, \"measured\": %.6g}", est_total, meas_total) < 0;
+    char here[320];
+    bad |= fprintf(f, ", \"estimate_for\": \"%s\"", estimate_for(rt, here, sizeof here)) < 0;
     bad |= fprintf(f, ", \"ranks\": {\"count\": %d, \"slowest_rank\": %d, \"phases_ms\": {", s->ranks,
                    s->max_rank[PRT_NPHASES]) < 0;
     for (int k = 0; k < PRT_NPHASES; k++) {
@@ -159,6 +171,16 @@ void prt_phases_report(prt *rt) {
     printf("; step %.3g / %.3g", est_total, meas_total);
     if (meas_total > 0) printf(" (%.2fx)", est_total / meas_total);
     printf("\n");
+    char here[320];
+    const char *target = estimate_for(rt, here, sizeof here);
+    if (!strcmp(target, "this machine"))
+        printf("parc: the estimate is for this machine (%s): the plan's cluster was calibrated on it\n", here);
+    else if (!strcmp(target, "another machine"))
+        printf("parc: the estimate is for the machine the plan's cluster was calibrated on (%s), not this one (%s): "
+               "`parc calibrate` measures this one\n", rt->plan.calibrated, here);
+    else
+        printf("parc: the estimate is for the plan's cluster as written, not this machine (%s): `parc calibrate` "
+               "measures this one into a fragment the plan can include\n", here);
     printf("parc: per step over %d ranks, measured ms min / mean / max (the rank of the max):", spread.ranks);
     for (int k = 0; k <= PRT_NPHASES; k++)
         printf("%s %s %.3g / %.3g / %.3g (%d)", k == PRT_NPHASES ? ";" : k ? "," : "",

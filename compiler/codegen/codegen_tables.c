@@ -72,6 +72,7 @@ void codegen_build_types(Gen *g) {
         g->t_f64, g->t_f64,                               /* lr: peak, min */
         g->t_ptr,                                         /* data */
         g->t_ptr, g->t_i64, g->t_i64,                     /* ckpt_dir, ckpt_every, ckpt_keep */
+        g->t_ptr,                                         /* calibrated */
         g->t_ptr, g->t_i64,                               /* op_shapes, nop_shapes */
     };
     g->t_plan_desc = LLVMStructCreateNamed(g->ctx, "prt_plan_desc");
@@ -185,6 +186,7 @@ LLVMValueRef codegen_emit_plan_desc(Gen *g) {
         emit_data_desc(g, plan),
         plan->train.ckpt_dir ? const_string(g, plan->train.ckpt_dir) : LLVMConstNull(g->t_ptr),
         c64(g, plan->train.ckpt_every), c64(g, plan->train.ckpt_keep),
+        plan->cluster.calibrated ? const_string(g, plan->cluster.calibrated) : LLVMConstNull(g->t_ptr),
         shapes, c64(g, nshapes),
     };
     return add_const_global(g, LLVMConstNamedStruct(g->t_plan_desc, fields, sizeof fields / sizeof fields[0]),

@@ -37,7 +37,8 @@
     X(CL_GPN, "gpus_per_node", "gpus_per_node 8;") \
     X(CL_GPU, "gpu", "gpu { memory 80 GiB; bf16 989 TFLOP/s; hbm 3.35 TB/s; }") \
     X(CL_LINK, "link", "link intra 450 GB/s 2 us;") \
-    X(CL_EFFICIENCY, "efficiency", "efficiency h100;` or `efficiency a100 { gemm 0.3 0.55 0.75 0.85; hbm 0.8; }")
+    X(CL_EFFICIENCY, "efficiency", "efficiency h100;` or `efficiency a100 { gemm 0.3 0.55 0.75 0.85; hbm 0.8; }") \
+    X(CL_CALIBRATED, "calibrated", "calibrated \"cpu Intel(R) Xeon(R) Processor\";")
 
 #define EFF_KEYS(X)                                          \
     X(EF_GEMM, "gemm", "gemm 0.3 0.55 0.75 0.85;")           \

@@ -120,6 +120,14 @@ void check_cluster(Check *c, const Stmt *sec)
         int64_t n;
         switch (k) {
         case CL_EFFICIENCY: check_efficiency(c, st); break;
+        case CL_CALIBRATED:
+            if (!check_shape(c, st, 1, 1, BODY_NO, CLUSTER_usage[k])) break;
+            if (st->values[0].kind != VAL_STRING || !*st->values[0].text)
+                diag_error(st->values[0].loc, arena_printf(c->arena, "e.g. `%s`", CLUSTER_usage[k]),
+                           "`calibrated` names the machine in quotes, got `%s`", check_value_text(c, &st->values[0]));
+            else
+                cl->calibrated = st->values[0].text;
+            break;
         case CL_NODES:
             if (check_read_count_stmt(c, st, 1, 1 << 20, &n, CLUSTER_usage[k])) cl->nodes = (int)n, c->have_nodes = 1;
             break;

@@ -237,6 +237,8 @@ typedef struct Cluster {
     double intra_bw, intra_latency; /* bytes/s, seconds: GPU to GPU inside a node */
     double inter_bw, inter_latency; /* bytes/s per GPU, seconds: between nodes */
     Efficiency eff;      /* always filled by check (defaults when the plan says nothing) */
+    const char *calibrated; /* `calibrated "MACHINE";` (parc calibrate writes it): the machine its
+                             * figures were measured on, as the runtime names its own; NULL: none */
     SrcLoc loc, memory_loc;
 } Cluster;
 

@@ -70,6 +70,7 @@ static void write_cluster(const Plan *p, FILE *out)
     const Cluster *c = &p->cluster;
     const Efficiency *e = &c->eff;
     fprintf(out, "cluster {\n  nodes %d;\n  gpus_per_node %d;\n", c->nodes, c->gpus_per_node);
+    if (c->calibrated) fprintf(out, "  calibrated \"%s\";\n", c->calibrated);
     fprintf(out, "  gpu { memory %s; bf16 %s;", QTY(c->gpu_memory, UNIT_MEMORY), QTY(c->flops_bf16, UNIT_COMPUTE));
     if (c->flops_fp32 > 0) fprintf(out, " fp32 %s;", QTY(c->flops_fp32, UNIT_COMPUTE));
     fprintf(out, " hbm %s; }\n", QTY(c->hbm_bandwidth, UNIT_BANDWIDTH));

@@ -23,6 +23,7 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 "$parc" calibrate -o "$tmp/cluster.par" > "$tmp/out" 2>&1 || fail "parc calibrate exited with status $?: $(cat "$tmp/out")"
 grep -q '^gpu { memory [0-9]* B; bf16 .* FLOP/s; fp32 .* FLOP/s; hbm .* B/s; }$' "$tmp/cluster.par" || fail "no gpu line"
+grep -Eq '^calibrated "cpu .+, [0-9]+ cores?";$' "$tmp/cluster.par" || fail "no calibrated line naming this machine"
 grep -q '^link intra [0-9.e+]* B/s [0-9.e+-]* s;$' "$tmp/cluster.par" || fail "no intra link"
 n='[0-9.]+'
 line=$(grep '^efficiency' "$tmp/cluster.par")
