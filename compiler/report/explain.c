@@ -266,13 +266,16 @@ void explain_text(FILE *out, const Analysis *an, const Analysis *flash, int verb
     analyze_format_bytes(plan->cluster.gpu_memory, b1, sizeof b1);
     fprintf(out, "  cluster         %d node%s x %d GPUs = %d GPUs, %s each\n", plan->cluster.nodes,
             plan->cluster.nodes == 1 ? "" : "s", plan->cluster.gpus_per_node, plan->mesh.world, b1);
+    /* a 16-bit plan says in which dtype its gradients accumulate and are reduced */
+    char grads[96] = "";
+    if (t->precision != PREC_FP32)
+        snprintf(grads, sizeof grads, ", gradients accumulated and reduced in %s",
+                 t->grads_fp32 ? "fp32" : precision_names[t->precision]);
     fprintf(out, "  training        batch %lld x seq %lld = %lld tokens/step; micro-batch %lld, %lld micro-batches per "
                  "rank; %s%s%s; %s\n",
             (long long)t->batch, (long long)m->seq, (long long)(t->batch * m->seq), (long long)t->micro_batch,
             (long long)t->micro_batches, precision_names[t->precision],
-            t->master_fp32 && t->precision != PREC_FP32 ? " with fp32 master weights" : "",
-            t->grads_fp32 && t->precision != PREC_FP32 ? (t->master_fp32 ? " and fp32 gradients" : " with fp32 gradients")
-                                                       : "",
+            t->master_fp32 && t->precision != PREC_FP32 ? " with fp32 master weights" : "", grads,
             t->optimizer == OPT_SGD ? "sgd" : t->optimizer == OPT_ADAM ? "adam" : "adamw");
     if (t->lr_scheduled) explain_lr_schedule(out, t);
     if (t->clip > 0 || t->decay_all) {
