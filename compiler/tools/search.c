@@ -143,7 +143,10 @@ static void layout_describe(const Layout1 *l, char *buf, size_t size)
 static void try_layout(Search *s, const Layout1 *l)
 {
     if (s->budget) {
-        int64_t cost = s->base->model.layers + 64;
+        /* lowering scales with the layers, the analysis's pipeline simulation
+         * with the micro-batches each rank runs */
+        int64_t per_rank = l->dp > 0 && l->micro_batch > 0 ? s->base->train.batch / l->dp / l->micro_batch : 0;
+        int64_t cost = s->base->model.layers + 64 + per_rank / 8;
         if (*s->budget < cost) {
             s->stopped = 1;
             return;

@@ -32,7 +32,8 @@ typedef struct SearchFit {
     int64_t tried;      /* layouts checked, lowered and analyzed */
 } SearchFit;
 /* budget: lowering work left, in layers lowered (each try costs the model's
- * layers + 64); shared by successive calls, so the advice stays bounded.
+ * layers + 64 + 1/8 of the micro-batches each of its ranks runs); shared by
+ * successive calls, so the advice stays bounded.
  * verify: run every pass's verifier on each candidate. */
 int search_best_fit(const Plan *base, SearchFit *fit, int64_t *budget, int verify);
 
