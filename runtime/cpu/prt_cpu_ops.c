@@ -33,6 +33,7 @@
 #include "prt_cpu_dropout.h"
 #include "prt_cpu_attention.h"
 #include "prt_cpu_gqa.h"
+#include "prt_cpu_rope.h"
 #include "prt_cpu_tensor.h"
 #include "prt_cpu_view.h"
 #include "prt_internal.h"

@@ -142,6 +142,18 @@ static void cu_kv_repeat_bwd(prt *rt, void *din_, const void *dout_, int64_t N, 
                              int64_t dtypes) {
     prt_cu_kv_repeat_bwd(rt, TN(0, din_), TN(1, dout_), N, KV, G, HD);
 }
+static void cu_rope_fwd(prt *rt, void *out_, const void *in_, int64_t B, int64_t T, int64_t G, int64_t U, int64_t R,
+                        int64_t HD, int64_t t_offset, double theta, double factor, double low_freq_factor,
+                        double high_freq_factor, int64_t original_max_positions, int64_t dtypes) {
+    prt_cu_rope_fwd(rt, TN(0, out_), TN(1, in_), B, T, G, U, R, HD, t_offset, theta, factor, low_freq_factor,
+                    high_freq_factor, original_max_positions);
+}
+static void cu_rope_bwd(prt *rt, void *din_, const void *dout_, int64_t B, int64_t T, int64_t G, int64_t U, int64_t R,
+                        int64_t HD, int64_t t_offset, double theta, double factor, double low_freq_factor,
+                        double high_freq_factor, int64_t original_max_positions, int64_t dtypes) {
+    prt_cu_rope_bwd(rt, TN(0, din_), TN(1, dout_), B, T, G, U, R, HD, t_offset, theta, factor, low_freq_factor,
+                    high_freq_factor, original_max_positions, prt_word_writes(dtypes, 0));
+}
 static void cu_dropout_fwd(prt *rt, void *out_, void *mask_, const void *in_, int64_t B, int64_t T, int64_t C,
                            int64_t first_sample, int64_t t_offset, int64_t T_global, int64_t step, int64_t layer,
                            int64_t site, double p, int64_t dtypes) {

@@ -215,6 +215,24 @@ static void test_embed_norms(void) {
         expect16("pos_bwd dwpe", dwpe, 0);
         expect16("pos_bwd din", din, 0);
     }
+    {   /* rotary positions on a grouped qkv [B, T, 2 groups, 3 heads, 8]: 2 of 3 rotated, no workspace */
+        enum { G = 2, U = 3, HD = 8 };
+        int64_t n = B * T * G * U * HD;
+        pair in = mk(n, 38, 2), out = mk(n, 39, 1), dout = mk(n, 19, 1), din = mk(n, 18, 1);
+        for (int scaled = 0; scaled < 2; scaled++) {
+            double factor = scaled ? 8 : 0;
+            scratch_reset();
+            prt_rope_fwd(RT, out.h, in.h, B, T, G, U, 2, HD, 3, 500000, factor, 1, 4, 64, PRT_ARG_DTYPES(DT, DT));
+            expect_scratch("rope_fwd", 0);
+            prt_rope_fwd(RT, out.f, in.f, B, T, G, U, 2, HD, 3, 500000, factor, 1, 4, 64, 0);
+            expect16(scaled ? "rope_fwd (llama3 scaling)" : "rope_fwd", out, 0);
+            scratch_reset();
+            prt_rope_bwd(RT, din.h, dout.h, B, T, G, U, 2, HD, 3, 500000, factor, 1, 4, 64, PRT_ARG_DTYPES(DT, DT));
+            expect_scratch("rope_bwd", 0);
+            prt_rope_bwd(RT, din.f, dout.f, B, T, G, U, 2, HD, 3, 500000, factor, 1, 4, 64, 0);
+            expect16(scaled ? "rope_bwd din (llama3 scaling)" : "rope_bwd din", din, 0);
+        }
+    }
     {   /* layernorm and rmsnorm: fp32 mean/rstd, 16-bit everything else */
         pair in = mk(N * C, 30, 2), w = mk(C, 31, 1), b = mk(C, 32, 1), out = mk(N * C, 33, 1), dout = mk(N * C, 34, 1),
              din = mk(N * C, 35, 1), dw = mk(C, 36, 1), db = mk(C, 37, 1);
