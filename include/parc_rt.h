@@ -354,9 +354,11 @@ does:
   embed_bwd(dwte, tokens, dout, N, C, vocab_local, vocab_offset).
   pos_fwd(out, in, wpe, B, T, C, t_offset): out[B,T,C] = in + wpe[t + t_offset]
     (t_offset: first position held, for seq splits);  pos_bwd(dwpe, din, dout, ...).
-  layernorm_fwd(out, mean, rstd, in, w, b, N, C): over C; b may be NULL (no bias);
-    mean, rstd: [N] saved.  layernorm_bwd(din, dw, db, dout, in, w, mean, rstd, N, C).
-  rmsnorm_fwd(out, rstd, in, w, N, C);  rmsnorm_bwd(din, dw, dout, in, w, rstd, N, C).
+  layernorm_fwd(out, mean, rstd, in, w, b, N, C, eps): over C, rstd = 1 / sqrt(variance
+    + eps) in double; b may be NULL (no bias); mean, rstd: [N] saved.
+    layernorm_bwd(din, dw, db, dout, in, w, mean, rstd, N, C).
+  rmsnorm_fwd(out, rstd, in, w, N, C, eps): rstd = 1 / sqrt(mean square + eps);
+    rmsnorm_bwd(din, dw, dout, in, w, rstd, N, C).
   matmul_fwd(out, in, w, N, K, M): out[N,M] = in[N,K] @ w[K,M] (BLAS).
     matmul_bwd(din, dw, dout, in, w, N, K, M): din[N,K] += dout @ w^T (din may be
     NULL); dw[K,M] += in^T @ dout.
@@ -575,15 +577,15 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, OP, pos_bwd, "ppppiiiit", (prt *rt, void *dwpe, void *din, const void *dout, int64_t B, int64_t T,       \
       int64_t C, int64_t t_offset, int64_t dtypes),                                                               \
       (rt, dwpe, din, dout, B, T, C, t_offset, dtypes))                                                           \
-    R(X, OP, layernorm_fwd, "pppppppiit", (prt *rt, void *out, void *mean, void *rstd, const void *in,            \
-      const void *w, const void *b, int64_t N, int64_t C, int64_t dtypes),                                        \
-      (rt, out, mean, rstd, in, w, b, N, C, dtypes))                                                              \
+    R(X, OP, layernorm_fwd, "pppppppiidt", (prt *rt, void *out, void *mean, void *rstd, const void *in,           \
+      const void *w, const void *b, int64_t N, int64_t C, double eps, int64_t dtypes),                            \
+      (rt, out, mean, rstd, in, w, b, N, C, eps, dtypes))                                                         \
     R(X, OP, layernorm_bwd, "pppppppppiit", (prt *rt, void *din, void *dw, void *db, const void *dout,            \
       const void *in, const void *w, const void *mean, const void *rstd, int64_t N, int64_t C, int64_t dtypes),   \
       (rt, din, dw, db, dout, in, w, mean, rstd, N, C, dtypes))                                                   \
-    R(X, OP, rmsnorm_fwd, "pppppiit", (prt *rt, void *out, void *rstd, const void *in, const void *w, int64_t N,  \
-      int64_t C, int64_t dtypes),                                                                                 \
-      (rt, out, rstd, in, w, N, C, dtypes))                                                                       \
+    R(X, OP, rmsnorm_fwd, "pppppiidt", (prt *rt, void *out, void *rstd, const void *in, const void *w, int64_t N, \
+      int64_t C, double eps, int64_t dtypes),                                                                     \
+      (rt, out, rstd, in, w, N, C, eps, dtypes))                                                                  \
     R(X, OP, rmsnorm_bwd, "pppppppiit", (prt *rt, void *din, void *dw, const void *dout, const void *in,          \
       const void *w, const void *rstd, int64_t N, int64_t C, int64_t dtypes),                                     \
       (rt, din, dw, dout, in, w, rstd, N, C, dtypes))                                                             \

@@ -1,7 +1,7 @@
 /*
  * prt_math.h — the element math both backends compute: bf16 and IEEE half
  * rounding (to nearest even), loads and stores of a float tensor in its storage
- * dtype, the norms' epsilon, GELU (tanh approximation), SiLU and the SwiGLU
+ * dtype, the norms' reciprocal square root, GELU (tanh approximation), SiLU and the SwiGLU
  * gate and their derivatives, the exponential of the cross-entropy and the
  * sigmoid (prt_expf_fast: no libm call, so the CPU loops vectorise), and the
  * rotary position embedding's frequencies and rotation.  Compiled
@@ -101,12 +101,9 @@ typedef struct prt_ten {
 
 /* ---------------------------------------------------------------- norms */
 
-/* The epsilon layer norm and RMS norm add to the variance (mean square)
- * before the reciprocal square root. */
-#define PRT_NORM_EPS 1e-5
 /* 1 / sqrt(mean square + eps) of a row, in double: layer norm's (of the centred
- * row) and RMS norm's rstd. */
-PRT_MATH double prt_norm_rstd(double mean_square) { return 1.0 / sqrt(mean_square + PRT_NORM_EPS); }
+ * row) and RMS norm's rstd; eps is the plan's (`norm rms eps 1e-5;`). */
+PRT_MATH double prt_norm_rstd(double mean_square, double eps) { return 1.0 / sqrt(mean_square + eps); }
 
 /* ---------------------------------------------------------------- activations */
 

@@ -237,10 +237,16 @@ typedef struct Cluster {
     SrcLoc loc, memory_loc;
 } Cluster;
 
+/* The epsilon a norm adds to the mean square (variance) before the reciprocal
+ * square root when its statement gives none: PyTorch's LayerNorm default, and
+ * GPT-2's and Llama 2's and 3's. */
+#define PARC_NORM_EPS 1e-5
+
 /* One block kind in the repeated stack. */
 typedef struct BlockSpec {
     BlockKind kind;
     NormKind norm;        /* transformer: norm before attention and before MLP */
+    double norm_eps;      /* its epsilon (`norm rms eps 1e-6;`), PARC_NORM_EPS by default */
     MlpKind mlp;
     int bias;             /* linear layers (and LayerNorm) carry biases */
     int causal;           /* attention is causal */
@@ -265,6 +271,7 @@ typedef struct Model {
     int has_embed;        /* token embedding at the front (else input is hidden-wide) */
     BlockSpec block;      /* the repeated block */
     NormKind final_norm;
+    double final_norm_eps; /* its epsilon, PARC_NORM_EPS by default */
     int has_head;         /* vocab projection at the end */
     int tied_head;        /* head shares the embedding matrix */
     int has_loss;         /* cross-entropy on the head's logits */

@@ -49,12 +49,19 @@ int ops_emit_pos_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
                  arg_int(s->d[2]), arg_coord(s->axis, s->d[1]));
 }
 
+/* A norm's epsilon: the final norm's (the head region's) or the blocks'. */
+static double norm_eps(const Emit *e, const Op *op)
+{
+    const Model *m = &e->lw->plan->model;
+    return op->region == REGION_HEAD ? m->final_norm_eps : m->block.norm_eps;
+}
+
 int ops_emit_layernorm_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     Lowerer *lw = e->lw;
     return ENTRY(e, RT_prt_layernorm_fwd, a->out, arg_value(lw, op->aux[0]), arg_value(lw, op->aux[1]),
                  a->in[0].arg, a->param[0].arg, op->nparam > 1 ? a->param[1].arg : arg_null(), arg_int(s->d[0]),
-                 arg_int(s->d[1]));
+                 arg_int(s->d[1]), arg_f64(norm_eps(e, op)));
 }
 
 int ops_emit_layernorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
@@ -68,7 +75,7 @@ int ops_emit_layernorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape
 int ops_emit_rmsnorm_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     return ENTRY(e, RT_prt_rmsnorm_fwd, a->out, arg_value(e->lw, op->aux[0]), a->in[0].arg, a->param[0].arg,
-                 arg_int(s->d[0]), arg_int(s->d[1]));
+                 arg_int(s->d[0]), arg_int(s->d[1]), arg_f64(norm_eps(e, op)));
 }
 
 int ops_emit_rmsnorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)

@@ -59,10 +59,10 @@ void prt_cu_pos_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten wpe, int64_t B, in
 void prt_cu_pos_bwd(prt *rt, prt_ten dwpe, prt_ten din, prt_ten dout, int64_t B, int64_t T, int64_t C, int64_t t_offset,
                     int din_write);
 void prt_cu_layernorm_fwd(prt *rt, prt_ten out, prt_ten mean, prt_ten rstd, prt_ten in, prt_ten w, prt_ten b,
-                          int64_t N, int64_t C);
+                          int64_t N, int64_t C, double eps);
 void prt_cu_layernorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten db, prt_ten dout, prt_ten in, prt_ten w,
                           prt_ten mean, prt_ten rstd, int64_t N, int64_t C, int write);
-void prt_cu_rmsnorm_fwd(prt *rt, prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, int64_t N, int64_t C);
+void prt_cu_rmsnorm_fwd(prt *rt, prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, int64_t N, int64_t C, double eps);
 void prt_cu_rmsnorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, prt_ten rstd,
                         int64_t N, int64_t C, int write);
 void prt_cu_matmul_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten w, int64_t N, int64_t K, int64_t M, int transposed);

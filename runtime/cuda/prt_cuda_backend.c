@@ -60,8 +60,8 @@ static void cu_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int6
     prt_cu_pos_bwd(rt, TN(0, dwpe_), TN(1, din_), TN(2, dout_), B, T, C, t_offset, prt_word_writes(dtypes, 1));
 }
 static void cu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, const void *in_, const void *w_,
-                             const void *b_, int64_t N, int64_t C, int64_t dtypes) {
-    prt_cu_layernorm_fwd(rt, TN(0, out_), TN(1, mean_), TN(2, rstd_), TN(3, in_), TN(4, w_), TN(5, b_), N, C);
+                             const void *b_, int64_t N, int64_t C, double eps, int64_t dtypes) {
+    prt_cu_layernorm_fwd(rt, TN(0, out_), TN(1, mean_), TN(2, rstd_), TN(3, in_), TN(4, w_), TN(5, b_), N, C, eps);
 }
 static void cu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const void *dout_, const void *in_,
                              const void *w_, const void *mean_, const void *rstd_, int64_t N, int64_t C,
@@ -71,8 +71,8 @@ static void cu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const vo
                          prt_word_writes(dtypes, 0));
 }
 static void cu_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, const void *w_, int64_t N, int64_t C,
-                           int64_t dtypes) {
-    prt_cu_rmsnorm_fwd(rt, TN(0, out_), TN(1, rstd_), TN(2, in_), TN(3, w_), N, C);
+                           double eps, int64_t dtypes) {
+    prt_cu_rmsnorm_fwd(rt, TN(0, out_), TN(1, rstd_), TN(2, in_), TN(3, w_), N, C, eps);
 }
 static void cu_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout_, const void *in_, const void *w_,
                            const void *rstd_, int64_t N, int64_t C, int64_t dtypes) {

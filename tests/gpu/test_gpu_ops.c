@@ -147,15 +147,15 @@ static void ops(int64_t dt) {
         ten in = mk(dt, N * C, -2, 3, 0), w = mk(dt, C, 0.5f, 1.5f, 0), b = mk(dt, C, -1, 1, 0), out = mk(dt, N * C, 0, 0, 1),
             mean = mk(dt, N, 0, 0, 1), rstd = mk(dt, N, 0, 0, 1), din = mk(dt, N * C, -1, 1, 0), dw = mk(dt, C, -1, 1, 0),
             db = mk(dt, C, -1, 1, 0), dout = mk(dt, N * C, -1, 1, 0);
-        prt_layernorm_fwd(rt, out.h, mean.h, rstd.h, in.h, w.h, b.h, N, C, PRT_ARG_DTYPES(out.dt, mean.dt, rstd.dt, in.dt, w.dt, b.dt));
-        prt_cu_layernorm_fwd(rt, D(out), D(mean), D(rstd), D(in), D(w), D(b), N, C);
+        prt_layernorm_fwd(rt, out.h, mean.h, rstd.h, in.h, w.h, b.h, N, C, 1e-5, PRT_ARG_DTYPES(out.dt, mean.dt, rstd.dt, in.dt, w.dt, b.dt));
+        prt_cu_layernorm_fwd(rt, D(out), D(mean), D(rstd), D(in), D(w), D(b), N, C, 1e-5);
         check("layernorm_fwd", "out", out, tol); check("layernorm_fwd", "mean", mean, tol); check("layernorm_fwd", "rstd", rstd, tol);
         prt_layernorm_bwd(rt, din.h, dw.h, db.h, dout.h, in.h, w.h, mean.h, rstd.h, N, C, PRT_ARG_DTYPES(din.dt, dw.dt, db.dt, dout.dt, in.dt, w.dt, mean.dt, rstd.dt));
         prt_cu_layernorm_bwd(rt, D(din), D(dw), D(db), D(dout), D(in), D(w), D(mean), D(rstd), N, C, 0);
         check("layernorm_bwd", "din", din, tol); check("layernorm_bwd", "dw", dw, tol); check("layernorm_bwd", "db", db, tol);
         prt_cuda_memset(rt, out.d, 0xff, (size_t)(N * C) * prt_dtype_size(dt));
         prt_cuda_memset(rt, rstd.d, 0xff, (size_t)N * prt_dtype_size(dt));
-        prt_rmsnorm_fwd(rt, out.h, rstd.h, in.h, w.h, N, C, PRT_ARG_DTYPES(out.dt, rstd.dt, in.dt, w.dt)); prt_cu_rmsnorm_fwd(rt, D(out), D(rstd), D(in), D(w), N, C);
+        prt_rmsnorm_fwd(rt, out.h, rstd.h, in.h, w.h, N, C, 1e-6, PRT_ARG_DTYPES(out.dt, rstd.dt, in.dt, w.dt)); prt_cu_rmsnorm_fwd(rt, D(out), D(rstd), D(in), D(w), N, C, 1e-6);
         check("rmsnorm_fwd", "out", out, tol); check("rmsnorm_fwd", "rstd", rstd, tol);
         prt_rmsnorm_bwd(rt, din.h, dw.h, dout.h, in.h, w.h, rstd.h, N, C, PRT_ARG_DTYPES(din.dt, dw.dt, dout.dt, in.dt, w.dt, rstd.dt));
         prt_cu_rmsnorm_bwd(rt, D(din), D(dw), D(dout), D(in), D(w), D(rstd), N, C, 0);

@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
     {   /* layernorm */
         float in[N * C], w[C], b[C], dout[N * C], out[N * C], mean[N], rstd[N], din[N * C] = {0}, dw[C] = {0}, db[C] = {0};
         rt_fill(in, N * C, 1, 2); rt_fill(w, C, 2, 1); rt_fill(b, C, 3, 1); rt_fill(dout, N * C, 4, 1);
-        prt_layernorm_fwd(rt, out, mean, rstd, in, w, b, N, C, 0);
+        prt_layernorm_fwd(rt, out, mean, rstd, in, w, b, N, C, 1e-5, 0);
         prt_layernorm_bwd(rt, din, dw, db, dout, in, w, mean, rstd, N, C, 0);
         DUMP("ln_in", in, N, C); DUMP("ln_w", w, C); DUMP("ln_b", b, C); DUMP("ln_dout", dout, N, C);
         DUMP("ln_out", out, N, C); DUMP("ln_din", din, N, C); DUMP("ln_dw", dw, C); DUMP("ln_db", db, C);
@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
     {   /* rmsnorm */
         float in[N * C], w[C], dout[N * C], out[N * C], rstd[N], din[N * C] = {0}, dw[C] = {0};
         rt_fill(in, N * C, 5, 2); rt_fill(w, C, 6, 1); rt_fill(dout, N * C, 7, 1);
-        prt_rmsnorm_fwd(rt, out, rstd, in, w, N, C, 0);
+        prt_rmsnorm_fwd(rt, out, rstd, in, w, N, C, 1e-6, 0);
         prt_rmsnorm_bwd(rt, din, dw, dout, in, w, rstd, N, C, 0);
         DUMP("rms_in", in, N, C); DUMP("rms_w", w, C); DUMP("rms_dout", dout, N, C);
         DUMP("rms_out", out, N, C); DUMP("rms_din", din, N, C); DUMP("rms_dw", dw, C);

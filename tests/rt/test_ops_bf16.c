@@ -237,8 +237,8 @@ static void test_embed_norms(void) {
         pair in = mk(N * C, 30, 2), w = mk(C, 31, 1), b = mk(C, 32, 1), out = mk(N * C, 33, 1), dout = mk(N * C, 34, 1),
              din = mk(N * C, 35, 1), dw = mk(C, 36, 1), db = mk(C, 37, 1);
         float mean_h[N], rstd_h[N], mean_f[N], rstd_f[N];
-        prt_layernorm_fwd(RT, out.h, mean_h, rstd_h, in.h, w.h, b.h, N, C, PRT_ARG_DTYPES(DT, PRT_F32, PRT_F32, DT, DT, DT));
-        prt_layernorm_fwd(RT, out.f, mean_f, rstd_f, in.f, w.f, b.f, N, C, 0);
+        prt_layernorm_fwd(RT, out.h, mean_h, rstd_h, in.h, w.h, b.h, N, C, 1e-5, PRT_ARG_DTYPES(DT, PRT_F32, PRT_F32, DT, DT, DT));
+        prt_layernorm_fwd(RT, out.f, mean_f, rstd_f, in.f, w.f, b.f, N, C, 1e-5, 0);
         expect16("layernorm_fwd", out, 0);
         expect32("layernorm_fwd mean", mean_h, mean_f, N, 0);
         expect32("layernorm_fwd rstd", rstd_h, rstd_f, N, 0);
@@ -249,12 +249,12 @@ static void test_embed_norms(void) {
         expect16("layernorm_bwd din", din, 0);
         expect16("layernorm_bwd dw", dw, 0);
         expect16("layernorm_bwd db", db, 0);
-        prt_layernorm_fwd(RT, out.h, mean_h, rstd_h, in.h, w.h, NULL, N, C, PRT_ARG_DTYPES(DT, PRT_F32, PRT_F32, DT, DT));  /* no bias */
-        prt_layernorm_fwd(RT, out.f, mean_f, rstd_f, in.f, w.f, NULL, N, C, 0);
+        prt_layernorm_fwd(RT, out.h, mean_h, rstd_h, in.h, w.h, NULL, N, C, 1e-5, PRT_ARG_DTYPES(DT, PRT_F32, PRT_F32, DT, DT));  /* no bias */
+        prt_layernorm_fwd(RT, out.f, mean_f, rstd_f, in.f, w.f, NULL, N, C, 1e-5, 0);
         expect16("layernorm_fwd (no bias)", out, 0);
 
-        prt_rmsnorm_fwd(RT, out.h, rstd_h, in.h, w.h, N, C, PRT_ARG_DTYPES(DT, PRT_F32, DT, DT));
-        prt_rmsnorm_fwd(RT, out.f, rstd_f, in.f, w.f, N, C, 0);
+        prt_rmsnorm_fwd(RT, out.h, rstd_h, in.h, w.h, N, C, 1e-6, PRT_ARG_DTYPES(DT, PRT_F32, DT, DT));
+        prt_rmsnorm_fwd(RT, out.f, rstd_f, in.f, w.f, N, C, 1e-6, 0);
         expect16("rmsnorm_fwd", out, 0);
         expect32("rmsnorm_fwd rstd", rstd_h, rstd_f, N, 0);
         scratch_reset();

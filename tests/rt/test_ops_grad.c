@@ -109,15 +109,16 @@ static void test_pos(void) {
 
 /* ---------------------------------------------------------------- norms */
 
-typedef struct { float *out, *r, *in, *w, *b, *mean, *rstd; int64_t N, C; int rms; } norm_ctx;
+typedef struct { float *out, *r, *in, *w, *b, *mean, *rstd; int64_t N, C; int rms; double eps; } norm_ctx;
 static double norm_loss(void *p) {
     norm_ctx *c = p;
-    if (c->rms) prt_rmsnorm_fwd(RT, c->out, c->rstd, c->in, c->w, c->N, c->C, 0);
-    else prt_layernorm_fwd(RT, c->out, c->mean, c->rstd, c->in, c->w, c->b, c->N, c->C, 0);
+    if (c->rms) prt_rmsnorm_fwd(RT, c->out, c->rstd, c->in, c->w, c->N, c->C, c->eps, 0);
+    else prt_layernorm_fwd(RT, c->out, c->mean, c->rstd, c->in, c->w, c->b, c->N, c->C, c->eps, 0);
     return dot_r(c->out, c->r, c->N * c->C);
 }
+/* Layer norm with eps 1e-5, RMS norm with 1e-6. */
 static void test_norm(int rms, int with_bias) {
-    norm_ctx c = {.N = 3, .C = 8, .rms = rms};
+    norm_ctx c = {.N = 3, .C = 8, .rms = rms, .eps = rms ? 1e-6 : 1e-5};
     int64_t n = c.N * c.C;
     c.out = rt_alloc(n); c.r = rt_alloc(n); c.in = rt_alloc(n); c.w = rt_alloc(c.C);
     c.b = with_bias ? rt_alloc(c.C) : NULL;
@@ -132,7 +133,7 @@ static void test_norm(int rms, int with_bias) {
         for (int64_t j = 0; j < c.C; j++) m += x[j];
         m = rms ? 0.0 : m / c.C;
         for (int64_t j = 0; j < c.C; j++) v += (x[j] - m) * (x[j] - m);
-        double r = 1.0 / sqrt(v / c.C + 1e-5);
+        double r = 1.0 / sqrt(v / c.C + c.eps);
         for (int64_t j = 0; j < c.C; j++) want[i * c.C + j] = (float)((x[j] - m) * r * c.w[j] + (c.b ? c.b[j] : 0.0));
     }
     const char *name = rms ? "rmsnorm" : with_bias ? "layernorm" : "layernorm(no bias)";
@@ -150,6 +151,37 @@ static void test_norm(int rms, int with_bias) {
     else rt_close("layernorm(no bias) db untouched", db.g, db.g0, c.C, 0, 0);
     grad_free(din); grad_free(dw); grad_free(db);
     free(want); free(c.out); free(c.r); free(c.in); free(c.w); free(c.b); free(c.mean); free(c.rstd);
+}
+
+/* The epsilon is the call's: rows whose mean square (about 1e-6) is of its
+ * size, normalised with eps 1e-5 and 1e-6, each against the double formula
+ * with its own eps (and the two results far apart). */
+static void test_norm_eps(void) {
+    enum { N = 4, C = 16 };
+    float in[N * C], w[C], out[2][N * C], want[N * C], rstd[N], mean[N];
+    rt_fill(in, N * C, 16, 2e-3f);
+    for (int64_t j = 0; j < C; j++) w[j] = 1.0f;
+    for (int rms = 0; rms < 2; rms++) {
+        for (int k = 0; k < 2; k++) {
+            double eps = k ? 1e-6 : 1e-5;
+            if (rms) prt_rmsnorm_fwd(RT, out[k], rstd, in, w, N, C, eps, 0);
+            else prt_layernorm_fwd(RT, out[k], mean, rstd, in, w, NULL, N, C, eps, 0);
+            for (int64_t i = 0; i < N; i++) {
+                double m = 0, v = 0;
+                for (int64_t j = 0; j < C; j++) m += in[i * C + j];
+                m = rms ? 0.0 : m / C;
+                for (int64_t j = 0; j < C; j++) v += (in[i * C + j] - m) * (in[i * C + j] - m);
+                for (int64_t j = 0; j < C; j++) want[i * C + j] = (float)((in[i * C + j] - m) / sqrt(v / C + eps));
+            }
+            char what[64];
+            snprintf(what, sizeof what, "%s fwd, eps %g", rms ? "rmsnorm" : "layernorm", eps);
+            rt_close(what, out[k], want, N * C, 1e-6, 1e-5);
+        }
+        double apart = 0;
+        for (int64_t i = 0; i < N * C; i++) apart = fmax(apart, fabs((double)out[1][i] - out[0][i]));
+        RT_EXPECT(apart > 0.1, "%s: eps 1e-5 and 1e-6 give outputs at most %g apart", rms ? "rmsnorm" : "layernorm",
+                  apart);
+    }
 }
 
 /* ---------------------------------------------------------------- matmul, bias */
@@ -804,6 +836,7 @@ int main(int argc, char **argv) {
     test_norm(0, 1);
     test_norm(0, 0);
     test_norm(1, 0);
+    test_norm_eps();
     test_matmul();
     test_matmul_t();
     test_bias();

@@ -66,7 +66,7 @@ def main():
 
     # rmsnorm (written out: torch's rms_norm is recent)
     x, w = leaf("rms_in"), leaf("rms_w")
-    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w  # ops_dump's eps
     y.backward(t["rms_dout"])
     check("rms_out", y); check("rms_din", x.grad); check("rms_dw", w.grad)
 
