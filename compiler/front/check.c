@@ -35,6 +35,7 @@ static void plan_defaults(Plan *plan, const char *path)
     plan->model.block = (BlockSpec){.kind = BLOCK_TRANSFORMER, .norm = NORM_LAYER, .norm_eps = PARC_NORM_EPS,
                                     .mlp = MLP_GELU, .bias = 1, .causal = 1, .residual = 1};
     plan->model.final_norm_eps = PARC_NORM_EPS;
+    plan->model.rope.theta = PARC_ROPE_THETA;
 }
 
 int check_plan_text(Arena *arena, const char *path, const char *text, Plan *plan)

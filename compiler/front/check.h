@@ -5,7 +5,7 @@
  *   check_load.c     files and includes: what may be read, cycles, depth
  *   check_read.c     statement shapes and values (counts, quantities, words)
  *   check_sections.c one reader per section (cluster, model, train, mesh, layout)
- *   check_positions.c the model's position scheme and its norms' epsilon
+ *   check_positions.c the model's position scheme (learned, rotary) and norms' epsilon
  *   check_cross.c    checks across sections (mesh vs cluster, dims vs mesh,
  *                    batch arithmetic, pipeline stages, the plan's size limits)
  *
@@ -72,7 +72,7 @@
     X(MD_LAYERS, "layers", "layers 32;")                                \
     X(MD_HEAD_DIM, "head_dim", "head_dim 128;")                         \
     X(MD_KV_HEADS, "kv_heads", "kv_heads 8;")                           \
-    X(MD_EMBED, "embed", "embed;` or `embed positions learned;")        \
+    X(MD_EMBED, "embed", "embed;`, `embed positions learned;` or `embed positions rope theta 500000;") \
     X(MD_REPEAT, "repeat", "repeat layers { block llama; }")            \
     X(MD_NORM, "norm", "norm rms;` or `norm rms eps 1e-5;")            \
     X(MD_HEAD, "head", "head untied;")                                  \
@@ -156,7 +156,7 @@ static const char *const loss_words[] = {"none", "cross_entropy"};
 static const char *const attention_words[] = {"full", "causal"};
 static const char *const attention_kind_words[] = {"stored", "flash"};
 static const char *const link_words[] = {"intra", "inter"};
-static const char *const position_words[] = {"none", "learned"}; /* ORDER: PosKind */
+static const char *const position_words[] = {"none", "learned", "rope"}; /* ORDER: PosKind */
 #define COUNT_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* Dims a layout rule may map (head_dim, qkv and flat follow from these). */
@@ -272,11 +272,13 @@ void check_layout(Check *c, const Stmt *sec);
 
 /* ------------------------------------------------------------ check_positions.c */
 
-/* model's `embed [positions none|learned];` */
+/* model's `embed [positions none|learned|rope [theta X] [scaling llama3 ...]];` */
 void check_embed(Check *c, const Stmt *st);
 /* `norm KIND [eps X];` of a block or the model (the final norm): the kind and
  * its epsilon, PARC_NORM_EPS when not given. */
 void check_norm(Check *c, const Stmt *st, const char *usage, NormKind *kind, double *eps);
+/* Rotary positions against the model: attention to rotate, an even head_dim. */
+void check_positions_against_model(Check *c);
 
 /* ------------------------------------------------------------ check_checkpoint.c */
 

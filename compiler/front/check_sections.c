@@ -409,6 +409,7 @@ void check_model(Check *c, const Stmt *sec)
                    "`model %s` is missing %s", m->name, missing);
 
     check_attention_shape(c, seen, have_block);
+    check_positions_against_model(c);
 
     /* Embedding, head, loss. */
     if (seen[MD_HEAD] && m->tied_head && !m->has_embed)

@@ -141,6 +141,30 @@ int ops_emit_swiglu_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s
     return ENTRY(e, RT_prt_swiglu_bwd, a->din[0].arg, a->in[0].arg, a->dout, arg_int(s->d[0]), arg_int(s->d[1]));
 }
 
+/* The rotation of q and k: the shape's sizes, the first position held (a
+ * sequence split's coordinate times its local length), the plan's base and
+ * Llama 3.1 scaling (factor 0: none). */
+static int emit_rope(Emit *e, RtFn fn, Arg dst, Arg src, const OpShape *s)
+{
+    const Rope *r = &e->lw->plan->model.rope;
+    return ENTRY(e, fn, dst, src, arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]),
+                 arg_int(s->d[4]), arg_int(s->d[5]), arg_coord(s->axis, s->d[1]), arg_f64(r->theta),
+                 arg_f64(r->llama3 ? r->factor : 0), arg_f64(r->llama3 ? r->low_freq_factor : 0),
+                 arg_f64(r->llama3 ? r->high_freq_factor : 0), arg_int(r->llama3 ? r->original_max_positions : 0));
+}
+
+int ops_emit_rope_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return emit_rope(e, RT_prt_rope_fwd, a->out, a->in[0].arg, s);
+}
+
+int ops_emit_rope_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return emit_rope(e, RT_prt_rope_bwd, a->din[0].arg, a->dout, s);
+}
+
 static Arg probs_arg(const Lowerer *lw, const Op *op, const OpShape *s)
 {
     return s->kept ? arg_value(lw, op->aux[0]) : arg_null();

@@ -111,6 +111,16 @@ static void verify_plan(const Plan *p, const char *what)
     if (l->schedule == SCHED_1F1B) EXPECT(t->micro_batches >= l->stages, "%s", what);
     if (l->zero_stage > 0) EXPECT(l->zero_axis == l->dim_axis[DIM_BATCH] && l->zero_axis >= 0, "%s", what);
     if (m->tied_head) EXPECT(m->has_embed && m->has_head, "%s", what);
+    if (m->positions == POS_ROPE) {
+        EXPECT(m->has_embed && m->block.kind == BLOCK_TRANSFORMER && m->head_dim % 2 == 0 && m->rope.theta > 1,
+               "%s: rotary positions on attention with an even head_dim", what);
+        if (m->rope.llama3)
+            EXPECT(m->rope.factor >= 1 && m->rope.low_freq_factor > 0 &&
+                       m->rope.high_freq_factor > m->rope.low_freq_factor && m->rope.original_max_positions >= 1,
+                   "%s: llama3 scaling", what);
+    }
+    EXPECT(m->block.norm_eps > 0 && m->block.norm_eps < 1 && m->final_norm_eps > 0 && m->final_norm_eps < 1,
+           "%s: norm epsilons in (0, 1)", what);
     if (m->has_loss) EXPECT(m->has_head, "%s", what);
     /* Rank coordinates round-trip. */
     for (int r = 0; r < p->mesh.world && r < 4096; r += 1 + p->mesh.world / 64) {
@@ -192,6 +202,7 @@ static void check_example_numbers(const char *name, const Plan *p, const char *d
         EXPECT(p->layout.stages == 1 && p->layout.stage_layers[0] == 32 && p->layout.schedule == SCHED_NONE,
                "llama2_7b stages");
         EXPECT(p->layout.dim_axis[DIM_LAYERS] == -1 && p->layout.dim_axis[DIM_HEADS] == 1, "llama2_7b dims");
+        EXPECT(p->model.block.norm_eps == 1e-5 && p->model.final_norm_eps == 1e-5, "llama2_7b norms' default eps");
         EXPECT(has_line(dump, "precision bf16") && has_line(dump, "master_fp32 1"), "llama2_7b dump");
     } else if (strcmp(name, "llama2_70b.par") == 0) {
         EXPECT(p->model.kv_heads == 8 && p->model.head_dim == 128, "70b gqa");
@@ -448,7 +459,9 @@ static void test_pathological(const char *dir)
     static const char *const soup[] = {
         "cluster", "model", "train", "mesh", "layout", "{", "}", ";", "->", "..", "nodes", "gpus_per_node", "gpu",
         "memory", "link", "intra", "inter", "vocab", "seq", "hidden", "heads", "ffn", "layers", "kv_heads", "head_dim",
-        "embed", "positions", "learned", "repeat", "block", "transformer", "gpt2", "llama", "mlp", "norm", "rms",
+        "embed", "positions", "learned", "rope", "theta", "scaling", "llama3", "factor", "low_freq_factor",
+        "high_freq_factor", "original_max_positions", "eps", "repeat", "block", "transformer", "gpt2", "llama",
+        "mlp", "norm", "rms",
         "head", "tied", "untied", "loss", "cross_entropy", "batch", "micro_batch", "micro_batches", "precision",
         "bf16", "master", "fp32", "optimizer", "adamw", "lr", "dp", "tp", "pp", "schedule", "1f1b", "interleaved",
         "gpipe", "zero", "over", "fsdp", "stage", "sequence_parallel", "recompute", "selective", "0", "1", "2", "4",
