@@ -214,6 +214,14 @@ static void check_example_numbers(const char *name, const Plan *p, const char *d
         EXPECT(p->mesh.world == 1 && p->train.optimizer == OPT_ADAM && p->train.master_fp32 == 1, "1gpu");
         EXPECT(p->model.block.norm == NORM_RMS && p->model.block.mlp == MLP_SWIGLU && !p->model.block.bias, "llama block");
         EXPECT(has_line(dump, "gpu_memory 85899345920 B"), "1gpu memory");
+    } else if (strcmp(name, "tiny_rope.par") == 0) {
+        EXPECT(p->model.positions == POS_ROPE && p->model.rope.theta == 500000 && p->model.kv_heads == 2,
+               "tiny_rope: grouped-query attention, rotary at 500000");
+    } else if (strcmp(name, "tiny_rope_llama31.par") == 0) {
+        EXPECT(p->model.rope.llama3 && p->model.rope.original_max_positions == 64 && p->model.rope.theta == 10000,
+               "tiny_rope_llama31 scaling");
+        EXPECT(p->model.block.norm_eps == 1e-3 && p->model.final_norm_eps == 1e-2, "tiny_rope_llama31 eps");
+        EXPECT(has_line(dump, "norm_eps 0.001") && has_line(dump, "final_norm_eps 0.01"), "tiny_rope_llama31 dump eps");
     } else if (strcmp(name, "llama7b_zero3.par") == 0) {
         EXPECT(p->layout.zero_stage == 3 && p->layout.zero_axis == 0 && plan_dp(p) == 8, "zero3");
         EXPECT(p->train.micro_batches == 8, "zero3 micro_batches");
@@ -279,7 +287,7 @@ static void test_examples(Example *ex, int n)
         "llama7b_1gpu.par", "llama7b_zero3.par", "llama2_7b.par", "llama2_70b.par", "gpt3_175b.par",
         "tiny_single.par", "tiny_dp.par", "tiny_tp.par", "tiny_sp.par", "tiny_pp_gpipe.par", "tiny_pp_1f1b.par",
         "tiny_pp_interleaved.par", "tiny_zero1.par", "tiny_zero2.par", "tiny_zero3.par", "tiny_recompute.par",
-        "tiny_3d.par", "tiny_llama.par", "tiny_mlp_tp.par"};
+        "tiny_3d.par", "tiny_llama.par", "tiny_mlp_tp.par", "tiny_rope.par", "tiny_rope_llama31.par"};
     for (size_t r = 0; r < sizeof required / sizeof required[0]; r++) {
         int found = 0;
         for (int i = 0; i < n; i++) found |= strcmp(ex[i].name, required[r]) == 0;
