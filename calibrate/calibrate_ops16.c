@@ -47,7 +47,7 @@ static void class_call(struct prt *rt, int k, int64_t dt, int64_t n, const Ops16
     switch (k) {
     case 0: prt_add_fwd(rt, b->z, b->x, b->y, n, PRT_ARG_DTYPES(dt, dt, dt)); break;
     case 1:
-        prt_layernorm_fwd(rt, b->z, b->stats, b->stats + n / C, b->x, b->g, b->bias, n / C, C,
+        prt_layernorm_fwd(rt, b->z, b->stats, b->stats + n / C, b->x, b->g, b->bias, n / C, C, 1e-5,
                           PRT_ARG_DTYPES(dt, F, F, dt, dt, dt));
         prt_layernorm_bwd(rt, b->y, b->dg, b->db, b->z, b->x, b->g, b->stats, b->stats + n / C, n / C, C,
                           PRT_ARG_DTYPES(W, dt, dt, dt, dt, dt, F, F));

@@ -438,7 +438,7 @@ static void op_rates(struct prt *rt, int64_t n, double *rates, double *scores_ra
             switch (k) {
             case K_ADD: prt_add_fwd(rt, z, x, y, n, PRT_ARG_DTYPES(F, F, F)); break;
             case K_NORM:
-                prt_layernorm_fwd(rt, z, st, st + n / C * sizeof(float), x, g, bias, n / C, C,
+                prt_layernorm_fwd(rt, z, st, st + n / C * sizeof(float), x, g, bias, n / C, C, 1e-5,
                                   PRT_ARG_DTYPES(F, F, F, F, F, F));
                 prt_layernorm_bwd(rt, y, dg, db, z, x, g, st, st + n / C * sizeof(float), n / C, C,
                                   PRT_ARG_DTYPES(W, F, F, F, F, F, F, F));

@@ -359,9 +359,11 @@ does:
   embed_bwd(dwte, tokens, dout, N, C, vocab_local, vocab_offset).
   pos_fwd(out, in, wpe, B, T, C, t_offset): out[B,T,C] = in + wpe[t + t_offset]
     (t_offset: first position held, for seq splits);  pos_bwd(dwpe, din, dout, ...).
-  layernorm_fwd(out, mean, rstd, in, w, b, N, C): over C; b may be NULL (no bias);
-    mean, rstd: [N] saved.  layernorm_bwd(din, dw, db, dout, in, w, mean, rstd, N, C).
-  rmsnorm_fwd(out, rstd, in, w, N, C);  rmsnorm_bwd(din, dw, dout, in, w, rstd, N, C).
+  layernorm_fwd(out, mean, rstd, in, w, b, N, C, eps): over C, rstd = 1 / sqrt(variance
+    + eps) in double; b may be NULL (no bias); mean, rstd: [N] saved.
+    layernorm_bwd(din, dw, db, dout, in, w, mean, rstd, N, C).
+  rmsnorm_fwd(out, rstd, in, w, N, C, eps): rstd = 1 / sqrt(mean square + eps);
+    rmsnorm_bwd(din, dw, dout, in, w, rstd, N, C).
   matmul_fwd(out, in, w, N, K, M): out[N,M] = in[N,K] @ w[K,M] (BLAS).
     matmul_bwd(din, dw, dout, in, w, N, K, M): din[N,K] += dout @ w^T (din may be
     NULL); dw[K,M] += in^T @ dout.
@@ -387,6 +389,22 @@ does:
     g repeated for each of its G query heads.  kv_repeat_bwd(din, dout, N, KV, G,
     HD): din += the query gradients and, per group, the sums of its G k and v
     gradients.
+  rope_fwd(out, in, B, T, G, U, R, HD, t_offset, theta, factor, low_freq_factor,
+    high_freq_factor, original_max_positions): rotary position embedding of the
+    q and k heads of a qkv tensor.  in[B,T,G,U,HD]: per row (sample b, position
+    t) G groups of U heads of HD (even) dims, the first R heads of each group
+    rotated, the others (v) copied.  The token at t has position t_offset + t
+    (its index in the whole sequence, so a sequence split rotates as the whole
+    does).  Head dims i and i + HD/2 form a pair (Hugging Face's rotate_half):
+    out_i = x_i cos a - x_{i+HD/2} sin a, out_{i+HD/2} = x_{i+HD/2} cos a + x_i
+    sin a, a = position x inv_freq(i) in fp32 (prt_rope_inv_freq, prt_math.h:
+    1 / theta^(2i/HD), with factor > 0 Llama 3.1's scaling of it by factor,
+    low_freq_factor, high_freq_factor and original_max_positions; factor 0: none),
+    cos a and sin a in double, rounded to fp32.  A plain-attention qkv
+    [B,T,3,NH,HD] is G = 1, U = 3NH, R = 2NH; a grouped one [B,T,KV,Q+2,HD] is
+    G = KV, U = Q+2, R = Q+1.  out may equal in.  rope_bwd(din, dout, B, T, G,
+    U, R, HD, t_offset, ...): din += the transpose (the rotation by -a; dout of
+    the other heads as it is).
   dropout_fwd(out, mask, in, B, T, C, first_sample, t_offset, T_global, step,
     layer, site, p): out[B,T,C] = in * mask / (1 - p), mask[B,T,C] u8 (1 keep, 0
     drop) saved; element (b, t, c) is global element ((first_sample + b) *
@@ -516,9 +534,9 @@ says the op is its first writer: it writes the argument instead of adding
 into it (the compiler sets it where the zero before would have been the only
 content, first_write.c; prt_word_writes reads it).  Ops that take it: acc's dst
 (then a copy), the din of gelu_bwd, relu_bwd, swiglu_bwd, matmul_bwd,
-matmul_t_bwd, matmul_bias_bwd, layernorm_bwd, rmsnorm_bwd, dropout_bwd (0 where
-dropped) and pos_bwd (then a copy of dout), xent_bwd's dlogits, and the dqkv of
-attention_bwd and attention_dropout_bwd. */
+matmul_t_bwd, matmul_bias_bwd, layernorm_bwd, rmsnorm_bwd, rope_bwd, dropout_bwd
+(0 where dropped) and pos_bwd (then a copy of dout), xent_bwd's dlogits, and the
+dqkv of attention_bwd and attention_dropout_bwd. */
 
 #define PRT_ARG_WRITE 8
 
@@ -564,15 +582,15 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, OP, pos_bwd, "ppppiiiit", (prt *rt, void *dwpe, void *din, const void *dout, int64_t B, int64_t T,       \
       int64_t C, int64_t t_offset, int64_t dtypes),                                                               \
       (rt, dwpe, din, dout, B, T, C, t_offset, dtypes))                                                           \
-    R(X, OP, layernorm_fwd, "pppppppiit", (prt *rt, void *out, void *mean, void *rstd, const void *in,            \
-      const void *w, const void *b, int64_t N, int64_t C, int64_t dtypes),                                        \
-      (rt, out, mean, rstd, in, w, b, N, C, dtypes))                                                              \
+    R(X, OP, layernorm_fwd, "pppppppiidt", (prt *rt, void *out, void *mean, void *rstd, const void *in,           \
+      const void *w, const void *b, int64_t N, int64_t C, double eps, int64_t dtypes),                            \
+      (rt, out, mean, rstd, in, w, b, N, C, eps, dtypes))                                                         \
     R(X, OP, layernorm_bwd, "pppppppppiit", (prt *rt, void *din, void *dw, void *db, const void *dout,            \
       const void *in, const void *w, const void *mean, const void *rstd, int64_t N, int64_t C, int64_t dtypes),   \
       (rt, din, dw, db, dout, in, w, mean, rstd, N, C, dtypes))                                                   \
-    R(X, OP, rmsnorm_fwd, "pppppiit", (prt *rt, void *out, void *rstd, const void *in, const void *w, int64_t N,  \
-      int64_t C, int64_t dtypes),                                                                                 \
-      (rt, out, rstd, in, w, N, C, dtypes))                                                                       \
+    R(X, OP, rmsnorm_fwd, "pppppiidt", (prt *rt, void *out, void *rstd, const void *in, const void *w, int64_t N, \
+      int64_t C, double eps, int64_t dtypes),                                                                     \
+      (rt, out, rstd, in, w, N, C, eps, dtypes))                                                                  \
     R(X, OP, rmsnorm_bwd, "pppppppiit", (prt *rt, void *din, void *dw, const void *dout, const void *in,          \
       const void *w, const void *rstd, int64_t N, int64_t C, int64_t dtypes),                                     \
       (rt, din, dw, dout, in, w, rstd, N, C, dtypes))                                                             \
@@ -626,6 +644,16 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, OP, kv_repeat_bwd, "pppiiiit", (prt *rt, void *din, const void *dout, int64_t N, int64_t KV, int64_t G,  \
       int64_t HD, int64_t dtypes),                                                                                \
       (rt, din, dout, N, KV, G, HD, dtypes))                                                                      \
+    R(X, OP, rope_fwd, "pppiiiiiiiddddit", (prt *rt, void *out, const void *in, int64_t B, int64_t T,             \
+      int64_t G, int64_t U, int64_t R, int64_t HD, int64_t t_offset, double theta, double factor,                 \
+      double low_freq_factor, double high_freq_factor, int64_t original_max_positions, int64_t dtypes),           \
+      (rt, out, in, B, T, G, U, R, HD, t_offset, theta, factor, low_freq_factor, high_freq_factor,                \
+      original_max_positions, dtypes))                                                                            \
+    R(X, OP, rope_bwd, "pppiiiiiiiddddit", (prt *rt, void *din, const void *dout, int64_t B, int64_t T,           \
+      int64_t G, int64_t U, int64_t R, int64_t HD, int64_t t_offset, double theta, double factor,                 \
+      double low_freq_factor, double high_freq_factor, int64_t original_max_positions, int64_t dtypes),           \
+      (rt, din, dout, B, T, G, U, R, HD, t_offset, theta, factor, low_freq_factor, high_freq_factor,              \
+      original_max_positions, dtypes))                                                                            \
     R(X, OP, dropout_fwd, "ppppiiiiiiiiidt", (prt *rt, void *out, void *mask, const void *in, int64_t B,          \
       int64_t T, int64_t C, int64_t first_sample, int64_t t_offset, int64_t T_global, int64_t step,               \
       int64_t layer, int64_t site, double p, int64_t dtypes),                                                     \

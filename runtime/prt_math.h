@@ -1,9 +1,10 @@
 /*
  * prt_math.h — the element math both backends compute: bf16 and IEEE half
  * rounding (to nearest even), loads and stores of a float tensor in its storage
- * dtype, the norms' epsilon, GELU (tanh approximation), SiLU and the SwiGLU
- * gate and their derivatives, and the exponential of the cross-entropy and the
- * sigmoid (prt_expf_fast: no libm call, so the CPU loops vectorise).  Compiled
+ * dtype, the norms' reciprocal square root, GELU (tanh approximation), SiLU and the SwiGLU
+ * gate and their derivatives, the exponential of the cross-entropy and the
+ * sigmoid (prt_expf_fast: no libm call, so the CPU loops vectorise), and the
+ * rotary position embedding's frequencies and rotation.  Compiled
  * for the host (plain static inline C) and, under nvcc, for the device too
  * (__host__ __device__), so the CPU reference and the CUDA kernels evaluate
  * the same formulas bit for bit where the hardware rounds alike.
@@ -100,12 +101,9 @@ typedef struct prt_ten {
 
 /* ---------------------------------------------------------------- norms */
 
-/* The epsilon layer norm and RMS norm add to the variance (mean square)
- * before the reciprocal square root. */
-#define PRT_NORM_EPS 1e-5
 /* 1 / sqrt(mean square + eps) of a row, in double: layer norm's (of the centred
- * row) and RMS norm's rstd. */
-PRT_MATH double prt_norm_rstd(double mean_square) { return 1.0 / sqrt(mean_square + PRT_NORM_EPS); }
+ * row) and RMS norm's rstd; eps is the plan's (`norm rms eps 1e-5;`). */
+PRT_MATH double prt_norm_rstd(double mean_square, double eps) { return 1.0 / sqrt(mean_square + eps); }
 
 /* ---------------------------------------------------------------- activations */
 
@@ -277,5 +275,53 @@ PRT_MATH int prt_dropout_keep(uint64_t key, uint64_t index, uint32_t threshold) 
 }
 /* The scale of a kept element, 1 / (1 - p) in fp32. */
 PRT_MATH float prt_dropout_scale(double p) { return (float)(1.0 / (1.0 - p)); }
+
+
+/* ---------------------------------------------------------------- rotary position embedding */
+
+/* The inverse frequency of pair i (dims i and i + HD/2) of a head of HD dims,
+ * in fp32 as Hugging Face transformers computes it (modeling_rope_utils.py,
+ * _compute_default_rope_parameters): 1 / theta^(2i/HD), the exponent and the
+ * quotient rounded to fp32, the power of the fp32 theta in double rounded once.
+ * With factor > 0, Llama 3.1's frequency scaling (Meta's llama-models
+ * reference, apply_scaling; transformers' _compute_llama3_parameters), in fp32
+ * in the order transformers evaluates it: with wavelength w = 2 pi / f, a
+ * frequency whose w exceeds original / low_freq_factor is divided by factor,
+ * one whose w is below original / high_freq_factor is kept, and between the
+ * two s = (original / w - low) / (high - low) blends them: (1 - s) f / factor +
+ * s f.  (torch evaluates c / x as c * (1 / x): so do these.) */
+PRT_MATH float prt_rope_inv_freq(int64_t i, int64_t HD, double theta, double factor, double low_freq_factor,
+                                 double high_freq_factor, int64_t original) {
+    float e = (float)(2 * i) / (float)HD;
+    float f = 1.0f / (float)pow((double)(float)theta, (double)e);
+    if (!(factor > 0)) return f;
+    float fac = (float)factor, low = (float)low_freq_factor, span = (float)(high_freq_factor - low_freq_factor);
+    float wavelen = (1.0f / f) * (float)(2.0 * 3.14159265358979323846);
+    float low_wavelen = (float)((double)original / low_freq_factor);
+    float high_wavelen = (float)((double)original / high_freq_factor);
+    if (wavelen > low_wavelen) return f / fac;
+    if (wavelen < high_wavelen) return f;
+    float smooth = ((1.0f / wavelen) * (float)original - low) / span;
+    return (1.0f - smooth) * f / fac + smooth * f;
+}
+/* cos and sin of the angle of position `pos` at inverse frequency f: the
+ * angle pos x f in fp32 (transformers' fp32 product), its cosine and sine in
+ * double, rounded to fp32. */
+PRT_MATH void prt_rope_cos_sin(int64_t pos, float f, float *c, float *s) {
+    float angle = (float)pos * f;
+    *c = (float)cos((double)angle);
+    *s = (float)sin((double)angle);
+}
+/* The rotation of a pair (x1 = dim i, x2 = dim i + HD/2) by the angle whose
+ * cos and sin are c, s: x cos + rotate_half(x) sin, rotate_half(x) = (-x2, x1). */
+PRT_MATH void prt_rope_rotate(float x1, float x2, float c, float s, float *y1, float *y2) {
+    *y1 = x1 * c - x2 * s;
+    *y2 = x2 * c + x1 * s;
+}
+/* Its transpose, the rotation by the opposite angle: the backward's. */
+PRT_MATH void prt_rope_unrotate(float g1, float g2, float c, float s, float *d1, float *d2) {
+    *d1 = g1 * c + g2 * s;
+    *d2 = g2 * c - g1 * s;
+}
 
 #endif

@@ -32,8 +32,10 @@ static void plan_defaults(Plan *plan, const char *path)
     plan->train.seed = 1234;
     plan->model.name = "model";
     plan_efficiency_defaults("generic", &plan->cluster.eff);
-    plan->model.block = (BlockSpec){.kind = BLOCK_TRANSFORMER, .norm = NORM_LAYER, .mlp = MLP_GELU, .bias = 1,
-                                    .causal = 1, .residual = 1};
+    plan->model.block = (BlockSpec){.kind = BLOCK_TRANSFORMER, .norm = NORM_LAYER, .norm_eps = PARC_NORM_EPS,
+                                    .mlp = MLP_GELU, .bias = 1, .causal = 1, .residual = 1};
+    plan->model.final_norm_eps = PARC_NORM_EPS;
+    plan->model.rope.theta = PARC_ROPE_THETA;
 }
 
 int check_plan_text(Arena *arena, const char *path, const char *text, Plan *plan)

@@ -5,6 +5,7 @@
  *   check_load.c     files and includes: what may be read, cycles, depth
  *   check_read.c     statement shapes and values (counts, quantities, words)
  *   check_sections.c one reader per section (cluster, model, train, mesh, layout)
+ *   check_positions.c the model's position scheme (learned, rotary) and norms' epsilon
  *   check_cross.c    checks across sections (mesh vs cluster, dims vs mesh,
  *                    batch arithmetic, pipeline stages, the plan's size limits)
  *
@@ -72,14 +73,14 @@
     X(MD_LAYERS, "layers", "layers 32;")                                \
     X(MD_HEAD_DIM, "head_dim", "head_dim 128;")                         \
     X(MD_KV_HEADS, "kv_heads", "kv_heads 8;")                           \
-    X(MD_EMBED, "embed", "embed;` or `embed positions learned;")        \
+    X(MD_EMBED, "embed", "embed;`, `embed positions learned;` or `embed positions rope theta 500000;") \
     X(MD_REPEAT, "repeat", "repeat layers { block llama; }")            \
-    X(MD_NORM, "norm", "norm rms;")                                     \
+    X(MD_NORM, "norm", "norm rms;` or `norm rms eps 1e-5;")            \
     X(MD_HEAD, "head", "head untied;")                                  \
     X(MD_LOSS, "loss", "loss cross_entropy;")
 
 #define BLOCK_KEYS(X)                                 \
-    X(BK_NORM, "norm", "norm rms;")                   \
+    X(BK_NORM, "norm", "norm rms;` or `norm rms eps 1e-5;") \
     X(BK_MLP, "mlp", "mlp swiglu;")                   \
     X(BK_ACT, "act", "act gelu;")                     \
     X(BK_ATTENTION, "attention", "attention causal;` or `attention causal flash;") \
@@ -156,7 +157,7 @@ static const char *const loss_words[] = {"none", "cross_entropy"};
 static const char *const attention_words[] = {"full", "causal"};
 static const char *const attention_kind_words[] = {"stored", "flash"};
 static const char *const link_words[] = {"intra", "inter"};
-static const char *const position_words[] = {"none", "learned"};
+static const char *const position_words[] = {"none", "learned", "rope"}; /* ORDER: PosKind */
 #define COUNT_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* Dims a layout rule may map (head_dim, qkv and flat follow from these). */
@@ -242,6 +243,9 @@ int check_read_count(Check *c, const Stmt *st, const Value *v, int64_t min, int6
 int check_read_quantity(Check *c, const Stmt *st, const Value *v, UnitKind want, int zero_ok, double *out);
 int check_read_real(Check *c, const char *what, const Value *v, double lo, int lo_open, double hi, int hi_open,
               double *out);
+/* check_read_real with a hint on each of its errors (NULL: none). */
+int check_read_real_hint(Check *c, const char *what, const Value *v, double lo, int lo_open, double hi, int hi_open,
+                         const char *hint, double *out);
 int check_read_word(Check *c, const char *what, const Value *v, const char *const *words, int n);
 int check_read_count_stmt(Check *c, const Stmt *st, int64_t min, int64_t max, int64_t *out, const char *usage);
 int check_read_word_stmt(Check *c, const Stmt *st, const char *const *words, int n, const char *usage);
@@ -266,6 +270,16 @@ void check_model(Check *c, const Stmt *sec);
 void check_train(Check *c, const Stmt *sec);
 void check_mesh(Check *c, const Stmt *sec);
 void check_layout(Check *c, const Stmt *sec);
+
+/* ------------------------------------------------------------ check_positions.c */
+
+/* model's `embed [positions none|learned|rope [theta X] [scaling llama3 ...]];` */
+void check_embed(Check *c, const Stmt *st);
+/* `norm KIND [eps X];` of a block or the model (the final norm): the kind and
+ * its epsilon, PARC_NORM_EPS when not given. */
+void check_norm(Check *c, const Stmt *st, const char *usage, NormKind *kind, double *eps);
+/* Rotary positions against the model: attention to rotate, an even head_dim. */
+void check_positions_against_model(Check *c);
 
 /* ------------------------------------------------------------ check_checkpoint.c */
 

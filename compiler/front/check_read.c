@@ -320,17 +320,23 @@ int check_read_quantity(Check *c, const Stmt *st, const Value *v, UnitKind want,
 int check_read_real(Check *c, const char *what, const Value *v, double lo, int lo_open, double hi, int hi_open,
                      double *out)
 {
+    return check_read_real_hint(c, what, v, lo, lo_open, hi, hi_open, NULL, out);
+}
+
+int check_read_real_hint(Check *c, const char *what, const Value *v, double lo, int lo_open, double hi, int hi_open,
+                         const char *hint, double *out)
+{
     if (v->kind != VAL_NUMBER) {
-        diag_error(v->loc, NULL, "`%s` takes a number, got `%s`", what, check_value_text(c, v));
+        diag_error(v->loc, hint, "`%s` takes a number, got `%s`", what, check_value_text(c, v));
         return 0;
     }
     if (v->unit) {
-        diag_error(v->unit_loc, NULL, "`%s` takes a plain number, without a unit", what);
+        diag_error(v->unit_loc, hint, "`%s` takes a plain number, without a unit", what);
         return 0;
     }
     double x = v->num.value;
     if (!isfinite(x) || x < lo || x > hi || (lo_open && x == lo) || (hi_open && x == hi)) {
-        diag_error(v->loc, NULL, "`%s` must be in %s%g, %g%s, got %s", what, lo_open ? "(" : "[", lo, hi,
+        diag_error(v->loc, hint, "`%s` must be in %s%g, %g%s, got %s", what, lo_open ? "(" : "[", lo, hi,
                    hi_open ? ")" : "]", v->num.text);
         return 0;
     }

@@ -199,10 +199,10 @@ static void check_block(Check *c, const Stmt *st)
     int kind = check_read_word(c, "block kind", &st->values[0], block_words, COUNT_OF(block_words));
     if (kind < 0 || !ok) return;
     /* Presets; `transformer` starts from the GPT-2 choices. */
-    *b = (BlockSpec){.kind = BLOCK_TRANSFORMER, .norm = NORM_LAYER, .mlp = MLP_GELU, .bias = 1, .causal = 1,
-                     .residual = 1, .loc = b->loc};
-    if (kind == 1) *b = (BlockSpec){.kind = BLOCK_MLP, .norm = NORM_LAYER, .mlp = MLP_GELU, .bias = 1,
-                                    .causal = 0, .residual = 1, .loc = b->loc};
+    *b = (BlockSpec){.kind = BLOCK_TRANSFORMER, .norm = NORM_LAYER, .norm_eps = PARC_NORM_EPS, .mlp = MLP_GELU,
+                     .bias = 1, .causal = 1, .residual = 1, .loc = b->loc};
+    if (kind == 1) *b = (BlockSpec){.kind = BLOCK_MLP, .norm = NORM_LAYER, .norm_eps = PARC_NORM_EPS, .mlp = MLP_GELU,
+                                    .bias = 1, .causal = 0, .residual = 1, .loc = b->loc};
     if (kind == 3) b->norm = NORM_RMS, b->mlp = MLP_SWIGLU, b->bias = 0;
     const Stmt *seen[BLOCK_COUNT] = {0};
     for (int i = 0; i < st->body.count; i++) {
@@ -228,9 +228,7 @@ static void check_block(Check *c, const Stmt *st)
         if (!check_first_of(&seen[k], s, where)) continue;
         int w;
         switch (k) {
-        case BK_NORM:
-            if ((w = check_read_word_stmt(c, s, norm_words, COUNT_OF(norm_words), BLOCK_usage[k])) >= 0) b->norm = w;
-            break;
+        case BK_NORM: check_norm(c, s, BLOCK_usage[k], &b->norm, &b->norm_eps); break;
         case BK_MLP:
         case BK_ACT:
             if ((w = check_read_word_stmt(c, s, mlp_words, COUNT_OF(mlp_words), BLOCK_usage[k])) >= 0) b->mlp = w;
@@ -364,7 +362,6 @@ void check_model(Check *c, const Stmt *sec)
         }
         if (!check_first_of(&seen[k], st, "`model`")) continue;
         int64_t n;
-        int w;
         Dim dim = DIM_COUNT;
         int64_t *field = NULL;
         int64_t max = MAX_DIM;
@@ -377,28 +374,9 @@ void check_model(Check *c, const Stmt *sec)
         case MD_LAYERS: dim = DIM_LAYERS, field = &m->layers, max = 1 << 20; break;
         case MD_HEAD_DIM: dim = DIM_HEAD_DIM, field = &m->head_dim; break;
         case MD_KV_HEADS: field = &m->kv_heads; break;
-        case MD_EMBED:
-            if (!check_shape(c, st, 0, 2, BODY_NO, MODEL_usage[k])) break;
-            m->has_embed = 1;
-            if (st->nvalues >= 1) {
-                const Value *v = &st->values[0];
-                if (v->kind != VAL_WORD || strcmp(v->text, "positions") != 0) {
-                    diag_error(v->loc, "write `embed;` or `embed positions learned;`",
-                               "unexpected `%s` after `embed`", check_value_text(c, v));
-                    break;
-                }
-                if (st->nvalues < 2) {
-                    diag_error(v->loc, "write `embed positions learned;`", "`positions` needs `learned` or `none`");
-                    break;
-                }
-                if ((w = check_read_word(c, "position embedding", &st->values[1], position_words, 2)) >= 0)
-                    m->positions = w;
-            }
-            break;
+        case MD_EMBED: check_embed(c, st); break;
         case MD_REPEAT: check_repeat(c, st, &have_block); have_block = have_block ? 1 : -1; break;
-        case MD_NORM:
-            if ((w = check_read_word_stmt(c, st, norm_words, COUNT_OF(norm_words), MODEL_usage[k])) >= 0) m->final_norm = w;
-            break;
+        case MD_NORM: check_norm(c, st, MODEL_usage[k], &m->final_norm, &m->final_norm_eps); break;
         case MD_HEAD: head = check_read_word_stmt(c, st, head_words, COUNT_OF(head_words), MODEL_usage[k]); break;
         case MD_LOSS: loss = check_read_word_stmt(c, st, loss_words, COUNT_OF(loss_words), MODEL_usage[k]); break;
         }
@@ -439,6 +417,7 @@ void check_model(Check *c, const Stmt *sec)
                    "`model %s` is missing %s", m->name, missing);
 
     check_attention_shape(c, seen, have_block);
+    check_positions_against_model(c);
 
     /* Embedding, head, loss. */
     if (seen[MD_HEAD] && m->tied_head && !m->has_embed)

@@ -142,7 +142,7 @@ extern const char *const dim_names[DIM_COUNT];
 typedef enum { NORM_NONE, NORM_LAYER, NORM_RMS } NormKind;
 typedef enum { MLP_GELU, MLP_SWIGLU, MLP_RELU } MlpKind;
 typedef enum { BLOCK_TRANSFORMER, BLOCK_MLP } BlockKind;
-typedef enum { POS_NONE, POS_LEARNED } PosKind;
+typedef enum { POS_NONE, POS_LEARNED, POS_ROPE } PosKind;
 typedef enum { PREC_FP32, PREC_BF16, PREC_FP16 } Precision;
 /* The plan's word for each precision (plan.c): what dumps, reports and
  * rewritten plans print. */
@@ -242,10 +242,30 @@ typedef struct Cluster {
     SrcLoc loc, memory_loc;
 } Cluster;
 
+/* The epsilon a norm adds to the mean square (variance) before the reciprocal
+ * square root when its statement gives none: PyTorch's LayerNorm default, and
+ * GPT-2's and Llama 2's and 3's. */
+#define PARC_NORM_EPS 1e-5
+/* The rotary embedding's base when `rope` gives no `theta` (Su et al. 2021,
+ * Llama 1 and 2, transformers' default rope_theta). */
+#define PARC_ROPE_THETA 10000.0
+
+/* Rotary position embedding (`embed positions rope ...`): attention's q and k
+ * rotated by their token's position, head dims i and i + head_dim/2 a pair
+ * (transformers' rotate_half); runtime/prt_math.h has the formulas. */
+typedef struct Rope {
+    double theta;                  /* the frequencies' base: 1 / theta^(2i/head_dim) */
+    int llama3;                    /* Llama 3.1's frequency scaling (`scaling llama3 ...`) */
+    double factor;                 /* its four numbers (Llama 3.1: 8, 1, 4, 8192) */
+    double low_freq_factor, high_freq_factor;
+    int64_t original_max_positions;
+} Rope;
+
 /* One block kind in the repeated stack. */
 typedef struct BlockSpec {
     BlockKind kind;
     NormKind norm;        /* transformer: norm before attention and before MLP */
+    double norm_eps;      /* its epsilon (`norm rms eps 1e-6;`), PARC_NORM_EPS by default */
     MlpKind mlp;
     int bias;             /* linear layers (and LayerNorm) carry biases */
     int causal;           /* attention is causal */
@@ -266,10 +286,13 @@ typedef struct Model {
     int64_t kv_heads;     /* key/value heads (== heads unless grouped-query attention) */
                           /* BLOCK_MLP models: heads = kv_heads = head_dim = 0 (no attention);
                            * vocab = 0 when the model has neither embedding nor head. */
-    PosKind positions;    /* learned position embedding or none */
+    PosKind positions;    /* learned position embedding, rotary (in attention) or none */
+    Rope rope;            /* POS_ROPE: its base and scaling */
+    SrcLoc positions_loc; /* the position scheme's word in `embed positions ...` */
     int has_embed;        /* token embedding at the front (else input is hidden-wide) */
     BlockSpec block;      /* the repeated block */
     NormKind final_norm;
+    double final_norm_eps; /* its epsilon, PARC_NORM_EPS by default */
     int has_head;         /* vocab projection at the end */
     int tied_head;        /* head shares the embedding matrix */
     int has_loss;         /* cross-entropy on the head's logits */

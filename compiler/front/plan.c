@@ -107,7 +107,7 @@ int plan_coords_rank(const Plan *plan, const int coords[PARC_MAX_AXES])
 static const char *const norm_names[] = {"none", "layer", "rms"};
 static const char *const mlp_names[] = {"gelu", "swiglu", "relu"};
 static const char *const block_names[] = {"transformer", "mlp"};
-static const char *const pos_names[] = {"none", "learned"};
+static const char *const pos_names[] = {"none", "learned", "rope"}; /* ORDER: PosKind */
 static const char *const optimizer_names[] = {"adamw", "adam", "sgd"};
 static const char *const schedule_names[] = {"none", "gpipe", "1f1b", "interleaved"};
 
@@ -160,11 +160,20 @@ void plan_dump(const Plan *plan, FILE *out)
             m->head_dim);
     fprintf(out, "  ffn %" PRId64 "\n  layers %" PRId64 "\n", m->ffn, m->layers);
     fprintf(out, "  embed %d\n  positions %s\n", m->has_embed, pos_names[m->positions]);
+    if (m->positions == POS_ROPE) {
+        fprintf(out, "  rope_theta %s\n", plan_num(n1, m->rope.theta));
+        if (m->rope.llama3)
+            fprintf(out, "  rope_scaling llama3\n  rope_factor %s\n  rope_low_freq_factor %s\n"
+                         "  rope_high_freq_factor %s\n  rope_original_max_positions %" PRId64 "\n",
+                    plan_num(n1, m->rope.factor), plan_num(n2, m->rope.low_freq_factor),
+                    plan_num(n3, m->rope.high_freq_factor), m->rope.original_max_positions);
+    }
     fprintf(out, "  block %s norm %s mlp %s bias %d causal %d flash %d residual %d\n", block_names[m->block.kind],
             norm_names[m->block.norm], mlp_names[m->block.mlp], m->block.bias, m->block.causal, m->block.flash,
             m->block.residual);
+    fprintf(out, "  norm_eps %s\n", plan_num(n1, m->block.norm_eps));
     if (m->block.dropout > 0) fprintf(out, "  dropout %s\n", plan_num(n1, m->block.dropout));
-    fprintf(out, "  final_norm %s\n", norm_names[m->final_norm]);
+    fprintf(out, "  final_norm %s\n  final_norm_eps %s\n", norm_names[m->final_norm], plan_num(n1, m->final_norm_eps));
     fprintf(out, "  head %d\n  tied_head %d\n  loss %d\n", m->has_head, m->tied_head, m->has_loss);
 
     fprintf(out, "train\n");

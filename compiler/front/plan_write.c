@@ -105,6 +105,29 @@ static void write_cluster(const Plan *p, FILE *out)
     fprintf(out, " }\n}\n");
 }
 
+/* " eps X" after a norm's kind, or nothing at the default (PARC_NORM_EPS).
+ * Returns buf. */
+static const char *norm_eps_text(char *buf, size_t size, NormKind kind, double eps)
+{
+    buf[0] = 0;
+    if (kind != NORM_NONE && eps != PARC_NORM_EPS) snprintf(buf, size, " eps %s", NUM(eps));
+    return buf;
+}
+#define norm_eps(kind, eps) norm_eps_text((char[48]){0}, 48, (kind), (eps))
+
+static void write_embed(const Model *m, FILE *out)
+{
+    fprintf(out, "  embed%s", m->positions == POS_LEARNED ? " positions learned" : "");
+    if (m->positions == POS_ROPE) {
+        fprintf(out, " positions rope theta %s", NUM(m->rope.theta));
+        if (m->rope.llama3)
+            fprintf(out, " scaling llama3 factor %s low_freq_factor %s high_freq_factor %s original_max_positions %"
+                         PRId64, NUM(m->rope.factor), NUM(m->rope.low_freq_factor), NUM(m->rope.high_freq_factor),
+                    m->rope.original_max_positions);
+    }
+    fprintf(out, ";\n");
+}
+
 static void write_model(const Plan *p, FILE *out)
 {
     const Model *m = &p->model;
@@ -120,15 +143,15 @@ static void write_model(const Plan *p, FILE *out)
         if (m->heads > 0 && m->head_dim * m->heads != m->hidden) fprintf(out, " head_dim %" PRId64 ";", m->head_dim);
     }
     fprintf(out, " ffn %" PRId64 "; layers %" PRId64 ";\n", m->ffn, m->layers);
-    if (m->has_embed) fprintf(out, "  embed%s;\n", m->positions == POS_LEARNED ? " positions learned" : "");
+    if (m->has_embed) write_embed(m, out);
     if (b->kind == BLOCK_TRANSFORMER)
-        fprintf(out, "  repeat layers { block transformer { norm %s; mlp %s; attention %s%s; bias %s;%s } }\n",
-                norm_w[b->norm], mlp_w[b->mlp], b->causal ? "causal" : "full", b->flash ? " flash" : "",
-                tf_w[b->bias], dropout);
+        fprintf(out, "  repeat layers { block transformer { norm %s%s; mlp %s; attention %s%s; bias %s;%s } }\n",
+                norm_w[b->norm], norm_eps(b->norm, b->norm_eps), mlp_w[b->mlp], b->causal ? "causal" : "full",
+                b->flash ? " flash" : "", tf_w[b->bias], dropout);
     else
-        fprintf(out, "  repeat layers { block mlp { act %s; norm %s; bias %s; residual %s;%s } }\n", mlp_w[b->mlp],
-                norm_w[b->norm], tf_w[b->bias], tf_w[b->residual], dropout);
-    fprintf(out, "  norm %s;\n", norm_w[m->final_norm]);
+        fprintf(out, "  repeat layers { block mlp { act %s; norm %s%s; bias %s; residual %s;%s } }\n", mlp_w[b->mlp],
+                norm_w[b->norm], norm_eps(b->norm, b->norm_eps), tf_w[b->bias], tf_w[b->residual], dropout);
+    fprintf(out, "  norm %s%s;\n", norm_w[m->final_norm], norm_eps(m->final_norm, m->final_norm_eps));
     fprintf(out, "  head %s;\n", !m->has_head ? "none" : m->tied_head ? "tied" : "untied");
     fprintf(out, "  loss %s;\n}\n", m->has_loss ? "cross_entropy" : "none");
 }

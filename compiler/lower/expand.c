@@ -214,6 +214,16 @@ static int unary(Expander *ex, OpKind kind, Region r, const char *name, SrcLoc l
     return y;
 }
 
+/* Rotary positions (`embed positions rope`): q and k of a qkv tensor, plain
+ * or grouped, rotated by their token's position; the output has qkv's dims. */
+static int rope(Expander *ex, Region r, int qkv)
+{
+    const Model *m = &ex->plan->model;
+    if (m->positions != POS_ROPE) return qkv;
+    Tensor t = ex->g->tensors[qkv]; /* a copy: adding tensors may move the array */
+    return unary(ex, OP_ROPE, r, "attn.rope", m->positions_loc, qkv, t.ndim, t.dims, t.sizes);
+}
+
 static int add(Expander *ex, Region r, const char *name, SrcLoc loc, int a, int b)
 {
     const Tensor *at = &ex->g->tensors[a];
@@ -287,14 +297,17 @@ static void expand_block(Expander *ex)
         if (m->kv_heads == m->heads) {
             qkv = linear(ex, r, "attn.qkv", loc, h, 4, DIMS(DIM_HIDDEN, DIM_QKV, DIM_HEADS, DIM_HEAD_DIM),
                          SIZES(H, 3, NH, HD), 3, bs->bias, std);
+            qkv = rope(ex, r, qkv);
         } else {
             /* grouped-query attention: per key/value head its G query heads, then
              * its k and v (the heads dim counts kv heads, so a heads split hands
-             * each rank whole groups); kv_repeat lays them out as attention reads
-             * them, k and v repeated per query head. */
+             * each rank whole groups); rotary positions rotate each k once,
+             * before kv_repeat lays them out as attention reads them, k and v
+             * repeated per query head. */
             int64_t KV = m->kv_heads, G = NH / KV;
             int grouped = linear(ex, r, "attn.qkv", loc, h, 4, DIMS(DIM_HIDDEN, DIM_HEADS, DIM_QKV, DIM_HEAD_DIM),
                                  SIZES(H, KV, G + 2, HD), 3, bs->bias, std);
+            grouped = rope(ex, r, grouped);
             qkv = unary(ex, OP_KV_REPEAT, r, "attn.kv_repeat", loc, grouped, 5,
                         DIMS(DIM_BATCH, DIM_SEQ, DIM_QKV, DIM_HEADS, DIM_HEAD_DIM), SIZES(B, S, 3, NH, HD));
         }

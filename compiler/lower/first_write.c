@@ -5,8 +5,8 @@
  * backward, and every op's backward then adds into them.  Where the first
  * instruction of the sequence after such a zero that touches the zeroed memory
  * writes all of it — the input gradient of a GEMM, an activation, a norm,
- * dropout, attention, the position embedding or the cross-entropy, or an acc onto it (the
- * rules below) — adding onto zeros is
+ * dropout, attention, the learned or rotary position embedding or the
+ * cross-entropy, or an acc onto it (the rules below) — adding onto zeros is
  * writing: the op's instruction gets the `writes` bit of that argument
  * (codegen passes it as PRT_ARG_WRITE in the call's dtypes word, parc_rt.h;
  * an acc with it is a copy), and the zero goes.
@@ -25,7 +25,7 @@
 typedef struct WriteRule {
     RtFn fn;
     int arg;
-    int dims[4];  /* -1 (or 0, never a dimension): unused */
+    int dims[5];  /* -1 (or 0, never a dimension): unused */
     int times;    /* a constant factor; 0: 1 */
 } WriteRule;
 
@@ -41,6 +41,7 @@ static const WriteRule write_rules[] = {
     {RT_prt_swiglu_bwd, 0, {3, 4}, 2},          /* din[N, 2F]: gate and up halves */
     {RT_prt_dropout_bwd, 0, {3}, 1},            /* din[n]: 0 where dropped */
     {RT_prt_pos_bwd, 1, {3, 4, 5}, 1},          /* din[B, T, C]: a copy of dout */
+    {RT_prt_rope_bwd, 0, {2, 3, 4, 5, 7}, 1},   /* din[B, T, G, U, HD] */
     {RT_prt_xent_bwd, 0, {4, 5}, 1},            /* dlogits[N, V_local] */
     {RT_prt_attention_bwd, 0, {4, 5, 6, 7}, 3},          /* dqkv[B, T, 3, NH, HD] */
     {RT_prt_attention_dropout_bwd, 0, {4, 5, 6, 7}, 3},  /* dqkv[B, T, 3, NH, HD] */
@@ -64,7 +65,7 @@ int first_write_has_rule(int fn)
 static int64_t rule_elems(const WriteRule *r, const Instr *ins)
 {
     int64_t n = r->times ? r->times : 1;
-    for (int d = 0; d < 4 && r->dims[d] > 0; d++) {
+    for (int d = 0; d < 5 && r->dims[d] > 0; d++) {
         const Arg *a = &ins->args[r->dims[d]];
         if (a->kind != ARG_INT) return -1;
         n *= a->i;

@@ -132,6 +132,7 @@ typedef struct Tensor {
     X(GELU, "gelu")                   \
     X(RELU, "relu")                   \
     X(SWIGLU, "swiglu")               \
+    X(ROPE, "rope")                   \
     X(ATTENTION, "attention")         \
     X(KV_REPEAT, "kv_repeat")         \
     X(DROPOUT, "dropout")             \
@@ -270,7 +271,7 @@ extern const char *const phase_names[PHASE_COUNT];
  * kept from the forward (attention's probabilities); dropout says the call
  * drops out (attention's probabilities: its attention_dropout_* entries). */
 typedef struct OpShape {
-    int64_t d[4];
+    int64_t d[6];
     int axis;
     int kept;
     int dropout;

@@ -152,6 +152,25 @@ static void shape_kv_repeat(const Lowerer *lw, const Op *op, const OpArgs *a, Op
     s->d[3] = z[4];
 }
 
+/* rope: d = {B, T, G groups, U heads per group, R rotated per group, HD} of
+ * the qkv it rotates: a plain [B, T, 3, NH, HD] is G 1, U 3 NH, R 2 NH (q and
+ * k); the grouped [B, T, KV, Q+2, HD] is G KV, U Q+2, R Q+1 (the queries and
+ * k of each group); axis splits the sequence (its coordinate offsets the
+ * positions). */
+static void shape_rope(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
+{
+    int64_t z[IR_MAX_TDIMS];
+    shape_clear(s);
+    sizes_of(lw, op->in[0], a->in[0].place, z);
+    s->d[0] = z[0], s->d[1] = z[1], s->d[5] = z[4];
+    if (lw->g->tensors[op->in[0]].dims[2] == DIM_QKV) {
+        s->d[2] = 1, s->d[3] = z[2] * z[3], s->d[4] = 2 * z[3];
+    } else {
+        s->d[2] = z[2], s->d[3] = z[3], s->d[4] = z[3] - 1;
+    }
+    s->axis = axis_of_split(lw, a->in[0].place, DIM_SEQ);
+}
+
 /* dropout: d = {B, T, C, T global} of its [batch, seq, hidden] output, axis
  * splits the sequence (sequence parallelism). */
 static void shape_dropout(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
@@ -202,6 +221,14 @@ OPS_FLOPS(add, 1, 0, 1)
 OPS_FLOPS(dropout, 1, 1, 3)
 OPS_FLOPS(xent, 5, 3, 2)
 #undef OPS_FLOPS
+/* rope, d = {B, T, G, U, R, HD}: per rotated element two products and a sum
+ * (x cos -/+ x' sin), forward and backward alike; the heads passed through
+ * and the cos and sin of each (position, pair) are not counted. */
+static double flops_rope(const OpShape *s, int bwd)
+{
+    (void)bwd;
+    return 3.0 * (double)s->d[0] * s->d[1] * s->d[2] * s->d[4] * s->d[5];
+}
 /* QK^T and PV forward; backward twice that, plus QK^T again when the
  * probabilities were not kept */
 static double flops_attention(const OpShape *s, int bwd)
@@ -236,6 +263,16 @@ static double traffic_attention(const OpShape *s, int bwd)
 {
     double scores = (double)s->d[0] * s->d[2] * s->d[1] * s->d[1];
     return (bwd ? (s->kept ? 4.0 : 7.0) : 3.0) * scores;
+}
+
+/* rope, d = {B, T, G, U, R, HD} (runtime/cpu/prt_cpu_rope.c): the forward
+ * reads the qkv once and writes it once, every head (the ones passed
+ * through are copied); the backward reads dout and writes din (its
+ * first-writer rule: a write, not an add, where nothing wrote din before). */
+static double traffic_rope(const OpShape *s, int bwd)
+{
+    (void)bwd;
+    return 2.0 * (double)s->d[0] * s->d[1] * s->d[2] * s->d[3] * s->d[5];
 }
 
 /* kv_repeat, d = {N, KV, G, HD} (runtime/cpu/prt_cpu_gqa.c): the forward
@@ -477,6 +514,20 @@ const OpDesc op_table[OP_COUNT] = {
                  .cost = OP_COST_STREAM,
                  .traffic = traffic_swiglu,
                  .mem = MEM_ACTIVATION},
+    [OP_ROPE] = {.rule = place_rule_elementwise,
+                 .saves = 0,
+                 .reads_params = 0,
+                 .shape = shape_rope,
+                 .flops = flops_rope,
+                 .scratch = scratch_none,
+                 .partial = NULL,
+                 .fwd = RT_prt_rope_fwd,
+                 .bwd = RT_prt_rope_bwd,
+                 .emit_fwd = ops_emit_rope_fwd,
+                 .emit_bwd = ops_emit_rope_bwd,
+                 .cost = OP_COST_STREAM,
+                 .traffic = traffic_rope,
+                 .mem = MEM_STREAM},
     [OP_ATTENTION] = {.rule = place_rule_attention,
                  .saves = OP_SAVES_IN0 | OP_SAVES_AUX_KEPT,
                  .reads_params = 0,
@@ -571,7 +622,7 @@ static const char *cost_incomplete(const OpDesc *d)
 {
     int64_t mnk[3];
     for (int kept = 0; kept <= 1; kept++) {
-        const OpShape probe = {{2, 2, 2, 2}, -1, kept, 0};
+        const OpShape probe = {{2, 2, 2, 2, 2, 2}, -1, kept, 0};
         for (int bwd = 0; bwd <= (d->bwd != RT_NONE); bwd++)
             switch (d->cost) {
             case OP_COST_GEMM:

@@ -49,12 +49,19 @@ int ops_emit_pos_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
                  arg_int(s->d[2]), arg_coord(s->axis, s->d[1]));
 }
 
+/* A norm's epsilon: the final norm's (the head region's) or the blocks'. */
+static double norm_eps(const Emit *e, const Op *op)
+{
+    const Model *m = &e->lw->plan->model;
+    return op->region == REGION_HEAD ? m->final_norm_eps : m->block.norm_eps;
+}
+
 int ops_emit_layernorm_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     Lowerer *lw = e->lw;
     return ENTRY(e, RT_prt_layernorm_fwd, a->out, arg_value(lw, op->aux[0]), arg_value(lw, op->aux[1]),
                  a->in[0].arg, a->param[0].arg, op->nparam > 1 ? a->param[1].arg : arg_null(), arg_int(s->d[0]),
-                 arg_int(s->d[1]));
+                 arg_int(s->d[1]), arg_f64(norm_eps(e, op)));
 }
 
 int ops_emit_layernorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
@@ -68,7 +75,7 @@ int ops_emit_layernorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape
 int ops_emit_rmsnorm_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     return ENTRY(e, RT_prt_rmsnorm_fwd, a->out, arg_value(e->lw, op->aux[0]), a->in[0].arg, a->param[0].arg,
-                 arg_int(s->d[0]), arg_int(s->d[1]));
+                 arg_int(s->d[0]), arg_int(s->d[1]), arg_f64(norm_eps(e, op)));
 }
 
 int ops_emit_rmsnorm_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
@@ -132,6 +139,30 @@ int ops_emit_swiglu_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s
 {
     (void)op;
     return ENTRY(e, RT_prt_swiglu_bwd, a->din[0].arg, a->in[0].arg, a->dout, arg_int(s->d[0]), arg_int(s->d[1]));
+}
+
+/* The rotation of q and k: the shape's sizes, the first position held (a
+ * sequence split's coordinate times its local length), the plan's base and
+ * Llama 3.1 scaling (factor 0: none). */
+static int emit_rope(Emit *e, RtFn fn, Arg dst, Arg src, const OpShape *s)
+{
+    const Rope *r = &e->lw->plan->model.rope;
+    return ENTRY(e, fn, dst, src, arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]),
+                 arg_int(s->d[4]), arg_int(s->d[5]), arg_coord(s->axis, s->d[1]), arg_f64(r->theta),
+                 arg_f64(r->llama3 ? r->factor : 0), arg_f64(r->llama3 ? r->low_freq_factor : 0),
+                 arg_f64(r->llama3 ? r->high_freq_factor : 0), arg_int(r->llama3 ? r->original_max_positions : 0));
+}
+
+int ops_emit_rope_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return emit_rope(e, RT_prt_rope_fwd, a->out, a->in[0].arg, s);
+}
+
+int ops_emit_rope_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return emit_rope(e, RT_prt_rope_bwd, a->din[0].arg, a->dout, s);
 }
 
 static Arg probs_arg(const Lowerer *lw, const Op *op, const OpShape *s)

@@ -27,6 +27,8 @@ int ops_emit_activation_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShap
 int ops_emit_activation_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_swiglu_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_swiglu_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_rope_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_rope_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_attention_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_kv_repeat_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);

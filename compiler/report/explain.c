@@ -228,6 +228,31 @@ static void explain_attention(FILE *out, const Analysis *an, const Analysis *fla
                  "GPU\n", mask, mask, b1);
 }
 
+/* How the model sees token positions: a learned table, rotary (its base and
+ * Llama 3.1 scaling) or none. */
+static void explain_positions(FILE *out, const Plan *plan)
+{
+    const Model *m = &plan->model;
+    if (!m->has_embed) return;
+    if (m->positions == POS_LEARNED) {
+        fprintf(out, "  positions       learned: a [seq, hidden] table added to the token embedding\n");
+    } else if (m->positions == POS_NONE) {
+        fprintf(out, "  positions       none: no position embedding%s\n",
+                m->block.kind == BLOCK_TRANSFORMER && m->block.causal ? " (only the causal mask orders the tokens)"
+                                                                         : "");
+    } else {
+        fprintf(out, "  positions       rotary (RoPE) on q and k in every layer, theta %g, head dims i and i + "
+                     "head_dim/2 paired (transformers' rotate_half)",
+                m->rope.theta);
+        if (m->rope.llama3)
+            fprintf(out, "; Llama 3.1 scaling: factor %g, low_freq_factor %g, high_freq_factor %g, "
+                         "original_max_positions %lld",
+                    m->rope.factor, m->rope.low_freq_factor, m->rope.high_freq_factor,
+                    (long long)m->rope.original_max_positions);
+        fprintf(out, "\n");
+    }
+}
+
 /* The plan's dropout: where it applies and what its stored masks take on the
  * worst stage (the u8 activation buffers). */
 static void explain_dropout(FILE *out, const Analysis *an)
@@ -298,6 +323,7 @@ void explain_text(FILE *out, const Analysis *an, const Analysis *flash, int verb
                 an->model_matmul_params, tokens, an->model_attention_flops_per_token);
     }
     explain_attention(out, an, flash);
+    explain_positions(out, plan);
     explain_dropout(out, an);
 
     fprintf(out, "\nmesh (last axis varies fastest):\n");

@@ -52,13 +52,15 @@ static double block_compute_s(const Plan *p, const Layout1 *l, const Shape *s, i
     double t = calls * g;
     /* streamed elements x passes: norms 2 / 3, residual adds 3 / 3, the
      * activation 2 / 3 (SwiGLU 3 / 5 over both halves), biases 2 / 1,
-     * dropout 3 / 3 */
+     * dropout 3 / 3, rotary positions 2 / 2 over the (grouped) qkv */
     double norms = (transformer ? 2 : 1) * (bs->norm != NORM_NONE) * s->tok * s->hs;
     double adds = (transformer || bs->residual ? (transformer ? 2 : 1) : 0) * s->tok * s->hs;
     double act = s->tok * s->f * (swiglu ? 2 : 1);
     double bias = bs->bias ? s->tok * (s->f * (swiglu ? 2 : 1) + s->h + (transformer ? s->qkv + s->h : 0)) : 0;
     double drop = bs->dropout > 0 ? (transformer ? 2 : 1) * s->tok * s->hs : 0;
-    double elems = bwd ? 3 * norms + 3 * adds + bias + 3 * drop : 2 * norms + 3 * adds + 2 * bias + 3 * drop;
+    double rope = transformer && p->model.positions == POS_ROPE ? s->tok * s->qkv : 0;
+    double elems = bwd ? 3 * norms + 3 * adds + bias + 3 * drop + 2 * rope
+                       : 2 * norms + 3 * adds + 2 * bias + 3 * drop + 2 * rope;
     double act_elems = (bwd ? (swiglu ? 2.5 : 3) : (swiglu ? 1.5 : 2)) * act;
     if (transformer) {
         double scores = s->tok * s->heads * (double)p->model.seq;

@@ -33,6 +33,7 @@
 #include "prt_cpu_dropout.h"
 #include "prt_cpu_attention.h"
 #include "prt_cpu_gqa.h"
+#include "prt_cpu_rope.h"
 #include "prt_cpu_tensor.h"
 #include "prt_cpu_view.h"
 #include "prt_internal.h"
@@ -179,13 +180,13 @@ static void prt_cpu_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_,
 /* ---------------------------------------------------------------- norms */
 
 static void prt_cpu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, const void *in_, const void *w_,
-                           const void *b_, int64_t N, int64_t C, int64_t dtypes) {
+                           const void *b_, int64_t N, int64_t C, double eps, int64_t dtypes) {
     const char *op = "layernorm_fwd";
     tensor out = ften(rt, dtypes, 0, out_, op), mean = ften(rt, dtypes, 1, mean_, op),
            rstd = ften(rt, dtypes, 2, rstd_, op), in = ften(rt, dtypes, 3, in_, op),
            w = ften(rt, dtypes, 4, w_, op), b = ften(rt, dtypes, 5, b_, op);
     if (f32(out) && f32(mean) && f32(rstd) && f32(in) && f32(w) && f32(b)) {
-        prt_fast_layernorm_fwd(F32(out), F32(mean), F32(rstd), F32(in), F32(w), F32(b), N, C, PRT_NORM_EPS);
+        prt_fast_layernorm_fwd(F32(out), F32(mean), F32(rstd), F32(in), F32(w), F32(b), N, C, eps);
         return;
     }
     for (int64_t n = 0; n < N; n++) {
@@ -194,7 +195,7 @@ static void prt_cpu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_,
         for (int64_t c = 0; c < C; c++) s += LD(in, x + c);
         double m = s / (double)C;
         for (int64_t c = 0; c < C; c++) v += (LD(in, x + c) - m) * (LD(in, x + c) - m);
-        double r = prt_norm_rstd(v / (double)C);
+        double r = prt_norm_rstd(v / (double)C, eps);
         for (int64_t c = 0; c < C; c++)
             ST(out, x + c, (float)((LD(in, x + c) - m) * r) * LD(w, c) + (b.p ? LD(b, c) : 0.0f));
         if (mean.p) ST(mean, n, (float)m);
@@ -245,19 +246,19 @@ static void prt_cpu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, con
 }
 
 static void prt_cpu_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, const void *w_, int64_t N, int64_t C,
-                                int64_t dtypes) {
+                                double eps, int64_t dtypes) {
     const char *op = "rmsnorm_fwd";
     tensor out = ften(rt, dtypes, 0, out_, op), rstd = ften(rt, dtypes, 1, rstd_, op),
            in = ften(rt, dtypes, 2, in_, op), w = ften(rt, dtypes, 3, w_, op);
     if (f32(out) && f32(rstd) && f32(in) && f32(w)) {
-        prt_fast_rmsnorm_fwd(F32(out), F32(rstd), F32(in), F32(w), N, C, PRT_NORM_EPS);
+        prt_fast_rmsnorm_fwd(F32(out), F32(rstd), F32(in), F32(w), N, C, eps);
         return;
     }
     for (int64_t n = 0; n < N; n++) {
         int64_t x = n * C;
         double ss = 0.0;
         for (int64_t c = 0; c < C; c++) ss += (double)LD(in, x + c) * LD(in, x + c);
-        double r = prt_norm_rstd(ss / (double)C);
+        double r = prt_norm_rstd(ss / (double)C, eps);
         for (int64_t c = 0; c < C; c++) ST(out, x + c, (float)(LD(in, x + c) * r) * LD(w, c));
         if (rstd.p) ST(rstd, n, (float)r);
     }

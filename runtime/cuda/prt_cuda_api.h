@@ -59,10 +59,10 @@ void prt_cu_pos_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten wpe, int64_t B, in
 void prt_cu_pos_bwd(prt *rt, prt_ten dwpe, prt_ten din, prt_ten dout, int64_t B, int64_t T, int64_t C, int64_t t_offset,
                     int din_write);
 void prt_cu_layernorm_fwd(prt *rt, prt_ten out, prt_ten mean, prt_ten rstd, prt_ten in, prt_ten w, prt_ten b,
-                          int64_t N, int64_t C);
+                          int64_t N, int64_t C, double eps);
 void prt_cu_layernorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten db, prt_ten dout, prt_ten in, prt_ten w,
                           prt_ten mean, prt_ten rstd, int64_t N, int64_t C, int write);
-void prt_cu_rmsnorm_fwd(prt *rt, prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, int64_t N, int64_t C);
+void prt_cu_rmsnorm_fwd(prt *rt, prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, int64_t N, int64_t C, double eps);
 void prt_cu_rmsnorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, prt_ten rstd,
                         int64_t N, int64_t C, int write);
 void prt_cu_matmul_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten w, int64_t N, int64_t K, int64_t M, int transposed);
@@ -101,6 +101,13 @@ void prt_cu_dropout_bwd(prt *rt, prt_ten din, const uint8_t *mask, prt_ten dout,
 /* Grouped-query attention's key/value repeat (prt_cuda_gqa.cu). */
 void prt_cu_kv_repeat_fwd(prt *rt, prt_ten out, prt_ten in, int64_t N, int64_t KV, int64_t G, int64_t HD);
 void prt_cu_kv_repeat_bwd(prt *rt, prt_ten din, prt_ten dout, int64_t N, int64_t KV, int64_t G, int64_t HD);
+/* The rotary position embedding (prt_cuda_rope.cu); write: the backward writes din. */
+void prt_cu_rope_fwd(prt *rt, prt_ten out, prt_ten in, int64_t B, int64_t T, int64_t G, int64_t U, int64_t R,
+                     int64_t HD, int64_t t_offset, double theta, double factor, double low_freq_factor,
+                     double high_freq_factor, int64_t original_max_positions);
+void prt_cu_rope_bwd(prt *rt, prt_ten din, prt_ten dout, int64_t B, int64_t T, int64_t G, int64_t U, int64_t R,
+                     int64_t HD, int64_t t_offset, double theta, double factor, double low_freq_factor,
+                     double high_freq_factor, int64_t original_max_positions, int write);
 void prt_cu_add_fwd(prt *rt, prt_ten out, prt_ten a, prt_ten b, int64_t n);
 /* Returns the loss (sum over the N rows of -log p(target)); loss_sum += it on the device. */
 double prt_cu_xent_fwd(prt *rt, prt_ten loss_sum, prt_ten stats, prt_ten logits, const int32_t *targets, int64_t N,

@@ -60,8 +60,8 @@ static void cu_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int6
     prt_cu_pos_bwd(rt, TN(0, dwpe_), TN(1, din_), TN(2, dout_), B, T, C, t_offset, prt_word_writes(dtypes, 1));
 }
 static void cu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, const void *in_, const void *w_,
-                             const void *b_, int64_t N, int64_t C, int64_t dtypes) {
-    prt_cu_layernorm_fwd(rt, TN(0, out_), TN(1, mean_), TN(2, rstd_), TN(3, in_), TN(4, w_), TN(5, b_), N, C);
+                             const void *b_, int64_t N, int64_t C, double eps, int64_t dtypes) {
+    prt_cu_layernorm_fwd(rt, TN(0, out_), TN(1, mean_), TN(2, rstd_), TN(3, in_), TN(4, w_), TN(5, b_), N, C, eps);
 }
 static void cu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const void *dout_, const void *in_,
                              const void *w_, const void *mean_, const void *rstd_, int64_t N, int64_t C,
@@ -71,8 +71,8 @@ static void cu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const vo
                          prt_word_writes(dtypes, 0));
 }
 static void cu_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, const void *w_, int64_t N, int64_t C,
-                           int64_t dtypes) {
-    prt_cu_rmsnorm_fwd(rt, TN(0, out_), TN(1, rstd_), TN(2, in_), TN(3, w_), N, C);
+                           double eps, int64_t dtypes) {
+    prt_cu_rmsnorm_fwd(rt, TN(0, out_), TN(1, rstd_), TN(2, in_), TN(3, w_), N, C, eps);
 }
 static void cu_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout_, const void *in_, const void *w_,
                            const void *rstd_, int64_t N, int64_t C, int64_t dtypes) {
@@ -141,6 +141,18 @@ static void cu_kv_repeat_fwd(prt *rt, void *out_, const void *in_, int64_t N, in
 static void cu_kv_repeat_bwd(prt *rt, void *din_, const void *dout_, int64_t N, int64_t KV, int64_t G, int64_t HD,
                              int64_t dtypes) {
     prt_cu_kv_repeat_bwd(rt, TN(0, din_), TN(1, dout_), N, KV, G, HD);
+}
+static void cu_rope_fwd(prt *rt, void *out_, const void *in_, int64_t B, int64_t T, int64_t G, int64_t U, int64_t R,
+                        int64_t HD, int64_t t_offset, double theta, double factor, double low_freq_factor,
+                        double high_freq_factor, int64_t original_max_positions, int64_t dtypes) {
+    prt_cu_rope_fwd(rt, TN(0, out_), TN(1, in_), B, T, G, U, R, HD, t_offset, theta, factor, low_freq_factor,
+                    high_freq_factor, original_max_positions);
+}
+static void cu_rope_bwd(prt *rt, void *din_, const void *dout_, int64_t B, int64_t T, int64_t G, int64_t U, int64_t R,
+                        int64_t HD, int64_t t_offset, double theta, double factor, double low_freq_factor,
+                        double high_freq_factor, int64_t original_max_positions, int64_t dtypes) {
+    prt_cu_rope_bwd(rt, TN(0, din_), TN(1, dout_), B, T, G, U, R, HD, t_offset, theta, factor, low_freq_factor,
+                    high_freq_factor, original_max_positions, prt_word_writes(dtypes, 0));
 }
 static void cu_dropout_fwd(prt *rt, void *out_, void *mask_, const void *in_, int64_t B, int64_t T, int64_t C,
                            int64_t first_sample, int64_t t_offset, int64_t T_global, int64_t step, int64_t layer,

@@ -295,7 +295,8 @@ void prt_cu_pos_bwd(prt *rt, prt_ten dwpe, prt_ten din, prt_ten dout, int64_t B,
 
 /* ---------------------------------------------------------------- norms (one block per row) */
 
-static __global__ void k_layernorm_fwd(prt_ten out, prt_ten mean, prt_ten rstd, prt_ten in, prt_ten w, prt_ten b, int64_t C) {
+static __global__ void k_layernorm_fwd(prt_ten out, prt_ten mean, prt_ten rstd, prt_ten in, prt_ten w, prt_ten b, int64_t C,
+                                       double eps) {
     int64_t x = blockIdx.x * C;
     double s = 0.0;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s += LD(in, x + c);
@@ -304,7 +305,7 @@ static __global__ void k_layernorm_fwd(prt_ten out, prt_ten mean, prt_ten rstd, 
         double d = LD(in, x + c) - m;
         v += d * d;
     }
-    double r = prt_norm_rstd(block_sum_d(v) / (double)C);
+    double r = prt_norm_rstd(block_sum_d(v) / (double)C, eps);
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
         ST(out, x + c, (float)((LD(in, x + c) - m) * r) * LD(w, c) + (b.p ? LD(b, c) : 0.0f));
     if (threadIdx.x == 0) {
@@ -330,14 +331,14 @@ static __global__ void k_layernorm_din(prt_ten din, prt_ten dout, prt_ten in, pr
     }
 }
 
-static __global__ void k_rmsnorm_fwd(prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, int64_t C) {
+static __global__ void k_rmsnorm_fwd(prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, int64_t C, double eps) {
     int64_t x = blockIdx.x * C;
     double ss = 0.0;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
         double v = LD(in, x + c);
         ss += v * v;
     }
-    double r = prt_norm_rstd(block_sum_d(ss) / (double)C);
+    double r = prt_norm_rstd(block_sum_d(ss) / (double)C, eps);
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ST(out, x + c, (float)(LD(in, x + c) * r) * LD(w, c));
     if (threadIdx.x == 0 && rstd.p) ST(rstd, blockIdx.x, (float)r);
 }
@@ -355,10 +356,10 @@ static __global__ void k_rmsnorm_din(prt_ten din, prt_ten dout, prt_ten in, prt_
 }
 
 void prt_cu_layernorm_fwd(prt *rt, prt_ten out, prt_ten mean, prt_ten rstd, prt_ten in, prt_ten w, prt_ten b,
-                          int64_t N, int64_t C) {
+                          int64_t N, int64_t C, double eps) {
     if (N <= 0) return;
     PRT_CUDA_REQUIRE(rt, "layernorm_fwd", N, C);
-    k_layernorm_fwd<<<(unsigned)N, PRT_CU_THREADS, 0, stream_of(rt)>>>(out, mean, rstd, in, w, b, C);
+    k_layernorm_fwd<<<(unsigned)N, PRT_CU_THREADS, 0, stream_of(rt)>>>(out, mean, rstd, in, w, b, C, eps);
     PRT_LAUNCH_CHECK();
 }
 void prt_cu_layernorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten db, prt_ten dout, prt_ten in, prt_ten w,
@@ -372,10 +373,10 @@ void prt_cu_layernorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten db, prt_ten 
         PRT_LAUNCH_CHECK();
     }
 }
-void prt_cu_rmsnorm_fwd(prt *rt, prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, int64_t N, int64_t C) {
+void prt_cu_rmsnorm_fwd(prt *rt, prt_ten out, prt_ten rstd, prt_ten in, prt_ten w, int64_t N, int64_t C, double eps) {
     if (N <= 0) return;
     PRT_CUDA_REQUIRE(rt, "rmsnorm_fwd", N, C);
-    k_rmsnorm_fwd<<<(unsigned)N, PRT_CU_THREADS, 0, stream_of(rt)>>>(out, rstd, in, w, C);
+    k_rmsnorm_fwd<<<(unsigned)N, PRT_CU_THREADS, 0, stream_of(rt)>>>(out, rstd, in, w, C, eps);
     PRT_LAUNCH_CHECK();
 }
 void prt_cu_rmsnorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, prt_ten rstd,

@@ -11,16 +11,21 @@ lm_head [vocab, hidden] as nn.Linear), tiny_llama (model.embed_tokens /
 layers.L.{input_layernorm, self_attn.{q,k,v,o}_proj, post_attention_layernorm,
 mlp.{gate,up,down}_proj} / norm, nn.Linear weights [out, in], head tied to the
 embedding) and tiny_gqa (the same with 2 key/value heads for 4 query heads and
-an untied lm_head): runs 6 steps on one rank saving a checkpoint at step 5 and
+an untied lm_head) and tiny_rope (tiny_gqa's model with rotary positions at
+theta 500000, applied here as transformers' Llama applies them: inv_freq =
+1 / theta^(arange(0, hd, 2) / hd) in fp32, q and k rotated by x cos +
+rotate_half(x) sin, the exported q_proj and k_proj used as they are — no
+permutation of their rows): runs 6 steps on one rank saving a checkpoint at step 5 and
 dumping step 6's tokens and logits (PRT_DUMP_STEP=6: the weights of step 6 are
 those saved at step 5), exports step 5 with the default names, reads the file
 with a plain reader (json + struct + numpy), loads it with load_state_dict(strict)
 into the model written here (torch only, float64) and compares the logits of
-every micro-batch of step 6: ||a - b|| / ||b|| < 1e-5.  parc's Llama block has
-no rotary position embedding (the plan language has none), so neither has this
-one: transformers' LlamaForCausalLM, which applies RoPE, would load the same
-names but compute other logits.  Also: --names parc keeps parc's names, and a
-bad --names value is a usage error.
+every micro-batch of step 6: ||a - b|| / ||b|| < 1e-5.  The positions of a
+Llama plan are the plan's (`embed;`: none; `embed positions rope ...`: rotary),
+so this model applies rotary positions exactly where the plan has them; the
+file holds weights only, and the base (config.json's rope_theta) is read from
+the plan here.  Also: --names parc keeps parc's names, and a bad --names value
+is a usage error.
 Exits 1 on any failure, 77 (skip) without torch.
 """
 import json
@@ -164,10 +169,25 @@ def linear(n_in, n_out):
     return nn.Linear(n_in, n_out, bias=False, dtype=torch.float64)
 
 
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rotary(x, theta):
+    """x [B, H, T, hd] rotated as transformers' Llama does (modeling_rope_utils.py's default
+    inv_freq in fp32, the angles position x inv_freq in fp32, cos and sin of cat(freqs, freqs))."""
+    hd = x.shape[-1]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    freqs = torch.arange(x.shape[2]).float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1).double()
+    return x * emb.cos() + rotate_half(x) * emb.sin()
+
+
 class LlamaAttention(nn.Module):
-    def __init__(self, C, H, KV):
+    def __init__(self, C, H, KV, rope_theta=None):
         super().__init__()
-        self.H, self.KV, self.hd = H, KV, C // H
+        self.H, self.KV, self.hd, self.rope_theta = H, KV, C // H, rope_theta
         self.q_proj, self.k_proj = linear(C, H * self.hd), linear(C, KV * self.hd)
         self.v_proj, self.o_proj = linear(C, KV * self.hd), linear(H * self.hd, C)
 
@@ -175,6 +195,8 @@ class LlamaAttention(nn.Module):
         B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.H, self.hd).transpose(1, 2)
         k, v = (p(x).view(B, T, self.KV, self.hd).transpose(1, 2) for p in (self.k_proj, self.v_proj))
+        if self.rope_theta:  # q and k rotated, k before it is repeated for its query heads
+            q, k = rotary(q, self.rope_theta), rotary(k, self.rope_theta)
         k, v = (t.repeat_interleave(self.H // self.KV, dim=1) for t in (k, v))  # query head h reads kv head h // G
         return self.o_proj(causal_attention(q, k, v).transpose(1, 2).reshape(B, T, self.H * self.hd))
 
@@ -189,9 +211,9 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(self, C, H, KV, Fd):
+    def __init__(self, C, H, KV, Fd, rope_theta):
         super().__init__()
-        self.self_attn, self.mlp = LlamaAttention(C, H, KV), LlamaMLP(C, Fd)
+        self.self_attn, self.mlp = LlamaAttention(C, H, KV, rope_theta), LlamaMLP(C, Fd)
         self.input_layernorm, self.post_attention_layernorm = LlamaRMSNorm(C), LlamaRMSNorm(C)
 
     def forward(self, x):
@@ -200,10 +222,10 @@ class LlamaDecoderLayer(nn.Module):
 
 
 class LlamaModel(nn.Module):
-    def __init__(self, V, C, H, KV, Fd, L):
+    def __init__(self, V, C, H, KV, Fd, L, rope_theta):
         super().__init__()
         self.embed_tokens = nn.Embedding(V, C, dtype=torch.float64)
-        self.layers = nn.ModuleList(LlamaDecoderLayer(C, H, KV, Fd) for _ in range(L))
+        self.layers = nn.ModuleList(LlamaDecoderLayer(C, H, KV, Fd, rope_theta) for _ in range(L))
         self.norm = LlamaRMSNorm(C)
 
     def forward(self, tokens):
@@ -214,9 +236,9 @@ class LlamaModel(nn.Module):
 
 
 class LlamaForCausalLM(nn.Module):
-    def __init__(self, V, C, H, KV, Fd, L, tied):
+    def __init__(self, V, C, H, KV, Fd, L, tied, rope_theta=None):
         super().__init__()
-        self.model = LlamaModel(V, C, H, KV, Fd, L)
+        self.model = LlamaModel(V, C, H, KV, Fd, L, rope_theta)
         self.tied = tied
         if not tied:
             self.lm_head = linear(C, V)
@@ -226,8 +248,9 @@ class LlamaForCausalLM(nn.Module):
         return h @ self.model.embed_tokens.weight.T if self.tied else self.lm_head(h)
 
 
-def model_for(shapes, state, meta):
-    """The torch model of the exported family, sized from parc's parameter shapes."""
+def model_for(shapes, state, meta, rope_theta=None):
+    """The torch model of the exported family, sized from parc's parameter shapes; a Llama with
+    rotary positions at rope_theta when it is given."""
     V, C = shapes["wte"][1]
     L = 1 + max(int(k.split(".")[2 if k.startswith("transformer") else 2]) for k in state if ".h." in k or
                 ".layers." in k)
@@ -236,7 +259,8 @@ def model_for(shapes, state, meta):
         return GPT2LMHeadModel(V, shapes["wpe"][1][0], C, H, shapes["mlp.up.w"][1][1], L)
     qkv = shapes["attn.qkv.w"][1]
     H, KV = (qkv[2], qkv[2]) if qkv[1] == 3 and qkv[2] * qkv[3] == C else (qkv[1] * (qkv[2] - 2), qkv[1])
-    return LlamaForCausalLM(V, C, H, KV, shapes["mlp.up.w"][1][2], L, meta.get("tie_word_embeddings") == "true")
+    return LlamaForCausalLM(V, C, H, KV, shapes["mlp.up.w"][1][2], L, meta.get("tie_word_embeddings") == "true",
+                            rope_theta)
 
 
 def test_plan(parc, examples, work, name, family, first_key):
@@ -259,7 +283,10 @@ def test_plan(parc, examples, work, name, family, first_key):
     state, meta = read_safetensors(out)
     check(meta.get("names") == "hf" and meta.get("model_type") == family and first_key in state,
           f"{name}: Hugging Face {family} names by default ({meta}, e.g. {sorted(state)[:2]})")
-    model = model_for(prt_dump.param_shapes(parc, plan), state, meta)
+    front = subprocess.run([parc, "lower", plan, "--emit=front"], capture_output=True, text=True, check=True).stdout
+    fields = {f[0]: f[1] for f in (line.split() for line in front.splitlines()) if len(f) == 2}
+    rope_theta = float(fields["rope_theta"]) if fields.get("positions") == "rope" else None
+    model = model_for(prt_dump.param_shapes(parc, plan), state, meta, rope_theta)
     try:
         model.load_state_dict(state, strict=True)
         loaded = True
@@ -304,6 +331,7 @@ def main():
     test_plan(parc, examples, work, "tiny_single", "gpt2", "transformer.h.0.attn.c_attn.weight")
     test_plan(parc, examples, work, "tiny_llama", "llama", "model.layers.0.self_attn.q_proj.weight")
     test_plan(parc, examples, work, "tiny_gqa", "llama", "model.layers.0.self_attn.k_proj.weight")
+    test_plan(parc, examples, work, "tiny_rope", "llama", "model.layers.0.self_attn.k_proj.weight")
     if failures:
         print(f"test_export_hf: {len(failures)} failures (work in {work})")
         return 1

@@ -111,6 +111,16 @@ static void verify_plan(const Plan *p, const char *what)
     if (l->schedule == SCHED_1F1B) EXPECT(t->micro_batches >= l->stages, "%s", what);
     if (l->zero_stage > 0) EXPECT(l->zero_axis == l->dim_axis[DIM_BATCH] && l->zero_axis >= 0, "%s", what);
     if (m->tied_head) EXPECT(m->has_embed && m->has_head, "%s", what);
+    if (m->positions == POS_ROPE) {
+        EXPECT(m->has_embed && m->block.kind == BLOCK_TRANSFORMER && m->head_dim % 2 == 0 && m->rope.theta > 1,
+               "%s: rotary positions on attention with an even head_dim", what);
+        if (m->rope.llama3)
+            EXPECT(m->rope.factor >= 1 && m->rope.low_freq_factor > 0 &&
+                       m->rope.high_freq_factor > m->rope.low_freq_factor && m->rope.original_max_positions >= 1,
+                   "%s: llama3 scaling", what);
+    }
+    EXPECT(m->block.norm_eps > 0 && m->block.norm_eps < 1 && m->final_norm_eps > 0 && m->final_norm_eps < 1,
+           "%s: norm epsilons in (0, 1)", what);
     if (m->has_loss) EXPECT(m->has_head, "%s", what);
     /* Rank coordinates round-trip. */
     for (int r = 0; r < p->mesh.world && r < 4096; r += 1 + p->mesh.world / 64) {
@@ -192,9 +202,13 @@ static void check_example_numbers(const char *name, const Plan *p, const char *d
         EXPECT(p->layout.stages == 1 && p->layout.stage_layers[0] == 32 && p->layout.schedule == SCHED_NONE,
                "llama2_7b stages");
         EXPECT(p->layout.dim_axis[DIM_LAYERS] == -1 && p->layout.dim_axis[DIM_HEADS] == 1, "llama2_7b dims");
+        EXPECT(p->model.positions == POS_ROPE && p->model.rope.theta == 10000 && !p->model.rope.llama3,
+               "llama2_7b rotary positions at theta 10000");
+        EXPECT(p->model.block.norm_eps == 1e-5 && p->model.final_norm_eps == 1e-5, "llama2_7b norms' default eps");
         EXPECT(has_line(dump, "precision bf16") && has_line(dump, "master_fp32 1"), "llama2_7b dump");
     } else if (strcmp(name, "llama2_70b.par") == 0) {
         EXPECT(p->model.kv_heads == 8 && p->model.head_dim == 128, "70b gqa");
+        EXPECT(p->model.positions == POS_ROPE && p->model.rope.theta == 10000, "70b rotary positions");
         EXPECT(p->layout.stages == 4 && p->layout.stage_layers[3] == 20 && p->layout.stage_first[3] == 60, "70b pp");
         EXPECT(p->layout.schedule == SCHED_1F1B && p->train.micro_batches == 256, "70b sched");
         EXPECT(plan_axis_inside_node(p, 2) && !plan_axis_inside_node(p, 1) && !plan_axis_inside_node(p, 0),
@@ -203,6 +217,22 @@ static void check_example_numbers(const char *name, const Plan *p, const char *d
         EXPECT(p->mesh.world == 1 && p->train.optimizer == OPT_ADAM && p->train.master_fp32 == 1, "1gpu");
         EXPECT(p->model.block.norm == NORM_RMS && p->model.block.mlp == MLP_SWIGLU && !p->model.block.bias, "llama block");
         EXPECT(has_line(dump, "gpu_memory 85899345920 B"), "1gpu memory");
+    } else if (strcmp(name, "llama3_8b.par") == 0) {
+        const Rope *r = &p->model.rope;
+        EXPECT(p->model.positions == POS_ROPE && r->theta == 500000 && r->llama3 && r->factor == 8 &&
+                   r->low_freq_factor == 1 && r->high_freq_factor == 4 && r->original_max_positions == 8192,
+               "llama3_8b: theta 500000 with Llama 3.1's scaling");
+        EXPECT(has_line(dump, "rope_theta 500000") && has_line(dump, "rope_scaling llama3") &&
+                   has_line(dump, "rope_original_max_positions 8192"),
+               "llama3_8b dump rope");
+    } else if (strcmp(name, "tiny_rope.par") == 0) {
+        EXPECT(p->model.positions == POS_ROPE && p->model.rope.theta == 500000 && p->model.kv_heads == 2,
+               "tiny_rope: grouped-query attention, rotary at 500000");
+    } else if (strcmp(name, "tiny_rope_llama31.par") == 0) {
+        EXPECT(p->model.rope.llama3 && p->model.rope.original_max_positions == 64 && p->model.rope.theta == 10000,
+               "tiny_rope_llama31 scaling");
+        EXPECT(p->model.block.norm_eps == 1e-3 && p->model.final_norm_eps == 1e-2, "tiny_rope_llama31 eps");
+        EXPECT(has_line(dump, "norm_eps 0.001") && has_line(dump, "final_norm_eps 0.01"), "tiny_rope_llama31 dump eps");
     } else if (strcmp(name, "llama7b_zero3.par") == 0) {
         EXPECT(p->layout.zero_stage == 3 && p->layout.zero_axis == 0 && plan_dp(p) == 8, "zero3");
         EXPECT(p->train.micro_batches == 8, "zero3 micro_batches");
@@ -268,7 +298,7 @@ static void test_examples(Example *ex, int n)
         "llama7b_1gpu.par", "llama7b_zero3.par", "llama2_7b.par", "llama2_70b.par", "gpt3_175b.par",
         "tiny_single.par", "tiny_dp.par", "tiny_tp.par", "tiny_sp.par", "tiny_pp_gpipe.par", "tiny_pp_1f1b.par",
         "tiny_pp_interleaved.par", "tiny_zero1.par", "tiny_zero2.par", "tiny_zero3.par", "tiny_recompute.par",
-        "tiny_3d.par", "tiny_llama.par", "tiny_mlp_tp.par"};
+        "tiny_3d.par", "tiny_llama.par", "tiny_mlp_tp.par", "llama3_8b.par", "tiny_rope.par", "tiny_rope_llama31.par"};
     for (size_t r = 0; r < sizeof required / sizeof required[0]; r++) {
         int found = 0;
         for (int i = 0; i < n; i++) found |= strcmp(ex[i].name, required[r]) == 0;
@@ -448,7 +478,9 @@ static void test_pathological(const char *dir)
     static const char *const soup[] = {
         "cluster", "model", "train", "mesh", "layout", "{", "}", ";", "->", "..", "nodes", "gpus_per_node", "gpu",
         "memory", "link", "intra", "inter", "vocab", "seq", "hidden", "heads", "ffn", "layers", "kv_heads", "head_dim",
-        "embed", "positions", "learned", "repeat", "block", "transformer", "gpt2", "llama", "mlp", "norm", "rms",
+        "embed", "positions", "learned", "rope", "theta", "scaling", "llama3", "factor", "low_freq_factor",
+        "high_freq_factor", "original_max_positions", "eps", "repeat", "block", "transformer", "gpt2", "llama",
+        "mlp", "norm", "rms",
         "head", "tied", "untied", "loss", "cross_entropy", "batch", "micro_batch", "micro_batches", "precision",
         "bf16", "master", "fp32", "optimizer", "adamw", "lr", "dp", "tp", "pp", "schedule", "1f1b", "interleaved",
         "gpipe", "zero", "over", "fsdp", "stage", "sequence_parallel", "recompute", "selective", "0", "1", "2", "4",

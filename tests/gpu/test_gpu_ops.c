@@ -147,15 +147,15 @@ static void ops(int64_t dt) {
         ten in = mk(dt, N * C, -2, 3, 0), w = mk(dt, C, 0.5f, 1.5f, 0), b = mk(dt, C, -1, 1, 0), out = mk(dt, N * C, 0, 0, 1),
             mean = mk(dt, N, 0, 0, 1), rstd = mk(dt, N, 0, 0, 1), din = mk(dt, N * C, -1, 1, 0), dw = mk(dt, C, -1, 1, 0),
             db = mk(dt, C, -1, 1, 0), dout = mk(dt, N * C, -1, 1, 0);
-        prt_layernorm_fwd(rt, out.h, mean.h, rstd.h, in.h, w.h, b.h, N, C, PRT_ARG_DTYPES(out.dt, mean.dt, rstd.dt, in.dt, w.dt, b.dt));
-        prt_cu_layernorm_fwd(rt, D(out), D(mean), D(rstd), D(in), D(w), D(b), N, C);
+        prt_layernorm_fwd(rt, out.h, mean.h, rstd.h, in.h, w.h, b.h, N, C, 1e-5, PRT_ARG_DTYPES(out.dt, mean.dt, rstd.dt, in.dt, w.dt, b.dt));
+        prt_cu_layernorm_fwd(rt, D(out), D(mean), D(rstd), D(in), D(w), D(b), N, C, 1e-5);
         check("layernorm_fwd", "out", out, tol); check("layernorm_fwd", "mean", mean, tol); check("layernorm_fwd", "rstd", rstd, tol);
         prt_layernorm_bwd(rt, din.h, dw.h, db.h, dout.h, in.h, w.h, mean.h, rstd.h, N, C, PRT_ARG_DTYPES(din.dt, dw.dt, db.dt, dout.dt, in.dt, w.dt, mean.dt, rstd.dt));
         prt_cu_layernorm_bwd(rt, D(din), D(dw), D(db), D(dout), D(in), D(w), D(mean), D(rstd), N, C, 0);
         check("layernorm_bwd", "din", din, tol); check("layernorm_bwd", "dw", dw, tol); check("layernorm_bwd", "db", db, tol);
         prt_cuda_memset(rt, out.d, 0xff, (size_t)(N * C) * prt_dtype_size(dt));
         prt_cuda_memset(rt, rstd.d, 0xff, (size_t)N * prt_dtype_size(dt));
-        prt_rmsnorm_fwd(rt, out.h, rstd.h, in.h, w.h, N, C, PRT_ARG_DTYPES(out.dt, rstd.dt, in.dt, w.dt)); prt_cu_rmsnorm_fwd(rt, D(out), D(rstd), D(in), D(w), N, C);
+        prt_rmsnorm_fwd(rt, out.h, rstd.h, in.h, w.h, N, C, 1e-6, PRT_ARG_DTYPES(out.dt, rstd.dt, in.dt, w.dt)); prt_cu_rmsnorm_fwd(rt, D(out), D(rstd), D(in), D(w), N, C, 1e-6);
         check("rmsnorm_fwd", "out", out, tol); check("rmsnorm_fwd", "rstd", rstd, tol);
         prt_rmsnorm_bwd(rt, din.h, dw.h, dout.h, in.h, w.h, rstd.h, N, C, PRT_ARG_DTYPES(din.dt, dw.dt, dout.dt, in.dt, w.dt, rstd.dt));
         prt_cu_rmsnorm_bwd(rt, D(din), D(dw), D(dout), D(in), D(w), D(rstd), N, C, 0);
@@ -187,6 +187,25 @@ static void ops(int64_t dt) {
         check("kv_repeat_fwd", "out", out, tol);
         prt_kv_repeat_bwd(rt, din.h, dout.h, N, KV, G, HD, PRT_ARG_DTYPES(din.dt, dout.dt)); prt_cu_kv_repeat_bwd(rt, D(din), D(dout), N, KV, G, HD);
         check("kv_repeat_bwd", "din", din, tol);
+    }
+    /* rotary positions on a grouped qkv: 3 kv heads of 4 query heads (the queries and k rotated), head dim
+     * 128, positions from 4096 (a split sequence's second half), plain and with Llama 3.1's scaling; the
+     * backward accumulating and writing */
+    for (int scaled = 0; scaled < 2; scaled++) {
+        const int64_t B = 2, T = N / 2, KV = 3, U = 6, R = 5, HD = 128, n = B * T * KV * U * HD, off = 4096;
+        const double factor = scaled ? 8 : 0;
+        ten in = mk(dt, n, -1, 1, 0), out = mk(dt, n, 0, 0, 1), din = mk(dt, n, -1, 1, 0), dout = mk(dt, n, -1, 1, 0),
+            dw = mk(dt, n, 0, 0, 1);
+        prt_rope_fwd(rt, out.h, in.h, B, T, KV, U, R, HD, off, 500000, factor, 1, 4, 8192, PRT_ARG_DTYPES(out.dt, in.dt));
+        prt_cu_rope_fwd(rt, D(out), D(in), B, T, KV, U, R, HD, off, 500000, factor, 1, 4, 8192);
+        check(scaled ? "rope_fwd(llama3)" : "rope_fwd", "out", out, tol);
+        prt_rope_bwd(rt, din.h, dout.h, B, T, KV, U, R, HD, off, 500000, factor, 1, 4, 8192, PRT_ARG_DTYPES(din.dt, dout.dt));
+        prt_cu_rope_bwd(rt, D(din), D(dout), B, T, KV, U, R, HD, off, 500000, factor, 1, 4, 8192, 0);
+        check(scaled ? "rope_bwd(llama3)" : "rope_bwd", "din", din, tol);
+        prt_rope_bwd(rt, dw.h, dout.h, B, T, KV, U, R, HD, off, 500000, factor, 1, 4, 8192,
+                     PRT_ARG_DTYPES(dw.dt | PRT_ARG_WRITE, dout.dt));
+        prt_cu_rope_bwd(rt, D(dw), D(dout), B, T, KV, U, R, HD, off, 500000, factor, 1, 4, 8192, 1);
+        check(scaled ? "rope_bwd(llama3, writes)" : "rope_bwd(writes)", "din", dw, tol);
     }
     /* attention: head dims 16 / 64 / 128, causal or not, probs saved or not; T not a multiple of the tiles */
     const int64_t shapes[][4] = {{2, 80, 3, 16}, {1, 70, 2, 64}, {1, 40, 1, 128}};

@@ -32,11 +32,12 @@ typedef struct Opts {
     int kv_heads;           /* grouped-query attention when > 0 (default: heads) */
     int flash;              /* gpt2 block with `attention causal flash;` */
     double dropout;         /* gpt2 block with `dropout P;` when > 0 */
+    const char *rope;       /* rotary positions with these settings (`theta 500000 ...`) when not NULL */
 } Opts;
 
 static Opts defaults(void)
 {
-    Opts o = {"gpt2", "dp 1;", "batch -> dp;", "fp32", 1, 1, 8, 2, 4, 64, 4, 256, 256, 32, 0, 0, 0, 0, 0};
+    Opts o = {"gpt2", "dp 1;", "batch -> dp;", "fp32", 1, 1, 8, 2, 4, 64, 4, 256, 256, 32, 0, 0, 0, 0, 0, NULL};
     return o;
 }
 
@@ -52,8 +53,10 @@ static Analysis *compile(Arena *arena, Opts o, Program **prog_out)
                         : !strcmp(o.block, "relu") ? "block mlp { act relu; norm rms; bias true; residual false; }"
                         : !strcmp(o.block, "llama") ? "block llama;"
                                                     : gpt2;
-    char kv[32] = "";
+    char kv[32] = "", embed[256];
     if (o.kv_heads > 0) snprintf(kv, sizeof kv, " kv_heads %d;", o.kv_heads);
+    if (o.rope) snprintf(embed, sizeof embed, "embed positions rope %s;", o.rope);
+    else snprintf(embed, sizeof embed, "%s", o.no_positions ? "embed;" : "embed positions learned;");
     snprintf(text, sizeof text,
              "cluster { nodes %d; gpus_per_node %d;\n"
              "  gpu { memory 80 GiB; bf16 100 TFLOP/s; fp32 50 TFLOP/s; hbm 2 TB/s; }\n"
@@ -62,8 +65,7 @@ static Analysis *compile(Arena *arena, Opts o, Program **prog_out)
              "  %s repeat layers { %s } norm %s; head %s; loss cross_entropy; }\n"
              "train { batch %d; micro_batch %d; precision %s; optimizer adam lr 1e-3; }\n"
              "mesh { %s }\nlayout { %s }\n",
-             o.nodes, o.gpus, o.vocab, o.seq, o.hidden, o.heads, o.ffn, o.layers, kv,
-             o.no_positions ? "embed;" : "embed positions learned;", block,
+             o.nodes, o.gpus, o.vocab, o.seq, o.hidden, o.heads, o.ffn, o.layers, kv, embed, block,
              !strcmp(o.block, "llama") ? "rms" : "layer", o.tied ? "tied" : "untied", o.batch, o.micro_batch, o.precision, o.mesh, o.layout);
     /* through the driver with every verifier; the Compilation lives as long
      * as the arena, since the program points at its plan */
@@ -867,7 +869,7 @@ static void test_layout_combinations(void)
                                          "recompute full;", "zero 1 over dp;", "zero 2 over dp;", "zero 3 over dp;",
                                          "zero 3 over dp; recompute full; sequence_parallel over tp;"};
     static const char *const scheds[] = {"gpipe", "1f1b", "interleaved 2"};
-    static const char *const blocks[] = {"gpt2", "llama", "mlp"};
+    static const char *const blocks[] = {"gpt2", "llama", "mlp", "rope"}; /* rope: llama, kv_heads 2, rotary */
     int accepted = 0, lowered = 0, refused = 0;
     for (size_t mi = 0; mi < sizeof meshes / sizeof meshes[0]; mi++)
         for (size_t ri = 0; ri < sizeof rules / sizeof rules[0]; ri++)
@@ -885,6 +887,7 @@ static void test_layout_combinations(void)
                     Arena arena = {0};
                     Opts o = defaults();
                     o.block = blocks[bi];
+                    if (!strcmp(o.block, "rope")) o.block = "llama", o.kv_heads = 2, o.rope = "theta 500000";
                     o.gpus = 4;
                     o.mesh = mesh;
                     o.layout = layout;
@@ -975,6 +978,8 @@ static double call_flops(const Instr *ins)
     case RT_prt_dropout_bwd: return ins->fn == RT_prt_dropout_bwd ? A(3) : A(3) * A(4) * A(5);
     case RT_prt_xent_fwd: return 5 * A(4) * A(5);
     case RT_prt_xent_bwd: return 3 * A(4) * A(5);
+    case RT_prt_rope_fwd:
+    case RT_prt_rope_bwd: return 3 * A(2) * A(3) * A(4) * A(6) * A(7); /* B T G R HD: rotated elements */
     default: return -1; /* not checked here */
     }
 #undef A
@@ -996,12 +1001,13 @@ static void test_ops_table(void)
     plans[1].precision = "bf16 master fp32", plans[1].mesh = "tp 2;", plans[1].gpus = 2,
     plans[1].layout = "heads -> tp; ffn -> tp; vocab -> tp;";
     plans[2].block = "llama", plans[2].precision = "bf16 master fp32", plans[2].layout = "recompute full;",
-    plans[2].no_positions = 1, plans[2].kv_heads = 2;
+    plans[2].rope = "theta 500000", plans[2].kv_heads = 2;
     plans[3].block = "relu", plans[3].tied = 1, plans[3].no_positions = 1;
     plans[4].block = "mlp", plans[4].precision = "bf16 master fp32", plans[4].mesh = "pp 2; dp 2;", plans[4].gpus = 4,
     plans[4].layout = "batch -> dp; layers -> pp schedule 1f1b; zero 3 over dp;";
     plans[5].precision = "bf16 master fp32", plans[5].mesh = "tp 2;", plans[5].gpus = 2,
-    plans[5].layout = "heads -> tp; ffn -> tp; sequence_parallel over tp; recompute selective;";
+    plans[5].layout = "heads -> tp; ffn -> tp; sequence_parallel over tp; recompute selective;",
+    plans[5].rope = "scaling llama3 factor 8 low_freq_factor 1 high_freq_factor 4 original_max_positions 8192";
     plans[6].precision = "bf16 master fp32", plans[6].mesh = "tp 2;", plans[6].gpus = 2, plans[6].dropout = 0.1,
     plans[6].layout = "heads -> tp; ffn -> tp; vocab -> tp; sequence_parallel over tp;";
     plans[7].flash = 1, plans[7].dropout = 0.25, plans[7].mesh = "pp 2;", plans[7].gpus = 2,
@@ -1146,16 +1152,19 @@ static void test_first_writer(void)
         double dropout;
         RtFn fn;
         int calls, writes, zeros;
+        const char *rope;
     } kinds[] = {
-        {"llama", 0, RT_prt_swiglu_bwd, 1, 10, 0},   /* attention_bwd writes dqkv: no zero left */
-        {"llama", 0, RT_prt_rmsnorm_bwd, 2, 10, 0},  /* ln2's and ln1's din are the residual's: they add */
-        {"relu", 0, RT_prt_relu_bwd, 1, 5, 0},       /* acc, two GEMMs, relu and rmsnorm: no zero left */
-        {"gpt2", 0.1, RT_prt_dropout_bwd, 2, 12, 0}, /* the two branch outputs' dropouts (and dqkv) */
+        {"llama", 0, RT_prt_swiglu_bwd, 1, 10, 0, NULL},   /* attention_bwd writes dqkv: no zero left */
+        {"llama", 0, RT_prt_rmsnorm_bwd, 2, 10, 0, NULL},  /* ln2's and ln1's din are the residual's: they add */
+        {"relu", 0, RT_prt_relu_bwd, 1, 5, 0, NULL},       /* acc, two GEMMs, relu and rmsnorm: no zero left */
+        {"gpt2", 0.1, RT_prt_dropout_bwd, 2, 12, 0, NULL}, /* the two branch outputs' dropouts (and dqkv) */
+        {"llama", 0, RT_prt_rope_bwd, 1, 11, 0, "theta 10000"}, /* attention writes the rotated dqkv, rope the qkv's */
     };
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         Opts o = defaults();
         o.block = kinds[k].block;
         o.dropout = kinds[k].dropout;
+        o.rope = kinds[k].rope;
         an = compile(&arena, o, &prog);
         CHECK(an != NULL, "%s plan lowers", kinds[k].block);
         if (!an) return;

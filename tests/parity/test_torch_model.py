@@ -9,7 +9,16 @@ For tiny_single (pre-LN GPT-2: LayerNorm, qkv/proj/up/down with biases, GELU
 weight [hidden, 2, ffn], no biases, no positions, head tied to wte) and tiny_gqa
 (tiny_llama's block with grouped-query attention: attn.qkv.w [hidden, kv_heads,
 G + 2, head_dim], per key/value head its G query heads, then k, then v; k and v
-repeated for each query head of the group; untied head) and tiny_dropout
+repeated for each query head of the group; untied head) and tiny_rope
+(tiny_gqa's model with rotary positions, theta 500000) and tiny_rope_llama31
+(plain attention, tied head, rotary positions with Llama 3.1's frequency
+scaling, norms with their own epsilons) — the rotation written as Hugging Face
+transformers' Llama applies it (modeling_rope_utils.py: inv_freq =
+1 / theta^(arange(0, d, 2) / d) in fp32, _compute_llama3_parameters' scaling of
+it in fp32; modeling_llama.py: angles position x inv_freq in fp32, cos and sin
+of cat(freqs, freqs), q cos + rotate_half(q) sin on q and on k before the
+repeat), so parc's pairs (i, i + head_dim/2) are transformers' and an exported
+checkpoint needs no permutation — and tiny_dropout
 (tiny_single's model with dropout 0.1 on the attention probabilities and on
 attn.proj's and mlp.down's outputs before their residual adds; the masks are
 those the runtime draws: prt_math.h's counter-based hash of (seed, step,
@@ -51,8 +60,7 @@ LOGIT_TOL = 1e-5
 LOSS1_TOL = 1e-5
 GRAD_TOL = 1e-5
 CURVE_TOL = 1e-4
-NORM_EPS = 1e-5        # runtime/prt_ops_cpu.c NORM_EPS (LayerNorm and RMSNorm)
-PLANS = ["tiny_single", "tiny_llama", "tiny_gqa", "tiny_dropout"]
+PLANS = ["tiny_single", "tiny_llama", "tiny_gqa", "tiny_rope", "tiny_rope_llama31", "tiny_dropout"]
 if os.environ.get("TORCH_MODEL_PLANS"):  # a subset, for a quick look
     PLANS = os.environ["TORCH_MODEL_PLANS"].split(",")
 
@@ -80,22 +88,63 @@ def dropout_mask(seed, step, layer, site, index, p):
     return torch.as_tensor((draw >= threshold).astype(np.float64))
 
 
-def front_value(parc, plan, key, default):
-    """A field of `parc lower --emit=front` ("  KEY VALUE")."""
+def front_fields(parc, plan):
+    """The two-word fields of `parc lower --emit=front` ("  KEY VALUE"), as strings."""
     out = subprocess.run([parc, "lower", plan, "--emit=front"], capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0] == key:
-            return float(parts[1])
-    return default
+    return {parts[0]: parts[1] for parts in (line.split() for line in out.splitlines()) if len(parts) == 2}
+
+
+def rope_inv_freq(theta, dim, scaling=None):
+    """transformers' inverse frequencies (modeling_rope_utils.py), in fp32 as it computes them:
+    _compute_default_rope_parameters, then with scaling = (factor, low_freq_factor,
+    high_freq_factor, original_max_position_embeddings) _compute_llama3_parameters."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    if scaling is None:
+        return inv_freq
+    factor, low_freq_factor, high_freq_factor, old_context_len = scaling
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rope(x, inv_freq):
+    """x[B, T, heads, head_dim] rotated as transformers' Llama does: the angles position x
+    inv_freq in fp32, cos and sin of cat(freqs, freqs) (here in float64), x cos + rotate_half(x) sin."""
+    positions = torch.arange(x.shape[1])
+    freqs = positions.float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1).double()
+    cos, sin = emb.cos()[None, :, None, :], emb.sin()[None, :, None, :]
+    return x * cos + rotate_half(x) * sin
 
 
 class Model:
     """The parc model of a plan in torch: parameters by (name, layer) from a dump,
     shapes from `parc lower --emit=graph`."""
 
-    def __init__(self, shapes, init, settings, gqa=False, dropout=0.0, seed=0):
+    def __init__(self, shapes, init, settings, gqa=False, dropout=0.0, seed=0, front=None):
+        front = front or {}
         self.dropout, self.seed = dropout, int(seed)
+        self.eps = float(front.get("norm_eps", 1e-5))           # the blocks' norms
+        self.final_eps = float(front.get("final_norm_eps", 1e-5))
+        self.inv_freq = None                                    # rotary positions: transformers' inv_freq
+        if front.get("positions") == "rope":
+            scaling = None
+            if front.get("rope_scaling") == "llama3":
+                scaling = tuple(float(front[k]) for k in ("rope_factor", "rope_low_freq_factor",
+                                                          "rope_high_freq_factor"))
+                scaling += (int(front["rope_original_max_positions"]),)
+            self.rope_scaling = scaling
+            self.inv_freq = lambda dim: rope_inv_freq(float(front["rope_theta"]), dim, scaling)
         self.step, self.first = 1, 0  # where forward's micro-batch sits: the masks' step and first sample
         self.shapes = shapes
         self.layers = 1 + max(layer for (_, layer) in init)
@@ -120,11 +169,12 @@ class Model:
 
     def norm(self, x, name, layer=-1):
         g = self.p[(name + ".g", layer)]
+        eps = self.final_eps if layer < 0 else self.eps
         if self.has(name + ".b", layer):
             mean = x.mean(-1, keepdim=True)
             var = ((x - mean) ** 2).mean(-1, keepdim=True)
-            return (x - mean) / torch.sqrt(var + NORM_EPS) * g + self.p[(name + ".b", layer)]
-        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + NORM_EPS) * g
+            return (x - mean) / torch.sqrt(var + eps) * g + self.p[(name + ".b", layer)]
+        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * g
 
     def linear(self, x, name, layer):
         """x[..., K] @ w, the weight's leading dims flattened to K (row-major) and the rest to M; + b."""
@@ -156,15 +206,18 @@ class Model:
         NH = KV * G if self.gqa else qkv_sizes[2]
         C = NH * HD
         mask = torch.ones(T, T, dtype=torch.bool).tril()
+        rope = (lambda t: apply_rope(t, self.inv_freq(HD))) if self.inv_freq else (lambda t: t)
         for l in range(self.layers):
             h = self.norm(x, "ln1", l)
-            if self.gqa:  # per kv head g: its G query heads, then k, then v
+            if self.gqa:  # per kv head g: its G query heads, then k, then v; k rotated before its repeat
                 qkv = self.linear(h, "attn.qkv", l).reshape(B, T, KV, G + 2, HD)
-                q = qkv[:, :, :, :G].reshape(B, T, NH, HD).transpose(1, 2)
-                k, v = (qkv[:, :, :, G + i].repeat_interleave(G, dim=2).transpose(1, 2) for i in range(2))
+                q = rope(qkv[:, :, :, :G].reshape(B, T, NH, HD)).transpose(1, 2)
+                k = rope(qkv[:, :, :, G]).repeat_interleave(G, dim=2).transpose(1, 2)
+                v = qkv[:, :, :, G + 1].repeat_interleave(G, dim=2).transpose(1, 2)
             else:  # attn.qkv.w [hidden, 3, heads, head_dim]: qkv[B, T, 3, NH, HD]
                 qkv = self.linear(h, "attn.qkv", l).reshape(B, T, 3, NH, HD)
-                q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))  # [B, NH, T, HD]
+                q, k, v = rope(qkv[:, :, 0]), rope(qkv[:, :, 1]), qkv[:, :, 2]
+                q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, NH, T, HD]
             s = (q @ k.transpose(-1, -2)) / math.sqrt(HD)
             s = s.masked_fill(~mask, float("-inf"))
             pr = torch.softmax(s, dim=-1)
@@ -245,9 +298,10 @@ def check_plan(parc, examples, name, work):
     data = prt_dump.read_data(os.path.join(dump, "data.rank0.bin"))
     logits = prt_dump.read_logits(os.path.join(dump, "logits.rank0.bin"))
     graph = subprocess.run([parc, "lower", plan, "--emit=graph"], capture_output=True, text=True, check=True).stdout
+    front = front_fields(parc, plan)
     model = Model(prt_dump.param_shapes(parc, plan), init, prt_dump.optimizer_settings(parc, plan),
-                  gqa=" kv_repeat " in graph, dropout=front_value(parc, plan, "dropout", 0.0),
-                  seed=front_value(parc, plan, "seed", 0))
+                  gqa=" kv_repeat " in graph, dropout=float(front.get("dropout", 0.0)), seed=int(front.get("seed", 0)),
+                  front=front)
     problems = []
 
     # step 1: logits, loss and gradients
@@ -315,7 +369,11 @@ def check_plan(parc, examples, name, work):
     if not curve[-1] < curve[0]:
         problems.append(f"the torch loss does not fall: {curve}")
 
+    rope = ""
+    if model.inv_freq:
+        rope = "rotary positions" + (" (llama3 scaling), " if model.rope_scaling else ", ")
     print(f"{name}: {'llama' if model.llama else 'gpt2'}, {'tied' if model.tied else 'untied'} head, "
+          f"{'grouped-query attention, ' if model.gqa else ''}{rope}"
           f"{f'dropout {model.dropout:g}, ' if model.dropout > 0 else ''}"
           f"{len(model.p)} parameter tensors, {len(step_batches(data, 1))} micro-batches/step")
     print(f"  logits step 1     ||a-b||/||b|| = {logit_err:.2e}  (tol {LOGIT_TOL:g})")

@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
     {   /* layernorm */
         float in[N * C], w[C], b[C], dout[N * C], out[N * C], mean[N], rstd[N], din[N * C] = {0}, dw[C] = {0}, db[C] = {0};
         rt_fill(in, N * C, 1, 2); rt_fill(w, C, 2, 1); rt_fill(b, C, 3, 1); rt_fill(dout, N * C, 4, 1);
-        prt_layernorm_fwd(rt, out, mean, rstd, in, w, b, N, C, 0);
+        prt_layernorm_fwd(rt, out, mean, rstd, in, w, b, N, C, 1e-5, 0);
         prt_layernorm_bwd(rt, din, dw, db, dout, in, w, mean, rstd, N, C, 0);
         DUMP("ln_in", in, N, C); DUMP("ln_w", w, C); DUMP("ln_b", b, C); DUMP("ln_dout", dout, N, C);
         DUMP("ln_out", out, N, C); DUMP("ln_din", din, N, C); DUMP("ln_dw", dw, C); DUMP("ln_db", db, C);
@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
     {   /* rmsnorm */
         float in[N * C], w[C], dout[N * C], out[N * C], rstd[N], din[N * C] = {0}, dw[C] = {0};
         rt_fill(in, N * C, 5, 2); rt_fill(w, C, 6, 1); rt_fill(dout, N * C, 7, 1);
-        prt_rmsnorm_fwd(rt, out, rstd, in, w, N, C, 0);
+        prt_rmsnorm_fwd(rt, out, rstd, in, w, N, C, 1e-6, 0);
         prt_rmsnorm_bwd(rt, din, dw, dout, in, w, rstd, N, C, 0);
         DUMP("rms_in", in, N, C); DUMP("rms_w", w, C); DUMP("rms_dout", dout, N, C);
         DUMP("rms_out", out, N, C); DUMP("rms_din", din, N, C); DUMP("rms_dw", dw, C);
@@ -149,6 +149,24 @@ int main(int argc, char **argv) {
         DUMP("attk_out", out, B, T, NH, HD); DUMP("attk_dqkv", dqkv, B, T, 3, NH, HD);
         DUMP("attknc_out", out_nc, B, T, NH, HD); DUMP("attknc_dqkv", dqkv_nc, B, T, 3, NH, HD);
         free(qkv); free(dout); free(out); free(dqkv); free(out_nc); free(dqkv_nc);
+    }
+    {   /* rotary positions: a plain qkv [B, T, 3, NH, HD] (q and k rotated), positions from 3, and a grouped
+         * one [B, T, KV, Q + 2, HD] (the Q queries and k rotated) with Llama 3.1's scaling */
+        enum { B = 2, T = 7, NH = 2, HD = 8, KV = 2, Q = 2 };
+        float in[B * T * 3 * NH * HD], dout[B * T * 3 * NH * HD], out[B * T * 3 * NH * HD], din[B * T * 3 * NH * HD] = {0};
+        rt_fill(in, B * T * 3 * NH * HD, 30, 2); rt_fill(dout, B * T * 3 * NH * HD, 31, 1);
+        prt_rope_fwd(rt, out, in, B, T, 1, 3 * NH, 2 * NH, HD, 3, 10000, 0, 1, 4, 8192, 0);
+        prt_rope_bwd(rt, din, dout, B, T, 1, 3 * NH, 2 * NH, HD, 3, 10000, 0, 1, 4, 8192, 0);
+        DUMP("rope_in", in, B, T, 3, NH, HD); DUMP("rope_dout", dout, B, T, 3, NH, HD);
+        DUMP("rope_out", out, B, T, 3, NH, HD); DUMP("rope_din", din, B, T, 3, NH, HD);
+        float gin[B * T * KV * (Q + 2) * HD], gdout[B * T * KV * (Q + 2) * HD], gout[B * T * KV * (Q + 2) * HD],
+              gdin[B * T * KV * (Q + 2) * HD] = {0};
+        rt_fill(gin, B * T * KV * (Q + 2) * HD, 32, 2); rt_fill(gdout, B * T * KV * (Q + 2) * HD, 33, 1);
+        /* an original context of 32 positions puts HD 8's four pairs in all three bands at theta 100 */
+        prt_rope_fwd(rt, gout, gin, B, T, KV, Q + 2, Q + 1, HD, 0, 100, 8, 1, 4, 32, 0);
+        prt_rope_bwd(rt, gdin, gdout, B, T, KV, Q + 2, Q + 1, HD, 0, 100, 8, 1, 4, 32, 0);
+        DUMP("ropeg_in", gin, B, T, KV, Q + 2, HD); DUMP("ropeg_dout", gdout, B, T, KV, Q + 2, HD);
+        DUMP("ropeg_out", gout, B, T, KV, Q + 2, HD); DUMP("ropeg_din", gdin, B, T, KV, Q + 2, HD);
     }
     {   /* cross-entropy: loss_sum and d(mean loss)/dlogits */
         enum { V = 20 };

@@ -215,12 +215,30 @@ static void test_embed_norms(void) {
         expect16("pos_bwd dwpe", dwpe, 0);
         expect16("pos_bwd din", din, 0);
     }
+    {   /* rotary positions on a grouped qkv [B, T, 2 groups, 3 heads, 8]: 2 of 3 rotated, no workspace */
+        enum { G = 2, U = 3, HD = 8 };
+        int64_t n = B * T * G * U * HD;
+        pair in = mk(n, 38, 2), out = mk(n, 39, 1), dout = mk(n, 19, 1), din = mk(n, 18, 1);
+        for (int scaled = 0; scaled < 2; scaled++) {
+            double factor = scaled ? 8 : 0;
+            scratch_reset();
+            prt_rope_fwd(RT, out.h, in.h, B, T, G, U, 2, HD, 3, 500000, factor, 1, 4, 64, PRT_ARG_DTYPES(DT, DT));
+            expect_scratch("rope_fwd", 0);
+            prt_rope_fwd(RT, out.f, in.f, B, T, G, U, 2, HD, 3, 500000, factor, 1, 4, 64, 0);
+            expect16(scaled ? "rope_fwd (llama3 scaling)" : "rope_fwd", out, 0);
+            scratch_reset();
+            prt_rope_bwd(RT, din.h, dout.h, B, T, G, U, 2, HD, 3, 500000, factor, 1, 4, 64, PRT_ARG_DTYPES(DT, DT));
+            expect_scratch("rope_bwd", 0);
+            prt_rope_bwd(RT, din.f, dout.f, B, T, G, U, 2, HD, 3, 500000, factor, 1, 4, 64, 0);
+            expect16(scaled ? "rope_bwd din (llama3 scaling)" : "rope_bwd din", din, 0);
+        }
+    }
     {   /* layernorm and rmsnorm: fp32 mean/rstd, 16-bit everything else */
         pair in = mk(N * C, 30, 2), w = mk(C, 31, 1), b = mk(C, 32, 1), out = mk(N * C, 33, 1), dout = mk(N * C, 34, 1),
              din = mk(N * C, 35, 1), dw = mk(C, 36, 1), db = mk(C, 37, 1);
         float mean_h[N], rstd_h[N], mean_f[N], rstd_f[N];
-        prt_layernorm_fwd(RT, out.h, mean_h, rstd_h, in.h, w.h, b.h, N, C, PRT_ARG_DTYPES(DT, PRT_F32, PRT_F32, DT, DT, DT));
-        prt_layernorm_fwd(RT, out.f, mean_f, rstd_f, in.f, w.f, b.f, N, C, 0);
+        prt_layernorm_fwd(RT, out.h, mean_h, rstd_h, in.h, w.h, b.h, N, C, 1e-5, PRT_ARG_DTYPES(DT, PRT_F32, PRT_F32, DT, DT, DT));
+        prt_layernorm_fwd(RT, out.f, mean_f, rstd_f, in.f, w.f, b.f, N, C, 1e-5, 0);
         expect16("layernorm_fwd", out, 0);
         expect32("layernorm_fwd mean", mean_h, mean_f, N, 0);
         expect32("layernorm_fwd rstd", rstd_h, rstd_f, N, 0);
@@ -231,12 +249,12 @@ static void test_embed_norms(void) {
         expect16("layernorm_bwd din", din, 0);
         expect16("layernorm_bwd dw", dw, 0);
         expect16("layernorm_bwd db", db, 0);
-        prt_layernorm_fwd(RT, out.h, mean_h, rstd_h, in.h, w.h, NULL, N, C, PRT_ARG_DTYPES(DT, PRT_F32, PRT_F32, DT, DT));  /* no bias */
-        prt_layernorm_fwd(RT, out.f, mean_f, rstd_f, in.f, w.f, NULL, N, C, 0);
+        prt_layernorm_fwd(RT, out.h, mean_h, rstd_h, in.h, w.h, NULL, N, C, 1e-5, PRT_ARG_DTYPES(DT, PRT_F32, PRT_F32, DT, DT));  /* no bias */
+        prt_layernorm_fwd(RT, out.f, mean_f, rstd_f, in.f, w.f, NULL, N, C, 1e-5, 0);
         expect16("layernorm_fwd (no bias)", out, 0);
 
-        prt_rmsnorm_fwd(RT, out.h, rstd_h, in.h, w.h, N, C, PRT_ARG_DTYPES(DT, PRT_F32, DT, DT));
-        prt_rmsnorm_fwd(RT, out.f, rstd_f, in.f, w.f, N, C, 0);
+        prt_rmsnorm_fwd(RT, out.h, rstd_h, in.h, w.h, N, C, 1e-6, PRT_ARG_DTYPES(DT, PRT_F32, DT, DT));
+        prt_rmsnorm_fwd(RT, out.f, rstd_f, in.f, w.f, N, C, 1e-6, 0);
         expect16("rmsnorm_fwd", out, 0);
         expect32("rmsnorm_fwd rstd", rstd_h, rstd_f, N, 0);
         scratch_reset();

@@ -109,15 +109,16 @@ static void test_pos(void) {
 
 /* ---------------------------------------------------------------- norms */
 
-typedef struct { float *out, *r, *in, *w, *b, *mean, *rstd; int64_t N, C; int rms; } norm_ctx;
+typedef struct { float *out, *r, *in, *w, *b, *mean, *rstd; int64_t N, C; int rms; double eps; } norm_ctx;
 static double norm_loss(void *p) {
     norm_ctx *c = p;
-    if (c->rms) prt_rmsnorm_fwd(RT, c->out, c->rstd, c->in, c->w, c->N, c->C, 0);
-    else prt_layernorm_fwd(RT, c->out, c->mean, c->rstd, c->in, c->w, c->b, c->N, c->C, 0);
+    if (c->rms) prt_rmsnorm_fwd(RT, c->out, c->rstd, c->in, c->w, c->N, c->C, c->eps, 0);
+    else prt_layernorm_fwd(RT, c->out, c->mean, c->rstd, c->in, c->w, c->b, c->N, c->C, c->eps, 0);
     return dot_r(c->out, c->r, c->N * c->C);
 }
+/* Layer norm with eps 1e-5, RMS norm with 1e-6. */
 static void test_norm(int rms, int with_bias) {
-    norm_ctx c = {.N = 3, .C = 8, .rms = rms};
+    norm_ctx c = {.N = 3, .C = 8, .rms = rms, .eps = rms ? 1e-6 : 1e-5};
     int64_t n = c.N * c.C;
     c.out = rt_alloc(n); c.r = rt_alloc(n); c.in = rt_alloc(n); c.w = rt_alloc(c.C);
     c.b = with_bias ? rt_alloc(c.C) : NULL;
@@ -132,7 +133,7 @@ static void test_norm(int rms, int with_bias) {
         for (int64_t j = 0; j < c.C; j++) m += x[j];
         m = rms ? 0.0 : m / c.C;
         for (int64_t j = 0; j < c.C; j++) v += (x[j] - m) * (x[j] - m);
-        double r = 1.0 / sqrt(v / c.C + 1e-5);
+        double r = 1.0 / sqrt(v / c.C + c.eps);
         for (int64_t j = 0; j < c.C; j++) want[i * c.C + j] = (float)((x[j] - m) * r * c.w[j] + (c.b ? c.b[j] : 0.0));
     }
     const char *name = rms ? "rmsnorm" : with_bias ? "layernorm" : "layernorm(no bias)";
@@ -150,6 +151,37 @@ static void test_norm(int rms, int with_bias) {
     else rt_close("layernorm(no bias) db untouched", db.g, db.g0, c.C, 0, 0);
     grad_free(din); grad_free(dw); grad_free(db);
     free(want); free(c.out); free(c.r); free(c.in); free(c.w); free(c.b); free(c.mean); free(c.rstd);
+}
+
+/* The epsilon is the call's: rows whose mean square (about 1e-6) is of its
+ * size, normalised with eps 1e-5 and 1e-6, each against the double formula
+ * with its own eps (and the two results far apart). */
+static void test_norm_eps(void) {
+    enum { N = 4, C = 16 };
+    float in[N * C], w[C], out[2][N * C], want[N * C], rstd[N], mean[N];
+    rt_fill(in, N * C, 16, 2e-3f);
+    for (int64_t j = 0; j < C; j++) w[j] = 1.0f;
+    for (int rms = 0; rms < 2; rms++) {
+        for (int k = 0; k < 2; k++) {
+            double eps = k ? 1e-6 : 1e-5;
+            if (rms) prt_rmsnorm_fwd(RT, out[k], rstd, in, w, N, C, eps, 0);
+            else prt_layernorm_fwd(RT, out[k], mean, rstd, in, w, NULL, N, C, eps, 0);
+            for (int64_t i = 0; i < N; i++) {
+                double m = 0, v = 0;
+                for (int64_t j = 0; j < C; j++) m += in[i * C + j];
+                m = rms ? 0.0 : m / C;
+                for (int64_t j = 0; j < C; j++) v += (in[i * C + j] - m) * (in[i * C + j] - m);
+                for (int64_t j = 0; j < C; j++) want[i * C + j] = (float)((in[i * C + j] - m) / sqrt(v / C + eps));
+            }
+            char what[64];
+            snprintf(what, sizeof what, "%s fwd, eps %g", rms ? "rmsnorm" : "layernorm", eps);
+            rt_close(what, out[k], want, N * C, 1e-6, 1e-5);
+        }
+        double apart = 0;
+        for (int64_t i = 0; i < N * C; i++) apart = fmax(apart, fabs((double)out[1][i] - out[0][i]));
+        RT_EXPECT(apart > 0.1, "%s: eps 1e-5 and 1e-6 give outputs at most %g apart", rms ? "rmsnorm" : "layernorm",
+                  apart);
+    }
 }
 
 /* ---------------------------------------------------------------- matmul, bias */
@@ -375,6 +407,109 @@ static void test_kv_repeat(void) {
     prt_kv_repeat_bwd(RT, din.g, c.r, c.N, c.KV, c.G, c.HD, 0);
     grad_check("kv_repeat bwd din", kvr_loss, &c, c.in, din.g, din.g0, nin, 1e-2f);
     grad_free(din); free(want); free(c.out); free(c.r); free(c.in);
+}
+
+/* ---------------------------------------------------------------- rotary position embedding */
+
+typedef struct { float *out, *r, *in; int64_t B, T, G, U, R, HD, off; double theta, factor; } rope_ctx;
+static double rope_loss(void *p) {
+    rope_ctx *c = p;
+    prt_rope_fwd(RT, c->out, c->in, c->B, c->T, c->G, c->U, c->R, c->HD, c->off, c->theta, c->factor, 1, 4, 8192, 0);
+    return dot_r(c->out, c->r, c->B * c->T * c->G * c->U * c->HD);
+}
+/* Llama 3.1's inverse frequency of pair i in double, from its definition
+ * (factor 0: none). */
+static double rope_freq_ref(int64_t i, int64_t HD, double theta, double factor, double low, double high,
+                            double original) {
+    double f = 1.0 / pow(theta, 2.0 * (double)i / (double)HD), w = 2 * M_PI / f;
+    if (!(factor > 0) || w < original / high) return f;
+    if (w > original / low) return f / factor;
+    double s = (original / w - low) / (high - low);
+    return (1 - s) * f / factor + s * f;
+}
+/* The closed form of parc_rt.h's rope_fwd in double: for a grouped layout
+ * (G groups of U heads, R rotated) and for a plain qkv (G 1, U 3 x 2 heads, R
+ * 4), without and with Llama 3.1's scaling, at a position offset; the backward
+ * (adding into a prefilled din) by finite differences; the whole sequence
+ * against its two halves, the second at t_offset T/2, bit for bit; the
+ * frequencies of the three bands of Llama 3.1's scaling against the double
+ * reference; and the rotation's relative-position property: <rope(q, m),
+ * rope(k, n)> is a function of m - n. */
+static void test_rope(void) {
+    const struct { int64_t G, U, R, HD, off; double theta, factor; } cases[] = {
+        {2, 4, 3, 8, 0, 10000, 0}, {1, 6, 4, 6, 5, 500000, 0}, {2, 3, 2, 16, 3, 500000, 8}};
+    for (int k = 0; k < 3; k++) {
+        rope_ctx c = {.B = 2, .T = 5, .G = cases[k].G, .U = cases[k].U, .R = cases[k].R, .HD = cases[k].HD,
+                      .off = cases[k].off, .theta = cases[k].theta, .factor = cases[k].factor};
+        int64_t n = c.B * c.T * c.G * c.U * c.HD, half = c.HD / 2;
+        c.out = rt_alloc(n); c.r = rt_alloc(n); c.in = rt_alloc(n);
+        rt_fill(c.r, n, 60 + k, 1); rt_fill(c.in, n, 63 + k, 1.5f);
+        rope_loss(&c);
+        float *want = rt_alloc(n);
+        for (int64_t row = 0; row < c.B * c.T; row++)
+            for (int64_t h = 0; h < c.G * c.U; h++)
+                for (int64_t i = 0; i < half; i++) {
+                    /* theta 500000 and an original context of 8192 put HD 16's pairs in all three bands */
+                    double a = (double)(c.off + row % c.T) * rope_freq_ref(i, c.HD, c.theta, c.factor, 1, 4, 8192);
+                    int64_t e = (row * c.G * c.U + h) * c.HD + i;
+                    double x1 = c.in[e], x2 = c.in[e + half], rot = h % c.U < c.R;
+                    want[e] = (float)(rot ? x1 * cos(a) - x2 * sin(a) : x1);
+                    want[e + half] = (float)(rot ? x2 * cos(a) + x1 * sin(a) : x2);
+                }
+        char what[96];
+        snprintf(what, sizeof what, "rope fwd (G %lld U %lld R %lld HD %lld factor %g)", (long long)c.G, (long long)c.U,
+                 (long long)c.R, (long long)c.HD, c.factor);
+        rt_close(what, c.out, want, n, 1e-6, 1e-5);
+        gradbuf din = grad_new(n, 66 + k);
+        prt_rope_bwd(RT, din.g, c.r, c.B, c.T, c.G, c.U, c.R, c.HD, c.off, c.theta, c.factor, 1, 4, 8192, 0);
+        snprintf(what, sizeof what, "rope bwd din (G %lld U %lld R %lld)", (long long)c.G, (long long)c.U,
+                 (long long)c.R);
+        grad_check(what, rope_loss, &c, c.in, din.g, din.g0, n, 1e-2f);
+        /* the second half of the sequence alone, at its offset: the same bits */
+        rope_loss(&c);  /* out of the unperturbed input again */
+        int64_t T2 = c.T / 2 + 1, row_len = c.G * c.U * c.HD;
+        float *part_in = rt_alloc(c.B * T2 * row_len), *part_out = rt_alloc(c.B * T2 * row_len),
+              *part_want = rt_alloc(c.B * T2 * row_len);
+        for (int64_t b = 0; b < c.B; b++) {
+            memcpy(part_in + b * T2 * row_len, c.in + (b * c.T + c.T - T2) * row_len, (size_t)(T2 * row_len) * 4);
+            memcpy(part_want + b * T2 * row_len, c.out + (b * c.T + c.T - T2) * row_len, (size_t)(T2 * row_len) * 4);
+        }
+        prt_rope_fwd(RT, part_out, part_in, c.B, T2, c.G, c.U, c.R, c.HD, c.off + c.T - T2, c.theta, c.factor, 1, 4,
+                     8192, 0);
+        rt_close("rope fwd of a sequence split at its offset", part_out, part_want, c.B * T2 * row_len, 0, 0);
+        free(part_in); free(part_out); free(part_want);
+        grad_free(din); free(want); free(c.out); free(c.r); free(c.in);
+    }
+    /* Llama 3.1's published scaling on a head of 128 dims, theta 500000:
+     * every band occurs, and each frequency is the double reference's */
+    int bands[3] = {0, 0, 0};
+    float got[64], ref[64];
+    for (int64_t i = 0; i < 64; i++) {
+        got[i] = prt_rope_inv_freq(i, 128, 500000, 8, 1, 4, 8192);
+        ref[i] = (float)rope_freq_ref(i, 128, 500000, 8, 1, 4, 8192);
+        double w = 2 * M_PI / rope_freq_ref(i, 128, 500000, 0, 1, 4, 8192);
+        bands[w < 2048 ? 0 : w > 8192 ? 2 : 1]++;
+    }
+    rt_close("rope llama3 inverse frequencies", got, ref, 64, 0, 1e-6);
+    RT_EXPECT(bands[0] > 0 && bands[1] > 0 && bands[2] > 0, "llama3 bands (kept, blended, divided): %d %d %d",
+              bands[0], bands[1], bands[2]);
+    /* relative position: q at m, k at n, one head pair each (G 1, U 2, R 2) */
+    enum { HD = 8, T = 12 };
+    float x[T * 2 * HD], y[T * 2 * HD];
+    for (int64_t t = 0; t < T; t++) rt_fill(x + t * 2 * HD, 2 * HD, 70, 1);  /* the same q and k at every position */
+    prt_rope_fwd(RT, y, x, 1, T, 1, 2, 2, HD, 0, 10000, 0, 1, 4, 8192, 0);
+    for (int64_t d = 0; d < 4; d++) {
+        float base[T], shifted[T];
+        for (int64_t m = 0; m + d + 4 < T; m++) {
+            double s0 = 0, s1 = 0;
+            for (int64_t i = 0; i < HD; i++) {
+                s0 += (double)y[(m + d) * 2 * HD + i] * y[m * 2 * HD + HD + i];          /* q at m + d, k at m */
+                s1 += (double)y[(m + d + 4) * 2 * HD + i] * y[(m + 4) * 2 * HD + HD + i]; /* both 4 later */
+            }
+            base[m] = (float)s0, shifted[m] = (float)s1;
+        }
+        rt_close("rope relative position: q.k depends on m - n", shifted, base, T - d - 4, 1e-5, 1e-5);
+    }
 }
 
 /* ---------------------------------------------------------------- attention */
@@ -701,6 +836,7 @@ int main(int argc, char **argv) {
     test_norm(0, 1);
     test_norm(0, 0);
     test_norm(1, 0);
+    test_norm_eps();
     test_matmul();
     test_matmul_t();
     test_bias();
@@ -711,6 +847,7 @@ int main(int argc, char **argv) {
     test_activation(2);
     test_add();
     test_kv_repeat();
+    test_rope();
     for (int causal = 0; causal < 2; causal++)
         for (int save = 0; save < 2; save++) test_attention(causal, save);
     test_attention_threads();

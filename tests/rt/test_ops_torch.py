@@ -7,6 +7,7 @@ each output with torch in float64 from the same float32 inputs, and requires the
 relative error ||a - b|| / ||b|| < 1e-5 for every tensor.  Exit status: 0 all ok,
 1 any mismatch or failure, 77 when torch is not installed (ctest SKIP_RETURN_CODE).
 """
+import math
 import os
 import subprocess
 import sys
@@ -65,7 +66,7 @@ def main():
 
     # rmsnorm (written out: torch's rms_norm is recent)
     x, w = leaf("rms_in"), leaf("rms_w")
-    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w  # ops_dump's eps
     y.backward(t["rms_dout"])
     check("rms_out", y); check("rms_din", x.grad); check("rms_dw", w.grad)
 
@@ -110,6 +111,45 @@ def main():
         y = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2)
         y.backward(t[src + "_dout"])
         check(prefix + "_out", y); check(prefix + "_dqkv", qkv.grad)
+
+    # rotary positions, as Hugging Face transformers computes them (modeling_rope_utils.py and
+    # modeling_llama.py): inv_freq in fp32, Llama 3.1's scaling of it in fp32, the angles position x
+    # inv_freq in fp32, cos and sin of cat(freqs, freqs) (here in float64), x cos + rotate_half(x) sin
+    def inv_freq(theta, dim, scaling=None):
+        inv = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        if scaling is None:
+            return inv
+        factor, low, high, original = scaling
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > original / low, inv / factor, inv)
+        smooth = (original / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < original / high) * ~(wavelen > original / low)
+        return torch.where(medium, smoothed, scaled)
+
+    def rotate_half(x):
+        x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+        return torch.cat((-x2, x1), dim=-1)
+
+    def rope(x, positions, inv):  # x[B, T, heads, HD]
+        freqs = positions.float()[:, None] * inv[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1).double()
+        cos, sin = emb.cos()[None, :, None, :], emb.sin()[None, :, None, :]
+        return x * cos + rotate_half(x) * sin
+
+    x = leaf("rope_in")  # [B, T, 3, NH, HD]: q and k rotated, positions from 3
+    positions = torch.arange(3, 3 + x.shape[1])
+    inv = inv_freq(10000.0, x.shape[-1])
+    y = torch.stack([rope(x[:, :, 0], positions, inv), rope(x[:, :, 1], positions, inv), x[:, :, 2]], dim=2)
+    y.backward(t["rope_dout"])
+    check("rope_out", y); check("rope_din", x.grad)
+    x = leaf("ropeg_in")  # [B, T, KV, Q + 2, HD]: the Q queries and k rotated
+    Q = x.shape[3] - 2
+    inv = inv_freq(100.0, x.shape[-1], (8.0, 1.0, 4.0, 32))
+    rotated = rope(x[:, :, :, : Q + 1].flatten(2, 3), torch.arange(x.shape[1]), inv).reshape(x[:, :, :, : Q + 1].shape)
+    y = torch.cat([rotated, x[:, :, :, Q + 1:]], dim=3)
+    y.backward(t["ropeg_dout"])
+    check("ropeg_out", y); check("ropeg_din", x.grad)
 
     # cross-entropy: loss_sum and the gradient of the mean
     logits = leaf("xe_logits")

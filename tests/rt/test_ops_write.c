@@ -129,6 +129,10 @@ static void run_pos(void *p, void *d, int64_t f) {  /* din is pointer argument 1
     ctx_t *c = p;
     prt_pos_bwd(RT, NULL, d, c->dout, 1, c->N, c->K, 0, PRT_ARG_DTYPES(c->dt, c->dt | f, c->dt));
 }
+static void run_rope(void *p, void *d, int64_t f) {  /* din[B = 1, T = N, 7 heads (5 rotated) of 10 = K] */
+    ctx_t *c = p;
+    prt_rope_bwd(RT, d, c->dout, 1, c->N, 1, 7, 5, c->K / 7, 4, 10000, 0, 1, 4, 8192, PRT_ARG_DTYPES(c->dt | f, c->dt));
+}
 
 static void test_dtype(int64_t dt) {
     const int64_t N = 37, K = 70, M = 45;  /* odd sizes: the vector loops' tails too */
@@ -161,6 +165,7 @@ static void test_dtype(int64_t dt) {
     c.mask = mask;
     three_runs("dropout_bwd din", dt, N * K, run_dropout, &c);
     three_runs("pos_bwd din", dt, N * K, run_pos, &c);
+    three_runs("rope_bwd din", dt, N * K, run_rope, &c);
     /* cross-entropy over K classes: stats[2n + 1] = a log-sum-exp of the row */
     float *stats = rt_alloc(2 * N);
     int32_t targets[N];
