@@ -212,6 +212,10 @@ typedef struct prt_plan_desc {
      * as prt_machine_name names one), NULL: the cluster as written; the end of
      * a run says whether the estimate is for the machine it ran on. */
     const char *calibrated;
+    /* The model's settings as one JSON object (plan_model_json: positions,
+     * rope_theta, rope_scaling, norm_eps, ...): a checkpoint's manifest records
+     * it, and a resume, an export and an import compare against it. */
+    const char *model_json;
     /* Every op call of every stage with its size arguments (NULL, 0: none given);
      * the last two fields. */
     const prt_op_shape_desc *op_shapes;

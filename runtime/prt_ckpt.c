@@ -425,6 +425,8 @@ static cJSON *plan_identity(prt *rt) {
     cJSON_AddNumberToObject(o, "seq", (double)p->seq);
     cJSON_AddNumberToObject(o, "vocab", (double)p->vocab);
     cJSON_AddStringToObject(o, "data", data_source(rt, data, sizeof data));
+    cJSON *config = p->model_json ? cJSON_Parse(p->model_json) : NULL;  /* positions, norm epsilons, sizes */
+    if (config) cJSON_AddItemToObject(o, "config", config);
     return o;
 }
 

@@ -19,7 +19,9 @@
  * No rank reads a whole tensor it does not hold (the pages it touches are its
  * shard's).  Optimizer moments start at zero, as in a fresh run.
  *
- * Checks, every problem of the rank in one message: a tensor the plan needs
+ * Checks, every problem of the rank in one message: a directory's config.json
+ * against the plan's model (rope_theta, rope_scaling, the norms' epsilon, the
+ * activation: what the shapes do not carry); a tensor the plan needs
  * that the files lack, one of another shape (expected and found), a dtype
  * other than F32, BF16 or F16; and, over all ranks, a tensor of the files no
  * rank used (a model with more layers, a head the plan ties), except the
@@ -27,6 +29,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -360,6 +363,72 @@ static void fill(importer *im, prt_buffer *b, int64_t inst) {
     }
 }
 
+static double number(const cJSON *o, const char *key, double otherwise) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : otherwise;
+}
+
+/* Two settings that must agree; relative 1e-9 for what JSON prints in decimal. */
+static void same(importer *im, const char *what, double file, double plan) {
+    double scale = fabs(plan) > 1e-300 ? fabs(plan) : 1.0;
+    if (fabs(file - plan) > 1e-9 * scale)
+        problem(im, "config.json: %s %.9g, the plan's model has %.9g: it would compute other logits", what, file, plan);
+}
+
+/* A directory's config.json against the plan's model (its settings the shapes
+ * do not carry: the positions, rope_theta and rope_scaling, the norms'
+ * epsilon, the activation). */
+static void check_config(importer *im) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", im->path);
+    struct stat st;
+    if (stat(im->path, &st) != 0 || !S_ISDIR(st.st_mode) || access(path, F_OK) != 0) return;
+    cJSON *c = read_json_file(path), *plan = im->rt->plan.model_json ? cJSON_Parse(im->rt->plan.model_json) : NULL;
+    if (!c) problem(im, "%s: not JSON", path);
+    if (c && plan) {
+        const cJSON *pos = cJSON_GetObjectItemCaseSensitive(plan, "positions");
+        int rope = cJSON_IsString(pos) && !strcmp(pos->valuestring, "rope");
+        double eps = number(plan, "norm_eps", 1e-5), final_eps = number(plan, "final_norm_eps", eps);
+        if (im->family == FAMILY_LLAMA) {
+            if (!rope) problem(im, "config.json: a Llama applies rotary positions; the plan's model has %s positions: "
+                               "`embed positions rope theta %g;`", cJSON_IsString(pos) ? pos->valuestring : "no",
+                               number(c, "rope_theta", 10000));
+            else same(im, "rope_theta", number(c, "rope_theta", 10000), number(plan, "rope_theta", 10000));
+            const cJSON *fs = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling");
+            const cJSON *ps = cJSON_GetObjectItemCaseSensitive(plan, "rope_scaling");
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(fs, "rope_type");
+            if (!cJSON_IsString(type)) type = cJSON_GetObjectItemCaseSensitive(fs, "type");
+            if (cJSON_IsObject(fs) && (!cJSON_IsString(type) || strcmp(type->valuestring, "llama3")))
+                problem(im, "config.json: rope_scaling of type %s; parc has Llama 3.1's (`scaling llama3 ...`)",
+                        cJSON_IsString(type) ? type->valuestring : "?");
+            else if (cJSON_IsObject(fs) != cJSON_IsObject(ps))
+                problem(im, "config.json: rope_scaling %s, the plan's model %s", cJSON_IsObject(fs) ? "llama3" : "none",
+                        cJSON_IsObject(ps) ? "scales (`scaling llama3 ...`)" : "does not scale");
+            else if (cJSON_IsObject(fs)) {
+                static const char *const keys[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                                   "original_max_position_embeddings"};
+                for (int k = 0; k < 4; k++) {
+                    char what[64];
+                    snprintf(what, sizeof what, "rope_scaling %s", keys[k]);
+                    same(im, what, number(fs, keys[k], -1), number(ps, keys[k], -1));
+                }
+            }
+            same(im, "rms_norm_eps", number(c, "rms_norm_eps", 1e-6), eps);
+            if (final_eps != eps) same(im, "rms_norm_eps (the final norm's)", number(c, "rms_norm_eps", 1e-6), final_eps);
+        } else {
+            const cJSON *act = cJSON_GetObjectItemCaseSensitive(c, "activation_function");
+            if (cJSON_IsString(act) && strcmp(act->valuestring, "gelu_new") && strcmp(act->valuestring, "gelu_pytorch_tanh"))
+                problem(im, "config.json: activation_function %s; parc's GELU is the tanh form (gelu_new)",
+                        act->valuestring);
+            same(im, "layer_norm_epsilon", number(c, "layer_norm_epsilon", 1e-5), eps);
+            if (final_eps != eps)
+                same(im, "layer_norm_epsilon (the final norm's)", number(c, "layer_norm_epsilon", 1e-5), final_eps);
+        }
+    }
+    cJSON_Delete(c);
+    cJSON_Delete(plan);
+}
+
 /* Names older exports carry that are not parameters. */
 static int ignorable(const char *name) {
     static const char *const tails[] = {".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq"};
@@ -379,6 +448,7 @@ void prt_import_hf(prt *rt, const char *path) {
         if (find(&im, "transformer.wte.weight")) im.family = FAMILY_GPT2;
         else if (find(&im, "model.embed_tokens.weight")) im.family = FAMILY_LLAMA;
         else problem(&im, "%s: neither a GPT-2 (transformer.wte.weight) nor a Llama (model.embed_tokens.weight)", path);
+        if (!im.err[0]) check_config(&im);
     }
     int opened = !im.err[0];
     for (int64_t i = 0; i < rt->nbuffers && opened; i++) {  /* every tensor's problem, not the first */

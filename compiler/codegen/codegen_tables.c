@@ -72,7 +72,7 @@ void codegen_build_types(Gen *g) {
         g->t_f64, g->t_f64,                               /* lr: peak, min */
         g->t_ptr,                                         /* data */
         g->t_ptr, g->t_i64, g->t_i64,                     /* ckpt_dir, ckpt_every, ckpt_keep */
-        g->t_ptr,                                         /* calibrated */
+        g->t_ptr, g->t_ptr,                               /* calibrated, model_json */
         g->t_ptr, g->t_i64,                               /* op_shapes, nop_shapes */
     };
     g->t_plan_desc = LLVMStructCreateNamed(g->ctx, "prt_plan_desc");
@@ -168,6 +168,9 @@ LLVMValueRef codegen_emit_plan_desc(Gen *g) {
     for (int k = 0; k < PRT_NPHASES; k++) phases[k] = LLVMConstReal(g->t_f64, pr->est_phase_seconds[k]);
     int64_t nshapes = 0;
     LLVMValueRef shapes = codegen_emit_op_shapes(g, &nshapes);
+    Arena text = {0};
+    LLVMValueRef model_json = const_string(g, plan_model_json(&text, plan));
+    arena_free(&text);
     LLVMValueRef fields[] = {
         const_string(g, plan->model.name ? plan->model.name : "plan"),
         const_string(g, plan->file),
@@ -187,6 +190,7 @@ LLVMValueRef codegen_emit_plan_desc(Gen *g) {
         plan->train.ckpt_dir ? const_string(g, plan->train.ckpt_dir) : LLVMConstNull(g->t_ptr),
         c64(g, plan->train.ckpt_every), c64(g, plan->train.ckpt_keep),
         plan->cluster.calibrated ? const_string(g, plan->cluster.calibrated) : LLVMConstNull(g->t_ptr),
+        model_json,
         shapes, c64(g, nshapes),
     };
     return add_const_global(g, LLVMConstNamedStruct(g->t_plan_desc, fields, sizeof fields / sizeof fields[0]),

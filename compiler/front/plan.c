@@ -135,6 +135,29 @@ static const char *plan_num(char buf[48], double x)
     return buf;
 }
 
+const char *plan_model_json(Arena *arena, const Plan *plan)
+{
+    const Model *m = &plan->model;
+    static const char *const norms[] = {"none", "layer", "rms"};
+    const char *scaling = "";
+    if (m->positions == POS_ROPE && m->rope.llama3)
+        scaling = arena_printf(arena,
+                               ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %.17g, \"low_freq_factor\": "
+                               "%.17g, \"high_freq_factor\": %.17g, \"original_max_position_embeddings\": %lld}",
+                               m->rope.factor, m->rope.low_freq_factor, m->rope.high_freq_factor,
+                               (long long)m->rope.original_max_positions);
+    const char *rope = m->positions == POS_ROPE ? arena_printf(arena, ", \"rope_theta\": %.17g%s", m->rope.theta, scaling)
+                                                : "";
+    return arena_printf(arena,
+                        "{\"positions\": \"%s\"%s, \"norm\": \"%s\", \"norm_eps\": %.17g, \"final_norm_eps\": %.17g, "
+                        "\"hidden\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, \"ffn\": %lld, "
+                        "\"layers\": %lld, \"tied_head\": %s, \"bias\": %s}",
+                        pos_names[m->positions], rope, norms[m->block.norm], m->block.norm_eps, m->final_norm_eps,
+                        (long long)m->hidden, (long long)m->heads, (long long)m->kv_heads, (long long)m->head_dim,
+                        (long long)m->ffn, (long long)m->layers, m->tied_head ? "true" : "false",
+                        m->block.bias ? "true" : "false");
+}
+
 void plan_dump(const Plan *plan, FILE *out)
 {
     const Cluster *c = &plan->cluster;

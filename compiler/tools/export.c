@@ -281,7 +281,15 @@ static cJSON *hf_config(const Assembled *as, int64_t n, const char *family, int 
         return NULL;
     }
     int64_t V = wte->gdims[0], C = wte->gdims[1], A = qkv->gdims[1], B = qkv->gdims[2], hd = qkv->gdims[3];
-    double eps = model_number(model, "norm_eps", 1e-5);
+    /* the settings the shapes do not carry: the manifest's model config (older
+     * checkpoints have none: the defaults they were trained with) */
+    const cJSON *config = cJSON_GetObjectItemCaseSensitive(model, "config");
+    double eps = model_number(config, "norm_eps", 1e-5), final_eps = model_number(config, "final_norm_eps", eps);
+    if (eps != final_eps) {
+        textf(err, size, "the blocks' norms use eps %g and the final norm %g; transformers' %s config has one "
+                         "epsilon: export to a .safetensors file", eps, final_eps, family);
+        return NULL;
+    }
     const char *dt = dtype == PRT_BF16 ? "bfloat16" : dtype == PRT_F16 ? "float16" : "float32";
     cJSON *c = cJSON_CreateObject(), *arch = cJSON_AddArrayToObject(c, "architectures");
     if (!strcmp(family, "gpt2")) {
@@ -305,7 +313,7 @@ static cJSON *hf_config(const Assembled *as, int64_t n, const char *family, int 
         cJSON_AddNumberToObject(c, "embd_pdrop", 0);
         cJSON_AddNumberToObject(c, "attn_pdrop", 0);
     } else {
-        const cJSON *pos = cJSON_GetObjectItemCaseSensitive(model, "positions");
+        const cJSON *pos = cJSON_GetObjectItemCaseSensitive(config, "positions");
         if (!cJSON_IsString(pos) || strcmp(pos->valuestring, "rope")) {
             cJSON_Delete(c);
             textf(err, size, "this Llama has no rotary positions, which LlamaForCausalLM applies: it would compute "
@@ -326,10 +334,23 @@ static cJSON *hf_config(const Assembled *as, int64_t n, const char *family, int 
         cJSON_AddNumberToObject(c, "max_position_embeddings", model_number(model, "seq", 0));
         cJSON_AddStringToObject(c, "hidden_act", "silu");
         cJSON_AddNumberToObject(c, "rms_norm_eps", eps);
-        cJSON_AddNumberToObject(c, "rope_theta", model_number(model, "rope_theta", 10000));
-        const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(model, "rope_scaling");
-        cJSON_AddItemToObject(c, "rope_scaling",
-                              cJSON_IsObject(scaling) ? cJSON_Duplicate(scaling, 1) : cJSON_CreateNull());
+        cJSON_AddNumberToObject(c, "rope_theta", model_number(config, "rope_theta", 10000));
+        /* transformers reads the scaling's factors as floats ("8.0"), its original
+         * context as an integer */
+        const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(config, "rope_scaling"), *e;
+        cJSON *rs = cJSON_IsObject(scaling) ? cJSON_CreateObject() : cJSON_CreateNull();
+        const cJSON *from = cJSON_IsObject(scaling) ? scaling : NULL;
+        cJSON_ArrayForEach(e, from) {
+            char num[64];
+            if (cJSON_IsNumber(e) && strcmp(e->string, "original_max_position_embeddings")) {
+                snprintf(num, sizeof num, "%.17g", e->valuedouble);
+                if (!strpbrk(num, ".eEn")) strcat(num, ".0");
+                cJSON_AddItemToObject(rs, e->string, cJSON_CreateRaw(num));
+            } else {
+                cJSON_AddItemToObject(rs, e->string, cJSON_Duplicate(e, 1));
+            }
+        }
+        cJSON_AddItemToObject(c, "rope_scaling", rs);
         cJSON_AddBoolToObject(c, "attention_bias", 0);
         cJSON_AddBoolToObject(c, "mlp_bias", 0);
     }

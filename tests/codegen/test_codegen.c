@@ -83,6 +83,7 @@ static void test_layouts(void) {
         offsetof(prt_plan_desc, data),
         offsetof(prt_plan_desc, ckpt_dir),   offsetof(prt_plan_desc, ckpt_every),
         offsetof(prt_plan_desc, ckpt_keep),  offsetof(prt_plan_desc, calibrated),
+        offsetof(prt_plan_desc, model_json),
         offsetof(prt_plan_desc, op_shapes),  offsetof(prt_plan_desc, nop_shapes),
     };
     n = codegen_struct_layout(1, &size, off, 32);

@@ -6,16 +6,17 @@ tests/hf/python.sh: .ci/pyenv's pinned release), not a model written here.
 
 usage: test_hf_export.py PARC EXAMPLES_DIR
 
-For tiny_single (a GPT-2 with an untied head) and tiny_tied (its head tied to
-the embedding): 6 steps on one rank save a checkpoint at step 5 and dump step
+For tiny_single (a GPT-2 with an untied head), tiny_tied (its head tied to
+the embedding) and tiny_rope (a Llama: grouped K/V, rotary positions at theta
+500000, loaded as LlamaForCausalLM with config.json's rope_theta and heads): 6 steps on one rank save a checkpoint at step 5 and dump step
 6's tokens and logits (PRT_DUMP_STEP=6: step 6 runs on the weights saved at
 step 5); the export of step 5 loads with no missing, unexpected or mismatched
 weight (output_loading_info), as GPT2LMHeadModel with config.json's sizes, and
 its eval-mode logits on every micro-batch of step 6 equal parc's:
 ||a - b|| / ||b|| < 1e-5 (fp32).  The same export in files of at most
 200 KB (--max-shard-size 200KB: model-0000K-of-0000N.safetensors and the index) loads
-to the same logits.  A Llama without rotary positions is refused for the
-directory form (LlamaForCausalLM applies them), naming the .safetensors form,
+to the same logits.  A model whose norms' epsilons differ (tiny_rope_llama31)
+and a Llama without rotary positions are refused for the directory form (LlamaForCausalLM applies them), naming the .safetensors form,
 and --names parc with a directory is a usage error.
 """
 import json
@@ -84,7 +85,7 @@ def worst_logits(model, data, logits):
     return worst
 
 
-def test_gpt2(parc, examples, work, name, tied):
+def test_model(parc, examples, work, name, tied, arch="GPT2LMHeadModel", family="gpt2", config_want=None):
     d = os.path.join(work, name)
     os.makedirs(d)
     step, dump = run_and_save(parc, examples, d, name)
@@ -98,8 +99,9 @@ def test_gpt2(parc, examples, work, name, tied):
         files = sorted(os.listdir(out))
         with open(os.path.join(out, "config.json")) as f:
             config = json.load(f)
-        check(config.get("tie_word_embeddings") is tied and config.get("model_type") == "gpt2",
-              f"{name}: config.json says gpt2, tie_word_embeddings {tied}")
+        wanted = dict(config_want or {}, tie_word_embeddings=tied, model_type=family)
+        check(all(config.get(k) == v for k, v in wanted.items()),
+              f"{name}: config.json says {wanted} ({ {k: config.get(k) for k in wanted} })")
         if extra:
             with open(os.path.join(out, "model.safetensors.index.json")) as f:
                 index = json.load(f)
@@ -108,7 +110,7 @@ def test_gpt2(parc, examples, work, name, tied):
                   f"{name}: {len(shards)} files of at most 200 KB and an index naming each")
         else:
             check(files == ["config.json", "model.safetensors"], f"{name}: config.json and model.safetensors ({files})")
-        model = load(name, out, "GPT2LMHeadModel")
+        model = load(name, out, arch)
         worst = worst_logits(model, data, logits)
         check(len(logits) == len(data) and len(logits) >= 1 and worst < LOGIT_TOL,
               f"{name} ({form}): transformers' logits on the {len(logits)} micro-batches of step 6 equal parc's "
@@ -116,6 +118,12 @@ def test_gpt2(parc, examples, work, name, tied):
 
 
 def test_refusals(parc, examples, work):
+    d = os.path.join(work, "llama31")
+    os.makedirs(d)
+    step, _ = run_and_save(parc, examples, d, "tiny_rope_llama31")
+    e = subprocess.run([parc, "export", step, "-o", os.path.join(d, "hf")], capture_output=True, text=True)
+    check(e.returncode == 1 and "eps 0.001 and the final norm 0.01" in e.stderr,
+          f"a model whose norms' epsilons differ has no transformers config ({e.returncode}: {e.stderr.strip()[:160]})")
     d = os.path.join(work, "llama")
     os.makedirs(d)
     step, _ = run_and_save(parc, examples, d, "tiny_llama")
@@ -139,8 +147,11 @@ def main():
     parc, examples = sys.argv[1], sys.argv[2]
     torch.set_num_threads(1)
     work = tempfile.mkdtemp(prefix="parc_hf_export_")
-    test_gpt2(parc, examples, work, "tiny_single", False)
-    test_gpt2(parc, examples, work, "tiny_tied", True)
+    test_model(parc, examples, work, "tiny_single", False)
+    test_model(parc, examples, work, "tiny_tied", True)
+    test_model(parc, examples, work, "tiny_rope", False, "LlamaForCausalLM", "llama",
+               dict(rope_theta=500000, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                    rms_norm_eps=1e-5, rope_scaling=None, max_position_embeddings=32))
     test_refusals(parc, examples, work)
     if failures:
         print(f"test_hf_export: {len(failures)} failures (work in {work})")

@@ -8,7 +8,8 @@ release), not a model written here.
 usage: test_hf_import.py PARC EXAMPLES_DIR
 
 For a tiny random GPT2LMHeadModel of tiny_gpt's sizes (untied) and its tied
-twin (tiny_tied's):
+twin (tiny_tied's), and a tiny random LlamaForCausalLM of tiny_rope's (grouped
+K/V 4/2, rope theta 500000), without and with Llama 3.1's scaling:
   - step 1's loss in every layout (one rank, tp 2, pp 2 1F1B, dp 2 ZeRO-3,
     interleaved pp 2, the 8-rank 3-D layout) equals transformers' cross-entropy
     of the same model on the same batch (the run's dumped tokens and targets):
@@ -16,7 +17,8 @@ twin (tiny_tied's):
   - after 5 steps of training in parc (tp 2 and dp 2 ZeRO-3) and `parc export`,
     transformers' eval-mode logits on step 6's batch equal the one-rank run's
     (relative 1e-4: the layouts' weights agree to the parity tolerances);
-  - the refusals, each naming what is wrong, all at once: a model with 5 layers
+  - the refusals, each naming what is wrong, all at once: config.json's
+    rope_theta or rope_scaling other than the plan's; a model with 5 layers
     (every tensor of layer 4 named as having no place), one 128 wide (each
     tensor's expected and found shape), --init-from with --resume, a path that
     does not exist; a tied plan given an untied file names `head untied`.
@@ -31,12 +33,18 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np  # noqa: E402
 import prt_dump  # noqa: E402
 import torch  # noqa: E402
-from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel  # noqa: E402
+from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 LOSS_TOL, LOGIT_TOL = 1e-5, 1e-4
 LAYOUTS = ["tiny_single", "tiny_tp", "tiny_pp_1f1b", "tiny_zero3", "tiny_pp_interleaved", "tiny_3d"]
 TIED_LAYOUTS = ["tiny_tied", "tiny_tied_pp", "tiny_tied_zero3"]
 TRAINED = ["tiny_tp", "tiny_zero3"]
+ROPE_LAYOUTS = ["tiny_rope", "tiny_rope_tp", "tiny_rope_pp", "tiny_rope_zero3"]
+ROPE_TRAINED = ["tiny_rope_tp", "tiny_rope_zero3"]
+# Llama 3.1's scaling with an original context of 64 positions: the 8 frequency
+# pairs of a 16-dim head fall in all three of its bands within 32 positions
+SCALING = dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+               original_max_position_embeddings=64)
 failures = []
 
 
@@ -53,6 +61,31 @@ def gpt2(path, tied, layers=4, width=64, seed=0):
                         attn_pdrop=0.0, tie_word_embeddings=tied)
     GPT2LMHeadModel(config).save_pretrained(path)
     return path
+
+
+def llama(path, scaling=None, theta=500000.0, seed=0):
+    """A tiny random LlamaForCausalLM of tiny_rope's sizes (GQA 4/2, untied), saved by save_pretrained."""
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=172, num_hidden_layers=4,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                         rope_theta=theta, rope_scaling=scaling, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                         attention_bias=False, mlp_bias=False, hidden_act="silu")
+    LlamaForCausalLM(config).save_pretrained(path)
+    return path
+
+
+def scaled_examples(examples, work):
+    """The examples with tiny_rope's fragment given Llama 3.1's scaling (SCALING)."""
+    dst = os.path.join(work, "examples_scaled")
+    shutil.copytree(examples, dst)
+    frag = os.path.join(dst, "common", "tiny_llama_rope.par")
+    text = open(frag).read()
+    assert "embed positions rope theta 500000;" in text
+    text = text.replace("embed positions rope theta 500000;",
+                        "embed positions rope theta 500000 scaling llama3 factor 8 low_freq_factor 1 "
+                        "high_freq_factor 4 original_max_positions 64;")
+    open(frag, "w").write(text)
+    return dst
 
 
 class Runner:
@@ -95,9 +128,10 @@ def hf_loss(model, batch):
     return sum(losses) / len(losses)
 
 
-def test_family(r, work, layouts, tied):
-    tag = "tied" if tied else "untied"
-    src = gpt2(os.path.join(work, f"gpt2_{tag}"), tied)
+def test_family(r, work, layouts, tied, tag=None, src=None, trained=None):
+    tag = tag or ("tied" if tied else "untied")
+    src = src or gpt2(os.path.join(work, f"gpt2_{tag}"), tied)
+    trained_layouts = trained if trained is not None else (TRAINED if not tied else ["tiny_tied_zero3"])
     model = AutoModelForCausalLM.from_pretrained(src, torch_dtype=torch.float32).eval()
     ref = os.path.join(work, f"ref_{tag}")
     r.run(layouts[0], ["--steps", "6", "--init-from", src, "--checkpoint-dir", ref + ".ck", "--checkpoint-every", "5",
@@ -109,11 +143,11 @@ def test_family(r, work, layouts, tied):
         r.run(name, ["--steps", "1", "--init-from", src], {"PRT_LOSS_FILE": loss_file})
         got = prt_dump.read_losses(loss_file)[1]
         rel = abs(got - want) / abs(want)
-        check(rel <= LOSS_TOL, f"{tag} GPT-2 imported into {name}: step 1 loss {got:.7f}, transformers' "
+        check(rel <= LOSS_TOL, f"{tag} model imported into {name}: step 1 loss {got:.7f}, transformers' "
               f"{want:.7f} (rel {rel:.1e})")
     step6 = batch_of(ref, 6)
     logits = prt_dump.read_logits(os.path.join(ref, "logits.rank0.bin"))
-    for name in (TRAINED if not tied else ["tiny_tied_zero3"]):
+    for name in trained_layouts:
         ck, out = os.path.join(work, f"{name}.{tag}.ck"), os.path.join(work, f"{name}.{tag}.hf")
         r.run(name, ["--steps", "5", "--init-from", src, "--checkpoint-dir", ck])
         e = subprocess.run([r.parc, "export", ck, "-o", out], capture_output=True, text=True)
@@ -148,6 +182,13 @@ def test_refusals(r, work):
           f"an untied file into a tied plan names `head untied` ({rc}: {out.strip()[:200]})")
     rc, out = r.run("tiny_single", ["--steps", "1", "--init-from", untied, "--resume", untied], expect=None)
     check(rc == 2 and "--init-from and --resume" in out, f"--init-from with --resume is refused ({out.strip()[:120]})")
+    other = llama(os.path.join(work, "llama_theta"), theta=10000.0)
+    rc, out = r.run("tiny_rope", ["--steps", "1", "--init-from", other], expect=None)
+    check(rc == 2 and "config.json: rope_theta 10000, the plan's model has 500000" in out,
+          f"a Llama of another rope_theta is refused, naming both ({rc}: {out.strip()[:200]})")
+    rc, out = r.run("tiny_rope", ["--steps", "1", "--init-from", os.path.join(work, "llama_scaled")], expect=None)
+    check(rc == 2 and "rope_scaling llama3, the plan's model does not scale" in out,
+          f"a scaled Llama into an unscaled plan is refused ({rc}: {out.strip()[:200]})")
     rc, out = r.run("tiny_single", ["--steps", "1", "--init-from", os.path.join(work, "nowhere")], expect=None)
     check(rc == 2 and "nowhere: No such file or directory" in out, f"a missing path is named ({out.strip()[:120]})")
 
@@ -162,6 +203,13 @@ def main():
     try:
         test_family(r, work, LAYOUTS, False)
         test_family(r, work, TIED_LAYOUTS, True)
+        test_family(r, work, ROPE_LAYOUTS, False, "Llama (GQA, rope theta 500000)",
+                    llama(os.path.join(work, "llama")), ROPE_TRAINED)
+        scaled = Runner(r.parc, scaled_examples(r.examples, work), os.path.join(work, "scaled"))
+        os.makedirs(scaled.work)
+        test_family(scaled, work, ["tiny_rope", "tiny_rope_tp", "tiny_rope_zero3"], False,
+                    "Llama (GQA, rope theta 500000, Llama 3.1 scaling)",
+                    llama(os.path.join(work, "llama_scaled"), SCALING), ["tiny_rope_tp"])
         test_refusals(r, work)
     except (RuntimeError, ValueError, OSError, KeyError) as e:
         check(False, f"{type(e).__name__}: {e}")
