@@ -446,7 +446,7 @@ int check_plan_buffer(Arena *arena, const char *name, const char *data, size_t s
 /* Dumps the resolved plan in a stable text form (`parc lower --emit=front`). */
 void plan_dump(const Plan *plan, FILE *out);
 /* The model's settings a checkpoint records and an export or import needs
- * beyond its tensors' shapes, as one JSON object (arena text): positions,
+ * beyond its tensors' shapes, as one JSON object (arena text): vocab, seq, positions,
  * rope_theta and rope_scaling (transformers' llama3 form) with rotary
  * positions, norm, norm_eps, final_norm_eps, hidden, heads, kv_heads,
  * head_dim, ffn, layers, tied_head, bias. */

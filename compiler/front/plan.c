@@ -149,10 +149,11 @@ const char *plan_model_json(Arena *arena, const Plan *plan)
     const char *rope = m->positions == POS_ROPE ? arena_printf(arena, ", \"rope_theta\": %.17g%s", m->rope.theta, scaling)
                                                 : "";
     return arena_printf(arena,
-                        "{\"positions\": \"%s\"%s, \"norm\": \"%s\", \"norm_eps\": %.17g, \"final_norm_eps\": %.17g, "
+                        "{\"vocab\": %lld, \"seq\": %lld, \"positions\": \"%s\"%s, \"norm\": \"%s\", \"norm_eps\": %.17g, "
+                        "\"final_norm_eps\": %.17g, "
                         "\"hidden\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, \"ffn\": %lld, "
                         "\"layers\": %lld, \"tied_head\": %s, \"bias\": %s}",
-                        pos_names[m->positions], rope, norms[m->block.norm], m->block.norm_eps, m->final_norm_eps,
+                        (long long)m->vocab, (long long)m->seq, pos_names[m->positions], rope, norms[m->block.norm], m->block.norm_eps, m->final_norm_eps,
                         (long long)m->hidden, (long long)m->heads, (long long)m->kv_heads, (long long)m->head_dim,
                         (long long)m->ffn, (long long)m->layers, m->tied_head ? "true" : "false",
                         m->block.bias ? "true" : "false");

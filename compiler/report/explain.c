@@ -448,8 +448,10 @@ void explain_json(FILE *out, const Analysis *an)
     json_str(out, plan->file);
     fprintf(out, ",\n  \"model\": {\"name\": ");
     json_str(out, plan->model.name);
-    fprintf(out, ", \"parameters\": %lld, \"layers\": %lld},\n", (long long)prog->graph->params_total,
-            (long long)plan->model.layers);
+    Arena text = {0};
+    fprintf(out, ", \"parameters\": %lld, \"layers\": %lld, \"config\": %s},\n", (long long)prog->graph->params_total,
+            (long long)plan->model.layers, plan_model_json(&text, plan));
+    arena_free(&text);
     fprintf(out, "  \"world\": %d,\n  \"gpu_memory_bytes\": %.0f,\n", plan->mesh.world, plan->cluster.gpu_memory);
     fprintf(out, "  \"mesh\": [");
     for (int a = 0; a < plan->mesh.naxes; a++) {
