@@ -85,7 +85,8 @@ static const OptSpec build_opts[] = {
      "also write a Slurm batch script that runs OUT with srun on the plan's nodes (sbatch FILE)"},
 };
 static const OptSpec run_opts[] = {
-    {"--hosts", "FILE", OPT_HOSTS, "run the ranks on the hosts of FILE, mpirun's hostfile (`HOST slots=N` per line)"},
+    {"--hosts", "FILE", OPT_HOSTS, "run the ranks on the hosts of FILE, mpirun's hostfile (`HOST slots=N` per line): "
+                                   "the plan's node i on its i-th host, gpus_per_node ranks each"},
     {"--steps", "N", OPT_FORWARD, "training steps (default: the plan's `steps`)"},
     {"--data", "FILE", OPT_FORWARD, "a token file to train on (default: the plan's data section, else the synthetic stream)"},
     {"--val-data", "FILE", OPT_FORWARD, "a token file to evaluate on (default: the plan's validation file)"},

@@ -4,8 +4,9 @@
  * machine, on the hosts of a hostfile (--hosts), or with srun inside a Slurm
  * allocation; and `parc build --sbatch`: the batch script that runs a built
  * executable with srun on the plan's nodes.  Placing the ranks is the
- * launcher's job; the program checks at start-up that each tensor-parallel
- * group shares a host (runtime/prt_placement.c).
+ * launcher's job (with a hostfile, the plan's node i on its i-th host,
+ * gpus_per_node ranks each); the program checks at start-up that the groups
+ * the plan keeps inside a node share a host (runtime/prt_placement.c).
  */
 #define _GNU_SOURCE /* pipe2 */
 #include "launch.h"
@@ -85,10 +86,32 @@ static pid_t start_janitor(const char *dir, const char *exe, int *hold)
     return pid;
 }
 
+/* The distinct hosts a hostfile names (the first word of each line that is
+ * not blank or a comment), or -1 when it cannot be read. */
+static int hostfile_hosts(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[1024], (*seen)[256] = NULL;
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        char word[256];
+        if (sscanf(line, " %255s", word) != 1 || word[0] == '#') continue;
+        int known = 0;
+        for (int i = 0; i < n && !known; i++) known = strcmp(seen[i], word) == 0;
+        if (known) continue;
+        seen = realloc(seen, (size_t)(n + 1) * sizeof *seen);
+        PARC_ASSERT(seen);
+        memcpy(seen[n++], word, sizeof word);
+    }
+    fclose(f);
+    free(seen);
+    return n;
+}
+
 /* The launcher's command line: srun inside a Slurm allocation, else mpirun
- * (with the hostfile, else on this machine).  args has room for 10 + argc. */
+ * (with the hostfile, else on this machine).  args has room for 12 + argc. */
 static int launcher_args(const Plan *plan, const char *hosts, int slurm, char *exe, int argc, char **argv,
-                         char **args, char *np, size_t np_size) {
+                         char **args, char *np, size_t np_size, char *map, size_t map_size) {
     int world = plan->mesh.world > 0 ? plan->mesh.world : 1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;
@@ -104,9 +127,14 @@ static int launcher_args(const Plan *plan, const char *hosts, int slurm, char *e
         args[n++] = (char *)"-np";
         args[n++] = np;
         if (hosts) {
-            /* the hostfile's slots place the ranks: no oversubscription, no local binding rule */
+            /* the plan's nodes on the hostfile's hosts, in its order: gpus_per_node
+             * consecutive ranks on each, within the slots it gives (no
+             * oversubscription, no local binding rule) */
+            snprintf(map, map_size, "ppr:%d:node", plan->cluster.gpus_per_node > 0 ? plan->cluster.gpus_per_node : 1);
             args[n++] = (char *)"--hostfile";
             args[n++] = (char *)hosts;
+            args[n++] = (char *)"--map-by";
+            args[n++] = map;
         } else {
             if (world > cores) args[n++] = (char *)"--oversubscribe";
             /* fewer ranks than cores: don't pin a rank to one core, its BLAS
@@ -130,6 +158,13 @@ int launch_run(const CodegenModule *module, const Program *program, const char *
                    "run: --hosts %s: cannot read it: %s", hosts, strerror(errno));
         return 2;
     }
+    int nhosts = hosts ? hostfile_hosts(hosts) : 0;
+    if (hosts && nhosts < plan->cluster.nodes) {
+        diag_error(no_loc(), "give one host per node of the plan's cluster: one `HOST slots=N` per line",
+                   "run: --hosts %s names %d host%s, but the plan's cluster has %d nodes of %d GPUs", hosts, nhosts,
+                   nhosts == 1 ? "" : "s", plan->cluster.nodes, plan->cluster.gpus_per_node);
+        return 2;
+    }
     const char *job = getenv("SLURM_JOB_ID");
     int slurm = !hosts && job && *job;
     /* under Slurm every node runs the executable: build it where they all see it */
@@ -147,10 +182,10 @@ int launch_run(const CodegenModule *module, const Program *program, const char *
         return -1;
     }
 
-    char np[32];
-    char **args = calloc((size_t)argc + 10, sizeof *args);
+    char np[32], map[48];
+    char **args = calloc((size_t)argc + 12, sizeof *args);
     PARC_ASSERT(args);
-    launcher_args(plan, hosts, slurm, exe, argc, argv, args, np, sizeof np);
+    launcher_args(plan, hosts, slurm, exe, argc, argv, args, np, sizeof np, map, sizeof map);
     if (slurm) {
         printf("parc run: inside Slurm job %s: srun %s\n", job, np);
         fflush(stdout);

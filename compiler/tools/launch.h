@@ -10,7 +10,10 @@
 /* `parc run`: writes the program's module (codegen's row of the pass table)
  * as an executable into a fresh temporary directory, then runs
  *   mpirun -np <world> [--oversubscribe] <exe> argv[0..argc-1]
- * (with `--hostfile hosts` instead of the local core rules when hosts != NULL;
+ * (with `--hostfile hosts --map-by ppr:<gpus_per_node>:node` instead of the
+ * local core rules when hosts != NULL: the plan's node i on the hostfile's
+ * i-th host; a hostfile naming fewer hosts than the plan has nodes is an
+ * error, status 2, before anything runs;
  * with `srun --ntasks=<world> --kill-on-bad-exit=1 <exe> argv` when
  * SLURM_JOB_ID is set and hosts == NULL, the executable then under the
  * working directory) with --oversubscribe when world > online cores, OPENBLAS_NUM_THREADS=1 when

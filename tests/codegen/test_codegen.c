@@ -72,6 +72,7 @@ static void test_layouts(void) {
         offsetof(prt_plan_desc, naxes),      offsetof(prt_plan_desc, axis_names),
         offsetof(prt_plan_desc, axis_sizes), offsetof(prt_plan_desc, dp_axis),
         offsetof(prt_plan_desc, tp_axis),    offsetof(prt_plan_desc, pp_axis),
+        offsetof(prt_plan_desc, gpus_per_node),
         offsetof(prt_plan_desc, steps),      offsetof(prt_plan_desc, seed),
         offsetof(prt_plan_desc, batch),      offsetof(prt_plan_desc, micro_batch),
         offsetof(prt_plan_desc, micro_batches), offsetof(prt_plan_desc, seq),

@@ -5,7 +5,16 @@ emulated cluster (tools/emucluster.sh: network namespaces node0 and node1,
 be made (no root, no `ip`) FAILS the test with the reason.  It asserts:
   - the cluster: each host has its own host name, and mpirun started inside
     node0 runs one process on each host; `down` removes every namespace it
-    made and its directory.
+    made and its directory;
+  - parity across hosts: `parc run --hosts` of the tiny GPT on 2 nodes of 2
+    (dp across the hosts, tp inside each) and on 2 nodes of 1 (tp across)
+    trains to tiny_single's loss at every step (relative difference at most
+    1e-5, the parity tests' tolerance); the first run warns about nothing (so
+    each host got 2 consecutive ranks), the second about its tensor-parallel
+    group by the real host names, `ranks 0 (node0), 1 (node1)`;
+  - the placement check of an axis other than tp: tiny_dp (one node of 2)
+    started by hand with one rank per host warns that its `dp` group spans
+    node0 and node1 although the plan keeps `dp` inside a node.
 """
 import os
 import subprocess
@@ -40,6 +49,73 @@ def on(cluster, host, argv, timeout=120, env=None):
         return 124, e.stdout or "", e.stderr or ""
 
 
+STEPS = 6
+LOSS_TOL = 1e-5
+
+
+def plan(directory, name, cluster, mesh, layout):
+    """The tiny GPT (examples/common) on `cluster` (nodes, gpus_per_node; the
+    link between nodes at the shaped rate), with `mesh` and `layout`."""
+    path = os.path.join(directory, name + ".par")
+    with open(path, "w") as f:
+        f.write(f'include "{examples}/common/tiny_gpt.par";\n'
+                f'cluster {{ {cluster} include "{examples}/common/tiny_cluster.par"; link inter 25 MB/s 100 us; }}\n'
+                f'train {{ include "{examples}/common/tiny_train.par"; micro_batch 2; }}\n'
+                f"mesh {{ {mesh} }}\nlayout {{ {layout} }}\n")
+    return path
+
+
+def losses(path):
+    """{step: loss} of a PRT_LOSS_FILE."""
+    try:
+        with open(path) as f:
+            return {int(s): float(v) for s, v in (line.split() for line in f if line.strip())}
+    except OSError:
+        return {}
+
+
+def same_curve(got, ref):
+    return len(got) == len(ref) == STEPS and all(abs(got[s] - ref[s]) <= LOSS_TOL * abs(ref[s]) for s in ref)
+
+
+def test_parity(cluster, tmp, ref):
+    hostfile = os.path.join(cluster, "hostfile")
+    cases = [
+        ("dp_across", "nodes 2; gpus_per_node 2;", "dp 2; tp 2;",
+         "batch -> dp; heads -> tp; ffn -> tp; vocab -> tp;", None),
+        ("tp_across", "nodes 2; gpus_per_node 1;", "tp 2;", "heads -> tp; ffn -> tp; vocab -> tp;",
+         "parc: warning: the tensor-parallel group on `tp` of ranks 0 (node0), 1 (node1) spans hosts"),
+    ]
+    for name, nodes, mesh, layout, warning in cases:
+        path = plan(tmp, name, nodes, mesh, layout)
+        loss_file = os.path.join(tmp, name + ".loss")
+        rc, out, err = on(cluster, "node0", [parc, "run", path, "--hosts", hostfile, "--steps", str(STEPS),
+                                             "--quiet"], env={"PRT_LOSS_FILE": loss_file})
+        got = losses(loss_file)
+        check(rc == 0 and same_curve(got, ref),
+              f"{name} across node0 and node1 trains to tiny_single's losses within {LOSS_TOL}: exit {rc}, "
+              f"{[got.get(s) for s in sorted(ref)]} vs {[ref[s] for s in sorted(ref)]} {err[-400:]}")
+        warnings = [line for line in err.splitlines() if line.startswith("parc: warning")]
+        if warning:
+            check(len(warnings) == 1 and warning in warnings[0],
+                  f"{name}: one placement warning, by the real host names: {warnings}")
+        else:
+            check(not warnings, f"{name}: no placement warning (each host has 2 consecutive ranks): {warnings}")
+
+
+def test_placement_dp(cluster, tmp):
+    exe = os.path.join(tmp, "tiny_dp")
+    r = subprocess.run([parc, "build", os.path.join(examples, "tiny_dp.par"), "-o", exe], capture_output=True,
+                       text=True)
+    if not check(r.returncode == 0, f"parc build tiny_dp: {r.stderr[-300:]}"):
+        return
+    rc, out, err = on(cluster, "node0", ["mpirun", "-np", "2", "--hostfile", os.path.join(cluster, "hostfile"),
+                                         "--map-by", "ppr:1:node", exe, "--steps", "1", "--quiet"])
+    want = ("parc: warning: 1 of the 1 groups on `dp` span hosts (the first: ranks 0 (node0), 1 (node1)), "
+            "but the plan keeps `dp` inside a node")
+    check(rc == 0 and want in err, f"tiny_dp, one rank per host, warns `{want}`: exit {rc}: {err[-500:]}")
+
+
 def test_cluster(cluster):
     for host in ("node0", "node1"):
         rc, out, _ = on(cluster, host, ["hostname"])
@@ -59,6 +135,13 @@ with tempfile.TemporaryDirectory() as tmp:
         made = f.read().split()
     try:
         test_cluster(cluster)
+        ref_file = os.path.join(tmp, "single.loss")
+        r = subprocess.run([parc, "run", os.path.join(examples, "tiny_single.par"), "--steps", str(STEPS), "--quiet"],
+                           capture_output=True, text=True, env=dict(os.environ, PRT_LOSS_FILE=ref_file))
+        ref = losses(ref_file)
+        if check(r.returncode == 0 and len(ref) == STEPS, f"tiny_single's {STEPS} losses: {r.stderr[-300:]}"):
+            test_parity(cluster, tmp, ref)
+        test_placement_dp(cluster, tmp)
     finally:
         down = emu("down", cluster)
         listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
