@@ -126,6 +126,8 @@ static const OptSpec calibrate_opts[] = {
     {"-o", "FILE", OPT_OUTPUT, "the cluster fragment to write (default cluster.par)"},
     {"--device", "DEV", OPT_DEVICE, "measure through the runtime's backend DEV (cuda: cuBLAS, its kernels, NCCL)"},
     {"--ranks", "N", OPT_RANKS, "with --device: N ranks under mpirun, one per GPU (default 1)"},
+    {"--hosts", "FILE", OPT_HOSTS, "run on the hosts of FILE, mpirun's hostfile (two or more): also measure the link "
+                                   "between two hosts (`link inter`)"},
 };
 static const OptSpec export_opts[] = {
     {"-o", "OUT", OPT_OUTPUT, "a safetensors file (OUT.safetensors), or a directory Hugging Face transformers loads "
@@ -185,12 +187,14 @@ static const CmdSpec commands[CMD_COUNT] = {
      "checks and fits, by the cost model: the first line says how many it considered.  The best are lowered and "
      "explained exactly; each line gives memory, step time, MFU, bubble and bytes per link class.",
      search_opts, COUNT(search_opts)},
-    {"calibrate", "[-o FILE] [--device DEV [--ranks N]]", 0, "measure this machine as a cluster fragment",
+    {"calibrate", "[-o FILE] [--device DEV [--ranks N] | --hosts FILE]", 0, "measure this machine as a cluster fragment",
      "Runs the measuring program on two local ranks: GEMM rates over four shape classes, memory bandwidth, and "
      "the latency and bandwidth between the ranks (over four launches), and writes them as a cluster fragment "
      "that plans include inside `cluster { ... include \"FILE\"; }`.  With --device every figure is measured "
      "through that backend of the runtime (cuda: the linear op on cuBLAS, the memory-bound ops and attention on "
-     "the GPU's kernels, the collectives over NCCL between N ranks).  Exit 3 when it cannot run or write.",
+     "the GPU's kernels, the collectives over NCCL between N ranks).  With --hosts the launches run on the hosts of "
+     "a hostfile, and one more measures the link between two of them (latency, bandwidth, half-bandwidth size) as "
+     "`link inter`.  Exit 3 when it cannot run or write.",
      calibrate_opts, COUNT(calibrate_opts)},
     {"export", "CKPT -o OUT [--master] [--names hf|parc] [--max-shard-size SIZE]", 1,
      "a checkpoint of any layout as one safetensors file, or a directory transformers loads",
@@ -461,6 +465,8 @@ static int check_arguments(Parser *p, const char **args, int nargs)
         if (opts->ranks > 1 && !opts->device)
             return usage_error(p, "--ranks goes with --device (without it the CPU is measured on two ranks)%s", "",
                                NULL);
+        if (opts->hosts && opts->device)
+            return usage_error(p, "--hosts measures the CPU runtime's links; it does not go with --device%s", "", NULL);
         return 0;
     case CMD_EXPORT:
         opts->checkpoint = args[0];

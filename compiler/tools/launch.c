@@ -86,9 +86,7 @@ static pid_t start_janitor(const char *dir, const char *exe, int *hold)
     return pid;
 }
 
-/* The distinct hosts a hostfile names (the first word of each line that is
- * not blank or a comment), or -1 when it cannot be read. */
-static int hostfile_hosts(const char *path) {
+int launch_hostfile_hosts(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return -1;
     char line[1024], (*seen)[256] = NULL;
@@ -158,7 +156,7 @@ int launch_run(const CodegenModule *module, const Program *program, const char *
                    "run: --hosts %s: cannot read it: %s", hosts, strerror(errno));
         return 2;
     }
-    int nhosts = hosts ? hostfile_hosts(hosts) : 0;
+    int nhosts = hosts ? launch_hostfile_hosts(hosts) : 0;
     if (hosts && nhosts < plan->cluster.nodes) {
         diag_error(no_loc(), "give one host per node of the plan's cluster: one `HOST slots=N` per line",
                    "run: --hosts %s names %d host%s, but the plan's cluster has %d nodes of %d GPUs", hosts, nhosts,

@@ -27,6 +27,10 @@
  * failed (reported via diag_error).  The temporary directory is removed. */
 int launch_run(const CodegenModule *module, const Program *program, const char *hosts, int argc, char **argv);
 
+/* The distinct hosts a hostfile of mpirun names (the first word of each line
+ * that is not blank or a `#` comment), or -1 when it cannot be read. */
+int launch_hostfile_hosts(const char *path);
+
 /* `parc build --sbatch SCRIPT`: a Slurm batch script (mode 0755) that runs the
  * executable at `exe` (by its absolute path) with srun on the plan's nodes:
  * --nodes = cluster nodes, --ntasks-per-node = gpus_per_node (the mesh's world

@@ -14,9 +14,14 @@ be made (no root, no `ip`) FAILS the test with the reason.  It asserts:
     group by the real host names, `ranks 0 (node0), 1 (node1)`;
   - the placement check of an axis other than tp: tiny_dp (one node of 2)
     started by hand with one rank per host warns that its `dp` group spans
-    node0 and node1 although the plan keeps `dp` inside a node.
+    node0 and node1 although the plan keeps `dp` inside a node;
+  - `parc calibrate --hosts` writes a fragment with both `link intra` and
+    `link inter` (its comment naming node0 and node1), an efficiency block
+    with `inter` and `half_inter`, the inter-host bandwidth within 30% of
+    the shaped rate, and a 2-node plan that includes it passes `parc check`.
 """
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -27,6 +32,8 @@ from runcheck import Checks  # noqa: E402
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 EMU = os.path.abspath(os.path.join(ROOT, "tools", "emucluster.sh"))
 RATE = "200mbit"  # 25 MB/s: well below what this machine's veth pairs carry unshaped
+RATE_BYTES = 25e6
+BANDWIDTH_TOL = 0.30
 
 t = Checks("multinode")
 parc, examples, check = t.parc, t.examples, t.check
@@ -116,6 +123,35 @@ def test_placement_dp(cluster, tmp):
     check(rc == 0 and want in err, f"tiny_dp, one rank per host, warns `{want}`: exit {rc}: {err[-500:]}")
 
 
+def test_calibrate(cluster, tmp):
+    frag = os.path.join(tmp, "cluster.par")
+    rc, out, err = on(cluster, "node0", [parc, "calibrate", "--hosts", os.path.join(cluster, "hostfile"), "-o", frag],
+                      timeout=240)
+    text = open(frag).read() if os.path.exists(frag) else ""
+    if not check(rc == 0 and text, f"parc calibrate --hosts writes {frag}: exit {rc}: {err[-400:]}"):
+        return
+    intra = re.search(r"^link intra ([0-9.e+]+) B/s ([0-9.e+-]+) s;$", text, re.M)
+    inter = re.search(r"^link inter ([0-9.e+]+) B/s ([0-9.e+-]+) s;$", text, re.M)
+    check(intra and inter, f"the fragment has `link intra` and `link inter`: {intra and intra.group(0)}, "
+                           f"{inter and inter.group(0)}")
+    check("# between hosts (node0 and node1, one rank each)" in text, "its comment names the two hosts")
+    check(re.search(r"^efficiency \{.* intra [0-9.]+; inter [0-9.]+; half_inter [0-9.e+]+ B; half_intra [0-9.e+]+ B;",
+                    text, re.M) is not None, "its efficiency block has intra, inter, half_inter and half_intra")
+    if inter:
+        bw = float(inter.group(1))
+        check(abs(bw - RATE_BYTES) <= BANDWIDTH_TOL * RATE_BYTES,
+              f"the inter-host bandwidth {bw / 1e6:.2f} MB/s is within {BANDWIDTH_TOL:.0%} of the shaped "
+              f"{RATE_BYTES / 1e6:.0f} MB/s")
+    plan_path = os.path.join(tmp, "calibrated.par")
+    with open(plan_path, "w") as f:
+        f.write(f'include "{examples}/common/tiny_gpt.par";\n'
+                f'cluster {{ nodes 2; gpus_per_node 2; include "{frag}"; }}\n'
+                f'train {{ include "{examples}/common/tiny_train.par"; micro_batch 2; }}\n'
+                "mesh { dp 2; tp 2; }\nlayout { batch -> dp; heads -> tp; ffn -> tp; vocab -> tp; }\n")
+    r = subprocess.run([parc, "check", plan_path], capture_output=True, text=True)
+    check(r.returncode == 0, f"a 2-node plan including the fragment passes check: {r.stdout[-200:]}{r.stderr[-400:]}")
+
+
 def test_cluster(cluster):
     for host in ("node0", "node1"):
         rc, out, _ = on(cluster, host, ["hostname"])
@@ -142,6 +178,7 @@ with tempfile.TemporaryDirectory() as tmp:
         if check(r.returncode == 0 and len(ref) == STEPS, f"tiny_single's {STEPS} losses: {r.stderr[-300:]}"):
             test_parity(cluster, tmp, ref)
         test_placement_dp(cluster, tmp)
+        test_calibrate(cluster, tmp)
     finally:
         down = emu("down", cluster)
         listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
