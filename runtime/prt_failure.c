@@ -10,9 +10,15 @@
  * that never answered: stopped (SIGSTOP), hung in computation, or dead.  Calls
  * that cannot be polled (communicator splits, device synchronisation) are
  * bracketed by prt_block_begin/end and watched by a thread that ends the process
- * past the timeout.
+ * past the timeout.  Where the job spans hosts, the report names each rank's
+ * host, and a host none of whose ranks answered once, with its ranks.
+ *
+ * A rank that ends the job (an error, the watchdog's report) first appends
+ * `RANK HOST` to PRT_FAILURE_FILE when it is set: the launcher then knows the
+ * job is ending, and stops an mpirun that cannot reach a lost host's daemon.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -37,6 +43,19 @@ void prt_failure_context(prt *rt) {
 
 /* ---------------------------------------------------------------- errors */
 
+/* `RANK HOST` appended to PRT_FAILURE_FILE, when it is set (no allocation,
+ * no stdio: the watchdog thread calls it too). */
+static void note_failure(void) {
+    const char *path = getenv("PRT_FAILURE_FILE");
+    if (!path || !*path) return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    char line[MPI_MAX_PROCESSOR_NAME + 32];
+    int n = snprintf(line, sizeof line, "%d %s\n", g_rank, g_host);
+    if (n > 0 && write(fd, line, (size_t)n) < 0) { /* the launcher then waits for mpirun as before */ }
+    close(fd);
+}
+
 static int mpi_is_running(void) {
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
@@ -52,6 +71,7 @@ void prt_fail(const char *file, int line, const char *fmt, ...) {
     va_end(ap);
     fprintf(stderr, "parc: rank %d (%s): %s:%d: error: %s\n", g_rank, g_host, file, line, message);
     fflush(stderr);
+    note_failure();
     if (mpi_is_running()) MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
 }
@@ -65,6 +85,7 @@ void prt_user_fail(int status, const char *fmt, ...) {
     fflush(stdout);
     fprintf(stderr, "parc: error: %s\n", message);
     fflush(stderr);
+    note_failure();
     if (mpi_is_running()) MPI_Abort(MPI_COMM_WORLD, status);
     exit(status);
 }
@@ -135,6 +156,7 @@ static void *watchdog_main(void *arg) {
                     g_rank, g_host, atomic_load(&g_watch.what), axis_name(g_rt, atomic_load(&g_watch.axis)),
                     g_watch.timeout_ms / 1000);
             fflush(stderr);
+            note_failure();
             /* No MPI from this thread: exiting without MPI_Finalize makes mpirun end the job. */
             _exit(1);
         }
@@ -219,32 +241,81 @@ static int same_group(prt *rt, int a, int b, int64_t axis) {
     return 1;
 }
 
+/* " on HOST" for rank r where the job spans hosts, else "". */
+static const char *on_host(prt *rt, int r, char *out, size_t size) {
+    if (rt->nhosts <= 1) return "";
+    snprintf(out, size, " on %s", prt_host_of(rt, r));
+    return out;
+}
+
 /* "all-reduce on tp", or "the trace gather (shutdown)" for a wait on the world. */
 static void wait_label(prt *rt, const wait_report *r, char *out, size_t size) {
     if (r->axis >= 0) snprintf(out, size, "%s on %s", r->what, axis_name(rt, r->axis));
     else snprintf(out, size, "%s", r->what);
 }
 
+/* A waiting rank of m's group on the axis it waits on, or -1. */
+static int waiter_of(prt *rt, const char *heard, const wait_report *reports, int m) {
+    for (int r = 0; r < rt->world_size; r++)
+        if (heard[r] && same_group(rt, r, m, reports[r].axis)) return r;
+    return -1;
+}
+
+/* Whether none of the ranks on m's host answered (the job spanning hosts). */
+static int host_silent(prt *rt, const char *heard, int m) {
+    if (rt->nhosts <= 1 || !rt->host_of) return 0;
+    for (int r = 0; r < rt->world_size; r++)
+        if (heard[r] && rt->host_of[r] == rt->host_of[m]) return 0;
+    return 1;
+}
+
+/* One line for a host none of whose ranks answered, led by its lowest rank m. */
+static void print_silent_host(prt *rt, const char *heard, const wait_report *reports, int m) {
+    char label[160], peer[160], wait[128], step[32], at[300];
+    fprintf(stderr, "parc: error: host %s does not answer: none of its ranks", prt_host_of(rt, m));
+    for (int r = m, k = 0; r < rt->world_size; r++) {
+        if (rt->host_of[r] != rt->host_of[m]) continue;
+        rank_label(rt, r, label, sizeof label);
+        fprintf(stderr, "%s %s", k++ ? "," : "", label + 5); /* without the word "rank" */
+    }
+    int waiter = waiter_of(rt, heard, reports, m);
+    if (waiter >= 0) {
+        rank_label(rt, waiter, peer, sizeof peer);
+        wait_label(rt, &reports[waiter], wait, sizeof wait);
+        snprintf(step, sizeof step, "step %lld; ", (long long)reports[waiter].step);
+        fprintf(stderr, " reached %s within %.0f s (%s%s%s waits for them)", wait, rt->timeout,
+                reports[waiter].step >= 0 ? step : "", peer, on_host(rt, waiter, at, sizeof at));
+    } else {
+        fprintf(stderr, " arrived within %.0f s", rt->timeout);
+    }
+    fprintf(stderr, ": the host, its network link or every process on it is down\n");
+}
+
 static void print_report(prt *rt, const char *heard, const wait_report *reports) {
-    char label[160], peer[160], wait[128], step[32];
+    char label[160], peer[160], wait[128], step[32], at[300], peer_at[300];
     int missing = 0;
     for (int m = 0; m < rt->world_size; m++) {
         if (heard[m]) continue;
         missing++;
+        if (host_silent(rt, heard, m)) {
+            int first = 1; /* the host's line, once, at its lowest rank */
+            for (int r = 0; r < m && first; r++) first = rt->host_of[r] != rt->host_of[m];
+            if (first) print_silent_host(rt, heard, reports, m);
+            continue;
+        }
         rank_label(rt, m, label, sizeof label);
-        int waiter = -1;  /* a waiting rank of m's group on its axis */
-        for (int r = 0; r < rt->world_size && waiter < 0; r++)
-            if (heard[r] && same_group(rt, r, m, reports[r].axis)) waiter = r;
+        int waiter = waiter_of(rt, heard, reports, m); /* a waiting rank of m's group on its axis */
         if (waiter < 0) {
-            fprintf(stderr, "parc: error: %s did not arrive within %.0f s (stopped, hung or dead)\n", label,
-                    rt->timeout);
+            fprintf(stderr, "parc: error: %s%s did not arrive within %.0f s (stopped, hung or dead)\n", label,
+                    on_host(rt, m, at, sizeof at), rt->timeout);
             continue;
         }
         rank_label(rt, waiter, peer, sizeof peer);
         wait_label(rt, &reports[waiter], wait, sizeof wait);
         snprintf(step, sizeof step, "step %lld; ", (long long)reports[waiter].step);
-        fprintf(stderr, "parc: error: %s did not reach %s within %.0f s (%s%s waits for it)\n", label, wait,
-                rt->timeout, reports[waiter].step >= 0 ? step : "", peer);
+        fprintf(stderr, "parc: error: %s%s did not reach %s within %.0f s (%s%s%s waits for it)\n", label,
+                on_host(rt, m, at, sizeof at), wait, rt->timeout, reports[waiter].step >= 0 ? step : "", peer,
+                on_host(rt, waiter, peer_at, sizeof peer_at));
     }
     if (!missing)
         fprintf(stderr, "parc: error: every rank has waited for more than %.0f s: the ranks wait in collectives "
@@ -254,9 +325,11 @@ static void print_report(prt *rt, const char *heard, const wait_report *reports)
         rank_label(rt, r, label, sizeof label);
         wait_label(rt, &reports[r], wait, sizeof wait);
         snprintf(step, sizeof step, " (step %lld)", (long long)reports[r].step);
-        fprintf(stderr, "parc:   %s waits in %s%s\n", label, wait, reports[r].step >= 0 ? step : "");
+        fprintf(stderr, "parc:   %s%s waits in %s%s\n", label, on_host(rt, r, at, sizeof at), wait,
+                reports[r].step >= 0 ? step : "");
     }
     fflush(stderr);
+    note_failure();
 }
 
 /* Past the timeout: asks every rank where it waits, for a grace period; the

@@ -51,6 +51,20 @@ static int exe_in_use(const char *exe)
     return used;
 }
 
+/* Removes the run's directory and every file in it (parc's own: the
+ * executable, the stderr relay, the ranks' placement and failure notes). */
+static void remove_run_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char path[PATH_MAX + 300];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
 /* A process that removes the run's directory once parc is gone and no rank
  * runs its executable any more, however parc ended (kill -9 too): it waits
  * for the end of the pipe parc holds open.  Returns its pid (-1: none) and
@@ -77,8 +91,7 @@ static pid_t start_janitor(const char *dir, const char *exe, int *hold)
         /* parc is gone or done; the ranks get SIGTERM with their launcher */
         for (int tries = 0; tries < 600 && access(dir, F_OK) == 0 && exe_in_use(exe); tries++)
             nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
-        unlink(exe);
-        rmdir(dir);
+        remove_run_dir(dir);
         _exit(0);
     }
     close(fds[0]);
@@ -107,7 +120,7 @@ int launch_hostfile_hosts(const char *path) {
 }
 
 /* The launcher's command line: srun inside a Slurm allocation, else mpirun
- * (with the hostfile, else on this machine).  args has room for 12 + argc. */
+ * (with the hostfile, else on this machine).  args has room for 16 + argc. */
 static int launcher_args(const Plan *plan, const char *hosts, int slurm, char *exe, int argc, char **argv,
                          char **args, char *np, size_t np_size, char *map, size_t map_size) {
     int world = plan->mesh.world > 0 ? plan->mesh.world : 1;
@@ -124,6 +137,11 @@ static int launcher_args(const Plan *plan, const char *hosts, int slurm, char *e
         args[n++] = (char *)PARC_MPIEXEC;
         args[n++] = (char *)"-np";
         args[n++] = np;
+        /* the launcher's notes (run_job) reach ranks on other hosts too */
+        args[n++] = (char *)"-x";
+        args[n++] = (char *)"PRT_FAILURE_FILE";
+        args[n++] = (char *)"-x";
+        args[n++] = (char *)"PRT_PLACEMENT_FILE";
         if (hosts) {
             /* the plan's nodes on the hostfile's hosts, in its order: gpus_per_node
              * consecutive ranks on each, within the slots it gives (no
@@ -147,6 +165,94 @@ static int launcher_args(const Plan *plan, const char *hosts, int slurm, char *e
     for (int i = 0; i < argc; i++) args[n++] = argv[i];
     args[n] = NULL;
     return n;
+}
+
+/* What the launcher learns from a job's stderr as it runs. */
+typedef struct JobWatch {
+    char lost_host[256]; /* the host whose daemon Open MPI lost ("": none) */
+} JobWatch;
+
+/* Open MPI's mpirun (4.x) reports a daemon it lost as "ORTE has lost
+ * communication with a remote daemon" with a line "Remote daemon: [[J,0],D]
+ * on node HOST". */
+static void job_line(void *ctx, const char *line) {
+    JobWatch *w = ctx;
+    const char *daemon = strstr(line, "Remote daemon:"), *on = daemon ? strstr(daemon, " on node ") : NULL;
+    if (on && !w->lost_host[0] && sscanf(on + 9, "%255s", w->lost_host) != 1) w->lost_host[0] = 0;
+}
+
+/* "rank 2 (dp 1, tp 0)" of the plan's mesh, last axis fastest. */
+static void rank_label(const Plan *plan, int rank, char *out, size_t size) {
+    int coord[PRT_MAX_AXES], rest = rank;
+    for (int a = plan->mesh.naxes - 1; a >= 0; a--) {
+        coord[a] = rest % plan->mesh.axes[a].size;
+        rest /= plan->mesh.axes[a].size;
+    }
+    int n = snprintf(out, size, "rank %d", rank);
+    for (int a = 0; a < plan->mesh.naxes && n > 0 && (size_t)n < size; a++)
+        n += snprintf(out + n, size - (size_t)n, "%s%s %d%s", a ? ", " : " (", plan->mesh.axes[a].name, coord[a],
+                      a == plan->mesh.naxes - 1 ? ")" : "");
+}
+
+/* The one message for a host whose daemon mpirun lost (the host, its link or
+ * every process on it gone), with its ranks from the placement rank 0 wrote
+ * at start-up (none before that). */
+static void report_lost_host(const Plan *plan, const char *host, const char *placement) {
+    fprintf(stderr, "parc: error: host %s was lost", host);
+    FILE *f = fopen(placement, "r");
+    int rank, listed = 0;
+    char name[256], label[160];
+    while (f && fscanf(f, "%d %255s", &rank, name) == 2) {
+        if (strcmp(name, host) != 0) continue;
+        rank_label(plan, rank, label, sizeof label);
+        fprintf(stderr, "%s%s", listed++ ? ", " : ": its ranks ", label + 5);
+    }
+    if (f) fclose(f);
+    fprintf(stderr, "%s ended with Open MPI's daemon there: the host, its network link or every process on it is "
+                    "down; the job stopped\n", listed ? "" : f ? ": no rank of the job ran there, and it" : " (before "
+                    "the ranks started): it");
+    fflush(stderr);
+}
+
+/* Seconds mpirun has to end the job after a rank wrote PRT_FAILURE_FILE: it
+ * can hang aborting a job whose host it cannot reach. */
+#define LAUNCH_STOP_GRACE 5.0
+
+/* One launch of the job: args (the launcher's command line) with env; the
+ * ranks' placement and failure notes and the relayed stderr in the run's
+ * directory.  Returns the job's status: 1 when parc had to stop a launcher
+ * that did not end after a rank's failure; -1 when it could not start. */
+static int run_job(const Plan *plan, const char *dir, char **args, char **env) {
+    char failure[PATH_MAX + 32], placement[PATH_MAX + 32], relay[PATH_MAX + 32];
+    char failure_env[PATH_MAX + 64], placement_env[PATH_MAX + 64];
+    snprintf(failure, sizeof failure, "%s/failure", dir);
+    snprintf(placement, sizeof placement, "%s/placement", dir);
+    snprintf(relay, sizeof relay, "%s/stderr", dir);
+    unlink(failure);
+    unlink(placement);
+    snprintf(failure_env, sizeof failure_env, "PRT_FAILURE_FILE=%s", failure);
+    snprintf(placement_env, sizeof placement_env, "PRT_PLACEMENT_FILE=%s", placement);
+    int ne = 0;
+    while (env[ne]) ne++;
+    char **all = calloc((size_t)ne + 3, sizeof *all);
+    PARC_ASSERT(all);
+    memcpy(all, env, (size_t)ne * sizeof *all);
+    all[ne] = failure_env;
+    all[ne + 1] = placement_env;
+    JobWatch seen = {{0}};
+    ProcessWatch watch = {.stop_file = failure, .grace_s = LAUNCH_STOP_GRACE, .relay_file = relay,
+                          .line = job_line, .ctx = &seen};
+    int status = process_run_watched(args, all, &watch); /* the ranks save and stop */
+    int err = errno;
+    free(all);
+    int noted = access(failure, F_OK) == 0;
+    if (status > 0 && !noted && seen.lost_host[0]) report_lost_host(plan, seen.lost_host, placement);
+    if (watch.stopped) {
+        fprintf(stderr, "parc: %s did not end %.0f s after the job failed: stopped it\n", args[0], LAUNCH_STOP_GRACE);
+        status = 1;
+    }
+    errno = err;
+    return status;
 }
 
 int launch_run(const CodegenModule *module, const Program *program, const char *hosts, int argc, char **argv) {
@@ -181,7 +287,7 @@ int launch_run(const CodegenModule *module, const Program *program, const char *
     }
 
     char np[32], map[48];
-    char **args = calloc((size_t)argc + 12, sizeof *args);
+    char **args = calloc((size_t)argc + 16, sizeof *args);
     PARC_ASSERT(args);
     launcher_args(plan, hosts, slurm, exe, argc, argv, args, np, sizeof np, map, sizeof map);
     if (slurm) {
@@ -206,14 +312,13 @@ int launch_run(const CodegenModule *module, const Program *program, const char *
 
     int hold;
     pid_t janitor = start_janitor(dir, exe, &hold);
-    int status = process_run_signalling_children(args, env, NULL); /* the ranks save and stop */
+    int status = run_job(plan, dir, args, env);
     if (status < 0)
         diag_error(no_loc(), slurm ? "inside an allocation parc runs srun: put Slurm's srun on PATH"
                                    : "install Open MPI (openmpi-bin) or put its mpirun on PATH",
                    "run: cannot start %s: %s", args[0], strerror(errno));
     free(args);
-    unlink(exe);
-    rmdir(dir);
+    remove_run_dir(dir);
     if (hold >= 0) close(hold);
     if (janitor > 0)
         while (waitpid(janitor, NULL, 0) < 0 && errno == EINTR) {}

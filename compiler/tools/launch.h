@@ -22,9 +22,15 @@
  * rank (--steps 5 --memory --trace f.json --data FILE).  A SIGTERM or SIGINT
  * sent to parc goes to the ranks (mpirun's children), not to mpirun, whose own
  * handling would SIGKILL them a second later: they finish the step, save when
- * a checkpoint directory is set, and stop.  Returns the job's exit
- * status (128 + signal when a signal ended it); -1 when the build or the launch
- * failed (reported via diag_error).  The temporary directory is removed. */
+ * a checkpoint directory is set, and stop.  The launcher's stderr reaches
+ * parc's through a file in the temporary directory, read as it grows; the
+ * ranks get PRT_FAILURE_FILE and PRT_PLACEMENT_FILE there (mpirun -x): once
+ * a rank noted a failure the launcher has 5 s to end before parc stops it
+ * (SIGTERM, SIGKILL 2 s later; status 1), and a host whose daemon mpirun
+ * reports lost is named, with its ranks, in one `parc: error:` line.
+ * Returns the job's exit status (128 + signal when a signal ended it); -1
+ * when the build or the launch failed (reported via diag_error).  The
+ * temporary directory is removed. */
 int launch_run(const CodegenModule *module, const Program *program, const char *hosts, int argc, char **argv);
 
 /* The distinct hosts a hostfile of mpirun names (the first word of each line

@@ -18,13 +18,22 @@ be made (no root, no `ip`) FAILS the test with the reason.  It asserts:
   - `parc calibrate --hosts` writes a fragment with both `link intra` and
     `link inter` (its comment naming node0 and node1), an efficiency block
     with `inter` and `half_inter`, the inter-host bandwidth within 30% of
-    the shaped rate, and a 2-node plan that includes it passes `parc check`.
+    the shaped rate, and a 2-node plan that includes it passes `parc check`;
+  - faults across hosts, on the dp-across run with `--timeout 5` and a
+    checkpoint every 2 steps, once node0 trained 5 steps: node1's link taken
+    down (`ip link set eth0 down`) and every process of node1 killed.  Each
+    time `parc run` exits non-zero within FAULT_LIMIT seconds with exactly one
+    `parc: error:` line, which names host node1 and its ranks 2 (dp 1, tp 0)
+    and 3 (dp 1, tp 1); no rank of the run is left on either host 10 s later
+    (the link back up); and the newest checkpoint is whole (`parc export`
+    reads every tensor against its CRC).
 """
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from runcheck import Checks  # noqa: E402
@@ -152,6 +161,96 @@ def test_calibrate(cluster, tmp):
     check(r.returncode == 0, f"a 2-node plan including the fragment passes check: {r.stdout[-200:]}{r.stderr[-400:]}")
 
 
+FAULT_LIMIT = {"link": 25.0, "kill": 15.0}  # the watchdog's 5 s, its query, the launcher's 5 s + 2 s; daemon loss
+
+
+def start_on(cluster, host, argv, out_path, env=None):
+    """argv inside `host`, in the background, stdout and stderr to out_path."""
+    full = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                OPENBLAS_NUM_THREADS="1", **(env or {}))
+    out = open(out_path, "w")
+    return subprocess.Popen([EMU, "exec", cluster, host, *argv], stdout=out, stderr=subprocess.STDOUT, env=full), out
+
+
+def step_records(log):
+    try:
+        with open(log) as f:
+            return sum('"record": "step"' in line for line in f)
+    except OSError:
+        return 0
+
+
+def run_processes(cluster):
+    """Live processes started from a parc run directory under the cluster's temporary directories."""
+    where, found = os.path.join(cluster, "tmp"), []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if where in cmd and "/parc-run-" in cmd and state != "Z":
+            found.append((int(pid), cmd[:100]))
+    return found
+
+
+def test_fault(cluster, tmp, fault, plan_path):
+    log, ck, out_path = (os.path.join(tmp, f"{fault}.{x}") for x in ("jsonl", "ck", "out"))
+    p, out = start_on(cluster, "node0", [parc, "run", plan_path, "--hosts", os.path.join(cluster, "hostfile"),
+                                         "--steps", "1000000", "--timeout", "5", "--quiet", "--log", log,
+                                         "--checkpoint-dir", ck, "--checkpoint-every", "2"], out_path)
+    deadline = time.time() + 120
+    while step_records(log) < 5 and p.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    if not check(step_records(log) >= 5, f"{fault}: the run trained 5 steps across the hosts"):
+        p.kill()
+        p.wait()
+        out.close()
+        return
+    start = time.time()
+    action = emu("link", cluster, "node1", "down") if fault == "link" else emu("kill", cluster, "node1")
+    check(action.returncode == 0, f"{fault}: the fault was made: {action.stderr.strip()}")
+    try:
+        rc = p.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        rc = p.wait()
+    took = time.time() - start
+    out.close()
+    if fault == "link":
+        emu("link", cluster, "node1", "up")
+    text = open(out_path).read()
+    errors = [line for line in text.splitlines() if line.startswith("parc: error:")]
+    check(rc != 0 and took <= FAULT_LIMIT[fault],
+          f"{fault}: parc run exits non-zero ({rc}) within {FAULT_LIMIT[fault]:.0f} s of the fault ({took:.1f} s)")
+    named = len(errors) == 1 and "host node1" in errors[0] and "ranks 2 (dp 1, tp 0), 3 (dp 1, tp 1)" in errors[0]
+    check(named, f"{fault}: one error, naming host node1 and its ranks 2 and 3: {errors} {text[-1500:] if not named else ''}")
+    left = run_processes(cluster)
+    for _ in range(100):
+        if not left:
+            break
+        time.sleep(0.1)
+        left = run_processes(cluster)
+    check(not left, f"{fault}: no rank of the run is left on either host 10 s later: {left}")
+    try:
+        latest = open(os.path.join(ck, "latest")).read().strip()
+    except OSError:
+        latest = ""
+    exported = subprocess.run([parc, "export", os.path.join(ck, "latest"), "-o", os.path.join(tmp, f"{fault}.safetensors"),
+                               "--names", "parc"], capture_output=True, text=True)
+    check(latest.startswith("step-") and exported.returncode == 0,
+          f"{fault}: the newest checkpoint ({latest}) is whole: parc export reads it: {exported.stderr[-300:]}")
+    for pid, _ in left:  # not into the next case
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+
+
 def test_cluster(cluster):
     for host in ("node0", "node1"):
         rc, out, _ = on(cluster, host, ["hostname"])
@@ -178,6 +277,8 @@ with tempfile.TemporaryDirectory() as tmp:
         if check(r.returncode == 0 and len(ref) == STEPS, f"tiny_single's {STEPS} losses: {r.stderr[-300:]}"):
             test_parity(cluster, tmp, ref)
         test_placement_dp(cluster, tmp)
+        for fault in ("link", "kill"):
+            test_fault(cluster, tmp, fault, os.path.join(tmp, "dp_across.par"))
         test_calibrate(cluster, tmp)
     finally:
         down = emu("down", cluster)
