@@ -23,7 +23,7 @@ extern char **environ;
 /* Signals that stop a launched job. */
 static const int process_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 #define PROCESS_NSIGNALS ((int)(sizeof process_signals / sizeof process_signals[0]))
-static volatile sig_atomic_t process_child, process_pending, process_to_children;
+static volatile sig_atomic_t process_child, process_pending, process_to_children, process_signalled;
 static ProcessWatch *process_watch; /* the run's, or NULL */
 
 /* Forwards a signal that was sent to parc by a process (si_code <= 0: kill,
@@ -33,6 +33,7 @@ static ProcessWatch *process_watch; /* the run's, or NULL */
 static void process_forward(int sig, siginfo_t *info, void *context)
 {
     (void)context;
+    process_signalled = sig;
     if (info && info->si_code > 0) return;
     int saved = errno;
     if (process_child > 0 && !process_to_children) kill((pid_t)process_child, sig);
@@ -112,6 +113,8 @@ static int spawn_tied(pid_t *pid, char *const argv[], char *const env[], const c
     *pid = child;
     return 0;
 }
+
+int process_signal_seen(void) { return process_signalled; }
 
 int process_run_signalling_children(char *const argv[], char *const extra_env[], const char *stderr_path) {
     process_to_children = 1;
@@ -238,6 +241,7 @@ int process_run(char *const argv[], char *const extra_env[], const char *stderr_
     sigemptyset(&forward.sa_mask);
     process_child = 0;
     process_pending = 0;
+    process_signalled = 0;
     for (int k = 0; k < PROCESS_NSIGNALS; k++) sigaction(process_signals[k], &forward, &old[k]);
 
     pid_t pid;

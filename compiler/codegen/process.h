@@ -20,6 +20,10 @@ int process_run(char *const argv[], char *const extra_env[], const char *stderr_
  * its parc. */
 int process_run_signalling_children(char *const argv[], char *const extra_env[], const char *stderr_path);
 
+/* The last of SIGINT, SIGTERM, SIGHUP, SIGQUIT parc received while the last
+ * process_run* ran (0: none). */
+int process_signal_seen(void);
+
 /* What process_run_watched watches while the child runs, besides signals. */
 typedef struct ProcessWatch {
     /* When this file exists, the child has grace_s seconds to end; then it

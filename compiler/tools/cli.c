@@ -30,6 +30,7 @@ typedef enum {
     OPT_FORWARD, /* run: an option of the built program */
     OPT_PLAN,    /* report: the plan the trace ran */
     OPT_HOSTS,   /* run: mpirun's hostfile */
+    OPT_RESTARTS, /* run: relaunches after a failure */
     OPT_SBATCH,  /* build: a Slurm batch script beside the executable */
     OPT_TOP,        /* search */
     OPT_EXHAUSTIVE, /* search */
@@ -87,6 +88,8 @@ static const OptSpec build_opts[] = {
 static const OptSpec run_opts[] = {
     {"--hosts", "FILE", OPT_HOSTS, "run the ranks on the hosts of FILE, mpirun's hostfile (`HOST slots=N` per line): "
                                    "the plan's node i on its i-th host, gpus_per_node ranks each"},
+    {"--restarts", "N", OPT_RESTARTS, "relaunch a failed job from its newest checkpoint up to N times (needs a "
+                                      "checkpoint directory; each restart is a record of the --log)"},
     {"--steps", "N", OPT_FORWARD, "training steps (default: the plan's `steps`)"},
     {"--data", "FILE", OPT_FORWARD, "a token file to train on (default: the plan's data section, else the synthetic stream)"},
     {"--val-data", "FILE", OPT_FORWARD, "a token file to evaluate on (default: the plan's validation file)"},
@@ -357,6 +360,10 @@ static int read_option(Parser *p, const CmdSpec *cmd)
     case OPT_HTML: opts->html = value; break;
     case OPT_PLAN: opts->plan = value; break;
     case OPT_HOSTS: opts->hosts = value; break;
+    case OPT_RESTARTS:
+        if (read_count(value, 1000, &opts->restarts))
+            return usage_error(p, "--restarts takes a count from 1 to 1000, not `%s`", value, NULL);
+        break;
     case OPT_SBATCH: opts->sbatch = value; break;
     case OPT_COLOR:
         if (strcmp(value, "auto") && strcmp(value, "always") && strcmp(value, "never"))

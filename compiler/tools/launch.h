@@ -31,7 +31,22 @@
  * Returns the job's exit status (128 + signal when a signal ended it); -1
  * when the build or the launch failed (reported via diag_error).  The
  * temporary directory is removed. */
-int launch_run(const CodegenModule *module, const Program *program, const char *hosts, int argc, char **argv);
+typedef struct LaunchOptions {
+    const char *hosts; /* mpirun's hostfile, NULL: this machine (or srun in an allocation) */
+    /* Relaunches after a failure: while a launch ends with a status other
+     * than 0, 2 (usage), 3 (ledger) or 4 (divergence), and not because parc
+     * was signalled, up to `restarts` more launches run, each with
+     * `--resume latest` (--resume and --init-from dropped) when the
+     * checkpoint directory (--checkpoint-dir, else the plan's) has a
+     * checkpoint, from step 1 otherwise, and PRT_LOG_APPEND=1: the loss file
+     * and the metrics log (--log, else PRT_METRICS_FILE) continue, the log
+     * with a `restart` record first (docs/json.md).  Without a checkpoint
+     * directory restarts > 0 is an error (2). */
+    int restarts;
+} LaunchOptions;
+
+int launch_run(const CodegenModule *module, const Program *program, const LaunchOptions *options, int argc,
+               char **argv);
 
 /* The distinct hosts a hostfile of mpirun names (the first word of each line
  * that is not blank or a `#` comment), or -1 when it cannot be read. */

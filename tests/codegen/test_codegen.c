@@ -496,7 +496,8 @@ static void test_pipelines(void) {
 static int run_program(const Program *pr, const char *hosts, int argc, char **argv) {
     CodegenModule *m = codegen_build(pr);
     if (!m) return -1;
-    int status = launch_run(m, pr, hosts, argc, argv);
+    LaunchOptions options = {.hosts = hosts, .restarts = 0};
+    int status = launch_run(m, pr, &options, argc, argv);
     codegen_free(m);
     return status;
 }

@@ -18,6 +18,8 @@
 #     nothing else;
 #   - a hostfile naming fewer hosts than the plan has nodes is an error (2)
 #     naming both counts;
+#   - `parc run --restarts N` without a checkpoint directory, and with N not
+#     a count from 1 to 1000, is a usage error (2);
 #   - Slurm (tests/launch/local_slurm.sh: slurmctld and slurmd on this machine,
 #     auth/none): the --sbatch script of tiny_tp through `sbatch --wait`, and
 #     `parc run` inside `salloc` (SLURM_JOB_ID set: srun instead of mpirun),
@@ -62,6 +64,12 @@ printf '# one host\nlocalhost slots=16\n\nlocalhost\n' > "$tmp/onehost"
 "$parc" run "$examples/llama2_7b.par" --hosts "$tmp/onehost" > "$tmp/onehost.out" 2>&1
 rc=$?; [ $rc = 2 ] && grep -qF -- "--hosts $tmp/onehost names 1 host, but the plan's cluster has 2 nodes of 8 GPUs" \
     "$tmp/onehost.out" || fail "run --hosts with fewer hosts than nodes: exit $rc: $(tail -3 "$tmp/onehost.out")"
+"$parc" run "$examples/tiny_tp.par" --restarts 1 > "$tmp/restarts.out" 2>&1
+rc=$?; [ $rc = 2 ] && grep -qF -- "--restarts relaunches from the newest checkpoint, and this run saves none" \
+    "$tmp/restarts.out" || fail "run --restarts without checkpoints: exit $rc: $(tail -3 "$tmp/restarts.out")"
+"$parc" run "$examples/tiny_tp.par" --restarts 0 > "$tmp/restarts0.out" 2>&1
+rc=$?; [ $rc = 2 ] && grep -qF -- "--restarts takes a count from 1 to 1000, not \`0\`" "$tmp/restarts0.out" ||
+    fail "run --restarts 0: exit $rc: $(tail -3 "$tmp/restarts0.out")"
 ok "run --hosts"
 
 # ---- the placement check
