@@ -342,10 +342,10 @@ static int restartable(int status) {
     return status > 0 && status != 2 && status != 3 && status != 4 && !process_signal_seen();
 }
 
-/* The program options of a relaunch: argv without --resume and --init-from,
- * then `--resume latest` when the checkpoint directory has one.  Returns the
- * count; out has room for argc + 2. */
-static int relaunch_options(int argc, char **argv, int resume, char **out) {
+/* The program options of a relaunch from the newest checkpoint: argv without
+ * --resume and --init-from, then `--resume latest`.  Returns the count; out
+ * has room for argc + 2. */
+static int relaunch_options(int argc, char **argv, char **out) {
     int n = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -357,10 +357,8 @@ static int relaunch_options(int argc, char **argv, int resume, char **out) {
         if (!strncmp(a, "--resume=", 9) || !strncmp(a, "--init-from=", 12)) continue;
         out[n++] = argv[i];
     }
-    if (resume) {
-        out[n++] = (char *)"--resume";
-        out[n++] = (char *)"latest";
-    }
+    out[n++] = (char *)"--resume";
+    out[n++] = (char *)"latest";
     return n;
 }
 
@@ -440,9 +438,10 @@ int launch_run(const CodegenModule *module, const Program *program, const Launch
     if (!log && getenv("PRT_METRICS_FILE") && *getenv("PRT_METRICS_FILE")) log = getenv("PRT_METRICS_FILE");
     int status = 0;
     for (int attempt = 0; attempt <= options->restarts; attempt++) {
-        long resume_step = attempt ? latest_step(ckpt_dir) : 0;
-        int nopts = attempt ? relaunch_options(argc, argv, resume_step > 0, options_now) : argc;
-        launcher_args(plan, hosts, slurm, exe, nopts, attempt ? options_now : argv, args, np, sizeof np, map,
+        /* a relaunch resumes from the newest checkpoint; without one it starts as the first launch did */
+        int resume = attempt && latest_step(ckpt_dir) > 0;
+        int nopts = resume ? relaunch_options(argc, argv, options_now) : argc;
+        launcher_args(plan, hosts, slurm, exe, nopts, resume ? options_now : argv, args, np, sizeof np, map,
                       sizeof map);
         if (slurm) {
             printf("parc run: inside Slurm job %s: srun %s\n", job, np);
@@ -460,8 +459,8 @@ int launch_run(const CodegenModule *module, const Program *program, const Launch
             fprintf(stderr, "parc: the job failed (status %d); restart %d of %d from the newest checkpoint, step %ld "
                             "of %s\n", status, attempt + 1, options->restarts, next, ckpt_dir);
         else
-            fprintf(stderr, "parc: the job failed (status %d) before its first checkpoint; restart %d of %d from "
-                            "step 1\n", status, attempt + 1, options->restarts);
+            fprintf(stderr, "parc: the job failed (status %d) before its first checkpoint; restart %d of %d as it "
+                            "started\n", status, attempt + 1, options->restarts);
         fflush(stderr);
     }
     free(args);

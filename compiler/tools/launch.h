@@ -38,10 +38,11 @@ typedef struct LaunchOptions {
      * was signalled, up to `restarts` more launches run, each with
      * `--resume latest` (--resume and --init-from dropped) when the
      * checkpoint directory (--checkpoint-dir, else the plan's) has a
-     * checkpoint, from step 1 otherwise, and PRT_LOG_APPEND=1: the loss file
-     * and the metrics log (--log, else PRT_METRICS_FILE) continue, the log
-     * with a `restart` record first (docs/json.md).  Without a checkpoint
-     * directory restarts > 0 is an error (2). */
+     * checkpoint, with the first launch's options otherwise, and
+     * PRT_LOG_APPEND=1: the loss file and the metrics log (--log, else
+     * PRT_METRICS_FILE) continue, the log with a `restart` record first
+     * (docs/json.md).  Without a checkpoint directory restarts > 0 is an
+     * error (2). */
     int restarts;
 } LaunchOptions;
 
