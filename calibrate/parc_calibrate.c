@@ -8,6 +8,9 @@
  *                                      best streaming bandwidth, this rank's
  *                                      share of the machine's memory
  *   link intra BW LATENCY;             MPI between two local ranks
+ *   link inter BW LATENCY;             with --inter LINK: MPI between ranks on
+ *                                      two hosts, as a `--link-inter LINK`
+ *                                      launch of one rank per host measured it
  *   efficiency { ... }                 each GEMM shape class against that
  *                                      peak, attention-shaped GEMMs, the
  *                                      runtime's kinds of memory-bound loops
@@ -23,10 +26,12 @@
  * rates are those of the kernels the programs will run; the fragment names
  * them.
  *
- * Run as `mpirun -np 2 parc_calibrate OUT.par [LINK...]` (`parc calibrate`
- * does, after three `mpirun -np 2 parc_calibrate --link LINK` launches that
- * measure the link alone: link_of_fast); with one rank it leaves the link
- * out.  Exit status 0, or 1 after a failed measurement or write (the message
+ * Run as `mpirun -np 2 parc_calibrate OUT.par [--inter LINK] [LINK...]`
+ * (`parc calibrate` does, after three `mpirun -np 2 parc_calibrate --link
+ * LINK` launches that measure the link alone: link_of_fast, and with
+ * --hosts one `mpirun -np 2 --map-by ppr:1:node parc_calibrate --link-inter
+ * LINK` between two hosts: measure_inter_link); with one rank it leaves the
+ * link out.  Exit status 0, or 1 after a failed measurement or write (the message
  * names it).
  */
 #include <cblas.h>
@@ -261,6 +266,8 @@ typedef struct Link {
     double sync; /* mean seconds of an 8-byte all-reduce after each rank's compute */
     double mid_s[MID_SIZES]; /* ... of all-reduces of mid_floats */
     double overlap, overlap_share[2]; /* measure_overlap: the mean, and the bucket's and the gathers' */
+    double bytes; /* measure_inter_link: the size its bandwidth was measured at (0: 16 MiB) */
+    char hosts[2 * MPI_MAX_PROCESSOR_NAME + 8]; /* measure_inter_link: "A and B" */
 } Link;
 
 /* Ranks 0 and 1: half the round trip of 8 bytes (latency), of 16 MiB
@@ -311,6 +318,86 @@ static Link measure_link(int rank, int size)
     double t = (now() - t0) / big;
     l.busbw = 2.0 * (size - 1) / size * (double)nbig * sizeof(float) / t;
     free(buf), free(out);
+    return l;
+}
+
+/* The median of n values (sorted in place). */
+static double median(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof x[0], cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* Seconds of one ping-pong of `bytes` between ranks 0 and 1, half the round
+ * trip, as rank 0 timed it (every rank returns it). */
+static double ping_pong_s(char *buf, size_t bytes, int rank)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = now();
+    if (rank == 0) {
+        MPI_Send(buf, (int)bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+        MPI_Recv(buf, (int)bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else if (rank == 1) {
+        MPI_Recv(buf, (int)bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(buf, (int)bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+    }
+    double half = (now() - t0) / 2;
+    MPI_Bcast(&half, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    return half;
+}
+
+/* The link between two hosts, one rank on each (a network, far slower than
+ * shared memory, so every size adapts to it): the latency is the median of
+ * INTER_ROUNDS rounds of 8-byte ping-pongs; the bandwidth a ping-pong of the
+ * smallest power-of-two size from 1 MiB up to INTER_MAX_BYTES whose one-way
+ * time reaches INTER_MIN_S, the median of INTER_ROUNDS after one that warms
+ * the connection; the all-reduce bus bandwidth of that size the same way;
+ * the 8-byte and mid-size all-reduces after compute as for the link inside a
+ * host (synced_allreduce_s). */
+enum { INTER_ROUNDS = 5 };
+#define INTER_MIN_S 0.1
+#define INTER_MAX_BYTES ((size_t)64 << 20)
+
+static Link measure_inter_link(int rank, int size)
+{
+    Link l = {0};
+    char *buf = calloc(INTER_MAX_BYTES, 1);
+    float *out = alloc_floats(INTER_MAX_BYTES / sizeof(float), 0.0f);
+    if (!buf) {
+        fprintf(stderr, "parc_calibrate: out of memory (%zu bytes)\n", INTER_MAX_BYTES);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    double x[INTER_ROUNDS];
+    for (int k = -1; k < INTER_ROUNDS; k++) {
+        double sum = 0;
+        for (int i = 0; i < 50; i++) sum += ping_pong_s(buf, 8, rank);
+        if (k >= 0) x[k] = sum / 50;
+    }
+    l.latency = median(x, INTER_ROUNDS);
+    size_t bytes = (size_t)1 << 20;
+    ping_pong_s(buf, bytes, rank); /* the connection up, its window open */
+    while (bytes < INTER_MAX_BYTES && ping_pong_s(buf, bytes, rank) < INTER_MIN_S) bytes *= 2;
+    for (int k = 0; k < INTER_ROUNDS; k++) x[k] = (double)bytes / ping_pong_s(buf, bytes, rank);
+    l.bandwidth = median(x, INTER_ROUNDS);
+    float *f = (float *)(void *)buf;
+    size_t count = bytes / sizeof(float);
+    memset(buf, 0, bytes);
+    for (int k = -1; k < INTER_ROUNDS; k++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = now();
+        MPI_Allreduce(f, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        double t = now() - t0;
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (k >= 0) x[k] = 2.0 * (size - 1) / size * (double)bytes / t;
+    }
+    l.busbw = median(x, INTER_ROUNDS);
+    l.bytes = (double)bytes;
+    free(out);
+    float *mid = alloc_floats(mid_floats[MID_SIZES - 1], 0.0f);
+    l.sync = synced_allreduce_s(mid, 2, 100);
+    for (int k = 0; k < MID_SIZES; k++) l.mid_s[k] = synced_allreduce_s(mid, mid_floats[k], 50);
+    free(mid);
+    free(buf);
     return l;
 }
 
@@ -556,6 +643,7 @@ static const size_t link_field_at[] = {
     offsetof(Link, latency), offsetof(Link, bandwidth), offsetof(Link, busbw),
     offsetof(Link, sync),    offsetof(Link, mid_s[0]),  offsetof(Link, mid_s[1]),
     offsetof(Link, overlap), offsetof(Link, overlap_share[0]), offsetof(Link, overlap_share[1]),
+    offsetof(Link, bytes),
 };
 enum { LINK_FIELDS = sizeof link_field_at / sizeof link_field_at[0] };
 
@@ -566,6 +654,7 @@ static int write_link(const char *path, Link *l)
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     for (int k = 0; k < LINK_FIELDS; k++) fprintf(f, "%.17g\n", *link_field(l, k));
+    fprintf(f, "%s\n", l->hosts);
     return fclose(f) == 0 ? 0 : -1;
 }
 
@@ -575,6 +664,8 @@ static int read_link(const char *path, Link *l)
     if (!f) return -1;
     int k = 0;
     while (k < LINK_FIELDS && fscanf(f, "%lg", link_field(l, k)) == 1) k++;
+    l->hosts[0] = 0;
+    if (fscanf(f, " %[^\n]", l->hosts) != 1) l->hosts[0] = 0;
     fclose(f);
     return k == LINK_FIELDS ? 0 : -1;
 }
@@ -627,8 +718,43 @@ static Link link_of_fast(Link *all, int n)
  * own precision's peak (gemm, gemm16); the streaming
  * bandwidth is the best of the triad and the runtime's add, and each class
  * of memory-bound op runs at its kernel's share of it. */
+/* The link latency the cost model's all-reduce of `size` ranks takes each
+ * of its 2(size-1) steps to cost: the 8-byte all-reduce after compute over
+ * them, at least the ping-pong's.  Then the half-bandwidth size (Hockney's
+ * n 1/2) that puts the model's all-reduce, 2(n-1) latency + (B + half)
+ * 2(n-1)/n / busbw, on each measured mid-size all-reduce, in halves[]; their
+ * mean, none below 0, in *half. */
+static double link_fit(const Link *link, int size, double halves[MID_SIZES], double *half)
+{
+    double step_latency = link->sync / (2.0 * (size - 1));
+    if (step_latency < link->latency) step_latency = link->latency;
+    *half = 0;
+    for (int k = 0; k < MID_SIZES; k++) {
+        double bytes = (double)mid_floats[k] * sizeof(float), bus = 2.0 * (size - 1) / size;
+        halves[k] = (link->mid_s[k] - 2.0 * (size - 1) * step_latency) * link->busbw / bus - bytes;
+        *half += (halves[k] > 0 ? halves[k] : 0) / MID_SIZES;
+    }
+    return step_latency;
+}
+
+/* The comment lines of the link between hosts and the `link inter` line. */
+static void write_inter(FILE *f, const Link *inter, const char *hosts)
+{
+    double halves[MID_SIZES], half;
+    double latency = link_fit(inter, 2, halves, &half);
+    fprintf(f, "# between hosts (%s, one rank each): latency %.3g us (ping-pong of idle ranks), %.3g us an 8-byte "
+               "all-reduce after compute, bandwidth %.4g MB/s (ping-pong of %.0f KiB), all-reduce bus bandwidth %.4g "
+               "MB/s\n",
+            hosts, inter->latency * 1e6, inter->sync * 1e6, inter->bandwidth / 1e6, inter->bytes / 1024,
+            inter->busbw / 1e6);
+    fprintf(f, "# between hosts, all-reduces after compute: 16 KiB %.6g us, 256 KiB %.6g us; the half-bandwidth size "
+               "that puts the model on each %.4g and %.4g KiB, their mean %.4g KiB\n",
+            inter->mid_s[0] * 1e6, inter->mid_s[1] * 1e6, halves[0] / 1024, halves[1] / 1024, half / 1024);
+    fprintf(f, "link inter %.6g B/s %.6g s;\n", inter->bandwidth, latency);
+}
+
 static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link *launch, int launches, int size,
-                           const struct prt *rt)
+                           const struct prt *rt, const Link *inter, const char *inter_hosts)
 {
     double peak = 0, peak16 = 0;
     for (int c = 0; c < 4; c++) peak = r->gemm[c] > peak ? r->gemm[c] : peak;
@@ -642,10 +768,10 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link
     char host[256] = "this machine";
     gethostname(host, sizeof host - 1);
     if (!rt)
-        fprintf(f, "# Fragment (not a plan), written by `parc calibrate` on %s: include it INSIDE\n"
-                   "# `cluster { nodes 1; gpus_per_node N; ... }`.  One rank per core, fp32 OpenBLAS (%s kernels) "
+        fprintf(f, "# Fragment (not a plan), written by `parc calibrate%s` on %s: include it INSIDE\n"
+                   "# `cluster { nodes %s; gpus_per_node N; ... }`.  One rank per core, fp32 OpenBLAS (%s kernels) "
                    "with one thread, %d MPI ranks measuring at once, the slowest rank's rates.\n",
-                host, openblas_get_corename(), size);
+                inter ? " --hosts" : "", host, inter ? "M" : "1", openblas_get_corename(), size);
     else
         fprintf(f, "# Fragment (not a plan), written by `parc calibrate --device %s` on %s: include it INSIDE\n"
                    "# `cluster { nodes 1; gpus_per_node N; ... }`.  Every figure through the runtime's %s backend "
@@ -705,17 +831,8 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link
         for (int i = 0; i < launches; i++) fprintf(f, "%s %.4f", i ? "," : "", launch[i].overlap);
         fprintf(f, "\n");
     }
-    /* the half-bandwidth size (Hockney's n 1/2) that puts the cost model's
-     * all-reduce, 2(n-1) latency + (B + half) 2(n-1)/n / busbw, on each
-     * measured mid-size all-reduce; their mean, none below 0 */
-    double step_latency = size > 1 ? link->sync / (2.0 * (size - 1)) : 0;
-    if (step_latency < link->latency) step_latency = link->latency;
     double half = 0, halves[MID_SIZES] = {0};
-    for (int k = 0; k < MID_SIZES && size > 1; k++) {
-        double bytes = (double)mid_floats[k] * sizeof(float), bus = 2.0 * (size - 1) / size;
-        halves[k] = (link->mid_s[k] - 2.0 * (size - 1) * step_latency) * link->busbw / bus - bytes;
-        half += (halves[k] > 0 ? halves[k] : 0) / MID_SIZES;
-    }
+    double step_latency = size > 1 ? link_fit(link, size, halves, &half) : 0;
     if (size > 1)
         fprintf(f, "# all-reduces after compute: 16 KiB %.6g us, 256 KiB %.6g us; the half-bandwidth size that puts "
                    "the model on each %.4g and %.4g KiB, their mean %.4g KiB\n",
@@ -733,9 +850,17 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link
     fprintf(f, "gpu { memory %.0f B; bf16 %.6g FLOP/s; fp32 %.6g FLOP/s; hbm %.6g B/s; }\n", memory, peak16, peak,
             hbm);
     if (size > 1) fprintf(f, "link intra %.6g B/s %.6g s;\n", link->bandwidth, step_latency);
+    char inter_eff[96] = "inter 1;";
+    if (inter) {
+        double inter_halves[MID_SIZES], inter_half;
+        link_fit(inter, 2, inter_halves, &inter_half);
+        write_inter(f, inter, inter_hosts);
+        snprintf(inter_eff, sizeof inter_eff, "inter %.4g; half_inter %.6g B;", clamp01(inter->busbw / inter->bandwidth),
+                 inter_half);
+    }
     fprintf(f, "efficiency { gemm %.4g %.4g %.4g %.4g; attention %.4g; hbm %.4g; norm %.4g; activation %.4g; "
                "softmax %.4g; scores %.4g; optimizer %.4g; stream16 %.4g %.4g %.4g %.4g %.4g; gemm16 %.4g %.4g %.4g %.4g; "
-               "intra %.4g; inter 1; half_intra %.6g B; overlap %.4g; }\n",
+               "intra %.4g; %s half_intra %.6g B; overlap %.4g; }\n",
             clamp01(r->gemm[0] / peak), clamp01(r->gemm[1] / peak), clamp01(r->gemm[2] / peak),
             clamp01(r->gemm[3] / peak), clamp01(r->attn / peak), clamp01(r->kernel[K_ADD] / hbm),
             clamp01(r->kernel[K_NORM] / hbm), clamp01(r->kernel[K_GELU] / hbm), clamp01(r->kernel[K_SOFTMAX] / hbm),
@@ -743,7 +868,7 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link
             clamp01(r->kernel[K_ADAMW] / hbm), clamp01(share16[0]), clamp01(share16[1]), clamp01(share16[2]),
             clamp01(share16[3]), scores16, clamp01(r->gemm16[0] / peak16),
             clamp01(r->gemm16[1] / peak16), clamp01(r->gemm16[2] / peak16), clamp01(r->gemm16[3] / peak16),
-            size > 1 ? clamp01(link->busbw / link->bandwidth) : 1.0, half, size > 1 ? link->overlap : 1.0);
+            size > 1 ? clamp01(link->busbw / link->bandwidth) : 1.0, inter_eff, half, size > 1 ? link->overlap : 1.0);
 }
 
 /* ---------------------------------------------------------------- --device */
@@ -865,7 +990,7 @@ static int calibrate_on_device(char **argv)
     MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
     if (rank == 0) {
         FILE *f = fopen(argv[3], "w");
-        if (!f || (write_fragment(f, &r, &link, &link, 1, size, rt), fclose(f) != 0)) {
+        if (!f || (write_fragment(f, &r, &link, &link, 1, size, rt, NULL, NULL), fclose(f) != 0)) {
             fprintf(stderr, "parc_calibrate: cannot write `%s`\n", argv[3]);
             status = 1;
         }
@@ -889,15 +1014,42 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int link_only = argc == 3 && !strcmp(argv[1], "--link");
-    if (argc < 2 || (!link_only && argc - 2 >= MAX_LAUNCHES) || (!link_only && !strcmp(argv[1], "--link"))) {
+    int inter_only = argc == 3 && !strcmp(argv[1], "--link-inter");
+    const char *inter_path = argc >= 4 && !strcmp(argv[2], "--inter") ? argv[3] : NULL;
+    int first_link = inter_path ? 4 : 2;
+    if (argc < 2 || (!link_only && !inter_only && argc - first_link >= MAX_LAUNCHES) ||
+        (!link_only && !inter_only && argv[1][0] == '-') || (inter_only && size != 2)) {
         if (rank == 0)
-            fprintf(stderr, "usage: mpirun -np 2 parc_calibrate OUT.par [LINK...]\n"
+            fprintf(stderr, "usage: mpirun -np 2 parc_calibrate OUT.par [--inter LINK] [LINK...]\n"
                             "       mpirun -np 2 parc_calibrate --link LINK\n"
+                            "       mpirun -np 2 --map-by ppr:1:node parc_calibrate --link-inter LINK\n"
                             "       [mpirun -np G] parc_calibrate --device DEV OUT.par\n");
         MPI_Finalize();
         return 2;
     }
     int status = 0;
+    if (inter_only) { /* one rank on each of two hosts */
+        char mine[MPI_MAX_PROCESSOR_NAME] = {0}, names[2][MPI_MAX_PROCESSOR_NAME];
+        int len = 0;
+        MPI_Get_processor_name(mine, &len);
+        MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD);
+        if (!strcmp(names[0], names[1])) {
+            if (rank == 0)
+                fprintf(stderr, "parc_calibrate: --link-inter: both ranks run on %s: start one on each of two "
+                                "hosts (mpirun --map-by ppr:1:node with a hostfile of two hosts)\n", names[0]);
+            MPI_Finalize();
+            return 1;
+        }
+        Link link = measure_inter_link(rank, size);
+        snprintf(link.hosts, sizeof link.hosts, "%s and %s", names[0], names[1]);
+        if (rank == 0 && write_link(argv[2], &link) != 0) {
+            fprintf(stderr, "parc_calibrate: cannot write `%s`\n", argv[2]);
+            status = 1;
+        }
+        MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        MPI_Finalize();
+        return status;
+    }
     if (link_only) {
         Link link = size > 1 ? measure_link(rank, size) : (Link){0};
         if (size > 1) link.overlap = measure_overlap(size, link.overlap_share);
@@ -924,8 +1076,14 @@ int main(int argc, char **argv)
     MPI_Barrier(MPI_COMM_WORLD);
     measure_compute(NULL, &r);
     MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    Link inter = {0};
+    if (inter_path && read_link(inter_path, &inter) != 0) {
+        if (rank == 0) fprintf(stderr, "parc_calibrate: cannot read the link between hosts measured in `%s`\n",
+                               inter_path);
+        status = 1;
+    }
     if (size > 1) {
-        for (int i = 2; i < argc && status == 0; i++) {
+        for (int i = first_link; i < argc && status == 0; i++) {
             if (read_link(argv[i], &links[launches]) != 0) {
                 if (rank == 0) fprintf(stderr, "parc_calibrate: cannot read the link measured in `%s`\n", argv[i]);
                 status = 1;
@@ -936,7 +1094,8 @@ int main(int argc, char **argv)
     Link link = link_of_fast(links, launches);
     if (rank == 0 && status == 0) {
         FILE *f = fopen(argv[1], "w");
-        if (!f || (write_fragment(f, &r, &link, links, launches, size, NULL), fclose(f) != 0)) {
+        if (!f || (write_fragment(f, &r, &link, links, launches, size, NULL, inter_path ? &inter : NULL, inter.hosts),
+                   fclose(f) != 0)) {
             fprintf(stderr, "parc_calibrate: cannot write `%s`\n", argv[1]);
             status = 1;
         }

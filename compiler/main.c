@@ -138,7 +138,8 @@ static int run_command(Arena *arena, const CliOptions *o, Compilation *c)
         if (!status) {
             explain_check_summary(stdout, c->analysis);
             fflush(stdout);
-            status = launch_run(c->module, c->prog, o->hosts, o->nforward, o->forward);
+            LaunchOptions launch = {.hosts = o->hosts, .restarts = o->restarts};
+            status = launch_run(c->module, c->prog, &launch, o->nforward, o->forward);
         }
         return status;
     case CMD_REPORT:

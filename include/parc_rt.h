@@ -187,6 +187,10 @@ typedef struct prt_plan_desc {
     const char *axis_names[PRT_MAX_AXES];
     int64_t axis_sizes[PRT_MAX_AXES];
     int64_t dp_axis, tp_axis, pp_axis;   /* -1 when absent */
+    /* The plan's cluster: world ranks gpus_per_node at a time, in order, share
+     * a node (0 = unknown); the start-up placement check holds the hosts the
+     * ranks landed on against it. */
+    int64_t gpus_per_node;
     int64_t steps;                       /* default number of steps (--steps overrides) */
     int64_t seed;
     int64_t batch, micro_batch, micro_batches, seq, vocab;

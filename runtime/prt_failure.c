@@ -10,9 +10,21 @@
  * that never answered: stopped (SIGSTOP), hung in computation, or dead.  Calls
  * that cannot be polled (communicator splits, device synchronisation) are
  * bracketed by prt_block_begin/end and watched by a thread that ends the process
- * past the timeout.
+ * past the timeout.  Where the job spans hosts, the report names each rank's
+ * host, and a host none of whose ranks answered once, with its ranks.
+ *
+ * A rank that ends the job (an error, the watchdog's report) first appends
+ * `RANK HOST` to PRT_FAILURE_FILE when it is set: the launcher then knows the
+ * job is ending, and stops an mpirun that cannot reach a lost host's daemon.
+ * With it set, the watchdog's two reports (the waiting ranks' and a blocked
+ * call's) are printed by the rank that creates the file alone, so a job that
+ * fails is explained once; with PRT_LAUNCH_HOST set too (the host mpirun runs
+ * on), only a rank on that host may, where the job has ranks there: when the
+ * network splits, each side sees the other as lost, and the side that still
+ * reaches the launcher is the one whose view holds.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -37,6 +49,72 @@ void prt_failure_context(prt *rt) {
 
 /* ---------------------------------------------------------------- errors */
 
+/* Whether this rank may print a watchdog report: PRT_LAUNCH_HOST is not set,
+ * or this rank is on it, or no rank of the job is. */
+static int may_report(void) {
+    const char *launcher = getenv("PRT_LAUNCH_HOST");
+    prt *rt = g_rt;
+    if (!launcher || !*launcher || !rt || !rt->host_of || !strcmp(g_host, launcher)) return 1;
+    for (int h = 0; h < rt->nhosts; h++)
+        if (!strcmp(rt->host_names + (size_t)h * sizeof rt->host, launcher)) return 0;
+    return 1;
+}
+
+/* Appends to PRT_FAILURE_FILE, when it is set (no allocation: the watchdog
+ * thread calls it too): `text` (a message's lines), or, when `exclusive` and
+ * this is not the job's first report, the note `RANK HOST` alone.  The first
+ * report is the one that creates PRT_FAILURE_FILE.report, where may_report
+ * allows.  Returns whether `text` is the job's first report (always, without
+ * the variable). */
+static int note_failure(const char *text, int exclusive) {
+    const char *path = getenv("PRT_FAILURE_FILE");
+    if (!path || !*path) return 1;
+    int first = !exclusive;
+    if (exclusive && may_report()) {
+        char gate[4096];
+        snprintf(gate, sizeof gate, "%s.report", path);
+        int fd = open(gate, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        first = fd >= 0;
+        if (fd >= 0) close(fd);
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return first;
+    char note[MPI_MAX_PROCESSOR_NAME + 32];
+    int n = snprintf(note, sizeof note, "%d %s\n", g_rank, g_host);
+    if (!first || !text) text = note;
+    size_t len = text == note ? (size_t)(n > 0 ? n : 0) : strlen(text);
+    if (write(fd, text, len) < 0) { /* the launcher then waits for mpirun as before */ }
+    close(fd);
+    return first;
+}
+
+/* A report composed in memory (open_memstream), then printed on stderr when
+ * it is the job's first (note_failure), which also keeps it in
+ * PRT_FAILURE_FILE: the launcher prints it from there when this rank's stderr
+ * cannot reach it (a lost host's). */
+typedef struct report {
+    char *text;
+    size_t len;
+    FILE *out;
+} report;
+
+static FILE *report_begin(report *r) {
+    r->text = NULL, r->len = 0;
+    r->out = open_memstream(&r->text, &r->len);
+    return r->out ? r->out : stderr;
+}
+
+static void report_end(report *r) {
+    if (!r->out) { /* no memory: it went to stderr as it was written */
+        (void)note_failure(NULL, 0);
+        return;
+    }
+    fclose(r->out);
+    if (note_failure(r->text, 1)) fputs(r->text, stderr);
+    fflush(stderr);
+    free(r->text);
+}
+
 static int mpi_is_running(void) {
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
@@ -50,8 +128,11 @@ void prt_fail(const char *file, int line, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "parc: rank %d (%s): %s:%d: error: %s\n", g_rank, g_host, file, line, message);
+    char text[1400];
+    snprintf(text, sizeof text, "parc: rank %d (%s): %s:%d: error: %s\n", g_rank, g_host, file, line, message);
+    fputs(text, stderr);
     fflush(stderr);
+    (void)note_failure(text, 0);
     if (mpi_is_running()) MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
 }
@@ -63,8 +144,11 @@ void prt_user_fail(int status, const char *fmt, ...) {
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
     fflush(stdout);
-    fprintf(stderr, "parc: error: %s\n", message);
+    char text[2100];
+    snprintf(text, sizeof text, "parc: error: %s\n", message);
+    fputs(text, stderr);
     fflush(stderr);
+    (void)note_failure(text, 0);
     if (mpi_is_running()) MPI_Abort(MPI_COMM_WORLD, status);
     exit(status);
 }
@@ -122,6 +206,36 @@ static const char *axis_name(prt *rt, long long axis) {
     return "world";
 }
 
+static void rank_label(prt *rt, int rank, char *out, size_t size);
+static int same_group(prt *rt, int a, int b, int64_t axis);
+
+/* The watchdog thread's report of a blocked call: where the job spans hosts,
+ * it names the ranks of the call's group on other hosts, the likely cause. */
+static void report_blocked(FILE *out, const char *what, long long axis) {
+    prt *rt = g_rt;
+    int others = 0;
+    for (int r = 0; rt && rt->nhosts > 1 && r < rt->world_size; r++)
+        others += r != g_rank && rt->host_of[r] != rt->host_of[g_rank] && same_group(rt, r, g_rank, axis);
+    if (!others) {
+        fprintf(out,
+                "parc: rank %d (%s): error: %s on axis %s blocked for more than %lld s "
+                "(--timeout): a peer rank probably died or hangs; aborting this rank\n",
+                g_rank, g_host, what, axis_name(rt, axis), g_watch.timeout_ms / 1000);
+        return;
+    }
+    char label[160];
+    rank_label(rt, g_rank, label, sizeof label);
+    fprintf(out, "parc: error: %s on %s blocked in %s on %s for more than %lld s (--timeout) with", label, g_host,
+            what, axis_name(rt, axis), g_watch.timeout_ms / 1000);
+    for (int r = 0, k = 0; r < rt->world_size; r++) {
+        if (r == g_rank || rt->host_of[r] == rt->host_of[g_rank] || !same_group(rt, r, g_rank, axis)) continue;
+        rank_label(rt, r, label, sizeof label);
+        fprintf(out, "%s %s on %s", k++ ? "," : "", label, prt_host_of(rt, r));
+    }
+    fprintf(out, ": %s, %s host or the network link to it is down or hung; the job stops\n",
+            others > 1 ? "those ranks" : "that rank", others > 1 ? "their" : "its");
+}
+
 static void *watchdog_main(void *arg) {
     (void)arg;
     while (!atomic_load(&g_watch.stop)) {
@@ -129,12 +243,9 @@ static void *watchdog_main(void *arg) {
         nanosleep(&nap, NULL);
         long long since = atomic_load(&g_watch.blocked_since_ms);
         if (since && now_ms() - since > g_watch.timeout_ms) {
-            fprintf(stderr,
-                    "parc: rank %d (%s): error: %s on axis %s blocked for more than %lld s "
-                    "(--timeout): a peer rank probably died or hangs; aborting this rank\n",
-                    g_rank, g_host, atomic_load(&g_watch.what), axis_name(g_rt, atomic_load(&g_watch.axis)),
-                    g_watch.timeout_ms / 1000);
-            fflush(stderr);
+            report r;
+            report_blocked(report_begin(&r), atomic_load(&g_watch.what), atomic_load(&g_watch.axis));
+            report_end(&r);
             /* No MPI from this thread: exiting without MPI_Finalize makes mpirun end the job. */
             _exit(1);
         }
@@ -219,44 +330,102 @@ static int same_group(prt *rt, int a, int b, int64_t axis) {
     return 1;
 }
 
+/* " on HOST" for rank r where the job spans hosts, else "". */
+static const char *on_host(prt *rt, int r, char *out, size_t size) {
+    if (rt->nhosts <= 1) return "";
+    snprintf(out, size, " on %s", prt_host_of(rt, r));
+    return out;
+}
+
 /* "all-reduce on tp", or "the trace gather (shutdown)" for a wait on the world. */
 static void wait_label(prt *rt, const wait_report *r, char *out, size_t size) {
     if (r->axis >= 0) snprintf(out, size, "%s on %s", r->what, axis_name(rt, r->axis));
     else snprintf(out, size, "%s", r->what);
 }
 
+/* A waiting rank of m's group on the axis it waits on, or -1. */
+static int waiter_of(prt *rt, const char *heard, const wait_report *reports, int m) {
+    for (int r = 0; r < rt->world_size; r++)
+        if (heard[r] && same_group(rt, r, m, reports[r].axis)) return r;
+    return -1;
+}
+
+/* Whether none of the ranks on m's host answered (the job spanning hosts). */
+static int host_silent(prt *rt, const char *heard, int m) {
+    if (rt->nhosts <= 1 || !rt->host_of) return 0;
+    for (int r = 0; r < rt->world_size; r++)
+        if (heard[r] && rt->host_of[r] == rt->host_of[m]) return 0;
+    return 1;
+}
+
+/* One line for a host none of whose ranks answered, led by its lowest rank m. */
+static void print_silent_host(FILE *out, prt *rt, const char *heard, const wait_report *reports, int m) {
+    char label[160], peer[160], wait[128], step[32], at[300];
+    fprintf(out, "parc: error: host %s does not answer: none of its ranks", prt_host_of(rt, m));
+    for (int r = m, k = 0; r < rt->world_size; r++) {
+        if (rt->host_of[r] != rt->host_of[m]) continue;
+        rank_label(rt, r, label, sizeof label);
+        fprintf(out, "%s %s", k++ ? "," : "", label + 5); /* without the word "rank" */
+    }
+    int waiter = waiter_of(rt, heard, reports, m);
+    if (waiter >= 0) {
+        rank_label(rt, waiter, peer, sizeof peer);
+        wait_label(rt, &reports[waiter], wait, sizeof wait);
+        snprintf(step, sizeof step, "step %lld; ", (long long)reports[waiter].step);
+        fprintf(out, " reached %s within %.0f s (%s%s%s waits for them)", wait, rt->timeout,
+                reports[waiter].step >= 0 ? step : "", peer, on_host(rt, waiter, at, sizeof at));
+    } else {
+        fprintf(out, " arrived within %.0f s", rt->timeout);
+    }
+    fprintf(out, ": the host, its network link or every process on it is down\n");
+}
+
 static void print_report(prt *rt, const char *heard, const wait_report *reports) {
-    char label[160], peer[160], wait[128], step[32];
-    int missing = 0;
+    report rep;
+    FILE *out = report_begin(&rep);
+    char label[160], peer[160], wait[128], step[32], at[300], peer_at[300];
+    int missing = 0, silent_hosts = 0;
+    for (int m = 0; m < rt->world_size; m++) silent_hosts += !heard[m] && host_silent(rt, heard, m);
     for (int m = 0; m < rt->world_size; m++) {
         if (heard[m]) continue;
         missing++;
+        if (host_silent(rt, heard, m)) {
+            int first = 1; /* the host's line, once, at its lowest rank */
+            for (int r = 0; r < m && first; r++) first = rt->host_of[r] != rt->host_of[m];
+            if (first) print_silent_host(out, rt, heard, reports, m);
+            continue;
+        }
         rank_label(rt, m, label, sizeof label);
-        int waiter = -1;  /* a waiting rank of m's group on its axis */
-        for (int r = 0; r < rt->world_size && waiter < 0; r++)
-            if (heard[r] && same_group(rt, r, m, reports[r].axis)) waiter = r;
+        if (silent_hosts) { /* most likely inside a blocking call with a rank of the silent host */
+            fprintf(out, "parc:   %s%s did not answer either (blocked in a call with a rank of a host that does "
+                         "not answer, or hung)\n", label, on_host(rt, m, at, sizeof at));
+            continue;
+        }
+        int waiter = waiter_of(rt, heard, reports, m); /* a waiting rank of m's group on its axis */
         if (waiter < 0) {
-            fprintf(stderr, "parc: error: %s did not arrive within %.0f s (stopped, hung or dead)\n", label,
-                    rt->timeout);
+            fprintf(out, "parc: error: %s%s did not arrive within %.0f s (stopped, hung or dead)\n", label,
+                    on_host(rt, m, at, sizeof at), rt->timeout);
             continue;
         }
         rank_label(rt, waiter, peer, sizeof peer);
         wait_label(rt, &reports[waiter], wait, sizeof wait);
         snprintf(step, sizeof step, "step %lld; ", (long long)reports[waiter].step);
-        fprintf(stderr, "parc: error: %s did not reach %s within %.0f s (%s%s waits for it)\n", label, wait,
-                rt->timeout, reports[waiter].step >= 0 ? step : "", peer);
+        fprintf(out, "parc: error: %s%s did not reach %s within %.0f s (%s%s%s waits for it)\n", label,
+                on_host(rt, m, at, sizeof at), wait, rt->timeout, reports[waiter].step >= 0 ? step : "", peer,
+                on_host(rt, waiter, peer_at, sizeof peer_at));
     }
     if (!missing)
-        fprintf(stderr, "parc: error: every rank has waited for more than %.0f s: the ranks wait in collectives "
-                        "that do not match (a deadlock)\n", rt->timeout);
+        fprintf(out, "parc: error: every rank has waited for more than %.0f s: the ranks wait in collectives "
+                     "that do not match (a deadlock)\n", rt->timeout);
     for (int r = 0; r < rt->world_size; r++) {
         if (!heard[r]) continue;
         rank_label(rt, r, label, sizeof label);
         wait_label(rt, &reports[r], wait, sizeof wait);
         snprintf(step, sizeof step, " (step %lld)", (long long)reports[r].step);
-        fprintf(stderr, "parc:   %s waits in %s%s\n", label, wait, reports[r].step >= 0 ? step : "");
+        fprintf(out, "parc:   %s%s waits in %s%s\n", label, on_host(rt, r, at, sizeof at), wait,
+                reports[r].step >= 0 ? step : "");
     }
-    fflush(stderr);
+    report_end(&rep);
 }
 
 /* Past the timeout: asks every rank where it waits, for a grace period; the

@@ -306,6 +306,12 @@ struct prt {
     const char *wait_what;   /* the wait in progress, NULL outside one */
     int64_t wait_axis;
 
+    /* every rank's host (prt_placement.c; with one rank, none): the distinct
+     * names, sizeof host bytes each, and each world rank's index into them */
+    int nhosts;
+    char *host_names;
+    int *host_of;
+
     /* checkpoints and signals (prt_ckpt.c); NULL until prt_ckpt_init */
     struct prt_ckpt *ckpt;
 };
@@ -447,7 +453,7 @@ void prt_startup_intervals(const prt *rt, double *ms, double *total_ms);
 void prt_startup_report(prt *rt);
 
 /* Start-up phases, in the order prt_init and a resume's restore reach them.
- * Each one that runs (hosts: with a tp axis of 2 or more; data: with a token
+ * Each one that runs (hosts: with 2 ranks or more; data: with a token
  * file; backend: with a backend start-up; resume: with --resume) ends the
  * ranks' local work of the phase with a wait of the world that prt_wait polls,
  * labelled by the phase, so a rank that never arrives is named with the phase
@@ -480,10 +486,16 @@ const char *prt_startup_phase(prt *rt, int phase);
 extern const char *const prt_phase_keys[PRT_NPHASES];
 void prt_metrics_step(prt *rt, int64_t step, double loss, double seconds);
 
-/* Start-up, after the axes: warns (rank 0) about tensor-parallel groups whose
- * ranks are on different hosts; PRT_HOSTNAME (a test hook) names them
- * (prt_placement.c). */
+/* Start-up, after the axes (prt_placement.c): every rank learns every rank's
+ * host (rt->host_of, rt->host_names), and rank 0 warns about each group of an
+ * axis whose ranks are on more than one host where that costs what the plan
+ * did not count: a tensor-parallel group always, any other axis's where the
+ * plan's cluster keeps the axis inside a node.  PRT_HOSTNAME (a test hook)
+ * names the hosts; PRT_PLACEMENT_FILE=PATH has rank 0 write `RANK HOST` per
+ * rank there (parc run reads it to name the ranks of a host it lost). */
 void prt_check_placement(prt *rt);
+/* World rank r's host name ("?" when unknown). */
+const char *prt_host_of(const prt *rt, int r);
 void prt_metrics_fail(prt *rt, int64_t step);
 /* `, "key": v` into the metrics log, null where v is not finite (JSON has no
  * NaN or infinity); fprintf's result. */

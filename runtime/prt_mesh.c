@@ -28,13 +28,17 @@ void prt_startup_verdict(prt *rt, int phase, const char *message) {
 }
 
 /* Opens the outputs on rank 0 before any training, so that a path in a missing
- * directory or without write permission fails now, not after the run. */
+ * directory or without write permission fails now, not after the run.  With
+ * PRT_LOG_APPEND=1 (parc run --restarts, relaunching a failed job) the loss
+ * file and the metrics log continue what the failed launch wrote. */
 static void open_outputs(prt *rt, char *message, size_t size) {
     if (rt->world_rank != 0) return;
+    const char *append = getenv("PRT_LOG_APPEND");
+    const char *mode = append && !strcmp(append, "1") ? "a" : "w";
     const char *loss_path = getenv("PRT_LOSS_FILE");
     if (loss_path && *loss_path) {
         rt->loss_path = loss_path;
-        rt->loss_file = fopen(loss_path, "w");
+        rt->loss_file = fopen(loss_path, mode);
         if (!rt->loss_file) {
             snprintf(message, size, "PRT_LOSS_FILE %s: cannot open it for writing: %s", loss_path, strerror(errno));
             return;
@@ -43,7 +47,7 @@ static void open_outputs(prt *rt, char *message, size_t size) {
     const char *metrics_path = getenv("PRT_METRICS_FILE"); /* the log's name when --log is not given */
     if (!rt->log_path && metrics_path && *metrics_path) rt->log_path = metrics_path;
     if (rt->log_path) {
-        rt->log_file = fopen(rt->log_path, "w");
+        rt->log_file = fopen(rt->log_path, mode);
         if (!rt->log_file) {
             snprintf(message, size, "--log %s: cannot open it for writing: %s", rt->log_path, strerror(errno));
             return;

@@ -194,6 +194,8 @@ int64_t prt_finalize(prt *rt) {
     free(rt->work);
     free(rt->events);
     free(rt->phase_log);
+    free(rt->host_names);
+    free(rt->host_of);
     prt_failure_context(NULL);
     free(rt);
     MPI_Finalize();

@@ -64,6 +64,7 @@ void codegen_build_types(Gen *g) {
         LLVMArrayType(g->t_ptr, PRT_MAX_AXES),           /* axis_names */
         LLVMArrayType(g->t_i64, PRT_MAX_AXES),           /* axis_sizes */
         g->t_i64, g->t_i64, g->t_i64,                    /* dp_axis, tp_axis, pp_axis */
+        g->t_i64,                                        /* gpus_per_node */
         g->t_i64, g->t_i64,                              /* steps, seed */
         g->t_i64, g->t_i64, g->t_i64, g->t_i64, g->t_i64, /* batch, micro_batch, micro_batches, seq, vocab */
         g->t_f64,                                         /* est_step_seconds */
@@ -178,6 +179,7 @@ LLVMValueRef codegen_emit_plan_desc(Gen *g) {
         LLVMConstArray(g->t_ptr, names, PRT_MAX_AXES),
         const_i64_array(g, sizes, PRT_MAX_AXES),
         c64(g, pr->dp_axis), c64(g, pr->tp_axis), c64(g, pr->pp_axis),
+        c64(g, plan->cluster.gpus_per_node),
         c64(g, plan->train.steps), c64(g, (int64_t)plan->train.seed),
         c64(g, plan->train.batch), c64(g, plan->train.micro_batch), c64(g, plan->train.micro_batches),
         c64(g, plan->model.seq), c64(g, plan->model.vocab),

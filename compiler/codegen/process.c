@@ -23,7 +23,8 @@ extern char **environ;
 /* Signals that stop a launched job. */
 static const int process_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 #define PROCESS_NSIGNALS ((int)(sizeof process_signals / sizeof process_signals[0]))
-static volatile sig_atomic_t process_child, process_pending, process_to_children;
+static volatile sig_atomic_t process_child, process_pending, process_to_children, process_signalled;
+static ProcessWatch *process_watch; /* the run's, or NULL */
 
 /* Forwards a signal that was sent to parc by a process (si_code <= 0: kill,
  * sigqueue) to the child; one from the terminal (SI_KERNEL) reached the
@@ -32,6 +33,7 @@ static volatile sig_atomic_t process_child, process_pending, process_to_children
 static void process_forward(int sig, siginfo_t *info, void *context)
 {
     (void)context;
+    process_signalled = sig;
     if (info && info->si_code > 0) return;
     int saved = errno;
     if (process_child > 0 && !process_to_children) kill((pid_t)process_child, sig);
@@ -88,6 +90,10 @@ static int spawn_tied(pid_t *pid, char *const argv[], char *const env[], const c
             int fd = open(stderr_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
             if (fd < 0 || dup2(fd, 2) < 0 || dup2(2, 1) < 0) _exit(127);
             close(fd);
+        } else if (process_watch && process_watch->relay_file) {
+            int fd = open(process_watch->relay_file, O_WRONLY | O_APPEND);
+            if (fd < 0 || dup2(fd, 2) < 0) _exit(127);
+            close(fd);
         }
         execvpe(argv[0], argv, env);
         int err = errno;
@@ -108,10 +114,88 @@ static int spawn_tied(pid_t *pid, char *const argv[], char *const env[], const c
     return 0;
 }
 
+int process_signal_seen(void) { return process_signalled; }
+
 int process_run_signalling_children(char *const argv[], char *const extra_env[], const char *stderr_path) {
     process_to_children = 1;
     int status = process_run(argv, extra_env, stderr_path);
     process_to_children = 0;
+    return status;
+}
+
+/* The relay: what the child's stderr file gained since the last call, to
+ * parc's stderr and, line by line, to watch->line. */
+typedef struct Relay {
+    int fd;
+    char line[4096];
+    size_t len;
+} Relay;
+static Relay *process_relay; /* process_run_watched's, while it runs */
+
+static void relay_pump(ProcessWatch *w, Relay *r) {
+    char buf[4096];
+    ssize_t n;
+    while (r->fd >= 0 && (n = read(r->fd, buf, sizeof buf)) > 0) {
+        for (ssize_t off = 0; off < n;) {
+            ssize_t put = write(2, buf + off, (size_t)(n - off));
+            if (put <= 0) break;
+            off += put;
+        }
+        for (ssize_t i = 0; i < n; i++) {
+            if (buf[i] != '\n' && r->len < sizeof r->line - 1) {
+                r->line[r->len++] = buf[i];
+                continue;
+            }
+            r->line[r->len] = 0;
+            if (buf[i] == '\n' && w->line) w->line(w->ctx, r->line);
+            if (buf[i] == '\n') r->len = 0;
+        }
+    }
+}
+
+static double process_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Called in the wait loop: relays, and stops the child as watch->stop_file
+ * asks (stop_at: when the file was first seen plus the grace, 0 before). */
+static void process_tick(pid_t pid, ProcessWatch *w, Relay *r, double *stop_at) {
+    relay_pump(w, r);
+    if (!w->stop_file) return;
+    double now = process_now();
+    if (*stop_at == 0 && access(w->stop_file, F_OK) == 0) *stop_at = now + w->grace_s;
+    if (*stop_at == 0 || now < *stop_at) return;
+    double late = now - *stop_at;
+    int stage = late < 2.0 ? 1 : 2;
+    if (stage > w->stopped) { /* SIGTERM (mpirun ends what it can reach), SIGKILL */
+        kill(pid, stage < 2 ? SIGTERM : SIGKILL);
+        w->stopped = stage;
+    }
+}
+
+int process_run_watched(char *const argv[], char *const extra_env[], ProcessWatch *watch) {
+    Relay relay = {.fd = -1};
+    if (watch->relay_file) {
+        int fd = open(watch->relay_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0) close(fd);
+        relay.fd = open(watch->relay_file, O_RDONLY | O_CLOEXEC);
+    }
+    watch->stopped = 0;
+    process_watch = watch;
+    process_relay = &relay;
+    process_to_children = 1;
+    int status = process_run(argv, extra_env, NULL);
+    process_to_children = 0;
+    process_watch = NULL;
+    process_relay = NULL;
+    relay_pump(watch, &relay);
+    if (relay.len && watch->line) { /* a last line without its newline */
+        relay.line[relay.len] = 0;
+        watch->line(watch->ctx, relay.line);
+    }
+    if (relay.fd >= 0) close(relay.fd);
     return status;
 }
 
@@ -157,6 +241,7 @@ int process_run(char *const argv[], char *const extra_env[], const char *stderr_
     sigemptyset(&forward.sa_mask);
     process_child = 0;
     process_pending = 0;
+    process_signalled = 0;
     for (int k = 0; k < PROCESS_NSIGNALS; k++) sigaction(process_signals[k], &forward, &old[k]);
 
     pid_t pid;
@@ -168,10 +253,12 @@ int process_run(char *const argv[], char *const extra_env[], const char *stderr_
         int ws;
         pid_t r;
         if (process_to_children) { /* poll, so that a signal is passed on as it comes */
+            double stop_at = 0;
             while ((r = waitpid(pid, &ws, WNOHANG)) == 0 || (r < 0 && errno == EINTR)) {
                 int sig = process_pending;
                 process_pending = 0;
                 if (sig) signal_children(pid, sig);
+                if (process_watch) process_tick(pid, process_watch, process_relay, &stop_at);
                 nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
             }
         } else {

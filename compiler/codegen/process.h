@@ -20,4 +20,29 @@ int process_run(char *const argv[], char *const extra_env[], const char *stderr_
  * its parc. */
 int process_run_signalling_children(char *const argv[], char *const extra_env[], const char *stderr_path);
 
+/* The last of SIGINT, SIGTERM, SIGHUP, SIGQUIT parc received while the last
+ * process_run* ran (0: none). */
+int process_signal_seen(void);
+
+/* What process_run_watched watches while the child runs, besides signals. */
+typedef struct ProcessWatch {
+    /* When this file exists, the child has grace_s seconds to end; then it
+     * gets SIGTERM, and SIGKILL 2 s later (NULL: none).  `stopped` says it
+     * had to be. */
+    const char *stop_file;
+    double grace_s;
+    int stopped;
+    /* The child's stderr goes to this file (created), which parc copies to
+     * its own stderr as it grows, calling line() with each line (NULL: the
+     * child keeps parc's stderr).  A file, not a pipe: the child never
+     * blocks on it, nor dies writing to it when parc is gone. */
+    const char *relay_file;
+    void (*line)(void *ctx, const char *line);
+    void *ctx;
+} ProcessWatch;
+
+/* process_run_signalling_children (stdout and stderr as parc's), watching as
+ * `watch` says. */
+int process_run_watched(char *const argv[], char *const extra_env[], ProcessWatch *watch);
+
 #endif

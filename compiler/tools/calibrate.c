@@ -7,7 +7,15 @@
  * cuBLAS, the GPU kernels, NCCL between the ranks), on one rank, or on N
  * under mpirun (one per GPU).  Plans include the fragment inside
  * `cluster { nodes 1; gpus_per_node N; include "cluster.par"; }`.
+ *
+ * With --hosts FILE (mpirun's hostfile, two hosts or more) the launches run
+ * on its hosts: the link inside a host and the compute on the first one (two
+ * ranks there), and one more launch measures the link between the first two
+ * hosts (a rank on each), which the fragment adds as `link inter` with its
+ * efficiency and half-bandwidth size: plans include it inside `cluster {
+ * nodes M; gpus_per_node N; ... }`.
  */
+#include "launch.h"
 #include "process.h"
 #include "tools.h"
 
@@ -22,8 +30,15 @@
 
 int calibrate_main(const CliOptions *o)
 {
-    const char *out = o->output ? o->output : "cluster.par", *device = o->device;
+    const char *out = o->output ? o->output : "cluster.par", *device = o->device, *hosts = o->hosts;
     long ranks = o->ranks;
+    int nhosts = hosts ? launch_hostfile_hosts(hosts) : 0;
+    if (hosts && nhosts < 2) {
+        if (nhosts < 0) fprintf(stderr, "parc calibrate: --hosts %s: cannot read it: %s\n", hosts, strerror(errno));
+        else fprintf(stderr, "parc calibrate: --hosts %s names %d host%s: the link between hosts needs two\n", hosts,
+                     nhosts, nhosts == 1 ? "" : "s");
+        return 2;
+    }
 #ifndef PARC_CALIBRATE_EXE
     fprintf(stderr, "parc calibrate: this parc was built without the CPU runtime (MPI and OpenBLAS), so without "
                     "its measuring program\n");
@@ -41,7 +56,8 @@ int calibrate_main(const CliOptions *o)
         return 3;
     }
     char links[LINK_LAUNCHES - 1][sizeof dir + 16] = {{0}}; /* empty until its launch names it */
-    char *args[8 + LINK_LAUNCHES];
+    char inter[sizeof dir + 16] = "";
+    char *args[16 + LINK_LAUNCHES];
     char *env[4];
     int ne = 0;
     if (geteuid() == 0) {
@@ -76,19 +92,36 @@ int calibrate_main(const CliOptions *o)
         args[n] = NULL;
         status = process_run(args, env, NULL);
     }
-    for (int launch = 0; !device && launch < LINK_LAUNCHES && status == 0; launch++) {
+    /* the launches inside a host, the one between hosts before the last */
+    for (int launch = 0; !device && launch < LINK_LAUNCHES + (hosts != NULL) && status == 0; launch++) {
+        int between = hosts && launch == LINK_LAUNCHES - 1, last = launch == LINK_LAUNCHES - 1 + (hosts != NULL);
         int n = 0;
         args[n++] = (char *)PARC_MPIEXEC;
         args[n++] = (char *)"-np";
         args[n++] = (char *)"2";
-        if (cores < 2) args[n++] = (char *)"--oversubscribe";
+        if (hosts) {
+            args[n++] = (char *)"--hostfile";
+            args[n++] = (char *)hosts;
+            args[n++] = (char *)"--map-by";
+            args[n++] = (char *)(between ? "ppr:1:node" : "ppr:2:node");
+        } else if (cores < 2) {
+            args[n++] = (char *)"--oversubscribe";
+        }
         args[n++] = (char *)PARC_CALIBRATE_EXE;
-        if (launch < LINK_LAUNCHES - 1) {
+        if (between) {
+            snprintf(inter, sizeof inter, "%s/inter", dir);
+            args[n++] = (char *)"--link-inter";
+            args[n++] = inter;
+        } else if (!last) {
             snprintf(links[launch], sizeof links[launch], "%s/link%d", dir, launch);
             args[n++] = (char *)"--link";
             args[n++] = links[launch];
         } else {
             args[n++] = (char *)out;
+            if (hosts) {
+                args[n++] = (char *)"--inter";
+                args[n++] = inter;
+            }
             for (int i = 0; i < LINK_LAUNCHES - 1; i++) args[n++] = links[i];
         }
         args[n] = NULL;
@@ -96,6 +129,7 @@ int calibrate_main(const CliOptions *o)
     }
     for (int i = 0; i < LINK_LAUNCHES - 1; i++)
         if (links[i][0]) unlink(links[i]);
+    if (inter[0]) unlink(inter);
     rmdir(dir);
     if (status != 0) {
         fprintf(stderr, "parc calibrate: %s%s%s exited with status %d\n", device && ranks == 1 ? "" : PARC_MPIEXEC,

@@ -30,6 +30,7 @@ typedef enum {
     OPT_FORWARD, /* run: an option of the built program */
     OPT_PLAN,    /* report: the plan the trace ran */
     OPT_HOSTS,   /* run: mpirun's hostfile */
+    OPT_RESTARTS, /* run: relaunches after a failure */
     OPT_SBATCH,  /* build: a Slurm batch script beside the executable */
     OPT_TOP,        /* search */
     OPT_EXHAUSTIVE, /* search */
@@ -85,7 +86,10 @@ static const OptSpec build_opts[] = {
      "also write a Slurm batch script that runs OUT with srun on the plan's nodes (sbatch FILE)"},
 };
 static const OptSpec run_opts[] = {
-    {"--hosts", "FILE", OPT_HOSTS, "run the ranks on the hosts of FILE, mpirun's hostfile (`HOST slots=N` per line)"},
+    {"--hosts", "FILE", OPT_HOSTS, "run the ranks on the hosts of FILE, mpirun's hostfile (`HOST slots=N` per line): "
+                                   "the plan's node i on its i-th host, gpus_per_node ranks each"},
+    {"--restarts", "N", OPT_RESTARTS, "relaunch a failed job from its newest checkpoint up to N times (needs a "
+                                      "checkpoint directory; each restart is a record of the --log)"},
     {"--steps", "N", OPT_FORWARD, "training steps (default: the plan's `steps`)"},
     {"--data", "FILE", OPT_FORWARD, "a token file to train on (default: the plan's data section, else the synthetic stream)"},
     {"--val-data", "FILE", OPT_FORWARD, "a token file to evaluate on (default: the plan's validation file)"},
@@ -125,6 +129,8 @@ static const OptSpec calibrate_opts[] = {
     {"-o", "FILE", OPT_OUTPUT, "the cluster fragment to write (default cluster.par)"},
     {"--device", "DEV", OPT_DEVICE, "measure through the runtime's backend DEV (cuda: cuBLAS, its kernels, NCCL)"},
     {"--ranks", "N", OPT_RANKS, "with --device: N ranks under mpirun, one per GPU (default 1)"},
+    {"--hosts", "FILE", OPT_HOSTS, "run on the hosts of FILE, mpirun's hostfile (two or more): also measure the link "
+                                   "between two hosts (`link inter`)"},
 };
 static const OptSpec export_opts[] = {
     {"-o", "OUT", OPT_OUTPUT, "a safetensors file (OUT.safetensors), or a directory Hugging Face transformers loads "
@@ -184,12 +190,14 @@ static const CmdSpec commands[CMD_COUNT] = {
      "checks and fits, by the cost model: the first line says how many it considered.  The best are lowered and "
      "explained exactly; each line gives memory, step time, MFU, bubble and bytes per link class.",
      search_opts, COUNT(search_opts)},
-    {"calibrate", "[-o FILE] [--device DEV [--ranks N]]", 0, "measure this machine as a cluster fragment",
+    {"calibrate", "[-o FILE] [--device DEV [--ranks N] | --hosts FILE]", 0, "measure this machine as a cluster fragment",
      "Runs the measuring program on two local ranks: GEMM rates over four shape classes, memory bandwidth, and "
      "the latency and bandwidth between the ranks (over four launches), and writes them as a cluster fragment "
      "that plans include inside `cluster { ... include \"FILE\"; }`.  With --device every figure is measured "
      "through that backend of the runtime (cuda: the linear op on cuBLAS, the memory-bound ops and attention on "
-     "the GPU's kernels, the collectives over NCCL between N ranks).  Exit 3 when it cannot run or write.",
+     "the GPU's kernels, the collectives over NCCL between N ranks).  With --hosts the launches run on the hosts of "
+     "a hostfile, and one more measures the link between two of them (latency, bandwidth, half-bandwidth size) as "
+     "`link inter`.  Exit 3 when it cannot run or write.",
      calibrate_opts, COUNT(calibrate_opts)},
     {"export", "CKPT -o OUT [--master] [--names hf|parc] [--max-shard-size SIZE]", 1,
      "a checkpoint of any layout as one safetensors file, or a directory transformers loads",
@@ -352,6 +360,10 @@ static int read_option(Parser *p, const CmdSpec *cmd)
     case OPT_HTML: opts->html = value; break;
     case OPT_PLAN: opts->plan = value; break;
     case OPT_HOSTS: opts->hosts = value; break;
+    case OPT_RESTARTS:
+        if (read_count(value, 1000, &opts->restarts))
+            return usage_error(p, "--restarts takes a count from 1 to 1000, not `%s`", value, NULL);
+        break;
     case OPT_SBATCH: opts->sbatch = value; break;
     case OPT_COLOR:
         if (strcmp(value, "auto") && strcmp(value, "always") && strcmp(value, "never"))
@@ -460,6 +472,8 @@ static int check_arguments(Parser *p, const char **args, int nargs)
         if (opts->ranks > 1 && !opts->device)
             return usage_error(p, "--ranks goes with --device (without it the CPU is measured on two ranks)%s", "",
                                NULL);
+        if (opts->hosts && opts->device)
+            return usage_error(p, "--hosts measures the CPU runtime's links; it does not go with --device%s", "", NULL);
         return 0;
     case CMD_EXPORT:
         opts->checkpoint = args[0];

@@ -57,6 +57,7 @@ typedef struct CliOptions {
     const char *output;     /* build: -o, NULL when not given */
     const char *sbatch;     /* build: --sbatch FILE, NULL when not given */
     const char *hosts;      /* run: --hosts FILE (mpirun's hostfile), NULL when not given */
+    int restarts;           /* run: --restarts N, the relaunches from the newest checkpoint (default 0) */
     int color;              /* diagnostics in colour (resolved from --color) */
     int diagnostics_json;   /* --diagnostics-format=json */
     /* run: the program's options, each `--name value` (or a lone flag), then

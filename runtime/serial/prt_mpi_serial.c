@@ -168,6 +168,9 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
     if (root != 0) return ERR_RANK;
     return copy_in(MPI_IN_PLACE, NULL, count, datatype, comm);
 }
+int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request) {
+    return done(request, MPI_Bcast(buffer, count, datatype, root, comm));
+}
 
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
     (void)op;

@@ -72,6 +72,7 @@ static void test_layouts(void) {
         offsetof(prt_plan_desc, naxes),      offsetof(prt_plan_desc, axis_names),
         offsetof(prt_plan_desc, axis_sizes), offsetof(prt_plan_desc, dp_axis),
         offsetof(prt_plan_desc, tp_axis),    offsetof(prt_plan_desc, pp_axis),
+        offsetof(prt_plan_desc, gpus_per_node),
         offsetof(prt_plan_desc, steps),      offsetof(prt_plan_desc, seed),
         offsetof(prt_plan_desc, batch),      offsetof(prt_plan_desc, micro_batch),
         offsetof(prt_plan_desc, micro_batches), offsetof(prt_plan_desc, seq),
@@ -496,7 +497,8 @@ static void test_pipelines(void) {
 static int run_program(const Program *pr, const char *hosts, int argc, char **argv) {
     CodegenModule *m = codegen_build(pr);
     if (!m) return -1;
-    int status = launch_run(m, pr, hosts, argc, argv);
+    LaunchOptions options = {.hosts = hosts, .restarts = 0};
+    int status = launch_run(m, pr, &options, argc, argv);
     codegen_free(m);
     return status;
 }

@@ -4,7 +4,11 @@ python3-jsonschema), plus what a schema cannot say: no bare NaN or Infinity,
 the step records come first (after an optional `eval` record of step 0),
 numbered from `first` to their `steps` in order (or to the step a `diverged`
 record names, which then comes right before the summary), their phases sum
-to step_ms, and exactly one summary record ends the file.
+to step_ms, and exactly one summary record ends the file.  A `restart`
+record (parc run --restarts) starts a launch whose steps number from its
+`resume_step` + 1 (from `first` again when it is 0: no checkpoint yet);
+what the launches before it logged stays, without a summary, and
+`steps_done` counts the last launch's steps.
 
     records, problems = metrics_log.read(path, first=1)
 
@@ -43,6 +47,18 @@ def read(path, first=1):
         for err in validator.iter_errors(rec):
             problems.append(f"{path}:{i}: {err.message} (at {'/'.join(map(str, err.absolute_path)) or 'the record'})")
         records.append(rec)
+    restarts = [i for i, r in enumerate(records) if r.get("record") == "restart"]
+    for i in restarts:  # the launches before the last: consecutive steps, no summary
+        before = records[restarts[restarts.index(i) - 1] + 1:i] if restarts.index(i) else records[:i]
+        start = (records[restarts[restarts.index(i) - 1]].get("resume_step", 0) or first - 1) + 1 \
+            if restarts.index(i) else first
+        got = [r.get("step") for r in before if r.get("record") == "step"]
+        if got != list(range(start, start + len(got))) or any(r.get("record") == "summary" for r in before):
+            problems.append(f"{path}: before restart record {restarts.index(i) + 1}: steps {got}, expected from "
+                            f"{start} on, and no summary")
+    if restarts:
+        first = (records[restarts[-1]].get("resume_step", 0) or first - 1) + 1
+        records_all, records = records, records[restarts[-1] + 1:]
     steps = [r for r in records if r.get("record") == "step"]
     summaries = [r for r in records if r.get("record") == "summary"]
     if not records or records[-1].get("record") != "summary" or len(summaries) != 1:
@@ -63,4 +79,6 @@ def read(path, first=1):
             problems.append(f"{path}: step {r.get('step')}: phases {phases} do not sum to step_ms {r.get('step_ms')}")
     if summaries and steps and summaries[0].get("steps_done") != len(steps):
         problems.append(f"{path}: summary says {summaries[0].get('steps_done')} steps, the log holds {len(steps)}")
+    if restarts:
+        records = records_all
     return records, problems

@@ -11,8 +11,15 @@
 #   - the start-up placement check (PRT_HOSTNAME, the runtime's test hook):
 #     tiny_tp's tp group on two fake hosts gets the warning naming both ranks
 #     and hosts, on one host none; tiny_3d (pp 2, dp 2, tp 2) with hosts per
-#     rank pair warns about no group, with hosts alternating per rank about all
-#     four;
+#     rank pair warns about no tensor-parallel group but, its plan keeping
+#     every axis inside one node of 8, once about `dp` and once about `pp`,
+#     each naming how many of their groups span hosts; with hosts
+#     alternating per rank it warns about all four tensor-parallel groups and
+#     nothing else;
+#   - a hostfile naming fewer hosts than the plan has nodes is an error (2)
+#     naming both counts;
+#   - `parc run --restarts N` without a checkpoint directory, and with N not
+#     a count from 1 to 1000, is a usage error (2);
 #   - Slurm (tests/launch/local_slurm.sh: slurmctld and slurmd on this machine,
 #     auth/none): the --sbatch script of tiny_tp through `sbatch --wait`, and
 #     `parc run` inside `salloc` (SLURM_JOB_ID set: srun instead of mpirun),
@@ -53,6 +60,16 @@ timeout 300 "$parc" run "$examples/tiny_tp.par" --hosts "$tmp/hosts1" --steps 2 
 rc=$?; [ $rc != 0 ] && grep -qi "slots" "$tmp/hosts1.out" || fail "run --hosts (1 slot, 2 ranks): exit $rc"
 "$parc" run "$examples/tiny_tp.par" --hosts "$tmp/none" > "$tmp/none.out" 2>&1
 rc=$?; [ $rc = 2 ] && grep -q -- "--hosts $tmp/none: cannot read it" "$tmp/none.out" || fail "run --hosts missing: exit $rc"
+printf '# one host\nlocalhost slots=16\n\nlocalhost\n' > "$tmp/onehost"
+"$parc" run "$examples/llama2_7b.par" --hosts "$tmp/onehost" > "$tmp/onehost.out" 2>&1
+rc=$?; [ $rc = 2 ] && grep -qF -- "--hosts $tmp/onehost names 1 host, but the plan's cluster has 2 nodes of 8 GPUs" \
+    "$tmp/onehost.out" || fail "run --hosts with fewer hosts than nodes: exit $rc: $(tail -3 "$tmp/onehost.out")"
+"$parc" run "$examples/tiny_tp.par" --restarts 1 > "$tmp/restarts.out" 2>&1
+rc=$?; [ $rc = 2 ] && grep -qF -- "--restarts relaunches from the newest checkpoint, and this run saves none" \
+    "$tmp/restarts.out" || fail "run --restarts without checkpoints: exit $rc: $(tail -3 "$tmp/restarts.out")"
+"$parc" run "$examples/tiny_tp.par" --restarts 0 > "$tmp/restarts0.out" 2>&1
+rc=$?; [ $rc = 2 ] && grep -qF -- "--restarts takes a count from 1 to 1000, not \`0\`" "$tmp/restarts0.out" ||
+    fail "run --restarts 0: exit $rc: $(tail -3 "$tmp/restarts0.out")"
 ok "run --hosts"
 
 # ---- the placement check
@@ -67,9 +84,17 @@ grep -q "spans hosts" "$tmp/place.err" && fail "a warning for a group on one hos
 "$parc" build "$examples/tiny_3d.par" -o "$tmp/tiny_3d" || fail "build tiny_3d"
 run_hosts "$tmp/tiny_3d" 8 a,a,b,b,c,c,d,d || fail "tiny_3d on paired hosts"
 grep -q "spans hosts" "$tmp/place.err" && fail "tiny_3d, tp pairs on one host each: $(cat "$tmp/place.err")"
+for want in 'parc: warning: 4 of the 4 groups on `dp` span hosts (the first: ranks 0 (a), 2 (b)), but the plan keeps `dp` inside a node' \
+            'parc: warning: 4 of the 4 groups on `pp` span hosts (the first: ranks 0 (a), 4 (c)), but the plan keeps `pp` inside a node'; do
+    grep -qF "$want" "$tmp/place.err" || fail "tiny_3d on paired hosts: no \`$want\`: $(cat "$tmp/place.err")"
+done
+n=$(grep -c "warning" "$tmp/place.err")
+[ "$n" = 2 ] || fail "tiny_3d on paired hosts: $n warnings, expected 2: $(cat "$tmp/place.err")"
 run_hosts "$tmp/tiny_3d" 8 a,b,a,b,a,b,a,b || fail "tiny_3d on alternating hosts"
 n=$(grep -c "spans hosts" "$tmp/place.err")
 [ "$n" = 4 ] || fail "tiny_3d on alternating hosts: $n warnings, expected 4: $(cat "$tmp/place.err")"
+n=$(grep -c "warning" "$tmp/place.err")
+[ "$n" = 4 ] || fail "tiny_3d on alternating hosts: $n warnings in all, expected 4: $(cat "$tmp/place.err")"
 grep -qF 'ranks 6 (a), 7 (b) spans hosts' "$tmp/place.err" || fail "tiny_3d: no warning for ranks 6, 7"
 ok "placement check"
 

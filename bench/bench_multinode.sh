@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Predicted against measured step time across hosts, on a 2-host emulated
+# cluster (tools/emucluster.sh: network namespaces node0 and node1, 2 ranks
+# each; needs root).  At each shaped rate of the link between the hosts
+# (RATES, default "1gbit 100mbit") it reshapes the link, runs `parc calibrate
+# --hosts` (the fragment's `link intra` and `link inter`, printed), and runs
+# four layouts of the tiny GPT (examples/common/tiny_gpt.par, batch 8) on
+# `cluster { nodes 2; gpus_per_node 2; include "<that fragment>"; }`:
+#   tp_inside_dp_across  mesh { dp 2; tp 2; }    tensor parallel inside a host, data parallel across
+#   tp_across_dp_inside  mesh { tp 2; dp 2; }    the other way round
+#   pp_across            mesh { pp 2; dp 2; }    two 1F1B stages on two hosts, 4 micro-batches a rank
+#   zero3_across         mesh { dp 4; }          ZeRO-3 over all four ranks
+# For each it prints `parc explain`'s step estimate, the step time the program
+# measured (`parc run --steps STEPS --log`: the summary's mean over the steps
+# after the first), their ratio, and the estimated / measured phases of rank 0.
+# The machine's load average is printed first: the hosts share this machine's
+# cores, so under load the compute and the shared-memory links inside a host
+# measure the other work too.
+# Usage: bench/bench_multinode.sh [build/parc] [steps]   (RATES="1gbit 100mbit")
+set -euo pipefail
+parc=$(realpath "${1:-build/parc}")
+steps=${2:-10}
+rates=${RATES:-1gbit 100mbit}
+root=$(cd "$(dirname "$0")/.." && pwd)
+emu=$root/tools/emucluster.sh
+tmp=$(mktemp -d)
+cluster=$tmp/cluster
+trap '"$emu" down "$cluster" > /dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+"$emu" up "$cluster" --hosts 2 --slots 2 --rate "${rates%% *}"
+on0() { "$emu" exec "$cluster" node0 "$@"; }
+
+plan() { # name mesh layout fragment -> $tmp/name.par
+    cat > "$tmp/$1.par" <<EOF
+include "$root/examples/common/tiny_gpt.par";
+cluster { nodes 2; gpus_per_node 2; include "$4"; }
+train { batch 8; micro_batch $5; precision fp32; optimizer adamw lr 1e-3 weight_decay 0.0; steps 10; seed 1234; }
+mesh { $2 }
+layout { $3 }
+EOF
+}
+
+for rate in $rates; do
+    "$emu" rate "$cluster" "$rate"
+    frag=$tmp/cluster_$rate.par
+    echo
+    echo "== link between the hosts shaped to $rate"
+    on0 "$parc" calibrate --hosts "$cluster/hostfile" -o "$frag" > "$tmp/calibrate.out" 2>&1 ||
+        { echo "FAILED: parc calibrate --hosts: $(tail -5 "$tmp/calibrate.out")" >&2; exit 1; }
+    grep -E '^(link|# between hosts)' "$frag" | sed 's/^/  /'
+    plan tp_inside_dp_across "dp 2; tp 2;" "batch -> dp; heads -> tp; ffn -> tp; vocab -> tp;" "$frag" 2
+    plan tp_across_dp_inside "tp 2; dp 2;" "batch -> dp; heads -> tp; ffn -> tp; vocab -> tp;" "$frag" 2
+    plan pp_across "pp 2; dp 2;" "batch -> dp; layers -> pp schedule 1f1b;" "$frag" 1
+    plan zero3_across "dp 4;" "batch -> dp; zero 3 over dp;" "$frag" 2
+    printf '  %-22s %12s %12s %8s\n' layout "est. ms" "meas. ms" "est/meas"
+    for name in tp_inside_dp_across tp_across_dp_inside pp_across zero3_across; do
+        log=$tmp/$name.$rate.jsonl
+        on0 "$parc" run "$tmp/$name.par" --hosts "$cluster/hostfile" --steps "$steps" --quiet --log "$log" \
+            > "$tmp/$name.out" 2>&1 || { echo "FAILED: $name at $rate: $(tail -5 "$tmp/$name.out")" >&2; exit 1; }
+        python3 - "$log" "$name" <<'PY'
+import json, sys
+summary = [json.loads(l) for l in open(sys.argv[1]) if '"summary"' in l][-1]
+est, meas = summary["step_ms"]["estimated"], summary["step_ms"]["measured"]
+print(f"  {sys.argv[2]:<22} {est:12.2f} {meas:12.2f} {est / meas:8.3f}")
+phases = ", ".join(f"{k} {v['estimated']:.2f} / {v['measured']:.2f}" for k, v in summary["phases_ms"].items())
+print(f"    phases est. / meas. ms (rank 0): {phases}")
+PY
+    done
+done
+echo
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
