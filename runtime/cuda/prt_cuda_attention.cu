@@ -306,9 +306,9 @@ static int att_hdmax(int64_t HD) { return PRT_ATT_HDMAX(HD); }  /* HD in 1..128:
         PRT_LAUNCH_CHECK();                                                                        \
     } while (0)
 
-void prt_cu_attention_dropout_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
+void prt_cu_attention_dropout_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH, int64_t KV,
                                   int64_t HD, int64_t causal, prt_cu_drop drop) {
-    PRT_CUDA_REQUIRE(rt, "attention_fwd", B, T, NH, HD, causal);
+    PRT_CUDA_REQUIRE(rt, "attention_fwd", B, T, NH, KV, HD, causal);
     if (B <= 0 || T <= 0) return;
     float scale = 1.0f / sqrtf((float)HD);
     prt_ten none = {NULL, PRT_F32};
@@ -321,15 +321,15 @@ void prt_cu_attention_dropout_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten q
     }
 }
 
-void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
+void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH, int64_t KV,
                           int64_t HD, int64_t causal) {
     prt_cu_drop none = {0, 0, 1.0f, 0, 0, 0, NH};
-    prt_cu_attention_dropout_fwd(rt, out, probs, qkv, B, T, NH, HD, causal, none);
+    prt_cu_attention_dropout_fwd(rt, out, probs, qkv, B, T, NH, KV, HD, causal, none);
 }
 
 void prt_cu_attention_dropout_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B,
-                                  int64_t T, int64_t NH, int64_t HD, int64_t causal, prt_cu_drop drop) {
-    PRT_CUDA_REQUIRE(rt, "attention_bwd", B, T, NH, HD, causal);
+                                  int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, prt_cu_drop drop) {
+    PRT_CUDA_REQUIRE(rt, "attention_bwd", B, T, NH, KV, HD, causal);
     if (B <= 0 || T <= 0 || !dqkv.p) return;
     float scale = 1.0f / sqrtf((float)HD);
     prt_ten none = {NULL, PRT_F32};
@@ -351,7 +351,7 @@ void prt_cu_attention_dropout_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten q
 }
 
 void prt_cu_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B, int64_t T,
-                          int64_t NH, int64_t HD, int64_t causal) {
+                          int64_t NH, int64_t KV, int64_t HD, int64_t causal) {
     prt_cu_drop none = {0, 0, 1.0f, 0, 0, 0, NH};
-    prt_cu_attention_dropout_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, none);
+    prt_cu_attention_dropout_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, none);
 }

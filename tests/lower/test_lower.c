@@ -941,13 +941,13 @@ static int64_t call_scratch(const StageProgram *sp, const Instr *ins, int w)
     case RT_prt_matmul_bwd:
     case RT_prt_matmul_t_bwd:
         return prt_scratch_matmul_bwd(A(6), A(7), A(5), given(ins, 0), given(ins, 1), W(4), W(1), W(3), W(2), W(0));
-    case RT_prt_attention_fwd: return prt_scratch_attention_fwd(A(4), A(6), A(3) * A(5), given(ins, 1), W(1), W(2), W(0));
+    case RT_prt_attention_fwd: return prt_scratch_attention_fwd(A(4), A(7), A(3) * A(5), given(ins, 1), W(1), W(2), W(0));
     case RT_prt_attention_bwd:
-        return prt_scratch_attention_bwd(A(5), A(7), A(4) * A(6), given(ins, 3), W(3), W(2), W(0), W(1));
+        return prt_scratch_attention_bwd(A(5), A(8), A(4) * A(6), given(ins, 3), W(3), W(2), W(0), W(1));
     case RT_prt_attention_dropout_fwd:
-        return prt_scratch_attention_dropout_fwd(A(4), A(6), A(3) * A(5), given(ins, 1), W(1), W(2), W(0));
+        return prt_scratch_attention_dropout_fwd(A(4), A(7), A(3) * A(5), given(ins, 1), W(1), W(2), W(0));
     case RT_prt_attention_dropout_bwd:
-        return prt_scratch_attention_dropout_bwd(A(5), A(7), A(4) * A(6), given(ins, 3), W(3), W(2), W(0), W(1));
+        return prt_scratch_attention_dropout_bwd(A(5), A(8), A(4) * A(6), given(ins, 3), W(3), W(2), W(0), W(1));
     case RT_prt_xent_fwd: return prt_scratch_xent_fwd(A(4));
     case RT_prt_layernorm_bwd: return prt_scratch_layernorm_bwd(A(9), W(1), W(2));
     case RT_prt_rmsnorm_bwd: return prt_scratch_rmsnorm_bwd(A(7), W(1));
@@ -970,10 +970,10 @@ static double call_flops(const Instr *ins)
     case RT_prt_matmul_bias_fwd: return 2 * A(4) * A(5) * A(6) + A(4) * A(6); /* the bias: one add per output */
     case RT_prt_matmul_bias_bwd: return 4 * A(6) * A(7) * A(8);
     case RT_prt_attention_fwd:
-    case RT_prt_attention_dropout_fwd: return 4 * A(3) * A(4) * A(4) * A(5) * A(6);
+    case RT_prt_attention_dropout_fwd: return 4 * A(3) * A(4) * A(4) * A(5) * A(7); /* B T T NH HD: per query head */
     case RT_prt_attention_bwd:
     case RT_prt_attention_dropout_bwd:
-        return (ins->args[3].kind == ARG_NULL ? 12 : 8) * A(4) * A(5) * A(5) * A(6) * A(7);
+        return (ins->args[3].kind == ARG_NULL ? 12 : 8) * A(4) * A(5) * A(5) * A(6) * A(8);
     case RT_prt_dropout_fwd:
     case RT_prt_dropout_bwd: return ins->fn == RT_prt_dropout_bwd ? A(3) : A(3) * A(4) * A(5);
     case RT_prt_xent_fwd: return 5 * A(4) * A(5);
