@@ -738,6 +738,27 @@ static void test_textbook_activations(void)
     }
 }
 
+/* Grouped-query attention keeps K and V at kv_heads: attention saves the
+ * grouped qkv it reads, b s (heads + 2 kv_heads) head_dim elements, where
+ * the same sizes with kv_heads = heads keep b s 3 heads head_dim; nothing
+ * else of the layer differs (a heads split divides both by t). */
+static void test_gqa_activations(void)
+{
+    for (int tp = 0; tp < 2; tp++) {
+        Opts o = defaults();
+        o.block = "llama", o.rope = "theta 10000";
+        if (tp) o.mesh = "tp 2;", o.gpus = 2, o.layout = "heads -> tp; ffn -> tp; vocab -> tp;";
+        int64_t t = tp ? 2 : 1, s = o.seq, b = o.micro_batch, NH = o.heads, KV = 2, HD = o.hidden / o.heads;
+        int64_t mha = layer_activations(o, "mha");
+        o.kv_heads = (int)KV;
+        int64_t gqa = layer_activations(o, "gqa");
+        int64_t want = mha - 2 * (NH - KV) * HD * s * b * 4 / t; /* fp32 activations */
+        CHECK(gqa == want, "GQA layer (tp %lld): %lld activation bytes, want %lld (the MHA layer's %lld less k and v "
+              "of %lld heads)", (long long)t, (long long)gqa, (long long)want, (long long)mha, (long long)(NH - KV));
+        CHECK(mha > 0, "the MHA layer keeps activations");
+    }
+}
+
 /* Pipeline staging: each send copy still in flight holds one message in its
  * own dtype (2 bytes per element in a bf16 plan), at most the schedule's
  * in-flight peak (+1 not yet reaped) per direction, and one more for the
@@ -1222,6 +1243,7 @@ int main(void)
     test_pipeline();
     test_activations();
     test_textbook_activations();
+    test_gqa_activations();
     test_pipeline_staging();
     test_model_flops();
     test_placement_errors();
