@@ -76,8 +76,8 @@ void prt_cu_relu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t n);
 void prt_cu_relu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n, int write);
 void prt_cu_swiglu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t N, int64_t F);
 void prt_cu_swiglu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t N, int64_t F, int write);
-/* KV: key/value heads; the kernels take KV == NH (qkv[B,T,3,NH,HD]) only:
- * PRT_CUDA_REQUIRE refuses the grouped layout (prt_cuda_limits.c). */
+/* KV: key/value heads; KV == NH: qkv[B,T,3,NH,HD], else the grouped
+ * qkv[B,T,KV,NH/KV+2,HD] (parc_rt.h attention_fwd). */
 void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
                           int64_t KV, int64_t HD, int64_t causal);
 void prt_cu_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B, int64_t T,

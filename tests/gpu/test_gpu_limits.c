@@ -51,7 +51,7 @@ int main(void) {
            4, 1024, 8, 8, 0, 0);
     EXPECT("attention_fwd", &hopper, "attention_fwd (B 1, T 3000000000, NH 1, KV 1, HD 64, causal 1): sequence 3000000000: the kernels index it in int (at most 2147483647)",
            1, 3000000000LL, 1, 1, 64, 1);
-    EXPECT("attention_fwd", &hopper, "attention_fwd (B 1, T 16, NH 8000000, KV 8000000, HD 128, causal 1): 3 x heads x head dim = 3072000000: the kernels index a row in int (at most 2147483647)",
+    EXPECT("attention_fwd", &hopper, "attention_fwd (B 1, T 16, NH 8000000, KV 8000000, HD 128, causal 1): (heads + 2 x key/value heads) x head dim = 3072000000: the kernels index a row in int (at most 2147483647)",
            1, 16, 8000000, 8000000, 128, 1);
     /* a device with a 65,535 grid x dimension and 32 KiB of shared memory per block */
     const prt_cuda_limits small = {65535, 65535, 32768};
@@ -83,9 +83,10 @@ int main(void) {
     /* a descriptor with the wrong number of size arguments; ops without limits */
     EXPECT("attention_fwd", &hopper, "attention_fwd (B 1, T 2, NH 3): 3 size arguments given, the op has 6", 1, 2, 3);
     EXPECT("gelu_fwd", &small, NULL, 5000000000LL);
-    /* grouped-query attention: the CPU backend's only */
-    EXPECT("attention_bwd", &hopper, "attention_bwd (B 2, T 1024, NH 32, KV 8, HD 128, causal 1): grouped-query attention (8 key/value heads for 32 heads): the CUDA kernels take kv_heads == heads; the CPU backend runs it",
-           2, 1024, 32, 8, 128, 1);
+    /* grouped-query attention: the grouped qkv; key/value heads must divide the heads */
+    EXPECT("attention_bwd", &hopper, NULL, 2, 1024, 32, 8, 128, 1);
+    EXPECT("attention_fwd", &hopper, "attention_fwd (B 2, T 1024, NH 32, KV 6, HD 128, causal 1): 6 key/value heads for 32 heads: they must divide the heads",
+           2, 1024, 32, 6, 128, 1);
     printf("test_gpu_limits: %d cases, %d failed: %s\n", cases, failures, failures ? "FAIL" : "ok");
     return failures ? 1 : 0;
 }

@@ -218,6 +218,46 @@ static void ops(int64_t dt) {
                 prt_cu_attention_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, NH, HD, causal);
                 check(name, "dqkv", dqkv, tol);
             }
+    /* grouped-query attention: qkv[B, T, KV, G + 2, HD] read as it is, causal or not, probs saved or
+     * not, with and without dropout; 4 key/value heads of 3 queries over 5 samples at T 16 also make
+     * several chunks of (sample, head) pairs (16 at a time) that split groups between two launches */
+    const int64_t gshapes[][5] = {{2, 80, 6, 2, 64}, {5, 16, 12, 4, 32}};
+    for (int s = 0; s < 2; s++)
+        for (int causal = 0; causal < 2; causal++)
+            for (int with_probs = 0; with_probs < 2; with_probs++)
+                for (int drop = 0; drop < 2; drop++) {
+                    int64_t B = gshapes[s][0], T = gshapes[s][1], NH = gshapes[s][2], KV = gshapes[s][3],
+                            HD = gshapes[s][4], W = (NH + 2 * KV) * HD, Cq = NH * HD;
+                    ten qkv = mk(dt, B * T * W, -1, 1, 0), out = mk(dt, B * T * Cq, 0, 0, 1),
+                        probs = with_probs ? mk(dt, B * NH * T * T, 0, 0, 1) : (ten){NULL, NULL, dt, 0},
+                        dqkv = mk(dt, B * T * W, -1, 1, 0), dout = mk(dt, B * T * Cq, -1, 1, 0);
+                    prt_cu_drop dd = {drop, prt_dropout_threshold(0.2), prt_dropout_scale(0.2),
+                                      prt_dropout_key(rt->plan.seed, 3, 1, 0), 2, 1, NH + 1};
+                    char name[80];
+                    snprintf(name, sizeof name, "attention gqa T%lld%s%s%s", (long long)T, causal ? " c" : "",
+                             with_probs ? " p" : "", drop ? " drop" : "");
+                    if (drop) {
+                        prt_attention_dropout_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, KV, HD, causal, 2, 1, NH + 1, 3, 1, 0.2,
+                                                  PRT_ARG_DTYPES(out.dt, probs.dt, qkv.dt));
+                        prt_cu_attention_dropout_fwd(rt, D(out), with_probs ? D(probs) : NONE, D(qkv), B, T, NH, KV, HD, causal, dd);
+                    } else {
+                        prt_attention_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, KV, HD, causal, PRT_ARG_DTYPES(out.dt, probs.dt, qkv.dt));
+                        prt_cu_attention_fwd(rt, D(out), with_probs ? D(probs) : NONE, D(qkv), B, T, NH, KV, HD, causal);
+                    }
+                    check(name, "out", out, tol);
+                    if (with_probs) check(name, "probs", probs, tol);
+                    if (drop) {
+                        prt_attention_dropout_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, KV, HD, causal, 2, 1, NH + 1, 3, 1,
+                                                  0.2, PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt, probs.dt));
+                        prt_cu_attention_dropout_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, KV,
+                                                     HD, causal, dd);
+                    } else {
+                        prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, KV, HD, causal,
+                                          PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt, probs.dt));
+                        prt_cu_attention_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, KV, HD, causal);
+                    }
+                    check(name, "dqkv", dqkv, tol);
+                }
     /* column sums over many rows (bias, layernorm and rmsnorm weight gradients): 2100 rows
      * make 5 row blocks whose partial sums sit in the workspace (made large enough first) */
     {
