@@ -635,12 +635,13 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, OP, swiglu_bwd, "ppppiit", (prt *rt, void *din, const void *in, const void *dout, int64_t N, int64_t F,  \
       int64_t dtypes),                                                                                            \
       (rt, din, in, dout, N, F, dtypes))                                                                          \
-    R(X, OP, attention_fwd, "ppppiiiiiit", (prt *rt, void *out, void *probs, const void *qkv, int64_t B,           \
-      int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t dtypes),                                         \
-      (rt, out, probs, qkv, B, T, NH, KV, HD, causal, dtypes))                                                        \
-    R(X, OP, attention_bwd, "pppppiiiiiit", (prt *rt, void *dqkv, const void *dout, const void *qkv,               \
-      const void *probs, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t dtypes),           \
-      (rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, dtypes))                                                 \
+    R(X, OP, attention_fwd, "ppppiiiiiit", (prt *rt, void *out, void *probs, const void *qkv, int64_t B,          \
+      int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t dtypes),                             \
+      (rt, out, probs, qkv, B, T, NH, KV, HD, causal, dtypes))                                                    \
+    R(X, OP, attention_bwd, "pppppiiiiiit", (prt *rt, void *dqkv, const void *dout, const void *qkv,              \
+      const void *probs, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal,                \
+      int64_t dtypes),                                                                                            \
+      (rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, dtypes))                                             \
     R(X, OP, rope_fwd, "pppiiiiiiiddddit", (prt *rt, void *out, const void *in, int64_t B, int64_t T,             \
       int64_t G, int64_t U, int64_t R, int64_t HD, int64_t t_offset, double theta, double factor,                 \
       double low_freq_factor, double high_freq_factor, int64_t original_max_positions, int64_t dtypes),           \
@@ -658,15 +659,16 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, OP, dropout_bwd, "ppppidt", (prt *rt, void *din, const void *mask, const void *dout, int64_t n,          \
       double p, int64_t dtypes),                                                                                  \
       (rt, din, mask, dout, n, p, dtypes))                                                                        \
-    R(X, OP, attention_dropout_fwd, "ppppiiiiiiiiiiidt", (prt *rt, void *out, void *probs, const void *qkv,        \
-      int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t first_sample, int64_t h_offset,       \
-      int64_t NH_global, int64_t step, int64_t layer, double p, int64_t dtypes),                                  \
-      (rt, out, probs, qkv, B, T, NH, KV, HD, causal, first_sample, h_offset, NH_global, step, layer, p, dtypes))     \
-    R(X, OP, attention_dropout_bwd, "pppppiiiiiiiiiiidt", (prt *rt, void *dqkv, const void *dout,                  \
-      const void *qkv, const void *probs, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal,           \
-      int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step, int64_t layer, double p,           \
-      int64_t dtypes),                                                                                            \
-      (rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, first_sample, h_offset, NH_global, step, layer, p,       \
+    R(X, OP, attention_dropout_fwd, "ppppiiiiiiiiiiidt", (prt *rt, void *out, void *probs, const void *qkv,       \
+      int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t first_sample,             \
+      int64_t h_offset, int64_t NH_global, int64_t step, int64_t layer, double p, int64_t dtypes),                \
+      (rt, out, probs, qkv, B, T, NH, KV, HD, causal, first_sample, h_offset, NH_global, step, layer, p,          \
+      dtypes))                                                                                                    \
+    R(X, OP, attention_dropout_bwd, "pppppiiiiiiiiiiidt", (prt *rt, void *dqkv, const void *dout,                 \
+      const void *qkv, const void *probs, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD,               \
+      int64_t causal, int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step, int64_t layer,     \
+      double p, int64_t dtypes),                                                                                  \
+      (rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, first_sample, h_offset, NH_global, step, layer, p,   \
       dtypes))                                                                                                    \
     R(X, OP, add_fwd, "ppppit", (prt *rt, void *out, const void *a, const void *b, int64_t n, int64_t dtypes),    \
       (rt, out, a, b, n, dtypes))                                                                                 \
