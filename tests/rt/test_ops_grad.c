@@ -583,6 +583,17 @@ static void test_attention_grouped(void) {
                                 sum[n * W + att_col(NH, KV, HD, w, h) + e] += dr[n * 3 * C + att_col(NH, NH, HD, w, h) + e];
                 (void)G;
                 rt_close(what, dg, sum, ng, 1e-5, 1e-4);
+                /* the first writer's form (PRT_ARG_WRITE on dqkv): the same gradient over stale contents (the
+                 * kept probabilities, last written by the plain layout's forward, are the grouped one's) */
+                float *dw = rt_alloc(ng);
+                rt_fill(dw, ng, 63, 5);
+                int64_t wr = PRT_ARG_WRITE;
+                if (kb) prt_cpu_attention_keyblocked_bwd(RT, dw, dout, qg, B, T, NH, KV, HD, 1, drop ? &dd : NULL, wr);
+                else if (drop)
+                    prt_attention_dropout_bwd(RT, dw, dout, qg, save ? probs : NULL, B, T, NH, KV, HD, 1, 3, 1, NH + 2, 7, 1, 0.2, wr);
+                else prt_attention_bwd(RT, dw, dout, qg, save ? probs : NULL, B, T, NH, KV, HD, 1, wr);
+                rt_close(what, dw, dg, ng, 0, 0);
+                free(dw);
             }
     free(qg); free(qr); free(dout); free(probs); free(og); free(orp); free(dg); free(dr); free(sum);
 }
