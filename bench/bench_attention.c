@@ -32,11 +32,20 @@ static double cpu_now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* The other revision's kernel (its prt_cpu_attention.c, names changed); drop NULL. */
+/* The other revision's kernel (its prt_cpu_attention.c, names changed); drop NULL.  Revisions
+ * whose kernels take the key/value head count after NH are built with -DOLD_KV (then KV = NH). */
+#ifdef OLD_KV
+#define OLD_KV_PARAM int64_t KV,
+#define OLD_KV_ARG(nh) nh,
+#else
+#define OLD_KV_PARAM
+#define OLD_KV_ARG(nh)
+#endif
 void prt_old_attention_heads_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T, int64_t NH,
-                                 int64_t HD, int64_t causal, const void *drop, int64_t dtypes);
+                                 OLD_KV_PARAM int64_t HD, int64_t causal, const void *drop, int64_t dtypes);
 void prt_old_attention_heads_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B,
-                                 int64_t T, int64_t NH, int64_t HD, int64_t causal, const void *drop, int64_t dtypes);
+                                 int64_t T, int64_t NH, OLD_KV_PARAM int64_t HD, int64_t causal, const void *drop,
+                                 int64_t dtypes);
 
 static float *filled(int64_t n, unsigned seed) {
     float *p = malloc((size_t)n * sizeof(float));
@@ -86,11 +95,11 @@ int main(int argc, char **argv) {
             for (int r = 0; r <= reps; r++) { /* r = 0 warms up */
                 memset(dqkv, 0, sizeof(float) * (size_t)(B * T * 3 * C));
                 double c0 = cpu_now(), t0 = MPI_Wtime();
-                if (old) prt_old_attention_heads_fwd(rt, out, NULL, qkv, B, T, NH, HD, 1, NULL, 0);
-                else prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, HD, 1, 0);
+                if (old) prt_old_attention_heads_fwd(rt, out, NULL, qkv, B, T, NH, OLD_KV_ARG(NH) HD, 1, NULL, 0);
+                else prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, NH, HD, 1, 0);
                 double t1 = MPI_Wtime(), c1 = cpu_now();
-                if (old) prt_old_attention_heads_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, HD, 1, NULL, 0);
-                else prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, HD, 1, 0);
+                if (old) prt_old_attention_heads_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, OLD_KV_ARG(NH) HD, 1, NULL, 0);
+                else prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, NH, HD, 1, 0);
                 double t2 = MPI_Wtime(), c2 = cpu_now();
                 if (r > 0 && t1 - t0 < fwd) fwd = t1 - t0;
                 if (r > 0 && t2 - t1 < bwd) bwd = t2 - t1;

@@ -46,9 +46,11 @@ git -C "$root" show "$OLD_REV:runtime/cpu/prt_cpu_attention.c" > "$tmp/old/prt_c
     { echo "bench_attention: cannot read revision $OLD_REV" >&2; exit 1; }
 ren="-Dprt_cpu_attention_heads_fwd=prt_old_attention_heads_fwd -Dprt_cpu_attention_heads_bwd=prt_old_attention_heads_bwd"
 ren="$ren -Dprt_cpu_attention_dropout=prt_old_attention_dropout"
+# a kernel taking the key/value head count after NH (grouped-query attention)
+old_kv=; grep -q 'int64_t NH, int64_t KV, int64_t HD' "$tmp/old/prt_cpu_attention.c" && old_kv=-DOLD_KV
 cflags="-O2 -fopenmp -I$root/include -I$root/runtime -I$root/runtime/cpu -I/usr/include/x86_64-linux-gnu/openblas-pthread"
 mpicc $cflags -I"$tmp/old" $ren -c "$tmp/old/prt_cpu_attention.c" -o "$tmp/old.o" &&
-    mpicc $cflags "$root/bench/bench_attention.c" "$tmp/old.o" "$lib" -lopenblas -lcjson -lz -lm -o "$tmp/bench_attention" ||
+    mpicc $cflags $old_kv "$root/bench/bench_attention.c" "$tmp/old.o" "$lib" -lopenblas -lcjson -lz -lm -o "$tmp/bench_attention" ||
     { echo "bench_attention: building the driver failed" >&2; exit 1; }
 
 cat > "$tmp/torch_att.py" <<'PY'

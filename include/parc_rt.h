@@ -388,15 +388,14 @@ does:
     relu_fwd, relu_bwd likewise.
   swiglu_fwd(out, in, N, F): in[N,2,F]: gate = in[:,0,:], up = in[:,1,:];
     out[N,F] = silu(gate) * up.  swiglu_bwd(din, in, dout, N, F).
-  attention_fwd(out, probs, qkv, B, T, NH, HD, causal): qkv[B,T,3,NH,HD] ->
-    out[B,T,NH,HD]; probs[B,NH,T,T] saved when not NULL.  attention_bwd(dqkv, dout,
-    qkv, probs, B, T, NH, HD, causal) recomputes the probabilities when probs is NULL.
-  kv_repeat_fwd(out, in, N, KV, G, HD): grouped-query attention's qkv as the
-    attention op reads it: in[N,KV,G+2,HD] holds per key/value head g its G query
-    heads, then k, then v; out[N,3,KV*G,HD] has query head g*G+j and k, v of head
-    g repeated for each of its G query heads.  kv_repeat_bwd(din, dout, N, KV, G,
-    HD): din += the query gradients and, per group, the sums of its G k and v
-    gradients.
+  attention_fwd(out, probs, qkv, B, T, NH, KV, HD, causal): out[B,T,NH,HD] from
+    qkv[B,T,3,NH,HD] when KV == NH, else (KV < NH, dividing it; G = NH / KV)
+    the grouped qkv[B,T,KV,G+2,HD]: per key/value head g its G query heads,
+    then k, then v; query head h reads q at (h / G, h % G), k at (h / G, G), v
+    at (h / G, G + 1), nothing repeated.  probs[B,NH,T,T] saved when not NULL.
+    attention_bwd(dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal) (dqkv in
+    qkv's layout; a group's dk and dv sum over its G query heads) recomputes the
+    probabilities when probs is NULL.
   rope_fwd(out, in, B, T, G, U, R, HD, t_offset, theta, factor, low_freq_factor,
     high_freq_factor, original_max_positions): rotary position embedding of the
     q and k heads of a qkv tensor.  in[B,T,G,U,HD]: per row (sample b, position
@@ -422,9 +421,9 @@ does:
     branch, 2 the MLP's.  During an evaluation (prt_eval_begin .. prt_eval_end)
     nothing is dropped, here and in attention_dropout_*: out = in.  dropout_bwd(din, mask, dout, n, p): din += dout *
     mask / (1 - p).
-  attention_dropout_fwd(out, probs, qkv, B, T, NH, HD, causal, first_sample,
+  attention_dropout_fwd(out, probs, qkv, B, T, NH, KV, HD, causal, first_sample,
     h_offset, NH_global, step, layer, p) / attention_dropout_bwd(dqkv, dout, qkv,
-    probs, B, T, NH, HD, causal, first_sample, h_offset, NH_global, step, layer,
+    probs, B, T, NH, KV, HD, causal, first_sample, h_offset, NH_global, step, layer,
     p): attention_fwd / attention_bwd with dropout on the probabilities:
     out = (P * M / (1 - p)) V, where M keeps element (b, h, i, j) unless the
     dropout hash of (seed, step, layer, site 0) and index (((first_sample + b) *
@@ -640,18 +639,13 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, OP, swiglu_bwd, "ppppiit", (prt *rt, void *din, const void *in, const void *dout, int64_t N, int64_t F,  \
       int64_t dtypes),                                                                                            \
       (rt, din, in, dout, N, F, dtypes))                                                                          \
-    R(X, OP, attention_fwd, "ppppiiiiit", (prt *rt, void *out, void *probs, const void *qkv, int64_t B,           \
-      int64_t T, int64_t NH, int64_t HD, int64_t causal, int64_t dtypes),                                         \
-      (rt, out, probs, qkv, B, T, NH, HD, causal, dtypes))                                                        \
-    R(X, OP, attention_bwd, "pppppiiiiit", (prt *rt, void *dqkv, const void *dout, const void *qkv,               \
-      const void *probs, int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal, int64_t dtypes),           \
-      (rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, dtypes))                                                 \
-    R(X, OP, kv_repeat_fwd, "pppiiiit", (prt *rt, void *out, const void *in, int64_t N, int64_t KV, int64_t G,    \
-      int64_t HD, int64_t dtypes),                                                                                \
-      (rt, out, in, N, KV, G, HD, dtypes))                                                                        \
-    R(X, OP, kv_repeat_bwd, "pppiiiit", (prt *rt, void *din, const void *dout, int64_t N, int64_t KV, int64_t G,  \
-      int64_t HD, int64_t dtypes),                                                                                \
-      (rt, din, dout, N, KV, G, HD, dtypes))                                                                      \
+    R(X, OP, attention_fwd, "ppppiiiiiit", (prt *rt, void *out, void *probs, const void *qkv, int64_t B,          \
+      int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t dtypes),                             \
+      (rt, out, probs, qkv, B, T, NH, KV, HD, causal, dtypes))                                                    \
+    R(X, OP, attention_bwd, "pppppiiiiiit", (prt *rt, void *dqkv, const void *dout, const void *qkv,              \
+      const void *probs, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal,                \
+      int64_t dtypes),                                                                                            \
+      (rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, dtypes))                                             \
     R(X, OP, rope_fwd, "pppiiiiiiiddddit", (prt *rt, void *out, const void *in, int64_t B, int64_t T,             \
       int64_t G, int64_t U, int64_t R, int64_t HD, int64_t t_offset, double theta, double factor,                 \
       double low_freq_factor, double high_freq_factor, int64_t original_max_positions, int64_t dtypes),           \
@@ -669,15 +663,16 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, OP, dropout_bwd, "ppppidt", (prt *rt, void *din, const void *mask, const void *dout, int64_t n,          \
       double p, int64_t dtypes),                                                                                  \
       (rt, din, mask, dout, n, p, dtypes))                                                                        \
-    R(X, OP, attention_dropout_fwd, "ppppiiiiiiiiiidt", (prt *rt, void *out, void *probs, const void *qkv,        \
-      int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal, int64_t first_sample, int64_t h_offset,       \
-      int64_t NH_global, int64_t step, int64_t layer, double p, int64_t dtypes),                                  \
-      (rt, out, probs, qkv, B, T, NH, HD, causal, first_sample, h_offset, NH_global, step, layer, p, dtypes))     \
-    R(X, OP, attention_dropout_bwd, "pppppiiiiiiiiiidt", (prt *rt, void *dqkv, const void *dout,                  \
-      const void *qkv, const void *probs, int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal,           \
-      int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step, int64_t layer, double p,           \
-      int64_t dtypes),                                                                                            \
-      (rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, first_sample, h_offset, NH_global, step, layer, p,       \
+    R(X, OP, attention_dropout_fwd, "ppppiiiiiiiiiiidt", (prt *rt, void *out, void *probs, const void *qkv,       \
+      int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t first_sample,             \
+      int64_t h_offset, int64_t NH_global, int64_t step, int64_t layer, double p, int64_t dtypes),                \
+      (rt, out, probs, qkv, B, T, NH, KV, HD, causal, first_sample, h_offset, NH_global, step, layer, p,          \
+      dtypes))                                                                                                    \
+    R(X, OP, attention_dropout_bwd, "pppppiiiiiiiiiiidt", (prt *rt, void *dqkv, const void *dout,                 \
+      const void *qkv, const void *probs, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD,               \
+      int64_t causal, int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step, int64_t layer,     \
+      double p, int64_t dtypes),                                                                                  \
+      (rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, first_sample, h_offset, NH_global, step, layer, p,   \
       dtypes))                                                                                                    \
     R(X, OP, add_fwd, "ppppit", (prt *rt, void *out, const void *a, const void *b, int64_t n, int64_t dtypes),    \
       (rt, out, a, b, n, dtypes))                                                                                 \

@@ -301,15 +301,12 @@ static void expand_block(Expander *ex)
         } else {
             /* grouped-query attention: per key/value head its G query heads, then
              * its k and v (the heads dim counts kv heads, so a heads split hands
-             * each rank whole groups); rotary positions rotate each k once,
-             * before kv_repeat lays them out as attention reads them, k and v
-             * repeated per query head. */
+             * each rank whole groups); rotary positions rotate each k once, and
+             * attention reads this layout as it is, k and v once per group. */
             int64_t KV = m->kv_heads, G = NH / KV;
-            int grouped = linear(ex, r, "attn.qkv", loc, h, 4, DIMS(DIM_HIDDEN, DIM_HEADS, DIM_QKV, DIM_HEAD_DIM),
-                                 SIZES(H, KV, G + 2, HD), 3, bs->bias, std);
-            grouped = rope(ex, r, grouped);
-            qkv = unary(ex, OP_KV_REPEAT, r, "attn.kv_repeat", loc, grouped, 5,
-                        DIMS(DIM_BATCH, DIM_SEQ, DIM_QKV, DIM_HEADS, DIM_HEAD_DIM), SIZES(B, S, 3, NH, HD));
+            qkv = linear(ex, r, "attn.qkv", loc, h, 4, DIMS(DIM_HIDDEN, DIM_HEADS, DIM_QKV, DIM_HEAD_DIM),
+                         SIZES(H, KV, G + 2, HD), 3, bs->bias, std);
+            qkv = rope(ex, r, qkv);
         }
         int att = act(ex, r, "attn.out", loc, 4, DIMS(DIM_BATCH, DIM_SEQ, DIM_HEADS, DIM_HEAD_DIM),
                       SIZES(B, S, NH, HD));

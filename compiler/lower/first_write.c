@@ -26,8 +26,10 @@ typedef struct WriteRule {
     RtFn fn;
     int arg;
     int dims[5];  /* -1 (or 0, never a dimension): unused */
-    int times;    /* a constant factor; 0: 1 */
+    int times;    /* a constant factor; 0: 1; QKV: dims are B, T, NH, KV, HD of a qkv: B T (NH + 2 KV) HD */
 } WriteRule;
+
+#define QKV (-1)
 
 static const WriteRule write_rules[] = {
     {RT_prt_acc, 0, {2, -1}, 1},                /* dst[n]: a copy */
@@ -43,8 +45,8 @@ static const WriteRule write_rules[] = {
     {RT_prt_pos_bwd, 1, {3, 4, 5}, 1},          /* din[B, T, C]: a copy of dout */
     {RT_prt_rope_bwd, 0, {2, 3, 4, 5, 7}, 1},   /* din[B, T, G, U, HD] */
     {RT_prt_xent_bwd, 0, {4, 5}, 1},            /* dlogits[N, V_local] */
-    {RT_prt_attention_bwd, 0, {4, 5, 6, 7}, 3},          /* dqkv[B, T, 3, NH, HD] */
-    {RT_prt_attention_dropout_bwd, 0, {4, 5, 6, 7}, 3},  /* dqkv[B, T, 3, NH, HD] */
+    {RT_prt_attention_bwd, 0, {4, 5, 6, 7, 8}, QKV},          /* dqkv[B, T, NH + 2 KV, HD] */
+    {RT_prt_attention_dropout_bwd, 0, {4, 5, 6, 7, 8}, QKV},  /* dqkv[B, T, NH + 2 KV, HD] */
 };
 
 static const WriteRule *write_rule(int fn, int arg)
@@ -64,7 +66,13 @@ int first_write_has_rule(int fn)
 /* Elements the rule's call writes; -1 when an extent is not a constant. */
 static int64_t rule_elems(const WriteRule *r, const Instr *ins)
 {
-    int64_t n = r->times ? r->times : 1;
+    int64_t n = r->times > 0 ? r->times : 1;
+    if (r->times == QKV) {
+        for (int d = 0; d < 5; d++)
+            if (ins->args[r->dims[d]].kind != ARG_INT) return -1;
+        const Arg *x = ins->args;
+        return n * x[r->dims[0]].i * x[r->dims[1]].i * (x[r->dims[2]].i + 2 * x[r->dims[3]].i) * x[r->dims[4]].i;
+    }
     for (int d = 0; d < 5 && r->dims[d] > 0; d++) {
         const Arg *a = &ins->args[r->dims[d]];
         if (a->kind != ARG_INT) return -1;

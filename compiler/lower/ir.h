@@ -134,7 +134,6 @@ typedef struct Tensor {
     X(SWIGLU, "swiglu")               \
     X(ROPE, "rope")                   \
     X(ATTENTION, "attention")         \
-    X(KV_REPEAT, "kv_repeat")         \
     X(DROPOUT, "dropout")             \
     X(ADD, "add")                     \
     X(COPY, "copy")                   \

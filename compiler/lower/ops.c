@@ -127,29 +127,22 @@ static void shape_elements(const Lowerer *lw, const Op *op, const OpArgs *a, OpS
     s->d[0] = numel_of(lw, op->out, out_place(lw, op));
 }
 
-/* attention: d = {B, T, NH, HD}; kept: the probabilities were saved; axis
- * splits the heads (its coordinate offsets the dropout mask's heads). */
+/* attention: d = {B, T, NH, HD, KV}: NH local query heads, KV local
+ * key/value heads (KV == NH: the qkv is [B, T, 3, NH, HD]; else the grouped
+ * [B, T, KV, NH / KV + 2, HD] it reads as it is); kept: the probabilities
+ * were saved; axis splits the heads (its coordinate offsets the dropout
+ * mask's heads). */
 static void shape_attention(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
 {
-    (void)a;
+    int64_t z[IR_MAX_TDIMS];
     shape_dims(lw, op->out, out_place(lw, op), 4, s);
+    sizes_of(lw, op->in[0], a->in[0].place, z);
+    const Model *m = &lw->plan->model;
+    s->d[4] = m->kv_heads == m->heads ? s->d[2] : z[2];
     s->axis = axis_of_split(lw, out_place(lw, op), DIM_HEADS);
     const Binding *p = &lw->bind[op->aux[0]];
     s->kept = p->needed && p->value.buf >= 0;
     s->dropout = lw->plan->model.block.dropout > 0;
-}
-
-/* kv_repeat: d = {N rows, KV local key/value heads, G query heads per group,
- * HD} from the grouped input [B, T, KV, G+2, HD]. */
-static void shape_kv_repeat(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
-{
-    int64_t z[IR_MAX_TDIMS];
-    shape_clear(s);
-    sizes_of(lw, op->in[0], a->in[0].place, z);
-    s->d[0] = z[0] * z[1];
-    s->d[1] = z[2];
-    s->d[2] = z[3] - 2;
-    s->d[3] = z[4];
 }
 
 /* rope: d = {B, T, G groups, U heads per group, R rotated per group, HD} of
@@ -258,11 +251,16 @@ OPS_TRAFFIC(xent, 2, 2, 2)       /* max, then the sum of exp over the logits / r
 
 /* attention: the score matrix B NH T T is written, read by the softmax and
  * read again by P V (forward); the backward reads it and writes its gradient
- * (and first rebuilds it unless the probabilities were kept). */
+ * (and first rebuilds it unless the probabilities were kept).  The qkv is
+ * read once, k and v once per key/value group, B T (NH + 2 KV) HD, and the
+ * output written (forward); the backward reads the qkv and dout and writes
+ * dqkv. */
 static double traffic_attention(const OpShape *s, int bwd)
 {
     double scores = (double)s->d[0] * s->d[2] * s->d[1] * s->d[1];
-    return (bwd ? (s->kept ? 4.0 : 7.0) : 3.0) * scores;
+    double qkv = (double)s->d[0] * s->d[1] * (s->d[2] + 2 * s->d[4]) * s->d[3];
+    double out = (double)s->d[0] * s->d[1] * s->d[2] * s->d[3];
+    return (bwd ? (s->kept ? 4.0 : 7.0) : 3.0) * scores + (bwd ? 2.0 * qkv + out : qkv + out);
 }
 
 /* rope, d = {B, T, G, U, R, HD} (runtime/cpu/prt_cpu_rope.c): the forward
@@ -273,18 +271,6 @@ static double traffic_rope(const OpShape *s, int bwd)
 {
     (void)bwd;
     return 2.0 * (double)s->d[0] * s->d[1] * s->d[2] * s->d[3] * s->d[5];
-}
-
-/* kv_repeat, d = {N, KV, G, HD} (runtime/cpu/prt_cpu_gqa.c): the forward
- * reads the grouped qkv [N, KV, G+2, HD] once and writes [N, 3, KV*G, HD]
- * (k and v once per query head of their group); the backward reads that
- * gradient once and adds into every element of the grouped one (a read and a
- * write: it has no first-writer rule). */
-static double traffic_kv_repeat(const OpShape *s, int bwd)
-{
-    double grouped = (double)s->d[0] * s->d[1] * (s->d[2] + 2) * s->d[3];
-    double repeated = 3.0 * s->d[0] * s->d[1] * s->d[2] * s->d[3];
-    return repeated + (bwd ? 2.0 : 1.0) * grouped;
 }
 
 /* linear, linear_t: d = {N, K, M}: forward N x K by K x M; backward the input
@@ -542,22 +528,6 @@ const OpDesc op_table[OP_COUNT] = {
                  .cost = OP_COST_ATTENTION,
                  .traffic = traffic_attention,
                  .mem = MEM_SCORES},
-    [OP_KV_REPEAT] = {.rule = place_rule_elementwise,
-                 .saves = 0,
-                 .reads_params = 0,
-                 .shape = shape_kv_repeat,
-                 .flops = flops_none,
-                 .scratch = scratch_none,
-                 .partial = NULL,
-                 .fwd = RT_prt_kv_repeat_fwd,
-                 .bwd = RT_prt_kv_repeat_bwd,
-                 .emit_fwd = ops_emit_kv_repeat_fwd,
-                 .emit_bwd = ops_emit_kv_repeat_bwd,
-                 .cost = OP_COST_STREAM,
-                 .traffic = traffic_kv_repeat,
-                 .mem = MEM_STREAM,
-                 .bwd_accumulates = "kv_repeat_bwd adds each group's sums into the grouped gradient, "
-                                    "and takes no PRT_ARG_WRITE"},
     [OP_DROPOUT] = {.rule = place_rule_dropout,
                  .saves = OP_SAVES_AUX,
                  .reads_params = 0,

@@ -178,11 +178,11 @@ int ops_emit_attention_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape
     const Model *m = &e->lw->plan->model;
     if (s->dropout)
         return ENTRY(e, RT_prt_attention_dropout_fwd, a->out, probs_arg(e->lw, op, s), a->in[0].arg,
-                     arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]),
-                     arg_int(m->block.causal), arg_kind(ARG_FIRST_SAMPLE), arg_coord(s->axis, s->d[2]),
+                     arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[4]),
+                     arg_int(s->d[3]), arg_int(m->block.causal), arg_kind(ARG_FIRST_SAMPLE), arg_coord(s->axis, s->d[2]),
                      arg_int(m->heads), arg_kind(ARG_STEP), arg_kind(ARG_LAYER), arg_f64(m->block.dropout));
     return ENTRY(e, RT_prt_attention_fwd, a->out, probs_arg(e->lw, op, s), a->in[0].arg, arg_int(s->d[0]),
-                 arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]), arg_int(m->block.causal));
+                 arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[4]), arg_int(s->d[3]), arg_int(m->block.causal));
 }
 
 int ops_emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
@@ -190,11 +190,11 @@ int ops_emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape
     const Model *m = &e->lw->plan->model;
     if (s->dropout)
         return ENTRY(e, RT_prt_attention_dropout_bwd, a->din[0].arg, a->dout, a->in[0].arg, probs_arg(e->lw, op, s),
-                     arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]),
-                     arg_int(m->block.causal), arg_kind(ARG_FIRST_SAMPLE), arg_coord(s->axis, s->d[2]),
+                     arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[4]),
+                     arg_int(s->d[3]), arg_int(m->block.causal), arg_kind(ARG_FIRST_SAMPLE), arg_coord(s->axis, s->d[2]),
                      arg_int(m->heads), arg_kind(ARG_STEP), arg_kind(ARG_LAYER), arg_f64(m->block.dropout));
     return ENTRY(e, RT_prt_attention_bwd, a->din[0].arg, a->dout, a->in[0].arg, probs_arg(e->lw, op, s),
-                 arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]),
+                 arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[4]), arg_int(s->d[3]),
                  arg_int(m->block.causal));
 }
 
@@ -215,20 +215,6 @@ int ops_emit_dropout_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *
 {
     return ENTRY(e, RT_prt_dropout_bwd, a->din[0].arg, arg_value(e->lw, op->aux[0]), a->dout,
                  arg_int(s->d[0] * s->d[1] * s->d[2]), arg_f64(e->lw->plan->model.block.dropout));
-}
-
-int ops_emit_kv_repeat_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
-{
-    (void)op;
-    return ENTRY(e, RT_prt_kv_repeat_fwd, a->out, a->in[0].arg, arg_int(s->d[0]), arg_int(s->d[1]),
-                 arg_int(s->d[2]), arg_int(s->d[3]));
-}
-
-int ops_emit_kv_repeat_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
-{
-    (void)op;
-    return ENTRY(e, RT_prt_kv_repeat_bwd, a->din[0].arg, a->dout, arg_int(s->d[0]), arg_int(s->d[1]),
-                 arg_int(s->d[2]), arg_int(s->d[3]));
 }
 
 int ops_emit_add_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)

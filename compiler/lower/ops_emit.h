@@ -31,8 +31,6 @@ int ops_emit_rope_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_rope_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_attention_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int ops_emit_kv_repeat_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
-int ops_emit_kv_repeat_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_dropout_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_dropout_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_add_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);

@@ -65,39 +65,48 @@ static void att_drop_apply(const prt_att_dropout *d, float *PD, const float *P, 
     att_drop_cols(d, PD, P, ld, b, h, T, i0, r, 0, n);
 }
 
-/* Views of head h of sample b: q, k, v of qkv[B,T,3,NH,HD] (rows 3C apart). */
-static void head_views(tensor qkv, float *slot, int64_t b, int64_t h, int T, int C, int HD, int load, view *q,
-                       view *k, view *v) {
-    int64_t base = (int64_t)b * T * 3 * C + h * HD, THD = (int64_t)T * HD;
-    *q = view_of(qkv, slot, base, T, HD, 3 * C, load);
-    *k = view_of(qkv, slot ? slot + THD : NULL, base + C, T, HD, 3 * C, load);
-    *v = view_of(qkv, slot ? slot + 2 * THD : NULL, base + 2 * C, T, HD, 3 * C, load);
-}
-static void head_store(tensor qkv, view q, view k, view v, int64_t b, int64_t h, int T, int C, int HD) {
-    int64_t base = (int64_t)b * T * 3 * C + h * HD;
-    view_store(qkv, q, base, T, HD, 3 * C);
-    view_store(qkv, k, base + C, T, HD, 3 * C);
-    view_store(qkv, v, base + 2 * C, T, HD, 3 * C);
-}
-
-/* The gradient views of one head, dq, dk, dv of dqkv: loaded to be added
- * into, or zeroed when the call writes dqkv (its zero is then this one, a
- * head at a time). */
-static void head_grad_views(tensor dqkv, float *slot, int64_t b, int64_t h, int T, int C, int HD, int write, view *dq,
-                            view *dk, view *dv) {
-    head_views(dqkv, slot, b, h, T, C, HD, !write, dq, dk, dv);
-    if (!write) return;
-    view *g[3] = {dq, dk, dv};
-    for (int w = 0; w < 3; w++)
-        for (int t = 0; t < T; t++) memset(g[w]->f + (size_t)t * g[w]->ld, 0, sizeof(float) * (size_t)HD);
-}
-
 typedef struct att_args {
     tensor out, probs, qkv, dqkv, dout;
     int T, NH, HD, C, causal, write; /* write: dqkv is written, not added into (PRT_ARG_WRITE) */
+    int KV, G, W;                    /* key/value heads, query heads per group, qkv row width (NH + 2 KV) HD */
     int keyblocked;                  /* the backward without probs: key-blocked, not whole rows */
     const prt_att_dropout *drop;
 } att_args;
+
+/* Column of head h's q (which 0), k (1) or v (2) in a row of qkv: KV == NH
+ * is [3, NH, HD]; KV < NH the grouped [KV, G + 2, HD] (group h / G: its G
+ * query heads, then k, then v). */
+static int64_t qkv_col(const att_args *a, int which, int h) {
+    if (a->KV == a->NH) return ((int64_t)which * a->NH + h) * a->HD;
+    int g = h / a->G;
+    return ((int64_t)g * (a->G + 2) + (which == 0 ? h % a->G : a->G + which - 1)) * a->HD;
+}
+
+/* The T x HD view of q, k or v (which) of head h of sample b in qkv or dqkv
+ * t (rows W apart). */
+static view part_view(const att_args *a, tensor t, float *slot, int64_t b, int which, int h, int load) {
+    return view_of(t, slot, b * a->T * a->W + qkv_col(a, which, h), a->T, a->HD, a->W, load);
+}
+static void part_store(const att_args *a, tensor t, view v, int64_t b, int which, int h) {
+    view_store(t, v, b * a->T * a->W + qkv_col(a, which, h), a->T, a->HD, a->W);
+}
+
+/* A gradient view of dqkv: loaded to be added into, or zeroed when the call
+ * writes dqkv (its zero is then this one, a part at a time). */
+static view grad_view(const att_args *a, float *slot, int64_t b, int which, int h) {
+    view g = part_view(a, a->dqkv, slot, b, which, h, !a->write);
+    if (a->write)
+        for (int t = 0; t < a->T; t++) memset(g.f + (size_t)t * g.ld, 0, sizeof(float) * (size_t)a->HD);
+    return g;
+}
+
+/* q, k, v of head h of sample b (slot: 3 T HD floats for a 16-bit qkv). */
+static void head_views(const att_args *a, float *slot, int64_t b, int h, view *q, view *k, view *v) {
+    int64_t THD = (int64_t)a->T * a->HD;
+    *q = part_view(a, a->qkv, slot, b, 0, h, 1);
+    *k = part_view(a, a->qkv, slot ? slot + THD : NULL, b, 1, h, 1);
+    *v = part_view(a, a->qkv, slot ? slot + 2 * THD : NULL, b, 2, h, 1);
+}
 
 /* S (r rows ld apart) = softmax(Q_blk K[0:n]^T / sqrt(HD)) of query rows i0..,
  * the causal mask when asked; columns past each row's last key up to zero_to
@@ -131,7 +140,7 @@ static void att_head_fwd(const att_args *a, float *s, int64_t b, int h) {
     float *p_slot = take(&s, p_own ? 0 : (int64_t)BQ * T), *pd_slot = take(&s, a->drop ? (int64_t)BQ * T : 0),
           *qkv_slot = take(&s, is16(a->qkv) * 3 * THD), *out_slot = take(&s, is16(a->out) * THD);
     view q, k, v;
-    head_views(a->qkv, qkv_slot, b, h, T, C, HD, 1, &q, &k, &v);
+    head_views(a, qkv_slot, b, h, &q, &k, &v);
     int64_t o_off = (int64_t)b * T * C + (int64_t)h * HD, p_off = ((int64_t)b * a->NH + h) * TT;
     view o = view_of(a->out, out_slot, o_off, T, HD, C, 0);
     for (int i0 = 0; i0 < T; i0 += BQ) {
@@ -148,18 +157,17 @@ static void att_head_fwd(const att_args *a, float *s, int64_t b, int h) {
     view_store(a->out, o, o_off, T, HD, C);
 }
 
-/* One head backward in workspace slice s (prt_attention_bwd_slice). */
-static void att_head_bwd(const att_args *a, float *s, int64_t b, int h) {
+/* One head backward in workspace slice s (prt_attention_bwd_slice, less
+ * its group's k, v, dk, dv slots), adding into its group's dk and dv. */
+static void att_head_bwd(const att_args *a, float *s, int64_t b, int h, view k, view v, view dk, view dv) {
     int T = a->T, HD = a->HD, C = a->C, BQ = (int)prt_attention_rows(T);
     int64_t THD = (int64_t)T * HD, TT = (int64_t)T * T;
     int p_own = a->probs.p && !is16(a->probs);
     float *dP = take(&s, (int64_t)BQ * T), *p_slot = take(&s, p_own ? 0 : (int64_t)BQ * T),
-          *pd_slot = take(&s, a->drop ? (int64_t)BQ * T : 0), *qkv_slot = take(&s, is16(a->qkv) * 3 * THD),
-          *dqkv_slot = take(&s, is16(a->dqkv) * 3 * THD), *dout_slot = take(&s, is16(a->dout) * THD);
+          *pd_slot = take(&s, a->drop ? (int64_t)BQ * T : 0), *q_slot = take(&s, is16(a->qkv) * THD),
+          *dq_slot = take(&s, is16(a->dqkv) * THD), *dout_slot = take(&s, is16(a->dout) * THD);
     float scale = 1.0f / sqrtf((float)HD);
-    view q, k, v, dq, dk, dv;
-    head_views(a->qkv, qkv_slot, b, h, T, C, HD, 1, &q, &k, &v);
-    head_grad_views(a->dqkv, dqkv_slot, b, h, T, C, HD, a->write, &dq, &dk, &dv);
+    view q = part_view(a, a->qkv, q_slot, b, 0, h, 1), dq = grad_view(a, dq_slot, b, 0, h);
     int64_t p_off = ((int64_t)b * a->NH + h) * TT, o_off = (int64_t)b * T * C + (int64_t)h * HD;
     view dO = view_of(a->dout, dout_slot, o_off, T, HD, C, 1);
     for (int i0 = 0; i0 < T; i0 += BQ) {
@@ -190,7 +198,7 @@ static void att_head_bwd(const att_args *a, float *s, int64_t b, int h) {
                     dq.f + (size_t)i0 * dq.ld, dq.ld);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, HD, r, scale, dP, n, qb, q.ld, 1.0f, dk.f, dk.ld);
     }
-    head_store(a->dqkv, dq, dk, dv, b, h, T, C, HD);
+    part_store(a, a->dqkv, dq, b, 0, h);
 }
 
 /* ------------------------------------------------ key-blocked (online softmax)
@@ -272,7 +280,7 @@ static void flash_head_fwd(const att_args *a, float *s, int64_t b, int h) {
     w.l = take(&s, BQ);
     float *qkv_slot = take(&s, is16(a->qkv) * 3 * THD), *out_slot = take(&s, is16(a->out) * THD);
     view q, k, v;
-    head_views(a->qkv, qkv_slot, b, h, T, C, HD, 1, &q, &k, &v);
+    head_views(a, qkv_slot, b, h, &q, &k, &v);
     int64_t o_off = (int64_t)b * T * C + (int64_t)h * HD;
     view o = view_of(a->out, out_slot, o_off, T, HD, C, 0);
     for (int i0 = 0; i0 < T; i0 += BQ)
@@ -298,8 +306,8 @@ static void flash_row_stats(const att_args *a, const flash_ws *w, float *Ob, vie
     }
 }
 
-/* One head backward, key-blocked, in workspace slice s (prt_attention_bwd_slice). */
-static void flash_head_bwd(const att_args *a, float *s, int64_t b, int h) {
+/* One head backward, key-blocked, in workspace slice s (as att_head_bwd). */
+static void flash_head_bwd(const att_args *a, float *s, int64_t b, int h, view k, view v, view dk, view dv) {
     int T = a->T, HD = a->HD, C = a->C, BQ = (int)prt_attention_rows(T), BK = (int)prt_attention_keys(T);
     int64_t THD = (int64_t)T * HD;
     flash_ws w;
@@ -308,12 +316,10 @@ static void flash_head_bwd(const att_args *a, float *s, int64_t b, int h) {
     w.PD = take(&s, a->drop ? (int64_t)BQ * BK : 0);
     float *Ob = take(&s, (int64_t)BQ * HD);
     w.m = take(&s, BQ), w.l = take(&s, BQ);
-    float *L = take(&s, T), *D = take(&s, T), *qkv_slot = take(&s, is16(a->qkv) * 3 * THD),
-          *dqkv_slot = take(&s, is16(a->dqkv) * 3 * THD), *dout_slot = take(&s, is16(a->dout) * THD);
+    float *L = take(&s, T), *D = take(&s, T), *q_slot = take(&s, is16(a->qkv) * THD),
+          *dq_slot = take(&s, is16(a->dqkv) * THD), *dout_slot = take(&s, is16(a->dout) * THD);
     float scale = 1.0f / sqrtf((float)HD);
-    view q, k, v, dq, dk, dv;
-    head_views(a->qkv, qkv_slot, b, h, T, C, HD, 1, &q, &k, &v);
-    head_grad_views(a->dqkv, dqkv_slot, b, h, T, C, HD, a->write, &dq, &dk, &dv);
+    view q = part_view(a, a->qkv, q_slot, b, 0, h, 1), dq = grad_view(a, dq_slot, b, 0, h);
     int64_t o_off = (int64_t)b * T * C + (int64_t)h * HD;
     view dO = view_of(a->dout, dout_slot, o_off, T, HD, C, 1);
     flash_row_stats(a, &w, Ob, q, k, v, dO, L, D, b, h);
@@ -349,43 +355,63 @@ static void flash_head_bwd(const att_args *a, float *s, int64_t b, int h) {
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, r, scale, dP, BK, qb, q.ld, 1.0f, dkb, dk.ld);
         }
     }
-    head_store(a->dqkv, dq, dk, dv, b, h, T, C, HD);
+    part_store(a, a->dqkv, dq, b, 0, h);
 }
 
-/* Every (batch, head) of a call over the workers, the BLAS on one thread
- * meanwhile; slice = the floats of one worker's workspace. */
+/* The backward of group g of sample b (its G query heads, one after another,
+ * adding into the group's dk and dv: a group is one worker's, so no two
+ * workers write one dk or dv).  The slice starts with the group's k, v, dk,
+ * dv slots (16-bit tensors), the heads' own workspace after them. */
+static void att_group_bwd(const att_args *a, float *s, int64_t b, int g) {
+    int64_t THD = (int64_t)a->T * a->HD;
+    int h0 = g * a->G;
+    float *kv_slot = take(&s, is16(a->qkv) * 2 * THD), *dkv_slot = take(&s, is16(a->dqkv) * 2 * THD);
+    view k = part_view(a, a->qkv, kv_slot, b, 1, h0, 1), v = part_view(a, a->qkv, kv_slot ? kv_slot + THD : NULL, b, 2, h0, 1);
+    view dk = grad_view(a, dkv_slot, b, 1, h0), dv = grad_view(a, dkv_slot ? dkv_slot + THD : NULL, b, 2, h0);
+    for (int h = h0; h < h0 + a->G; h++)
+        (a->probs.p || !a->keyblocked ? att_head_bwd : flash_head_bwd)(a, s, b, h, k, v, dk, dv);
+    part_store(a, a->dqkv, dk, b, 1, h0);
+    part_store(a, a->dqkv, dv, b, 2, h0);
+}
+
+/* Every (batch, head) of a forward, every (batch, key/value group) of a
+ * backward over the workers, the BLAS on one thread meanwhile; slice = the
+ * floats of one worker's workspace. */
 static void att_run(prt *rt, const att_args *a, int64_t B, int64_t slice, int bwd) {
-    int64_t heads = B * a->NH, nw = prt_attention_workers(heads);
+    int64_t heads = B * a->NH, units = bwd ? B * a->KV : heads, per = bwd ? a->KV : a->NH;
+    int64_t nw = prt_attention_workers(units);
     int nt = openblas_get_num_threads();
     if (nt < 1) nt = 1;
     if (nw > nt) nw = nt;
     float *ws = scratch(rt, prt_attention_workers(heads) * slice);
     if (nt > 1) openblas_set_num_threads(1);
 #pragma omp parallel for num_threads((int)nw) if (nw > 1) schedule(dynamic, 1)
-    for (int64_t bh = 0; bh < heads; bh++) {
+    for (int64_t u = 0; u < units; u++) {
         int w = omp_get_thread_num();
         float *s = slice ? ws + (size_t)w * (size_t)slice : NULL;
-        int64_t b = bh / a->NH;
-        int h = (int)(bh % a->NH);
+        int64_t b = u / per;
+        int h = (int)(u % per);
         if (!bwd) (a->probs.p ? att_head_fwd : flash_head_fwd)(a, s, b, h);
-        else (a->probs.p || !a->keyblocked ? att_head_bwd : flash_head_bwd)(a, s, b, h);
+        else att_group_bwd(a, s, b, h);
     }
     if (nt > 1) openblas_set_num_threads(nt);
 }
 
-static att_args att_args_of(prt *rt, const char *op, int64_t T_, int64_t NH_, int64_t HD_, int64_t causal,
-                            const prt_att_dropout *drop) {
+static att_args att_args_of(prt *rt, const char *op, int64_t T_, int64_t NH_, int64_t KV_, int64_t HD_,
+                            int64_t causal, const prt_att_dropout *drop) {
+    PRT_CHECK(KV_ >= 1 && KV_ <= NH_ && NH_ % KV_ == 0, "%s: %lld key/value heads do not divide %lld heads", op,
+              (long long)KV_, (long long)NH_);
     att_args a = {.T = blas_dim(T_, op), .NH = blas_dim(NH_, op), .HD = blas_dim(HD_, op),
                   .C = blas_dim(NH_ * HD_, op), .causal = causal != 0, .drop = drop};
-    blas_dim(3 * (int64_t)a.C, op);
+    a.KV = (int)KV_, a.G = (int)(NH_ / KV_), a.W = blas_dim((NH_ + 2 * KV_) * HD_, op);
     (void)rt;
     return a;
 }
 
 void prt_cpu_attention_heads_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T,
-                                 int64_t NH, int64_t HD, int64_t causal, const prt_att_dropout *drop,
+                                 int64_t NH, int64_t KV, int64_t HD, int64_t causal, const prt_att_dropout *drop,
                                  int64_t dtypes) {
-    att_args a = att_args_of(rt, "attention_fwd", T, NH, HD, causal, drop);
+    att_args a = att_args_of(rt, "attention_fwd", T, NH, KV, HD, causal, drop);
     a.out = ften(rt, dtypes, 0, out, "attention_fwd"), a.probs = ften(rt, dtypes, 1, probs, "attention_fwd");
     a.qkv = ften(rt, dtypes, 2, qkv, "attention_fwd");
     att_run(rt, &a, B,
@@ -394,9 +420,9 @@ void prt_cpu_attention_heads_fwd(prt *rt, void *out, void *probs, const void *qk
 }
 
 static void att_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B, int64_t T,
-                    int64_t NH, int64_t HD, int64_t causal, const prt_att_dropout *drop, int64_t dtypes,
+                    int64_t NH, int64_t KV, int64_t HD, int64_t causal, const prt_att_dropout *drop, int64_t dtypes,
                     int keyblocked) {
-    att_args a = att_args_of(rt, "attention_bwd", T, NH, HD, causal, drop);
+    att_args a = att_args_of(rt, "attention_bwd", T, NH, KV, HD, causal, drop);
     a.keyblocked = keyblocked;
     a.dqkv = ften(rt, dtypes, 0, dqkv, "attention_bwd"), a.dout = ften(rt, dtypes, 1, dout, "attention_bwd");
     a.qkv = ften(rt, dtypes, 2, qkv, "attention_bwd"), a.probs = ften(rt, dtypes, 3, probs, "attention_bwd");
@@ -408,14 +434,14 @@ static void att_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, cons
 }
 
 void prt_cpu_attention_heads_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
-                                 int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal,
+                                 int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal,
                                  const prt_att_dropout *drop, int64_t dtypes) {
-    att_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, drop, dtypes, !probs && T > PRT_ATTENTION_FULL_ROWS);
+    att_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, drop, dtypes, !probs && T > PRT_ATTENTION_FULL_ROWS);
 }
 
 void prt_cpu_attention_keyblocked_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, int64_t B, int64_t T,
-                                      int64_t NH, int64_t HD, int64_t causal, const prt_att_dropout *drop,
+                                      int64_t NH, int64_t KV, int64_t HD, int64_t causal, const prt_att_dropout *drop,
                                       int64_t dtypes) {
-    att_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, HD, causal, drop, dtypes, 1);
+    att_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, KV, HD, causal, drop, dtypes, 1);
 }
 

@@ -28,16 +28,16 @@ prt_att_dropout prt_cpu_attention_dropout(prt *rt, int64_t first_sample, int64_t
                                           int64_t NH, int64_t step, int64_t layer, double p);
 /* attention_fwd / attention_bwd; drop NULL: no dropout; dtypes: the call's word. */
 void prt_cpu_attention_heads_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T,
-                                 int64_t NH, int64_t HD, int64_t causal, const prt_att_dropout *drop,
+                                 int64_t NH, int64_t KV, int64_t HD, int64_t causal, const prt_att_dropout *drop,
                                  int64_t dtypes);
 void prt_cpu_attention_heads_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
-                                 int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal,
+                                 int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal,
                                  const prt_att_dropout *drop, int64_t dtypes);
 /* attention_bwd without kept probabilities, key-blocked whatever T is (what
  * attention_bwd runs above PRT_ATTENTION_FULL_ROWS keys; scratch
  * prt_attention_bwd_slice_keys per worker): for tests and benchmarks at any T. */
 void prt_cpu_attention_keyblocked_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, int64_t B, int64_t T,
-                                      int64_t NH, int64_t HD, int64_t causal, const prt_att_dropout *drop,
+                                      int64_t NH, int64_t KV, int64_t HD, int64_t causal, const prt_att_dropout *drop,
                                       int64_t dtypes);
 
 #endif

@@ -32,7 +32,6 @@
 #include "prt_cpu_fast.h"
 #include "prt_cpu_dropout.h"
 #include "prt_cpu_attention.h"
-#include "prt_cpu_gqa.h"
 #include "prt_cpu_rope.h"
 #include "prt_cpu_tensor.h"
 #include "prt_cpu_view.h"
@@ -517,29 +516,29 @@ static void prt_cpu_add_fwd(prt *rt, void *out_, const void *a_, const void *b_,
 /* ---------------------------------------------------------------- attention (prt_cpu_attention.c) */
 
 static void prt_cpu_attention_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T, int64_t NH,
-                                  int64_t HD, int64_t causal, int64_t dtypes) {
-    prt_cpu_attention_heads_fwd(rt, out, probs, qkv, B, T, NH, HD, causal, NULL, dtypes);
+                                  int64_t KV, int64_t HD, int64_t causal, int64_t dtypes) {
+    prt_cpu_attention_heads_fwd(rt, out, probs, qkv, B, T, NH, KV, HD, causal, NULL, dtypes);
 }
 
 static void prt_cpu_attention_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
-                                  int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal, int64_t dtypes) {
-    prt_cpu_attention_heads_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, NULL, dtypes);
+                                  int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t dtypes) {
+    prt_cpu_attention_heads_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, NULL, dtypes);
 }
 
 static void prt_cpu_attention_dropout_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T,
-                                          int64_t NH, int64_t HD, int64_t causal, int64_t first_sample,
+                                          int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t first_sample,
                                           int64_t h_offset, int64_t NH_global, int64_t step, int64_t layer, double p,
                                           int64_t dtypes) {
     prt_att_dropout d = prt_cpu_attention_dropout(rt, first_sample, h_offset, NH_global, NH, step, layer, p);
-    prt_cpu_attention_heads_fwd(rt, out, probs, qkv, B, T, NH, HD, causal, &d, dtypes);
+    prt_cpu_attention_heads_fwd(rt, out, probs, qkv, B, T, NH, KV, HD, causal, &d, dtypes);
 }
 
 static void prt_cpu_attention_dropout_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
-                                          int64_t B, int64_t T, int64_t NH, int64_t HD, int64_t causal,
+                                          int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal,
                                           int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step,
                                           int64_t layer, double p, int64_t dtypes) {
     prt_att_dropout d = prt_cpu_attention_dropout(rt, first_sample, h_offset, NH_global, NH, step, layer, p);
-    prt_cpu_attention_heads_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, &d, dtypes);
+    prt_cpu_attention_heads_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, &d, dtypes);
 }
 
 /* ---------------------------------------------------------------- cross-entropy */

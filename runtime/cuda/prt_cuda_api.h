@@ -76,10 +76,12 @@ void prt_cu_relu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t n);
 void prt_cu_relu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n, int write);
 void prt_cu_swiglu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t N, int64_t F);
 void prt_cu_swiglu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t N, int64_t F, int write);
+/* KV: key/value heads; KV == NH: qkv[B,T,3,NH,HD], else the grouped
+ * qkv[B,T,KV,NH/KV+2,HD] (parc_rt.h attention_fwd). */
 void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
-                          int64_t HD, int64_t causal);
+                          int64_t KV, int64_t HD, int64_t causal);
 void prt_cu_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B, int64_t T,
-                          int64_t NH, int64_t HD, int64_t causal);
+                          int64_t NH, int64_t KV, int64_t HD, int64_t causal);
 /* Dropout on the attention probabilities: where the local block sits in the
  * global mask (parc_rt.h attention_dropout_fwd); on = 0 for none. */
 typedef struct prt_cu_drop {
@@ -89,18 +91,15 @@ typedef struct prt_cu_drop {
     uint64_t key;
     int64_t first_sample, h_offset, NH_global;
 } prt_cu_drop;
-void prt_cu_attention_dropout_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
-                                  int64_t HD, int64_t causal, prt_cu_drop drop);
+void prt_cu_attention_dropout_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T,
+                                  int64_t NH, int64_t KV, int64_t HD, int64_t causal, prt_cu_drop drop);
 void prt_cu_attention_dropout_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B,
-                                  int64_t T, int64_t NH, int64_t HD, int64_t causal, prt_cu_drop drop);
+                                  int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, prt_cu_drop drop);
 /* Dropout of a branch output (prt_cuda_dropout.cu): mask one byte per element. */
 void prt_cu_dropout_fwd(prt *rt, prt_ten out, uint8_t *mask, prt_ten in, int64_t B, int64_t T, int64_t C,
                         int64_t first_sample, int64_t t_offset, int64_t T_global, uint64_t key, uint32_t threshold,
                         float scale);
 void prt_cu_dropout_bwd(prt *rt, prt_ten din, const uint8_t *mask, prt_ten dout, int64_t n, float scale, int write);
-/* Grouped-query attention's key/value repeat (prt_cuda_gqa.cu). */
-void prt_cu_kv_repeat_fwd(prt *rt, prt_ten out, prt_ten in, int64_t N, int64_t KV, int64_t G, int64_t HD);
-void prt_cu_kv_repeat_bwd(prt *rt, prt_ten din, prt_ten dout, int64_t N, int64_t KV, int64_t G, int64_t HD);
 /* The rotary position embedding (prt_cuda_rope.cu); write: the backward writes din. */
 void prt_cu_rope_fwd(prt *rt, prt_ten out, prt_ten in, int64_t B, int64_t T, int64_t G, int64_t U, int64_t R,
                      int64_t HD, int64_t t_offset, double theta, double factor, double low_freq_factor,

@@ -33,9 +33,17 @@ static cudaStream_t stream_of(prt *rt) { return prt_cu(rt)->stream; }
 #define ATT_THREADS (ATT_ROWS * 32)
 #define ATT_BK PRT_ATT_BK           /* rows per shared-memory tile: one per lane */
 
-/* Index of element 0 of q/k/v (which = 0, 1, 2) of token t, head h, sample b in qkv[B,T,3,NH,HD]. */
-static __device__ __forceinline__ int64_t qkv_at(int64_t b, int64_t t, int which, int64_t h, int T, int C, int HD) {
-    return ((b * T + t) * 3 + which) * (int64_t)C + h * HD;
+/* Column of q/k/v (which = 0, 1, 2) of head h in a row of qkv[B,T,3,NH,HD]
+ * (KV == NH) or of the grouped qkv[B,T,KV,G+2,HD] (G = NH / KV: group h / G
+ * holds its G queries, then k, then v); a row is (NH + 2 KV) HD wide, which
+ * prt_cuda_limits.c keeps within int. */
+static __device__ __forceinline__ int qkv_col(int which, int h, int NH, int G, int HD) {
+    if (G == 1) return (which * NH + h) * HD;
+    return ((h / G) * (G + 2) + (which == 0 ? h % G : G + which - 1)) * HD;
+}
+/* Index of element 0 of column col of token t, sample b (rows W apart). */
+static __device__ __forceinline__ int64_t qkv_at(int64_t b, int64_t t, int col, int T, int W) {
+    return (b * T + t) * (int64_t)W + col;
 }
 
 /* The dropout factor of probability (i, j) of pair (b, h): 0 dropped, the
@@ -60,11 +68,11 @@ static __device__ __forceinline__ float warp_max(float v) {
 /* Tile rows r0 .. r0 + ATT_BK - 1 of q/k/v `which` (times mul) into tile[ATT_BK][HDMAX + 1],
  * zero past T and past HD.  Every thread of the block takes part. */
 template <int HDMAX>
-static __device__ void load_tile(float (*tile)[HDMAX + 1], prt_ten src, int which, int64_t b, int64_t h, int r0, int T, int C,
-                          int HD, float mul) {
+static __device__ void load_tile(float (*tile)[HDMAX + 1], prt_ten src, int col, int64_t b, int r0, int T, int W, int HD,
+                                 float mul) {
     for (int e = threadIdx.x; e < ATT_BK * HDMAX; e += ATT_THREADS) {
         int j = e / HDMAX, d = e % HDMAX, row = r0 + j;
-        tile[j][d] = row < T && d < HD ? LD(src, qkv_at(b, row, which, h, T, C, HD) + d) * mul : 0.0f;
+        tile[j][d] = row < T && d < HD ? LD(src, qkv_at(b, row, col, T, W) + d) * mul : 0.0f;
     }
 }
 /* The same for rows of dout[B,T,NH,HD]. */
@@ -97,7 +105,7 @@ static __device__ __forceinline__ float dot_row(const float *a, const float *b) 
 template <int HDMAX>
 static __global__ void __launch_bounds__(ATT_THREADS) k_attn_rows(int mode, prt_ten out, prt_ten probs, prt_ten qkv,
                                                            prt_ten dout, float *lse_ws, float *d_ws, int64_t pair0,
-                                                           int T, int NH, int HD, int causal, float scale,
+                                                           int T, int NH, int G, int W, int HD, int causal, float scale,
                                                            prt_cu_drop drop) {
     constexpr int VPL = HDMAX / 32;  /* dims per lane */
     __shared__ float ks[ATT_BK][HDMAX + 1], vs[ATT_BK][HDMAX + 1], qw[ATT_ROWS][HDMAX];
@@ -107,7 +115,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) k_attn_rows(int mode, prt_
     bool active = t < T, use_probs = mode == 1 && probs.p;
     int64_t prow = (pair * T + t) * (int64_t)T;  /* probs row of t */
     float *q = qw[warp];
-    if (active) load_row<HDMAX>(q, qkv, qkv_at(b, t, 0, h, T, C, HD), HD, scale);
+    if (active) load_row<HDMAX>(q, qkv, qkv_at(b, t, qkv_col(0, (int)h, NH, G, HD), T, W), HD, scale);
     float acc[VPL];
 #pragma unroll
     for (int i = 0; i < VPL; i++) acc[i] = 0.0f;
@@ -116,8 +124,8 @@ static __global__ void __launch_bounds__(ATT_THREADS) k_attn_rows(int mode, prt_
     int kend = causal ? last + 1 : T;
     for (int k0 = 0; k0 < kend; k0 += ATT_BK) {
         __syncthreads();
-        if (!use_probs) load_tile<HDMAX>(ks, qkv, 1, b, h, k0, T, C, HD, 1.0f);
-        load_tile<HDMAX>(vs, qkv, 2, b, h, k0, T, C, HD, 1.0f);
+        if (!use_probs) load_tile<HDMAX>(ks, qkv, qkv_col(1, (int)h, NH, G, HD), b, k0, T, W, HD, 1.0f);
+        load_tile<HDMAX>(vs, qkv, qkv_col(2, (int)h, NH, G, HD), b, k0, T, W, HD, 1.0f);
         __syncthreads();
         if (!active || (causal && k0 > t)) continue;  /* whole warps: the shuffles below see every lane */
         int key = k0 + lane;
@@ -154,7 +162,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) k_attn_rows(int mode, prt_
         if (!probs.p) return;
         for (int k0 = 0; k0 < T; k0 += ATT_BK) {  /* second pass: the probabilities, every key */
             __syncthreads();
-            load_tile<HDMAX>(ks, qkv, 1, b, h, k0, T, C, HD, 1.0f);
+            load_tile<HDMAX>(ks, qkv, qkv_col(1, (int)h, NH, G, HD), b, k0, T, W, HD, 1.0f);
             __syncthreads();
             int key = k0 + lane;
             if (!active || key >= T) continue;
@@ -181,7 +189,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) k_attn_rows(int mode, prt_
 template <int HDMAX>
 static __global__ void __launch_bounds__(ATT_THREADS) k_attn_dq(prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs,
                                                          const float *lse_ws, const float *d_ws, int64_t pair0, int T,
-                                                         int NH, int HD, int causal, float scale, prt_cu_drop drop) {
+                                                         int NH, int G, int W, int HD, int causal, float scale, prt_cu_drop drop) {
     constexpr int VPL = HDMAX / 32;
     __shared__ float ks[ATT_BK][HDMAX + 1], vs[ATT_BK][HDMAX + 1], qw[ATT_ROWS][HDMAX], gw[ATT_ROWS][HDMAX];
     int64_t pair = pair0 + blockIdx.y, b = pair / NH, h = pair % NH;
@@ -191,7 +199,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) k_attn_dq(prt_ten dqkv, pr
     int64_t o = (b * T + t) * (int64_t)C + h * HD, r = (pair - pair0) * T + t, prow = (pair * T + t) * (int64_t)T;
     float *q = qw[warp], *g = gw[warp];
     if (active) {
-        load_row<HDMAX>(q, qkv, qkv_at(b, t, 0, h, T, C, HD), HD, scale);
+        load_row<HDMAX>(q, qkv, qkv_at(b, t, qkv_col(0, (int)h, NH, G, HD), T, W), HD, scale);
         load_row<HDMAX>(g, dout, o, HD, 1.0f);
     }
     float dq[VPL];
@@ -202,8 +210,8 @@ static __global__ void __launch_bounds__(ATT_THREADS) k_attn_dq(prt_ten dqkv, pr
     int kend = causal ? last + 1 : T;
     for (int k0 = 0; k0 < kend; k0 += ATT_BK) {
         __syncthreads();
-        load_tile<HDMAX>(ks, qkv, 1, b, h, k0, T, C, HD, 1.0f);
-        load_tile<HDMAX>(vs, qkv, 2, b, h, k0, T, C, HD, 1.0f);
+        load_tile<HDMAX>(ks, qkv, qkv_col(1, (int)h, NH, G, HD), b, k0, T, W, HD, 1.0f);
+        load_tile<HDMAX>(vs, qkv, qkv_col(2, (int)h, NH, G, HD), b, k0, T, W, HD, 1.0f);
         __syncthreads();
         if (!active || (causal && k0 > t)) continue;
         int key = k0 + lane;
@@ -220,7 +228,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) k_attn_dq(prt_ten dqkv, pr
         }
     }
     if (!active) return;
-    int64_t at = qkv_at(b, t, 0, h, T, C, HD);
+    int64_t at = qkv_at(b, t, qkv_col(0, (int)h, NH, G, HD), T, W);
 #pragma unroll
     for (int i = 0; i < VPL; i++) {
         int d = lane + 32 * i;
@@ -228,25 +236,33 @@ static __global__ void __launch_bounds__(ATT_THREADS) k_attn_dq(prt_ten dqkv, pr
     }
 }
 
-/* dK and dV: one warp per key row j, over the query rows i (i >= j when causal).
+/* dK and dV: one warp per key row j of one key/value group, over query head
+ * jh of the group (pair group G + jh, when among pairs pair0 .. pair_end - 1)
+ * and its query rows i (i >= j when causal).  A group is one block row
+ * (blockIdx.y) and one launch takes one head of each group, so no two blocks
+ * of a launch add into one dk or dv; the launches of a group's heads follow
+ * each other on the stream.
  *   dv += P dO_i;   dk += scale P (dO_i . v - D_i) q_i. */
 template <int HDMAX>
 static __global__ void __launch_bounds__(ATT_THREADS) k_attn_dkv(prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs,
-                                                          const float *lse_ws, const float *d_ws, int64_t pair0, int T,
-                                                          int NH, int HD, int causal, float scale, prt_cu_drop drop) {
+                                                          const float *lse_ws, const float *d_ws, int64_t pair0,
+                                                          int64_t pair_end, int jh, int T, int NH, int G, int W, int HD,
+                                                          int causal, float scale, prt_cu_drop drop) {
     constexpr int VPL = HDMAX / 32;
     __shared__ float qs[ATT_BK][HDMAX + 1], gs[ATT_BK][HDMAX + 1], kw[ATT_ROWS][HDMAX], vw[ATT_ROWS][HDMAX];
     __shared__ float ls[ATT_BK], dsh[ATT_BK];
     static_assert(sizeof qs + sizeof gs + sizeof kw + sizeof vw + sizeof ls + sizeof dsh == PRT_ATT_SMEM_BYTES(HDMAX),
                   "prt_cuda_limits.h's shared memory per block of the attention kernels");
-    int64_t pair = pair0 + blockIdx.y, b = pair / NH, h = pair % NH;
+    int64_t pair = (pair0 / G + blockIdx.y) * G + jh;
+    if (pair < pair0 || pair >= pair_end) return;  /* the whole block: a head of another chunk */
+    int64_t b = pair / NH, h = pair % NH;
     int C = NH * HD, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int j = blockIdx.x * ATT_ROWS + warp;
     bool active = j < T;
     float *k = kw[warp], *v = vw[warp];
     if (active) {
-        load_row<HDMAX>(k, qkv, qkv_at(b, j, 1, h, T, C, HD), HD, 1.0f);
-        load_row<HDMAX>(v, qkv, qkv_at(b, j, 2, h, T, C, HD), HD, 1.0f);
+        load_row<HDMAX>(k, qkv, qkv_at(b, j, qkv_col(1, (int)h, NH, G, HD), T, W), HD, 1.0f);
+        load_row<HDMAX>(v, qkv, qkv_at(b, j, qkv_col(2, (int)h, NH, G, HD), T, W), HD, 1.0f);
     }
     float dk[VPL], dv[VPL];
 #pragma unroll
@@ -254,7 +270,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) k_attn_dkv(prt_ten dqkv, p
     int first = causal ? (int)(blockIdx.x * ATT_ROWS) : 0;  /* the block's first key row */
     for (int i0 = first; i0 < T; i0 += ATT_BK) {
         __syncthreads();
-        load_tile<HDMAX>(qs, qkv, 0, b, h, i0, T, C, HD, scale);  /* qs carries one factor of scale */
+        load_tile<HDMAX>(qs, qkv, qkv_col(0, (int)h, NH, G, HD), b, i0, T, W, HD, scale);  /* qs: one factor of scale */
         load_dout_tile<HDMAX>(gs, dout, b, h, i0, T, C, HD);
         for (int rr = threadIdx.x; rr < ATT_BK; rr += ATT_THREADS) {
             int i = i0 + rr;
@@ -283,7 +299,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) k_attn_dkv(prt_ten dqkv, p
         }
     }
     if (!active) return;
-    int64_t atk = qkv_at(b, j, 1, h, T, C, HD), atv = qkv_at(b, j, 2, h, T, C, HD);
+    int64_t atk = qkv_at(b, j, qkv_col(1, (int)h, NH, G, HD), T, W), atv = qkv_at(b, j, qkv_col(2, (int)h, NH, G, HD), T, W);
 #pragma unroll
     for (int x = 0; x < VPL; x++) {
         int d = lane + 32 * x;
@@ -306,9 +322,9 @@ static int att_hdmax(int64_t HD) { return PRT_ATT_HDMAX(HD); }  /* HD in 1..128:
         PRT_LAUNCH_CHECK();                                                                        \
     } while (0)
 
-void prt_cu_attention_dropout_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
+void prt_cu_attention_dropout_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH, int64_t KV,
                                   int64_t HD, int64_t causal, prt_cu_drop drop) {
-    PRT_CUDA_REQUIRE(rt, "attention_fwd", B, T, NH, HD, causal);
+    PRT_CUDA_REQUIRE(rt, "attention_fwd", B, T, NH, KV, HD, causal);
     if (B <= 0 || T <= 0) return;
     float scale = 1.0f / sqrtf((float)HD);
     prt_ten none = {NULL, PRT_F32};
@@ -317,19 +333,19 @@ void prt_cu_attention_dropout_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten q
         int64_t np = pairs - p0 < 65535 ? pairs - p0 : 65535;
         dim3 grid((unsigned)((T + ATT_ROWS - 1) / ATT_ROWS), (unsigned)np);
         ATT_LAUNCH(k_attn_rows, grid, 0, out, probs, qkv, none, (float *)NULL, (float *)NULL, p0, (int)T, (int)NH,
-                   (int)HD, (int)causal, scale, drop);
+                   (int)(NH / KV), (int)((NH + 2 * KV) * HD), (int)HD, (int)causal, scale, drop);
     }
 }
 
-void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,
+void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH, int64_t KV,
                           int64_t HD, int64_t causal) {
     prt_cu_drop none = {0, 0, 1.0f, 0, 0, 0, NH};
-    prt_cu_attention_dropout_fwd(rt, out, probs, qkv, B, T, NH, HD, causal, none);
+    prt_cu_attention_dropout_fwd(rt, out, probs, qkv, B, T, NH, KV, HD, causal, none);
 }
 
 void prt_cu_attention_dropout_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B,
-                                  int64_t T, int64_t NH, int64_t HD, int64_t causal, prt_cu_drop drop) {
-    PRT_CUDA_REQUIRE(rt, "attention_bwd", B, T, NH, HD, causal);
+                                  int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, prt_cu_drop drop) {
+    PRT_CUDA_REQUIRE(rt, "attention_bwd", B, T, NH, KV, HD, causal);
     if (B <= 0 || T <= 0 || !dqkv.p) return;
     float scale = 1.0f / sqrtf((float)HD);
     prt_ten none = {NULL, PRT_F32};
@@ -341,17 +357,23 @@ void prt_cu_attention_dropout_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten q
         int64_t np = pairs - p0 < chunk ? pairs - p0 : chunk;
         float *d_ws = ws, *lse_ws = probs.p ? NULL : ws + np * T;
         dim3 grid((unsigned)((T + ATT_ROWS - 1) / ATT_ROWS), (unsigned)np);
-        ATT_LAUNCH(k_attn_rows, grid, 1, none, probs, qkv, dout, lse_ws, d_ws, p0, (int)T, (int)NH, (int)HD,
-                   (int)causal, scale, drop);
-        ATT_LAUNCH(k_attn_dq, grid, dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T, (int)NH, (int)HD, (int)causal,
-                   scale, drop);
-        ATT_LAUNCH(k_attn_dkv, grid, dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T, (int)NH, (int)HD, (int)causal,
-                   scale, drop);
+        ATT_LAUNCH(k_attn_rows, grid, 1, none, probs, qkv, dout, lse_ws, d_ws, p0, (int)T, (int)NH, (int)(NH / KV),
+                   (int)((NH + 2 * KV) * HD), (int)HD, (int)causal, scale, drop);
+        ATT_LAUNCH(k_attn_dq, grid, dqkv, dout, qkv, probs, lse_ws, d_ws, p0, (int)T, (int)NH, (int)(NH / KV),
+                   (int)((NH + 2 * KV) * HD), (int)HD, (int)causal, scale, drop);
+        /* dk, dv: one block row per key/value group meeting the chunk, one launch per query head of a
+         * group (launches on one stream run one after the other: a group's dk and dv have one writer
+         * at a time) */
+        int64_t G = NH / KV, groups = (p0 + np - 1) / G - p0 / G + 1;
+        dim3 ggrid((unsigned)((T + ATT_ROWS - 1) / ATT_ROWS), (unsigned)groups);
+        for (int64_t jh = 0; jh < G; jh++)
+            ATT_LAUNCH(k_attn_dkv, ggrid, dqkv, dout, qkv, probs, lse_ws, d_ws, p0, p0 + np, (int)jh, (int)T, (int)NH,
+                       (int)G, (int)((NH + 2 * KV) * HD), (int)HD, (int)causal, scale, drop);
     }
 }
 
 void prt_cu_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B, int64_t T,
-                          int64_t NH, int64_t HD, int64_t causal) {
+                          int64_t NH, int64_t KV, int64_t HD, int64_t causal) {
     prt_cu_drop none = {0, 0, 1.0f, 0, 0, 0, NH};
-    prt_cu_attention_dropout_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, HD, causal, none);
+    prt_cu_attention_dropout_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, none);
 }

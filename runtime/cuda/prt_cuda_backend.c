@@ -134,14 +134,6 @@ static void cu_swiglu_bwd(prt *rt, void *din_, const void *in_, const void *dout
 static void cu_add_fwd(prt *rt, void *out_, const void *a_, const void *b_, int64_t n, int64_t dtypes) {
     prt_cu_add_fwd(rt, TN(0, out_), TN(1, a_), TN(2, b_), n);
 }
-static void cu_kv_repeat_fwd(prt *rt, void *out_, const void *in_, int64_t N, int64_t KV, int64_t G, int64_t HD,
-                             int64_t dtypes) {
-    prt_cu_kv_repeat_fwd(rt, TN(0, out_), TN(1, in_), N, KV, G, HD);
-}
-static void cu_kv_repeat_bwd(prt *rt, void *din_, const void *dout_, int64_t N, int64_t KV, int64_t G, int64_t HD,
-                             int64_t dtypes) {
-    prt_cu_kv_repeat_bwd(rt, TN(0, din_), TN(1, dout_), N, KV, G, HD);
-}
 static void cu_rope_fwd(prt *rt, void *out_, const void *in_, int64_t B, int64_t T, int64_t G, int64_t U, int64_t R,
                         int64_t HD, int64_t t_offset, double theta, double factor, double low_freq_factor,
                         double high_freq_factor, int64_t original_max_positions, int64_t dtypes) {
@@ -180,27 +172,27 @@ static prt_cu_drop cu_drop(prt *rt, int64_t first_sample, int64_t h_offset, int6
     return d;
 }
 static void cu_attention_dropout_fwd(prt *rt, void *out_, void *probs_, const void *qkv_, int64_t B, int64_t T_,
-                                     int64_t NH_, int64_t HD_, int64_t causal, int64_t first_sample, int64_t h_offset,
+                                     int64_t NH_, int64_t KV_, int64_t HD_, int64_t causal, int64_t first_sample, int64_t h_offset,
                                      int64_t NH_global, int64_t step, int64_t layer, double p, int64_t dtypes) {
-    prt_cu_attention_dropout_fwd(rt, TN(0, out_), TN(1, probs_), TN(2, qkv_), B, T_, NH_, HD_, causal,
+    prt_cu_attention_dropout_fwd(rt, TN(0, out_), TN(1, probs_), TN(2, qkv_), B, T_, NH_, KV_, HD_, causal,
                                  cu_drop(rt, first_sample, h_offset, NH_global, step, layer, p));
 }
 static void cu_attention_dropout_bwd(prt *rt, void *dqkv_, const void *dout_, const void *qkv_, const void *probs_,
-                                     int64_t B, int64_t T_, int64_t NH_, int64_t HD_, int64_t causal,
+                                     int64_t B, int64_t T_, int64_t NH_, int64_t KV_, int64_t HD_, int64_t causal,
                                      int64_t first_sample, int64_t h_offset, int64_t NH_global, int64_t step,
                                      int64_t layer, double p, int64_t dtypes) {
-    if (prt_word_writes(dtypes, 0)) cu_zero(rt, dqkv_, B * T_ * 3 * NH_ * HD_, dtypes);  /* PRT_ARG_WRITE */
-    prt_cu_attention_dropout_bwd(rt, TN(0, dqkv_), TN(1, dout_), TN(2, qkv_), TN(3, probs_), B, T_, NH_, HD_, causal,
+    if (prt_word_writes(dtypes, 0)) cu_zero(rt, dqkv_, B * T_ * (NH_ + 2 * KV_) * HD_, dtypes);  /* PRT_ARG_WRITE */
+    prt_cu_attention_dropout_bwd(rt, TN(0, dqkv_), TN(1, dout_), TN(2, qkv_), TN(3, probs_), B, T_, NH_, KV_, HD_, causal,
                                  cu_drop(rt, first_sample, h_offset, NH_global, step, layer, p));
 }
 static void cu_attention_fwd(prt *rt, void *out_, void *probs_, const void *qkv_, int64_t B, int64_t T_, int64_t NH_,
-                             int64_t HD_, int64_t causal, int64_t dtypes) {
-    prt_cu_attention_fwd(rt, TN(0, out_), TN(1, probs_), TN(2, qkv_), B, T_, NH_, HD_, causal);
+                             int64_t KV_, int64_t HD_, int64_t causal, int64_t dtypes) {
+    prt_cu_attention_fwd(rt, TN(0, out_), TN(1, probs_), TN(2, qkv_), B, T_, NH_, KV_, HD_, causal);
 }
 static void cu_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const void *qkv_, const void *probs_, int64_t B,
-                             int64_t T_, int64_t NH_, int64_t HD_, int64_t causal, int64_t dtypes) {
-    if (prt_word_writes(dtypes, 0)) cu_zero(rt, dqkv_, B * T_ * 3 * NH_ * HD_, dtypes);  /* PRT_ARG_WRITE */
-    prt_cu_attention_bwd(rt, TN(0, dqkv_), TN(1, dout_), TN(2, qkv_), TN(3, probs_), B, T_, NH_, HD_, causal);
+                             int64_t T_, int64_t NH_, int64_t KV_, int64_t HD_, int64_t causal, int64_t dtypes) {
+    if (prt_word_writes(dtypes, 0)) cu_zero(rt, dqkv_, B * T_ * (NH_ + 2 * KV_) * HD_, dtypes);  /* PRT_ARG_WRITE */
+    prt_cu_attention_bwd(rt, TN(0, dqkv_), TN(1, dout_), TN(2, qkv_), TN(3, probs_), B, T_, NH_, KV_, HD_, causal);
 }
 static void cu_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const void *stats_, const void *targets_,
                         int64_t N, int64_t V_local, int64_t vocab_offset, double scale, int64_t dtypes) {

@@ -22,14 +22,18 @@ static void refuse(verdict *v, const char *fmt, long long a, long long b) {
 }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* attention (B, T, NH, HD, causal): grid (T / ATT_ROWS, pairs in chunks of grid_y) */
+/* attention (B, T, NH, KV, HD, causal): grid (T / ATT_ROWS, pairs in chunks
+ * of grid_y); qkv[B,T,3,NH,HD] or, KV < NH, the grouped qkv[B,T,KV,G+2,HD] */
 static void attention(const int64_t *a, const prt_cuda_limits *lim, verdict *v) {
-    int64_t T = a[1], NH = a[2], HD = a[3];
+    int64_t T = a[1], NH = a[2], KV = a[3], HD = a[4];
+    if (KV < 1 || KV > NH || (NH >= 1 && NH % KV))
+        refuse(v, "%lld key/value heads for %lld heads: they must divide the heads", KV, NH);
     if (HD < 1 || HD > PRT_ATT_MAX_HD) refuse(v, "head dim %lld: the CUDA kernels take 1..%lld", HD, PRT_ATT_MAX_HD);
     if (a[0] < 0 || T < 0) refuse(v, "batch %lld, sequence %lld: negative", a[0], T);
     if (T > INT_MAX_) refuse(v, "sequence %lld: the kernels index it in int (at most %lld)", T, INT_MAX_);
-    if (NH < 1 || NH * HD * 3 > INT_MAX_)
-        refuse(v, "3 x heads x head dim = %lld: the kernels index a row in int (at most %lld)", 3 * NH * HD, INT_MAX_);
+    if (NH < 1 || (NH + 2 * KV) * HD > INT_MAX_)
+        refuse(v, "(heads + 2 x key/value heads) x head dim = %lld: the kernels index a row in int (at most %lld)",
+               (NH + 2 * KV) * HD, INT_MAX_);
     if (ceil_div(T, PRT_ATT_ROWS) > lim->grid_x)
         refuse(v, "%lld blocks of query rows: the grid's x dimension takes %lld", ceil_div(T, PRT_ATT_ROWS), lim->grid_x);
     if (HD >= 1 && HD <= PRT_ATT_MAX_HD && PRT_ATT_SMEM_BYTES(PRT_ATT_HDMAX(HD)) > lim->smem_per_block)
@@ -69,10 +73,10 @@ static const struct {
     const char *args;   /* names of the size arguments, for messages */
     void (*check)(const int64_t *a, const prt_cuda_limits *lim, verdict *v);
 } rows[] = {
-    {"attention_fwd", 5, "B T NH HD causal", attention},
-    {"attention_bwd", 5, "B T NH HD causal", attention},
-    {"attention_dropout_fwd", 10, "B T NH HD causal first_sample h_offset NH_global step layer", attention},
-    {"attention_dropout_bwd", 10, "B T NH HD causal first_sample h_offset NH_global step layer", attention},
+    {"attention_fwd", 6, "B T NH KV HD causal", attention},
+    {"attention_bwd", 6, "B T NH KV HD causal", attention},
+    {"attention_dropout_fwd", 11, "B T NH KV HD causal first_sample h_offset NH_global step layer", attention},
+    {"attention_dropout_bwd", 11, "B T NH KV HD causal first_sample h_offset NH_global step layer", attention},
     {"xent_fwd", 4, "N V_local vocab_offset axis", xent},
     {"layernorm_fwd", 2, "N C", norm},
     {"layernorm_bwd", 2, "N C", norm},

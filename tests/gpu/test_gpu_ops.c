@@ -178,16 +178,6 @@ static void ops(int64_t dt) {
             check(tr ? "matmul_t_fwd(mixed)" : "matmul_fwd(mixed)", "out", o2, tol);
         }
     }
-    /* grouped-query key/value repeat: 3 kv heads of 4 query heads each, head dim 20 */
-    {
-        const int64_t KV = 3, G = 4, HD = 20, nin = N * KV * (G + 2) * HD, nout = N * 3 * KV * G * HD;
-        ten in = mk(dt, nin, -1, 1, 0), out = mk(dt, nout, 0, 0, 1), din = mk(dt, nin, -1, 1, 0),
-            dout = mk(dt, nout, -1, 1, 0);
-        prt_kv_repeat_fwd(rt, out.h, in.h, N, KV, G, HD, PRT_ARG_DTYPES(out.dt, in.dt)); prt_cu_kv_repeat_fwd(rt, D(out), D(in), N, KV, G, HD);
-        check("kv_repeat_fwd", "out", out, tol);
-        prt_kv_repeat_bwd(rt, din.h, dout.h, N, KV, G, HD, PRT_ARG_DTYPES(din.dt, dout.dt)); prt_cu_kv_repeat_bwd(rt, D(din), D(dout), N, KV, G, HD);
-        check("kv_repeat_bwd", "din", din, tol);
-    }
     /* rotary positions on a grouped qkv: 3 kv heads of 4 query heads (the queries and k rotated), head dim
      * 128, positions from 4096 (a split sequence's second half), plain and with Llama 3.1's scaling; the
      * backward accumulating and writing */
@@ -219,15 +209,55 @@ static void ops(int64_t dt) {
                     dqkv = mk(dt, B * T * 3 * Cq, -1, 1, 0), dout = mk(dt, B * T * Cq, -1, 1, 0);
                 char name[64];
                 snprintf(name, sizeof name, "attention_fwd hd%lld%s%s", (long long)HD, causal ? " c" : "", with_probs ? " p" : "");
-                prt_attention_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, HD, causal, PRT_ARG_DTYPES(out.dt, probs.dt, qkv.dt));
-                prt_cu_attention_fwd(rt, D(out), with_probs ? D(probs) : NONE, D(qkv), B, T, NH, HD, causal);
+                prt_attention_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, NH, HD, causal, PRT_ARG_DTYPES(out.dt, probs.dt, qkv.dt));
+                prt_cu_attention_fwd(rt, D(out), with_probs ? D(probs) : NONE, D(qkv), B, T, NH, NH, HD, causal);
                 check(name, "out", out, tol);
                 if (with_probs) check(name, "probs", probs, tol);
                 name[10] = 'b', name[11] = 'w', name[12] = 'd';
-                prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, HD, causal, PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt, probs.dt));
-                prt_cu_attention_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, HD, causal);
+                prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, NH, HD, causal, PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt, probs.dt));
+                prt_cu_attention_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, NH, HD, causal);
                 check(name, "dqkv", dqkv, tol);
             }
+    /* grouped-query attention: qkv[B, T, KV, G + 2, HD] read as it is, causal or not, probs saved or
+     * not, with and without dropout; 4 key/value heads of 3 queries over 5 samples at T 16 also make
+     * several chunks of (sample, head) pairs (16 at a time) that split groups between two launches */
+    const int64_t gshapes[][5] = {{2, 80, 6, 2, 64}, {5, 16, 12, 4, 32}};
+    for (int s = 0; s < 2; s++)
+        for (int causal = 0; causal < 2; causal++)
+            for (int with_probs = 0; with_probs < 2; with_probs++)
+                for (int drop = 0; drop < 2; drop++) {
+                    int64_t B = gshapes[s][0], T = gshapes[s][1], NH = gshapes[s][2], KV = gshapes[s][3],
+                            HD = gshapes[s][4], W = (NH + 2 * KV) * HD, Cq = NH * HD;
+                    ten qkv = mk(dt, B * T * W, -1, 1, 0), out = mk(dt, B * T * Cq, 0, 0, 1),
+                        probs = with_probs ? mk(dt, B * NH * T * T, 0, 0, 1) : (ten){NULL, NULL, dt, 0},
+                        dqkv = mk(dt, B * T * W, -1, 1, 0), dout = mk(dt, B * T * Cq, -1, 1, 0);
+                    prt_cu_drop dd = {drop, prt_dropout_threshold(0.2), prt_dropout_scale(0.2),
+                                      prt_dropout_key(rt->plan.seed, 3, 1, 0), 2, 1, NH + 1};
+                    char name[80];
+                    snprintf(name, sizeof name, "attention gqa T%lld%s%s%s", (long long)T, causal ? " c" : "",
+                             with_probs ? " p" : "", drop ? " drop" : "");
+                    if (drop) {
+                        prt_attention_dropout_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, KV, HD, causal, 2, 1, NH + 1, 3, 1, 0.2,
+                                                  PRT_ARG_DTYPES(out.dt, probs.dt, qkv.dt));
+                        prt_cu_attention_dropout_fwd(rt, D(out), with_probs ? D(probs) : NONE, D(qkv), B, T, NH, KV, HD, causal, dd);
+                    } else {
+                        prt_attention_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, KV, HD, causal, PRT_ARG_DTYPES(out.dt, probs.dt, qkv.dt));
+                        prt_cu_attention_fwd(rt, D(out), with_probs ? D(probs) : NONE, D(qkv), B, T, NH, KV, HD, causal);
+                    }
+                    check(name, "out", out, tol);
+                    if (with_probs) check(name, "probs", probs, tol);
+                    if (drop) {
+                        prt_attention_dropout_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, KV, HD, causal, 2, 1, NH + 1, 3, 1,
+                                                  0.2, PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt, probs.dt));
+                        prt_cu_attention_dropout_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, KV,
+                                                     HD, causal, dd);
+                    } else {
+                        prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, KV, HD, causal,
+                                          PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt, probs.dt));
+                        prt_cu_attention_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, KV, HD, causal);
+                    }
+                    check(name, "dqkv", dqkv, tol);
+                }
     /* column sums over many rows (bias, layernorm and rmsnorm weight gradients): 2100 rows
      * make 5 row blocks whose partial sums sit in the workspace (made large enough first) */
     {
@@ -254,12 +284,12 @@ static void ops(int64_t dt) {
             dout = mk(dt, B * T * Cq, -1, 1, 0);
         char name[64];
         snprintf(name, sizeof name, "attention_fwd T%lld hd%lld c", (long long)T, (long long)HD);
-        prt_attention_fwd(rt, out.h, NULL, qkv.h, B, T, NH, HD, 1, PRT_ARG_DTYPES(out.dt, PRT_F32, qkv.dt));
-        prt_cu_attention_fwd(rt, D(out), NONE, D(qkv), B, T, NH, HD, 1);
+        prt_attention_fwd(rt, out.h, NULL, qkv.h, B, T, NH, NH, HD, 1, PRT_ARG_DTYPES(out.dt, PRT_F32, qkv.dt));
+        prt_cu_attention_fwd(rt, D(out), NONE, D(qkv), B, T, NH, NH, HD, 1);
         check(name, "out", out, tol);
         name[10] = 'b', name[11] = 'w', name[12] = 'd';
-        prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, NULL, B, T, NH, HD, 1, PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt));
-        prt_cu_attention_bwd(rt, D(dqkv), D(dout), D(qkv), NONE, B, T, NH, HD, 1);
+        prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, NULL, B, T, NH, NH, HD, 1, PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt));
+        prt_cu_attention_bwd(rt, D(dqkv), D(dout), D(qkv), NONE, B, T, NH, NH, HD, 1);
         check(name, "dqkv", dqkv, tol);
     }
     /* dropout of a branch output: a block of a [8, 32, 40] tensor (samples 5.., positions 8..),
@@ -298,12 +328,12 @@ static void ops(int64_t dt) {
         prt_cu_drop drop = {1, prt_dropout_threshold(p), prt_dropout_scale(p),
                             prt_dropout_key(rt->plan.seed, step, layer, 0), first, h0, NHg};
         const char *name = with_probs ? "attention_dropout p" : "attention_dropout";
-        prt_attention_dropout_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, HD, 1, first, h0, NHg, step, layer, p, PRT_ARG_DTYPES(out.dt, probs.dt, qkv.dt));
-        prt_cu_attention_dropout_fwd(rt, D(out), with_probs ? D(probs) : NONE, D(qkv), B, T, NH, HD, 1, drop);
+        prt_attention_dropout_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, NH, HD, 1, first, h0, NHg, step, layer, p, PRT_ARG_DTYPES(out.dt, probs.dt, qkv.dt));
+        prt_cu_attention_dropout_fwd(rt, D(out), with_probs ? D(probs) : NONE, D(qkv), B, T, NH, NH, HD, 1, drop);
         check(name, "out", out, tol);
         if (with_probs) check(name, "probs", probs, tol);
-        prt_attention_dropout_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, HD, 1, first, h0, NHg, step, layer, p, PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt, probs.dt));
-        prt_cu_attention_dropout_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, HD, 1,
+        prt_attention_dropout_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, NH, HD, 1, first, h0, NHg, step, layer, p, PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt, probs.dt));
+        prt_cu_attention_dropout_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, NH, HD, 1,
                                      drop);
         check(name, "dqkv", dqkv, tol);
     }

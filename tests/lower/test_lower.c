@@ -738,6 +738,27 @@ static void test_textbook_activations(void)
     }
 }
 
+/* Grouped-query attention keeps K and V at kv_heads: attention saves the
+ * grouped qkv it reads, b s (heads + 2 kv_heads) head_dim elements, where
+ * the same sizes with kv_heads = heads keep b s 3 heads head_dim; nothing
+ * else of the layer differs (a heads split divides both by t). */
+static void test_gqa_activations(void)
+{
+    for (int tp = 0; tp < 2; tp++) {
+        Opts o = defaults();
+        o.block = "llama", o.rope = "theta 10000";
+        if (tp) o.mesh = "tp 2;", o.gpus = 2, o.layout = "heads -> tp; ffn -> tp; vocab -> tp;";
+        int64_t t = tp ? 2 : 1, s = o.seq, b = o.micro_batch, NH = o.heads, KV = 2, HD = o.hidden / o.heads;
+        int64_t mha = layer_activations(o, "mha");
+        o.kv_heads = (int)KV;
+        int64_t gqa = layer_activations(o, "gqa");
+        int64_t want = mha - 2 * (NH - KV) * HD * s * b * 4 / t; /* fp32 activations */
+        CHECK(gqa == want, "GQA layer (tp %lld): %lld activation bytes, want %lld (the MHA layer's %lld less k and v "
+              "of %lld heads)", (long long)t, (long long)gqa, (long long)want, (long long)mha, (long long)(NH - KV));
+        CHECK(mha > 0, "the MHA layer keeps activations");
+    }
+}
+
 /* Pipeline staging: each send copy still in flight holds one message in its
  * own dtype (2 bytes per element in a bf16 plan), at most the schedule's
  * in-flight peak (+1 not yet reaped) per direction, and one more for the
@@ -941,13 +962,13 @@ static int64_t call_scratch(const StageProgram *sp, const Instr *ins, int w)
     case RT_prt_matmul_bwd:
     case RT_prt_matmul_t_bwd:
         return prt_scratch_matmul_bwd(A(6), A(7), A(5), given(ins, 0), given(ins, 1), W(4), W(1), W(3), W(2), W(0));
-    case RT_prt_attention_fwd: return prt_scratch_attention_fwd(A(4), A(6), A(3) * A(5), given(ins, 1), W(1), W(2), W(0));
+    case RT_prt_attention_fwd: return prt_scratch_attention_fwd(A(4), A(7), A(3) * A(5), given(ins, 1), W(1), W(2), W(0));
     case RT_prt_attention_bwd:
-        return prt_scratch_attention_bwd(A(5), A(7), A(4) * A(6), given(ins, 3), W(3), W(2), W(0), W(1));
+        return prt_scratch_attention_bwd(A(5), A(8), A(4) * A(6), given(ins, 3), W(3), W(2), W(0), W(1));
     case RT_prt_attention_dropout_fwd:
-        return prt_scratch_attention_dropout_fwd(A(4), A(6), A(3) * A(5), given(ins, 1), W(1), W(2), W(0));
+        return prt_scratch_attention_dropout_fwd(A(4), A(7), A(3) * A(5), given(ins, 1), W(1), W(2), W(0));
     case RT_prt_attention_dropout_bwd:
-        return prt_scratch_attention_dropout_bwd(A(5), A(7), A(4) * A(6), given(ins, 3), W(3), W(2), W(0), W(1));
+        return prt_scratch_attention_dropout_bwd(A(5), A(8), A(4) * A(6), given(ins, 3), W(3), W(2), W(0), W(1));
     case RT_prt_xent_fwd: return prt_scratch_xent_fwd(A(4));
     case RT_prt_layernorm_bwd: return prt_scratch_layernorm_bwd(A(9), W(1), W(2));
     case RT_prt_rmsnorm_bwd: return prt_scratch_rmsnorm_bwd(A(7), W(1));
@@ -970,10 +991,10 @@ static double call_flops(const Instr *ins)
     case RT_prt_matmul_bias_fwd: return 2 * A(4) * A(5) * A(6) + A(4) * A(6); /* the bias: one add per output */
     case RT_prt_matmul_bias_bwd: return 4 * A(6) * A(7) * A(8);
     case RT_prt_attention_fwd:
-    case RT_prt_attention_dropout_fwd: return 4 * A(3) * A(4) * A(4) * A(5) * A(6);
+    case RT_prt_attention_dropout_fwd: return 4 * A(3) * A(4) * A(4) * A(5) * A(7); /* B T T NH HD: per query head */
     case RT_prt_attention_bwd:
     case RT_prt_attention_dropout_bwd:
-        return (ins->args[3].kind == ARG_NULL ? 12 : 8) * A(4) * A(5) * A(5) * A(6) * A(7);
+        return (ins->args[3].kind == ARG_NULL ? 12 : 8) * A(4) * A(5) * A(5) * A(6) * A(8);
     case RT_prt_dropout_fwd:
     case RT_prt_dropout_bwd: return ins->fn == RT_prt_dropout_bwd ? A(3) : A(3) * A(4) * A(5);
     case RT_prt_xent_fwd: return 5 * A(4) * A(5);
@@ -1222,6 +1243,7 @@ int main(void)
     test_pipeline();
     test_activations();
     test_textbook_activations();
+    test_gqa_activations();
     test_pipeline_staging();
     test_model_flops();
     test_placement_errors();

@@ -297,10 +297,9 @@ def check_plan(parc, examples, name, work):
     grads = prt_dump.merge_params(dump, "grads")
     data = prt_dump.read_data(os.path.join(dump, "data.rank0.bin"))
     logits = prt_dump.read_logits(os.path.join(dump, "logits.rank0.bin"))
-    graph = subprocess.run([parc, "lower", plan, "--emit=graph"], capture_output=True, text=True, check=True).stdout
     front = front_fields(parc, plan)
     model = Model(prt_dump.param_shapes(parc, plan), init, prt_dump.optimizer_settings(parc, plan),
-                  gqa=" kv_repeat " in graph, dropout=float(front.get("dropout", 0.0)), seed=int(front.get("seed", 0)),
+                  gqa=front.get("kv_heads", front.get("heads")) != front.get("heads"), dropout=float(front.get("dropout", 0.0)), seed=int(front.get("seed", 0)),
                   front=front)
     problems = []
 

@@ -111,10 +111,10 @@ int main(int argc, char **argv) {
         float qkv[B * T * 3 * CC], dout[B * T * CC], out[B * T * CC], dqkv[B * T * 3 * CC] = {0};
         float out_nc[B * T * CC], probs[B * NH * T * T], dqkv_nc[B * T * 3 * CC] = {0};
         rt_fill(qkv, B * T * 3 * CC, 16, 1.5f); rt_fill(dout, B * T * CC, 17, 1);
-        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, HD, 1, 0);
-        prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, HD, 1, 0);
-        prt_attention_fwd(rt, out_nc, probs, qkv, B, T, NH, HD, 0, 0);
-        prt_attention_bwd(rt, dqkv_nc, dout, qkv, probs, B, T, NH, HD, 0, 0);
+        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, NH, HD, 1, 0);
+        prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, NH, HD, 1, 0);
+        prt_attention_fwd(rt, out_nc, probs, qkv, B, T, NH, NH, HD, 0, 0);
+        prt_attention_bwd(rt, dqkv_nc, dout, qkv, probs, B, T, NH, NH, HD, 0, 0);
         DUMP("att_qkv", qkv, B, T, 3, NH, HD); DUMP("att_dout", dout, B, T, NH, HD);
         DUMP("att_out", out, B, T, NH, HD); DUMP("att_dqkv", dqkv, B, T, 3, NH, HD);
         DUMP("attnc_out", out_nc, B, T, NH, HD); DUMP("attnc_dqkv", dqkv_nc, B, T, 3, NH, HD);
@@ -125,10 +125,10 @@ int main(int argc, char **argv) {
               *dqkv = calloc(B * T * 3 * CC, sizeof(float)), *out_nc = rt_alloc(B * T * CC),
               *probs = rt_alloc(B * NH * T * T), *dqkv_nc = calloc(B * T * 3 * CC, sizeof(float));
         rt_fill(qkv, B * T * 3 * CC, 26, 1.5f); rt_fill(dout, B * T * CC, 27, 1);
-        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, HD, 1, 0);
-        prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, HD, 1, 0);
-        prt_attention_fwd(rt, out_nc, probs, qkv, B, T, NH, HD, 0, 0);
-        prt_attention_bwd(rt, dqkv_nc, dout, qkv, probs, B, T, NH, HD, 0, 0);
+        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, NH, HD, 1, 0);
+        prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, NH, HD, 1, 0);
+        prt_attention_fwd(rt, out_nc, probs, qkv, B, T, NH, NH, HD, 0, 0);
+        prt_attention_bwd(rt, dqkv_nc, dout, qkv, probs, B, T, NH, NH, HD, 0, 0);
         DUMP("attl_qkv", qkv, B, T, 3, NH, HD); DUMP("attl_dout", dout, B, T, NH, HD);
         DUMP("attl_out", out, B, T, NH, HD); DUMP("attl_dqkv", dqkv, B, T, 3, NH, HD);
         DUMP("attlnc_out", out_nc, B, T, NH, HD); DUMP("attlnc_dqkv", dqkv_nc, B, T, 3, NH, HD);
@@ -141,14 +141,33 @@ int main(int argc, char **argv) {
               *dqkv = calloc(B * T * 3 * CC, sizeof(float)), *out_nc = rt_alloc(B * T * CC),
               *dqkv_nc = calloc(B * T * 3 * CC, sizeof(float));
         rt_fill(qkv, B * T * 3 * CC, 28, 1.5f); rt_fill(dout, B * T * CC, 29, 1);
-        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, HD, 1, 0);
-        prt_cpu_attention_keyblocked_bwd(rt, dqkv, dout, qkv, B, T, NH, HD, 1, NULL, 0);
-        prt_attention_fwd(rt, out_nc, NULL, qkv, B, T, NH, HD, 0, 0);
-        prt_cpu_attention_keyblocked_bwd(rt, dqkv_nc, dout, qkv, B, T, NH, HD, 0, NULL, 0);
+        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, NH, HD, 1, 0);
+        prt_cpu_attention_keyblocked_bwd(rt, dqkv, dout, qkv, B, T, NH, NH, HD, 1, NULL, 0);
+        prt_attention_fwd(rt, out_nc, NULL, qkv, B, T, NH, NH, HD, 0, 0);
+        prt_cpu_attention_keyblocked_bwd(rt, dqkv_nc, dout, qkv, B, T, NH, NH, HD, 0, NULL, 0);
         DUMP("attk_qkv", qkv, B, T, 3, NH, HD); DUMP("attk_dout", dout, B, T, NH, HD);
         DUMP("attk_out", out, B, T, NH, HD); DUMP("attk_dqkv", dqkv, B, T, 3, NH, HD);
         DUMP("attknc_out", out_nc, B, T, NH, HD); DUMP("attknc_dqkv", dqkv_nc, B, T, 3, NH, HD);
         free(qkv); free(dout); free(out); free(dqkv); free(out_nc); free(dqkv_nc);
+    }
+    {   /* grouped-query attention: qkv[B, T, KV, G + 2, HD] read as it is (3 key/value heads of 2 query heads),
+         * over more rows than one block: causal recomputed, non-causal kept, and the key-blocked backward */
+        enum { B = 2, T = 150, NH = 6, KV = 3, G = NH / KV, HD = 8, W = (NH + 2 * KV) * HD, CC = NH * HD };
+        float *qkv = rt_alloc(B * T * W), *dout = rt_alloc(B * T * CC), *out = rt_alloc(B * T * CC),
+              *dqkv = calloc(B * T * W, sizeof(float)), *out_nc = rt_alloc(B * T * CC),
+              *probs = rt_alloc(B * NH * T * T), *dqkv_nc = calloc(B * T * W, sizeof(float)),
+              *dqkv_k = calloc(B * T * W, sizeof(float));
+        rt_fill(qkv, B * T * W, 40, 1.5f); rt_fill(dout, B * T * CC, 41, 1);
+        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, KV, HD, 1, 0);
+        prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, KV, HD, 1, 0);
+        prt_cpu_attention_keyblocked_bwd(rt, dqkv_k, dout, qkv, B, T, NH, KV, HD, 1, NULL, 0);
+        prt_attention_fwd(rt, out_nc, probs, qkv, B, T, NH, KV, HD, 0, 0);
+        prt_attention_bwd(rt, dqkv_nc, dout, qkv, probs, B, T, NH, KV, HD, 0, 0);
+        DUMP("attg_qkv", qkv, B, T, KV, G + 2, HD); DUMP("attg_dout", dout, B, T, NH, HD);
+        DUMP("attg_out", out, B, T, NH, HD); DUMP("attg_dqkv", dqkv, B, T, KV, G + 2, HD);
+        DUMP("attgk_out", out, B, T, NH, HD); DUMP("attgk_dqkv", dqkv_k, B, T, KV, G + 2, HD);
+        DUMP("attgnc_out", out_nc, B, T, NH, HD); DUMP("attgnc_dqkv", dqkv_nc, B, T, KV, G + 2, HD);
+        free(qkv); free(dout); free(out); free(dqkv); free(out_nc); free(probs); free(dqkv_nc); free(dqkv_k);
     }
     {   /* rotary positions: a plain qkv [B, T, 3, NH, HD] (q and k rotated), positions from 3, and a grouped
          * one [B, T, KV, Q + 2, HD] (the Q queries and k rotated) with Llama 3.1's scaling */

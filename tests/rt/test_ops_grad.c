@@ -378,37 +378,6 @@ static void test_add(void) {
     rt_close("zero", acc, zeros, 9, 0, 0);
 }
 
-/* ---------------------------------------------------------------- grouped-query key/value repeat */
-
-typedef struct { float *out, *r, *in; int64_t N, KV, G, HD; } kvr_ctx;
-static double kvr_loss(void *p) {
-    kvr_ctx *c = p;
-    prt_kv_repeat_fwd(RT, c->out, c->in, c->N, c->KV, c->G, c->HD, 0);
-    return dot_r(c->out, c->r, c->N * 3 * c->KV * c->G * c->HD);
-}
-/* Forward against the index formula of parc_rt.h, backward by finite differences
- * (the k and v of a group collect the gradients of all G query heads). */
-static void test_kv_repeat(void) {
-    kvr_ctx c = {.N = 3, .KV = 2, .G = 3, .HD = 4};
-    int64_t NH = c.KV * c.G, nin = c.N * c.KV * (c.G + 2) * c.HD, nout = c.N * 3 * NH * c.HD;
-    c.out = rt_alloc(nout); c.r = rt_alloc(nout); c.in = rt_alloc(nin);
-    rt_fill(c.r, nout, 45, 1); rt_fill(c.in, nin, 46, 1);
-    kvr_loss(&c);
-    float *want = rt_alloc(nout);
-    for (int64_t n = 0; n < c.N; n++)
-        for (int64_t w = 0; w < 3; w++)
-            for (int64_t h = 0; h < NH; h++)
-                for (int64_t d = 0; d < c.HD; d++) {
-                    int64_t g = h / c.G, slot = w == 0 ? h % c.G : c.G + w - 1;
-                    want[((n * 3 + w) * NH + h) * c.HD + d] = c.in[((n * c.KV + g) * (c.G + 2) + slot) * c.HD + d];
-                }
-    rt_close("kv_repeat fwd", c.out, want, nout, 0, 0);
-    gradbuf din = grad_new(nin, 47);
-    prt_kv_repeat_bwd(RT, din.g, c.r, c.N, c.KV, c.G, c.HD, 0);
-    grad_check("kv_repeat bwd din", kvr_loss, &c, c.in, din.g, din.g0, nin, 1e-2f);
-    grad_free(din); free(want); free(c.out); free(c.r); free(c.in);
-}
-
 /* ---------------------------------------------------------------- rotary position embedding */
 
 typedef struct { float *out, *r, *in; int64_t B, T, G, U, R, HD, off; double theta, factor; } rope_ctx;
@@ -514,15 +483,24 @@ static void test_rope(void) {
 
 /* ---------------------------------------------------------------- attention */
 
-typedef struct { float *out, *r, *qkv, *probs; int64_t B, T, NH, HD, causal; int save; } att_ctx;
+typedef struct { float *out, *r, *qkv, *probs; int64_t B, T, NH, KV, HD, causal; int save; } att_ctx;
+/* Column of q (which 0), k (1) or v (2) of head h in a qkv row (parc_rt.h
+ * attention_fwd): [3, NH, HD] when KV == NH, else [KV, NH / KV + 2, HD]. */
+static int64_t att_col(int64_t NH, int64_t KV, int64_t HD, int which, int64_t h) {
+    if (KV == NH) return (which * NH + h) * HD;
+    int64_t G = NH / KV;
+    return ((h / G) * (G + 2) + (which == 0 ? h % G : G + which - 1)) * HD;
+}
 static double att_loss(void *p) {
     att_ctx *c = p;
-    prt_attention_fwd(RT, c->out, c->save ? c->probs : NULL, c->qkv, c->B, c->T, c->NH, c->HD, c->causal, 0);
+    prt_attention_fwd(RT, c->out, c->save ? c->probs : NULL, c->qkv, c->B, c->T, c->NH, c->KV, c->HD, c->causal, 0);
     return dot_r(c->out, c->r, c->B * c->T * c->NH * c->HD);
 }
-static void test_attention(int64_t causal, int save) {
-    att_ctx c = {.B = 2, .T = 5, .NH = 2, .HD = 3, .causal = causal, .save = save};
-    int64_t C = c.NH * c.HD, nq = c.B * c.T * 3 * C, no = c.B * c.T * C;
+/* Forward against the formula, backward by finite differences; KV < NH: the
+ * grouped layout (a group's k and v collect the gradients of its G heads). */
+static void test_attention(int64_t causal, int save, int64_t NH, int64_t KV) {
+    att_ctx c = {.B = 2, .T = 5, .NH = NH, .KV = KV, .HD = 3, .causal = causal, .save = save};
+    int64_t C = c.NH * c.HD, W = (c.NH + 2 * c.KV) * c.HD, nq = c.B * c.T * W, no = c.B * c.T * C;
     c.out = rt_alloc(no); c.r = rt_alloc(no); c.qkv = rt_alloc(nq); c.probs = rt_alloc(c.B * c.NH * c.T * c.T);
     rt_fill(c.r, no, 42, 1); rt_fill(c.qkv, nq, 43, 1.5f);
     att_loss(&c);
@@ -532,9 +510,10 @@ static void test_attention(int64_t causal, int save) {
             for (int64_t t = 0; t < c.T; t++) {
                 double s[16], m = -1e300, z = 0;
                 int64_t last = causal ? t : c.T - 1;
-                const float *q = c.qkv + (b * c.T + t) * 3 * C + h * c.HD;
+                int64_t qc = att_col(NH, KV, c.HD, 0, h), kc = att_col(NH, KV, c.HD, 1, h), vc = att_col(NH, KV, c.HD, 2, h);
+                const float *q = c.qkv + (b * c.T + t) * W + qc;
                 for (int64_t j = 0; j <= last; j++) {
-                    const float *k = c.qkv + (b * c.T + j) * 3 * C + C + h * c.HD;
+                    const float *k = c.qkv + (b * c.T + j) * W + kc;
                     double d = 0;
                     for (int64_t e = 0; e < c.HD; e++) d += (double)q[e] * k[e];
                     s[j] = d / sqrt((double)c.HD);
@@ -543,18 +522,80 @@ static void test_attention(int64_t causal, int save) {
                 for (int64_t j = 0; j <= last; j++) z += (s[j] = exp(s[j] - m));
                 for (int64_t e = 0; e < c.HD; e++) {
                     double o = 0;
-                    for (int64_t j = 0; j <= last; j++) o += s[j] / z * c.qkv[(b * c.T + j) * 3 * C + 2 * C + h * c.HD + e];
+                    for (int64_t j = 0; j <= last; j++) o += s[j] / z * c.qkv[(b * c.T + j) * W + vc + e];
                     want[(b * c.T + t) * C + h * c.HD + e] = (float)o;
                 }
             }
-    char what[80];
-    snprintf(what, sizeof what, "attention(causal=%lld, probs %s) fwd", (long long)causal, save ? "saved" : "recomputed");
+    char what[96];
+    snprintf(what, sizeof what, "attention(causal=%lld, probs %s, NH %lld, KV %lld) fwd", (long long)causal,
+             save ? "saved" : "recomputed", (long long)NH, (long long)KV);
     rt_close(what, c.out, want, no, 1e-5, 1e-4);
     gradbuf d = grad_new(nq, 44);
-    prt_attention_bwd(RT, d.g, c.r, c.qkv, save ? c.probs : NULL, c.B, c.T, c.NH, c.HD, causal, 0);
-    snprintf(what, sizeof what, "attention(causal=%lld, probs %s) bwd dqkv", (long long)causal, save ? "saved" : "recomputed");
+    prt_attention_bwd(RT, d.g, c.r, c.qkv, save ? c.probs : NULL, c.B, c.T, c.NH, c.KV, c.HD, causal, 0);
+    snprintf(what, sizeof what, "attention(causal=%lld, probs %s, NH %lld, KV %lld) bwd dqkv", (long long)causal,
+             save ? "saved" : "recomputed", (long long)NH, (long long)KV);
     grad_check(what, att_loss, &c, c.qkv, d.g, d.g0, nq, 1e-2f);
     grad_free(d); free(want); free(c.out); free(c.r); free(c.qkv); free(c.probs);
+}
+
+/* The grouped layout against the plain one with k and v repeated per query
+ * head: the same output, and dq equal, a group's dk and dv the sums of the
+ * repeated heads' — kept and recomputed probabilities, with and without
+ * dropout, and the key-blocked backward (T above the block sizes). */
+static void test_attention_grouped(void) {
+    const int64_t B = 2, T = 70, NH = 6, KV = 2, G = NH / KV, HD = 8;
+    int64_t W = (NH + 2 * KV) * HD, C = NH * HD, ng = B * T * W, nr = B * T * 3 * C, no = B * T * C;
+    float *qg = rt_alloc(ng), *qr = rt_alloc(nr), *dout = rt_alloc(no), *probs = rt_alloc(B * NH * T * T);
+    float *og = rt_alloc(no), *orp = rt_alloc(no), *dg = rt_alloc(ng), *dr = rt_alloc(nr), *sum = rt_alloc(ng);
+    rt_fill(qg, ng, 61, 1); rt_fill(dout, no, 62, 1);
+    for (int64_t n = 0; n < B * T; n++)
+        for (int w = 0; w < 3; w++)
+            for (int64_t h = 0; h < NH; h++)
+                memcpy(qr + n * 3 * C + att_col(NH, NH, HD, w, h), qg + n * W + att_col(NH, KV, HD, w, h),
+                       sizeof(float) * (size_t)HD);
+    for (int drop = 0; drop < 2; drop++)
+        for (int save = 0; save < 2; save++)
+            for (int kb = 0; kb < 2 - save; kb++) {
+                prt_att_dropout dd = prt_cpu_attention_dropout(RT, 3, 1, NH + 2, NH, 7, 1, 0.2);
+                char what[96];
+                snprintf(what, sizeof what, "grouped attention (dropout %d, probs %s%s)", drop, save ? "kept" : "recomputed",
+                         kb ? ", key-blocked" : "");
+                memset(dg, 0, sizeof(float) * (size_t)ng), memset(dr, 0, sizeof(float) * (size_t)nr);
+                for (int layout = 0; layout < 2; layout++) {
+                    float *q = layout ? qr : qg, *o = layout ? orp : og, *g = layout ? dr : dg;
+                    int64_t kv = layout ? NH : KV;
+                    if (drop) {
+                        prt_attention_dropout_fwd(RT, o, save ? probs : NULL, q, B, T, NH, kv, HD, 1, 3, 1, NH + 2, 7, 1, 0.2, 0);
+                        if (kb) prt_cpu_attention_keyblocked_bwd(RT, g, dout, q, B, T, NH, kv, HD, 1, &dd, 0);
+                        else prt_attention_dropout_bwd(RT, g, dout, q, save ? probs : NULL, B, T, NH, kv, HD, 1, 3, 1, NH + 2, 7, 1, 0.2, 0);
+                    } else {
+                        prt_attention_fwd(RT, o, save ? probs : NULL, q, B, T, NH, kv, HD, 1, 0);
+                        if (kb) prt_cpu_attention_keyblocked_bwd(RT, g, dout, q, B, T, NH, kv, HD, 1, NULL, 0);
+                        else prt_attention_bwd(RT, g, dout, q, save ? probs : NULL, B, T, NH, kv, HD, 1, 0);
+                    }
+                }
+                rt_close(what, og, orp, no, 1e-5, 1e-5);
+                memset(sum, 0, sizeof(float) * (size_t)ng);
+                for (int64_t n = 0; n < B * T; n++)
+                    for (int w = 0; w < 3; w++)
+                        for (int64_t h = 0; h < NH; h++)
+                            for (int64_t e = 0; e < HD; e++)
+                                sum[n * W + att_col(NH, KV, HD, w, h) + e] += dr[n * 3 * C + att_col(NH, NH, HD, w, h) + e];
+                (void)G;
+                rt_close(what, dg, sum, ng, 1e-5, 1e-4);
+                /* the first writer's form (PRT_ARG_WRITE on dqkv): the same gradient over stale contents (the
+                 * kept probabilities, last written by the plain layout's forward, are the grouped one's) */
+                float *dw = rt_alloc(ng);
+                rt_fill(dw, ng, 63, 5);
+                int64_t wr = PRT_ARG_WRITE;
+                if (kb) prt_cpu_attention_keyblocked_bwd(RT, dw, dout, qg, B, T, NH, KV, HD, 1, drop ? &dd : NULL, wr);
+                else if (drop)
+                    prt_attention_dropout_bwd(RT, dw, dout, qg, save ? probs : NULL, B, T, NH, KV, HD, 1, 3, 1, NH + 2, 7, 1, 0.2, wr);
+                else prt_attention_bwd(RT, dw, dout, qg, save ? probs : NULL, B, T, NH, KV, HD, 1, wr);
+                rt_close(what, dw, dg, ng, 0, 0);
+                free(dw);
+            }
+    free(qg); free(qr); free(dout); free(probs); free(og); free(orp); free(dg); free(dr); free(sum);
 }
 
 /* ---------------------------------------------------------------- dropout */
@@ -619,7 +660,7 @@ static void test_dropout(void) {
 typedef struct { float *out, *r, *qkv, *probs; int64_t B, T, NH, HD, first, h0, NHg; double p; int save; } attd_ctx;
 static double attd_loss(void *p) {
     attd_ctx *c = p;
-    prt_attention_dropout_fwd(RT, c->out, c->save ? c->probs : NULL, c->qkv, c->B, c->T, c->NH, c->HD, 1, c->first,
+    prt_attention_dropout_fwd(RT, c->out, c->save ? c->probs : NULL, c->qkv, c->B, c->T, c->NH, c->NH, c->HD, 1, c->first,
                               c->h0, c->NHg, 5, 2, c->p, 0);
     return dot_r(c->out, c->r, c->B * c->T * c->NH * c->HD);
 }
@@ -633,7 +674,7 @@ static void test_attention_dropout(int save) {
     c.out = rt_alloc(no); c.r = rt_alloc(no); c.qkv = rt_alloc(nq); c.probs = rt_alloc(c.B * c.NH * c.T * c.T);
     rt_fill(c.r, no, 54, 1); rt_fill(c.qkv, nq, 55, 1.5f);
     float *plain = rt_alloc(no);
-    prt_attention_fwd(RT, plain, save ? c.probs : NULL, c.qkv, c.B, c.T, c.NH, c.HD, 1, 0); /* the same kernel */
+    prt_attention_fwd(RT, plain, save ? c.probs : NULL, c.qkv, c.B, c.T, c.NH, c.NH, c.HD, 1, 0); /* the same kernel */
     c.p = 0;
     attd_loss(&c);
     rt_close("attention dropout p = 0 fwd", c.out, plain, no, 0, 0);
@@ -648,12 +689,12 @@ static void test_attention_dropout(int save) {
     for (int64_t t = 0; t < c.T; t++)
         for (int64_t w = 0; w < 3; w++)
             memcpy(q1 + (t * 3 + w) * c.HD, c.qkv + ((1 * c.T + t) * 3 + w) * C + 1 * c.HD, (size_t)c.HD * sizeof(float));
-    prt_attention_dropout_fwd(RT, o1, save ? p1 : NULL, q1, 1, c.T, 1, c.HD, 1, 1, 1, 2, 5, 2, c.p, 0);
+    prt_attention_dropout_fwd(RT, o1, save ? p1 : NULL, q1, 1, c.T, 1, 1, c.HD, 1, 1, 1, 2, 5, 2, c.p, 0);
     for (int64_t t = 0; t < c.T; t++)
         for (int64_t e = 0; e < c.HD; e++) bad += o1[t * c.HD + e] != c.out[(1 * c.T + t) * C + 1 * c.HD + e];
     RT_EXPECT(bad == 0, "attention dropout: sample 1 head 1 alone differs in %lld elements", (long long)bad);
     gradbuf d = grad_new(nq, 56);
-    prt_attention_dropout_bwd(RT, d.g, c.r, c.qkv, save ? c.probs : NULL, c.B, c.T, c.NH, c.HD, 1, c.first, c.h0,
+    prt_attention_dropout_bwd(RT, d.g, c.r, c.qkv, save ? c.probs : NULL, c.B, c.T, c.NH, c.NH, c.HD, 1, c.first, c.h0,
                               c.NHg, 5, 2, c.p, 0);
     grad_check(save ? "attention dropout (probs saved) bwd dqkv" : "attention dropout (probs recomputed) bwd dqkv",
                attd_loss, &c, c.qkv, d.g, d.g0, nq, 1e-2f);
@@ -770,8 +811,8 @@ static void test_attention_threads(void) {
         for (int run = 0; run < 2; run++) {
             openblas_set_num_threads(run + 1);
             out[run] = rt_alloc(B * T * C), dqkv[run] = calloc(B * T * 3 * C, sizeof(float));
-            prt_attention_fwd(RT, out[run], save ? probs : NULL, qkv, B, T, NH, HD, 1, 0);
-            prt_attention_bwd(RT, dqkv[run], dout, qkv, save ? probs : NULL, B, T, NH, HD, 1, 0);
+            prt_attention_fwd(RT, out[run], save ? probs : NULL, qkv, B, T, NH, NH, HD, 1, 0);
+            prt_attention_bwd(RT, dqkv[run], dout, qkv, save ? probs : NULL, B, T, NH, NH, HD, 1, 0);
         }
         rt_close(save ? "attention fwd 2 threads = 1 (probs kept)" : "attention fwd 2 threads = 1", out[1], out[0],
                  B * T * C, 0, 0);
@@ -802,18 +843,18 @@ static void test_attention_blocked(void) {
                 rt_fill(g[kept], nq, 82, 1);
                 float *p = kept ? probs : NULL;
                 if (drop) {
-                    prt_attention_dropout_fwd(RT, o[kept], p, qkv, B, T, NH, HD, causal, 3, 1, 4, 7, 1, 0.2, 0);
-                    prt_attention_dropout_bwd(RT, g[kept], dout, qkv, p, B, T, NH, HD, causal, 3, 1, 4, 7, 1, 0.2, 0);
+                    prt_attention_dropout_fwd(RT, o[kept], p, qkv, B, T, NH, NH, HD, causal, 3, 1, 4, 7, 1, 0.2, 0);
+                    prt_attention_dropout_bwd(RT, g[kept], dout, qkv, p, B, T, NH, NH, HD, causal, 3, 1, 4, 7, 1, 0.2, 0);
                 } else {
-                    prt_attention_fwd(RT, o[kept], p, qkv, B, T, NH, HD, causal, 0);
-                    prt_attention_bwd(RT, g[kept], dout, qkv, p, B, T, NH, HD, causal, 0);
+                    prt_attention_fwd(RT, o[kept], p, qkv, B, T, NH, NH, HD, causal, 0);
+                    prt_attention_bwd(RT, g[kept], dout, qkv, p, B, T, NH, NH, HD, causal, 0);
                 }
             }
             /* the key-blocked backward (attention_bwd's above PRT_ATTENTION_FULL_ROWS keys) */
             float *gk = rt_alloc(nq);
             rt_fill(gk, nq, 82, 1);
             prt_att_dropout d = prt_cpu_attention_dropout(RT, 3, 1, 4, NH, 7, 1, 0.2);
-            prt_cpu_attention_keyblocked_bwd(RT, gk, dout, qkv, B, T, NH, HD, causal, drop ? &d : NULL, 0);
+            prt_cpu_attention_keyblocked_bwd(RT, gk, dout, qkv, B, T, NH, NH, HD, causal, drop ? &d : NULL, 0);
             char what[96];
             snprintf(what, sizeof what, "attention key-blocked = row-blocked fwd (causal %d, dropout %d)", causal, drop);
             rt_close(what, o[0], o[1], no, 2e-6, 1e-5);
@@ -846,10 +887,14 @@ int main(int argc, char **argv) {
     test_activation(1);
     test_activation(2);
     test_add();
-    test_kv_repeat();
     test_rope();
     for (int causal = 0; causal < 2; causal++)
-        for (int save = 0; save < 2; save++) test_attention(causal, save);
+        for (int save = 0; save < 2; save++) {
+            test_attention(causal, save, 2, 2);
+            test_attention(causal, save, 4, 2);
+            test_attention(causal, save, 3, 1);
+        }
+    test_attention_grouped();
     test_attention_threads();
     test_attention_blocked();
     test_dropout();

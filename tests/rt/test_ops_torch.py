@@ -112,6 +112,21 @@ def main():
         y.backward(t[src + "_dout"])
         check(prefix + "_out", y); check(prefix + "_dqkv", qkv.grad)
 
+    # grouped-query attention: qkv[B, T, KV, G + 2, HD] (per key/value head its G queries, then k, then v)
+    # against k and v repeated per query head (repeat_interleave: its backward sums a group's gradients)
+    for prefix, causal in (("attg", True), ("attgk", True), ("attgnc", False)):
+        qkv = leaf("attg_qkv")
+        B, T, KV, U, HD = qkv.shape
+        G = U - 2
+        q = qkv[:, :, :, :G].reshape(B, T, KV * G, HD).transpose(1, 2)  # [B, NH, T, HD]
+        k, v = (qkv[:, :, :, G + i].repeat_interleave(G, dim=2).transpose(1, 2) for i in range(2))
+        scores = q @ k.transpose(-1, -2) / HD ** 0.5
+        if causal:
+            scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        y = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2)
+        y.backward(t["attg_dout"])
+        check(prefix + "_out", y); check(prefix + "_dqkv", qkv.grad)
+
     # rotary positions, as Hugging Face transformers computes them (modeling_rope_utils.py and
     # modeling_llama.py): inv_freq in fp32, Llama 3.1's scaling of it in fp32, the angles position x
     # inv_freq in fp32, cos and sin of cat(freqs, freqs) (here in float64), x cos + rotate_half(x) sin
