@@ -207,7 +207,7 @@ def main():
                     llama(os.path.join(work, "llama")), ROPE_TRAINED)
         scaled = Runner(r.parc, scaled_examples(r.examples, work), os.path.join(work, "scaled"))
         os.makedirs(scaled.work)
-        test_family(scaled, work, ["tiny_rope", "tiny_rope_tp", "tiny_rope_zero3"], False,
+        test_family(scaled, work, ["tiny_rope", "tiny_rope_tp", "tiny_rope_pp", "tiny_rope_zero3"], False,
                     "Llama (GQA, rope theta 500000, Llama 3.1 scaling)",
                     llama(os.path.join(work, "llama_scaled"), SCALING), ["tiny_rope_tp"])
         test_refusals(r, work)

@@ -757,6 +757,21 @@ static void test_gqa_activations(void)
               "of %lld heads)", (long long)t, (long long)gqa, (long long)want, (long long)mha, (long long)(NH - KV));
         CHECK(mha > 0, "the MHA layer keeps activations");
     }
+    /* Llama-3 405B's layer (Dubey et al. 2024, table 3: h 16384, 128 query heads
+     * sharing 8 key/value heads of 128, FFN 53248) at s 8192, b 1, tp 8 with
+     * sequence parallelism, 16-bit activations: q k v keep s b (128 + 16) 128 x 2 / 8
+     * bytes, 2.25 s b h / 8 where repeated K/V would keep 6 s b h / 8 */
+    Opts o = defaults();
+    o.block = "llama", o.rope = "theta 500000", o.precision = "bf16 master fp32";
+    o.hidden = 16384, o.heads = 128, o.ffn = 53248, o.seq = 8192, o.micro_batch = 1, o.batch = 1, o.vocab = 256;
+    o.gpus = 8, o.mesh = "tp 8;", o.layout = "heads -> tp; ffn -> tp; vocab -> tp; sequence_parallel over tp;";
+    int64_t mha = layer_activations(o, "405B-shaped, MHA");
+    o.kv_heads = 8;
+    int64_t gqa = layer_activations(o, "405B-shaped, GQA");
+    int64_t sbh = 8192LL * 16384, kv_saved = 2LL * (128 - 8) * 128 * 8192 * 2 / 8;
+    CHECK(gqa == mha - kv_saved && kv_saved * 8 * 4 == sbh * 15,
+          "Llama-3 405B's layer: %lld activation bytes per GPU, the MHA layer's %lld less K and V of 120 heads "
+          "(%lld bytes = 3.75 s b h / 8 in 16-bit)", (long long)gqa, (long long)mha, (long long)kv_saved);
 }
 
 /* Pipeline staging: each send copy still in flight holds one message in its
