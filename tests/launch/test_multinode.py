@@ -296,8 +296,10 @@ def test_restart(cluster, tmp, plan_path):
     runs = {}
     for name in ("whole", "restarted"):
         log, ck, out_path = (os.path.join(tmp, f"{name}.{x}") for x in ("jsonl", "ck", "out"))
+        # the watchdog is not what this case tests: a generous timeout keeps a
+        # busy machine's slow step from ending the uninterrupted run
         argv = [parc, "run", plan_path, "--hosts", hostfile, "--steps", steps, "--quiet", "--log", log,
-                "--checkpoint-dir", ck, "--checkpoint-every", "4", "--timeout", "5"]
+                "--checkpoint-dir", ck, "--checkpoint-every", "4", "--timeout", "60"]
         if name == "restarted":
             argv += ["--restarts", "1"]
         p, out = start_on(cluster, "node0", argv, out_path)
