@@ -83,6 +83,9 @@ void prt_st_crc32_format(uint32_t crc, char out[9]);
 
 /* Creates/truncates `path`, writes `text`, fsyncs and closes; 0 or -1 (errno set). */
 int prt_write_file_synced(const char *path, const char *text, size_t len);
+/* The JSON document in file `path` (a manifest, an index, a config.json), or
+ * NULL with err filled: the file cannot be opened or read, or is not JSON. */
+cJSON *prt_read_json(const char *path, char *err, size_t errsize);
 /* fsync of a directory (after a rename into it); 0 or -1 (errno set). */
 int prt_fsync_dir(const char *path);
 

@@ -608,17 +608,9 @@ static int nums(const cJSON *o, const char *key, int64_t *v, int64_t n) {
 static int open_manifest(loader *L) {
     char path[4096];
     path_printf(path, sizeof path, "%s/manifest.json", L->dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) return lfail(L, "%s: cannot open: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = prt_xmalloc((size_t)(size > 0 ? size : 0) + 1);
-    size_t got = fread(text, 1, (size_t)(size > 0 ? size : 0), f);
-    fclose(f);
-    text[got] = 0;
-    L->manifest = cJSON_Parse(text);
-    free(text);
+    char err[1024];
+    L->manifest = prt_read_json(path, err, sizeof err);
+    if (!L->manifest && access(path, R_OK) != 0) return lfail(L, "%s", err);
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(L->manifest, "format");
     L->ranks = cJSON_GetObjectItemCaseSensitive(L->manifest, "ranks");
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, CKPT_FORMAT) || !cJSON_IsArray(L->ranks))

@@ -39,11 +39,11 @@
 #include <unistd.h>
 
 #include "prt_backend.h"
+#include "prt_hf.h"
 #include "prt_internal.h"
 #include "prt_math.h"
 #include "prt_safetensors.h"
 
-enum { FAMILY_GPT2, FAMILY_LLAMA };
 
 /* One tensor of the files: where its bytes are mapped. */
 typedef struct hf_tensor {
@@ -125,21 +125,6 @@ static void add_file(importer *im, const char *path, const cJSON *want) {
     prt_st_close(st);
 }
 
-static cJSON *read_json_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = prt_xmalloc((size_t)(n > 0 ? n : 0) + 1);
-    size_t got = fread(text, 1, (size_t)(n > 0 ? n : 0), f);
-    fclose(f);
-    text[got] = 0;
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    return j;
-}
-
 /* The files of PATH: the file itself, or a directory's index and its files, or
  * its model.safetensors. */
 static void open_source(importer *im) {
@@ -155,9 +140,11 @@ static void open_source(importer *im) {
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", im->path);
     if (access(path, F_OK) == 0) {
-        cJSON *index = read_json_file(path);
+        char err[1024];
+        cJSON *index = prt_read_json(path, err, sizeof err);
         const cJSON *map = cJSON_GetObjectItemCaseSensitive(index, "weight_map"), *e;
-        if (!cJSON_IsObject(map)) problem(im, "%s: not an index (no weight_map)", path);
+        if (!index) problem(im, "%s", err);
+        else if (!cJSON_IsObject(map)) problem(im, "%s: not an index (no weight_map)", path);
         /* each file once, with the names the index gives it */
         cJSON *files = cJSON_CreateObject();
         cJSON_ArrayForEach(e, map) {
@@ -236,39 +223,18 @@ static int64_t numel(const prt_buffer_desc *d) {
 static hf_map map_of(importer *im, const prt_buffer_desc *d, const char *base, int64_t layer) {
     hf_map m = {.kind = MAP_SAME};
     char name[256], pre[64] = "";
-    int gpt2 = im->family == FAMILY_GPT2;
+    int gpt2 = im->family == PRT_HF_GPT2;
     if (layer >= 0) snprintf(pre, sizeof pre, gpt2 ? "transformer.h.%lld." : "model.layers.%lld.", (long long)layer);
     int64_t n = numel(d), C = 0;
-    /* element for element: GPT-2's globals and block tensors, Llama's embedding and norms */
-    static const char *const gpt2_global[][2] = {
-        {"wte", "transformer.wte.weight"}, {"wpe", "transformer.wpe.weight"},
-        {"lnf.g", "transformer.ln_f.weight"}, {"lnf.b", "transformer.ln_f.bias"},
-    };
-    static const char *const gpt2_block[][2] = {
-        {"ln1.g", "ln_1.weight"}, {"ln1.b", "ln_1.bias"}, {"ln2.g", "ln_2.weight"}, {"ln2.b", "ln_2.bias"},
-        {"attn.qkv.b", "attn.c_attn.bias"}, {"attn.proj.b", "attn.c_proj.bias"}, {"mlp.up.b", "mlp.c_fc.bias"},
-        {"mlp.down.b", "mlp.c_proj.bias"}, {"attn.qkv.w", "attn.c_attn.weight"}, {"attn.proj.w", "attn.c_proj.weight"},
-        {"mlp.up.w", "mlp.c_fc.weight"}, {"mlp.down.w", "mlp.c_proj.weight"},
-    };
-    static const char *const llama_global[][2] = {{"wte", "model.embed_tokens.weight"}, {"lnf.g", "model.norm.weight"}};
-    static const char *const llama_block[][2] = {{"ln1.g", "input_layernorm.weight"},
-                                                 {"ln2.g", "post_attention_layernorm.weight"}};
-    const char *const (*table)[2] = layer >= 0 ? (gpt2 ? gpt2_block : llama_block) : (gpt2 ? gpt2_global : llama_global);
-    size_t rows = layer >= 0 ? (gpt2 ? 12 : 2) : (gpt2 ? 4 : 2);
-    for (size_t i = 0; i < rows; i++)
-        if (!strcmp(base, table[i][0])) {
-            snprintf(name, sizeof name, "%s%s", pre, table[i][1]);
-            /* the file's shape: norms' gains and biases 1-D, the rest 2-D [in, out] (the
-             * output projection's out is parc's last dim) */
-            size_t len = strlen(base);
-            int flat = len > 2 && base[len - 2] == '.' && (base[len - 1] == 'g' || base[len - 1] == 'b');
-            int64_t last = d->gdims[d->ndim - 1];
-            int64_t dims[2] = {d->gdims[0], n / d->gdims[0]};
-            if (!strcmp(base, "attn.proj.w")) dims[0] = n / last, dims[1] = last;
-            if (flat) dims[0] = n;
-            part(im, &m, name, flat ? 1 : 2, dims);
-            return m;
-        }
+    /* element for element (prt_hf.h's table, which the export writes by) */
+    const char *same = prt_hf_same_name(im->family, layer >= 0, base);
+    if (same) {
+        int64_t dims[2];
+        int nd = prt_hf_same_shape(base, d->ndim, d->gdims, dims);
+        snprintf(name, sizeof name, "%s%s", pre, same);
+        part(im, &m, name, nd, dims);
+        return m;
+    }
     if (!strcmp(base, "head.w") && layer < 0) {  /* [C, V] <- lm_head [V, C] */
         m.kind = MAP_TRANSPOSE;
         m.rows = d->gdims[0], m.cols = n / d->gdims[0];
@@ -292,8 +258,13 @@ static hf_map map_of(importer *im, const prt_buffer_desc *d, const char *base, i
     if (!strcmp(base, "attn.qkv.w") && d->ndim == 4) {
         m.kind = MAP_QKV;
         m.C = C, m.A = d->gdims[1], m.B = d->gdims[2], m.hd = d->gdims[3];
-        int mha = m.A == 3 && m.B * m.hd == C;
-        m.heads = mha ? m.B : m.A * (m.B - 2), m.kv = mha ? m.B : m.A, m.G = m.heads / m.kv;
+        if (!prt_hf_qkv_heads(d->ndim, d->gdims, &m.heads, &m.kv)) {
+            problem(im, "parc tensor attn.qkv.w [%lld, %lld, %lld, %lld]: neither of its q/k/v layouts",
+                    (long long)C, (long long)m.A, (long long)m.B, (long long)m.hd);
+            m.nparts = -1;
+            return m;
+        }
+        m.G = m.heads / m.kv;
         static const char *const proj[] = {"q_proj", "k_proj", "v_proj"};
         for (int w = 0; w < 3; w++) {
             snprintf(name, sizeof name, "%sself_attn.%s.weight", pre, proj[w]);
@@ -383,13 +354,15 @@ static void check_config(importer *im) {
     snprintf(path, sizeof path, "%s/config.json", im->path);
     struct stat st;
     if (stat(im->path, &st) != 0 || !S_ISDIR(st.st_mode) || access(path, F_OK) != 0) return;
-    cJSON *c = read_json_file(path), *plan = im->rt->plan.model_json ? cJSON_Parse(im->rt->plan.model_json) : NULL;
-    if (!c) problem(im, "%s: not JSON", path);
+    char err[1024];
+    cJSON *c = prt_read_json(path, err, sizeof err);
+    cJSON *plan = im->rt->plan.model_json ? cJSON_Parse(im->rt->plan.model_json) : NULL;
+    if (!c) problem(im, "%s", err);
     if (c && plan) {
         const cJSON *pos = cJSON_GetObjectItemCaseSensitive(plan, "positions");
         int rope = cJSON_IsString(pos) && !strcmp(pos->valuestring, "rope");
         double eps = number(plan, "norm_eps", 1e-5), final_eps = number(plan, "final_norm_eps", eps);
-        if (im->family == FAMILY_LLAMA) {
+        if (im->family == PRT_HF_LLAMA) {
             if (!rope) problem(im, "config.json: a Llama applies rotary positions; the plan's model has %s positions: "
                                "`embed positions rope theta %g;`", cJSON_IsString(pos) ? pos->valuestring : "no",
                                number(c, "rope_theta", 10000));
@@ -445,8 +418,8 @@ void prt_import_hf(prt *rt, const char *path) {
     double t0 = MPI_Wtime();
     open_source(&im);
     if (!im.err[0]) {
-        if (find(&im, "transformer.wte.weight")) im.family = FAMILY_GPT2;
-        else if (find(&im, "model.embed_tokens.weight")) im.family = FAMILY_LLAMA;
+        if (find(&im, "transformer.wte.weight")) im.family = PRT_HF_GPT2;
+        else if (find(&im, "model.embed_tokens.weight")) im.family = PRT_HF_LLAMA;
         else problem(&im, "%s: neither a GPT-2 (transformer.wte.weight) nor a Llama (model.embed_tokens.weight)", path);
         if (!im.err[0]) check_config(&im);
     }
@@ -487,7 +460,7 @@ void prt_import_hf(prt *rt, const char *path) {
     if (im.err[0]) snprintf(message, sizeof message, "--init-from %s:\n  %s%s", path, im.err, more);
     prt_startup_verdict(rt, PRT_STARTUP_IMPORT, im.err[0] ? message : NULL);
     if (rt->world_rank == 0 && !rt->quiet) {
-        printf("initialised from %s (%s, %.1f ms)\n", path, im.family == FAMILY_GPT2 ? "GPT-2" : "Llama",
+        printf("initialised from %s (%s, %.1f ms)\n", path, im.family == PRT_HF_GPT2 ? "GPT-2" : "Llama",
                (MPI_Wtime() - t0) * 1e3);
         fflush(stdout);
     }

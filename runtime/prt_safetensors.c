@@ -85,6 +85,38 @@ int prt_write_file_synced(const char *path, const char *text, size_t len) {
     return close(fd);
 }
 
+cJSON *prt_read_json(const char *path, char *err, size_t errsize) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fail(err, errsize, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *text = NULL;
+    size_t len = 0, cap = 0, got;
+    do {  /* grown as it reads: a pipe or a file that changes size reads whole too */
+        if (cap - len < 4096) {
+            cap = cap ? 2 * cap : 65536;
+            char *grown = realloc(text, cap + 1);
+            if (!grown) {
+                free(text);
+                fclose(f);
+                fail(err, errsize, "%s: out of memory reading it", path);
+                return NULL;
+            }
+            text = grown;
+        }
+        got = fread(text + len, 1, cap - len, f);
+        len += got;
+    } while (got > 0);
+    int bad = ferror(f);
+    fclose(f);
+    text[len] = 0;
+    cJSON *j = bad ? NULL : cJSON_Parse(text);
+    free(text);
+    if (!j) fail(err, errsize, bad ? "%s: cannot read it" : "%s: corrupted: not JSON", path);
+    return j;
+}
+
 int prt_fsync_dir(const char *path) {
     int fd = open(path, O_RDONLY | O_DIRECTORY);
     if (fd < 0) return -1;

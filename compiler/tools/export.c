@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "export_hf.h"
+#include "prt_hf.h"
 #include "parc_rt.h"
 #include "tools.h"
 
@@ -49,26 +50,6 @@ static int export_error(int status, const char *fmt, ...) {
     fprintf(stderr, "\n");
     va_end(ap);
     return status;
-}
-
-static cJSON *read_json(const char *path, char *err, size_t size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        textf(err, size, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)(n > 0 ? n : 0) + 1);
-    size_t got = text ? fread(text, 1, (size_t)(n > 0 ? n : 0), f) : 0;
-    fclose(f);
-    if (!text) return NULL;
-    text[got] = 0;
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    if (!j) textf(err, size, "%s: corrupted: not JSON", path);
-    return j;
 }
 
 static int ints(const cJSON *o, const char *key, int64_t *v, int max) {
@@ -280,7 +261,8 @@ static cJSON *hf_config(const Assembled *as, int64_t n, const char *family, int 
         textf(err, size, "the checkpoint lacks wte, h.0.attn.qkv.w or h.0.mlp.up.w: no transformers config");
         return NULL;
     }
-    int64_t V = wte->gdims[0], C = wte->gdims[1], A = qkv->gdims[1], B = qkv->gdims[2], hd = qkv->gdims[3];
+    int64_t V = wte->gdims[0], C = wte->gdims[1], hd = qkv->gdims[3], heads = 0, kv = 0;
+    prt_hf_qkv_heads(qkv->ndim, qkv->gdims, &heads, &kv);  /* the renaming checked the layout */
     /* the settings the shapes do not carry: the manifest's model config (older
      * checkpoints have none: the defaults they were trained with) */
     const cJSON *config = cJSON_GetObjectItemCaseSensitive(model, "config");
@@ -305,7 +287,7 @@ static cJSON *hf_config(const Assembled *as, int64_t n, const char *family, int 
         cJSON_AddNumberToObject(c, "n_positions", (double)wpe->gdims[0]);
         cJSON_AddNumberToObject(c, "n_embd", (double)C);
         cJSON_AddNumberToObject(c, "n_layer", layers);
-        cJSON_AddNumberToObject(c, "n_head", (double)B);
+        cJSON_AddNumberToObject(c, "n_head", (double)heads);
         cJSON_AddNumberToObject(c, "n_inner", (double)up->gdims[up->ndim - 1]);
         cJSON_AddStringToObject(c, "activation_function", "gelu_new");  /* GELU's tanh form, as parc's */
         cJSON_AddNumberToObject(c, "layer_norm_epsilon", eps);
@@ -320,8 +302,6 @@ static cJSON *hf_config(const Assembled *as, int64_t n, const char *family, int 
                              "other logits; export to a .safetensors file");
             return NULL;
         }
-        int mha = A == 3 && B * hd == C;
-        int64_t heads = mha ? B : A * (B - 2), kv = mha ? B : A;
         cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
         cJSON_AddStringToObject(c, "model_type", "llama");
         cJSON_AddNumberToObject(c, "vocab_size", (double)V);
@@ -363,11 +343,7 @@ static cJSON *hf_config(const Assembled *as, int64_t n, const char *family, int 
 static int write_text(const char *path, const char *text, char *err, size_t size) {
     char tmp[4096];
     textf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int bad = !f || fputs(text, f) < 0 || fputc('\n', f) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0;
-    if (f && fclose(f) != 0) bad = 1;
-    if (!bad && rename(tmp, path) != 0) bad = 1;
-    if (bad) {
+    if (prt_write_file_synced(tmp, text, strlen(text)) != 0 || rename(tmp, path) != 0) {
         textf(err, size, "%s: cannot write: %s", path, strerror(errno));
         unlink(tmp);
         return -1;
@@ -440,7 +416,7 @@ int export_main(const CliOptions *o) {
     char *dir = step_dir(ckpt), err[2048] = "", path[4096];
     if (!dir) return export_error(1, "%s: not a checkpoint (no manifest.json, no latest)", ckpt);
     textf(path, sizeof path, "%s/manifest.json", dir);
-    cJSON *manifest = read_json(path, err, sizeof err);
+    cJSON *manifest = prt_read_json(path, err, sizeof err);
     const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(manifest, "ranks");
     if (!manifest || !cJSON_IsArray(ranks)) {
         free(dir);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "parc_rt.h"
+#include "prt_hf.h"
 
 typedef struct Mapper {
     const ExportTensor *in;
@@ -104,21 +105,24 @@ static const ExportTensor *need(Mapper *m, int layer, const char *name, const ch
     return t;
 }
 
-static void gpt2_layer(Mapper *m, int L, int64_t C) {
-    static const char *const pairs[][2] = {
-        {"ln1.g", "ln_1.weight"},         {"ln1.b", "ln_1.bias"},         {"attn.qkv.b", "attn.c_attn.bias"},
-        {"attn.proj.b", "attn.c_proj.bias"}, {"ln2.g", "ln_2.weight"},  {"ln2.b", "ln_2.bias"},
-        {"mlp.up.w", "mlp.c_fc.weight"},  {"mlp.up.b", "mlp.c_fc.bias"}, {"mlp.down.w", "mlp.c_proj.weight"},
-        {"mlp.down.b", "mlp.c_proj.bias"},
-    };
+/* The tensors of family `family` kept element for element (prt_hf.h's table):
+ * each of the block L's (L >= 0) or the globals (L = -1) the checkpoint has,
+ * renamed, in the file's shape; `required` ones it lacks are errors. */
+static void same_rows(Mapper *m, int family, int L, const char *prefix, int required) {
+    const char *parc, *hf;
     char name[128];
-    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-        const ExportTensor *t = find(m, L, pairs[i][0]);
+    for (int k = 0; (hf = prt_hf_same_row(family, L >= 0, k, &parc)); k++) {
+        const ExportTensor *t = required ? need(m, L, parc, family == PRT_HF_GPT2 ? "GPT-2" : "Llama")
+                                         : find(m, L, parc);
         if (!t) continue;  /* `bias false` models have none of the biases */
-        snprintf(name, sizeof name, "transformer.h.%d.%s", L, pairs[i][1]);
-        int64_t e = elems(t), d[2] = {t->ndim == 2 ? t->gdims[0] : e, t->ndim == 2 ? t->gdims[1] : 0};
-        copy_as(m, t, name, t->ndim == 2 ? 2 : 1, d);
+        int64_t d[2];
+        int nd = prt_hf_same_shape(parc, t->ndim, t->gdims, d);
+        snprintf(name, sizeof name, "%s%s", prefix, hf);
+        copy_as(m, t, name, nd, d);
     }
+}
+
+static void gpt2_layer(Mapper *m, int L, int64_t C) {
     const ExportTensor *qkv = need(m, L, "attn.qkv.w", "GPT-2"), *proj = need(m, L, "attn.proj.w", "GPT-2");
     if (!qkv || !proj) return;
     if (qkv->ndim != 4 || qkv->gdims[0] != C || qkv->gdims[1] != 3) {
@@ -127,33 +131,28 @@ static void gpt2_layer(Mapper *m, int L, int64_t C) {
              (long long)qkv->gdims[1]);
         return;
     }
-    snprintf(name, sizeof name, "transformer.h.%d.attn.c_attn.weight", L);
-    copy_as(m, qkv, name, 2, (int64_t[]){C, elems(qkv) / C});
-    snprintf(name, sizeof name, "transformer.h.%d.attn.c_proj.weight", L);
-    copy_as(m, proj, name, 2, (int64_t[]){elems(proj) / C, C});
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "transformer.h.%d.", L);
+    same_rows(m, PRT_HF_GPT2, L, prefix, 0);
 }
 
 static void llama_layer(Mapper *m, int L, int64_t C) {
     char name[128];
-    const ExportTensor *t;
-    static const char *const norms[][2] = {{"ln1.g", "input_layernorm"}, {"ln2.g", "post_attention_layernorm"}};
-    for (int i = 0; i < 2; i++)
-        if ((t = need(m, L, norms[i][0], "Llama"))) {
-            snprintf(name, sizeof name, "model.layers.%d.%s.weight", L, norms[i][1]);
-            copy_as(m, t, name, 1, (int64_t[]){elems(t)});
-        }
+    snprintf(name, sizeof name, "model.layers.%d.", L);
+    same_rows(m, PRT_HF_LLAMA, L, name, 1);
     const ExportTensor *qkv = need(m, L, "attn.qkv.w", "Llama"), *proj = need(m, L, "attn.proj.w", "Llama");
     const ExportTensor *up = need(m, L, "mlp.up.w", "Llama"), *down = need(m, L, "mlp.down.w", "Llama");
     if (m->err[0]) return;
     /* qkv [C, A, B, hd]: A = 3 and B = heads (C = heads x hd), or A = kv_heads and B = G + 2 */
-    int64_t A = qkv->gdims[1], B = qkv->gdims[2], hd = qkv->gdims[3];
-    int mha = qkv->ndim == 4 && A == 3 && B * hd == C, gqa = qkv->ndim == 4 && B > 2 && A * (B - 2) * hd == C;
-    if (mha == gqa) {
+    int64_t B = qkv->gdims[2], hd = qkv->gdims[3];
+    int64_t heads, kv;
+    if (!prt_hf_qkv_heads(qkv->ndim, qkv->gdims, &heads, &kv)) {
         fail(m, "h.%d.attn.qkv.w: cannot tell its q, k and v apart from its shape: export with --names parc", L);
         return;
     }
+    int mha = heads == kv;
     int64_t width = elems(qkv) / C;  /* the row length of qkv viewed as [C, width] */
-    int64_t heads = mha ? B : A * (B - 2), kv = mha ? B : A, G = heads / kv;
+    int64_t G = heads / kv;
     ExportOut *q = NULL, *k = NULL, *v = NULL;
     static const char *const proj_names[] = {"q_proj", "k_proj", "v_proj"};
     for (int w = 0; w < 3; w++) {
@@ -212,17 +211,13 @@ int export_hf(const ExportTensor *in, int64_t n, ExportOut **out, int64_t *nout,
     int gpt2 = wte && wpe && ln0b && up0 && up0->ndim == 2;
     int llama = wte && !wpe && !ln0b && up0 && up0->ndim == 3;
     if (!wte || wte->ndim != 2 || !layers || gpt2 == llama) {
-        fail(&m, "this model is neither a GPT-2 (learned positions, LayerNorm, GELU) nor a Llama (no positions, "
-                 "RMSNorm, SwiGLU): it has no Hugging Face names; export with --names parc");
+        fail(&m, "this model is neither a GPT-2 (learned positions, LayerNorm, GELU) nor a Llama (no learned "
+                 "positions, RMSNorm, SwiGLU): it has no Hugging Face names; export with --names parc");
     } else {
         int64_t V = wte->gdims[0], C = wte->gdims[1];
         *family = gpt2 ? "gpt2" : "llama";
-        copy_as(&m, wte, gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight", 2, wte->gdims);
-        if (gpt2) copy_as(&m, wpe, "transformer.wpe.weight", 2, wpe->gdims);
+        same_rows(&m, gpt2 ? PRT_HF_GPT2 : PRT_HF_LLAMA, -1, "", 0);  /* wte, wpe, the final norm */
         for (int L = 0; L < layers && !err[0]; L++) (gpt2 ? gpt2_layer : llama_layer)(&m, L, C);
-        const ExportTensor *g = find(&m, -1, "lnf.g"), *b = gpt2 ? find(&m, -1, "lnf.b") : NULL;
-        if (g) copy_as(&m, g, gpt2 ? "transformer.ln_f.weight" : "model.norm.weight", 1, (int64_t[]){C});
-        if (b) copy_as(&m, b, "transformer.ln_f.bias", 1, (int64_t[]){C});
         if (head && (head->ndim != 2 || head->gdims[0] != C || head->gdims[1] != V))
             fail(&m, "head.w is not [hidden, vocab]: export with --names parc");
         else if (head)

@@ -31,11 +31,13 @@ typedef struct ExportOut {
  *     transformer.wte / wpe / h.L.ln_1 / attn.c_attn / attn.c_proj / ln_2 /
  *     mlp.c_fc / mlp.c_proj / ln_f, lm_head when untied; Conv1D weights are
  *     [in, out] as parc's, lm_head [vocab, hidden] is transposed;
- *   Llama (no positions, RMSNorm, SwiGLU, no biases): model.embed_tokens /
+ *   Llama (rotary or no positions, RMSNorm, SwiGLU, no biases): model.embed_tokens /
  *     layers.L.input_layernorm / self_attn.{q,k,v,o}_proj / post_attention_layernorm
  *     / mlp.{gate,up,down}_proj / model.norm, lm_head when untied; qkv is split
  *     into q, k and v (grouped-query attention too) and every nn.Linear weight
  *     is transposed to [out, in].
+ * The names kept element for element are prt_hf.h's table, which the
+ * import reads by too.
  * Returns 0 with *out (malloc'ed, *nout entries) and *family ("gpt2" or
  * "llama"), or 1 with err filled: a model neither family fits, or a tensor
  * the family has no name for (nothing is dropped silently). */
