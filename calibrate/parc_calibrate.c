@@ -1000,6 +1000,20 @@ static int calibrate_on_device(char **argv)
     return status ? status : (int)fin;
 }
 
+/* The end of a link-only launch: rank 0 writes the link's figures to path;
+ * every rank returns the same status, 1 when that write failed. */
+static int finish_link(int rank, const char *path, Link *link)
+{
+    int status = 0;
+    if (rank == 0 && write_link(path, link) != 0) {
+        fprintf(stderr, "parc_calibrate: cannot write `%s`\n", path);
+        status = 1;
+    }
+    MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--known-device")) return known_device(argv[2]);
@@ -1042,24 +1056,12 @@ int main(int argc, char **argv)
         }
         Link link = measure_inter_link(rank, size);
         snprintf(link.hosts, sizeof link.hosts, "%s and %s", names[0], names[1]);
-        if (rank == 0 && write_link(argv[2], &link) != 0) {
-            fprintf(stderr, "parc_calibrate: cannot write `%s`\n", argv[2]);
-            status = 1;
-        }
-        MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        MPI_Finalize();
-        return status;
+        return finish_link(rank, argv[2], &link);
     }
     if (link_only) {
         Link link = size > 1 ? measure_link(rank, size) : (Link){0};
         if (size > 1) link.overlap = measure_overlap(size, link.overlap_share);
-        if (rank == 0 && write_link(argv[2], &link) != 0) {
-            fprintf(stderr, "parc_calibrate: cannot write `%s`\n", argv[2]);
-            status = 1;
-        }
-        MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        MPI_Finalize();
-        return status;
+        return finish_link(rank, argv[2], &link);
     }
     /* the link first, as the link-only launches measure it, before the
      * compute measurements churn this process's memory (after them a launch

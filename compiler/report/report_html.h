@@ -55,6 +55,8 @@ void report_html_timeline(FILE *out, const Analysis *an, double scale_s);
  * one scale share their time axis.  Each <svg class="timeline"> says so in
  * data-origin-x and data-px-per-s, each tick's grid line in data-tick-s. */
 enum { REPORT_TIMELINE_W = 1320, REPORT_TIMELINE_X0 = 84, REPORT_TIMELINE_PLOT_W = 1046 };
+/* the margin right of the plot */
+enum { REPORT_TIMELINE_R = REPORT_TIMELINE_W - REPORT_TIMELINE_X0 - REPORT_TIMELINE_PLOT_W };
 
 /* Nodes x GPUs once per mesh axis with the axis' groups marked, and the bytes
  * each axis moves per step over links inside and across nodes. */

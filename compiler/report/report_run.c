@@ -283,7 +283,7 @@ static void print_phases(FILE *out, const Run *run, const Analysis *an)
 enum {
     RUN_W = REPORT_TIMELINE_W,
     RUN_L = REPORT_TIMELINE_X0,
-    RUN_R = REPORT_TIMELINE_W - REPORT_TIMELINE_X0 - REPORT_TIMELINE_PLOT_W,
+    RUN_R = REPORT_TIMELINE_R,
     RUN_LANE = 30,
     RUN_COMM = 7,
     RUN_GAP = 14,
