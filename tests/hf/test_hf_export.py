@@ -27,19 +27,16 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "parity"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import numpy as np  # noqa: E402
 import prt_dump  # noqa: E402
+from runcheck import Checks  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 LOGIT_TOL = 1e-5
-failures = []
-
-
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what, flush=True)
-    if not ok:
-        failures.append(what)
+T = Checks("test_hf_export")  # PARC and the second argument from sys.argv, made absolute
+check = T.check
 
 
 def run_and_save(parc, examples, d, name):
@@ -141,10 +138,7 @@ def test_refusals(parc, examples, work):
 
 
 def main():
-    if len(sys.argv) < 3:
-        print(__doc__)
-        return 2
-    parc, examples = sys.argv[1], sys.argv[2]
+    parc, examples = T.parc, T.examples
     torch.set_num_threads(1)
     work = tempfile.mkdtemp(prefix="parc_hf_export_")
     test_model(parc, examples, work, "tiny_single", False)
@@ -153,12 +147,11 @@ def main():
                dict(rope_theta=500000, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                     rms_norm_eps=1e-5, rope_scaling=None, max_position_embeddings=32))
     test_refusals(parc, examples, work)
-    if failures:
-        print(f"test_hf_export: {len(failures)} failures (work in {work})")
-        return 1
-    shutil.rmtree(work)
-    print("test_hf_export: all passed")
-    return 0
+    if T.fails:
+        print(f"work in {work}")
+    else:
+        shutil.rmtree(work)
+    return T.done()
 
 
 if __name__ == "__main__":

@@ -30,8 +30,12 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "parity"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import numpy as np  # noqa: E402
 import prt_dump  # noqa: E402
+from runcheck import Checks  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ckpt"))
+from test_ckpt import Plans  # noqa: E402  (builds a plan once, runs it on its world size)
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM  # noqa: E402
 
@@ -45,13 +49,8 @@ ROPE_TRAINED = ["tiny_rope_tp", "tiny_rope_zero3"]
 # pairs of a 16-dim head fall in all three of its bands within 32 positions
 SCALING = dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                original_max_position_embeddings=64)
-failures = []
-
-
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what, flush=True)
-    if not ok:
-        failures.append(what)
+T = Checks("test_hf_import")  # PARC and the second argument from sys.argv, made absolute
+check = T.check
 
 
 def gpt2(path, tied, layers=4, width=64, seed=0):
@@ -86,29 +85,6 @@ def scaled_examples(examples, work):
                         "high_freq_factor 4 original_max_positions 64;")
     open(frag, "w").write(text)
     return dst
-
-
-class Runner:
-    def __init__(self, parc, examples, work):
-        self.parc, self.examples, self.work, self.built = parc, examples, work, {}
-
-    def run(self, name, args, env=None, expect=0):
-        plan = os.path.join(self.examples, name + ".par")
-        if name not in self.built:
-            exe = os.path.join(self.work, name)
-            prt_dump.build(self.parc, plan, exe)
-            self.built[name] = (exe, prt_dump.world_size(prt_dump.explain(self.parc, plan)))
-        exe, world = self.built[name]
-        mpirun = os.environ.get("PARC_MPIRUN") or shutil.which("mpirun")
-        env = dict(env or {})
-        cmd = [mpirun, "-np", str(world), "--oversubscribe"]
-        for k in sorted(env):
-            cmd += ["-x", k]
-        r = subprocess.run(cmd + [exe, "--quiet", "--timeout", "60"] + args, capture_output=True, text=True,
-                           env=prt_dump.run_env(env), timeout=300)
-        if expect is not None and r.returncode != expect:
-            raise RuntimeError(f"{name} {' '.join(args)}: exit {r.returncode}:\n{(r.stdout + r.stderr)[-2000:]}")
-        return r.returncode, r.stdout + r.stderr
 
 
 def batch_of(dump, step):
@@ -194,18 +170,15 @@ def test_refusals(r, work):
 
 
 def main():
-    if len(sys.argv) < 3:
-        print(__doc__)
-        return 2
     torch.set_num_threads(1)
     work = tempfile.mkdtemp(prefix="parc_hf_import_")
-    r = Runner(sys.argv[1], sys.argv[2], work)
+    r = Plans(T.parc, T.examples, work)
     try:
         test_family(r, work, LAYOUTS, False)
         test_family(r, work, TIED_LAYOUTS, True)
         test_family(r, work, ROPE_LAYOUTS, False, "Llama (GQA, rope theta 500000)",
                     llama(os.path.join(work, "llama")), ROPE_TRAINED)
-        scaled = Runner(r.parc, scaled_examples(r.examples, work), os.path.join(work, "scaled"))
+        scaled = Plans(r.parc, scaled_examples(r.examples, work), os.path.join(work, "scaled"))
         os.makedirs(scaled.work)
         test_family(scaled, work, ["tiny_rope", "tiny_rope_tp", "tiny_rope_pp", "tiny_rope_zero3"], False,
                     "Llama (GQA, rope theta 500000, Llama 3.1 scaling)",
@@ -213,12 +186,11 @@ def main():
         test_refusals(r, work)
     except (RuntimeError, ValueError, OSError, KeyError) as e:
         check(False, f"{type(e).__name__}: {e}")
-    if failures:
-        print(f"test_hf_import: {len(failures)} failures (work in {work})")
-        return 1
-    shutil.rmtree(work)
-    print("test_hf_import: all passed")
-    return 0
+    if T.fails:
+        print(f"work in {work}")
+    else:
+        shutil.rmtree(work)
+    return T.done()
 
 
 if __name__ == "__main__":

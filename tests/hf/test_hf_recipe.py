@@ -28,13 +28,11 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM
 
-failures = []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from runcheck import Checks  # noqa: E402
 
-
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what, flush=True)
-    if not ok:
-        failures.append(what)
+T = Checks("test_hf_recipe")  # PARC and ROOT from sys.argv, made absolute
+check = T.check
 
 
 def val_loss(model_dir, tokens, seq, windows):
@@ -49,7 +47,7 @@ def val_loss(model_dir, tokens, seq, windows):
 
 
 def main():
-    parc, root = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    parc, root = T.parc, T.examples
     torch.set_num_threads(1)
     work = tempfile.mkdtemp(prefix="parc_hf_recipe_")
     ex = os.path.join(work, "examples")
@@ -72,7 +70,7 @@ def main():
         check(r.returncode == 0, f"{os.path.basename(cmd[1] if cmd[0] == py else cmd[1])}: exit {r.returncode} "
               f"{(r.stdout + r.stderr)[-600:] if r.returncode else ''}")
         if r.returncode:
-            return 1
+            return T.done()
     records = [json.loads(x) for x in open(os.path.join(work, "log.jsonl"))]
     evals = {r["step"]: r["val_loss"] for r in records if r.get("val_loss") is not None and "step" in r}
     with open(os.path.join(ex, "gpt_text", "val.bin"), "rb") as f:
@@ -87,12 +85,11 @@ def main():
     check(e50 is not None and abs(e50 - tuned) / tuned < 1e-4,
           f"step 50: parc's val_loss {e50} equals transformers' loss of the exported model {tuned:.6f}")
     check(tuned < 0.9 * start, f"the fine-tuned model's loss {tuned:.4f} is below the start's {start:.4f} by 10 %")
-    if failures:
-        print(f"test_hf_recipe: {len(failures)} failures (work in {work})")
-        return 1
-    shutil.rmtree(work)
-    print("test_hf_recipe: all passed")
-    return 0
+    if T.fails:
+        print(f"work in {work}")
+    else:
+        shutil.rmtree(work)
+    return T.done()
 
 
 if __name__ == "__main__":
