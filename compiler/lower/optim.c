@@ -306,11 +306,12 @@ static int64_t norm_axes(const Lowerer *lw)
 }
 
 /* The gradient (on the optimizer's placement `opt`, n elements at pg) adds
- * its sum of squares, once over the summed axes where it is replicated. */
-static void emit_sumsq(Lowerer *lw, Region r, const Placement *opt, Arg pg, int64_t n)
+ * its sum of squares, once over the summed axes (norm_axes) where it is
+ * replicated. */
+static void emit_sumsq(Lowerer *lw, Region r, const Placement *opt, Arg pg, int64_t n, int64_t summed)
 {
     const Plan *plan = lw->plan;
-    int64_t replicated = 0, summed = norm_axes(lw);
+    int64_t replicated = 0;
     for (int a = 0; a < lw->naxes; a++)
         if (a != plan->layout.pp_axis && (summed >> a & 1) && opt[a].kind == PLACE_R)
             replicated |= (int64_t)1 << a;
@@ -347,6 +348,7 @@ void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r)
     const Train *tr = &lw->plan->train;
     const ZeroRow *z = zero_row(lw);
     int za = lw->plan->layout.zero_axis;
+    int64_t summed = norm_axes(lw); /* the norm's axes: one walk of the parameters, not one per parameter */
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *tt = &g->tensors[t];
         const Binding *b = &lw->bind[t];
@@ -377,7 +379,7 @@ void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r)
         /* a table held by the first and the last stage: both copies' gradients summed */
         if (optim_tied_across_stages(lw, t)) reshard_embedding_group(&es, t, pg, n);
         /* a tied table's copy counts once in the global norm: on the embedding's stage */
-        if (g->grad_sumsq >= 0 && !lw->bind[t].tied_copy) emit_sumsq(lw, r, opt, pg, n);
+        if (g->grad_sumsq >= 0 && !lw->bind[t].tied_copy) emit_sumsq(lw, r, opt, pg, n, summed);
 
         /* the optimizer step on the optimizer's placement */
         Emit eo = {lw, optim, PHASE_OPTIMIZER};
