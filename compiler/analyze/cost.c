@@ -196,7 +196,7 @@ void cost_terms_add(CostTerms *to, const CostTerms *from, double times)
     for (int c = 0; c < PARC_GEMM_CLASSES; c++) to->gemm_class_flops[c] += times * from->gemm_class_flops[c];
 }
 
-double cost_hidden_share(const Cluster *cl) { return 1.0 - cl->eff.comm_host; }
+double cost_hidden_share(const Cluster *cl) { return cl->eff.overlap_set ? cl->eff.overlap : 1.0; }
 
 double cost_terms_total(const CostTerms *t) { return t->gemm_s + t->attention_s + t->stream_s + t->comm_s; }
 

@@ -72,11 +72,10 @@ static void check_efficiency(Check *c, const Stmt *st)
                 check_read_quantity(c, e, &e->values[0], UNIT_MEMORY, 1, &eff->half_bytes[k == EF_HALF_INTER]);
             continue;
         }
-        if (k == EF_OVERLAP) { /* stored as what cannot hide, so the defaults' 0 means all can */
-            double share = 1;
+        if (k == EF_OVERLAP) { /* kept as written: explain prints this very number */
             if (check_shape(c, e, 1, 1, BODY_NO, EFF_usage[k]) &&
-                check_read_real(c, e->key, &e->values[0], 0, 0, 1, 0, &share))
-                eff->comm_host = 1.0 - share;
+                check_read_real(c, e->key, &e->values[0], 0, 0, 1, 0, &eff->overlap))
+                eff->overlap_set = 1;
             continue;
         }
         /* stream16: one share for every class, or one per class */

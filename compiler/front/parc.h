@@ -211,11 +211,13 @@ typedef struct Efficiency {
     double half_bytes[2];             /* a collective's size at which it reaches half its bus bandwidth
                                        * (Hockney's n 1/2), bytes: [0] intra, [1] inter; 0 = any size runs
                                        * at full bandwidth */
-    double comm_host;                 /* 1 - `overlap`: the share of a started collective's time the rank's
-                                       * own core spends moving it, which no compute can hide (CPU ranks:
-                                       * the shared-memory transport copies the bytes, nonblocking
-                                       * collectives advance inside MPI calls); 0 = all of it can run
-                                       * beside compute, as NCCL's kernels on a GPU's own stream do */
+    double overlap;                   /* `overlap`, as written: the share of a started collective's time
+                                       * compute can hide; the rest is the rank's own core moving it (CPU
+                                       * ranks: the shared-memory transport copies the bytes, nonblocking
+                                       * collectives advance inside MPI calls).  Read only when
+                                       * overlap_set; unset = all of it, as NCCL's kernels on a GPU's own
+                                       * stream run beside compute */
+    int overlap_set;
     SrcLoc loc;                       /* the `efficiency` statement; file == NULL for the defaults */
 } Efficiency;
 

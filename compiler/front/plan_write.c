@@ -91,7 +91,7 @@ static void write_cluster(const Plan *p, FILE *out)
     const double extra[] = {e->norm, e->softmax, e->scores, e->optimizer};
     for (int k = 0; k < 4; k++)
         if (extra[k] > 0) fprintf(out, " %s %s;", extra_names[k], NUM(extra[k]));
-    if (e->comm_host > 0) fprintf(out, " overlap %s;", NUM(1.0 - e->comm_host));
+    if (e->overlap_set && e->overlap < 1) fprintf(out, " overlap %s;", NUM(e->overlap));
     if (e->stream16[0] > 0) {
         fprintf(out, " stream16");
         for (int k = 0; k < PARC_STREAM16_KINDS; k++) fprintf(out, " %s", NUM(e->stream16[k]));

@@ -134,6 +134,12 @@ ov3=$(awk -v o="${ov:--1}" 'BEGIN { printf "%.3g", o }') # as explain prints it
     fail "explain does not print the calibrated overlap ${ov:-} ($ov3)"
 "$parc" explain "$tmp/plan.par" | grep -q "^  overlap: of the started collectives' time under compute, $ov3 is hidden;" ||
     fail "explain's phases do not say the overlap share $ov3"
+# the number explain prints is the one written, rounded once: 0.1355 is 0.136
+# (kept as 1 - (1 - x) it came out 0.135)
+sed 's/ overlap [0-9.]*; }$/ overlap 0.1355; }/' "$tmp/cluster.par" > "$tmp/cluster_ov.par"
+sed "s|include \"$tmp/cluster.par\";|include \"$tmp/cluster_ov.par\";|" "$tmp/plan.par" > "$tmp/plan_ov.par"
+"$parc" explain "$tmp/plan_ov.par" | grep -q "^  overlap: of the started collectives' time under compute, 0.136 is hidden;" ||
+    fail "overlap 0.1355 is not explained as 0.136: $("$parc" explain "$tmp/plan_ov.par" | grep '^  overlap')"
 # --device cpu --ranks 2: every figure through the runtime's backend (the
 # path a GPU takes with --device cuda), one launch of two ranks
 "$parc" calibrate --device cpu --ranks 2 -o "$tmp/dev.par" > "$tmp/devout" 2>&1 ||
