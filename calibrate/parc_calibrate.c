@@ -175,8 +175,9 @@ static void kernel_rates(size_t n, double *rates)
 
 /* The runtime's attention op (attention_fwd, then attention_bwd: the CPU
  * backend's kernels through the op table, as a program calls them), causal,
- * the probabilities kept for the backward (the lowering with recompute
- * none), at two shapes: the bench GPT's micro-batch (8 samples of 256
+ * the probabilities kept for the backward (stored attention, the lowering
+ * with recompute none) or not (flash attention: score tiles on chip), at two
+ * shapes: the bench GPT's micro-batch (8 samples of 256
  * tokens, 8 heads of 32) and the tiny plans' (2 of 32, 4 heads of 16), where
  * the per-head cost of the small block products and softmax rows weighs
  * more.  ORDER: att_shapes, and each shape's pairs of calls a repeat times. */
@@ -186,17 +187,17 @@ static const int att_pairs[ATT_SHAPES] = {1, 200};
 
 /* Best mean seconds of a forward and of a backward call at shape k over 5
  * repeats of att_pairs[k] forward and backward pairs (after one to warm the
- * workspace) in *fwd and *bwd, every tensor of dtype dt, through rt (a
- * started runtime, or NULL: a bare CPU context, cal_context), each call
- * waited for. */
-static void attention_times(struct prt *rt, int k, int64_t dt, double *fwd, double *bwd)
+ * workspace) in *fwd and *bwd, every tensor of dtype dt, the probabilities
+ * kept or not, through rt (a started runtime, or NULL: a bare CPU context,
+ * cal_context), each call waited for. */
+static void attention_times(struct prt *rt, int k, int64_t dt, int kept, double *fwd, double *bwd)
 {
     const int B = att_shapes[k][0], T = att_shapes[k][1], NH = att_shapes[k][2], HD = att_shapes[k][3];
     const int64_t C = (int64_t)NH * HD, rows = (int64_t)B * T;
     struct prt *ctx = cal_context(rt);
     void *qkv = cal_tensor(ctx, rows * 3 * C, dt, 0.0f, 0.1f), *out = cal_tensor(ctx, rows * C, dt, 0.0f, 0.0f);
     void *dout = cal_tensor(ctx, rows * C, dt, 0.01f, 0.0f), *dqkv = cal_tensor(ctx, rows * 3 * C, dt, 0.0f, 0.0f);
-    void *probs = cal_tensor(ctx, (int64_t)B * NH * T * T, dt, 0.0f, 0.0f);
+    void *probs = kept ? cal_tensor(ctx, (int64_t)B * NH * T * T, dt, 0.0f, 0.0f) : NULL;
     int64_t dt_fwd = PRT_ARG_DTYPES(dt, dt, dt), dt_bwd = PRT_ARG_DTYPES(dt, dt, dt, dt);
     *fwd = *bwd = 1e30;
     for (int rep = 0; rep < 6; rep++) {
@@ -214,7 +215,8 @@ static void attention_times(struct prt *rt, int k, int64_t dt, double *fwd, doub
         if (rep && tf / att_pairs[k] < *fwd) *fwd = tf / att_pairs[k];
         if (rep && tb / att_pairs[k] < *bwd) *bwd = tb / att_pairs[k];
     }
-    cal_free(ctx, qkv), cal_free(ctx, out), cal_free(ctx, dout), cal_free(ctx, dqkv), cal_free(ctx, probs);
+    cal_free(ctx, qkv), cal_free(ctx, out), cal_free(ctx, dout), cal_free(ctx, dqkv);
+    if (probs) cal_free(ctx, probs);
     cal_context_done(rt, ctx);
 }
 
@@ -495,6 +497,7 @@ typedef struct Rates {
     double rate32[STREAM16_CLASSES], rate16[STREAM16_CLASSES]; /* 1 / seconds of each stream16 class's ops:
                                                                 * fp32, bf16 (stream16_shares) */
     double att_rate[ATT_SHAPES][2];  /* 1 / seconds of the attention op forward, backward (attention_times) */
+    double flash_rate[ATT_SHAPES][2]; /* the same without kept probabilities */
     double att16_rate;               /* 1 / seconds of its bf16 forward + backward at the small shape */
 } Rates;
 
@@ -595,37 +598,42 @@ static void measure_compute(struct prt *rt, Rates *r)
     for (int k = 0; k < STREAM16_CLASSES; k++) r->rate32[k] = 1.0 / t32[k], r->rate16[k] = 1.0 / t16[k];
     for (int k = 0; k < ATT_SHAPES; k++) {
         double fwd, bwd;
-        attention_times(rt, k, PRT_F32, &fwd, &bwd);
+        attention_times(rt, k, PRT_F32, 1, &fwd, &bwd);
         r->att_rate[k][0] = 1.0 / fwd, r->att_rate[k][1] = 1.0 / bwd;
-        if (k == ATT_SHAPES - 1) attention_times(rt, k, PRT_BF16, &fwd, &bwd), r->att16_rate = 1.0 / (fwd + bwd);
+        attention_times(rt, k, PRT_F32, 0, &fwd, &bwd);
+        r->flash_rate[k][0] = 1.0 / fwd, r->flash_rate[k][1] = 1.0 / bwd;
+        if (k == ATT_SHAPES - 1) attention_times(rt, k, PRT_BF16, 1, &fwd, &bwd), r->att16_rate = 1.0 / (fwd + bwd);
     }
 }
 
 /* What the cost model (compiler/analyze/cost.c, OP_ATTENTION) charges the attention
  * op at each shape of attention_times: its matmul FLOPs (4 B NH T T HD
- * forward, 8 backward with the probabilities kept: compiler/lower/ops.c) at the
- * attention efficiency, and its score matrix B NH T T (3 passes forward, 4
- * backward, 4 bytes an element) at the streaming bandwidth x `scores`.  The
- * fit: the one score rate x (seconds a byte) for which the model's
- * forward + backward time, matmul_s + bytes x, is nearest the measured one
- * at both shapes by least squares of the relative error: with a = matmul_s /
- * measured - 1 and c = bytes / measured at each, x = -sum(a c) / sum(c c);
- * `scores` is 1 / (x hbm), at most 1 (none left for the scores when the
- * matmuls as modelled already take the measured time). */
+ * forward, 8 backward with the probabilities kept, 12 without:
+ * compiler/lower/ops.c) at the attention efficiency, and its score matrix
+ * B NH T T, 4 bytes an element: kept, 3 passes forward and 4 backward
+ * through memory at the streaming bandwidth x `scores`; not kept, 3 and 7
+ * over tiles on chip at the streaming bandwidth x `tiles`.  The fit: the one
+ * score rate x (seconds a byte) for which the model's forward + backward
+ * time, matmul_s + bytes x, is nearest the measured one at both shapes by
+ * least squares of the relative error: with a = matmul_s / measured - 1 and
+ * c = bytes / measured at each, x = -sum(a c) / sum(c c); the share is
+ * 1 / (x hbm), at most 1 (none left for the scores when the matmuls as
+ * modelled already take the measured time). */
 typedef struct AttentionFit {
     double measured_s[ATT_SHAPES], matmul_s[ATT_SHAPES], bytes[ATT_SHAPES];
     double scores, model_over_measured[ATT_SHAPES];
 } AttentionFit;
 
-static AttentionFit attention_fit(const Rates *r, double attn_eff, double peak, double hbm)
+static AttentionFit attention_fit(const Rates *r, int kept, double attn_eff, double peak, double hbm)
 {
     AttentionFit a;
     double ac = 0, cc = 0;
+    const double (*rate)[2] = kept ? r->att_rate : r->flash_rate;
     for (int k = 0; k < ATT_SHAPES; k++) {
         double f = (double)att_shapes[k][0] * att_shapes[k][2] * att_shapes[k][1] * att_shapes[k][1];
-        a.bytes[k] = (3.0 + 4.0) * f * sizeof(float);
-        a.measured_s[k] = 1.0 / r->att_rate[k][0] + 1.0 / r->att_rate[k][1];
-        a.matmul_s[k] = (4.0 + 8.0) * f * att_shapes[k][3] / (peak * attn_eff);
+        a.bytes[k] = (3.0 + (kept ? 4.0 : 7.0)) * f * sizeof(float);
+        a.measured_s[k] = 1.0 / rate[k][0] + 1.0 / rate[k][1];
+        a.matmul_s[k] = (4.0 + (kept ? 8.0 : 12.0)) * f * att_shapes[k][3] / (peak * attn_eff);
         double rel = a.matmul_s[k] / a.measured_s[k] - 1.0, c = a.bytes[k] / a.measured_s[k];
         ac += rel * c, cc += c * c;
     }
@@ -790,7 +798,8 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link
     static const char *const names16[STREAM16_CLASSES] = {"add", "layer norm", "GELU", "cross-entropy backward"};
     for (int k = 0; k < STREAM16_CLASSES; k++)
         fprintf(f, "%s %s %.4f / %.4f", k ? "," : "", names16[k], 1e3 / r->rate32[k], 1e3 / r->rate16[k]);
-    AttentionFit att = attention_fit(r, clamp01(r->attn / peak), peak, hbm);
+    AttentionFit att = attention_fit(r, 1, clamp01(r->attn / peak), peak, hbm);
+    AttentionFit tiles = attention_fit(r, 0, clamp01(r->attn / peak), peak, hbm);
     /* attention's scores over bf16 at the small shape: the share of the fp32
      * scores rate at which the model (its matmuls at the bf16 peak, half the
      * score bytes) takes the measured bf16 forward + backward */
@@ -809,6 +818,14 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link
                 1e3 / r->att_rate[k][0], 1e3 / r->att_rate[k][1], 1e3 * att.matmul_s[k], att.bytes[k] / 1e6);
     fprintf(f, "; the scores rate that fits both best: %.3f GB/s, the model at", att.scores * hbm / 1e9);
     for (int k = 0; k < ATT_SHAPES; k++) fprintf(f, "%s %.3f", k ? " and" : "", att.model_over_measured[k]);
+    fprintf(f, " of them\n");
+    fprintf(f, "# flash attention (the runtime's op, causal, probabilities not kept: score tiles on chip) ms:");
+    for (int k = 0; k < ATT_SHAPES; k++)
+        fprintf(f, "%s %dx%d tokens: forward %.4f, backward %.4f, its matmuls as modelled %.4f, %.4g MB of tiles",
+                k ? ";" : "", att_shapes[k][0], att_shapes[k][1], 1e3 / r->flash_rate[k][0],
+                1e3 / r->flash_rate[k][1], 1e3 * tiles.matmul_s[k], tiles.bytes[k] / 1e6);
+    fprintf(f, "; the tiles rate that fits both best: %.3f GB/s, the model at", tiles.scores * hbm / 1e9);
+    for (int k = 0; k < ATT_SHAPES; k++) fprintf(f, "%s %.3f", k ? " and" : "", tiles.model_over_measured[k]);
     fprintf(f, " of them\n");
     if (size > 1 && rt)
         fprintf(f, "# collectives (the runtime's, waited for): %.3g us an 8-byte all-reduce (its mean over the "
@@ -859,12 +876,12 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link
                  inter_half);
     }
     fprintf(f, "efficiency { gemm %.4g %.4g %.4g %.4g; attention %.4g; hbm %.4g; norm %.4g; activation %.4g; "
-               "softmax %.4g; scores %.4g; optimizer %.4g; stream16 %.4g %.4g %.4g %.4g %.4g; gemm16 %.4g %.4g %.4g %.4g; "
+               "softmax %.4g; scores %.4g; tiles %.4g; optimizer %.4g; stream16 %.4g %.4g %.4g %.4g %.4g; gemm16 %.4g %.4g %.4g %.4g; "
                "intra %.4g; %s half_intra %.6g B; overlap %.4g; }\n",
             clamp01(r->gemm[0] / peak), clamp01(r->gemm[1] / peak), clamp01(r->gemm[2] / peak),
             clamp01(r->gemm[3] / peak), clamp01(r->attn / peak), clamp01(r->kernel[K_ADD] / hbm),
             clamp01(r->kernel[K_NORM] / hbm), clamp01(r->kernel[K_GELU] / hbm), clamp01(r->kernel[K_SOFTMAX] / hbm),
-            att.scores,
+            att.scores, tiles.scores,
             clamp01(r->kernel[K_ADAMW] / hbm), clamp01(share16[0]), clamp01(share16[1]), clamp01(share16[2]),
             clamp01(share16[3]), scores16, clamp01(r->gemm16[0] / peak16),
             clamp01(r->gemm16[1] / peak16), clamp01(r->gemm16[2] / peak16), clamp01(r->gemm16[3] / peak16),

@@ -87,6 +87,16 @@ double cost_memory_s(const Cluster *cl, MemKind kind, double bytes, int wide16)
     return bytes / (bw * eff);
 }
 
+double cost_tiles_s(const Cluster *cl, double bytes, int wide16)
+{
+    const Efficiency *e = &cl->eff;
+    if (e->tiles <= 0 && e->scores <= 0) return 0;
+    double bw = cl->hbm_bandwidth > 0 ? cl->hbm_bandwidth : 1e12;
+    double eff = e->tiles > 0 ? e->tiles : e->scores;
+    if (wide16) eff *= eff_or_one(e->stream16[4]);
+    return bytes / (bw * eff);
+}
+
 double cost_stream_s(const Cluster *cl, double bytes) { return cost_memory_s(cl, MEM_STREAM, bytes, 0); }
 
 double cost_activation_s(const Cluster *cl, double bytes) { return cost_memory_s(cl, MEM_ACTIVATION, bytes, 0); }
@@ -145,6 +155,11 @@ static void cost_op_entry(const Program *prog, const Instr *ins, double times, C
     if (d->cost == OP_COST_ATTENTION) {
         t->attention_s += times * cost_attention_s(cl, cost_peak_flops(cl, p), ins->flops);
         t->attention_flops += times * ins->flops;
+        if (d->onchip) {
+            double b = d->onchip(&ins->shape, bwd) * bytes;
+            t->attention_s += times * cost_tiles_s(cl, b, bytes == 2);
+            t->onchip_bytes += times * b;
+        }
     }
     if (d->cost == OP_COST_STREAM || d->cost == OP_COST_ATTENTION) {
         double b = d->traffic(&ins->shape, bwd) * bytes;
@@ -193,6 +208,7 @@ void cost_terms_add(CostTerms *to, const CostTerms *from, double times)
     to->attention_flops += times * from->attention_flops;
     to->stream_bytes += times * from->stream_bytes;
     to->comm_bytes += times * from->comm_bytes;
+    to->onchip_bytes += times * from->onchip_bytes;
     for (int c = 0; c < PARC_GEMM_CLASSES; c++) to->gemm_class_flops[c] += times * from->gemm_class_flops[c];
 }
 

@@ -45,6 +45,13 @@ double cost_activation_s(const Cluster *cl, double bytes);
  * tensors (wide16) at that times their class's `stream16` (streams, norms,
  * activations, the loss's softmax, attention's scores). */
 double cost_memory_s(const Cluster *cl, MemKind kind, double bytes, int wide16);
+/* Seconds of `bytes` of attention score tiles passed over on chip (flash
+ * attention's, ops.h `onchip`): at HBM bandwidth x `tiles` (x stream16's
+ * scores share when 16-bit) where the cluster states it; else at `scores`
+ * where it states that (a CPU fragment from before `tiles`, whose kernel's
+ * rate it was); else none: on a GPU they are part of the fused kernel whose
+ * FLOP rate the `attention` efficiency is. */
+double cost_tiles_s(const Cluster *cl, double bytes, int wide16);
 /* Seconds of one collective of `bytes` per rank (the buffer nccl-tests calls
  * size) over a group of n ranks on the intra (inside = 1) or inter link:
  * latency x steps + bytes x bus factor / (link bandwidth x bus efficiency).
@@ -81,6 +88,7 @@ double cost_timeline(const double *dur, const int *wait_of, int n, double *hidde
 typedef struct CostTerms {
     double gemm_s, attention_s, stream_s, comm_s;
     double gemm_flops, attention_flops, stream_bytes, comm_bytes;
+    double onchip_bytes; /* attention's score tiles that stay on chip (in attention_s) */
     double gemm_class_flops[PARC_GEMM_CLASSES];
 } CostTerms;
 

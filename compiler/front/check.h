@@ -53,6 +53,7 @@
     X(EF_NORM, "norm", "norm 0.85;")                         \
     X(EF_SOFTMAX, "softmax", "softmax 0.85;")                \
     X(EF_SCORES, "scores", "scores 0.85;")                   \
+    X(EF_TILES, "tiles", "tiles 0.5;")                       \
     X(EF_OPTIMIZER, "optimizer", "optimizer 0.85;")          \
     X(EF_STREAM16, "stream16", "stream16 0.1;` or `stream16 0.1 0.2 0.05 0.1 0.5;")    \
     X(EF_GEMM16, "gemm16", "gemm16 0.3 0.55 0.75 0.85;")      \

@@ -86,7 +86,7 @@ static void check_efficiency(Check *c, const Stmt *st)
                                   [EF_HBM] = &eff->hbm,           [EF_ACTIVATION] = &eff->activation,
                                   [EF_INTRA] = &eff->bus[0],      [EF_INTER] = &eff->bus[1],
                                   [EF_NORM] = &eff->norm,         [EF_SOFTMAX] = &eff->softmax,
-                                  [EF_SCORES] = &eff->scores,
+                                  [EF_SCORES] = &eff->scores,     [EF_TILES] = &eff->tiles,
                                   [EF_OPTIMIZER] = &eff->optimizer, [EF_STREAM16] = eff->stream16,
                                   [EF_GEMM16] = eff->gemm16};
         for (int j = 0; j < n; j++) {

@@ -200,6 +200,9 @@ typedef struct Efficiency {
     double scores;                    /* ... of attention's score matrix alone, where it runs apart from the
                                        * loss's softmax (a CPU kernel that keeps a block of scores in cache;
                                        * 0: as softmax) */
+    double tiles;                     /* ... of the score tiles flash attention keeps on chip, as a share of
+                                       * the HBM bandwidth (0: as scores where that is stated, else none:
+                                       * a GPU's fused kernel, inside `attention`; cost_tiles_s) */
     double optimizer;                 /* ... of the optimizer's pass over its state (0: as hbm) */
     double stream16[PARC_STREAM16_KINDS]; /* memory-bound ops over 16-bit tensors: their bytes/s against the
                                        * same op's over fp32 ones, by class: [0] streams (embedding, adds,

@@ -87,9 +87,9 @@ static void write_cluster(const Plan *p, FILE *out)
             NUM(e->attention), NUM(e->hbm), NUM(e->activation), NUM(e->bus[0]), NUM(e->bus[1]),
             QTY(e->half_bytes[0], UNIT_MEMORY), QTY(e->half_bytes[1], UNIT_MEMORY));
     /* the memory-bound classes a cluster may state apart from hbm (0: as hbm, or as 1) */
-    const char *const extra_names[] = {"norm", "softmax", "scores", "optimizer"};
-    const double extra[] = {e->norm, e->softmax, e->scores, e->optimizer};
-    for (int k = 0; k < 4; k++)
+    const char *const extra_names[] = {"norm", "softmax", "scores", "tiles", "optimizer"};
+    const double extra[] = {e->norm, e->softmax, e->scores, e->tiles, e->optimizer};
+    for (int k = 0; k < 5; k++)
         if (extra[k] > 0) fprintf(out, " %s %s;", extra_names[k], NUM(extra[k]));
     if (e->overlap_set && e->overlap < 1) fprintf(out, " overlap %s;", NUM(e->overlap));
     if (e->stream16[0] > 0) {

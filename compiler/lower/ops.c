@@ -249,18 +249,34 @@ OPS_TRAFFIC(copy, 2, 2, 1)
 OPS_TRAFFIC(xent, 2, 2, 2)       /* max, then the sum of exp over the logits / read them, write dlogits */
 #undef OPS_TRAFFIC
 
-/* attention: the score matrix B NH T T is written, read by the softmax and
- * read again by P V (forward); the backward reads it and writes its gradient
- * (and first rebuilds it unless the probabilities were kept).  The qkv is
- * read once, k and v once per key/value group, B T (NH + 2 KV) HD, and the
- * output written (forward); the backward reads the qkv and dout and writes
- * dqkv. */
+/* attention: the qkv is read once, k and v once per key/value group,
+ * B T (NH + 2 KV) HD, and the output written (forward); the backward reads
+ * the qkv and dout and writes dqkv.  With the probabilities kept (stored
+ * attention) the score matrix B NH T T goes through memory as well: written,
+ * read by the softmax and read again by P V (forward); read and its gradient
+ * written (backward).  Without them (flash attention, or probabilities
+ * recomputed) the kernels work on tiles of scores that stay on chip (shared
+ * memory on a GPU, a core's L2 on the CPU: runtime/cpu/prt_cpu_attention.c,
+ * runtime/cuda/prt_cuda_attention.cu): memory sees only the qkv, the output
+ * and their gradients, FlashAttention-2's traffic (Dao 2023, section 3)
+ * less its saved row statistics, which these kernels recompute (their FLOPs
+ * are in flops_attention); the tile passes are attention_onchip's. */
 static double traffic_attention(const OpShape *s, int bwd)
 {
     double scores = (double)s->d[0] * s->d[2] * s->d[1] * s->d[1];
     double qkv = (double)s->d[0] * s->d[1] * (s->d[2] + 2 * s->d[4]) * s->d[3];
     double out = (double)s->d[0] * s->d[1] * s->d[2] * s->d[3];
-    return (bwd ? (s->kept ? 4.0 : 7.0) : 3.0) * scores + (bwd ? 2.0 * qkv + out : qkv + out);
+    return (s->kept ? (bwd ? 4.0 : 3.0) * scores : 0) + (bwd ? 2.0 * qkv + out : qkv + out);
+}
+
+/* The score passes of attention without kept probabilities, each over a
+ * tile on chip: scores written, softmaxed, read by P V (forward 3); the
+ * backward rebuilds them (3), forms dP and dS (3) and reads dS for dQ and
+ * dK (1). */
+static double onchip_attention(const OpShape *s, int bwd)
+{
+    double scores = (double)s->d[0] * s->d[2] * s->d[1] * s->d[1];
+    return s->kept ? 0 : (bwd ? 7.0 : 3.0) * scores;
 }
 
 /* rope, d = {B, T, G, U, R, HD} (runtime/cpu/prt_cpu_rope.c): the forward
@@ -527,6 +543,7 @@ const OpDesc op_table[OP_COUNT] = {
                  .emit_bwd = ops_emit_attention_bwd,
                  .cost = OP_COST_ATTENTION,
                  .traffic = traffic_attention,
+                 .onchip = onchip_attention,
                  .mem = MEM_SCORES},
     [OP_DROPOUT] = {.rule = place_rule_dropout,
                  .saves = OP_SAVES_AUX,
@@ -605,6 +622,7 @@ static const char *cost_incomplete(const OpDesc *d)
                 if (!d->traffic || d->gemm) return "a memory-bound cost names its traffic and no GEMMs";
                 if (!(d->traffic(&probe, bwd) > 0)) return "its traffic charges a call nothing (say OP_COST_FREE)";
                 if (d->mem < MEM_STREAM || d->mem > MEM_SCORES) return "its memory class is no MemKind";
+                if (d->onchip && d->cost != OP_COST_ATTENTION) return "only attention's tiles stay on chip";
                 break;
             case OP_COST_FREE:
                 if (d->traffic || d->gemm) return "an OP_COST_FREE row names no traffic and no GEMMs";

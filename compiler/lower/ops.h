@@ -32,6 +32,9 @@
  *   traffic   elements one forward or backward call of a shape reads plus
  *             writes, as its runtime calls do them, charged in the plan's
  *             precision at the efficiency of memory class `mem`;
+ *   onchip    elements one call passes over in on-chip memory only (a tile
+ *             of scores that never reaches HBM), charged at the cluster's
+ *             `tiles` rate (cost.c; NULL: none);
  *   gemm      for OP_COST_GEMM: the GEMMs of one call, {m, n, k} and how many;
  *   bwd_accumulates  why its backward has no first-writer rule
  *             (first_write.c): it only adds into the gradients it produces
@@ -98,6 +101,7 @@ typedef struct OpDesc {
     int (*emit_bwd)(struct Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
     OpCostKind cost;
     double (*traffic)(const OpShape *s, int backward);
+    double (*onchip)(const OpShape *s, int backward);
     MemKind mem;
     int (*gemm)(const OpShape *s, int backward, int64_t mnk[3]); /* returns how many of that GEMM */
     const char *bwd_accumulates;

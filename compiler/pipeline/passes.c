@@ -292,12 +292,12 @@ void passes_finish(Compilation *c)
 
 void passes_explain_text(FILE *out, Arena *arena, const Compilation *c, int verbose)
 {
-    const Analysis *flash = NULL;
-    if (explain_wants_flash(&c->plan)) {
+    const Analysis *other = NULL;
+    if (explain_wants_flash_switch(&c->plan)) {
         Plan *p = arena_alloc(arena, sizeof *p);
         *p = c->written;
-        p->model.block.flash = 1;
-        flash = passes_variant(arena, c, p, "attention ... flash");
+        p->model.block.flash = !p->model.block.flash;
+        other = passes_variant(arena, c, p, p->model.block.flash ? "attention ... flash" : "attention without flash");
     }
-    explain_text(out, c->analysis, flash, verbose);
+    explain_text(out, c->analysis, other, verbose);
 }

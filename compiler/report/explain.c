@@ -195,37 +195,37 @@ static void explain_data(FILE *out, const Program *prog)
             train_s > 0 ? 100.0 * (double)evals * each / train_s : 0.0);
 }
 
-int explain_wants_flash(const Plan *plan)
+int explain_wants_flash_switch(const Plan *plan)
 {
     const BlockSpec *b = &plan->model.block;
-    return b->kind == BLOCK_TRANSFORMER && plan->model.heads > 0 && !b->flash && plan->layout.recompute == RECOMPUTE_NONE;
+    return b->kind == BLOCK_TRANSFORMER && plan->model.heads > 0 && plan->layout.recompute == RECOMPUTE_NONE;
 }
 
-/* Which attention the plan runs; when it keeps the probabilities, what
- * `flash` would save on the rank that needs the most, from `flash`: the plan
- * with flash attention through the pass table (the figure that plan's own
- * explain gives). */
-static void explain_attention(FILE *out, const Analysis *an, const Analysis *flash)
+/* Which attention the plan runs and, from `other` (the plan with `flash`
+ * switched, through the pass table: the figures that plan's own explain
+ * gives), what switching would do to the memory of the rank that needs the
+ * most and to the step time. */
+static void explain_attention(FILE *out, const Analysis *an, const Analysis *other)
 {
     const Plan *plan = an->prog->plan;
     const BlockSpec *b = &plan->model.block;
     if (b->kind != BLOCK_TRANSFORMER || plan->model.heads <= 0) return;
     const char *mask = b->causal ? "causal" : "full";
-    if (b->flash) {
-        fprintf(out, "  attention       %s flash: online softmax, no seq x seq probabilities kept, recomputed in "
-                     "backward\n", mask);
-        return;
-    }
     if (plan->layout.recompute != RECOMPUTE_NONE) {
-        fprintf(out, "  attention       %s: probabilities recomputed in backward (recompute %s)\n", mask,
-                recompute_names[plan->layout.recompute]);
+        fprintf(out, "  attention       %s%s: probabilities recomputed in backward (recompute %s)\n", mask,
+                b->flash ? " flash" : "", recompute_names[plan->layout.recompute]);
         return;
     }
-    if (!flash) PARC_BUG("explain: no analysis of the plan with `attention %s flash`", mask);
+    if (!other) PARC_BUG("explain: no analysis of the plan with `attention %s%s`", mask, b->flash ? "" : " flash");
     char b1[64];
-    analyze_format_bytes((double)(an->max_total - flash->max_total), b1, sizeof b1);
-    fprintf(out, "  attention       %s, probabilities stored for backward; `attention %s flash` would save %s per "
-                 "GPU\n", mask, mask, b1);
+    analyze_format_bytes(fabs((double)(an->max_total - other->max_total)), b1, sizeof b1);
+    if (b->flash)
+        fprintf(out, "  attention       %s flash: online softmax, no seq x seq probabilities kept, recomputed in "
+                     "backward; stored (`attention %s`) would take %s more per GPU and %.4g s a step (this plan "
+                     "%.4g s)\n", mask, mask, b1, other->step_s, an->step_s);
+    else
+        fprintf(out, "  attention       %s, probabilities stored for backward; `attention %s flash` would save %s per "
+                     "GPU and take %.4g s a step (this plan %.4g s)\n", mask, mask, b1, other->step_s, an->step_s);
 }
 
 /* How the model sees token positions: a learned table, rotary (its base and
@@ -276,7 +276,7 @@ static void explain_dropout(FILE *out, const Analysis *an)
 
 static void explain_stage_busy(FILE *out, const Analysis *an, int verbose);
 
-void explain_text(FILE *out, const Analysis *an, const Analysis *flash, int verbose)
+void explain_text(FILE *out, const Analysis *an, const Analysis *other, int verbose)
 {
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;
@@ -322,7 +322,7 @@ void explain_text(FILE *out, const Analysis *an, const Analysis *flash, int verb
                 "token; the MFU numerator\n",
                 an->model_matmul_params, tokens, an->model_attention_flops_per_token);
     }
-    explain_attention(out, an, flash);
+    explain_attention(out, an, other);
     explain_positions(out, plan);
     explain_dropout(out, an);
 

@@ -8,11 +8,12 @@
 #include "analyze.h"
 
 void explain_check_summary(FILE *out, const Analysis *an);
-/* flash: the analysis of the same plan with `attention ... flash`, which the
- * driver makes when explain_wants_flash(plan) (the saving it would bring is
- * reported); NULL otherwise. */
-void explain_text(FILE *out, const Analysis *an, const Analysis *flash, int verbose);
-int explain_wants_flash(const Plan *plan);
+/* other: the analysis of the same plan with `flash` switched (on for stored
+ * attention, off for flash), which the driver makes when
+ * explain_wants_flash_switch(plan): what switching would save or cost is
+ * reported; NULL otherwise. */
+void explain_text(FILE *out, const Analysis *an, const Analysis *other, int verbose);
+int explain_wants_flash_switch(const Plan *plan);
 void explain_json(FILE *out, const Analysis *an);
 void explain_collectives(FILE *out, const Analysis *an);
 void explain_collectives_json(FILE *out, const Analysis *an);

@@ -81,10 +81,15 @@ void explain_cost_terms(FILE *out, const Analysis *an)
     if (e->gemm16[0] > 0 && plan->train.precision != PREC_FP32)
         for (int c = 0; c < PARC_GEMM_CLASSES; c++)
             fprintf(out, "%s %s %.3g", c ? "," : "; this 16-bit plan's (gemm16):", gemm_class_names[c], e->gemm16[c]);
-    fprintf(out, "\n    attention      its matmul FLOPs at %.4g x %.3g; its score matrix streamed as memory-bound",
-            an->peak_flops, e->attention);
+    fprintf(out, "\n    attention      its matmul FLOPs at %.4g x %.3g; stored probabilities: the score matrix "
+                 "streamed as memory-bound", an->peak_flops, e->attention);
     if (e->scores > 0) fprintf(out, ", at %.4g B/s x %.3g (scores)", cl->hbm_bandwidth, e->scores);
-    fprintf(out, "\n");
+    fprintf(out, "; flash (or recomputed): only qkv, output and their gradients through memory, score tiles on chip ");
+    if (e->tiles > 0 || e->scores > 0)
+        fprintf(out, "at %.4g B/s x %.3g (%s)\n", cl->hbm_bandwidth, e->tiles > 0 ? e->tiles : e->scores,
+                e->tiles > 0 ? "tiles" : "scores: no `tiles`");
+    else
+        fprintf(out, "inside the fused kernel's FLOP rate\n");
     const double *s16 = e->stream16;
     if (e->norm > 0 || e->softmax > 0 || e->optimizer > 0 || s16[0] > 0) {
         fprintf(out, "    memory-bound   bytes read and written at %.4g B/s x %.3g (embedding, residual adds, "

@@ -67,7 +67,9 @@ static double block_compute_s(const Plan *p, const Layout1 *l, const Shape *s, i
         int kept = l->rc == RECOMPUTE_NONE && !bs->flash;
         double attn = 4.0 * scores * (s->att / (s->heads > 0 ? s->heads : 1));
         t += cost_attention_s(cl, peak, bwd ? (kept ? 2.0 : 3.0) * attn : attn);
-        elems += (bwd ? (kept ? 4.0 : 7.0) : 3.0) * scores;
+        /* stored: the scores through memory; else tiles on chip (ops.c) */
+        if (kept) elems += (bwd ? 4.0 : 3.0) * scores;
+        else t += cost_tiles_s(cl, (bwd ? 7.0 : 3.0) * scores * s->wb, s->wb == 2);
     }
     t += cost_stream_s(cl, elems * s->wb);
     if (bs->mlp != MLP_RELU) t += cost_activation_s(cl, act_elems * s->wb);

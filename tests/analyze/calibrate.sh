@@ -27,10 +27,10 @@ grep -Eq '^calibrated "cpu .+, [0-9]+ cores?";$' "$tmp/cluster.par" || fail "no 
 grep -q '^link intra [0-9.e+]* B/s [0-9.e+-]* s;$' "$tmp/cluster.par" || fail "no intra link"
 n='[0-9.]+'
 line=$(grep '^efficiency' "$tmp/cluster.par")
-echo "$line" | grep -Eq "^efficiency \{ gemm $n $n $n $n; attention $n; hbm $n; norm $n; activation $n; softmax $n; scores $n; optimizer $n; stream16 $n $n $n $n $n; gemm16 $n $n $n $n; intra $n; inter 1; half_intra $n B; overlap $n; \}\$" ||
+echo "$line" | grep -Eq "^efficiency \{ gemm $n $n $n $n; attention $n; hbm $n; norm $n; activation $n; softmax $n; scores $n; tiles $n; optimizer $n; stream16 $n $n $n $n $n; gemm16 $n $n $n $n; intra $n; inter 1; half_intra $n B; overlap $n; \}\$" ||
     fail "no efficiency block of the expected keys: $line"
 eff=$(echo "$line" | sed 's/[a-z]\+16//g; s/ overlap [0-9.]*;//; s/ half_intra [0-9.e+]* B;//' | grep -oE "$n") # the shares, not the 16 of stream16 and gemm16
-[ "$(echo $eff | wc -w)" = 22 ] || fail "not 22 shares besides overlap in $line"
+[ "$(echo $eff | wc -w)" = 23 ] || fail "not 23 shares besides overlap in $line"
 # half_intra: the mean of the half-bandwidth sizes (none below 0) that put the
 # model's all-reduce on the two measured after compute, from the link's own figures
 half=$(echo "$line" | sed -n 's/.* half_intra \([0-9.e+]*\) B;.*/\1/p')
@@ -96,6 +96,29 @@ awk -v f1="${f1:-0}" -v b1="${b1:-0}" -v m1="${m1:-0}" -v s1="${s1:-0}" -v f2="$
     ok = ok && (o1 - (m1 + s1 / r) / t1) ^ 2 <= (0.01 * o1 + 0.002) ^ 2 && (o2 - (m2 + s2 / r) / t2) ^ 2 <= (0.01 * o2 + 0.002) ^ 2
     exit !(t1 > 0 && t2 > 0 && ok) }' ||
     fail "attention: $att does not fit rate $rate GB/s, scores $scores of hbm $hbm B/s"
+# flash attention (probabilities not kept): 16 B NH T T HD matmul FLOPs (the
+# backward rebuilds the scores and the output), 10 passes over score tiles
+# on chip (3 forward, 7 backward); the same fit gives `tiles`
+fa=$(grep '^# flash attention' "$tmp/cluster.par")
+read -r f1 b1 m1 s1 f2 b2 m2 s2 < <(echo "$fa" |
+    sed -n "s/^# flash attention (the runtime.s op, causal, probabilities not kept: score tiles on chip) ms: 8x256 tokens: forward $num, backward $num, its matmuls as modelled $num, $num MB of tiles; 2x32 tokens: forward $num, backward $num, its matmuls as modelled $num, $num MB of tiles; .*/\1 \2 \3 \4 \5 \6 \7 \8/p")
+read -r rate o1 o2 < <(echo "$fa" | sed -n 's/.*fits both best: \([0-9.]*\) GB\/s, the model at \([0-9.]*\) and \([0-9.]*\) of them$/\1 \2 \3/p')
+[ -n "${s2:-}" ] && [ -n "${o2:-}" ] || fail "no flash attention line: $fa"
+awk -v a="${s1:-0}" -v b="${s2:-0}" 'BEGIN { exit !(a == 167.8 && b == 0.3277) }' || fail "tile bytes $s1, $s2 MB"
+tiles=$(echo "$line" | sed -n 's/.* tiles \([0-9.]*\);.*/\1/p')
+awk -v m1="${m1:-0}" -v m2="${m2:-0}" -v g="${agemm:-0}" -v p="${peak:-0}" 'BEGIN { if (g * 1e9 > p) g = p / 1e9
+    w1 = 16 * 8 * 8 * 256 * 256 * 32 / (g * 1e6); w2 = 16 * 2 * 4 * 32 * 32 * 16 / (g * 1e6)
+    exit !(g > 0 && (m1 - w1) ^ 2 <= (0.002 * w1) ^ 2 && (m2 - w2) ^ 2 <= (0.002 * w2 + 1e-4) ^ 2) }' ||
+    fail "flash attention matmuls as modelled $m1, $m2 ms, not their FLOPs at the 256x256x64 rate $agemm GFLOP/s"
+awk -v f1="${f1:-0}" -v b1="${b1:-0}" -v m1="${m1:-0}" -v s1="${s1:-0}" -v f2="${f2:-0}" -v b2="${b2:-0}" \
+    -v m2="${m2:-0}" -v s2="${s2:-0}" -v r="${rate:-0}" -v o1="${o1:-0}" -v o2="${o2:-0}" -v h="${hbm:-0}" \
+    -v sc="${tiles:-0}" 'BEGIN { t1 = f1 + b1; t2 = f2 + b2
+    a1 = m1 / t1 - 1; c1 = s1 / t1; a2 = m2 / t2 - 1; c2 = s2 / t2; x = -(a1 * c1 + a2 * c2) / (c1 * c1 + c2 * c2)
+    fit = x > 0 ? 1 / x : h / 1e9; if (fit > h / 1e9) fit = h / 1e9
+    ok = (r - fit) ^ 2 <= (0.02 * fit) ^ 2 && (sc - r * 1e9 / h) ^ 2 <= (0.002 + 0.01 * sc) ^ 2
+    ok = ok && (o1 - (m1 + s1 / r) / t1) ^ 2 <= (0.01 * o1 + 0.002) ^ 2 && (o2 - (m2 + s2 / r) / t2) ^ 2 <= (0.01 * o2 + 0.002) ^ 2
+    exit !(t1 > 0 && t2 > 0 && ok) }' ||
+    fail "flash attention: $fa does not fit rate $rate GB/s, tiles $tiles of hbm $hbm B/s"
 # stream16 by class: each the fp32 time over twice the bf16 time of the
 # runtime's ops (add, layer norm, GELU, cross-entropy backward) the comment
 # prints; the scores' share from the bf16 attention op at the small shape
@@ -150,7 +173,7 @@ grep -q "Every figure through the runtime's cpu backend (.*), 2 ranks measuring 
     fail "--device: the header does not say the backend and its 2 ranks: $(sed -n 2p "$d")"
 grep -q '^gpu { memory [0-9]* B; bf16 .* FLOP/s; fp32 .* FLOP/s; hbm .* B/s; }$' "$d" || fail "--device: no gpu line"
 dline=$(grep '^efficiency' "$d")
-echo "$dline" | grep -Eq "^efficiency \{ gemm $n $n $n $n; attention $n; hbm $n; norm $n; activation $n; softmax $n; scores $n; optimizer $n; stream16 $n $n $n $n $n; gemm16 $n $n $n $n; intra $n; inter 1; half_intra $n B; overlap $n; \}\$" ||
+echo "$dline" | grep -Eq "^efficiency \{ gemm $n $n $n $n; attention $n; hbm $n; norm $n; activation $n; softmax $n; scores $n; tiles $n; optimizer $n; stream16 $n $n $n $n $n; gemm16 $n $n $n $n; intra $n; inter 1; half_intra $n B; overlap $n; \}\$" ||
     fail "--device: no efficiency block of the expected keys: $dline"
 for v in $(echo "$dline" | sed 's/[a-z]\+16//g; s/ half_intra [0-9.e+]* B;//' | grep -oE "$n"); do
     awk -v v="$v" 'BEGIN { exit !(v >= 0 && v <= 1) }' || fail "--device: share $v outside [0, 1]"

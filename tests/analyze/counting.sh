@@ -57,18 +57,20 @@ sys.exit(0 if abs(got - want) <= 1e-6 * want else 1)
 PY
 # the fit advice names a layout that fits by its own explain: Llama-2 7B on one
 # 80 GiB GPU (150 GiB) fits no ZeRO, recompute or micro_batch change of its one
-# GPU; the advice is two GPUs in tensor parallelism with sequence parallelism
+# GPU; the advice is two GPUs in ZeRO-3 data parallelism with selective
+# recompute (attention's probabilities rebuilt on chip cost no HBM traffic,
+# so it is faster than the tensor-parallel pair that also fits)
 n=$((n + 1))
 out=$("$parc" check "$examples/llama7b_1gpu.par" 2>&1)
-want="no layout of these GPUs fits; on 1 node of 2 GPUs: pp 1 dp 1 tp 2, micro_batch 1, zero 0, sp, recompute none -> 75.6 GiB per GPU (fits)"
+want="no layout of these GPUs fits; on 1 node of 2 GPUs: pp 1 dp 2 tp 1, micro_batch 1, zero 3, recompute selective -> 71.1 GiB per GPU (fits)"
 printf '%s\n' "$out" | grep -qF "$want" || { fail "llama7b_1gpu: the advice lacks \"$want\""; printf '%s\n' "$out" | tail -4; }
-sed -e 's/gpus_per_node 1;/gpus_per_node 2;/' -e 's/^mesh { dp 1; }/mesh { tp 2; }/' \
-    -e 's/^  batch -> dp;/  heads -> tp; ffn -> tp; vocab -> tp; sequence_parallel over tp;/' \
+sed -e 's/gpus_per_node 1;/gpus_per_node 2;/' -e 's/^mesh { dp 1; }/mesh { dp 2; }/' \
+    -e 's/^  batch -> dp;/  batch -> dp; zero 3 over dp; recompute selective;/' \
     "$examples/llama7b_1gpu.par" > "$tmp/advised.par"
 n=$((n + 1))
 out=$(cd "$examples" && "$parc" explain "$tmp/advised.par" 2>&1); status=$?
-if [ "$status" != 0 ] || ! printf '%s\n' "$out" | grep -qE "^  total .* 75\.6 GiB +of 80\.0 GiB .* fits"; then
-    fail "the advised layout does not explain at 75.6 GiB, fitting (exit $status)"; printf '%s\n' "$out" | grep -E "total|error" | head -4
+if [ "$status" != 0 ] || ! printf '%s\n' "$out" | grep -qE "^  total .* 71\.1 GiB +of 80\.0 GiB .* fits"; then
+    fail "the advised layout does not explain at 71.1 GiB, fitting (exit $status)"; printf '%s\n' "$out" | grep -E "total|error" | head -4
 fi
 echo "counting: $((n - fails)) passed, $fails failed"
 [ "$fails" = 0 ]

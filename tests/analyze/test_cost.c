@@ -395,6 +395,80 @@ static void test_attention_scores(void)
     }
 }
 
+/* Flash against stored attention on a GPT-3-shaped layer (hidden 12288, 96
+ * heads of 128, micro-batch 1, bf16) at seq 2,048 and 8,192 on an H100
+ * (989 TFLOP/s bf16, 3.35 TB/s, `efficiency h100`): flash's memory traffic
+ * is FlashAttention-2's, the qkv read and the output written (forward), the
+ * qkv and dout read and dqkv written (backward), 2 bytes each, with no
+ * score matrix; its score tiles (3 passes forward, 7 backward) stay on chip,
+ * inside the fused kernel's rate (the h100 set states neither `tiles` nor
+ * `scores`), so it is charged its matmuls (12 of 4 B NH T T HD backward:
+ * the scores rebuilt) at 989 TFLOP/s x 0.40 and its bytes at 3.35 TB/s x
+ * 0.85; stored attention adds its score matrix through HBM (3 and 4 passes)
+ * and takes longer.  A cluster stating `tiles` charges the tiles there; one
+ * stating only `scores` (a CPU fragment from before `tiles`) at that. */
+static void test_flash_attention(void)
+{
+    const int64_t seqs[2] = {2048, 8192};
+    for (int q = 0; q < 2; q++) {
+        const double T = (double)seqs[q], S = 96.0 * T * T, flops = S * 128;
+        const double qkv = T * (96 + 2 * 96) * 128, out = T * 96 * 128;
+        double total[2] = {0, 0}; /* stored, flash: attention's forward + backward seconds */
+        for (int flash = 0; flash <= 1; flash++)
+            for (int e = 0; e < (flash ? 3 : 1); e++) {
+                static const char *const effs[3] = {"efficiency h100;", "efficiency h100 { tiles 0.5; }",
+                                                    "efficiency h100 { scores 0.25; }"};
+                Arena arena = {0};
+                const char *text = arena_printf(
+                    &arena,
+                    "cluster { nodes 1; gpus_per_node 1;\n"
+                    "  gpu { memory 80 GiB; bf16 989 TFLOP/s; fp32 67 TFLOP/s; hbm 3.35 TB/s; }\n  %s\n}\n"
+                    "model gpt3_layer { vocab 50304; seq %lld; hidden 12288; heads 96; ffn 49152; layers 1;\n"
+                    "  embed positions learned; repeat layers { block gpt2%s } norm layer;\n"
+                    "  head untied; loss cross_entropy; }\n"
+                    "train { batch 1; micro_batch 1; precision bf16; optimizer adamw lr 1e-4; }\n"
+                    "mesh { dp 1; }\nlayout { batch -> dp; }\n",
+                    effs[e], (long long)seqs[q], flash ? " { attention causal flash; }" : ";");
+                Analysis *an = analyze_plan(&arena, "gpt3_layer.par", text);
+                const char *what = arena_printf(&arena, "seq %lld, %s, %s", (long long)seqs[q],
+                                                flash ? "flash" : "stored", effs[e]);
+                truth(arena_printf(&arena, "the GPT-3 layer analyzes (%s)", what), an != NULL);
+                const Instr *fwd = an ? attention_entry(an, SEQ_BLOCK_FWD) : NULL;
+                const Instr *bwd = an ? attention_entry(an, SEQ_BLOCK_BWD) : NULL;
+                truth(arena_printf(&arena, "attention entries, probabilities kept unless flash (%s)", what),
+                      fwd && bwd && fwd->shape.kept == !flash && bwd->shape.kept == !flash);
+                if (!fwd || !bwd) {
+                    arena_free(&arena);
+                    continue;
+                }
+                CostTerms f = {0}, b = {0};
+                cost_instr(an->prog, fwd, 1, &f);
+                cost_instr(an->prog, bwd, 1, &b);
+                double hbm = 3.35e12 * 0.85, peak = 989e12 * 0.40;
+                double tiles_rate = e == 1 ? 3.35e12 * 0.5 : e == 2 ? 3.35e12 * 0.25 : 0;
+                double fwd_tiles = flash ? 3 * S * 2 : 0, bwd_tiles = flash ? 7 * S * 2 : 0;
+                double fwd_bytes = (qkv + out + (flash ? 0 : 3 * S)) * 2, bwd_bytes = (2 * qkv + out + (flash ? 0 : 4 * S)) * 2;
+                near(arena_printf(&arena, "forward HBM bytes (%s)", what), f.stream_bytes, fwd_bytes);
+                near(arena_printf(&arena, "backward HBM bytes (%s)", what), b.stream_bytes, bwd_bytes);
+                near(arena_printf(&arena, "forward bytes on chip (%s)", what), f.onchip_bytes, fwd_tiles);
+                near(arena_printf(&arena, "backward bytes on chip (%s)", what), b.onchip_bytes, bwd_tiles);
+                near(arena_printf(&arena, "forward attention seconds (%s)", what), f.attention_s,
+                     4 * flops / peak + (tiles_rate > 0 ? fwd_tiles / tiles_rate : 0));
+                near(arena_printf(&arena, "backward attention seconds (%s)", what), b.attention_s,
+                     (flash ? 12 : 8) * flops / peak + (tiles_rate > 0 ? bwd_tiles / tiles_rate : 0));
+                if (!flash) { /* stored: the score matrix at softmax's share, hbm's in the h100 set */
+                    near(arena_printf(&arena, "stored attention's memory seconds (%s)", what), f.stream_s + b.stream_s,
+                         (fwd_bytes + bwd_bytes) / hbm);
+                }
+                if (e == 0) total[flash] = f.attention_s + f.stream_s + b.attention_s + b.stream_s;
+                arena_free(&arena);
+            }
+        if (!(total[1] < total[0]))
+            printf("FAIL seq %lld: flash attention %.6g s, not below stored %.6g s\n", (long long)seqs[q], total[1],
+                   total[0]), failures++;
+    }
+}
+
 /* A sequence with started collectives (cost_timeline): work 1 s, start A
  * (2 s on the link), work 1 s, start B (1 s), work 0.5 s, wait B, wait A,
  * work 1 s.  A runs 1-3, B after it 3-4; the work reaches the waits at 2.5
@@ -602,6 +676,7 @@ int main(void)
     test_primitives();
     test_memory_classes();
     test_attention_scores();
+    test_flash_attention();
     test_pipeline_bubble();
     test_allreduce();
     test_gradient_sync_overlapped();
