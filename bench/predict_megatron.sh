@@ -9,7 +9,16 @@
 # FLOPs are the paper's own count (its eq. 3: 96 B s l h^2 (1 + s / 6h + V /
 # 16 l h), full recomputation included), so both figures divide the same
 # work by a step time: parc's estimated one, the paper's measured one.
-# Target: every ratio within 0.85..1.15.
+# Target: every ratio within 0.85..1.15, their median within 0.93..1.07.
+# Posed as the runs had it, from the Megatron-LM of the time (its
+# arguments.py defaults, which the papers' runs kept): the output layer tied
+# to the word embedding (GPTModel shares them unless told otherwise; the
+# switch to untie came in 2023), dropout 0.1 on the attention probabilities
+# and on each branch's output (--attention-dropout and --hidden-dropout
+# default 0.1), and attention without a fused kernel: the scaled, masked
+# softmax (fused_softmax) reads and writes the B heads T T scores in HBM, so
+# the cluster states `tiles 0.85`, the scores' passes at the streaming
+# rate, where parc's own attention keeps them on chip.
 # Assumptions the table does not state, held for every row: micro-batch 1,
 # 1F1B, full activation recomputation, no sequence parallelism (the paper
 # predates it), ZeRO 0, DGX A100 nodes (8 GPUs, NVLink 300 GB/s, 8 x HDR
@@ -48,20 +57,29 @@ rows="1.7B 24 2304 24 1 1 32 512 137
 310.1B 128 16384 96 8 16 1920 2160 155
 529.6B 128 20480 105 8 35 2520 2520 163
 1008B 160 25600 128 8 64 3072 3072 163"
+# median R...: the median ratio and whether it is within 0.93..1.07
+median() {
+    printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END {
+        m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+        ok = m >= 0.93 && m <= 1.07
+        printf "median ratio %.3f (%s 0.93..1.07)", m, (ok ? "within" : "NOT within") }'
+}
 printf '%-8s %5s %4s %4s %6s %9s %9s %7s %s\n' params tp pp dp gpus published parc ratio within
 n=0; ok=0
 # a100_plan FILE RULES: the GPT of $heads, $hidden, $layers on $gpus A100s (the
 # paper's DGX A100 nodes: 8 GPUs, NVLink inside, 200 Gb/s HDR InfiniBand
 # across) with global batch $batch over the mesh $mesh, laid out by RULES,
-# the gradient all-reduce after the backward as Megatron-LM then ran it.
+# the gradient all-reduce after the backward as Megatron-LM then ran it;
+# tied head, dropout 0.1 and unfused attention as above.
 a100_plan() {
     cat > "$1" <<PLAN
 cluster { nodes $(( gpus / 8 )); gpus_per_node 8;
   gpu { memory 80 GiB; bf16 312 TFLOP/s; fp32 19.5 TFLOP/s; hbm 2.039 TB/s; }
   link intra 300 GB/s 2 us; link inter 25 GB/s 5 us;
-  efficiency a100; }
+  efficiency a100 { tiles 0.85; } }
 model gpt { vocab 51200; seq 2048; hidden $hidden; heads $heads; ffn $(( 4 * hidden )); layers $layers;
-  embed positions learned; repeat layers { block gpt2; } norm layer; head untied; loss cross_entropy; }
+  embed positions learned; repeat layers { block gpt2 { dropout 0.1; } } norm layer; head tied;
+  loss cross_entropy; }
 train { batch $batch; micro_batch 1; precision bf16 master fp32; optimizer adam lr 1e-4; }
 mesh {$mesh }
 layout {$2 grad_overlap off; }
@@ -88,9 +106,9 @@ print(f"{tf:.1f} {r:.3f} {'yes' if 0.85 <= r <= 1.15 else 'NO'}")
 PY
 )
     printf '%-8s %5s %4s %4s %6s %9s %9s %7s %s\n' "$name" "$tp" "$pp" "$dp" "$gpus" "$pub" "$ours" "$ratio" "$inside"
-    n=$((n + 1)); [ "$inside" = yes ] && ok=$((ok + 1))
+    n=$((n + 1)); [ "$inside" = yes ] && ok=$((ok + 1)); ratios="${ratios:-} $ratio"
 done <<< "$rows"
-echo "rows within +-15% of the published TFLOP/s per GPU: $ok of $n"
+echo "rows within +-15% of the published TFLOP/s per GPU: $ok of $n; $(median $ratios)"
 
 # Korthikanti et al. 2022, Table 3 (configurations) and Table 5 (seconds per
 # iteration: full recomputation; sequence parallelism + selective recomputation)
@@ -121,8 +139,8 @@ print(f"{e['step_time_s']:.2f} {r:.3f} {'yes' if 0.85 <= r <= 1.15 else 'NO'}")
 PY
 )
         line="$line $(printf '%9s %9s %7s %-6s' "$pub" "$est" "$ratio" "$inside")"
-        n2=$((n2 + 1)); [ "$inside" = yes ] && ok2=$((ok2 + 1))
+        n2=$((n2 + 1)); [ "$inside" = yes ] && ok2=$((ok2 + 1)); ratios2="${ratios2:-} $ratio"
     done
     echo "$line"
 done <<< "$rows2"
-echo "iteration times within +-15% of the published: $ok2 of $n2"
+echo "iteration times within +-15% of the published: $ok2 of $n2; $(median $ratios2)"
