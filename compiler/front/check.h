@@ -63,7 +63,8 @@
     X(GPU_MEMORY, "memory", "memory 80 GiB;")   \
     X(GPU_BF16, "bf16", "bf16 989 TFLOP/s;")    \
     X(GPU_FP32, "fp32", "fp32 67 TFLOP/s;")     \
-    X(GPU_HBM, "hbm", "hbm 3.35 TB/s;")
+    X(GPU_HBM, "hbm", "hbm 3.35 TB/s;")         \
+    X(GPU_RESERVE, "reserve", "reserve 4 GiB;")
 
 #define MODEL_KEYS(X)                                                   \
     X(MD_VOCAB, "vocab", "vocab 32000;")                                \

@@ -12,6 +12,34 @@
 
 /* ------------------------------------------------------------ cluster */
 
+#define RESERVE_HINT "the bytes of each GPU that are not the plan's (CUDA context, NCCL buffers, fragmentation): " \
+                     "e.g. `reserve 4 GiB;`, or `reserve 0 B;` where ranks run on CPUs"
+
+/* `reserve SIZE;`: a memory size, 0 or more.  Its unit is checked here so
+ * that a missing or wrong one is told what the reserve is. */
+static int check_reserve(Check *c, const Stmt *st, const Value *v, double *out)
+{
+    if (v->kind == VAL_NUMBER && !v->unit) {
+        diag_error(v->loc, RESERVE_HINT, "`reserve` needs a unit: `%s` is a memory size", v->num.text);
+        return 0;
+    }
+    const UnitInfo *u = v->kind == VAL_NUMBER ? ast_unit_find(v->unit, UNIT_MEMORY) : NULL;
+    if (u && u->kind != UNIT_MEMORY) {
+        diag_error(v->loc, RESERVE_HINT, "`reserve` takes a memory size such as `4 GiB`, got a %s `%s`",
+                   unit_kind_names[u->kind], v->unit);
+        return 0;
+    }
+    return check_read_quantity(c, st, v, UNIT_MEMORY, 1, out);
+}
+
+/* The reserve against the memory, both as written in the `gpu` block. */
+static void check_reserve_below_memory(Check *c, const Cluster *cl, const Stmt *memory, const Stmt *reserve)
+{
+    if (cl->gpu_reserve < cl->gpu_memory) return;
+    diag_error(reserve->values[0].loc, RESERVE_HINT, "`reserve %s` leaves nothing of the GPU's `memory %s` for the plan",
+               check_value_text(c, &reserve->values[0]), check_value_text(c, &memory->values[0]));
+}
+
 static void check_gpu(Check *c, const Stmt *gpu, int *have)
 {
     Cluster *cl = &c->plan->cluster;
@@ -38,9 +66,16 @@ static void check_gpu(Check *c, const Stmt *gpu, int *have)
         case GPU_BF16: have[k] = check_read_quantity(c, st, v, UNIT_COMPUTE, 0, &cl->flops_bf16); break;
         case GPU_FP32: have[k] = check_read_quantity(c, st, v, UNIT_COMPUTE, 0, &cl->flops_fp32); break;
         case GPU_HBM: have[k] = check_read_quantity(c, st, v, UNIT_BANDWIDTH, 0, &cl->hbm_bandwidth); break;
+        case GPU_RESERVE:
+            have[k] = check_reserve(c, st, v, &cl->gpu_reserve);
+            cl->reserve_set = have[k];
+            cl->reserve_loc = v->loc;
+            break;
         }
         if (!have[k]) have[k] = -1; /* given but wrong: not "missing" */
     }
+    if (have[GPU_MEMORY] == 1 && have[GPU_RESERVE] == 1)
+        check_reserve_below_memory(c, cl, seen[GPU_MEMORY], seen[GPU_RESERVE]);
 }
 
 /* `efficiency NAME;`, `efficiency NAME { overrides }` or `efficiency { overrides }`
@@ -170,6 +205,8 @@ void check_cluster(Check *c, const Stmt *sec)
         if (!gpu_have[GPU_BF16]) missing = check_add_missing(c, missing, "`gpu bf16`");
         if (!gpu_have[GPU_HBM]) missing = check_add_missing(c, missing, "`gpu hbm`");
     }
+    /* the default reserve, once `calibrated` is known wherever it stands */
+    if (gpu_have[GPU_MEMORY] == 1 && !cl->reserve_set) cl->gpu_reserve = plan_default_reserve(cl);
     /* A link is needed only where there is something to link. */
     if (!links[0] && !(c->have_gpn && cl->gpus_per_node == 1))
         missing = check_add_missing(c, missing, "`link intra`");

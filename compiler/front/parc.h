@@ -244,8 +244,44 @@ typedef struct Cluster {
     Efficiency eff;      /* always filled by check (defaults when the plan says nothing) */
     const char *calibrated; /* `calibrated "MACHINE";` (parc calibrate writes it): the machine its
                              * figures were measured on, as the runtime names its own; NULL: none */
-    SrcLoc loc, memory_loc;
+    double gpu_reserve;  /* bytes of each GPU that are not the plan's: `gpu { reserve ...; }`, or
+                          * plan_default_reserve when the plan does not say; 0 <= gpu_reserve < gpu_memory
+                          * when written */
+    int reserve_set;     /* the plan states `reserve` */
+    SrcLoc loc, memory_loc, reserve_loc;
 } Cluster;
+
+/* Headroom: what a GPU holds besides the buffers the ledger counts.  The
+ * ledger (lower/ledger.c) is every buffer of a stage; a process on a GPU also
+ * holds its CUDA context (about 0.5 GiB on an H100 under CUDA 12 once
+ * created, towards 1 GiB with cuBLAS's kernels loaded: NVIDIA's CUDA
+ * programming guide, "Lazy Loading", explains why the figure varies), NCCL's
+ * buffers (NCCL_BUFFSIZE, 4 MiB by default, per channel and protocol for
+ * each peer: a few hundred MiB to about 1 GiB per communicator, and parc
+ * makes one per mesh axis; NCCL's environment-variable documentation) and
+ * what allocation loses to granularity and fragmentation (PyTorch's
+ * "CUDA semantics" notes on its caching allocator; parc's runtime makes one
+ * allocation per ledger class, so less there).  The default for a GPU is
+ * PARC_RESERVE_FIXED for the context and NCCL plus PARC_RESERVE_SHARE of its
+ * memory for allocation, in whole MiB: 4 GiB of an 80 GiB H100, 3 GiB of a
+ * 40 GiB A100.
+ * These are judgements from those figures, not a measurement; a cluster
+ * states its own with `reserve`.  A cluster `parc calibrate` measured on a
+ * CPU (`calibrated "cpu ..."`) defaults to 0: a CPU rank has no device
+ * context, and its memory is the host's. */
+#define PARC_RESERVE_FIXED (2.0 * 1073741824.0)
+#define PARC_RESERVE_SHARE 0.025
+/* The share of a GPU (ledger plus reserve) above which a plan that fits is
+ * warned about: less than a tenth of the GPU left for what neither counts. */
+#define PARC_MEMORY_WARN_SHARE 0.90
+/* The reserve of a cluster that does not state one (above). */
+double plan_default_reserve(const Cluster *c);
+/* The one test of fit: the bytes of each GPU a plan's ledger may use (memory
+ * less reserve), whether a rank whose ledger totals `ledger_bytes` fits in
+ * them, and the share of the GPU such a rank takes with the reserve. */
+double plan_usable_memory(const Cluster *c);
+int plan_fits(const Cluster *c, double ledger_bytes);
+double plan_memory_share(const Cluster *c, double ledger_bytes);
 
 /* The epsilon a norm adds to the mean square (variance) before the reciprocal
  * square root when its statement gives none: PyTorch's LayerNorm default, and

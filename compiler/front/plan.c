@@ -10,6 +10,7 @@
 #include "prt_lr.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 #define PLAN_NAME_(kind, name) name,
@@ -44,6 +45,22 @@ int plan_dim_parts(const Plan *plan, Dim dim)
 int plan_dp(const Plan *plan)
 {
     return plan_dim_parts(plan, DIM_BATCH);
+}
+
+double plan_default_reserve(const Cluster *c)
+{
+    if (c->calibrated && strncmp(c->calibrated, "cpu ", 4) == 0) return 0;
+    const double mib = 1048576.0; /* whole MiB: the figure a written plan states */
+    return round((PARC_RESERVE_FIXED + PARC_RESERVE_SHARE * c->gpu_memory) / mib) * mib;
+}
+
+double plan_usable_memory(const Cluster *c) { return c->gpu_memory - c->gpu_reserve; }
+
+int plan_fits(const Cluster *c, double ledger_bytes) { return ledger_bytes + c->gpu_reserve <= c->gpu_memory; }
+
+double plan_memory_share(const Cluster *c, double ledger_bytes)
+{
+    return c->gpu_memory > 0 ? (ledger_bytes + c->gpu_reserve) / c->gpu_memory : 0;
 }
 
 /* Product of the sizes of the axes after `axis`. */
@@ -171,7 +188,7 @@ void plan_dump(const Plan *plan, FILE *out)
     fprintf(out, "cluster\n");
     fprintf(out, "  nodes %d\n  gpus_per_node %d\n", c->nodes, c->gpus_per_node);
     char n1[48], n2[48], n3[48], n4[48], n5[48], n6[48];
-    fprintf(out, "  gpu_memory %s B\n", plan_num(n1, c->gpu_memory));
+    fprintf(out, "  gpu_memory %s B\n  gpu_reserve %s B\n", plan_num(n1, c->gpu_memory), plan_num(n2, c->gpu_reserve));
     fprintf(out, "  flops_bf16 %s FLOP/s\n  flops_fp32 %s FLOP/s\n", plan_num(n1, c->flops_bf16),
             plan_num(n2, c->flops_fp32));
     fprintf(out, "  hbm_bandwidth %s B/s\n", plan_num(n1, c->hbm_bandwidth));

@@ -73,7 +73,8 @@ static void write_cluster(const Plan *p, FILE *out)
     if (c->calibrated) fprintf(out, "  calibrated \"%s\";\n", c->calibrated);
     fprintf(out, "  gpu { memory %s; bf16 %s;", QTY(c->gpu_memory, UNIT_MEMORY), QTY(c->flops_bf16, UNIT_COMPUTE));
     if (c->flops_fp32 > 0) fprintf(out, " fp32 %s;", QTY(c->flops_fp32, UNIT_COMPUTE));
-    fprintf(out, " hbm %s; }\n", QTY(c->hbm_bandwidth, UNIT_BANDWIDTH));
+    /* the reserve as a number even where it was the default: the plan re-reads to it */
+    fprintf(out, " hbm %s; reserve %s; }\n", QTY(c->hbm_bandwidth, UNIT_BANDWIDTH), QTY(c->gpu_reserve, UNIT_MEMORY));
     if (c->gpus_per_node > 1 || c->intra_bw > 0)
         fprintf(out, "  link intra %s %s;\n", QTY(c->intra_bw, UNIT_BANDWIDTH), QTY(c->intra_latency, UNIT_TIME));
     if (c->nodes > 1 || c->inter_bw > 0)

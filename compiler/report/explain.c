@@ -71,10 +71,33 @@ void explain_check_summary(FILE *out, const Analysis *an)
     fprintf(out, "%s: ok: %d rank%s, ", plan->file ? plan->file : "plan", plan->mesh.world,
             plan->mesh.world == 1 ? "" : "s");
     print_count(out, (double)an->prog->graph->params_total);
-    fprintf(out, " parameters, peak %s of %s per GPU (stage %d)\n", total, cap, an->worst_stage);
+    fprintf(out, " parameters, peak %s of %s per GPU (stage %d)", total, cap, an->worst_stage);
+    if (plan->cluster.gpu_reserve > 0) {
+        char reserve[64];
+        analyze_format_bytes(plan->cluster.gpu_reserve, reserve, sizeof reserve);
+        fprintf(out, " with a %s reserve: %.1f%% used",  reserve,
+                100.0 * plan_memory_share(&plan->cluster, (double)an->max_total));
+    }
+    fputc('\n', out);
 }
 
 static int64_t stage_ranks(const Program *prog) { return prog->plan->mesh.world / (prog->nstages ? prog->nstages : 1); }
+
+/* A stage's total, the cluster's reserve beside it, against the GPU: the
+ * share they take together, whether they fit and the margin either way. */
+static void explain_stage_total(FILE *out, const Cluster *cl, int64_t total)
+{
+    char b1[64], b2[64], b3[64], b4[64];
+    analyze_format_bytes((double)total, b1, sizeof b1);
+    analyze_format_bytes(cl->gpu_reserve, b2, sizeof b2);
+    analyze_format_bytes(cl->gpu_memory, b3, sizeof b3);
+    double margin = plan_usable_memory(cl) - (double)total;
+    analyze_format_bytes(fabs(margin), b4, sizeof b4);
+    int fits = plan_fits(cl, (double)total);
+    fprintf(out, "  %-14s %16lld %11s   + reserve %s of %s (%.1f%%) %s, %s %s\n", "total", (long long)total, b1, b2, b3,
+            100.0 * plan_memory_share(cl, (double)total), fits ? "fits" : "DOES NOT FIT", b4,
+            fits ? "to spare" : "over");
+}
 
 /* One stage's memory: every class (with its buffers when verbose), the total
  * against the GPU, bytes per parameter. */
@@ -82,7 +105,7 @@ static void explain_stage_memory(FILE *out, const Analysis *an, int s, int verbo
 {
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;
-    char b1[64], b2[64];
+    char b1[64];
     const StageProgram *sp = &prog->stages[s];
     const StageCost *sc = &an->stages[s];
     fprintf(out, "\n");
@@ -119,11 +142,7 @@ static void explain_stage_memory(FILE *out, const Analysis *an, int s, int verbo
                 fprintf(out, "      + runtime staging (packing of strided gathers, pipeline send copies)\n");
         }
     }
-    analyze_format_bytes((double)sc->total, b1, sizeof b1);
-    analyze_format_bytes(plan->cluster.gpu_memory, b2, sizeof b2);
-    double pct = plan->cluster.gpu_memory > 0 ? 100.0 * (double)sc->total / plan->cluster.gpu_memory : 0;
-    fprintf(out, "  %-14s %16lld %11s   of %s (%.1f%%) %s\n", "total", (long long)sc->total, b1, b2, pct,
-            pct <= 100.0 ? "fits" : "DOES NOT FIT");
+    explain_stage_total(out, &plan->cluster, sc->total);
     double states = (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS] + sc->ledger[PRT_MASTER] +
                              sc->ledger[PRT_OPTIM]);
     if (sc->params_local > 0)
@@ -276,6 +295,26 @@ static void explain_dropout(FILE *out, const Analysis *an)
 
 static void explain_stage_busy(FILE *out, const Analysis *an, int verbose);
 
+/* What of each GPU is not the plan's, and where the figure comes from. */
+static void explain_reserve(FILE *out, const Cluster *cl)
+{
+    char b1[64], b2[64];
+    analyze_format_bytes(cl->gpu_reserve, b1, sizeof b1);
+    analyze_format_bytes(plan_usable_memory(cl), b2, sizeof b2);
+    if (cl->reserve_set && cl->gpu_reserve == 0)
+        fprintf(out, "  reserve         none: the cluster states `reserve 0 B` (ranks on CPUs hold no device context)\n");
+    else if (cl->reserve_set)
+        fprintf(out, "  reserve         %s of each GPU outside the ledger (the cluster's `reserve`): %s for the plan\n",
+                b1, b2);
+    else if (cl->gpu_reserve > 0)
+        fprintf(out, "  reserve         %s of each GPU outside the ledger: CUDA context, NCCL's buffers, fragmentation "
+                     "(the default for a GPU, %.0f GiB + %.3g%% of its memory; `gpu { reserve ...; }` states another): "
+                     "%s for the plan\n",
+                b1, PARC_RESERVE_FIXED / 1073741824.0, 100 * PARC_RESERVE_SHARE, b2);
+    else
+        fprintf(out, "  reserve         none: the cluster was calibrated on a CPU, whose ranks hold no device context\n");
+}
+
 void explain_text(FILE *out, const Analysis *an, const Analysis *other, int verbose)
 {
     const Program *prog = an->prog;
@@ -291,6 +330,7 @@ void explain_text(FILE *out, const Analysis *an, const Analysis *other, int verb
     analyze_format_bytes(plan->cluster.gpu_memory, b1, sizeof b1);
     fprintf(out, "  cluster         %d node%s x %d GPUs = %d GPUs, %s each\n", plan->cluster.nodes,
             plan->cluster.nodes == 1 ? "" : "s", plan->cluster.gpus_per_node, plan->mesh.world, b1);
+    explain_reserve(out, &plan->cluster);
     /* a 16-bit plan says in which dtype its gradients accumulate and are reduced */
     char grads[96] = "";
     if (t->precision != PREC_FP32)
@@ -452,7 +492,8 @@ void explain_json(FILE *out, const Analysis *an)
     fprintf(out, ", \"parameters\": %lld, \"layers\": %lld, \"config\": %s},\n", (long long)prog->graph->params_total,
             (long long)plan->model.layers, plan_model_json(&text, plan));
     arena_free(&text);
-    fprintf(out, "  \"world\": %d,\n  \"gpu_memory_bytes\": %.0f,\n", plan->mesh.world, plan->cluster.gpu_memory);
+    fprintf(out, "  \"world\": %d,\n  \"gpu_memory_bytes\": %.0f,\n  \"gpu_reserve_bytes\": %.0f,\n", plan->mesh.world,
+            plan->cluster.gpu_memory, plan->cluster.gpu_reserve);
     fprintf(out, "  \"mesh\": [");
     for (int a = 0; a < plan->mesh.naxes; a++) {
         char role[256];
@@ -477,12 +518,12 @@ void explain_json(FILE *out, const Analysis *an)
             fprintf(out, "%s\"%s\": %lld", k ? ", " : "", ledger_class_names[k], (long long)sc->ledger[k]);
         fprintf(out, ", \"total\": %lld, \"fits\": %s},\n     \"cpu_runtime_extra_workspace\": %lld, "
                      "\"host_pipeline_staging\": %lld, \"flops_per_step\": %.6g}",
-                (long long)sc->total, (double)sc->total <= plan->cluster.gpu_memory ? "true" : "false",
+                (long long)sc->total, plan_fits(&plan->cluster, (double)sc->total) ? "true" : "false",
                 (long long)sc->cpu_widen, (long long)sc->host_staging, sc->flops_step);
     }
     fprintf(out, "\n  ],\n");
     fprintf(out, "  \"peak_memory_bytes\": %lld,\n  \"fits\": %s,\n", (long long)an->max_total,
-            (double)an->max_total <= plan->cluster.gpu_memory ? "true" : "false");
+            plan_fits(&plan->cluster, (double)an->max_total) ? "true" : "false");
     fprintf(out, "  \"pipeline\": {\"schedule\": \"%s\", \"stages\": %d, \"micro_batches\": %d, \"virtual_stages\": %d, "
                  "\"bubble_ideal\": %.6g, \"bubble_share\": %.6g},\n",
             schedule_kind_name(prog->schedule.kind), prog->schedule.stages, prog->schedule.micro_batches,

@@ -190,12 +190,14 @@ void report_html_summary(FILE *out, const Analysis *an)
     if (prog->nstages > 1) fprintf(out, " &middot; %s schedule", schedule_kind_name(prog->schedule.kind));
     fputs("</p>\n<div class=\"cards\">\n", out);
 
-    double cap = plan->cluster.gpu_memory;
+    const Cluster *cl = &plan->cluster;
     analyze_format_bytes((double)an->max_total, b1, sizeof b1);
-    analyze_format_bytes(cap, b2, sizeof b2);
-    int used = snprintf(detail, sizeof detail, "%.1f%% of %s", cap > 0 ? 100.0 * (double)an->max_total / cap : 0.0, b2);
+    analyze_format_bytes(cl->gpu_memory, b2, sizeof b2);
+    analyze_format_bytes(cl->gpu_reserve, b3, sizeof b3);
+    int used = snprintf(detail, sizeof detail, "%.1f%% of %s with the %s reserve",
+                        100.0 * plan_memory_share(cl, (double)an->max_total), b2, b3);
     if (prog->nstages > 1) snprintf(detail + used, sizeof detail - (size_t)used, ", stage %d", an->worst_stage);
-    int fits = (double)an->max_total <= cap;
+    int fits = plan_fits(cl, (double)an->max_total);
     summary_card(out, !fits, fits ? "peak memory per GPU" : "peak memory per GPU: DOES NOT FIT", b1, detail);
 
     report_html_time(an->step_s, b1, sizeof b1);
@@ -263,7 +265,7 @@ static void memory_bar(FILE *out, const Analysis *an, int s, double x, double bw
     }
     if (!labelled) return;
     analyze_format_bytes((double)sc->total, b1, sizeof b1);
-    int fits = (double)sc->total <= plan->cluster.gpu_memory;
+    int fits = plan_fits(&plan->cluster, (double)sc->total);
     fprintf(out, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\"%s>%s</text>\n", x + bw / 2, y - 5,
             fits ? "" : " style=\"fill:#b3161b;font-weight:600\"", b1);
 }
@@ -297,6 +299,15 @@ static void memory_bars(FILE *out, const Analysis *an, double scale_bytes)
     analyze_format_bytes(cap, b1, sizeof b1);
     if (cap_on_scale) {
         double y = y0 - cap / top * plot_h;
+        double reserve = prog->plan->cluster.gpu_reserve;
+        if (reserve > 0) { /* the reserve: the band below the capacity the plan may not use */
+            analyze_format_bytes(reserve, b2, sizeof b2);
+            fprintf(out, "<rect class=\"reserve\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"#d62728\" "
+                         "fill-opacity=\"0.12\"><title>reserve %s: CUDA context, NCCL buffers, fragmentation</title></rect>\n",
+                    MEM_L, y, MEM_W - MEM_R + 8 - MEM_L, reserve / top * plot_h, b2);
+            fprintf(out, "<text x=\"%d\" y=\"%.1f\" style=\"fill:#b3161b\">reserve %s</text>\n", MEM_W - MEM_R + 14,
+                    y + 20, b2);
+        }
         fprintf(out, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" stroke-width=\"2\" "
                      "stroke-dasharray=\"7 4\"/>\n",
                 MEM_L, MEM_W - MEM_R + 8, y, y);
@@ -336,11 +347,11 @@ static void memory_cell(FILE *out, int s, const char *klass, int64_t bytes, int 
 static void memory_table(FILE *out, const Analysis *an)
 {
     const Program *prog = an->prog;
-    double cap = prog->plan->cluster.gpu_memory;
+    const Cluster *cl = &prog->plan->cluster;
     fputs("<div class=\"wide\"><table class=\"memory\">\n<tr><th class=\"l\">stage</th><th class=\"l\">layers</th>",
           out);
     for (int k = 0; k < PRT_NCLASS; k++) fprintf(out, "<th>%s</th>", ledger_class_names[k]);
-    fputs("<th>total</th><th>of the GPU</th><th>bytes per parameter held</th></tr>\n", out);
+    fputs("<th>total</th><th>of the GPU with the reserve</th><th>bytes per parameter held</th></tr>\n", out);
     for (int s = 0; s < prog->nstages; s++) {
         const StageProgram *sp = &prog->stages[s];
         const StageCost *sc = &an->stages[s];
@@ -348,9 +359,9 @@ static void memory_table(FILE *out, const Analysis *an)
         stage_layers(out, sp);
         fputs("</td>", out);
         for (int k = 0; k < PRT_NCLASS; k++) memory_cell(out, s, ledger_class_names[k], sc->ledger[k], 0);
-        int bad = (double)sc->total > cap;
+        int bad = !plan_fits(cl, (double)sc->total);
         memory_cell(out, s, "total", sc->total, bad);
-        fprintf(out, "<td%s>%.1f%%</td>", bad ? " class=\"bad\"" : "", cap > 0 ? 100.0 * (double)sc->total / cap : 0.0);
+        fprintf(out, "<td%s>%.1f%%</td>", bad ? " class=\"bad\"" : "", 100.0 * plan_memory_share(cl, (double)sc->total));
         double states = (double)(sc->ledger[PRT_WEIGHTS] + sc->ledger[PRT_GRADS] + sc->ledger[PRT_MASTER] +
                                  sc->ledger[PRT_OPTIM]);
         if (sc->params_local > 0) fprintf(out, "<td>%.4g</td></tr>\n", states / (double)sc->params_local);

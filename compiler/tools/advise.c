@@ -200,36 +200,85 @@ static void hint_layouts(Arena *arena, Hint *h, const Plan *plan, int verify)
         if (!found) continue;
         analyze_format_bytes((double)fit.peak, buf, sizeof buf);
         int gpus = p->cluster.nodes * p->cluster.gpus_per_node;
+        char share[96];
+        int used = snprintf(share, sizeof share, "%.1f%% with the reserve",
+                            100.0 * plan_memory_share(&p->cluster, (double)fit.peak));
+        if (fit.crowded)
+            snprintf(share + used, sizeof share - (size_t)used, "; none that fits takes %.0f%% or less",
+                     100 * PARC_MEMORY_WARN_SHARE);
         if (k == 0)
-            hint_add(h, "\n        these %d GPUs as %s -> %s per GPU (fits; `parc search` ranks every layout)", gpus,
-                     fit.layout, buf);
+            hint_add(h, "\n        these %d GPUs as %s -> %s per GPU (fits, %s; `parc search` ranks every layout)", gpus,
+                     fit.layout, buf, share);
         else
-            hint_add(h, "\n        no layout of these GPUs fits; on %d node%s of %d GPUs: %s -> %s per GPU (fits)",
-                     p->cluster.nodes, p->cluster.nodes == 1 ? "" : "s", p->cluster.gpus_per_node, fit.layout, buf);
+            hint_add(h, "\n        no layout of these GPUs fits; on %d node%s of %d GPUs: %s -> %s per GPU (fits, %s)",
+                     p->cluster.nodes, p->cluster.nodes == 1 ? "" : "s", p->cluster.gpus_per_node, fit.layout, buf,
+                     share);
         return;
     }
     hint_add(h, "\n        no layout of up to 64 times these GPUs fits (tp, pp, dp with ZeRO and recompute): shrink "
                 "micro_batch or seq");
 }
 
-/* One line per candidate change; when none fits, a layout that does. */
-static void hint_changes(Arena *arena, Hint *h, const Compilation *c, double capacity)
+/* What a candidate change must reach: the GPU (ledger plus reserve within
+ * its memory), or the share below which a fitting plan is not warned about. */
+typedef enum { ROOM_FIT, ROOM_UNWARNED } Room;
+
+static int has_room(const Cluster *cl, double ledger_bytes, Room room)
+{
+    if (!plan_fits(cl, ledger_bytes)) return 0;
+    return room == ROOM_FIT || plan_memory_share(cl, ledger_bytes) <= PARC_MEMORY_WARN_SHARE;
+}
+
+/* One line per candidate change, each marked when it reaches `room`; returns
+ * how many do. */
+static int hint_changes(Arena *arena, Hint *h, const Compilation *c, Room room)
 {
     const Plan *plan = &c->written;
     Change changes[8];
     int nchanges = list_changes(plan, changes, 8);
-    int fits = 0;
+    int reached = 0;
     char buf[64];
     for (int i = 0; i < nchanges; i++) {
         const Analysis *v = analyze_variant(arena, c, &changes[i]);
         if (!v) continue;
         analyze_format_bytes((double)v->max_total, buf, sizeof buf);
-        int ok = (double)v->max_total <= capacity;
-        fits += ok;
-        hint_add(h, "\n        %-22s -> %s per GPU%s", changes[i].what, buf,
-                 ok ? (fits == 1 ? " (fits: the cheapest change)" : " (fits)") : "");
+        int ok = has_room(&plan->cluster, (double)v->max_total, room);
+        reached += ok;
+        if (room == ROOM_FIT)
+            hint_add(h, "\n        %-22s -> %s per GPU%s", changes[i].what, buf,
+                     ok ? (reached == 1 ? " (fits: the cheapest change)" : " (fits)") : "");
+        else
+            hint_add(h, "\n        %-22s -> %s per GPU, %.1f%% with the reserve%s", changes[i].what, buf,
+                     100.0 * plan_memory_share(&plan->cluster, (double)v->max_total),
+                     ok && reached == 1 ? " (the cheapest change below the warning)" : "");
     }
-    if (!fits) hint_layouts(arena, h, plan, c->verify);
+    return reached;
+}
+
+/* A plan that fits with less than PARC_MEMORY_WARN_SHARE of the GPU to
+ * spare: a warning naming the margin, and the changes that leave more. */
+static void warn_little_room(Arena *arena, const Compilation *c)
+{
+    const Analysis *an = c->analysis;
+    const Plan *plan = an->prog->plan;
+    const Cluster *cl = &plan->cluster;
+    double share = plan_memory_share(cl, (double)an->max_total);
+    Hint *h = arena_alloc(arena, sizeof(Hint));
+    hint_add(h, "above %.0f%% a run may still run out of memory (the reserve is an estimate); changes that use "
+                "less:", 100 * PARC_MEMORY_WARN_SHARE);
+    if (!hint_changes(arena, h, c, ROOM_UNWARNED))
+        hint_add(h, "\n        none of these is below %.0f%%: more GPUs (`parc search` on a larger cluster), or "
+                    "this GPU's own `reserve` where it is known to be smaller",
+                 100 * PARC_MEMORY_WARN_SHARE);
+    char ledger[64], reserve[64], cap[64], left[64], who[48] = "each rank";
+    analyze_format_bytes((double)an->max_total, ledger, sizeof ledger);
+    analyze_format_bytes(cl->gpu_reserve, reserve, sizeof reserve);
+    analyze_format_bytes(cl->gpu_memory, cap, sizeof cap);
+    analyze_format_bytes(plan_usable_memory(cl) - (double)an->max_total, left, sizeof left);
+    if (an->prog->nstages > 1) snprintf(who, sizeof who, "a rank of stage %d", an->worst_stage);
+    SrcLoc at = cl->memory_loc.file ? cl->memory_loc : cl->loc;
+    diag_warning(at, h->text, "%s uses %.1f%% of the %s GPU (%s ledger + %s reserve), which leaves %s", who,
+                 100.0 * share, cap, ledger, reserve, left);
 }
 
 int advise_plan(Arena *arena, const Compilation *c)
@@ -237,21 +286,37 @@ int advise_plan(Arena *arena, const Compilation *c)
     const Analysis *an = c->analysis;
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;
+    const Cluster *cl = &plan->cluster;
     warn_tensor_axis_across_nodes(an);
-    double capacity = plan->cluster.gpu_memory;
-    if (capacity <= 0 || (double)an->max_total <= capacity) return 0;
+    if (cl->gpu_memory <= 0) return 0;
+    if (plan_fits(cl, (double)an->max_total)) {
+        if (plan_memory_share(cl, (double)an->max_total) > PARC_MEMORY_WARN_SHARE) warn_little_room(arena, c);
+        return 0;
+    }
 
     Hint *h = arena_alloc(arena, sizeof(Hint));
     hint_breakdown(h, &an->stages[an->worst_stage]);
-    hint_changes(arena, h, c, capacity);
-    char need[64], cap[64];
+    if (!hint_changes(arena, h, c, ROOM_FIT)) hint_layouts(arena, h, &c->written, c->verify);
+    char need[64], usable[64], cap[64], reserve[64];
     analyze_format_bytes((double)an->max_total, need, sizeof need);
-    analyze_format_bytes(capacity, cap, sizeof cap);
-    SrcLoc at = plan->cluster.memory_loc.file ? plan->cluster.memory_loc : plan->cluster.loc;
+    analyze_format_bytes(plan_usable_memory(cl), usable, sizeof usable);
+    analyze_format_bytes(cl->gpu_memory, cap, sizeof cap);
+    analyze_format_bytes(cl->gpu_reserve, reserve, sizeof reserve);
+    if ((double)an->max_total <= cl->gpu_memory) /* the reserve alone decides */
+        hint_add(h, "\n        without the reserve it would fit: where this GPU's context and buffers are known to "
+                    "take less than %s, `gpu { reserve ...; }` states it",
+                 reserve);
+    char holds[256];
+    if (plan_usable_memory(cl) <= 0)
+        snprintf(holds, sizeof holds, "nothing for it: its %s are within the %s reserve", cap, reserve);
+    else if (cl->gpu_reserve > 0)
+        snprintf(holds, sizeof holds, "%s for it (%s less a %s reserve)", usable, cap, reserve);
+    else snprintf(holds, sizeof holds, "%s", cap);
+    SrcLoc at = cl->memory_loc.file ? cl->memory_loc : cl->loc;
     if (prog->nstages > 1)
         diag_error(at, h->text, "the plan does not fit: a rank of stage %d needs %s, the GPU holds %s",
-                   an->worst_stage, need, cap);
+                   an->worst_stage, need, holds);
     else
-        diag_error(at, h->text, "the plan does not fit: each rank needs %s, the GPU holds %s", need, cap);
+        diag_error(at, h->text, "the plan does not fit: each rank needs %s, the GPU holds %s", need, holds);
     return 1;
 }

@@ -20,7 +20,8 @@
  * Each candidate lowered is written as .par text (plan_write.c) and goes through
  * the same passes as `parc explain` would take it: check (its rules prune:
  * divisibility, schedule constraints), expand, lower, analyze; a candidate
- * whose busiest rank exceeds the GPU's memory is pruned too.  So every plan
+ * whose busiest rank does not fit (plan_fits: its ledger plus the cluster's
+ * reserve within the GPU's memory) is pruned too.  So every plan
  * the search prints or writes passes check and explains to the printed
  * figures: they are that plan's own analysis.
  */
@@ -164,7 +165,7 @@ static void try_layout(Search *s, const Layout1 *l)
     if (passes_run_text(&c, &arena, "search", text, s->verify, passes_find("analyze")) == 0 && diag_error_count() == 0)
         an = c.analysis;
     if (!an) s->pruned_check++;
-    else if ((double)an->max_total > c.plan.cluster.gpu_memory) s->pruned_memory++;
+    else if (!plan_fits(&c.plan.cluster, (double)an->max_total)) s->pruned_memory++;
     else {
         Result r = {.l = *l, .step_s = an->step_s, .mfu = analyze_mfu(an), .bubble = an->bubble_share,
                     .pipeline_s = an->pipeline_s, .pipeline_bytes = an->pipeline_bytes, .peak = an->max_total};
@@ -269,15 +270,24 @@ int search_best_fit(const Plan *base, SearchFit *fit, int64_t *budget, int verif
     diag_unmute();
     fit->stopped = s.stopped;
     fit->tried = s.considered;
-    int best = -1;
-    for (int i = 0; i < s.nres; i++)
-        if (best < 0 || s.res[i].step_s < s.res[best].step_s ||
-            (s.res[i].step_s == s.res[best].step_s && s.res[i].peak < s.res[best].peak))
-            best = i;
+    /* the fastest, one with room to spare before one without */
+    int best = -1, best_crowded = 1;
+    for (int i = 0; i < s.nres; i++) {
+        int crowded = plan_memory_share(&base->cluster, (double)s.res[i].peak) > PARC_MEMORY_WARN_SHARE;
+        if (best >= 0 && crowded != best_crowded) {
+            if (crowded) continue;
+        } else if (best >= 0 && !(s.res[i].step_s < s.res[best].step_s ||
+                                  (s.res[i].step_s == s.res[best].step_s && s.res[i].peak < s.res[best].peak))) {
+            continue;
+        }
+        best = i;
+        best_crowded = crowded;
+    }
     if (best >= 0) {
         layout_describe(&s.res[best].l, fit->layout, sizeof fit->layout);
         fit->peak = s.res[best].peak;
         fit->step_s = s.res[best].step_s;
+        fit->crowded = best_crowded;
     }
     free(s.res);
     return best >= 0;
@@ -347,7 +357,8 @@ static int same_layout(const Layout1 *a, const Layout1 *b)
 }
 
 /* A layout the memory estimate leaves out needs more than this many times
- * the GPU's memory: the estimate is rough, the exact ledger decides the rest. */
+ * the GPU's memory less its reserve: the estimate is rough, the exact ledger
+ * decides the rest. */
 #define SEARCH_MEMORY_SLACK 2.0
 /* The estimate's floor: a layout's exact step time is at least this share of
  * its estimate (search_estimate.c over-estimates by at most 1 / 0.85 on
@@ -401,7 +412,7 @@ static void search_prefiltered(Search *s, int top)
     Ranked *order = malloc((size_t)(s->nspace ? s->nspace : 1) * sizeof *order);
     if (!order) PARC_BUG("out of memory");
     int64_t n = 0;
-    double limit = SEARCH_MEMORY_SLACK * s->base->cluster.gpu_memory;
+    double limit = SEARCH_MEMORY_SLACK * plan_usable_memory(&s->base->cluster);
     for (int64_t i = 0; i < s->nspace; i++) {
         SearchEstimate e = search_estimate(s->base, &s->space[i]);
         if (e.memory > limit) s->estimated_unfit++;

@@ -18,7 +18,8 @@ int calibrate_main(const CliOptions *o);
 int export_main(const CliOptions *o);
 
 /* The fastest layout of base's model on base's cluster (its own mesh aside)
- * that fits by its own analysis: every tp x pp x dp factorisation of the GPUs
+ * that fits by its own analysis (plan_fits), among those that take no more
+ * than PARC_MEMORY_WARN_SHARE of the GPU where there are any: every tp x pp x dp factorisation of the GPUs
  * (tp inside a node), 1F1B pipelines, ZeRO 0-3 over dp, sequence parallelism
  * over tp, recompute none, selective or full, micro_batch the plan's or the
  * largest smaller one a pipeline allows.  Each candidate is written as .par
@@ -27,6 +28,7 @@ int export_main(const CliOptions *o);
 typedef struct SearchFit {
     char layout[160];   /* "pp 2 dp 1 tp 4, micro_batch 1, 1f1b, zero 1, recompute selective" */
     int64_t peak;       /* bytes per GPU of its busiest rank */
+    int crowded;        /* it takes more than PARC_MEMORY_WARN_SHARE of the GPU: no layout that fits takes less */
     double step_s;
     int stopped;        /* the budget ran out before every layout was tried */
     int64_t tried;      /* layouts checked, lowered and analyzed */

@@ -24,6 +24,7 @@
 #include "ir.h"
 #include "parc.h"
 #include "passes.h"
+#include "plan_write.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -337,6 +338,92 @@ static void test_examples(Example *ex, int n)
         }
         arena_free(&arena);
     }
+}
+
+/* ------------------------------------------------------------ written plans */
+
+/* plan_dump's text from its first line starting `from` up to (not including)
+ * the first line starting `to` after it; "" when absent.  Caller frees. */
+static char *dump_section(const Plan *p, const char *from, const char *to)
+{
+    char *dump = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&dump, &len);
+    plan_dump(p, mem);
+    fclose(mem);
+    char *start = strstr(dump, from), *end = start ? strstr(start + 1, to) : NULL;
+    if (!start) start = dump + len;
+    if (end) *end = '\0';
+    char *out = strdup(start);
+    free(dump);
+    return out;
+}
+
+/* A plan written by plan_write_par (as `parc search -o` writes them) re-reads
+ * to the same cluster, reserve included, whether the reserve was stated or
+ * the default. */
+static void expect_written_cluster(const char *what, const char *path, const char *text)
+{
+    Arena arena = {0};
+    Plan plan, again;
+    diag_reset();
+    if (check_plan_text(&arena, path, text, &plan) != 0) {
+        EXPECT(0, "%s: does not load", what);
+        arena_free(&arena);
+        return;
+    }
+    char *written = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&written, &len);
+    plan_write_par(&plan, NULL, mem);
+    fclose(mem);
+    diag_reset();
+    int rc = check_plan_text(&arena, path, written, &again);
+    EXPECT(rc == 0 && diag_error_count() == 0, "%s: the written plan does not load:\n%s", what, written);
+    if (rc == 0) {
+        char *a = dump_section(&plan, "cluster\n", "\nmodel "), *b = dump_section(&again, "cluster\n", "\nmodel ");
+        EXPECT(strcmp(a, b) == 0, "%s: the written plan's cluster differs:\n%s\nagainst\n%s", what, b, a);
+        EXPECT(again.cluster.gpu_reserve == plan.cluster.gpu_reserve && again.cluster.reserve_set,
+               "%s: reserve %.17g written, %.17g read back", what, plan.cluster.gpu_reserve, again.cluster.gpu_reserve);
+        free(a);
+        free(b);
+    }
+    free(written);
+    arena_free(&arena);
+    diag_reset();
+}
+
+static void test_written_plans(Example *ex, int n)
+{
+    for (int i = 0; i < n; i++) expect_written_cluster(ex[i].name, ex[i].path, ex[i].text);
+    /* a reserve stated in bytes and one the default gives in whole MiB (2 GiB + 2.5% of 84 GiB) */
+    static const char *const reserves[] = {"reserve 3.5 GiB;", "reserve 123456789 B;", ""};
+    for (size_t r = 0; r < sizeof reserves / sizeof reserves[0]; r++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "cluster { nodes 1; gpus_per_node 2; gpu { memory 84 GiB; bf16 989 TFLOP/s; hbm 3.35 TB/s; %s }\n"
+                 "  link intra 450 GB/s 2 us; }\n"
+                 "model m { vocab 256; seq 32; hidden 64; heads 4; ffn 256; layers 2; embed; repeat layers { block "
+                 "gpt2; } norm layer; head untied; loss cross_entropy; }\n"
+                 "train { batch 8; micro_batch 1; precision fp32; optimizer adamw lr 1e-3; }\n"
+                 "mesh { dp 2; }\nlayout { batch -> dp; }\n",
+                 reserves[r]);
+        expect_written_cluster(*reserves[r] ? reserves[r] : "the default reserve", "reserve.par", text);
+    }
+    Arena arena = {0};
+    Plan plan;
+    diag_reset();
+    int rc = check_plan_text(&arena, "default.par",
+                             "cluster { nodes 1; gpus_per_node 1; gpu { memory 84 GiB; bf16 989 TFLOP/s; hbm 3.35 TB/s; } }\n"
+                             "model m { vocab 256; seq 32; hidden 64; heads 4; ffn 256; layers 2; embed; repeat layers "
+                             "{ block gpt2; } norm layer; head untied; loss cross_entropy; }\n"
+                             "train { batch 8; micro_batch 1; precision fp32; optimizer adamw lr 1e-3; }\n"
+                             "mesh { dp 1; }\nlayout { batch -> dp; }\n",
+                             &plan);
+    EXPECT(rc == 0 && plan.cluster.gpu_reserve == 4198.0 * 1048576.0 && !plan.cluster.reserve_set,
+           "the default reserve of 84 GiB is %.17g, not 4198 MiB", plan.cluster.gpu_reserve);
+    arena_free(&arena);
+    diag_reset();
 }
 
 /* ------------------------------------------------------------ robustness */
@@ -806,6 +893,7 @@ int main(int argc, char **argv)
     int n = load_examples(argv[1], &ex);
     EXPECT(n >= 19, "found only %d examples in %s", n, argv[1]);
     test_examples(ex, n);
+    test_written_plans(ex, n);
     int after_examples = failures;
     test_robustness(ex, n);
     test_pathological(argv[1]);
