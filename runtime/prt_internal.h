@@ -255,6 +255,8 @@ struct prt {
     double step_start;       /* MPI_Wtime; moved later by an evaluation's time, which the step's does not count */
     double step_began;       /* MPI_Wtime the step began: the trace's step span starts there */
     double first_step_seconds; /* this process's first step, which the steady figures leave out */
+    int64_t faults_at_first, faults_after_first; /* minor page faults at the first step's start and end */
+    int64_t faults_last_step;                    /* ... and at the last step's end */
     double step_loss;        /* this rank's loss contribution (sum of -log p) */
     int64_t loss_replica_axes; /* bit a: ranks off coordinate 0 of axis a hold copies of the loss */
     int64_t steps_done;
@@ -446,6 +448,16 @@ void prt_startup_mark(prt *rt, int mark);
 double prt_monotonic(void);
 /* VmHWM in bytes (-1: unknown). */
 int64_t prt_resident_peak(void);
+/* The process's minor page faults so far (-1: unknown). */
+int64_t prt_minor_faults(void);
+/* glibc's malloc set to keep what it frees (prt_init, before MPI_Init): blocks
+ * up to PRT_MMAP_THRESHOLD (glibc's largest, 32 MiB on 64-bit) from the heap,
+ * up to PRT_TRIM_THRESHOLD of freed heap kept mapped.  The runtime's own
+ * buffers are allocated once; what this spares is the per-call temporaries
+ * of MPI and the kernels, each of which otherwise faults its pages anew. */
+#define PRT_MMAP_THRESHOLD (32 << 20)
+#define PRT_TRIM_THRESHOLD (1 << 30)
+void prt_allocator_settings(void);
 /* The ms from each mark to the next (PRT_START_NMARKS - 1 of them) and from
  * the process's creation to the first step (0 where a mark is missing). */
 void prt_startup_intervals(const prt *rt, double *ms, double *total_ms);

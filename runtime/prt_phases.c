@@ -136,6 +136,16 @@ static void write_summary(prt *rt, const double *mean_ms, double est_total, doub
     int64_t peak = prt_resident_peak(), ledger = 0;
     for (int c = 0; c < PRT_NCLASS; c++) ledger += rt->expected[c];
     if (peak >= 0) bad |= fprintf(f, ", \"resident_peak_bytes\": %lld", (long long)peak) < 0;
+    /* rank 0's minor page faults: the first step's, and a mean over the steps after it */
+    int64_t now = rt->faults_last_step;
+    if (now >= 0 && rt->faults_at_first >= 0 && rt->faults_after_first >= 0) {
+        bad |= fprintf(f, ", \"page_faults\": {\"first_step\": %lld",
+                       (long long)(rt->faults_after_first - rt->faults_at_first)) < 0;
+        if (rt->steps_done > 1)
+            bad |= fprintf(f, ", \"per_step_after_first\": %.6g",
+                           (double)(now - rt->faults_after_first) / (double)(rt->steps_done - 1)) < 0;
+        bad |= fprintf(f, "}") < 0;
+    }
     if (rt->have_expected) bad |= fprintf(f, ", \"ledger_bytes\": %lld", (long long)ledger) < 0;
     bad |= fprintf(f, "}\n") < 0;
     if (bad || fflush(f) != 0) prt_metrics_fail(rt, -1);

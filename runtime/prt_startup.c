@@ -14,10 +14,12 @@
  * The start-up phases (PRT_STARTUP_PHASES): the label of each one's wait, and
  * the test hook PRT_TEST_STOP that stops a rank as it reaches one.
  */
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,6 +60,21 @@ void prt_startup_mark(prt *rt, int mark) {
 void prt_startup_begin(double *created, double *entry) {
     *entry = prt_monotonic();
     *created = *entry - process_age();
+}
+
+void prt_allocator_settings(void) {
+    /* Fixed thresholds switch off glibc's sliding ones: a block up to
+     * PRT_MMAP_THRESHOLD comes from the heap, and freed heap memory stays
+     * mapped up to PRT_TRIM_THRESHOLD, so a temporary that MPI or a kernel
+     * mallocs and frees every call (Open MPI's MPI_Reduce_scatter_block
+     * does) reuses pages already touched instead of faulting fresh ones. */
+    mallopt(M_MMAP_THRESHOLD, PRT_MMAP_THRESHOLD);
+    mallopt(M_TRIM_THRESHOLD, PRT_TRIM_THRESHOLD);
+}
+
+int64_t prt_minor_faults(void) {
+    struct rusage u;
+    return getrusage(RUSAGE_SELF, &u) == 0 ? (int64_t)u.ru_minflt : -1;
 }
 
 /* VmHWM of /proc/self/status in bytes, -1 when unknown. */

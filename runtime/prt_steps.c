@@ -26,6 +26,7 @@ void prt_step_begin(prt *rt, int64_t step) {
     rt->step = step;
     rt->step_loss = 0.0;
     rt->step_began = rt->step_start = MPI_Wtime();
+    if (rt->steps_done == 0) rt->faults_at_first = prt_minor_faults();
     prt_phases_step_begin(rt);
     prt_trace_step_begin(rt, step);
     prt_dump_step_begin(rt, step);
@@ -80,7 +81,8 @@ void prt_step_end(prt *rt, int64_t step) {
     prt_phases_step_end(rt, end);
     prt_trace_step_end(rt, step);
     rt->total_seconds += seconds;
-    if (rt->steps_done == 1) rt->first_step_seconds = seconds;
+    rt->faults_last_step = prt_minor_faults();
+    if (rt->steps_done == 1) rt->first_step_seconds = seconds, rt->faults_after_first = rt->faults_last_step;
     rt->last_loss = loss;
     prt_metrics_step(rt, step, loss, seconds);
     if (rt->world_rank == 0) {
