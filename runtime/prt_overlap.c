@@ -97,14 +97,14 @@ void prt_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in, i
                              int64_t dtypes) {
     double start = MPI_Wtime();
     int64_t dtype = prt_comm_dtype(rt, dtypes, out, in, "reducescatter_start");
-    PRT_CHECK(outer == 1, "reducescatter_start: outer %lld (only whole blocks, outer 1, are started)",
-              (long long)outer);
+    PRT_CHECK(outer >= 1, "reducescatter_start: outer %lld", (long long)outer);
     int before = rt->ninflight;
     int S = prt_axis_size(rt, axis);
     if (S > 1) rt->backend->reducescatter_start(rt, axis, out, in, outer, inner, dtype);
-    else if (inner > 0 && out != in) rt->backend->copy_bytes(rt, out, in, (size_t)inner * prt_dtype_size(dtype));
-    post_if_finished(rt, before, out, "reducescatter", (int64_t)S * inner * (int64_t)prt_dtype_size(dtype), axis,
-                     start);
+    else if (inner > 0 && out != in)
+        rt->backend->copy_bytes(rt, out, in, (size_t)(outer * inner) * prt_dtype_size(dtype));
+    post_if_finished(rt, before, out, "reducescatter", (int64_t)S * outer * inner * (int64_t)prt_dtype_size(dtype),
+                     axis, start);
     prt_phase_charge(rt, PRT_PHASE_COMM, start);
 }
 
