@@ -36,6 +36,14 @@ static void explain_tp_comm(FILE *out, const Analysis *an)
 
 static void explain_comm(FILE *out, const Analysis *an);
 
+/* The communication line's last words: what of the rest blocks. */
+static const char *others(const Analysis *an)
+{
+    return an->tp_comm_hidden_s > 0 ? "the tensor axis's input gradients below; every other collective finishes "
+                                      "before the next op"
+                                    : "every other collective finishes before the next op";
+}
+
 void explain_phases(FILE *out, const Analysis *an)
 {
     fprintf(out, "  by phase:");
@@ -62,7 +70,7 @@ static void explain_comm(FILE *out, const Analysis *an)
     if (plan_axis_size(prog->plan, prog->dp_axis) <= 1) { /* no gradient sync */
         fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (no data axis, so no gradient sync; %s)\n",
                 an->phase_s[APHASE_COMM], an->comm_hidden_s,
-                an->tp_comm_hidden_s > 0 ? "the tensor axis's below" : "every collective finishes before the next op");
+                an->tp_comm_hidden_s > 0 ? others(an) : "every collective finishes before the next op");
         return;
     }
     double share = cost_hidden_share(&prog->plan->cluster);
@@ -74,21 +82,20 @@ static void explain_comm(FILE *out, const Analysis *an)
         fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (each gradient's reduce-scatter runs under the "
                      "rest of its layer's, the head's or the embedding's backward; each layer's weight gathers run "
                      "under the layer before it in the pass, the first layer's exposed: %.4g s hidden in a forward "
-                     "and %.4g s in a backward through one chunk, every micro-batch; every other collective finishes "
-                     "before the next op)\n",
-                an->phase_s[APHASE_COMM], an->comm_hidden_s, slow->fwd_hidden_chunk_s, slow->bwd_hidden_chunk_s);
+                     "and %.4g s in a backward through one chunk, every micro-batch; %s)\n",
+                an->phase_s[APHASE_COMM], an->comm_hidden_s, slow->fwd_hidden_chunk_s, slow->bwd_hidden_chunk_s,
+                others(an));
         return;
     }
     if (l->zero_stage >= 2) {
         fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (each gradient's reduce-scatter runs under the "
-                     "rest of its layer's, the head's or the embedding's backward, every micro-batch; every other "
-                     "collective finishes before the next op)\n",
-                an->phase_s[APHASE_COMM], an->comm_hidden_s);
+                     "rest of its layer's, the head's or the embedding's backward, every micro-batch; %s)\n",
+                an->phase_s[APHASE_COMM], an->comm_hidden_s, others(an));
         return;
     }
     fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (gradient buckets run under the last "
-                 "micro-batch's backward; every other collective finishes before the next op)\n",
-            an->phase_s[APHASE_COMM], an->comm_hidden_s);
+                 "micro-batch's backward; %s)\n",
+            an->phase_s[APHASE_COMM], an->comm_hidden_s, others(an));
 }
 
 void explain_cost_terms(FILE *out, const Analysis *an)
