@@ -495,7 +495,11 @@ does:
     allreduce / reducescatter started, not finished: they return at once and the
     result is there after comm_wait(buf) (comm_wait(out)); until then nothing may
     read or write the buffers.  The runtime advances them between ops (see
-    prt_comm_progress); reducescatter_start takes outer == 1.
+    prt_comm_progress).  A reducescatter_start of outer > 1 blocks sends from
+    the runtime's one communication stage, packed [S, outer, inner], until its
+    comm_wait: no collective that packs (an allgather, reducescatter or
+    alltoall of outer > 1) may run before that wait (the compiler's
+    overlap_tp_verify).
   allgather_start(axis, out, in, outer, inner): allgather started likewise,
     outer == 1; comm_wait(out) completes it (ZeRO-3's weights gathered for
     the next layer while this one computes).

@@ -135,7 +135,7 @@ typedef struct prt_inflight {  /* a collective started and not yet waited for (p
 
 typedef struct prt_trace_event {
     const char *name;        /* a string constant (op names, span names) */
-    const char *category;    /* "op", "comm", "p2p", "span", "step", "forward", "backward", "phases" */
+    const char *category;    /* "op", "comm", "p2p", "wait", "span", "step", "forward", "backward", "phases" */
     double start_us, duration_us;
     int64_t bytes;           /* -1: none */
     int64_t axis;            /* -1: none */

@@ -183,7 +183,10 @@ void prt_mpi_reducescatter(prt *rt, int64_t axis, void *out, const void *in_, in
 }
 
 /* The nonblocking forms (prt_overlap.c completes them): no arrival barrier, the
- * watched wait at comm_wait names a missing peer instead. */
+ * watched wait at comm_wait names a missing peer instead.  A reduce-scatter of
+ * outer > 1 blocks sends from the communication stage it packs into, which
+ * stays in use until its comm_wait (parc_rt.h: no other collective that packs
+ * runs meanwhile). */
 void prt_mpi_allreduce_start(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype) {
     double t = MPI_Wtime();
     MPI_Request req;
@@ -196,11 +199,11 @@ void prt_mpi_reducescatter_start(prt *rt, int64_t axis, void *out, const void *i
                                  int64_t dtype) {
     double t = MPI_Wtime();
     int S = prt_axis_size(rt, axis);
-    PRT_CHECK(outer == 1, "reducescatter_start: outer %lld, not 1", (long long)outer);
-    int block = count_of(inner, "reducescatter_start");
+    int block = count_of(outer * inner, "reducescatter_start");
     count_of((int64_t)S * block, "reducescatter_start");
+    const void *send = outer > 1 ? pack_blocks(rt, in, S, outer, inner, prt_dtype_size(dtype)) : in;
     MPI_Request req;
-    PRT_MPI_CHECK(MPI_Ireduce_scatter_block(in, out, block, mpi_type(dtype), sum_op(rt, dtype),
+    PRT_MPI_CHECK(MPI_Ireduce_scatter_block(send, out, block, mpi_type(dtype), sum_op(rt, dtype),
                                             prt_axis_comm(rt, axis), &req));
     prt_comm_post(rt, out, req, "reducescatter", (int64_t)S * block * (int64_t)prt_dtype_size(dtype), axis, t);
 }

@@ -14,7 +14,8 @@
  * completes: from its start to the test that saw it done, on the
  * communication track.  comm_wait(buf) completes the one collective posted on
  * buf through a watched wait (prt_wait), charging its time to exposed
- * communication.  A step that ends with a collective in flight is a runtime
+ * communication; the trace shows it as a span of category "wait" on the
+ * compute thread, named and sized as the collective.  A step that ends with a collective in flight is a runtime
  * error: the compiler's verifier guarantees each start its wait.
  */
 #include <stdlib.h>
@@ -97,14 +98,14 @@ void prt_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in, i
                              int64_t dtypes) {
     double start = MPI_Wtime();
     int64_t dtype = prt_comm_dtype(rt, dtypes, out, in, "reducescatter_start");
-    PRT_CHECK(outer == 1, "reducescatter_start: outer %lld (only whole blocks, outer 1, are started)",
-              (long long)outer);
+    PRT_CHECK(outer >= 1, "reducescatter_start: outer %lld", (long long)outer);
     int before = rt->ninflight;
     int S = prt_axis_size(rt, axis);
     if (S > 1) rt->backend->reducescatter_start(rt, axis, out, in, outer, inner, dtype);
-    else if (inner > 0 && out != in) rt->backend->copy_bytes(rt, out, in, (size_t)inner * prt_dtype_size(dtype));
-    post_if_finished(rt, before, out, "reducescatter", (int64_t)S * inner * (int64_t)prt_dtype_size(dtype), axis,
-                     start);
+    else if (inner > 0 && out != in)
+        rt->backend->copy_bytes(rt, out, in, (size_t)(outer * inner) * prt_dtype_size(dtype));
+    post_if_finished(rt, before, out, "reducescatter", (int64_t)S * outer * inner * (int64_t)prt_dtype_size(dtype),
+                     axis, start);
     prt_phase_charge(rt, PRT_PHASE_COMM, start);
 }
 
@@ -126,6 +127,8 @@ void prt_comm_wait(prt *rt, void *buf) {
     int i = find(rt, buf);
     PRT_CHECK(i >= 0, "comm_wait: no collective is in flight on this buffer");
     prt_inflight *f = &rt->inflight[i];
+    const char *name = f->name;
+    int64_t bytes = f->bytes, axis = f->axis;
     if (!f->done) {
         prt_wait(rt, &f->request, NULL, f->name, f->axis);
         completed(rt, f);
@@ -133,6 +136,7 @@ void prt_comm_wait(prt *rt, void *buf) {
     for (int k = i + 1; k < rt->ninflight; k++) rt->inflight[k - 1] = rt->inflight[k];
     rt->ninflight--;
     if (rt->backend->comm_wait) rt->backend->comm_wait(rt, buf);
+    PRT_TRACE_END(rt, name, "wait", start, bytes, axis);
     prt_phase_charge(rt, PRT_PHASE_COMM, start);
 }
 

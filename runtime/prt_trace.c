@@ -13,7 +13,9 @@
  * a killed run's file appends the "]", as Chrome's format allows).  pid = world
  * rank (one process per rank, named with its mesh coordinates), tid 0
  * computation and tid 1 communication ("comm" and "p2p"), tid 2 and up the
- * lanes of collectives started to overlap computation (prt_overlap.c),
+ * lanes of collectives started to overlap computation (prt_overlap.c), each
+ * from its start to the progress test that saw it complete, while the
+ * comm_wait that completes it is a "wait" span on tid 0 (its bytes and axis),
  * timestamps in microseconds since the barrier in prt_init.
  */
 #include <errno.h>

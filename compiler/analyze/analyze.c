@@ -99,15 +99,18 @@ static double when_share(const StageProgram *sp, const Instr *ins)
  * to the latest start into the same buffer instance.  So a gather started a
  * layer ahead (overlap_gather.c) runs under the layer before its use, and the
  * pass's first layer waits for its own; the `overlap` share of it is hidden.
- * dur[i] is instruction i's cost, the same in every layer. */
-static double timeline_hidden(const Seq *seq, const double *dur_of, int64_t L, int dir)
+ * dur[i] is instruction i's cost, the same in every layer.  *tp: the part of
+ * it the starts over another axis than data_axis hide (overlap_tp.c's input
+ * gradients under their weight gradients). */
+static double timeline_hidden(const Seq *seq, const double *dur_of, int64_t L, int dir, int data_axis, double *tp)
 {
     int n = seq->n;
     size_t cap = (size_t)n * (size_t)L;
     double *dur = calloc(cap, sizeof(double));
     int *wait_of = calloc(cap, sizeof(int)), *at = calloc(cap, sizeof(int));
     int64_t *inst = calloc(cap, sizeof(int64_t));
-    PARC_ASSERT(dur && wait_of && at && inst);
+    double *hidden_of = calloc(cap, sizeof(double));
+    PARC_ASSERT(dur && wait_of && at && inst && hidden_of);
     int m = 0;
     for (int64_t step = 0; step < L; step++) {
         int64_t l = dir > 0 ? step : L - 1 - step;
@@ -128,11 +131,15 @@ static double timeline_hidden(const Seq *seq, const double *dur_of, int64_t L, i
         }
     }
     double hidden = 0;
-    cost_timeline(dur, wait_of, m, &hidden);
+    cost_timeline_each(dur, wait_of, m, &hidden, hidden_of);
+    *tp = 0;
+    for (int j = 0; j < m; j++)
+        if (wait_of[j] == -2 && seq->ins[at[j]].axis != data_axis) *tp += hidden_of[j];
     free(dur);
     free(wait_of);
     free(at);
     free(inst);
+    free(hidden_of);
     return hidden;
 }
 
@@ -140,11 +147,13 @@ static double timeline_hidden(const Seq *seq, const double *dur_of, int64_t L, i
  * layers at most: past them the middle layers repeat in pairs (even, odd),
  * and once a pair hides what the pair before it hid, each further pair hides
  * that too.  The window doubles (to PASS_WINDOW_MAX layers) while it has not
- * settled so; a pass longer than that takes the last pair's figure. */
+ * settled so; a pass longer than that takes the last pair's figure.  *tp:
+ * the part the tensor axis's starts hide, extrapolated alike. */
 #define PASS_WINDOW_MAX 4096
-static double pass_hidden_s(const Program *prog, const Seq *seq, int64_t L, int dir)
+static double pass_hidden_s(const Program *prog, const Seq *seq, int64_t L, int dir, double *tp)
 {
-    int n = seq->n, any = 0;
+    int n = seq->n, any = 0, data_axis = prog->plan->layout.zero_axis;
+    *tp = 0;
     for (int i = 0; i < n; i++) any |= instr_is_start(&seq->ins[i]);
     if (!any || L < 1) return 0;
     double *dur = calloc((size_t)n, sizeof(double));
@@ -156,21 +165,36 @@ static double pass_hidden_s(const Program *prog, const Seq *seq, int64_t L, int 
     }
     double hidden;
     int64_t w = pass_window(L);
-    if (w == L) hidden = timeline_hidden(seq, dur, L, dir);
+    if (w == L) hidden = timeline_hidden(seq, dur, L, dir, data_axis, tp);
     else
         for (;;) {
-            double h = timeline_hidden(seq, dur, w, dir), h2 = timeline_hidden(seq, dur, w - 2, dir),
-                   h4 = timeline_hidden(seq, dur, w - 4, dir), pair = h - h2;
-            int settled = fabs(pair - (h2 - h4)) <= 1e-9 * (fabs(pair) + 1e-30);
+            double t, t2, t4;
+            double h = timeline_hidden(seq, dur, w, dir, data_axis, &t),
+                   h2 = timeline_hidden(seq, dur, w - 2, dir, data_axis, &t2),
+                   h4 = timeline_hidden(seq, dur, w - 4, dir, data_axis, &t4), pair = h - h2;
+            int settled = fabs(pair - (h2 - h4)) <= 1e-9 * (fabs(pair) + 1e-30) &&
+                          fabs((t - t2) - (t2 - t4)) <= 1e-9 * (fabs(t - t2) + 1e-30);
             if (settled || w * 2 > PASS_WINDOW_MAX || w * 2 > L) {
-                hidden = w * 2 > L && !settled ? timeline_hidden(seq, dur, L, dir)
-                                               : h + (double)((L - w) / 2) * pair;
+                if (w * 2 > L && !settled) hidden = timeline_hidden(seq, dur, L, dir, data_axis, tp);
+                else {
+                    hidden = h + (double)((L - w) / 2) * pair;
+                    *tp = t + (double)((L - w) / 2) * (t - t2);
+                }
                 break;
             }
             w = w * 2 + (L & 1);
         }
     free(dur);
+    *tp *= cost_hidden_share(&prog->plan->cluster);
     return hidden * cost_hidden_share(&prog->plan->cluster);
+}
+
+/* Is ins a collective over the tensor axis (the axis heads, ffn or vocab split
+ * over, or sequence parallelism's), pipeline messages aside? */
+static int tensor_collective(const Program *prog, const Instr *ins)
+{
+    if (ins->coll == COLL_NONE || ins->coll == COLL_SLICE || ins->phase == PHASE_PIPELINE || ins->axis < 0) return 0;
+    return ins->axis == prog->tp_axis || ins->axis == prog->plan->layout.sp_axis;
 }
 
 /* The cost of stage s: its ledger (read from the program), FLOPs and blocking
@@ -193,6 +217,7 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
     int L = sp->layers_per_chunk;
     double per_chunk_embed = 1.0 / (sp->chunks ? sp->chunks : 1);
     double seq_s[SEQ_COUNT] = {0}, bucket_s = 0; /* one call of each; a layer's started buckets */
+    double tp_s[SEQ_COUNT] = {0};                 /* one call's collectives over the tensor axis */
     CostTerms clears = {0};                      /* the step's gradient clears (zero_grads.*) */
     for (int q = 0; q < SEQ_COUNT; q++) {
         const Seq *seq = &sp->seq[q];
@@ -209,6 +234,11 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
                 bucket_s += one.comm_s;
             }
             if (ins->phase != PHASE_PIPELINE) cost_instr(prog, ins, share, &ct);
+            if (tensor_collective(prog, ins) && seq_per_micro[q]) { /* the forward's and backward's */
+                CostTerms one = {0};
+                cost_instr(prog, ins, share, &one);
+                tp_s[q] += one.comm_s;
+            }
             /* pipeline messages are the schedule's (t_p2p), rows of their own below */
             if (ins->coll == COLL_NONE || ins->coll == COLL_SLICE || ins->phase == PHASE_PIPELINE) continue;
             CollRow row = {s,
@@ -229,16 +259,21 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
         }
         sc->flops_step += flops * (double)calls;
         if (q == SEQ_BLOCK_BWD || q == SEQ_BLOCK_FWD) { /* its started collectives (overlap.c, overlap_gather.c) */
-            double hidden = L > 0 ? pass_hidden_s(prog, seq, L, q == SEQ_BLOCK_FWD ? 1 : -1) : 0;
+            double tp = 0, hidden = L > 0 ? pass_hidden_s(prog, seq, L, q == SEQ_BLOCK_FWD ? 1 : -1, &tp) : 0;
             ct.comm_s -= L > 0 ? hidden / L : 0;
             if (q == SEQ_BLOCK_BWD) sc->bwd_hidden_chunk_s += hidden;
             else sc->fwd_hidden_chunk_s = hidden;
+            sc->tp_hidden_chunk_s += tp;
+            sc->tp_comm_chunk_s += tp_s[q] * L;
         }
-        if (q == SEQ_HEAD_BWD || q == SEQ_EMBED_BWD) { /* the reduce-scatters started in it (overlap_scatters) */
-            double hidden = pass_hidden_s(prog, seq, 1, 1);
+        if (q == SEQ_HEAD_BWD || q == SEQ_EMBED_BWD) { /* the collectives started in it (overlap_tp, overlap_scatters) */
+            double tp = 0, hidden = pass_hidden_s(prog, seq, 1, 1, &tp);
             ct.comm_s -= hidden;
             sc->bwd_hidden_chunk_s += hidden * per_chunk_embed; /* spread over the chunks as its time is */
+            sc->tp_hidden_chunk_s += tp * per_chunk_embed;
         }
+        if (q == SEQ_HEAD_BWD || q == SEQ_EMBED_BWD || q == SEQ_HEAD_FWD || q == SEQ_EMBED_FWD)
+            sc->tp_comm_chunk_s += tp_s[q] * per_chunk_embed;
         seq_s[q] = cost_terms_total(&ct);
         /* per chunk: the block's layers, and the embedding and head spread
          * over the chunks (as the schedule simulator takes one time for all) */
@@ -409,6 +444,8 @@ static void analyze_step_time(Arena *arena, Analysis *an)
     an->phase_s[APHASE_BUBBLE] = an->pipeline_s - busy > 1e-12 * an->pipeline_s ? an->pipeline_s - busy : 0;
     an->phase_s[APHASE_OPTIMIZER] = end->optim_s;
     an->comm_hidden_s = end->sync_hidden_s + items * (slow->fwd_hidden_chunk_s + slow->bwd_hidden_chunk_s);
+    an->tp_comm_hidden_s = items * slow->tp_hidden_chunk_s;
+    an->tp_comm_exposed_s = items * (slow->tp_comm_chunk_s - slow->tp_hidden_chunk_s);
 }
 
 Analysis *analyze_program(Arena *arena, const Program *prog)
@@ -471,6 +508,7 @@ void analyze_dump(const Analysis *an, FILE *out)
     fprintf(out, "phases (slow stage %d, tail stage %d):", an->slow_stage, an->tail_stage);
     for (int k = 0; k < ANALYZE_NPHASES; k++) fprintf(out, "%s %s %.6g", k ? "," : "", analyze_phase_names[k], an->phase_s[k]);
     fprintf(out, "; hidden communication %.6g\n", an->comm_hidden_s);
+    fprintf(out, "tensor axis: communication exposed %.6g hidden %.6g\n", an->tp_comm_exposed_s, an->tp_comm_hidden_s);
 }
 
 void analyze_verify(const Analysis *an)

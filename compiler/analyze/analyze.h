@@ -62,6 +62,10 @@ typedef struct StageCost {
     double bwd_hidden_chunk_s;    /* ZeRO-2/3's reduce-scatters and ZeRO-3's prefetched gathers hidden in one
                                      chunk's backward (overlap_scatters, overlap_gathers) */
     double fwd_hidden_chunk_s;    /* ZeRO-3's prefetched gathers hidden in one chunk's forward (overlap_gathers) */
+    double tp_comm_chunk_s;       /* the collectives over the tensor axis in one chunk's forward and backward,
+                                     blocking and started, before anything is hidden */
+    double tp_hidden_chunk_s;     /* ... what of them is hidden: the input gradients' collectives under their
+                                     weight gradients (overlap_tp.c), part of bwd_hidden_chunk_s */
     double optim_s;               /* optimizer step (memory bound), and the step's gradient clears */
     /* the cost model's terms (cost.h): one micro-batch through one chunk,
      * forward and backward (recompute included); per step, gradient sync and
@@ -97,6 +101,9 @@ typedef struct Analysis {
     int tail_stage;                    /* the stage with the longest gradient sync + optimizer */
     double phase_s[ANALYZE_NPHASES];   /* step_s by phase */
     double comm_hidden_s;              /* communication under compute: the tail stage's started buckets */
+    /* per step on the slow stage, the tensor axis's collectives (its part of
+     * phase_s[APHASE_COMM] and of comm_hidden_s) */
+    double tp_comm_exposed_s, tp_comm_hidden_s;
 } Analysis;
 
 /* Reads the program and its ledger (ledger.h); changes nothing in it. */

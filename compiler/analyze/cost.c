@@ -218,6 +218,11 @@ double cost_terms_total(const CostTerms *t) { return t->gemm_s + t->attention_s 
 
 double cost_timeline(const double *dur, const int *wait_of, int n, double *hidden)
 {
+    return cost_timeline_each(dur, wait_of, n, hidden, NULL);
+}
+
+double cost_timeline_each(const double *dur, const int *wait_of, int n, double *hidden, double *hidden_of)
+{
     double t = 0, link = 0, started = 0, work = 0;
     double *end = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
     PARC_ASSERT(end);
@@ -227,7 +232,9 @@ double cost_timeline(const double *dur, const int *wait_of, int n, double *hidde
             started += dur[i];
         } else if (wait_of[i] >= 0) {
             PARC_ASSERT(wait_of[i] < i && wait_of[wait_of[i]] == -2);
-            if (end[wait_of[i]] > t) t = end[wait_of[i]];
+            double held = end[wait_of[i]] > t ? end[wait_of[i]] - t : 0; /* the wait's exposed time */
+            if (hidden_of) hidden_of[wait_of[i]] = dur[wait_of[i]] - held;
+            t += held;
         } else {
             t += dur[i];
             work += dur[i];

@@ -82,6 +82,10 @@ double cost_overlap(const double *ready, const double *dur, int n, double comput
  * its collective ends.  Returns the sequence's time; *hidden: how much of the
  * started collectives' time ran under work. */
 double cost_timeline(const double *dur, const int *wait_of, int n, double *hidden);
+/* The same, and per start i, hidden_of[i]: its time less what its wait held
+ * the work for (what was queued on the link before it counts to it); the
+ * starts' hidden_of sum to *hidden.  Other entries are left alone. */
+double cost_timeline_each(const double *dur, const int *wait_of, int n, double *hidden, double *hidden_of);
 
 /* What one instruction costs, by term.  flops and bytes say what was
  * charged, so reports can print the rate each term ran at. */

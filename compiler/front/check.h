@@ -113,7 +113,8 @@
     X(LY_STAGE, "stage", "stage 0 { layers 0..15; }")                    \
     X(LY_SCHEDULE, "schedule", "layers -> pp schedule 1f1b;")          \
     X(LY_BALANCE, "balance", "balance auto;")                           \
-    X(LY_GRAD_OVERLAP, "grad_overlap", "grad_overlap off;")
+    X(LY_GRAD_OVERLAP, "grad_overlap", "grad_overlap off;")            \
+    X(LY_TP_OVERLAP, "tp_overlap", "tp_overlap off;")
 
 #define OPT_PARAMS(X)                \
     X(OP_LR, "lr")                   \
@@ -152,7 +153,8 @@ static const char *const precision_words[] = {"fp32", "bf16", "fp16"};
 static const char *const optimizer_words[] = {"adamw", "adam", "sgd"};
 static const char *const schedule_words[] = {"none", "gpipe", "1f1b", "interleaved"};
 static const char *const balance_words[] = {"even", "auto"}; /* ORDER: BALANCE_EVEN, BALANCE_AUTO */
-static const char *const grad_overlap_words[] = {"on", "off"}; /* ORDER: Layout.grad_overlap_off 0, 1 */
+/* ORDER: Layout.grad_overlap_off and Layout.tp_overlap_off 0, 1 */
+static const char *const overlap_words[] = {"on", "off"};
 static const char *const bool_words[] = {"false", "true"};
 static const char *const head_words[] = {"none", "tied", "untied"};
 static const char *const loss_words[] = {"none", "cross_entropy"};

@@ -892,8 +892,14 @@ void check_layout(Check *c, const Stmt *sec)
         }
         case LY_GRAD_OVERLAP: {
             l->grad_overlap_loc = check_stmt_span(st);
-            int w = check_read_word_stmt(c, st, grad_overlap_words, COUNT_OF(grad_overlap_words), LAYOUT_usage[k]);
+            int w = check_read_word_stmt(c, st, overlap_words, COUNT_OF(overlap_words), LAYOUT_usage[k]);
             if (w >= 0) l->grad_overlap_off = w;
+            break;
+        }
+        case LY_TP_OVERLAP: {
+            l->tp_overlap_loc = check_stmt_span(st);
+            int w = check_read_word_stmt(c, st, overlap_words, COUNT_OF(overlap_words), LAYOUT_usage[k]);
+            if (w >= 0) l->tp_overlap_off = w;
             break;
         }
         case LY_SCHEDULE:

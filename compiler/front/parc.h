@@ -438,6 +438,11 @@ typedef struct Layout {
      * layer's backward instead of running under the rest of it (overlap.c) */
     int grad_overlap_off;
     SrcLoc grad_overlap_loc;
+    /* `tp_overlap off;`: the backward's input-gradient collectives over the
+     * tensor axis block where they are issued instead of running under the
+     * weight-gradient GEMM (overlap_tp.c) */
+    int tp_overlap_off;
+    SrcLoc tp_overlap_loc;
 } Layout;
 
 /* The resolved, checked plan.  Guarantees after check_plan() succeeds:

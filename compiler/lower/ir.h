@@ -268,12 +268,19 @@ extern const char *const phase_names[PHASE_COUNT];
  * the order of the op's row (ops.c); axis is the mesh axis whose coordinate
  * offsets the op's local block (-1 none); kept says the op's statistics were
  * kept from the forward (attention's probabilities); dropout says the call
- * drops out (attention's probabilities: its attention_dropout_* entries). */
+ * drops out (attention's probabilities: its attention_dropout_* entries);
+ * part says which half of a linear's backward the call computes (OpPart). */
+typedef enum {
+    OP_PART_WHOLE,  /* every gradient the call's pointers name */
+    OP_PART_INPUT,  /* a linear's input gradient only: its weight's and bias's pointers are null */
+    OP_PART_WEIGHT  /* a linear's weight (and bias) gradient only: its input gradient's pointer is null */
+} OpPart;
 typedef struct OpShape {
     int64_t d[6];
     int axis;
     int kept;
     int dropout;
+    OpPart part;
 } OpShape;
 
 /* The memory-bound classes of the cost model, each charged at its own
@@ -561,6 +568,10 @@ Schedule *lower_schedule(Arena *arena, const Plan *plan);
  *                   pipeline messages;
  *   lower_autodiff  the backward programs (ZeRO-2/3 gradient scatters included);
  *   lower_optim     gradient zeroing, gradient sync and the optimizer steps;
+ *   lower_tp_overlap the backward's input-gradient collectives over the tensor
+ *                   axis started between a linear's input-gradient and
+ *                   weight-gradient halves (overlap_tp.c), unless the plan
+ *                   says `tp_overlap off;`;
  *   lower_overlap   the data axis's gradient buckets started in the backward
  *                   and waited before the optimizer (overlap.c), unless the
  *                   plan says `grad_overlap off;`;
@@ -568,6 +579,7 @@ Schedule *lower_schedule(Arena *arena, const Plan *plan);
 Program *lower_reshard(Arena *arena, const PlaceTable *placement, const Schedule *schedule);
 int lower_autodiff(Program *program);
 int lower_optim(Program *program);
+int lower_tp_overlap(Program *program);
 int lower_overlap(Program *program);
 void lower_finish(Program *program);
 /* Checks the program's invariants (every collective's group is a mesh axis,
@@ -577,6 +589,9 @@ void program_verify(const Program *program);
 /* The starts and waits of overlapped collectives (overlap.c; program_verify
  * calls it).  Failure is a compiler bug: PARC_BUG. */
 void overlap_verify(const Program *program);
+/* The split linear backwards and the input-gradient collectives started
+ * between their halves (overlap_tp.c; program_verify calls it). */
+void overlap_tp_verify(const Program *program);
 /* The passes of a stage's block sequences run layer by layer: every started
  * collective waited once in the pass, nothing touching its buffers meanwhile
  * (overlap_gather.c; overlap_verify calls it). */

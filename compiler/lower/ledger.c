@@ -49,7 +49,8 @@ static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t
     for (int q = 0; q < SEQ_COUNT; q++)
         for (int i = 0; i < sp->seq[q].n; i++) {
             const Instr *ins = &sp->seq[q].ins[i];
-            if (ins->fn == RT_prt_allgather || ins->fn == RT_prt_reducescatter || ins->fn == RT_prt_alltoall) {
+            if (ins->fn == RT_prt_allgather || ins->fn == RT_prt_reducescatter || ins->fn == RT_prt_alltoall ||
+                ins->fn == RT_prt_reducescatter_start) {
                 int64_t outer = ins->args[3].i, S = prog->plan->mesh.axes[ins->axis].size;
                 if (outer > 1 && S > 1 && ins->elems > pack) pack = ins->elems;
             }

@@ -400,6 +400,18 @@ int lower_optim(Program *prog)
     return lw->errors != 0;
 }
 
+int lower_tp_overlap(Program *prog)
+{
+    if (prog->plan->layout.tp_overlap_off) return 0; /* the input gradients' collectives stay blocking */
+    Lowerer *lw = program_context(prog);
+    for (int s = 0; s < prog->nstages && !lw->errors; s++) {
+        enter_stage(lw, s);
+        overlap_tp(lw);
+        leave_stage(lw, s);
+    }
+    return lw->errors != 0;
+}
+
 int lower_overlap(Program *prog)
 {
     if (prog->plan->layout.grad_overlap_off) return 0; /* the buckets stay blocking */

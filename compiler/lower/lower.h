@@ -320,6 +320,15 @@ void overlap_scatters(Lowerer *lw);
  * banner). */
 void overlap_gathers(Lowerer *lw);
 
+/* ------------------------------------------------------------ overlap_tp.c */
+
+/* The current stage's backward sequences: each blocking collective that sums
+ * a linear's input gradient over an axis other than ZeRO's data axis started
+ * between the linear's input-gradient and weight-gradient halves, its wait
+ * after the latter (overlap_tp.c's banner); lower_tp_overlap, the pass
+ * table's `tp_overlap` row, before `overlap`. */
+void overlap_tp(Lowerer *lw);
+
 /* Is parameter t held on two stages, the embedding's and the tied head's? */
 int optim_tied_across_stages(const Lowerer *lw, int t);
 /* Where a parameter's per-micro-batch whole gradient (full_grad) starts and

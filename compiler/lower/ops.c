@@ -206,7 +206,6 @@ static double per_element(PerElement f, const OpShape *s, int bwd)
 OPS_FLOPS(none, 0, 0, 0)
 OPS_FLOPS(layernorm, 8, 16, 2)
 OPS_FLOPS(rmsnorm, 4, 8, 2)
-OPS_FLOPS(linear, 2, 4, 3)
 OPS_FLOPS(bias, 1, 0, 2)
 OPS_FLOPS(activation, 8, 0, 1)
 OPS_FLOPS(swiglu, 6, 0, 2)
@@ -214,6 +213,13 @@ OPS_FLOPS(add, 1, 0, 1)
 OPS_FLOPS(dropout, 1, 1, 3)
 OPS_FLOPS(xent, 5, 3, 2)
 #undef OPS_FLOPS
+/* linear, d = {N, K, M}: 2 N K M forward; the backward's input gradient and
+ * its weight gradient 2 N K M each, one of them for a call of one half */
+static double flops_linear(const OpShape *s, int bwd)
+{
+    double f = 2.0 * (double)s->d[0] * s->d[1] * s->d[2];
+    return bwd && s->part == OP_PART_WHOLE ? 2.0 * f : f;
+}
 /* rope, d = {B, T, G, U, R, HD}: per rotated element two products and a sum
  * (x cos -/+ x' sin), forward and backward alike; the heads passed through
  * and the cos and sin of each (position, pair) are not counted. */
@@ -291,11 +297,12 @@ static double traffic_rope(const OpShape *s, int bwd)
 
 /* linear, linear_t: d = {N, K, M}: forward N x K by K x M; backward the input
  * gradient (N x M by M x K) and the weight gradient (K x N by N x M), each
- * 2 N K M FLOPs in the class of the same smallest dimension. */
+ * 2 N K M FLOPs in the class of the same smallest dimension; a call of one
+ * half of the backward (OpShape.part) runs one of them. */
 static int gemm_linear(const OpShape *s, int bwd, int64_t mnk[3])
 {
     mnk[0] = s->d[0], mnk[1] = s->d[2], mnk[2] = s->d[1];
-    return bwd ? 2 : 1;
+    return bwd && s->part == OP_PART_WHOLE ? 2 : 1;
 }
 
 /* ------------------------------------------------------------ scratch */
@@ -609,7 +616,7 @@ static const char *cost_incomplete(const OpDesc *d)
 {
     int64_t mnk[3];
     for (int kept = 0; kept <= 1; kept++) {
-        const OpShape probe = {{2, 2, 2, 2, 2, 2}, -1, kept, 0};
+        const OpShape probe = {{2, 2, 2, 2, 2, 2}, -1, kept, 0, OP_PART_WHOLE};
         for (int bwd = 0; bwd <= (d->bwd != RT_NONE); bwd++)
             switch (d->cost) {
             case OP_COST_GEMM:

@@ -194,6 +194,7 @@ void program_verify(const Program *prog)
         }
     }
     overlap_verify(prog);
+    overlap_tp_verify(prog);
     for (int s = 0; s < prog->nstages; s++)
         for (int q = 0; q < SEQ_COUNT; q++) first_write_verify(&prog->stages[s], &prog->stages[s].seq[q], seq_names[q]);
 }
@@ -281,6 +282,8 @@ void program_dump(const Program *prog, FILE *out)
                 for (int k = 0; k < ins->nargs; k++)  /* first_write.c */
                     if (ins->writes >> k & 1) fprintf(out, "    ; writes %%%s, not adds", sp->bufs[ins->args[k].buf].name);
                 if (ins->when != WHEN_ALWAYS) fprintf(out, "    ; %s", when_names[ins->when]);
+                if (ins->shape.part != OP_PART_WHOLE) /* overlap_tp.c */
+                    fprintf(out, "    ; the %s gradient only", ins->shape.part == OP_PART_INPUT ? "input" : "weight");
                 fprintf(out, "\n");
             }
         }

@@ -14,6 +14,9 @@
  *   autodiff  + the backward sequences         autodiff.c               Program
  *   optim     + gradient zeroing, sync (per ZeRO stage) and optimizer steps
  *                                              optim.c                  Program
+ *   tp_overlap the backward's input-gradient collectives over the tensor axis
+ *             started before the weight-gradient GEMM, waited after it
+ *             (unless `tp_overlap off;`)      overlap_tp.c             Program
  *   overlap   the data axis's gradient buckets as started collectives with
  *             their waits (unless `grad_overlap off;`)  overlap.c  Program
  *   lower     + the ledger: the whole program  lower.c, ledger.c        Program
@@ -140,6 +143,8 @@ static int run_autodiff(Compilation *c) { return lower_autodiff(c->prog); }
 
 static int run_optim(Compilation *c) { return lower_optim(c->prog); }
 
+static int run_tp_overlap(Compilation *c) { return lower_tp_overlap(c->prog); }
+
 static int run_overlap(Compilation *c) { return lower_overlap(c->prog); }
 
 static int run_lower(Compilation *c)
@@ -189,6 +194,7 @@ const Pass passes[] = {
     {"reshard", run_reshard, dump_lower, verify_lower},
     {"autodiff", run_autodiff, dump_lower, verify_lower},
     {"optim", run_optim, dump_lower, verify_lower},
+    {"tp_overlap", run_tp_overlap, dump_lower, verify_lower},
     {"overlap", run_overlap, dump_lower, verify_lower},
     {"lower", run_lower, dump_lower, verify_lower},
     {"analyze", run_analyze, dump_analyze, verify_analyze},

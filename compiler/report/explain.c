@@ -531,7 +531,10 @@ void explain_json(FILE *out, const Analysis *an)
     fprintf(out, "  \"phases_s\": {");
     for (int k = 0; k < ANALYZE_NPHASES; k++)
         fprintf(out, "%s\"%s\": %.9g", k ? ", " : "", analyze_phase_names[k], an->phase_s[k]);
-    fprintf(out, "},\n  \"communication_hidden_s\": %.6g,\n  \"mfu\": %.6g,\n", an->comm_hidden_s, analyze_mfu(an));
+    fprintf(out, "},\n  \"communication_hidden_s\": %.6g,\n", an->comm_hidden_s);
+    fprintf(out, "  \"tensor_parallel_communication_s\": {\"exposed\": %.6g, \"hidden\": %.6g},\n", an->tp_comm_exposed_s,
+            an->tp_comm_hidden_s);
+    fprintf(out, "  \"mfu\": %.6g,\n", analyze_mfu(an));
     fprintf(out, "  \"flops_per_step\": %.6g,\n  \"model_flops_per_step\": %.6g,\n  \"step_time_s\": %.6g\n}\n",
             an->flops_per_step, an->model_flops_per_step, an->step_s);
 }

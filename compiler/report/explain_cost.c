@@ -14,11 +14,48 @@ static void print_terms(FILE *out, const char *what, const CostTerms *t, double 
 
 static double rate(double amount, double secs) { return secs > 0 ? amount / secs : 0; }
 
+/* The tensor axis's share of the communication line: what of its
+ * collectives is exposed and what the input gradients' hide under their
+ * weight gradients (overlap_tp.c). */
+static void explain_tp_comm(FILE *out, const Analysis *an)
+{
+    const Program *prog = an->prog;
+    const Layout *l = &prog->plan->layout;
+    if (plan_axis_size(prog->plan, prog->tp_axis) <= 1) return;
+    const char *scatter = l->sp_axis >= 0 ? "reduce-scatter" : "all-reduce";
+    if (l->tp_overlap_off)
+        fprintf(out, "  tensor-parallel communication: %.4g s exposed, %.4g s hidden (`tp_overlap off;` at %s:%d: "
+                     "each input gradient's %s blocks before its weight gradient)\n",
+                an->tp_comm_exposed_s, an->tp_comm_hidden_s, l->tp_overlap_loc.file, l->tp_overlap_loc.line, scatter);
+    else
+        fprintf(out, "  tensor-parallel communication: %.4g s exposed, %.4g s hidden (each column-parallel linear's "
+                     "input-gradient %s runs under its weight-gradient GEMM in the backward; the forward's and "
+                     "the rest block)\n",
+                an->tp_comm_exposed_s, an->tp_comm_hidden_s, scatter);
+}
+
+static void explain_comm(FILE *out, const Analysis *an);
+
+/* The communication line's last words: what of the rest blocks. */
+static const char *others(const Analysis *an)
+{
+    return an->tp_comm_hidden_s > 0 ? "the tensor axis's input gradients below; every other collective finishes "
+                                      "before the next op"
+                                    : "every other collective finishes before the next op";
+}
+
 void explain_phases(FILE *out, const Analysis *an)
 {
     fprintf(out, "  by phase:");
     for (int k = 0; k < ANALYZE_NPHASES; k++)
         fprintf(out, "%s %s %.4g s", k ? "," : "", analyze_phase_names[k], an->phase_s[k]);
+    explain_comm(out, an);
+    explain_tp_comm(out, an);
+}
+
+/* The communication line: exposed and hidden, and what hides. */
+static void explain_comm(FILE *out, const Analysis *an)
+{
     const Layout *l = &an->prog->plan->layout;
     if (l->grad_overlap_off) {
         const StageCost *end = &an->stages[an->tail_stage];
@@ -30,10 +67,10 @@ void explain_phases(FILE *out, const Analysis *an)
     }
     const StageCost *slow = &an->stages[an->slow_stage];
     const Program *prog = an->prog;
-    if (plan_axis_size(prog->plan, prog->dp_axis) <= 1) { /* no gradient sync: nothing is started */
-        fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (no data axis, so no gradient sync; every "
-                     "collective finishes before the next op)\n",
-                an->phase_s[APHASE_COMM], an->comm_hidden_s);
+    if (plan_axis_size(prog->plan, prog->dp_axis) <= 1) { /* no gradient sync */
+        fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (no data axis, so no gradient sync; %s)\n",
+                an->phase_s[APHASE_COMM], an->comm_hidden_s,
+                an->tp_comm_hidden_s > 0 ? others(an) : "every collective finishes before the next op");
         return;
     }
     double share = cost_hidden_share(&prog->plan->cluster);
@@ -45,21 +82,20 @@ void explain_phases(FILE *out, const Analysis *an)
         fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (each gradient's reduce-scatter runs under the "
                      "rest of its layer's, the head's or the embedding's backward; each layer's weight gathers run "
                      "under the layer before it in the pass, the first layer's exposed: %.4g s hidden in a forward "
-                     "and %.4g s in a backward through one chunk, every micro-batch; every other collective finishes "
-                     "before the next op)\n",
-                an->phase_s[APHASE_COMM], an->comm_hidden_s, slow->fwd_hidden_chunk_s, slow->bwd_hidden_chunk_s);
+                     "and %.4g s in a backward through one chunk, every micro-batch; %s)\n",
+                an->phase_s[APHASE_COMM], an->comm_hidden_s, slow->fwd_hidden_chunk_s, slow->bwd_hidden_chunk_s,
+                others(an));
         return;
     }
     if (l->zero_stage >= 2) {
         fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (each gradient's reduce-scatter runs under the "
-                     "rest of its layer's, the head's or the embedding's backward, every micro-batch; every other "
-                     "collective finishes before the next op)\n",
-                an->phase_s[APHASE_COMM], an->comm_hidden_s);
+                     "rest of its layer's, the head's or the embedding's backward, every micro-batch; %s)\n",
+                an->phase_s[APHASE_COMM], an->comm_hidden_s, others(an));
         return;
     }
     fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (gradient buckets run under the last "
-                 "micro-batch's backward; every other collective finishes before the next op)\n",
-            an->phase_s[APHASE_COMM], an->comm_hidden_s);
+                 "micro-batch's backward; %s)\n",
+            an->phase_s[APHASE_COMM], an->comm_hidden_s, others(an));
 }
 
 void explain_cost_terms(FILE *out, const Analysis *an)

@@ -7,7 +7,8 @@
  * exact model), attention matmuls, the bytes its memory-bound ops stream
  * (the passes of cost.c's stream_rows, summed by hand), and the tensor
  * axis's collectives (all-reduce, or all-gather and reduce-scatter under
- * sequence parallelism).  A stage is layers / pp blocks plus the head; the
+ * sequence parallelism), less what of the backward's runs under the
+ * weight-gradient GEMMs (block_tp_hidden_s).  A stage is layers / pp blocks plus the head; the
  * pipeline is (m + (pp - 1) / v) stage-times (Narayanan et al. 2021, eq. 2
  * and its interleaved form), then the gradient sync by ZeRO stage with one
  * collective per parameter tensor as optim.c emits them (sync_estimate), less
@@ -87,6 +88,26 @@ static double block_comm_s(const Plan *p, const Layout1 *l, const Shape *s)
     if (l->sp)
         return n * (cost_coll_s(cl, COLL_ALLGATHER, l->tp, 1, bytes) + cost_coll_s(cl, COLL_REDUCESCATTER, l->tp, 1, bytes));
     return n * cost_coll_s(cl, COLL_ALLREDUCE, l->tp, 1, bytes);
+}
+
+/* What of one block's backward collectives over the tensor axis runs under
+ * compute (overlap_tp.c, unless `tp_overlap off;`): each column-parallel
+ * linear's (qkv, the MLP's up projection) input-gradient all-reduce, or
+ * reduce-scatter under sequence parallelism, under its weight-gradient GEMM;
+ * of that only the cluster's `overlap` share (cost_hidden_share). */
+static double block_tp_hidden_s(const Plan *p, const Layout1 *l, const Shape *s)
+{
+    if (l->tp <= 1 || p->layout.tp_overlap_off) return 0;
+    const Cluster *cl = &p->cluster;
+    double peak = cost_peak_flops(cl, p->train.precision);
+    double c = cost_coll_s(cl, l->sp ? COLL_REDUCESCATTER : COLL_ALLREDUCE, l->tp, 1, s->tok * s->h * s->wb);
+    double up = gemm(cl, peak, s->tok, p->model.block.mlp == MLP_SWIGLU ? 2 * s->f : s->f, s->h);
+    double hidden = c < up ? c : up;
+    if (p->model.block.kind == BLOCK_TRANSFORMER) {
+        double qkv = gemm(cl, peak, s->tok, s->qkv, s->h);
+        hidden += c < qkv ? c : qkv;
+    }
+    return hidden * cost_hidden_share(cl);
 }
 
 /* Parameters of one block, all of it (not split). */
@@ -285,8 +306,8 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     /* one stage, one micro-batch: its blocks and the head */
     double per_stage = (double)m->layers / l->pp;
     double fwd = block_compute_s(base, l, &s, 0), bwd = block_compute_s(base, l, &s, 1);
-    double comm = block_comm_s(base, l, &s);
-    double block = fwd + bwd + comm * (l->rc == RECOMPUTE_FULL ? 3 : 2) + (l->rc == RECOMPUTE_FULL ? fwd : 0);
+    double comm = block_comm_s(base, l, &s), hidden = block_tp_hidden_s(base, l, &s);
+    double block = fwd + bwd + comm * (l->rc == RECOMPUTE_FULL ? 3 : 2) + (l->rc == RECOMPUTE_FULL ? fwd : 0) - hidden;
     double head = 0;
     if (m->has_head) {
         head = 3 * gemm(cl, peak, s.tok, s.vocab, s.h) + cost_stream_s(cl, 5 * s.tok * s.vocab * s.wb);
@@ -319,7 +340,7 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
         last.n = 0;
     }
     int nb = (int)per_stage;
-    double tb = bwd + comm + (l->rc == RECOMPUTE_FULL ? fwd + comm : 0);
+    double tb = bwd + comm + (l->rc == RECOMPUTE_FULL ? fwd + comm : 0) - hidden;
     double tf = fwd + comm;
     double sync = sync_estimate(base, l, &bp, nb, &first, dp_inside, mb, tf, tb, l->pp == 1 ? 2.0 / 3.0 * head : 0,
                                 s.gb, s.wb);

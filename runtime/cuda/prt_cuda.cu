@@ -468,8 +468,10 @@ void prt_cu_comm_wait(prt *rt, const void *buf) {
 
 /* started: the NCCL path leaves the compute stream free to run on and
  * records an event for comm_wait(out) instead of making it wait at once (the
- * host-staged path blocks either way); prt_overlap.c starts only whole blocks
- * (outer 1), so nothing is packed around it. */
+ * host-staged path blocks either way).  A started reduce-scatter of outer > 1
+ * blocks sends from the device stage it packs into, which stays in use until
+ * its comm_wait (parc_rt.h: no other collective that packs runs meanwhile);
+ * gathers are started whole (outer 1), so nothing is unpacked after one. */
 static void cu_collective_run(prt *rt, const cu_collective *k, int64_t axis, void *out, const void *in, int64_t outer,
                               int64_t inner, int64_t dtype, int started = 0) {
     prt_cuda *c = prt_cu(rt);

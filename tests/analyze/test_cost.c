@@ -6,11 +6,13 @@
  * pipeline-bubble terms of the analysis, the blocking collectives exposed,
  * the gradient buckets partly hidden under the backward as the runtime
  * overlaps them (cost_overlap), ZeRO-3's gathers prefetched a layer ahead
- * (a pass by hand, then a lowered plan's), and the phases summing to the step.
+ * (a pass by hand, then a lowered plan's), the tensor axis's input-gradient
+ * all-reduces under their weight gradients, and the phases summing to the step.
  * Exit status: 0 when every check holds, 1 otherwise.
  */
 #include "analyze.h"
 #include "cost.h"
+#include "explain.h"
 #include "passes.h"
 
 #include <math.h>
@@ -172,7 +174,7 @@ static void test_pipeline_bubble(void)
 static void test_allreduce(void)
 {
     Arena arena = {0};
-    Analysis *an = analyze_text(&arena, "mlp_tp", "mesh { tp 2; }\nlayout { ffn -> tp; }\n");
+    Analysis *an = analyze_text(&arena, "mlp_tp", "mesh { tp 2; }\nlayout { ffn -> tp; tp_overlap off; }\n");
     truth("the tensor-parallel plan analyzes", an != NULL);
     if (!an) return;
     /* per layer one all-reduce of 2 x 32 x 64 fp32 over 2 ranks each way:
@@ -186,6 +188,60 @@ static void test_allreduce(void)
     near("no bubble without a pipeline", an->phase_s[APHASE_BUBBLE], 0);
     phases_sum("tensor-parallel phases sum to the step", an);
     near("tensor-parallel all-reduces block: nothing hidden", an->comm_hidden_s, 0);
+    near("the tensor axis's share of it", an->tp_comm_exposed_s, 4 * 8 * ar);
+    near("none of it hidden", an->tp_comm_hidden_s, 0);
+    arena_free(&arena);
+}
+
+/* The same plan with the input gradient's all-reduce started before the
+ * up projection's weight-gradient GEMM (overlap_tp.c): each layer's
+ * backward hides that GEMM's time, 2 x 64 x 64 x 128 FLOPs at 1 TFLOP/s x
+ * 0.5, under its all-reduce (which takes longer), so of the tensor axis's
+ * communication a step exposes 16 GEMMs less and hides them; the blocking
+ * plan (`tp_overlap off;`) exposes all of it. */
+static void test_tp_overlapped(void)
+{
+    Arena arena = {0};
+    Analysis *an = analyze_text(&arena, "mlp_tp_overlap", "mesh { tp 2; }\nlayout { ffn -> tp; }\n");
+    Analysis *off = analyze_text(&arena, "mlp_tp_blocking", "mesh { tp 2; }\nlayout { ffn -> tp; tp_overlap off; }\n");
+    truth("the tensor-parallel plans analyze", an != NULL && off != NULL);
+    if (!an || !off) return;
+    const Seq *seq = &an->prog->stages[0].seq[SEQ_BLOCK_BWD];
+    int starts = 0, weight_after_start = 0;
+    for (int i = 0; i < seq->n; i++) {
+        starts += instr_is_start(&seq->ins[i]);
+        weight_after_start += instr_is_start(&seq->ins[i]) && i + 2 < seq->n &&
+                              seq->ins[i + 1].shape.part == OP_PART_WEIGHT && instr_is_wait(&seq->ins[i + 2]);
+    }
+    truth("one all-reduce started per layer's backward, then the weight gradient, then its wait",
+          starts == 1 && weight_after_start == 1);
+    double ar = 2 * 5e-6 + 16384.0 / 2.5e9, dw = 2.0 * 64 * 64 * 128 / 0.5e12;
+    int L = an->prog->stages[0].layers_per_chunk;
+    double items = (double)an->prog->schedule.micro_batches * an->prog->schedule.chunks;
+    truth("the weight gradient is shorter than the all-reduce", dw < ar);
+    near("a chunk's backward hides L weight gradients", an->stages[0].tp_hidden_chunk_s, L * dw);
+    near("the blocking backward is longer by them", cost_terms_total(&off->stages[0].bwd),
+         cost_terms_total(&an->stages[0].bwd) + L * dw);
+    near("tensor-parallel communication hidden", an->tp_comm_hidden_s, items * L * dw);
+    near("tensor-parallel communication exposed", an->tp_comm_exposed_s, items * (2 * L * ar - L * dw));
+    near("the blocking plan hides none", off->tp_comm_hidden_s, 0);
+    truth("explain's exposed tensor-parallel time is below the blocking plan's",
+          an->tp_comm_exposed_s < off->tp_comm_exposed_s && an->tp_comm_hidden_s > 0);
+    near("the same collectives either way", an->tp_comm_exposed_s + an->tp_comm_hidden_s, off->tp_comm_exposed_s);
+    near("hidden communication is the tensor axis's", an->comm_hidden_s, an->tp_comm_hidden_s);
+    phases_sum("overlapped tensor-parallel phases sum to the step", an);
+    /* explain prints these figures */
+    char text[8192] = {0};
+    FILE *out = fmemopen(text, sizeof text - 1, "w");
+    truth("a memory stream", out != NULL);
+    if (out) {
+        explain_phases(out, an);
+        fclose(out);
+        char want[160];
+        snprintf(want, sizeof want, "tensor-parallel communication: %.4g s exposed, %.4g s hidden",
+                 an->tp_comm_exposed_s, an->tp_comm_hidden_s);
+        truth("explain prints the tensor axis's exposed and hidden time", strstr(text, want) != NULL);
+    }
     arena_free(&arena);
 }
 
@@ -679,6 +735,7 @@ int main(void)
     test_flash_attention();
     test_pipeline_bubble();
     test_allreduce();
+    test_tp_overlapped();
     test_gradient_sync_overlapped();
     test_overlap();
     test_timeline();

@@ -102,7 +102,8 @@ static const char *const vocabulary[] = {
     "relu", "causal", "full", "true", "false", "tied", "untied", "cross_entropy", "batch", "micro_batch",
     "micro_batches", "precision", "master", "optimizer", "adamw", "adam", "sgd", "lr", "beta1", "beta2", "eps",
     "weight_decay", "momentum", "steps", "seed", "dp", "tp", "pp", "sp", "cp", "sequence_parallel", "zero", "fsdp",
-    "over", "recompute", "selective", "stage", "schedule", "gpipe", "1f1b", "interleaved", "GiB", "GB", "MiB",
+    "over", "recompute", "selective", "stage", "schedule", "gpipe", "1f1b", "interleaved", "grad_overlap",
+    "tp_overlap", "on", "off", "GiB", "GB", "MiB",
     "TB/s", "GB/s", "TFLOP/s", "us", "ms", "K", "M", "B",
 };
 #define NVOCAB ((int)(sizeof vocabulary / sizeof vocabulary[0]))
@@ -118,6 +119,7 @@ static const char *const word_classes[][8] = {
     {"GiB", "GB", "MiB", "TB"},                {"TB/s", "GB/s"},
     {"us", "ms"},                              {"zero", "fsdp", "sequence_parallel", "recompute"},
     {"causal", "full"},                        {"true", "false"},
+    {"on", "off"},                             {"grad_overlap", "tp_overlap"},
 };
 #define NCLASSES ((int)(sizeof word_classes / sizeof word_classes[0]))
 

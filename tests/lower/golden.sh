@@ -44,6 +44,7 @@ run tiny_sp.place lower examples/tiny_sp.par --emit=place
 run tiny_mlp_tp.reshard lower examples/tiny_mlp_tp.par --emit=reshard
 run tiny_mlp_tp.autodiff lower examples/tiny_mlp_tp.par --emit=autodiff
 run tiny_zero3.optim lower examples/tiny_zero3.par --emit=optim
+run tiny_sp.tp_overlap lower examples/tiny_sp.par --emit=tp_overlap
 run tiny_dp.overlap lower examples/tiny_dp.par --emit=overlap
 run tiny_3d.schedule lower examples/tiny_3d.par --emit=schedule
 run tiny_pp_interleaved.schedule lower examples/tiny_pp_interleaved.par --emit=schedule

@@ -998,13 +998,15 @@ static int64_t call_scratch(const StageProgram *sp, const Instr *ins, int w)
 static double call_flops(const Instr *ins)
 {
 #define A(k) ((double)ins->args[k].i)
+    /* a linear backward: 2 N K M for each gradient its pointers name (din, dw) */
+    double gemms = (ins->nargs > 1) * ((ins->args[0].kind == ARG_BUF) + (ins->args[1].kind == ARG_BUF));
     switch (ins->fn) {
     case RT_prt_matmul_fwd:
     case RT_prt_matmul_t_fwd: return 2 * A(3) * A(4) * A(5);
     case RT_prt_matmul_bwd:
-    case RT_prt_matmul_t_bwd: return 4 * A(5) * A(6) * A(7);
+    case RT_prt_matmul_t_bwd: return 2 * gemms * A(5) * A(6) * A(7);
     case RT_prt_matmul_bias_fwd: return 2 * A(4) * A(5) * A(6) + A(4) * A(6); /* the bias: one add per output */
-    case RT_prt_matmul_bias_bwd: return 4 * A(6) * A(7) * A(8);
+    case RT_prt_matmul_bias_bwd: return 2 * gemms * A(6) * A(7) * A(8);
     case RT_prt_attention_fwd:
     case RT_prt_attention_dropout_fwd: return 4 * A(3) * A(4) * A(4) * A(5) * A(7); /* B T T NH HD: per query head */
     case RT_prt_attention_bwd:
@@ -1087,7 +1089,7 @@ static void test_ops_table(void)
                         entry = bwd ? RT_prt_attention_dropout_bwd : RT_prt_attention_dropout_fwd;
                     /* a linear with its bias folded in: the bias's FLOPs {N, M} join */
                     int folded = d->folds_bias && ins->fn == (bwd ? d->bwd_bias : d->fwd_bias);
-                    OpShape bias_shape = {{ins->shape.d[0], ins->shape.d[2], 0, 0}, -1, 0, 0};
+                    OpShape bias_shape = {{ins->shape.d[0], ins->shape.d[2], 0, 0}, -1, 0, 0, OP_PART_WHOLE};
                     double row_flops =
                         d->flops(&ins->shape, bwd) + (folded ? op_table[OP_BIAS].flops(&bias_shape, bwd) : 0);
                     seen_folded += folded;
