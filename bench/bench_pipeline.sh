@@ -45,6 +45,7 @@ case $TRANSPORT in
     *) echo "bench_pipeline: TRANSPORT is copy or default, not '$TRANSPORT'" >&2; exit 2 ;;
 esac
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+own_kernels # this parc and the peer on the kernels their start-up check picks
 MPIRUN=$(command -v mpirun || true)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 [ -x "$parc" ] || { echo "bench_pipeline: no parc at $parc (run .ci/build)" >&2; exit 1; }
@@ -78,6 +79,7 @@ variant() {
 
 echo "parc bench_pipeline — $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(getconf _NPROCESSORS_ONLN) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "  one BLAS thread per rank; pp 2 over Open MPI's $([ "$TRANSPORT" = copy ] && echo "copy-in/out" || echo "default") shared-memory transport; batch 8 = 8 micro-batches of 1 sample (256 tokens); ms/step = median of steps 3..$STEPS over $ROUNDS round(s)"
+echo "  BLAS kernels: $kernels"
 for m in $MODELS; do
     base=$root/bench/plans/$m.par
     variant "$base" "$m.single" "dp 1;" "batch -> dp;"

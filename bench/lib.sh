@@ -9,20 +9,28 @@
 #   start-up check runs (runtime/prt_blas.c) when PROG, a one-rank program, is
 #   started once, so that every run after it, torch's included, computes with
 #   the same kernels: OpenBLAS alone picks an older family on CPUs it does not
-#   know, and torch would be measured on it.  A user's OPENBLAS_CORETYPE is
-#   kept.  Sets kernels to a line saying which family and why.
+#   know, and torch would be measured on it.  An OPENBLAS_CORETYPE in the
+#   environment is set aside first (said in the line): an inherited Haswell
+#   on an AVX-512 machine measured half-speed sgemm on both sides.  Sets
+#   kernels to a line saying which family and why.
+# own_kernels: the same for scripts whose runs are all parc's: sets aside an
+#   inherited OPENBLAS_CORETYPE, so every run takes the kernels its start-up
+#   check picks, and sets kernels to a line saying so.
 median_ms() {
     awk -F'|' '/^step [0-9]+(\/[0-9]+)? \|/ { split($1, a, "[ /]"); if (a[2] >= 3) for (i = NF; i > 1; i--) if ($i ~ / ms *$/) { gsub(/ ms/, "", $i); print $i + 0; break } }' "$@" |
         sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
                                             else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 toks() { awk -v t="$1" -v ms="$2" 'BEGIN { if (ms == "nan" || ms <= 0) print "n/a"; else printf "%.0f", t / ms * 1000 }'; }
+own_kernels() {
+    local was=${OPENBLAS_CORETYPE:-}
+    unset OPENBLAS_CORETYPE
+    kernels="the family parc's start-up check picks (runtime/prt_blas.c), for every run"
+    [ -z "$was" ] || kernels="$kernels; the environment's OPENBLAS_CORETYPE=$was set aside"
+}
 same_kernels() {
-    if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
-        kernels="OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE from the environment, for every run"
-        return
-    fi
-    local out core
+    local was=${OPENBLAS_CORETYPE:-} out core
+    unset OPENBLAS_CORETYPE
     out=$(OPENBLAS_NUM_THREADS=1 "${MPIRUN:-mpirun}" --bind-to none -np 1 "$1" --steps 1 2>&1)
     core=$(printf '%s\n' "$out" | sed -n 's/.*restarted with OPENBLAS_CORETYPE=\([A-Za-z0-9]*\).*/\1/p' | head -1)
     if [ -n "$core" ]; then
@@ -32,4 +40,5 @@ same_kernels() {
     else
         kernels="as OpenBLAS chose them, for every run (parc's start-up check changed nothing)"
     fi
+    [ -z "$was" ] || kernels="$kernels; the environment's OPENBLAS_CORETYPE=$was set aside"
 }

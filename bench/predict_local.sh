@@ -26,7 +26,10 @@ repeats=${3:-3}
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$root/bench/lib.sh"
+own_kernels # the calibration and every run on the kernels parc's start-up check picks
 echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "BLAS kernels: $kernels"
 "$parc" calibrate -o "$tmp/cluster.par" | grep -v '^parc calibrate: wrote'
 sed -n 's/^# //p' "$tmp/cluster.par" | sed -n '2,$p'
 predict() { "$parc" explain "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["step_time_s"] * 1e3)'; }
