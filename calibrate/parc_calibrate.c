@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -499,7 +500,51 @@ typedef struct Rates {
     double att_rate[ATT_SHAPES][2];  /* 1 / seconds of the attention op forward, backward (attention_times) */
     double flash_rate[ATT_SHAPES][2]; /* the same without kept probabilities */
     double att16_rate;               /* 1 / seconds of its bf16 forward + backward at the small shape */
+    double others;                   /* share of the machine's core time other processes took while
+                                      * measure_compute ran (load_begin/load_end; -1: unknown) */
 } Rates;
+
+/* The machine's CPU time in seconds, all cores (/proc/stat's busy jiffies:
+ * user, nice, system, irq, softirq, steal), -1 where unknown. */
+static double machine_busy_s(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return -1;
+    unsigned long long v[8] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                   &v[6], &v[7]);
+    fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    if (n != 8 || hz <= 0) return -1;
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)hz;
+}
+
+/* This process's CPU time in seconds (its threads' included). */
+static double own_busy_s(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + (double)u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
+}
+
+/* Collective, around a measurement: load_begin notes the machine's and
+ * this process's CPU time and the clock; load_end gives, on every rank, the
+ * share of all cores' time in between that went to processes other than
+ * the job's ranks (their CPU time summed over the ranks; the ranks share
+ * the one machine), -1 where /proc/stat is not there. */
+typedef struct Load { double machine, own, wall; } Load;
+#define CALIBRATE_BUSY 0.10 /* a share of other processes above which the fragment says the machine was busy */
+static Load load_begin(void) { return (Load){machine_busy_s(), own_busy_s(), now()}; }
+static double load_end(Load b)
+{
+    double own = own_busy_s() - b.own;
+    MPI_Allreduce(MPI_IN_PLACE, &own, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    double machine = machine_busy_s(), wall = now() - b.wall;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (machine < 0 || b.machine < 0 || wall <= 0 || cores <= 0) return -1;
+    double share = (machine - b.machine - own) / (wall * (double)cores);
+    return share < 0 ? 0 : share > 1 ? 1 : share;
+}
 
 /* GEMM classes by their smallest dimension: 64, 256, 1024, 2048 (cost.h). */
 static const int gemm_dims[4][3] = {{64, 1024, 1024}, {256, 1024, 1024}, {1024, 1024, 1024}, {2048, 2048, 2048}};
@@ -785,6 +830,21 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link
                    "# `cluster { nodes 1; gpus_per_node N; ... }`.  Every figure through the runtime's %s backend "
                    "(%s), %d rank%s measuring at once, the slowest rank's rates.\n",
                 rt->backend->name, host, rt->backend->name, rt->backend->description, size, size > 1 ? "s" : "");
+    if (r->others >= 0) {
+        double avg[3] = {-1, -1, -1};
+        FILE *la = fopen("/proc/loadavg", "r");
+        if (la) {
+            if (fscanf(la, "%lf %lf %lf", &avg[0], &avg[1], &avg[2]) != 3) avg[0] = -1;
+            fclose(la);
+        }
+        fprintf(f, "# load: other processes took %.1f%% of the %ld cores' time while the compute was measured",
+                100 * r->others, cores);
+        if (avg[0] >= 0) fprintf(f, " (load average %.2f %.2f %.2f at the end)", avg[0], avg[1], avg[2]);
+        if (r->others > CALIBRATE_BUSY)
+            fprintf(f, "; the machine was busy: the rates are what was left to the ranks, calibrate again on a quiet "
+                       "machine");
+        fprintf(f, "\n");
+    }
     fprintf(f, "# GEMM GFLOP/s (the linear op forward + backward, rows x out x in, operands beyond the L2): "
                "64x1024x1024 with 64x64x256 (harmonic mean) %.2f, 256x1024x1024 %.2f, 1024^3 %.2f, 2048^3 %.2f; "
                "sgemm 256x256x64 %.2f\n",
@@ -1003,8 +1063,11 @@ static int calibrate_on_device(char **argv)
     Rates r;
     memset(&r, 0, sizeof r);
     MPI_Barrier(MPI_COMM_WORLD);
+    Load load = load_begin();
     measure_compute(rt, &r);
+    double others = load_end(load);
     MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    r.others = others;
     if (rank == 0) {
         FILE *f = fopen(argv[3], "w");
         if (!f || (write_fragment(f, &r, &link, &link, 1, size, rt, NULL, NULL), fclose(f) != 0)) {
@@ -1093,8 +1156,11 @@ int main(int argc, char **argv)
     Rates r;
     memset(&r, 0, sizeof r);
     MPI_Barrier(MPI_COMM_WORLD);
+    Load load = load_begin();
     measure_compute(NULL, &r);
+    double others = load_end(load);
     MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    r.others = others;
     Link inter = {0};
     if (inter_path && read_link(inter_path, &inter) != 0) {
         if (rank == 0) fprintf(stderr, "parc_calibrate: cannot read the link between hosts measured in `%s`\n",

@@ -24,6 +24,13 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 "$parc" calibrate -o "$tmp/cluster.par" > "$tmp/out" 2>&1 || fail "parc calibrate exited with status $?: $(cat "$tmp/out")"
 grep -q '^gpu { memory [0-9]* B; bf16 .* FLOP/s; fp32 .* FLOP/s; hbm .* B/s; }$' "$tmp/cluster.par" || fail "no gpu line"
 grep -Eq '^calibrated "cpu .+, [0-9]+ cores?";$' "$tmp/cluster.par" || fail "no calibrated line naming this machine"
+# the load the measurement met: other processes' share of the cores' time,
+# the load average, and the word busy exactly when that share is above 10%
+loadline=$(grep '^# load:' "$tmp/cluster.par")
+share=$(echo "$loadline" | sed -n "s/^# load: other processes took \([0-9.]*\)% of the $(nproc) cores' time while the compute was measured (load average [0-9.]* [0-9.]* [0-9.]* at the end)\(;.*\)\{0,1\}$/\1/p")
+[ -n "$share" ] || fail "no load line: $loadline"
+busy=$(echo "$loadline" | grep -c "the machine was busy" || true)
+awk -v s="${share:-0}" -v b="$busy" 'BEGIN { exit !((s > 10) == (b == 1)) }' || fail "the load line says busy ($busy) against its share $share%"
 grep -q '^link intra [0-9.e+]* B/s [0-9.e+-]* s;$' "$tmp/cluster.par" || fail "no intra link"
 n='[0-9.]+'
 line=$(grep '^efficiency' "$tmp/cluster.par")
