@@ -402,6 +402,14 @@ typedef struct Layout {
      * layer's backward instead of running under the rest of it (overlap.c) */
     int grad_overlap_off;
     SrcLoc grad_overlap_loc;
+    /* `pipeline_scatter on;` (Megatron-LM's scatter/gather between stages):
+     * each pipeline message carries this tensor rank's 1/tp of the boundary
+     * activation or gradient, and the receiver all-gathers it over the tensor
+     * axis.  check guarantees: a pipeline axis, a tensor axis of size > 1 over
+     * which the boundary is whole (no sequence parallelism, no `seq`/`hidden`
+     * rule onto it), and the boundary's elements per micro-batch divide by it. */
+    int pipeline_scatter;
+    SrcLoc pipeline_scatter_loc;
 } Layout;
 
 /* The resolved, checked plan.  Guarantees after check_plan() succeeds:

@@ -246,6 +246,7 @@ void plan_dump(const Plan *plan, FILE *out)
     for (int s = 0; s < l->stages && s < PARC_MAX_STAGES; s++)
         fprintf(out, "  stage %d first %d layers %d\n", s, l->stage_first[s], l->stage_layers[s]);
     if (l->grad_overlap_off) fprintf(out, "  grad_overlap off\n");
+    if (l->pipeline_scatter) fprintf(out, "  pipeline_scatter on\n");
     if (l->balance == BALANCE_AUTO)
         fprintf(out, "  balance auto: layer %.6g s embed %.6g s head %.6g s busiest even %.6g s chosen %.6g s\n",
                 l->balance_layer_s, l->balance_embed_s, l->balance_head_s, l->balance_even_busy_s, l->balance_busy_s);
@@ -283,4 +284,5 @@ void plan_dump(const Plan *plan, FILE *out)
     plan_dump_loc(out, "layout.stage", l->stage_loc);
     if (l->balance == BALANCE_AUTO) plan_dump_loc(out, "layout.balance", l->balance_loc);
     if (l->grad_overlap_off) plan_dump_loc(out, "layout.grad_overlap", l->grad_overlap_loc);
+    if (l->pipeline_scatter) plan_dump_loc(out, "layout.pipeline_scatter", l->pipeline_scatter_loc);
 }

@@ -214,6 +214,7 @@ static void write_layout(const Plan *p, FILE *out)
     if (l->zero_stage > 0) fprintf(out, "  zero %d over %s;\n", l->zero_stage, mesh->axes[l->zero_axis].name);
     if (l->recompute != RECOMPUTE_NONE) fprintf(out, "  recompute %s;\n", recompute_names[l->recompute]);
     if (l->grad_overlap_off) fprintf(out, "  grad_overlap off;\n");
+    if (l->pipeline_scatter) fprintf(out, "  pipeline_scatter on;\n");
     fprintf(out, "}\n");
 }
 
