@@ -569,7 +569,7 @@ void check_pipeline_scatter(Check *c)
                    "`pipeline_scatter on` splits the messages between pipeline stages: no `layers -> AXIS` rule");
         return;
     }
-    int tp = l->dim_axis[DIM_HEADS] >= 0 ? l->dim_axis[DIM_HEADS] : l->dim_axis[DIM_FFN];
+    int tp = plan_tensor_axis(p);
     if (plan_axis_size(p, tp) <= 1) {
         diag_error(at, "map `heads -> tp; ffn -> tp;` onto a mesh axis of size > 1, or remove `pipeline_scatter on;`",
                    tp < 0 ? "`pipeline_scatter on` splits each message over the tensor axis: the plan has none (no "
@@ -596,9 +596,8 @@ void check_pipeline_scatter(Check *c)
         return;
     }
     if (!c->have_micro_batch || m->seq <= 0 || c->have_model_key[MD_HIDDEN] != 1) return;
-    int64_t per_sample = (m->seq / plan_dim_parts(p, DIM_SEQ)) * (m->hidden / plan_dim_parts(p, DIM_HIDDEN));
-    int64_t elems = p->train.micro_batch * per_sample;
-    if (elems % plan_axis_size(p, tp) == 0) return;
+    int64_t elems = plan_boundary_elems(p), per_sample = elems / p->train.micro_batch;
+    if (plan_pipeline_scatter_fits(p)) return;
     const char *hint = scatter_micro_batch_hint(c, per_sample, plan_axis_size(p, tp));
     diag_error(at, hint ? arena_printf(c->arena, "%s, or remove `pipeline_scatter on;`", hint)
                         : "remove `pipeline_scatter on;`",

@@ -46,6 +46,28 @@ int plan_dp(const Plan *plan)
     return plan_dim_parts(plan, DIM_BATCH);
 }
 
+int plan_tensor_axis(const Plan *plan)
+{
+    const Layout *l = &plan->layout;
+    return l->dim_axis[DIM_HEADS] >= 0 ? l->dim_axis[DIM_HEADS] : l->dim_axis[DIM_FFN];
+}
+
+int64_t plan_boundary_elems(const Plan *plan)
+{
+    const Model *m = &plan->model;
+    int parts = plan->layout.sp_axis >= 0 ? plan_axis_size(plan, plan->layout.sp_axis) : 1;
+    return plan->train.micro_batch * (m->seq / plan_dim_parts(plan, DIM_SEQ) / parts) *
+           (m->hidden / plan_dim_parts(plan, DIM_HIDDEN));
+}
+
+int plan_pipeline_scatter_fits(const Plan *plan)
+{
+    const Layout *l = &plan->layout;
+    int tp = plan_tensor_axis(plan), size = plan_axis_size(plan, tp);
+    return l->pp_axis >= 0 && size > 1 && l->sp_axis < 0 && l->dim_axis[DIM_SEQ] != tp &&
+           l->dim_axis[DIM_HIDDEN] != tp && plan_boundary_elems(plan) % size == 0;
+}
+
 /* Product of the sizes of the axes after `axis`. */
 static int64_t plan_axis_stride(const Plan *plan, int axis)
 {

@@ -196,6 +196,12 @@ static void setting_overlap(const Plan *p, SettingValue *v)
     snprintf(v->shown, sizeof v->shown, "%s", v->exact);
 }
 
+static void setting_scatter(const Plan *p, SettingValue *v)
+{
+    snprintf(v->exact, sizeof v->exact, "%s", p->layout.pipeline_scatter ? "on" : "off");
+    snprintf(v->shown, sizeof v->shown, "%s", v->exact);
+}
+
 static void setting_balance(const Plan *p, SettingValue *v)
 {
     snprintf(v->exact, sizeof v->exact, "%s", p->layout.balance == BALANCE_AUTO ? "auto" : "even");
@@ -242,6 +248,7 @@ static const struct {
     {"recompute", "recompute", setting_recompute},
     {"sp_axis", "sequence parallel", setting_sp},
     {"grad_overlap", "gradient sync under the backward", setting_overlap},
+    {"pipeline_scatter", "pipeline messages scattered over tp", setting_scatter},
     {"precision", "precision", setting_precision},
     {"master_fp32", "fp32 master weights", setting_master},
     {"grads_fp32", "fp32 gradients", setting_grads},

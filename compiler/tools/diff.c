@@ -50,6 +50,7 @@ static void layout_line(FILE *out, const Analysis *an)
         fprintf(out, "; %s x%d", schedule_kind_name(an->prog->schedule.kind), p->layout.virtual_stages);
     if (p->layout.sp_axis >= 0) fprintf(out, "; sequence parallel");
     if (p->layout.grad_overlap_off) fprintf(out, "; grad_overlap off");
+    if (p->layout.pipeline_scatter) fprintf(out, "; pipeline_scatter on");
 }
 
 static void print_delta_bytes(FILE *out, const char *what, double a, double b)
