@@ -477,7 +477,9 @@ does:
     head tied to the embedding, held by both end stages); only those two ranks
     call it.  Both get the same bits (x0 + x1, rounded once in a 16-bit dtype).
   allgather(axis, out, in, outer, inner): in[outer, inner] from each of the S ranks
-    of the axis -> out[outer, S, inner].
+    of the axis -> out[outer, S, inner].  In place where outer == 1 and in is
+    out + coord * inner (this rank's block already there: the pipeline's
+    scatter/gather); in overlapping out any other way is an error.
   reducescatter(axis, out, in, outer, inner): in[outer, S, inner] summed over the
     axis; out[outer, inner] = this rank's block.
   alltoall(axis, out, in, outer, inner): in[outer, S, inner] -> out[S, outer,

@@ -143,6 +143,14 @@ void prt_mpi_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n, int64_t
     PRT_TRACE_END(rt, "allreduce_ends", "comm", t, n * (int64_t)prt_dtype_size(dtype), axis);
 }
 
+/* What an all-gather of whole blocks sends: MPI_IN_PLACE where `in` is
+ * already this rank's block of `out` (MPI forbids aliased send and receive
+ * buffers), else `in`. */
+static const void *gather_send(prt *rt, int64_t axis, const void *out, const void *in, int64_t outer, size_t block) {
+    if (outer == 1 && (const char *)in == (const char *)out + (size_t)prt_coord(rt, axis) * block) return MPI_IN_PLACE;
+    return in;
+}
+
 void prt_mpi_allgather(prt *rt, int64_t axis, void *out_, const void *in, int64_t outer, int64_t inner, int64_t dtype) {
     size_t esize = prt_dtype_size(dtype);
     int S = prt_axis_size(rt, axis);
@@ -152,7 +160,8 @@ void prt_mpi_allgather(prt *rt, int64_t axis, void *out_, const void *in, int64_
     MPI_Datatype type = mpi_type(dtype);
     char *stage = outer == 1 ? NULL : stage_bytes(rt, (size_t)S * (size_t)block * esize);  /* [S, outer, inner] */
     arrive(rt, axis, "all-gather");
-    PRT_MPI_CHECK(MPI_Allgather(in, block, type, stage ? stage : out, block, type, prt_axis_comm(rt, axis)));
+    PRT_MPI_CHECK(MPI_Allgather(gather_send(rt, axis, out, in, outer, (size_t)block * esize), block, type,
+                                stage ? stage : out, block, type, prt_axis_comm(rt, axis)));
     prt_block_end();
     if (stage) {
         for (int s = 0; s < S; s++)
@@ -217,7 +226,8 @@ void prt_mpi_allgather_start(prt *rt, int64_t axis, void *out, const void *in, i
     count_of((int64_t)S * block, "allgather_start");
     MPI_Datatype type = mpi_type(dtype);
     MPI_Request req;
-    PRT_MPI_CHECK(MPI_Iallgather(in, block, type, out, block, type, prt_axis_comm(rt, axis), &req));
+    PRT_MPI_CHECK(MPI_Iallgather(gather_send(rt, axis, out, in, 1, (size_t)block * prt_dtype_size(dtype)), block,
+                                 type, out, block, type, prt_axis_comm(rt, axis), &req));
     prt_comm_post(rt, out, req, "allgather", (int64_t)S * block * (int64_t)prt_dtype_size(dtype), axis, t);
 }
 

@@ -84,10 +84,30 @@ void prt_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dty
         rt->backend->name(rt, axis, out, in, outer, inner, dtype);                                   \
         if (strcmp(#name, "slice") != 0) prt_phase_charge(rt, PRT_PHASE_COMM, start);                \
     }
-PRT_BLOCK_COLLECTIVE(allgather)
 PRT_BLOCK_COLLECTIVE(reducescatter)
 PRT_BLOCK_COLLECTIVE(alltoall)
 PRT_BLOCK_COLLECTIVE(slice)
+
+/* allgather: as the other block collectives, and in place where `in` is
+ * `out` plus this rank's block (outer 1, parc_rt.h); any other overlap of in
+ * and out is an error. */
+void prt_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtypes) {
+    int64_t dtype = prt_comm_dtype(rt, dtypes, out, in, "allgather");
+    int64_t S = prt_axis_size(rt, axis);
+    size_t esize = prt_dtype_size(dtype), block = (size_t)(outer * inner) * esize;
+    const char *o = out, *i = in;
+    int overlaps = i < o + (size_t)S * block && o < i + block;
+    PRT_CHECK(!overlaps || (outer == 1 && i == o + (size_t)prt_coord(rt, axis) * block),
+              "allgather on axis %lld: its input overlaps its output other than as this rank's block (in place)",
+              (long long)axis);
+    if (S == 1) {
+        copy_local(rt, out, in, outer * inner, esize);
+        return;
+    }
+    double start = MPI_Wtime();
+    rt->backend->allgather(rt, axis, out, in, outer, inner, dtype);
+    prt_phase_charge(rt, PRT_PHASE_COMM, start);
+}
 
 void prt_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag, int64_t dtypes) {
     int64_t dtype = prt_comm_dtype(rt, dtypes, buf, NULL, "send");

@@ -320,20 +320,41 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
     sc->optim_bytes += clears.stream_bytes;
     an->flops_per_step += sc->flops_step * (double)(plan->mesh.world / (prog->nstages ? prog->nstages : 1));
 
-    /* pipeline messages: the sends of the stage's message sequences */
-    static const SeqKind sends[2] = {SEQ_SEND_FWD, SEQ_SEND_BWD};
-    for (int k = 0; k < 2; k++) {
-        const Seq *seq = &sp->seq[sends[k]];
-        int64_t calls = program_seq_calls_per_step(prog, sp, sends[k]);
+    /* pipeline messages: the sends of the stage's message sequences, and the
+     * all-gathers that complete a scattered message after its receive
+     * (`pipeline_scatter on`), rows on the tensor axis's link */
+    static const SeqKind msgs[4] = {SEQ_SEND_FWD, SEQ_SEND_BWD, SEQ_RECV_FWD, SEQ_RECV_BWD};
+    for (int k = 0; k < 4; k++) {
+        const Seq *seq = &sp->seq[msgs[k]];
+        int64_t calls = program_seq_calls_per_step(prog, sp, msgs[k]);
         for (int i = 0; i < seq->n; i++) {
             const Instr *ins = &seq->ins[i];
-            if (ins->coll != COLL_SEND || calls == 0) continue;
-            CollRow row = {s, PHASE_PIPELINE, COLL_SEND, ins->axis, 2, ins->elems, ins->elem_bytes, calls,
-                           plan_axis_inside_node(plan, ins->axis), "stage boundary", sp->bufs[ins->args[2].buf].name,
-                           ins->why ? ins->why : ""};
+            if (ins->coll == COLL_NONE || ins->coll == COLL_RECV || calls == 0) continue;
+            int send = ins->coll == COLL_SEND;
+            CollRow row = {s, PHASE_PIPELINE, ins->coll, ins->axis, send ? 2 : instr_group(plan, ins), ins->elems,
+                           ins->elem_bytes, calls, plan_axis_inside_node(plan, ins->axis), "stage boundary",
+                           sp->bufs[ins->args[2].buf].name, ins->why ? ins->why : ""};
             add_row(arena, an, row);
         }
     }
+}
+
+/* One pipeline hand-off: the slowest message sequence a stage receives with,
+ * its receive on the pipeline axis's link and, with `pipeline_scatter on`, the
+ * all-gather after it on the tensor axis's. */
+static double message_s(const Program *prog)
+{
+    static const SeqKind recvs[2] = {SEQ_RECV_FWD, SEQ_RECV_BWD};
+    double worst = 0;
+    for (int s = 0; s < prog->nstages; s++)
+        for (int k = 0; k < 2; k++) {
+            const StageProgram *sp = &prog->stages[s];
+            if (program_seq_calls_per_step(prog, sp, recvs[k]) == 0) continue;
+            CostTerms t = {0};
+            for (int i = 0; i < sp->seq[recvs[k]].n; i++) cost_instr(prog, &sp->seq[recvs[k]].ins[i], 1.0, &t);
+            if (t.comm_s > worst) worst = t.comm_s;
+        }
+    return worst;
 }
 
 /* The MFU numerator's Ψ': the non-embedding parameters (block parameters
@@ -369,7 +390,7 @@ static void analyze_totals(Analysis *an)
         const CollRow *r = &an->rows[i];
         if (r->stage != an->worst_stage) continue;
         double bytes = (double)r->elems * r->elem_bytes * (double)r->calls;
-        if (r->phase == PHASE_PIPELINE) {
+        if (r->coll == COLL_SEND) {
             an->pipeline_bytes += bytes;
             an->link_wire[r->inside_node ? 0 : 1] += bytes;
             continue;
@@ -395,7 +416,6 @@ static void analyze_totals(Analysis *an)
 static void analyze_step_time(Arena *arena, Analysis *an)
 {
     const Program *prog = an->prog;
-    const Plan *plan = prog->plan;
     double slowest = -1;
     an->stage_fwd = arena_alloc(arena, sizeof(double) * (size_t)prog->nstages);
     an->stage_bwd = arena_alloc(arena, sizeof(double) * (size_t)prog->nstages);
@@ -408,11 +428,7 @@ static void analyze_step_time(Arena *arena, Analysis *an)
         if (tb > an->t_bwd) an->t_bwd = tb;
         if (tf + tb > slowest) slowest = tf + tb, an->slow_stage = s;
     }
-    if (prog->nstages > 1) {
-        const StageProgram *sp = &prog->stages[0];
-        double bytes = (double)sp->boundary_elems * dtype_bytes(sp->bufs[sp->resid_buf].dtype);
-        an->t_p2p = cost_coll_s(&plan->cluster, COLL_SEND, 2, plan_axis_inside_node(plan, prog->pp_axis), bytes);
-    }
+    if (prog->nstages > 1) an->t_p2p = message_s(prog);
     double *idle = arena_alloc(arena, sizeof(double) * (size_t)prog->nstages);
     /* each stage at its own times: the last stage's head and loss make its
      * chunks the slowest, and the first stage's ramp-up forward and drain

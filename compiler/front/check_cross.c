@@ -529,6 +529,83 @@ void check_pipeline(Check *c)
     }
 }
 
+/* A micro_batch whose boundary (per_sample elements a sample) divides by tp
+ * and whose micro-batch count the schedule takes, for pipeline_scatter's
+ * hint; NULL when none divides the rank's batch. */
+static const char *scatter_micro_batch_hint(Check *c, int64_t per_sample, int tp)
+{
+    Plan *p = c->plan;
+    Train *t = &p->train;
+    const Layout *l = &p->layout;
+    int64_t dp = plan_dp(p);
+    if (dp <= 0 || t->batch % dp != 0) return NULL;
+    int64_t per_rank = t->batch / dp, unit = tp / parc_gcd(per_sample, tp);
+    for (int64_t m = unit; m <= per_rank; m += unit) {
+        if (per_rank % m) continue;
+        int64_t mbs = per_rank / m;
+        if (l->schedule == SCHED_1F1B && mbs < l->stages) continue;
+        if (l->schedule == SCHED_INTERLEAVED && mbs % l->stages) continue;
+        if (t->micro_batches_loc.file)
+            return arena_printf(c->arena, "micro_batch %" PRId64 " with micro_batches %" PRId64 " would", m, mbs);
+        return arena_printf(c->arena, "micro_batch %" PRId64 " would", m);
+    }
+    return NULL;
+}
+
+/* `pipeline_scatter on;` splits each pipeline message over the tensor axis:
+ * it needs a pipeline, a tensor axis of size > 1 over which the boundary
+ * [micro_batch, seq, hidden] is whole, and a boundary that divides by it. */
+void check_pipeline_scatter(Check *c)
+{
+    Plan *p = c->plan;
+    Layout *l = &p->layout;
+    const Model *m = &p->model;
+    if (!l->pipeline_scatter) return;
+    SrcLoc at = l->pipeline_scatter_loc;
+    if ((c->dim_rule[DIM_HEADS] && l->dim_axis[DIM_HEADS] < 0) || (c->dim_rule[DIM_FFN] && l->dim_axis[DIM_FFN] < 0))
+        return; /* a tensor rule was refused and reported */
+    if (l->pp_axis < 0) {
+        diag_error(at, "add a pipeline axis to the mesh and `layers -> pp;`, or remove `pipeline_scatter on;`",
+                   "`pipeline_scatter on` splits the messages between pipeline stages: no `layers -> AXIS` rule");
+        return;
+    }
+    int tp = plan_tensor_axis(p);
+    if (plan_axis_size(p, tp) <= 1) {
+        diag_error(at, "map `heads -> tp; ffn -> tp;` onto a mesh axis of size > 1, or remove `pipeline_scatter on;`",
+                   tp < 0 ? "`pipeline_scatter on` splits each message over the tensor axis: the plan has none (no "
+                            "`heads` or `ffn` rule)"
+                          : "`pipeline_scatter on` splits each message over the tensor axis: `%s` has size 1",
+                   tp < 0 ? "" : p->mesh.axes[tp].name);
+        return;
+    }
+    const char *name = p->mesh.axes[tp].name;
+    if (l->sp_axis == tp) {
+        diag_error(at, "remove `pipeline_scatter on;`: each rank already sends only its part of the sequence",
+                   "with `sequence_parallel over %s` the boundary is already split over `%s`: there is nothing to "
+                   "scatter",
+                   name, name);
+        diag_note(l->sp_loc, NULL, "sequence parallelism is set here");
+        return;
+    }
+    for (int k = 0; k < 2; k++) {
+        Dim d = k == 0 ? DIM_SEQ : DIM_HIDDEN;
+        if (l->dim_axis[d] != tp) continue;
+        diag_error(at, arena_printf(c->arena, "remove `pipeline_scatter on;` or the rule `%s -> %s`", dim_names[d], name),
+                   "the rule `%s -> %s` already splits the boundary over `%s`: there is nothing to scatter",
+                   dim_names[d], name, name);
+        return;
+    }
+    if (!c->have_micro_batch || m->seq <= 0 || c->have_model_key[MD_HIDDEN] != 1) return;
+    int64_t elems = plan_boundary_elems(p), per_sample = elems / p->train.micro_batch;
+    if (plan_pipeline_scatter_fits(p)) return;
+    const char *hint = scatter_micro_batch_hint(c, per_sample, plan_axis_size(p, tp));
+    diag_error(at, hint ? arena_printf(c->arena, "%s, or remove `pipeline_scatter on;`", hint)
+                        : "remove `pipeline_scatter on;`",
+               "the boundary's %" PRId64 " elements per micro-batch (micro_batch %" PRId64 " × its part of seq × "
+               "hidden, %" PRId64 " a sample) do not divide by %s = %d",
+               elems, p->train.micro_batch, per_sample, name, plan_axis_size(p, tp));
+}
+
 void check_mesh_against_cluster(Check *c)
 {
     Plan *p = c->plan;

@@ -902,6 +902,13 @@ void check_layout(Check *c, const Stmt *sec)
             if (w >= 0) l->tp_overlap_off = w;
             break;
         }
+        case LY_PIPELINE_SCATTER: {
+            l->pipeline_scatter_loc = check_stmt_span(st);
+            int w = check_read_word_stmt(c, st, pipeline_scatter_words, COUNT_OF(pipeline_scatter_words),
+                                         LAYOUT_usage[k]);
+            if (w >= 0) l->pipeline_scatter = w;
+            break;
+        }
         case LY_SCHEDULE:
             if (!check_shape(c, st, 1, 2, BODY_NO, "schedule 1f1b;")) break;
             if (c->schedule_stmt) {

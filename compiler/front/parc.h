@@ -443,6 +443,14 @@ typedef struct Layout {
      * weight-gradient GEMM (overlap_tp.c) */
     int tp_overlap_off;
     SrcLoc tp_overlap_loc;
+    /* `pipeline_scatter on;` (Megatron-LM's scatter/gather between stages):
+     * each pipeline message carries this tensor rank's 1/tp of the boundary
+     * activation or gradient, and the receiver all-gathers it over the tensor
+     * axis.  check guarantees: a pipeline axis, a tensor axis of size > 1 over
+     * which the boundary is whole (no sequence parallelism, no `seq`/`hidden`
+     * rule onto it), and the boundary's elements per micro-batch divide by it. */
+    int pipeline_scatter;
+    SrcLoc pipeline_scatter_loc;
 } Layout;
 
 /* The resolved, checked plan.  Guarantees after check_plan() succeeds:
@@ -466,6 +474,15 @@ int plan_axis_size(const Plan *plan, int axis);
 int plan_dim_parts(const Plan *plan, Dim dim);
 /* Size of the data-parallel axis (the axis `batch` maps to), 1 without one. */
 int plan_dp(const Plan *plan);
+/* The tensor axis: the one `heads` (else `ffn`) maps to, -1 without one. */
+int plan_tensor_axis(const Plan *plan);
+/* Elements of the residual stream one rank holds per micro-batch: a pipeline
+ * message, micro_batch x its part of seq x its part of hidden. */
+int64_t plan_boundary_elems(const Plan *plan);
+/* Whether `pipeline_scatter on` can split this plan's pipeline messages: a
+ * pipeline, a tensor axis of size > 1 over which the boundary is whole, and a
+ * boundary that divides by it (what check requires of the switch). */
+int plan_pipeline_scatter_fits(const Plan *plan);
 /* Whether every group of `axis` stays inside one node (mesh order, last axis
  * fastest, ranks 0..gpus_per_node-1 on node 0). */
 int plan_axis_inside_node(const Plan *plan, int axis);

@@ -63,6 +63,28 @@ double plan_memory_share(const Cluster *c, double ledger_bytes)
     return c->gpu_memory > 0 ? (ledger_bytes + c->gpu_reserve) / c->gpu_memory : 0;
 }
 
+int plan_tensor_axis(const Plan *plan)
+{
+    const Layout *l = &plan->layout;
+    return l->dim_axis[DIM_HEADS] >= 0 ? l->dim_axis[DIM_HEADS] : l->dim_axis[DIM_FFN];
+}
+
+int64_t plan_boundary_elems(const Plan *plan)
+{
+    const Model *m = &plan->model;
+    int parts = plan->layout.sp_axis >= 0 ? plan_axis_size(plan, plan->layout.sp_axis) : 1;
+    return plan->train.micro_batch * (m->seq / plan_dim_parts(plan, DIM_SEQ) / parts) *
+           (m->hidden / plan_dim_parts(plan, DIM_HIDDEN));
+}
+
+int plan_pipeline_scatter_fits(const Plan *plan)
+{
+    const Layout *l = &plan->layout;
+    int tp = plan_tensor_axis(plan), size = plan_axis_size(plan, tp);
+    return l->pp_axis >= 0 && size > 1 && l->sp_axis < 0 && l->dim_axis[DIM_SEQ] != tp &&
+           l->dim_axis[DIM_HIDDEN] != tp && plan_boundary_elems(plan) % size == 0;
+}
+
 /* Product of the sizes of the axes after `axis`. */
 static int64_t plan_axis_stride(const Plan *plan, int axis)
 {
@@ -264,6 +286,7 @@ void plan_dump(const Plan *plan, FILE *out)
         fprintf(out, "  stage %d first %d layers %d\n", s, l->stage_first[s], l->stage_layers[s]);
     if (l->grad_overlap_off) fprintf(out, "  grad_overlap off\n");
     if (l->tp_overlap_off) fprintf(out, "  tp_overlap off\n");
+    if (l->pipeline_scatter) fprintf(out, "  pipeline_scatter on\n");
     if (l->balance == BALANCE_AUTO)
         fprintf(out, "  balance auto: layer %.6g s embed %.6g s head %.6g s busiest even %.6g s chosen %.6g s\n",
                 l->balance_layer_s, l->balance_embed_s, l->balance_head_s, l->balance_even_busy_s, l->balance_busy_s);
@@ -302,4 +325,5 @@ void plan_dump(const Plan *plan, FILE *out)
     if (l->balance == BALANCE_AUTO) plan_dump_loc(out, "layout.balance", l->balance_loc);
     if (l->grad_overlap_off) plan_dump_loc(out, "layout.grad_overlap", l->grad_overlap_loc);
     if (l->tp_overlap_off) plan_dump_loc(out, "layout.tp_overlap", l->tp_overlap_loc);
+    if (l->pipeline_scatter) plan_dump_loc(out, "layout.pipeline_scatter", l->pipeline_scatter_loc);
 }

@@ -216,6 +216,7 @@ static void write_layout(const Plan *p, FILE *out)
     if (l->recompute != RECOMPUTE_NONE) fprintf(out, "  recompute %s;\n", recompute_names[l->recompute]);
     if (l->grad_overlap_off) fprintf(out, "  grad_overlap off;\n");
     if (l->tp_overlap_off) fprintf(out, "  tp_overlap off;\n");
+    if (l->pipeline_scatter) fprintf(out, "  pipeline_scatter on;\n");
     fprintf(out, "}\n");
 }
 

@@ -78,9 +78,16 @@ static void runtime_scratch(const Program *prog, const StageProgram *sp, int64_t
     }
     /* and the runtime's slot for the next receive, posted ahead of its op */
     int64_t recv_ahead = prog->nstages > 1 ? 1 : 0;
-    /* each copy holds one message in its own dtype (2 bytes in a 16-bit plan),
-     * in host memory */
-    int64_t message = sp->boundary_elems * (prog->nstages > 1 ? dtype_bytes(sp->bufs[sp->resid_buf].dtype) : 0);
+    /* each copy holds one message, its instruction's elements in its own
+     * dtype (2 bytes in a 16-bit plan; 1/tp of the boundary with
+     * `pipeline_scatter on`), in host memory */
+    int64_t message = 0;
+    for (int q = 0; q < SEQ_COUNT; q++)
+        for (int i = 0; i < sp->seq[q].n; i++) {
+            const Instr *ins = &sp->seq[q].ins[i];
+            if ((ins->coll == COLL_SEND || ins->coll == COLL_RECV) && ins->elems * ins->elem_bytes > message)
+                message = ins->elems * ins->elem_bytes;
+        }
     *comm = 4 * pack;
     *host_staging = (sends + recv_ahead) * message;
     *work = 4 * scratch;

@@ -372,45 +372,82 @@ typedef struct Message {
     const char *why;
 } Message;
 
+static Instr message_instr(const Program *prog, const StageProgram *sp, RtFn fn, CollKind coll, int axis,
+                           int64_t elems, int buf, const char *why)
+{
+    Instr ins;
+    memset(&ins, 0, sizeof ins);
+    ins.fn = (int)fn;
+    ins.coll = coll;
+    ins.axis = axis;
+    ins.elems = elems;
+    ins.elem_bytes = dtype_bytes(sp->bufs[buf].dtype);
+    ins.op = -1;
+    ins.entry = ENTRY_NONE;
+    ins.shape.axis = -1;
+    ins.tensor = prog->graph ? prog->graph->block_in : -1;
+    ins.phase = PHASE_PIPELINE;
+    ins.why = why;
+    return ins;
+}
+
+/* With `pipeline_scatter on` (Megatron-LM's scatter/gather) the boundary is
+ * whole on the tensor axis and identical on its ranks: each sends and
+ * receives only its 1/tp block (the buffer at coord(tp) × part), and each
+ * receive is followed by an in-place all-gather over tp into the whole
+ * buffer (`in` is `out` plus this rank's block, outer 1). */
 void reshard_pipeline(Arena *arena, const Program *prog, StageProgram *sp)
 {
     if (prog->nstages <= 1) return;
     int s = sp->stage, last = prog->nstages - 1, L = sp->layers_per_chunk;
+    const Plan *plan = prog->plan;
+    int scatter = plan->layout.pipeline_scatter, tp = prog->tp_axis;
+    int64_t whole = sp->boundary_elems, part = whole;
+    if (scatter) {
+        PARC_ASSERT(tp >= 0 && plan->mesh.axes[tp].size > 1 && whole % plan->mesh.axes[tp].size == 0);
+        part = whole / plan->mesh.axes[tp].size;
+    }
     /* the activations leave from resid[L] and arrive in resid[0] of the slot;
      * gradients leave from the ping-pong half layer 0 wrote and arrive in the
      * half the last layer reads; wrapping to the next chunk happens at the
      * last stage forward and the first stage backward */
     const Message msgs[4] = {
         {SEQ_RECV_FWD, RT_prt_recv, COLL_RECV, -1, sp->resid_buf, INST_SLOT_L, 0, 0, 0,
-         "activations from the previous stage"},
+         scatter ? "this tensor rank's 1/tp of the activations from the previous stage (pipeline scatter/gather)"
+                 : "activations from the previous stage"},
         {SEQ_SEND_FWD, RT_prt_send, COLL_SEND, +1, sp->resid_buf, INST_SLOT_L, L, s == last ? 1 : 0, 0,
-         "activations to the next stage (one message per micro-batch per chunk)"},
+         scatter ? "this tensor rank's 1/tp of the activations to the next stage (pipeline scatter/gather; one "
+                   "message per micro-batch per chunk)"
+                 : "activations to the next stage (one message per micro-batch per chunk)"},
         {SEQ_RECV_BWD, RT_prt_recv, COLL_RECV, +1, sp->dresid_buf, INST_FIXED, L & 1, 0, 1,
-         "gradients from the next stage"},
+         scatter ? "this tensor rank's 1/tp of the gradients from the next stage (pipeline scatter/gather)"
+                 : "gradients from the next stage"},
         {SEQ_SEND_BWD, RT_prt_send, COLL_SEND, -1, sp->dresid_buf, INST_FIXED, 0, s == 0 ? -1 : 0, 1,
-         "gradients to the previous stage (one message per micro-batch per chunk)"},
+         scatter ? "this tensor rank's 1/tp of the gradients to the previous stage (pipeline scatter/gather; one "
+                   "message per micro-batch per chunk)"
+                 : "gradients to the previous stage (one message per micro-batch per chunk)"},
     };
     for (int i = 0; i < 4; i++) {
         const Message *m = &msgs[i];
         if (program_seq_calls_per_step(prog, sp, m->seq) == 0) continue;
-        Instr ins;
-        memset(&ins, 0, sizeof ins);
-        ins.fn = (int)m->fn;
-        const Arg args[] = {arg_int(prog->pp_axis), arg_int(m->delta), arg_buf(m->buf, m->inst, m->k),
-                            arg_int(sp->boundary_elems), {ARG_TAG, 0, -1, -1, m->chunk_delta, m->grad, 0}};
-        ins.nargs = (int)(sizeof args / sizeof args[0]);
-        memcpy(ins.args, args, sizeof args);
-        ins.coll = m->coll;
-        ins.axis = prog->pp_axis;
-        ins.elems = sp->boundary_elems;
-        ins.elem_bytes = dtype_bytes(sp->bufs[m->buf].dtype);
-        ins.op = -1;
-        ins.entry = ENTRY_NONE;
-        ins.shape.axis = -1;
-        ins.tensor = prog->graph ? prog->graph->block_in : -1;
-        ins.phase = PHASE_PIPELINE;
-        ins.why = m->why;
         Seq *q = &sp->seq[m->seq];
+        Arg all = arg_buf(m->buf, m->inst, m->k);
+        Arg mine = scatter ? arg_buf_off(m->buf, m->inst, m->k, tp, part) : all;
+        Instr ins = message_instr(prog, sp, m->fn, m->coll, prog->pp_axis, part, m->buf, m->why);
+        const Arg args[] = {arg_int(prog->pp_axis), arg_int(m->delta), mine, arg_int(part),
+                            {ARG_TAG, 0, -1, -1, m->chunk_delta, m->grad, 0}};
+        program_push_args(&ins, (int)(sizeof args / sizeof args[0]), args);
         ARR_PUSH(arena, q->ins, q->n, q->cap, ins);
+        if (!scatter || m->fn != RT_prt_recv) continue;
+        const char *why = arena_printf(
+            arena,
+            "pipeline scatter/gather: the %s arrive as 1/%d per rank of %s (Megatron-LM); all-gathered over %s into "
+            "the whole boundary",
+            m->grad ? "gradients" : "activations", plan->mesh.axes[tp].size, plan->mesh.axes[tp].name,
+            plan->mesh.axes[tp].name);
+        Instr gather = message_instr(prog, sp, RT_prt_allgather, COLL_ALLGATHER, tp, whole, m->buf, why);
+        const Arg gargs[] = {arg_int(tp), all, mine, arg_int(1), arg_int(part)};
+        program_push_args(&gather, (int)(sizeof gargs / sizeof gargs[0]), gargs);
+        ARR_PUSH(arena, q->ins, q->n, q->cap, gather);
     }
 }

@@ -558,7 +558,7 @@ void explain_collectives(FILE *out, const Analysis *an)
             analyze_format_bytes(bytes * (double)r->calls, b2, sizeof b2);
             const char *axis = r->axis >= 0 ? plan->mesh.axes[r->axis].name : "-";
             fprintf(out, "  %-9s %-14s %-15s %-5s %5d %12lld %-6s %10s %6lld %11s %-6s %s\n", phase_names[r->phase],
-                    r->op, r->phase == PHASE_PIPELINE ? "send/recv" : coll_names[r->coll], axis, r->group,
+                    r->op, r->coll == COLL_SEND ? "send/recv" : coll_names[r->coll], axis, r->group,
                     (long long)r->elems, dtype_name(r->elem_bytes), b1, (long long)r->calls, b2,
                     r->inside_node ? "intra" : "inter", r->why);
         }
@@ -593,14 +593,14 @@ void explain_collectives_json(FILE *out, const Analysis *an)
         json_str(out, r->op);
         fprintf(out, ", \"tensor\": ");
         json_str(out, r->tensor);
-        fprintf(out, ", \"collective\": \"%s\", \"axis\": ", r->phase == PHASE_PIPELINE ? "send/recv" : coll_names[r->coll]);
+        fprintf(out, ", \"collective\": \"%s\", \"axis\": ", r->coll == COLL_SEND ? "send/recv" : coll_names[r->coll]);
         json_str(out, r->axis >= 0 ? plan->mesh.axes[r->axis].name : "");
         fprintf(out, ", \"group\": %d, \"elements\": %lld, \"element_bytes\": %d, \"bytes_per_call\": %lld, "
                      "\"calls_per_step\": %lld, \"bytes_per_step\": %lld, \"bus_factor\": %.6g, \"inside_node\": %s, "
                      "\"rule\": ",
                 r->group, (long long)r->elems, r->elem_bytes, (long long)(r->elems * r->elem_bytes),
                 (long long)r->calls, (long long)(r->elems * r->elem_bytes * r->calls),
-                r->phase == PHASE_PIPELINE ? 1.0 : cost_bus_factor(r->coll, r->group),
+                r->coll == COLL_SEND ? 1.0 : cost_bus_factor(r->coll, r->group),
                 r->inside_node ? "true" : "false");
         json_str(out, r->why);
         fprintf(out, "}");

@@ -202,6 +202,12 @@ static void setting_tp_overlap(const Plan *p, SettingValue *v)
     snprintf(v->shown, sizeof v->shown, "%s", v->exact);
 }
 
+static void setting_scatter(const Plan *p, SettingValue *v)
+{
+    snprintf(v->exact, sizeof v->exact, "%s", p->layout.pipeline_scatter ? "on" : "off");
+    snprintf(v->shown, sizeof v->shown, "%s", v->exact);
+}
+
 static void setting_balance(const Plan *p, SettingValue *v)
 {
     snprintf(v->exact, sizeof v->exact, "%s", p->layout.balance == BALANCE_AUTO ? "auto" : "even");
@@ -249,6 +255,7 @@ static const struct {
     {"sp_axis", "sequence parallel", setting_sp},
     {"grad_overlap", "gradient sync under the backward", setting_overlap},
     {"tp_overlap", "input-gradient collectives under the weight-gradient GEMMs", setting_tp_overlap},
+    {"pipeline_scatter", "pipeline messages scattered over tp", setting_scatter},
     {"precision", "precision", setting_precision},
     {"master_fp32", "fp32 master weights", setting_master},
     {"grads_fp32", "fp32 gradients", setting_grads},

@@ -711,7 +711,7 @@ void report_html_collectives(FILE *out, const Analysis *an)
                 call, (long long)r->calls, step, r->stage, phase_names[r->phase]);
         report_html_escape(out, r->op);
         fprintf(out, "</td><td class=\"l\">%s</td><td class=\"l\">",
-                r->phase == PHASE_PIPELINE ? "send/recv" : coll_names[r->coll]);
+                r->coll == COLL_SEND ? "send/recv" : coll_names[r->coll]);
         report_html_escape(out, axis);
         fprintf(out, "</td><td>%d</td><td title=\"%lld elements of %d B\">%s</td><td>%lld</td><td>%s</td>"
                      "<td class=\"l\">%s</td><td class=\"why\">",

@@ -34,6 +34,7 @@ int advise_variant_valid(const Plan *p)
         if (l->schedule == SCHED_1F1B && t->micro_batches < l->stages) return 0;
         if (l->schedule == SCHED_INTERLEAVED && t->micro_batches % l->stages != 0) return 0;
     }
+    if (l->pipeline_scatter && !plan_pipeline_scatter_fits(p)) return 0;
     return 1;
 }
 

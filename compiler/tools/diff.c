@@ -51,6 +51,7 @@ static void layout_line(FILE *out, const Analysis *an)
     if (p->layout.sp_axis >= 0) fprintf(out, "; sequence parallel");
     if (p->layout.grad_overlap_off) fprintf(out, "; grad_overlap off");
     if (p->layout.tp_overlap_off) fprintf(out, "; tp_overlap off");
+    if (p->layout.pipeline_scatter) fprintf(out, "; pipeline_scatter on");
 }
 
 static void print_delta_bytes(FILE *out, const char *what, double a, double b)

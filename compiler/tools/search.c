@@ -109,6 +109,8 @@ static void apply_layout(const Plan *base, const Layout1 *l, Plan *p)
     if (l->zero > 0 && axis[1] >= 0) ly->zero_stage = l->zero, ly->zero_axis = axis[1];
     ly->recompute = l->rc;
     p->train.micro_batch = l->micro_batch;
+    /* the plan's `pipeline_scatter on` is kept where the layout can split its messages */
+    ly->pipeline_scatter = base->layout.pipeline_scatter && plan_pipeline_scatter_fits(p);
 }
 
 static char *layout_text(const Plan *base, const Layout1 *l, const char *comment, size_t *len)

@@ -317,6 +317,12 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     double stage = per_stage * block + head;
     int pp_inside = inside_node(base, l->pp, l->dp * l->tp);
     double p2p = l->pp > 1 ? cost_coll_s(cl, COLL_SEND, 2, pp_inside, s.tok * s.hs * s.wb) : 0;
+    /* `pipeline_scatter on` where the layout keeps it (search.c's apply_layout):
+     * 1/tp of the message over the pipeline link, then the all-gather over tp */
+    if (l->pp > 1 && base->layout.pipeline_scatter && l->tp > 1 && !l->sp &&
+        (int64_t)(s.tok * s.hs) % l->tp == 0)
+        p2p = cost_coll_s(cl, COLL_SEND, 2, pp_inside, s.tok * s.hs * s.wb / tp) +
+              cost_coll_s(cl, COLL_ALLGATHER, l->tp, inside_node(base, l->tp, 1), s.tok * s.hs * s.wb);
     int v = l->pp > 1 && l->sched == SCHED_INTERLEAVED ? l->virt : 1;
     double mb = (double)(tr->batch / l->dp / l->micro_batch);
     /* hand-offs wait on the critical path only while the pipeline fills and drains */

@@ -370,6 +370,9 @@ static void nccl_allreduce(const char *src, char *dst, size_t count, size_t bloc
     (void)block, (void)S;
     PRT_NCCL_CHECK(ncclAllReduce(src, dst, count, type, ncclSum, comm, s));
 }
+/* in place when src is dst + rank * block (outer 1, parc_rt.h), which NCCL
+ * takes as its in-place all-gather: the axis's communicator ranks are its
+ * coordinates */
 static void nccl_allgather(const char *src, char *dst, size_t count, size_t block, ncclDataType_t type,
                            ncclComm_t comm, int S, cudaStream_t s) {
     (void)block, (void)S;

@@ -7,7 +7,9 @@
  * the gradient buckets partly hidden under the backward as the runtime
  * overlaps them (cost_overlap), ZeRO-3's gathers prefetched a layer ahead
  * (a pass by hand, then a lowered plan's), the tensor axis's input-gradient
- * all-reduces under their weight gradients, and the phases summing to the step.
+ * all-reduces under their weight gradients, the pipeline's scatter/gather
+ * (half the message across nodes, the all-gather inside), and the phases
+ * summing to the step.
  * Exit status: 0 when every check holds, 1 otherwise.
  */
 #include "analyze.h"
@@ -727,6 +729,64 @@ static void test_overlap_share(void)
     arena_free(&arena);
 }
 
+/* Megatron-LM's pipeline scatter/gather (`pipeline_scatter on`): two stages
+ * on two nodes of two GPUs, tp 2 inside each.  A message is 2 x 32 x 64 fp32
+ * = 16 KiB; scattered, each tensor rank sends its 8 KiB across nodes and the
+ * receiver all-gathers the 16 KiB over tp inside its node. */
+static void test_pipeline_scatter(void)
+{
+    static const char *const base =
+        "cluster { nodes 2; gpus_per_node 2;\n"
+        "  gpu { memory 1 GiB; bf16 1 TFLOP/s; fp32 1 TFLOP/s; hbm 100 GB/s; }\n"
+        "  link intra 100 GB/s 2 us;\n"
+        "  link inter 10 GB/s 5 us;\n"
+        "  efficiency { gemm 0.5 0.6 0.7 0.8; attention 0.5; hbm 0.5; intra 0.5; inter 0.5; }\n"
+        "}\n"
+        "model m { seq 32; hidden 64; ffn 256; layers 4; repeat layers { block mlp; } }\n"
+        "train { batch 8; micro_batch 2; precision fp32; optimizer sgd lr 0.1; }\n"
+        "mesh { pp 2; tp 2; }\n";
+    Arena arena = {0};
+    Analysis *on = analyze_plan(&arena, "mlp_pp_scatter",
+                                arena_printf(&arena, "%slayout { ffn -> tp; layers -> pp; pipeline_scatter on; }\n", base));
+    Analysis *off = analyze_plan(&arena, "mlp_pp_whole", arena_printf(&arena, "%slayout { ffn -> tp; layers -> pp; }\n", base));
+    truth("the scatter/gather plans analyze", on != NULL && off != NULL);
+    if (!on || !off) return;
+    double message = 2.0 * 32 * 64 * 4, m = 4; /* bytes; micro-batches per step */
+    /* whole: 5 us + 16 KiB at 10 GB/s x 0.5; scattered: 5 us + 8 KiB across,
+     * then an all-gather of 2 ranks inside a node: 2 us + 1/2 x 16 KiB at 100 GB/s x 0.5 */
+    near("whole hand-off", off->t_p2p, 5e-6 + message / 5e9);
+    near("scattered hand-off: half the message across, the all-gather inside",
+         on->t_p2p, 5e-6 + message / 2 / 5e9 + 2e-6 + 0.5 * message / 50e9);
+    near("pipeline bytes per rank per step, whole", off->pipeline_bytes, m * message);
+    near("pipeline bytes per rank per step, 1/tp of them scattered", on->pipeline_bytes, off->pipeline_bytes / 2);
+    near("across nodes: the same but for the halved messages", on->link_wire[1] - on->pipeline_bytes,
+         off->link_wire[1] - off->pipeline_bytes);
+    int gathers = 0, sends = 0;
+    for (int i = 0; i < on->nrows; i++) {
+        const CollRow *r = &on->rows[i];
+        if (r->phase != PHASE_PIPELINE) continue;
+        if (r->coll == COLL_SEND) {
+            sends++;
+            truth("a scattered send moves 1/tp of the message", r->elems * r->elem_bytes == message / 2 && !r->inside_node);
+        } else if (r->coll == COLL_ALLGATHER) {
+            gathers++;
+            truth("the all-gather is over tp, inside a node, the whole message, once per micro-batch",
+                  r->axis == on->prog->tp_axis && r->inside_node && r->group == 2 && r->elems * r->elem_bytes == message &&
+                      r->calls == (int64_t)m);
+            truth("the all-gather's rule names the scatter/gather", strstr(r->why, "scatter/gather") != NULL);
+        }
+    }
+    truth("each stage sends and all-gathers", sends == 2 && gathers == 2);
+    /* the all-gathers' wire inside the node: (n-1)/n of 16 KiB per micro-batch on the busiest stage */
+    near("the tensor axis carries the all-gathers", on->axis_wire[on->prog->tp_axis] - off->axis_wire[off->prog->tp_axis],
+         m * 0.5 * message);
+    for (int s = 0; s < 2; s++)
+        truth("host staging holds 1/tp of the messages",
+              2 * on->prog->stages[s].host_staging == off->prog->stages[s].host_staging);
+    phases_sum("scatter/gather phases sum to the step", on);
+    arena_free(&arena);
+}
+
 int main(void)
 {
     test_primitives();
@@ -734,6 +794,7 @@ int main(void)
     test_attention_scores();
     test_flash_attention();
     test_pipeline_bubble();
+    test_pipeline_scatter();
     test_allreduce();
     test_tp_overlapped();
     test_gradient_sync_overlapped();

@@ -77,7 +77,7 @@ def dump_settings(parc, plan):
     """The plan's settings as `parc lower --emit=balance` dumps them, keyed
     and written as the compare page's data-setting and data-setting-value."""
     out, axes, split, stages, nodes = {}, [], {}, [], {}
-    out["grad_overlap"], out["tp_overlap"], out["balance"] = "on", "on", "even"
+    out["grad_overlap"], out["tp_overlap"], out["balance"], out["pipeline_scatter"] = "on", "on", "even", "off"
     section = None
     for line in run([parc, "lower", plan, "--emit=balance"]).stdout.splitlines():
         w = line.split()
@@ -94,7 +94,7 @@ def dump_settings(parc, plan):
             if len(w) == 3 and w[1] == "->":
                 split[w[0]] = w[2]
             elif w[0] in ("dp", "schedule", "virtual_stages", "sp_axis", "recompute", "grad_overlap",
-                          "tp_overlap"):
+                          "tp_overlap", "pipeline_scatter"):
                 out[w[0]] = w[1]
             elif w[0] == "stages":
                 out["pp"] = w[1]

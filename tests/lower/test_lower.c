@@ -903,7 +903,8 @@ static void test_layout_combinations(void)
                                         "ffn -> tp;", "vocab -> tp;"};
     static const char *const extras[] = {"", "sequence_parallel over tp;", "recompute selective;",
                                          "recompute full;", "zero 1 over dp;", "zero 2 over dp;", "zero 3 over dp;",
-                                         "zero 3 over dp; recompute full; sequence_parallel over tp;"};
+                                         "zero 3 over dp; recompute full; sequence_parallel over tp;",
+                                         "pipeline_scatter on;", "pipeline_scatter on; recompute full; zero 1 over dp;"};
     static const char *const scheds[] = {"gpipe", "1f1b", "interleaved 2"};
     static const char *const blocks[] = {"gpt2", "llama", "mlp", "rope"}; /* rope: llama, kv_heads 2, rotary */
     int accepted = 0, lowered = 0, refused = 0;

@@ -4,7 +4,7 @@
  * integers from (rank, index, seed), so every sum is exact in float and a result
  * is either right or wrong; wrong elements are counted.
  *   - allreduce, allreduce_ends, allgather, reducescatter, alltoall, slice with
- *     outer = 1 and 3;
+ *     outer = 1 and 3; allgather in place (in = out + coord x inner, outer 1);
  *   - axis -1 (no-op copy semantics);
  *   - pipeline send/recv rings (+1 and -1) with several tags and sizes in flight;
  *   - vocab-parallel cross-entropy and embedding on axis c (size 2) against the
@@ -68,6 +68,12 @@ static void test_axis(int axis) {
                     want[(o * S + s) * inner + i] = f(member(axis, s), o * inner + i, (int)seed + 1);
         prt_allgather(RT, axis, out, in, outer, inner, 0);
         expect_eq(outer > 1 ? "allgather(outer 3)" : "allgather", axis, out, want, nfull);
+        if (outer == 1) { /* in place: this rank's block already at out + c * inner */
+            for (int64_t i = 0; i < nfull; i++) out[i] = -99;
+            for (int64_t i = 0; i < inner; i++) out[c * inner + i] = f(me, i, (int)seed + 1);
+            prt_allgather(RT, axis, out, out + c * inner, 1, inner, 0);
+            expect_eq("allgather(in place)", axis, out, want, nfull);
+        }
 
         /* reducescatter: in[outer, S, inner] -> out[outer, inner] = block c summed */
         for (int64_t i = 0; i < nfull; i++) in[i] = f(me, i, (int)seed + 2);
