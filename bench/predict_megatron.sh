@@ -38,7 +38,11 @@
 # asynchronous all-reduce of a column-parallel linear's input gradient under
 # its weight gradient (Megatron-LM's async_tensor_model_parallel_allreduce,
 # later on by default, `--no-async-tensor-model-parallel-allreduce` to turn
-# it off) is not among the paper's optimisations (its section 4).
+# it off) is not among the paper's optimisations (its section 4).  Its
+# scatter/gather between pipeline stages is (section 4.1): every row with
+# both tensor and pipeline parallelism says `pipeline_scatter on;`, and so do
+# Korthikanti's full-recomputation rows with a pipeline (without sequence
+# parallelism, where the boundary is whole on every tensor rank).
 #
 # Then the same defaults against a second published table: Korthikanti et
 # al., "Reducing Activation Recomputation in Large Transformer Models"
@@ -101,6 +105,7 @@ while read -r name heads hidden layers tp pp gpus batch pub; do
     [ "$pp" -gt 1 ] && mesh="$mesh pp $pp;" && rules="$rules layers -> pp schedule 1f1b;"
     [ "$dp" -gt 1 ] && mesh="$mesh dp $dp;" && rules="$rules batch -> dp;"
     [ "$tp" -gt 1 ] && mesh="$mesh tp $tp;" && rules="$rules heads -> tp; ffn -> tp; vocab -> tp;"
+    [ "$tp" -gt 1 ] && [ "$pp" -gt 1 ] && rules="$rules pipeline_scatter on;"
     f=$tmp/$name.par
     a100_plan "$f" "$rules recompute full; tp_overlap off;"
     "$parc" explain "$f" --json > "$tmp/$name.json"
@@ -136,6 +141,7 @@ while read -r name heads hidden layers pp gpus batch full sel; do
         mesh=" tp 8;"; rules=" heads -> tp; ffn -> tp; vocab -> tp;"
         [ "$pp" -gt 1 ] && mesh=" pp $pp;$mesh" && rules="$rules layers -> pp schedule 1f1b;"
         if [ "$mode" = full ]; then rules="$rules recompute full;"; pub=$full
+            [ "$pp" -gt 1 ] && rules="$rules pipeline_scatter on;"
         else rules="$rules sequence_parallel over tp; recompute selective;"; pub=$sel; fi
         f=$tmp/k$name-$mode.par
         a100_plan "$f" "$rules"
