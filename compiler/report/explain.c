@@ -390,6 +390,16 @@ void explain_text(FILE *out, const Analysis *an, const Analysis *other, int verb
                 schedule_kind_name(sc->kind), sc->stages, sc->micro_batches, sc->chunks, sc->chunks == 1 ? "" : "s");
     fprintf(out, "  bubble          (p-1)/(v*m) = %.4g of ideal time; %.1f%% of the simulated step\n", an->bubble_ideal,
             100.0 * an->bubble_share);
+    if (plan->layout.pipeline_scatter) {
+        int tp = plan_tensor_axis(plan), n = plan_axis_size(plan, tp);
+        char b1[64], b2[64];
+        double whole = (double)plan_boundary_elems(plan) * plan_precision_bytes(plan->train.precision);
+        analyze_format_bytes(whole / n, b1, sizeof b1);
+        analyze_format_bytes(whole, b2, sizeof b2);
+        fprintf(out, "  scatter/gather  each message carries this %s rank's 1/%d of the boundary, %s of %s, and the "
+                     "receiver all-gathers it over %s (`pipeline_scatter on`)\n",
+                plan->mesh.axes[tp].name, n, b1, b2, plan->mesh.axes[tp].name);
+    }
     for (int s = 0; s < sc->stages; s++) {
         fprintf(out, "  stage %-3d peak in flight %d:", s, sc->peak_in_flight[s]);
         int shown = sc->count[s] < 24 || verbose ? sc->count[s] : 24;
