@@ -81,28 +81,33 @@ read -r rate o1 o2 < <(echo "$att" | sed -n 's/.*fits both best: \([0-9.]*\) GB\
 [ -n "${s2:-}" ] && [ -n "${o2:-}" ] || fail "no attention line: $att"
 # the scores bytes the model charges: 7 passes of B NH T T fp32 scores
 awk -v a="${s1:-0}" -v b="${s2:-0}" 'BEGIN { exit !(a == 117.4 && b == 0.2294) }' || fail "score bytes $s1, $s2 MB"
-# the matmuls as the cost model charges them: 12 B NH T T HD FLOPs at the
-# 256x256x64 GEMM rate (at most the fp32 peak)
 agemm=$(sed -n 's/^# GEMM GFLOP\/s .*; sgemm 256x256x64 \([0-9.]*\)$/\1/p' "$tmp/cluster.par")
 peak=$(sed -n 's/^gpu { .* fp32 \(.*\) FLOP\/s; hbm .*/\1/p' "$tmp/cluster.par")
 hbm=$(sed -n 's/^gpu { .* hbm \(.*\) B\/s; }$/\1/p' "$tmp/cluster.par")
-scores=$(echo "$line" | sed -n 's/.* scores \([0-9.]*\);.*/\1/p')
-awk -v m1="${m1:-0}" -v m2="${m2:-0}" -v g="${agemm:-0}" -v p="${peak:-0}" 'BEGIN { if (g * 1e9 > p) g = p / 1e9
-    w1 = 12 * 8 * 8 * 256 * 256 * 32 / (g * 1e6); w2 = 12 * 2 * 4 * 32 * 32 * 16 / (g * 1e6)
-    exit !(g > 0 && (m1 - w1) ^ 2 <= (0.002 * w1) ^ 2 && (m2 - w2) ^ 2 <= (0.002 * w2 + 1e-4) ^ 2) }' ||
-    fail "attention matmuls as modelled $m1, $m2 ms, not their FLOPs at the 256x256x64 rate $agemm GFLOP/s"
-# the fit: the rate x (ms a MB) minimising the squared relative errors of
-# m + s x against the measured f + b at both shapes; scores = rate / hbm
-# (1 when none is left for the scores); each ratio printed is the model's
-awk -v f1="${f1:-0}" -v b1="${b1:-0}" -v m1="${m1:-0}" -v s1="${s1:-0}" -v f2="${f2:-0}" -v b2="${b2:-0}" \
-    -v m2="${m2:-0}" -v s2="${s2:-0}" -v r="${rate:-0}" -v o1="${o1:-0}" -v o2="${o2:-0}" -v h="${hbm:-0}" \
-    -v sc="${scores:-0}" 'BEGIN { t1 = f1 + b1; t2 = f2 + b2
-    a1 = m1 / t1 - 1; c1 = s1 / t1; a2 = m2 / t2 - 1; c2 = s2 / t2; x = -(a1 * c1 + a2 * c2) / (c1 * c1 + c2 * c2)
-    fit = x > 0 ? 1 / x : h / 1e9; if (fit > h / 1e9) fit = h / 1e9
-    ok = (r - fit) ^ 2 <= (0.02 * fit) ^ 2 && (sc - r * 1e9 / h) ^ 2 <= (0.002 + 0.01 * sc) ^ 2
-    ok = ok && (o1 - (m1 + s1 / r) / t1) ^ 2 <= (0.01 * o1 + 0.002) ^ 2 && (o2 - (m2 + s2 / r) / t2) ^ 2 <= (0.01 * o2 + 0.002) ^ 2
-    exit !(t1 > 0 && t2 > 0 && ok) }' ||
-    fail "attention: $att does not fit rate $rate GB/s, scores $scores of hbm $hbm B/s"
+# attention_fit WHAT KEY K LINE: LINE's figures as the cost model charges the
+# op: its matmuls K B NH T T HD FLOPs at the 256x256x64 GEMM rate (at most
+# the fp32 peak); the fit, the rate x (ms a MB) minimising the squared
+# relative errors of m + s x against the measured f + b at both shapes, and
+# the efficiency KEY = rate / hbm (1 when none is left); each ratio printed
+# is the model's.  Uses f1 b1 m1 s1 f2 b2 m2 s2, rate, o1, o2.
+attention_fit() {
+    local eff
+    eff=$(echo "$line" | sed -n "s/.* $2 \([0-9.]*\);.*/\1/p")
+    awk -v m1="${m1:-0}" -v m2="${m2:-0}" -v g="${agemm:-0}" -v p="${peak:-0}" -v k="$3" 'BEGIN { if (g * 1e9 > p) g = p / 1e9
+        w1 = k * 8 * 8 * 256 * 256 * 32 / (g * 1e6); w2 = k * 2 * 4 * 32 * 32 * 16 / (g * 1e6)
+        exit !(g > 0 && (m1 - w1) ^ 2 <= (0.002 * w1) ^ 2 && (m2 - w2) ^ 2 <= (0.002 * w2 + 1e-4) ^ 2) }' ||
+        fail "$1 matmuls as modelled $m1, $m2 ms, not their $3 B NH T T HD FLOPs at the 256x256x64 rate $agemm GFLOP/s"
+    awk -v f1="${f1:-0}" -v b1="${b1:-0}" -v m1="${m1:-0}" -v s1="${s1:-0}" -v f2="${f2:-0}" -v b2="${b2:-0}" \
+        -v m2="${m2:-0}" -v s2="${s2:-0}" -v r="${rate:-0}" -v o1="${o1:-0}" -v o2="${o2:-0}" -v h="${hbm:-0}" \
+        -v sc="${eff:-0}" 'BEGIN { t1 = f1 + b1; t2 = f2 + b2
+        a1 = m1 / t1 - 1; c1 = s1 / t1; a2 = m2 / t2 - 1; c2 = s2 / t2; x = -(a1 * c1 + a2 * c2) / (c1 * c1 + c2 * c2)
+        fit = x > 0 ? 1 / x : h / 1e9; if (fit > h / 1e9) fit = h / 1e9
+        ok = (r - fit) ^ 2 <= (0.02 * fit) ^ 2 && (sc - r * 1e9 / h) ^ 2 <= (0.002 + 0.01 * sc) ^ 2
+        ok = ok && (o1 - (m1 + s1 / r) / t1) ^ 2 <= (0.01 * o1 + 0.002) ^ 2 && (o2 - (m2 + s2 / r) / t2) ^ 2 <= (0.01 * o2 + 0.002) ^ 2
+        exit !(t1 > 0 && t2 > 0 && ok) }' ||
+        fail "$1: $4 does not fit rate $rate GB/s, $2 $eff of hbm $hbm B/s"
+}
+attention_fit attention scores 12 "$att"
 # flash attention (probabilities not kept): 16 B NH T T HD matmul FLOPs (the
 # backward rebuilds the scores and the output), 10 passes over score tiles
 # on chip (3 forward, 7 backward); the same fit gives `tiles`
@@ -112,20 +117,7 @@ read -r f1 b1 m1 s1 f2 b2 m2 s2 < <(echo "$fa" |
 read -r rate o1 o2 < <(echo "$fa" | sed -n 's/.*fits both best: \([0-9.]*\) GB\/s, the model at \([0-9.]*\) and \([0-9.]*\) of them$/\1 \2 \3/p')
 [ -n "${s2:-}" ] && [ -n "${o2:-}" ] || fail "no flash attention line: $fa"
 awk -v a="${s1:-0}" -v b="${s2:-0}" 'BEGIN { exit !(a == 167.8 && b == 0.3277) }' || fail "tile bytes $s1, $s2 MB"
-tiles=$(echo "$line" | sed -n 's/.* tiles \([0-9.]*\);.*/\1/p')
-awk -v m1="${m1:-0}" -v m2="${m2:-0}" -v g="${agemm:-0}" -v p="${peak:-0}" 'BEGIN { if (g * 1e9 > p) g = p / 1e9
-    w1 = 16 * 8 * 8 * 256 * 256 * 32 / (g * 1e6); w2 = 16 * 2 * 4 * 32 * 32 * 16 / (g * 1e6)
-    exit !(g > 0 && (m1 - w1) ^ 2 <= (0.002 * w1) ^ 2 && (m2 - w2) ^ 2 <= (0.002 * w2 + 1e-4) ^ 2) }' ||
-    fail "flash attention matmuls as modelled $m1, $m2 ms, not their FLOPs at the 256x256x64 rate $agemm GFLOP/s"
-awk -v f1="${f1:-0}" -v b1="${b1:-0}" -v m1="${m1:-0}" -v s1="${s1:-0}" -v f2="${f2:-0}" -v b2="${b2:-0}" \
-    -v m2="${m2:-0}" -v s2="${s2:-0}" -v r="${rate:-0}" -v o1="${o1:-0}" -v o2="${o2:-0}" -v h="${hbm:-0}" \
-    -v sc="${tiles:-0}" 'BEGIN { t1 = f1 + b1; t2 = f2 + b2
-    a1 = m1 / t1 - 1; c1 = s1 / t1; a2 = m2 / t2 - 1; c2 = s2 / t2; x = -(a1 * c1 + a2 * c2) / (c1 * c1 + c2 * c2)
-    fit = x > 0 ? 1 / x : h / 1e9; if (fit > h / 1e9) fit = h / 1e9
-    ok = (r - fit) ^ 2 <= (0.02 * fit) ^ 2 && (sc - r * 1e9 / h) ^ 2 <= (0.002 + 0.01 * sc) ^ 2
-    ok = ok && (o1 - (m1 + s1 / r) / t1) ^ 2 <= (0.01 * o1 + 0.002) ^ 2 && (o2 - (m2 + s2 / r) / t2) ^ 2 <= (0.01 * o2 + 0.002) ^ 2
-    exit !(t1 > 0 && t2 > 0 && ok) }' ||
-    fail "flash attention: $fa does not fit rate $rate GB/s, tiles $tiles of hbm $hbm B/s"
+attention_fit "flash attention" tiles 16 "$fa"
 # stream16 by class: each the fp32 time over twice the bf16 time of the
 # runtime's ops (add, layer norm, GELU, cross-entropy backward) the comment
 # prints; the scores' share from the bf16 attention op at the small shape

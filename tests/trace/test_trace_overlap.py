@@ -32,6 +32,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chrome_trace  # noqa: E402
+from ir_dump import seq_body  # noqa: E402
 
 FAILS = []
 STEPS = 2
@@ -44,10 +45,6 @@ def check(cond, what):
     return cond
 
 
-def seq_body(ir, name):
-    """The instruction lines of sequence `name` of the IR dump."""
-    body = ir.split(f"  {name}:\n", 1)[1] if f"  {name}:\n" in ir else ""
-    return re.split(r"\n  (?=\S)", body, maxsplit=1)[0]  # up to the next sequence
 
 
 def seq_starts(ir, name, kinds="allreduce|reducescatter|allgather"):

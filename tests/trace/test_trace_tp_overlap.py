@@ -29,6 +29,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chrome_trace  # noqa: E402
+from ir_dump import seq_body  # noqa: E402
 
 FAILS = []
 STEPS = 2
@@ -41,10 +42,6 @@ def check(cond, what):
     return cond
 
 
-def seq_body(ir, name):
-    """The instruction lines of sequence `name` of the IR dump."""
-    body = ir.split(f"  {name}:\n", 1)[1] if f"  {name}:\n" in ir else ""
-    return re.split(r"\n  (?=\S)", body, maxsplit=1)[0]
 
 
 def tp_starts(ir, name):
