@@ -27,7 +27,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "prt_backend.h"
 #include "prt_cpu_fast.h"
@@ -657,23 +656,15 @@ static void prt_cpu_sgd(prt *rt, void *param_, void *master_, const void *grad_,
 /* calloc, not malloc + memset: a large block comes as fresh pages, which the
  * kernel zeroes when they are first written, so start-up makes no pass over
  * the buffers that the first step writes anyway.  64-byte aligned by hand, the
- * pointer calloc gave stored just below the block for cpu_free.  The whole
- * 2 MiB pages inside a block of at least HUGE_FROM bytes are advised as huge
- * pages (where the kernel's transparent huge pages are `madvise`, only those
- * get them): a 512th of the first touch's faults and of the TLB's misses. */
-enum { HUGE_PAGE = 2 << 20, HUGE_FROM = 4 << 20 };
+ * pointer calloc gave stored just below the block for cpu_free.  No huge-page
+ * advice: on the machine bench/README.md names, blocks advised MADV_HUGEPAGE
+ * made the first step 2-4 times slower (the kernel's huge-page fault path)
+ * and the steady steps no faster. */
 static void *cpu_alloc_zero(prt *rt, size_t bytes, const char *what) {
     char *raw = calloc(1, bytes + 64);
     PRT_CHECK(raw, "out of memory: %zu bytes of %s", bytes, what);
     char *p = (char *)(((uintptr_t)raw + 64) & ~(uintptr_t)63);  /* at least 16 bytes above raw */
     memcpy(p - sizeof raw, &raw, sizeof raw);
-#ifdef MADV_HUGEPAGE
-    if (bytes >= HUGE_FROM) {
-        uintptr_t from = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-        uintptr_t to = ((uintptr_t)p + bytes) & ~(uintptr_t)(HUGE_PAGE - 1);
-        if (to > from) (void)madvise((void *)from, to - from, MADV_HUGEPAGE);  /* advice: ignored where refused */
-    }
-#endif
     return p;
 }
 static void cpu_free(prt *rt, void *p) {
