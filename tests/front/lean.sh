@@ -5,7 +5,8 @@
 # lower --emit=codegen) run parc-codegen and print what it prints, the plan
 # on standard input included; the others run without it.  A parc whose
 # parc-codegen is missing or cannot run says so and exits 1 for those
-# commands, and still checks and explains plans.
+# commands, and still checks and explains plans; a symbolic link to parc
+# finds parc-codegen beside the link's target.
 set -u
 parc=$(realpath "$1"); examples=$(realpath "$2")
 cd "$examples" || exit 1  # a plan on standard input includes relative to the current directory
@@ -43,6 +44,13 @@ n=$((n + 1))
 if ! "$parc" build "$plan" -o "$tmp/plan" > "$tmp/out" 2>&1 || [ ! -x "$tmp/plan" ]; then
     fail "build -o: no executable"; head -5 "$tmp/out"
 fi
+
+# through a symbolic link, parc-codegen is found beside the link's target
+mkdir "$tmp/link"
+ln -s "$parc" "$tmp/link/parc"
+n=$((n + 1))
+"$tmp/link/parc" build "$plan" --emit=llvm > "$tmp/link.out" 2>&1 && grep -q "define i32 @main" "$tmp/link.out" ||
+    { fail "build through a symbolic link to parc"; head -5 "$tmp/link.out"; }
 
 expect() { # name, want_status, want_text (grep -E), command...
     local name=$1 want=$2 text=$3; shift 3
