@@ -31,6 +31,8 @@ parc=$build/parc
 module=$build/libparc_cuda_serial.so
 ops=$build/tests/gpu_test_gpu_ops
 [ -x "$parc" ] || die "no $parc: build parc first (.ci/build)"
+# parc hands `parc build` to parc-codegen beside it (the compiler linked with LLVM)
+[ -x "$build/parc-codegen" ] || die "no $build/parc-codegen, which parc runs to build programs: build parc first (.ci/build)"
 [ -e "$module" ] || die "no $module: this build has the CUDA backend OFF (see $build.configure.log)"
 [ -x "$ops" ] || die "no $ops"
 calib=$build/calibrate/parc_calibrate_serial

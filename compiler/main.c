@@ -13,6 +13,12 @@
  * `calibrate` and `export` (tools.h) included, is cli.c's: options, help,
  * usage errors.
  * Exit status: 0 success, 1 the plan has errors, 2 usage, 3+ a failed tool.
+ *
+ * Two executables are built from this file: parc-codegen, linked with the code
+ * generator (LLVM), and parc, linked without it (codegen_stub.c), which loads
+ * fast.  parc hands a command that generates code (needs_codegen) to the
+ * parc-codegen in its own directory, with the same arguments, before it runs
+ * any pass; every other command runs the same in both.
  */
 #include "advise.h"
 #include "analyze.h"
@@ -26,8 +32,11 @@
 #include "report_run.h"
 #include "tools.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Runs the pass table up to pass `last`, then with check_fit the fit advice.
  * Returns 0, or 1 after reporting errors. */
@@ -155,11 +164,54 @@ static int run_command(Arena *arena, const CliOptions *o, Compilation *c)
     PARC_BUG("unknown command %d", (int)o->command);
 }
 
+/* Whether the command reaches the pass table's codegen row or codegen_write:
+ * build, run, and lower's dump of codegen. */
+static int needs_codegen(const CliOptions *o)
+{
+    switch (o->command) {
+    case CMD_BUILD:
+    case CMD_RUN: return 1;
+    case CMD_LOWER: return o->emit && passes_find(o->emit) >= passes_find("codegen");
+    default: return 0;
+    }
+}
+
+/* Replaces this process with the parc-codegen beside this executable, the
+ * same argv; returns only when it cannot, with exit status 1 after saying why. */
+static int exec_codegen(char **argv)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        fprintf(stderr, "parc: cannot generate code: cannot find parc's own executable (/proc/self/exe): %s\n",
+                strerror(errno));
+        return 1;
+    }
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%.*s/parc-codegen", slash ? (int)(slash - self) : 0, self);
+    fflush(NULL);
+    execv(path, argv);
+    if (errno == ENOENT)
+        fprintf(stderr,
+                "parc: cannot generate code: %s is missing (build it with `cmake --build %s --target parc-codegen`, "
+                "or put it beside parc)\n",
+                path, PARC_BINARY_DIR);
+    else
+        fprintf(stderr, "parc: cannot generate code: cannot run %s: %s\n", path, strerror(errno));
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     CliOptions opts;
     int status = cli_parse(argc, argv, &opts);
     if (status >= 0) return status;
+    if (!codegen_linked() && needs_codegen(&opts)) {
+        free(opts.forward);
+        return exec_codegen(argv);
+    }
     diag_set_style(opts.color, opts.diagnostics_json);
     Arena arena = {0};
     Compilation c;

@@ -21,6 +21,12 @@
 
 typedef enum { EMIT_LLVM, EMIT_OBJ, EMIT_EXE } EmitKind;
 
+/* 1 in an executable linked with the code generator (codegen.c, LLVM:
+ * parc-codegen and the tests); 0 in the lean parc, linked with codegen_stub.c,
+ * which calls no other function of this header but hands every command that
+ * generates code to parc-codegen (main.c). */
+int codegen_linked(void);
+
 /* The LLVM module of a program, built and not yet written. */
 typedef struct CodegenModule CodegenModule;
 
