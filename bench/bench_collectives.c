@@ -6,7 +6,13 @@
  * them (size = bytes of the full buffer: the all-reduce buffer, the all-gather
  * output, the reduce-scatter input; busbw = algbw x 2(n-1)/n for all-reduce,
  * x (n-1)/n for the other two).  Also all-gather with outer = 8, the packed
- * layout [outer, S, inner], against the same bytes gathered raw.
+ * layout [outer, S, inner], against the same bytes gathered raw.  Cold: one
+ * call right after the process malloced, touched and freed 64 MiB (as a
+ * training step's other work does between two collectives), the median of 5,
+ * both sides: a temporary the MPI library mallocs per call then meets the
+ * allocator as a step leaves it (prt_init fixes glibc's thresholds so that it
+ * reuses touched pages; with glibc's sliding ones each such call faulted its
+ * temporary's pages anew).
  *   mpirun -np 2 bench_collectives [max_bytes]
  */
 #include <stdio.h>
@@ -55,6 +61,29 @@ static double time_op(prt *rt, int op, int raw, float *a, float *b, int64_t floa
     }
 }
 
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* Seconds of one call after the heap's churn (the max over ranks), the median of 5. */
+static double time_cold(prt *rt, int op, int raw, float *a, float *b, int64_t floats, int S) {
+    enum { COLD = 5, CHURN = 64 << 20 };
+    double t[COLD];
+    for (int k = 0; k < COLD; k++) {
+        char *other = malloc(CHURN);
+        if (other) memset(other, 1, CHURN);
+        free(other);
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        call(rt, op, raw, a, b, floats, S);
+        t[k] = MPI_Wtime() - t0;
+        MPI_Allreduce(MPI_IN_PLACE, &t[k], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    }
+    qsort(t, COLD, sizeof t[0], cmp_double);
+    return t[COLD / 2];
+}
+
 int main(int argc, char **argv) {
     int world = 1;
     const char *env = getenv("OMPI_COMM_WORLD_SIZE");
@@ -75,18 +104,21 @@ int main(int argc, char **argv) {
     if (!a || !b) return 1;
     for (int64_t i = 0; i < max_bytes / 4; i++) a[i] = b[i] = 1.0f;
     if (rt->world_rank == 0)
-        printf("%d ranks; times are the max over ranks\n%-20s %10s %10s %10s %9s %10s %10s\n", S, "op", "bytes",
-               "prt us", "mpi us", "overhead", "algbw GB/s", "busbw GB/s");
+        printf("%d ranks; times are the max over ranks; cold: one call after 64 MiB malloced, touched and freed\n"
+               "%-20s %10s %10s %10s %9s %10s %10s %11s %11s\n", S, "op", "bytes", "prt us", "mpi us", "overhead",
+               "algbw GB/s", "busbw GB/s", "prt cold us", "mpi cold us");
     for (int op = 0; op < 4; op++) {
         for (int64_t bytes = 1024; bytes <= max_bytes; bytes *= 16) {
             int64_t floats = bytes / 4;
             if (floats % (8 * S)) continue;
             double ours = time_op(rt, op, 0, a, b, floats, S), raw = time_op(rt, op, 1, a, b, floats, S);
+            double ours_cold = time_cold(rt, op, 0, a, b, floats, S), raw_cold = time_cold(rt, op, 1, a, b, floats, S);
             double algbw = (double)bytes / ours * 1e-9;
             double factor = op == OP_ALLREDUCE ? 2.0 * (S - 1) / S : (double)(S - 1) / S;
             if (rt->world_rank == 0)
-                printf("%-20s %10lld %10.1f %10.1f %8.1f%% %10.2f %10.2f\n", op_names[op], (long long)bytes, ours * 1e6,
-                       raw * 1e6, (ours / raw - 1.0) * 100.0, algbw, algbw * factor);
+                printf("%-20s %10lld %10.1f %10.1f %8.1f%% %10.2f %10.2f %11.1f %11.1f\n", op_names[op], (long long)bytes,
+                       ours * 1e6, raw * 1e6, (ours / raw - 1.0) * 100.0, algbw, algbw * factor, ours_cold * 1e6,
+                       raw_cold * 1e6);
         }
     }
     free(a);
