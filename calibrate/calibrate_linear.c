@@ -86,6 +86,24 @@ int linear_sets(const struct prt *ctx, double set_bytes)
  * in, w, b, out, dout, din, dw, db. */
 enum { L_IN, L_W, L_B, L_OUT, L_DOUT, L_DIN, L_DW, L_DB, L_COUNT };
 
+int cal_repeated, cal_measured;
+
+int rate_settled(const double *rates, int done)
+{
+    if (done < 3) return 0;
+    int last = done >= CAL_REPEATS, best = 0;
+    for (int i = 1; i < done; i++)
+        if (rates[i] > rates[best]) best = i;
+    int agree = 0;
+    for (int i = 0; i < done && !agree; i++) agree = i != best && rates[i] >= (1.0 - CAL_AGREE) * rates[best];
+    if (agree || last) {
+        cal_measured++;
+        cal_repeated += done > 3;
+        return 1;
+    }
+    return 0;
+}
+
 double linear_rate(struct prt *rt, int64_t N, int64_t K, int64_t M, int wide16)
 {
     const int64_t elems[L_COUNT] = {N * K, K * M, M, N * M, N * M, N * K, K * M, M};
@@ -98,8 +116,8 @@ double linear_rate(struct prt *rt, int64_t N, int64_t K, int64_t M, int wide16)
     /* small values: the gradients are added into, call after call */
     char *mem = cal_tensor(ctx, per_set * sets, dt, 0.0f, 1e-3f);
     int64_t dt_fwd = PRT_ARG_DTYPES(dt, dt, dt, dt), dt_bwd = PRT_ARG_DTYPES(dt, dt, dt, dt, dt, dt);
-    double flops = 6.0 * (double)N * (double)K * (double)M, best = 0;
-    for (int rep = -1; rep < 3; rep++) { /* a pass over every set first: the workspace booked, the pages touched */
+    double flops = 6.0 * (double)N * (double)K * (double)M, best = 0, rates[CAL_REPEATS];
+    for (int rep = -1; rep < CAL_REPEATS; rep++) { /* a pass over every set first: the workspace booked, the pages touched */
         int64_t calls = 0;
         double t0 = seconds(), t;
         do { /* a pass over the sets between clock readings, waited for (a device's calls are queued) */
@@ -112,7 +130,10 @@ double linear_rate(struct prt *rt, int64_t N, int64_t K, int64_t M, int wide16)
             }
             cal_sync(ctx);
         } while ((t = seconds() - t0) < (rep < 0 ? 0 : 0.2));
-        if (rep >= 0 && (double)calls * flops / t > best) best = (double)calls * flops / t;
+        if (rep < 0) continue;
+        rates[rep] = (double)calls * flops / t;
+        if (rates[rep] > best) best = rates[rep];
+        if (rate_settled(rates, rep + 1)) break;
     }
     cal_free(ctx, mem);
     cal_context_done(rt, ctx);

@@ -34,9 +34,19 @@ int linear_sets(const struct prt *ctx, double set_bytes);
 /* Best FLOP/s (2 N K M forward, 4 N K M backward) of the runtime's
  * matmul_bias_fwd then matmul_bias_bwd (input, weight and bias gradients)
  * on in[N,K], w[K,M], b[M], fp32 or (wide16) every tensor bf16, each call on
- * the next of linear_sets operand sets, over 3 repeats of at least 0.2 s,
- * through rt (cal_context). */
+ * the next of linear_sets operand sets, over repeats of at least 0.2 s
+ * (rate_settled's), through rt (cal_context). */
 double linear_rate(struct prt *rt, int64_t N, int64_t K, int64_t M, int wide16);
+
+/* Repeats of one rate measurement: at least 3, and on while the best rate is
+ * not confirmed by another within CAL_AGREE of it, up to CAL_REPEATS; a
+ * measurement that needed more than 3 is counted in cal_repeated (of
+ * cal_measured), which the fragment's load line prints.  rate_settled says
+ * whether repeat `done` (counting from 1) may be the last of `rates`. */
+#define CAL_AGREE 0.10
+#define CAL_REPEATS 9
+extern int cal_repeated, cal_measured;
+int rate_settled(const double *rates, int done);
 
 /* stream16's classes measured through the runtime's ops (calibrate_ops16.c):
  * the add, layer norm, GELU, the cross-entropy's backward. */

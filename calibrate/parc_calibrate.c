@@ -75,16 +75,18 @@ static double gemm_rate(int m, int n, int k)
 {
     float *a = alloc_floats((size_t)m * k, 0.5f), *b = alloc_floats((size_t)k * n, 0.25f);
     float *c = alloc_floats((size_t)m * n, 0.0f);
-    double best = 0, flops = 2.0 * m * n * k;
+    double best = 0, flops = 2.0 * m * n * k, rates[CAL_REPEATS];
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n); /* warm */
-    for (int rep = 0; rep < 3; rep++) {
+    for (int rep = 0; rep < CAL_REPEATS; rep++) {
         int calls = 0;
         double t0 = now(), t;
         do {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
             calls++;
         } while ((t = now() - t0) < 0.2);
-        if (calls * flops / t > best) best = calls * flops / t;
+        rates[rep] = calls * flops / t;
+        if (rates[rep] > best) best = rates[rep];
+        if (rate_settled(rates, rep + 1)) break;
     }
     free(a), free(b), free(c);
     return best;
@@ -840,6 +842,9 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link
         fprintf(f, "# load: other processes took %.1f%% of the %ld cores' time while the compute was measured",
                 100 * r->others, cores);
         if (avg[0] >= 0) fprintf(f, " (load average %.2f %.2f %.2f at the end)", avg[0], avg[1], avg[2]);
+        if (cal_measured > 0)
+            fprintf(f, "; %d of its %d GEMM rates repeated past 3 runs of 0.2 s until a second run came within %.0f%% "
+                       "of the best", cal_repeated, cal_measured, 100 * CAL_AGREE);
         if (r->others > CALIBRATE_BUSY)
             fprintf(f, "; the machine was busy: the rates are what was left to the ranks, calibrate again on a quiet "
                        "machine");
