@@ -548,6 +548,10 @@ void place_dump(const PlaceTable *placement, FILE *out);
 /* Every rule placement is one the tensor can have (a split names one of its
  * dims; Partial only for produced values and gradients); PARC_BUG otherwise. */
 void place_verify(const PlaceTable *placement);
+/* The mesh axis on which some attention op's output is split on seq (context
+ * parallelism: its rule takes the whole qkv and computes its own query
+ * rows), or -1. */
+int place_context_axis(const PlaceTable *placement);
 
 /* The schedule pass: the plan's pipeline schedule (schedule.c) — every
  * stage's order of forward and backward work items and its in-flight peaks,

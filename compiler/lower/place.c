@@ -139,17 +139,27 @@ void place_rule_linear(Lowerer *lw, const Op *op, int a, OpPlace *r)
     }
 }
 
+/* Attention.  Heads or batch split: everything in the output's placement.
+ * Sequence split (context parallelism, the all-gather form of Llama 3):
+ * each rank computes its own query rows, which need the keys and values of
+ * every position, so the op takes the whole qkv (an all-gather over the axis;
+ * q, k and v share one tensor, so the gather carries q too: 3/2 the bytes of
+ * K and V alone for plain attention) and its qkv gradient is Partial (the dK
+ * and dV of every position from this rank's queries, dQ of its own rows), which
+ * the table reduce-scatters back to the sequence split.  The output keeps the
+ * split. */
 void place_rule_attention(Lowerer *lw, const Op *op, int a, OpPlace *r)
 {
     Placement home = out_home(lw, op, a);
-    if (home.kind == PLACE_S && home.dim == DIM_SEQ)
-        place_rule_error(lw, op, "%s cannot split %s on `%s` without context parallelism",
-                         "split heads on this axis, or use `sequence_parallel over AXIS` with `heads -> AXIS`", a,
-                         DIM_SEQ);
     if (home.kind == PLACE_S && home.dim == DIM_HEAD_DIM)
         place_rule_error(lw, op, "%s cannot split %s on `%s`", "split heads instead", a, DIM_HEAD_DIM);
-    r->in[0] = r->din[0] = home;
     r->out = home;
+    if (home.kind == PLACE_S && home.dim == DIM_SEQ) {
+        r->in[0] = PLACE_REP;
+        r->din[0] = PLACE_PART;
+        return;
+    }
+    r->in[0] = r->din[0] = home;
 }
 
 void place_rule_xent(Lowerer *lw, const Op *op, int a, OpPlace *r)
@@ -307,6 +317,19 @@ static void verify_one(const Graph *g, const Op *op, int a, const char *what, in
                  dim_names[p.dim]);
     if (p.kind != PLACE_R && p.kind != PLACE_P && p.kind != PLACE_S)
         PARC_BUG("placement: op %s has placement kind %d for %s `%s`", op->name, p.kind, what, tt->name);
+}
+
+int place_context_axis(const PlaceTable *pt)
+{
+    const Graph *g = pt->g;
+    for (int i = 0; i < g->nops; i++) {
+        if (g->ops[i].kind != OP_ATTENTION) continue;
+        for (int a = 0; a < pt->naxes; a++) {
+            Placement o = pt->rule[(size_t)i * (size_t)pt->naxes + (size_t)a].out;
+            if (o.kind == PLACE_S && o.dim == DIM_SEQ) return a;
+        }
+    }
+    return -1;
 }
 
 void place_verify(const PlaceTable *pt)

@@ -844,13 +844,19 @@ static void test_placement_errors(void)
     Opts o = defaults();
     o.gpus = 2;
     o.mesh = "tp 2;";
-    o.layout = "seq -> tp;";
+    o.layout = "hidden -> tp;";
     diag_mute();
     int before = diag_error_count();
     Analysis *an = compile(&arena, o, NULL);
     diag_unmute();
-    CHECK(an == NULL && diag_error_count() > before, "attention with seq split on tp is an error");
+    CHECK(an == NULL && diag_error_count() > before, "a norm with hidden split on tp is an error");
     arena_free(&arena);
+    /* seq alone on an axis is context parallelism: attention gathers the qkv */
+    Arena arena2 = {0};
+    o.layout = "seq -> tp;";
+    an = compile(&arena2, o, NULL);
+    CHECK(an != NULL, "attention with seq split on an axis of its own compiles (context parallelism)");
+    arena_free(&arena2);
 }
 
 /* The program verifier (run after every lowering pass) over every schedule kind and
