@@ -269,7 +269,9 @@ extern const char *const phase_names[PHASE_COUNT];
  * offsets the op's local block (-1 none); kept says the op's statistics were
  * kept from the forward (attention's probabilities); dropout says the call
  * drops out (attention's probabilities: its attention_dropout_* entries);
- * part says which half of a linear's backward the call computes (OpPart). */
+ * part says which half of a linear's backward the call computes (OpPart);
+ * seq_axis is the mesh axis whose coordinate offsets attention's query rows
+ * (context parallelism, -1 none). */
 typedef enum {
     OP_PART_WHOLE,  /* every gradient the call's pointers name */
     OP_PART_INPUT,  /* a linear's input gradient only: its weight's and bias's pointers are null */
@@ -281,6 +283,7 @@ typedef struct OpShape {
     int kept;
     int dropout;
     OpPart part;
+    int seq_axis;
 } OpShape;
 
 /* The memory-bound classes of the cost model, each charged at its own
@@ -548,10 +551,6 @@ void place_dump(const PlaceTable *placement, FILE *out);
 /* Every rule placement is one the tensor can have (a split names one of its
  * dims; Partial only for produced values and gradients); PARC_BUG otherwise. */
 void place_verify(const PlaceTable *placement);
-/* The mesh axis on which some attention op's output is split on seq (context
- * parallelism: its rule takes the whole qkv and computes its own query
- * rows), or -1. */
-int place_context_axis(const PlaceTable *placement);
 
 /* The schedule pass: the plan's pipeline schedule (schedule.c) — every
  * stage's order of forward and backward work items and its in-flight peaks,

@@ -56,6 +56,7 @@ static void shape_clear(OpShape *s)
 {
     memset(s, 0, sizeof *s);
     s->axis = -1;
+    s->seq_axis = -1;
 }
 
 /* ------------------------------------------------------------ shapes */
@@ -132,7 +133,8 @@ static void shape_elements(const Lowerer *lw, const Op *op, const OpArgs *a, OpS
  * else the grouped [B, Tk, KV, NH / KV + 2, HD] it reads as it is), Tk keys
  * (T, or the whole sequence when the rule splits the queries on seq: context
  * parallelism); kept: the probabilities were saved; axis splits the heads (its
- * coordinate offsets the dropout mask's heads). */
+ * coordinate offsets the dropout mask's heads), seq_axis the query rows (its
+ * coordinate times T offsets them). */
 static void shape_attention(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
 {
     int64_t z[IR_MAX_TDIMS];
@@ -141,6 +143,7 @@ static void shape_attention(const Lowerer *lw, const Op *op, const OpArgs *a, Op
     const Model *m = &lw->plan->model;
     s->d[4] = m->kv_heads == m->heads ? s->d[2] : z[2];
     s->d[5] = z[1];
+    s->seq_axis = axis_of_split(lw, out_place(lw, op), DIM_SEQ);
     s->axis = axis_of_split(lw, out_place(lw, op), DIM_HEADS);
     const Binding *p = &lw->bind[op->aux[0]];
     s->kept = p->needed && p->value.buf >= 0;
@@ -619,7 +622,7 @@ static const char *cost_incomplete(const OpDesc *d)
 {
     int64_t mnk[3];
     for (int kept = 0; kept <= 1; kept++) {
-        const OpShape probe = {{2, 2, 2, 2, 2, 2}, -1, kept, 0, OP_PART_WHOLE};
+        const OpShape probe = {{2, 2, 2, 2, 2, 2}, -1, kept, 0, OP_PART_WHOLE, -1};
         for (int bwd = 0; bwd <= (d->bwd != RT_NONE); bwd++)
             switch (d->cost) {
             case OP_COST_GEMM:

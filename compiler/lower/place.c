@@ -155,6 +155,11 @@ void place_rule_attention(Lowerer *lw, const Op *op, int a, OpPlace *r)
         place_rule_error(lw, op, "%s cannot split %s on `%s`", "split heads instead", a, DIM_HEAD_DIM);
     r->out = home;
     if (home.kind == PLACE_S && home.dim == DIM_SEQ) {
+        if (lw->plan->model.block.dropout > 0)
+            place_rule_error(lw, op, "%s: dropout on the attention probabilities with %s split on `%s` "
+                                     "(context parallelism) is not supported",
+                             "drop `dropout` from the block, or map heads or batch to this axis instead of seq", a,
+                             DIM_SEQ);
         r->in[0] = PLACE_REP;
         r->din[0] = PLACE_PART;
         return;
@@ -317,19 +322,6 @@ static void verify_one(const Graph *g, const Op *op, int a, const char *what, in
                  dim_names[p.dim]);
     if (p.kind != PLACE_R && p.kind != PLACE_P && p.kind != PLACE_S)
         PARC_BUG("placement: op %s has placement kind %d for %s `%s`", op->name, p.kind, what, tt->name);
-}
-
-int place_context_axis(const PlaceTable *pt)
-{
-    const Graph *g = pt->g;
-    for (int i = 0; i < g->nops; i++) {
-        if (g->ops[i].kind != OP_ATTENTION) continue;
-        for (int a = 0; a < pt->naxes; a++) {
-            Placement o = pt->rule[(size_t)i * (size_t)pt->naxes + (size_t)a].out;
-            if (o.kind == PLACE_S && o.dim == DIM_SEQ) return a;
-        }
-    }
-    return -1;
 }
 
 void place_verify(const PlaceTable *pt)

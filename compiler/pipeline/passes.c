@@ -173,27 +173,8 @@ static void dump_analyze(const Compilation *c, FILE *out) { analyze_dump(c->anal
 
 static void verify_analyze(const Compilation *c) { analyze_verify(c->analysis); }
 
-/* The runtime's attention entries compute every query row of the qkv they
- * are given: a plan whose attention keeps a sequence split (context
- * parallelism) is planned, costed and explained, but not built. */
-static int context_parallel_unbuildable(const Compilation *c)
-{
-    int a = place_context_axis(c->prog->placement);
-    if (a < 0) return 0;
-    const Plan *plan = c->prog->plan;
-    diag_error(plan->layout.dim_axis_loc[DIM_SEQ],
-               "to train, map heads or batch to this axis instead of seq, or use `sequence_parallel over AXIS` "
-               "on the tensor axis",
-               "attention keeps seq split on `%s` (context parallelism), which `parc explain` and "
-               "`parc collectives` plan, but the runtime's attention kernels take no query offset yet, "
-               "so it cannot be built",
-               plan->mesh.axes[a].name);
-    return 1;
-}
-
 static int run_codegen(Compilation *c)
 {
-    if (context_parallel_unbuildable(c)) return 1;
     c->module = codegen_build(c->prog);
     return c->module == NULL;
 }

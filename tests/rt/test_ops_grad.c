@@ -493,7 +493,7 @@ static int64_t att_col(int64_t NH, int64_t KV, int64_t HD, int which, int64_t h)
 }
 static double att_loss(void *p) {
     att_ctx *c = p;
-    prt_attention_fwd(RT, c->out, c->save ? c->probs : NULL, c->qkv, c->B, c->T, c->NH, c->KV, c->HD, c->causal, 0);
+    prt_attention_fwd(RT, c->out, c->save ? c->probs : NULL, c->qkv, c->B, c->T, c->NH, c->KV, c->HD, c->causal, c->T, 0, 0);
     return dot_r(c->out, c->r, c->B * c->T * c->NH * c->HD);
 }
 /* Forward against the formula, backward by finite differences; KV < NH: the
@@ -531,7 +531,7 @@ static void test_attention(int64_t causal, int save, int64_t NH, int64_t KV) {
              save ? "saved" : "recomputed", (long long)NH, (long long)KV);
     rt_close(what, c.out, want, no, 1e-5, 1e-4);
     gradbuf d = grad_new(nq, 44);
-    prt_attention_bwd(RT, d.g, c.r, c.qkv, save ? c.probs : NULL, c.B, c.T, c.NH, c.KV, c.HD, causal, 0);
+    prt_attention_bwd(RT, d.g, c.r, c.qkv, save ? c.probs : NULL, c.B, c.T, c.NH, c.KV, c.HD, causal, c.T, 0, 0);
     snprintf(what, sizeof what, "attention(causal=%lld, probs %s, NH %lld, KV %lld) bwd dqkv", (long long)causal,
              save ? "saved" : "recomputed", (long long)NH, (long long)KV);
     grad_check(what, att_loss, &c, c.qkv, d.g, d.g0, nq, 1e-2f);
@@ -569,9 +569,9 @@ static void test_attention_grouped(void) {
                         if (kb) prt_cpu_attention_keyblocked_bwd(RT, g, dout, q, B, T, NH, kv, HD, 1, &dd, 0);
                         else prt_attention_dropout_bwd(RT, g, dout, q, save ? probs : NULL, B, T, NH, kv, HD, 1, 3, 1, NH + 2, 7, 1, 0.2, 0);
                     } else {
-                        prt_attention_fwd(RT, o, save ? probs : NULL, q, B, T, NH, kv, HD, 1, 0);
+                        prt_attention_fwd(RT, o, save ? probs : NULL, q, B, T, NH, kv, HD, 1, T, 0, 0);
                         if (kb) prt_cpu_attention_keyblocked_bwd(RT, g, dout, q, B, T, NH, kv, HD, 1, NULL, 0);
-                        else prt_attention_bwd(RT, g, dout, q, save ? probs : NULL, B, T, NH, kv, HD, 1, 0);
+                        else prt_attention_bwd(RT, g, dout, q, save ? probs : NULL, B, T, NH, kv, HD, 1, T, 0, 0);
                     }
                 }
                 rt_close(what, og, orp, no, 1e-5, 1e-5);
@@ -591,7 +591,7 @@ static void test_attention_grouped(void) {
                 if (kb) prt_cpu_attention_keyblocked_bwd(RT, dw, dout, qg, B, T, NH, KV, HD, 1, drop ? &dd : NULL, wr);
                 else if (drop)
                     prt_attention_dropout_bwd(RT, dw, dout, qg, save ? probs : NULL, B, T, NH, KV, HD, 1, 3, 1, NH + 2, 7, 1, 0.2, wr);
-                else prt_attention_bwd(RT, dw, dout, qg, save ? probs : NULL, B, T, NH, KV, HD, 1, wr);
+                else prt_attention_bwd(RT, dw, dout, qg, save ? probs : NULL, B, T, NH, KV, HD, 1, T, 0, wr);
                 rt_close(what, dw, dg, ng, 0, 0);
                 free(dw);
             }
@@ -674,7 +674,7 @@ static void test_attention_dropout(int save) {
     c.out = rt_alloc(no); c.r = rt_alloc(no); c.qkv = rt_alloc(nq); c.probs = rt_alloc(c.B * c.NH * c.T * c.T);
     rt_fill(c.r, no, 54, 1); rt_fill(c.qkv, nq, 55, 1.5f);
     float *plain = rt_alloc(no);
-    prt_attention_fwd(RT, plain, save ? c.probs : NULL, c.qkv, c.B, c.T, c.NH, c.NH, c.HD, 1, 0); /* the same kernel */
+    prt_attention_fwd(RT, plain, save ? c.probs : NULL, c.qkv, c.B, c.T, c.NH, c.NH, c.HD, 1, c.T, 0, 0); /* the same kernel */
     c.p = 0;
     attd_loss(&c);
     rt_close("attention dropout p = 0 fwd", c.out, plain, no, 0, 0);
@@ -811,8 +811,8 @@ static void test_attention_threads(void) {
         for (int run = 0; run < 2; run++) {
             openblas_set_num_threads(run + 1);
             out[run] = rt_alloc(B * T * C), dqkv[run] = calloc(B * T * 3 * C, sizeof(float));
-            prt_attention_fwd(RT, out[run], save ? probs : NULL, qkv, B, T, NH, NH, HD, 1, 0);
-            prt_attention_bwd(RT, dqkv[run], dout, qkv, save ? probs : NULL, B, T, NH, NH, HD, 1, 0);
+            prt_attention_fwd(RT, out[run], save ? probs : NULL, qkv, B, T, NH, NH, HD, 1, T, 0, 0);
+            prt_attention_bwd(RT, dqkv[run], dout, qkv, save ? probs : NULL, B, T, NH, NH, HD, 1, T, 0, 0);
         }
         rt_close(save ? "attention fwd 2 threads = 1 (probs kept)" : "attention fwd 2 threads = 1", out[1], out[0],
                  B * T * C, 0, 0);
@@ -846,8 +846,8 @@ static void test_attention_blocked(void) {
                     prt_attention_dropout_fwd(RT, o[kept], p, qkv, B, T, NH, NH, HD, causal, 3, 1, 4, 7, 1, 0.2, 0);
                     prt_attention_dropout_bwd(RT, g[kept], dout, qkv, p, B, T, NH, NH, HD, causal, 3, 1, 4, 7, 1, 0.2, 0);
                 } else {
-                    prt_attention_fwd(RT, o[kept], p, qkv, B, T, NH, NH, HD, causal, 0);
-                    prt_attention_bwd(RT, g[kept], dout, qkv, p, B, T, NH, NH, HD, causal, 0);
+                    prt_attention_fwd(RT, o[kept], p, qkv, B, T, NH, NH, HD, causal, T, 0, 0);
+                    prt_attention_bwd(RT, g[kept], dout, qkv, p, B, T, NH, NH, HD, causal, T, 0, 0);
                 }
             }
             /* the key-blocked backward (attention_bwd's above PRT_ATTENTION_FULL_ROWS keys) */
