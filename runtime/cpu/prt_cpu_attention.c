@@ -478,3 +478,9 @@ void prt_cpu_attention_keyblocked_bwd(prt *rt, void *dqkv, const void *dout, con
     att_bwd(rt, dqkv, dout, qkv, NULL, B, T, T, 0, NH, KV, HD, causal, drop, dtypes, 1);
 }
 
+void prt_cpu_attention_keyblocked_rows_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, int64_t B,
+                                           int64_t T, int64_t Tq, int64_t q0, int64_t NH, int64_t KV, int64_t HD,
+                                           int64_t causal, const prt_att_dropout *drop, int64_t dtypes) {
+    att_bwd(rt, dqkv, dout, qkv, NULL, B, T, Tq, q0, NH, KV, HD, causal, drop, dtypes, 1);
+}
+

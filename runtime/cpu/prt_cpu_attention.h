@@ -48,5 +48,9 @@ void prt_cpu_attention_rows_bwd(prt *rt, void *dqkv, const void *dout, const voi
 void prt_cpu_attention_keyblocked_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, int64_t B, int64_t T,
                                       int64_t NH, int64_t KV, int64_t HD, int64_t causal, const prt_att_dropout *drop,
                                       int64_t dtypes);
+/* The same over query rows q0 .. q0 + Tq - 1 (prt_cpu_attention_rows_bwd). */
+void prt_cpu_attention_keyblocked_rows_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, int64_t B,
+                                           int64_t T, int64_t Tq, int64_t q0, int64_t NH, int64_t KV, int64_t HD,
+                                           int64_t causal, const prt_att_dropout *drop, int64_t dtypes);
 
 #endif

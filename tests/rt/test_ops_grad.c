@@ -868,6 +868,60 @@ static void test_attention_blocked(void) {
     free(qkv); free(dout); free(probs);
 }
 
+/* A call over query rows q0 .. q0 + Tq - 1 (context parallelism: each rank's
+ * chunk of the sequence against the whole qkv) against the whole-sequence
+ * call: T = 300 in chunks of 100 (query blocks not aligned with the chunks'
+ * starts), grouped-query (4 heads over 2), causal and not, with the
+ * probabilities kept (row-blocked), recomputed (row-blocked) and key-blocked:
+ * each chunk's output and probabilities are the whole call's rows, and the
+ * chunks' qkv gradients (the Partial sums the reduce-scatter adds) sum to the
+ * whole call's. */
+static void test_attention_rows(void) {
+    enum { B = 2, T = 300, NH = 4, KV = 2, HD = 8, C = NH * HD, W = (NH + 2 * KV) * HD, CH = 3, TQ = T / CH };
+    int64_t nq = (int64_t)B * T * W, no = (int64_t)B * T * C, np = (int64_t)B * NH * T * T;
+    float *qkv = rt_alloc(nq), *dout = rt_alloc(no), *probs = rt_alloc(np), *out = rt_alloc(no), *g = rt_alloc(nq);
+    float *cp = rt_alloc(np / CH), *co = rt_alloc(no / CH), *cdo = rt_alloc(no / CH), *gsum = rt_alloc(nq),
+          *orows = rt_alloc(no / CH), *prows = rt_alloc(np / CH);
+    rt_fill(qkv, nq, 90, 1.5f); rt_fill(dout, no, 91, 1);
+    for (int causal = 0; causal <= 1; causal++)
+        for (int mode = 0; mode < 3; mode++) { /* 0 probs kept, 1 recomputed, 2 key-blocked backward */
+            float *p = mode == 0 ? probs : NULL;
+            memset(g, 0, sizeof(float) * (size_t)nq);
+            memset(gsum, 0, sizeof(float) * (size_t)nq);
+            prt_attention_fwd(RT, out, p, qkv, B, T, NH, KV, HD, causal, T, 0, 0);
+            if (mode == 2) prt_cpu_attention_keyblocked_bwd(RT, g, dout, qkv, B, T, NH, KV, HD, causal, NULL, 0);
+            else prt_attention_bwd(RT, g, dout, qkv, p, B, T, NH, KV, HD, causal, T, 0, 0);
+            for (int c = 0; c < CH; c++) {
+                int64_t q0 = (int64_t)c * TQ;
+                for (int64_t b = 0; b < B; b++) {
+                    memcpy(cdo + b * TQ * C, dout + (b * T + q0) * C, sizeof(float) * TQ * C);
+                    memcpy(orows + b * TQ * C, out + (b * T + q0) * C, sizeof(float) * TQ * C);
+                    for (int64_t h = 0; h < NH; h++)
+                        memcpy(prows + (b * NH + h) * TQ * T, probs + ((b * NH + h) * T + q0) * T, sizeof(float) * TQ * T);
+                }
+                float *cpp = mode == 0 ? cp : NULL;
+                prt_attention_fwd(RT, co, cpp, qkv, B, T, NH, KV, HD, causal, TQ, q0, 0);
+                if (mode == 2)
+                    prt_cpu_attention_keyblocked_rows_bwd(RT, gsum, cdo, qkv, B, T, TQ, q0, NH, KV, HD, causal, NULL, 0);
+                else prt_attention_bwd(RT, gsum, cdo, qkv, cpp, B, T, NH, KV, HD, causal, TQ, q0, 0);
+                char what[96];
+                snprintf(what, sizeof what, "attention rows %lld.. = the whole call's (causal %d, mode %d)", (long long)q0,
+                         causal, mode);
+                rt_close(what, co, orows, no / CH, 2e-6, 1e-5);
+                if (mode == 0) {
+                    snprintf(what, sizeof what, "attention probs of rows %lld.. (causal %d)", (long long)q0, causal);
+                    rt_close(what, cp, prows, np / CH, 1e-7, 1e-5);
+                }
+            }
+            char what[96];
+            snprintf(what, sizeof what, "attention bwd: the chunks' dqkv sum to the whole's (causal %d, mode %d)", causal,
+                     mode);
+            rt_close(what, gsum, g, nq, 1e-5, 1e-4);
+        }
+    free(qkv); free(dout); free(probs); free(out); free(g); free(cp); free(co); free(cdo); free(gsum); free(orows);
+    free(prows);
+}
+
 int main(int argc, char **argv) {
     prt_plan_desc plan = rt_plan("test_ops_grad", 0, NULL, NULL);
     RT = prt_init(1, argv, &plan);
@@ -897,6 +951,7 @@ int main(int argc, char **argv) {
     test_attention_grouped();
     test_attention_threads();
     test_attention_blocked();
+    test_attention_rows();
     test_dropout();
     test_attention_dropout(0);
     test_attention_dropout(1);
