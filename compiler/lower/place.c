@@ -62,9 +62,17 @@ void place_rule_embed(Lowerer *lw, const Op *op, int a, OpPlace *r)
         r->din[0] = PLACE_REP;
         r->out = w.dim == DIM_VOCAB ? PLACE_PART : w;
     } else {
-        r->in[0] = tok;
-        r->din[0] = tok;
-        r->out = tok;
+        /* a sequence split of the output (context parallelism): the rank looks
+         * up its own chunk's tokens (a local slice of the whole rows) */
+        Placement home = out_home(lw, op, a);
+        Placement rows = tok.kind == PLACE_R && home.kind == PLACE_S && home.dim == DIM_SEQ &&
+                                 a != lw->plan->layout.sp_axis
+                             ? home
+                             : tok;
+        r->in[0] = rows;
+        r->din[0] = rows;
+        r->out = rows;
+        tok = rows;
     }
     /* the table's gradient: rows this rank looked up (vocab split) or partial
      * sums over this rank's samples */
