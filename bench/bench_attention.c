@@ -96,10 +96,10 @@ int main(int argc, char **argv) {
                 memset(dqkv, 0, sizeof(float) * (size_t)(B * T * 3 * C));
                 double c0 = cpu_now(), t0 = MPI_Wtime();
                 if (old) prt_old_attention_heads_fwd(rt, out, NULL, qkv, B, T, NH, OLD_KV_ARG(NH) HD, 1, NULL, 0);
-                else prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, NH, HD, 1, 0);
+                else prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, NH, HD, 1, T, 0, 0);
                 double t1 = MPI_Wtime(), c1 = cpu_now();
                 if (old) prt_old_attention_heads_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, OLD_KV_ARG(NH) HD, 1, NULL, 0);
-                else prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, NH, HD, 1, 0);
+                else prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, NH, HD, 1, T, 0, 0);
                 double t2 = MPI_Wtime(), c2 = cpu_now();
                 if (r > 0 && t1 - t0 < fwd) fwd = t1 - t0;
                 if (r > 0 && t2 - t1 < bwd) bwd = t2 - t1;

@@ -208,10 +208,10 @@ static void attention_times(struct prt *rt, int k, int64_t dt, int kept, double 
         for (int p = 0; p < att_pairs[k]; p++) {
             cal_sync(ctx);
             double t0 = now();
-            prt_attention_fwd(ctx, out, probs, qkv, B, T, NH, NH, HD, 1, dt_fwd);
+            prt_attention_fwd(ctx, out, probs, qkv, B, T, NH, NH, HD, 1, T, 0, dt_fwd);
             cal_sync(ctx);
             double t1 = now();
-            prt_attention_bwd(ctx, dqkv, dout, qkv, probs, B, T, NH, NH, HD, 1, dt_bwd);
+            prt_attention_bwd(ctx, dqkv, dout, qkv, probs, B, T, NH, NH, HD, 1, T, 0, dt_bwd);
             cal_sync(ctx);
             tf += t1 - t0, tb += now() - t1;
         }

@@ -388,14 +388,19 @@ does:
     relu_fwd, relu_bwd likewise.
   swiglu_fwd(out, in, N, F): in[N,2,F]: gate = in[:,0,:], up = in[:,1,:];
     out[N,F] = silu(gate) * up.  swiglu_bwd(din, in, dout, N, F).
-  attention_fwd(out, probs, qkv, B, T, NH, KV, HD, causal): out[B,T,NH,HD] from
+  attention_fwd(out, probs, qkv, B, T, NH, KV, HD, causal, Tq, q0):
+    out[B,Tq,NH,HD], query rows q0 .. q0 + Tq - 1 of the T rows of
     qkv[B,T,3,NH,HD] when KV == NH, else (KV < NH, dividing it; G = NH / KV)
     the grouped qkv[B,T,KV,G+2,HD]: per key/value head g its G query heads,
     then k, then v; query head h reads q at (h / G, h % G), k at (h / G, G), v
-    at (h / G, G + 1), nothing repeated.  probs[B,NH,T,T] saved when not NULL.
-    attention_bwd(dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal) (dqkv in
-    qkv's layout; a group's dk and dv sum over its G query heads) recomputes the
-    probabilities when probs is NULL.
+    at (h / G, G + 1), nothing repeated.  Row q0 + i attends to keys 0 .. q0 + i
+    when causal (Tq = T, q0 = 0: the whole sequence; Tq < T: context
+    parallelism, the qkv gathered whole).  probs[B,NH,Tq,T] saved when not NULL.
+    attention_bwd(dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, Tq, q0)
+    (dout[B,Tq,NH,HD]; dqkv[B,T,...] in qkv's layout: dq of rows q0 .. only,
+    dk and dv of every key those rows saw; a group's dk and dv sum over its G
+    query heads) recomputes the probabilities when probs is NULL.  The CUDA
+    runtime takes Tq = T, q0 = 0 only.
   rope_fwd(out, in, B, T, G, U, R, HD, t_offset, theta, factor, low_freq_factor,
     high_freq_factor, original_max_positions): rotary position embedding of the
     q and k heads of a qkv tensor.  in[B,T,G,U,HD]: per row (sample b, position
@@ -645,13 +650,13 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, OP, swiglu_bwd, "ppppiit", (prt *rt, void *din, const void *in, const void *dout, int64_t N, int64_t F,  \
       int64_t dtypes),                                                                                            \
       (rt, din, in, dout, N, F, dtypes))                                                                          \
-    R(X, OP, attention_fwd, "ppppiiiiiit", (prt *rt, void *out, void *probs, const void *qkv, int64_t B,          \
-      int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t dtypes),                             \
-      (rt, out, probs, qkv, B, T, NH, KV, HD, causal, dtypes))                                                    \
-    R(X, OP, attention_bwd, "pppppiiiiiit", (prt *rt, void *dqkv, const void *dout, const void *qkv,              \
-      const void *probs, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal,                \
-      int64_t dtypes),                                                                                            \
-      (rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, dtypes))                                             \
+    R(X, OP, attention_fwd, "ppppiiiiiiiit", (prt *rt, void *out, void *probs, const void *qkv, int64_t B,        \
+      int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t Tq, int64_t q0, int64_t dtypes),     \
+      (rt, out, probs, qkv, B, T, NH, KV, HD, causal, Tq, q0, dtypes))                                            \
+    R(X, OP, attention_bwd, "pppppiiiiiiiit", (prt *rt, void *dqkv, const void *dout, const void *qkv,            \
+      const void *probs, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t Tq,    \
+      int64_t q0, int64_t dtypes),                                                                                \
+      (rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, Tq, q0, dtypes))                                     \
     R(X, OP, rope_fwd, "pppiiiiiiiddddit", (prt *rt, void *out, const void *in, int64_t B, int64_t T,             \
       int64_t G, int64_t U, int64_t R, int64_t HD, int64_t t_offset, double theta, double factor,                 \
       double low_freq_factor, double high_freq_factor, int64_t original_max_positions, int64_t dtypes),           \

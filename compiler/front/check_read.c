@@ -163,7 +163,8 @@ static const struct {
     {"experts", "mixture of experts", "the block's MLP is dense; `mlp swiglu;` or `mlp gelu;`"},
     {"moe", "mixture of experts", "the block's MLP is dense; `mlp swiglu;` or `mlp gelu;`"},
     {"expert_parallel", "expert parallelism", "split the MLP with `ffn -> AXIS;`"},
-    {"context_parallel", "context parallelism", "`sequence_parallel over AXIS;` splits the sequence outside attention"},
+    {"context_parallel", "a statement for context parallelism",
+     "context parallelism is the rule `seq -> AXIS;` on an axis of its own (attention gathers its qkv over it)"},
     {"fp8", "fp8 precision", "`precision bf16 master fp32;` or `precision fp16 master fp32;`"},
     {"offload", "offloading to host memory", "shard optimizer state with `zero 1 over AXIS;` (or 2, 3)"},
 };

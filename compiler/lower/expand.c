@@ -390,7 +390,7 @@ static void place_tensor(Expander *ex, Tensor *t)
              * embedding's output (a local slice) */
             if (t->kind == TENSOR_INDEX && dim == DIM_SEQ) continue;
             if (owner_dim >= 0 && owner_dim != (int)dim) {
-                diag_error(lay->dim_axis_loc[dim],
+                diag_error(lay->dim_axis_loc[dim], "map one of the two dims to another axis",
                            "tensor `%s` would be split on axis `%s` twice: `%s -> %s` and `%s -> %s`",
                            t->name, axis_name(plan, a), dim_names[owner_dim], axis_name(plan, a),
                            dim_names[dim], axis_name(plan, a));

@@ -269,7 +269,9 @@ extern const char *const phase_names[PHASE_COUNT];
  * offsets the op's local block (-1 none); kept says the op's statistics were
  * kept from the forward (attention's probabilities); dropout says the call
  * drops out (attention's probabilities: its attention_dropout_* entries);
- * part says which half of a linear's backward the call computes (OpPart). */
+ * part says which half of a linear's backward the call computes (OpPart);
+ * seq_axis is the mesh axis whose coordinate offsets attention's query rows
+ * (context parallelism, -1 none). */
 typedef enum {
     OP_PART_WHOLE,  /* every gradient the call's pointers name */
     OP_PART_INPUT,  /* a linear's input gradient only: its weight's and bias's pointers are null */
@@ -281,6 +283,7 @@ typedef struct OpShape {
     int kept;
     int dropout;
     OpPart part;
+    int seq_axis;
 } OpShape;
 
 /* The memory-bound classes of the cost model, each charged at its own

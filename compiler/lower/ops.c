@@ -56,6 +56,7 @@ static void shape_clear(OpShape *s)
 {
     memset(s, 0, sizeof *s);
     s->axis = -1;
+    s->seq_axis = -1;
 }
 
 /* ------------------------------------------------------------ shapes */
@@ -127,11 +128,13 @@ static void shape_elements(const Lowerer *lw, const Op *op, const OpArgs *a, OpS
     s->d[0] = numel_of(lw, op->out, out_place(lw, op));
 }
 
-/* attention: d = {B, T, NH, HD, KV}: NH local query heads, KV local
- * key/value heads (KV == NH: the qkv is [B, T, 3, NH, HD]; else the grouped
- * [B, T, KV, NH / KV + 2, HD] it reads as it is); kept: the probabilities
- * were saved; axis splits the heads (its coordinate offsets the dropout
- * mask's heads). */
+/* attention: d = {B, T, NH, HD, KV, Tk}: T local query rows, NH local query
+ * heads, KV local key/value heads (KV == NH: the qkv is [B, Tk, 3, NH, HD];
+ * else the grouped [B, Tk, KV, NH / KV + 2, HD] it reads as it is), Tk keys
+ * (T, or the whole sequence when the rule splits the queries on seq: context
+ * parallelism); kept: the probabilities were saved; axis splits the heads (its
+ * coordinate offsets the dropout mask's heads), seq_axis the query rows (its
+ * coordinate times T offsets them). */
 static void shape_attention(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
 {
     int64_t z[IR_MAX_TDIMS];
@@ -139,6 +142,8 @@ static void shape_attention(const Lowerer *lw, const Op *op, const OpArgs *a, Op
     sizes_of(lw, op->in[0], a->in[0].place, z);
     const Model *m = &lw->plan->model;
     s->d[4] = m->kv_heads == m->heads ? s->d[2] : z[2];
+    s->d[5] = z[1];
+    s->seq_axis = axis_of_split(lw, out_place(lw, op), DIM_SEQ);
     s->axis = axis_of_split(lw, out_place(lw, op), DIM_HEADS);
     const Binding *p = &lw->bind[op->aux[0]];
     s->kept = p->needed && p->value.buf >= 0;
@@ -228,11 +233,11 @@ static double flops_rope(const OpShape *s, int bwd)
     (void)bwd;
     return 3.0 * (double)s->d[0] * s->d[1] * s->d[2] * s->d[4] * s->d[5];
 }
-/* QK^T and PV forward; backward twice that, plus QK^T again when the
- * probabilities were not kept */
+/* QK^T and PV forward, T query rows by Tk keys; backward twice that, plus
+ * QK^T again when the probabilities were not kept */
 static double flops_attention(const OpShape *s, int bwd)
 {
-    double f = (double)s->d[0] * s->d[1] * s->d[1] * s->d[2] * s->d[3];
+    double f = (double)s->d[0] * s->d[1] * s->d[5] * s->d[2] * s->d[3];
     return (bwd ? (s->kept ? 8.0 : 12.0) : 4.0) * f;
 }
 
@@ -269,8 +274,8 @@ OPS_TRAFFIC(xent, 2, 2, 2)       /* max, then the sum of exp over the logits / r
  * are in flops_attention); the tile passes are attention_onchip's. */
 static double traffic_attention(const OpShape *s, int bwd)
 {
-    double scores = (double)s->d[0] * s->d[2] * s->d[1] * s->d[1];
-    double qkv = (double)s->d[0] * s->d[1] * (s->d[2] + 2 * s->d[4]) * s->d[3];
+    double scores = (double)s->d[0] * s->d[2] * s->d[1] * s->d[5];
+    double qkv = (double)s->d[0] * s->d[5] * (s->d[2] + 2 * s->d[4]) * s->d[3];
     double out = (double)s->d[0] * s->d[1] * s->d[2] * s->d[3];
     return (s->kept ? (bwd ? 4.0 : 3.0) * scores : 0) + (bwd ? 2.0 * qkv + out : qkv + out);
 }
@@ -281,7 +286,7 @@ static double traffic_attention(const OpShape *s, int bwd)
  * dK (1). */
 static double onchip_attention(const OpShape *s, int bwd)
 {
-    double scores = (double)s->d[0] * s->d[2] * s->d[1] * s->d[1];
+    double scores = (double)s->d[0] * s->d[2] * s->d[1] * s->d[5];
     return s->kept ? 0 : (bwd ? 7.0 : 3.0) * scores;
 }
 
@@ -346,10 +351,11 @@ static int64_t scratch_linear(const OpShape *s, int bwd, unsigned given, unsigne
 }
 
 /* attention_fwd(out, probs, qkv, ...);  attention_bwd(dqkv, dout, qkv, probs, ...);
- * their attention_dropout_* forms (s->dropout) take the same first arguments */
+ * their attention_dropout_* forms (s->dropout) take the same first arguments;
+ * sized by the key count Tk (a head's slice holds rows of Tk keys) */
 static int64_t scratch_attention(const OpShape *s, int bwd, unsigned given, unsigned wide)
 {
-    int64_t T = s->d[1], HD = s->d[3], heads = s->d[0] * s->d[2];
+    int64_t T = s->d[5], HD = s->d[3], heads = s->d[0] * s->d[2];
     if (!bwd)
         return (s->dropout ? prt_scratch_attention_dropout_fwd : prt_scratch_attention_fwd)(
             T, HD, heads, (int)BIT(given, 1), (int)BIT(wide, 1), (int)BIT(wide, 2), (int)BIT(wide, 0));
@@ -616,7 +622,7 @@ static const char *cost_incomplete(const OpDesc *d)
 {
     int64_t mnk[3];
     for (int kept = 0; kept <= 1; kept++) {
-        const OpShape probe = {{2, 2, 2, 2, 2, 2}, -1, kept, 0, OP_PART_WHOLE};
+        const OpShape probe = {{2, 2, 2, 2, 2, 2}, -1, kept, 0, OP_PART_WHOLE, -1};
         for (int bwd = 0; bwd <= (d->bwd != RT_NONE); bwd++)
             switch (d->cost) {
             case OP_COST_GEMM:

@@ -170,9 +170,13 @@ static Arg probs_arg(const Lowerer *lw, const Op *op, const OpShape *s)
     return s->kept ? arg_value(lw, op->aux[0]) : arg_null();
 }
 
-/* With dropout the attention_dropout_* entries take, after attention's own
- * arguments, what places the local block in the global mask: the first
- * sample, the first local head of NH_global, the step and the layer. */
+/* attention_fwd / attention_bwd take the key count T (the qkv's rows), then
+ * the rank's query rows Tq and their first row q0 (context parallelism: the
+ * seq axis's coordinate times Tq; else Tq = T, q0 0).  With dropout the
+ * attention_dropout_* entries (no sequence split: place_rule_attention) take,
+ * after attention's own arguments, what places the local block in the global
+ * mask: the first sample, the first local head of NH_global, the step and the
+ * layer. */
 int ops_emit_attention_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     const Model *m = &e->lw->plan->model;
@@ -182,7 +186,8 @@ int ops_emit_attention_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape
                      arg_int(s->d[3]), arg_int(m->block.causal), arg_kind(ARG_FIRST_SAMPLE), arg_coord(s->axis, s->d[2]),
                      arg_int(m->heads), arg_kind(ARG_STEP), arg_kind(ARG_LAYER), arg_f64(m->block.dropout));
     return ENTRY(e, RT_prt_attention_fwd, a->out, probs_arg(e->lw, op, s), a->in[0].arg, arg_int(s->d[0]),
-                 arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[4]), arg_int(s->d[3]), arg_int(m->block.causal));
+                 arg_int(s->d[5]), arg_int(s->d[2]), arg_int(s->d[4]), arg_int(s->d[3]), arg_int(m->block.causal),
+                 arg_int(s->d[1]), arg_coord(s->seq_axis, s->d[1]));
 }
 
 int ops_emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
@@ -194,8 +199,8 @@ int ops_emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape
                      arg_int(s->d[3]), arg_int(m->block.causal), arg_kind(ARG_FIRST_SAMPLE), arg_coord(s->axis, s->d[2]),
                      arg_int(m->heads), arg_kind(ARG_STEP), arg_kind(ARG_LAYER), arg_f64(m->block.dropout));
     return ENTRY(e, RT_prt_attention_bwd, a->din[0].arg, a->dout, a->in[0].arg, probs_arg(e->lw, op, s),
-                 arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[4]), arg_int(s->d[3]),
-                 arg_int(m->block.causal));
+                 arg_int(s->d[0]), arg_int(s->d[5]), arg_int(s->d[2]), arg_int(s->d[4]), arg_int(s->d[3]),
+                 arg_int(m->block.causal), arg_int(s->d[1]), arg_coord(s->seq_axis, s->d[1]));
 }
 
 /* Dropout of a branch output: site 1 for attention's (`attn.drop`), 2 for the

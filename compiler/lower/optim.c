@@ -273,7 +273,10 @@ static void emit_sync(Lowerer *lw, Emit *es, int t, const Placement *acc, const 
         }
         if (!moves) continue;
         int bucket = r == REGION_BLOCK && lw->sp->sync_in_backward;
-        const char *why = pass == 0 ? "partial gradients of a parameter used on rows split on a tensor axis"
+        const char *why = pass == 0 ? (lay->dim_axis[DIM_SEQ] >= 0
+                                           ? "partial gradients of a parameter used on rows split on a tensor or "
+                                             "context axis"
+                                           : "partial gradients of a parameter used on rows split on a tensor axis")
                           : bucket  ? z->sync_why_bucketed
                                     : z->sync_why;
         reshard_to(es, v, to, -1, why, 1, pass == 0 ? &gr : &dst_data);

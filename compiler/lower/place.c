@@ -62,9 +62,17 @@ void place_rule_embed(Lowerer *lw, const Op *op, int a, OpPlace *r)
         r->din[0] = PLACE_REP;
         r->out = w.dim == DIM_VOCAB ? PLACE_PART : w;
     } else {
-        r->in[0] = tok;
-        r->din[0] = tok;
-        r->out = tok;
+        /* a sequence split of the output (context parallelism): the rank looks
+         * up its own chunk's tokens (a local slice of the whole rows) */
+        Placement home = out_home(lw, op, a);
+        Placement rows = tok.kind == PLACE_R && home.kind == PLACE_S && home.dim == DIM_SEQ &&
+                                 a != lw->plan->layout.sp_axis
+                             ? home
+                             : tok;
+        r->in[0] = rows;
+        r->din[0] = rows;
+        r->out = rows;
+        tok = rows;
     }
     /* the table's gradient: rows this rank looked up (vocab split) or partial
      * sums over this rank's samples */
@@ -139,17 +147,32 @@ void place_rule_linear(Lowerer *lw, const Op *op, int a, OpPlace *r)
     }
 }
 
+/* Attention.  Heads or batch split: everything in the output's placement.
+ * Sequence split (context parallelism, the all-gather form of Llama 3):
+ * each rank computes its own query rows, which need the keys and values of
+ * every position, so the op takes the whole qkv (an all-gather over the axis;
+ * q, k and v share one tensor, so the gather carries q too: 3/2 the bytes of
+ * K and V alone for plain attention) and its qkv gradient is Partial (the dK
+ * and dV of every position from this rank's queries, dQ of its own rows), which
+ * the table reduce-scatters back to the sequence split.  The output keeps the
+ * split. */
 void place_rule_attention(Lowerer *lw, const Op *op, int a, OpPlace *r)
 {
     Placement home = out_home(lw, op, a);
-    if (home.kind == PLACE_S && home.dim == DIM_SEQ)
-        place_rule_error(lw, op, "%s cannot split %s on `%s` without context parallelism",
-                         "split heads on this axis, or use `sequence_parallel over AXIS` with `heads -> AXIS`", a,
-                         DIM_SEQ);
     if (home.kind == PLACE_S && home.dim == DIM_HEAD_DIM)
         place_rule_error(lw, op, "%s cannot split %s on `%s`", "split heads instead", a, DIM_HEAD_DIM);
-    r->in[0] = r->din[0] = home;
     r->out = home;
+    if (home.kind == PLACE_S && home.dim == DIM_SEQ) {
+        if (lw->plan->model.block.dropout > 0)
+            place_rule_error(lw, op, "%s: dropout on the attention probabilities with %s split on `%s` "
+                                     "(context parallelism) is not supported",
+                             "drop `dropout` from the block, or map heads or batch to this axis instead of seq", a,
+                             DIM_SEQ);
+        r->in[0] = PLACE_REP;
+        r->din[0] = PLACE_PART;
+        return;
+    }
+    r->in[0] = r->din[0] = home;
 }
 
 void place_rule_xent(Lowerer *lw, const Op *op, int a, OpPlace *r)

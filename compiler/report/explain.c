@@ -36,8 +36,8 @@ static const char *axis_role(const Program *prog, int a, char *buf, size_t size)
         du += (size_t)snprintf(dims + du, sizeof dims - du, "%s%s", du ? ", " : "", dim_names[d]);
     }
     if (dims[0] && used < size) {
-        int is_data = l->dim_axis[DIM_BATCH] == a;
-        used += (size_t)snprintf(buf + used, size - used, "%s%s (%s)", sep, is_data ? "data" : "tensor", dims);
+        const char *kind = l->dim_axis[DIM_BATCH] == a ? "data" : l->dim_axis[DIM_SEQ] == a ? "context" : "tensor";
+        used += (size_t)snprintf(buf + used, size - used, "%s%s (%s)", sep, kind, dims);
         sep = ", ";
     }
     if (l->sp_axis == a && used < size) {

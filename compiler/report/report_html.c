@@ -391,7 +391,7 @@ void report_html_memory(FILE *out, const Analysis *an, double scale_bytes)
 /* ------------------------------------------------------------ mesh */
 
 /* What an axis carries, in a few words: "pipeline (1f1b)", "tensor (heads,
- * ffn)", "data (batch)", "sequence parallel", "ZeRO-1". */
+ * ffn)", "data (batch)", "context (seq)", "sequence parallel", "ZeRO-1". */
 static void axis_carries(FILE *out, const Plan *plan, const Program *prog, int a)
 {
     const Layout *l = &plan->layout;
@@ -403,7 +403,9 @@ static void axis_carries(FILE *out, const Plan *plan, const Program *prog, int a
     int any = 0;
     for (int d = 0; d < DIM_COUNT; d++) {
         if (d == DIM_LAYERS || l->dim_axis[d] != a) continue;
-        if (!any) fprintf(out, "%s%s (", sep, l->dim_axis[DIM_BATCH] == a ? "data" : "tensor");
+        if (!any)
+            fprintf(out, "%s%s (", sep,
+                    l->dim_axis[DIM_BATCH] == a ? "data" : l->dim_axis[DIM_SEQ] == a ? "context" : "tensor");
         fprintf(out, "%s%s", any ? ", " : "", dim_names[d]);
         any = 1;
     }

@@ -17,6 +17,13 @@
  * head's work is the same whichever worker runs it, so results do not depend
  * on the thread count.
  *
+ * A call may compute only query rows q0 .. q0 + Tq - 1 of the T rows of its
+ * qkv (context parallelism: the qkv gathered whole, the output, dout and the
+ * probabilities this rank's Tq rows): every index of a query row below is its
+ * row in the whole sequence (the causal mask, the dropout mask), and out,
+ * dout and probs are read at that row less q0.  dqkv is the whole qkv's
+ * gradient: dq of the other rows is left as it was (or zero when written).
+ *
  * Tensors as in prt_cpu_view.h: a 16-bit q, k, v, output or gradient is
  * widened into the worker's slice, rounded back once per head.
  */
@@ -68,6 +75,8 @@ static void att_drop_apply(const prt_att_dropout *d, float *PD, const float *P, 
 typedef struct att_args {
     tensor out, probs, qkv, dqkv, dout;
     int T, NH, HD, C, causal, write; /* write: dqkv is written, not added into (PRT_ARG_WRITE) */
+    int Tq, q0;                      /* the query rows q0 .. q0 + Tq - 1 of the T the qkv holds: out, dout
+                                        and probs have Tq rows, the causal mask is by row q0 + i */
     int KV, G, W;                    /* key/value heads, query heads per group, qkv row width (NH + 2 KV) HD */
     int keyblocked;                  /* the backward without probs: key-blocked, not whole rows */
     const prt_att_dropout *drop;
@@ -134,50 +143,52 @@ static void att_block_probs(float *S, int ld, view q, view k, int i0, int r, int
 
 /* One head forward in workspace slice s (prt_attention_fwd_slice). */
 static void att_head_fwd(const att_args *a, float *s, int64_t b, int h) {
-    int T = a->T, HD = a->HD, C = a->C, BQ = (int)prt_attention_rows(T);
-    int64_t THD = (int64_t)T * HD, TT = (int64_t)T * T;
+    int T = a->T, HD = a->HD, C = a->C, BQ = (int)prt_attention_rows(T), Tq = a->Tq, q0 = a->q0;
+    int64_t THD = (int64_t)T * HD, TT = (int64_t)Tq * T;
     int p_own = a->probs.p && !is16(a->probs); /* P written into the probs buffer itself */
     float *p_slot = take(&s, p_own ? 0 : (int64_t)BQ * T), *pd_slot = take(&s, a->drop ? (int64_t)BQ * T : 0),
           *qkv_slot = take(&s, is16(a->qkv) * 3 * THD), *out_slot = take(&s, is16(a->out) * THD);
     view q, k, v;
     head_views(a, qkv_slot, b, h, &q, &k, &v);
-    int64_t o_off = (int64_t)b * T * C + (int64_t)h * HD, p_off = ((int64_t)b * a->NH + h) * TT;
-    view o = view_of(a->out, out_slot, o_off, T, HD, C, 0);
-    for (int i0 = 0; i0 < T; i0 += BQ) {
-        int r = T - i0 < BQ ? T - i0 : BQ, n = a->causal ? i0 + r : T;
+    int64_t o_off = (int64_t)b * Tq * C + (int64_t)h * HD, p_off = ((int64_t)b * a->NH + h) * TT;
+    view o = view_of(a->out, out_slot, o_off, Tq, HD, C, 0);
+    for (int i0 = q0; i0 < q0 + Tq; i0 += BQ) {
+        int r = q0 + Tq - i0 < BQ ? q0 + Tq - i0 : BQ, n = a->causal ? i0 + r : T;
+        int64_t p_row = p_off + (int64_t)(i0 - q0) * T;
         /* kept probabilities get whole rows (zeros past the mask); a block only in the slot, n columns */
         int ld = a->probs.p ? T : n;
-        float *P = p_own ? (float *)a->probs.p + p_off + (int64_t)i0 * T : p_slot;
+        float *P = p_own ? (float *)a->probs.p + p_row : p_slot;
         att_block_probs(P, ld, q, k, i0, r, n, ld, HD, a->causal);
-        if (a->probs.p && !p_own) view_store(a->probs, (view){P, ld}, p_off + (int64_t)i0 * T, r, T, T);
+        if (a->probs.p && !p_own) view_store(a->probs, (view){P, ld}, p_row, r, T, T);
         if (a->drop) att_drop_apply(a->drop, pd_slot, P, ld, b, h, T, i0, r, n);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, n, 1.0f, a->drop ? pd_slot : P, ld, v.f, v.ld,
-                    0.0f, o.f + (size_t)i0 * o.ld, o.ld);
+                    0.0f, o.f + (size_t)(i0 - q0) * o.ld, o.ld);
     }
-    view_store(a->out, o, o_off, T, HD, C);
+    view_store(a->out, o, o_off, Tq, HD, C);
 }
 
 /* One head backward in workspace slice s (prt_attention_bwd_slice, less
  * its group's k, v, dk, dv slots), adding into its group's dk and dv. */
 static void att_head_bwd(const att_args *a, float *s, int64_t b, int h, view k, view v, view dk, view dv) {
-    int T = a->T, HD = a->HD, C = a->C, BQ = (int)prt_attention_rows(T);
-    int64_t THD = (int64_t)T * HD, TT = (int64_t)T * T;
+    int T = a->T, HD = a->HD, C = a->C, BQ = (int)prt_attention_rows(T), Tq = a->Tq, q0 = a->q0;
+    int64_t THD = (int64_t)T * HD, TT = (int64_t)Tq * T;
     int p_own = a->probs.p && !is16(a->probs);
     float *dP = take(&s, (int64_t)BQ * T), *p_slot = take(&s, p_own ? 0 : (int64_t)BQ * T),
           *pd_slot = take(&s, a->drop ? (int64_t)BQ * T : 0), *q_slot = take(&s, is16(a->qkv) * THD),
           *dq_slot = take(&s, is16(a->dqkv) * THD), *dout_slot = take(&s, is16(a->dout) * THD);
     float scale = 1.0f / sqrtf((float)HD);
     view q = part_view(a, a->qkv, q_slot, b, 0, h, 1), dq = grad_view(a, dq_slot, b, 0, h);
-    int64_t p_off = ((int64_t)b * a->NH + h) * TT, o_off = (int64_t)b * T * C + (int64_t)h * HD;
-    view dO = view_of(a->dout, dout_slot, o_off, T, HD, C, 1);
-    for (int i0 = 0; i0 < T; i0 += BQ) {
-        int r = T - i0 < BQ ? T - i0 : BQ, n = a->causal ? i0 + r : T;
+    int64_t p_off = ((int64_t)b * a->NH + h) * TT, o_off = (int64_t)b * Tq * C + (int64_t)h * HD;
+    view dO = view_of(a->dout, dout_slot, o_off, Tq, HD, C, 1);
+    for (int i0 = q0; i0 < q0 + Tq; i0 += BQ) {
+        int r = q0 + Tq - i0 < BQ ? q0 + Tq - i0 : BQ, n = a->causal ? i0 + r : T;
+        int64_t p_row = p_off + (int64_t)(i0 - q0) * T;
         const float *P = p_slot;
         int ld = n; /* P's (and the dropped block's) row stride */
-        if (p_own) P = (const float *)a->probs.p + p_off + (int64_t)i0 * T, ld = T;
-        else if (a->probs.p) view_of(a->probs, p_slot, p_off + (int64_t)i0 * T, r, n, T, 1);
+        if (p_own) P = (const float *)a->probs.p + p_row, ld = T;
+        else if (a->probs.p) view_of(a->probs, p_slot, p_row, r, n, T, 1);
         else att_block_probs(p_slot, n, q, k, i0, r, n, n, HD, a->causal);
-        const float *dOb = dO.f + (size_t)i0 * dO.ld, *qb = q.f + (size_t)i0 * q.ld;
+        const float *dOb = dO.f + (size_t)(i0 - q0) * dO.ld, *qb = q.f + (size_t)i0 * q.ld;
         /* with dropout O = PD V, PD = P * M * scale: dV += PD^T dO, and dP = (dO V^T) * M * scale */
         if (a->drop) att_drop_apply(a->drop, pd_slot, P, ld, b, h, T, i0, r, n);
         /* dV[0:n] += P_blk^T dO_blk;  dP = dO_blk V[0:n]^T */
@@ -281,27 +292,30 @@ static void flash_head_fwd(const att_args *a, float *s, int64_t b, int h) {
     float *qkv_slot = take(&s, is16(a->qkv) * 3 * THD), *out_slot = take(&s, is16(a->out) * THD);
     view q, k, v;
     head_views(a, qkv_slot, b, h, &q, &k, &v);
-    int64_t o_off = (int64_t)b * T * C + (int64_t)h * HD;
-    view o = view_of(a->out, out_slot, o_off, T, HD, C, 0);
-    for (int i0 = 0; i0 < T; i0 += BQ)
-        flash_rows_fwd(a, &w, q, k, v, o.f + (size_t)i0 * o.ld, o.ld, b, h, i0, T - i0 < BQ ? T - i0 : BQ);
-    view_store(a->out, o, o_off, T, HD, C);
+    int Tq = a->Tq, q0 = a->q0;
+    int64_t o_off = (int64_t)b * Tq * C + (int64_t)h * HD;
+    view o = view_of(a->out, out_slot, o_off, Tq, HD, C, 0);
+    for (int i0 = q0; i0 < q0 + Tq; i0 += BQ)
+        flash_rows_fwd(a, &w, q, k, v, o.f + (size_t)(i0 - q0) * o.ld, o.ld, b, h, i0,
+                       q0 + Tq - i0 < BQ ? q0 + Tq - i0 : BQ);
+    view_store(a->out, o, o_off, Tq, HD, C);
 }
 
 /* The backward's first pass: L[i] (logsumexp) and D[i] = rowsum(dO * O) of
- * every query row of the head, O recomputed a block at a time into Ob. */
+ * every query row of the call (i: the row less q0), O recomputed a block at a
+ * time into Ob. */
 static void flash_row_stats(const att_args *a, const flash_ws *w, float *Ob, view q, view k, view v, view dO,
                             float *L, float *D, int64_t b, int h) {
-    int T = a->T, HD = a->HD, BQ = (int)prt_attention_rows(T);
-    for (int i0 = 0; i0 < T; i0 += BQ) {
-        int r = T - i0 < BQ ? T - i0 : BQ;
+    int HD = a->HD, BQ = (int)prt_attention_rows(a->T), Tq = a->Tq, q0 = a->q0;
+    for (int i0 = q0; i0 < q0 + Tq; i0 += BQ) {
+        int r = q0 + Tq - i0 < BQ ? q0 + Tq - i0 : BQ;
         flash_rows_fwd(a, w, q, k, v, Ob, HD, b, h, i0, r);
         for (int i = 0; i < r; i++) {
-            const float *o = Ob + (size_t)i * HD, *g = dO.f + (size_t)(i0 + i) * dO.ld;
+            const float *o = Ob + (size_t)i * HD, *g = dO.f + (size_t)(i0 - q0 + i) * dO.ld;
             float dot = 0.0f;
             for (int e = 0; e < HD; e++) dot += o[e] * g[e];
-            D[i0 + i] = dot;
-            L[i0 + i] = w->m[i] + logf(w->l[i]);
+            D[i0 - q0 + i] = dot;
+            L[i0 - q0 + i] = w->m[i] + logf(w->l[i]);
         }
     }
 }
@@ -320,20 +334,23 @@ static void flash_head_bwd(const att_args *a, float *s, int64_t b, int h, view k
           *dq_slot = take(&s, is16(a->dqkv) * THD), *dout_slot = take(&s, is16(a->dout) * THD);
     float scale = 1.0f / sqrtf((float)HD);
     view q = part_view(a, a->qkv, q_slot, b, 0, h, 1), dq = grad_view(a, dq_slot, b, 0, h);
-    int64_t o_off = (int64_t)b * T * C + (int64_t)h * HD;
-    view dO = view_of(a->dout, dout_slot, o_off, T, HD, C, 1);
+    int Tq = a->Tq, q0 = a->q0, nk = a->causal ? q0 + Tq : T; /* keys any of the call's rows sees */
+    int64_t o_off = (int64_t)b * Tq * C + (int64_t)h * HD;
+    view dO = view_of(a->dout, dout_slot, o_off, Tq, HD, C, 1);
     flash_row_stats(a, &w, Ob, q, k, v, dO, L, D, b, h);
-    for (int j0 = 0; j0 < T; j0 += BK) {
+    for (int j0 = 0; j0 < nk; j0 += BK) {
         int c = T - j0 < BK ? T - j0 : BK;
         const float *kb = k.f + (size_t)j0 * k.ld, *vb = v.f + (size_t)j0 * v.ld;
         float *dkb = dk.f + (size_t)j0 * dk.ld, *dvb = dv.f + (size_t)j0 * dv.ld;
-        for (int i0 = a->causal ? j0 / BQ * BQ : 0; i0 < T; i0 += BQ) {
-            int r = T - i0 < BQ ? T - i0 : BQ;
-            const float *qb = q.f + (size_t)i0 * q.ld, *dOb = dO.f + (size_t)i0 * dO.ld;
+        /* causal: the first block of the call's rows with a row at or past key j0 */
+        int first = a->causal && j0 > q0 ? q0 + (j0 - q0) / BQ * BQ : q0;
+        for (int i0 = first; i0 < q0 + Tq; i0 += BQ) {
+            int r = q0 + Tq - i0 < BQ ? q0 + Tq - i0 : BQ;
+            const float *qb = q.f + (size_t)i0 * q.ld, *dOb = dO.f + (size_t)(i0 - q0) * dO.ld;
             /* P = exp(scale Q_i K_j^T - L), 0 past each row's last key */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, scale, qb, q.ld, kb, k.ld, 0.0f, w.S, BK);
             for (int i = 0; i < r; i++) {
-                float *row = w.S + (size_t)i * BK, Li = L[i0 + i];
+                float *row = w.S + (size_t)i * BK, Li = L[i0 - q0 + i];
                 int last = a->causal && i0 + i - j0 < c - 1 ? i0 + i - j0 : c - 1;
                 for (int j = 0; j <= last; j++) row[j] = prt_expf_fast(row[j] - Li);
                 for (int j = last < 0 ? 0 : last + 1; j < c; j++) row[j] = 0.0f;
@@ -347,7 +364,7 @@ static void flash_head_bwd(const att_args *a, float *s, int64_t b, int h, view k
             /* dS = P * (dP - D), in place in dP (masked entries: P = 0 -> 0) */
             for (int i = 0; i < r; i++) {
                 const float *p = w.S + (size_t)i * BK;
-                float *dp = dP + (size_t)i * BK, Di = D[i0 + i];
+                float *dp = dP + (size_t)i * BK, Di = D[i0 - q0 + i];
                 for (int j = 0; j < c; j++) dp[j] = p[j] * (dp[j] - Di);
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, c, scale, dP, BK, kb, k.ld, 1.0f,
@@ -397,21 +414,24 @@ static void att_run(prt *rt, const att_args *a, int64_t B, int64_t slice, int bw
     if (nt > 1) openblas_set_num_threads(nt);
 }
 
-static att_args att_args_of(prt *rt, const char *op, int64_t T_, int64_t NH_, int64_t KV_, int64_t HD_,
-                            int64_t causal, const prt_att_dropout *drop) {
+static att_args att_args_of(prt *rt, const char *op, int64_t T_, int64_t Tq_, int64_t q0_, int64_t NH_, int64_t KV_,
+                            int64_t HD_, int64_t causal, const prt_att_dropout *drop) {
     PRT_CHECK(KV_ >= 1 && KV_ <= NH_ && NH_ % KV_ == 0, "%s: %lld key/value heads do not divide %lld heads", op,
               (long long)KV_, (long long)NH_);
+    PRT_CHECK(Tq_ >= 0 && q0_ >= 0 && q0_ + Tq_ <= T_, "%s: query rows %lld .. %lld of %lld", op, (long long)q0_,
+              (long long)(q0_ + Tq_), (long long)T_);
     att_args a = {.T = blas_dim(T_, op), .NH = blas_dim(NH_, op), .HD = blas_dim(HD_, op),
                   .C = blas_dim(NH_ * HD_, op), .causal = causal != 0, .drop = drop};
+    a.Tq = (int)Tq_, a.q0 = (int)q0_;
     a.KV = (int)KV_, a.G = (int)(NH_ / KV_), a.W = blas_dim((NH_ + 2 * KV_) * HD_, op);
     (void)rt;
     return a;
 }
 
-void prt_cpu_attention_heads_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T,
-                                 int64_t NH, int64_t KV, int64_t HD, int64_t causal, const prt_att_dropout *drop,
-                                 int64_t dtypes) {
-    att_args a = att_args_of(rt, "attention_fwd", T, NH, KV, HD, causal, drop);
+void prt_cpu_attention_rows_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T, int64_t Tq,
+                                int64_t q0, int64_t NH, int64_t KV, int64_t HD, int64_t causal,
+                                const prt_att_dropout *drop, int64_t dtypes) {
+    att_args a = att_args_of(rt, "attention_fwd", T, Tq, q0, NH, KV, HD, causal, drop);
     a.out = ften(rt, dtypes, 0, out, "attention_fwd"), a.probs = ften(rt, dtypes, 1, probs, "attention_fwd");
     a.qkv = ften(rt, dtypes, 2, qkv, "attention_fwd");
     att_run(rt, &a, B,
@@ -420,9 +440,9 @@ void prt_cpu_attention_heads_fwd(prt *rt, void *out, void *probs, const void *qk
 }
 
 static void att_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B, int64_t T,
-                    int64_t NH, int64_t KV, int64_t HD, int64_t causal, const prt_att_dropout *drop, int64_t dtypes,
-                    int keyblocked) {
-    att_args a = att_args_of(rt, "attention_bwd", T, NH, KV, HD, causal, drop);
+                    int64_t Tq, int64_t q0, int64_t NH, int64_t KV, int64_t HD, int64_t causal,
+                    const prt_att_dropout *drop, int64_t dtypes, int keyblocked) {
+    att_args a = att_args_of(rt, "attention_bwd", T, Tq, q0, NH, KV, HD, causal, drop);
     a.keyblocked = keyblocked;
     a.dqkv = ften(rt, dtypes, 0, dqkv, "attention_bwd"), a.dout = ften(rt, dtypes, 1, dout, "attention_bwd");
     a.qkv = ften(rt, dtypes, 2, qkv, "attention_bwd"), a.probs = ften(rt, dtypes, 3, probs, "attention_bwd");
@@ -433,15 +453,34 @@ static void att_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, cons
     att_run(rt, &a, B, slice, 1);
 }
 
+void prt_cpu_attention_heads_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T,
+                                 int64_t NH, int64_t KV, int64_t HD, int64_t causal, const prt_att_dropout *drop,
+                                 int64_t dtypes) {
+    prt_cpu_attention_rows_fwd(rt, out, probs, qkv, B, T, T, 0, NH, KV, HD, causal, drop, dtypes);
+}
+
+void prt_cpu_attention_rows_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B,
+                                int64_t T, int64_t Tq, int64_t q0, int64_t NH, int64_t KV, int64_t HD, int64_t causal,
+                                const prt_att_dropout *drop, int64_t dtypes) {
+    att_bwd(rt, dqkv, dout, qkv, probs, B, T, Tq, q0, NH, KV, HD, causal, drop, dtypes,
+            !probs && T > PRT_ATTENTION_FULL_ROWS);
+}
+
 void prt_cpu_attention_heads_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
                                  int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal,
                                  const prt_att_dropout *drop, int64_t dtypes) {
-    att_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, drop, dtypes, !probs && T > PRT_ATTENTION_FULL_ROWS);
+    prt_cpu_attention_rows_bwd(rt, dqkv, dout, qkv, probs, B, T, T, 0, NH, KV, HD, causal, drop, dtypes);
 }
 
 void prt_cpu_attention_keyblocked_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, int64_t B, int64_t T,
                                       int64_t NH, int64_t KV, int64_t HD, int64_t causal, const prt_att_dropout *drop,
                                       int64_t dtypes) {
-    att_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, KV, HD, causal, drop, dtypes, 1);
+    att_bwd(rt, dqkv, dout, qkv, NULL, B, T, T, 0, NH, KV, HD, causal, drop, dtypes, 1);
+}
+
+void prt_cpu_attention_keyblocked_rows_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, int64_t B,
+                                           int64_t T, int64_t Tq, int64_t q0, int64_t NH, int64_t KV, int64_t HD,
+                                           int64_t causal, const prt_att_dropout *drop, int64_t dtypes) {
+    att_bwd(rt, dqkv, dout, qkv, NULL, B, T, Tq, q0, NH, KV, HD, causal, drop, dtypes, 1);
 }
 

@@ -33,11 +33,24 @@ void prt_cpu_attention_heads_fwd(prt *rt, void *out, void *probs, const void *qk
 void prt_cpu_attention_heads_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
                                  int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal,
                                  const prt_att_dropout *drop, int64_t dtypes);
+/* The same over query rows q0 .. q0 + Tq - 1 of the T rows of qkv (the
+ * attention_fwd / attention_bwd of parc_rt.h with Tq and q0): out, dout and
+ * probs hold Tq rows; dqkv is the whole qkv's gradient. */
+void prt_cpu_attention_rows_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T, int64_t Tq,
+                                int64_t q0, int64_t NH, int64_t KV, int64_t HD, int64_t causal,
+                                const prt_att_dropout *drop, int64_t dtypes);
+void prt_cpu_attention_rows_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs, int64_t B,
+                                int64_t T, int64_t Tq, int64_t q0, int64_t NH, int64_t KV, int64_t HD, int64_t causal,
+                                const prt_att_dropout *drop, int64_t dtypes);
 /* attention_bwd without kept probabilities, key-blocked whatever T is (what
  * attention_bwd runs above PRT_ATTENTION_FULL_ROWS keys; scratch
  * prt_attention_bwd_slice_keys per worker): for tests and benchmarks at any T. */
 void prt_cpu_attention_keyblocked_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, int64_t B, int64_t T,
                                       int64_t NH, int64_t KV, int64_t HD, int64_t causal, const prt_att_dropout *drop,
                                       int64_t dtypes);
+/* The same over query rows q0 .. q0 + Tq - 1 (prt_cpu_attention_rows_bwd). */
+void prt_cpu_attention_keyblocked_rows_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, int64_t B,
+                                           int64_t T, int64_t Tq, int64_t q0, int64_t NH, int64_t KV, int64_t HD,
+                                           int64_t causal, const prt_att_dropout *drop, int64_t dtypes);
 
 #endif

@@ -516,13 +516,14 @@ static void prt_cpu_add_fwd(prt *rt, void *out_, const void *a_, const void *b_,
 /* ---------------------------------------------------------------- attention (prt_cpu_attention.c) */
 
 static void prt_cpu_attention_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T, int64_t NH,
-                                  int64_t KV, int64_t HD, int64_t causal, int64_t dtypes) {
-    prt_cpu_attention_heads_fwd(rt, out, probs, qkv, B, T, NH, KV, HD, causal, NULL, dtypes);
+                                  int64_t KV, int64_t HD, int64_t causal, int64_t Tq, int64_t q0, int64_t dtypes) {
+    prt_cpu_attention_rows_fwd(rt, out, probs, qkv, B, T, Tq, q0, NH, KV, HD, causal, NULL, dtypes);
 }
 
 static void prt_cpu_attention_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, const void *probs,
-                                  int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t dtypes) {
-    prt_cpu_attention_heads_bwd(rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, NULL, dtypes);
+                                  int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t Tq,
+                                  int64_t q0, int64_t dtypes) {
+    prt_cpu_attention_rows_bwd(rt, dqkv, dout, qkv, probs, B, T, Tq, q0, NH, KV, HD, causal, NULL, dtypes);
 }
 
 static void prt_cpu_attention_dropout_fwd(prt *rt, void *out, void *probs, const void *qkv, int64_t B, int64_t T,

@@ -185,12 +185,22 @@ static void cu_attention_dropout_bwd(prt *rt, void *dqkv_, const void *dout_, co
     prt_cu_attention_dropout_bwd(rt, TN(0, dqkv_), TN(1, dout_), TN(2, qkv_), TN(3, probs_), B, T_, NH_, KV_, HD_, causal,
                                  cu_drop(rt, first_sample, h_offset, NH_global, step, layer, p));
 }
+/* The CUDA kernels compute every query row of the qkv: Tq = T, q0 = 0 (the
+ * op-shape check at start-up refuses a program that asks for fewer). */
+static void cu_attention_rows(const char *op, int64_t T, int64_t Tq, int64_t q0) {
+    PRT_CHECK(Tq == T && q0 == 0,
+              "%s: query rows %lld .. %lld of %lld: the CUDA kernels compute every row (context parallelism runs "
+              "on the CPU runtime)", op, (long long)q0, (long long)(q0 + Tq), (long long)T);
+}
 static void cu_attention_fwd(prt *rt, void *out_, void *probs_, const void *qkv_, int64_t B, int64_t T_, int64_t NH_,
-                             int64_t KV_, int64_t HD_, int64_t causal, int64_t dtypes) {
+                             int64_t KV_, int64_t HD_, int64_t causal, int64_t Tq, int64_t q0, int64_t dtypes) {
+    cu_attention_rows("attention_fwd", T_, Tq, q0);
     prt_cu_attention_fwd(rt, TN(0, out_), TN(1, probs_), TN(2, qkv_), B, T_, NH_, KV_, HD_, causal);
 }
 static void cu_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const void *qkv_, const void *probs_, int64_t B,
-                             int64_t T_, int64_t NH_, int64_t KV_, int64_t HD_, int64_t causal, int64_t dtypes) {
+                             int64_t T_, int64_t NH_, int64_t KV_, int64_t HD_, int64_t causal, int64_t Tq, int64_t q0,
+                             int64_t dtypes) {
+    cu_attention_rows("attention_bwd", T_, Tq, q0);
     if (prt_word_writes(dtypes, 0)) cu_zero(rt, dqkv_, B * T_ * (NH_ + 2 * KV_) * HD_, dtypes);  /* PRT_ARG_WRITE */
     prt_cu_attention_bwd(rt, TN(0, dqkv_), TN(1, dout_), TN(2, qkv_), TN(3, probs_), B, T_, NH_, KV_, HD_, causal);
 }

@@ -40,6 +40,15 @@ static void attention(const int64_t *a, const prt_cuda_limits *lim, verdict *v) 
         refuse(v, "%lld bytes of shared memory per block: the device has %lld", PRT_ATT_SMEM_BYTES(PRT_ATT_HDMAX(HD)),
                lim->smem_per_block);
 }
+/* attention_fwd / attention_bwd (B, T, NH, KV, HD, causal, Tq, q0): as
+ * attention, every query row (q0 0, Tq T; the largest rank's q0 is what the
+ * op-shape table holds) */
+static void attention_rows(const int64_t *a, const prt_cuda_limits *lim, verdict *v) {
+    attention(a, lim, v);
+    if (a[6] != a[1] || a[7] != 0)
+        refuse(v, "query rows from %lld of %lld: the CUDA kernels compute every row (context parallelism runs on the "
+                  "CPU runtime)", a[7], a[1]);
+}
 /* cross-entropy forward (N, V_local, vocab_offset, axis): one block per row; the
  * all-reduce of the 2N row sums counts in int */
 static void xent(const int64_t *a, const prt_cuda_limits *lim, verdict *v) {
@@ -73,8 +82,8 @@ static const struct {
     const char *args;   /* names of the size arguments, for messages */
     void (*check)(const int64_t *a, const prt_cuda_limits *lim, verdict *v);
 } rows[] = {
-    {"attention_fwd", 6, "B T NH KV HD causal", attention},
-    {"attention_bwd", 6, "B T NH KV HD causal", attention},
+    {"attention_fwd", 8, "B T NH KV HD causal Tq q0", attention_rows},
+    {"attention_bwd", 8, "B T NH KV HD causal Tq q0", attention_rows},
     {"attention_dropout_fwd", 11, "B T NH KV HD causal first_sample h_offset NH_global step layer", attention},
     {"attention_dropout_bwd", 11, "B T NH KV HD causal first_sample h_offset NH_global step layer", attention},
     {"xent_fwd", 4, "N V_local vocab_offset axis", xent},

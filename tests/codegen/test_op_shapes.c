@@ -140,8 +140,8 @@ static void test_single(void) {
         check_same_as_compiler(b, "tiny_single");
         const Plan *p = &b->c.plan;
         int64_t B = p->train.micro_batch, T = p->model.seq, NH = p->model.heads, HD = p->model.hidden / NH;
-        const int64_t att[] = {B, T, NH, NH, HD, 1};
-        CHECK(args_are(find(b, "attention_fwd", 0), 6, att) && args_are(find(b, "attention_bwd", 0), 6, att),
+        const int64_t att[] = {B, T, NH, NH, HD, 1, T, 0};
+        CHECK(args_are(find(b, "attention_fwd", 0), 8, att) && args_are(find(b, "attention_bwd", 0), 8, att),
               "attention_fwd/bwd (B %lld, T %lld, NH %lld, HD %lld, causal 1)", (long long)B, (long long)T,
               (long long)NH, (long long)HD);
         const int64_t xent[] = {B * T, p->model.vocab, 0, -1};
@@ -178,8 +178,8 @@ static void test_3d(void) {
         const Plan *p = &b->c.plan;
         int tp = plan_dim_parts(p, DIM_HEADS);
         int64_t B = p->train.micro_batch, T = p->model.seq, NH = p->model.heads / tp, HD = p->model.hidden / p->model.heads;
-        const int64_t att[] = {B, T, NH, NH, HD, 1};
-        CHECK(tp == 2 && args_are(find(b, "attention_fwd", 0), 6, att) && args_are(find(b, "attention_fwd", 1), 6, att),
+        const int64_t att[] = {B, T, NH, NH, HD, 1, T, 0};
+        CHECK(tp == 2 && args_are(find(b, "attention_fwd", 0), 8, att) && args_are(find(b, "attention_fwd", 1), 8, att),
               "both stages: attention_fwd (B %lld, T %lld, NH %lld of %lld, HD %lld)", (long long)B, (long long)T,
               (long long)NH, (long long)p->model.heads, (long long)HD);
         CHECK(find(b, "embed_fwd", 0) && !find(b, "embed_fwd", 1) && find(b, "xent_fwd", 1) && !find(b, "xent_fwd", 0),
@@ -223,7 +223,7 @@ static void test_refused(void) {
         int64_t r = prt_cuda_check_op_shapes(b->rows, b->n, &lim, why, sizeof why);
         CHECK(r >= 0 && !strcmp(b->rows[r].op, "attention_fwd"), "refused at row %lld (%s)", (long long)r,
               r >= 0 ? b->rows[r].op : "none");
-        const char *want = "stage 0 calls attention_fwd (B 2, T 64, NH 4, KV 4, HD 512, causal 1): head dim 512: the CUDA "
+        const char *want = "stage 0 calls attention_fwd (B 2, T 64, NH 4, KV 4, HD 512, causal 1, Tq 64, q0 0): head dim 512: the CUDA "
                            "kernels take 1..128";
         CHECK(!strcmp(why, want), "the refusal names the stage, op, shape and limit:\n  got  %s\n  want %s", why, want);
         /* the same table passes where the limit is not the head dim: only attention is refused */

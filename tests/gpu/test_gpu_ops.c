@@ -209,12 +209,12 @@ static void ops(int64_t dt) {
                     dqkv = mk(dt, B * T * 3 * Cq, -1, 1, 0), dout = mk(dt, B * T * Cq, -1, 1, 0);
                 char name[64];
                 snprintf(name, sizeof name, "attention_fwd hd%lld%s%s", (long long)HD, causal ? " c" : "", with_probs ? " p" : "");
-                prt_attention_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, NH, HD, causal, PRT_ARG_DTYPES(out.dt, probs.dt, qkv.dt));
+                prt_attention_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, NH, HD, causal, T, 0, PRT_ARG_DTYPES(out.dt, probs.dt, qkv.dt));
                 prt_cu_attention_fwd(rt, D(out), with_probs ? D(probs) : NONE, D(qkv), B, T, NH, NH, HD, causal);
                 check(name, "out", out, tol);
                 if (with_probs) check(name, "probs", probs, tol);
                 name[10] = 'b', name[11] = 'w', name[12] = 'd';
-                prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, NH, HD, causal, PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt, probs.dt));
+                prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, NH, HD, causal, T, 0, PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt, probs.dt));
                 prt_cu_attention_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, NH, HD, causal);
                 check(name, "dqkv", dqkv, tol);
             }
@@ -241,7 +241,7 @@ static void ops(int64_t dt) {
                                                   PRT_ARG_DTYPES(out.dt, probs.dt, qkv.dt));
                         prt_cu_attention_dropout_fwd(rt, D(out), with_probs ? D(probs) : NONE, D(qkv), B, T, NH, KV, HD, causal, dd);
                     } else {
-                        prt_attention_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, KV, HD, causal, PRT_ARG_DTYPES(out.dt, probs.dt, qkv.dt));
+                        prt_attention_fwd(rt, out.h, probs.h, qkv.h, B, T, NH, KV, HD, causal, T, 0, PRT_ARG_DTYPES(out.dt, probs.dt, qkv.dt));
                         prt_cu_attention_fwd(rt, D(out), with_probs ? D(probs) : NONE, D(qkv), B, T, NH, KV, HD, causal);
                     }
                     check(name, "out", out, tol);
@@ -252,7 +252,7 @@ static void ops(int64_t dt) {
                         prt_cu_attention_dropout_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, KV,
                                                      HD, causal, dd);
                     } else {
-                        prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, KV, HD, causal,
+                        prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, probs.h, B, T, NH, KV, HD, causal, T, 0,
                                           PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt, probs.dt));
                         prt_cu_attention_bwd(rt, D(dqkv), D(dout), D(qkv), with_probs ? D(probs) : NONE, B, T, NH, KV, HD, causal);
                     }
@@ -284,11 +284,11 @@ static void ops(int64_t dt) {
             dout = mk(dt, B * T * Cq, -1, 1, 0);
         char name[64];
         snprintf(name, sizeof name, "attention_fwd T%lld hd%lld c", (long long)T, (long long)HD);
-        prt_attention_fwd(rt, out.h, NULL, qkv.h, B, T, NH, NH, HD, 1, PRT_ARG_DTYPES(out.dt, PRT_F32, qkv.dt));
+        prt_attention_fwd(rt, out.h, NULL, qkv.h, B, T, NH, NH, HD, 1, T, 0, PRT_ARG_DTYPES(out.dt, PRT_F32, qkv.dt));
         prt_cu_attention_fwd(rt, D(out), NONE, D(qkv), B, T, NH, NH, HD, 1);
         check(name, "out", out, tol);
         name[10] = 'b', name[11] = 'w', name[12] = 'd';
-        prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, NULL, B, T, NH, NH, HD, 1, PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt));
+        prt_attention_bwd(rt, dqkv.h, dout.h, qkv.h, NULL, B, T, NH, NH, HD, 1, T, 0, PRT_ARG_DTYPES(dqkv.dt, dout.dt, qkv.dt));
         prt_cu_attention_bwd(rt, D(dqkv), D(dout), D(qkv), NONE, B, T, NH, NH, HD, 1);
         check(name, "dqkv", dqkv, tol);
     }

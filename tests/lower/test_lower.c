@@ -844,13 +844,19 @@ static void test_placement_errors(void)
     Opts o = defaults();
     o.gpus = 2;
     o.mesh = "tp 2;";
-    o.layout = "seq -> tp;";
+    o.layout = "hidden -> tp;";
     diag_mute();
     int before = diag_error_count();
     Analysis *an = compile(&arena, o, NULL);
     diag_unmute();
-    CHECK(an == NULL && diag_error_count() > before, "attention with seq split on tp is an error");
+    CHECK(an == NULL && diag_error_count() > before, "a norm with hidden split on tp is an error");
     arena_free(&arena);
+    /* seq alone on an axis is context parallelism: attention gathers the qkv */
+    Arena arena2 = {0};
+    o.layout = "seq -> tp;";
+    an = compile(&arena2, o, NULL);
+    CHECK(an != NULL, "attention with seq split on an axis of its own compiles (context parallelism)");
+    arena_free(&arena2);
 }
 
 /* The program verifier (run after every lowering pass) over every schedule kind and
@@ -1090,7 +1096,7 @@ static void test_ops_table(void)
                         entry = bwd ? RT_prt_attention_dropout_bwd : RT_prt_attention_dropout_fwd;
                     /* a linear with its bias folded in: the bias's FLOPs {N, M} join */
                     int folded = d->folds_bias && ins->fn == (bwd ? d->bwd_bias : d->fwd_bias);
-                    OpShape bias_shape = {{ins->shape.d[0], ins->shape.d[2], 0, 0}, -1, 0, 0, OP_PART_WHOLE};
+                    OpShape bias_shape = {{ins->shape.d[0], ins->shape.d[2], 0, 0}, -1, 0, 0, OP_PART_WHOLE, -1};
                     double row_flops =
                         d->flops(&ins->shape, bwd) + (folded ? op_table[OP_BIAS].flops(&bias_shape, bwd) : 0);
                     seen_folded += folded;

@@ -46,7 +46,7 @@ PARAM_ATOL_LR = 1e-2    # of lr: AdamW's rounding-level moves of zero-gradient e
 GRAD_TOL = 1e-5         # of max |b| per tensor, gradients of step 1
 # The layouts the suite promises to cover; others that include tiny_gpt.par are tested too.
 EXPECTED = ["tiny_single", "tiny_dp", "tiny_dp_blocking", "tiny_tp", "tiny_sp", "tiny_pp_gpipe", "tiny_pp_1f1b",
-            "tiny_pp_interleaved", "tiny_pp_uneven", "tiny_pp_balance", "tiny_pp_scatter", "tiny_zero1", "tiny_zero2", "tiny_zero3", "tiny_recompute", "tiny_3d"]
+            "tiny_pp_interleaved", "tiny_pp_uneven", "tiny_pp_balance", "tiny_pp_scatter", "tiny_zero1", "tiny_zero2", "tiny_zero3", "tiny_recompute", "tiny_3d", "tiny_cp"]
 
 
 def layouts(examples, fragment="common/tiny_gpt.par"):

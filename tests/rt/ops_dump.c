@@ -111,10 +111,10 @@ int main(int argc, char **argv) {
         float qkv[B * T * 3 * CC], dout[B * T * CC], out[B * T * CC], dqkv[B * T * 3 * CC] = {0};
         float out_nc[B * T * CC], probs[B * NH * T * T], dqkv_nc[B * T * 3 * CC] = {0};
         rt_fill(qkv, B * T * 3 * CC, 16, 1.5f); rt_fill(dout, B * T * CC, 17, 1);
-        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, NH, HD, 1, 0);
-        prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, NH, HD, 1, 0);
-        prt_attention_fwd(rt, out_nc, probs, qkv, B, T, NH, NH, HD, 0, 0);
-        prt_attention_bwd(rt, dqkv_nc, dout, qkv, probs, B, T, NH, NH, HD, 0, 0);
+        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, NH, HD, 1, T, 0, 0);
+        prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, NH, HD, 1, T, 0, 0);
+        prt_attention_fwd(rt, out_nc, probs, qkv, B, T, NH, NH, HD, 0, T, 0, 0);
+        prt_attention_bwd(rt, dqkv_nc, dout, qkv, probs, B, T, NH, NH, HD, 0, T, 0, 0);
         DUMP("att_qkv", qkv, B, T, 3, NH, HD); DUMP("att_dout", dout, B, T, NH, HD);
         DUMP("att_out", out, B, T, NH, HD); DUMP("att_dqkv", dqkv, B, T, 3, NH, HD);
         DUMP("attnc_out", out_nc, B, T, NH, HD); DUMP("attnc_dqkv", dqkv_nc, B, T, 3, NH, HD);
@@ -125,10 +125,10 @@ int main(int argc, char **argv) {
               *dqkv = calloc(B * T * 3 * CC, sizeof(float)), *out_nc = rt_alloc(B * T * CC),
               *probs = rt_alloc(B * NH * T * T), *dqkv_nc = calloc(B * T * 3 * CC, sizeof(float));
         rt_fill(qkv, B * T * 3 * CC, 26, 1.5f); rt_fill(dout, B * T * CC, 27, 1);
-        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, NH, HD, 1, 0);
-        prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, NH, HD, 1, 0);
-        prt_attention_fwd(rt, out_nc, probs, qkv, B, T, NH, NH, HD, 0, 0);
-        prt_attention_bwd(rt, dqkv_nc, dout, qkv, probs, B, T, NH, NH, HD, 0, 0);
+        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, NH, HD, 1, T, 0, 0);
+        prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, NH, HD, 1, T, 0, 0);
+        prt_attention_fwd(rt, out_nc, probs, qkv, B, T, NH, NH, HD, 0, T, 0, 0);
+        prt_attention_bwd(rt, dqkv_nc, dout, qkv, probs, B, T, NH, NH, HD, 0, T, 0, 0);
         DUMP("attl_qkv", qkv, B, T, 3, NH, HD); DUMP("attl_dout", dout, B, T, NH, HD);
         DUMP("attl_out", out, B, T, NH, HD); DUMP("attl_dqkv", dqkv, B, T, 3, NH, HD);
         DUMP("attlnc_out", out_nc, B, T, NH, HD); DUMP("attlnc_dqkv", dqkv_nc, B, T, 3, NH, HD);
@@ -141,9 +141,9 @@ int main(int argc, char **argv) {
               *dqkv = calloc(B * T * 3 * CC, sizeof(float)), *out_nc = rt_alloc(B * T * CC),
               *dqkv_nc = calloc(B * T * 3 * CC, sizeof(float));
         rt_fill(qkv, B * T * 3 * CC, 28, 1.5f); rt_fill(dout, B * T * CC, 29, 1);
-        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, NH, HD, 1, 0);
+        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, NH, HD, 1, T, 0, 0);
         prt_cpu_attention_keyblocked_bwd(rt, dqkv, dout, qkv, B, T, NH, NH, HD, 1, NULL, 0);
-        prt_attention_fwd(rt, out_nc, NULL, qkv, B, T, NH, NH, HD, 0, 0);
+        prt_attention_fwd(rt, out_nc, NULL, qkv, B, T, NH, NH, HD, 0, T, 0, 0);
         prt_cpu_attention_keyblocked_bwd(rt, dqkv_nc, dout, qkv, B, T, NH, NH, HD, 0, NULL, 0);
         DUMP("attk_qkv", qkv, B, T, 3, NH, HD); DUMP("attk_dout", dout, B, T, NH, HD);
         DUMP("attk_out", out, B, T, NH, HD); DUMP("attk_dqkv", dqkv, B, T, 3, NH, HD);
@@ -158,11 +158,11 @@ int main(int argc, char **argv) {
               *probs = rt_alloc(B * NH * T * T), *dqkv_nc = calloc(B * T * W, sizeof(float)),
               *dqkv_k = calloc(B * T * W, sizeof(float));
         rt_fill(qkv, B * T * W, 40, 1.5f); rt_fill(dout, B * T * CC, 41, 1);
-        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, KV, HD, 1, 0);
-        prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, KV, HD, 1, 0);
+        prt_attention_fwd(rt, out, NULL, qkv, B, T, NH, KV, HD, 1, T, 0, 0);
+        prt_attention_bwd(rt, dqkv, dout, qkv, NULL, B, T, NH, KV, HD, 1, T, 0, 0);
         prt_cpu_attention_keyblocked_bwd(rt, dqkv_k, dout, qkv, B, T, NH, KV, HD, 1, NULL, 0);
-        prt_attention_fwd(rt, out_nc, probs, qkv, B, T, NH, KV, HD, 0, 0);
-        prt_attention_bwd(rt, dqkv_nc, dout, qkv, probs, B, T, NH, KV, HD, 0, 0);
+        prt_attention_fwd(rt, out_nc, probs, qkv, B, T, NH, KV, HD, 0, T, 0, 0);
+        prt_attention_bwd(rt, dqkv_nc, dout, qkv, probs, B, T, NH, KV, HD, 0, T, 0, 0);
         DUMP("attg_qkv", qkv, B, T, KV, G + 2, HD); DUMP("attg_dout", dout, B, T, NH, HD);
         DUMP("attg_out", out, B, T, NH, HD); DUMP("attg_dqkv", dqkv, B, T, KV, G + 2, HD);
         DUMP("attgk_out", out, B, T, NH, HD); DUMP("attgk_dqkv", dqkv_k, B, T, KV, G + 2, HD);

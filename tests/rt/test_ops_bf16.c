@@ -320,25 +320,25 @@ static void test_attention(int64_t T) {
              dqkv = mk(B * T * 3 * C, 54, 1), dqkv2 = mk(B * T * 3 * C, 55, 1);
         float *probs_h = rt_alloc(B * NH * T * T), *probs_f = rt_alloc(B * NH * T * T);
         scratch_reset();
-        prt_attention_fwd(RT, out.h, probs_h, qkv.h, B, T, NH, NH, HD, causal, PRT_ARG_DTYPES(DT, PRT_F32, DT));
+        prt_attention_fwd(RT, out.h, probs_h, qkv.h, B, T, NH, NH, HD, causal, T, 0, PRT_ARG_DTYPES(DT, PRT_F32, DT));
         expect_scratch("attention_fwd", W * (4 * T * HD));
-        prt_attention_fwd(RT, out.f, probs_f, qkv.f, B, T, NH, NH, HD, causal, 0);
+        prt_attention_fwd(RT, out.f, probs_f, qkv.f, B, T, NH, NH, HD, causal, T, 0, 0);
         expect16_gemm(causal ? "attention_fwd causal" : "attention_fwd", out);
         expect32("attention_fwd probs", probs_h, probs_f, B * NH * T * T, 1e-5);
         scratch_reset();
-        prt_attention_fwd(RT, out.h, NULL, qkv.h, B, T, NH, NH, HD, causal, PRT_ARG_DTYPES(DT, PRT_F32, DT));
+        prt_attention_fwd(RT, out.h, NULL, qkv.h, B, T, NH, NH, HD, causal, T, 0, PRT_ARG_DTYPES(DT, PRT_F32, DT));
         expect_scratch("attention_fwd (probs NULL)", W * (BQ * BK + 2 * BQ + 4 * T * HD));
         expect16_gemm("attention_fwd (probs NULL)", out);
 
         scratch_reset();
-        prt_attention_bwd(RT, dqkv.h, dout.h, qkv.h, probs_h, B, T, NH, NH, HD, causal, PRT_ARG_DTYPES(DT, DT, DT));
+        prt_attention_bwd(RT, dqkv.h, dout.h, qkv.h, probs_h, B, T, NH, NH, HD, causal, T, 0, PRT_ARG_DTYPES(DT, DT, DT));
         expect_scratch("attention_bwd", W * (BQ * T + 7 * T * HD));
-        prt_attention_bwd(RT, dqkv.f, dout.f, qkv.f, probs_f, B, T, NH, NH, HD, causal, 0);
+        prt_attention_bwd(RT, dqkv.f, dout.f, qkv.f, probs_f, B, T, NH, NH, HD, causal, T, 0, 0);
         expect16_gemm(causal ? "attention_bwd causal" : "attention_bwd", dqkv);
         scratch_reset();
-        prt_attention_bwd(RT, dqkv2.h, dout.h, qkv.h, NULL, B, T, NH, NH, HD, causal, PRT_ARG_DTYPES(DT, DT, DT));
+        prt_attention_bwd(RT, dqkv2.h, dout.h, qkv.h, NULL, B, T, NH, NH, HD, causal, T, 0, PRT_ARG_DTYPES(DT, DT, DT));
         expect_scratch("attention_bwd (probs NULL)", W * (2 * BQ * T + 7 * T * HD));
-        prt_attention_bwd(RT, dqkv2.f, dout.f, qkv.f, NULL, B, T, NH, NH, HD, causal, 0);
+        prt_attention_bwd(RT, dqkv2.f, dout.f, qkv.f, NULL, B, T, NH, NH, HD, causal, T, 0, 0);
         expect16_gemm("attention_bwd (probs NULL)", dqkv2);
         /* the key-blocked backward (attention_bwd's above PRT_ATTENTION_FULL_ROWS keys) */
         pair dqkv4 = mk(B * T * 3 * C, 58, 1);
@@ -352,15 +352,15 @@ static void test_attention(int64_t T) {
         /* 16-bit probabilities: stored rounded, read back widened */
         pair probs = mk(B * NH * T * T, 56, 1), dqkv3 = mk(B * T * 3 * C, 57, 1);
         scratch_reset();
-        prt_attention_fwd(RT, out.h, probs.h, qkv.h, B, T, NH, NH, HD, causal, PRT_ARG_DTYPES(DT, DT, DT));
+        prt_attention_fwd(RT, out.h, probs.h, qkv.h, B, T, NH, NH, HD, causal, T, 0, PRT_ARG_DTYPES(DT, DT, DT));
         expect_scratch("attention_fwd (16-bit probs)", W * (BQ * T + 4 * T * HD));
         memcpy(probs.f, probs_f, sizeof(float) * B * NH * T * T);
         expect16_gemm("attention_fwd (16-bit probs) probs", probs);
         for (int64_t i = 0; i < probs.n; i++) probs.f[i] = from16(probs.h[i]);
         scratch_reset();
-        prt_attention_bwd(RT, dqkv3.h, dout.h, qkv.h, probs.h, B, T, NH, NH, HD, causal, PRT_ARG_DTYPES(DT, DT, DT, DT));
+        prt_attention_bwd(RT, dqkv3.h, dout.h, qkv.h, probs.h, B, T, NH, NH, HD, causal, T, 0, PRT_ARG_DTYPES(DT, DT, DT, DT));
         expect_scratch("attention_bwd (16-bit probs)", W * (2 * BQ * T + 7 * T * HD));
-        prt_attention_bwd(RT, dqkv3.f, dout.f, qkv.f, probs.f, B, T, NH, NH, HD, causal, 0);
+        prt_attention_bwd(RT, dqkv3.f, dout.f, qkv.f, probs.f, B, T, NH, NH, HD, causal, T, 0, 0);
         expect16_gemm("attention_bwd (16-bit probs)", dqkv3);
         free(probs_h);
         free(probs_f);

@@ -493,7 +493,7 @@ static int64_t att_col(int64_t NH, int64_t KV, int64_t HD, int which, int64_t h)
 }
 static double att_loss(void *p) {
     att_ctx *c = p;
-    prt_attention_fwd(RT, c->out, c->save ? c->probs : NULL, c->qkv, c->B, c->T, c->NH, c->KV, c->HD, c->causal, 0);
+    prt_attention_fwd(RT, c->out, c->save ? c->probs : NULL, c->qkv, c->B, c->T, c->NH, c->KV, c->HD, c->causal, c->T, 0, 0);
     return dot_r(c->out, c->r, c->B * c->T * c->NH * c->HD);
 }
 /* Forward against the formula, backward by finite differences; KV < NH: the
@@ -531,7 +531,7 @@ static void test_attention(int64_t causal, int save, int64_t NH, int64_t KV) {
              save ? "saved" : "recomputed", (long long)NH, (long long)KV);
     rt_close(what, c.out, want, no, 1e-5, 1e-4);
     gradbuf d = grad_new(nq, 44);
-    prt_attention_bwd(RT, d.g, c.r, c.qkv, save ? c.probs : NULL, c.B, c.T, c.NH, c.KV, c.HD, causal, 0);
+    prt_attention_bwd(RT, d.g, c.r, c.qkv, save ? c.probs : NULL, c.B, c.T, c.NH, c.KV, c.HD, causal, c.T, 0, 0);
     snprintf(what, sizeof what, "attention(causal=%lld, probs %s, NH %lld, KV %lld) bwd dqkv", (long long)causal,
              save ? "saved" : "recomputed", (long long)NH, (long long)KV);
     grad_check(what, att_loss, &c, c.qkv, d.g, d.g0, nq, 1e-2f);
@@ -569,9 +569,9 @@ static void test_attention_grouped(void) {
                         if (kb) prt_cpu_attention_keyblocked_bwd(RT, g, dout, q, B, T, NH, kv, HD, 1, &dd, 0);
                         else prt_attention_dropout_bwd(RT, g, dout, q, save ? probs : NULL, B, T, NH, kv, HD, 1, 3, 1, NH + 2, 7, 1, 0.2, 0);
                     } else {
-                        prt_attention_fwd(RT, o, save ? probs : NULL, q, B, T, NH, kv, HD, 1, 0);
+                        prt_attention_fwd(RT, o, save ? probs : NULL, q, B, T, NH, kv, HD, 1, T, 0, 0);
                         if (kb) prt_cpu_attention_keyblocked_bwd(RT, g, dout, q, B, T, NH, kv, HD, 1, NULL, 0);
-                        else prt_attention_bwd(RT, g, dout, q, save ? probs : NULL, B, T, NH, kv, HD, 1, 0);
+                        else prt_attention_bwd(RT, g, dout, q, save ? probs : NULL, B, T, NH, kv, HD, 1, T, 0, 0);
                     }
                 }
                 rt_close(what, og, orp, no, 1e-5, 1e-5);
@@ -591,7 +591,7 @@ static void test_attention_grouped(void) {
                 if (kb) prt_cpu_attention_keyblocked_bwd(RT, dw, dout, qg, B, T, NH, KV, HD, 1, drop ? &dd : NULL, wr);
                 else if (drop)
                     prt_attention_dropout_bwd(RT, dw, dout, qg, save ? probs : NULL, B, T, NH, KV, HD, 1, 3, 1, NH + 2, 7, 1, 0.2, wr);
-                else prt_attention_bwd(RT, dw, dout, qg, save ? probs : NULL, B, T, NH, KV, HD, 1, wr);
+                else prt_attention_bwd(RT, dw, dout, qg, save ? probs : NULL, B, T, NH, KV, HD, 1, T, 0, wr);
                 rt_close(what, dw, dg, ng, 0, 0);
                 free(dw);
             }
@@ -674,7 +674,7 @@ static void test_attention_dropout(int save) {
     c.out = rt_alloc(no); c.r = rt_alloc(no); c.qkv = rt_alloc(nq); c.probs = rt_alloc(c.B * c.NH * c.T * c.T);
     rt_fill(c.r, no, 54, 1); rt_fill(c.qkv, nq, 55, 1.5f);
     float *plain = rt_alloc(no);
-    prt_attention_fwd(RT, plain, save ? c.probs : NULL, c.qkv, c.B, c.T, c.NH, c.NH, c.HD, 1, 0); /* the same kernel */
+    prt_attention_fwd(RT, plain, save ? c.probs : NULL, c.qkv, c.B, c.T, c.NH, c.NH, c.HD, 1, c.T, 0, 0); /* the same kernel */
     c.p = 0;
     attd_loss(&c);
     rt_close("attention dropout p = 0 fwd", c.out, plain, no, 0, 0);
@@ -811,8 +811,8 @@ static void test_attention_threads(void) {
         for (int run = 0; run < 2; run++) {
             openblas_set_num_threads(run + 1);
             out[run] = rt_alloc(B * T * C), dqkv[run] = calloc(B * T * 3 * C, sizeof(float));
-            prt_attention_fwd(RT, out[run], save ? probs : NULL, qkv, B, T, NH, NH, HD, 1, 0);
-            prt_attention_bwd(RT, dqkv[run], dout, qkv, save ? probs : NULL, B, T, NH, NH, HD, 1, 0);
+            prt_attention_fwd(RT, out[run], save ? probs : NULL, qkv, B, T, NH, NH, HD, 1, T, 0, 0);
+            prt_attention_bwd(RT, dqkv[run], dout, qkv, save ? probs : NULL, B, T, NH, NH, HD, 1, T, 0, 0);
         }
         rt_close(save ? "attention fwd 2 threads = 1 (probs kept)" : "attention fwd 2 threads = 1", out[1], out[0],
                  B * T * C, 0, 0);
@@ -846,8 +846,8 @@ static void test_attention_blocked(void) {
                     prt_attention_dropout_fwd(RT, o[kept], p, qkv, B, T, NH, NH, HD, causal, 3, 1, 4, 7, 1, 0.2, 0);
                     prt_attention_dropout_bwd(RT, g[kept], dout, qkv, p, B, T, NH, NH, HD, causal, 3, 1, 4, 7, 1, 0.2, 0);
                 } else {
-                    prt_attention_fwd(RT, o[kept], p, qkv, B, T, NH, NH, HD, causal, 0);
-                    prt_attention_bwd(RT, g[kept], dout, qkv, p, B, T, NH, NH, HD, causal, 0);
+                    prt_attention_fwd(RT, o[kept], p, qkv, B, T, NH, NH, HD, causal, T, 0, 0);
+                    prt_attention_bwd(RT, g[kept], dout, qkv, p, B, T, NH, NH, HD, causal, T, 0, 0);
                 }
             }
             /* the key-blocked backward (attention_bwd's above PRT_ATTENTION_FULL_ROWS keys) */
@@ -866,6 +866,60 @@ static void test_attention_blocked(void) {
             free(gk);
         }
     free(qkv); free(dout); free(probs);
+}
+
+/* A call over query rows q0 .. q0 + Tq - 1 (context parallelism: each rank's
+ * chunk of the sequence against the whole qkv) against the whole-sequence
+ * call: T = 300 in chunks of 100 (query blocks not aligned with the chunks'
+ * starts), grouped-query (4 heads over 2), causal and not, with the
+ * probabilities kept (row-blocked), recomputed (row-blocked) and key-blocked:
+ * each chunk's output and probabilities are the whole call's rows, and the
+ * chunks' qkv gradients (the Partial sums the reduce-scatter adds) sum to the
+ * whole call's. */
+static void test_attention_rows(void) {
+    enum { B = 2, T = 300, NH = 4, KV = 2, HD = 8, C = NH * HD, W = (NH + 2 * KV) * HD, CH = 3, TQ = T / CH };
+    int64_t nq = (int64_t)B * T * W, no = (int64_t)B * T * C, np = (int64_t)B * NH * T * T;
+    float *qkv = rt_alloc(nq), *dout = rt_alloc(no), *probs = rt_alloc(np), *out = rt_alloc(no), *g = rt_alloc(nq);
+    float *cp = rt_alloc(np / CH), *co = rt_alloc(no / CH), *cdo = rt_alloc(no / CH), *gsum = rt_alloc(nq),
+          *orows = rt_alloc(no / CH), *prows = rt_alloc(np / CH);
+    rt_fill(qkv, nq, 90, 1.5f); rt_fill(dout, no, 91, 1);
+    for (int causal = 0; causal <= 1; causal++)
+        for (int mode = 0; mode < 3; mode++) { /* 0 probs kept, 1 recomputed, 2 key-blocked backward */
+            float *p = mode == 0 ? probs : NULL;
+            memset(g, 0, sizeof(float) * (size_t)nq);
+            memset(gsum, 0, sizeof(float) * (size_t)nq);
+            prt_attention_fwd(RT, out, p, qkv, B, T, NH, KV, HD, causal, T, 0, 0);
+            if (mode == 2) prt_cpu_attention_keyblocked_bwd(RT, g, dout, qkv, B, T, NH, KV, HD, causal, NULL, 0);
+            else prt_attention_bwd(RT, g, dout, qkv, p, B, T, NH, KV, HD, causal, T, 0, 0);
+            for (int c = 0; c < CH; c++) {
+                int64_t q0 = (int64_t)c * TQ;
+                for (int64_t b = 0; b < B; b++) {
+                    memcpy(cdo + b * TQ * C, dout + (b * T + q0) * C, sizeof(float) * TQ * C);
+                    memcpy(orows + b * TQ * C, out + (b * T + q0) * C, sizeof(float) * TQ * C);
+                    for (int64_t h = 0; h < NH; h++)
+                        memcpy(prows + (b * NH + h) * TQ * T, probs + ((b * NH + h) * T + q0) * T, sizeof(float) * TQ * T);
+                }
+                float *cpp = mode == 0 ? cp : NULL;
+                prt_attention_fwd(RT, co, cpp, qkv, B, T, NH, KV, HD, causal, TQ, q0, 0);
+                if (mode == 2)
+                    prt_cpu_attention_keyblocked_rows_bwd(RT, gsum, cdo, qkv, B, T, TQ, q0, NH, KV, HD, causal, NULL, 0);
+                else prt_attention_bwd(RT, gsum, cdo, qkv, cpp, B, T, NH, KV, HD, causal, TQ, q0, 0);
+                char what[96];
+                snprintf(what, sizeof what, "attention rows %lld.. = the whole call's (causal %d, mode %d)", (long long)q0,
+                         causal, mode);
+                rt_close(what, co, orows, no / CH, 2e-6, 1e-5);
+                if (mode == 0) {
+                    snprintf(what, sizeof what, "attention probs of rows %lld.. (causal %d)", (long long)q0, causal);
+                    rt_close(what, cp, prows, np / CH, 1e-7, 1e-5);
+                }
+            }
+            char what[96];
+            snprintf(what, sizeof what, "attention bwd: the chunks' dqkv sum to the whole's (causal %d, mode %d)", causal,
+                     mode);
+            rt_close(what, gsum, g, nq, 1e-5, 1e-4);
+        }
+    free(qkv); free(dout); free(probs); free(out); free(g); free(cp); free(co); free(cdo); free(gsum); free(orows);
+    free(prows);
 }
 
 int main(int argc, char **argv) {
@@ -897,6 +951,7 @@ int main(int argc, char **argv) {
     test_attention_grouped();
     test_attention_threads();
     test_attention_blocked();
+    test_attention_rows();
     test_dropout();
     test_attention_dropout(0);
     test_attention_dropout(1);

@@ -194,7 +194,7 @@ static void run_attention(void *p, void *d, int64_t f) {
     else if (c->drop)
         prt_attention_dropout_bwd(RT, d, c->dout, c->qkv, c->probs, c->B, c->T, c->NH, c->NH, c->HD, 1, 0, 0, c->NH, 3, 1,
                                   0.25, w);
-    else prt_attention_bwd(RT, d, c->dout, c->qkv, c->probs, c->B, c->T, c->NH, c->NH, c->HD, 1, w);
+    else prt_attention_bwd(RT, d, c->dout, c->qkv, c->probs, c->B, c->T, c->NH, c->NH, c->HD, 1, c->T, 0, w);
 }
 static void test_attention(int64_t dt) {
     enum { B = 2, T = 150, NH = 2, HD = 8 };
@@ -204,7 +204,7 @@ static void test_attention(int64_t dt) {
     rt_fill(g, no, 15, 1.0f);
     att_ctx_t c = {dt, B, T, NH, HD, 0, buf_of(x, nq, dt), buf_of(g, no, dt), NULL, 0};
     float *out = rt_alloc(no);
-    prt_attention_fwd(RT, out, probs, x, B, T, NH, NH, HD, 1, 0);  /* the kept probabilities of x (fp32) */
+    prt_attention_fwd(RT, out, probs, x, B, T, NH, NH, HD, 1, T, 0, 0);  /* the kept probabilities of x (fp32) */
     for (c.drop = 0; c.drop < 2; c.drop++)
         for (int kept = 0; kept < 3; kept++) { /* 2: key-blocked */
             c.probs = kept == 1 ? probs : NULL;

@@ -82,7 +82,7 @@ int main(int argc, char **argv) {
         prt_pos_fwd(rt, x0, x0, w[WPE], Bl, T, C, 0, 0);
         prt_layernorm_fwd(rt, h1, mean1, rstd1, x0, w[LN1W], w[LN1B], N, C, 1e-5, 0);
         prt_matmul_fwd(rt, qkv, h1, w[QKVW], N, C, 3 * C, 0);
-        prt_attention_fwd(rt, att, probs, qkv, Bl, T, NH, NH, HD, 1, 0);
+        prt_attention_fwd(rt, att, probs, qkv, Bl, T, NH, NH, HD, 1, T, 0, 0);
         prt_matmul_fwd(rt, tmp, att, w[PROJW], N, C, C, 0);
         prt_add_fwd(rt, x1, x0, tmp, N * C, 0);
         prt_layernorm_fwd(rt, h2, mean2, rstd2, x1, w[LN2W], w[LN2B], N, C, 1e-5, 0);
@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
         prt_zero(rt, datt, N * C, 0);
         prt_matmul_bwd(rt, datt, g[PROJW], dx, att, w[PROJW], N, C, C, 0);
         prt_zero(rt, dqkv, N * 3 * C, 0);
-        prt_attention_bwd(rt, dqkv, datt, qkv, probs, Bl, T, NH, NH, HD, 1, 0);
+        prt_attention_bwd(rt, dqkv, datt, qkv, probs, Bl, T, NH, NH, HD, 1, T, 0, 0);
         prt_zero(rt, dh, N * C, 0);
         prt_matmul_bwd(rt, dh, g[QKVW], dqkv, h1, w[QKVW], N, C, 3 * C, 0);
         prt_layernorm_bwd(rt, dx, g[LN1W], g[LN1B], dh, x0, w[LN1W], mean1, rstd1, N, C, 0);
