@@ -42,7 +42,9 @@ with tempfile.TemporaryDirectory() as tmp:
           f"{m.group(0) if m else r.stdout.strip().splitlines()[-3:]}")
     # page faults: the first step touches every buffer; a steady step maps
     # nothing fresh (the allocator keeps what it frees)
+    # (under a sanitizer, whose allocator is its own, only that they are counted)
     pf = summary.get("page_faults", {})
-    check(pf.get("first_step", -1) > 0 and 0 <= pf.get("per_step_after_first", -1) < 64,
+    steady_bound = float("inf") if os.environ.get("PARC_SANITIZED") == "1" else 64
+    check(pf.get("first_step", -1) > 0 and 0 <= pf.get("per_step_after_first", -1) < steady_bound,
           f"the summary's page faults: many in the first step, next to none after it: {pf}")
 sys.exit(t.done())
