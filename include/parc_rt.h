@@ -109,7 +109,7 @@ enum prt_init { PRT_INIT_NONE = 0, PRT_INIT_NORMAL, PRT_INIT_ONES, PRT_INIT_ZERO
  * equal-shaped buffer; either way they get the full fp32 values, of which the
  * 16-bit weights are the rounding.  init NONE for a master is an error.
  * Instance i of a per-layer parameter is global layer first_layer + i (see
- * layers_per_chunk for interleaved pipelines). */
+ * layer_of for interleaved pipelines). */
 typedef struct prt_buffer_desc {
     const char *name;        /* for messages, traces, --memory: "h.3.mlp.up.w" style */
     const char *init_name;   /* stable parameter name hashed into its init key */
@@ -125,12 +125,12 @@ typedef struct prt_buffer_desc {
     int64_t zero_axis;
     int64_t copy_of;         /* buffer index for PRT_INIT_COPY, else -1 */
     double init_std;
-    /* Interleaved pipelines hold several chunks of layers: when
-     * layers_per_chunk > 0, instance i is global layer
-     *   first_layer + (i / layers_per_chunk) * chunk_layer_stride + i % layers_per_chunk
-     * (else first_layer + i). */
-    int64_t layers_per_chunk;
-    int64_t chunk_layer_stride;
+    /* Interleaved pipelines hold several chunks of layers, not adjacent in
+     * the model and not always of one size: when layer_of is not NULL,
+     * instance i (< layer_of_n) is global layer layer_of[i] (else
+     * first_layer + i). */
+    const int64_t *layer_of;
+    int64_t layer_of_n;
     int64_t zero_whole;      /* with zero_axis >= 0: 1 = the whole padded block, 0 = this rank's share */
 } prt_buffer_desc;
 
@@ -337,7 +337,7 @@ int64_t prt_finalize(prt *rt);
  *     one block per buffer instance: i64 name_len, name bytes (init_name, no NUL),
  *     i64 global layer (-1: not per-layer), i64 flags (0: global indices), i64 count,
  *     i64 index[count] (global flat element index, the initialiser's mapping of
- *     gdims/split_axis/zero_axis/layers_per_chunk; ZeRO padding is left out),
+ *     gdims/split_axis/zero_axis/layer_of; ZeRO padding is left out),
  *     f32 value[count] (bf16/f16 widened).
  *   data: "PRTDAT1\0", then per call: i64 step, i64 first_sample, i64 B, i64 T,
  *     i32 tokens[B*T], i32 targets[B*T] (both filled whatever the call stores).

@@ -118,10 +118,8 @@ int64_t prt_param_global(const prt_param_map *map, int64_t e) {
 
 int64_t prt_param_layer(const prt_buffer_desc *gen, int64_t instance) {
     if (gen->first_layer < 0) return -1;
-    /* chunks of layers_per_chunk layers, chunk_layer_stride apart (interleaved pipelines), else consecutive */
-    if (gen->layers_per_chunk > 0)
-        return gen->first_layer + (instance / gen->layers_per_chunk) * gen->chunk_layer_stride +
-               instance % gen->layers_per_chunk;
+    /* the stage's table of its chunks' layers (interleaved pipelines), else consecutive */
+    if (gen->layer_of) return instance < gen->layer_of_n ? gen->layer_of[instance] : -1;
     return gen->first_layer + instance;
 }
 
@@ -195,6 +193,9 @@ void prt_register_buffers(prt *rt, const prt_buffer_desc *descs, int64_t count) 
         PRT_CHECK(d->elems >= 0 && d->instances >= 0, "buffer %s: negative size", name);
         PRT_CHECK(d->init >= PRT_INIT_NONE && d->init <= PRT_INIT_COPY, "buffer %s: bad init %lld", name,
                   (long long)d->init);
+        PRT_CHECK(!d->layer_of || (d->first_layer >= 0 && d->layer_of_n == d->instances),
+                  "buffer %s: a layer table of %lld entries for %lld instances", name, (long long)d->layer_of_n,
+                  (long long)d->instances);
         rt->buffers[i].desc = *d;
         rt->buffers[i].instance_bytes = (size_t)d->elems * prt_dtype_size(d->dtype);
         size_t bytes = rt->buffers[i].instance_bytes * (size_t)d->instances;

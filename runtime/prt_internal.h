@@ -535,7 +535,7 @@ int64_t prt_param_map_init(prt *rt, prt_param_map *map, const prt_buffer_desc *g
                            int64_t undescribed_elems);
 /* Global flat index of local element e of an instance; -1 for a ZeRO padding element. */
 int64_t prt_param_global(const prt_param_map *map, int64_t e);
-/* Global layer of instance `instance` (layers_per_chunk / chunk_layer_stride), or -1. */
+/* Global layer of instance `instance` (first_layer, or layer_of), or -1. */
 int64_t prt_param_layer(const prt_buffer_desc *gen, int64_t instance);
 
 /* ---------------------------------------------------------------- dumps (prt_dump.c) */

@@ -61,14 +61,14 @@ static void add_row(Arena *arena, Analysis *an, CollRow row)
  * the chunks' items are not counted, so this is the least it hides. */
 static double bucket_hidden_s(const Cluster *cl, const StageProgram *sp, const double *seq_s, double bucket_s)
 {
-    int chunks = sp->chunks > 0 ? sp->chunks : 1, L = sp->layers_per_chunk, n = 0;
-    double *ready = calloc((size_t)(chunks * L) + 1, sizeof(double));
-    double *dur = calloc((size_t)(chunks * L) + 1, sizeof(double));
+    int chunks = sp->chunks > 0 ? sp->chunks : 1, n = 0;
+    double *ready = calloc((size_t)sp->layers + 1, sizeof(double));
+    double *dur = calloc((size_t)sp->layers + 1, sizeof(double));
     PARC_ASSERT(ready && dur);
     double t = 0;
     for (int c = chunks - 1; c >= 0; c--) {
         if (c == chunks - 1 && sp->has_head) t += seq_s[SEQ_HEAD_BWD];
-        for (int l = L - 1; l >= 0; l--) {
+        for (int l = sp->chunk_layers[c] - 1; l >= 0; l--) {
             t += seq_s[SEQ_BLOCK_BWD] + seq_s[SEQ_GRAD_SYNC_BLOCK] - bucket_s;
             ready[n] = t;
             dur[n++] = bucket_s;
@@ -82,13 +82,20 @@ static double bucket_hidden_s(const Cluster *cl, const StageProgram *sp, const d
     return hidden * cost_hidden_share(cl);
 }
 
+/* The layers of stage sp on which an instruction guarded by `when` runs, over its chunks. */
+static int64_t when_layers(const StageProgram *sp, int when)
+{
+    int64_t n = 0;
+    for (int c = 0; c < sp->chunks; c++) n += when_count(when, sp->chunk_layers[c]);
+    return n;
+}
+
 /* The share of a block sequence's calls an instruction runs in: 1, or for
- * one guarded by `when` the layers of a chunk it holds on, over L. */
+ * one guarded by `when` the layers it holds on, over the stage's. */
 static double when_share(const StageProgram *sp, const Instr *ins)
 {
-    int64_t L = sp->layers_per_chunk;
-    if (ins->when == WHEN_ALWAYS || L < 1) return 1.0;
-    return (double)when_count(ins->when, L) / (double)L;
+    if (ins->when == WHEN_ALWAYS || sp->layers < 1) return 1.0;
+    return (double)when_layers(sp, ins->when) / (double)sp->layers;
 }
 
 /* What the collectives started in block sequence seq hide under its work in
@@ -213,9 +220,10 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
     sc->host_staging = sp->host_staging;
     if (sc->total > an->max_total) an->max_total = sc->total, an->worst_stage = s;
 
-    /* FLOPs and blocking communication per chunk */
-    int L = sp->layers_per_chunk;
-    double per_chunk_embed = 1.0 / (sp->chunks ? sp->chunks : 1);
+    /* FLOPs and blocking communication per chunk: the mean chunk, L layers */
+    int chunks = sp->chunks ? sp->chunks : 1;
+    double L = (double)sp->layers / chunks;
+    double per_chunk_embed = 1.0 / chunks;
     double seq_s[SEQ_COUNT] = {0}, bucket_s = 0; /* one call of each; a layer's started buckets */
     double tp_s[SEQ_COUNT] = {0};                 /* one call's collectives over the tensor axis */
     CostTerms clears = {0};                      /* the step's gradient clears (zero_grads.*) */
@@ -248,8 +256,7 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
                            instr_group(plan, ins),
                            ins->elems,
                            ins->elem_bytes,
-                           share < 1.0 ? calls / sp->layers_per_chunk * (int64_t)(share * sp->layers_per_chunk + 0.5)
-                                       : calls,
+                           share < 1.0 ? calls / sp->layers * when_layers(sp, ins->when) : calls,
                            plan_axis_inside_node(plan, ins->axis),
                            ins->op >= 0 ? g->ops[ins->op].name
                                         : (ins->tensor >= 0 ? g->tensors[ins->tensor].name : "-"),
@@ -259,7 +266,15 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
         }
         sc->flops_step += flops * (double)calls;
         if (q == SEQ_BLOCK_BWD || q == SEQ_BLOCK_FWD) { /* its started collectives (overlap.c, overlap_gather.c) */
-            double tp = 0, hidden = L > 0 ? pass_hidden_s(prog, seq, L, q == SEQ_BLOCK_FWD ? 1 : -1, &tp) : 0;
+            /* each chunk's pass, of its own layers: what they hide, per chunk on the mean */
+            double tp = 0, hidden = 0;
+            for (int c = 0; c < chunks; c++) {
+                double tp_c = 0;
+                if (sp->chunk_layers[c] > 0)
+                    hidden += pass_hidden_s(prog, seq, sp->chunk_layers[c], q == SEQ_BLOCK_FWD ? 1 : -1, &tp_c);
+                tp += tp_c;
+            }
+            hidden /= chunks, tp /= chunks;
             ct.comm_s -= L > 0 ? hidden / L : 0;
             if (q == SEQ_BLOCK_BWD) sc->bwd_hidden_chunk_s += hidden;
             else sc->fwd_hidden_chunk_s = hidden;
@@ -275,6 +290,7 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
         if (q == SEQ_HEAD_BWD || q == SEQ_EMBED_BWD || q == SEQ_HEAD_FWD || q == SEQ_EMBED_FWD)
             sc->tp_comm_chunk_s += tp_s[q] * per_chunk_embed;
         seq_s[q] = cost_terms_total(&ct);
+        sc->seq_s[q] = seq_s[q];
         /* per chunk: the block's layers, and the embedding and head spread
          * over the chunks (as the schedule simulator takes one time for all) */
         switch (q) {
@@ -417,15 +433,28 @@ static void analyze_step_time(Arena *arena, Analysis *an)
 {
     const Program *prog = an->prog;
     double slowest = -1;
-    an->stage_fwd = arena_alloc(arena, sizeof(double) * (size_t)prog->nstages);
-    an->stage_bwd = arena_alloc(arena, sizeof(double) * (size_t)prog->nstages);
+    int v = prog->schedule.chunks > 0 ? prog->schedule.chunks : 1;
+    an->stage_fwd = arena_alloc(arena, sizeof(double) * (size_t)prog->nstages * (size_t)v);
+    an->stage_bwd = arena_alloc(arena, sizeof(double) * (size_t)prog->nstages * (size_t)v);
     for (int s = 0; s < prog->nstages; s++) {
         const StageCost *sc = &an->stages[s];
+        const StageProgram *sp = &prog->stages[s];
         double tf = cost_terms_total(&sc->fwd);
         double tb = cost_terms_total(&sc->bwd);
-        an->stage_fwd[s] = tf, an->stage_bwd[s] = tb;
-        if (tf > an->t_fwd) an->t_fwd = tf;
-        if (tb > an->t_bwd) an->t_bwd = tb;
+        for (int c = 0; c < v; c++) {
+            /* one chunk's item: its own layers, the embedding in the model's
+             * first chunk and the head in its last (v = 1: the mean is the chunk) */
+            double f = tf, b = tb;
+            if (v > 1) {
+                f = sp->chunk_layers[c] * sc->seq_s[SEQ_BLOCK_FWD];
+                b = sp->chunk_layers[c] * sc->seq_s[SEQ_BLOCK_BWD];
+                if (c == 0) f += sc->seq_s[SEQ_EMBED_FWD], b += sc->seq_s[SEQ_EMBED_BWD];
+                if (c == v - 1) f += sc->seq_s[SEQ_HEAD_FWD], b += sc->seq_s[SEQ_HEAD_BWD];
+            }
+            an->stage_fwd[s * v + c] = f, an->stage_bwd[s * v + c] = b;
+            if (f > an->t_fwd) an->t_fwd = f;
+            if (b > an->t_bwd) an->t_bwd = b;
+        }
         if (tf + tb > slowest) slowest = tf + tb, an->slow_stage = s;
     }
     if (prog->nstages > 1) an->t_p2p = message_s(prog);

@@ -72,6 +72,7 @@ typedef struct StageCost {
      * the optimizer's communication */
     CostTerms fwd, bwd, sync;
     double optim_bytes;           /* state the optimizer streams per step */
+    double seq_s[SEQ_COUNT];      /* one call of each sequence, what its started collectives hide taken off */
 } StageCost;
 
 typedef struct Analysis {
@@ -87,8 +88,8 @@ typedef struct Analysis {
      * head's table once); attention: 12 x layers x seq x hidden per token */
     double model_matmul_params, model_attention_flops_per_token;
     double peak_flops;            /* per GPU for the plan's precision */
-    double t_fwd, t_bwd, t_p2p;   /* per chunk per micro-batch, slowest stage; t_p2p one hand-off (its receive and, scattered, the all-gather after it) */
-    double *stage_fwd, *stage_bwd; /* per stage: its own chunk times, which the simulation runs */
+    double t_fwd, t_bwd, t_p2p;   /* per chunk per micro-batch, slowest chunk; t_p2p one hand-off (its receive and, scattered, the all-gather after it) */
+    double *stage_fwd, *stage_bwd; /* [stage * chunks + chunk]: each chunk's item time, which the simulation runs */
     double pipeline_s;            /* simulated makespan of the schedule */
     double bubble_ideal;          /* (p-1)/(v m) */
     double bubble_share;          /* idle share of the simulated step on the busiest stage */

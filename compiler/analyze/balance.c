@@ -18,7 +18,7 @@
  * stage they delay least).  When that is no less busy than the even split,
  * the even split stays: ties go to the even split.
  *
- * Guarantees: stage_first / stage_layers cover every layer exactly once in
+ * Guarantees: chunk_first / chunk_layers cover every layer exactly once in
  * stage order (what check guarantees of any split); Layout.balanced and the
  * balance_* figures say what was found, for explain.  Without `balance auto`
  * it changes nothing.
@@ -58,9 +58,9 @@ void balance_plan(Arena *arena, Plan *plan, const Analysis *an)
     for (int s = 0; s < S; s++) {
         const StageProgram *sp = &prog->stages[s];
         double chunk = cost_terms_total(&an->stages[s].fwd) + cost_terms_total(&an->stages[s].bwd);
-        own[s] = chunk - sp->layers_per_chunk * layer;
+        own[s] = chunk - sp->layers * layer;
         if (own[s] < 0) own[s] = 0;
-        double b = stage_busy(micro, own[s], layer, sp->layers_per_chunk);
+        double b = stage_busy(micro, own[s], layer, sp->layers);
         if (b > even_busy) even_busy = b;
         if (sp->has_embed)
             l->balance_embed_s = seq_seconds(prog, sp, SEQ_EMBED_FWD) + seq_seconds(prog, sp, SEQ_EMBED_BWD);
@@ -90,8 +90,8 @@ void balance_plan(Arena *arena, Plan *plan, const Analysis *an)
     if (!(busy < even_busy * (1.0 - 1e-9))) return; /* no better than even: keep it */
     int at = 0;
     for (int s = 0; s < S; s++) {
-        l->stage_first[s] = at;
-        l->stage_layers[s] = n[s];
+        l->chunk_first[s] = at;
+        l->chunk_layers[s] = n[s];
         at += n[s];
     }
     PARC_ASSERT(at == plan->model.layers);

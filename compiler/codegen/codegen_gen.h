@@ -135,6 +135,13 @@ LLVMValueRef codegen_emit_plan_desc(Gen *g);
 LLVMValueRef codegen_emit_buffer_table(Gen *g, const StageProgram *sp);
 LLVMValueRef codegen_emit_schedule_table(Gen *g, const StageProgram *sp);
 LLVMValueRef codegen_emit_ledger(Gen *g, const StageProgram *sp);
+/* @stageS.layer_of: the global layer of each per-layer instance of stage sp
+ * (chunk by chunk), what a buffer's layer_of points at (prt_buffer_desc). */
+LLVMValueRef codegen_stage_layer_of(Gen *g, const StageProgram *sp);
+/* @stageS.chunks: i64[3 * chunks]: for each chunk its first per-layer
+ * instance (the layers of the chunks before it), its layer count, then its
+ * first global layer; for stages whose chunks differ (codegen_seq.c). */
+LLVMValueRef codegen_stage_chunks(Gen *g, const StageProgram *sp);
 /* @op_shapes (codegen_shapes.c): every op call with its size arguments, as i8*
  * (null without any), its row count in *count. */
 LLVMValueRef codegen_emit_op_shapes(Gen *g, int64_t *count);

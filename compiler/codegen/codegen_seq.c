@@ -18,15 +18,51 @@ typedef struct SeqParams {
     LLVMValueRef chunk, l, slot, micro, step;
 } SeqParams;
 
+/* Whether stage sp's chunks are alike: one layer count, first layers evenly
+ * spaced (every stage of an even split).  Then a chunk's figures are
+ * arithmetic on its index; else they are loaded from @stageS.chunks. */
+static int chunks_alike(const StageProgram *sp) {
+    for (int c = 1; c < sp->chunks; c++)
+        if (sp->chunk_layers[c] != sp->chunk_layers[0] ||
+            sp->chunk_first_layer[c] - sp->chunk_first_layer[c - 1] != sp->chunk_first_layer[1] - sp->chunk_first_layer[0])
+            return 0;
+    return 1;
+}
+
+enum { CHUNK_BASE, CHUNK_LAYERS, CHUNK_FIRST };
+
+/* Figure `what` of the chunk whose index is the value `chunk` (codegen_stage_chunks). */
+static LLVMValueRef chunk_figure(Gen *g, const StageProgram *sp, int what, LLVMValueRef chunk) {
+    if (chunks_alike(sp)) {
+        int64_t stride = sp->chunks > 1 ? sp->chunk_first_layer[1] - sp->chunk_first_layer[0] : 0;
+        switch (what) {
+        case CHUNK_BASE: return mul(g, chunk, c64(g, sp->chunk_layers[0]), "chunk_base");
+        case CHUNK_LAYERS: return c64(g, sp->chunk_layers[0]);
+        default: return add(g, mul(g, chunk, c64(g, stride), ""), c64(g, sp->chunk_first_layer[0]), "chunk_first");
+        }
+    }
+    LLVMValueRef table = codegen_stage_chunks(g, sp);
+    LLVMValueRef idx[] = {c64(g, 0), add(g, chunk, c64(g, (int64_t)what * sp->chunks), "")};
+    LLVMValueRef addr = LLVMBuildInBoundsGEP2(g->b, LLVMGlobalGetValueType(table), table, idx, 2, "");
+    static const char *const names[] = {"chunk_base", "chunk_layers", "chunk_first"};
+    return LLVMBuildLoad2(g->b, g->t_i64, addr, names[what]);
+}
+
 static LLVMValueRef instance_of(Gen *g, const StageProgram *sp, const Arg *a, const SeqParams *p) {
     LLVMValueRef k = c64(g, a->k);
     switch (a->inst) {
     case INST_FIXED: return k;
-    case INST_LAYER: return add(g, mul(g, p->chunk, c64(g, sp->layers_per_chunk), ""), p->l, "");
+    case INST_LAYER: return add(g, chunk_figure(g, sp, CHUNK_BASE, p->chunk), p->l, "");
     case INST_SLOT_L: return add(g, mul(g, add(g, p->l, k, ""), c64(g, sp->nslots), ""), p->slot, "");
     case INST_SLOT: return p->slot;
     case INST_PARITY: return LLVMBuildAnd(g->b, add(g, p->l, k, ""), c64(g, 1), "");
-    case INST_LAYER_AT: return add(g, add(g, mul(g, p->chunk, c64(g, sp->layers_per_chunk), ""), p->l, ""), k, "");
+    case INST_LAYER_AT: return add(g, add(g, chunk_figure(g, sp, CHUNK_BASE, p->chunk), p->l, ""), k, "");
+    case INST_SLOT_END: {
+        LLVMValueRef end = add(g, chunk_figure(g, sp, CHUNK_LAYERS, p->chunk), k, "");
+        return add(g, mul(g, end, c64(g, sp->nslots), ""), p->slot, "");
+    }
+    case INST_PARITY_END:
+        return LLVMBuildAnd(g->b, add(g, chunk_figure(g, sp, CHUNK_LAYERS, p->chunk), k, ""), c64(g, 1), "");
     }
     PARC_BUG("stage %d: bad instance mode %d", sp->stage, a->inst);
 }
@@ -108,19 +144,10 @@ static LLVMValueRef arg_value(Gen *g, const StageProgram *sp, const Instr *in, i
         v = add(g, first, mul(g, codegen_coord(g, pr->dp_axis), c64(g, mb), ""), "first_sample");
         break;
     }
-    case ARG_LAYER: {
-        /* chunks are evenly spaced (lower.c): interleaved chunk c of stage s
-         * starts at layer (c * stages + s) * layers_per_chunk */
+    case ARG_LAYER:
         have = 'i';
-        int64_t first = sp->chunk_first_layer[0];
-        int64_t stride = sp->chunks > 1 ? sp->chunk_first_layer[1] - first : 0;
-        for (int c = 1; c < sp->chunks; c++)
-            if (sp->chunk_first_layer[c] != first + c * stride)
-                PARC_BUG("stage %d: chunk %d starts at layer %d, not %lld", sp->stage, c, sp->chunk_first_layer[c],
-                         (long long)(first + c * stride));
-        v = add(g, add(g, mul(g, p->chunk, c64(g, stride), ""), p->l, ""), c64(g, first), "layer");
+        v = add(g, chunk_figure(g, sp, CHUNK_FIRST, p->chunk), p->l, "layer");
         break;
-    }
     case ARG_TAG: {
         have = 'i';
         int chunks = sp->chunks > 0 ? sp->chunks : 1;
@@ -175,12 +202,14 @@ static int64_t seq_phase(SeqKind kind) {
 }
 
 /* The condition under which an instruction guarded by `when` runs (ir.h). */
-static LLVMValueRef when_cond(Gen *g, const StageProgram *sp, int when, LLVMValueRef l) {
-    int64_t last = sp->layers_per_chunk - 1;
+static LLVMValueRef when_cond(Gen *g, const StageProgram *sp, int when, LLVMValueRef chunk, LLVMValueRef l) {
+    LLVMValueRef last = when == WHEN_L_LAST || when == WHEN_L_NOT_LAST
+                            ? LLVMBuildSub(g->b, chunk_figure(g, sp, CHUNK_LAYERS, chunk), c64(g, 1), "last")
+                            : NULL;
     switch (when) {
     case WHEN_L_FIRST: return LLVMBuildICmp(g->b, LLVMIntEQ, l, c64(g, 0), "first_layer");
-    case WHEN_L_LAST: return LLVMBuildICmp(g->b, LLVMIntEQ, l, c64(g, last), "last_layer");
-    case WHEN_L_NOT_LAST: return LLVMBuildICmp(g->b, LLVMIntSLT, l, c64(g, last), "not_last_layer");
+    case WHEN_L_LAST: return LLVMBuildICmp(g->b, LLVMIntEQ, l, last, "last_layer");
+    case WHEN_L_NOT_LAST: return LLVMBuildICmp(g->b, LLVMIntSLT, l, last, "not_last_layer");
     case WHEN_L_NOT_FIRST: return LLVMBuildICmp(g->b, LLVMIntSGT, l, c64(g, 0), "not_first_layer");
     }
     PARC_BUG("stage %d: bad `when` %d", sp->stage, when);
@@ -220,7 +249,7 @@ static LLVMValueRef emit_seq(Gen *g, const StageProgram *sp, SeqKind kind) {
         if (in->when != WHEN_ALWAYS) {
             LLVMBasicBlockRef then = new_block(g, "when");
             done = new_block(g, "when.done");
-            LLVMBuildCondBr(g->b, when_cond(g, sp, in->when, p.l), then, done);
+            LLVMBuildCondBr(g->b, when_cond(g, sp, in->when, p.chunk, p.l), then, done);
             LLVMPositionBuilderAtEnd(g->b, then);
             g->cache_ptrs = 0;
         }
@@ -337,7 +366,8 @@ static LLVMValueRef emit_work_fn(Gen *g, const StageProgram *sp, const StageFns 
     SeqParams p = {.micro = LLVMGetParam(fn, 1), .chunk = LLVMGetParam(fn, 2), .slot = LLVMGetParam(fn, 3),
                    .step = LLVMGetParam(fn, 4)};
     int chunks = sp->chunks > 0 ? sp->chunks : 1;
-    int L = sp->layers_per_chunk;
+    int L = sp->max_chunk_layers;
+    LLVMValueRef chunk_layers = L > 0 ? chunk_figure(g, sp, CHUNK_LAYERS, p.chunk) : NULL;
     /* Which ends are reachable on this stage at all. */
     int begins_model = first_stage(g, sp);                 /* chunk 0 here is the model's start */
     int ends_model = last_stage(g, sp);                    /* chunk v-1 here is the model's end */
@@ -346,7 +376,7 @@ static LLVMValueRef emit_work_fn(Gen *g, const StageProgram *sp, const StageFns 
     if (!backward) {
         emit_choice(g, sp, fns, &p, begins_model, has_neighbour_in, 0, side_embed_fwd, side_recv_fwd, "input");
         if (L > 0 && fns->seq[SEQ_BLOCK_FWD]) {
-            Loop lp = codegen_loop_begin(g, c64(g, 0), c64(g, L), "l");
+            Loop lp = codegen_loop_begin(g, c64(g, 0), chunk_layers, "l");
             call_seq(g, fns->seq[SEQ_BLOCK_FWD], p.chunk, lp.index, p.slot, p.micro, p.step);
             codegen_loop_end(g, &lp);
         }
@@ -354,8 +384,8 @@ static LLVMValueRef emit_work_fn(Gen *g, const StageProgram *sp, const StageFns 
     } else {
         emit_choice(g, sp, fns, &p, ends_model, has_neighbour_out, chunks - 1, side_head_bwd, side_recv_bwd, "dinput");
         if (L > 0 && fns->seq[SEQ_BLOCK_BWD]) {
-            Loop lp = codegen_loop_begin(g, c64(g, 0), c64(g, L), "i");
-            LLVMValueRef l = LLVMBuildSub(g->b, c64(g, L - 1), lp.index, "l");
+            Loop lp = codegen_loop_begin(g, c64(g, 0), chunk_layers, "i");
+            LLVMValueRef l = LLVMBuildSub(g->b, LLVMBuildSub(g->b, chunk_layers, c64(g, 1), ""), lp.index, "l");
             call_seq(g, fns->seq[SEQ_BLOCK_BWD], p.chunk, l, p.slot, p.micro, p.step);
             if (sp->sync_in_backward && fns->seq[SEQ_GRAD_SYNC_BLOCK]) {
                 /* the layer's gradients are complete after the last micro-batch's
@@ -381,14 +411,14 @@ static LLVMValueRef emit_work_fn(Gen *g, const StageProgram *sp, const StageFns 
 
 /* ---------------------------------------------------------------- stage main */
 
-/* for chunk in 0..chunks-1, l in 0..L-1: fn(rt, chunk, l, 0, 0, step) */
+/* for chunk in 0..chunks-1, l below the chunk's layers: fn(rt, chunk, l, 0, 0, step) */
 static void emit_every_layer(Gen *g, const StageProgram *sp, LLVMValueRef fn, LLVMValueRef step, const char *name) {
-    if (!fn || sp->layers_per_chunk <= 0) return;
+    if (!fn || sp->layers <= 0) return;
     char buf[64];
     snprintf(buf, sizeof buf, "%s.chunk", name);
     Loop lc = codegen_loop_begin(g, c64(g, 0), c64(g, sp->chunks > 0 ? sp->chunks : 1), buf);
     snprintf(buf, sizeof buf, "%s.l", name);
-    Loop ll = codegen_loop_begin(g, c64(g, 0), c64(g, sp->layers_per_chunk), buf);
+    Loop ll = codegen_loop_begin(g, c64(g, 0), chunk_figure(g, sp, CHUNK_LAYERS, lc.index), buf);
     call_seq(g, fn, lc.index, ll.index, c64(g, 0), c64(g, 0), step);
     codegen_loop_end(g, &ll);
     codegen_loop_end(g, &lc);

@@ -52,7 +52,7 @@ void codegen_build_types(Gen *g) {
         dims, dims,                                  /* gdims, split_axis */
         g->t_i64, g->t_i64,                          /* zero_axis, copy_of */
         g->t_f64,                                    /* init_std */
-        g->t_i64, g->t_i64,                          /* layers_per_chunk, chunk_layer_stride */
+        g->t_ptr, g->t_i64,                          /* layer_of, layer_of_n */
         g->t_i64,                                    /* zero_whole */
     };
     g->t_buffer_desc = LLVMStructCreateNamed(g->ctx, "prt_buffer_desc");
@@ -143,6 +143,47 @@ static LLVMValueRef add_const_global(Gen *g, LLVMValueRef init, const char *name
     return gv;
 }
 
+/* An internal constant i64 array named `name`, made on first use. */
+static LLVMValueRef i64_table(Gen *g, const char *name, const int64_t *v, int n) {
+    LLVMValueRef gv = LLVMGetNamedGlobal(g->mod, name);
+    if (gv) return gv;
+    LLVMValueRef *elems = calloc((size_t)n + 1, sizeof *elems);
+    PARC_ASSERT(elems);
+    for (int i = 0; i < n; i++) elems[i] = c64(g, v[i]);
+    gv = add_const_global(g, LLVMConstArray(g->t_i64, elems, (unsigned)n), name);
+    free(elems);
+    return gv;
+}
+
+LLVMValueRef codegen_stage_layer_of(Gen *g, const StageProgram *sp) {
+    char name[64];
+    snprintf(name, sizeof name, "stage%d.layer_of", sp->stage);
+    int64_t *v = calloc((size_t)sp->layers + 1, sizeof *v);
+    PARC_ASSERT(v);
+    int n = 0;
+    for (int c = 0; c < sp->chunks; c++)
+        for (int l = 0; l < sp->chunk_layers[c]; l++) v[n++] = sp->chunk_first_layer[c] + l;
+    PARC_ASSERT(n == sp->layers);
+    LLVMValueRef gv = i64_table(g, name, v, n);
+    free(v);
+    return gv;
+}
+
+LLVMValueRef codegen_stage_chunks(Gen *g, const StageProgram *sp) {
+    char name[64];
+    snprintf(name, sizeof name, "stage%d.chunks", sp->stage);
+    int64_t v[3 * 64];
+    PARC_ASSERT(sp->chunks >= 1 && sp->chunks <= 64);
+    int64_t base = 0;
+    for (int c = 0; c < sp->chunks; c++) {
+        v[c] = base;
+        v[sp->chunks + c] = sp->chunk_layers[c];
+        v[2 * sp->chunks + c] = sp->chunk_first_layer[c];
+        base += sp->chunk_layers[c];
+    }
+    return i64_table(g, name, v, 3 * sp->chunks);
+}
+
 /* @data: the plan's data section and evaluation, or a null pointer without either. */
 static LLVMValueRef emit_data_desc(Gen *g, const Plan *plan) {
     const DataSpec *d = &plan->data;
@@ -223,7 +264,8 @@ LLVMValueRef codegen_emit_buffer_table(Gen *g, const StageProgram *sp) {
             dims, splits,
             c64(g, bf->zero_axis), c64(g, bf->copy_of),
             LLVMConstReal(g->t_f64, bf->init_std),
-            c64(g, bf->layers_per_chunk), c64(g, bf->chunk_layer_stride),
+            bf->layer_table ? LLVMConstBitCast(codegen_stage_layer_of(g, sp), g->t_ptr) : LLVMConstNull(g->t_ptr),
+            c64(g, bf->layer_table ? sp->layers : 0),
             c64(g, bf->zero_whole),
         };
         rows[i] = LLVMConstNamedStruct(g->t_buffer_desc, fields, sizeof fields / sizeof fields[0]);

@@ -198,34 +198,43 @@ static const char *micro_batch_hint(Check *c, int stages, int multiple)
 
 void check_fill_even_stages(Layout *l, int64_t layers)
 {
-    int per_chunk_count = l->stages * l->virtual_stages;
-    int64_t per = layers / per_chunk_count, rest = layers % per_chunk_count;
+    int nchunks = l->stages * l->virtual_stages;
+    int64_t per = layers / nchunks, rest = layers % nchunks;
     int first = 0;
-    for (int s = 0; s < l->stages; s++) {
-        /* On an uneven split (only after an error) the first stages take one more. */
-        int n = (int)(per + (s < rest ? 1 : 0));
-        l->stage_first[s] = first;
-        l->stage_layers[s] = n;
+    for (int v = 0; v < nchunks; v++) {
+        /* On an uneven split (only after an error) the first chunks take one more. */
+        int n = (int)(per + (v < rest ? 1 : 0));
+        l->chunk_first[v] = first;
+        l->chunk_layers[v] = n;
         first += n;
     }
 }
 
-/* Explicit assignment: every stage a contiguous range, all layers once, in
- * order.  range_of[s] is stage s's `layers A..B` (NULL when it has none).
- * Fills stage_first / stage_layers; 1 when the assignment is valid. */
+/* "stage 2" without interleaving, else "stage 2's chunk 1": where model chunk v lives. */
+static const char *chunk_name(Check *c, int v)
+{
+    const Layout *l = &c->plan->layout;
+    if (l->virtual_stages == 1) return arena_printf(c->arena, "stage %d", v);
+    return arena_printf(c->arena, "stage %d's chunk %d", v % l->stages, v / l->stages);
+}
+
+/* Explicit assignment: every model chunk a contiguous range, all layers once,
+ * in order.  range_of[v] is model chunk v's range (stage v % stages's
+ * `layers` value number v / stages), NULL when its stage has none.  Fills
+ * chunk_first / chunk_layers; 1 when the assignment is valid. */
 static int assign_explicit_layers(Check *c, const Value *const *range_of)
 {
     Layout *l = &c->plan->layout;
     int64_t layers = c->plan->model.layers;
-    int stages = l->stages;
+    int stages = l->stages, nchunks = stages * l->virtual_stages;
     int ok = 1;
-    /* Explicit assignment: every stage a contiguous range, all layers once, in order. */
     int *owner = arena_alloc(c->arena, (size_t)layers * sizeof(int));
     for (int64_t i = 0; i < layers; i++) owner[i] = -1;
-    int ranges_known = 1; /* every stage's range was read: gaps are meaningful */
+    int ranges_known = 1; /* every chunk's range was read: gaps are meaningful */
     int missing_reported = 0;
-    for (int s = 0; s < stages; s++) {
-        if (!range_of[s]) {
+    for (int v = 0; v < nchunks; v++) {
+        int s = v % stages;
+        if (!range_of[v]) {
             /* One error for all stages without layers, as runs: "stages 1, 3..7". */
             if (!missing_reported) {
                 const char *runs = "";
@@ -238,7 +247,10 @@ static int assign_explicit_layers(Check *c, const Value *const *range_of)
                                         b > a ? arena_printf(c->arena, "..%d", b) : "");
                     count += b - a + 1;
                 }
-                diag_error(l->stage_loc, "with explicit stages every stage needs `stage N { layers A..B; }`",
+                diag_error(l->stage_loc,
+                           l->virtual_stages == 1 ? "with explicit stages every stage needs `stage N { layers A..B; }`"
+                                                  : "with explicit stages every stage needs `stage N { layers A..B C..D; }`, "
+                                                    "a range per chunk",
                            "stage%s %s %s no layers", count > 1 ? "s" : "", runs, count > 1 ? "have" : "has");
                 missing_reported = 1;
             }
@@ -246,11 +258,11 @@ static int assign_explicit_layers(Check *c, const Value *const *range_of)
             ranges_known = 0;
             continue;
         }
-        const Value *v = range_of[s];
+        const Value *rv = range_of[v];
         int64_t lo, hi;
         Stmt fake = {.key = "layers"};
-        Number hi_num = v->kind == VAL_RANGE ? v->hi : v->num;
-        Value lo_v = {.kind = VAL_NUMBER, .loc = v->num.loc, .num = v->num};
+        Number hi_num = rv->kind == VAL_RANGE ? rv->hi : rv->num;
+        Value lo_v = {.kind = VAL_NUMBER, .loc = rv->num.loc, .num = rv->num};
         Value hi_v = {.kind = VAL_NUMBER, .loc = hi_num.loc, .num = hi_num};
         if (!check_read_count(c, &fake, &lo_v, 0, MAX_DIM, &lo) || !check_read_count(c, &fake, &hi_v, 0, MAX_DIM, &hi)) {
             ok = 0;
@@ -258,55 +270,68 @@ static int assign_explicit_layers(Check *c, const Value *const *range_of)
             continue;
         }
         if (lo > hi) {
-            diag_error(v->loc, NULL, "the range %" PRId64 "..%" PRId64 " is empty (ranges go low..high, both included)",
+            diag_error(rv->loc, NULL, "the range %" PRId64 "..%" PRId64 " is empty (ranges go low..high, both included)",
                        lo, hi);
             ok = 0;
             ranges_known = 0;
             continue;
         }
         if (hi >= layers) {
-            diag_error(v->loc, NULL, "layer %" PRId64 " is out of range: the model has %" PRId64 " layers (0..%" PRId64 ")",
+            diag_error(rv->loc, NULL, "layer %" PRId64 " is out of range: the model has %" PRId64 " layers (0..%" PRId64 ")",
                        hi, layers, layers - 1);
             ok = 0;
             hi = layers - 1; /* the part in range still counts for gaps and overlaps */
         }
         int overlap_reported = 0;
         for (int64_t x = lo; x <= hi; x++) {
-            if (owner[x] >= 0 && owner[x] != s) {
+            if (owner[x] >= 0 && owner[x] != v) {
                 if (!overlap_reported)
-                    diag_error(v->loc, "every layer lives on exactly one stage",
-                               "layer %" PRId64 " is on stage %d and on stage %d", x, owner[x], s);
+                    diag_error(rv->loc, l->virtual_stages == 1 ? "every layer lives on exactly one stage"
+                                                                : "every layer lives in exactly one chunk",
+                               "layer %" PRId64 " is on %s and on %s", x, chunk_name(c, owner[x]), chunk_name(c, v));
                 overlap_reported = 1;
                 ok = 0;
                 continue;
             }
-            owner[x] = s;
+            owner[x] = v;
         }
-        l->stage_first[s] = (int)lo;
-        l->stage_layers[s] = lo <= hi ? (int)(hi - lo + 1) : 0;
+        l->chunk_first[v] = (int)lo;
+        l->chunk_layers[v] = lo <= hi ? (int)(hi - lo + 1) : 0;
     }
     for (int64_t x = 0; x < layers && ranges_known; x++) {
         if (owner[x] >= 0) continue;
         int64_t end = x;
         while (end + 1 < layers && owner[end + 1] < 0) end++;
-        /* Point at the stage whose range ends right before the gap, else the first. */
+        /* Point at the chunk whose range ends right before the gap, else the first. */
         SrcLoc at = l->stage_loc;
-        for (int s = 0; s < stages; s++)
-            if (range_of[s] && l->stage_first[s] + l->stage_layers[s] == x) at = range_of[s]->loc;
+        for (int v = 0; v < nchunks; v++)
+            if (range_of[v] && l->chunk_first[v] + l->chunk_layers[v] == x) at = range_of[v]->loc;
+        const char *where = l->virtual_stages == 1 ? "stage" : "chunk";
         if (end == x)
-            diag_error(at, "every layer lives on exactly one stage", "layer %" PRId64 " is on no stage", x);
+            diag_error(at, l->virtual_stages == 1 ? "every layer lives on exactly one stage"
+                                                  : "every layer lives in exactly one chunk",
+                       "layer %" PRId64 " is on no %s", x, where);
         else
-            diag_error(at, "every layer lives on exactly one stage",
-                       "layers %" PRId64 "..%" PRId64 " are on no stage", x, end);
+            diag_error(at, l->virtual_stages == 1 ? "every layer lives on exactly one stage"
+                                                  : "every layer lives in exactly one chunk",
+                       "layers %" PRId64 "..%" PRId64 " are on no %s", x, end, where);
         ok = 0;
         x = end;
     }
-    for (int s = 1; s < stages && ok; s++) {
-        if (l->stage_first[s] != l->stage_first[s - 1] + l->stage_layers[s - 1]) {
-            diag_error(range_of[s]->loc, "stage s + 1 holds the layers right after stage s",
-                       "stage %d holds layers %d..%d, which do not follow stage %d's %d..%d", s, l->stage_first[s],
-                       l->stage_first[s] + l->stage_layers[s] - 1, s - 1, l->stage_first[s - 1],
-                       l->stage_first[s - 1] + l->stage_layers[s - 1] - 1);
+    for (int v = 1; v < nchunks && ok; v++) {
+        if (l->chunk_first[v] != l->chunk_first[v - 1] + l->chunk_layers[v - 1]) {
+            if (l->virtual_stages == 1)
+                diag_error(range_of[v]->loc, "stage s + 1 holds the layers right after stage s",
+                           "stage %d holds layers %d..%d, which do not follow stage %d's %d..%d", v, l->chunk_first[v],
+                           l->chunk_first[v] + l->chunk_layers[v] - 1, v - 1, l->chunk_first[v - 1],
+                           l->chunk_first[v - 1] + l->chunk_layers[v - 1] - 1);
+            else
+                diag_error(range_of[v]->loc,
+                           "the model's chunks run in order: chunk c of stages 0, 1, ..., then chunk c + 1 of "
+                           "stages 0, 1, ...",
+                           "%s holds layers %d..%d, but the model chunk before it (%s) ends at layer %d",
+                           chunk_name(c, v), l->chunk_first[v], l->chunk_first[v] + l->chunk_layers[v] - 1,
+                           chunk_name(c, v - 1), l->chunk_first[v - 1] + l->chunk_layers[v - 1] - 1);
             ok = 0;
         }
     }
@@ -379,18 +404,46 @@ static void check_stage_blocks(Check *c, int *explicit_layers)
                 continue;
             }
             if (k == 0) {
-                if (!check_shape(c, b, 1, 1, BODY_NO, "layers 0..15;")) {
+                int nv = l->virtual_stages;
+                if (!check_shape(c, b, 1, 64, BODY_NO, nv > 1 ? "layers 0..3 8..11;" : "layers 0..15;")) {
                     ok = 0;
                     continue;
                 }
-                const Value *v = &b->values[0];
-                if (v->kind != VAL_RANGE && v->kind != VAL_NUMBER) {
-                    diag_error(v->loc, "write a layer range like `layers 0..15;` (both ends included)",
-                               "`layers` in a stage takes a range, got `%s`", check_value_text(c, v));
+                if (b->nvalues != nv && nv == 1) {
+                    diag_error(b->values[1].loc,
+                               "write one range, `layers A..B;`, or interleave the stages (`layers -> pp schedule "
+                               "interleaved N;`) and give a range per chunk",
+                               "stage %" PRId64 " lists %d layer ranges, but without an interleaved schedule a "
+                               "stage holds one",
+                               s, b->nvalues);
                     ok = 0;
                     continue;
                 }
-                range_of[s] = v;
+                if (b->nvalues != nv) {
+                    diag_error(b->values[0].loc,
+                               arena_printf(c->arena, "give a range for each of stage %" PRId64 "'s %d chunks, chunk 0's "
+                                            "first: `layers A..B C..D;`", s, nv),
+                               "stage %" PRId64 " lists %d layer range%s, but `schedule interleaved %d` gives each "
+                               "stage %d chunks",
+                               s, b->nvalues, b->nvalues == 1 ? "" : "s", nv, nv);
+                    ok = 0;
+                    continue;
+                }
+                int bad = 0;
+                for (int j = 0; j < nv; j++) {
+                    const Value *v = &b->values[j];
+                    if (v->kind != VAL_RANGE && v->kind != VAL_NUMBER) {
+                        diag_error(v->loc, "write a layer range like `layers 0..15;` (both ends included)",
+                                   "`layers` in a stage takes a range, got `%s`", check_value_text(c, v));
+                        bad = 1;
+                        break;
+                    }
+                    range_of[plan_chunk(l, (int)s, j)] = v;
+                }
+                if (bad) {
+                    ok = 0;
+                    continue;
+                }
                 any_layers = 1;
                 continue;
             }
@@ -426,7 +479,6 @@ static void check_stage_blocks(Check *c, int *explicit_layers)
         if (any_layers) *explicit_layers = -1;
         return;
     }
-    if (l->schedule == SCHED_INTERLEAVED) return; /* reported by the caller */
     if (c->have_model_key[MD_LAYERS] != 1 || !assign_explicit_layers(c, range_of)) *explicit_layers = -1;
 }
 
@@ -456,6 +508,12 @@ void check_pipeline(Check *c)
     }
     if (l->pp_axis >= 0 && l->schedule == SCHED_NONE) l->schedule = SCHED_1F1B;
     l->virtual_stages = l->schedule == SCHED_INTERLEAVED ? c->interleave : 1;
+    if ((int64_t)l->stages * l->virtual_stages > PARC_MAX_STAGES) {
+        diag_error(c->interleave_loc, "use fewer virtual stages",
+                   "%d stages × %d virtual stages = %d model chunks; parc handles at most %d", l->stages,
+                   l->virtual_stages, l->stages * l->virtual_stages, PARC_MAX_STAGES);
+        l->virtual_stages = 1;
+    }
     l->embed_stage = 0;
     l->head_stage = l->stages - 1;
 
@@ -465,9 +523,6 @@ void check_pipeline(Check *c)
         if (l->pp_axis < 0) {
             diag_error(l->stage_loc, "add a pipeline axis to the mesh and `layers -> pp;`",
                        "`stage` blocks need a pipeline axis: no `layers -> AXIS` rule");
-        } else if (l->schedule == SCHED_INTERLEAVED) {
-            diag_error(l->stage_loc, "interleaved schedules split layers evenly; use 1f1b or gpipe for explicit stages",
-                       "explicit `stage` blocks are not allowed with an interleaved schedule");
         } else {
             check_stage_blocks(c, &explicit_layers);
         }
@@ -484,8 +539,11 @@ void check_pipeline(Check *c)
                 for (int v = 2; v <= 8; v++)
                     if (m->layers % ((int64_t)l->stages * v) == 0) works = arena_printf(c->arena, "%s%s%d", works, *works ? ", " : "", v);
                 diag_error(c->interleave_loc,
-                           *works ? arena_printf(c->arena, "interleaved %s would", works)
-                                  : "use fewer stages or virtual stages",
+                           arena_printf(c->arena,
+                                        "%s, or assign each stage's %d chunks with `stage N { layers A..B C..D; }`",
+                                        *works ? arena_printf(c->arena, "interleaved %s would", works)
+                                               : "use fewer stages or virtual stages",
+                                        l->virtual_stages),
                            "layers = %" PRId64 " does not divide into %s = %d stages × %d virtual stages = %" PRId64
                            " chunks",
                            m->layers, pp, l->stages, l->virtual_stages, chunks);
@@ -502,17 +560,12 @@ void check_pipeline(Check *c)
         }
     }
     if (explicit_layers != 1) {
-        if (have_layers && l->stages <= m->layers) {
+        if (have_layers && (int64_t)l->stages * l->virtual_stages <= m->layers) {
             check_fill_even_stages(l, m->layers);
         } else {
             /* Only after an error was reported (no layers, or more stages than layers). */
-            for (int s = 0; s < l->stages; s++) l->stage_first[s] = 0, l->stage_layers[s] = 0;
+            for (int v = 0; v < l->stages * l->virtual_stages; v++) l->chunk_first[v] = 0, l->chunk_layers[v] = 0;
         }
-    }
-    if (l->virtual_stages > 1 && l->stages > 0 && have_layers) {
-        /* Interleaved: stage s holds chunks c*stages + s; stage_layers is per chunk. */
-        int64_t per = m->layers / ((int64_t)l->stages * l->virtual_stages);
-        for (int s = 0; s < l->stages; s++) l->stage_first[s] = (int)(s * per), l->stage_layers[s] = (int)per;
     }
 
     /* The schedule's demands on micro-batches. */

@@ -415,16 +415,17 @@ typedef struct Layout {
     int zero_stage;               /* 0..3 */
     int zero_axis;                /* axis ZeRO shards over, or -1 */
     RecomputeKind recompute;
-    /* Stage assignment, always filled by check: stage s (pipeline rank) holds
-     * layers [stage_first[s], stage_first[s] + stage_layers[s]) of every chunk
-     * when virtual_stages == 1.  For interleaved schedules chunk c of stage s holds
-     * the layers of model chunk c * stages + s, evenly; then stage_layers[s] is the
-     * layer count of ONE chunk and stage_first[s] the first layer of chunk 0. */
+    /* Stage assignment, always filled by check: model chunk v holds layers
+     * [chunk_first[v], chunk_first[v] + chunk_layers[v]), and chunk c of
+     * pipeline rank s is model chunk v = c * stages + s (plan_chunk), for
+     * c < virtual_stages; stages * virtual_stages <= PARC_MAX_STAGES.  The
+     * model chunks tile the layers in order, each holding one at least: chunk
+     * v + 1 starts where chunk v ends.  Without interleaving v = s. */
     int stages;                   /* size of the pp axis, 1 without one */
-    int stage_first[PARC_MAX_STAGES];
-    int stage_layers[PARC_MAX_STAGES];
+    int chunk_first[PARC_MAX_STAGES];
+    int chunk_layers[PARC_MAX_STAGES];
     int embed_stage, head_stage;  /* where the embedding and head live */
-    int uneven;                   /* the plan assigned layers explicitly */
+    int uneven;                   /* the plan assigned layers explicitly (stage blocks) */
     /* `balance auto;`: the balance pass (balance.c) replaces check's even
      * split by the one of least estimated busy time; what it found: */
     int balance;                  /* BALANCE_EVEN or BALANCE_AUTO */
@@ -469,6 +470,10 @@ typedef struct Plan {
 } Plan;
 
 /* Axis sizes helpers: 1 when the axis is -1. */
+/* Model chunk of chunk c of pipeline rank s (Layout's stage assignment). */
+static inline int plan_chunk(const Layout *l, int s, int c) { return c * l->stages + s; }
+/* The layers pipeline rank s holds, over all its chunks. */
+int plan_stage_layer_count(const Layout *l, int s);
 int plan_axis_size(const Plan *plan, int axis);
 /* Size of the axis a dim maps to (1 if unmapped). */
 int plan_dim_parts(const Plan *plan, Dim dim);

@@ -42,6 +42,13 @@ int plan_dim_parts(const Plan *plan, Dim dim)
     return plan_axis_size(plan, plan->layout.dim_axis[dim]);
 }
 
+int plan_stage_layer_count(const Layout *l, int s)
+{
+    int n = 0;
+    for (int c = 0; c < l->virtual_stages; c++) n += l->chunk_layers[plan_chunk(l, s, c)];
+    return n;
+}
+
 int plan_dp(const Plan *plan)
 {
     return plan_dim_parts(plan, DIM_BATCH);
@@ -282,8 +289,15 @@ void plan_dump(const Plan *plan, FILE *out)
     fprintf(out, "  recompute %s\n", recompute_names[l->recompute]);
     fprintf(out, "  stages %d\n  uneven %d\n  embed_stage %d\n  head_stage %d\n", l->stages, l->uneven,
             l->embed_stage, l->head_stage);
-    for (int s = 0; s < l->stages && s < PARC_MAX_STAGES; s++)
-        fprintf(out, "  stage %d first %d layers %d\n", s, l->stage_first[s], l->stage_layers[s]);
+    for (int s = 0; s < l->stages && s < PARC_MAX_STAGES; s++) {
+        if (l->virtual_stages == 1) {
+            fprintf(out, "  stage %d first %d layers %d\n", s, l->chunk_first[s], l->chunk_layers[s]);
+            continue;
+        }
+        for (int c = 0; c < l->virtual_stages; c++)
+            fprintf(out, "  stage %d chunk %d first %d layers %d\n", s, c, l->chunk_first[plan_chunk(l, s, c)],
+                    l->chunk_layers[plan_chunk(l, s, c)]);
+    }
     if (l->grad_overlap_off) fprintf(out, "  grad_overlap off\n");
     if (l->tp_overlap_off) fprintf(out, "  tp_overlap off\n");
     if (l->pipeline_scatter) fprintf(out, "  pipeline_scatter on\n");

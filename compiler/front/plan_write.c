@@ -206,10 +206,23 @@ static void write_layout(const Plan *p, FILE *out)
         if (l->schedule == SCHED_INTERLEAVED) fprintf(out, " %d", l->virtual_stages);
         fprintf(out, ";\n");
         if (l->balance == BALANCE_AUTO) fprintf(out, "  balance auto;\n");
-        if (l->uneven)
-            for (int s = 0; s < l->stages; s++)
-                fprintf(out, "  stage %d { layers %d..%d; }\n", s, l->stage_first[s],
-                        l->stage_first[s] + l->stage_layers[s] - 1);
+        int last = l->stages - 1;
+        for (int s = 0; s < l->stages; s++) {
+            int embed = p->model.has_embed && l->embed_stage == s && s != 0, head = p->model.has_head && l->head_stage == s && s != last;
+            if (!l->uneven && !embed && !head) continue;
+            fprintf(out, "  stage %d {", s);
+            if (l->uneven) {
+                fprintf(out, " layers");
+                for (int c = 0; c < l->virtual_stages; c++) {
+                    int v = plan_chunk(l, s, c);
+                    fprintf(out, " %d..%d", l->chunk_first[v], l->chunk_first[v] + l->chunk_layers[v] - 1);
+                }
+                fprintf(out, ";");
+            }
+            if (embed) fprintf(out, " embed;");
+            if (head) fprintf(out, " head;");
+            fprintf(out, " }\n");
+        }
     }
     if (l->sp_axis >= 0) fprintf(out, "  sequence_parallel over %s;\n", mesh->axes[l->sp_axis].name);
     if (l->zero_stage > 0) fprintf(out, "  zero %d over %s;\n", l->zero_stage, mesh->axes[l->zero_axis].name);

@@ -193,21 +193,30 @@ void expand_placement_format(const Plan *plan, const Placement *place, char *buf
 /* How an instruction's buffer argument picks its instance at run time.
  * ORDER: X(mode, dump format of its instance, given k).
  *   FIXED:   instance = k
- *   LAYER:   instance = chunk * layers_per_chunk + l     (per-layer parameters)
+ *   LAYER:   instance = base(chunk) + l                  (per-layer parameters; base(chunk) =
+ *                                                        the layers of the stage's chunks before it)
  *   SLOT_L:  instance = (l + k) * nslots + slot          (per layer, per in-flight micro-batch;
  *                                                        k = 1 names the next layer's slot)
  *   SLOT:    instance = slot                             (per in-flight micro-batch)
  *   PARITY:  instance = (l + k) & 1                      (gradient ping-pong between layers;
  *                                                        ZeRO-3's gathered weights of two layers)
- *   LAYER_AT: instance = chunk * layers_per_chunk + l + k (the parameters of the layer k away:
- *                                                        a gather prefetched for it, overlap_gather.c) */
+ *   LAYER_AT: instance = base(chunk) + l + k             (the parameters of the layer k away:
+ *                                                        a gather prefetched for it, overlap_gather.c)
+ *   SLOT_END: instance = (layers(chunk) + k) * nslots + slot (the residual stream at the end of
+ *                                                        the chunk: what leaves it, what the head reads)
+ *   PARITY_END: instance = (layers(chunk) + k) & 1       (the gradient ping-pong half the chunk's
+ *                                                        last layer reads)
+ * layers(chunk) is the chunk's layer count (StageProgram.chunk_layers), so the
+ * chunks of one stage may differ. */
 #define IR_INST_MODES(X)          \
     X(FIXED, "[%d]")              \
     X(LAYER, "[layer]")           \
     X(SLOT_L, "[l+%d,slot]")      \
     X(SLOT, "[slot]")             \
     X(PARITY, "[(l+%d)&1]")       \
-    X(LAYER_AT, "[layer%+d]")
+    X(LAYER_AT, "[layer%+d]")     \
+    X(SLOT_END, "[end%+d,slot]")  \
+    X(PARITY_END, "[(end%+d)&1]")
 typedef enum {
 #define X(name, fmt) INST_##name,
     IR_INST_MODES(X)
@@ -232,8 +241,7 @@ typedef enum {
                         a value replicated over those axes is counted once */
     ARG_CLIP_SCALE,  /* the step's gradient clipping factor (prt_clip_scale) */
     ARG_LAYER        /* the global layer of a block sequence's (chunk, l):
-                        chunk_first_layer[0] + chunk * (chunk_first_layer[1] -
-                        chunk_first_layer[0]) + l; outside block sequences the
+                        chunk_first_layer[chunk] + l; outside block sequences the
                         chunk's first layer */
 } ArgKind;
 
@@ -454,7 +462,8 @@ typedef struct Buffer {
     int zero_whole;       /* with zero_axis: the whole local block, padded for that axis */
     int copy_of;
     double init_std;
-    int64_t layers_per_chunk, chunk_layer_stride; /* see prt_buffer_desc */
+    int layer_table;      /* instances are the stage's layers chunk by chunk: layer_of is the stage's table
+                             (prt_buffer_desc; codegen_stage_layer_of) */
     int order;            /* the stage's buffer order: what created it (lower.c, BufOrder) */
 } Buffer;
 
@@ -484,8 +493,10 @@ typedef struct StageProgram {
     int stage;                 /* coordinate on the pipeline axis */
     StageBindings *bindings;   /* lowering's state of this stage (above); not read after `lower` */
     int chunks;                /* virtual stages held */
-    int layers_per_chunk;      /* L: layers of each chunk (equal for all chunks of a stage) */
+    int chunk_layers[64];      /* layers of each chunk (the plan's chunk_layers; chunks may differ) */
     int chunk_first_layer[64]; /* global layer of each chunk's first layer */
+    int layers;                /* over all chunks: the per-layer parameters' instances */
+    int max_chunk_layers;      /* the largest chunk's layers: the per-layer activation slots */
     int has_embed, has_head;
     int nslots;                /* activation slots = peak in-flight (micro, chunk) pairs */
     /* Where SEQ_GRAD_SYNC_BLOCK runs: 0 = for every layer after the whole
@@ -610,7 +621,7 @@ int64_t program_seq_calls_per_step(const Program *program, const StageProgram *s
 /* The pipeline messages of stage sp as instructions of SEQ_RECV_FWD,
  * SEQ_SEND_FWD, SEQ_RECV_BWD and SEQ_SEND_BWD (reshard.c): each sequence that
  * runs on the stage gets its one prt_recv / prt_send of the residual stream
- * (resid_buf, dresid_buf, boundary_elems, chunks and layers_per_chunk set).
+ * (resid_buf, dresid_buf, boundary_elems, chunks and chunk_layers set).
  * Nothing with one stage. */
 void reshard_pipeline(Arena *arena, const Program *program, StageProgram *sp);
 

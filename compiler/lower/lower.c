@@ -73,19 +73,24 @@ static void bind_region(Lowerer *lw, Region r, int L)
     }
 }
 
-static int stage_layers(const Plan *plan, int s, int *chunks, int *first)
+/* Stage s's chunks from the plan's stage assignment: their count, layers and
+ * first layers, the stage's layers over all of them; returns the largest
+ * chunk's layers. */
+static int stage_chunks(const Plan *plan, StageProgram *sp, int s)
 {
     const Layout *lay = &plan->layout;
     int v = lay->virtual_stages > 0 ? lay->virtual_stages : 1;
-    *chunks = v;
-    if (v == 1) {
-        first[0] = lay->stage_first[s];
-        return lay->stage_layers[s];
+    PARC_ASSERT(v <= (int)(sizeof sp->chunk_layers / sizeof sp->chunk_layers[0]));
+    sp->chunks = v;
+    sp->layers = sp->max_chunk_layers = 0;
+    for (int c = 0; c < v; c++) {
+        int k = plan_chunk(lay, s, c);
+        sp->chunk_first_layer[c] = lay->chunk_first[k];
+        sp->chunk_layers[c] = lay->chunk_layers[k];
+        sp->layers += sp->chunk_layers[c];
+        if (sp->chunk_layers[c] > sp->max_chunk_layers) sp->max_chunk_layers = sp->chunk_layers[c];
     }
-    int p = lay->stages;
-    int L = (int)(plan->model.layers / ((int64_t)p * v));
-    for (int c = 0; c < v; c++) first[c] = (c * p + s) * L;
-    return L;
+    return sp->max_chunk_layers;
 }
 
 static void assign_slots(Lowerer *lw, StageProgram *sp, const Schedule *sc, int s)
@@ -117,8 +122,8 @@ static void assign_slots(Lowerer *lw, StageProgram *sp, const Schedule *sc, int 
     sp->nslots = used > 0 ? used : 1;
 }
 
-/* The residual stream, (L + 1) instances per slot, and its gradient
- * ping-pong, bound to the block boundaries. */
+/* The residual stream, (L + 1) instances per slot (L the stage's largest
+ * chunk), and its gradient ping-pong, bound to the block boundaries. */
 static void bind_stream(Lowerer *lw, StageProgram *sp, int L)
 {
     const Graph *g = lw->g;
@@ -129,12 +134,15 @@ static void bind_stream(Lowerer *lw, StageProgram *sp, int L)
                                  (int64_t)(L + 1) * sp->nslots);
     sp->dresid_buf = program_buf_new(lw->prog, lw->sp, lw->buf_order, "resid.grad", PRT_WORKSPACE, program_act_dtype(lw->plan), relems, 2);
     int bound[4] = {g->block_in, g->block_out, g->embed_out, g->head_in};
-    int bk[4] = {0, 1, 0, L};
-    int gmode[4] = {INST_PARITY, INST_PARITY, INST_FIXED, INST_FIXED};
-    int gk[4] = {0, 1, 0, L & 1};
+    /* the head reads the stream at the end of its chunk, resid[L], and its
+     * input's gradient is the half the chunk's last layer reads */
+    int bk[4] = {0, 1, 0, 0};
+    int vmode[4] = {INST_SLOT_L, INST_SLOT_L, INST_SLOT_L, INST_SLOT_END};
+    int gmode[4] = {INST_PARITY, INST_PARITY, INST_FIXED, INST_PARITY_END};
+    int gk[4] = {0, 1, 0, 0};
     for (int i = 0; i < 4; i++) {
         if (bound[i] < 0) continue;
-        lw->bind[bound[i]].value = (BufRef){sp->resid_buf, INST_SLOT_L, bk[i]};
+        lw->bind[bound[i]].value = (BufRef){sp->resid_buf, vmode[i], bk[i]};
         lw->bind[bound[i]].gradient = (BufRef){sp->dresid_buf, gmode[i], gk[i]};
     }
     /* the produced placement of block_out must equal block_in's: enforced by
@@ -156,7 +164,7 @@ static void reset_bindings(Lowerer *lw)
 
 /* Buffers of stage s: the stream, the loss and data scratch, and per region
  * held its parameters and activations. */
-static void bind_stage(Lowerer *lw, StageProgram *sp, int L, const int *first)
+static void bind_stage(Lowerer *lw, StageProgram *sp, int L)
 {
     const Graph *g = lw->g;
     reset_bindings(lw);
@@ -171,7 +179,7 @@ static void bind_stage(Lowerer *lw, StageProgram *sp, int L, const int *first)
         bind_region(lw, REGION_EMBED, 1);
     }
     if (L > 0) {
-        optim_bind_params(lw, REGION_BLOCK, sp->chunks * L, first[0]);
+        optim_bind_params(lw, REGION_BLOCK, sp->layers, sp->chunk_first_layer[0]);
         bind_region(lw, REGION_BLOCK, L);
     }
     if (sp->has_head) {
@@ -245,16 +253,13 @@ static void reshard_stage(Lowerer *lw, int s, const Binding *placement)
     memcpy(st->bind, placement, sizeof(Binding) * (size_t)g->ntensors);
     enter_stage(lw, s);
     sp->stage = s;
-    int first[64];
-    int L = stage_layers(plan, s, &sp->chunks, first);
-    sp->layers_per_chunk = L;
-    for (int c = 0; c < sp->chunks; c++) sp->chunk_first_layer[c] = first[c];
+    int L = stage_chunks(plan, sp, s);
     sp->sync_in_backward = plan->layout.zero_stage <= 1;
     sp->has_embed = plan->model.has_embed && plan->layout.embed_stage == s;
     sp->has_head = plan->layout.head_stage == s;
     assign_slots(lw, sp, &lw->prog->schedule, s);
     lw->buf_order = buf_order_bind();
-    bind_stage(lw, sp, L, first);
+    bind_stage(lw, sp, L);
     if (!lw->errors) {
         Seq *q = sp->seq;
         static const SeqKind fwd[REGION_COUNT] = {SEQ_EMBED_FWD, SEQ_BLOCK_FWD, SEQ_HEAD_FWD};
@@ -284,7 +289,7 @@ static void autodiff_stage(Lowerer *lw, int s)
     StageProgram *sp = lw->sp;
     Seq *q = sp->seq;
     static const SeqKind bwd[REGION_COUNT] = {SEQ_EMBED_BWD, SEQ_BLOCK_BWD, SEQ_HEAD_BWD};
-    int held[REGION_COUNT] = {sp->has_embed, sp->layers_per_chunk > 0, sp->has_head};
+    int held[REGION_COUNT] = {sp->has_embed, sp->layers > 0, sp->has_head};
     int incoming[REGION_COUNT] = {g->embed_out, g->block_out, -1};
     /* the embedding's and the head's parameters as the forward resharded them:
      * every micro-batch's forward precedes its backward in the step, and the
@@ -312,7 +317,7 @@ static void optim_stage(Lowerer *lw, int s)
     /* the embedding's parameters, or on the head's stage the tied table's copy */
     if (sp->has_embed || sp->has_head)
         optim_emit(lw, &q[SEQ_ZERO_GRADS_ONCE], &q[SEQ_GRAD_SYNC_ONCE], &q[SEQ_OPTIM_ONCE], REGION_EMBED);
-    if (sp->layers_per_chunk > 0) {
+    if (sp->layers > 0) {
         optim_emit(lw, &q[SEQ_ZERO_GRADS_BLOCK], &q[SEQ_GRAD_SYNC_BLOCK], &q[SEQ_OPTIM_BLOCK], REGION_BLOCK);
     }
     /* a tied table's parameters were stepped with the embedding */
@@ -418,7 +423,7 @@ int lower_overlap(Program *prog)
     Lowerer *lw = program_context(prog);
     for (int s = 0; s < prog->nstages && !lw->errors; s++) {
         enter_stage(lw, s);
-        if (lw->sp->layers_per_chunk > 0) overlap_buckets(lw), overlap_scatters(lw), overlap_gathers(lw);
+        if (lw->sp->layers > 0) overlap_buckets(lw), overlap_scatters(lw), overlap_gathers(lw);
         leave_stage(lw, s);
     }
     return lw->errors != 0;

@@ -90,8 +90,7 @@ static void describe_master(Lowerer *lw, int w, int master, int zero_axis)
     mb->ndim = pw->ndim;
     for (int d = 0; d < 4; d++) mb->gdims[d] = pw->gdims[d], mb->split_axis[d] = pw->split_axis[d];
     mb->zero_axis = zero_axis;
-    mb->layers_per_chunk = pw->layers_per_chunk;
-    mb->chunk_layer_stride = pw->chunk_layer_stride;
+    mb->layer_table = pw->layer_table;
 }
 
 /* Optimizer moments start at zero (init NONE: the class block is zeroed) but
@@ -123,10 +122,7 @@ static void describe_weights(Lowerer *lw, int w, const Tensor *tt, Region r, int
         }
     }
     wb->zero_axis = zero_axis;
-    if (r == REGION_BLOCK && lw->sp->chunks > 1) {
-        wb->layers_per_chunk = lw->sp->layers_per_chunk;
-        wb->chunk_layer_stride = (int64_t)lw->plan->layout.stages * lw->sp->layers_per_chunk;
-    }
+    wb->layer_table = r == REGION_BLOCK && lw->sp->chunks > 1;
 }
 
 /* Weights, gradient, master and moments of parameter t (of region r). */

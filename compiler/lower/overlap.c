@@ -100,7 +100,7 @@ void overlap_buckets(Lowerer *lw)
     const Layout *lay = &lw->plan->layout;
     int data_axis = lay->zero_axis >= 0 ? lay->zero_axis : lay->dim_axis[DIM_BATCH];
     if (!sp->sync_in_backward || data_axis < 0 || lw->plan->mesh.axes[data_axis].size < 2) return;
-    int64_t layers = (int64_t)sp->chunks * sp->layers_per_chunk;
+    int64_t layers = sp->layers;
     Seq *sync = &sp->seq[SEQ_GRAD_SYNC_BLOCK];
     Emit ew = {lw, &sp->seq[SEQ_GRAD_WAIT_BLOCK], PHASE_GRAD_SYNC};
     unsigned char *held = arena_alloc(lw->arena, (size_t)sp->nbufs + 1);

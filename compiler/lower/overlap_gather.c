@@ -124,7 +124,7 @@ void overlap_gathers(Lowerer *lw)
     StageProgram *sp = lw->sp;
     const Layout *lay = &lw->plan->layout;
     int data_axis = lay->zero_axis;
-    if (lay->zero_stage < 3 || data_axis < 0 || lw->plan->mesh.axes[data_axis].size < 2 || sp->layers_per_chunk < 2)
+    if (lay->zero_stage < 3 || data_axis < 0 || lw->plan->mesh.axes[data_axis].size < 2 || sp->max_chunk_layers < 2)
         return;
     unsigned char *pre = arena_alloc(lw->arena, (size_t)sp->nbufs + 1);
     memset(pre, 0, (size_t)sp->nbufs + 1);
@@ -167,10 +167,11 @@ typedef struct InFlight {
     int result;
 } InFlight;
 
-static void verify_pass(const StageProgram *sp, SeqKind q, int dir)
+/* The pass of a chunk of `layers` layers. */
+static void verify_pass(const StageProgram *sp, SeqKind q, int dir, int layers)
 {
     const Seq *seq = &sp->seq[q];
-    int64_t L = pass_window(sp->layers_per_chunk); /* a longer pass repeats its middle layers */
+    int64_t L = pass_window(layers); /* a longer pass repeats its middle layers */
     InFlight fl[2 * IR_MAX_ARGS * 64];
     int nfl = 0, posts = 0;
     for (int64_t step = 0; step < L; step++) {
@@ -227,7 +228,9 @@ static void verify_pass(const StageProgram *sp, SeqKind q, int dir)
 
 void overlap_gather_verify(const StageProgram *sp)
 {
-    if (sp->layers_per_chunk < 1) return;
-    verify_pass(sp, SEQ_BLOCK_FWD, +1);
-    verify_pass(sp, SEQ_BLOCK_BWD, -1);
+    for (int c = 0; c < sp->chunks; c++) {
+        if (sp->chunk_layers[c] < 1) continue;
+        verify_pass(sp, SEQ_BLOCK_FWD, +1, sp->chunk_layers[c]);
+        verify_pass(sp, SEQ_BLOCK_BWD, -1, sp->chunk_layers[c]);
+    }
 }

@@ -113,7 +113,7 @@ void program_record(Arena *arena, Seq *seq, Phase phase, CollKind coll, int axis
 int64_t program_seq_calls_per_step(const Program *prog, const StageProgram *sp, SeqKind seq)
 {
     int64_t m = prog->plan->train.micro_batches;
-    int64_t layers = (int64_t)sp->chunks * sp->layers_per_chunk;
+    int64_t layers = sp->layers;
     switch (seq) {
     case SEQ_EMBED_FWD:
     case SEQ_EMBED_BWD: return sp->has_embed ? m : 0;
@@ -178,7 +178,7 @@ void program_verify(const Program *prog)
                         /* embed/head sequences run with l = 0, so INST_SLOT_L names resid[k] there */
                         if ((a->inst == INST_LAYER || a->inst == INST_PARITY || a->inst == INST_LAYER_AT) && !block)
                             PARC_BUG("stage %d %s: per-layer instance outside a layer loop", s, seq_names[q]);
-                        if ((a->inst == INST_SLOT || a->inst == INST_SLOT_L) && !per_micro)
+                        if ((a->inst == INST_SLOT || a->inst == INST_SLOT_L || a->inst == INST_SLOT_END) && !per_micro)
                             PARC_BUG("stage %d %s: per-slot instance outside a micro-batch", s, seq_names[q]);
                     }
                     if ((a->kind == ARG_COORD_TIMES || (a->kind == ARG_BUF && a->axis >= 0)) &&
@@ -245,7 +245,11 @@ void program_dump(const Program *prog, FILE *out)
             (long long)plan->train.micro_batches);
     for (int s = 0; s < prog->nstages; s++) {
         const StageProgram *sp = &prog->stages[s];
-        fprintf(out, "\nstage %d: chunks %d, layers per chunk %d, first layers", s, sp->chunks, sp->layers_per_chunk);
+        fprintf(out, "\nstage %d: chunks %d, layers per chunk", s, sp->chunks);
+        int alike = 1;
+        for (int c = 1; c < sp->chunks; c++) alike &= sp->chunk_layers[c] == sp->chunk_layers[0];
+        for (int c = 0; c < (alike ? 1 : sp->chunks); c++) fprintf(out, " %d", sp->chunk_layers[c]);
+        fprintf(out, ", first layers");
         for (int c = 0; c < sp->chunks; c++) fprintf(out, " %d", sp->chunk_first_layer[c]);
         fprintf(out, ", embed %d, head %d, slots %d, message %lld elements\n", sp->has_embed, sp->has_head, sp->nslots,
                 (long long)sp->boundary_elems);

@@ -399,7 +399,7 @@ static Instr message_instr(const Program *prog, const StageProgram *sp, RtFn fn,
 void reshard_pipeline(Arena *arena, const Program *prog, StageProgram *sp)
 {
     if (prog->nstages <= 1) return;
-    int s = sp->stage, last = prog->nstages - 1, L = sp->layers_per_chunk;
+    int s = sp->stage, last = prog->nstages - 1;
     const Plan *plan = prog->plan;
     int scatter = plan->layout.pipeline_scatter, tp = prog->tp_axis;
     int64_t whole = sp->boundary_elems, part = whole;
@@ -407,7 +407,7 @@ void reshard_pipeline(Arena *arena, const Program *prog, StageProgram *sp)
         PARC_ASSERT(tp >= 0 && plan->mesh.axes[tp].size > 1 && whole % plan->mesh.axes[tp].size == 0);
         part = whole / plan->mesh.axes[tp].size;
     }
-    /* the activations leave from resid[L] and arrive in resid[0] of the slot;
+    /* the activations leave from resid[L] (L the chunk's layers) and arrive in resid[0] of the slot;
      * gradients leave from the ping-pong half layer 0 wrote and arrive in the
      * half the last layer reads; wrapping to the next chunk happens at the
      * last stage forward and the first stage backward */
@@ -415,11 +415,11 @@ void reshard_pipeline(Arena *arena, const Program *prog, StageProgram *sp)
         {SEQ_RECV_FWD, RT_prt_recv, COLL_RECV, -1, sp->resid_buf, INST_SLOT_L, 0, 0, 0,
          scatter ? "this tensor rank's 1/tp of the activations from the previous stage (pipeline scatter/gather)"
                  : "activations from the previous stage"},
-        {SEQ_SEND_FWD, RT_prt_send, COLL_SEND, +1, sp->resid_buf, INST_SLOT_L, L, s == last ? 1 : 0, 0,
+        {SEQ_SEND_FWD, RT_prt_send, COLL_SEND, +1, sp->resid_buf, INST_SLOT_END, 0, s == last ? 1 : 0, 0,
          scatter ? "this tensor rank's 1/tp of the activations to the next stage (pipeline scatter/gather; one "
                    "message per micro-batch per chunk)"
                  : "activations to the next stage (one message per micro-batch per chunk)"},
-        {SEQ_RECV_BWD, RT_prt_recv, COLL_RECV, +1, sp->dresid_buf, INST_FIXED, L & 1, 0, 1,
+        {SEQ_RECV_BWD, RT_prt_recv, COLL_RECV, +1, sp->dresid_buf, INST_PARITY_END, 0, 0, 1,
          scatter ? "this tensor rank's 1/tp of the gradients from the next stage (pipeline scatter/gather)"
                  : "gradients from the next stage"},
         {SEQ_SEND_BWD, RT_prt_send, COLL_SEND, -1, sp->dresid_buf, INST_FIXED, 0, s == 0 ? -1 : 0, 1,

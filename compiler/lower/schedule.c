@@ -152,7 +152,7 @@ typedef struct Executor {
     int *ready;       /* stack of stages that may make progress */
     int nready;
     double t_fwd, t_bwd, t_p2p;
-    const double *stage_fwd, *stage_bwd; /* per stage, where its chunks take their own times (NULL: t_fwd, t_bwd) */
+    const double *stage_fwd, *stage_bwd; /* [stage * chunks + chunk], where chunks take their own times (NULL: t_fwd, t_bwd) */
     int holds;        /* a message holds its sender for t_p2p after the item that sends it, and its receiver
                        * for t_p2p before the item that takes it in (schedule_simulate_stages) */
     double *const *start; /* per stage, per item: when it starts (NULL: not kept) */
@@ -241,8 +241,9 @@ static void executor_run_stage(Executor *ex, int stage) {
             if (ex->holds) start += ex->t_p2p; /* taking it in */
         }
         if (ex->start) ex->start[stage][ex->pc[stage]] = start;
-        double length = item->kind == WORK_FORWARD ? (ex->stage_fwd ? ex->stage_fwd[stage] : ex->t_fwd)
-                                                   : (ex->stage_bwd ? ex->stage_bwd[stage] : ex->t_bwd);
+        int at = stage * ex->s->chunks + item->chunk;
+        double length = item->kind == WORK_FORWARD ? (ex->stage_fwd ? ex->stage_fwd[at] : ex->t_fwd)
+                                                   : (ex->stage_bwd ? ex->stage_bwd[at] : ex->t_bwd);
         ex->clock[stage] = start + length;
         ex->busy[stage] += length;
         int sent = item_sends(ex, stage, item);

@@ -129,8 +129,9 @@ double schedule_simulate_spans(const Schedule *s, double t_fwd, double t_bwd, do
                                double *idle, double *const *start);
 
 /* The simulation as the runtime runs a step (analyze.c): an F on stage st
- * takes stage_fwd[st], a B stage_bwd[st] (a pipeline's stages differ: the
- * first holds the embedding, the last the head and the loss), and a message
+ * of chunk c takes stage_fwd[st * chunks + c], a B stage_bwd[st * chunks + c]
+ * (a pipeline's stages and chunks differ: the first holds the embedding, the
+ * last the head and the loss, and chunks may hold unlike layers), and a message
  * holds both ends for t_p2p: its sender after the item that sends it (the
  * runtime stages the buffer before the send returns: a copy into its send
  * slot, on a GPU first the copy to host memory) and its receiver once it

@@ -65,14 +65,14 @@ static void verify_front(const Compilation *c)
     if (t->micro_batch < 1 || t->micro_batches < 1 || t->batch != t->micro_batch * t->micro_batches * plan_dp(p))
         PARC_BUG("plan: batch %lld is not micro_batch %lld x micro_batches %lld x dp %d", (long long)t->batch,
                  (long long)t->micro_batch, (long long)t->micro_batches, plan_dp(p));
-    if (l->stages < 1 || l->stages > PARC_MAX_STAGES || l->virtual_stages < 1)
+    if (l->stages < 1 || l->virtual_stages < 1 || (int64_t)l->stages * l->virtual_stages > PARC_MAX_STAGES)
         PARC_BUG("plan: %d stages of %d chunks", l->stages, l->virtual_stages);
     int64_t layers = 0;
-    for (int s = 0; s < l->stages; s++) {
-        if (l->virtual_stages == 1 && s > 0 && l->stage_first[s] != l->stage_first[s - 1] + l->stage_layers[s - 1])
-            PARC_BUG("plan: stage %d starts at layer %d, after %d + %d", s, l->stage_first[s], l->stage_first[s - 1],
-                     l->stage_layers[s - 1]);
-        layers += (int64_t)l->stage_layers[s] * l->virtual_stages;
+    for (int v = 0; v < l->stages * l->virtual_stages; v++) {
+        if (l->chunk_layers[v] < 1 || (v > 0 && l->chunk_first[v] != l->chunk_first[v - 1] + l->chunk_layers[v - 1]))
+            PARC_BUG("plan: model chunk %d holds layers %d + %d, after %d + %d", v, l->chunk_first[v], l->chunk_layers[v],
+                     v ? l->chunk_first[v - 1] : 0, v ? l->chunk_layers[v - 1] : 0);
+        layers += l->chunk_layers[v];
     }
     if (layers != p->model.layers)
         PARC_BUG("plan: the stages hold %lld layers, the model has %lld", (long long)layers, (long long)p->model.layers);

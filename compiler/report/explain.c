@@ -114,7 +114,7 @@ static void explain_stage_memory(FILE *out, const Analysis *an, int s, int verbo
     else
         fprintf(out, "every rank (%lld): layers", (long long)stage_ranks(prog));
     for (int c = 0; c < sp->chunks; c++)
-        fprintf(out, " %d..%d", sp->chunk_first_layer[c], sp->chunk_first_layer[c] + sp->layers_per_chunk - 1);
+        fprintf(out, " %d..%d", sp->chunk_first_layer[c], sp->chunk_first_layer[c] + sp->chunk_layers[c] - 1);
     /* the head region holds the final norm even in a model without a head */
     int head = sp->has_head && prog->plan->model.has_head, embed = sp->has_embed && prog->plan->model.has_embed;
     fprintf(out, "%s%s; %lld parameters held\n", embed ? " + embedding" : "", head ? " + head" : "",
@@ -125,7 +125,7 @@ static void explain_stage_memory(FILE *out, const Analysis *an, int s, int verbo
         fprintf(out, "  %-14s %16lld %11s", ledger_class_names[k], (long long)sc->ledger[k], b1);
         if (k == PRT_ACTIVATIONS)
             fprintf(out, "   (%d in-flight micro-batch%s x %d layer%s)", sp->nslots, sp->nslots == 1 ? "" : "es",
-                    sp->layers_per_chunk, sp->layers_per_chunk == 1 ? "" : "s");
+                    sp->max_chunk_layers, sp->max_chunk_layers == 1 ? "" : "s");
         if (k < PRT_ACTIVATIONS && sc->params_local > 0 && sc->ledger[k])
             fprintf(out, "   %.3g bytes/parameter", (double)sc->ledger[k] / (double)sc->params_local);
         fprintf(out, "\n");
@@ -442,7 +442,7 @@ static void layer_counts(const Program *prog, char *buf, size_t size)
     size_t used = 0;
     for (int s = 0; s < prog->nstages && used < size; s++)
         used += (size_t)snprintf(buf + used, size - used, "%s%d", s ? " + " : "",
-                                 prog->stages[s].chunks * prog->stages[s].layers_per_chunk);
+                                 prog->stages[s].layers);
 }
 
 /* Each stage's layers and busy time per step (its work items through the
@@ -458,7 +458,7 @@ static void explain_stage_busy(FILE *out, const Analysis *an, int verbose)
         double item = cost_terms_total(&c->fwd) + cost_terms_total(&c->bwd);
         fprintf(out, "  stage %-3d layers", s);
         for (int k = 0; k < sp->chunks; k++)
-            fprintf(out, " %d..%d", sp->chunk_first_layer[k], sp->chunk_first_layer[k] + sp->layers_per_chunk - 1);
+            fprintf(out, " %d..%d", sp->chunk_first_layer[k], sp->chunk_first_layer[k] + sp->chunk_layers[k] - 1);
         fprintf(out, "%s%s: busy %.4g s per step (%.0f x %.4g s)\n", sp->has_embed ? " + embedding" : "",
                 sp->has_head ? " + head" : "", items * item, items, item);
         if (s >= 7 && !verbose && prog->nstages > 9) {
@@ -520,7 +520,7 @@ void explain_json(FILE *out, const Analysis *an)
         const StageCost *sc = &an->stages[s];
         fprintf(out, "%s\n    {\"stage\": %d, \"ranks\": %lld, \"layers\": %d, \"embed\": %s, \"head\": %s, "
                      "\"parameters_held\": %lld, \"in_flight_peak\": %d,\n     \"memory\": {",
-                s ? "," : "", s, (long long)stage_ranks(prog), sp->chunks * sp->layers_per_chunk,
+                s ? "," : "", s, (long long)stage_ranks(prog), sp->layers,
                 sp->has_embed && prog->plan->model.has_embed ? "true" : "false",
                 sp->has_head && prog->plan->model.has_head ? "true" : "false", (long long)sc->params_local,
                 prog->schedule.peak_in_flight[s]);

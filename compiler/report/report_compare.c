@@ -159,14 +159,15 @@ static void setting_split(const Plan *p, SettingValue *v)
     const Layout *l = &p->layout;
     size_t e = 0, w = 0;
     v->exact[0] = v->shown[0] = 0;
-    for (int s = 0; s < l->stages && e < sizeof v->exact && w < sizeof v->shown; s++) {
-        e += (size_t)snprintf(v->exact + e, sizeof v->exact - e, "%s%d:%d", s ? " " : "", l->stage_first[s],
-                              l->stage_layers[s]);
-        w += (size_t)snprintf(v->shown + w, sizeof v->shown - w, "%s%d..%d", s ? " | " : "", l->stage_first[s],
-                              l->stage_first[s] + l->stage_layers[s] - 1);
-    }
-    if (l->virtual_stages > 1 && w < sizeof v->shown)
-        snprintf(v->shown + w, sizeof v->shown - w, " (the first of %d chunks)", l->virtual_stages);
+    for (int s = 0; s < l->stages && e < sizeof v->exact && w < sizeof v->shown; s++)
+        for (int c = 0; c < l->virtual_stages && e < sizeof v->exact && w < sizeof v->shown; c++) {
+            int k = plan_chunk(l, s, c);
+            const char *sep = c ? ", " : s ? " | " : "";
+            e += (size_t)snprintf(v->exact + e, sizeof v->exact - e, "%s%d:%d", s || c ? " " : "", l->chunk_first[k],
+                                  l->chunk_layers[k]);
+            w += (size_t)snprintf(v->shown + w, sizeof v->shown - w, "%s%d..%d", sep, l->chunk_first[k],
+                                  l->chunk_first[k] + l->chunk_layers[k] - 1);
+        }
 }
 
 static void setting_sp(const Plan *p, SettingValue *v)
@@ -328,7 +329,8 @@ static void compare_settings(FILE *out, const Analysis *const *plans, const char
             report_html_escape(out, buf);
             fputs("</td>", out);
             for (int i = 0; i < n; i++) {
-                fprintf(out, "<td class=\"l\" data-plan=\"%d\" data-setting-value=\"", i);
+                fprintf(out, "<td class=\"l%s\" data-plan=\"%d\" data-setting-value=\"",
+                        k < NSETTINGS && settings[k].value == setting_split ? " layers" : "", i);
                 report_html_escape(out, v[i].exact);
                 fputs("\">", out);
                 report_html_escape(out, v[i].shown);

@@ -331,7 +331,7 @@ static void stage_layers(FILE *out, const StageProgram *sp)
 {
     for (int c = 0; c < sp->chunks; c++)
         fprintf(out, "%s%d..%d", c ? ", " : "", sp->chunk_first_layer[c],
-                sp->chunk_first_layer[c] + sp->layers_per_chunk - 1);
+                sp->chunk_first_layer[c] + sp->chunk_layers[c] - 1);
     if (sp->has_embed) fputs(" + embedding", out);
     if (sp->has_head) fputs(" + head", out);
 }

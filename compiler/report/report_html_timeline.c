@@ -73,7 +73,8 @@ static double tl_x(const Timeline *tl, double t)
 static double tl_y(int stage) { return TL_TOP + stage * (TL_LANE + TL_GAP); }
 static double item_length(const Timeline *tl, int stage, const WorkItem *w)
 {
-    return w->kind == WORK_FORWARD ? tl->an->stage_fwd[stage] : tl->an->stage_bwd[stage];
+    int at = stage * tl->an->prog->schedule.chunks + w->chunk;
+    return w->kind == WORK_FORWARD ? tl->an->stage_fwd[at] : tl->an->stage_bwd[at];
 }
 static int item_key(const Schedule *sc, int kind, int chunk, int micro)
 {
@@ -198,8 +199,11 @@ static void timeline_scale(Arena *arena, Timeline *tl, double scale, int squeeze
     tl->piece[0] = (AxisPiece){0, scale, TL_L, tl->px, 0};
     for (int s = 0; s < sc->stages; s++) {
         if (!sc->count[s]) continue;
-        shortest = fmin(shortest, fmin(tl->an->stage_fwd[s], tl->an->stage_bwd[s]));
-        longest = fmax(longest, fmax(tl->an->stage_fwd[s], tl->an->stage_bwd[s]));
+        for (int c = 0; c < sc->chunks; c++) {
+            int at = s * sc->chunks + c;
+            shortest = fmin(shortest, fmin(tl->an->stage_fwd[at], tl->an->stage_bwd[at]));
+            longest = fmax(longest, fmax(tl->an->stage_fwd[at], tl->an->stage_bwd[at]));
+        }
     }
     if (!squeeze || !(shortest * tl->px < TL_MIN_ITEM_PX)) return;
     Interval *kept = arena_alloc(arena, sizeof(Interval) * (6 * (size_t)sc->stages + 1));

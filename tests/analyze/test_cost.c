@@ -8,7 +8,8 @@
  * overlaps them (cost_overlap), ZeRO-3's gathers prefetched a layer ahead
  * (a pass by hand, then a lowered plan's), the tensor axis's input-gradient
  * all-reduces under their weight gradients, the pipeline's scatter/gather
- * (half the message across nodes, the all-gather inside), and the phases
+ * (half the message across nodes, the all-gather inside), interleaved
+ * chunks of unlike sizes each taking its own layers' time, and the phases
  * summing to the step.
  * Exit status: 0 when every check holds, 1 otherwise.
  */
@@ -218,7 +219,7 @@ static void test_tp_overlapped(void)
     truth("one all-reduce started per layer's backward, then the weight gradient, then its wait",
           starts == 1 && weight_after_start == 1);
     double ar = 2 * 5e-6 + 16384.0 / 2.5e9, dw = 2.0 * 64 * 64 * 128 / 0.5e12;
-    int L = an->prog->stages[0].layers_per_chunk;
+    int L = an->prog->stages[0].max_chunk_layers;
     double items = (double)an->prog->schedule.micro_batches * an->prog->schedule.chunks;
     truth("the weight gradient is shorter than the all-reduce", dw < ar);
     near("a chunk's backward hides L weight gradients", an->stages[0].tp_hidden_chunk_s, L * dw);
@@ -569,7 +570,7 @@ static void test_scatters_overlapped(void)
     }
     truth("reduce-scatters started in the backward", starts > 0);
     double hidden = 0, t = cost_timeline(dur, wait_of, n, &hidden);
-    int L = an->prog->stages[0].layers_per_chunk;
+    int L = an->prog->stages[0].max_chunk_layers;
     truth("part of them hidden", hidden > 0);
     near("one chunk's backward hides L x the layer's", an->stages[0].bwd_hidden_chunk_s, L * hidden);
     double items = (double)an->prog->schedule.micro_batches * an->prog->schedule.chunks;
@@ -629,7 +630,7 @@ static void test_gathers_prefetched(void)
     if (!an || !off) return;
     const StageProgram *sp = &an->prog->stages[0], *sp_off = &off->prog->stages[0];
     const Seq *seq = &sp->seq[SEQ_BLOCK_FWD];
-    int64_t L = sp->layers_per_chunk;
+    int64_t L = sp->max_chunk_layers;
     int first = 0, next = 0, blocking_off = 0, started_off = 0;
     double first_gather = -1;
     for (int i = 0; i < seq->n; i++) {
@@ -787,6 +788,38 @@ static void test_pipeline_scatter(void)
     arena_free(&arena);
 }
 
+static void test_uneven_chunks(void)
+{
+    static const char *const base =
+        "cluster { nodes 1; gpus_per_node 2;\n"
+        "  gpu { memory 1 GiB; bf16 1 TFLOP/s; fp32 1 TFLOP/s; hbm 100 GB/s; }\n"
+        "  link intra 10 GB/s 5 us;\n"
+        "  efficiency { gemm 0.5 0.6 0.7 0.8; attention 0.5; hbm 0.5; intra 0.25; inter 0.5; }\n"
+        "}\n"
+        "model m { seq 32; hidden 64; ffn 256; layers 6; repeat layers { block mlp; } }\n"
+        "train { batch 8; micro_batch 2; precision fp32; optimizer sgd lr 0.1; }\n"
+        "mesh { pp 2; }\n";
+    Arena arena = {0};
+    Analysis *un = analyze_plan(&arena, "mlp_pp_uneven",
+                                arena_printf(&arena,
+                                             "%slayout { layers -> pp schedule interleaved 2;\n"
+                                             "  stage 0 { layers 0 3..4; }\n  stage 1 { layers 1..2 5; } }\n",
+                                             base));
+    truth("the uneven interleaved plan analyzes", un != NULL);
+    if (!un) return;
+    /* items are [stage x 2 + chunk]: layer 0 | 1..2 || 3..4 | 5 */
+    double f1 = un->stage_fwd[0], b1 = un->stage_bwd[0];   /* stage 0 chunk 0: layer 0 */
+    near("a two-layer chunk's forward is two one-layer chunks'", un->stage_fwd[1], 2 * f1); /* stage 0 chunk 1: 3..4 */
+    near("a two-layer chunk's backward is two one-layer chunks'", un->stage_bwd[1], 2 * b1);
+    near("stage 1's first chunk holds two layers", un->stage_fwd[2], 2 * f1);         /* stage 1 chunk 0: 1..2 */
+    near("stage 1's second chunk holds one layer", un->stage_fwd[3], f1);             /* stage 1 chunk 1: 5 */
+    truth("the last chunk's backward clears the loss's gradient too", un->stage_bwd[3] > b1);
+    /* each stage runs each micro-batch through 3 layers: 4 micro-batches x (1 + 2 layers) at least */
+    truth("the simulated step is at least a stage's work", un->pipeline_s >= 4 * (3 * f1 + 3 * b1));
+    phases_sum("uneven interleaved phases sum to the step", un);
+    arena_free(&arena);
+}
+
 int main(void)
 {
     test_primitives();
@@ -795,6 +828,7 @@ int main(void)
     test_flash_attention();
     test_pipeline_bubble();
     test_pipeline_scatter();
+    test_uneven_chunks();
     test_allreduce();
     test_tp_overlapped();
     test_gradient_sync_overlapped();

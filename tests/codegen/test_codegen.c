@@ -56,7 +56,7 @@ static void test_layouts(void) {
         offsetof(prt_buffer_desc, ndim),        offsetof(prt_buffer_desc, gdims),
         offsetof(prt_buffer_desc, split_axis),  offsetof(prt_buffer_desc, zero_axis),
         offsetof(prt_buffer_desc, copy_of),     offsetof(prt_buffer_desc, init_std),
-        offsetof(prt_buffer_desc, layers_per_chunk), offsetof(prt_buffer_desc, chunk_layer_stride),
+        offsetof(prt_buffer_desc, layer_of),    offsetof(prt_buffer_desc, layer_of_n),
         offsetof(prt_buffer_desc, zero_whole),
     };
     int n = codegen_struct_layout(0, &size, off, 32);
@@ -176,8 +176,7 @@ static void build_stage(Arena *arena, const Program *pr, StageProgram *sp, const
     w->init_std = 0.02;
     w->init_name = "block.w";
     w->first_layer = sp->chunk_first_layer[0];
-    w->layers_per_chunk = L;
-    w->chunk_layer_stride = (int64_t)sh->stages * L; /* chunk c of stage s is model chunk c * p + s */
+    w->layer_table = V > 1; /* chunk c of stage s is model chunk c * p + s */
     w->ndim = 2;
     w->gdims[0] = w->gdims[1] = C;
     add_buffer(arena, sp, "block.w.grad", PRT_GRADS, PRT_F32, C * C, (int64_t)V * L);
@@ -291,8 +290,12 @@ static Program *build_program(Arena *arena, const Shape *sh) {
         StageProgram *sp = &pr->stages[s];
         sp->stage = s;
         sp->chunks = sh->chunks;
-        sp->layers_per_chunk = sh->layers_per_chunk;
-        for (int c = 0; c < sh->chunks; c++) sp->chunk_first_layer[c] = (c * sh->stages + s) * sh->layers_per_chunk;
+        sp->layers = sh->chunks * sh->layers_per_chunk;
+        sp->max_chunk_layers = sh->layers_per_chunk;
+        for (int c = 0; c < sh->chunks; c++) {
+            sp->chunk_layers[c] = sh->layers_per_chunk;
+            sp->chunk_first_layer[c] = (c * sh->stages + s) * sh->layers_per_chunk;
+        }
         sp->has_embed = s == 0;
         sp->has_head = s == sh->stages - 1;
         sp->nitems = pr->schedule.count[s];
@@ -366,7 +369,7 @@ static void test_llvm_text(void) {
     char *text = emit_text(pr, "tiny.ll");
     if (text) {
         static const char *const expected[] = {
-            "%prt_buffer_desc = type { i8*, i8*, i64, i64, i64, i64, i64, i64, i64, [4 x i64], [4 x i64], i64, i64, double, i64, i64, i64 }",
+            "%prt_buffer_desc = type { i8*, i8*, i64, i64, i64, i64, i64, i64, i64, [4 x i64], [4 x i64], i64, i64, double, i8*, i64, i64 }",
             "@stage0.buffers = internal constant [9 x %prt_buffer_desc]",
             "@stage0.schedule = internal constant [4 x [4 x i64]] [[4 x i64] zeroinitializer, [4 x i64] [i64 0, i64 1, i64 0, i64 1], [4 x i64] [i64 1, i64 0, i64 0, i64 0], [4 x i64] [i64 1, i64 1, i64 0, i64 1]]",
             "@stage0.ledger = internal constant [7 x i64]",
@@ -959,10 +962,10 @@ static void test_balance(void) {
     snprintf(path, sizeof path, "%s/examples/tiny_pp_balance.par", source_root());
     CHECK(passes_run(&c, &arena, path, 1, passes_find("balance")) == 0, "tiny_pp_balance balances");
     const Layout *l = &c.plan.layout;
-    CHECK(l->balanced && l->stage_layers[0] == 1 && l->stage_layers[1] == 2 && l->stage_layers[2] == 1 &&
-              l->stage_first[1] == 1 && l->stage_first[2] == 3,
-          "pp 3 over 4 layers: 1 + 2 + 1, got %d + %d + %d", l->stage_layers[0], l->stage_layers[1],
-          l->stage_layers[2]);
+    CHECK(l->balanced && l->chunk_layers[0] == 1 && l->chunk_layers[1] == 2 && l->chunk_layers[2] == 1 &&
+              l->chunk_first[1] == 1 && l->chunk_first[2] == 3,
+          "pp 3 over 4 layers: 1 + 2 + 1, got %d + %d + %d", l->chunk_layers[0], l->chunk_layers[1],
+          l->chunk_layers[2]);
     CHECK(l->balance_busy_s < l->balance_even_busy_s && l->balance_head_s > l->balance_embed_s &&
               l->balance_embed_s > 0,
           "busiest %g s below the even split's %g s; head %g s > embedding %g s > 0", l->balance_busy_s,
@@ -981,10 +984,10 @@ static void test_balance(void) {
               "the balance pass of tiny_pp_1f1b (vocab %lld)", (long long)written->model.vocab);
         Plan *p = &b.plan;
         int want = heavy ? 3 : 2;
-        CHECK(p->layout.stage_layers[0] == want && p->layout.stage_layers[1] == 4 - want &&
-                  p->layout.stage_first[1] == want,
-              "vocab %lld: %d + %d layers, expected %d + %d", (long long)p->model.vocab, p->layout.stage_layers[0],
-              p->layout.stage_layers[1], want, 4 - want);
+        CHECK(p->layout.chunk_layers[0] == want && p->layout.chunk_layers[1] == 4 - want &&
+                  p->layout.chunk_first[1] == want,
+              "vocab %lld: %d + %d layers, expected %d + %d", (long long)p->model.vocab, p->layout.chunk_layers[0],
+              p->layout.chunk_layers[1], want, 4 - want);
         double micro = (double)p->train.micro_batches, best = 1e300;
         for (int n0 = 1; n0 <= 3; n0++) {
             double t = two_stage_busiest(&p->layout, micro, 4, n0);

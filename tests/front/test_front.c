@@ -98,16 +98,15 @@ static void verify_plan(const Plan *p, const char *what)
     EXPECT((l->pp_axis >= 0) == (l->schedule != SCHED_NONE), "%s", what);
     EXPECT(l->embed_stage >= 0 && l->embed_stage < l->stages && l->head_stage >= 0 && l->head_stage < l->stages,
            "%s", what);
-    if (l->virtual_stages == 1) {
+    {
+        /* model chunks v = c * stages + s tile the layers in order */
         int64_t next = 0;
-        for (int s = 0; s < l->stages; s++) {
-            EXPECT(l->stage_first[s] == next && l->stage_layers[s] >= 1, "%s: stage %d", what, s);
-            next = l->stage_first[s] + l->stage_layers[s];
+        for (int v = 0; v < l->stages * l->virtual_stages; v++) {
+            EXPECT(l->chunk_first[v] == next && l->chunk_layers[v] >= 1, "%s: model chunk %d", what, v);
+            next = l->chunk_first[v] + l->chunk_layers[v];
         }
-        EXPECT(next == m->layers, "%s: stages cover the layers", what);
-    } else {
-        EXPECT(m->layers % (l->stages * l->virtual_stages) == 0, "%s", what);
-        EXPECT(t->micro_batches % l->stages == 0, "%s", what);
+        EXPECT(next == m->layers, "%s: the chunks cover the layers", what);
+        if (l->virtual_stages > 1) EXPECT(t->micro_batches % l->stages == 0, "%s", what);
     }
     if (l->schedule == SCHED_1F1B) EXPECT(t->micro_batches >= l->stages, "%s", what);
     if (l->zero_stage > 0) EXPECT(l->zero_axis == l->dim_axis[DIM_BATCH] && l->zero_axis >= 0, "%s", what);
@@ -173,7 +172,8 @@ static void check_example_numbers(const char *name, const Plan *p, const char *d
         EXPECT(p->train.micro_batches == 192, "gpt3 micro_batches %" PRId64, p->train.micro_batches);
         EXPECT(p->mesh.world == 1024, "gpt3 world");
         EXPECT(p->layout.schedule == SCHED_INTERLEAVED, "gpt3 schedule");
-        EXPECT(p->layout.stage_layers[0] == 3 && p->layout.stage_first[5] == 15, "gpt3 chunk layers");
+        EXPECT(p->layout.chunk_layers[0] == 3 && p->layout.chunk_first[5] == 15 &&
+                   p->layout.chunk_first[plan_chunk(&p->layout, 5, 1)] == 63, "gpt3 chunk layers");
         int tp = 2, dp = 1, pp = 0;
         EXPECT(strcmp(p->mesh.axes[tp].name, "tp") == 0, "gpt3 axis order");
         EXPECT(plan_axis_inside_node(p, tp) == 1, "tp inside a node");
@@ -200,7 +200,7 @@ static void check_example_numbers(const char *name, const Plan *p, const char *d
         EXPECT(plan_axis_inside_node(p, 1) && !plan_axis_inside_node(p, 0), "llama2_7b node");
         EXPECT(p->train.optimizer == OPT_ADAMW && p->train.weight_decay == 0.1 && p->train.beta2 == 0.95,
                "llama2_7b opt");
-        EXPECT(p->layout.stages == 1 && p->layout.stage_layers[0] == 32 && p->layout.schedule == SCHED_NONE,
+        EXPECT(p->layout.stages == 1 && p->layout.chunk_layers[0] == 32 && p->layout.schedule == SCHED_NONE,
                "llama2_7b stages");
         EXPECT(p->layout.dim_axis[DIM_LAYERS] == -1 && p->layout.dim_axis[DIM_HEADS] == 1, "llama2_7b dims");
         EXPECT(p->model.positions == POS_ROPE && p->model.rope.theta == 10000 && !p->model.rope.llama3,
@@ -210,7 +210,7 @@ static void check_example_numbers(const char *name, const Plan *p, const char *d
     } else if (strcmp(name, "llama2_70b.par") == 0) {
         EXPECT(p->model.kv_heads == 8 && p->model.head_dim == 128, "70b gqa");
         EXPECT(p->model.positions == POS_ROPE && p->model.rope.theta == 10000, "70b rotary positions");
-        EXPECT(p->layout.stages == 4 && p->layout.stage_layers[3] == 20 && p->layout.stage_first[3] == 60, "70b pp");
+        EXPECT(p->layout.stages == 4 && p->layout.chunk_layers[3] == 20 && p->layout.chunk_first[3] == 60, "70b pp");
         EXPECT(p->layout.schedule == SCHED_1F1B && p->train.micro_batches == 256, "70b sched");
         EXPECT(plan_axis_inside_node(p, 2) && !plan_axis_inside_node(p, 1) && !plan_axis_inside_node(p, 0),
                "70b inside");
@@ -242,7 +242,7 @@ static void check_example_numbers(const char *name, const Plan *p, const char *d
         EXPECT(p->train.weight_decay == 0.0 && p->train.lr == 1e-3 && p->train.precision == PREC_FP32, "tiny train");
         EXPECT(p->model.vocab == 256 && p->model.positions == POS_LEARNED && p->model.has_loss, "tiny model");
     } else if (strcmp(name, "tiny_pp_interleaved.par") == 0) {
-        EXPECT(p->layout.virtual_stages == 2 && p->layout.stage_layers[0] == 1 && p->layout.stage_first[1] == 1,
+        EXPECT(p->layout.virtual_stages == 2 && p->layout.chunk_layers[0] == 1 && p->layout.chunk_first[1] == 1,
                "tiny interleaved");
     } else if (strcmp(name, "tiny_llama.par") == 0) {
         EXPECT(p->model.tied_head && p->model.has_embed && p->model.positions == POS_NONE, "tiny llama");

@@ -100,8 +100,8 @@ def dump_settings(parc, plan):
                 out["pp"] = w[1]
             elif w[0] == "zero":
                 out["zero"] = " ".join(w[1:])
-            elif w[0] == "stage":
-                stages.append(f"{w[3]}:{w[5]}")
+            elif w[0] == "stage":  # stage S first F layers L, or stage S chunk C first F layers L
+                stages.append(f"{w[5]}:{w[7]}" if w[2] == "chunk" else f"{w[3]}:{w[5]}")
             elif w[0] == "balance":
                 out["balance"] = "auto"
     out["gpus"] = f"{nodes['nodes']} x {nodes['gpus_per_node']}"

@@ -67,12 +67,13 @@ int main(int argc, char **argv) {
         [COMM_BUF] = P("pp.msg", "pp.msg", PRT_COMM, PRT_F32, 16, 1, PRT_INIT_NONE, -1, 0, 0, 0, -1, -1, -1, -1, 0),
         [WTE_BF16] = P("wte(bf16)", "wte", PRT_WEIGHTS, PRT_BF16, 60, 1, PRT_INIT_NORMAL, -1, 2, 10, 6, -1, -1, -1, -1, 0.02),
         [MASTER_WTE] = P("wte(master)", "wte", PRT_MASTER, PRT_F32, 60, 1, PRT_INIT_COPY, -1, 2, 10, 6, -1, -1, -1, WTE_BF16, 0),
-        /* interleaved pipeline chunks: layers 1, 2 and 5, 6 (2 per chunk, 4 apart) vs layers 0..7 */
+        /* interleaved pipeline chunks of unlike sizes: layer 1, then layers 4..6, vs layers 0..7 */
         [INTERLEAVED] = P("h.ln.w(chunks)", "ln.noise", PRT_ACTIVATIONS, PRT_F32, 6, 4, PRT_INIT_NORMAL, 1, 1, 6, 0, -1, -1, -1, -1, 1.0),
         [ALL_LAYERS] = P("h.ln.w(all)", "ln.noise", PRT_ACTIVATIONS, PRT_F32, 6, 8, PRT_INIT_NORMAL, 0, 1, 6, 0, -1, -1, -1, -1, 1.0),
     };
-    t[INTERLEAVED].layers_per_chunk = 2;
-    t[INTERLEAVED].chunk_layer_stride = 4;
+    static const int64_t layer_of[4] = {1, 4, 5, 6};
+    t[INTERLEAVED].layer_of = layer_of;
+    t[INTERLEAVED].layer_of_n = 4;
     prt_register_buffers(rt, t, NBUF);
 
     int64_t want[PRT_NCLASS] = {
@@ -99,10 +100,9 @@ int main(int argc, char **argv) {
         RT_EXPECT(!bad, "layer %d: %lld elements of the split parameter differ from the unsplit one", layer, (long long)bad);
     }
     RT_EXPECT(memcmp(prt_ptr(rt, W_FULL, 0), prt_ptr(rt, W_FULL, 1), 60 * 4), "layers 0 and 1 got the same values");
-    static const int chunk_layers[4] = {1, 2, 5, 6};
     for (int i = 0; i < 4; i++)
-        RT_EXPECT(!memcmp(prt_ptr(rt, INTERLEAVED, i), prt_ptr(rt, ALL_LAYERS, chunk_layers[i]), 6 * 4),
-                  "interleaved instance %d is not global layer %d", i, chunk_layers[i]);
+        RT_EXPECT(!memcmp(prt_ptr(rt, INTERLEAVED, i), prt_ptr(rt, ALL_LAYERS, layer_of[i]), 6 * 4),
+                  "interleaved instance %d is not global layer %lld", i, (long long)layer_of[i]);
     const float *zw = prt_ptr(rt, W_ZERO, 0), *zfull = prt_ptr(rt, W_ZERO_FULL, 0), *zmaster = prt_ptr(rt, MASTER_Z, 0);
     for (int64_t e = 0; e < zshare; e++) {
         int64_t g = c * zshare + e;
