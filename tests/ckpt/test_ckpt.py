@@ -12,7 +12,9 @@ reshard  tiny_3d (8 ranks) saved at step 5 resumes on 1 rank, tp 2, ZeRO-3 dp 2,
          interleaved pp 2, pp 2 split 3 + 1 and pp 3 split 1 + 2 + 1; steps 6..10 equal the uninterrupted tiny_3d run within
          the parity tests' tolerances (loss 1e-5 relative; parameters 1e-5 of max|b|
          plus 1e-2 of lr).  The same for tiny_tied_pp (a tied head, the table held by
-         both end stages) resumed on one rank and on pp 2 x tp 2.
+         both end stages) resumed on one rank and on pp 2 x tp 2; padded ZeRO shards
+         onto even ones and back; interleaved chunks of unlike sizes (tiny_l6) onto
+         one rank and back.
 kill     PRT_TEST_CKPT_DIE kills the last rank (SIGKILL) inside the save of step 6,
          after its shard is written and before the rename: the job fails, step 4's
          checkpoint is still `latest`, resuming from it reproduces the curve, and the
@@ -53,6 +55,9 @@ RESHARD_TO = ["tiny_single", "tiny_tp", "tiny_zero3", "tiny_pp_interleaved", "ti
 # padded ZeRO shards (dp 3 on parameters that do not divide by 3) to even ones and back
 PADDED = [("tiny_b12_dp3_zero3", "tiny_b12_dp2_zero3"), ("tiny_b12_dp2_zero3", "tiny_b12_dp3_zero3"),
           ("tiny_b12_dp3_zero1", "tiny_b12_single")]
+# interleaved chunks of unlike sizes (layers 0, 3..4 on stage 0; 1..2, 5 on stage 1) onto one rank and back
+UNEVEN_CHUNKS = [("tiny_l6_pp_interleaved_uneven_zero3", "tiny_l6_single"),
+                 ("tiny_l6_single", "tiny_l6_pp_interleaved_uneven")]
 LOSS_TOL, PARAM_TOL, PARAM_ATOL_LR = 1e-5, 1e-5, 1e-2
 
 failures = []
@@ -150,13 +155,15 @@ def test_reshard(plans, work):
               f"reshard tiny_3d@5 -> {name}: final parameters equal the 3d run's ({len(bad)} tensors off)")
         check("resumed from" not in out, f"reshard -> {name}: --quiet prints no resume line")
     test_reshard_tied(plans, d)
-    test_reshard_padded(plans, d)
+    test_reshard_pairs(plans, d, PADDED)
+    test_reshard_pairs(plans, d, UNEVEN_CHUNKS)
 
 
-def test_reshard_padded(plans, d):
-    """A checkpoint of padded shards holds no padding: it resumes on even shards, and
-    theirs on padded ones, continuing the saving layout's run."""
-    for src, dst in PADDED:
+def test_reshard_pairs(plans, d, pairs):
+    """A checkpoint resumes on another layout, continuing the saving layout's run: padded
+    shards (a checkpoint holds no padding) onto even ones and back, pipeline chunks of
+    unlike sizes (each layer saved under its global index) onto one rank and back."""
+    for src, dst in pairs:
         ref_loss = os.path.join(d, src + ".ref.loss")
         plans.run(src, ["--steps", "10"], {"PRT_LOSS_FILE": ref_loss, "PRT_DUMP_DIR": os.path.join(d, src + ".ref")})
         ck = os.path.join(d, "ck_" + src)
