@@ -523,6 +523,13 @@ does:
   alltoall(axis, out, in, outer, inner): in[outer, S, inner] -> out[S, outer,
     inner]: block j goes to rank j, arriving blocks are placed by source rank (the
     resharding Split(d) -> Split(e)).
+  alltoallv(axis, out, in, send_rows, recv_rows, out_rows, inner): rows of inner
+    elements, a variable number per peer (expert parallelism's dispatch and
+    combine): in holds send_rows[j] rows for rank j of the axis, blocks in rank
+    order; the ranks first exchange their counts (recv_rows[S], written: the
+    rows from each rank), then out gets the blocks by source rank, packed; at
+    most out_rows rows arrive (more is an error).  send_rows, recv_rows: i32
+    [S]; out and in one dtype.
   slice(axis, out, in, outer, inner): local slice, no communication:
     out[outer, inner] = in[outer, coord, inner].
   send(axis, delta, buf, n, tag) / recv(axis, delta, buf, n, tag): pipeline
@@ -580,9 +587,10 @@ falls in (memory it did not allocate is taken as declared) during the first step
 and the first evaluation of a run, and on every call when PRT_CHECK_DTYPES=1 is
 in the environment; a disagreement stops the run with the op, the argument, the
 buffer and both dtypes.  A collective's pointers must all have one dtype, its
-elements'.  The nibble's top bit, PRT_ARG_WRITE, on an op's output gradient
-says the op is its first writer: it writes the argument instead of adding
-into it (the compiler sets it where the zero before would have been the only
+elements' (but alltoallv's row counts, which are i32).  The nibble's top bit,
+PRT_ARG_WRITE, on an op's output gradient says the op is its first writer: it
+writes the argument instead of adding into it (the compiler sets it where the
+zero before would have been the only
 content, first_write.c; prt_word_writes reads it).  Ops that take it: acc's dst
 (then a copy), the din of gelu_bwd, relu_bwd, swiglu_bwd, matmul_bwd,
 matmul_t_bwd, matmul_bias_bwd, layernorm_bwd, rmsnorm_bwd, rope_bwd, dropout_bwd
@@ -771,6 +779,9 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, COMM, alltoall, "pippiit", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer,             \
       int64_t inner, int64_t dtypes),                                                                             \
       (rt, axis, out, in, outer, inner, dtypes))                                                                  \
+    R(X, COMM, alltoallv, "pippppiit", (prt *rt, int64_t axis, void *out, const void *in, const void *send_rows, \
+      void *recv_rows, int64_t out_rows, int64_t inner, int64_t dtypes),                                          \
+      (rt, axis, out, in, send_rows, recv_rows, out_rows, inner, dtypes))                                         \
     R(X, COMM, slice, "pippiit", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer,                \
       int64_t inner, int64_t dtypes),                                                                             \
       (rt, axis, out, in, outer, inner, dtypes))                                                                  \

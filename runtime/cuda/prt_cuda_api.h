@@ -146,6 +146,10 @@ void prt_cu_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in
                                 int64_t dtype);
 void prt_cu_comm_wait(prt *rt, const void *buf);
 void prt_cu_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
+/* Rows of inner elements, a count per peer (device i32 [S]); the host waits for
+ * the counts both ways (prt_cuda.cu). */
+void prt_cu_alltoallv(prt *rt, int64_t axis, void *out, const void *in, const void *send_rows, void *recv_rows,
+                      int64_t out_rows, int64_t inner, int64_t dtype);
 void prt_cu_slice(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
 void prt_cu_copy_bytes(prt *rt, void *dst, const void *src, size_t bytes);
 void prt_cu_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag, int64_t dtype);
