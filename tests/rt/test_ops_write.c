@@ -257,9 +257,9 @@ static void run_moe_combine_dweight(void *p, void *d, int64_t f) {
 }
 static void test_moe(int64_t dt) {
     enum { T = 7, H = 9, M = 5, E = 4, K = 2, R = T * K };
-    float x[T * H], wr[H * E], w[E * H * M], g[R * H];
+    float x[T * H], wr[H * E], w[E * H * M], g[R * H + 16];  /* windows of g at offsets up to 11 */
     int32_t index[R], counts[E], offsets[E + 1], rows[R];
-    rt_fill(x, T * H, 31, 1.0f); rt_fill(wr, H * E, 32, 1.0f); rt_fill(w, E * H * M, 33, 0.5f); rt_fill(g, R * H, 34, 1.0f);
+    rt_fill(x, T * H, 31, 1.0f); rt_fill(wr, H * E, 32, 1.0f); rt_fill(w, E * H * M, 33, 0.5f); rt_fill(g, R * H + 16, 34, 1.0f);
     moe_ctx_t c = {dt, T, H, M, E, K, buf_of(x, T * H, dt), buf_of(wr, H * E, dt), buf_of(g, T * E, dt),
                    buf_of(g, R, dt), buf_of(g, T * E, dt), buf_of(g + 3, R, dt), buf_of(g, R * H, dt),
                    buf_of(w, E * H * M, dt), buf_of(g + 5, R * H, dt), buf_of(g + 7, R * M, dt), buf_of(g + 11, T * M, dt),
