@@ -452,7 +452,9 @@ does:
       moe_router_fwd -> moe_permute_fwd -> moe_matmul_fwd (expert up, and for
       SwiGLU gate and up fused, w[E,H,2F]) -> swiglu_fwd or gelu_fwd over the
       T*topk rows -> moe_matmul_fwd (down) -> moe_combine_fwd,
-    and the backward the reverse.
+    and the backward the reverse; with the experts split over an axis, the
+    expert GEMMs sit between moe_rank_rows, alltoall (the counts), alltoallv,
+    moe_regroup_fwd (to_expert 1) and moe_regroup_fwd (0), alltoallv back.
   moe_router_fwd(logits, index, weight, counts, losses, x, wr, T, H, E, topk,
     sigmoid, aux_coef, z_coef): logits[T,E] = x[T,H] @ wr[H,E] (saved); per
     token the topk experts of largest logit (ties: the lower expert), index[T,topk]
@@ -475,6 +477,19 @@ does:
     offsets[e+1] - 1, one BLAS call each (no rows: no call); rows past
     offsets[E] are not touched.  moe_matmul_bwd(din, dw, dout, in, w, offsets,
     E, K, M): matmul_bwd per expert (din may be NULL).
+  moe_rank_rows(send_rows, counts, S, E): expert parallelism over S ranks, E / S
+    experts each (rank j holds experts j*E/S ..): send_rows[j] = the rows of a
+    dispatch for rank j's experts, sum of counts over them (alltoallv's send
+    counts; the permuted rows are in that order already).
+  moe_regroup_fwd(out, offsets, in, counts, S, El, H, to_expert): what a rank of
+    El experts receives from alltoallv is grouped by source rank, then expert:
+    counts[S,El] (i32; the all-to-all of each source's counts of these
+    experts) are the rows of block (s, e).  to_expert = 1 reorders in's rows
+    to expert-major (e, s) order and writes offsets[El+1] (may be NULL), where
+    each expert's rows begin, for moe_matmul; to_expert = 0 is the inverse,
+    back to (s, e) order for the return alltoallv.  moe_regroup_bwd(din, dout,
+    counts, S, El, H, to_expert): the gradient of that forward, din += dout
+    reordered back.
   moe_combine_fwd(out, y, weight, rows, T, H, topk): out[t] = sum_j weight[t,j]
     y[rows[t,j]].  moe_combine_bwd(dy, dweight, dout, y, weight, rows, T, H,
     topk): dy[rows[t,j]] += weight[t,j] dout[t], dweight[t,j] += dout[t] .
@@ -597,8 +612,8 @@ matmul_t_bwd, matmul_bias_bwd, layernorm_bwd, rmsnorm_bwd, rope_bwd, dropout_bwd
 (0 where dropped) and pos_bwd (then a copy of dout), xent_bwd's dlogits, the
 dqkv of attention_bwd and attention_dropout_bwd, the dx of moe_router_bwd, the
 din of moe_permute_bwd, the din of moe_matmul_bwd (the rows of offsets[0] ..
-offsets[E] - 1) and the dy (the rows rows[] names) and dweight of
-moe_combine_bwd. */
+offsets[E] - 1), the dy (the rows rows[] names) and dweight of
+moe_combine_bwd, and the din of moe_regroup_bwd. */
 
 #define PRT_ARG_WRITE 8
 
@@ -729,7 +744,7 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
       double p, int64_t dtypes),                                                                                  \
       (rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, first_sample, h_offset, NH_global, step, layer, p,   \
       dtypes))                                                                                                    \
-    R(X, OP, moe_router_fwd, "ppppppppiiiiiddt", (prt *rt, void *logits, void *index, void *weight, void *counts,  \
+    R(X, OP, moe_router_fwd, "ppppppppiiiiiddt", (prt *rt, void *logits, void *index, void *weight, void *counts, \
       void *losses, const void *x, const void *wr, int64_t T, int64_t H, int64_t E, int64_t topk,                 \
       int64_t sigmoid, double aux_coef, double z_coef, int64_t dtypes),                                           \
       (rt, logits, index, weight, counts, losses, x, wr, T, H, E, topk, sigmoid, aux_coef, z_coef, dtypes))       \
@@ -757,6 +772,15 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, OP, moe_combine_bwd, "pppppppiiit", (prt *rt, void *dy, void *dweight, const void *dout, const void *y,  \
       const void *weight, const void *rows, int64_t T, int64_t H, int64_t topk, int64_t dtypes),                  \
       (rt, dy, dweight, dout, y, weight, rows, T, H, topk, dtypes))                                               \
+    R(X, OP, moe_rank_rows, "pppiit", (prt *rt, void *send_rows, const void *counts, int64_t S, int64_t E,        \
+      int64_t dtypes),                                                                                            \
+      (rt, send_rows, counts, S, E, dtypes))                                                                      \
+    R(X, OP, moe_regroup_fwd, "pppppiiiit", (prt *rt, void *out, void *offsets, const void *in,                   \
+      const void *counts, int64_t S, int64_t El, int64_t H, int64_t to_expert, int64_t dtypes),                   \
+      (rt, out, offsets, in, counts, S, El, H, to_expert, dtypes))                                                \
+    R(X, OP, moe_regroup_bwd, "ppppiiiit", (prt *rt, void *din, const void *dout, const void *counts, int64_t S,  \
+      int64_t El, int64_t H, int64_t to_expert, int64_t dtypes),                                                  \
+      (rt, din, dout, counts, S, El, H, to_expert, dtypes))                                                       \
     R(X, OP, add_fwd, "ppppit", (prt *rt, void *out, const void *a, const void *b, int64_t n, int64_t dtypes),    \
       (rt, out, a, b, n, dtypes))                                                                                 \
     R(X, OP, xent_fwd, "pppppiiiit", (prt *rt, void *loss_sum, void *stats, const void *logits,                   \
@@ -779,7 +803,7 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, COMM, alltoall, "pippiit", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer,             \
       int64_t inner, int64_t dtypes),                                                                             \
       (rt, axis, out, in, outer, inner, dtypes))                                                                  \
-    R(X, COMM, alltoallv, "pippppiit", (prt *rt, int64_t axis, void *out, const void *in, const void *send_rows, \
+    R(X, COMM, alltoallv, "pippppiit", (prt *rt, int64_t axis, void *out, const void *in, const void *send_rows,  \
       void *recv_rows, int64_t out_rows, int64_t inner, int64_t dtypes),                                          \
       (rt, axis, out, in, send_rows, recv_rows, out_rows, inner, dtypes))                                         \
     R(X, COMM, slice, "pippiit", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer,                \

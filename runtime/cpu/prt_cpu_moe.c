@@ -263,6 +263,86 @@ void prt_cpu_moe_combine_bwd(prt *rt, void *dy_, void *dweight_, const void *dou
     }
 }
 
+/* ---------------------------------------------------------------- expert parallelism */
+
+void prt_cpu_moe_rank_rows(prt *rt, void *send_rows_, const void *counts_, int64_t S, int64_t E, int64_t dtypes) {
+    const char *op = "moe_rank_rows";
+    int32_t *send_rows = moe_i32(rt, dtypes, 0, send_rows_, op);
+    const int32_t *counts = moe_i32(rt, dtypes, 1, counts_, op);
+    PRT_CHECK(S >= 1 && E >= S && E % S == 0, "%s: %lld experts do not split evenly over %lld ranks", op, (long long)E,
+              (long long)S);
+    for (int64_t j = 0; j < S; j++) {
+        int64_t rows = 0;
+        for (int64_t e = j * (E / S); e < (j + 1) * (E / S); e++) rows += counts[e];
+        PRT_CHECK(rows <= INT32_MAX, "%s: %lld rows for rank %lld do not fit an i32", op, (long long)rows, (long long)j);
+        send_rows[j] = (int32_t)rows;
+    }
+}
+
+/* Where block (s, e) of counts[S,El] starts in source-major (s, e) order and
+ * in expert-major (e, s) order. */
+typedef struct { int64_t by_source, by_expert; } block_at;
+static block_at block_start(const int32_t *counts, int64_t S, int64_t El, int64_t s, int64_t e) {
+    block_at b = {0, 0};
+    for (int64_t s2 = 0; s2 < S; s2++)
+        for (int64_t e2 = 0; e2 < El; e2++) {
+            if (s2 < s || (s2 == s && e2 < e)) b.by_source += counts[s2 * El + e2];
+            if (e2 < e || (e2 == e && s2 < s)) b.by_expert += counts[s2 * El + e2];
+        }
+    return b;
+}
+
+static const int32_t *block_counts(prt *rt, int64_t dtypes, int index, const void *p, int64_t S, int64_t El,
+                                   const char *op) {
+    const int32_t *counts = moe_i32(rt, dtypes, index, p, op);
+    PRT_CHECK(S >= 1 && El >= 1, "%s: %lld ranks of %lld experts", op, (long long)S, (long long)El);
+    for (int64_t b = 0; b < S * El; b++)
+        PRT_CHECK(counts[b] >= 0, "%s: %d rows from rank %lld for expert %lld", op, counts[b], (long long)(b / El),
+                  (long long)(b % El));
+    return counts;
+}
+
+void prt_cpu_moe_regroup_fwd(prt *rt, void *out_, void *offsets_, const void *in_, const void *counts_, int64_t S,
+                             int64_t El, int64_t H, int64_t to_expert, int64_t dtypes) {
+    const char *op = "moe_regroup_fwd";
+    tensor out = ften(rt, dtypes, 0, out_, op), in = ften(rt, dtypes, 2, in_, op);
+    const int32_t *counts = block_counts(rt, dtypes, 3, counts_, S, El, op);
+    if (offsets_) {
+        int32_t *offsets = moe_i32(rt, dtypes, 1, offsets_, op);
+        for (int64_t e = 0; e <= El; e++)
+            offsets[e] = (int32_t)(e < El ? block_start(counts, S, El, 0, e).by_expert
+                                          : block_start(counts, S, El, S - 1, El - 1).by_expert + counts[S * El - 1]);
+    }
+    for (int64_t s = 0; s < S; s++)
+        for (int64_t e = 0; e < El; e++) {
+            block_at b = block_start(counts, S, El, s, e);
+            int64_t from = to_expert ? b.by_source : b.by_expert, to = to_expert ? b.by_expert : b.by_source;
+            int64_t n = (int64_t)counts[s * El + e] * H;
+            if (out.dtype == in.dtype)
+                memcpy((char *)out.p + (size_t)(to * H) * prt_dtype_size(out.dtype),
+                       (const char *)in.p + (size_t)(from * H) * prt_dtype_size(in.dtype),
+                       (size_t)n * prt_dtype_size(in.dtype));
+            else
+                for (int64_t i = 0; i < n; i++) ST(out, to * H + i, LD(in, from * H + i));
+        }
+}
+
+void prt_cpu_moe_regroup_bwd(prt *rt, void *din_, const void *dout_, const void *counts_, int64_t S, int64_t El,
+                             int64_t H, int64_t to_expert, int64_t dtypes) {
+    const char *op = "moe_regroup_bwd";
+    tensor din = ften(rt, dtypes, 0, din_, op), dout = ften(rt, dtypes, 1, dout_, op);
+    const int32_t *counts = block_counts(rt, dtypes, 2, counts_, S, El, op);
+    int write = prt_word_writes(dtypes, 0);
+    for (int64_t s = 0; s < S; s++)
+        for (int64_t e = 0; e < El; e++) {
+            block_at b = block_start(counts, S, El, s, e);
+            /* the forward moved rows from `from` (din's layout) to `to` (dout's) */
+            int64_t from = to_expert ? b.by_source : b.by_expert, to = to_expert ? b.by_expert : b.by_source;
+            for (int64_t i = 0; i < (int64_t)counts[s * El + e] * H; i++)
+                ST(din, from * H + i, (write ? 0.0f : LD(din, from * H + i)) + LD(dout, to * H + i));
+        }
+}
+
 /* ---------------------------------------------------------------- the grouped GEMM */
 
 /* offsets[0..E], checked: non-decreasing from 0 (the rows an expert owns). */

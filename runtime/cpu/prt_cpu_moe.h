@@ -49,6 +49,18 @@
  * token has an empty range: its GEMMs are skipped and its weight gradient gets
  * nothing added.  Combine (moe_combine_fwd): out[t] = sum_j w[t,j] y[rows[t,j]],
  * the sum in j order.
+ *
+ * Expert parallelism over S ranks of El = E / S experts each (rank j holds
+ * experts j El .. (j+1) El - 1).  The dispatch's rows are already in the
+ * order of the ranks that hold their experts: rank j's are sum over its
+ * experts of counts (moe_rank_rows), alltoallv's send counts.  A rank then
+ * receives, per source rank s, its experts' rows in expert order: block (s, e)
+ * of counts[s,e] rows, where counts[S,El] is the all-to-all of each source's
+ * counts of this rank's experts (alltoall with inner El).  moe_regroup_fwd
+ * (to_expert = 1) makes that expert-major, blocks (e, s), with offsets for
+ * moe_matmul; to_expert = 0 puts the experts' outputs back in (s, e) order for
+ * the alltoallv that returns them (its counts: the first one's, swapped).
+ * Both are permutations of rows; moe_regroup_bwd adds the gradient back.
  */
 #ifndef PRT_CPU_MOE_H
 #define PRT_CPU_MOE_H
@@ -76,5 +88,11 @@ void prt_cpu_moe_combine_fwd(prt *rt, void *out, const void *y, const void *weig
                              int64_t H, int64_t topk, int64_t dtypes);
 void prt_cpu_moe_combine_bwd(prt *rt, void *dy, void *dweight, const void *dout, const void *y, const void *weight,
                              const void *rows, int64_t T, int64_t H, int64_t topk, int64_t dtypes);
+
+void prt_cpu_moe_rank_rows(prt *rt, void *send_rows, const void *counts, int64_t S, int64_t E, int64_t dtypes);
+void prt_cpu_moe_regroup_fwd(prt *rt, void *out, void *offsets, const void *in, const void *counts, int64_t S,
+                             int64_t El, int64_t H, int64_t to_expert, int64_t dtypes);
+void prt_cpu_moe_regroup_bwd(prt *rt, void *din, const void *dout, const void *counts, int64_t S, int64_t El,
+                             int64_t H, int64_t to_expert, int64_t dtypes);
 
 #endif

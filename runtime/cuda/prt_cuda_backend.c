@@ -267,6 +267,18 @@ static void cu_moe_combine_bwd(prt *rt, void *dy, void *dweight, const void *dou
     PRT_CUDA_REQUIRE(rt, "moe_combine_bwd", T, H, topk);
 }
 
+static void cu_moe_rank_rows(prt *rt, void *send_rows, const void *counts, int64_t S, int64_t E, int64_t dtypes) {
+    PRT_CUDA_REQUIRE(rt, "moe_rank_rows", S, E);
+}
+static void cu_moe_regroup_fwd(prt *rt, void *out, void *offsets, const void *in, const void *counts, int64_t S,
+                               int64_t El, int64_t H, int64_t to_expert, int64_t dtypes) {
+    PRT_CUDA_REQUIRE(rt, "moe_regroup_fwd", S, El, H, to_expert);
+}
+static void cu_moe_regroup_bwd(prt *rt, void *din, const void *dout, const void *counts, int64_t S, int64_t El,
+                               int64_t H, int64_t to_expert, int64_t dtypes) {
+    PRT_CUDA_REQUIRE(rt, "moe_regroup_bwd", S, El, H, to_expert);
+}
+
 /* ---------------------------------------------------------------- memory and lifecycle */
 
 static int cu_available(char *why, size_t why_size) {

@@ -220,12 +220,13 @@ static void test_attention(int64_t dt) {
 
 /* The mixture-of-experts backward ops' output gradients (prt_cpu_moe.h), every
  * float tensor in the dtype under test: the router's dx (its losses' gradients
- * in dlogits too), the dispatch's din, the grouped GEMM's din and the
- * combine's dy and dweight.  T = 7 tokens, top-2 of E = 4 experts. */
+ * in dlogits too), the dispatch's din, the grouped GEMM's din, the
+ * combine's dy and dweight, and the expert-parallel regrouping's din.  T = 7 tokens, top-2 of E = 4 experts. */
 typedef struct {
     int64_t dt, T, H, M, E, k;
     void *x, *wr, *logits, *weight, *dlogits, *dweight, *xp, *w, *dxp, *y, *dout;
     int32_t *index, *counts, *offsets, *rows;
+    int64_t to_expert;  /* moe_regroup_bwd's direction */
 } moe_ctx_t;
 static void run_moe_router(void *p, void *d, int64_t f) {
     moe_ctx_t *c = p;
@@ -255,6 +256,10 @@ static void run_moe_combine_dweight(void *p, void *d, int64_t f) {
     prt_moe_combine_bwd(RT, NULL, d, c->dout, c->y, c->weight, c->rows, c->T, c->M, c->k,
                         PRT_ARG_DTYPES(t, t | f, t, t, t, PRT_I32));
 }
+static void run_moe_regroup(void *p, void *d, int64_t f) {  /* 3 ranks of 2 experts, 10 rows of H */
+    moe_ctx_t *c = p;
+    prt_moe_regroup_bwd(RT, d, c->dxp, c->counts, 3, 2, c->H, c->to_expert, PRT_ARG_DTYPES(c->dt | f, c->dt, PRT_I32));
+}
 static void test_moe(int64_t dt) {
     enum { T = 7, H = 9, M = 5, E = 4, K = 2, R = T * K };
     float x[T * H], wr[H * E], w[E * H * M], g[R * H + 16];  /* windows of g at offsets up to 11 */
@@ -263,7 +268,7 @@ static void test_moe(int64_t dt) {
     moe_ctx_t c = {dt, T, H, M, E, K, buf_of(x, T * H, dt), buf_of(wr, H * E, dt), buf_of(g, T * E, dt),
                    buf_of(g, R, dt), buf_of(g, T * E, dt), buf_of(g + 3, R, dt), buf_of(g, R * H, dt),
                    buf_of(w, E * H * M, dt), buf_of(g + 5, R * H, dt), buf_of(g + 7, R * M, dt), buf_of(g + 11, T * M, dt),
-                   index, counts, offsets, rows};
+                   index, counts, offsets, rows, 0};
     prt_moe_router_fwd(RT, c.logits, index, c.weight, counts, NULL, c.x, c.wr, T, H, E, K, 1, 0.3, 0.2,
                        PRT_ARG_DTYPES(dt, PRT_I32, dt, PRT_I32, dt, dt, dt));
     prt_moe_permute_fwd(RT, c.xp, offsets, rows, c.x, index, T, H, E, K, PRT_ARG_DTYPES(dt, PRT_I32, PRT_I32, dt, PRT_I32));
@@ -272,6 +277,11 @@ static void test_moe(int64_t dt) {
     three_runs("moe_matmul_bwd din", dt, R * H, run_moe_matmul, &c);
     three_runs("moe_combine_bwd dy", dt, R * M, run_moe_combine_dy, &c);
     three_runs("moe_combine_bwd dweight", dt, R, run_moe_combine_dweight, &c);
+    int32_t blocks[6] = {2, 0, 3, 1, 0, 4};  /* rows of (source, expert), 10 in all */
+    c.counts = blocks;
+    for (c.to_expert = 0; c.to_expert < 2; c.to_expert++)
+        three_runs(c.to_expert ? "moe_regroup_bwd din (to experts)" : "moe_regroup_bwd din (to sources)", dt, 10 * H,
+                   run_moe_regroup, &c);
     void *bufs[] = {c.x, c.wr, c.logits, c.weight, c.dlogits, c.dweight, c.xp, c.w, c.dxp, c.y, c.dout};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
 }
