@@ -140,6 +140,9 @@ void prt_cpu_moe_router_bwd(prt *rt, void *dx, void *dwr, void *dlogits_, const 
     const int32_t *index = moe_i32(rt, dtypes, 5, index_, op), *counts = moe_i32(rt, dtypes, 6, counts_, op);
     for (int64_t t = 0; t < T; t++) {
         const int32_t *chosen = index + t * topk;
+        for (int64_t j = 0; j < topk; j++)
+            PRT_CHECK(chosen[j] >= 0 && chosen[j] < E, "%s: token %lld chose expert %d of %lld", op, (long long)t,
+                      chosen[j], (long long)E);
         gate_row g = gate_of(logits, t, E, chosen, topk, (int)sigmoid);
         double total = sigmoid_total_of(&g), wg = 0.0, pc = 0.0;
         if (dweight.p)
