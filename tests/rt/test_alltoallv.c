@@ -10,7 +10,9 @@
  *   - an output larger than what arrives: the rows past it are not touched;
  *   - f32 and i32 elements (activations and expert indices);
  *   - the size-1 axis: recv_rows = send_rows, the rows copied.
- * usage: test_alltoallv S.  Exit status 0 iff nothing was wrong on any rank.
+ * usage: test_alltoallv S [overflow].  Exit status 0 iff nothing was wrong on
+ * any rank.  With `overflow`, rank 0's output holds one row less than arrives:
+ * the run must stop with the runtime's error (the ctest matches its message).
  */
 #include "prt_internal.h"
 #include "rt_test.h"
@@ -97,6 +99,17 @@ int main(int argc, char **argv) {
     prt_plan_desc plan = rt_plan("test_alltoallv", 2, names, sizes);
     char *rt_argv[2] = {argv[0], NULL};
     RT = prt_init(1, rt_argv, &plan);
+    if (argc > 2 && !strcmp(argv[2], "overflow")) {
+        int S = (int)sizes[0], me = (int)prt_coord(RT, 0), arriving = 0, sent = 0;
+        int32_t send_rows[8], recv_rows[8];
+        for (int j = 0; j < S; j++) sent += send_rows[j] = rows_to(me, j, S);
+        for (int r = 0; r < S; r++) arriving += rows_to(r, me, S);
+        float *in = rt_alloc((sent + 1) * INNER), *out = rt_alloc((arriving + 1) * INNER);
+        prt_alltoallv(RT, 0, out, in, send_rows, recv_rows, me == 0 ? arriving - 1 : arriving, INNER,
+                      PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_I32, PRT_I32));
+        fprintf(stderr, "test_alltoallv: FAIL: rank %d's alltoallv into too small an output returned\n", me);
+        return 1;
+    }
     test_axis(PRT_F32);
     test_axis(PRT_I32);
     test_size_one();
