@@ -446,6 +446,54 @@ does:
     counts its loss once.
   xent_bwd(dlogits, logits, stats, targets, N, V_local, vocab_offset, scale):
     dlogits[N,V_local] += scale * (softmax - onehot(target)).
+  moe_*: a mixture-of-experts layer of E experts, each token routed to topk of
+    them (runtime/cpu/prt_cpu_moe.h states the math; docs/design.md, "Mixture of
+    experts").  Indices, counts, offsets and rows are i32.  A layer is
+      moe_router_fwd -> moe_permute_fwd -> moe_matmul_fwd (expert up, and for
+      SwiGLU gate and up fused, w[E,H,2F]) -> swiglu_fwd or gelu_fwd over the
+      T*topk rows -> moe_matmul_fwd (down) -> moe_combine_fwd,
+    and the backward the reverse; with the experts split over an axis, the
+    expert GEMMs sit between moe_rank_rows, alltoall (the counts), alltoallv,
+    moe_regroup_fwd (to_expert 1) and moe_regroup_fwd (0), alltoallv back.
+  moe_router_fwd(logits, index, weight, counts, losses, x, wr, T, H, E, topk,
+    sigmoid, aux_coef, z_coef): logits[T,E] = x[T,H] @ wr[H,E] (saved); per
+    token the topk experts of largest logit (ties: the lower expert), index[T,topk]
+    in that order, their weights weight[T,topk] summing to 1 (softmax over the
+    chosen logits; sigmoid != 0: the chosen sigmoids over their sum); counts[E]
+    the tokens each expert got; losses[2] (may be NULL) = aux_coef x the
+    load-balancing loss E sum_e f_e P_e and z_coef x the z-loss mean_t
+    logsumexp(logits_t)^2.
+  moe_router_bwd(dx, dwr, dlogits, dweight, logits, index, counts, x, wr, T, H,
+    E, topk, sigmoid, aux_coef, z_coef): dlogits[T,E] = the gradient of the
+    weights (dweight[T,topk], may be NULL) plus those of both losses (written,
+    not added: the op's own scratch, which the caller provides); then dx[T,H]
+    += dlogits @ wr^T (dx may be NULL) and dwr += x^T @ dlogits.
+  moe_permute_fwd(out, offsets, rows, in, index, T, H, E, topk): out[T*topk,H]
+    holds in's rows sorted by expert, then token (stable); offsets[E+1] where
+    each expert's rows begin; rows[T,topk] the row of (token, choice).
+    moe_permute_bwd(din, dout, rows, T, H, topk): din[t] += sum_j dout[rows[t,j]].
+  moe_matmul_fwd(out, in, w, offsets, E, K, M): the grouped GEMM, per expert e
+    out[r] = in[r] @ w[e] (w[E,K,M]) for its rows r of offsets[e] ..
+    offsets[e+1] - 1, one BLAS call each (no rows: no call); rows past
+    offsets[E] are not touched.  moe_matmul_bwd(din, dw, dout, in, w, offsets,
+    E, K, M): matmul_bwd per expert (din may be NULL).
+  moe_rank_rows(send_rows, counts, S, E): expert parallelism over S ranks, E / S
+    experts each (rank j holds experts j*E/S ..): send_rows[j] = the rows of a
+    dispatch for rank j's experts, sum of counts over them (alltoallv's send
+    counts; the permuted rows are in that order already).
+  moe_regroup_fwd(out, offsets, in, counts, S, El, H, to_expert): what a rank of
+    El experts receives from alltoallv is grouped by source rank, then expert:
+    counts[S,El] (i32; the all-to-all of each source's counts of these
+    experts) are the rows of block (s, e).  to_expert = 1 reorders in's rows
+    to expert-major (e, s) order and writes offsets[El+1] (may be NULL), where
+    each expert's rows begin, for moe_matmul; to_expert = 0 is the inverse,
+    back to (s, e) order for the return alltoallv.  moe_regroup_bwd(din, dout,
+    counts, S, El, H, to_expert): the gradient of that forward, din += dout
+    reordered back.
+  moe_combine_fwd(out, y, weight, rows, T, H, topk): out[t] = sum_j weight[t,j]
+    y[rows[t,j]].  moe_combine_bwd(dy, dweight, dout, y, weight, rows, T, H,
+    topk): dy[rows[t,j]] += weight[t,j] dout[t], dweight[t,j] += dout[t] .
+    y[rows[t,j]] (either may be NULL).
   adamw(param, master, grad, m, v, n, step, lr, beta1, beta2, eps, weight_decay):
     AdamW on n elements: master (fp32) is updated when not NULL and copied to
     param (rounded to param's dtype: a bf16 param is the rounded master); else
@@ -490,6 +538,13 @@ does:
   alltoall(axis, out, in, outer, inner): in[outer, S, inner] -> out[S, outer,
     inner]: block j goes to rank j, arriving blocks are placed by source rank (the
     resharding Split(d) -> Split(e)).
+  alltoallv(axis, out, in, send_rows, recv_rows, out_rows, inner): rows of inner
+    elements, a variable number per peer (expert parallelism's dispatch and
+    combine): in holds send_rows[j] rows for rank j of the axis, blocks in rank
+    order; the ranks first exchange their counts (recv_rows[S], written: the
+    rows from each rank), then out gets the blocks by source rank, packed; at
+    most out_rows rows arrive (more is an error).  send_rows, recv_rows: i32
+    [S]; out and in one dtype.
   slice(axis, out, in, outer, inner): local slice, no communication:
     out[outer, inner] = in[outer, coord, inner].
   send(axis, delta, buf, n, tag) / recv(axis, delta, buf, n, tag): pipeline
@@ -547,14 +602,18 @@ falls in (memory it did not allocate is taken as declared) during the first step
 and the first evaluation of a run, and on every call when PRT_CHECK_DTYPES=1 is
 in the environment; a disagreement stops the run with the op, the argument, the
 buffer and both dtypes.  A collective's pointers must all have one dtype, its
-elements'.  The nibble's top bit, PRT_ARG_WRITE, on an op's output gradient
-says the op is its first writer: it writes the argument instead of adding
-into it (the compiler sets it where the zero before would have been the only
+elements' (but alltoallv's row counts, which are i32).  The nibble's top bit,
+PRT_ARG_WRITE, on an op's output gradient says the op is its first writer: it
+writes the argument instead of adding into it (the compiler sets it where the
+zero before would have been the only
 content, first_write.c; prt_word_writes reads it).  Ops that take it: acc's dst
 (then a copy), the din of gelu_bwd, relu_bwd, swiglu_bwd, matmul_bwd,
 matmul_t_bwd, matmul_bias_bwd, layernorm_bwd, rmsnorm_bwd, rope_bwd, dropout_bwd
-(0 where dropped) and pos_bwd (then a copy of dout), xent_bwd's dlogits, and the
-dqkv of attention_bwd and attention_dropout_bwd. */
+(0 where dropped) and pos_bwd (then a copy of dout), xent_bwd's dlogits, the
+dqkv of attention_bwd and attention_dropout_bwd, the dx of moe_router_bwd, the
+din of moe_permute_bwd, the din of moe_matmul_bwd (the rows of offsets[0] ..
+offsets[E] - 1), the dy (the rows rows[] names) and dweight of
+moe_combine_bwd, and the din of moe_regroup_bwd. */
 
 #define PRT_ARG_WRITE 8
 
@@ -685,6 +744,43 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
       double p, int64_t dtypes),                                                                                  \
       (rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, first_sample, h_offset, NH_global, step, layer, p,   \
       dtypes))                                                                                                    \
+    R(X, OP, moe_router_fwd, "ppppppppiiiiiddt", (prt *rt, void *logits, void *index, void *weight, void *counts, \
+      void *losses, const void *x, const void *wr, int64_t T, int64_t H, int64_t E, int64_t topk,                 \
+      int64_t sigmoid, double aux_coef, double z_coef, int64_t dtypes),                                           \
+      (rt, logits, index, weight, counts, losses, x, wr, T, H, E, topk, sigmoid, aux_coef, z_coef, dtypes))       \
+    R(X, OP, moe_router_bwd, "ppppppppppiiiiiddt", (prt *rt, void *dx, void *dwr, void *dlogits,                  \
+      const void *dweight, const void *logits, const void *index, const void *counts, const void *x,              \
+      const void *wr, int64_t T, int64_t H, int64_t E, int64_t topk, int64_t sigmoid, double aux_coef,            \
+      double z_coef, int64_t dtypes),                                                                             \
+      (rt, dx, dwr, dlogits, dweight, logits, index, counts, x, wr, T, H, E, topk, sigmoid, aux_coef, z_coef,     \
+      dtypes))                                                                                                    \
+    R(X, OP, moe_permute_fwd, "ppppppiiiit", (prt *rt, void *out, void *offsets, void *rows, const void *in,      \
+      const void *index, int64_t T, int64_t H, int64_t E, int64_t topk, int64_t dtypes),                          \
+      (rt, out, offsets, rows, in, index, T, H, E, topk, dtypes))                                                 \
+    R(X, OP, moe_permute_bwd, "ppppiiit", (prt *rt, void *din, const void *dout, const void *rows, int64_t T,     \
+      int64_t H, int64_t topk, int64_t dtypes),                                                                   \
+      (rt, din, dout, rows, T, H, topk, dtypes))                                                                  \
+    R(X, OP, moe_matmul_fwd, "pppppiiit", (prt *rt, void *out, const void *in, const void *w,                     \
+      const void *offsets, int64_t E, int64_t K, int64_t M, int64_t dtypes),                                      \
+      (rt, out, in, w, offsets, E, K, M, dtypes))                                                                 \
+    R(X, OP, moe_matmul_bwd, "pppppppiiit", (prt *rt, void *din, void *dw, const void *dout, const void *in,      \
+      const void *w, const void *offsets, int64_t E, int64_t K, int64_t M, int64_t dtypes),                       \
+      (rt, din, dw, dout, in, w, offsets, E, K, M, dtypes))                                                       \
+    R(X, OP, moe_combine_fwd, "pppppiiit", (prt *rt, void *out, const void *y, const void *weight,                \
+      const void *rows, int64_t T, int64_t H, int64_t topk, int64_t dtypes),                                      \
+      (rt, out, y, weight, rows, T, H, topk, dtypes))                                                             \
+    R(X, OP, moe_combine_bwd, "pppppppiiit", (prt *rt, void *dy, void *dweight, const void *dout, const void *y,  \
+      const void *weight, const void *rows, int64_t T, int64_t H, int64_t topk, int64_t dtypes),                  \
+      (rt, dy, dweight, dout, y, weight, rows, T, H, topk, dtypes))                                               \
+    R(X, OP, moe_rank_rows, "pppiit", (prt *rt, void *send_rows, const void *counts, int64_t S, int64_t E,        \
+      int64_t dtypes),                                                                                            \
+      (rt, send_rows, counts, S, E, dtypes))                                                                      \
+    R(X, OP, moe_regroup_fwd, "pppppiiiit", (prt *rt, void *out, void *offsets, const void *in,                   \
+      const void *counts, int64_t S, int64_t El, int64_t H, int64_t to_expert, int64_t dtypes),                   \
+      (rt, out, offsets, in, counts, S, El, H, to_expert, dtypes))                                                \
+    R(X, OP, moe_regroup_bwd, "ppppiiiit", (prt *rt, void *din, const void *dout, const void *counts, int64_t S,  \
+      int64_t El, int64_t H, int64_t to_expert, int64_t dtypes),                                                  \
+      (rt, din, dout, counts, S, El, H, to_expert, dtypes))                                                       \
     R(X, OP, add_fwd, "ppppit", (prt *rt, void *out, const void *a, const void *b, int64_t n, int64_t dtypes),    \
       (rt, out, a, b, n, dtypes))                                                                                 \
     R(X, OP, xent_fwd, "pppppiiiit", (prt *rt, void *loss_sum, void *stats, const void *logits,                   \
@@ -707,6 +803,9 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, COMM, alltoall, "pippiit", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer,             \
       int64_t inner, int64_t dtypes),                                                                             \
       (rt, axis, out, in, outer, inner, dtypes))                                                                  \
+    R(X, COMM, alltoallv, "pippppiit", (prt *rt, int64_t axis, void *out, const void *in, const void *send_rows,  \
+      void *recv_rows, int64_t out_rows, int64_t inner, int64_t dtypes),                                          \
+      (rt, axis, out, in, send_rows, recv_rows, out_rows, inner, dtypes))                                         \
     R(X, COMM, slice, "pippiit", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer,                \
       int64_t inner, int64_t dtypes),                                                                             \
       (rt, axis, out, in, outer, inner, dtypes))                                                                  \

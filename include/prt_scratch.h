@@ -39,6 +39,30 @@ static inline int64_t prt_scratch_matmul_bwd(int64_t K, int64_t M, int64_t N, in
     return ((int64_t)w + dw16) * K * M + R * ((int64_t)dout16 * M + (int64_t)din16 * K + (int64_t)in * K);
 }
 
+/* The mixture-of-experts ops: the router's GEMMs are matmul's over T rows
+ * (logits[T,E] = x[T,H] @ wr[H,E]); the grouped GEMM is one matmul call per
+ * expert, so its request is matmul's for the expert with the most rows,
+ * `rows` (at most the T*topk rows a dispatch makes, the compiler's bound).
+ * Routing, dispatch and combine take none. */
+static inline int64_t prt_scratch_moe_router_fwd(int64_t T, int64_t H, int64_t E, int wr16, int x16, int logits16)
+{
+    return prt_scratch_matmul_fwd(H, E, T, wr16, x16, logits16);
+}
+static inline int64_t prt_scratch_moe_router_bwd(int64_t T, int64_t H, int64_t E, int has_dx, int has_dwr, int wr16,
+                                                 int dwr16, int x16, int dlogits16, int dx16)
+{
+    return prt_scratch_matmul_bwd(H, E, T, has_dx, has_dwr, wr16, dwr16, x16, dlogits16, dx16);
+}
+static inline int64_t prt_scratch_moe_matmul_fwd(int64_t rows, int64_t K, int64_t M, int w16, int in16, int out16)
+{
+    return prt_scratch_matmul_fwd(K, M, rows, w16, in16, out16);
+}
+static inline int64_t prt_scratch_moe_matmul_bwd(int64_t rows, int64_t K, int64_t M, int has_din, int has_dw, int w16,
+                                                 int dw16, int in16, int dout16, int din16)
+{
+    return prt_scratch_matmul_bwd(K, M, rows, has_din, has_dw, w16, dw16, in16, dout16, din16);
+}
+
 /* Attention runs each (batch, head) on one worker, up to PRT_ATTENTION_WORKERS
  * at once (the BLAS's threads, one-thread GEMMs inside).  With kept
  * probabilities a head goes PRT_ATTENTION_ROWS query rows at a time against

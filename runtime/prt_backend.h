@@ -11,7 +11,8 @@
  *   - one slot per collective row (kind COMM), with parc_rt.h's signature, whose
  *     last argument is then the elements' dtype (enum prt_dtype, the word's
  *     common nibble, checked by prt_ops.c): allreduce/allgather/reducescatter/
- *     alltoall/slice are called only for axes of size > 1, send/recv for any;
+ *     alltoall/alltoallv/slice are called only for axes of size > 1, send/recv
+ *     for any;
  *   - the memory and lifecycle hooks below.
  * runtime/cpu/ is the reference backend (every op in fp32 loops and OpenBLAS,
  * collectives over MPI on host memory, prt_mpi.c); runtime/cuda/ runs every op

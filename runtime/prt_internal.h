@@ -627,6 +627,8 @@ void prt_mpi_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t
 void prt_mpi_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                            int64_t dtype);
 void prt_mpi_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
+void prt_mpi_alltoallv(prt *rt, int64_t axis, void *out, const void *in, const void *send_rows, void *recv_rows,
+                       int64_t out_rows, int64_t inner, int64_t dtype);
 void prt_mpi_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag, int64_t dtype);
 void prt_mpi_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag, int64_t dtype);
 /* Nonblocking: MPI_Iallreduce in place / MPI_Ireduce_scatter_block (outer 1),

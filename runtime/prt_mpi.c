@@ -249,6 +249,45 @@ void prt_mpi_alltoall(prt *rt, int64_t axis, void *out, const void *in_, int64_t
     PRT_TRACE_END(rt, "alltoall", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
 }
 
+/* Rows of `inner` elements, a count per peer: the counts first (an all-to-all
+ * of one i32 each, into recv_rows), then MPI_Alltoallv with counts and
+ * displacements in elements (each must fit an int, as the block collectives'
+ * do).  Blocks go and arrive in rank order, packed. */
+void prt_mpi_alltoallv(prt *rt, int64_t axis, void *out, const void *in, const void *send_rows_, void *recv_rows_,
+                       int64_t out_rows, int64_t inner, int64_t dtype) {
+    size_t esize = prt_dtype_size(dtype);
+    int S = prt_axis_size(rt, axis);
+    double t = prt_trace_start(rt);
+    const int32_t *send_rows = send_rows_;
+    int32_t *recv_rows = recv_rows_;
+    MPI_Comm comm = prt_axis_comm(rt, axis);
+    /* [4, S]: send counts, send displacements, receive counts, receive displacements */
+    int *counts = prt_xmalloc(4 * (size_t)S * sizeof *counts), *sdispls = counts + S, *rcounts = counts + 2 * S,
+        *rdispls = counts + 3 * S;
+    int64_t sent = 0, arrived = 0;
+    for (int j = 0; j < S; j++) {
+        PRT_CHECK(send_rows[j] >= 0, "alltoallv on axis %s: %d rows for rank %d", axis_label(rt, axis), send_rows[j],
+                  j);
+        counts[j] = count_of(send_rows[j] * inner, "alltoallv");
+        sdispls[j] = count_of(sent * inner, "alltoallv");
+        sent += send_rows[j];
+    }
+    arrive(rt, axis, "all-to-all (variable)");
+    PRT_MPI_CHECK(MPI_Alltoall(send_rows, 1, MPI_INT32_T, recv_rows, 1, MPI_INT32_T, comm));
+    for (int j = 0; j < S; j++) {
+        rcounts[j] = count_of(recv_rows[j] * inner, "alltoallv");
+        rdispls[j] = count_of(arrived * inner, "alltoallv");
+        arrived += recv_rows[j];
+    }
+    PRT_CHECK(arrived <= out_rows, "alltoallv on axis %s: rank %lld receives %lld rows, its output holds %lld",
+              axis_label(rt, axis), (long long)prt_coord(rt, axis), (long long)arrived, (long long)out_rows);
+    MPI_Datatype type = mpi_type(dtype);
+    PRT_MPI_CHECK(MPI_Alltoallv(in, counts, sdispls, type, out, rcounts, rdispls, type, comm));
+    prt_block_end();
+    free(counts);
+    PRT_TRACE_END(rt, "alltoallv", "comm", t, sent * inner * (int64_t)esize, axis);
+}
+
 /* A local slice on host memory (no MPI): the CPU backend's slice. */
 void prt_mpi_slice(prt *rt, int64_t axis, void *out_, const void *in_, int64_t outer, int64_t inner, int64_t dtype) {
     size_t esize = prt_dtype_size(dtype);

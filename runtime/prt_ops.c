@@ -88,6 +88,28 @@ PRT_BLOCK_COLLECTIVE(reducescatter)
 PRT_BLOCK_COLLECTIVE(alltoall)
 PRT_BLOCK_COLLECTIVE(slice)
 
+/* alltoallv: out and in one dtype, the counts i32 (checked as an op's
+ * arguments); a size-1 axis keeps its own rows, a copy. */
+void prt_alltoallv(prt *rt, int64_t axis, void *out, const void *in, const void *send_rows, void *recv_rows,
+                   int64_t out_rows, int64_t inner, int64_t dtypes) {
+    int64_t dtype = prt_comm_dtype(rt, dtypes, out, in, "alltoallv");
+    PRT_CHECK(prt_arg_dtype(rt, dtypes, 2, send_rows, "alltoallv") == PRT_I32 &&
+              prt_arg_dtype(rt, dtypes, 3, recv_rows, "alltoallv") == PRT_I32,
+              "alltoallv: its row counts (pointer arguments 3 and 4) must be i32");
+    if (prt_axis_size(rt, axis) == 1) {
+        int32_t rows = 0;
+        rt->backend->download(rt, &rows, send_rows, sizeof rows);
+        PRT_CHECK(rows >= 0 && rows <= out_rows, "alltoallv on a size-1 axis: %d rows for an output of %lld", rows,
+                  (long long)out_rows);
+        rt->backend->copy_bytes(rt, recv_rows, send_rows, sizeof rows);
+        copy_local(rt, out, in, rows * inner, prt_dtype_size(dtype));
+        return;
+    }
+    double start = MPI_Wtime();
+    rt->backend->alltoallv(rt, axis, out, in, send_rows, recv_rows, out_rows, inner, dtype);
+    prt_phase_charge(rt, PRT_PHASE_COMM, start);
+}
+
 /* allgather: as the other block collectives, and in place where `in` is
  * `out` plus this rank's block (outer 1, parc_rt.h); any other overlap of in
  * and out is an error. */

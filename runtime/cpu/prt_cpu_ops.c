@@ -31,6 +31,7 @@
 #include "prt_backend.h"
 #include "prt_cpu_fast.h"
 #include "prt_cpu_dropout.h"
+#include "prt_cpu_moe.h"
 #include "prt_cpu_attention.h"
 #include "prt_cpu_rope.h"
 #include "prt_cpu_tensor.h"
@@ -363,6 +364,16 @@ static void matmul_bwd(prt *rt, const char *op, void *din_, void *dw_, const voi
         }
     }
     if (dw.p) view_store(dw, dwv, 0, wr, wc, wc);
+}
+
+void prt_cpu_gemm_fwd(prt *rt, const char *op, void *out, const void *in, const void *w, int64_t N, int64_t K,
+                      int64_t M, int64_t dtypes) {
+    matmul_fwd(rt, op, out, in, w, NULL, N, K, M, 0, dtypes);
+}
+
+void prt_cpu_gemm_bwd(prt *rt, const char *op, void *din, void *dw, const void *dout, const void *in, const void *w,
+                      int64_t N, int64_t K, int64_t M, int64_t dtypes) {
+    matmul_bwd(rt, op, din, dw, dout, in, w, N, K, M, 0, dtypes);
 }
 
 static void prt_cpu_matmul_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M,

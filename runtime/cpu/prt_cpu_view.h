@@ -49,4 +49,13 @@ static inline void view_store(tensor t, view v, int64_t off, int64_t rows, int64
         for (int64_t c = 0; c < cols; c++) ST(t, off + r * ld + c, v.f[r * cols + c]);
 }
 
+/* matmul_fwd / matmul_bwd of parc_rt.h (prt_cpu_ops.c), for ops built on them
+ * (the MoE router and grouped GEMM): `op` names the caller in messages, and
+ * dtypes is a word laid out as matmul_fwd's (out, in, w) or matmul_bwd's (din,
+ * dw, dout, in, w), PRT_ARG_WRITE on din included. */
+void prt_cpu_gemm_fwd(prt *rt, const char *op, void *out, const void *in, const void *w, int64_t N, int64_t K,
+                      int64_t M, int64_t dtypes);
+void prt_cpu_gemm_bwd(prt *rt, const char *op, void *din, void *dw, const void *dout, const void *in, const void *w,
+                      int64_t N, int64_t K, int64_t M, int64_t dtypes);
+
 #endif

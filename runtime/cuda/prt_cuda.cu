@@ -537,6 +537,73 @@ void prt_cu_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t o
     cu_collective_run(rt, &cu_collectives[CU_ALLTOALL], axis, out, in, outer, inner, dtype);
 }
 
+/* alltoallv: the counts are device i32 [S] like the rows.  The host needs them
+ * to size the transfers, so either path synchronises once for the send
+ * counts and once for the received ones.
+ *   nccl: the counts by one ncclSend/ncclRecv of an i32 per peer into
+ *     recv_rows, copied down; then the rows by ncclSend/ncclRecv per peer with
+ *     rows (no call for a peer with none: both ends know the count), all in one
+ *     group on the communication stream;
+ *   mpi: host-staged through prt_mpi_alltoallv (the counts, in and out copied
+ *     through the page-locked stage). */
+void prt_cu_alltoallv(prt *rt, int64_t axis, void *out, const void *in, const void *send_rows, void *recv_rows,
+                      int64_t out_rows, int64_t inner, int64_t dtype) {
+    prt_cuda *c = prt_cu(rt);
+    int S = prt_axis_size(rt, axis);
+    size_t esize = prt_dtype_size(dtype), row = (size_t)inner * esize, counts = (size_t)S * sizeof(int32_t);
+    int32_t *h_send = (int32_t *)prt_xmalloc(2 * counts), *h_recv = h_send + S;
+    prt_cuda_d2h(rt, h_send, send_rows, counts);
+    size_t sent = 0;
+    for (int j = 0; j < S; j++) {
+        PRT_CHECK(h_send[j] >= 0, "alltoallv on axis %lld: %d rows for rank %d", (long long)axis, h_send[j], j);
+        sent += (size_t)h_send[j];
+    }
+#ifdef PRT_HAVE_NCCL
+    if (c->nccl) {
+        TRACE_BEGIN(rt);
+        ncclComm_t comm = nccl_comm(rt, axis);
+        cudaStream_t s = comm_begin(c);
+        PRT_NCCL_CHECK(ncclGroupStart());
+        for (int j = 0; j < S; j++) {
+            PRT_NCCL_CHECK(ncclSend((const int32_t *)send_rows + j, 1, ncclInt32, j, comm, s));
+            PRT_NCCL_CHECK(ncclRecv((int32_t *)recv_rows + j, 1, ncclInt32, j, comm, s));
+        }
+        PRT_NCCL_CHECK(ncclGroupEnd());
+        comm_end(c);
+        prt_cuda_d2h(rt, h_recv, recv_rows, counts);
+        size_t arrived = 0;
+        for (int j = 0; j < S; j++) arrived += (size_t)h_recv[j];
+        PRT_CHECK(arrived <= (size_t)out_rows, "alltoallv on axis %lld: rank %lld receives %zu rows, its output holds "
+                  "%lld", (long long)axis, (long long)prt_coord(rt, axis), arrived, (long long)out_rows);
+        s = comm_begin(c);
+        ncclDataType_t type = nccl_type(dtype);
+        const char *src = (const char *)in;
+        char *dst = (char *)out;
+        PRT_NCCL_CHECK(ncclGroupStart());
+        for (int j = 0; j < S; j++) {
+            if (h_send[j]) PRT_NCCL_CHECK(ncclSend(src, (size_t)h_send[j] * (size_t)inner, type, j, comm, s));
+            if (h_recv[j]) PRT_NCCL_CHECK(ncclRecv(dst, (size_t)h_recv[j] * (size_t)inner, type, j, comm, s));
+            src += (size_t)h_send[j] * row;
+            dst += (size_t)h_recv[j] * row;
+        }
+        PRT_NCCL_CHECK(ncclGroupEnd());
+        comm_end(c);
+        free(h_send);
+        TRACE_COMM(rt, "alltoallv", (int64_t)(sent * row), axis);
+        return;
+    }
+#endif
+    size_t in_bytes = sent * row, out_bytes = (size_t)out_rows * row;
+    char *h = host_stage(c, in_bytes + out_bytes + 1);
+    prt_cuda_d2h(rt, h, in, in_bytes);
+    prt_mpi_alltoallv(rt, axis, h + in_bytes, h, h_send, h_recv, out_rows, inner, dtype);
+    size_t arrived = 0;
+    for (int j = 0; j < S; j++) arrived += (size_t)h_recv[j];
+    prt_cuda_h2d(rt, out, h + in_bytes, arrived * row);
+    prt_cuda_h2d(rt, recv_rows, h_recv, counts);
+    free(h_send);
+}
+
 void prt_cu_slice(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype) {
     prt_cuda *c = prt_cu(rt);
     int S = prt_axis_size(rt, axis);

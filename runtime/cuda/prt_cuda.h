@@ -77,15 +77,6 @@ void prt_nccl_fail(const char *file, int line, const char *call, ncclResult_t re
 void prt_cuda_launch_check(const char *file, int line, const char *op);
 #define PRT_LAUNCH_CHECK() prt_cuda_launch_check(__FILE__, __LINE__, __func__)
 
-/* Refuses (prt_fail) an op whose shape the kernels do not take on this device,
- * naming the op, its shape and the limit (prt_cuda_shape_ok); before any launch. */
-void prt_cuda_require_shape(prt *rt, const char *op, int nargs, const int64_t *args);
-#define PRT_CUDA_REQUIRE(rt, op, ...)                                                          \
-    do {                                                                                       \
-        const int64_t prt_shape_[] = {__VA_ARGS__};                                            \
-        prt_cuda_require_shape(rt, op, (int)(sizeof prt_shape_ / sizeof prt_shape_[0]), prt_shape_); \
-    } while (0)
-
 static inline prt_cuda *prt_cu(prt *rt) {
     PRT_CHECK(rt->cuda, "the CUDA backend is not initialised (prt_cuda_init)");
     return rt->cuda;

@@ -38,6 +38,15 @@ void prt_cuda_d2h(prt *rt, void *dst, const void *src, size_t bytes);
 void prt_cuda_memset(prt *rt, void *dst, int byte, size_t bytes);
 /* A malloc'ed host copy of `bytes` device bytes (the caller frees it). */
 void *prt_cuda_host_copy(prt *rt, const void *dev, size_t bytes);
+/* Refuses (prt_fail) an op whose shape the kernels do not take on this device,
+ * naming the op, its shape and the limit (prt_cuda_shape_ok); before any launch
+ * (an op without kernels, prt_cuda_op_missing, whatever its shape). */
+void prt_cuda_require_shape(prt *rt, const char *op, int nargs, const int64_t *args);
+#define PRT_CUDA_REQUIRE(rt, op, ...)                                                          \
+    do {                                                                                       \
+        const int64_t prt_shape_[] = {__VA_ARGS__};                                            \
+        prt_cuda_require_shape(rt, op, (int)(sizeof prt_shape_ / sizeof prt_shape_[0]), prt_shape_); \
+    } while (0)
 /* Device scratch, booked like prt_workspace / prt_comm_stage (grows to exactly the
  * largest request, contents lost on growth). */
 float *prt_cuda_workspace(prt *rt, size_t floats);
@@ -137,6 +146,10 @@ void prt_cu_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in
                                 int64_t dtype);
 void prt_cu_comm_wait(prt *rt, const void *buf);
 void prt_cu_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
+/* Rows of inner elements, a count per peer (device i32 [S]); the host waits for
+ * the counts both ways (prt_cuda.cu). */
+void prt_cu_alltoallv(prt *rt, int64_t axis, void *out, const void *in, const void *send_rows, void *recv_rows,
+                      int64_t out_rows, int64_t inner, int64_t dtype);
 void prt_cu_slice(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
 void prt_cu_copy_bytes(prt *rt, void *dst, const void *src, size_t bytes);
 void prt_cu_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag, int64_t dtype);

@@ -228,6 +228,57 @@ static void cu_xent_fwd(prt *rt, void *loss_sum, void *stats, const void *logits
                                                   V_local, vocab_offset, axis));
 }
 
+/* The mixture-of-experts ops have no kernels yet (prt_cuda_op_missing): the
+ * plan was refused at init unless its op-shape table left them out, and a call
+ * stops the run here. */
+static void cu_moe_router_fwd(prt *rt, void *logits, void *index, void *weight, void *counts, void *losses,
+                              const void *x, const void *wr, int64_t T, int64_t H, int64_t E, int64_t topk,
+                              int64_t sigmoid, double aux_coef, double z_coef, int64_t dtypes) {
+    PRT_CUDA_REQUIRE(rt, "moe_router_fwd", T, H, E, topk);
+}
+static void cu_moe_router_bwd(prt *rt, void *dx, void *dwr, void *dlogits, const void *dweight, const void *logits,
+                              const void *index, const void *counts, const void *x, const void *wr, int64_t T,
+                              int64_t H, int64_t E, int64_t topk, int64_t sigmoid, double aux_coef, double z_coef,
+                              int64_t dtypes) {
+    PRT_CUDA_REQUIRE(rt, "moe_router_bwd", T, H, E, topk);
+}
+static void cu_moe_permute_fwd(prt *rt, void *out, void *offsets, void *rows, const void *in, const void *index,
+                               int64_t T, int64_t H, int64_t E, int64_t topk, int64_t dtypes) {
+    PRT_CUDA_REQUIRE(rt, "moe_permute_fwd", T, H, E, topk);
+}
+static void cu_moe_permute_bwd(prt *rt, void *din, const void *dout, const void *rows, int64_t T, int64_t H,
+                               int64_t topk, int64_t dtypes) {
+    PRT_CUDA_REQUIRE(rt, "moe_permute_bwd", T, H, topk);
+}
+static void cu_moe_matmul_fwd(prt *rt, void *out, const void *in, const void *w, const void *offsets, int64_t E,
+                              int64_t K, int64_t M, int64_t dtypes) {
+    PRT_CUDA_REQUIRE(rt, "moe_matmul_fwd", E, K, M);
+}
+static void cu_moe_matmul_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
+                              const void *offsets, int64_t E, int64_t K, int64_t M, int64_t dtypes) {
+    PRT_CUDA_REQUIRE(rt, "moe_matmul_bwd", E, K, M);
+}
+static void cu_moe_combine_fwd(prt *rt, void *out, const void *y, const void *weight, const void *rows, int64_t T,
+                               int64_t H, int64_t topk, int64_t dtypes) {
+    PRT_CUDA_REQUIRE(rt, "moe_combine_fwd", T, H, topk);
+}
+static void cu_moe_combine_bwd(prt *rt, void *dy, void *dweight, const void *dout, const void *y, const void *weight,
+                               const void *rows, int64_t T, int64_t H, int64_t topk, int64_t dtypes) {
+    PRT_CUDA_REQUIRE(rt, "moe_combine_bwd", T, H, topk);
+}
+
+static void cu_moe_rank_rows(prt *rt, void *send_rows, const void *counts, int64_t S, int64_t E, int64_t dtypes) {
+    PRT_CUDA_REQUIRE(rt, "moe_rank_rows", S, E);
+}
+static void cu_moe_regroup_fwd(prt *rt, void *out, void *offsets, const void *in, const void *counts, int64_t S,
+                               int64_t El, int64_t H, int64_t to_expert, int64_t dtypes) {
+    PRT_CUDA_REQUIRE(rt, "moe_regroup_fwd", S, El, H, to_expert);
+}
+static void cu_moe_regroup_bwd(prt *rt, void *din, const void *dout, const void *counts, int64_t S, int64_t El,
+                               int64_t H, int64_t to_expert, int64_t dtypes) {
+    PRT_CUDA_REQUIRE(rt, "moe_regroup_bwd", S, El, H, to_expert);
+}
+
 /* ---------------------------------------------------------------- memory and lifecycle */
 
 static int cu_available(char *why, size_t why_size) {

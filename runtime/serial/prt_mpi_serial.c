@@ -206,6 +206,14 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
     return copy_block(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
+/* One rank: its block to itself, from sdispls[0] to rdispls[0]. */
+int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                  void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+    if (sdispls[0] < 0 || rdispls[0] < 0) return ERR_COUNT;
+    return copy_block((const char *)sendbuf + (size_t)sdispls[0] * (size_t)sendtype, sendcounts[0], sendtype,
+                      (char *)recvbuf + (size_t)rdispls[0] * (size_t)recvtype, recvcounts[0], recvtype, comm);
+}
+
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
                              MPI_Comm comm) {
     (void)op;

@@ -5,6 +5,8 @@
  * recompute with PyTorch.  usage: ops_dump DIR
  * Backward outputs are written from zeroed gradient buffers (so they are the
  * gradients themselves); the accumulation contract is test_ops_grad's business.
+ * The mixture-of-experts layers (moe_layer) dump their routing too (i32), which
+ * the test recomputes and requires equal.
  */
 #include "cpu/prt_cpu_attention.h"
 #include "rt_test.h"
@@ -31,6 +33,80 @@ static void dump(const char *name, const char *type, const void *data, int ndim,
 }
 #define DUMP(name, data, ...) dump(name, "f32", data, (int)(sizeof((int64_t[]){__VA_ARGS__}) / 8), (int64_t[]){__VA_ARGS__})
 #define DUMPI(name, data, ...) dump(name, "i32", data, (int)(sizeof((int64_t[]){__VA_ARGS__}) / 8), (int64_t[]){__VA_ARGS__})
+
+/* One mixture-of-experts layer forward and backward (prt_cpu_moe.h), its
+ * tensors dumped as PREFIX_name: the router (softmax or sigmoid gate, top-k),
+ * the dispatch, SwiGLU experts (w13[E,H,2F]: gate then up, w2[E,F,H]) or GELU
+ * experts (w13[E,H,F] up, w2[E,F,H] down), the combine, with the load-balancing
+ * and z losses.  `empty`: feature 0 of every token is large and the last
+ * expert's router weight for it very negative, so that expert gets no token;
+ * `tie`: experts 1 and 2 have the same router column, so their logits tie
+ * exactly.  The router backward runs again with dweight NULL and large
+ * coefficients (the _l tensors), so the losses' gradients are checked apart. */
+static void moe_layer(prt *rt, const char *prefix, uint64_t seed, int sigmoid, int topk, int E, int swiglu, int empty,
+                      int tie) {
+    enum { T = 10, H = 6, F = 4, MAXE = 8 };
+    const double aux = 0.01, zc = 0.001, aux_l = 0.7, zc_l = 0.3;
+    const int64_t R = (int64_t)T * topk, W = swiglu ? 2 * F : F;
+    float x[T * H], wr[H * MAXE], w13[MAXE * H * 2 * F], w2[MAXE * F * H], dout[T * H];
+    float logits[T * MAXE], weight[T * 2], losses[2], losses_l[2], xp[T * 2 * H], h1[T * 2 * 2 * F], a[T * 2 * F],
+          y[T * 2 * H], out[T * H];
+    int32_t index[T * 2], counts[MAXE], offsets[MAXE + 1], rows[T * 2];
+    float dy[T * 2 * H] = {0}, dweight[T * 2] = {0}, da[T * 2 * F] = {0}, dw2[MAXE * F * H] = {0},
+          dh1[T * 2 * 2 * F] = {0}, dxp[T * 2 * H] = {0}, dw13[MAXE * H * 2 * F] = {0}, dx[T * H] = {0},
+          dwr[H * MAXE] = {0}, dlogits[T * MAXE], dx_l[T * H] = {0}, dwr_l[H * MAXE] = {0}, dlogits_l[T * MAXE];
+    rt_fill(x, T * H, seed, 1); rt_fill(wr, H * E, seed + 1, 1); rt_fill(w13, E * H * W, seed + 2, 0.5f);
+    rt_fill(w2, E * F * H, seed + 3, 0.5f); rt_fill(dout, T * H, seed + 4, 1);
+    if (empty) {
+        for (int t = 0; t < T; t++) x[t * H] = 2.0f + 0.25f * (float)(t % 3);
+        wr[E - 1] = -20.0f;
+    }
+    if (tie)
+        for (int h = 0; h < H; h++) wr[h * E + 2] = wr[h * E + 1];
+    const int64_t F32 = PRT_F32, I32 = PRT_I32;
+    prt_moe_router_fwd(rt, logits, index, weight, counts, losses, x, wr, T, H, E, topk, sigmoid, aux, zc,
+                       PRT_ARG_DTYPES(F32, I32, F32, I32, F32, F32, F32));
+    prt_moe_permute_fwd(rt, xp, offsets, rows, x, index, T, H, E, topk, PRT_ARG_DTYPES(F32, I32, I32, F32, I32));
+    int64_t mm = PRT_ARG_DTYPES(F32, F32, F32, I32), mmb = PRT_ARG_DTYPES(F32, F32, F32, F32, F32, I32);
+    prt_moe_matmul_fwd(rt, h1, xp, w13, offsets, E, H, W, mm);
+    if (swiglu) prt_swiglu_fwd(rt, a, h1, R, F, 0);
+    else prt_gelu_fwd(rt, a, h1, R * F, 0);
+    prt_moe_matmul_fwd(rt, y, a, w2, offsets, E, F, H, mm);
+    prt_moe_combine_fwd(rt, out, y, weight, rows, T, H, topk, PRT_ARG_DTYPES(F32, F32, F32, I32));
+
+    prt_moe_combine_bwd(rt, dy, dweight, dout, y, weight, rows, T, H, topk, PRT_ARG_DTYPES(F32, F32, F32, F32, F32, I32));
+    prt_moe_matmul_bwd(rt, da, dw2, dy, a, w2, offsets, E, F, H, mmb);
+    if (swiglu) prt_swiglu_bwd(rt, dh1, h1, da, R, F, 0);
+    else prt_gelu_bwd(rt, dh1, h1, da, R * F, 0);
+    prt_moe_matmul_bwd(rt, dxp, dw13, dh1, xp, w13, offsets, E, H, W, mmb);
+    prt_moe_permute_bwd(rt, dx, dxp, rows, T, H, topk, PRT_ARG_DTYPES(F32, F32, I32));
+    int64_t rb = PRT_ARG_DTYPES(F32, F32, F32, F32, F32, I32, I32, F32, F32);
+    prt_moe_router_bwd(rt, dx, dwr, dlogits, dweight, logits, index, counts, x, wr, T, H, E, topk, sigmoid, aux, zc, rb);
+    /* the losses alone, with large coefficients */
+    float logits_l[T * MAXE], weight_l[T * 2];
+    int32_t index_l[T * 2], counts_l[MAXE];
+    prt_moe_router_fwd(rt, logits_l, index_l, weight_l, counts_l, losses_l, x, wr, T, H, E, topk, sigmoid, aux_l,
+                       zc_l, PRT_ARG_DTYPES(F32, I32, F32, I32, F32, F32, F32));
+    prt_moe_router_bwd(rt, dx_l, dwr_l, dlogits_l, NULL, logits_l, index_l, counts_l, x, wr, T, H, E, topk, sigmoid,
+                       aux_l, zc_l, rb);
+
+    char name[64];
+#define MOE_DUMP(what, data, ...) (snprintf(name, sizeof name, "%s_%s", prefix, what), DUMP(name, data, __VA_ARGS__))
+#define MOE_DUMPI(what, data, ...) (snprintf(name, sizeof name, "%s_%s", prefix, what), DUMPI(name, data, __VA_ARGS__))
+    float cfg[4] = {(float)sigmoid, (float)topk, (float)swiglu, (float)E};  /* what the test recomputes */
+    MOE_DUMP("cfg", cfg, 4);
+    MOE_DUMP("x", x, T, H); MOE_DUMP("wr", wr, H, E); MOE_DUMP("w13", w13, E, H, W); MOE_DUMP("w2", w2, E, F, H);
+    MOE_DUMP("dout", dout, T, H);
+    MOE_DUMP("logits", logits, T, E); MOE_DUMPI("index", index, T, topk); MOE_DUMP("weight", weight, T, topk);
+    MOE_DUMPI("counts", counts, E); MOE_DUMP("losses", losses, 2); MOE_DUMPI("offsets", offsets, E + 1);
+    MOE_DUMPI("rows", rows, T, topk); MOE_DUMP("xp", xp, R, H); MOE_DUMP("out", out, T, H);
+    MOE_DUMP("dweight", dweight, T, topk); MOE_DUMP("dw2", dw2, E, F, H); MOE_DUMP("dw13", dw13, E, H, W);
+    MOE_DUMP("dx", dx, T, H); MOE_DUMP("dwr", dwr, H, E); MOE_DUMP("dlogits", dlogits, T, E);
+    MOE_DUMP("losses_l", losses_l, 2); MOE_DUMP("dlogits_l", dlogits_l, T, E); MOE_DUMP("dx_l", dx_l, T, H);
+    MOE_DUMP("dwr_l", dwr_l, H, E);
+#undef MOE_DUMP
+#undef MOE_DUMPI
+}
 
 int main(int argc, char **argv) {
     if (argc != 2) {
@@ -223,6 +299,12 @@ int main(int argc, char **argv) {
         }
         DUMP("adamw_p", p, P); DUMP("sgd_p", sp, P);
     }
+    /* mixture of experts: softmax top-2 SwiGLU with an expert that gets no token; sigmoid top-2 GELU, the same;
+     * softmax top-1 SwiGLU with tied logits; sigmoid top-1 GELU */
+    moe_layer(rt, "moe_a", 50, 0, 2, 5, 1, 1, 0);
+    moe_layer(rt, "moe_b", 60, 1, 2, 5, 0, 1, 0);
+    moe_layer(rt, "moe_c", 70, 0, 1, 4, 1, 0, 1);
+    moe_layer(rt, "moe_d", 80, 1, 1, 4, 0, 0, 0);
     fclose(MANIFEST);
     return prt_finalize(rt) ? 1 : 0;
 }

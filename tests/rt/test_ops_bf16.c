@@ -11,6 +11,7 @@
  *   - elementwise and row ops, norms, embeddings, cross-entropy, optimizers: 0 ulp
  *     (the same fp32 arithmetic in the same order; parameter gradients that sum
  *     over rows are summed in fp32 and rounded once);
+ *   - the mixture-of-experts ops: as test_moe says;
  *   - GEMM ops and attention: <= 1 ulp, or within GEMM_ATOL where a sum of O(1)
  *     terms cancels to a tiny result (16-bit operands are widened into packed
  *     scratch and, past PRT_CONVERT_ROWS rows, in row chunks, so BLAS sums in
@@ -309,6 +310,92 @@ static void test_matmul(void) {
     free(in); free(out_a); free(out_b);
 }
 
+/* A mixture-of-experts layer (prt_cpu_moe.h), sigmoid gate, top-2 of 4 experts
+ * over 80 tokens, expert 0 favoured (feature 0 is 1 everywhere and its router
+ * weight 4) so that it gets more than PRT_CONVERT_ROWS rows: its 16-bit rows
+ * are widened in two chunks.  The router keeps its logits in their storage dtype
+ * and routes from those: its reference is matmul_fwd for the logits, then the
+ * router on the rounded logits (x = logits, wr = the identity, which the GEMM
+ * reproduces exactly); in the backward dlogits is rounded before its GEMMs,
+ * so the reference is the router's dlogits (dx and dwr NULL), then
+ * matmul_bwd.  Routing, dispatch and combine: 0 ulp; GEMMs as matmul's;
+ * workspace as prt_scratch.h's moe formulas. */
+static void test_moe(void) {
+    enum { T = 80, H = 24, E = 4, K = 2, M = 16, R = T * K };
+    const double aux = 0.3, zc = 0.2;
+    pair x = mk(T * H, 70, 1), wr = mk(H * E, 71, 0.5f), logits = mk(T * E, 72, 1), weight = mk(R, 73, 1),
+         w = mk(E * H * M, 74, 0.5f), xp = mk(R * H, 75, 1), y = mk(R * M, 76, 1), out = mk(T * M, 77, 1),
+         dout = mk(T * M, 78, 1), dy = mk(R * M, 79, 1), dweight = mk(R, 80, 1), dxp = mk(R * H, 81, 1),
+         dw = mk(E * H * M, 82, 1), dx = mk(T * H, 83, 1), dwr = mk(H * E, 84, 1), dlogits = mk(T * E, 85, 1);
+    int32_t index[2][R], counts[2][E], offsets[2][E + 1], rows[2][R];
+    float losses[2][2], eye[E * E] = {0};
+    for (int e = 0; e < E; e++) eye[e * E + e] = 1.0f;
+    const int64_t I32 = PRT_I32, F32 = PRT_F32;
+    for (int t = 0; t < T; t++) x.h[t * H] = to16(x.f[t * H] = 1.0f);
+    wr.h[0] = to16(wr.f[0] = 4.0f);
+
+    scratch_reset();
+    prt_moe_router_fwd(RT, logits.h, index[0], weight.h, counts[0], losses[0], x.h, wr.h, T, H, E, K, 1, aux, zc,
+                       PRT_ARG_DTYPES(DT, I32, DT, I32, F32, DT, DT));
+    expect_scratch("moe_router_fwd", prt_scratch_moe_router_fwd(T, H, E, 1, 1, 1));
+    prt_matmul_fwd(RT, logits.f, x.f, wr.f, T, H, E, 0);
+    expect16_gemm("moe_router_fwd logits", logits);
+    prt_moe_router_fwd(RT, dlogits.f, index[1], weight.f, counts[1], losses[1], logits.f, eye, T, E, E, K, 1, aux, zc,
+                       PRT_ARG_DTYPES(F32, I32, F32, I32, F32, F32, F32));
+    RT_EXPECT(!memcmp(index[0], index[1], sizeof index[0]) && !memcmp(counts[0], counts[1], sizeof counts[0]),
+              "%s moe_router_fwd: the routing differs from the fp32 router's on the same logits", prt_dtype_names[DT]);
+    expect16("moe_router_fwd weight", weight, 0);
+    expect32("moe_router_fwd losses", losses[0], losses[1], 2, 1e-6);
+
+    prt_moe_permute_fwd(RT, xp.h, offsets[0], rows[0], x.h, index[0], T, H, E, K,
+                        PRT_ARG_DTYPES(DT, I32, I32, DT, I32));
+    prt_moe_permute_fwd(RT, xp.f, offsets[1], rows[1], x.f, index[0], T, H, E, K, PRT_ARG_DTYPES(F32, I32, I32, F32, I32));
+    RT_EXPECT(!memcmp(offsets[0], offsets[1], sizeof offsets[0]) && !memcmp(rows[0], rows[1], sizeof rows[0]),
+              "%s moe_permute_fwd: offsets or rows depend on the dtype", prt_dtype_names[DT]);
+    expect16("moe_permute_fwd", xp, 0);
+    int64_t most = 0;  /* the largest expert's rows */
+    for (int e = 0; e < E; e++) most = offsets[0][e + 1] - offsets[0][e] > most ? offsets[0][e + 1] - offsets[0][e] : most;
+    RT_EXPECT(most > PRT_CONVERT_ROWS, "%s moe: the largest expert has %lld rows, one chunk", prt_dtype_names[DT],
+              (long long)most);
+
+    scratch_reset();
+    prt_moe_matmul_fwd(RT, y.h, xp.h, w.h, offsets[0], E, H, M, PRT_ARG_DTYPES(DT, DT, DT, I32));
+    expect_scratch("moe_matmul_fwd", prt_scratch_moe_matmul_fwd(most, H, M, 1, 1, 1));
+    prt_moe_matmul_fwd(RT, y.f, xp.f, w.f, offsets[0], E, H, M, PRT_ARG_DTYPES(F32, F32, F32, I32));
+    expect16_gemm("moe_matmul_fwd", y);
+    prt_moe_combine_fwd(RT, out.h, y.h, weight.h, rows[0], T, M, K, PRT_ARG_DTYPES(DT, DT, DT, I32));
+    prt_moe_combine_fwd(RT, out.f, y.f, weight.f, rows[0], T, M, K, PRT_ARG_DTYPES(F32, F32, F32, I32));
+    expect16("moe_combine_fwd", out, 0);
+
+    /* the backward, every gradient prefilled (+=) but dlogits (written) */
+    prt_moe_combine_bwd(RT, dy.h, dweight.h, dout.h, y.h, weight.h, rows[0], T, M, K,
+                        PRT_ARG_DTYPES(DT, DT, DT, DT, DT, I32));
+    prt_moe_combine_bwd(RT, dy.f, dweight.f, dout.f, y.f, weight.f, rows[0], T, M, K,
+                        PRT_ARG_DTYPES(F32, F32, F32, F32, F32, I32));
+    expect16("moe_combine_bwd dy", dy, 0);
+    expect16("moe_combine_bwd dweight", dweight, 0);
+    scratch_reset();
+    prt_moe_matmul_bwd(RT, dxp.h, dw.h, dy.h, xp.h, w.h, offsets[0], E, H, M, PRT_ARG_DTYPES(DT, DT, DT, DT, DT, I32));
+    expect_scratch("moe_matmul_bwd", prt_scratch_moe_matmul_bwd(most, H, M, 1, 1, 1, 1, 1, 1, 1));
+    prt_moe_matmul_bwd(RT, dxp.f, dw.f, dy.f, xp.f, w.f, offsets[0], E, H, M,
+                       PRT_ARG_DTYPES(F32, F32, F32, F32, F32, I32));
+    expect16_gemm("moe_matmul_bwd din", dxp);
+    expect16_gemm("moe_matmul_bwd dw", dw);
+    prt_moe_permute_bwd(RT, dx.h, dxp.h, rows[0], T, H, K, PRT_ARG_DTYPES(DT, DT, I32));
+    prt_moe_permute_bwd(RT, dx.f, dxp.f, rows[0], T, H, K, PRT_ARG_DTYPES(F32, F32, I32));
+    expect16("moe_permute_bwd", dx, 0);
+    scratch_reset();
+    prt_moe_router_bwd(RT, dx.h, dwr.h, dlogits.h, dweight.h, logits.h, index[0], counts[0], x.h, wr.h, T, H, E, K, 1,
+                       aux, zc, PRT_ARG_DTYPES(DT, DT, DT, DT, DT, I32, I32, DT, DT));
+    expect_scratch("moe_router_bwd", prt_scratch_moe_router_bwd(T, H, E, 1, 1, 1, 1, 1, 1, 1));
+    prt_moe_router_bwd(RT, NULL, NULL, dlogits.f, dweight.f, logits.f, index[0], counts[0], x.f, wr.f, T, H, E, K, 1,
+                       aux, zc, PRT_ARG_DTYPES(F32, F32, F32, F32, F32, I32, I32, F32, F32));
+    expect16("moe_router_bwd dlogits", dlogits, 0);
+    prt_matmul_bwd(RT, dx.f, dwr.f, dlogits.f, x.f, wr.f, T, H, E, 0);
+    expect16_gemm("moe_router_bwd dx", dx);
+    expect16_gemm("moe_router_bwd dwr", dwr);
+}
+
 /* T = 8: one block of query rows; T = 150: three (PRT_ATTENTION_ROWS 64) and,
  * key-blocked (the forward without kept probabilities, and the key-blocked
  * backward), two of keys (PRT_ATTENTION_KEYS 128) */
@@ -561,6 +648,7 @@ int main(int argc, char **argv) {
         test_attention(8);
         test_attention(150);
         test_xent();
+        test_moe();
         test_optimizers();
         for (int axis = 0; axis < 3; axis++) test_collectives(axis);
         test_allreduce_rounding();

@@ -4,7 +4,9 @@
  *     with the gradient buffers prefilled so that accumulation (+=) is checked too;
  *   - forward against small independent double-precision references;
  *   - optimizers against a double-precision reference of the same update;
- *   - the data stream's contract (determinism, targets = next token, split-invariance).
+ *   - the data stream's contract (determinism, targets = next token, split-invariance);
+ *   - the mixture-of-experts router (its losses included) and a dispatch, grouped
+ *     GEMM and combine, by finite differences too.
  * Exit status 0 iff every check passed.
  */
 #include <cblas.h>
@@ -922,6 +924,102 @@ static void test_attention_rows(void) {
     free(prows);
 }
 
+/* ---------------------------------------------------------------- mixture of experts */
+
+/* The router: L = sum_j weight[t,j] R[t,j] + the load-balancing loss + the
+ * z-loss, both with large coefficients, in x and wr.  Differences that change
+ * the routing would not be derivatives: the check fails if one does. */
+typedef struct {
+    float *x, *wr, *r, *logits, *weight, losses[2];
+    int32_t *index, *counts, *index0;
+    int64_t T, H, E, topk, sigmoid;
+    double aux, z;
+} router_ctx;
+static int64_t router_word(void) { return PRT_ARG_DTYPES(PRT_F32, PRT_I32, PRT_F32, PRT_I32, PRT_F32, PRT_F32, PRT_F32); }
+static double router_loss(void *p) {
+    router_ctx *c = p;
+    prt_moe_router_fwd(RT, c->logits, c->index, c->weight, c->counts, c->losses, c->x, c->wr, c->T, c->H, c->E,
+                       c->topk, c->sigmoid, c->aux, c->z, router_word());
+    if (c->index0) RT_EXPECT(!memcmp(c->index, c->index0, (size_t)(c->T * c->topk) * 4),
+                             "moe router: a finite difference changed the routing; choose other inputs");
+    return dot_r(c->weight, c->r, c->T * c->topk) + c->losses[0] + c->losses[1];
+}
+static void test_moe_router(int64_t sigmoid, int64_t topk) {
+    router_ctx c = {.T = 6, .H = 4, .E = 4, .topk = topk, .sigmoid = sigmoid, .aux = 0.3, .z = 0.2};
+    int64_t T = c.T, H = c.H, E = c.E;
+    c.x = rt_alloc(T * H); c.wr = rt_alloc(H * E); c.r = rt_alloc(T * topk); c.logits = rt_alloc(T * E);
+    c.weight = rt_alloc(T * topk);
+    c.index = calloc((size_t)(T * topk), 4); c.counts = calloc((size_t)E, 4);
+    rt_fill(c.x, T * H, 130 + (uint64_t)sigmoid, 1); rt_fill(c.wr, H * E, 132 + (uint64_t)topk, 1);
+    rt_fill(c.r, T * topk, 134, 1);
+    router_loss(&c);
+    c.index0 = malloc((size_t)(T * topk) * 4);
+    memcpy(c.index0, c.index, (size_t)(T * topk) * 4);
+    double wsum = 0.0;  /* each token's weights sum to 1 */
+    for (int64_t i = 0; i < T * topk; i++) wsum += c.weight[i];
+    RT_EXPECT(fabs(wsum - (double)T) < 1e-5, "moe router: the weights sum to %g over %lld tokens", wsum, (long long)T);
+    gradbuf dx = grad_new(T * H, 135), dwr = grad_new(H * E, 136);
+    float *dlogits = rt_alloc(T * E);
+    prt_moe_router_bwd(RT, dx.g, dwr.g, dlogits, c.r, c.logits, c.index, c.counts, c.x, c.wr, T, H, E, topk, sigmoid,
+                       c.aux, c.z, PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_F32, PRT_F32, PRT_I32, PRT_I32, PRT_F32,
+                                                  PRT_F32));
+    const char *names[2][2] = {{"moe_router_bwd (softmax) dx", "moe_router_bwd (softmax) dwr"},
+                               {"moe_router_bwd (sigmoid) dx", "moe_router_bwd (sigmoid) dwr"}};
+    grad_check(names[sigmoid][0], router_loss, &c, c.x, dx.g, dx.g0, T * H, 1e-2f);
+    grad_check(names[sigmoid][1], router_loss, &c, c.wr, dwr.g, dwr.g0, H * E, 1e-2f);
+    grad_free(dx); grad_free(dwr);
+    free(dlogits); free(c.x); free(c.wr); free(c.r); free(c.logits); free(c.weight); free(c.index); free(c.counts);
+    free(c.index0);
+}
+
+/* Dispatch, one grouped GEMM and the combine, routing fixed (expert 3 gets no
+ * token): L = sum(out * R) in x, w[E,H,M] and the weights; x, w and weight's
+ * gradients prefilled, so the accumulation of permute_bwd, moe_matmul_bwd and
+ * combine_bwd is checked too. */
+typedef struct {
+    float *x, *w, *weight, *r, *xp, *y, *out;
+    int32_t *index, *offsets, *rows;
+    int64_t T, H, M, E, topk;
+} moe_ctx;
+static double moe_loss(void *p) {
+    moe_ctx *c = p;
+    int64_t T = c->T, H = c->H, M = c->M, E = c->E, k = c->topk;
+    prt_moe_permute_fwd(RT, c->xp, c->offsets, c->rows, c->x, c->index, T, H, E, k,
+                        PRT_ARG_DTYPES(PRT_F32, PRT_I32, PRT_I32, PRT_F32, PRT_I32));
+    prt_moe_matmul_fwd(RT, c->y, c->xp, c->w, c->offsets, E, H, M, PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_I32));
+    prt_moe_combine_fwd(RT, c->out, c->y, c->weight, c->rows, T, M, k,
+                        PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_I32));
+    return dot_r(c->out, c->r, T * M);
+}
+static void test_moe_layer(void) {
+    moe_ctx c = {.T = 5, .H = 3, .M = 4, .E = 4, .topk = 2};
+    int64_t T = c.T, H = c.H, M = c.M, E = c.E, k = c.topk, R = T * k;
+    int32_t index[10] = {1, 0, 2, 1, 0, 2, 1, 2, 0, 1}, offsets[5], rows[10];
+    c.index = index, c.offsets = offsets, c.rows = rows;
+    c.x = rt_alloc(T * H); c.w = rt_alloc(E * H * M); c.weight = rt_alloc(R); c.r = rt_alloc(T * M);
+    c.xp = rt_alloc(R * H); c.y = rt_alloc(R * M); c.out = rt_alloc(T * M);
+    rt_fill(c.x, T * H, 140, 1); rt_fill(c.w, E * H * M, 141, 1); rt_fill(c.weight, R, 142, 1); rt_fill(c.r, T * M, 143, 1);
+    moe_loss(&c);
+    RT_EXPECT(offsets[0] == 0 && offsets[1] == 3 && offsets[2] == 7 && offsets[3] == 10 && offsets[4] == 10,
+              "moe_permute_fwd: offsets %d %d %d %d %d, not 0 3 7 10 10", offsets[0], offsets[1], offsets[2],
+              offsets[3], offsets[4]);
+    RT_EXPECT(rows[0] == 3 && rows[1] == 0 && rows[2] == 7 && rows[3] == 4,
+              "moe_permute_fwd: token 0 and 1's rows %d %d %d %d, not 3 0 7 4 (by expert, then token)", rows[0],
+              rows[1], rows[2], rows[3]);
+    gradbuf dx = grad_new(T * H, 144), dw = grad_new(E * H * M, 145), dweight = grad_new(R, 146);
+    float *dy = rt_alloc(R * M), *dxp = rt_alloc(R * H);
+    prt_moe_combine_bwd(RT, dy, dweight.g, c.r, c.y, c.weight, rows, T, M, k,
+                        PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_F32, PRT_F32, PRT_I32));
+    prt_moe_matmul_bwd(RT, dxp, dw.g, dy, c.xp, c.w, offsets, E, H, M,
+                       PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_F32, PRT_F32, PRT_I32));
+    prt_moe_permute_bwd(RT, dx.g, dxp, rows, T, H, k, PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_I32));
+    grad_check("moe layer dx", moe_loss, &c, c.x, dx.g, dx.g0, T * H, 1e-2f);
+    grad_check("moe layer dw (expert 3: no rows)", moe_loss, &c, c.w, dw.g, dw.g0, E * H * M, 1e-2f);
+    grad_check("moe layer dweight", moe_loss, &c, c.weight, dweight.g, dweight.g0, R, 1e-2f);
+    grad_free(dx); grad_free(dw); grad_free(dweight);
+    free(dy); free(dxp); free(c.x); free(c.w); free(c.weight); free(c.r); free(c.xp); free(c.y); free(c.out);
+}
+
 int main(int argc, char **argv) {
     prt_plan_desc plan = rt_plan("test_ops_grad", 0, NULL, NULL);
     RT = prt_init(1, argv, &plan);
@@ -956,6 +1054,9 @@ int main(int argc, char **argv) {
     test_attention_dropout(0);
     test_attention_dropout(1);
     test_xent();
+    for (int64_t sigmoid = 0; sigmoid < 2; sigmoid++)
+        for (int64_t topk = 1; topk <= 2; topk++) test_moe_router(sigmoid, topk);
+    test_moe_layer();
     test_optimizers();
     test_data();
     int64_t status = prt_finalize(RT);

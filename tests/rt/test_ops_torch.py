@@ -36,6 +36,79 @@ def load(directory):
     return tensors
 
 
+def moe_route(logits, topk, sigmoid):
+    """The top-k experts of each row (the lower expert first among equal logits: a stable sort) and
+    their weights: softmax over the chosen logits (Mixtral), or the chosen sigmoids over their sum
+    (DeepSeek-V3); and the router probabilities the load-balancing loss averages."""
+    index = torch.sort(-logits, dim=1, stable=True).indices[:, :topk]
+    chosen = logits.gather(1, index)
+    if sigmoid:
+        s = torch.sigmoid(chosen)
+        weight = s / s.sum(1, keepdim=True)
+        gate = torch.sigmoid(logits)
+        probs = gate / gate.sum(1, keepdim=True)
+    else:
+        weight = torch.softmax(chosen, dim=1)
+        probs = torch.softmax(logits, dim=1)
+    return index, weight, probs
+
+
+def moe_losses(logits, index, probs, E, aux_coef, z_coef):
+    T, topk = index.shape
+    counts = torch.bincount(index.flatten(), minlength=E)
+    f = counts.double() / (T * topk)  # the fraction of assignments, no gradient
+    aux = aux_coef * E * (f * probs.mean(0)).sum()
+    z = z_coef * (torch.logsumexp(logits, dim=1) ** 2).mean()
+    return counts, aux, z
+
+
+def check_moe(t, prefix, check, check_exact, leaf):
+    sigmoid, topk, swiglu, E = (int(v) for v in t[prefix + "_cfg"].tolist())
+    aux_coef, z_coef, aux_l, z_l = 0.01, 0.001, 0.7, 0.3  # ops_dump's moe_layer
+    x, wr, w13, w2 = leaf(prefix + "_x"), leaf(prefix + "_wr"), leaf(prefix + "_w13"), leaf(prefix + "_w2")
+    T, H = x.shape
+    ffn = w2.shape[1]
+    logits = x @ wr
+    logits.retain_grad()
+    index, weight, probs = moe_route(logits, topk, sigmoid)
+    weight.retain_grad()
+    counts, aux, z = moe_losses(logits, index, probs, E, aux_coef, z_coef)
+    # the dispatch order: by expert, then token
+    flat = index.flatten().tolist()
+    order = sorted(range(len(flat)), key=lambda a: (flat[a], a))
+    rows = torch.empty(len(flat), dtype=torch.long)
+    rows[torch.tensor(order)] = torch.arange(len(flat))
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(counts, 0)])
+    out = []
+    for tok in range(T):
+        acc = 0
+        for j in range(topk):
+            e = index[tok, j]
+            h = x[tok] @ w13[e]
+            act = F.silu(h[:ffn]) * h[ffn:] if swiglu else F.gelu(h, approximate="tanh")
+            acc = acc + weight[tok, j] * (act @ w2[e])
+        out.append(acc)
+    out = torch.stack(out)
+    ((out * t[prefix + "_dout"]).sum() + aux + z).backward()
+    check_exact(prefix + "_index", index); check_exact(prefix + "_counts", counts)
+    check_exact(prefix + "_rows", rows.reshape(T, topk)); check_exact(prefix + "_offsets", offsets)
+    check(prefix + "_logits", logits); check(prefix + "_weight", weight)
+    check(prefix + "_losses", torch.stack([aux, z]))
+    check(prefix + "_xp", x[torch.tensor(order) // topk])  # sorted position p holds assignment order[p]
+    check(prefix + "_out", out); check(prefix + "_dweight", weight.grad)
+    check(prefix + "_dw2", w2.grad); check(prefix + "_dw13", w13.grad)
+    check(prefix + "_dx", x.grad); check(prefix + "_dwr", wr.grad); check(prefix + "_dlogits", logits.grad)
+    # the losses' gradients alone
+    x, wr = leaf(prefix + "_x"), leaf(prefix + "_wr")
+    logits = x @ wr
+    logits.retain_grad()
+    index, _, probs = moe_route(logits, topk, sigmoid)
+    _, aux, z = moe_losses(logits, index, probs, E, aux_l, z_l)
+    (aux + z).backward()
+    check(prefix + "_losses_l", torch.stack([aux, z])); check(prefix + "_dlogits_l", logits.grad)
+    check(prefix + "_dx_l", x.grad); check(prefix + "_dwr_l", wr.grad)
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -57,6 +130,13 @@ def main():
 
     def leaf(name):
         return t[name].clone().requires_grad_(True)
+
+    def check_exact(name, ref):
+        nonlocal failures
+        got = t[name]
+        ok = got.shape == ref.shape and bool((got == ref).all())
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {name:12s} exact")
 
     # layernorm
     x, w, b = leaf("ln_in"), leaf("ln_w"), leaf("ln_b")
@@ -191,6 +271,11 @@ def main():
         p.grad = t["opt_g"][s].clone()
         opt.step()
     check("sgd_p", p)
+
+    # mixture of experts (ops_dump's moe_layer): routing recomputed from the float64 logits, the layer
+    # per (token, choice) through its expert, the losses of Switch Transformer (aux) and ST-MoE (z)
+    for prefix in ("moe_a", "moe_b", "moe_c", "moe_d"):
+        check_moe(t, prefix, check, check_exact, leaf)
 
     print(f"test_ops_torch: {'FAIL' if failures else 'ok'} ({failures} mismatches, torch {torch.__version__})")
     return 1 if failures else 0

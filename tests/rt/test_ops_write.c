@@ -218,6 +218,74 @@ static void test_attention(int64_t dt) {
     free(c.qkv), free(c.dout), free(x), free(g), free(probs), free(out);
 }
 
+/* The mixture-of-experts backward ops' output gradients (prt_cpu_moe.h), every
+ * float tensor in the dtype under test: the router's dx (its losses' gradients
+ * in dlogits too), the dispatch's din, the grouped GEMM's din, the
+ * combine's dy and dweight, and the expert-parallel regrouping's din.  T = 7 tokens, top-2 of E = 4 experts. */
+typedef struct {
+    int64_t dt, T, H, M, E, k;
+    void *x, *wr, *logits, *weight, *dlogits, *dweight, *xp, *w, *dxp, *y, *dout;
+    int32_t *index, *counts, *offsets, *rows;
+    int64_t to_expert;  /* moe_regroup_bwd's direction */
+} moe_ctx_t;
+static void run_moe_router(void *p, void *d, int64_t f) {
+    moe_ctx_t *c = p;
+    int64_t t = c->dt;
+    prt_moe_router_bwd(RT, d, NULL, c->dlogits, c->dweight, c->logits, c->index, c->counts, c->x, c->wr, c->T, c->H,
+                       c->E, c->k, 1, 0.3, 0.2, PRT_ARG_DTYPES(t | f, t, t, t, t, PRT_I32, PRT_I32, t, t));
+}
+static void run_moe_permute(void *p, void *d, int64_t f) {
+    moe_ctx_t *c = p;
+    prt_moe_permute_bwd(RT, d, c->dxp, c->rows, c->T, c->H, c->k, PRT_ARG_DTYPES(c->dt | f, c->dt, PRT_I32));
+}
+static void run_moe_matmul(void *p, void *d, int64_t f) {
+    moe_ctx_t *c = p;
+    int64_t t = c->dt;
+    prt_moe_matmul_bwd(RT, d, NULL, c->y, c->xp, c->w, c->offsets, c->E, c->H, c->M,
+                       PRT_ARG_DTYPES(t | f, t, t, t, t, PRT_I32));
+}
+static void run_moe_combine_dy(void *p, void *d, int64_t f) {
+    moe_ctx_t *c = p;
+    int64_t t = c->dt;
+    prt_moe_combine_bwd(RT, d, NULL, c->dout, c->y, c->weight, c->rows, c->T, c->M, c->k,
+                        PRT_ARG_DTYPES(t | f, t, t, t, t, PRT_I32));
+}
+static void run_moe_combine_dweight(void *p, void *d, int64_t f) {
+    moe_ctx_t *c = p;
+    int64_t t = c->dt;
+    prt_moe_combine_bwd(RT, NULL, d, c->dout, c->y, c->weight, c->rows, c->T, c->M, c->k,
+                        PRT_ARG_DTYPES(t, t | f, t, t, t, PRT_I32));
+}
+static void run_moe_regroup(void *p, void *d, int64_t f) {  /* 3 ranks of 2 experts, 10 rows of H */
+    moe_ctx_t *c = p;
+    prt_moe_regroup_bwd(RT, d, c->dxp, c->counts, 3, 2, c->H, c->to_expert, PRT_ARG_DTYPES(c->dt | f, c->dt, PRT_I32));
+}
+static void test_moe(int64_t dt) {
+    enum { T = 7, H = 9, M = 5, E = 4, K = 2, R = T * K };
+    float x[T * H], wr[H * E], w[E * H * M], g[R * H + 16];  /* windows of g at offsets up to 11 */
+    int32_t index[R], counts[E], offsets[E + 1], rows[R];
+    rt_fill(x, T * H, 31, 1.0f); rt_fill(wr, H * E, 32, 1.0f); rt_fill(w, E * H * M, 33, 0.5f); rt_fill(g, R * H + 16, 34, 1.0f);
+    moe_ctx_t c = {dt, T, H, M, E, K, buf_of(x, T * H, dt), buf_of(wr, H * E, dt), buf_of(g, T * E, dt),
+                   buf_of(g, R, dt), buf_of(g, T * E, dt), buf_of(g + 3, R, dt), buf_of(g, R * H, dt),
+                   buf_of(w, E * H * M, dt), buf_of(g + 5, R * H, dt), buf_of(g + 7, R * M, dt), buf_of(g + 11, T * M, dt),
+                   index, counts, offsets, rows, 0};
+    prt_moe_router_fwd(RT, c.logits, index, c.weight, counts, NULL, c.x, c.wr, T, H, E, K, 1, 0.3, 0.2,
+                       PRT_ARG_DTYPES(dt, PRT_I32, dt, PRT_I32, dt, dt, dt));
+    prt_moe_permute_fwd(RT, c.xp, offsets, rows, c.x, index, T, H, E, K, PRT_ARG_DTYPES(dt, PRT_I32, PRT_I32, dt, PRT_I32));
+    three_runs("moe_router_bwd dx", dt, T * H, run_moe_router, &c);
+    three_runs("moe_permute_bwd din", dt, T * H, run_moe_permute, &c);
+    three_runs("moe_matmul_bwd din", dt, R * H, run_moe_matmul, &c);
+    three_runs("moe_combine_bwd dy", dt, R * M, run_moe_combine_dy, &c);
+    three_runs("moe_combine_bwd dweight", dt, R, run_moe_combine_dweight, &c);
+    int32_t blocks[6] = {2, 0, 3, 1, 0, 4};  /* rows of (source, expert), 10 in all */
+    c.counts = blocks;
+    for (c.to_expert = 0; c.to_expert < 2; c.to_expert++)
+        three_runs(c.to_expert ? "moe_regroup_bwd din (to experts)" : "moe_regroup_bwd din (to sources)", dt, 10 * H,
+                   run_moe_regroup, &c);
+    void *bufs[] = {c.x, c.wr, c.logits, c.weight, c.dlogits, c.dweight, c.xp, c.w, c.dxp, c.y, c.dout};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+}
+
 /* acc with the flag and copy on 2 threads (prt_fast_copy: a byte range per
  * thread above 128 KiB): every byte of the source, for sizes that do not split
  * evenly into cache lines; and an overlapping copy inside one buffer (one
@@ -256,6 +324,8 @@ int main(int argc, char **argv) {
     test_dtype(PRT_BF16);
     test_attention(PRT_F32);
     test_attention(PRT_BF16);
+    test_moe(PRT_F32);
+    test_moe(PRT_BF16);
     test_copy_threads();
     int64_t status = prt_finalize(RT);
     if (status) rt_failures++;
