@@ -341,6 +341,38 @@ PRT_FAST_CLONES void prt_fast_add(float *out, const float *a, const float *b, in
     for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
+/* The sum of squares of x[i0, i1) in double over 16 lanes (element i in lane
+ * i mod 16, the lanes added in order at the end): 16 independent chains instead
+ * of one, and every clone adds the same elements in the same order. */
+static double sumsq_lanes(const float *x, int64_t i0, int64_t i1) {
+    double lane[16] = {0};
+    int64_t i = i0;
+    for (; i + 16 <= i1; i += 16)
+        for (int j = 0; j < 16; j++) lane[j] += (double)x[i + j] * x[i + j];
+    for (int j = 0; i < i1; i++, j++) lane[j] += (double)x[i] * x[i];
+    double s = 0.0;
+    for (int j = 0; j < 16; j++) s += lane[j];
+    return s;
+}
+
+#define SUMSQ_BLOCKS 1024
+
+PRT_FAST_CLONES double prt_fast_sumsq(const float *x, int64_t n) {
+    /* blocks fixed by n alone (at least PAR_MIN elements, a multiple of 16, at
+     * most SUMSQ_BLOCKS of them), their sums added in block order: the result
+     * is the same whatever the thread count */
+    int64_t block = (n + SUMSQ_BLOCKS - 1) / SUMSQ_BLOCKS;
+    block = block < PAR_MIN ? PAR_MIN : (block + 15) / 16 * 16;
+    int64_t nb = (n + block - 1) / block;
+    double part[SUMSQ_BLOCKS];
+    int nt = prt_cpu_threads();
+#pragma omp parallel for num_threads(nt) if (nt > 1 && nb > 1) schedule(static)
+    for (int64_t b = 0; b < nb; b++) part[b] = sumsq_lanes(x, b * block, b + 1 < nb ? (b + 1) * block : n);
+    double s = 0.0;
+    for (int64_t b = 0; b < nb; b++) s += part[b];
+    return s;
+}
+
 PRT_FAST_CLONES void prt_fast_embed_fwd(float *out, const int32_t *tokens, const float *wte, int64_t N, int64_t C,
                         int64_t vocab_local, int64_t vocab_offset) {
     int nt = prt_cpu_threads();

@@ -63,6 +63,8 @@ void prt_fast_bias_bwd(float *db, const float *dout, int64_t N, int64_t M);
 /* out[n * ld + j] = row[j] for n < N, j < M (a broadcast bias row) */
 void prt_fast_rows_fill(float *out, int64_t ld, const float *row, int64_t N, int64_t M);
 void prt_fast_add(float *out, const float *a, const float *b, int64_t n);   /* out = a + b (out may be a or b) */
+/* sum of x[i]^2 in double; the same bits whatever the thread count (blocks fixed by n) */
+double prt_fast_sumsq(const float *x, int64_t n);
 void prt_fast_embed_fwd(float *out, const int32_t *tokens, const float *wte, int64_t N, int64_t C,
                         int64_t vocab_local, int64_t vocab_offset);
 void prt_fast_embed_bwd(float *dwte, const int32_t *tokens, const float *dout, int64_t N, int64_t C,

@@ -80,11 +80,16 @@ static void prt_cpu_acc(prt *rt, void *dst_, const void *src_, int64_t n, int64_
     for (int64_t i = 0; i < n; i++) ST(dst, i, LD(dst, i) + LD(src, i));
 }
 
-/* Gradient clipping: the sum of squares in double, in element order (the
- * same result whatever the thread count), added to one fp32 accumulator. */
+/* Gradient clipping: the sum of squares in double (fp32: prt_fast_sumsq's
+ * fixed blocks and lanes; other dtypes in element order), the same result
+ * whatever the thread count, added to one fp32 accumulator. */
 static void prt_cpu_sumsq(prt *rt, void *acc_, const void *x_, int64_t n, double weight, int64_t dtypes) {
     tensor acc = ften(rt, dtypes, 0, acc_, "sumsq"), x = ften(rt, dtypes, 1, x_, "sumsq");
     if (weight == 0.0) return;
+    if (f32(x)) {
+        ST(acc, 0, (float)(LD(acc, 0) + weight * prt_fast_sumsq(F32(x), n)));
+        return;
+    }
     double s = 0.0;
     for (int64_t i = 0; i < n; i++) {
         double v = LD(x, i);

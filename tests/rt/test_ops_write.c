@@ -316,6 +316,33 @@ static void test_copy_threads(void) {
     openblas_set_num_threads(nt0);
 }
 
+/* The gradient clip's sum of squares over fp32 (prt_sumsq, its weight 1
+ * added to the accumulator): within 1e-12 relative of the sum in long double,
+ * for sizes below one block, across blocks and not a multiple of 16; and the
+ * same bits on 1 and 2 threads, since its blocks depend on n alone. */
+static void test_sumsq_threads(void) {
+    int nt0 = openblas_get_num_threads();
+    const int64_t sizes[] = {15, 40000, 3000017};
+    for (int s = 0; s < 3; s++) {
+        int64_t n = sizes[s];
+        float *x = rt_alloc(n);
+        rt_fill(x, n, 31 + s, 2.0f);
+        long double ref = 0;
+        for (int64_t i = 0; i < n; i++) ref += (long double)x[i] * x[i];
+        float acc[2] = {0.5f, 0.5f};
+        for (int t = 0; t < 2; t++) {
+            openblas_set_num_threads(t + 1);
+            prt_sumsq(RT, &acc[t], x, n, 1.0, PRT_ARG_DTYPES(PRT_F32, PRT_F32));
+        }
+        RT_EXPECT(fabsl(acc[0] - (0.5L + ref)) <= 1e-6L * (0.5L + ref), "sumsq of %lld floats: %.9g, long double %.9Lg",
+                  (long long)n, acc[0], 0.5L + ref);
+        RT_EXPECT(!memcmp(&acc[0], &acc[1], sizeof acc[0]), "sumsq of %lld floats: %.9g on 1 thread, %.9g on 2",
+                  (long long)n, acc[0], acc[1]);
+        free(x);
+    }
+    openblas_set_num_threads(nt0);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     prt_plan_desc plan = rt_plan("test_ops_write", 0, NULL, NULL);
@@ -327,6 +354,7 @@ int main(int argc, char **argv) {
     test_moe(PRT_F32);
     test_moe(PRT_BF16);
     test_copy_threads();
+    test_sumsq_threads();
     int64_t status = prt_finalize(RT);
     if (status) rt_failures++;
     printf("test_ops_write: %s (%d failures)\n", rt_failures ? "FAIL" : "ok", rt_failures);
