@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
 # One rank on the CPU against its peers, measured in this run on this machine:
-#   1. parc's program vs PyTorch 1.13 (bench/torch_gpt.py) on the same model, same
-#      threads (1 and 2) and the SAME OpenBLAS kernel family: the one parc's
-#      start-up check picks (runtime/prt_blas.c), exported as OPENBLAS_CORETYPE to
-#      every run, so torch gets the faster kernels too; both models of the CPU
-#      targets: bench/plans/gpt_bench_single.par (5.3 M) and gpt_bench_41m.par;
+#   1. parc's program vs PyTorch (bench/torch_gpt.py) on the same model, same
+#      threads (1 and 2): Debian's torch 1.13 (attention as matmuls, all it has)
+#      and, from bench/torch_env.sh, the current PyTorch of the Python package
+#      index eager and under torch.compile, both with scaled_dot_product_attention;
+#      every run on the SAME OpenBLAS kernel family where it calls OpenBLAS: the
+#      one parc's start-up check picks (runtime/prt_blas.c), exported as
+#      OPENBLAS_CORETYPE to every run (the current torch calls its own GEMM
+#      library, named in the header); every run with glibc's malloc thresholds
+#      raised as parc's runtime raises its own (lib.sh peer_malloc), the allocator
+#      setting PyTorch's CPU performance guide recommends against page faults;
+#      both models of the CPU targets: bench/plans/gpt_bench_single.par (5.3 M)
+#      and gpt_bench_41m.par;
 #   2. the GEMM share of parc's step and its GEMMs against cblas_sgemm alone on
 #      the same shapes (--trace + bench_sgemm_peak + trace_gemm.py), 41 M model,
 #      and torch's step (from 1.) over parc's GEMM time: the bound on the ratio
 #      of 1. that kernels other than the GEMMs can reach.
-# Runs alternate parc / torch, ROUNDS times; each round's ratio is printed, then
-# the median step times' ratio and the spread (min..max of the round ratios).
+# Runs alternate parc / the peers, ROUNDS times; each round's ratio is printed,
+# then the median step times' ratio and the spread (min..max of the round ratios).
 # Usage: bench/bench_cpu_speed.sh [build/parc]
 #   env: STEPS (default 6; medians over steps 3..STEPS), ROUNDS (default 3),
-#        MODELS ("5m 41m"), TORCH_PYTHON (default /usr/bin/python3).
+#        MODELS ("5m 41m"), TORCH_PYTHON (default /usr/bin/python3),
+#        CURRENT_TORCH (the current torch's python; default: bench/torch_env.sh
+#        creates or finds .venv-torch; 0 skips those columns).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/bench/lib.sh"
@@ -34,10 +43,16 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 [ -x "$benchbin/bench_sgemm_peak" ] || { echo "bench_cpu_speed: no $benchbin/bench_sgemm_peak" >&2; exit 1; }
 have_torch=0
 "$TORCH_PYTHON" -c 'import torch' > /dev/null 2>&1 && have_torch=1
+CURRENT_TORCH=${CURRENT_TORCH:-auto}
+if [ "$CURRENT_TORCH" = auto ]; then
+    CURRENT_TORCH=$("$root/bench/torch_env.sh" | tail -1) ||
+        { echo "bench_cpu_speed: bench/torch_env.sh could not make the current torch: its columns skipped"; CURRENT_TORCH=0; }
+fi
+peer_malloc
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || a + 0 <= 0) print "n/a"; else printf "%.2f", b / a }'; }
 
-declare -A plan torch_args tokens torch_ms parc_ms
+declare -A plan torch_args tokens torch_ms parc_ms compile_ms
 plan[5m]=$root/bench/plans/gpt_bench_single.par
 torch_args[5m]="--batch 8"
 tokens[5m]=2048
@@ -57,33 +72,56 @@ echo "parc bench_cpu_speed — $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'mod
     "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "  BLAS: $(ldd "$benchbin/bench_sgemm_peak" | awk '/openblas|blas/ { print $3; exit }' | xargs -r readlink -f)," \
     "kernels $kernels"
-if [ "$have_torch" = 1 ]; then echo "  peer: torch $("$TORCH_PYTHON" -c 'import torch; print(torch.__version__)')"
+echo "  allocator: $malloc_line"
+if [ "$have_torch" = 1 ]; then echo "  peer torch: $("$TORCH_PYTHON" "$root/bench/torch_gpt.py" --steps 0 | sed -n 's/^PEER //p')"
 else echo "  peer: torch not installed ($TORCH_PYTHON): torch columns skipped"; fi
+if [ "$CURRENT_TORCH" != 0 ]; then
+    echo "  peer current torch: $("$CURRENT_TORCH" "$root/bench/torch_gpt.py" --steps 0 --attention sdpa | sed -n 's/^PEER //p')"
+else echo "  peer current torch: skipped (CURRENT_TORCH=0)"; fi
+
+# peer_run NAME MODEL THREADS ROUND: one run of a peer into $tmp/NAME_MODEL_THREADS_ROUND.log
+peer_run() {
+    local py args=""
+    case $1 in
+        t) [ "$have_torch" = 1 ] || return 0; py=$TORCH_PYTHON ;;
+        e) [ "$CURRENT_TORCH" != 0 ] || return 0; py=$CURRENT_TORCH args="--attention sdpa" ;;
+        c) [ "$CURRENT_TORCH" != 0 ] || return 0; py=$CURRENT_TORCH args="--attention sdpa --compile" ;;
+    esac
+    # shellcheck disable=SC2086
+    "$py" "$root/bench/torch_gpt.py" --threads "$3" --steps "$STEPS" ${torch_args[$2]} $args > "$tmp/$1_$2_$3_$4.log" 2>&1
+}
 
 echo
-echo "1. one rank vs PyTorch, same threads and kernels: step ms (median of steps 3..$STEPS), torch/parc per round"
-printf '   %-4s %7s %9s %9s %7s   %s\n' model threads "parc ms" "torch ms" ratio "rounds (spread)"
+echo "1. one rank vs PyTorch, same threads: step ms (median of steps 3..$STEPS); ratio = peer ms / parc ms (above 1: parc"
+echo "   is faster), per round and of the medians; torch = Debian's 1.13, eager = current torch, compile = it under"
+echo "   torch.compile (its first step, the compilation, is in COMPILE below, not in the medians)"
+printf '   %-4s %7s %8s %9s %9s %9s   %s\n' model threads "parc ms" "torch ms" "eager ms" "compile" "ratios: torch, eager, compile (rounds)"
 for m in $MODELS; do
     for T in 1 2; do
-        rounds=""
+        declare -A rounds=([t]="" [e]="" [c]="")
         for r in $(seq "$ROUNDS"); do
             OPENBLAS_NUM_THREADS=$T "$MPIRUN" --bind-to none -np 1 "$tmp/prog_$m" --steps "$STEPS" \
                 > "$tmp/p_${m}_${T}_$r.log" 2>&1
-            if [ "$have_torch" = 1 ]; then
-                # shellcheck disable=SC2086
-                "$TORCH_PYTHON" "$root/bench/torch_gpt.py" --threads "$T" --steps "$STEPS" ${torch_args[$m]} \
-                    > "$tmp/t_${m}_${T}_$r.log" 2>&1
-                rounds="$rounds $(ratio "$(median_ms "$tmp/p_${m}_${T}_$r.log")" "$(median_ms "$tmp/t_${m}_${T}_$r.log")")"
-            fi
+            pm=$(median_ms "$tmp/p_${m}_${T}_$r.log")
+            for k in t e c; do
+                peer_run $k "$m" "$T" "$r"
+                [ -f "$tmp/${k}_${m}_${T}_$r.log" ] && rounds[$k]="${rounds[$k]} $(ratio "$pm" "$(median_ms "$tmp/${k}_${m}_${T}_$r.log")")"
+            done
         done
-        p=$(median_ms "$tmp"/p_"${m}"_"${T}"_*.log); t=nan
-        [ "$have_torch" = 1 ] && t=$(median_ms "$tmp"/t_"${m}"_"${T}"_*.log)
-        spread=$(echo "$rounds" | tr ' ' '\n' | grep -v '^$' | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) printf "%s..%s", lo, hi }')
-        printf '   %-4s %7s %9s %9s %6sx  %s (%s)\n' "$m" "$T" "$p" "$t" "$(ratio "$p" "$t")" "${rounds# }" "$spread"
-        torch_ms[${m}_$T]=$t parc_ms[${m}_$T]=$p
+        p=$(median_ms "$tmp"/p_"${m}"_"${T}"_*.log)
+        declare -A ms=([t]=nan [e]=nan [c]=nan)
+        for k in t e c; do
+            ls "$tmp"/"${k}"_"${m}"_"${T}"_*.log > /dev/null 2>&1 && ms[$k]=$(median_ms "$tmp"/"${k}"_"${m}"_"${T}"_*.log)
+        done
+        printf '   %-4s %7s %8s %9s %9s %9s   %s, %s, %s  (%s | %s | %s)\n' "$m" "$T" "$p" "${ms[t]}" "${ms[e]}" "${ms[c]}" \
+            "$(ratio "$p" "${ms[t]}")x" "$(ratio "$p" "${ms[e]}")x" "$(ratio "$p" "${ms[c]}")x" \
+            "${rounds[t]# }" "${rounds[e]# }" "${rounds[c]# }"
+        torch_ms[${m}_$T]=${ms[t]} parc_ms[${m}_$T]=$p compile_ms[${m}_$T]=${ms[c]}
+        comp=$(sed -n 's/^COMPILE first_step_s=//p' "$tmp"/c_"${m}"_"${T}"_*.log 2> /dev/null | sort -g | tr '\n' ' ')
+        [ -z "$comp" ] || echo "          COMPILE: torch.compile's first step ${comp}s"
     done
 done
-echo "   ratio = torch ms / parc ms (above 1: parc is faster); target 1.5x at 1 and 2 threads"
+echo "   targets: parc >= 1.0x torch.compile at the same threads on both models"
 
 echo
 m=${GEMM_MODEL:-41m}
@@ -91,8 +129,8 @@ echo "2. GEMM share of parc's step ($m, --trace, steps 3..6) and its GEMMs vs cb
 if [ -x "$tmp/prog_$m" ]; then
     "$parc" lower "${plan[$m]}" --emit=ir > "$tmp/ir.txt" 2>&1
     shapes=$("$PY" "$root/bench/trace_gemm.py" shapes "$tmp/ir.txt")
-    printf '   %7s %8s %8s %6s %10s %12s %10s %11s\n' threads "step ms" "GEMM ms" share "GEMM GF/s" "BLAS shapes" "vs shapes" \
-        "torch/GEMM"
+    printf '   %7s %8s %8s %6s %10s %12s %10s %11s %13s\n' threads "step ms" "GEMM ms" share "GEMM GF/s" "BLAS shapes" "vs shapes" \
+        "torch/GEMM" "compile/GEMM"
     for T in 1 2; do
         OPENBLAS_NUM_THREADS=$T "$benchbin/bench_sgemm_peak" --square 2048 --shapes "$shapes" > "$tmp/peak$T.txt"
         OPENBLAS_NUM_THREADS=$T "$MPIRUN" --bind-to none -np 1 "$tmp/prog_$m" --steps 6 --quiet --trace "$tmp/t$T.json" \
@@ -100,14 +138,17 @@ if [ -x "$tmp/prog_$m" ]; then
         "$PY" "$root/bench/trace_gemm.py" report "$tmp/ir.txt" "$tmp/t$T.json" "$tmp/peak$T.txt" --skip 2 > "$tmp/r$T.txt" ||
             { echo "   trace analysis failed:"; cat "$tmp/r$T.txt"; continue; }
         g() { sed -n "s/^$1=//p" "$tmp/r$T.txt"; }
-        printf '   %7s %8s %8s %5.0f%% %10s %7s GF/s %9sx %10sx\n' "$T" "$(g step_ms)" "$(g gemm_ms)" \
+        printf '   %7s %8s %8s %5.0f%% %10s %7s GF/s %9sx %10sx %12sx\n' "$T" "$(g step_ms)" "$(g gemm_ms)" \
             "$(awk -v s="$(g gemm_share)" 'BEGIN { print s * 100 }')" "$(g gemm_gflops)" "$(g blas_same_shapes_gflops)" \
-            "$(ratio "$(g gemm_ms)" "$(g blas_same_shapes_ms)")" "$(ratio "$(g gemm_ms)" "${torch_ms[${m}_$T]:-nan}")"
+            "$(ratio "$(g gemm_ms)" "$(g blas_same_shapes_ms)")" "$(ratio "$(g gemm_ms)" "${torch_ms[${m}_$T]:-nan}")" \
+            "$(ratio "$(g gemm_ms)" "${compile_ms[${m}_$T]:-nan}")"
         echo "           largest ops per step: $(g top_ops)"
     done
-    echo "   'vs shapes' = BLAS-alone time / parc's GEMM time on the same shapes (targets: share >= 80% at 1 thread, >= 0.95x at 2)"
+    echo "   'vs shapes' = BLAS-alone time / parc's GEMM time on the same shapes (targets: share >= 80% at 1 thread, >= 0.95x at 2;"
+    echo "   the step <= 1.10x its GEMM time, a share >= 91%, at 1 and 2 threads)"
     echo "   'torch/GEMM' = torch's step (table 1, same threads) / parc's GEMM time alone: the torch/parc ratio parc would"
-    echo "   reach with every non-GEMM op free, so the most faster kernels can give without fewer GEMM FLOPs than torch's"
+    echo "   reach with every non-GEMM op free, so the most faster kernels can give without fewer GEMM FLOPs than torch's;"
+    echo "   'compile/GEMM' the same for torch.compile's step"
 else
     echo "   skipped: model $m not in MODELS"
 fi

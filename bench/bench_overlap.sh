@@ -37,7 +37,9 @@ have_torch=0
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b + 0 <= 0) print "n/a"; else printf "%.2fx", a / b }'; }
 
+peer_malloc
 echo "parc bench_overlap — $(date -u +%Y-%m-%d), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores"
+echo "  allocator: $malloc_line"
 if [ "$have_torch" = 1 ]; then echo "  peer: torch $("$TORCH_PYTHON" -c 'import torch; print(torch.__version__)') DDP over gloo"
 else echo "  peer: torch not installed ($TORCH_PYTHON): parc alone"; fi
 

@@ -38,7 +38,9 @@ have_torch=0
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b + 0 <= 0) print "n/a"; else printf "%.2fx", a / b }'; }
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
+peer_malloc
 echo "parc bench_train — $(date -u +%Y-%m-%d), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores"
+echo "  allocator: $malloc_line"
 echo "  BLAS: $(ldd "$benchbin/bench_sgemm_peak" 2>/dev/null | awk '/openblas|blas/ { print $3; exit }' | xargs -r readlink -f)"
 if [ "$have_torch" = 1 ]; then echo "  peer: torch $("$TORCH_PYTHON" -c 'import torch; print(torch.__version__)') ($TORCH_PYTHON)"
 else echo "  peer: torch not installed ($TORCH_PYTHON)"; fi

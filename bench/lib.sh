@@ -42,3 +42,14 @@ same_kernels() {
     fi
     [ -z "$was" ] || kernels="$kernels; the environment's OPENBLAS_CORETYPE=$was set aside"
 }
+# peer_malloc: exports glibc's malloc thresholds for every run, the peers'
+#   included: M_MMAP_THRESHOLD 32 MiB and M_TRIM_THRESHOLD 1 GiB, the values
+#   parc's runtime sets itself with mallopt (runtime/prt_startup.c), through
+#   glibc's MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_; PyTorch's CPU
+#   performance guide recommends a tuned allocator, since glibc's defaults map
+#   and unmap a large tensor on every allocation and fault its pages again.
+#   Sets malloc_line to a line saying so.
+peer_malloc() {
+    export MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824
+    malloc_line="glibc, M_MMAP_THRESHOLD 32 MiB and M_TRIM_THRESHOLD 1 GiB for every run (parc's runtime by mallopt, the peers by MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_)"
+}

@@ -2,7 +2,9 @@
 """torch_gpt.py — the PyTorch peer of bench/plans/gpt_bench_*.par.
 
 The same GPT that parc compiles from those plans, written the plain PyTorch
-1.13 way (no SDPA in 1.13, so attention is matmuls + masked softmax):
+way; attention as matmuls + masked softmax (all Debian's torch 1.13 has) or,
+with --attention sdpa (torch 2.x), F.scaled_dot_product_attention(is_causal),
+the fused kernel a current PyTorch user calls:
   token embedding + learned positions; per layer (pre-LN GPT-2 block, biases)
     x = x + proj(attn(qkv(LN1(x))))     qkv: one fused Linear(C, 3C)
     x = x + down(gelu_tanh(up(LN2(x))))
@@ -12,6 +14,15 @@ Weights ~ N(0, 0.02), biases 0, LayerNorm 1/0 (the initial values do not matter
 for speed).  Batches are random tokens.
 
   /usr/bin/python3 bench/torch_gpt.py --threads T [--steps N] [--batch B] [--ddp W]
+      [--compile] [--attention matmul|sdpa]
+
+--compile wraps the model in torch.compile (torch 2.x; inductor's CPU backend
+fuses the element-wise ops into generated C++ kernels): the first step
+compiles, so the medians over steps 3..N are steady, and the line
+`COMPILE first_step_s=<s>` says what the compilation cost.  The line
+`PEER torch=<version> blas=<BLAS_INFO> mkldnn=<0|1> compile=<0|1>
+attention=<kind> malloc=<MALLOC_MMAP_THRESHOLD_,MALLOC_TRIM_THRESHOLD_>`
+says which GEMM library and allocator setting the run had.
 
 --ops times three of the step's non-GEMM ops alone, fwd + bwd (autograd), on
 the same shapes, and prints `OPS gelu=<ms> attention=<ms> xent=<ms>` per step
@@ -64,6 +75,9 @@ except ImportError:  # bench_train.sh checks for this line
     sys.exit(3)
 
 
+SDPA = False  # --attention sdpa
+
+
 class Block(nn.Module):
     def __init__(self, C, NH, FF, T):
         super().__init__()
@@ -82,6 +96,9 @@ class Block(nn.Module):
         hd = C // self.nh
         qkv = self.qkv(x).view(B, T, 3, self.nh, hd)
         q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))  # [B, NH, T, HD]
+        if SDPA:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.proj(y.transpose(1, 2).reshape(B, T, C))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
         att = att.masked_fill(self.mask[:T, :T], float("-inf"))
         att = F.softmax(att, dim=-1)
@@ -134,6 +151,8 @@ def run(rank, a):
         from torch.nn.parallel import DistributedDataParallel as DDP
         model = DDP(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
+    if a.compile:
+        model = torch.compile(model)
     g = torch.Generator().manual_seed(1000 + rank)
     tokens_per_step = a.batch * a.seq * max(a.ddp, 1)
     times = []
@@ -152,6 +171,8 @@ def run(rank, a):
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             dt = t.item()
         times.append(dt)
+        if rank == 0 and step == 1 and a.compile:
+            print(f"COMPILE first_step_s={dt:.2f}", flush=True)
         if rank == 0:
             print(f"step {step} | loss {loss.item():.6f} | {tokens_per_step / dt:.0f} tok/s | {dt * 1e3:.1f} ms",
                   flush=True)
@@ -208,7 +229,23 @@ def main():
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--ffn", type=int, default=1024)
     p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (torch 2.x)")
+    p.add_argument("--attention", choices=("matmul", "sdpa"), default="matmul")
     a = p.parse_args()
+    global SDPA
+    SDPA = a.attention == "sdpa"
+    if (a.compile or SDPA) and int(torch.__version__.split(".")[0]) < 2:
+        print(f"torch {torch.__version__} has no torch.compile or scaled_dot_product_attention (torch 2.x)")
+        sys.exit(3)
+    cfg = torch.__config__.show()
+    blas = next((w.split("=", 1)[1].rstrip(",") for w in cfg.replace(",", " ").split() if w.startswith("BLAS_INFO=")),
+                "unknown")
+    print(f"PEER torch={torch.__version__} blas={blas} mkldnn={int(torch.backends.mkldnn.is_available())} "
+          f"compile={int(a.compile)} attention={a.attention} "
+          f"malloc={os.environ.get('MALLOC_MMAP_THRESHOLD_', '-')},{os.environ.get('MALLOC_TRIM_THRESHOLD_', '-')}",
+          flush=True)
+    if a.steps == 0:  # --steps 0: the PEER line alone
+        return
     if a.ops:
         ops(a)
     elif a.ddp > 1:
