@@ -36,7 +36,15 @@
 # appended to bench/results/gpu-<date>.md as it finishes, under a header
 # naming the GPU, the driver and the commit.  Exit status 0 when every check of
 # 0-3 passes (4 is information).
+# --dry-run (first argument): on a machine without a GPU, what the script can
+# check before it needs one: the budget printed and under 6 minutes on every
+# path, the bundle's programs starting, its CUDA module's libraries resolving,
+# and one step with --device cuda refused in one line, exit status 2, within
+# its timeout (no crash, no hang; a step that runs means a GPU is here).  It writes nothing under bench/results and
+# exits 0 when all of that holds.
 set -uo pipefail
+dry=0
+[ "${1:-}" = --dry-run ] && { dry=1; shift; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 bundle=$(cd "${1:-$root/build/gpu-bundle}" 2> /dev/null && pwd) || { echo "gpu_check: no bundle ${1:-build/gpu-bundle}: run bench/gpu_bundle.sh on the CPU machine"; exit 1; }
@@ -68,7 +76,9 @@ for p in bundle rebuilt build-only; do
     [ "$(budget $p)" -lt 360 ] || { echo "gpu_check: the $p path's timeouts sum to $(budget $p) s, not under 6 minutes"; exit 1; }
 done
 
+echo "gpu_check: budget: bundle $(budget bundle) s, rebuilt $(budget rebuilt) s, build-only $(budget build-only) s (each under 360)"
 out=bench/results/gpu-$(date -u +%Y-%m-%d).md
+[ $dry = 1 ] && out=$tmp/gpu-dry-run.md
 row() {  # check result verdict [seconds limit]
     local t=${4:+$4 s of $5}
     printf '%-44s %-34s %s %s\n' "$1" "$2" "$3" "$t"
@@ -87,8 +97,13 @@ timed() {
 
 smi=$(timeout "$T_QUERY" nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1; echo "rc=$?")
 gpu=$(grep -v '^rc=' <<< "$smi" | head -1)
-grep -q '^rc=0$' <<< "$smi" && [ -n "$gpu" ] || { echo "gpu_check: FAIL: nvidia-smi lists no GPU: $gpu"; exit 1; }
-mkdir -p bench/results
+if [ $dry = 1 ]; then
+    gpu="no GPU (dry run)"
+elif ! grep -q '^rc=0$' <<< "$smi" || [ -z "$gpu" ]; then
+    echo "gpu_check: FAIL: nvidia-smi lists no GPU: $gpu"
+    exit 1
+fi
+[ $dry = 1 ] || mkdir -p bench/results
 commit=$(sed -n 's/^gpu bundle of parc \([^,]*\),.*/\1/p' "$bundle/MANIFEST")
 tree=$(git rev-parse --short HEAD 2> /dev/null || echo "$commit (the bundle's; no git here)")
 {
@@ -122,6 +137,21 @@ timeout "$T_QUERY" "$bin/tiny_single" --help > "$tmp/help.out" 2>&1; rc=$?
 if [ -z "$why" ]; then
     missing=$(ldd "$lib/libparc_cuda_serial.so" "$bin/test_gpu_ops" | awk '/not found/ { print $1 }' | sort -u | tr '\n' ' ')
     [ -z "$missing" ] || why="not found: $missing(searched $LD_LIBRARY_PATH)"
+fi
+if [ $dry = 1 ]; then
+    [ -z "$why" ] || { echo "gpu_check --dry-run: FAIL: $why"; exit 1; }
+    timed "$T_PROBE" "$tmp/probe.out" "$bin/tiny_single" --device cuda --steps 1 --quiet
+    [ $rc = 0 ] && { echo "gpu_check --dry-run: ok: a GPU ran the step here; run gpu_check.sh without --dry-run"; exit 0; }
+    msg=$(grep -m1 'error' "$tmp/probe.out")
+    lines=$(grep -c . "$tmp/probe.out")
+    if [ $rc != 2 ] || [ -z "$msg" ] || [ "$lines" != 1 ]; then
+        echo "gpu_check --dry-run: FAIL: one step with --device cuda and no GPU: exit $rc after $secs s, $lines lines:"
+        cat "$tmp/probe.out"
+        exit 1
+    fi
+    echo "gpu_check --dry-run: ok: the bundle's programs start, its CUDA module's libraries resolve, and with no GPU"
+    echo "  one step with --device cuda stops in $secs s with exit 2 and one line: $msg"
+    exit 0
 fi
 if [ -z "$why" ] && [ "${GPU_CHECK_FALLBACK:-0}" != 1 ]; then
     timed "$T_PROBE" "$tmp/probe.out" "$bin/tiny_single" --device cuda --steps 1 --quiet
