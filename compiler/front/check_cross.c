@@ -367,7 +367,7 @@ static void check_stage_blocks(Check *c, int *explicit_layers)
     const Stmt *by_stage[PARC_MAX_STAGES] = {0};
     const Value *range_of[PARC_MAX_STAGES] = {0};
     const Stmt *embed_at = NULL, *head_at = NULL;
-    int ok = 1, any_layers = 0;
+    int ok = 1, any_layers = 0, wrote_layers = 0;
     for (int i = 0; i < c->nstage_stmts; i++) {
         const Stmt *st = c->stage_stmts[i];
         int64_t s;
@@ -405,6 +405,7 @@ static void check_stage_blocks(Check *c, int *explicit_layers)
             }
             if (k == 0) {
                 int nv = l->virtual_stages;
+                wrote_layers = 1;
                 if (!check_shape(c, b, 1, 64, BODY_NO, nv > 1 ? "layers 0..3 8..11;" : "layers 0..15;")) {
                     ok = 0;
                     continue;
@@ -476,7 +477,9 @@ static void check_stage_blocks(Check *c, int *explicit_layers)
     }
     *explicit_layers = any_layers;
     if (!any_layers || !ok) {
-        if (any_layers) *explicit_layers = -1;
+        /* layers written but refused: the split is neither explicit nor even,
+         * and the even split's divisibility is not the user's question */
+        if (any_layers || wrote_layers) *explicit_layers = -1;
         return;
     }
     if (c->have_model_key[MD_LAYERS] != 1 || !assign_explicit_layers(c, range_of)) *explicit_layers = -1;
