@@ -76,7 +76,8 @@ typedef struct Schedule {
      * yet finished.  Unit: one micro-batch through ONE chunk of the stage.
      * THIS is the memory ledger's multiplier: saved activations on stage s =
      * peak_in_flight[s] * (saved activations of one micro-batch through one
-     * chunk of s).  (Chunks of one stage hold equal layer counts.) */
+     * chunk of s); where a stage's chunks hold unlike layer counts, through its
+     * largest one (a slot is sized for the chunk that needs most). */
     int *peak_in_flight;
     /* Per stage: the maximum number of DISTINCT micro-batches that have at
      * least one chunk in flight at once.  Equals peak_in_flight when v == 1;
