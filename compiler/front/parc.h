@@ -302,6 +302,24 @@ typedef struct Rope {
     int64_t original_max_positions;
 } Rope;
 
+/* The router's gate over the chosen experts' logits: a softmax (Mixtral) or
+ * the chosen sigmoids over their sum (DeepSeek-V3). */
+typedef enum { ROUTER_SOFTMAX, ROUTER_SIGMOID } RouterKind;
+
+/* A mixture-of-experts MLP (`mlp moe experts E top K ...;`): each token's
+ * router logits over E experts, its top K experts (the lower expert first on
+ * ties) each an MLP of the block's activation with expert_ffn hidden units,
+ * their outputs summed with the gate's weights.  No token is dropped. */
+typedef struct MoeSpec {
+    int64_t experts;      /* E >= 2; 0: the MLP is dense */
+    int64_t topk;         /* K in [1, E] */
+    int64_t expert_ffn;   /* each expert's hidden size (the model's ffn unless given) */
+    RouterKind router;
+    double aux_coef;      /* load-balancing loss coefficient (Switch / GShard form), default 0.01 */
+    double z_coef;        /* router z-loss coefficient (ST-MoE), default 0 */
+    SrcLoc loc;           /* the `mlp moe ...` statement */
+} MoeSpec;
+
 /* One block kind in the repeated stack. */
 typedef struct BlockSpec {
     BlockKind kind;
@@ -318,6 +336,7 @@ typedef struct BlockSpec {
                            * each branch's output before its residual add (Megatron's
                            * attention and hidden dropout); a mask element is a pure
                            * function of (seed, step, layer, global index) */
+    MoeSpec moe;          /* moe.experts > 0: the MLP is a mixture of experts */
     SrcLoc loc, dropout_loc;
 } BlockSpec;
 
@@ -510,6 +529,12 @@ int check_plan(Arena *arena, const char *path, Plan *plan);
  * is an error, as in a file); files are at most 16 MiB. */
 int check_plan_text(Arena *arena, const char *path, const char *text, Plan *plan);
 int check_plan_buffer(Arena *arena, const char *name, const char *data, size_t size, Plan *plan);
+
+/* The model's parameters, as expand counts its tensors (every layer, the
+ * embedding, the head; a tied table once); *active gets those one token
+ * passes through: a mixture of experts counts its router and topk of its
+ * experts. */
+int64_t plan_parameter_counts(const Plan *plan, int64_t *active);
 
 /* Dumps the resolved plan in a stable text form (`parc lower --emit=front`). */
 void plan_dump(const Plan *plan, FILE *out);

@@ -14,6 +14,7 @@
  */
 #include "ir.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -465,6 +466,16 @@ void expand_verify(const Graph *g)
 
 Graph *expand_model(Arena *arena, const Plan *plan)
 {
+    const MoeSpec *moe = &plan->model.block.moe;
+    if (moe->experts) {
+        int64_t active, total = plan_parameter_counts(plan, &active);
+        diag_error(moe->loc,
+                   arena_printf(arena, "the plan is checked: %" PRId64 " parameters, %" PRId64
+                                       " active per token (`parc lower PLAN --emit=front`)",
+                                total, active),
+                   "a mixture of experts (`mlp moe`) is not lowered yet");
+        return NULL;
+    }
     Expander ex = {arena, plan, arena_alloc(arena, sizeof(Graph)), 0};
     Graph *g = ex.g;
     g->plan = plan;
@@ -494,6 +505,9 @@ Graph *expand_model(Arena *arena, const Plan *plan)
         int64_t n = expand_tensor_numel(t);
         g->params_total += t->region == REGION_BLOCK ? n * plan->model.layers : n;
     }
+    int64_t active, counted = plan_parameter_counts(plan, &active);
+    if (!ex.errors && counted != g->params_total)
+        PARC_BUG("the plan counts %" PRId64 " parameters, its graph %" PRId64, counted, g->params_total);
     return ex.errors ? NULL : g;
 }
 
