@@ -129,6 +129,11 @@ void prt_cpu_moe_router_fwd(prt *rt, void *logits_, void *index_, void *weight_,
     ST(losses, 1, T ? (float)(z_coef * z / (double)T) : 0.0f);
 }
 
+void prt_cpu_moe_loss_add(prt *rt, const void *losses_, double scale, int64_t dtypes) {
+    tensor losses = ften(rt, dtypes, 0, losses_, "moe_loss_add");
+    prt_count_step_loss(rt, -1, scale * ((double)LD(losses, 0) + (double)LD(losses, 1)));
+}
+
 void prt_cpu_moe_router_bwd(prt *rt, void *dx, void *dwr, void *dlogits_, const void *dweight_, const void *logits_,
                             const void *index_, const void *counts_, const void *x, const void *wr, int64_t T,
                             int64_t H, int64_t E, int64_t topk, int64_t sigmoid, double aux_coef, double z_coef,
