@@ -114,7 +114,10 @@ _Noreturn void diag_internal_error(const char *file, int line, const char *fmt, 
 /* ------------------------------------------------------------ named dims */
 
 /* The named dims of the model.  DIM_FLAT is the flattened element index of a
- * parameter, the dim ZeRO shards over the data axis.  ORDER: dim_names[] in
+ * parameter, the dim ZeRO shards over the data axis.  A mixture of experts
+ * adds EXPERTS (an expert's weights, the router's logits), TOPK (a token's
+ * chosen experts) and ROUTED: the tokens of the routed rows [ROUTED, TOPK, ...],
+ * each token's TOPK rows, sorted by expert.  ORDER: dim_names[] in
  * plan.c follows this enum. */
 #define PARC_DIMS(X)          \
     X(BATCH, "batch")         \
@@ -127,7 +130,10 @@ _Noreturn void diag_internal_error(const char *file, int line, const char *fmt, 
     X(LAYERS, "layers")       \
     X(QKV, "qkv")             \
     X(GATE, "gate")           \
-    X(FLAT, "flat")
+    X(FLAT, "flat")           \
+    X(EXPERTS, "experts")     \
+    X(TOPK, "topk")           \
+    X(ROUTED, "routed")
 
 typedef enum {
 #define X(name, str) DIM_##name,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# moe_params.sh PARC PLANS_DIR — the parameter counts of mixture-of-experts
+# moe_params.sh PARC EXAMPLES_DIR — the parameter counts of mixture-of-experts
 # plans, as the resolved plan states them (`parc lower PLAN --emit=front`):
 # the tiny plan's exact figures (worked out by hand in the comments), and
 # Mixtral 8x7B's against Mistral's published 46.7B total and 12.9B active,
