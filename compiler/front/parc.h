@@ -548,7 +548,8 @@ void plan_dump(const Plan *plan, FILE *out);
  * beyond its tensors' shapes, as one JSON object (arena text): vocab, seq, positions,
  * rope_theta and rope_scaling (transformers' llama3 form) with rotary
  * positions, norm, norm_eps, final_norm_eps, hidden, heads, kv_heads,
- * head_dim, ffn, layers, tied_head, bias. */
+ * head_dim, ffn, layers, tied_head, bias, and a mixture of experts' settings
+ * (`moe`: experts, topk, expert_ffn, router, aux_loss, z_loss). */
 const char *plan_model_json(Arena *arena, const Plan *plan);
 
 #endif

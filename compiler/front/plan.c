@@ -237,15 +237,23 @@ const char *plan_model_json(Arena *arena, const Plan *plan)
                                (long long)m->rope.original_max_positions);
     const char *rope = m->positions == POS_ROPE ? arena_printf(arena, ", \"rope_theta\": %.17g%s", m->rope.theta, scaling)
                                                 : "";
+    const MoeSpec *e = &m->block.moe;
+    const char *moe = e->experts ? arena_printf(arena,
+                                                ", \"moe\": {\"experts\": %lld, \"topk\": %lld, \"expert_ffn\": %lld, "
+                                                "\"router\": \"%s\", \"aux_loss\": %.17g, \"z_loss\": %.17g}",
+                                                (long long)e->experts, (long long)e->topk, (long long)e->expert_ffn,
+                                                e->router == ROUTER_SIGMOID ? "sigmoid" : "softmax", e->aux_coef,
+                                                e->z_coef)
+                                 : "";
     return arena_printf(arena,
                         "{\"vocab\": %lld, \"seq\": %lld, \"positions\": \"%s\"%s, \"norm\": \"%s\", \"norm_eps\": %.17g, "
                         "\"final_norm_eps\": %.17g, "
                         "\"hidden\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, \"ffn\": %lld, "
-                        "\"layers\": %lld, \"tied_head\": %s, \"bias\": %s}",
+                        "\"layers\": %lld, \"tied_head\": %s, \"bias\": %s%s}",
                         (long long)m->vocab, (long long)m->seq, pos_names[m->positions], rope, norms[m->block.norm], m->block.norm_eps, m->final_norm_eps,
                         (long long)m->hidden, (long long)m->heads, (long long)m->kv_heads, (long long)m->head_dim,
                         (long long)m->ffn, (long long)m->layers, m->tied_head ? "true" : "false",
-                        m->block.bias ? "true" : "false");
+                        m->block.bias ? "true" : "false", moe);
 }
 
 void plan_dump(const Plan *plan, FILE *out)
