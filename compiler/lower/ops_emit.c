@@ -293,7 +293,8 @@ static double moe_coef(const Plan *plan, double coef)
 }
 
 /* the router (aux: logits, index, counts, losses), then its two losses added
- * to the step's loss (not again when a recompute replays the forward) */
+ * to the step's loss and its counts to the step's per-expert load (not again
+ * when a recompute replays the forward) */
 int ops_emit_moe_router_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     Lowerer *lw = e->lw;
@@ -304,8 +305,10 @@ int ops_emit_moe_router_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShap
                       arg_value(lw, op->aux[2]), losses, a->in[0].arg, a->param[0].arg, arg_int(s->d[0]),
                       arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]), arg_int(moe->router == ROUTER_SIGMOID),
                       arg_f64(moe_coef(plan, moe->aux_coef)), arg_f64(moe_coef(plan, moe->z_coef)));
-    if (e->phase == PHASE_FORWARD)
+    if (e->phase == PHASE_FORWARD) {
         EMIT(e, RT_prt_moe_loss_add, losses, arg_f64((double)plan->train.batch * (double)plan->model.seq));
+        EMIT(e, RT_prt_moe_counts, arg_value(lw, op->aux[2]), arg_int(s->d[2]), arg_kind(ARG_LAYER));
+    }
     return entry;
 }
 
