@@ -251,17 +251,20 @@ static void check_moe(Check *c, const Stmt *s, BlockSpec *b)
             diag_error(v->loc, hint ? hint : arena_printf(c->arena, "`mlp moe` takes %s",
                                                           check_word_list(c, options, MO_COUNT)),
                        "unknown `mlp moe` option `%s`", check_value_text(c, v));
+            m->experts = 0;
             return;
         }
         if (seen[k]) {
             diag_error(v->loc, "each option appears once; remove one of them", "duplicate `%s` in `mlp moe`",
                        options[k]);
+            m->experts = 0;
             return;
         }
         seen[k] = v;
         if (i + 1 >= s->nvalues) {
             diag_error(v->loc, arena_printf(c->arena, "write it like `%s`", usage), "`%s` needs a value",
                        options[k]);
+            m->experts = 0;
             return;
         }
         const Value *val = &s->values[i + 1];
