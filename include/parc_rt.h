@@ -490,6 +490,14 @@ does:
     back to (s, e) order for the return alltoallv.  moe_regroup_bwd(din, dout,
     counts, S, El, H, to_expert): the gradient of that forward, din += dout
     reordered back.
+  moe_counts(counts, E, layer): adds counts[E] (i32, a router's tokens per
+    expert) to the step's per-expert load of layer `layer` (global); the
+    metrics log's step record (--log) writes it as expert_tokens.  Outside an
+    evaluation only.
+  moe_loss_add(losses, scale): adds scale x (losses[0] + losses[1]) (moe_router_fwd's
+    two losses, f32) to the loss of the current step that prt_step_end reports
+    (which divides it by batch x seq: a caller passes that product to count the
+    losses as they are).
   moe_combine_fwd(out, y, weight, rows, T, H, topk): out[t] = sum_j weight[t,j]
     y[rows[t,j]].  moe_combine_bwd(dy, dweight, dout, y, weight, rows, T, H,
     topk): dy[rows[t,j]] += weight[t,j] dout[t], dweight[t,j] += dout[t] .
@@ -781,6 +789,10 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, OP, moe_regroup_bwd, "ppppiiiit", (prt *rt, void *din, const void *dout, const void *counts, int64_t S,  \
       int64_t El, int64_t H, int64_t to_expert, int64_t dtypes),                                                  \
       (rt, din, dout, counts, S, El, H, to_expert, dtypes))                                                       \
+    R(X, OP, moe_counts, "ppiit", (prt *rt, const void *counts, int64_t E, int64_t layer, int64_t dtypes),       \
+      (rt, counts, E, layer, dtypes))                                                                             \
+    R(X, OP, moe_loss_add, "ppdt", (prt *rt, const void *losses, double scale, int64_t dtypes),                  \
+      (rt, losses, scale, dtypes))                                                                                \
     R(X, OP, add_fwd, "ppppit", (prt *rt, void *out, const void *a, const void *b, int64_t n, int64_t dtypes),    \
       (rt, out, a, b, n, dtypes))                                                                                 \
     R(X, OP, xent_fwd, "pppppiiiit", (prt *rt, void *loss_sum, void *stats, const void *logits,                   \

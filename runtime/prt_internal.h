@@ -258,6 +258,10 @@ struct prt {
     int64_t faults_at_first, faults_after_first; /* minor page faults at the first step's start and end */
     int64_t faults_last_step;                    /* ... and at the last step's end */
     double step_loss;        /* this rank's loss contribution (sum of -log p) */
+    /* moe_counts: tokens each expert of each MoE layer got in the current
+     * step's training forwards, [moe_layers * moe_experts], 0 when none yet */
+    int64_t *moe_tokens;
+    int64_t moe_layers, moe_experts;
     int64_t loss_replica_axes; /* bit a: ranks off coordinate 0 of axis a hold copies of the loss */
     int64_t steps_done;
     double total_seconds, last_loss;

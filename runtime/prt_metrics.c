@@ -60,7 +60,18 @@ static void write_record(prt *rt, int64_t step, double loss, double tokens_per_s
     bad |= fprintf(f, ", \"tokens_per_s\": %.6g, \"step_ms\": %.6g, \"phases_ms\": {", tokens_per_s, seconds * 1e3) < 0;
     for (int k = 0; k < PRT_NPHASES; k++)
         bad |= fprintf(f, "%s\"%s\": %.6g", k ? ", " : "", prt_phase_keys[k], rt->phase_step[k] * 1e3) < 0;
-    bad |= fprintf(f, "}}\n") < 0;
+    bad |= fprintf(f, "}") < 0;
+    if (rt->moe_layers > 0) {  /* one rank's layers: a pipeline's other stages are not gathered */
+        bad |= fprintf(f, ", \"expert_tokens\": [") < 0;
+        for (int64_t l = 0; l < rt->moe_layers; l++) {
+            bad |= fprintf(f, "%s[", l ? ", " : "") < 0;
+            for (int64_t e = 0; e < rt->moe_experts; e++)
+                bad |= fprintf(f, "%s%lld", e ? ", " : "", (long long)rt->moe_tokens[l * rt->moe_experts + e]) < 0;
+            bad |= fprintf(f, "]") < 0;
+        }
+        bad |= fprintf(f, "]") < 0;
+    }
+    bad |= fprintf(f, "}\n") < 0;
     if (bad || fflush(f) != 0) prt_metrics_fail(rt, step);
 }
 

@@ -25,6 +25,7 @@ void prt_step_begin(prt *rt, int64_t step) {
     prt_startup_mark(rt, PRT_START_FIRST_STEP);
     rt->step = step;
     rt->step_loss = 0.0;
+    if (rt->moe_tokens) memset(rt->moe_tokens, 0, (size_t)(rt->moe_layers * rt->moe_experts) * sizeof *rt->moe_tokens);
     rt->step_began = rt->step_start = MPI_Wtime();
     if (rt->steps_done == 0) rt->faults_at_first = prt_minor_faults();
     prt_phases_step_begin(rt);
@@ -190,6 +191,7 @@ int64_t prt_finalize(prt *rt) {
         if (rt->class_block[c]) rt->backend->free(rt, rt->class_block[c]);
     if (rt->backend->finalize) rt->backend->finalize(rt);
     prt_data_close(rt);
+    free(rt->moe_tokens);
     free(rt->buffers);
     free(rt->ranges);
     free(rt->comm_stage);

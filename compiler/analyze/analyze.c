@@ -376,7 +376,9 @@ static double message_s(const Program *prog)
 /* The MFU numerator's Ψ': the non-embedding parameters (block parameters
  * once per layer) plus the head's matmul weight.  A table that is only looked
  * up (the embedding, learned positions) does no matmul and is left out; a
- * head tied to the embedding reads the table as its weight, so it counts once. */
+ * head tied to the embedding reads the table as its weight, so it counts once.
+ * A mixture of experts counts the experts a token passes through: its
+ * inactive experts (params_total - params_active) are left out. */
 static double model_matmul_params(const Graph *g)
 {
     double n = 0;
@@ -393,7 +395,7 @@ static double model_matmul_params(const Graph *g)
         double per_layer = tt->region == REGION_BLOCK ? (double)g->plan->model.layers : 1.0;
         if (matmul) n += (double)expand_tensor_numel(tt) * per_layer;
     }
-    return n;
+    return n - (double)(g->params_total - g->params_active);
 }
 
 /* Per-axis and per-link volumes of the busiest stage, and the model FLOPs. */

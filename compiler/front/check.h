@@ -149,6 +149,7 @@ static const char *const opt_param_names[] = {OPT_PARAMS(OP_NAME_)};
 /* Word choices; ORDER: each follows its enum in parc.h. */
 static const char *const norm_words[] = {"none", "layer", "rms"};
 static const char *const mlp_words[] = {"gelu", "swiglu", "relu"};
+static const char *const router_words[] = {"softmax", "sigmoid"};
 static const char *const block_words[] = {"transformer", "mlp", "gpt2", "llama"};
 static const char *const precision_words[] = {"fp32", "bf16", "fp16"};
 static const char *const optimizer_words[] = {"adamw", "adam", "sgd"};
@@ -324,5 +325,9 @@ void check_fill_even_stages(Layout *l, int64_t layers);
 /* The size limits above, on values the sections accepted; reports each one a
  * plan exceeds with the limit's value. */
 void check_size_limits(Check *c);
+/* A mixture-of-experts MLP: its expert_ffn defaults to the model's ffn; it
+ * runs on one rank for now, so every mesh axis of size > 1 is an error
+ * naming the axis. */
+void check_moe_plan(Check *c);
 
 #endif

@@ -160,8 +160,8 @@ int check_shape(Check *c, const Stmt *st, int min_values, int max_values, int bo
 static const struct {
     const char *word, *feature, *instead;
 } unsupported_features[] = {
-    {"experts", "mixture of experts", "the block's MLP is dense; `mlp swiglu;` or `mlp gelu;`"},
-    {"moe", "mixture of experts", "the block's MLP is dense; `mlp swiglu;` or `mlp gelu;`"},
+    {"experts", "a mixture of experts as a key of its own", "it is the block's MLP: `mlp moe experts 8 top 2;`"},
+    {"moe", "a mixture of experts as a key of its own", "it is the block's MLP: `mlp moe experts 8 top 2;`"},
     {"expert_parallel", "expert parallelism", "split the MLP with `ffn -> AXIS;`"},
     {"context_parallel", "a statement for context parallelism",
      "context parallelism is the rule `seq -> AXIS;` on an axis of its own (attention gathers its qkv over it)"},

@@ -226,6 +226,85 @@ void check_cluster(Check *c, const Stmt *sec)
 
 /* ------------------------------------------------------------ model */
 
+/* `mlp moe [ACT] experts E top K [expert_ffn N] [router softmax|sigmoid]
+ * [aux_loss C] [z_loss C];`: fills b->moe (and b->mlp when ACT is given).
+ * expert_ffn stays 0 when not given: check_moe_plan takes the model's ffn. */
+static void check_moe(Check *c, const Stmt *s, BlockSpec *b)
+{
+    static const char *const options[] = {"experts", "top", "expert_ffn", "router", "aux_loss", "z_loss"};
+    enum { MO_EXPERTS, MO_TOP, MO_FFN, MO_ROUTER, MO_AUX, MO_Z, MO_COUNT };
+    const char *usage = "mlp moe experts 8 top 2;";
+    MoeSpec *m = &b->moe;
+    *m = (MoeSpec){.router = ROUTER_SOFTMAX, .aux_coef = 0.01, .loc = check_stmt_span(s)};
+    const Value *seen[MO_COUNT] = {0};
+    int i = 1, act;
+    if (i < s->nvalues && s->values[i].kind == VAL_WORD &&
+        (act = check_word_index(s->values[i].text, mlp_words, COUNT_OF(mlp_words))) >= 0) {
+        b->mlp = act;
+        i++;
+    }
+    for (; i < s->nvalues; i += 2) {
+        const Value *v = &s->values[i];
+        int k = v->kind == VAL_WORD ? check_word_index(v->text, options, MO_COUNT) : -1;
+        if (k < 0) {
+            const char *hint = v->kind == VAL_WORD ? check_did_you_mean(c, v->text, options, MO_COUNT) : NULL;
+            diag_error(v->loc, hint ? hint : arena_printf(c->arena, "`mlp moe` takes %s",
+                                                          check_word_list(c, options, MO_COUNT)),
+                       "unknown `mlp moe` option `%s`", check_value_text(c, v));
+            m->experts = 0;
+            return;
+        }
+        if (seen[k]) {
+            diag_error(v->loc, "each option appears once; remove one of them", "duplicate `%s` in `mlp moe`",
+                       options[k]);
+            m->experts = 0;
+            return;
+        }
+        seen[k] = v;
+        if (i + 1 >= s->nvalues) {
+            diag_error(v->loc, arena_printf(c->arena, "write it like `%s`", usage), "`%s` needs a value",
+                       options[k]);
+            m->experts = 0;
+            return;
+        }
+        const Value *val = &s->values[i + 1];
+        Stmt named = *s;
+        named.key = options[k];
+        int w;
+        switch (k) {
+        case MO_EXPERTS: check_read_count(c, &named, val, 2, 1 << 16, &m->experts); break;
+        case MO_TOP: check_read_count(c, &named, val, 1, 1 << 16, &m->topk); break;
+        case MO_FFN: check_read_count(c, &named, val, 1, INT64_C(1) << 40, &m->expert_ffn); break;
+        case MO_ROUTER:
+            if ((w = check_read_word(c, "router", val, router_words, COUNT_OF(router_words))) >= 0) m->router = w;
+            break;
+        case MO_AUX:
+            check_read_real_hint(c, "aux_loss", val, 0, 0, 1e3, 0, "a coefficient such as `aux_loss 0.01`",
+                                 &m->aux_coef);
+            break;
+        case MO_Z:
+            check_read_real_hint(c, "z_loss", val, 0, 0, 1e3, 0, "a coefficient such as `z_loss 0.001`",
+                                 &m->z_coef);
+            break;
+        }
+    }
+    if (!seen[MO_EXPERTS] || !seen[MO_TOP]) {
+        diag_error(s->key_loc, arena_printf(c->arena, "write it like `%s`", usage), "`mlp moe` needs %s",
+                   !seen[MO_EXPERTS] && !seen[MO_TOP] ? "`experts` and `top`"
+                   : !seen[MO_EXPERTS]                ? "`experts`"
+                                                      : "`top`");
+        m->experts = 0;
+        return;
+    }
+    if (m->experts > 0 && m->topk > m->experts) {
+        diag_error(seen[MO_TOP]->loc, arena_printf(c->arena, "at most `top %" PRId64 "`", m->experts),
+                   "`top %" PRId64 "` routes each token to more experts than the %" PRId64 " there are", m->topk,
+                   m->experts);
+        m->experts = 0;
+    }
+    if (m->topk < 1) m->experts = 0;
+}
+
 static void check_block(Check *c, const Stmt *st)
 {
     BlockSpec *b = &c->plan->model.block;
@@ -266,6 +345,12 @@ static void check_block(Check *c, const Stmt *st)
         switch (k) {
         case BK_NORM: check_norm(c, s, BLOCK_usage[k], &b->norm, &b->norm_eps); break;
         case BK_MLP:
+            if (s->nvalues >= 1 && s->values[0].kind == VAL_WORD && strcmp(s->values[0].text, "moe") == 0 &&
+                !s->has_body) {
+                check_moe(c, s, b);
+                break;
+            }
+            /* fall through */
         case BK_ACT:
             if ((w = check_read_word_stmt(c, s, mlp_words, COUNT_OF(mlp_words), BLOCK_usage[k])) >= 0) b->mlp = w;
             break;

@@ -114,7 +114,10 @@ _Noreturn void diag_internal_error(const char *file, int line, const char *fmt, 
 /* ------------------------------------------------------------ named dims */
 
 /* The named dims of the model.  DIM_FLAT is the flattened element index of a
- * parameter, the dim ZeRO shards over the data axis.  ORDER: dim_names[] in
+ * parameter, the dim ZeRO shards over the data axis.  A mixture of experts
+ * adds EXPERTS (an expert's weights, the router's logits), TOPK (a token's
+ * chosen experts) and ROUTED: the tokens of the routed rows [ROUTED, TOPK, ...],
+ * each token's TOPK rows, sorted by expert.  ORDER: dim_names[] in
  * plan.c follows this enum. */
 #define PARC_DIMS(X)          \
     X(BATCH, "batch")         \
@@ -127,7 +130,10 @@ _Noreturn void diag_internal_error(const char *file, int line, const char *fmt, 
     X(LAYERS, "layers")       \
     X(QKV, "qkv")             \
     X(GATE, "gate")           \
-    X(FLAT, "flat")
+    X(FLAT, "flat")           \
+    X(EXPERTS, "experts")     \
+    X(TOPK, "topk")           \
+    X(ROUTED, "routed")
 
 typedef enum {
 #define X(name, str) DIM_##name,
@@ -302,6 +308,24 @@ typedef struct Rope {
     int64_t original_max_positions;
 } Rope;
 
+/* The router's gate over the chosen experts' logits: a softmax (Mixtral) or
+ * the chosen sigmoids over their sum (DeepSeek-V3). */
+typedef enum { ROUTER_SOFTMAX, ROUTER_SIGMOID } RouterKind;
+
+/* A mixture-of-experts MLP (`mlp moe experts E top K ...;`): each token's
+ * router logits over E experts, its top K experts (the lower expert first on
+ * ties) each an MLP of the block's activation with expert_ffn hidden units,
+ * their outputs summed with the gate's weights.  No token is dropped. */
+typedef struct MoeSpec {
+    int64_t experts;      /* E >= 2; 0: the MLP is dense */
+    int64_t topk;         /* K in [1, E] */
+    int64_t expert_ffn;   /* each expert's hidden size (the model's ffn unless given) */
+    RouterKind router;
+    double aux_coef;      /* load-balancing loss coefficient (Switch / GShard form), default 0.01 */
+    double z_coef;        /* router z-loss coefficient (ST-MoE), default 0 */
+    SrcLoc loc;           /* the `mlp moe ...` statement */
+} MoeSpec;
+
 /* One block kind in the repeated stack. */
 typedef struct BlockSpec {
     BlockKind kind;
@@ -318,6 +342,7 @@ typedef struct BlockSpec {
                            * each branch's output before its residual add (Megatron's
                            * attention and hidden dropout); a mask element is a pure
                            * function of (seed, step, layer, global index) */
+    MoeSpec moe;          /* moe.experts > 0: the MLP is a mixture of experts */
     SrcLoc loc, dropout_loc;
 } BlockSpec;
 
@@ -511,13 +536,20 @@ int check_plan(Arena *arena, const char *path, Plan *plan);
 int check_plan_text(Arena *arena, const char *path, const char *text, Plan *plan);
 int check_plan_buffer(Arena *arena, const char *name, const char *data, size_t size, Plan *plan);
 
+/* The model's parameters, as expand counts its tensors (every layer, the
+ * embedding, the head; a tied table once); *active gets those one token
+ * passes through: a mixture of experts counts its router and topk of its
+ * experts. */
+int64_t plan_parameter_counts(const Plan *plan, int64_t *active);
+
 /* Dumps the resolved plan in a stable text form (`parc lower --emit=front`). */
 void plan_dump(const Plan *plan, FILE *out);
 /* The model's settings a checkpoint records and an export or import needs
  * beyond its tensors' shapes, as one JSON object (arena text): vocab, seq, positions,
  * rope_theta and rope_scaling (transformers' llama3 form) with rotary
  * positions, norm, norm_eps, final_norm_eps, hidden, heads, kv_heads,
- * head_dim, ffn, layers, tied_head, bias. */
+ * head_dim, ffn, layers, tied_head, bias, and a mixture of experts' settings
+ * (`moe`: experts, topk, expert_ffn, router, aux_loss, z_loss). */
 const char *plan_model_json(Arena *arena, const Plan *plan);
 
 #endif

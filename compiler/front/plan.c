@@ -181,6 +181,49 @@ static const char *plan_num(char buf[48], double x)
     return buf;
 }
 
+/* Parameters of the block's MLP: dense, or the router and every expert. */
+static int64_t plan_mlp_params(const Model *m, int64_t *active)
+{
+    const BlockSpec *b = &m->block;
+    int64_t H = m->hidden, gate = b->mlp == MLP_SWIGLU ? 2 : 1;
+    if (b->moe.experts == 0) {
+        int64_t F = m->ffn;
+        int64_t n = H * gate * F + F * H + (b->bias ? gate * F + H : 0);
+        *active = n;
+        return n;
+    }
+    int64_t E = b->moe.experts, F = b->moe.expert_ffn;
+    int64_t router = H * E, expert = H * gate * F + F * H;
+    *active = router + b->moe.topk * expert;
+    return router + E * expert;
+}
+
+/* Parameters of a norm of kind `kind` over hidden with layer norm's bias when `bias`. */
+static int64_t plan_norm_params(NormKind kind, int bias, int64_t H)
+{
+    if (kind == NORM_NONE) return 0;
+    return kind == NORM_LAYER && bias ? 2 * H : H;
+}
+
+int64_t plan_parameter_counts(const Plan *plan, int64_t *active)
+{
+    const Model *m = &plan->model;
+    const BlockSpec *b = &m->block;
+    int64_t H = m->hidden, V = m->vocab;
+    int64_t mlp_active, layer = plan_mlp_params(m, &mlp_active);
+    int64_t layer_rest = plan_norm_params(b->norm, b->bias, H);
+    if (b->kind == BLOCK_TRANSFORMER) {
+        int64_t qkv = (m->heads + 2 * m->kv_heads) * m->head_dim, att = m->heads * m->head_dim;
+        layer_rest += plan_norm_params(b->norm, b->bias, H) + H * qkv + att * H + (b->bias ? qkv + H : 0);
+    }
+    int64_t ends = 0;
+    if (m->has_embed) ends += V * H + (m->positions == POS_LEARNED ? m->seq * H : 0);
+    ends += plan_norm_params(m->final_norm, b->bias, H);
+    if (m->has_head && !(m->tied_head && m->has_embed)) ends += H * V;
+    *active = ends + m->layers * (layer_rest + mlp_active);
+    return ends + m->layers * (layer_rest + layer);
+}
+
 const char *plan_model_json(Arena *arena, const Plan *plan)
 {
     const Model *m = &plan->model;
@@ -194,15 +237,23 @@ const char *plan_model_json(Arena *arena, const Plan *plan)
                                (long long)m->rope.original_max_positions);
     const char *rope = m->positions == POS_ROPE ? arena_printf(arena, ", \"rope_theta\": %.17g%s", m->rope.theta, scaling)
                                                 : "";
+    const MoeSpec *e = &m->block.moe;
+    const char *moe = e->experts ? arena_printf(arena,
+                                                ", \"moe\": {\"experts\": %lld, \"topk\": %lld, \"expert_ffn\": %lld, "
+                                                "\"router\": \"%s\", \"aux_loss\": %.17g, \"z_loss\": %.17g}",
+                                                (long long)e->experts, (long long)e->topk, (long long)e->expert_ffn,
+                                                e->router == ROUTER_SIGMOID ? "sigmoid" : "softmax", e->aux_coef,
+                                                e->z_coef)
+                                 : "";
     return arena_printf(arena,
                         "{\"vocab\": %lld, \"seq\": %lld, \"positions\": \"%s\"%s, \"norm\": \"%s\", \"norm_eps\": %.17g, "
                         "\"final_norm_eps\": %.17g, "
                         "\"hidden\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, \"ffn\": %lld, "
-                        "\"layers\": %lld, \"tied_head\": %s, \"bias\": %s}",
+                        "\"layers\": %lld, \"tied_head\": %s, \"bias\": %s%s}",
                         (long long)m->vocab, (long long)m->seq, pos_names[m->positions], rope, norms[m->block.norm], m->block.norm_eps, m->final_norm_eps,
                         (long long)m->hidden, (long long)m->heads, (long long)m->kv_heads, (long long)m->head_dim,
                         (long long)m->ffn, (long long)m->layers, m->tied_head ? "true" : "false",
-                        m->block.bias ? "true" : "false");
+                        m->block.bias ? "true" : "false", moe);
 }
 
 void plan_dump(const Plan *plan, FILE *out)
@@ -241,6 +292,14 @@ void plan_dump(const Plan *plan, FILE *out)
     fprintf(out, "  block %s norm %s mlp %s bias %d causal %d flash %d residual %d\n", block_names[m->block.kind],
             norm_names[m->block.norm], mlp_names[m->block.mlp], m->block.bias, m->block.causal, m->block.flash,
             m->block.residual);
+    if (m->block.moe.experts) {
+        const MoeSpec *moe = &m->block.moe;
+        int64_t active, total = plan_parameter_counts(plan, &active);
+        fprintf(out, "  moe experts %" PRId64 " top %" PRId64 " expert_ffn %" PRId64 " router %s aux_loss %s z_loss %s\n",
+                moe->experts, moe->topk, moe->expert_ffn, moe->router == ROUTER_SIGMOID ? "sigmoid" : "softmax",
+                plan_num(n1, moe->aux_coef), plan_num(n2, moe->z_coef));
+        fprintf(out, "  parameters %" PRId64 " active %" PRId64 "\n", total, active);
+    }
     fprintf(out, "  norm_eps %s\n", plan_num(n1, m->block.norm_eps));
     if (m->block.dropout > 0) fprintf(out, "  dropout %s\n", plan_num(n1, m->block.dropout));
     fprintf(out, "  final_norm %s\n  final_norm_eps %s\n", norm_names[m->final_norm], plan_num(n1, m->final_norm_eps));

@@ -145,9 +145,21 @@ static void write_model(const Plan *p, FILE *out)
     }
     fprintf(out, " ffn %" PRId64 "; layers %" PRId64 ";\n", m->ffn, m->layers);
     if (m->has_embed) write_embed(m, out);
+    char mlp[256];
+    snprintf(mlp, sizeof mlp, "%s", mlp_w[b->mlp]);
+    if (b->moe.experts) {
+        const MoeSpec *e = &b->moe;
+        char aux[32], z[32];
+        snprintf(aux, sizeof aux, "%s", NUM(e->aux_coef));
+        snprintf(z, sizeof z, "%s", NUM(e->z_coef));
+        snprintf(mlp, sizeof mlp,
+                 "moe %s experts %" PRId64 " top %" PRId64 " expert_ffn %" PRId64 " router %s aux_loss %s z_loss %s",
+                 mlp_w[b->mlp], e->experts, e->topk, e->expert_ffn, e->router == ROUTER_SIGMOID ? "sigmoid" : "softmax",
+                 aux, z);
+    }
     if (b->kind == BLOCK_TRANSFORMER)
         fprintf(out, "  repeat layers { block transformer { norm %s%s; mlp %s; attention %s%s; bias %s;%s } }\n",
-                norm_w[b->norm], norm_eps(b->norm, b->norm_eps), mlp_w[b->mlp], b->causal ? "causal" : "full",
+                norm_w[b->norm], norm_eps(b->norm, b->norm_eps), mlp, b->causal ? "causal" : "full",
                 b->flash ? " flash" : "", tf_w[b->bias], dropout);
     else
         fprintf(out, "  repeat layers { block mlp { act %s; norm %s%s; bias %s; residual %s;%s } }\n", mlp_w[b->mlp],

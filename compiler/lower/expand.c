@@ -14,6 +14,7 @@
  */
 #include "ir.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,7 +143,7 @@ static int op_new(Expander *ex, OpKind kind, Region region, const char *name, Sr
 static void op_aux(Expander *ex, int op, int tensor)
 {
     Op *o = &ex->g->ops[op];
-    PARC_ASSERT(o->naux < 2);
+    PARC_ASSERT(o->naux < (int)(sizeof o->aux / sizeof o->aux[0]));
     o->aux[o->naux++] = tensor;
     ex->g->tensors[tensor].producer = op;
 }
@@ -250,6 +251,99 @@ static int dropout(Expander *ex, Region r, const char *name, SrcLoc loc, int x)
     return y;
 }
 
+/* A grouped GEMM of the routed rows through each row's expert:
+ * x [routed, topk, K...] @ w [experts, K..., M...] -> [routed, topk, M...],
+ * the rows of expert e those of offsets[e] .. offsets[e+1] - 1. */
+static int moe_matmul(Expander *ex, Region r, const char *prefix, SrcLoc loc, int x, int offsets, int nw,
+                      const Dim *wdims, const int64_t *wsizes, int nout, double std)
+{
+    char name[96];
+    const Tensor *xt = &ex->g->tensors[x];
+    Dim ydims[IR_MAX_TDIMS] = {DIM_ROUTED, DIM_TOPK};
+    int64_t ysizes[IR_MAX_TDIMS] = {xt->sizes[0], xt->sizes[1]};
+    for (int i = 0; i < nout; i++) {
+        ydims[2 + i] = wdims[nw - nout + i];
+        ysizes[2 + i] = wsizes[nw - nout + i];
+    }
+    snprintf(name, sizeof name, "%s.w", prefix);
+    int w = param(ex, r, name, loc, nw, wdims, wsizes, PRT_INIT_NORMAL, std);
+    snprintf(name, sizeof name, "%s.y", prefix);
+    int y = act(ex, r, name, loc, 2 + nout, ydims, ysizes);
+    int in[2] = {x, offsets};
+    op_new(ex, OP_MOE_MATMUL, r, prefix, loc, 2, in, 1, &w, y);
+    return y;
+}
+
+/* A mixture-of-experts MLP over h [batch, seq, hidden] (docs/language.md):
+ * the router's gate [batch, seq, topk] with its logits, choices, counts and
+ * losses; the dispatch of each token's topk rows sorted by expert; each
+ * expert's MLP as two grouped GEMMs around the block's activation; the
+ * gate-weighted combine back to [batch, seq, hidden]. */
+static int expand_moe(Expander *ex, Region r, int h, int64_t B, int64_t S, int64_t H, double std, double std_out)
+{
+    const BlockSpec *bs = &ex->plan->model.block;
+    const MoeSpec *moe = &bs->moe;
+    int64_t E = moe->experts, K = moe->topk, F = moe->expert_ffn, T = B * S;
+    SrcLoc loc = moe->loc;
+    int wr = param(ex, r, "mlp.router.w", loc, 2, DIMS(DIM_HIDDEN, DIM_EXPERTS), SIZES(H, E), PRT_INIT_NORMAL, std);
+    int gate = act(ex, r, "mlp.gate", loc, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_TOPK), SIZES(B, S, K));
+    int router = op_new(ex, OP_MOE_ROUTER, r, "mlp.router", loc, 1, &h, 1, &wr, gate);
+    /* the logits are an activation: their gradient buffer is the backward's dlogits */
+    op_aux(ex, router, act(ex, r, "mlp.router.logits", loc, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_EXPERTS), SIZES(B, S, E)));
+    int index = tensor_new(ex, r, TENSOR_INDEX, "mlp.router.index", loc, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_TOPK),
+                           SIZES(B, S, K));
+    op_aux(ex, router, index);
+    op_aux(ex, router, tensor_new(ex, r, TENSOR_INDEX, "mlp.router.counts", loc, 1, DIMS(DIM_EXPERTS), SIZES(E)));
+    op_aux(ex, router, tensor_new(ex, r, TENSOR_STAT, "mlp.router.losses", loc, 1, DIMS(DIM_GATE), SIZES(2)));
+
+    int xp = act(ex, r, "mlp.dispatch.out", loc, 3, DIMS(DIM_ROUTED, DIM_TOPK, DIM_HIDDEN), SIZES(T, K, H));
+    int din[2] = {h, index};
+    int dispatch = op_new(ex, OP_MOE_PERMUTE, r, "mlp.dispatch", loc, 2, din, 0, NULL, xp);
+    int offsets = tensor_new(ex, r, TENSOR_INDEX, "mlp.dispatch.offsets", loc, 1, DIMS(DIM_EXPERTS), SIZES(E + 1));
+    int rows = tensor_new(ex, r, TENSOR_INDEX, "mlp.dispatch.rows", loc, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_TOPK),
+                          SIZES(B, S, K));
+    op_aux(ex, dispatch, offsets);
+    op_aux(ex, dispatch, rows);
+
+    int a;
+    if (bs->mlp == MLP_SWIGLU) {
+        int up = moe_matmul(ex, r, "mlp.experts.up", loc, xp, offsets, 4,
+                            DIMS(DIM_EXPERTS, DIM_HIDDEN, DIM_GATE, DIM_FFN), SIZES(E, H, 2, F), 2, std);
+        a = unary(ex, OP_SWIGLU, r, "mlp.experts.act", loc, up, 3, DIMS(DIM_ROUTED, DIM_TOPK, DIM_FFN),
+                  SIZES(T, K, F));
+    } else {
+        int up = moe_matmul(ex, r, "mlp.experts.up", loc, xp, offsets, 3, DIMS(DIM_EXPERTS, DIM_HIDDEN, DIM_FFN),
+                            SIZES(E, H, F), 1, std);
+        a = unary(ex, bs->mlp == MLP_RELU ? OP_RELU : OP_GELU, r, "mlp.experts.act", loc, up, 3,
+                  DIMS(DIM_ROUTED, DIM_TOPK, DIM_FFN), SIZES(T, K, F));
+    }
+    int down = moe_matmul(ex, r, "mlp.experts.down", loc, a, offsets, 3, DIMS(DIM_EXPERTS, DIM_FFN, DIM_HIDDEN),
+                          SIZES(E, F, H), 1, std_out);
+    int out = act(ex, r, "mlp.combine.out", loc, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_HIDDEN), SIZES(B, S, H));
+    int cin[3] = {down, gate, rows};
+    op_new(ex, OP_MOE_COMBINE, r, "mlp.combine", loc, 3, cin, 0, NULL, out);
+    return out;
+}
+
+/* The dense MLP over h [batch, seq, hidden]: up (gate and up for SwiGLU), the
+ * activation, down. */
+static int expand_dense_mlp(Expander *ex, Region r, SrcLoc loc, int h, int64_t B, int64_t S, int64_t H, int64_t F,
+                            double std, double std_out)
+{
+    const BlockSpec *bs = &ex->plan->model.block;
+    int a;
+    if (bs->mlp == MLP_SWIGLU) {
+        int up = linear(ex, r, "mlp.up", loc, h, 3, DIMS(DIM_HIDDEN, DIM_GATE, DIM_FFN), SIZES(H, 2, F), 2,
+                        bs->bias, std);
+        a = unary(ex, OP_SWIGLU, r, "mlp.act", loc, up, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_FFN), SIZES(B, S, F));
+    } else {
+        int up = linear(ex, r, "mlp.up", loc, h, 2, DIMS(DIM_HIDDEN, DIM_FFN), SIZES(H, F), 1, bs->bias, std);
+        a = unary(ex, bs->mlp == MLP_RELU ? OP_RELU : OP_GELU, r, "mlp.act", loc, up, 3,
+                  DIMS(DIM_BATCH, DIM_SEQ, DIM_FFN), SIZES(B, S, F));
+    }
+    return linear(ex, r, "mlp.down", loc, a, 2, DIMS(DIM_FFN, DIM_HIDDEN), SIZES(F, H), 1, bs->bias, std_out);
+}
+
 static void expand_embed(Expander *ex, int *wte_out)
 {
     const Model *m = &ex->plan->model;
@@ -321,17 +415,8 @@ static void expand_block(Expander *ex)
     int h = resid;
     if (bs->norm != NORM_NONE)
         h = norm_op(ex, r, bs->norm, bs->bias, bs->kind == BLOCK_TRANSFORMER ? "ln2" : "ln", loc, resid, B, S, H);
-    int a;
-    if (bs->mlp == MLP_SWIGLU) {
-        int up = linear(ex, r, "mlp.up", loc, h, 3, DIMS(DIM_HIDDEN, DIM_GATE, DIM_FFN), SIZES(H, 2, F), 2,
-                        bs->bias, std);
-        a = unary(ex, OP_SWIGLU, r, "mlp.act", loc, up, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_FFN), SIZES(B, S, F));
-    } else {
-        int up = linear(ex, r, "mlp.up", loc, h, 2, DIMS(DIM_HIDDEN, DIM_FFN), SIZES(H, F), 1, bs->bias, std);
-        a = unary(ex, bs->mlp == MLP_RELU ? OP_RELU : OP_GELU, r, "mlp.act", loc, up, 3,
-                  DIMS(DIM_BATCH, DIM_SEQ, DIM_FFN), SIZES(B, S, F));
-    }
-    int down = linear(ex, r, "mlp.down", loc, a, 2, DIMS(DIM_FFN, DIM_HIDDEN), SIZES(F, H), 1, bs->bias, std_out);
+    int down = bs->moe.experts ? expand_moe(ex, r, h, B, S, H, std, std_out)
+                               : expand_dense_mlp(ex, r, loc, h, B, S, H, F, std, std_out);
     down = dropout(ex, r, "mlp.drop", loc, down);
     int out = (bs->kind == BLOCK_TRANSFORMER || bs->residual)
                   ? add(ex, r, "mlp.resid", loc, resid, down)
@@ -494,6 +579,9 @@ Graph *expand_model(Arena *arena, const Plan *plan)
         int64_t n = expand_tensor_numel(t);
         g->params_total += t->region == REGION_BLOCK ? n * plan->model.layers : n;
     }
+    int64_t counted = plan_parameter_counts(plan, &g->params_active);
+    if (!ex.errors && counted != g->params_total)
+        PARC_BUG("the plan counts %" PRId64 " parameters, its graph %" PRId64, counted, g->params_total);
     return ex.errors ? NULL : g;
 }
 

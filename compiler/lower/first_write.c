@@ -47,6 +47,11 @@ static const WriteRule write_rules[] = {
     {RT_prt_xent_bwd, 0, {4, 5}, 1},            /* dlogits[N, V_local] */
     {RT_prt_attention_bwd, 0, {4, 5, 6, 7, 8}, QKV},          /* dqkv[B, T, NH + 2 KV, HD] */
     {RT_prt_attention_dropout_bwd, 0, {4, 5, 6, 7, 8}, QKV},  /* dqkv[B, T, NH + 2 KV, HD] */
+    {RT_prt_moe_router_bwd, 0, {9, 10}, 1},     /* dx[T, H] */
+    {RT_prt_moe_router_bwd, 2, {9, 11}, 1},     /* dlogits[T, E]: always written */
+    {RT_prt_moe_permute_bwd, 0, {3, 4}, 1},     /* din[T, H] */
+    {RT_prt_moe_combine_bwd, 0, {6, 8, 7}, 1},  /* dy[T topk, H] */
+    {RT_prt_moe_combine_bwd, 1, {6, 8}, 1},     /* dweight[T, topk] */
 };
 
 static const WriteRule *write_rule(int fn, int arg)

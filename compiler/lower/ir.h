@@ -137,7 +137,11 @@ typedef struct Tensor {
     X(DROPOUT, "dropout")             \
     X(ADD, "add")                     \
     X(COPY, "copy")                   \
-    X(XENT, "cross_entropy")
+    X(XENT, "cross_entropy")          \
+    X(MOE_ROUTER, "moe_router")       \
+    X(MOE_PERMUTE, "moe_permute")     \
+    X(MOE_MATMUL, "moe_matmul")       \
+    X(MOE_COMBINE, "moe_combine")
 
 typedef enum {
 #define X(name, str) OP_##name,
@@ -155,7 +159,8 @@ typedef struct Op {
     int nin, in[3];       /* activation inputs (tensor ids) */
     int nparam, param[2]; /* parameters (tensor ids) */
     int out;              /* output tensor */
-    int naux, aux[2];     /* statistics the op saves for backward (mean, rstd, probs) */
+    int naux, aux[4];     /* statistics the op saves for backward (mean, rstd, probs; a router's
+                           * logits, choices, counts and losses) */
     SrcLoc loc;           /* the plan line that asked for it */
 } Op;
 
@@ -173,6 +178,8 @@ typedef struct Graph {
     int loss;                   /* TENSOR_SCALAR */
     int grad_sumsq;             /* TENSOR_SCALAR: the gradients' global sum of squares (`clip`), else -1 */
     int64_t params_total;       /* model parameters (global) */
+    int64_t params_active;      /* those one token passes through: a mixture of
+                                 * experts' router and topk of its experts */
 } Graph;
 
 /* Builds the forward graph of plan's model and every tensor's home placement.

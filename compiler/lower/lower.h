@@ -148,6 +148,7 @@ void place_rule_linear(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_attention(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_dropout(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_xent(Lowerer *lw, const Op *op, int a, OpPlace *r);
+void place_rule_moe(Lowerer *lw, const Op *op, int a, OpPlace *r);
 
 /* ------------------------------------------------------------ program.c */
 

@@ -189,6 +189,31 @@ static void shape_xent(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape
     s->axis = axis_of_split(lw, a->in[0].place, DIM_VOCAB);
 }
 
+/* moe_router, moe_permute: d = {T tokens, H, E experts, K chosen per token}
+ * of the [batch, seq, hidden] input. */
+static void shape_moe_tokens(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
+{
+    const MoeSpec *moe = &lw->plan->model.block.moe;
+    shape_row_width(lw, op->in[0], a->in[0].place, s);
+    s->d[2] = moe->experts;
+    s->d[3] = moe->topk;
+}
+
+/* moe_matmul: d = {R routed rows, K, M, E}: in[R,K] through w[E,K,M] -> out[R,M]. */
+static void shape_moe_matmul(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
+{
+    shape_row_width(lw, op->in[0], a->in[0].place, s);
+    s->d[2] = trailing(lw, op->out, out_place(lw, op), 2);
+    s->d[3] = lw->g->tensors[op->param[0]].sizes[0];
+}
+
+/* moe_combine: d = {T tokens, H, K} of the [batch, seq, hidden] output. */
+static void shape_moe_combine(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
+{
+    shape_row_width(lw, op->out, out_place(lw, op), s);
+    s->d[2] = trailing(lw, op->in[1], a->in[1].place, 2);
+}
+
 /* ------------------------------------------------------------ FLOPs */
 
 /* FLOPs or elements moved per call of the ops whose count is a constant per
@@ -233,6 +258,26 @@ static double flops_rope(const OpShape *s, int bwd)
     (void)bwd;
     return 3.0 * (double)s->d[0] * s->d[1] * s->d[2] * s->d[4] * s->d[5];
 }
+/* the router's GEMM, d = {T, H, E, K}: logits 2 T H E forward; the backward's
+ * dx and dwr 2 T H E each (the routing and the losses, O(T E), not counted) */
+static double flops_moe_router(const OpShape *s, int bwd)
+{
+    return (bwd ? 4.0 : 2.0) * (double)s->d[0] * s->d[1] * s->d[2];
+}
+/* the grouped GEMM, d = {R, K, M, E}: the R = T K routed rows each through
+ * one expert, 2 R K M forward, twice that backward: a token's FLOPs are its
+ * topk experts', the active ones */
+static double flops_moe_matmul(const OpShape *s, int bwd)
+{
+    return (bwd ? 4.0 : 2.0) * (double)s->d[0] * s->d[1] * s->d[2];
+}
+/* combine, d = {T, H, K}: a product and a sum per routed element forward;
+ * dy and dweight backward */
+static double flops_moe_combine(const OpShape *s, int bwd)
+{
+    return (bwd ? 4.0 : 2.0) * (double)s->d[0] * s->d[1] * s->d[2];
+}
+
 /* QK^T and PV forward, T query rows by Tk keys; backward twice that, plus
  * QK^T again when the probabilities were not kept */
 static double flops_attention(const OpShape *s, int bwd)
@@ -259,6 +304,20 @@ OPS_TRAFFIC(add, 3, 3, 1)
 OPS_TRAFFIC(copy, 2, 2, 1)
 OPS_TRAFFIC(xent, 2, 2, 2)       /* max, then the sum of exp over the logits / read them, write dlogits */
 #undef OPS_TRAFFIC
+
+/* moe_permute, d = {T, H, E, K}: each token's row read K times and written to
+ * its K routed rows / each routed row's gradient read, the token's written */
+static double traffic_moe_permute(const OpShape *s, int bwd)
+{
+    return (bwd ? 1.0 + (double)s->d[3] : 2.0 * (double)s->d[3]) * (double)s->d[0] * s->d[1];
+}
+/* moe_combine, d = {T, H, K}: K routed rows read per token, the token's row
+ * written / dout read K times, the routed rows read (for dweight) and their
+ * gradients written */
+static double traffic_moe_combine(const OpShape *s, int bwd)
+{
+    return (bwd ? 3.0 * (double)s->d[2] : (double)s->d[2] + 1.0) * (double)s->d[0] * s->d[1];
+}
 
 /* attention: the qkv is read once, k and v once per key/value group,
  * B T (NH + 2 KV) HD, and the output written (forward); the backward reads
@@ -308,6 +367,22 @@ static int gemm_linear(const OpShape *s, int bwd, int64_t mnk[3])
 {
     mnk[0] = s->d[0], mnk[1] = s->d[2], mnk[2] = s->d[1];
     return bwd && s->part == OP_PART_WHOLE ? 2 : 1;
+}
+
+/* the router, d = {T, H, E, K}: logits[T,E] = x[T,H] @ wr[H,E]; the backward
+ * its input and weight gradients */
+static int gemm_moe_router(const OpShape *s, int bwd, int64_t mnk[3])
+{
+    mnk[0] = s->d[0], mnk[1] = s->d[2], mnk[2] = s->d[1];
+    return bwd ? 2 : 1;
+}
+/* the grouped GEMM, d = {R, K, M, E}: charged as one R x K by K x M GEMM
+ * (the experts' calls together; an expert's share of the rows is not known
+ * before the step) */
+static int gemm_moe_matmul(const OpShape *s, int bwd, int64_t mnk[3])
+{
+    mnk[0] = s->d[0], mnk[1] = s->d[2], mnk[2] = s->d[1];
+    return bwd ? 2 : 1;
 }
 
 /* ------------------------------------------------------------ scratch */
@@ -367,6 +442,26 @@ static int64_t scratch_xent(const OpShape *s, int bwd, unsigned given, unsigned 
 {
     (void)given, (void)wide;
     return bwd ? 0 : prt_scratch_xent_fwd(s->d[0]);
+}
+
+/* moe_router_fwd(logits, index, weight, counts, losses, x, wr, ...);
+ * moe_router_bwd(dx, dwr, dlogits, dweight, logits, index, counts, x, wr, ...) */
+static int64_t scratch_moe_router(const OpShape *s, int bwd, unsigned given, unsigned wide)
+{
+    int64_t T = s->d[0], H = s->d[1], E = s->d[2];
+    if (!bwd) return prt_scratch_moe_router_fwd(T, H, E, (int)BIT(wide, 6), (int)BIT(wide, 5), (int)BIT(wide, 0));
+    return prt_scratch_moe_router_bwd(T, H, E, (int)BIT(given, 0), (int)BIT(given, 1), (int)BIT(wide, 8),
+                                      (int)BIT(wide, 1), (int)BIT(wide, 7), (int)BIT(wide, 2), (int)BIT(wide, 0));
+}
+
+/* moe_matmul_fwd(out, in, w, offsets, ...);  moe_matmul_bwd(din, dw, dout, in, w, offsets, ...):
+ * bounded by an expert that gets all R rows */
+static int64_t scratch_moe_matmul(const OpShape *s, int bwd, unsigned given, unsigned wide)
+{
+    int64_t R = s->d[0], K = s->d[1], M = s->d[2];
+    if (!bwd) return prt_scratch_moe_matmul_fwd(R, K, M, (int)BIT(wide, 2), (int)BIT(wide, 1), (int)BIT(wide, 0));
+    return prt_scratch_moe_matmul_bwd(R, K, M, (int)BIT(given, 0), (int)BIT(given, 1), (int)BIT(wide, 4),
+                                      (int)BIT(wide, 1), (int)BIT(wide, 3), (int)BIT(wide, 2), (int)BIT(wide, 0));
 }
 
 /* ------------------------------------------------------------ the table */
@@ -614,6 +709,61 @@ const OpDesc op_table[OP_COUNT] = {
                  .cost = OP_COST_STREAM,
                  .traffic = traffic_xent,
                  .mem = MEM_SOFTMAX},
+    [OP_MOE_ROUTER] = {.rule = place_rule_moe,
+                 .saves = OP_SAVES_IN0 | OP_SAVES_AUX,
+                 .reads_params = 1,
+                 .shape = shape_moe_tokens,
+                 .flops = flops_moe_router,
+                 .scratch = scratch_moe_router,
+                 .partial = NULL,
+                 .fwd = RT_prt_moe_router_fwd,
+                 .bwd = RT_prt_moe_router_bwd,
+                 .emit_fwd = ops_emit_moe_router_fwd,
+                 .emit_bwd = ops_emit_moe_router_bwd,
+                 .cost = OP_COST_GEMM,
+                 .gemm = gemm_moe_router},
+    [OP_MOE_PERMUTE] = {.rule = place_rule_moe,
+                 .saves = OP_SAVES_AUX,
+                 .reads_params = 0,
+                 .shape = shape_moe_tokens,
+                 .flops = flops_none,
+                 .scratch = scratch_none,
+                 .partial = NULL,
+                 .fwd = RT_prt_moe_permute_fwd,
+                 .bwd = RT_prt_moe_permute_bwd,
+                 .emit_fwd = ops_emit_moe_permute_fwd,
+                 .emit_bwd = ops_emit_moe_permute_bwd,
+                 .cost = OP_COST_STREAM,
+                 .traffic = traffic_moe_permute,
+                 .mem = MEM_STREAM},
+    [OP_MOE_MATMUL] = {.rule = place_rule_moe,
+                 .saves = OP_SAVES_IN0 | OP_SAVES_IN1,
+                 .reads_params = 1,
+                 .shape = shape_moe_matmul,
+                 .flops = flops_moe_matmul,
+                 .scratch = scratch_moe_matmul,
+                 .partial = NULL,
+                 .fwd = RT_prt_moe_matmul_fwd,
+                 .bwd = RT_prt_moe_matmul_bwd,
+                 .emit_fwd = ops_emit_moe_matmul_fwd,
+                 .emit_bwd = ops_emit_moe_matmul_bwd,
+                 .cost = OP_COST_GEMM,
+                 .gemm = gemm_moe_matmul,
+                 .bwd_accumulates = "the rows it writes, offsets[E] of them, are no argument of its call"},
+    [OP_MOE_COMBINE] = {.rule = place_rule_moe,
+                 .saves = OP_SAVES_IN0 | OP_SAVES_IN1,
+                 .reads_params = 0,
+                 .shape = shape_moe_combine,
+                 .flops = flops_moe_combine,
+                 .scratch = scratch_none,
+                 .partial = NULL,
+                 .fwd = RT_prt_moe_combine_fwd,
+                 .bwd = RT_prt_moe_combine_bwd,
+                 .emit_fwd = ops_emit_moe_combine_fwd,
+                 .emit_bwd = ops_emit_moe_combine_bwd,
+                 .cost = OP_COST_STREAM,
+                 .traffic = traffic_moe_combine,
+                 .mem = MEM_STREAM},
 };
 
 /* The first problem of a row's cost (see ops.h), else NULL.  A probe shape

@@ -282,3 +282,88 @@ int ops_emit_xent_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
     return ENTRY(e, RT_prt_xent_bwd, a->din[0].arg, a->in[0].arg, arg_value(e->lw, op->aux[0]), a->in[1].arg,
                  arg_int(s->d[0]), arg_int(s->d[1]), arg_coord(s->axis, s->d[1]), arg_f64(scale));
 }
+
+/* ------------------------------------------------------------ mixture of experts */
+
+/* A router's coefficients as the step's loss counts them: the step averages
+ * over its batch / micro_batch micro-batches, each of which routes once. */
+static double moe_coef(const Plan *plan, double coef)
+{
+    return coef * (double)plan->train.micro_batch / (double)plan->train.batch;
+}
+
+/* the router (aux: logits, index, counts, losses), then its two losses added
+ * to the step's loss and its counts to the step's per-expert load (not again
+ * when a recompute replays the forward) */
+int ops_emit_moe_router_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    Lowerer *lw = e->lw;
+    const Plan *plan = lw->plan;
+    const MoeSpec *moe = &plan->model.block.moe;
+    Arg losses = arg_value(lw, op->aux[3]);
+    int entry = ENTRY(e, RT_prt_moe_router_fwd, arg_value(lw, op->aux[0]), arg_value(lw, op->aux[1]), a->out,
+                      arg_value(lw, op->aux[2]), losses, a->in[0].arg, a->param[0].arg, arg_int(s->d[0]),
+                      arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]), arg_int(moe->router == ROUTER_SIGMOID),
+                      arg_f64(moe_coef(plan, moe->aux_coef)), arg_f64(moe_coef(plan, moe->z_coef)));
+    if (e->phase == PHASE_FORWARD) {
+        EMIT(e, RT_prt_moe_loss_add, losses, arg_f64((double)plan->train.batch * (double)plan->model.seq));
+        EMIT(e, RT_prt_moe_counts, arg_value(lw, op->aux[2]), arg_int(s->d[2]), arg_kind(ARG_LAYER));
+    }
+    return entry;
+}
+
+/* dlogits (written) in the logits' gradient buffer */
+int ops_emit_moe_router_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    Lowerer *lw = e->lw;
+    const Plan *plan = lw->plan;
+    const MoeSpec *moe = &plan->model.block.moe;
+    return ENTRY(e, RT_prt_moe_router_bwd, a->din[0].arg, a->dparam[0].arg, arg_grad(lw, op->aux[0]), a->dout,
+                 arg_value(lw, op->aux[0]), arg_value(lw, op->aux[1]), arg_value(lw, op->aux[2]), a->in[0].arg,
+                 a->param[0].arg, arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]),
+                 arg_int(moe->router == ROUTER_SIGMOID), arg_f64(moe_coef(plan, moe->aux_coef)),
+                 arg_f64(moe_coef(plan, moe->z_coef)));
+}
+
+/* aux: offsets, rows */
+int ops_emit_moe_permute_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    Lowerer *lw = e->lw;
+    return ENTRY(e, RT_prt_moe_permute_fwd, a->out, arg_value(lw, op->aux[0]), arg_value(lw, op->aux[1]),
+                 a->in[0].arg, a->in[1].arg, arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]));
+}
+
+int ops_emit_moe_permute_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    return ENTRY(e, RT_prt_moe_permute_bwd, a->din[0].arg, a->dout, arg_value(e->lw, op->aux[1]), arg_int(s->d[0]),
+                 arg_int(s->d[1]), arg_int(s->d[3]));
+}
+
+int ops_emit_moe_matmul_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return ENTRY(e, RT_prt_moe_matmul_fwd, a->out, a->in[0].arg, a->param[0].arg, a->in[1].arg, arg_int(s->d[3]),
+                 arg_int(s->d[1]), arg_int(s->d[2]));
+}
+
+int ops_emit_moe_matmul_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return ENTRY(e, RT_prt_moe_matmul_bwd, a->din[0].arg, a->dparam[0].arg, a->dout, a->in[0].arg,
+                 a->param[0].arg, a->in[1].arg, arg_int(s->d[3]), arg_int(s->d[1]), arg_int(s->d[2]));
+}
+
+/* in: the experts' rows, the gate, the dispatch's rows */
+int ops_emit_moe_combine_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return ENTRY(e, RT_prt_moe_combine_fwd, a->out, a->in[0].arg, a->in[1].arg, a->in[2].arg, arg_int(s->d[0]),
+                 arg_int(s->d[1]), arg_int(s->d[2]));
+}
+
+int ops_emit_moe_combine_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    (void)op;
+    return ENTRY(e, RT_prt_moe_combine_bwd, a->din[0].arg, a->din[1].arg, a->dout, a->in[0].arg, a->in[1].arg,
+                 a->in[2].arg, arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]));
+}

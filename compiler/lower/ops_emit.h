@@ -40,4 +40,15 @@ int ops_emit_copy_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_xent_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 int ops_emit_xent_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
 
+/* the mixture-of-experts ops' shapes: router and permute {T, H, E, K};
+ * moe_matmul {R rows, K, M, E}; combine {T, H, K} */
+int ops_emit_moe_router_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_moe_router_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_moe_permute_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_moe_permute_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_moe_matmul_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_moe_matmul_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_moe_combine_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+int ops_emit_moe_combine_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s);
+
 #endif

@@ -95,6 +95,22 @@ void place_rule_elementwise(Lowerer *lw, const Op *op, int a, OpPlace *r)
     }
 }
 
+/* The mixture-of-experts ops on one rank: every input, output and gradient in
+ * its tensor's home, parameter gradients in the parameter's use placement.
+ * An axis of size > 1 is refused (check does first, naming the axis). */
+void place_rule_moe(Lowerer *lw, const Op *op, int a, OpPlace *r)
+{
+    const Graph *g = lw->g;
+    if (lw->plan->mesh.axes[a].size > 1) {
+        place_rule_error(lw, op, "%s: a mixture of experts cannot split %s (or anything) on `%s` yet",
+                         "train a mixture of experts on one rank", a, DIM_EXPERTS);
+        return;
+    }
+    for (int i = 0; i < op->nin; i++) r->in[i] = r->din[i] = g->tensors[op->in[i]].home[a];
+    r->out = out_home(lw, op, a);
+    for (int i = 0; i < op->nparam; i++) r->dparam[i] = r->param[i];
+}
+
 /* Dropout of a [batch, seq, hidden] branch output: elementwise, with hidden
  * whole (its mask indexes whole rows of the global tensor). */
 void place_rule_dropout(Lowerer *lw, const Op *op, int a, OpPlace *r)
@@ -249,10 +265,14 @@ void place_plan(Lowerer *lw)
                 lw->bind[op->aux[k]].produced[a] = r->out.kind == PLACE_P ? g->tensors[op->in[0]].home[a] : r->out;
         }
     }
-    /* statistics follow the op's rows: never split on a feature dim */
+    /* statistics and an op's index tensors (a router's choices, a dispatch's
+     * offsets) follow the op's rows: never split on a feature dim or on a dim
+     * they lack */
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *tt = &g->tensors[t];
-        if (tt->kind != TENSOR_STAT) continue;
+        if (tt->kind != TENSOR_STAT && !(tt->kind == TENSOR_INDEX && tt->producer >= 0 &&
+                                         g->ops[tt->producer].out != t))
+            continue;
         for (int a = 0; a < lw->naxes; a++) {
             Placement p = lw->bind[t].produced[a];
             if (p.kind == PLACE_P || (p.kind == PLACE_S && !tensor_has_dim(tt, (Dim)p.dim)))

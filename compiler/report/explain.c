@@ -327,6 +327,18 @@ void explain_text(FILE *out, const Analysis *an, const Analysis *other, int verb
     fprintf(out, "  parameters      %lld (", (long long)prog->graph->params_total);
     print_count(out, (double)prog->graph->params_total);
     fprintf(out, ")\n");
+    if (m->block.moe.experts) {
+        const MoeSpec *moe = &m->block.moe;
+        fprintf(out, "  active          %lld (", (long long)prog->graph->params_active);
+        print_count(out, (double)prog->graph->params_active);
+        fprintf(out, ") per token: the router and %lld of %lld experts in each layer\n", (long long)moe->topk,
+                (long long)moe->experts);
+        const char *act = m->block.mlp == MLP_SWIGLU ? "SwiGLU" : m->block.mlp == MLP_GELU ? "GELU" : "ReLU";
+        fprintf(out, "  experts         %lld %s experts per layer, %lld hidden units each; each token to its top %lld "
+                     "by a %s router; aux_loss %g, z_loss %g\n",
+                (long long)moe->experts, act, (long long)moe->expert_ffn, (long long)moe->topk,
+                moe->router == ROUTER_SIGMOID ? "sigmoid" : "softmax", moe->aux_coef, moe->z_coef);
+    }
     analyze_format_bytes(plan->cluster.gpu_memory, b1, sizeof b1);
     fprintf(out, "  cluster         %d node%s x %d GPUs = %d GPUs, %s each\n", plan->cluster.nodes,
             plan->cluster.nodes == 1 ? "" : "s", plan->cluster.gpus_per_node, plan->mesh.world, b1);
@@ -499,8 +511,9 @@ void explain_json(FILE *out, const Analysis *an)
     fprintf(out, ",\n  \"model\": {\"name\": ");
     json_str(out, plan->model.name);
     Arena text = {0};
-    fprintf(out, ", \"parameters\": %lld, \"layers\": %lld, \"config\": %s},\n", (long long)prog->graph->params_total,
-            (long long)plan->model.layers, plan_model_json(&text, plan));
+    fprintf(out, ", \"parameters\": %lld, \"active_parameters\": %lld, \"layers\": %lld, \"config\": %s},\n",
+            (long long)prog->graph->params_total, (long long)prog->graph->params_active, (long long)plan->model.layers,
+            plan_model_json(&text, plan));
     arena_free(&text);
     fprintf(out, "  \"world\": %d,\n  \"gpu_memory_bytes\": %.0f,\n  \"gpu_reserve_bytes\": %.0f,\n", plan->mesh.world,
             plan->cluster.gpu_memory, plan->cluster.gpu_reserve);

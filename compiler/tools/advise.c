@@ -188,6 +188,11 @@ static void hint_layouts(Arena *arena, Hint *h, const Plan *plan, int verify)
     /* Bounded: a plan of thousands of layers on thousands of GPUs would
      * otherwise lower thousands of candidates (about 0.5 s of work here for 96 layers). */
     int64_t budget = ADVISE_LOWERING_BUDGET, tried = 0;
+    if (plan->model.block.moe.experts) {
+        hint_add(h, "\n        a mixture of experts trains on one rank for now: no layout over more GPUs is planned yet "
+                    "(shrink micro_batch, seq or the experts)");
+        return;
+    }
     for (int k = 0; k <= 6; k++) {
         const Plan *p = k == 0 ? plan : grown_cluster(arena, plan, k);
         if (!p) break;

@@ -110,10 +110,24 @@ static double block_tp_hidden_s(const Plan *p, const Layout1 *l, const Shape *s)
     return hidden * cost_hidden_share(cl);
 }
 
+/* The MLP's hidden width as the estimate counts it: for parameters, a
+ * mixture of experts' every expert side by side (its router left out); for
+ * the work of a token, the topk experts it passes through. */
+static double ffn_params(const Model *m)
+{
+    const MoeSpec *e = &m->block.moe;
+    return e->experts ? (double)e->experts * (double)e->expert_ffn : (double)m->ffn;
+}
+static double ffn_active(const Model *m)
+{
+    const MoeSpec *e = &m->block.moe;
+    return e->experts ? (double)e->topk * (double)e->expert_ffn : (double)m->ffn;
+}
+
 /* Parameters of one block, all of it (not split). */
 static double block_params(const Model *m)
 {
-    double h = (double)m->hidden, f = (double)m->ffn;
+    double h = (double)m->hidden, f = ffn_params(m);
     double mlp = h * f * (m->block.mlp == MLP_SWIGLU ? 3 : 2);
     if (m->block.kind != BLOCK_TRANSFORMER) return mlp;
     double hd = (double)m->head_dim, a = (double)m->heads, kv = (double)m->kv_heads;
@@ -146,7 +160,7 @@ static void params_norm(Params *ps, NormKind kind, int bias, double h)
 static void block_param_list(const Model *m, double tp, Params *ps)
 {
     const BlockSpec *bs = &m->block;
-    double h = (double)m->hidden, f = (double)m->ffn / tp, up = bs->mlp == MLP_SWIGLU ? 2 : 1;
+    double h = (double)m->hidden, f = ffn_params(m) / tp, up = bs->mlp == MLP_SWIGLU ? 2 : 1;
     ps->n = 0;
     if (bs->kind == BLOCK_TRANSFORMER) {
         double hd = (double)m->head_dim, qkv = (double)(m->heads + 2 * m->kv_heads) * hd / tp;
@@ -293,7 +307,7 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     double tp = l->tp;
     Shape s = {.tok = (double)l->micro_batch * (double)m->seq,
                .h = (double)m->hidden,
-               .f = (double)m->ffn / tp,
+               .f = ffn_active(m) / tp,
                .heads = (double)m->heads / tp,
                .wb = plan_precision_bytes(tr->precision)};
     s.hs = l->sp ? s.h / tp : s.h;

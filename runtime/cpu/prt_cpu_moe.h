@@ -89,6 +89,8 @@ void prt_cpu_moe_combine_fwd(prt *rt, void *out, const void *y, const void *weig
 void prt_cpu_moe_combine_bwd(prt *rt, void *dy, void *dweight, const void *dout, const void *y, const void *weight,
                              const void *rows, int64_t T, int64_t H, int64_t topk, int64_t dtypes);
 
+void prt_cpu_moe_counts(prt *rt, const void *counts, int64_t E, int64_t layer, int64_t dtypes);
+void prt_cpu_moe_loss_add(prt *rt, const void *losses, double scale, int64_t dtypes);
 void prt_cpu_moe_rank_rows(prt *rt, void *send_rows, const void *counts, int64_t S, int64_t E, int64_t dtypes);
 void prt_cpu_moe_regroup_fwd(prt *rt, void *out, void *offsets, const void *in, const void *counts, int64_t S,
                              int64_t El, int64_t H, int64_t to_expert, int64_t dtypes);

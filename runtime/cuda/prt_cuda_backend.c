@@ -270,6 +270,12 @@ static void cu_moe_combine_bwd(prt *rt, void *dy, void *dweight, const void *dou
 static void cu_moe_rank_rows(prt *rt, void *send_rows, const void *counts, int64_t S, int64_t E, int64_t dtypes) {
     PRT_CUDA_REQUIRE(rt, "moe_rank_rows", S, E);
 }
+static void cu_moe_counts(prt *rt, const void *counts, int64_t E, int64_t layer, int64_t dtypes) {
+    PRT_CUDA_REQUIRE(rt, "moe_counts", E, layer);
+}
+static void cu_moe_loss_add(prt *rt, const void *losses, double scale, int64_t dtypes) {
+    PRT_CUDA_REQUIRE(rt, "moe_loss_add", (int64_t)scale);
+}
 static void cu_moe_regroup_fwd(prt *rt, void *out, void *offsets, const void *in, const void *counts, int64_t S,
                                int64_t El, int64_t H, int64_t to_expert, int64_t dtypes) {
     PRT_CUDA_REQUIRE(rt, "moe_regroup_fwd", S, El, H, to_expert);

@@ -361,7 +361,7 @@ static char *dump_section(const Plan *p, const char *from, const char *to)
 
 /* A plan written by plan_write_par (as `parc search -o` writes them) re-reads
  * to the same cluster, reserve included, whether the reserve was stated or
- * the default. */
+ * the default, and to the same model. */
 static void expect_written_cluster(const char *what, const char *path, const char *text)
 {
     Arena arena = {0};
@@ -385,6 +385,11 @@ static void expect_written_cluster(const char *what, const char *path, const cha
         EXPECT(strcmp(a, b) == 0, "%s: the written plan's cluster differs:\n%s\nagainst\n%s", what, b, a);
         EXPECT(again.cluster.gpu_reserve == plan.cluster.gpu_reserve && again.cluster.reserve_set,
                "%s: reserve %.17g written, %.17g read back", what, plan.cluster.gpu_reserve, again.cluster.gpu_reserve);
+        free(a);
+        free(b);
+        /* the model as well: a mixture of experts written back as one */
+        a = dump_section(&plan, "\nmodel ", "\ntrain\n"), b = dump_section(&again, "\nmodel ", "\ntrain\n");
+        EXPECT(strcmp(a, b) == 0, "%s: the written plan's model differs:\n%s\nagainst\n%s", what, b, a);
         free(a);
         free(b);
     }

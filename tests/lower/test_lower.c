@@ -52,6 +52,7 @@ static Analysis *compile(Arena *arena, Opts o, Program **prog_out)
     const char *block = !strcmp(o.block, "mlp")      ? "block mlp { act gelu; norm layer; bias false; residual true; }"
                         : !strcmp(o.block, "relu") ? "block mlp { act relu; norm rms; bias true; residual false; }"
                         : !strcmp(o.block, "llama") ? "block llama;"
+                        : !strcmp(o.block, "moe")   ? "block llama { mlp moe experts 4 top 2 expert_ffn 32 z_loss 0.001; }"
                                                     : gpt2;
     char kv[32] = "", embed[256];
     if (o.kv_heads > 0) snprintf(kv, sizeof kv, " kv_heads %d;", o.kv_heads);
@@ -995,6 +996,16 @@ static int64_t call_scratch(const StageProgram *sp, const Instr *ins, int w)
     case RT_prt_layernorm_bwd: return prt_scratch_layernorm_bwd(A(9), W(1), W(2));
     case RT_prt_rmsnorm_bwd: return prt_scratch_rmsnorm_bwd(A(7), W(1));
     case RT_prt_embed_bwd: return prt_scratch_embed_bwd(A(4), W(0));
+    case RT_prt_moe_router_fwd: return prt_scratch_moe_router_fwd(A(7), A(8), A(9), W(6), W(5), W(0));
+    case RT_prt_moe_router_bwd:
+        return prt_scratch_moe_router_bwd(A(9), A(10), A(11), given(ins, 0), given(ins, 1), W(8), W(1), W(7), W(2),
+                                          W(0));
+    /* the grouped GEMM's bound: every routed row (the input's) through one expert */
+    case RT_prt_moe_matmul_fwd:
+        return prt_scratch_moe_matmul_fwd(sp->bufs[ins->args[1].buf].elems / A(5), A(5), A(6), W(2), W(1), W(0));
+    case RT_prt_moe_matmul_bwd:
+        return prt_scratch_moe_matmul_bwd(sp->bufs[ins->args[3].buf].elems / A(7), A(7), A(8), given(ins, 0),
+                                          given(ins, 1), W(4), W(1), W(3), W(2), W(0));
     default: return 0;
     }
 #undef A
@@ -1025,6 +1036,10 @@ static double call_flops(const Instr *ins)
     case RT_prt_xent_bwd: return 3 * A(4) * A(5);
     case RT_prt_rope_fwd:
     case RT_prt_rope_bwd: return 3 * A(2) * A(3) * A(4) * A(6) * A(7); /* B T G R HD: rotated elements */
+    case RT_prt_moe_router_fwd: return 2 * A(7) * A(8) * A(9);             /* logits: T H E */
+    case RT_prt_moe_router_bwd: return 2 * gemms * A(9) * A(10) * A(11);
+    case RT_prt_moe_combine_fwd: return 2 * A(4) * A(5) * A(6);            /* T H topk */
+    case RT_prt_moe_combine_bwd: return 4 * A(6) * A(7) * A(8);
     default: return -1; /* not checked here */
     }
 #undef A
@@ -1040,7 +1055,7 @@ static void test_ops_table(void)
         char why[256];
         CHECK(!ops_row_incomplete(k, why, sizeof why), "op %s has a complete row: %s", op_names[k], why);
     }
-    enum { NPLANS = 8 };
+    enum { NPLANS = 9 };
     Opts plans[NPLANS];
     for (int i = 0; i < NPLANS; i++) plans[i] = defaults();
     plans[1].precision = "bf16 master fp32", plans[1].mesh = "tp 2;", plans[1].gpus = 2,
@@ -1057,6 +1072,7 @@ static void test_ops_table(void)
     plans[6].layout = "heads -> tp; ffn -> tp; vocab -> tp; sequence_parallel over tp;";
     plans[7].flash = 1, plans[7].dropout = 0.25, plans[7].mesh = "pp 2;", plans[7].gpus = 2,
     plans[7].layout = "layers -> pp schedule 1f1b;";
+    plans[8].block = "moe", plans[8].precision = "bf16 master fp32", plans[8].layout = "batch -> dp; recompute full;";
     int seen[OP_COUNT][3] = {{0}}, seen_folded = 0;
     for (int pi = 0; pi < NPLANS; pi++) {
         Arena arena = {0};

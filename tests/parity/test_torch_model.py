@@ -192,8 +192,21 @@ class Model:
         scale = float(np.float32(1.0 / (1.0 - self.dropout)))  # the runtime's fp32 scale
         return x * dropout_mask(self.seed, self.step, layer, site, index, self.dropout).reshape(x.shape) * scale
 
+    def activation(self, u):
+        """The block's activation over u[..., up width]: SwiGLU (llama: u[..., 2, ffn], gate then
+        up) or GELU (tanh)."""
+        if self.llama:
+            u = u.reshape(*u.shape[:-1], 2, u.shape[-1] // 2)
+            return torch.nn.functional.silu(u[..., 0, :]) * u[..., 1, :]
+        return torch.nn.functional.gelu(u, approximate="tanh")
+
+    def mlp(self, h, l):
+        """The dense MLP of layer l over h[B, T, hidden] (mlp.up.w [hidden, 2, ffn] with SwiGLU)."""
+        return self.linear(self.activation(self.linear(h, "mlp.up", l)), "mlp.down", l)
+
     def forward(self, tokens):
         B, T = tokens.shape
+        self.router_loss = torch.zeros((), dtype=torch.float64)
         samples = np.arange(self.first, self.first + B, dtype=np.int64)
         tok = torch.as_tensor(tokens.astype("int64"))
         wte = self.p[("wte", -1)]
@@ -231,14 +244,7 @@ class Model:
             hidden = (samples[:, None, None] * T + np.arange(T)[None, :, None]) * H + np.arange(H)[None, None, :]
             x = x + self.drop(self.linear(a, "attn.proj", l), l, 1, hidden)
             h = self.norm(x, "ln2", l)
-            u = self.linear(h, "mlp.up", l)
-            if self.llama:  # mlp.up.w [hidden, 2, ffn]: gate = [:, 0, :], up = [:, 1, :]
-                F = self.shapes["mlp.up.w"][1][2]
-                u = u.reshape(B, T, 2, F)
-                u = torch.nn.functional.silu(u[:, :, 0]) * u[:, :, 1]
-            else:
-                u = torch.nn.functional.gelu(u, approximate="tanh")
-            x = x + self.drop(self.linear(u, "mlp.down", l), l, 2, hidden)
+            x = x + self.drop(self.mlp(h, l), l, 2, hidden)
         x = self.norm(x, "lnf")
         if self.tied:
             return x @ wte.t()
@@ -280,8 +286,12 @@ def rel(a, b):
     return float(torch.linalg.norm(a - b) / max(float(torch.linalg.norm(b)), 1e-300))
 
 
-def check_plan(parc, examples, name, work):
-    """-> list of problems; prints the comparison numbers."""
+def check_plan(parc, examples, name, work, model_class=None):
+    """-> list of problems; prints the comparison numbers.  model_class: the torch
+    model (Model, or a subclass with another MLP); its forward's router_loss (the
+    coefficient-weighted router losses of that micro-batch, summed over layers)
+    counts in the step's loss as the mean over the step's micro-batches."""
+    model_class = model_class or Model
     plan = os.path.join(examples, name + ".par")
     exe = os.path.join(work, name)
     dump = os.path.join(work, name + ".dump")
@@ -298,7 +308,7 @@ def check_plan(parc, examples, name, work):
     data = prt_dump.read_data(os.path.join(dump, "data.rank0.bin"))
     logits = prt_dump.read_logits(os.path.join(dump, "logits.rank0.bin"))
     front = front_fields(parc, plan)
-    model = Model(prt_dump.param_shapes(parc, plan), init, prt_dump.optimizer_settings(parc, plan),
+    model = model_class(prt_dump.param_shapes(parc, plan), init, prt_dump.optimizer_settings(parc, plan),
                   gqa=front.get("kv_heads", front.get("heads")) != front.get("heads"), dropout=float(front.get("dropout", 0.0)), seed=int(front.get("seed", 0)),
                   front=front)
     problems = []
@@ -321,6 +331,7 @@ def check_plan(parc, examples, name, work):
                 logit_err = max(logit_err, rel(rec["logits"], out.detach().reshape(rec["N"], -1)))
         tgt = torch.as_tensor(targets.astype("int64")).reshape(-1)
         loss = loss + torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), tgt, reduction="sum")
+        loss = loss + model.router_loss * tokens.size
     loss = loss / tokens_per_step
     loss.backward()
     loss1_err = abs(losses[1] - float(loss)) / abs(float(loss))
@@ -352,6 +363,7 @@ def check_plan(parc, examples, name, work):
             out = model.forward(tokens)
             tgt = torch.as_tensor(targets.astype("int64")).reshape(-1)
             loss = loss + torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), tgt, reduction="sum")
+            loss = loss + model.router_loss * tokens.size
         loss = loss / tokens_per_step
         loss.backward()
         opt.step()
