@@ -34,6 +34,19 @@ if [ "${total:-}" != 168768 ] || [ "${active:-}" != 131904 ]; then
     fails=$((fails + 1))
 fi
 
+# tiny_moe_shared_gelu: a GPT-2 block (biases, learned positions, tied head)
+# with 3 GELU experts of 48, top 2, and a shared expert of shared_ffn 80.
+# Embedding + positions + final norm: 256*64 + 32*64 + 128 = 18560.  A layer:
+# 2 norms 256, qkv 64*192 + 192 = 12480, proj 4096 + 64 = 4160, router 64*3 =
+# 192, an expert 64*48 + 48*64 = 6144, the shared MLP 64*80 + 80*64 = 10240
+# (no biases).  Total 18560 + 2*(17088 + 3*6144 + 10240) = 110080;
+# active 18560 + 2*(17088 + 2*6144 + 10240) = 97792.
+read -r total active < <(counts "$dir/tiny_moe_shared_gelu.par")
+if [ "${total:-}" != 110080 ] || [ "${active:-}" != 97792 ]; then
+    echo "FAIL tiny_moe_shared_gelu: parameters ${total:-?} active ${active:-?}, expected 110080 active 97792"
+    fails=$((fails + 1))
+fi
+
 # within X WANT TOLERANCE: |X - WANT| / WANT < TOLERANCE
 within() { awk -v x="$1" -v want="$2" -v tol="$3" 'BEGIN { d = (x - want) / want; exit !(d < tol && d > -tol) }'; }
 read -r total active < <(counts "$dir/mixtral_8x7b.par")
@@ -60,5 +73,6 @@ if [ "${total:-}" != 14315587584 ] || [ "${active:-}" != 2688976896 ] ||
     fails=$((fails + 1))
 fi
 [ "$fails" = 0 ] && echo "moe_params: tiny_moe 205632 (131904 active), tiny_moe_shared 168768 (131904 active)," \
+    "tiny_moe_shared_gelu 110080 (97792 active)," \
     "mixtral_8x7b $mixtral, qwen15_moe_a27b $total ($active active)"
 exit $((fails > 0))

@@ -7,9 +7,11 @@ usage: test_torch_moe.py PARC EXAMPLES_DIR [--keep DIR]
 tiny_moe (a Llama block with grouped-query attention and rotary positions
 whose MLP is 4 SwiGLU experts of 96, top 2, softmax router, aux_loss 0.01),
 tiny_moe_gelu (a GPT-2 block whose MLP is 3 GELU experts of 48, top 2, sigmoid
-router, aux_loss 0.05, z_loss 0.001) and tiny_moe_shared (tiny_moe's block with
+router, aux_loss 0.05, z_loss 0.001), tiny_moe_shared (tiny_moe's block with
 4 SwiGLU experts of 48 and 2 shared experts: one SwiGLU MLP of 96 every token
-goes through).  The reference, per layer over the N
+goes through) and tiny_moe_shared_gelu (a GPT-2 block with 3 GELU experts of
+48, top 2, sigmoid router, and a shared GELU expert of 80).  The reference,
+per layer over the N
 tokens of a micro-batch: logits = h @ mlp.router.w [hidden, E]; each token's
 top K logits, the lower expert first among equal ones (a stable descending
 sort); the gate a softmax over the chosen logits (sigmoid router: the chosen
@@ -40,7 +42,7 @@ import test_torch_model as ttm  # noqa: E402  (exits 77 without torch)
 
 import torch  # noqa: E402
 
-PLANS = ["tiny_moe", "tiny_moe_gelu", "tiny_moe_shared"]
+PLANS = ["tiny_moe", "tiny_moe_gelu", "tiny_moe_shared", "tiny_moe_shared_gelu"]
 ROUTE_MARGIN = 1e-6
 
 
