@@ -325,9 +325,9 @@ void check_fill_even_stages(Layout *l, int64_t layers);
 /* The size limits above, on values the sections accepted; reports each one a
  * plan exceeds with the limit's value. */
 void check_size_limits(Check *c);
-/* A mixture-of-experts MLP: its expert_ffn defaults to the model's ffn; it
- * runs on one rank for now, so every mesh axis of size > 1 is an error
- * naming the axis. */
+/* A mixture-of-experts MLP: its expert_ffn defaults to the model's ffn and,
+ * with shared experts, its shared_ffn to shared x expert_ffn; it runs on one
+ * rank for now, so every mesh axis of size > 1 is an error naming the axis. */
 void check_moe_plan(Check *c);
 
 #endif

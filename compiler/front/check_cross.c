@@ -692,15 +692,13 @@ static const char *thousands(Check *c, int64_t n)
     return s;
 }
 
-/* Elements of the widest activation of one micro-batch on one rank before any
- * split: micro_batch × seq × the widest of the layer's outputs (q/k/v, the
- * MLP's up projection, the logits, the attention scores heads × seq). */
 void check_moe_plan(Check *c)
 {
     Plan *p = c->plan;
     MoeSpec *moe = &p->model.block.moe;
     if (moe->experts == 0) return;
     if (moe->expert_ffn == 0) moe->expert_ffn = p->model.ffn;
+    if (moe->shared && moe->shared_ffn == 0) moe->shared_ffn = moe->shared * moe->expert_ffn;
     for (int a = 0; a < p->mesh.naxes; a++) {
         const MeshAxis *ax = &p->mesh.axes[a];
         if (ax->size <= 1) continue;
@@ -710,13 +708,19 @@ void check_moe_plan(Check *c)
     }
 }
 
+/* Elements of the widest activation of one micro-batch on one rank before any
+ * split: micro_batch × seq × the widest of the layer's outputs (q/k/v, the
+ * MLP's up projection, the logits, the attention scores heads × seq). */
 static double widest_activation(const Plan *p)
 {
     const Model *m = &p->model;
     double width = 3.0 * (double)m->hidden;
     double ffn = (double)m->ffn * (m->block.mlp == MLP_SWIGLU ? 2 : 1);
-    if (m->block.moe.experts)
-        ffn = (double)m->block.moe.topk * (double)m->block.moe.expert_ffn * (m->block.mlp == MLP_SWIGLU ? 2 : 1);
+    if (m->block.moe.experts) {
+        const MoeSpec *moe = &m->block.moe;
+        double routed = (double)moe->topk * (double)moe->expert_ffn, shared = (double)moe->shared_ffn;
+        ffn = (routed > shared ? routed : shared) * (m->block.mlp == MLP_SWIGLU ? 2 : 1);
+    }
     if (ffn > width) width = ffn;
     if ((double)m->vocab > width) width = (double)m->vocab;
     double scores = (double)m->heads * (double)m->seq;
@@ -730,7 +734,8 @@ static double parameter_bound(const Plan *p)
 {
     const Model *m = &p->model;
     double h = (double)m->hidden, f = (double)m->ffn, v = (double)m->vocab;
-    if (m->block.moe.experts) f = (double)m->block.moe.experts * (double)m->block.moe.expert_ffn + h;
+    if (m->block.moe.experts)
+        f = (double)m->block.moe.experts * (double)m->block.moe.expert_ffn + (double)m->block.moe.shared_ffn + h;
     double per_layer = 4.0 * h * h + 3.0 * h * f + 4.0 * h + 2.0 * f;
     return (double)m->layers * per_layer + 2.0 * v * h + (double)m->seq * h + 2.0 * h;
 }

@@ -226,13 +226,28 @@ void check_cluster(Check *c, const Stmt *sec)
 
 /* ------------------------------------------------------------ model */
 
+/* A positive count of a `mlp moe` option; a value below 1 is an error with `hint`. */
+static void check_moe_positive(Check *c, const Stmt *named, const Value *v, int64_t max, const char *hint,
+                               int64_t *out)
+{
+    int64_t n;
+    if (!check_read_count(c, named, v, INT64_MIN, max, &n)) return;
+    if (n < 1) {
+        diag_error(v->loc, hint, "`%s` must be at least 1, got %s", named->key, check_value_text(c, v));
+        return;
+    }
+    *out = n;
+}
+
 /* `mlp moe [ACT] experts E top K [expert_ffn N] [router softmax|sigmoid]
- * [aux_loss C] [z_loss C];`: fills b->moe (and b->mlp when ACT is given).
- * expert_ffn stays 0 when not given: check_moe_plan takes the model's ffn. */
+ * [aux_loss C] [z_loss C] [shared S] [shared_ffn N];`: fills b->moe (and
+ * b->mlp when ACT is given).  expert_ffn stays 0 when not given, and so does
+ * shared_ffn: check_moe_plan takes the model's ffn and S x expert_ffn. */
 static void check_moe(Check *c, const Stmt *s, BlockSpec *b)
 {
-    static const char *const options[] = {"experts", "top", "expert_ffn", "router", "aux_loss", "z_loss"};
-    enum { MO_EXPERTS, MO_TOP, MO_FFN, MO_ROUTER, MO_AUX, MO_Z, MO_COUNT };
+    static const char *const options[] = {"experts", "top",    "expert_ffn", "router",
+                                          "aux_loss", "z_loss", "shared",     "shared_ffn"};
+    enum { MO_EXPERTS, MO_TOP, MO_FFN, MO_ROUTER, MO_AUX, MO_Z, MO_SHARED, MO_SHARED_FFN, MO_COUNT };
     const char *usage = "mlp moe experts 8 top 2;";
     MoeSpec *m = &b->moe;
     *m = (MoeSpec){.router = ROUTER_SOFTMAX, .aux_coef = 0.01, .loc = check_stmt_span(s)};
@@ -286,8 +301,22 @@ static void check_moe(Check *c, const Stmt *s, BlockSpec *b)
             check_read_real_hint(c, "z_loss", val, 0, 0, 1e3, 0, "a coefficient such as `z_loss 0.001`",
                                  &m->z_coef);
             break;
+        case MO_SHARED:
+            check_moe_positive(c, &named, val, 1 << 16, "leave `shared` out for no shared experts", &m->shared);
+            break;
+        case MO_SHARED_FFN:
+            check_moe_positive(c, &named, val, INT64_C(1) << 40,
+                               "the shared experts' hidden units together, such as `shared_ffn 5632`",
+                               &m->shared_ffn);
+            break;
         }
     }
+    if (seen[MO_SHARED_FFN] && !seen[MO_SHARED]) {
+        diag_error(seen[MO_SHARED_FFN]->loc, "add `shared 1` (or the count of shared experts)",
+                   "`shared_ffn` sizes the shared experts, and the mixture has none");
+        m->shared_ffn = 0;
+    }
+    if (m->shared == 0) m->shared_ffn = 0;
     if (!seen[MO_EXPERTS] || !seen[MO_TOP]) {
         diag_error(s->key_loc, arena_printf(c->arena, "write it like `%s`", usage), "`mlp moe` needs %s",
                    !seen[MO_EXPERTS] && !seen[MO_TOP] ? "`experts` and `top`"

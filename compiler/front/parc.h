@@ -315,7 +315,10 @@ typedef enum { ROUTER_SOFTMAX, ROUTER_SIGMOID } RouterKind;
 /* A mixture-of-experts MLP (`mlp moe experts E top K ...;`): each token's
  * router logits over E experts, its top K experts (the lower expert first on
  * ties) each an MLP of the block's activation with expert_ffn hidden units,
- * their outputs summed with the gate's weights.  No token is dropped. */
+ * their outputs summed with the gate's weights.  No token is dropped.  With
+ * shared experts (DeepSeekMoE), every token also goes through one dense,
+ * ungated MLP of the same activation with shared_ffn hidden units (the shared
+ * experts side by side), added to the routed output. */
 typedef struct MoeSpec {
     int64_t experts;      /* E >= 2; 0: the MLP is dense */
     int64_t topk;         /* K in [1, E] */
@@ -323,6 +326,8 @@ typedef struct MoeSpec {
     RouterKind router;
     double aux_coef;      /* load-balancing loss coefficient (Switch / GShard form), default 0.01 */
     double z_coef;        /* router z-loss coefficient (ST-MoE), default 0 */
+    int64_t shared;       /* shared experts, >= 1; 0: none */
+    int64_t shared_ffn;   /* their hidden units together (shared x expert_ffn unless given); 0 iff shared == 0 */
     SrcLoc loc;           /* the `mlp moe ...` statement */
 } MoeSpec;
 
@@ -538,8 +543,8 @@ int check_plan_buffer(Arena *arena, const char *name, const char *data, size_t s
 
 /* The model's parameters, as expand counts its tensors (every layer, the
  * embedding, the head; a tied table once); *active gets those one token
- * passes through: a mixture of experts counts its router and topk of its
- * experts. */
+ * passes through: a mixture of experts counts its router, topk of its
+ * routed experts and its shared experts. */
 int64_t plan_parameter_counts(const Plan *plan, int64_t *active);
 
 /* Dumps the resolved plan in a stable text form (`parc lower --emit=front`). */
@@ -549,7 +554,8 @@ void plan_dump(const Plan *plan, FILE *out);
  * rope_theta and rope_scaling (transformers' llama3 form) with rotary
  * positions, norm, norm_eps, final_norm_eps, hidden, heads, kv_heads,
  * head_dim, ffn, layers, tied_head, bias, and a mixture of experts' settings
- * (`moe`: experts, topk, expert_ffn, router, aux_loss, z_loss). */
+ * (`moe`: experts, topk, expert_ffn, router, aux_loss, z_loss, shared,
+ * shared_ffn). */
 const char *plan_model_json(Arena *arena, const Plan *plan);
 
 #endif

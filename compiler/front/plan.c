@@ -181,7 +181,8 @@ static const char *plan_num(char buf[48], double x)
     return buf;
 }
 
-/* Parameters of the block's MLP: dense, or the router and every expert. */
+/* Parameters of the block's MLP: dense, or the router, every routed expert
+ * and the shared experts (a dense MLP of shared_ffn units, no biases). */
 static int64_t plan_mlp_params(const Model *m, int64_t *active)
 {
     const BlockSpec *b = &m->block;
@@ -194,8 +195,9 @@ static int64_t plan_mlp_params(const Model *m, int64_t *active)
     }
     int64_t E = b->moe.experts, F = b->moe.expert_ffn;
     int64_t router = H * E, expert = H * gate * F + F * H;
-    *active = router + b->moe.topk * expert;
-    return router + E * expert;
+    int64_t shared = (H * gate + H) * b->moe.shared_ffn;
+    *active = router + b->moe.topk * expert + shared;
+    return router + E * expert + shared;
 }
 
 /* Parameters of a norm of kind `kind` over hidden with layer norm's bias when `bias`. */
@@ -240,10 +242,11 @@ const char *plan_model_json(Arena *arena, const Plan *plan)
     const MoeSpec *e = &m->block.moe;
     const char *moe = e->experts ? arena_printf(arena,
                                                 ", \"moe\": {\"experts\": %lld, \"topk\": %lld, \"expert_ffn\": %lld, "
-                                                "\"router\": \"%s\", \"aux_loss\": %.17g, \"z_loss\": %.17g}",
+                                                "\"router\": \"%s\", \"aux_loss\": %.17g, \"z_loss\": %.17g, "
+                                                "\"shared\": %lld, \"shared_ffn\": %lld}",
                                                 (long long)e->experts, (long long)e->topk, (long long)e->expert_ffn,
                                                 e->router == ROUTER_SIGMOID ? "sigmoid" : "softmax", e->aux_coef,
-                                                e->z_coef)
+                                                e->z_coef, (long long)e->shared, (long long)e->shared_ffn)
                                  : "";
     return arena_printf(arena,
                         "{\"vocab\": %lld, \"seq\": %lld, \"positions\": \"%s\"%s, \"norm\": \"%s\", \"norm_eps\": %.17g, "
@@ -295,9 +298,11 @@ void plan_dump(const Plan *plan, FILE *out)
     if (m->block.moe.experts) {
         const MoeSpec *moe = &m->block.moe;
         int64_t active, total = plan_parameter_counts(plan, &active);
-        fprintf(out, "  moe experts %" PRId64 " top %" PRId64 " expert_ffn %" PRId64 " router %s aux_loss %s z_loss %s\n",
+        fprintf(out, "  moe experts %" PRId64 " top %" PRId64 " expert_ffn %" PRId64 " router %s aux_loss %s z_loss %s",
                 moe->experts, moe->topk, moe->expert_ffn, moe->router == ROUTER_SIGMOID ? "sigmoid" : "softmax",
                 plan_num(n1, moe->aux_coef), plan_num(n2, moe->z_coef));
+        if (moe->shared) fprintf(out, " shared %" PRId64 " shared_ffn %" PRId64, moe->shared, moe->shared_ffn);
+        fprintf(out, "\n");
         fprintf(out, "  parameters %" PRId64 " active %" PRId64 "\n", total, active);
     }
     fprintf(out, "  norm_eps %s\n", plan_num(n1, m->block.norm_eps));

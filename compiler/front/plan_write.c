@@ -156,6 +156,11 @@ static void write_model(const Plan *p, FILE *out)
                  "moe %s experts %" PRId64 " top %" PRId64 " expert_ffn %" PRId64 " router %s aux_loss %s z_loss %s",
                  mlp_w[b->mlp], e->experts, e->topk, e->expert_ffn, e->router == ROUTER_SIGMOID ? "sigmoid" : "softmax",
                  aux, z);
+        if (e->shared) {
+            size_t used = strlen(mlp);
+            snprintf(mlp + used, sizeof mlp - used, " shared %" PRId64 " shared_ffn %" PRId64, e->shared,
+                     e->shared_ffn);
+        }
     }
     if (b->kind == BLOCK_TRANSFORMER)
         fprintf(out, "  repeat layers { block transformer { norm %s%s; mlp %s; attention %s%s; bias %s;%s } }\n",

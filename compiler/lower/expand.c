@@ -251,6 +251,30 @@ static int dropout(Expander *ex, Region r, const char *name, SrcLoc loc, int x)
     return y;
 }
 
+/* A dense MLP named `prefix` over h [batch, seq, hidden] with F hidden units:
+ * PREFIX.up (gate and up for SwiGLU), PREFIX.act (the block's activation),
+ * PREFIX.down, with biases when `bias`. */
+static int expand_dense_mlp(Expander *ex, Region r, const char *prefix, SrcLoc loc, int h, int64_t B, int64_t S,
+                            int64_t H, int64_t F, int bias, double std, double std_out)
+{
+    const BlockSpec *bs = &ex->plan->model.block;
+    char up_name[64], act_name[64], down_name[64];
+    snprintf(up_name, sizeof up_name, "%s.up", prefix);
+    snprintf(act_name, sizeof act_name, "%s.act", prefix);
+    snprintf(down_name, sizeof down_name, "%s.down", prefix);
+    int a;
+    if (bs->mlp == MLP_SWIGLU) {
+        int up = linear(ex, r, up_name, loc, h, 3, DIMS(DIM_HIDDEN, DIM_GATE, DIM_FFN), SIZES(H, 2, F), 2, bias,
+                        std);
+        a = unary(ex, OP_SWIGLU, r, act_name, loc, up, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_FFN), SIZES(B, S, F));
+    } else {
+        int up = linear(ex, r, up_name, loc, h, 2, DIMS(DIM_HIDDEN, DIM_FFN), SIZES(H, F), 1, bias, std);
+        a = unary(ex, bs->mlp == MLP_RELU ? OP_RELU : OP_GELU, r, act_name, loc, up, 3,
+                  DIMS(DIM_BATCH, DIM_SEQ, DIM_FFN), SIZES(B, S, F));
+    }
+    return linear(ex, r, down_name, loc, a, 2, DIMS(DIM_FFN, DIM_HIDDEN), SIZES(F, H), 1, bias, std_out);
+}
+
 /* A grouped GEMM of the routed rows through each row's expert:
  * x [routed, topk, K...] @ w [experts, K..., M...] -> [routed, topk, M...],
  * the rows of expert e those of offsets[e] .. offsets[e+1] - 1. */
@@ -278,7 +302,9 @@ static int moe_matmul(Expander *ex, Region r, const char *prefix, SrcLoc loc, in
  * the router's gate [batch, seq, topk] with its logits, choices, counts and
  * losses; the dispatch of each token's topk rows sorted by expert; each
  * expert's MLP as two grouped GEMMs around the block's activation; the
- * gate-weighted combine back to [batch, seq, hidden]. */
+ * gate-weighted combine back to [batch, seq, hidden].  With shared experts,
+ * the dense MLP `mlp.shared` of shared_ffn units over h, without biases,
+ * added to the combine's output (`mlp.shared.add`). */
 static int expand_moe(Expander *ex, Region r, int h, int64_t B, int64_t S, int64_t H, double std, double std_out)
 {
     const BlockSpec *bs = &ex->plan->model.block;
@@ -322,26 +348,9 @@ static int expand_moe(Expander *ex, Region r, int h, int64_t B, int64_t S, int64
     int out = act(ex, r, "mlp.combine.out", loc, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_HIDDEN), SIZES(B, S, H));
     int cin[3] = {down, gate, rows};
     op_new(ex, OP_MOE_COMBINE, r, "mlp.combine", loc, 3, cin, 0, NULL, out);
-    return out;
-}
-
-/* The dense MLP over h [batch, seq, hidden]: up (gate and up for SwiGLU), the
- * activation, down. */
-static int expand_dense_mlp(Expander *ex, Region r, SrcLoc loc, int h, int64_t B, int64_t S, int64_t H, int64_t F,
-                            double std, double std_out)
-{
-    const BlockSpec *bs = &ex->plan->model.block;
-    int a;
-    if (bs->mlp == MLP_SWIGLU) {
-        int up = linear(ex, r, "mlp.up", loc, h, 3, DIMS(DIM_HIDDEN, DIM_GATE, DIM_FFN), SIZES(H, 2, F), 2,
-                        bs->bias, std);
-        a = unary(ex, OP_SWIGLU, r, "mlp.act", loc, up, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_FFN), SIZES(B, S, F));
-    } else {
-        int up = linear(ex, r, "mlp.up", loc, h, 2, DIMS(DIM_HIDDEN, DIM_FFN), SIZES(H, F), 1, bs->bias, std);
-        a = unary(ex, bs->mlp == MLP_RELU ? OP_RELU : OP_GELU, r, "mlp.act", loc, up, 3,
-                  DIMS(DIM_BATCH, DIM_SEQ, DIM_FFN), SIZES(B, S, F));
-    }
-    return linear(ex, r, "mlp.down", loc, a, 2, DIMS(DIM_FFN, DIM_HIDDEN), SIZES(F, H), 1, bs->bias, std_out);
+    if (moe->shared_ffn == 0) return out;
+    int shared = expand_dense_mlp(ex, r, "mlp.shared", loc, h, B, S, H, moe->shared_ffn, 0, std, std_out);
+    return add(ex, r, "mlp.shared.add", loc, out, shared);
 }
 
 static void expand_embed(Expander *ex, int *wte_out)
@@ -416,7 +425,7 @@ static void expand_block(Expander *ex)
     if (bs->norm != NORM_NONE)
         h = norm_op(ex, r, bs->norm, bs->bias, bs->kind == BLOCK_TRANSFORMER ? "ln2" : "ln", loc, resid, B, S, H);
     int down = bs->moe.experts ? expand_moe(ex, r, h, B, S, H, std, std_out)
-                               : expand_dense_mlp(ex, r, loc, h, B, S, H, F, std, std_out);
+                               : expand_dense_mlp(ex, r, "mlp", loc, h, B, S, H, F, bs->bias, std, std_out);
     down = dropout(ex, r, "mlp.drop", loc, down);
     int out = (bs->kind == BLOCK_TRANSFORMER || bs->residual)
                   ? add(ex, r, "mlp.resid", loc, resid, down)

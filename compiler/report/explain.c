@@ -331,13 +331,17 @@ void explain_text(FILE *out, const Analysis *an, const Analysis *other, int verb
         const MoeSpec *moe = &m->block.moe;
         fprintf(out, "  active          %lld (", (long long)prog->graph->params_active);
         print_count(out, (double)prog->graph->params_active);
-        fprintf(out, ") per token: the router and %lld of %lld experts in each layer\n", (long long)moe->topk,
-                (long long)moe->experts);
+        fprintf(out, ") per token: the router%s%lld of %lld experts%s in each layer\n", moe->shared ? ", " : " and ",
+                (long long)moe->topk, (long long)moe->experts, moe->shared ? " and the shared experts" : "");
         const char *act = m->block.mlp == MLP_SWIGLU ? "SwiGLU" : m->block.mlp == MLP_GELU ? "GELU" : "ReLU";
         fprintf(out, "  experts         %lld %s experts per layer, %lld hidden units each; each token to its top %lld "
                      "by a %s router; aux_loss %g, z_loss %g\n",
                 (long long)moe->experts, act, (long long)moe->expert_ffn, (long long)moe->topk,
                 moe->router == ROUTER_SIGMOID ? "sigmoid" : "softmax", moe->aux_coef, moe->z_coef);
+        if (moe->shared)
+            fprintf(out, "  shared experts  %lld, as one ungated %s MLP of %lld hidden units that every token goes "
+                         "through, added to the routed experts' output\n",
+                    (long long)moe->shared, act, (long long)moe->shared_ffn);
     }
     analyze_format_bytes(plan->cluster.gpu_memory, b1, sizeof b1);
     fprintf(out, "  cluster         %d node%s x %d GPUs = %d GPUs, %s each\n", plan->cluster.nodes,

@@ -111,17 +111,18 @@ static double block_tp_hidden_s(const Plan *p, const Layout1 *l, const Shape *s)
 }
 
 /* The MLP's hidden width as the estimate counts it: for parameters, a
- * mixture of experts' every expert side by side (its router left out); for
- * the work of a token, the topk experts it passes through. */
+ * mixture of experts' every expert side by side with its shared experts (its
+ * router left out); for the work of a token, the topk experts it passes
+ * through and the shared experts. */
 static double ffn_params(const Model *m)
 {
     const MoeSpec *e = &m->block.moe;
-    return e->experts ? (double)e->experts * (double)e->expert_ffn : (double)m->ffn;
+    return e->experts ? (double)e->experts * (double)e->expert_ffn + (double)e->shared_ffn : (double)m->ffn;
 }
 static double ffn_active(const Model *m)
 {
     const MoeSpec *e = &m->block.moe;
-    return e->experts ? (double)e->topk * (double)e->expert_ffn : (double)m->ffn;
+    return e->experts ? (double)e->topk * (double)e->expert_ffn + (double)e->shared_ffn : (double)m->ffn;
 }
 
 /* Parameters of one block, all of it (not split). */

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # moe_params.sh PARC EXAMPLES_DIR — the parameter counts of mixture-of-experts
 # plans, as the resolved plan states them (`parc lower PLAN --emit=front`):
-# the tiny plan's exact figures (worked out by hand in the comments), and
+# the tiny plans' exact figures (worked out by hand in the comments),
 # Mixtral 8x7B's against Mistral's published 46.7B total and 12.9B active,
-# within 0.5%.  Exit status: 0 when every figure holds.
+# within 0.5%, and Qwen1.5-MoE-A2.7B's (shared experts) against Qwen's
+# published 14.3B total and 2.7B active, within 1%, with parc's own figures
+# exactly.  Exit status: 0 when every figure holds.
 set -u
 parc=$1; dir=$2
 fails=0
@@ -21,11 +23,56 @@ if [ "${total:-}" != 205632 ] || [ "${active:-}" != 131904 ]; then
     fails=$((fails + 1))
 fi
 
+# tiny_moe_shared: tiny_moe with 4 SwiGLU experts of 48, top 2, and 2 shared
+# experts: one SwiGLU MLP of 2*48 = 96 units.  An expert 64*96 + 48*64 = 9216,
+# the shared MLP 64*192 + 96*64 = 18432 (in both counts).
+# Total 32832 + 2*(12416 + 256 + 4*9216 + 18432) = 168768;
+# active 32832 + 2*(12416 + 256 + 2*9216 + 18432) = 131904.
+read -r total active < <(counts "$dir/tiny_moe_shared.par")
+if [ "${total:-}" != 168768 ] || [ "${active:-}" != 131904 ]; then
+    echo "FAIL tiny_moe_shared: parameters ${total:-?} active ${active:-?}, expected 168768 active 131904"
+    fails=$((fails + 1))
+fi
+
+# tiny_moe_shared_gelu: a GPT-2 block (biases, learned positions, tied head)
+# with 3 GELU experts of 48, top 2, and a shared expert of shared_ffn 80.
+# Embedding + positions + final norm: 256*64 + 32*64 + 128 = 18560.  A layer:
+# 2 norms 256, qkv 64*192 + 192 = 12480, proj 4096 + 64 = 4160, router 64*3 =
+# 192, an expert 64*48 + 48*64 = 6144, the shared MLP 64*80 + 80*64 = 10240
+# (no biases).  Total 18560 + 2*(17088 + 3*6144 + 10240) = 110080;
+# active 18560 + 2*(17088 + 2*6144 + 10240) = 97792.
+read -r total active < <(counts "$dir/tiny_moe_shared_gelu.par")
+if [ "${total:-}" != 110080 ] || [ "${active:-}" != 97792 ]; then
+    echo "FAIL tiny_moe_shared_gelu: parameters ${total:-?} active ${active:-?}, expected 110080 active 97792"
+    fails=$((fails + 1))
+fi
+
+# within X WANT TOLERANCE: |X - WANT| / WANT < TOLERANCE
+within() { awk -v x="$1" -v want="$2" -v tol="$3" 'BEGIN { d = (x - want) / want; exit !(d < tol && d > -tol) }'; }
 read -r total active < <(counts "$dir/mixtral_8x7b.par")
-within() { awk -v x="$1" -v want="$2" 'BEGIN { d = (x - want) / want; exit !(d < 0.005 && d > -0.005) }'; }
-if ! within "${total:-0}" 46.7e9 || ! within "${active:-0}" 12.9e9; then
+if ! within "${total:-0}" 46.7e9 0.005 || ! within "${active:-0}" 12.9e9 0.005; then
     echo "FAIL mixtral_8x7b: parameters ${total:-?} active ${active:-?}, expected 46.7e9 and 12.9e9 within 0.5%"
     fails=$((fails + 1))
 fi
-[ "$fails" = 0 ] && echo "moe_params: tiny_moe 205632 (131904 active), mixtral_8x7b $total ($active active)"
+mixtral="$total ($active active)"
+
+# Qwen1.5-MoE-A2.7B: hidden 2048, vocab 151936, 24 layers of 16 heads of 128.
+# Embedding + untied head + final norm: 2*151936*2048 + 2048 = 622331904.  A
+# layer: 2 norms 4096, qkv 3*2048*2048 = 12582912, proj 2048*2048 = 4194304,
+# router 2048*60 = 122880, an expert 3*2048*1408 = 8650752, the shared MLP
+# 3*2048*5632 = 34603008.  Total 622331904 + 24*(16781312 + 122880 +
+# 60*8650752 + 34603008) = 14315587584 (published 14.3B; the released model
+# adds q/k/v biases and the shared expert's gate, 196608 parameters, that parc
+# lacks); active 622331904 + 24*(16781312 + 122880 + 4*8650752 + 34603008) =
+# 2688976896 (published 2.7B).
+read -r total active < <(counts "$dir/qwen15_moe_a27b.par")
+if [ "${total:-}" != 14315587584 ] || [ "${active:-}" != 2688976896 ] ||
+    ! within "${total:-0}" 14.3e9 0.01 || ! within "${active:-0}" 2.7e9 0.01; then
+    echo "FAIL qwen15_moe_a27b: parameters ${total:-?} active ${active:-?}, expected 14315587584 and 2688976896" \
+         "(the published 14.3e9 and 2.7e9 within 1%)"
+    fails=$((fails + 1))
+fi
+[ "$fails" = 0 ] && echo "moe_params: tiny_moe 205632 (131904 active), tiny_moe_shared 168768 (131904 active)," \
+    "tiny_moe_shared_gelu 110080 (97792 active)," \
+    "mixtral_8x7b $mixtral, qwen15_moe_a27b $total ($active active)"
 exit $((fails > 0))

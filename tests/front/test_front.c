@@ -246,6 +246,18 @@ static void check_example_numbers(const char *name, const Plan *p, const char *d
                "tiny interleaved");
     } else if (strcmp(name, "tiny_llama.par") == 0) {
         EXPECT(p->model.tied_head && p->model.has_embed && p->model.positions == POS_NONE, "tiny llama");
+    } else if (strcmp(name, "qwen15_moe_a27b.par") == 0) {
+        const MoeSpec *moe = &p->model.block.moe;
+        EXPECT(moe->experts == 60 && moe->topk == 4 && moe->expert_ffn == 1408 && moe->shared == 1 &&
+                   moe->shared_ffn == 5632 && p->model.rope.theta == 1e6 && p->model.block.norm_eps == 1e-6,
+               "qwen15_moe_a27b: 60 experts of 1408, top 4, one shared expert of 5632");
+        EXPECT(has_line(dump, "moe experts 60 top 4 expert_ffn 1408 router softmax aux_loss 0.001 z_loss 0 shared 1 "
+                              "shared_ffn 5632"),
+               "qwen15_moe_a27b dump moe");
+    } else if (strcmp(name, "tiny_moe_shared.par") == 0) {
+        const MoeSpec *moe = &p->model.block.moe;
+        EXPECT(moe->shared == 2 && moe->shared_ffn == 2 * moe->expert_ffn && moe->expert_ffn == 48,
+               "tiny_moe_shared: shared_ffn defaults to shared x expert_ffn");
     } else if (strcmp(name, "tiny_mlp_tp.par") == 0) {
         EXPECT(p->model.block.kind == BLOCK_MLP && p->model.heads == 0 && p->layout.dim_axis[DIM_FFN] == 0,
                "tiny mlp");

@@ -53,6 +53,8 @@ static Analysis *compile(Arena *arena, Opts o, Program **prog_out)
                         : !strcmp(o.block, "relu") ? "block mlp { act relu; norm rms; bias true; residual false; }"
                         : !strcmp(o.block, "llama") ? "block llama;"
                         : !strcmp(o.block, "moe")   ? "block llama { mlp moe experts 4 top 2 expert_ffn 32 z_loss 0.001; }"
+                        : !strcmp(o.block, "moe_shared")
+                            ? "block llama { mlp moe experts 4 top 2 expert_ffn 32 shared 2 z_loss 0.001; }"
                                                     : gpt2;
     char kv[32] = "", embed[256];
     if (o.kv_heads > 0) snprintf(kv, sizeof kv, " kv_heads %d;", o.kv_heads);
@@ -838,6 +840,49 @@ static void test_model_flops(void)
     }
 }
 
+/* Shared experts are charged for every token: each forward GEMM of
+ * mlp.shared.up / mlp.shared.down takes all micro_batch x seq tokens, and the
+ * model FLOPs of the MFU grow by 6 x their parameters x the step's tokens. */
+static void test_moe_shared_flops(void)
+{
+    Arena arena = {0};
+    Opts o = defaults();
+    o.block = "moe";
+    Analysis *routed = compile(&arena, o, NULL);
+    o.block = "moe_shared";
+    Program *prog = NULL;
+    Analysis *an = compile(&arena, o, &prog);
+    CHECK(routed != NULL && an != NULL, "mixture-of-experts plans with and without shared experts lower");
+    if (!routed || !an) {
+        arena_free(&arena);
+        return;
+    }
+    double T = (double)o.micro_batch * o.seq, H = o.hidden, F = 2 * 32; /* shared 2 x expert_ffn 32 */
+    int ups = 0, downs = 0;
+    for (int s = 0; s < prog->nstages; s++)
+        for (int q = 0; q < SEQ_COUNT; q++)
+            for (int i = 0; i < prog->stages[s].seq[q].n; i++) {
+                const Instr *ins = &prog->stages[s].seq[q].ins[i];
+                if (ins->entry != ENTRY_FORWARD || ins->fn != RT_prt_matmul_fwd) continue;
+                const char *name = prog->graph->ops[ins->op].name;
+                if (!strcmp(name, "mlp.shared.up")) {
+                    ups++;
+                    CHECK(ins->flops == 2 * T * H * 2 * F, "mlp.shared.up forward FLOPs %g, want 2 x %g x %g x %g",
+                          ins->flops, T, H, 2 * F);
+                } else if (!strcmp(name, "mlp.shared.down")) {
+                    downs++;
+                    CHECK(ins->flops == 2 * T * F * H, "mlp.shared.down forward FLOPs %g, want 2 x %g x %g x %g",
+                          ins->flops, T, F, H);
+                }
+            }
+    CHECK(ups > 0 && downs > 0, "the shared experts' GEMMs are lowered (%d up, %d down)", ups, downs);
+    double shared_params = (double)o.layers * (H * 2 * F + F * H), tokens = (double)o.batch * o.seq;
+    CHECK(an->model_flops_per_step - routed->model_flops_per_step == 6 * shared_params * tokens,
+          "model FLOPs with shared experts %.6g, without %.6g: want 6 x %.0f x %.0f more", an->model_flops_per_step,
+          routed->model_flops_per_step, shared_params, tokens);
+    arena_free(&arena);
+}
+
 /* Placement errors name the op, the tensor and the rule. */
 static void test_placement_errors(void)
 {
@@ -1286,6 +1331,7 @@ int main(void)
     test_gqa_activations();
     test_pipeline_staging();
     test_model_flops();
+    test_moe_shared_flops();
     test_placement_errors();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

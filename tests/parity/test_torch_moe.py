@@ -5,15 +5,22 @@ against the same models written in PyTorch (float64).
 usage: test_torch_moe.py PARC EXAMPLES_DIR [--keep DIR]
 
 tiny_moe (a Llama block with grouped-query attention and rotary positions
-whose MLP is 4 SwiGLU experts of 96, top 2, softmax router, aux_loss 0.01) and
+whose MLP is 4 SwiGLU experts of 96, top 2, softmax router, aux_loss 0.01),
 tiny_moe_gelu (a GPT-2 block whose MLP is 3 GELU experts of 48, top 2, sigmoid
-router, aux_loss 0.05, z_loss 0.001).  The reference, per layer over the N
+router, aux_loss 0.05, z_loss 0.001), tiny_moe_shared (tiny_moe's block with
+4 SwiGLU experts of 48 and 2 shared experts: one SwiGLU MLP of 96 every token
+goes through) and tiny_moe_shared_gelu (a GPT-2 block with 3 GELU experts of
+48, top 2, sigmoid router, and a shared GELU expert of 80).  The reference,
+per layer over the N
 tokens of a micro-batch: logits = h @ mlp.router.w [hidden, E]; each token's
 top K logits, the lower expert first among equal ones (a stable descending
 sort); the gate a softmax over the chosen logits (sigmoid router: the chosen
 sigmoids over their sum); each chosen expert's MLP (mlp.experts.up.w [E, hidden,
 (2,) F], the block's activation, mlp.experts.down.w [E, F, hidden]); the
-outputs summed with the gate's weights.  The router's losses, with their
+outputs summed with the gate's weights; with shared experts, plus the dense
+MLP mlp.shared.up.w [hidden, (2,) shared_ffn], the activation,
+mlp.shared.down.w [shared_ffn, hidden] of every token (no gate, no biases).
+The router's losses, with their
 coefficients: aux = E sum_e f_e P_e (f_e the share of the N K choices expert e
 got, no gradient; P_e the mean over tokens of the softmax over all E logits,
 or of the sigmoids over their sum), z = mean_t logsumexp(logits_t)^2; the
@@ -35,7 +42,7 @@ import test_torch_model as ttm  # noqa: E402  (exits 77 without torch)
 
 import torch  # noqa: E402
 
-PLANS = ["tiny_moe", "tiny_moe_gelu"]
+PLANS = ["tiny_moe", "tiny_moe_gelu", "tiny_moe_shared", "tiny_moe_shared_gelu"]
 ROUTE_MARGIN = 1e-6
 
 
@@ -58,6 +65,7 @@ class MoeModel(ttm.Model):
         self.experts, self.topk = int(s["experts"]), int(s["top"])
         self.sigmoid = s["router"] == "sigmoid"
         self.aux_coef, self.z_coef = float(s["aux_loss"]), float(s["z_loss"])
+        self.shared_ffn = int(s.get("shared_ffn", 0))
         self.min_margin = float("inf")
 
     def mlp(self, h, l):
@@ -92,7 +100,13 @@ class MoeModel(ttm.Model):
         aux = self.aux_coef * E * (f * P).sum()
         z = self.z_coef * (torch.logsumexp(logits, dim=1) ** 2).mean()
         self.router_loss = self.router_loss + aux + z
-        return out.reshape(B, T, H)
+        out = out.reshape(B, T, H)
+        if self.shared_ffn:
+            up = self.p[("mlp.shared.up.w", l)]
+            if up.shape[-1] != self.shared_ffn:
+                raise ValueError(f"mlp.shared.up.w {tuple(up.shape)}: expected {self.shared_ffn} hidden units")
+            out = out + self.linear(self.activation(self.linear(h, "mlp.shared.up", l)), "mlp.shared.down", l)
+        return out
 
 
 def main(argv):
@@ -128,8 +142,9 @@ def main(argv):
             problems = [f"{type(e).__name__}: {e}"]
         if made:
             m = made[0]
+            shared = f", shared experts of {m.shared_ffn} units" if m.shared_ffn else ""
             print(f"  routing           {m.experts} experts, top {m.topk}, {'sigmoid' if m.sigmoid else 'softmax'}"
-                  f" router, smallest gap between a token's K-th and (K+1)-th logit {m.min_margin:.2e}"
+                  f" router{shared}, smallest gap between a token's K-th and (K+1)-th logit {m.min_margin:.2e}"
                   f"  (must exceed {ROUTE_MARGIN:g})")
             if not m.min_margin > ROUTE_MARGIN:
                 problems.append(f"a token's routing is a near-tie ({m.min_margin:.3g}): fp32 may route it otherwise")

@@ -90,22 +90,20 @@ def imbalance(rows):
 
 def run(parc, examples, work, aux):
     """-> (problems, the step records) of the skewed run with aux_loss `aux`."""
-    # the plan's includes from a copy of examples/common whose tiny_moe model
-    # states this run's aux_loss (the model lives in that fragment)
-    common = os.path.join(work, f"common{aux}")
-    shutil.copytree(os.path.join(examples, "common"), common)
-    model = os.path.join(common, "tiny_moe.par")
-    with open(model) as f:
-        text = f.read()
-    if text.count("aux_loss 0.01") != 1:
-        raise SystemExit(f"FAIL: {model} does not state `aux_loss 0.01` once: the run could not set its aux_loss")
-    with open(model, "w") as f:
-        f.write(text.replace("aux_loss 0.01", f"aux_loss {aux}"))
     with open(os.path.join(examples, "tiny_moe.par")) as f:
         text = f.read()
+    with open(os.path.join(examples, "common", "tiny_moe.par")) as f:
+        model = f.read()
+    if model.count("aux_loss 0.01") != 1 or text.count('include "common/tiny_moe.par"') != 1:
+        raise ValueError("tiny_moe.par no longer includes common/tiny_moe.par with `aux_loss 0.01` once")
+    fragment = os.path.join(work, f"aux{aux}.model.par")
+    with open(fragment, "w") as f:
+        f.write(model.replace("aux_loss 0.01", f"aux_loss {aux}"))
     plan = os.path.join(work, f"aux{aux}.par")
+    common = os.path.join(os.path.abspath(examples), "common") + "/"
     with open(plan, "w") as f:
-        f.write(text.replace('include "common/', 'include "' + common + "/"))
+        f.write(text.replace('include "common/tiny_moe.par"', f'include "{fragment}"')
+                .replace('include "common/', 'include "' + common))
     exe, ckpt, log = (os.path.join(work, f"aux{aux}{s}") for s in ("", ".ckpt", ".jsonl"))
     prt_dump.build(parc, plan, exe)
     launch(exe, 1, ["--checkpoint-dir", ckpt])
