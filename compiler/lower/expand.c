@@ -174,18 +174,16 @@ static int norm_op(Expander *ex, Region r, NormKind kind, int bias, const char *
     return out;
 }
 
-/* y = x @ w (+ b).  wdims/wsizes: the weight; the output keeps x's leading
- * [batch, seq] and takes the weight's trailing `nout` dims. */
-static int linear(Expander *ex, Region r, const char *prefix, SrcLoc loc, int x, int nw,
-                  const Dim *wdims, const int64_t *wsizes, int nout, int bias, double std)
+/* y = x @ w by op `kind` over ins (x first, then the op's other inputs): the
+ * output keeps x's two leading sizes as dims lead0, lead1 and takes the
+ * weight's trailing `nout` dims.  The weight is PREFIX.w, the output PREFIX.y. */
+static int weighted(Expander *ex, OpKind kind, Region r, const char *prefix, SrcLoc loc, int nin, const int *ins,
+                    Dim lead0, Dim lead1, int nw, const Dim *wdims, const int64_t *wsizes, int nout, double std)
 {
-    Graph *g = ex->g;
     char name[96];
-    const Tensor *xt = &g->tensors[x];
-    Dim ydims[IR_MAX_TDIMS];
-    int64_t ysizes[IR_MAX_TDIMS];
-    ydims[0] = DIM_BATCH, ydims[1] = DIM_SEQ;
-    ysizes[0] = xt->sizes[0], ysizes[1] = xt->sizes[1];
+    const Tensor *xt = &ex->g->tensors[ins[0]];
+    Dim ydims[IR_MAX_TDIMS] = {lead0, lead1};
+    int64_t ysizes[IR_MAX_TDIMS] = {xt->sizes[0], xt->sizes[1]};
     for (int i = 0; i < nout; i++) {
         ydims[2 + i] = wdims[nw - nout + i];
         ysizes[2 + i] = wsizes[nw - nout + i];
@@ -194,12 +192,23 @@ static int linear(Expander *ex, Region r, const char *prefix, SrcLoc loc, int x,
     int w = param(ex, r, name, loc, nw, wdims, wsizes, PRT_INIT_NORMAL, std);
     snprintf(name, sizeof name, "%s.y", prefix);
     int y = act(ex, r, name, loc, 2 + nout, ydims, ysizes);
-    op_new(ex, OP_LINEAR, r, prefix, loc, 1, &x, 1, &w, y);
+    op_new(ex, kind, r, prefix, loc, nin, ins, 1, &w, y);
+    return y;
+}
+
+/* y = x @ w (+ b).  wdims/wsizes: the weight; the output keeps x's leading
+ * [batch, seq] and takes the weight's trailing `nout` dims. */
+static int linear(Expander *ex, Region r, const char *prefix, SrcLoc loc, int x, int nw,
+                  const Dim *wdims, const int64_t *wsizes, int nout, int bias, double std)
+{
+    char name[96];
+    int y = weighted(ex, OP_LINEAR, r, prefix, loc, 1, &x, DIM_BATCH, DIM_SEQ, nw, wdims, wsizes, nout, std);
     if (!bias) return y;
     snprintf(name, sizeof name, "%s.b", prefix);
     int b = param(ex, r, name, loc, nout, wdims + nw - nout, wsizes + nw - nout, PRT_INIT_ZEROS, 0);
+    Tensor yt = ex->g->tensors[y]; /* a copy: act() may move the tensor table */
     snprintf(name, sizeof name, "%s.out", prefix);
-    int out = act(ex, r, name, loc, 2 + nout, ydims, ysizes);
+    int out = act(ex, r, name, loc, yt.ndim, yt.dims, yt.sizes);
     snprintf(name, sizeof name, "%s.bias", prefix);
     op_new(ex, OP_BIAS, r, name, loc, 1, &y, 1, &b, out);
     return out;
@@ -251,6 +260,16 @@ static int dropout(Expander *ex, Region r, const char *name, SrcLoc loc, int x)
     return y;
 }
 
+/* The block's activation over an MLP's up projection `up` (SwiGLU over its
+ * gate and up halves, else GELU or ReLU): [lead0, lead1, ffn] of sizes n0, n1, F. */
+static int mlp_act(Expander *ex, Region r, const char *name, SrcLoc loc, int up, Dim lead0, Dim lead1, int64_t n0,
+                   int64_t n1, int64_t F)
+{
+    MlpKind mlp = ex->plan->model.block.mlp;
+    OpKind kind = mlp == MLP_SWIGLU ? OP_SWIGLU : mlp == MLP_RELU ? OP_RELU : OP_GELU;
+    return unary(ex, kind, r, name, loc, up, 3, DIMS(lead0, lead1, DIM_FFN), SIZES(n0, n1, F));
+}
+
 /* A dense MLP named `prefix` over h [batch, seq, hidden] with F hidden units:
  * PREFIX.up (gate and up for SwiGLU), PREFIX.act (the block's activation),
  * PREFIX.down, with biases when `bias`. */
@@ -262,16 +281,10 @@ static int expand_dense_mlp(Expander *ex, Region r, const char *prefix, SrcLoc l
     snprintf(up_name, sizeof up_name, "%s.up", prefix);
     snprintf(act_name, sizeof act_name, "%s.act", prefix);
     snprintf(down_name, sizeof down_name, "%s.down", prefix);
-    int a;
-    if (bs->mlp == MLP_SWIGLU) {
-        int up = linear(ex, r, up_name, loc, h, 3, DIMS(DIM_HIDDEN, DIM_GATE, DIM_FFN), SIZES(H, 2, F), 2, bias,
-                        std);
-        a = unary(ex, OP_SWIGLU, r, act_name, loc, up, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_FFN), SIZES(B, S, F));
-    } else {
-        int up = linear(ex, r, up_name, loc, h, 2, DIMS(DIM_HIDDEN, DIM_FFN), SIZES(H, F), 1, bias, std);
-        a = unary(ex, bs->mlp == MLP_RELU ? OP_RELU : OP_GELU, r, act_name, loc, up, 3,
-                  DIMS(DIM_BATCH, DIM_SEQ, DIM_FFN), SIZES(B, S, F));
-    }
+    int up = bs->mlp == MLP_SWIGLU
+                 ? linear(ex, r, up_name, loc, h, 3, DIMS(DIM_HIDDEN, DIM_GATE, DIM_FFN), SIZES(H, 2, F), 2, bias, std)
+                 : linear(ex, r, up_name, loc, h, 2, DIMS(DIM_HIDDEN, DIM_FFN), SIZES(H, F), 1, bias, std);
+    int a = mlp_act(ex, r, act_name, loc, up, DIM_BATCH, DIM_SEQ, B, S, F);
     return linear(ex, r, down_name, loc, a, 2, DIMS(DIM_FFN, DIM_HIDDEN), SIZES(F, H), 1, bias, std_out);
 }
 
@@ -281,21 +294,8 @@ static int expand_dense_mlp(Expander *ex, Region r, const char *prefix, SrcLoc l
 static int moe_matmul(Expander *ex, Region r, const char *prefix, SrcLoc loc, int x, int offsets, int nw,
                       const Dim *wdims, const int64_t *wsizes, int nout, double std)
 {
-    char name[96];
-    const Tensor *xt = &ex->g->tensors[x];
-    Dim ydims[IR_MAX_TDIMS] = {DIM_ROUTED, DIM_TOPK};
-    int64_t ysizes[IR_MAX_TDIMS] = {xt->sizes[0], xt->sizes[1]};
-    for (int i = 0; i < nout; i++) {
-        ydims[2 + i] = wdims[nw - nout + i];
-        ysizes[2 + i] = wsizes[nw - nout + i];
-    }
-    snprintf(name, sizeof name, "%s.w", prefix);
-    int w = param(ex, r, name, loc, nw, wdims, wsizes, PRT_INIT_NORMAL, std);
-    snprintf(name, sizeof name, "%s.y", prefix);
-    int y = act(ex, r, name, loc, 2 + nout, ydims, ysizes);
     int in[2] = {x, offsets};
-    op_new(ex, OP_MOE_MATMUL, r, prefix, loc, 2, in, 1, &w, y);
-    return y;
+    return weighted(ex, OP_MOE_MATMUL, r, prefix, loc, 2, in, DIM_ROUTED, DIM_TOPK, nw, wdims, wsizes, nout, std);
 }
 
 /* A mixture-of-experts MLP over h [batch, seq, hidden] (docs/language.md):
@@ -331,18 +331,11 @@ static int expand_moe(Expander *ex, Region r, int h, int64_t B, int64_t S, int64
     op_aux(ex, dispatch, offsets);
     op_aux(ex, dispatch, rows);
 
-    int a;
-    if (bs->mlp == MLP_SWIGLU) {
-        int up = moe_matmul(ex, r, "mlp.experts.up", loc, xp, offsets, 4,
-                            DIMS(DIM_EXPERTS, DIM_HIDDEN, DIM_GATE, DIM_FFN), SIZES(E, H, 2, F), 2, std);
-        a = unary(ex, OP_SWIGLU, r, "mlp.experts.act", loc, up, 3, DIMS(DIM_ROUTED, DIM_TOPK, DIM_FFN),
-                  SIZES(T, K, F));
-    } else {
-        int up = moe_matmul(ex, r, "mlp.experts.up", loc, xp, offsets, 3, DIMS(DIM_EXPERTS, DIM_HIDDEN, DIM_FFN),
-                            SIZES(E, H, F), 1, std);
-        a = unary(ex, bs->mlp == MLP_RELU ? OP_RELU : OP_GELU, r, "mlp.experts.act", loc, up, 3,
-                  DIMS(DIM_ROUTED, DIM_TOPK, DIM_FFN), SIZES(T, K, F));
-    }
+    int up = bs->mlp == MLP_SWIGLU ? moe_matmul(ex, r, "mlp.experts.up", loc, xp, offsets, 4,
+                                                DIMS(DIM_EXPERTS, DIM_HIDDEN, DIM_GATE, DIM_FFN), SIZES(E, H, 2, F), 2, std)
+                                   : moe_matmul(ex, r, "mlp.experts.up", loc, xp, offsets, 3,
+                                                DIMS(DIM_EXPERTS, DIM_HIDDEN, DIM_FFN), SIZES(E, H, F), 1, std);
+    int a = mlp_act(ex, r, "mlp.experts.act", loc, up, DIM_ROUTED, DIM_TOPK, T, K, F);
     int down = moe_matmul(ex, r, "mlp.experts.down", loc, a, offsets, 3, DIMS(DIM_EXPERTS, DIM_FFN, DIM_HIDDEN),
                           SIZES(E, F, H), 1, std_out);
     int out = act(ex, r, "mlp.combine.out", loc, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_HIDDEN), SIZES(B, S, H));
