@@ -224,7 +224,7 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
     int chunks = sp->chunks ? sp->chunks : 1;
     double L = (double)sp->layers / chunks;
     double per_chunk_embed = 1.0 / chunks;
-    double seq_s[SEQ_COUNT] = {0}, bucket_s = 0; /* one call of each; a layer's started buckets */
+    double *seq_s = sc->seq_s, bucket_s = 0; /* one call of each (the StageCost's); a layer's started buckets */
     double tp_s[SEQ_COUNT] = {0};                 /* one call's collectives over the tensor axis */
     CostTerms clears = {0};                      /* the step's gradient clears (zero_grads.*) */
     for (int q = 0; q < SEQ_COUNT; q++) {
@@ -290,7 +290,6 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
         if (q == SEQ_HEAD_BWD || q == SEQ_EMBED_BWD || q == SEQ_HEAD_FWD || q == SEQ_EMBED_FWD)
             sc->tp_comm_chunk_s += tp_s[q] * per_chunk_embed;
         seq_s[q] = cost_terms_total(&ct);
-        sc->seq_s[q] = seq_s[q];
         /* per chunk: the block's layers, and the embedding and head spread
          * over the chunks (as the schedule simulator takes one time for all) */
         switch (q) {
