@@ -61,7 +61,7 @@ static void write_record(prt *rt, int64_t step, double loss, double tokens_per_s
     for (int k = 0; k < PRT_NPHASES; k++)
         bad |= fprintf(f, "%s\"%s\": %.6g", k ? ", " : "", prt_phase_keys[k], rt->phase_step[k] * 1e3) < 0;
     bad |= fprintf(f, "}") < 0;
-    if (rt->moe_layers > 0) {  /* one rank's layers: a pipeline's other stages are not gathered */
+    if (rt->moe_layers > 0) {  /* every rank's counts, summed at the step's end */
         bad |= fprintf(f, ", \"expert_tokens\": [") < 0;
         for (int64_t l = 0; l < rt->moe_layers; l++) {
             bad |= fprintf(f, "%s[", l ? ", " : "") < 0;

@@ -61,6 +61,28 @@ static void stop_if_diverged(prt *rt, int64_t step, double loss) {
     exit(PRT_EXIT_DIVERGED);
 }
 
+/* The step's per-expert token counts of every MoE layer summed over all
+ * ranks: data-parallel ranks routed different samples, pipeline stages hold
+ * different layers (a rank's table covers its layers up to its last, zeros
+ * elsewhere).  Every rank calls it when the metrics log is on (--log is on
+ * every rank's command line); a plan without experts has none to sum. */
+static void gather_moe_tokens(prt *rt) {
+    int64_t dims[2] = {rt->moe_layers, rt->moe_experts};
+    MPI_Request req;
+    PRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, dims, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD, &req));
+    prt_wait(rt, &req, NULL, "the step's expert-count sizes", -1);
+    if (dims[0] == 0) return;
+    if (dims[0] != rt->moe_layers) {
+        int64_t *grown = prt_xcalloc((size_t)(dims[0] * dims[1]), sizeof *grown);
+        if (rt->moe_tokens) memcpy(grown, rt->moe_tokens, (size_t)(rt->moe_layers * dims[1]) * sizeof *grown);
+        free(rt->moe_tokens);
+        rt->moe_tokens = grown, rt->moe_layers = dims[0], rt->moe_experts = dims[1];
+    }
+    PRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, rt->moe_tokens, (int)(dims[0] * dims[1]), MPI_INT64_T, MPI_SUM,
+                                 MPI_COMM_WORLD, &req));
+    prt_wait(rt, &req, NULL, "the step's expert-count sum", -1);
+}
+
 void prt_step_end(prt *rt, int64_t step) {
     PRT_CHECK(rt->step == step, "prt_step_end(%lld) without prt_step_begin(%lld)", (long long)step, (long long)step);
     backend_sync(rt, "the device work of the step");  /* the step's time includes it */
@@ -85,6 +107,7 @@ void prt_step_end(prt *rt, int64_t step) {
     rt->faults_last_step = prt_minor_faults();
     if (rt->steps_done == 1) rt->first_step_seconds = seconds, rt->faults_after_first = rt->faults_last_step;
     rt->last_loss = loss;
+    if (rt->log_path) gather_moe_tokens(rt);
     prt_metrics_step(rt, step, loss, seconds);
     if (rt->world_rank == 0) {
         if (rt->loss_file && (fprintf(rt->loss_file, "%lld %.9g\n", (long long)step, loss) < 0 ||

@@ -699,11 +699,23 @@ void check_moe_plan(Check *c)
     if (moe->experts == 0) return;
     if (moe->expert_ffn == 0) moe->expert_ffn = p->model.ffn;
     if (moe->shared && moe->shared_ffn == 0) moe->shared_ffn = moe->shared * moe->expert_ffn;
+    /* The data axis (experts replicated on it, their gradients all-reduced
+     * like any weight's) and the pipeline axis carry a mixture of experts;
+     * any other axis of size > 1 splits something inside it or replicates it. */
+    const Layout *l = &p->layout;
     for (int a = 0; a < p->mesh.naxes; a++) {
         const MeshAxis *ax = &p->mesh.axes[a];
-        if (ax->size <= 1) continue;
-        diag_error(ax->loc, "train a mixture of experts on one rank for now: every mesh axis of size 1",
-                   "a mixture of experts on mesh axis `%s` (size %d) is not yet supported", ax->name, ax->size);
+        if (ax->size <= 1 || a == l->dim_axis[DIM_BATCH] || a == l->pp_axis) continue;
+        const char *what = NULL;
+        for (int i = 0; i < COUNT_OF(mappable_dims) && !what; i++)
+            if (l->dim_axis[mappable_dims[i]] == a)
+                what = arena_printf(c->arena, "`%s -> %s`", dim_names[mappable_dims[i]], ax->name);
+        if (!what && l->sp_axis == a) what = arena_printf(c->arena, "sequence parallelism over `%s`", ax->name);
+        if (!what) what = arena_printf(c->arena, "`%s` (size %d, nothing mapped: a replica axis)", ax->name, ax->size);
+        diag_error(ax->loc,
+                   "with `mlp moe`, give size > 1 only to the axes of `batch` (data parallelism, experts "
+                   "replicated) and `layers` (pipeline)",
+                   "a mixture of experts with %s is not yet supported", what);
         diag_note(moe->loc, NULL, "the mixture of experts is here");
     }
 }

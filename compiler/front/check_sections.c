@@ -890,6 +890,9 @@ static void check_rule(Check *c, const Stmt *st)
         int other = check_word_index(st->key, dim_names, DIM_COUNT);
         if (other == DIM_HEAD_DIM || other == DIM_QKV)
             diag_error(st->key_loc, "map `heads -> AXIS` instead", "`%s` cannot be mapped to an axis", st->key);
+        else if (other == DIM_EXPERTS)
+            diag_error(st->key_loc, "drop the rule: the experts are then whole on every rank, replicated over the data axis",
+                       "expert parallelism (`experts -> AXIS`) is not yet supported");
         else if (other == DIM_FLAT)
             diag_error(st->key_loc, "write `zero 3 over dp;`", "`flat` is sharded by ZeRO, not by a rule");
         else

@@ -470,7 +470,9 @@ static void place_tensor(Expander *ex, Tensor *t)
         int owner_dim = -1;
         for (int d = 0; d < t->ndim; d++) {
             Dim dim = t->dims[d];
-            if (lay->dim_axis[dim] != a) continue;
+            /* the routed rows are the tokens' rows: they split where batch does */
+            int axis = dim == DIM_ROUTED ? lay->dim_axis[DIM_BATCH] : lay->dim_axis[dim];
+            if (axis != a) continue;
             if (dim == DIM_LAYERS) continue;
             if (t->kind == TENSOR_PARAM && (dim == DIM_BATCH || dim == DIM_SEQ)) continue;
             /* token ids are loaded whole along seq; a seq split starts at the

@@ -110,10 +110,11 @@ static inline Placement place_split(Dim d)
     Placement p = {PLACE_S, (uint8_t)d};
     return p;
 }
-/* Is the activation placement a split of a "row" dim (batch or seq)? */
+/* Is the activation placement a split of a "row" dim (batch, seq, or the
+ * routed rows of a mixture of experts, which are tokens)? */
 static inline int place_is_row_split(Placement p)
 {
-    return p.kind == PLACE_S && (p.dim == DIM_BATCH || p.dim == DIM_SEQ);
+    return p.kind == PLACE_S && (p.dim == DIM_BATCH || p.dim == DIM_SEQ || p.dim == DIM_ROUTED);
 }
 static inline int tensor_has_dim(const Tensor *t, Dim d)
 {

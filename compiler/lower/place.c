@@ -95,20 +95,26 @@ void place_rule_elementwise(Lowerer *lw, const Op *op, int a, OpPlace *r)
     }
 }
 
-/* The mixture-of-experts ops on one rank: every input, output and gradient in
- * its tensor's home, parameter gradients in the parameter's use placement.
- * An axis of size > 1 is refused (check does first, naming the axis). */
+/* The mixture-of-experts ops (router, dispatch, grouped GEMM, combine): every
+ * input and the output in its tensor's home, which splits the tokens' rows
+ * (batch, and the routed rows with them) on the data axis and nothing on any
+ * other (check refuses an axis of size > 1 that would split anything else);
+ * a weight is whole, its gradient Partial where the rows are split (the sum
+ * over this rank's tokens).  Parameter gradients otherwise in the parameter's
+ * use placement. */
 void place_rule_moe(Lowerer *lw, const Op *op, int a, OpPlace *r)
 {
     const Graph *g = lw->g;
-    if (lw->plan->mesh.axes[a].size > 1) {
-        place_rule_error(lw, op, "%s: a mixture of experts cannot split %s (or anything) on `%s` yet",
-                         "train a mixture of experts on one rank", a, DIM_EXPERTS);
-        return;
-    }
     for (int i = 0; i < op->nin; i++) r->in[i] = r->din[i] = g->tensors[op->in[i]].home[a];
     r->out = out_home(lw, op, a);
-    for (int i = 0; i < op->nparam; i++) r->dparam[i] = r->param[i];
+    Placement rows = op->nin > 0 ? r->in[0] : r->out;
+    for (int i = 0; i < op->nparam; i++) {
+        if (r->param[i].kind == PLACE_S && r->param[i].dim != DIM_FLAT)
+            place_rule_error(lw, op, "%s: a mixture of experts cannot split its weights (%s) on `%s` yet",
+                             "keep the experts whole: map only batch and layers with `mlp moe`", a,
+                             r->param[i].dim);
+        r->dparam[i] = place_is_row_split(rows) ? PLACE_PART : r->param[i];
+    }
 }
 
 /* Dropout of a [batch, seq, hidden] branch output: elementwise, with hidden
@@ -275,7 +281,10 @@ void place_plan(Lowerer *lw)
             continue;
         for (int a = 0; a < lw->naxes; a++) {
             Placement p = lw->bind[t].produced[a];
-            if (p.kind == PLACE_P || (p.kind == PLACE_S && !tensor_has_dim(tt, (Dim)p.dim)))
+            /* a dispatch's rows [batch, seq, topk] index this rank's tokens */
+            if (p.kind == PLACE_S && p.dim == DIM_ROUTED && tensor_has_dim(tt, DIM_BATCH))
+                lw->bind[t].produced[a] = place_split(DIM_BATCH);
+            else if (p.kind == PLACE_P || (p.kind == PLACE_S && !tensor_has_dim(tt, (Dim)p.dim)))
                 lw->bind[t].produced[a] = PLACE_REP;
         }
     }

@@ -573,9 +573,12 @@ void explain_collectives(FILE *out, const Analysis *an)
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;
     char b1[64], b2[64];
+    int opw = 14; /* the op column fits the longest name (mlp.experts.down.w) */
+    for (int i = 0; i < an->nrows; i++)
+        if ((int)strlen(an->rows[i].op) > opw) opw = (int)strlen(an->rows[i].op);
     for (int s = 0; s < prog->nstages; s++) {
         if (prog->nstages > 1) fprintf(out, "%sstage %d:\n", s ? "\n" : "", s);
-        fprintf(out, "  %-9s %-14s %-15s %-5s %5s %12s %-6s %10s %6s %11s %-6s %s\n", "phase", "op", "collective",
+        fprintf(out, "  %-9s %-*s %-15s %-5s %5s %12s %-6s %10s %6s %11s %-6s %s\n", "phase", opw, "op", "collective",
                 "axis", "group", "elements", "dtype", "bytes/call", "calls", "bytes/step", "link", "rule");
         for (int i = 0; i < an->nrows; i++) {
             const CollRow *r = &an->rows[i];
@@ -584,8 +587,8 @@ void explain_collectives(FILE *out, const Analysis *an)
             analyze_format_bytes(bytes, b1, sizeof b1);
             analyze_format_bytes(bytes * (double)r->calls, b2, sizeof b2);
             const char *axis = r->axis >= 0 ? plan->mesh.axes[r->axis].name : "-";
-            fprintf(out, "  %-9s %-14s %-15s %-5s %5d %12lld %-6s %10s %6lld %11s %-6s %s\n", phase_names[r->phase],
-                    r->op, r->coll == COLL_SEND ? "send/recv" : coll_names[r->coll], axis, r->group,
+            fprintf(out, "  %-9s %-*s %-15s %-5s %5d %12lld %-6s %10s %6lld %11s %-6s %s\n", phase_names[r->phase],
+                    opw, r->op, r->coll == COLL_SEND ? "send/recv" : coll_names[r->coll], axis, r->group,
                     (long long)r->elems, dtype_name(r->elem_bytes), b1, (long long)r->calls, b2,
                     r->inside_node ? "intra" : "inter", r->why);
         }

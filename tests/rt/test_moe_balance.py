@@ -17,7 +17,11 @@ resumed with --log.  Asserts:
   - the first resumed step's counts are exactly [256, 256, 0, 0] in every
     layer (the tie-break), an imbalance (largest count over the mean) of 2;
   - with aux_loss 0.1 the imbalance of the last 5 steps falls below 1.5 and
-    below that of the run without it.
+    below that of the run without it;
+  - tiny_moe_dp_pp (dp 2 x pp 2: each data rank routes its own samples, each
+    stage holds one layer) logs, 3 steps from initialisation, the same
+    expert_tokens every step as tiny_moe on one rank: every rank's counts
+    summed, every layer's row present once.
 Exits 1 on any failure."""
 import json
 import os
@@ -121,6 +125,24 @@ def run(parc, examples, work, aux):
     return problems, steps
 
 
+def log_counts(parc, examples, work, name, steps):
+    """-> the expert_tokens of each step record of `name` run from initialisation."""
+    plan, exe, log = os.path.join(examples, name + ".par"), os.path.join(work, name), os.path.join(work, name + ".jsonl")
+    prt_dump.build(parc, plan, exe)
+    mpirun = os.environ.get("PARC_MPIRUN") or shutil.which("mpirun") or shutil.which("mpiexec")
+    if not mpirun:
+        raise RuntimeError("mpirun not found (set PARC_MPIRUN)")
+    world = prt_dump.world_size(prt_dump.explain(parc, plan))
+    cmd = [mpirun, "-np", str(world), "--oversubscribe", exe, "--steps", str(steps), "--quiet", "--log", log]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=prt_dump.run_env({}), timeout=300)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout[-4000:]}{r.stderr[-4000:]}")
+    records, problems = metrics_log.read(log, first=1)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return [r.get("expert_tokens") for r in records if r.get("record") == "step"]
+
+
 def main(argv):
     if len(argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -149,6 +171,15 @@ def main(argv):
         if len(runs) == 2 and not (runs[0.1] < 1.5 and runs[0.1] < runs[0]):
             failures.append(f"the load-balancing loss did not balance the experts: imbalance {runs[0.1]:.3f} with "
                             f"aux_loss 0.1, {runs[0]:.3f} without (want < 1.5 and below the run without)")
+        try:
+            one = log_counts(parc, examples, work, "tiny_moe", 3)
+            four = log_counts(parc, examples, work, "tiny_moe_dp_pp", 3)
+            if len(one) != 3 or one != four:
+                failures.append(f"tiny_moe_dp_pp logged expert_tokens {four}, tiny_moe on one rank {one}")
+            else:
+                print(f"tiny_moe_dp_pp (4 ranks) logs tiny_moe's expert_tokens in each of 3 steps: {four[-1]}")
+        except (RuntimeError, ValueError, OSError, subprocess.CalledProcessError) as e:
+            failures.append(f"the 4-rank expert_tokens: {type(e).__name__}: {e}")
     for f in failures:
         prt_dump.fail(f)
     return 1 if failures else 0
