@@ -64,8 +64,9 @@ static void stop_if_diverged(prt *rt, int64_t step, double loss) {
 /* The step's per-expert token counts of every MoE layer summed over all
  * ranks: data-parallel ranks routed different samples, pipeline stages hold
  * different layers (a rank's table covers its layers up to its last, zeros
- * elsewhere).  Every rank calls it when the metrics log is on (--log is on
- * every rank's command line); a plan without experts has none to sum. */
+ * elsewhere).  Every rank of a mixture of experts calls it at every step's
+ * end: each holds a layer at least, so each has counted tokens by then (a
+ * dense plan's ranks never have, and never call it). */
 static void gather_moe_tokens(prt *rt) {
     int64_t dims[2] = {rt->moe_layers, rt->moe_experts};
     MPI_Request req;
@@ -107,7 +108,7 @@ void prt_step_end(prt *rt, int64_t step) {
     rt->faults_last_step = prt_minor_faults();
     if (rt->steps_done == 1) rt->first_step_seconds = seconds, rt->faults_after_first = rt->faults_last_step;
     rt->last_loss = loss;
-    if (rt->log_path) gather_moe_tokens(rt);
+    if (rt->moe_experts > 0) gather_moe_tokens(rt);
     prt_metrics_step(rt, step, loss, seconds);
     if (rt->world_rank == 0) {
         if (rt->loss_file && (fprintf(rt->loss_file, "%lld %.9g\n", (long long)step, loss) < 0 ||

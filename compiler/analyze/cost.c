@@ -24,7 +24,8 @@ double cost_bus_factor(CollKind kind, int n)
     case COLL_ALLREDUCE_MAX: return 2.0 * (n - 1) / n;
     case COLL_ALLGATHER:
     case COLL_REDUCESCATTER:
-    case COLL_ALLTOALL: return (double)(n - 1) / n;
+    case COLL_ALLTOALL:
+    case COLL_ALLTOALLV: return (double)(n - 1) / n;
     case COLL_SEND:
     case COLL_RECV: return 1.0;
     default: return 0;

@@ -168,8 +168,8 @@ static const char *const position_words[] = {"none", "learned", "rope"}; /* ORDE
 #define COUNT_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* Dims a layout rule may map (head_dim, qkv and flat follow from these). */
-static const Dim mappable_dims[] = {DIM_BATCH, DIM_SEQ, DIM_HIDDEN, DIM_HEADS, DIM_FFN, DIM_VOCAB, DIM_LAYERS};
-static const char *const mappable_names[] = {"batch", "seq", "hidden", "heads", "ffn", "vocab", "layers"};
+static const Dim mappable_dims[] = {DIM_BATCH, DIM_SEQ, DIM_HIDDEN, DIM_HEADS, DIM_FFN, DIM_VOCAB, DIM_LAYERS, DIM_EXPERTS};
+static const char *const mappable_names[] = {"batch", "seq", "hidden", "heads", "ffn", "vocab", "layers", "experts"};
 
 /* Limits that keep every product below overflow; far above any real plan. */
 #define MAX_COUNT ((int64_t)1 << 40)

@@ -40,6 +40,7 @@ void check_dims_against_mesh(Check *c)
             Dim d = mappable_dims[i];
             if (d == owner || l->dim_axis[d] != axis) continue;
             if (e == 1 && d == DIM_BATCH) continue; /* reported once, by the batch pass */
+            if (e == 0 && d == DIM_EXPERTS) continue; /* expert parallelism borrows the data ranks */
             diag_error(l->dim_axis_loc[d],
                        e == 0 ? "the data-parallel axis carries only `batch` (and ZeRO shards)"
                               : "the pipeline axis carries only `layers`",
@@ -696,16 +697,37 @@ void check_moe_plan(Check *c)
 {
     Plan *p = c->plan;
     MoeSpec *moe = &p->model.block.moe;
-    if (moe->experts == 0) return;
+    if (moe->experts == 0) {
+        if (p->layout.dim_axis[DIM_EXPERTS] >= 0)
+            diag_error(p->layout.dim_axis_loc[DIM_EXPERTS], "drop the rule, or make the block's MLP `mlp moe experts E top K;`",
+                       "the model has no mixture of experts: there are no experts to split");
+        return;
+    }
     if (moe->expert_ffn == 0) moe->expert_ffn = p->model.ffn;
     if (moe->shared && moe->shared_ffn == 0) moe->shared_ffn = moe->shared * moe->expert_ffn;
     /* The data axis (experts replicated on it, their gradients all-reduced
-     * like any weight's) and the pipeline axis carry a mixture of experts;
-     * any other axis of size > 1 splits something inside it or replicates it. */
+     * like any weight's, or split over it: expert parallelism) and the
+     * pipeline axis carry a mixture of experts; any other axis of size > 1
+     * splits something inside it or replicates it. */
     const Layout *l = &p->layout;
+    int ep = l->dim_axis[DIM_EXPERTS];
+    if (ep >= 0) {
+        const MeshAxis *ax = &p->mesh.axes[ep];
+        if (ep != l->dim_axis[DIM_BATCH])
+            diag_error(l->dim_axis_loc[DIM_EXPERTS],
+                       l->dim_axis[DIM_BATCH] >= 0
+                           ? arena_printf(c->arena, "write `experts -> %s;`: the experts split over the data ranks, "
+                                                    "which route their own samples (DeepSpeed-MoE, Megatron-LM)",
+                                          p->mesh.axes[l->dim_axis[DIM_BATCH]].name)
+                           : "map `batch` to the axis too: each rank routes its own samples to the experts of all",
+                       "expert parallelism runs over the data axis (the one batch maps to), not `%s`", ax->name);
+        else
+            check_divides(c, "experts", moe->experts, moe->experts, ep, l->dim_axis_loc[DIM_EXPERTS],
+                          " (each rank of the axis holds experts / size of them)");
+    }
     for (int a = 0; a < p->mesh.naxes; a++) {
         const MeshAxis *ax = &p->mesh.axes[a];
-        if (ax->size <= 1 || a == l->dim_axis[DIM_BATCH] || a == l->pp_axis) continue;
+        if (ax->size <= 1 || a == l->dim_axis[DIM_BATCH] || a == l->pp_axis || a == ep) continue;
         const char *what = NULL;
         for (int i = 0; i < COUNT_OF(mappable_dims) && !what; i++)
             if (l->dim_axis[mappable_dims[i]] == a)
@@ -713,8 +735,8 @@ void check_moe_plan(Check *c)
         if (!what && l->sp_axis == a) what = arena_printf(c->arena, "sequence parallelism over `%s`", ax->name);
         if (!what) what = arena_printf(c->arena, "`%s` (size %d, nothing mapped: a replica axis)", ax->name, ax->size);
         diag_error(ax->loc,
-                   "with `mlp moe`, give size > 1 only to the axes of `batch` (data parallelism, experts "
-                   "replicated) and `layers` (pipeline)",
+                   "with `mlp moe`, give size > 1 only to the axes of `batch` (data parallelism; `experts` "
+                   "may split over it) and `layers` (pipeline)",
                    "a mixture of experts with %s is not yet supported", what);
         diag_note(moe->loc, NULL, "the mixture of experts is here");
     }

@@ -240,17 +240,17 @@ static void check_moe_positive(Check *c, const Stmt *named, const Value *v, int6
 }
 
 /* `mlp moe [ACT] experts E top K [expert_ffn N] [router softmax|sigmoid]
- * [aux_loss C] [z_loss C] [shared S] [shared_ffn N];`: fills b->moe (and
+ * [aux_loss C] [z_loss C] [shared S] [shared_ffn N] [imbalance F];`: fills b->moe (and
  * b->mlp when ACT is given).  expert_ffn stays 0 when not given, and so does
  * shared_ffn: check_moe_plan takes the model's ffn and S x expert_ffn. */
 static void check_moe(Check *c, const Stmt *s, BlockSpec *b)
 {
-    static const char *const options[] = {"experts", "top",    "expert_ffn", "router",
-                                          "aux_loss", "z_loss", "shared",     "shared_ffn"};
-    enum { MO_EXPERTS, MO_TOP, MO_FFN, MO_ROUTER, MO_AUX, MO_Z, MO_SHARED, MO_SHARED_FFN, MO_COUNT };
+    static const char *const options[] = {"experts", "top",    "expert_ffn", "router",   "aux_loss",
+                                          "z_loss",  "shared", "shared_ffn", "imbalance"};
+    enum { MO_EXPERTS, MO_TOP, MO_FFN, MO_ROUTER, MO_AUX, MO_Z, MO_SHARED, MO_SHARED_FFN, MO_IMBALANCE, MO_COUNT };
     const char *usage = "mlp moe experts 8 top 2;";
     MoeSpec *m = &b->moe;
-    *m = (MoeSpec){.router = ROUTER_SOFTMAX, .aux_coef = 0.01, .loc = check_stmt_span(s)};
+    *m = (MoeSpec){.router = ROUTER_SOFTMAX, .aux_coef = 0.01, .imbalance = 1.0, .loc = check_stmt_span(s)};
     const Value *seen[MO_COUNT] = {0};
     int i = 1, act;
     if (i < s->nvalues && s->values[i].kind == VAL_WORD &&
@@ -303,6 +303,11 @@ static void check_moe(Check *c, const Stmt *s, BlockSpec *b)
             break;
         case MO_SHARED:
             check_moe_positive(c, &named, val, 1 << 16, "leave `shared` out for no shared experts", &m->shared);
+            break;
+        case MO_IMBALANCE:
+            check_read_real_hint(c, "imbalance", val, 1, 0, 1e3, 0,
+                                 "the busiest rank's routed tokens over the mean, such as `imbalance 1.2`",
+                                 &m->imbalance);
             break;
         case MO_SHARED_FFN:
             check_moe_positive(c, &named, val, INT64_C(1) << 40,
@@ -890,9 +895,6 @@ static void check_rule(Check *c, const Stmt *st)
         int other = check_word_index(st->key, dim_names, DIM_COUNT);
         if (other == DIM_HEAD_DIM || other == DIM_QKV)
             diag_error(st->key_loc, "map `heads -> AXIS` instead", "`%s` cannot be mapped to an axis", st->key);
-        else if (other == DIM_EXPERTS)
-            diag_error(st->key_loc, "drop the rule: the experts are then whole on every rank, replicated over the data axis",
-                       "expert parallelism (`experts -> AXIS`) is not yet supported");
         else if (other == DIM_FLAT)
             diag_error(st->key_loc, "write `zero 3 over dp;`", "`flat` is sharded by ZeRO, not by a rule");
         else

@@ -328,6 +328,8 @@ typedef struct MoeSpec {
     double z_coef;        /* router z-loss coefficient (ST-MoE), default 0 */
     int64_t shared;       /* shared experts, >= 1; 0: none */
     int64_t shared_ffn;   /* their hidden units together (shared x expert_ffn unless given); 0 iff shared == 0 */
+    double imbalance;     /* for the estimate under expert parallelism: the busiest rank's routed rows
+                           * over the balanced share, >= 1 (default 1) */
     SrcLoc loc;           /* the `mlp moe ...` statement */
 } MoeSpec;
 

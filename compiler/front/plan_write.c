@@ -161,6 +161,10 @@ static void write_model(const Plan *p, FILE *out)
             snprintf(mlp + used, sizeof mlp - used, " shared %" PRId64 " shared_ffn %" PRId64, e->shared,
                      e->shared_ffn);
         }
+        if (e->imbalance != 1.0) {
+            size_t used = strlen(mlp);
+            snprintf(mlp + used, sizeof mlp - used, " imbalance %s", NUM(e->imbalance));
+        }
     }
     if (b->kind == BLOCK_TRANSFORMER)
         fprintf(out, "  repeat layers { block transformer { norm %s%s; mlp %s; attention %s%s; bias %s;%s } }\n",

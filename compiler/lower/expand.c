@@ -33,25 +33,34 @@ int64_t expand_tensor_numel(const Tensor *t)
     return n;
 }
 
+void expand_local_sizes(const Plan *plan, const Tensor *t, const Placement *place, int64_t *sizes)
+{
+    memcpy(sizes, t->sizes, sizeof(int64_t) * IR_MAX_TDIMS);
+    for (int a = 0; a < plan->mesh.naxes; a++) {
+        if (place[a].kind != PLACE_S || place[a].dim == DIM_FLAT) continue;
+        int parts = plan->mesh.axes[a].size, found = 0;
+        for (int d = 0; d < t->ndim && !found; d++)
+            if (t->dims[d] == place[a].dim) {
+                sizes[d] /= parts;
+                found = 1;
+            }
+        if (found || place[a].dim != DIM_EXPERTS) continue;
+        /* routed rows split by expert (expert parallelism): the rows this
+         * rank's experts / parts experts can receive, every token of the
+         * axis's ranks at most min(topk, experts / parts) times */
+        int64_t local = plan->model.block.moe.experts / parts;
+        for (int d = 0; d < t->ndim; d++)
+            if (t->dims[d] == DIM_TOPK && sizes[d] > local) sizes[d] = local;
+    }
+}
+
 int64_t expand_tensor_local_numel(const Plan *plan, const Tensor *t, const Placement *place)
 {
     int64_t sizes[IR_MAX_TDIMS];
-    memcpy(sizes, t->sizes, sizeof sizes);
+    expand_local_sizes(plan, t, place, sizes);
     int64_t flat_parts = 1;
-    for (int a = 0; a < plan->mesh.naxes; a++) {
-        if (place[a].kind != PLACE_S) continue;
-        int parts = plan->mesh.axes[a].size;
-        if (place[a].dim == DIM_FLAT) {
-            flat_parts *= parts;
-            continue;
-        }
-        for (int d = 0; d < t->ndim; d++) {
-            if (t->dims[d] == place[a].dim) {
-                sizes[d] /= parts;
-                break;
-            }
-        }
-    }
+    for (int a = 0; a < plan->mesh.naxes; a++)
+        if (place[a].kind == PLACE_S && place[a].dim == DIM_FLAT) flat_parts *= plan->mesh.axes[a].size;
     int64_t n = 1;
     for (int d = 0; d < t->ndim; d++) n *= sizes[d];
     return (n + flat_parts - 1) / flat_parts;
@@ -319,7 +328,8 @@ static int expand_moe(Expander *ex, Region r, int h, int64_t B, int64_t S, int64
     int index = tensor_new(ex, r, TENSOR_INDEX, "mlp.router.index", loc, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_TOPK),
                            SIZES(B, S, K));
     op_aux(ex, router, index);
-    op_aux(ex, router, tensor_new(ex, r, TENSOR_INDEX, "mlp.router.counts", loc, 1, DIMS(DIM_EXPERTS), SIZES(E)));
+    ex->g->moe_counts = tensor_new(ex, r, TENSOR_INDEX, "mlp.router.counts", loc, 1, DIMS(DIM_EXPERTS), SIZES(E));
+    op_aux(ex, router, ex->g->moe_counts);
     op_aux(ex, router, tensor_new(ex, r, TENSOR_STAT, "mlp.router.losses", loc, 1, DIMS(DIM_GATE), SIZES(2)));
 
     int xp = act(ex, r, "mlp.dispatch.out", loc, 3, DIMS(DIM_ROUTED, DIM_TOPK, DIM_HIDDEN), SIZES(T, K, H));
@@ -460,6 +470,13 @@ static void expand_head(Expander *ex, int wte)
 
 static const char *axis_name(const Plan *plan, int axis) { return plan->mesh.axes[axis].name; }
 
+static int tensor_has_dim_(const Tensor *t, Dim d)
+{
+    for (int i = 0; i < t->ndim; i++)
+        if (t->dims[i] == d) return 1;
+    return 0;
+}
+
 static void place_tensor(Expander *ex, Tensor *t)
 {
     const Plan *plan = ex->plan;
@@ -473,6 +490,9 @@ static void place_tensor(Expander *ex, Tensor *t)
             /* the routed rows are the tokens' rows: they split where batch does */
             int axis = dim == DIM_ROUTED ? lay->dim_axis[DIM_BATCH] : lay->dim_axis[dim];
             if (axis != a) continue;
+            /* `experts` splits the experts' weights [experts, ...] alone (not
+             * the router's columns, its logits or its counts) */
+            if (dim == DIM_EXPERTS && !(t->kind == TENSOR_PARAM && d == 0)) continue;
             if (dim == DIM_LAYERS) continue;
             if (t->kind == TENSOR_PARAM && (dim == DIM_BATCH || dim == DIM_SEQ)) continue;
             /* token ids are loaded whole along seq; a seq split starts at the
@@ -490,6 +510,13 @@ static void place_tensor(Expander *ex, Tensor *t)
             owner_dim = (int)dim;
             p.kind = PLACE_S;
             p.dim = (uint8_t)dim;
+        }
+        /* Expert parallelism: the routed rows inside the experts (their
+         * hidden units) live with the experts, split by expert; the rows
+         * going in and coming out are the tokens', split where batch is. */
+        if (lay->dim_axis[DIM_EXPERTS] == a && tensor_has_dim_(t, DIM_ROUTED) && tensor_has_dim_(t, DIM_FFN)) {
+            p.kind = PLACE_S;
+            p.dim = DIM_EXPERTS;
         }
         /* Sequence parallelism: the residual stream and norm outputs are split on
          * seq where nothing else splits them on the tensor axis. */
@@ -530,7 +557,8 @@ void expand_verify(const Graph *g)
                         PARC_BUG("tensor %s: %s = %lld does not divide by axis %s", tt->name, dim_names[p.dim],
                                  (long long)tt->sizes[d], plan->mesh.axes[a].name);
                 }
-            if (!found) PARC_BUG("tensor %s is split on a dim it does not have", tt->name);
+            if (!found && !(p.dim == DIM_EXPERTS && tensor_has_dim_(tt, DIM_ROUTED)))
+                PARC_BUG("tensor %s is split on a dim it does not have", tt->name);
         }
     }
     for (int i = 0; i < g->nops; i++) {
@@ -557,7 +585,7 @@ Graph *expand_model(Arena *arena, const Plan *plan)
     Expander ex = {arena, plan, arena_alloc(arena, sizeof(Graph)), 0};
     Graph *g = ex.g;
     g->plan = plan;
-    g->tokens = g->targets = g->embed_out = g->head_in = g->loss = g->grad_sumsq = -1;
+    g->tokens = g->targets = g->embed_out = g->head_in = g->loss = g->grad_sumsq = g->moe_counts = -1;
     int wte = -1;
     int first = 0;
     g->region_first[REGION_EMBED] = 0;

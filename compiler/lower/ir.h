@@ -53,6 +53,7 @@ typedef struct Placement {
     X(ALLGATHER, "all-gather")              \
     X(REDUCESCATTER, "reduce-scatter")      \
     X(ALLTOALL, "all-to-all")               \
+    X(ALLTOALLV, "all-to-all(v)")           \
     X(SLICE, "slice")                       \
     X(SEND, "send")                         \
     X(RECV, "recv")                         \
@@ -68,7 +69,9 @@ extern const char *const coll_names[COLL_COUNT];
 
 /* from -> to on one axis: the collective, per the table
  *   P->R all-reduce, P->S reduce-scatter, S->R all-gather, S(d)->S(e) all-to-all,
- *   R->S slice (no communication), equal -> none.  R/S -> P never happens. */
+ *   R->S slice (no communication), equal -> none.  R/S -> P never happens.
+ *   S(routed) <-> S(experts), routed rows between the tokens' ranks and their
+ *   experts' (expert parallelism), is the all-to-all of variable counts. */
 CollKind reshard_collective(Placement from, Placement to);
 
 /* ------------------------------------------------------------ tensors, ops */
@@ -176,6 +179,7 @@ typedef struct Graph {
     int block_in, block_out;    /* a block's input and output (same shape and home) */
     int head_in;                /* residual stream leaving the last layer */
     int loss;                   /* TENSOR_SCALAR */
+    int moe_counts;             /* TENSOR_INDEX: a block's router's tokens per expert [experts], else -1 */
     int grad_sumsq;             /* TENSOR_SCALAR: the gradients' global sum of squares (`clip`), else -1 */
     int64_t params_total;       /* model parameters (global) */
     int64_t params_active;      /* those one token passes through: a mixture of
@@ -193,6 +197,10 @@ void expand_dump(const Graph *graph, FILE *out);
 int64_t expand_tensor_numel(const Tensor *t);
 /* Local elements of t on one rank under placement place[] (no Partial). */
 int64_t expand_tensor_local_numel(const Plan *plan, const Tensor *t, const Placement *place);
+/* Its local sizes per dim (a flat ZeRO shard not applied).  Split(experts)
+ * of routed rows [routed, topk, ...] (expert parallelism) is the bound of
+ * what a rank's experts receive: routed whole, topk at most experts / parts. */
+void expand_local_sizes(const Plan *plan, const Tensor *t, const Placement *place, int64_t *sizes);
 void expand_placement_format(const Plan *plan, const Placement *place, char *buf, size_t size);
 
 /* ------------------------------------------------------------ lowered program */

@@ -257,6 +257,13 @@ const char *reshard_why(Lowerer *lw, const Op *consumer, int t, const Placement 
 void reshard_embedding_group(Emit *e, int t, Arg grad, int64_t n);
 /* A fresh buffer for tensor t under placement place: "<tensor>.<what>". */
 int reshard_temp_buf(Lowerer *lw, const char *what, int t, const Placement *place, int klass);
+/* The stage's buffer of the offsets [experts / size + 1] of the rows that
+ * reached this rank's experts over expert-parallel axis `axis` in the last
+ * exchange to them: an expert GEMM under expert parallelism reads it, of its
+ * own layer and micro-batch, because the exchange into its rows (the up
+ * GEMM's input in forward and again in backward, the down GEMM's output
+ * gradient) runs before it and nothing between them exchanges. */
+int reshard_ep_offsets(Lowerer *lw, int axis);
 
 /* ------------------------------------------------------------ autodiff.c */
 

@@ -10,6 +10,7 @@
 #include "lower.h"
 #include "ops_emit.h"
 #include "prt_scratch.h"
+#include <math.h>
 
 /* ------------------------------------------------------------ shape helpers */
 
@@ -199,12 +200,30 @@ static void shape_moe_tokens(const Lowerer *lw, const Op *op, const OpArgs *a, O
     s->d[3] = moe->topk;
 }
 
-/* moe_matmul: d = {R routed rows, K, M, E}: in[R,K] through w[E,K,M] -> out[R,M]. */
+/* moe_matmul: d = {R routed rows, K, M, E local experts, R expected, ep}:
+ * in[R,K] through w[E,K,M] -> out[R,M].  Under expert parallelism (the
+ * weights split by expert on axis ep - 1; 0: none) R is the rows the buffers
+ * hold, the bound of what the rank's experts can receive, and the expected
+ * rows the busiest rank's: the balanced share (the axis's tokens x topk / its
+ * size) times the plan's `imbalance`, which the cost model charges. */
 static void shape_moe_matmul(const Lowerer *lw, const Op *op, const OpArgs *a, OpShape *s)
 {
     shape_row_width(lw, op->in[0], a->in[0].place, s);
     s->d[2] = trailing(lw, op->out, out_place(lw, op), 2);
-    s->d[3] = lw->g->tensors[op->param[0]].sizes[0];
+    int64_t w[IR_MAX_TDIMS];
+    sizes_of(lw, op->param[0], a->param[0].place, w);
+    s->d[3] = w[0];
+    s->d[4] = s->d[0];
+    s->d[5] = 0;
+    for (int ax = 0; ax < lw->naxes; ax++) {
+        Placement p = a->in[0].place[ax];
+        if (p.kind != PLACE_S || p.dim != DIM_EXPERTS) continue;
+        int64_t parts = lw->plan->mesh.axes[ax].size, K = lw->plan->model.block.moe.topk;
+        int64_t chosen = K < s->d[3] ? K : s->d[3]; /* a token's rows per rank, at most */
+        double busiest = (double)(s->d[0] / chosen * K / parts) * lw->plan->model.block.moe.imbalance;
+        s->d[4] = (int64_t)llround(busiest);
+        s->d[5] = ax + 1;
+    }
 }
 
 /* moe_combine: d = {T tokens, H, K} of the [batch, seq, hidden] output. */
@@ -264,12 +283,12 @@ static double flops_moe_router(const OpShape *s, int bwd)
 {
     return (bwd ? 4.0 : 2.0) * (double)s->d[0] * s->d[1] * s->d[2];
 }
-/* the grouped GEMM, d = {R, K, M, E}: the R = T K routed rows each through
- * one expert, 2 R K M forward, twice that backward: a token's FLOPs are its
- * topk experts', the active ones */
+/* the grouped GEMM, d = {R, K, M, E, R expected}: the expected T K routed
+ * rows each through one expert, 2 R K M forward, twice that backward: a
+ * token's FLOPs are its topk experts', the active ones */
 static double flops_moe_matmul(const OpShape *s, int bwd)
 {
-    return (bwd ? 4.0 : 2.0) * (double)s->d[0] * s->d[1] * s->d[2];
+    return (bwd ? 4.0 : 2.0) * (double)s->d[4] * s->d[1] * s->d[2];
 }
 /* combine, d = {T, H, K}: a product and a sum per routed element forward;
  * dy and dweight backward */
@@ -381,7 +400,7 @@ static int gemm_moe_router(const OpShape *s, int bwd, int64_t mnk[3])
  * before the step) */
 static int gemm_moe_matmul(const OpShape *s, int bwd, int64_t mnk[3])
 {
-    mnk[0] = s->d[0], mnk[1] = s->d[2], mnk[2] = s->d[1];
+    mnk[0] = s->d[4], mnk[1] = s->d[2], mnk[2] = s->d[1];
     return bwd ? 2 : 1;
 }
 

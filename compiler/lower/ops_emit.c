@@ -339,18 +339,27 @@ int ops_emit_moe_permute_bwd(Emit *e, const Op *op, const OpArgs *a, const OpSha
                  arg_int(s->d[1]), arg_int(s->d[3]));
 }
 
+/* The offsets of an expert GEMM's rows: the dispatch's, or under expert
+ * parallelism (d[5] = axis + 1) those of the rows the last exchange brought
+ * to this rank's experts (reshard_ep_offsets states why they are this
+ * layer's and micro-batch's). */
+static Arg moe_offsets(Emit *e, const OpArgs *a, const OpShape *s)
+{
+    return s->d[5] ? arg_buf(reshard_ep_offsets(e->lw, (int)s->d[5] - 1), INST_FIXED, 0) : a->in[1].arg;
+}
+
 int ops_emit_moe_matmul_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;
-    return ENTRY(e, RT_prt_moe_matmul_fwd, a->out, a->in[0].arg, a->param[0].arg, a->in[1].arg, arg_int(s->d[3]),
-                 arg_int(s->d[1]), arg_int(s->d[2]));
+    return ENTRY(e, RT_prt_moe_matmul_fwd, a->out, a->in[0].arg, a->param[0].arg, moe_offsets(e, a, s),
+                 arg_int(s->d[3]), arg_int(s->d[1]), arg_int(s->d[2]));
 }
 
 int ops_emit_moe_matmul_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;
     return ENTRY(e, RT_prt_moe_matmul_bwd, a->din[0].arg, a->dparam[0].arg, a->dout, a->in[0].arg,
-                 a->param[0].arg, a->in[1].arg, arg_int(s->d[3]), arg_int(s->d[1]), arg_int(s->d[2]));
+                 a->param[0].arg, moe_offsets(e, a, s), arg_int(s->d[3]), arg_int(s->d[1]), arg_int(s->d[2]));
 }
 
 /* in: the experts' rows, the gate, the dispatch's rows */

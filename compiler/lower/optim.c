@@ -54,26 +54,40 @@ static const ZeroRow zero_rows[4] = {
      NULL},
 };
 
-static const ZeroRow *zero_row(const Lowerer *lw)
+static int sharded(Placement p) { return p.kind == PLACE_S; }
+
+/* Is parameter tt split on the ZeRO axis by a dim of its own (the experts'
+ * weights under expert parallelism)?  Then no other rank of the axis holds
+ * its block: ZeRO has nothing to shard, and its weights, gradient and
+ * optimizer state follow row 0 (whole, as held). */
+static int split_on_zero_axis(const Lowerer *lw, const Tensor *tt)
+{
+    int za = lw->plan->layout.zero_axis;
+    return za >= 0 && tt->home[za].kind == PLACE_S && tt->home[za].dim != DIM_FLAT;
+}
+
+/* The ZeRO row of parameter tt: the plan's stage's, row 0 for one split on
+ * the ZeRO axis. */
+static const ZeroRow *zero_row(const Lowerer *lw, const Tensor *tt)
 {
     int zs = lw->plan->layout.zero_stage;
     PARC_ASSERT(zs >= 0 && zs < 4);
-    return &zero_rows[zs];
+    return &zero_rows[split_on_zero_axis(lw, tt) ? 0 : zs];
 }
 
-static int sharded(Placement p) { return p.kind == PLACE_S; }
-
 /* Local elements of a parameter buffer: this rank's share of the padded
- * tensor-parallel block when sharded, else the padded block. */
+ * tensor-parallel block when sharded, else the padded block (a parameter
+ * split on the ZeRO axis: its block, unpadded). */
 static int64_t param_elems(const Lowerer *lw, const Tensor *tt, Placement on_zero_axis)
 {
     const Layout *lay = &lw->plan->layout;
+    int zeroed = lay->zero_stage > 0 && !split_on_zero_axis(lw, tt);
     int zn = lay->zero_axis >= 0 ? lw->plan->mesh.axes[lay->zero_axis].size : 1;
-    Placement tp[PARC_MAX_AXES]; /* tensor-parallel placement: home without the flat shard */
+    Placement tp[PARC_MAX_AXES] = {{0}}; /* tensor-parallel placement: home without the flat shard */
     for (int a = 0; a < lw->naxes; a++) tp[a] = place_param_use(tt, a);
     int64_t tp_local = program_local_numel(lw->plan, tt, tp);
-    int64_t share = lay->zero_stage > 0 ? (tp_local + zn - 1) / zn : tp_local;
-    return sharded(on_zero_axis) ? share : share * (lay->zero_stage > 0 ? zn : 1);
+    int64_t share = zeroed ? (tp_local + zn - 1) / zn : tp_local;
+    return sharded(on_zero_axis) ? share : share * (zeroed ? zn : 1);
 }
 
 /* The fp32 master describes the parameter itself (its ZeRO share when the
@@ -129,19 +143,20 @@ static void describe_weights(Lowerer *lw, int w, const Tensor *tt, Region r, int
 static void bind_param(Lowerer *lw, int t, Region r, int instances, int first_layer)
 {
     const Plan *plan = lw->plan;
-    const ZeroRow *z = zero_row(lw);
+    const Tensor *tt = &lw->g->tensors[t];
+    const ZeroRow *z = zero_row(lw, tt);
     int za = plan->layout.zero_axis;
+    int zeroed = plan->layout.zero_stage > 0 && !split_on_zero_axis(lw, tt);
     int wdtype = program_act_dtype(lw->plan);
     /* `grads fp32`: 16-bit weights, gradients accumulated, synced and read by
      * the optimizer in fp32 (Megatron's main gradients) */
     int gdtype = plan->train.grads_fp32 ? PRT_F32 : wdtype;
     int mode = r == REGION_BLOCK ? INST_LAYER : INST_FIXED;
-    const Tensor *tt = &lw->g->tensors[t];
     Binding *b = &lw->bind[t];
     int64_t oelems = param_elems(lw, tt, z->optim);
     int w = program_buf_new(lw->prog, lw->sp, lw->buf_order, tt->name, PRT_WEIGHTS, wdtype, param_elems(lw, tt, z->weights), instances);
-    describe_weights(lw, w, tt, r, first_layer, plan->layout.zero_stage > 0 ? za : -1);
-    lw->sp->bufs[w].zero_whole = plan->layout.zero_stage > 0 && !sharded(z->weights);
+    describe_weights(lw, w, tt, r, first_layer, zeroed ? za : -1);
+    lw->sp->bufs[w].zero_whole = zeroed && !sharded(z->weights);
     b->value = (BufRef){w, mode, 0};
     int gb = program_buf_new(lw->prog, lw->sp, lw->buf_order, arena_printf(lw->arena, "%s.grad", tt->name), PRT_GRADS, gdtype,
                           param_elems(lw, tt, z->grads), instances);
@@ -231,12 +246,12 @@ void optim_emit_scatter(Emit *e, Region r)
 {
     Lowerer *lw = e->lw;
     const Graph *g = lw->g;
-    const ZeroRow *z = zero_row(lw);
     int za = lw->plan->layout.zero_axis;
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *tt = &g->tensors[t];
         const Binding *b = &lw->bind[t];
         if (!optim_full_grad_scattered_in(lw, t, r) || tt->kind != TENSOR_PARAM || b->full_grad < 0) continue;
+        const ZeroRow *z = zero_row(lw, tt);
         Val v;
         v.arg = arg_buf(b->full_grad, INST_FIXED, 0);
         v.tensor = t;
@@ -255,7 +270,7 @@ static void emit_sync(Lowerer *lw, Emit *es, int t, const Placement *acc, const 
                       Region r)
 {
     const Layout *lay = &lw->plan->layout;
-    const ZeroRow *z = zero_row(lw);
+    const ZeroRow *z = zero_row(lw, &lw->g->tensors[t]);
     int data_axis = lay->zero_axis >= 0 ? lay->zero_axis : lay->dim_axis[DIM_BATCH];
     Val v = {gr, t, {{0}}};
     memcpy(v.place, acc, sizeof v.place);
@@ -283,7 +298,7 @@ static void emit_sync(Lowerer *lw, Emit *es, int t, const Placement *acc, const 
 /* The parameter's placement on axis a for the optimizer step. */
 static Placement opt_place(const Lowerer *lw, const Tensor *tt, int a)
 {
-    const ZeroRow *z = zero_row(lw);
+    const ZeroRow *z = zero_row(lw, tt);
     if (a == lw->plan->layout.zero_axis && sharded(z->optim)) return z->optim;
     return place_param_use(tt, a);
 }
@@ -345,13 +360,13 @@ void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r)
 {
     const Graph *g = lw->g;
     const Train *tr = &lw->plan->train;
-    const ZeroRow *z = zero_row(lw);
     int za = lw->plan->layout.zero_axis;
     int64_t summed = norm_axes(lw); /* the norm's axes: one walk of the parameters, not one per parameter */
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *tt = &g->tensors[t];
         const Binding *b = &lw->bind[t];
         if (tt->region != r || tt->kind != TENSOR_PARAM || b->value.buf < 0) continue;
+        const ZeroRow *z = zero_row(lw, tt);
         int mode = b->value.inst;
         Arg w = arg_ref(b->value), gr = arg_ref(b->gradient);
         Emit ez = {lw, zero, PHASE_GRAD_SYNC};

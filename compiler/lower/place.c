@@ -100,21 +100,32 @@ void place_rule_elementwise(Lowerer *lw, const Op *op, int a, OpPlace *r)
  * (batch, and the routed rows with them) on the data axis and nothing on any
  * other (check refuses an axis of size > 1 that would split anything else);
  * a weight is whole, its gradient Partial where the rows are split (the sum
- * over this rank's tokens).  Parameter gradients otherwise in the parameter's
- * use placement. */
+ * over this rank's tokens).  An expert GEMM whose weights are split by
+ * expert (expert parallelism) takes and gives the rows its experts receive,
+ * Split(experts): every row routed to them from the axis's ranks, so its
+ * weight gradient is whole for its experts, Split(experts) too. */
 void place_rule_moe(Lowerer *lw, const Op *op, int a, OpPlace *r)
 {
     const Graph *g = lw->g;
     for (int i = 0; i < op->nin; i++) r->in[i] = r->din[i] = g->tensors[op->in[i]].home[a];
     r->out = out_home(lw, op, a);
     Placement rows = op->nin > 0 ? r->in[0] : r->out;
+    int by_expert = 0;
     for (int i = 0; i < op->nparam; i++) {
-        if (r->param[i].kind == PLACE_S && r->param[i].dim != DIM_FLAT)
+        Placement w = r->param[i];
+        if (w.kind == PLACE_S && w.dim == DIM_EXPERTS) by_expert = 1;
+        else if (w.kind == PLACE_S && w.dim != DIM_FLAT)
             place_rule_error(lw, op, "%s: a mixture of experts cannot split its weights (%s) on `%s` yet",
-                             "keep the experts whole: map only batch and layers with `mlp moe`", a,
-                             r->param[i].dim);
-        r->dparam[i] = place_is_row_split(rows) ? PLACE_PART : r->param[i];
+                             "keep the experts whole or split them by expert: map only batch, experts and layers "
+                             "with `mlp moe`",
+                             a, w.dim);
     }
+    if (by_expert) {
+        r->in[0] = r->din[0] = r->out = place_split(DIM_EXPERTS);
+        rows = r->out;
+    }
+    for (int i = 0; i < op->nparam; i++)
+        r->dparam[i] = !by_expert && place_is_row_split(rows) ? PLACE_PART : r->param[i];
 }
 
 /* Dropout of a [batch, seq, hidden] branch output: elementwise, with hidden

@@ -19,22 +19,16 @@ int64_t program_local_numel(const Plan *plan, const Tensor *t, const Placement *
      * axis's all-gather and reduce-scatter move size × share elements */
     const Layout *l = &plan->layout;
     if (t->kind != TENSOR_PARAM || l->zero_stage < 1 || l->zero_axis < 0) return n;
-    if (place[l->zero_axis].kind == PLACE_S && place[l->zero_axis].dim == DIM_FLAT) return n;
+    /* its flat shard, or a block split on the axis by its own dim (the
+     * experts' under expert parallelism), which ZeRO does not shard */
+    if (place[l->zero_axis].kind == PLACE_S) return n;
     int64_t z = plan->mesh.axes[l->zero_axis].size;
     return (n + z - 1) / z * z;
 }
 
 void program_local_sizes(const Plan *plan, const Tensor *t, const Placement *place, int64_t *sizes)
 {
-    memcpy(sizes, t->sizes, sizeof(int64_t) * IR_MAX_TDIMS);
-    for (int a = 0; a < plan->mesh.naxes; a++) {
-        if (place[a].kind != PLACE_S || place[a].dim == DIM_FLAT) continue;
-        for (int d = 0; d < t->ndim; d++)
-            if (t->dims[d] == place[a].dim) {
-                sizes[d] /= plan->mesh.axes[a].size;
-                break;
-            }
-    }
+    expand_local_sizes(plan, t, place, sizes);
 }
 
 /* ------------------------------------------------------------ builders */

@@ -9,6 +9,9 @@
  *   Partial -> Split(d)     reduce-scatter    Replicated -> Split(d)  local slice
  *   Split(d) -> Split(e)    not lowered: reported as an error (no op's rule
  *                           asks for it; see docs/design.md)
+ *   Split(routed) <-> Split(experts)  all-to-all of variable counts: routed
+ *                           rows to the ranks holding their experts and back
+ *                           (expert parallelism; routed_exchange below)
  *
  * Guarantees: every collective instruction runs over one mesh axis of size > 1
  * (a group of one needs none), carries its element count, element size, the
@@ -16,10 +19,14 @@
  * overlaps its input except an all-reduce in place.
  */
 #include "lower.h"
+#include <math.h>
 
 CollKind reshard_collective(Placement from, Placement to)
 {
     if (from.kind == to.kind && (from.kind != PLACE_S || from.dim == to.dim)) return COLL_NONE;
+    if (from.kind == PLACE_S && to.kind == PLACE_S &&
+        ((from.dim == DIM_ROUTED && to.dim == DIM_EXPERTS) || (from.dim == DIM_EXPERTS && to.dim == DIM_ROUTED)))
+        return COLL_ALLTOALLV;
     if (from.kind == PLACE_P) return to.kind == PLACE_R ? COLL_ALLREDUCE : COLL_REDUCESCATTER;
     if (from.kind == PLACE_S) return to.kind == PLACE_R ? COLL_ALLGATHER : COLL_ALLTOALL;
     if (from.kind == PLACE_R && to.kind == PLACE_S) return COLL_SLICE;
@@ -75,6 +82,84 @@ int reshard_temp_buf(Lowerer *lw, const char *what, int t, const Placement *plac
     const Tensor *tt = &lw->g->tensors[t];
     int dtype = tt->kind == TENSOR_INDEX ? PRT_I32 : (tt->kind == TENSOR_STAT ? PRT_F32 : program_act_dtype(lw->plan));
     return temp_buf_dtype(lw, what, t, place, klass, dtype);
+}
+
+/* The stage's i32 workspace buffer `name` of n elements, made on first use:
+ * the routing bookkeeping of expert parallelism, rewritten by each exchange. */
+static int ep_buf(Lowerer *lw, const char *name, int64_t n)
+{
+    for (int b = 0; b < lw->sp->nbufs; b++)
+        if (!strcmp(lw->sp->bufs[b].name, name)) return b;
+    return program_buf_new(lw->prog, lw->sp, lw->buf_order, name, PRT_WORKSPACE, PRT_I32, n, 1);
+}
+
+int reshard_ep_offsets(Lowerer *lw, int axis)
+{
+    int64_t local = lw->plan->model.block.moe.experts / lw->plan->mesh.axes[axis].size;
+    return ep_buf(lw, "moe.ep.offsets", local + 1);
+}
+
+/* Routed rows [routed, topk, W...] between the ranks of axis a that routed
+ * them (Split(routed): this rank's tokens' rows, sorted by expert, as the
+ * dispatch made them) and the ranks holding their experts (Split(experts):
+ * every row for this rank's experts, expert-major, offsets in
+ * moe.ep.offsets).  The counts come from the router's counts of the layer
+ * and micro-batch being run (saved for the backward): how many rows go to
+ * each rank (moe_rank_rows) and, by an all-to-all of each rank's counts of
+ * the experts it holds, how many come from each source per local expert.
+ * To the experts: alltoallv, then moe_regroup_fwd from (source, expert) to
+ * expert-major order; back: the inverse regroup, then alltoallv home, where
+ * the rows land in the order they left.  The exchange's row estimate
+ * (elems) is the busiest rank's: balanced, every rank sends and receives its
+ * tokens' rows, T x topk, times the plan's `imbalance` (the cost model's
+ * all-to-all moving (n-1)/n of them off-rank). */
+static Instr *routed_exchange(Emit *e, Val v, Val nv, int a, int dtype, int op)
+{
+    Lowerer *lw = e->lw;
+    const Plan *plan = lw->plan;
+    int t = v.tensor;
+    const Tensor *tt = &lw->g->tensors[t];
+    PARC_ASSERT(tt->ndim >= 3 && tt->dims[0] == DIM_ROUTED && tt->dims[1] == DIM_TOPK && lw->g->moe_counts >= 0);
+    int to_expert = nv.place[a].dim == DIM_EXPERTS;
+    int64_t S = plan->mesh.axes[a].size, E = plan->model.block.moe.experts, El = E / S;
+    int64_t sizes[IR_MAX_TDIMS], W = 1;
+    program_local_sizes(plan, tt, nv.place, sizes);
+    for (int d = 2; d < tt->ndim; d++) W *= sizes[d];
+    const Placement *tokens = to_expert ? v.place : nv.place, *experts = to_expert ? nv.place : v.place;
+    int64_t token_rows = program_local_numel(plan, tt, tokens) / W;
+    int64_t expert_rows = program_local_numel(plan, tt, experts) / W;
+    Arg counts = arg_value(lw, lw->g->moe_counts);
+    Arg recv = arg_buf(ep_buf(lw, "moe.ep.recv", S), INST_FIXED, 0);
+    Arg peer = arg_buf(ep_buf(lw, "moe.ep.counts", S * El), INST_FIXED, 0);
+    Instr *c = EMIT(e, RT_prt_alltoall, arg_int(a), peer, counts, arg_int(1), arg_int(El));
+    c->coll = COLL_ALLTOALL;
+    c->axis = a;
+    c->op = op;
+    c->tensor = lw->g->moe_counts;
+    c->elems = E;
+    c->elem_bytes = 4;
+    c->why = arena_printf(lw->arena,
+                          "expert parallelism: each rank's tokens per expert to the rank of %s holding it, the "
+                          "counts of the exchange of %s",
+                          plan->mesh.axes[a].name, tt->name);
+    Instr *x;
+    if (to_expert) {
+        Arg send = arg_buf(ep_buf(lw, "moe.ep.send", S), INST_FIXED, 0);
+        Arg arrived = arg_buf(temp_buf_dtype(lw, "arrived", t, nv.place, PRT_WORKSPACE, dtype), INST_FIXED, 0);
+        EMIT(e, RT_prt_moe_rank_rows, send, counts, arg_int(S), arg_int(E));
+        x = EMIT(e, RT_prt_alltoallv, arg_int(a), arrived, v.arg, send, recv, arg_int(expert_rows), arg_int(W));
+        EMIT(e, RT_prt_moe_regroup_fwd, nv.arg, arg_buf(reshard_ep_offsets(lw, a), INST_FIXED, 0), arrived, peer,
+             arg_int(S), arg_int(El), arg_int(W), arg_int(1));
+    } else {
+        Arg back = arg_buf(ep_buf(lw, "moe.ep.back", S), INST_FIXED, 0);
+        Arg by_source = arg_buf(temp_buf_dtype(lw, "by_source", t, v.place, PRT_WORKSPACE, dtype), INST_FIXED, 0);
+        EMIT(e, RT_prt_moe_rank_rows, back, peer, arg_int(S), arg_int(S * El));
+        EMIT(e, RT_prt_moe_regroup_fwd, by_source, arg_null(), v.arg, peer, arg_int(S), arg_int(El), arg_int(W),
+             arg_int(0));
+        x = EMIT(e, RT_prt_alltoallv, arg_int(a), nv.arg, by_source, back, recv, arg_int(token_rows), arg_int(W));
+    }
+    x->elems = (int64_t)llround((double)(token_rows * W) * plan->model.block.moe.imbalance);
+    return x;
 }
 
 /* Moves value v to placement `to` axis by axis, each step one collective from
@@ -142,6 +227,9 @@ Val reshard_to(Emit *e, Val v, const Placement *to, int op, const char *why, int
             coll_shape(lw, t, nv.place, (Dim)to[a].dim, &outer, &inner);
             ins = EMIT(e, RT_prt_reducescatter, arg_int(a), nv.arg, v.arg, arg_int(outer), arg_int(inner));
             ins->elems = outer * inner * lw->plan->mesh.axes[a].size;
+            break;
+        case COLL_ALLTOALLV:
+            ins = routed_exchange(e, v, nv, a, dtype, op);
             break;
         case COLL_SLICE:
             coll_shape(lw, t, nv.place, (Dim)to[a].dim, &outer, &inner);
@@ -216,7 +304,20 @@ const char *reshard_why(Lowerer *lw, const Op *consumer, int t, const Placement 
         if (c == COLL_NONE) continue;
         const char *ax = lw->plan->mesh.axes[a].name;
         int n;
-        if (!backward) {
+        if (c == COLL_ALLTOALLV) {
+            int in = want.dim == DIM_EXPERTS;
+            if (!backward)
+                n = snprintf(buf + used, sizeof buf - used,
+                             in ? "expert parallelism: %s takes the rows of %s routed to its experts, from every rank of %s"
+                                : "expert parallelism: %s takes its tokens' rows of %s back from the ranks of %s holding "
+                                  "their experts",
+                             consumer->name, tt->name, ax);
+            else
+                n = snprintf(buf + used, sizeof buf - used,
+                             in ? "expert parallelism: the gradient of %s to the ranks of %s holding its rows' experts"
+                                : "expert parallelism: the gradient of %s back to the ranks of %s its tokens came from",
+                             tt->name, ax);
+        } else if (!backward) {
             Placement p = lw->bind[t].produced[a];
             const Op *prod = tt->producer >= 0 ? &g->ops[tt->producer] : NULL;
             if (tt->kind == TENSOR_PARAM && p.kind == PLACE_S && p.dim == DIM_FLAT)

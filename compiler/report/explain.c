@@ -315,6 +315,36 @@ static void explain_reserve(FILE *out, const Cluster *cl)
         fprintf(out, "  reserve         none: the cluster was calibrated on a CPU, whose ranks hold no device context\n");
 }
 
+/* Expert parallelism: the experts a rank holds, the size of one exchange of
+ * a layer's routed rows and how many a micro-batch makes (counted in stage
+ * 0's block sequences), and the rows the expert-side buffers hold. */
+static void explain_expert_parallel(FILE *out, const Program *prog)
+{
+    const Plan *plan = prog->plan;
+    const MoeSpec *moe = &plan->model.block.moe;
+    int ep = plan->layout.dim_axis[DIM_EXPERTS];
+    if (ep < 0) return;
+    int64_t S = plan->mesh.axes[ep].size, local = moe->experts / S;
+    int64_t tokens = plan->train.micro_batch * plan->model.seq, chosen = moe->topk < local ? moe->topk : local;
+    double bytes = (double)tokens * (double)moe->topk * (double)plan->model.hidden *
+                   dtype_bytes(program_act_dtype(plan)) * moe->imbalance;
+    int fwd = 0, bwd = 0;
+    const StageProgram *sp = &prog->stages[0];
+    for (int i = 0; i < sp->seq[SEQ_BLOCK_FWD].n; i++) fwd += sp->seq[SEQ_BLOCK_FWD].ins[i].fn == RT_prt_alltoallv;
+    for (int i = 0; i < sp->seq[SEQ_BLOCK_BWD].n; i++) bwd += sp->seq[SEQ_BLOCK_BWD].ins[i].fn == RT_prt_alltoallv;
+    char b1[64];
+    analyze_format_bytes(bytes, b1, sizeof b1);
+    fprintf(out,
+            "  expert parallel %lld of the %lld experts on each rank of %s; a layer's routed rows go to their experts' "
+            "ranks and back by all-to-all(v), %s a rank each (%lld tokens x top %lld%s): %d per micro-batch forward, "
+            "%d backward; the experts' buffers hold the %lld rows they can receive (every token of %s, at most %lld "
+            "each)\n",
+            (long long)local, (long long)moe->experts, plan->mesh.axes[ep].name, b1, (long long)tokens,
+            (long long)moe->topk,
+            moe->imbalance != 1.0 ? arena_printf(prog->arena, " x imbalance %g", moe->imbalance) : ", balanced",
+            fwd, bwd, (long long)(tokens * S * chosen), plan->mesh.axes[ep].name, (long long)chosen);
+}
+
 void explain_text(FILE *out, const Analysis *an, const Analysis *other, int verbose)
 {
     const Program *prog = an->prog;
@@ -342,6 +372,7 @@ void explain_text(FILE *out, const Analysis *an, const Analysis *other, int verb
             fprintf(out, "  shared experts  %lld, as one ungated %s MLP of %lld hidden units that every token goes "
                          "through, added to the routed experts' output\n",
                     (long long)moe->shared, act, (long long)moe->shared_ffn);
+        explain_expert_parallel(out, prog);
     }
     analyze_format_bytes(plan->cluster.gpu_memory, b1, sizeof b1);
     fprintf(out, "  cluster         %d node%s x %d GPUs = %d GPUs, %s each\n", plan->cluster.nodes,

@@ -8,7 +8,9 @@
  * pp, dp, tp), each pipeline schedule (GPipe, 1F1B, interleaved with every
  * virtual-stage count that divides the layers), ZeRO 0-3 over the data
  * axis, sequence parallelism over tp, recompute none / selective / full,
- * and every micro-batch size dividing the per-rank batch up to 16.
+ * every micro-batch size dividing the per-rank batch up to 16, and for a
+ * mixture of experts (which takes no tensor axis) its experts whole on
+ * every rank or split over dp (expert parallelism) where they divide.
  *
  * Every layout of the space is first estimated in closed form
  * (search_estimate.c); those estimated to need far more memory than the
@@ -107,6 +109,7 @@ static void apply_layout(const Plan *base, const Layout1 *l, Plan *p)
         ly->virtual_stages = l->sched == SCHED_INTERLEAVED ? l->virt : 1;
     }
     if (l->zero > 0 && axis[1] >= 0) ly->zero_stage = l->zero, ly->zero_axis = axis[1];
+    if (l->ep && axis[1] >= 0) ly->dim_axis[DIM_EXPERTS] = axis[1];
     ly->recompute = l->rc;
     p->train.micro_batch = l->micro_batch;
     /* the plan's `pipeline_scatter on` is kept where the layout can split its messages */
@@ -138,8 +141,9 @@ static void layout_describe(const Layout1 *l, char *buf, size_t size)
     if (l->pp > 1 && l->sched == SCHED_INTERLEAVED && (size_t)n < size)
         n += snprintf(buf + n, size - (size_t)n, " %d", l->virt);
     if ((size_t)n < size)
-        snprintf(buf + n, size - (size_t)n, ", zero %d%s, recompute %s", l->zero, l->sp ? ", sp" : "",
-                 recompute_names[l->rc]);
+        n += snprintf(buf + n, size - (size_t)n, ", zero %d%s, recompute %s", l->zero, l->sp ? ", sp" : "",
+                      recompute_names[l->rc]);
+    if (l->ep && (size_t)n < size) snprintf(buf + n, size - (size_t)n, ", experts over dp");
 }
 
 /* Checks, lowers and analyzes one layout; records it unless pruned. */
@@ -207,13 +211,20 @@ static void consider(Search *s, const Layout1 *l)
     s->space[s->nspace++] = *l;
 }
 
+/* 1 when the plan's experts can split over a data axis of dp ranks. */
+static int experts_split(const Plan *b, int dp)
+{
+    int64_t e = b->model.block.moe.experts;
+    return e > 0 && dp > 1 && e % dp == 0;
+}
+
 static void enumerate(Search *s)
 {
     const Plan *b = s->base;
     int world = b->cluster.nodes * b->cluster.gpus_per_node;
     int64_t layers = b->model.layers;
     for (int tp = 1; tp <= b->cluster.gpus_per_node; tp++) {
-        if (b->cluster.gpus_per_node % tp || world % tp) continue;
+        if (b->cluster.gpus_per_node % tp || world % tp || (tp > 1 && b->model.block.moe.experts)) continue;
         for (int pp = 1; pp <= world / tp && pp <= layers; pp++) {
             if ((world / tp) % pp) continue;
             int dp = world / tp / pp;
@@ -228,10 +239,11 @@ static void enumerate(Search *s)
                         if (sched == SCHED_INTERLEAVED && layers % (pp * v)) continue;
                         for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
                             for (int sp = 0; sp <= (tp > 1 ? 1 : 0); sp++)
-                                for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++) {
-                                    Layout1 l = {tp, pp, dp, mb, (SchedKind)sched, v, zero, sp, (RecomputeKind)rc};
-                                    consider(s, &l);
-                                }
+                                for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
+                                    for (int ep = 0; ep <= experts_split(b, dp); ep++) {
+                                        Layout1 l = {tp, pp, dp, mb, (SchedKind)sched, v, zero, sp, (RecomputeKind)rc, ep};
+                                        consider(s, &l);
+                                    }
                     }
                 }
             }
@@ -246,7 +258,7 @@ static void enumerate_fit(Search *s)
     int gpn = b->cluster.gpus_per_node, world = b->cluster.nodes * gpn;
     int64_t layers = b->model.layers;
     for (int tp = 1; tp <= gpn; tp++) {
-        if (gpn % tp || world % tp) continue;
+        if (gpn % tp || world % tp || (tp > 1 && b->model.block.moe.experts)) continue;
         for (int pp = 1; pp <= world / tp && pp <= layers; pp++) {
             if ((world / tp) % pp) continue;
             int dp = world / tp / pp;
@@ -256,10 +268,12 @@ static void enumerate_fit(Search *s)
                 if (per_rank % m == 0 && (pp == 1 || per_rank / m >= pp)) mb = m;
             if (!mb) continue;
             for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
-                for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++) {
-                    Layout1 l = {tp, pp, dp, mb, pp > 1 ? SCHED_1F1B : SCHED_NONE, 1, zero, tp > 1, (RecomputeKind)rc};
-                    try_layout(s, &l);
-                }
+                for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
+                    for (int ep = 0; ep <= experts_split(b, dp); ep++) {
+                        Layout1 l = {tp, pp, dp, mb, pp > 1 ? SCHED_1F1B : SCHED_NONE, 1, zero, tp > 1,
+                                     (RecomputeKind)rc, ep};
+                        try_layout(s, &l);
+                    }
         }
     }
 }
@@ -297,11 +311,11 @@ int search_best_fit(const Plan *base, SearchFit *fit, int64_t *budget, int verif
 
 /* A total order on layouts for ties: fewer pipeline stages, then fewer
  * tensor ranks, larger micro-batches, the schedule, lower ZeRO stages,
- * without sequence parallelism, less recomputation. */
+ * without sequence parallelism, less recomputation, experts whole. */
 static int layout_order(const Layout1 *a, const Layout1 *b)
 {
-    const int64_t ka[] = {a->pp, a->tp, -a->micro_batch, a->sched, a->virt, a->zero, a->sp, a->rc};
-    const int64_t kb[] = {b->pp, b->tp, -b->micro_batch, b->sched, b->virt, b->zero, b->sp, b->rc};
+    const int64_t ka[] = {a->pp, a->tp, -a->micro_batch, a->sched, a->virt, a->zero, a->sp, a->rc, a->ep};
+    const int64_t kb[] = {b->pp, b->tp, -b->micro_batch, b->sched, b->virt, b->zero, b->sp, b->rc, b->ep};
     for (size_t i = 0; i < sizeof ka / sizeof ka[0]; i++)
         if (ka[i] != kb[i]) return ka[i] < kb[i] ? -1 : 1;
     return 0;
@@ -344,7 +358,8 @@ static int own_layout(const Plan *p, Layout1 *l)
     int tp_axis = ly->dim_axis[DIM_FFN], dp_axis = ly->dim_axis[DIM_BATCH];
     *l = (Layout1){.tp = plan_axis_size(p, tp_axis), .pp = ly->stages, .dp = plan_dp(p),
                    .micro_batch = p->train.micro_batch, .sched = ly->pp_axis >= 0 ? ly->schedule : SCHED_NONE,
-                   .virt = ly->virtual_stages, .zero = ly->zero_stage, .sp = ly->sp_axis >= 0, .rc = ly->recompute};
+                   .virt = ly->virtual_stages, .zero = ly->zero_stage, .sp = ly->sp_axis >= 0, .rc = ly->recompute,
+                   .ep = ly->dim_axis[DIM_EXPERTS] >= 0};
     if (l->pp == 1) l->virt = 1;
     int axes = (l->tp > 1) + (l->pp > 1) + (l->dp > 1 || (l->tp == 1 && l->pp == 1));
     return p->mesh.naxes == axes && (ly->zero_stage == 0 || ly->zero_axis == dp_axis) && !ly->uneven &&
@@ -355,7 +370,7 @@ static int same_layout(const Layout1 *a, const Layout1 *b)
 {
     return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->micro_batch == b->micro_batch &&
            (a->pp == 1 || (a->sched == b->sched && (a->sched != SCHED_INTERLEAVED || a->virt == b->virt))) &&
-           a->zero == b->zero && a->sp == b->sp && a->rc == b->rc;
+           a->zero == b->zero && a->sp == b->sp && a->rc == b->rc && a->ep == b->ep;
 }
 
 /* A layout the memory estimate leaves out needs more than this many times
@@ -520,12 +535,12 @@ static void print_json(FILE *out, const Search *s, int top)
         const Result *r = &s->res[i];
         fprintf(out, "%s\n    {\"rank\": %d, \"pp\": %d, \"dp\": %d, \"tp\": %d, \"micro_batch\": %lld, "
                      "\"schedule\": \"%s\", \"virtual_stages\": %d, \"zero\": %d, \"sequence_parallel\": %s, "
-                     "\"recompute\": \"%s\", \"step_time_s\": %.6g, \"mfu\": %.6g, \"bubble_share\": %.6g, "
+                     "\"recompute\": \"%s\", \"experts_over_dp\": %s, \"step_time_s\": %.6g, \"mfu\": %.6g, \"bubble_share\": %.6g, "
                      "\"peak_memory_bytes\": %lld, \"wire_inside_nodes\": %.0f, \"wire_across_nodes\": %.0f, "
                      "\"pipeline_bytes\": %.0f, \"phases_s\": {",
                 i ? "," : "", i + 1, r->l.pp, r->l.dp, r->l.tp, (long long)r->l.micro_batch,
                 schedule_kind_name(r->l.pp > 1 ? r->l.sched : SCHED_NONE), r->l.pp > 1 ? r->l.virt : 1, r->l.zero,
-                r->l.sp ? "true" : "false", recompute_names[r->l.rc], r->step_s, r->mfu, r->bubble, (long long)r->peak,
+                r->l.sp ? "true" : "false", recompute_names[r->l.rc], r->l.ep ? "true" : "false", r->step_s, r->mfu, r->bubble, (long long)r->peak,
                 r->link_wire[0], r->link_wire[1], r->pipeline_bytes);
         for (int k = 0; k < ANALYZE_NPHASES; k++)
             fprintf(out, "%s\"%s\": %.6g", k ? ", " : "", analyze_phase_names[k], r->phase[k]);

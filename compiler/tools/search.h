@@ -20,6 +20,7 @@ typedef struct Layout1 {
     int virt;
     int zero, sp;
     RecomputeKind rc;
+    int ep;  /* a mixture of experts' experts split over dp (expert parallelism) */
 } Layout1;
 
 /* The estimated step time (seconds) and busiest rank's memory (bytes) of

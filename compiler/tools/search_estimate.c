@@ -157,11 +157,21 @@ static void params_norm(Params *ps, NormKind kind, int bias, double h)
     if (kind == NORM_LAYER && bias) params_add(ps, h, 0);
 }
 
-/* One block's parameters as expand.c makes them, split by tp (heads, ffn). */
-static void block_param_list(const Model *m, double tp, Params *ps)
+/* The experts' parameters of one block (0 for a dense MLP). */
+static double expert_params(const Model *m)
+{
+    const MoeSpec *e = &m->block.moe;
+    return (double)e->experts * (double)e->expert_ffn * (double)m->hidden * (m->block.mlp == MLP_SWIGLU ? 3 : 2);
+}
+
+/* One block's parameters the data axis syncs, as expand.c makes them, split
+ * by tp (heads, ffn); with the experts split over dp (ep) theirs are not
+ * synced: only the shared experts' MLP is. */
+static void block_param_list(const Model *m, double tp, int ep, Params *ps)
 {
     const BlockSpec *bs = &m->block;
-    double h = (double)m->hidden, f = ffn_params(m) / tp, up = bs->mlp == MLP_SWIGLU ? 2 : 1;
+    double h = (double)m->hidden, up = bs->mlp == MLP_SWIGLU ? 2 : 1;
+    double f = (ep ? (double)bs->moe.shared_ffn : ffn_params(m)) / tp;
     ps->n = 0;
     if (bs->kind == BLOCK_TRANSFORMER) {
         double hd = (double)m->head_dim, qkv = (double)(m->heads + 2 * m->kv_heads) * hd / tp;
@@ -172,6 +182,7 @@ static void block_param_list(const Model *m, double tp, Params *ps)
         if (bs->bias) params_add(ps, h, 1);
     }
     params_norm(ps, bs->norm, bs->bias, h);
+    if (f <= 0) return;
     params_add(ps, h * f * up, 0);
     if (bs->bias) params_add(ps, f * up, 1);
     params_add(ps, f * h, 0);
@@ -322,6 +333,16 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     double per_stage = (double)m->layers / l->pp;
     double fwd = block_compute_s(base, l, &s, 0), bwd = block_compute_s(base, l, &s, 1);
     double comm = block_comm_s(base, l, &s), hidden = block_tp_hidden_s(base, l, &s);
+    /* expert parallelism: each block's routed rows exchanged over dp, 2 times
+     * forward, 4 backward (and the forward's 2 again recomputing), balanced
+     * (reshard.c) */
+    int dp_inside = inside_node(base, l->dp, l->tp);
+    if (l->ep) {
+        double rows = s.tok * (double)m->block.moe.topk * s.h * s.wb;
+        double x = cost_coll_s(cl, COLL_ALLTOALLV, l->dp, dp_inside, rows);
+        fwd += 2 * x;
+        bwd += 4 * x;
+    }
     double block = fwd + bwd + comm * (l->rc == RECOMPUTE_FULL ? 3 : 2) + (l->rc == RECOMPUTE_FULL ? fwd : 0) - hidden;
     double head = 0;
     if (m->has_head) {
@@ -347,13 +368,13 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     double embed = m->has_embed ? (double)m->vocab * s.h / (s.vocab < (double)m->vocab ? tp : 1) : 0;
     double head_w = m->has_head && !m->tied_head ? (double)m->vocab * s.h / (s.vocab < (double)m->vocab ? tp : 1) : 0;
     double ends = l->pp > 1 ? (embed > head_w ? embed : head_w) : embed + head_w;
-    double params = per_stage * block_params(m) / tp + ends;
+    double experts = l->ep ? per_stage * expert_params(m) : 0; /* split over dp, not sharded by ZeRO */
+    double params = per_stage * block_params(m) / tp + ends - experts;
     double dp = l->dp;
-    int dp_inside = inside_node(base, l->dp, l->tp);
     /* the stage of the longest sync: the first's ends or the last's (one
      * stage holds both without a pipeline) */
     Params bp, first, last;
-    block_param_list(m, tp, &bp);
+    block_param_list(m, tp, l->ep, &bp);
     ends_param_list(m, s.vocab, 1, &first);
     ends_param_list(m, s.vocab, 0, &last);
     if (l->pp == 1) {
@@ -372,7 +393,8 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     int master = tr->master_fp32 && tr->precision != PREC_FP32;
     double moments = tr->optimizer == OPT_SGD ? (tr->momentum > 0 ? 4 : 0) : 8;
     double state = params * ((l->zero >= 1 ? 1 / dp : 1) * (4.0 * master + moments) + (l->zero >= 2 ? 1 / dp : 1) * s.gb +
-                             (l->zero >= 3 ? 1 / dp : 1) * s.wb);
+                             (l->zero >= 3 ? 1 / dp : 1) * s.wb) +
+                   experts / dp * (4.0 * master + moments + s.gb + s.wb);
     double optim = cost_stream_s(cl, 2 * state);
 
     /* saved activations per block per micro-batch, in 16-bit elements'
