@@ -631,6 +631,7 @@ void prt_mpi_allgather(prt *rt, int64_t axis, void *out, const void *in, int64_t
 void prt_mpi_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                            int64_t dtype);
 void prt_mpi_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
+void prt_alltoallv_overflow(prt *rt, const char *axis, int64_t arrived, int64_t out_rows) __attribute__((noreturn));
 void prt_mpi_alltoallv(prt *rt, int64_t axis, void *out, const void *in, const void *send_rows, void *recv_rows,
                        int64_t out_rows, int64_t inner, int64_t dtype);
 void prt_mpi_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag, int64_t dtype);

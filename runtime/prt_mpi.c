@@ -249,6 +249,17 @@ void prt_mpi_alltoall(prt *rt, int64_t axis, void *out, const void *in_, int64_t
     PRT_TRACE_END(rt, "alltoall", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
 }
 
+/* More rows arrive than the output holds: expert parallelism's buffers
+ * sized by a mixture of experts' `capacity` (the dropless bound cannot
+ * overflow), so the routing of this step outgrew the plan's capacity. */
+void prt_alltoallv_overflow(prt *rt, const char *axis, int64_t arrived, int64_t out_rows) {
+    prt_user_fail(1,
+                  "rank %d: the all-to-all on axis %s brings %lld routed rows, more than the %lld its experts' "
+                  "buffers hold; the plan's `mlp moe ... capacity` bounds them: raise it (or drop it for the "
+                  "dropless bound), or balance the router (aux_loss)",
+                  rt->world_rank, axis, (long long)arrived, (long long)out_rows);
+}
+
 /* Rows of `inner` elements, a count per peer: the counts first (an all-to-all
  * of one i32 each, into recv_rows), then MPI_Alltoallv with counts and
  * displacements in elements (each must fit an int, as the block collectives'
@@ -279,8 +290,7 @@ void prt_mpi_alltoallv(prt *rt, int64_t axis, void *out, const void *in, const v
         rdispls[j] = count_of(arrived * inner, "alltoallv");
         arrived += recv_rows[j];
     }
-    PRT_CHECK(arrived <= out_rows, "alltoallv on axis %s: rank %lld receives %lld rows, its output holds %lld",
-              axis_label(rt, axis), (long long)prt_coord(rt, axis), (long long)arrived, (long long)out_rows);
+    if (arrived > out_rows) prt_alltoallv_overflow(rt, axis_label(rt, axis), arrived, out_rows);
     MPI_Datatype type = mpi_type(dtype);
     PRT_MPI_CHECK(MPI_Alltoallv(in, counts, sdispls, type, out, rcounts, rdispls, type, comm));
     prt_block_end();

@@ -711,6 +711,9 @@ void check_moe_plan(Check *c)
      * splits something inside it or replicates it. */
     const Layout *l = &p->layout;
     int ep = l->dim_axis[DIM_EXPERTS];
+    if (moe->capacity > 0 && ep < 0)
+        diag_error(moe->loc, "drop `capacity`, or split the experts over the data axis with `experts -> AXIS;`",
+                   "`capacity` sizes the buffers of expert parallelism, and the experts are not split");
     if (ep >= 0) {
         const MeshAxis *ax = &p->mesh.axes[ep];
         if (ep != l->dim_axis[DIM_BATCH])

@@ -240,14 +240,17 @@ static void check_moe_positive(Check *c, const Stmt *named, const Value *v, int6
 }
 
 /* `mlp moe [ACT] experts E top K [expert_ffn N] [router softmax|sigmoid]
- * [aux_loss C] [z_loss C] [shared S] [shared_ffn N] [imbalance F];`: fills b->moe (and
+ * [aux_loss C] [z_loss C] [shared S] [shared_ffn N] [imbalance F] [capacity F];`: fills b->moe (and
  * b->mlp when ACT is given).  expert_ffn stays 0 when not given, and so does
  * shared_ffn: check_moe_plan takes the model's ffn and S x expert_ffn. */
 static void check_moe(Check *c, const Stmt *s, BlockSpec *b)
 {
-    static const char *const options[] = {"experts", "top",    "expert_ffn", "router",   "aux_loss",
-                                          "z_loss",  "shared", "shared_ffn", "imbalance"};
-    enum { MO_EXPERTS, MO_TOP, MO_FFN, MO_ROUTER, MO_AUX, MO_Z, MO_SHARED, MO_SHARED_FFN, MO_IMBALANCE, MO_COUNT };
+    static const char *const options[] = {"experts", "top",    "expert_ffn", "router",    "aux_loss",
+                                          "z_loss",  "shared", "shared_ffn", "imbalance", "capacity"};
+    enum {
+        MO_EXPERTS, MO_TOP, MO_FFN, MO_ROUTER, MO_AUX, MO_Z, MO_SHARED, MO_SHARED_FFN, MO_IMBALANCE, MO_CAPACITY,
+        MO_COUNT
+    };
     const char *usage = "mlp moe experts 8 top 2;";
     MoeSpec *m = &b->moe;
     *m = (MoeSpec){.router = ROUTER_SOFTMAX, .aux_coef = 0.01, .imbalance = 1.0, .loc = check_stmt_span(s)};
@@ -308,6 +311,12 @@ static void check_moe(Check *c, const Stmt *s, BlockSpec *b)
             check_read_real_hint(c, "imbalance", val, 1, 0, 1e3, 0,
                                  "the busiest rank's routed tokens over the mean, such as `imbalance 1.2`",
                                  &m->imbalance);
+            break;
+        case MO_CAPACITY:
+            check_read_real_hint(c, "capacity", val, 1, 0, 1e3, 0,
+                                 "the rows an expert-parallel rank's buffers hold over the balanced share, such as "
+                                 "`capacity 1.5`",
+                                 &m->capacity);
             break;
         case MO_SHARED_FFN:
             check_moe_positive(c, &named, val, INT64_C(1) << 40,

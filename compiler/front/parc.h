@@ -330,6 +330,8 @@ typedef struct MoeSpec {
     int64_t shared_ffn;   /* their hidden units together (shared x expert_ffn unless given); 0 iff shared == 0 */
     double imbalance;     /* for the estimate under expert parallelism: the busiest rank's routed rows
                            * over the balanced share, >= 1 (default 1) */
+    double capacity;      /* expert parallelism's buffers hold this many times the balanced share of
+                           * rows, >= 1; 0: the dropless bound */
     SrcLoc loc;           /* the `mlp moe ...` statement */
 } MoeSpec;
 

@@ -303,6 +303,7 @@ void plan_dump(const Plan *plan, FILE *out)
                 plan_num(n1, moe->aux_coef), plan_num(n2, moe->z_coef));
         if (moe->shared) fprintf(out, " shared %" PRId64 " shared_ffn %" PRId64, moe->shared, moe->shared_ffn);
         if (moe->imbalance != 1.0) fprintf(out, " imbalance %s", plan_num(n1, moe->imbalance));
+        if (moe->capacity > 0) fprintf(out, " capacity %s", plan_num(n1, moe->capacity));
         fprintf(out, "\n");
         fprintf(out, "  parameters %" PRId64 " active %" PRId64 "\n", total, active);
     }

@@ -165,6 +165,10 @@ static void write_model(const Plan *p, FILE *out)
             size_t used = strlen(mlp);
             snprintf(mlp + used, sizeof mlp - used, " imbalance %s", NUM(e->imbalance));
         }
+        if (e->capacity > 0) {
+            size_t used = strlen(mlp);
+            snprintf(mlp + used, sizeof mlp - used, " capacity %s", NUM(e->capacity));
+        }
     }
     if (b->kind == BLOCK_TRANSFORMER)
         fprintf(out, "  repeat layers { block transformer { norm %s%s; mlp %s; attention %s%s; bias %s;%s } }\n",

@@ -47,10 +47,23 @@ void expand_local_sizes(const Plan *plan, const Tensor *t, const Placement *plac
         if (found || place[a].dim != DIM_EXPERTS) continue;
         /* routed rows split by expert (expert parallelism): the rows this
          * rank's experts / parts experts can receive, every token of the
-         * axis's ranks at most min(topk, experts / parts) times */
-        int64_t local = plan->model.block.moe.experts / parts;
-        for (int d = 0; d < t->ndim; d++)
-            if (t->dims[d] == DIM_TOPK && sizes[d] > local) sizes[d] = local;
+         * axis's ranks at most min(topk, experts / parts) times; with a
+         * capacity, that many times the balanced share (tokens x topk /
+         * parts) if fewer, as [rows, 1] */
+        const MoeSpec *moe = &plan->model.block.moe;
+        int64_t local = moe->experts / parts;
+        int routed = -1, topk = -1;
+        for (int d = 0; d < t->ndim; d++) {
+            if (t->dims[d] == DIM_ROUTED) routed = d;
+            if (t->dims[d] == DIM_TOPK) topk = d;
+        }
+        if (routed < 0 || topk < 0) continue;
+        if (sizes[topk] > local) sizes[topk] = local;
+        if (moe->capacity > 0) {
+            double share = (double)sizes[routed] * (double)moe->topk / (double)parts;
+            int64_t rows = (int64_t)ceil(moe->capacity * share);
+            if (rows < sizes[routed] * sizes[topk]) sizes[routed] = rows, sizes[topk] = 1;
+        }
     }
 }
 

@@ -218,9 +218,11 @@ static void shape_moe_matmul(const Lowerer *lw, const Op *op, const OpArgs *a, O
     for (int ax = 0; ax < lw->naxes; ax++) {
         Placement p = a->in[0].place[ax];
         if (p.kind != PLACE_S || p.dim != DIM_EXPERTS) continue;
-        int64_t parts = lw->plan->mesh.axes[ax].size, K = lw->plan->model.block.moe.topk;
-        int64_t chosen = K < s->d[3] ? K : s->d[3]; /* a token's rows per rank, at most */
-        double busiest = (double)(s->d[0] / chosen * K / parts) * lw->plan->model.block.moe.imbalance;
+        /* the tokens of the axis: the routed rows' whole first dim (nothing
+         * else splits it) */
+        const MoeSpec *moe = &lw->plan->model.block.moe;
+        double tokens = (double)lw->g->tensors[op->in[0]].sizes[0];
+        double busiest = tokens * (double)moe->topk / (double)lw->plan->mesh.axes[ax].size * moe->imbalance;
         s->d[4] = (int64_t)llround(busiest);
         s->d[5] = ax + 1;
     }

@@ -334,15 +334,26 @@ static void explain_expert_parallel(FILE *out, const Program *prog)
     for (int i = 0; i < sp->seq[SEQ_BLOCK_BWD].n; i++) bwd += sp->seq[SEQ_BLOCK_BWD].ins[i].fn == RT_prt_alltoallv;
     char b1[64];
     analyze_format_bytes(bytes, b1, sizeof b1);
+    int64_t bound = tokens * S * chosen, rows = bound;
+    if (moe->capacity > 0) {
+        int64_t cap = (int64_t)ceil(moe->capacity * (double)tokens * (double)moe->topk);
+        if (cap < rows) rows = cap;
+    }
+    const char *held =
+        rows < bound ? arena_printf(prog->arena,
+                                    "%lld rows, capacity %g x the balanced %lld (a step that routes more to a rank "
+                                    "stops the run)",
+                                    (long long)rows, moe->capacity, (long long)(tokens * moe->topk))
+                     : arena_printf(prog->arena, "the %lld rows they can receive (every token of %s, at most %lld each)",
+                                    (long long)rows, plan->mesh.axes[ep].name, (long long)chosen);
     fprintf(out,
             "  expert parallel %lld of the %lld experts on each rank of %s; a layer's routed rows go to their experts' "
             "ranks and back by all-to-all(v), %s a rank each (%lld tokens x top %lld%s): %d per micro-batch forward, "
-            "%d backward; the experts' buffers hold the %lld rows they can receive (every token of %s, at most %lld "
-            "each)\n",
+            "%d backward; the experts' buffers hold %s\n",
             (long long)local, (long long)moe->experts, plan->mesh.axes[ep].name, b1, (long long)tokens,
             (long long)moe->topk,
             moe->imbalance != 1.0 ? arena_printf(prog->arena, " x imbalance %g", moe->imbalance) : ", balanced",
-            fwd, bwd, (long long)(tokens * S * chosen), plan->mesh.axes[ep].name, (long long)chosen);
+            fwd, bwd, held);
 }
 
 void explain_text(FILE *out, const Analysis *an, const Analysis *other, int verbose)
