@@ -493,7 +493,8 @@ does:
   moe_counts(counts, E, layer): adds counts[E] (i32, a router's tokens per
     expert) to the step's per-expert load of layer `layer` (global); the
     metrics log's step record (--log) writes it as expert_tokens.  Outside an
-    evaluation only.
+    evaluation only, and by one rank of the last loss_replicas mask (the
+    router's replicas), as moe_loss_add counts its losses.
   moe_loss_add(losses, scale): adds scale x (losses[0] + losses[1]) (moe_router_fwd's
     two losses, f32) to the loss of the current step that prt_step_end reports
     (which divides it by batch x seq: a caller passes that product to count the

@@ -387,6 +387,9 @@ void prt_comm_inflight_free(prt *rt);
  * loss prt_step_end reports when this rank owns it (coordinate 0 of `axis` and
  * of every loss-replica axis). */
 void prt_count_step_loss(prt *rt, int64_t axis, double loss);
+/* Is this rank coordinate 0 of every axis of the last loss_replicas mask (the
+ * one of a replicated value that counts it)? */
+int prt_loss_owner(prt *rt);
 
 /* ---------------------------------------------------------------- watchdog */
 

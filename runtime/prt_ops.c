@@ -149,10 +149,14 @@ void prt_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_
 
 void prt_loss_replicas(prt *rt, int64_t axis_mask) { rt->loss_replica_axes = axis_mask; }
 
-void prt_count_step_loss(prt *rt, int64_t axis, double loss) {
-    int owner = prt_coord(rt, axis) == 0;
+int prt_loss_owner(prt *rt) {
     for (int a = 0; a < PRT_MAX_AXES; a++)
-        if ((rt->loss_replica_axes >> a & 1) && prt_coord(rt, a) != 0) owner = 0;
+        if ((rt->loss_replica_axes >> a & 1) && prt_coord(rt, a) != 0) return 0;
+    return 1;
+}
+
+void prt_count_step_loss(prt *rt, int64_t axis, double loss) {
+    int owner = prt_coord(rt, axis) == 0 && prt_loss_owner(rt);
     if (owner && rt->eval_active) rt->eval_loss += loss;  /* prt_eval_begin .. prt_eval_end */
     else if (owner) rt->step_loss += loss;
 }

@@ -706,9 +706,9 @@ void check_moe_plan(Check *c)
     if (moe->expert_ffn == 0) moe->expert_ffn = p->model.ffn;
     if (moe->shared && moe->shared_ffn == 0) moe->shared_ffn = moe->shared * moe->expert_ffn;
     /* The data axis (experts replicated on it, their gradients all-reduced
-     * like any weight's, or split over it: expert parallelism) and the
-     * pipeline axis carry a mixture of experts; any other axis of size > 1
-     * splits something inside it or replicates it. */
+     * like any weight's, or split over it: expert parallelism), a tensor
+     * axis and the pipeline axis carry a mixture of experts; any other axis
+     * of size > 1 splits its rows or replicates it. */
     const Layout *l = &p->layout;
     int ep = l->dim_axis[DIM_EXPERTS];
     if (moe->capacity > 0 && ep < 0)
@@ -731,15 +731,24 @@ void check_moe_plan(Check *c)
     for (int a = 0; a < p->mesh.naxes; a++) {
         const MeshAxis *ax = &p->mesh.axes[a];
         if (ax->size <= 1 || a == l->dim_axis[DIM_BATCH] || a == l->pp_axis || a == ep) continue;
+        /* a tensor axis (heads, ffn, vocab) splits attention, the experts'
+         * hidden units and the head as it does a dense model's */
         const char *what = NULL;
-        for (int i = 0; i < COUNT_OF(mappable_dims) && !what; i++)
-            if (l->dim_axis[mappable_dims[i]] == a)
-                what = arena_printf(c->arena, "`%s -> %s`", dim_names[mappable_dims[i]], ax->name);
+        int tensor = 0;
+        for (int i = 0; i < COUNT_OF(mappable_dims) && !what; i++) {
+            Dim d = mappable_dims[i];
+            if (l->dim_axis[d] != a) continue;
+            if (d == DIM_HEADS || d == DIM_FFN || d == DIM_VOCAB) tensor = 1;
+            else what = arena_printf(c->arena, "`%s -> %s`", dim_names[d], ax->name);
+        }
         if (!what && l->sp_axis == a) what = arena_printf(c->arena, "sequence parallelism over `%s`", ax->name);
-        if (!what) what = arena_printf(c->arena, "`%s` (size %d, nothing mapped: a replica axis)", ax->name, ax->size);
+        if (!what && !tensor)
+            what = arena_printf(c->arena, "`%s` (size %d, nothing mapped: a replica axis)", ax->name, ax->size);
+        if (!what) continue;
         diag_error(ax->loc,
                    "with `mlp moe`, give size > 1 only to the axes of `batch` (data parallelism; `experts` "
-                   "may split over it) and `layers` (pipeline)",
+                   "may split over it), of `heads`, `ffn` and `vocab` (tensor parallelism) and of `layers` "
+                   "(pipeline)",
                    "a mixture of experts with %s is not yet supported", what);
         diag_note(moe->loc, NULL, "the mixture of experts is here");
     }

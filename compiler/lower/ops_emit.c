@@ -294,7 +294,7 @@ static double moe_coef(const Plan *plan, double coef)
 
 /* the router (aux: logits, index, counts, losses), then its two losses added
  * to the step's loss and its counts to the step's per-expert load (not again
- * when a recompute replays the forward) */
+ * when a recompute replays the forward), by one rank of its replicas */
 int ops_emit_moe_router_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     Lowerer *lw = e->lw;
@@ -306,6 +306,13 @@ int ops_emit_moe_router_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShap
                       arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]), arg_int(moe->router == ROUTER_SIGMOID),
                       arg_f64(moe_coef(plan, moe->aux_coef)), arg_f64(moe_coef(plan, moe->z_coef)));
     if (e->phase == PHASE_FORWARD) {
+        /* every rank of an axis the tokens are whole on (a tensor axis) routes
+         * them alike: one of them counts the losses and the tokens */
+        int64_t replicas = 0;
+        for (int x = 0; x < lw->naxes; x++)
+            if (a->in[0].place[x].kind == PLACE_R && plan->mesh.axes[x].size > 1 && x != plan->layout.pp_axis)
+                replicas |= (int64_t)1 << x;
+        EMIT(e, RT_prt_loss_replicas, arg_int(replicas));
         EMIT(e, RT_prt_moe_loss_add, losses, arg_f64((double)plan->train.batch * (double)plan->model.seq));
         EMIT(e, RT_prt_moe_counts, arg_value(lw, op->aux[2]), arg_int(s->d[2]), arg_kind(ARG_LAYER));
     }

@@ -97,32 +97,41 @@ void place_rule_elementwise(Lowerer *lw, const Op *op, int a, OpPlace *r)
 
 /* The mixture-of-experts ops (router, dispatch, grouped GEMM, combine): every
  * input and the output in its tensor's home, which splits the tokens' rows
- * (batch, and the routed rows with them) on the data axis and nothing on any
- * other (check refuses an axis of size > 1 that would split anything else);
- * a weight is whole, its gradient Partial where the rows are split (the sum
- * over this rank's tokens).  An expert GEMM whose weights are split by
+ * (batch, and the routed rows with them) on the data axis and the experts'
+ * hidden units on a tensor axis (`ffn -> tp`), nothing else (check refuses an
+ * axis of size > 1 that would split anything else); a weight is whole, or
+ * split as its home says, its gradient Partial where the rows are split (the
+ * sum over this rank's tokens).  An expert GEMM whose weights are split by
  * expert (expert parallelism) takes and gives the rows its experts receive,
  * Split(experts): every row routed to them from the axis's ranks, so its
- * weight gradient is whole for its experts, Split(experts) too. */
+ * weight gradient is whole for its experts, Split(experts) too.  One whose
+ * weights are split on ffn (tensor parallelism inside every expert) is a
+ * column-parallel up GEMM or a row-parallel down GEMM. */
 void place_rule_moe(Lowerer *lw, const Op *op, int a, OpPlace *r)
 {
     const Graph *g = lw->g;
     for (int i = 0; i < op->nin; i++) r->in[i] = r->din[i] = g->tensors[op->in[i]].home[a];
     r->out = out_home(lw, op, a);
     Placement rows = op->nin > 0 ? r->in[0] : r->out;
-    int by_expert = 0;
+    int by_expert = 0, by_ffn = 0;
     for (int i = 0; i < op->nparam; i++) {
         Placement w = r->param[i];
         if (w.kind == PLACE_S && w.dim == DIM_EXPERTS) by_expert = 1;
+        else if (w.kind == PLACE_S && w.dim == DIM_FFN) by_ffn = 1;
         else if (w.kind == PLACE_S && w.dim != DIM_FLAT)
             place_rule_error(lw, op, "%s: a mixture of experts cannot split its weights (%s) on `%s` yet",
-                             "keep the experts whole or split them by expert: map only batch, experts and layers "
-                             "with `mlp moe`",
-                             a, w.dim);
+                             "split the experts by expert (`experts -> dp`) or their hidden units (`ffn -> tp`)", a,
+                             w.dim);
     }
     if (by_expert) {
         r->in[0] = r->din[0] = r->out = place_split(DIM_EXPERTS);
         rows = r->out;
+    } else if (by_ffn) {
+        /* tensor parallelism inside the experts (Megatron's column / row
+         * pair): the up GEMM's output is split on ffn, its input gradient
+         * Partial; the down GEMM contracts the split ffn, its output Partial */
+        if (r->out.kind == PLACE_S && r->out.dim == DIM_FFN) r->din[0] = PLACE_PART;
+        else r->out = PLACE_PART;
     }
     for (int i = 0; i < op->nparam; i++)
         r->dparam[i] = !by_expert && place_is_row_split(rows) ? PLACE_PART : r->param[i];
@@ -359,13 +368,15 @@ void place_dump(const PlaceTable *pt, FILE *out)
 }
 
 /* A placement tensor t may have: Replicated, Partial where allowed, or a
- * split of one of its own dims (or the flat ZeRO dim of a parameter). */
+ * split of one of its own dims (or the flat ZeRO dim of a parameter, or
+ * routed rows split by the expert they go to). */
 static void verify_one(const Graph *g, const Op *op, int a, const char *what, int t, Placement p, int partial_ok)
 {
     const Tensor *tt = &g->tensors[t];
     if (p.kind == PLACE_P && !partial_ok)
         PARC_BUG("placement: op %s needs %s `%s` Partial on axis %d", op->name, what, tt->name, a);
-    if (p.kind == PLACE_S && !tensor_has_dim(tt, (Dim)p.dim) && !(tt->kind == TENSOR_PARAM && p.dim == DIM_FLAT))
+    if (p.kind == PLACE_S && !tensor_has_dim(tt, (Dim)p.dim) && !(tt->kind == TENSOR_PARAM && p.dim == DIM_FLAT) &&
+        !(p.dim == DIM_EXPERTS && tensor_has_dim(tt, DIM_ROUTED)))
         PARC_BUG("placement: op %s splits %s `%s` on dim %s, which it does not have", op->name, what, tt->name,
                  dim_names[p.dim]);
     if (p.kind != PLACE_R && p.kind != PLACE_P && p.kind != PLACE_S)

@@ -9,7 +9,7 @@
  * virtual-stage count that divides the layers), ZeRO 0-3 over the data
  * axis, sequence parallelism over tp, recompute none / selective / full,
  * every micro-batch size dividing the per-rank batch up to 16, and for a
- * mixture of experts (which takes no tensor axis) its experts whole on
+ * mixture of experts (without sequence parallelism) its experts whole on
  * every rank or split over dp (expert parallelism) where they divide.
  *
  * Every layout of the space is first estimated in closed form
@@ -110,6 +110,9 @@ static void apply_layout(const Plan *base, const Layout1 *l, Plan *p)
     }
     if (l->zero > 0 && axis[1] >= 0) ly->zero_stage = l->zero, ly->zero_axis = axis[1];
     if (l->ep && axis[1] >= 0) ly->dim_axis[DIM_EXPERTS] = axis[1];
+    /* `capacity` sizes expert parallelism's buffers: a layout with the
+     * experts whole has none to size */
+    if (!l->ep) p->model.block.moe.capacity = 0;
     ly->recompute = l->rc;
     p->train.micro_batch = l->micro_batch;
     /* the plan's `pipeline_scatter on` is kept where the layout can split its messages */
@@ -221,10 +224,11 @@ static int experts_split(const Plan *b, int dp)
 static void enumerate(Search *s)
 {
     const Plan *b = s->base;
+    int moe = b->model.block.moe.experts > 0; /* no sequence parallelism with experts */
     int world = b->cluster.nodes * b->cluster.gpus_per_node;
     int64_t layers = b->model.layers;
     for (int tp = 1; tp <= b->cluster.gpus_per_node; tp++) {
-        if (b->cluster.gpus_per_node % tp || world % tp || (tp > 1 && b->model.block.moe.experts)) continue;
+        if (b->cluster.gpus_per_node % tp || world % tp) continue;
         for (int pp = 1; pp <= world / tp && pp <= layers; pp++) {
             if ((world / tp) % pp) continue;
             int dp = world / tp / pp;
@@ -238,7 +242,7 @@ static void enumerate(Search *s)
                          v++) {
                         if (sched == SCHED_INTERLEAVED && layers % (pp * v)) continue;
                         for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
-                            for (int sp = 0; sp <= (tp > 1 ? 1 : 0); sp++)
+                            for (int sp = 0; sp <= (tp > 1 && !moe ? 1 : 0); sp++)
                                 for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
                                     for (int ep = 0; ep <= experts_split(b, dp); ep++) {
                                         Layout1 l = {tp, pp, dp, mb, (SchedKind)sched, v, zero, sp, (RecomputeKind)rc, ep};
@@ -255,10 +259,11 @@ static void enumerate(Search *s)
 static void enumerate_fit(Search *s)
 {
     const Plan *b = s->base;
+    int moe = b->model.block.moe.experts > 0; /* no sequence parallelism with experts */
     int gpn = b->cluster.gpus_per_node, world = b->cluster.nodes * gpn;
     int64_t layers = b->model.layers;
     for (int tp = 1; tp <= gpn; tp++) {
-        if (gpn % tp || world % tp || (tp > 1 && b->model.block.moe.experts)) continue;
+        if (gpn % tp || world % tp) continue;
         for (int pp = 1; pp <= world / tp && pp <= layers; pp++) {
             if ((world / tp) % pp) continue;
             int dp = world / tp / pp;
@@ -270,7 +275,7 @@ static void enumerate_fit(Search *s)
             for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
                 for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
                     for (int ep = 0; ep <= experts_split(b, dp); ep++) {
-                        Layout1 l = {tp, pp, dp, mb, pp > 1 ? SCHED_1F1B : SCHED_NONE, 1, zero, tp > 1,
+                        Layout1 l = {tp, pp, dp, mb, pp > 1 ? SCHED_1F1B : SCHED_NONE, 1, zero, tp > 1 && !moe,
                                      (RecomputeKind)rc, ep};
                         try_layout(s, &l);
                     }

@@ -143,6 +143,7 @@ void prt_cpu_moe_counts(prt *rt, const void *counts_, int64_t E, int64_t layer, 
         free(rt->moe_tokens);
         rt->moe_tokens = grown, rt->moe_layers = layer + 1, rt->moe_experts = E;
     }
+    if (!prt_loss_owner(rt)) return; /* a replica of the router: another rank counts its tokens */
     for (int64_t e = 0; e < E; e++) rt->moe_tokens[layer * E + e] += counts[e];
 }
 

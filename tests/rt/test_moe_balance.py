@@ -19,9 +19,10 @@ resumed with --log.  Asserts:
   - with aux_loss 0.1 the imbalance of the last 5 steps falls below 1.5 and
     below that of the run without it;
   - tiny_moe_dp_pp (dp 2 x pp 2: each data rank routes its own samples, each
-    stage holds one layer) logs, 3 steps from initialisation, the same
+    stage holds one layer) and tiny_moe_ep_tp (experts over dp 2, tp 2: both
+    tensor ranks route alike) log, 3 steps from initialisation, the same
     expert_tokens every step as tiny_moe on one rank: every rank's counts
-    summed, every layer's row present once.
+    summed, every layer's row present once, a tensor group's counted once.
 Exits 1 on any failure."""
 import json
 import os
@@ -173,11 +174,12 @@ def main(argv):
                             f"aux_loss 0.1, {runs[0]:.3f} without (want < 1.5 and below the run without)")
         try:
             one = log_counts(parc, examples, work, "tiny_moe", 3)
-            four = log_counts(parc, examples, work, "tiny_moe_dp_pp", 3)
-            if len(one) != 3 or one != four:
-                failures.append(f"tiny_moe_dp_pp logged expert_tokens {four}, tiny_moe on one rank {one}")
-            else:
-                print(f"tiny_moe_dp_pp (4 ranks) logs tiny_moe's expert_tokens in each of 3 steps: {four[-1]}")
+            for name in ("tiny_moe_dp_pp", "tiny_moe_ep_tp"):
+                four = log_counts(parc, examples, work, name, 3)
+                if len(one) != 3 or one != four:
+                    failures.append(f"{name} logged expert_tokens {four}, tiny_moe on one rank {one}")
+                else:
+                    print(f"{name} (4 ranks) logs tiny_moe's expert_tokens in each of 3 steps: {four[-1]}")
         except (RuntimeError, ValueError, OSError, subprocess.CalledProcessError) as e:
             failures.append(f"the 4-rank expert_tokens: {type(e).__name__}: {e}")
     for f in failures:
