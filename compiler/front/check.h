@@ -247,6 +247,10 @@ int check_unknown_key(Check *c, const Stmt *st, const char *where, const char *c
 int check_first_of(const Stmt **seen, const Stmt *st, const char *where);
 /* Value readers: 1 (or the word's index) on success, 0 (or -1) after reporting. */
 int check_read_count(Check *c, const Stmt *st, const Value *v, int64_t min, int64_t max, int64_t *out);
+/* The same for the counts of tokens and sequences (`seq`, `batch`,
+ * `micro_batch`, `micro_batches`): K / M / B scale by 2^10 / 2^20 / 2^30, so
+ * a 128K context is 131,072 tokens. */
+int check_read_token_count(Check *c, const Stmt *st, const Value *v, int64_t min, int64_t max, int64_t *out);
 int check_read_quantity(Check *c, const Stmt *st, const Value *v, UnitKind want, int zero_ok, double *out);
 int check_read_real(Check *c, const char *what, const Value *v, double lo, int lo_open, double hi, int hi_open,
               double *out);
@@ -255,6 +259,7 @@ int check_read_real_hint(Check *c, const char *what, const Value *v, double lo, 
                          const char *hint, double *out);
 int check_read_word(Check *c, const char *what, const Value *v, const char *const *words, int n);
 int check_read_count_stmt(Check *c, const Stmt *st, int64_t min, int64_t max, int64_t *out, const char *usage);
+int check_read_token_count_stmt(Check *c, const Stmt *st, int64_t min, int64_t max, int64_t *out, const char *usage);
 int check_read_word_stmt(Check *c, const Stmt *st, const char *const *words, int n, const char *usage);
 
 /* ------------------------------------------------------------ check_load.c */

@@ -232,7 +232,9 @@ int check_unit_required_error(Check *c, const Stmt *st, const Value *v, UnitKind
 }
 
 /* A whole count in [min, max], optionally scaled by K / M / B. */
-int check_read_count(Check *c, const Stmt *st, const Value *v, int64_t min, int64_t max, int64_t *out)
+/* A count, its scale K / M / B read as 10^3 / 10^6 / 10^9, or with `binary`
+ * as 2^10 / 2^20 / 2^30 (token and sequence counts). */
+static int read_count(Check *c, const Stmt *st, const Value *v, int64_t min, int64_t max, int64_t *out, int binary)
 {
     if (v->kind != VAL_NUMBER) {
         diag_error(v->loc, NULL, "`%s` takes a count such as `8`, got `%s`", st->key, check_value_text(c, v));
@@ -242,6 +244,7 @@ int check_read_count(Check *c, const Stmt *st, const Value *v, int64_t min, int6
     if (v->unit) {
         if (!check_unit_required_error(c, st, v, UNIT_COUNT)) return 0;
         factor = ast_unit_find(v->unit, UNIT_COUNT)->factor;
+        if (binary) factor = factor == 1e3 ? 0x1p10 : factor == 1e6 ? 0x1p20 : 0x1p30;
     }
     int64_t value;
     if (v->num.is_integer && !v->unit) {
@@ -273,6 +276,16 @@ int check_read_count(Check *c, const Stmt *st, const Value *v, int64_t min, int6
     }
     *out = value;
     return 1;
+}
+
+int check_read_count(Check *c, const Stmt *st, const Value *v, int64_t min, int64_t max, int64_t *out)
+{
+    return read_count(c, st, v, min, max, out, 0);
+}
+
+int check_read_token_count(Check *c, const Stmt *st, const Value *v, int64_t min, int64_t max, int64_t *out)
+{
+    return read_count(c, st, v, min, max, out, 1);
 }
 
 /* A quantity with a unit of kind `want`, in base units; positive (or >= 0 when
@@ -365,6 +378,12 @@ int check_read_count_stmt(Check *c, const Stmt *st, int64_t min, int64_t max, in
 {
     if (!check_shape(c, st, 1, 1, BODY_NO, usage)) return 0;
     return check_read_count(c, st, &st->values[0], min, max, out);
+}
+
+int check_read_token_count_stmt(Check *c, const Stmt *st, int64_t min, int64_t max, int64_t *out, const char *usage)
+{
+    if (!check_shape(c, st, 1, 1, BODY_NO, usage)) return 0;
+    return check_read_token_count(c, st, &st->values[0], min, max, out);
 }
 
 /* "KEY WORD;" in one go: the index or -1. */

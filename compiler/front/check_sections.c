@@ -545,7 +545,9 @@ void check_model(Check *c, const Stmt *sec)
         case MD_LOSS: loss = check_read_word_stmt(c, st, loss_words, COUNT_OF(loss_words), MODEL_usage[k]); break;
         }
         if (field) {
-            if (check_read_count_stmt(c, st, 1, max, &n, MODEL_usage[k])) {
+            int ok = k == MD_SEQ ? check_read_token_count_stmt(c, st, 1, max, &n, MODEL_usage[k])
+                                 : check_read_count_stmt(c, st, 1, max, &n, MODEL_usage[k]);
+            if (ok) {
                 *field = n;
                 c->have_model_key[k] = 1;
             } else {
@@ -724,16 +726,16 @@ void check_train(Check *c, const Stmt *sec)
         switch (k) {
         case TR_BATCH:
             t->batch_loc = check_stmt_span(st);
-            if (check_read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k])) t->batch = n, c->have_batch = 1;
+            if (check_read_token_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k])) t->batch = n, c->have_batch = 1;
             break;
         case TR_MICRO_BATCH:
             t->micro_batch_loc = check_stmt_span(st);
-            if (check_read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k]))
+            if (check_read_token_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k]))
                 t->micro_batch = n, c->have_micro_batch = 1;
             break;
         case TR_MICRO_BATCHES:
             t->micro_batches_loc = check_stmt_span(st);
-            if (check_read_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k]))
+            if (check_read_token_count_stmt(c, st, 1, MAX_COUNT, &n, TRAIN_usage[k]))
                 t->micro_batches = n, c->have_micro_batches = 1;
             else
                 c->have_micro_batches = -1;
