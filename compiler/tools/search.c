@@ -8,9 +8,12 @@
  * pp, dp, tp), each pipeline schedule (GPipe, 1F1B, interleaved with every
  * virtual-stage count that divides the layers), ZeRO 0-3 over the data
  * axis, sequence parallelism over tp, recompute none / selective / full,
- * every micro-batch size dividing the per-rank batch up to 16, and for a
+ * every micro-batch size dividing the per-rank batch up to 16, for a
  * mixture of experts (without sequence parallelism) its experts whole on
- * every rank or split over dp (expert parallelism) where they divide.
+ * every rank or split over dp (expert parallelism) where they divide, and
+ * for a long sequence (SEARCH_CP_MIN_SEQ tokens and more) a context axis
+ * (seq -> cp, mesh order pp, dp, cp, tp) of every size that leaves each rank
+ * SEARCH_CP_MIN_CHUNK tokens at least.
  *
  * Every layout of the space is first estimated in closed form
  * (search_estimate.c); those estimated to need far more memory than the
@@ -71,8 +74,16 @@ typedef struct Search {
     double share_min;         /* the least exact step / estimated step over the ranked layouts (0: none yet) */
 } Search;
 
-/* The base plan with layout l: mesh pp x dp x tp (size-1 axes left out),
- * the model's dims mapped onto them. */
+/* Context parallelism is tried from this sequence length on (Llama 3 and
+ * Megatron-LM split the sequence for contexts of 8K tokens and more), and
+ * down to chunks of this many tokens a rank. */
+#define SEARCH_CP_MIN_SEQ 8192
+#define SEARCH_CP_MIN_CHUNK 1024
+
+static int layout_cp(const Layout1 *l) { return l->cp > 1 ? l->cp : 1; }
+
+/* The base plan with layout l: mesh pp x dp x cp x tp (size-1 axes left
+ * out), the model's dims mapped onto them. */
 static void apply_layout(const Plan *base, const Layout1 *l, Plan *p)
 {
     *p = *base;
@@ -85,22 +96,23 @@ static void apply_layout(const Plan *base, const Layout1 *l, Plan *p)
     ly->uneven = 0;
     ly->virtual_stages = 1;
     ly->schedule = SCHED_NONE;
-    int sizes[3] = {l->pp, l->dp, l->tp};
-    static const char *const names[3] = {"pp", "dp", "tp"};
-    int axis[3] = {-1, -1, -1};
-    for (int k = 0; k < 3; k++)
-        if (sizes[k] > 1 || (k == 1 && l->pp == 1 && l->tp == 1)) {
+    int sizes[4] = {l->pp, l->dp, layout_cp(l), l->tp};
+    static const char *const names[4] = {"pp", "dp", "cp", "tp"};
+    int axis[4] = {-1, -1, -1, -1};
+    for (int k = 0; k < 4; k++)
+        if (sizes[k] > 1 || (k == 1 && l->pp == 1 && l->tp == 1 && layout_cp(l) == 1)) {
             axis[k] = m->naxes;
             m->axes[m->naxes++] = (MeshAxis){.name = names[k], .size = sizes[k]};
         }
-    m->world = l->pp * l->dp * l->tp;
+    m->world = l->pp * l->dp * layout_cp(l) * l->tp;
     if (axis[1] >= 0) ly->dim_axis[DIM_BATCH] = axis[1];
-    if (axis[2] >= 0) {
+    if (axis[2] >= 0) ly->dim_axis[DIM_SEQ] = axis[2];
+    if (axis[3] >= 0) {
         const Model *md = &base->model;
-        if (md->block.kind == BLOCK_TRANSFORMER) ly->dim_axis[DIM_HEADS] = axis[2];
-        ly->dim_axis[DIM_FFN] = axis[2];
-        if (md->vocab > 0 && md->vocab % l->tp == 0 && (md->has_embed || md->has_head)) ly->dim_axis[DIM_VOCAB] = axis[2];
-        if (l->sp) ly->sp_axis = axis[2];
+        if (md->block.kind == BLOCK_TRANSFORMER) ly->dim_axis[DIM_HEADS] = axis[3];
+        ly->dim_axis[DIM_FFN] = axis[3];
+        if (md->vocab > 0 && md->vocab % l->tp == 0 && (md->has_embed || md->has_head)) ly->dim_axis[DIM_VOCAB] = axis[3];
+        if (l->sp) ly->sp_axis = axis[3];
     }
     if (axis[0] >= 0) {
         ly->pp_axis = axis[0];
@@ -138,7 +150,10 @@ static char *layout_text(const Plan *base, const Layout1 *l, const char *comment
 
 static void layout_describe(const Layout1 *l, char *buf, size_t size)
 {
-    int n = snprintf(buf, size, "pp %d dp %d tp %d, micro_batch %lld", l->pp, l->dp, l->tp, (long long)l->micro_batch);
+    int n = layout_cp(l) > 1 ? snprintf(buf, size, "pp %d dp %d cp %d tp %d, micro_batch %lld", l->pp, l->dp, l->cp,
+                                        l->tp, (long long)l->micro_batch)
+                              : snprintf(buf, size, "pp %d dp %d tp %d, micro_batch %lld", l->pp, l->dp, l->tp,
+                                         (long long)l->micro_batch);
     if (l->pp > 1 && (size_t)n < size)
         n += snprintf(buf + n, size - (size_t)n, ", %s", schedule_kind_name(l->sched));
     if (l->pp > 1 && l->sched == SCHED_INTERLEAVED && (size_t)n < size)
@@ -214,6 +229,17 @@ static void consider(Search *s, const Layout1 *l)
     s->space[s->nspace++] = *l;
 }
 
+/* 1 when the plan's sequence may split over a context axis of cp ranks
+ * (cp 1: always): a long sequence, chunks of SEARCH_CP_MIN_CHUNK at least,
+ * and a model whose attention takes it (no dropout, no experts). */
+static int context_split(const Plan *b, int cp)
+{
+    if (cp == 1) return 1;
+    const Model *m = &b->model;
+    return m->seq >= SEARCH_CP_MIN_SEQ && m->seq % cp == 0 && m->seq / cp >= SEARCH_CP_MIN_CHUNK &&
+           m->block.kind == BLOCK_TRANSFORMER && m->block.dropout == 0 && m->block.moe.experts == 0;
+}
+
 /* 1 when the plan's experts can split over a data axis of dp ranks. */
 static int experts_split(const Plan *b, int dp)
 {
@@ -231,23 +257,27 @@ static void enumerate(Search *s)
         if (b->cluster.gpus_per_node % tp || world % tp) continue;
         for (int pp = 1; pp <= world / tp && pp <= layers; pp++) {
             if ((world / tp) % pp) continue;
-            int dp = world / tp / pp;
-            if (b->train.batch % dp) continue;
-            int64_t per_rank = b->train.batch / dp;
-            for (int64_t mb = 1; mb <= per_rank && mb <= 16; mb++) {
-                if (per_rank % mb) continue;
-                for (int sched = pp > 1 ? SCHED_GPIPE : SCHED_NONE; sched <= (pp > 1 ? SCHED_INTERLEAVED : SCHED_NONE);
-                     sched++) {
-                    for (int v = sched == SCHED_INTERLEAVED ? 2 : 1; v <= (sched == SCHED_INTERLEAVED ? layers / pp : 1);
-                         v++) {
-                        if (sched == SCHED_INTERLEAVED && layers % (pp * v)) continue;
-                        for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
-                            for (int sp = 0; sp <= (tp > 1 && !moe ? 1 : 0); sp++)
-                                for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
-                                    for (int ep = 0; ep <= experts_split(b, dp); ep++) {
-                                        Layout1 l = {tp, pp, dp, mb, (SchedKind)sched, v, zero, sp, (RecomputeKind)rc, ep};
-                                        consider(s, &l);
-                                    }
+            for (int cp = 1; cp <= world / tp / pp; cp++) {
+                if ((world / tp / pp) % cp || !context_split(b, cp)) continue;
+                int dp = world / tp / pp / cp;
+                if (b->train.batch % dp) continue;
+                int64_t per_rank = b->train.batch / dp;
+                for (int64_t mb = 1; mb <= per_rank && mb <= 16; mb++) {
+                    if (per_rank % mb) continue;
+                    for (int sched = pp > 1 ? SCHED_GPIPE : SCHED_NONE;
+                         sched <= (pp > 1 ? SCHED_INTERLEAVED : SCHED_NONE); sched++) {
+                        for (int v = sched == SCHED_INTERLEAVED ? 2 : 1;
+                             v <= (sched == SCHED_INTERLEAVED ? layers / pp : 1); v++) {
+                            if (sched == SCHED_INTERLEAVED && layers % (pp * v)) continue;
+                            for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
+                                for (int sp = 0; sp <= (tp > 1 && !moe && cp == 1 ? 1 : 0); sp++)
+                                    for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
+                                        for (int ep = 0; ep <= experts_split(b, dp); ep++) {
+                                            Layout1 l = {tp, pp, dp, mb, (SchedKind)sched, v, zero, sp,
+                                                         (RecomputeKind)rc, ep, cp};
+                                            consider(s, &l);
+                                        }
+                        }
                     }
                 }
             }
@@ -276,7 +306,7 @@ static void enumerate_fit(Search *s)
                 for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
                     for (int ep = 0; ep <= experts_split(b, dp); ep++) {
                         Layout1 l = {tp, pp, dp, mb, pp > 1 ? SCHED_1F1B : SCHED_NONE, 1, zero, tp > 1 && !moe,
-                                     (RecomputeKind)rc, ep};
+                                     (RecomputeKind)rc, ep, 1};
                         try_layout(s, &l);
                     }
         }
@@ -315,12 +345,12 @@ int search_best_fit(const Plan *base, SearchFit *fit, int64_t *budget, int verif
 }
 
 /* A total order on layouts for ties: fewer pipeline stages, then fewer
- * tensor ranks, larger micro-batches, the schedule, lower ZeRO stages,
+ * context ranks, fewer tensor ranks, larger micro-batches, the schedule, lower ZeRO stages,
  * without sequence parallelism, less recomputation, experts whole. */
 static int layout_order(const Layout1 *a, const Layout1 *b)
 {
-    const int64_t ka[] = {a->pp, a->tp, -a->micro_batch, a->sched, a->virt, a->zero, a->sp, a->rc, a->ep};
-    const int64_t kb[] = {b->pp, b->tp, -b->micro_batch, b->sched, b->virt, b->zero, b->sp, b->rc, b->ep};
+    const int64_t ka[] = {a->pp, layout_cp(a), a->tp, -a->micro_batch, a->sched, a->virt, a->zero, a->sp, a->rc, a->ep};
+    const int64_t kb[] = {b->pp, layout_cp(b), b->tp, -b->micro_batch, b->sched, b->virt, b->zero, b->sp, b->rc, b->ep};
     for (size_t i = 0; i < sizeof ka / sizeof ka[0]; i++)
         if (ka[i] != kb[i]) return ka[i] < kb[i] ? -1 : 1;
     return 0;
@@ -364,18 +394,18 @@ static int own_layout(const Plan *p, Layout1 *l)
     *l = (Layout1){.tp = plan_axis_size(p, tp_axis), .pp = ly->stages, .dp = plan_dp(p),
                    .micro_batch = p->train.micro_batch, .sched = ly->pp_axis >= 0 ? ly->schedule : SCHED_NONE,
                    .virt = ly->virtual_stages, .zero = ly->zero_stage, .sp = ly->sp_axis >= 0, .rc = ly->recompute,
-                   .ep = ly->dim_axis[DIM_EXPERTS] >= 0};
+                   .ep = ly->dim_axis[DIM_EXPERTS] >= 0, .cp = plan_axis_size(p, ly->dim_axis[DIM_SEQ])};
     if (l->pp == 1) l->virt = 1;
-    int axes = (l->tp > 1) + (l->pp > 1) + (l->dp > 1 || (l->tp == 1 && l->pp == 1));
+    int axes = (l->tp > 1) + (l->pp > 1) + (layout_cp(l) > 1) + (l->dp > 1 || (l->tp == 1 && l->pp == 1 && layout_cp(l) == 1));
     return p->mesh.naxes == axes && (ly->zero_stage == 0 || ly->zero_axis == dp_axis) && !ly->uneven &&
-           (ly->sp_axis < 0 || ly->sp_axis == tp_axis);
+           (ly->sp_axis < 0 || ly->sp_axis == tp_axis) && (layout_cp(l) == 1 || ly->dim_axis[DIM_SEQ] != tp_axis);
 }
 
 static int same_layout(const Layout1 *a, const Layout1 *b)
 {
     return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->micro_batch == b->micro_batch &&
            (a->pp == 1 || (a->sched == b->sched && (a->sched != SCHED_INTERLEAVED || a->virt == b->virt))) &&
-           a->zero == b->zero && a->sp == b->sp && a->rc == b->rc && a->ep == b->ep;
+           a->zero == b->zero && a->sp == b->sp && a->rc == b->rc && a->ep == b->ep && layout_cp(a) == layout_cp(b);
 }
 
 /* A layout the memory estimate leaves out needs more than this many times
@@ -540,12 +570,13 @@ static void print_json(FILE *out, const Search *s, int top)
         const Result *r = &s->res[i];
         fprintf(out, "%s\n    {\"rank\": %d, \"pp\": %d, \"dp\": %d, \"tp\": %d, \"micro_batch\": %lld, "
                      "\"schedule\": \"%s\", \"virtual_stages\": %d, \"zero\": %d, \"sequence_parallel\": %s, "
-                     "\"recompute\": \"%s\", \"experts_over_dp\": %s, \"step_time_s\": %.6g, \"mfu\": %.6g, \"bubble_share\": %.6g, "
+                     "\"recompute\": \"%s\", \"experts_over_dp\": %s, \"cp\": %d, \"step_time_s\": %.6g, \"mfu\": %.6g, \"bubble_share\": %.6g, "
                      "\"peak_memory_bytes\": %lld, \"wire_inside_nodes\": %.0f, \"wire_across_nodes\": %.0f, "
                      "\"pipeline_bytes\": %.0f, \"phases_s\": {",
                 i ? "," : "", i + 1, r->l.pp, r->l.dp, r->l.tp, (long long)r->l.micro_batch,
                 schedule_kind_name(r->l.pp > 1 ? r->l.sched : SCHED_NONE), r->l.pp > 1 ? r->l.virt : 1, r->l.zero,
-                r->l.sp ? "true" : "false", recompute_names[r->l.rc], r->l.ep ? "true" : "false", r->step_s, r->mfu, r->bubble, (long long)r->peak,
+                r->l.sp ? "true" : "false", recompute_names[r->l.rc], r->l.ep ? "true" : "false", layout_cp(&r->l),
+                r->step_s, r->mfu, r->bubble, (long long)r->peak,
                 r->link_wire[0], r->link_wire[1], r->pipeline_bytes);
         for (int k = 0; k < ANALYZE_NPHASES; k++)
             fprintf(out, "%s\"%s\": %.6g", k ? ", " : "", analyze_phase_names[k], r->phase[k]);

@@ -21,6 +21,7 @@ typedef struct Layout1 {
     int zero, sp;
     RecomputeKind rc;
     int ep;  /* a mixture of experts' experts split over dp (expert parallelism) */
+    int cp;  /* the sequence split over a context axis of this size (0 or 1: none) */
 } Layout1;
 
 /* The estimated step time (seconds) and busiest rank's memory (bytes) of

@@ -317,7 +317,8 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     const Cluster *cl = &base->cluster;
     const Train *tr = &base->train;
     double tp = l->tp;
-    Shape s = {.tok = (double)l->micro_batch * (double)m->seq,
+    int cp = l->cp > 1 ? l->cp : 1;
+    Shape s = {.tok = (double)l->micro_batch * (double)m->seq / cp,
                .h = (double)m->hidden,
                .f = ffn_active(m) / tp,
                .heads = (double)m->heads / tp,
@@ -336,7 +337,15 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     /* expert parallelism: each block's routed rows exchanged over dp, 2 times
      * forward, 4 backward (and the forward's 2 again recomputing), balanced
      * (reshard.c) */
-    int dp_inside = inside_node(base, l->dp, l->tp);
+    int dp_inside = inside_node(base, l->dp, cp * l->tp);
+    /* context parallelism (the all-gather form): each block gathers the
+     * qkv of the whole sequence over cp and reduce-scatters its gradient */
+    if (cp > 1) {
+        double qkv = s.tok * cp * s.qkv * s.wb;
+        int cp_inside = inside_node(base, cp, l->tp);
+        fwd += cost_coll_s(cl, COLL_ALLGATHER, cp, cp_inside, qkv);
+        bwd += cost_coll_s(cl, COLL_REDUCESCATTER, cp, cp_inside, qkv);
+    }
     if (l->ep) {
         double rows = s.tok * (double)m->block.moe.topk * s.h * s.wb;
         double x = cost_coll_s(cl, COLL_ALLTOALLV, l->dp, dp_inside, rows);
@@ -351,7 +360,7 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
         if (s.vocab < (double)m->vocab) head += 2 * cost_coll_s(cl, COLL_ALLREDUCE, l->tp, 1, s.tok * 4);
     }
     double stage = per_stage * block + head;
-    int pp_inside = inside_node(base, l->pp, l->dp * l->tp);
+    int pp_inside = inside_node(base, l->pp, l->dp * cp * l->tp);
     double p2p = l->pp > 1 ? cost_coll_s(cl, COLL_SEND, 2, pp_inside, s.tok * s.hs * s.wb) : 0;
     /* `pipeline_scatter on` where the layout keeps it (search.c's apply_layout):
      * 1/tp of the message over the pipeline link, then the all-gather over tp */
