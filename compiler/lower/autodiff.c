@@ -146,7 +146,8 @@ static void emit_backward(Emit *e, const Op *op)
     lw->replaying = 1;
     for (int i = 0; i < nin; i++) {
         const Binding *b = &lw->bind[op->in[i]];
-        in[i] = b->needed && b->value.buf >= 0 ? reshard_input(e, op, i, 0) : unread(lw, op, i, 0);
+        int kept = lw->kept_in && (lw->kept_in[op->id] >> i & 1);
+        in[i] = (b->needed && b->value.buf >= 0) || kept ? reshard_input(e, op, i, 0) : unread(lw, op, i, 0);
     }
     for (int i = 0; i < nparam; i++) pr[i] = d->reads_params ? reshard_input(e, op, i, 1) : unread(lw, op, i, 1);
     lw->replaying = 0;

@@ -208,6 +208,7 @@ static void enter_stage(Lowerer *lw, int s)
     StageBindings *st = lw->prog->stages[s].bindings;
     lw->sp = &lw->prog->stages[s];
     lw->bind = st->bind;
+    lw->kept_buf = st->kept_buf;
     lw->loss_buf = st->loss_buf;
     lw->scratch_idx = st->scratch_idx;
 }
@@ -234,6 +235,7 @@ static Lowerer *lower_context(Arena *arena, const PlaceTable *pt, Program *prog)
     lw->rule = pt->rule;
     lw->bind = pt->bind;
     lw->bias_fold = pt->bias_fold;
+    lw->kept_in = pt->kept_in;
     return lw;
 }
 
@@ -251,6 +253,8 @@ static void reshard_stage(Lowerer *lw, int s, const Binding *placement)
     sp->bindings = st;
     st->bind = arena_alloc(lw->arena, sizeof(Binding) * (size_t)g->ntensors);
     memcpy(st->bind, placement, sizeof(Binding) * (size_t)g->ntensors);
+    st->kept_buf = arena_alloc(lw->arena, sizeof(int) * (size_t)(g->nops ? g->nops : 1));
+    for (int i = 0; i < g->nops; i++) st->kept_buf[i] = -1;
     enter_stage(lw, s);
     sp->stage = s;
     int L = stage_chunks(plan, sp, s);
@@ -354,6 +358,7 @@ PlaceTable *lower_place(Arena *arena, const Plan *plan, Graph *g)
     Lowerer *lw = lower_context(arena, pt, NULL);
     place_plan(lw);
     pt->bias_fold = lw->bias_fold;
+    pt->kept_in = lw->kept_in;
     return lw->errors ? NULL : pt;
 }
 

@@ -53,6 +53,9 @@ struct StageBindings {
      * within a step, and nothing else writes those copies */
     struct Val *ends_val;
     unsigned char *ends_has;
+    /* [nops]: the buffer of an op's input kept as its forward exchanged it
+     * (Lowerer.kept_in), made by the first exchange into it; -1 before */
+    int *kept_buf;
 };
 
 /* The place pass's table (ir.h's PlaceTable). */
@@ -63,6 +66,7 @@ struct PlaceTable {
     OpPlace *rule;  /* [nops * naxes] */
     Binding *bind;  /* [ntensors]: placements and `needed`; no buffers */
     int *bias_fold; /* [nops], ops_fold_bias */
+    unsigned char *kept_in; /* [nops], mark_needed: bit i, input i is kept exchanged */
 };
 
 /* One lowering pass's working context over the program (lower.c,
@@ -91,6 +95,13 @@ typedef struct Lowerer {
     /* [nops] (ops_fold_bias): for a linear, the bias op folded into its call;
      * for that bias op, the linear; -1 otherwise */
     int *bias_fold;
+    /* [nops] (place.c, mark_needed): bit i set when the backward reads input
+     * i of the op as the forward's exchanged copy (an all-to-all of routed
+     * rows, expert parallelism), kept per in-flight micro-batch, rather than
+     * exchanging the saved value again; the producer's value is then not
+     * saved for it */
+    unsigned char *kept_in;
+    int *kept_buf; /* the current stage's StageBindings.kept_buf */
 } Lowerer;
 
 static inline OpPlace *lower_rule(const Lowerer *lw, int op, int a)

@@ -244,16 +244,34 @@ static void run_rules(Lowerer *lw)
     }
 }
 
-/* Which tensors the backward reads, per each op's row and the recompute policy. */
+/* Does op's input i reach it by an exchange of routed rows (all-to-all(v))? */
+static int exchanged(const Lowerer *lw, const Op *op, int i)
+{
+    for (int a = 0; a < lw->naxes; a++)
+        if (lw->plan->mesh.axes[a].size > 1 &&
+            reshard_collective(lw->bind[op->in[i]].produced[a], lower_rule(lw, op->id, a)->in[i]) == COLL_ALLTOALLV)
+            return 1;
+    return 0;
+}
+
+/* Which tensors the backward reads, per each op's row and the recompute
+ * policy; an input that arrives by an exchange of routed rows is kept as
+ * exchanged instead (Lowerer.kept_in: Megatron-LM keeps the dispatched
+ * tokens too), so the backward exchanges only gradients. */
 static void mark_needed(Lowerer *lw)
 {
     const Graph *g = lw->g;
     int keep_stats = lw->plan->layout.recompute == RECOMPUTE_NONE;
+    lw->kept_in = arena_alloc(lw->arena, (size_t)(g->nops ? g->nops : 1));
+    memset(lw->kept_in, 0, (size_t)(g->nops ? g->nops : 1));
     for (int i = 0; i < g->nops; i++) {
         const Op *op = &g->ops[i];
         unsigned saves = op_table[op->kind].saves;
-        if (saves & OP_SAVES_IN0) lw->bind[op->in[0]].needed = 1;
-        if (saves & OP_SAVES_IN1) lw->bind[op->in[1]].needed = 1;
+        for (int k = 0; k < 2 && k < op->nin; k++) {
+            if (!(saves & (k ? OP_SAVES_IN1 : OP_SAVES_IN0))) continue;
+            if (exchanged(lw, op, k)) lw->kept_in[i] |= (unsigned char)(1u << k);
+            else lw->bind[op->in[k]].needed = 1;
+        }
         /* memory-efficient attention keeps no probabilities whatever the policy */
         int keep = keep_stats && !(op->kind == OP_ATTENTION && lw->plan->model.block.flash);
         if ((saves & OP_SAVES_AUX) || ((saves & OP_SAVES_AUX_KEPT) && keep))

@@ -406,7 +406,29 @@ static const Val *window_copy(const Lowerer *lw, int t, const Placement *to)
     return w;
 }
 
-/* The value an op reads for input i: the tensor itself, or a resharded copy. */
+/* The buffer that keeps input i of op as the forward exchanged it
+ * (Lowerer.kept_in): an activation per in-flight micro-batch (and layer), as
+ * a saved value's buffer is (lower.c, bind_region), workspace where full
+ * recomputation runs the forward again right before the backward. */
+static Arg kept_arg(Lowerer *lw, const Op *op, int i, const Placement *to)
+{
+    int t = op->in[i];
+    const Tensor *tt = &lw->g->tensors[t];
+    int block = tt->region == REGION_BLOCK;
+    int full = block && lw->plan->layout.recompute == RECOMPUTE_FULL;
+    int mode = full ? INST_FIXED : block ? INST_SLOT_L : INST_SLOT;
+    if (lw->kept_buf[op->id] < 0) {
+        int64_t inst = full ? 1 : block ? (int64_t)lw->sp->max_chunk_layers * lw->sp->nslots : lw->sp->nslots;
+        lw->kept_buf[op->id] = program_buf_new(lw->prog, lw->sp, lw->buf_order,
+                                               arena_printf(lw->arena, "%s.%s.kept", tt->name, op->name),
+                                               full ? PRT_WORKSPACE : PRT_ACTIVATIONS, program_act_dtype(lw->plan),
+                                               program_local_numel(lw->plan, tt, to), inst);
+    }
+    return arg_buf(lw->kept_buf[op->id], mode, 0);
+}
+
+/* The value an op reads for input i: the tensor itself, or a resharded copy
+ * (for the backward, the forward's kept copy where the op keeps it). */
 Val reshard_input(Emit *e, const Op *op, int i, int is_param)
 {
     Lowerer *lw = e->lw;
@@ -420,6 +442,16 @@ Val reshard_input(Emit *e, const Op *op, int i, int is_param)
         if (!place_eq(to[a], v.place[a]) && lw->plan->mesh.axes[a].size > 1) differs = 1;
     }
     if (!differs) return v;
+    if (!is_param && lw->kept_in && (lw->kept_in[op->id] >> i & 1)) {
+        Arg kept = kept_arg(lw, op, i, to);
+        if (lw->replaying) {
+            Val k = v;
+            k.arg = kept;
+            memcpy(k.place, to, sizeof k.place);
+            return k;
+        }
+        return reshard_to(e, v, to, op->id, reshard_why(lw, op, t, to, 0), 0, &kept);
+    }
     const Val *kept = is_param ? window_copy(lw, t, to) : NULL;
     if (kept) return *kept;
     const char *why = reshard_why(lw, op, t, to, 0);

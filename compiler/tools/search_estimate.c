@@ -335,7 +335,7 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     double fwd = block_compute_s(base, l, &s, 0), bwd = block_compute_s(base, l, &s, 1);
     double comm = block_comm_s(base, l, &s), hidden = block_tp_hidden_s(base, l, &s);
     /* expert parallelism: each block's routed rows exchanged over dp, 2 times
-     * forward, 4 backward (and the forward's 2 again recomputing), balanced
+     * forward, 2 backward (and the forward's 2 again recomputing), balanced
      * (reshard.c) */
     int dp_inside = inside_node(base, l->dp, cp * l->tp);
     /* context parallelism (the all-gather form): each block gathers the
@@ -350,7 +350,7 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
         double rows = s.tok * (double)m->block.moe.topk * s.h * s.wb;
         double x = cost_coll_s(cl, COLL_ALLTOALLV, l->dp, dp_inside, rows);
         fwd += 2 * x;
-        bwd += 4 * x;
+        bwd += 2 * x;
     }
     double block = fwd + bwd + comm * (l->rc == RECOMPUTE_FULL ? 3 : 2) + (l->rc == RECOMPUTE_FULL ? fwd : 0) - hidden;
     double head = 0;

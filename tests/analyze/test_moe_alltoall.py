@@ -8,8 +8,8 @@ micro_batch 2 x seq 32 = 64 tokens a micro-batch, 2 micro-batches, 2 layers):
   - `parc collectives --json`: every all-to-all(v) row moves a rank's routed
     rows of one micro-batch, 64 tokens x top 2 x hidden 64 = 8,192 fp32
     elements (32 KiB) a call, over dp with bus factor 1/2; per layer and
-    micro-batch 2 exchanges forward and 4 backward, so 2 x 2 x 2 and 4 x 2 x 2
-    calls a step; each exchange's counts move by an all-to-all of the 4
+    micro-batch 2 exchanges forward and 2 backward (the forward's exchanged
+    rows are kept), so 2 x 2 x 2 calls a step each way; each exchange's counts move by an all-to-all of the 4
     experts' i32 counts;
   - a 1-step run with --trace: each rank's all-to-all(v) calls are as many as
     listed, a dispatch moves exactly its 128 rows (32 KiB), and the bytes
@@ -50,7 +50,7 @@ def main(argv):
             fails.append(f"all-to-all(v) row {r}: expected {ROWS * HIDDEN} fp32 elements over dp 2, bus factor 0.5")
         calls[r["phase"]] = calls.get(r["phase"], 0) + r["calls_per_step"]
         listed += r["bytes_per_step"]
-    want = {"forward": 2 * LAYERS * MICRO, "backward": 4 * LAYERS * MICRO}
+    want = {"forward": 2 * LAYERS * MICRO, "backward": 2 * LAYERS * MICRO}
     if calls != want:
         fails.append(f"all-to-all(v) calls per step {calls}, expected {want}")
     if sum(r["calls_per_step"] for r in counts) != sum(want.values()) or any(
