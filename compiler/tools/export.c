@@ -244,14 +244,15 @@ static double model_number(const cJSON *model, const char *key, double otherwise
     return cJSON_IsNumber(v) ? v->valuedouble : otherwise;
 }
 
-/* config.json of the Hugging Face class the model is (family "gpt2" or
- * "llama"), from the parc tensors' global shapes and the manifest's `model`
+/* config.json of the Hugging Face class the model is (family "gpt2",
+ * "llama" or "mixtral"), from the parc tensors' global shapes and the manifest's `model`
  * (the norm's epsilon, the rotary positions); NULL with err filled for a
  * model that class cannot express. */
 static cJSON *hf_config(const Assembled *as, int64_t n, const char *family, int tied, int64_t dtype,
                         const cJSON *model, char *err, size_t size) {
+    int mixtral = !strcmp(family, "mixtral");
     const Assembled *wte = tensor(as, n, "wte"), *qkv = tensor(as, n, "h.0.attn.qkv.w");
-    const Assembled *up = tensor(as, n, "h.0.mlp.up.w"), *wpe = tensor(as, n, "wpe");
+    const Assembled *up = tensor(as, n, mixtral ? "h.0.mlp.experts.up.w" : "h.0.mlp.up.w"), *wpe = tensor(as, n, "wpe");
     int layers = 0;
     for (int64_t i = 0; i < n; i++) {
         int L = -1;
@@ -296,14 +297,43 @@ static cJSON *hf_config(const Assembled *as, int64_t n, const char *family, int 
         cJSON_AddNumberToObject(c, "attn_pdrop", 0);
     } else {
         const cJSON *pos = cJSON_GetObjectItemCaseSensitive(config, "positions");
+        const char *cls = mixtral ? "MixtralForCausalLM" : "LlamaForCausalLM";
         if (!cJSON_IsString(pos) || strcmp(pos->valuestring, "rope")) {
             cJSON_Delete(c);
-            textf(err, size, "this Llama has no rotary positions, which LlamaForCausalLM applies: it would compute "
-                             "other logits; export to a .safetensors file");
+            textf(err, size, "this %s has no rotary positions, which %s applies: it would compute other logits; "
+                             "export to a .safetensors file", mixtral ? "mixture of experts" : "Llama", cls);
             return NULL;
         }
-        cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
-        cJSON_AddStringToObject(c, "model_type", "llama");
+        if (mixtral) {
+            /* Mixtral: softmax over every expert's logit, the top k renormalised
+             * (parc's softmax router), SwiGLU experts, head_dim = hidden / heads,
+             * no rope scaling */
+            const cJSON *moe = cJSON_GetObjectItemCaseSensitive(config, "moe");
+            const cJSON *router = cJSON_GetObjectItemCaseSensitive(moe, "router");
+            const char *why = !cJSON_IsObject(moe) ? "the manifest does not state its router"
+                              : !cJSON_IsString(router) || strcmp(router->valuestring, "softmax")
+                                  ? "its router is not a softmax (Mixtral's is)"
+                              : heads * hd != C ? "its head_dim x heads is not its hidden size (Mixtral derives head_dim)"
+                              : cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(config, "rope_scaling"))
+                                  ? "its rotary positions are scaled (Mixtral's are not)"
+                                  : NULL;
+            if (why) {
+                cJSON_Delete(c);
+                textf(err, size, "this mixture of experts has no MixtralForCausalLM config: %s; export to a "
+                                 ".safetensors file", why);
+                return NULL;
+            }
+            cJSON_AddItemToArray(arch, cJSON_CreateString(cls));
+            cJSON_AddStringToObject(c, "model_type", "mixtral");
+            cJSON_AddNumberToObject(c, "num_local_experts", (double)up->gdims[0]);
+            cJSON_AddNumberToObject(c, "num_experts_per_tok", model_number(moe, "topk", 2));
+            cJSON_AddNumberToObject(c, "router_aux_loss_coef", model_number(moe, "aux_loss", 0));
+            cJSON_AddBoolToObject(c, "output_router_logits", 0);
+            cJSON_AddNullToObject(c, "sliding_window");
+        } else {
+            cJSON_AddItemToArray(arch, cJSON_CreateString(cls));
+            cJSON_AddStringToObject(c, "model_type", "llama");
+        }
         cJSON_AddNumberToObject(c, "vocab_size", (double)V);
         cJSON_AddNumberToObject(c, "hidden_size", (double)C);
         cJSON_AddNumberToObject(c, "intermediate_size", (double)up->gdims[up->ndim - 1]);
@@ -315,24 +345,26 @@ static cJSON *hf_config(const Assembled *as, int64_t n, const char *family, int 
         cJSON_AddStringToObject(c, "hidden_act", "silu");
         cJSON_AddNumberToObject(c, "rms_norm_eps", eps);
         cJSON_AddNumberToObject(c, "rope_theta", model_number(config, "rope_theta", 10000));
-        /* transformers reads the scaling's factors as floats ("8.0"), its original
-         * context as an integer */
-        const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(config, "rope_scaling"), *e;
-        cJSON *rs = cJSON_IsObject(scaling) ? cJSON_CreateObject() : cJSON_CreateNull();
-        const cJSON *from = cJSON_IsObject(scaling) ? scaling : NULL;
-        cJSON_ArrayForEach(e, from) {
-            char num[64];
-            if (cJSON_IsNumber(e) && strcmp(e->string, "original_max_position_embeddings")) {
-                snprintf(num, sizeof num, "%.17g", e->valuedouble);
-                if (!strpbrk(num, ".eEn")) strcat(num, ".0");
-                cJSON_AddItemToObject(rs, e->string, cJSON_CreateRaw(num));
-            } else {
-                cJSON_AddItemToObject(rs, e->string, cJSON_Duplicate(e, 1));
+        if (!mixtral) { /* Mixtral has neither rope scaling nor bias switches */
+            /* transformers reads the scaling's factors as floats ("8.0"), its original
+             * context as an integer */
+            const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(config, "rope_scaling"), *e;
+            cJSON *rs = cJSON_IsObject(scaling) ? cJSON_CreateObject() : cJSON_CreateNull();
+            const cJSON *from = cJSON_IsObject(scaling) ? scaling : NULL;
+            cJSON_ArrayForEach(e, from) {
+                char num[64];
+                if (cJSON_IsNumber(e) && strcmp(e->string, "original_max_position_embeddings")) {
+                    snprintf(num, sizeof num, "%.17g", e->valuedouble);
+                    if (!strpbrk(num, ".eEn")) strcat(num, ".0");
+                    cJSON_AddItemToObject(rs, e->string, cJSON_CreateRaw(num));
+                } else {
+                    cJSON_AddItemToObject(rs, e->string, cJSON_Duplicate(e, 1));
+                }
             }
+            cJSON_AddItemToObject(c, "rope_scaling", rs);
+            cJSON_AddBoolToObject(c, "attention_bias", 0);
+            cJSON_AddBoolToObject(c, "mlp_bias", 0);
         }
-        cJSON_AddItemToObject(c, "rope_scaling", rs);
-        cJSON_AddBoolToObject(c, "attention_bias", 0);
-        cJSON_AddBoolToObject(c, "mlp_bias", 0);
     }
     cJSON_AddBoolToObject(c, "tie_word_embeddings", tied);
     cJSON_AddStringToObject(c, "torch_dtype", dt);

@@ -1,6 +1,7 @@
 /*
  * export_hf.c — `parc export --names hf`: parc's global tensors under the
- * names and layouts of Hugging Face's GPT-2 and Llama models (export_hf.h).
+ * names and layouts of Hugging Face's GPT-2, Llama and Mixtral models
+ * (export_hf.h).
  *
  * parc stores a linear weight as [in, out] (the input dims first: attn.qkv.w
  * [hidden, 3, heads, head_dim], or [hidden, kv_heads, G + 2, head_dim] with
@@ -136,12 +137,46 @@ static void gpt2_layer(Mapper *m, int L, int64_t C) {
     same_rows(m, PRT_HF_GPT2, L, prefix, 0);
 }
 
+/* A mixture of experts' MLP as Mixtral's block_sparse_moe: the router
+ * [hidden, E] as gate.weight [E, hidden]; expert e's SwiGLU up [hidden, 2,
+ * F] (gate, then up) as w1 (gate) and w3 (up), [F, hidden] each, its down
+ * [F, hidden] as w2 [hidden, F]. */
+static void mixtral_experts(Mapper *m, int L, int64_t C, const ExportTensor *router, const ExportTensor *up,
+                            const ExportTensor *down) {
+    char name[160];
+    int64_t E = router->ndim == 2 ? router->gdims[1] : 0;
+    if (router->ndim != 2 || router->gdims[0] != C || up->ndim != 4 || up->gdims[0] != E || up->gdims[1] != C ||
+        up->gdims[2] != 2 || down->ndim != 3 || down->gdims[0] != E || down->gdims[2] != C ||
+        down->gdims[1] != up->gdims[3]) {
+        fail(m, "h.%d's experts are not SwiGLU experts [experts, hidden, 2, ffn] and [experts, ffn, hidden] under a "
+                "router [hidden, experts]: Mixtral has no name for them; export with --names parc", L);
+        return;
+    }
+    int64_t F = up->gdims[3];
+    size_t es = esize(up->dtype), per_up = (size_t)(C * 2 * F) * es, per_down = (size_t)(F * C) * es;
+    snprintf(name, sizeof name, "model.layers.%d.block_sparse_moe.gate.weight", L);
+    transposed_block(m, router, name, C, E, 0, E);
+    for (int64_t e = 0; e < E; e++) {
+        ExportTensor ue = *up, de = *down;
+        ue.data = up->data + (size_t)e * per_up;
+        de.data = down->data + (size_t)e * per_down;
+        snprintf(name, sizeof name, "model.layers.%d.block_sparse_moe.experts.%lld.w1.weight", L, (long long)e);
+        transposed_block(m, &ue, name, C, 2 * F, 0, F);
+        snprintf(name, sizeof name, "model.layers.%d.block_sparse_moe.experts.%lld.w3.weight", L, (long long)e);
+        transposed_block(m, &ue, name, C, 2 * F, F, F);
+        snprintf(name, sizeof name, "model.layers.%d.block_sparse_moe.experts.%lld.w2.weight", L, (long long)e);
+        transposed_block(m, &de, name, F, C, 0, C);
+    }
+}
+
 static void llama_layer(Mapper *m, int L, int64_t C) {
     char name[128];
     snprintf(name, sizeof name, "model.layers.%d.", L);
     same_rows(m, PRT_HF_LLAMA, L, name, 1);
     const ExportTensor *qkv = need(m, L, "attn.qkv.w", "Llama"), *proj = need(m, L, "attn.proj.w", "Llama");
-    const ExportTensor *up = need(m, L, "mlp.up.w", "Llama"), *down = need(m, L, "mlp.down.w", "Llama");
+    const ExportTensor *router = find(m, L, "mlp.router.w");
+    const ExportTensor *up = need(m, L, router ? "mlp.experts.up.w" : "mlp.up.w", router ? "Mixtral" : "Llama");
+    const ExportTensor *down = need(m, L, router ? "mlp.experts.down.w" : "mlp.down.w", router ? "Mixtral" : "Llama");
     if (m->err[0]) return;
     /* qkv [C, A, B, hd]: A = 3 and B = heads (C = heads x hd), or A = kv_heads and B = G + 2 */
     int64_t B = qkv->gdims[2], hd = qkv->gdims[3];
@@ -180,6 +215,10 @@ static void llama_layer(Mapper *m, int L, int64_t C) {
             }
     snprintf(name, sizeof name, "model.layers.%d.self_attn.o_proj.weight", L);
     transposed_block(m, proj, name, elems(proj) / C, C, 0, C);
+    if (router) {
+        mixtral_experts(m, L, C, router, up, down);
+        return;
+    }
     if (up->ndim != 3 || up->gdims[0] != C || up->gdims[1] != 2) {
         fail(m, "h.%d.mlp.up.w is not SwiGLU's [hidden, 2, ffn]: export with --names parc", L);
         return;
@@ -203,19 +242,25 @@ int export_hf(const ExportTensor *in, int64_t n, ExportOut **out, int64_t *nout,
         if (sscanf(in[i].name, "h.%d.", &L) == 1 && L + 1 > layers) layers = L + 1;
     }
     const ExportTensor *wte = find(&m, -1, "wte"), *wpe = find(&m, -1, "wpe"), *head = find(&m, -1, "head.w");
-    const ExportTensor *up0 = NULL, *ln0b = NULL;
+    const ExportTensor *up0 = NULL, *ln0b = NULL, *experts0 = NULL, *shared0 = NULL;
     for (int64_t i = 0; i < n; i++) {
         if (!strcmp(in[i].name, "h.0.mlp.up.w")) up0 = &in[i];
+        if (!strcmp(in[i].name, "h.0.mlp.experts.up.w")) experts0 = &in[i];
+        if (!strcmp(in[i].name, "h.0.mlp.shared.up.w")) shared0 = &in[i];
         if (!strcmp(in[i].name, "h.0.ln1.b")) ln0b = &in[i];
     }
     int gpt2 = wte && wpe && ln0b && up0 && up0->ndim == 2;
-    int llama = wte && !wpe && !ln0b && up0 && up0->ndim == 3;
-    if (!wte || wte->ndim != 2 || !layers || gpt2 == llama) {
+    int llama = wte && !wpe && !ln0b && ((up0 && up0->ndim == 3) || (experts0 && experts0->ndim == 4));
+    if (shared0) {
+        fail(&m, "this mixture of experts has shared experts, which parc adds ungated: no Hugging Face class "
+                 "computes that (Qwen2-MoE gates its shared expert); export with --names parc");
+    } else if (!wte || wte->ndim != 2 || !layers || gpt2 == llama) {
         fail(&m, "this model is neither a GPT-2 (learned positions, LayerNorm, GELU) nor a Llama (no learned "
-                 "positions, RMSNorm, SwiGLU): it has no Hugging Face names; export with --names parc");
+                 "positions, RMSNorm, SwiGLU, or SwiGLU experts as Mixtral's): it has no Hugging Face names; "
+                 "export with --names parc");
     } else {
         int64_t V = wte->gdims[0], C = wte->gdims[1];
-        *family = gpt2 ? "gpt2" : "llama";
+        *family = gpt2 ? "gpt2" : experts0 ? "mixtral" : "llama";
         same_rows(&m, gpt2 ? PRT_HF_GPT2 : PRT_HF_LLAMA, -1, "", 0);  /* wte, wpe, the final norm */
         for (int L = 0; L < layers && !err[0]; L++) (gpt2 ? gpt2_layer : llama_layer)(&m, L, C);
         if (head && (head->ndim != 2 || head->gdims[0] != C || head->gdims[1] != V))
@@ -224,7 +269,8 @@ int export_hf(const ExportTensor *in, int64_t n, ExportOut **out, int64_t *nout,
             transposed_block(&m, head, "lm_head.weight", C, V, 0, V);
         for (int64_t i = 0; i < n && !err[0]; i++)
             if (!m.used[i])
-                fail(&m, "tensor %s has no %s name: export with --names parc", in[i].name, gpt2 ? "GPT-2" : "Llama");
+                fail(&m, "tensor %s has no %s name: export with --names parc", in[i].name,
+                     gpt2 ? "GPT-2" : experts0 ? "Mixtral" : "Llama");
     }
     free(m.used);
     *out = m.out;

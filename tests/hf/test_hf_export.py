@@ -7,8 +7,10 @@ tests/hf/python.sh: .ci/pyenv's pinned release), not a model written here.
 usage: test_hf_export.py PARC EXAMPLES_DIR
 
 For tiny_single (a GPT-2 with an untied head), tiny_tied (its head tied to
-the embedding) and tiny_rope (a Llama: grouped K/V, rotary positions at theta
-500000, loaded as LlamaForCausalLM with config.json's rope_theta and heads): 6 steps on one rank save a checkpoint at step 5 and dump step
+the embedding), tiny_rope (a Llama: grouped K/V, rotary positions at theta
+500000, loaded as LlamaForCausalLM with config.json's rope_theta and heads) and
+tiny_moe (its MLP 4 SwiGLU experts, top 2 by a softmax router, loaded as
+MixtralForCausalLM: the router as gate, each expert as w1, w3 and w2): 6 steps on one rank save a checkpoint at step 5 and dump step
 6's tokens and logits (PRT_DUMP_STEP=6: step 6 runs on the weights saved at
 step 5); the export of step 5 loads with no missing, unexpected or mismatched
 weight (output_loading_info), as GPT2LMHeadModel with config.json's sizes, and
@@ -17,7 +19,8 @@ its eval-mode logits on every micro-batch of step 6 equal parc's:
 200 KB (--max-shard-size 200KB: model-0000K-of-0000N.safetensors and the index) loads
 to the same logits.  A model whose norms' epsilons differ (tiny_rope_llama31)
 and a Llama without rotary positions are refused for the directory form (LlamaForCausalLM applies them), naming the .safetensors form,
-and --names parc with a directory is a usage error.
+and --names parc with a directory is a usage error; so are a mixture of
+experts with shared experts (parc's are ungated) and one of GELU experts.
 """
 import json
 import os
@@ -137,6 +140,19 @@ def test_refusals(parc, examples, work):
           f"a bad --max-shard-size is a usage error ({e.returncode}: {e.stderr.strip()[:120]})")
 
 
+def test_moe_refusals(parc, examples, work):
+    """A mixture of experts transformers has no class for is refused, naming why."""
+    for name, says in (("tiny_moe_shared", "shared experts, which parc adds ungated"),
+                       ("tiny_moe_gelu", "neither a GPT-2")):
+        d = os.path.join(work, name)
+        os.makedirs(d)
+        step, _ = run_and_save(parc, examples, d, name)
+        out = os.path.join(d, "hf")
+        e = subprocess.run([parc, "export", step, "-o", out], capture_output=True, text=True)
+        check(e.returncode == 1 and says in e.stderr and not os.path.exists(os.path.join(out, "config.json")),
+              f"{name} is refused for transformers ({e.returncode}: {e.stderr.strip()[:160]})")
+
+
 def main():
     parc, examples = T.parc, T.examples
     torch.set_num_threads(1)
@@ -146,7 +162,11 @@ def main():
     test_model(parc, examples, work, "tiny_rope", False, "LlamaForCausalLM", "llama",
                dict(rope_theta=500000, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                     rms_norm_eps=1e-5, rope_scaling=None, max_position_embeddings=32))
+    test_model(parc, examples, work, "tiny_moe", False, "MixtralForCausalLM", "mixtral",
+               dict(num_local_experts=4, num_experts_per_tok=2, intermediate_size=96, num_attention_heads=4,
+                    num_key_value_heads=2, rope_theta=10000, rms_norm_eps=1e-5, router_aux_loss_coef=0.01))
     test_refusals(parc, examples, work)
+    test_moe_refusals(parc, examples, work)
     if T.fails:
         print(f"work in {work}")
     else:
