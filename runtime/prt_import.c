@@ -1,6 +1,6 @@
 /*
- * prt_import.c — `--init-from PATH`: a run starts from a Hugging Face GPT-2 or
- * Llama checkpoint (a safetensors file, or a directory with model.safetensors or
+ * prt_import.c — `--init-from PATH`: a run starts from a Hugging Face GPT-2,
+ * Llama or Mixtral checkpoint (a safetensors file, or a directory with model.safetensors or
  * model.safetensors.index.json and its files) in any layout.
  *
  * Every rank maps the files read-only and fills its own shards only: for each
@@ -15,7 +15,10 @@
  *     B = heads, or A = kv_heads and B = G + 2: per key/value head its G query
  *     heads, then k, then v) takes q_proj, k_proj, v_proj transposed; mlp.up.w
  *     [C, 2, F] gate_proj then up_proj, transposed; proj, down and head
- *     transposed.
+ *     transposed;
+ *   Mixtral: a Llama whose MLP is block_sparse_moe: mlp.router.w [C, E] its
+ *     gate transposed, mlp.experts.up.w [E, C, 2, F] each expert's w1 then w3
+ *     transposed, mlp.experts.down.w [E, F, C] each one's w2 transposed.
  * No rank reads a whole tensor it does not hold (the pages it touches are its
  * shard's).  Optimizer moments start at zero, as in a fresh run.
  *
@@ -62,6 +65,7 @@ typedef struct importer {
     size_t *map_bytes;
     int nfiles;
     int family;
+    int mixtral;  /* a Llama whose MLPs are block_sparse_moe */
     char err[8192];
     int64_t dropped;  /* problems past what err holds */
 } importer;
@@ -181,12 +185,13 @@ static hf_tensor *find(importer *im, const char *name) {
 
 /* How a parc tensor's elements map into the files: up to three Hugging Face
  * tensors and the index arithmetic between them. */
-enum { MAP_SAME, MAP_TRANSPOSE, MAP_QKV, MAP_GATE_UP };
+enum { MAP_SAME, MAP_TRANSPOSE, MAP_QKV, MAP_GATE_UP, MAP_EXPERTS_UP, MAP_EXPERTS_DOWN };
 typedef struct hf_map {
     int kind, nparts;
     hf_tensor *part[3];
+    hf_tensor **experts; /* MAP_EXPERTS_*: per expert its w1 and w3 ([2E]) or its w2 ([E]), malloc'ed */
     int64_t rows, cols;  /* MAP_TRANSPOSE: parc [rows, cols] is the file's [cols, rows] */
-    int64_t C, A, B, hd, heads, kv, G, F;
+    int64_t C, A, B, hd, heads, kv, G, F, E;
 } hf_map;
 
 /* Checks the file tensor `name` has shape dims[0..nd) and adds it to m. */
@@ -210,7 +215,9 @@ static void part(importer *im, hf_map *m, const char *name, int nd, const int64_
         m->nparts = -1;
         return;
     }
-    if (m->nparts >= 0) m->part[m->nparts++] = t;
+    if (m->nparts < 0) return;
+    if (m->experts) m->experts[m->nparts++] = t;
+    else m->part[m->nparts++] = t;
 }
 
 static int64_t numel(const prt_buffer_desc *d) {
@@ -272,6 +279,30 @@ static hf_map map_of(importer *im, const prt_buffer_desc *d, const char *base, i
         }
         return m;
     }
+    /* a mixture of experts as Mixtral's block_sparse_moe: the router [C, E]
+     * <- gate [E, C]; experts.up.w [E, C, 2, F] <- each expert's w1 (gate)
+     * and w3 (up) [F, C]; experts.down.w [E, F, C] <- each one's w2 [C, F] */
+    if (!strcmp(base, "mlp.router.w") && d->ndim == 2) {
+        m.kind = MAP_TRANSPOSE;
+        m.rows = C, m.cols = d->gdims[1];
+        snprintf(name, sizeof name, "%sblock_sparse_moe.gate.weight", pre);
+        part(im, &m, name, 2, (int64_t[]){m.cols, m.rows});
+        return m;
+    }
+    int up = !strcmp(base, "mlp.experts.up.w") && d->ndim == 4 && d->gdims[2] == 2;
+    int down = !strcmp(base, "mlp.experts.down.w") && d->ndim == 3;
+    if (up || down) {
+        m.kind = up ? MAP_EXPERTS_UP : MAP_EXPERTS_DOWN;
+        m.E = d->gdims[0], m.C = up ? d->gdims[1] : d->gdims[2], m.F = up ? d->gdims[3] : d->gdims[1];
+        m.experts = prt_xcalloc((size_t)(2 * m.E), sizeof *m.experts);
+        for (int64_t e = 0; e < m.E && m.nparts >= 0; e++)
+            for (int w = 0; w < (up ? 2 : 1) && m.nparts >= 0; w++) {
+                snprintf(name, sizeof name, "%sblock_sparse_moe.experts.%lld.w%d.weight", pre, (long long)e,
+                         up ? (w ? 3 : 1) : 2);
+                part(im, &m, name, 2, up ? (int64_t[]){m.F, m.C} : (int64_t[]){m.C, m.F});
+            }
+        return m;
+    }
     if (!strcmp(base, "mlp.up.w") && d->ndim == 3 && d->gdims[1] == 2) {
         m.kind = MAP_GATE_UP;
         m.C = C, m.F = d->gdims[2];
@@ -308,6 +339,18 @@ static float value_at(const hf_map *m, int64_t g) {
         i = f * m->C + c;
         break;
     }
+    case MAP_EXPERTS_UP: {  /* g = ((e x C + c) x 2 + w) x F + f */
+        int64_t f = g % m->F, w = g / m->F % 2, c = g / (2 * m->F) % m->C, e = g / (2 * m->F * m->C);
+        t = m->experts[2 * e + w];
+        i = f * m->C + c;
+        break;
+    }
+    case MAP_EXPERTS_DOWN: {  /* g = (e x F + f) x C + c */
+        int64_t c = g % m->C, f = g / m->C % m->F, e = g / (m->C * m->F);
+        t = m->experts[e];
+        i = c * m->F + f;
+        break;
+    }
     default: break;
     }
     return prt_load(t->data, t->dtype, i);
@@ -318,7 +361,10 @@ static void fill(importer *im, prt_buffer *b, int64_t inst) {
     const prt_buffer_desc *d = &b->desc;
     int64_t layer = prt_param_layer(d, inst);
     hf_map m = map_of(im, d, d->init_name ? d->init_name : d->name, layer);
-    if (m.nparts <= 0) return;
+    if (m.nparts <= 0) {
+        free(m.experts);
+        return;
+    }
     prt_param_map pm;
     prt_param_map_init(im->rt, &pm, d, d->name, d->elems);
     int host = im->rt->backend->host_memory;
@@ -332,6 +378,7 @@ static void fill(importer *im, prt_buffer *b, int64_t inst) {
         if (bytes) im->rt->backend->upload(im->rt, b->base + inst * bytes, dst, bytes);
         free(dst);
     }
+    free(m.experts);
 }
 
 static double number(const cJSON *o, const char *key, double otherwise) {
@@ -388,6 +435,20 @@ static void check_config(importer *im) {
             }
             same(im, "rms_norm_eps", number(c, "rms_norm_eps", 1e-6), eps);
             if (final_eps != eps) same(im, "rms_norm_eps (the final norm's)", number(c, "rms_norm_eps", 1e-6), final_eps);
+            /* Mixtral: its experts per token and router (the shapes carry the rest) */
+            const cJSON *mtype = cJSON_GetObjectItemCaseSensitive(c, "model_type");
+            const cJSON *moe = cJSON_GetObjectItemCaseSensitive(plan, "moe");
+            const cJSON *router = cJSON_GetObjectItemCaseSensitive(moe, "router");
+            int mixtral = cJSON_IsString(mtype) && !strcmp(mtype->valuestring, "mixtral");
+            if (mixtral != cJSON_IsObject(moe))
+                problem(im, "config.json: a %s, the plan's model %s", mixtral ? "Mixtral (a mixture of experts)" : "dense Llama",
+                        cJSON_IsObject(moe) ? "a mixture of experts" : "dense (`mlp moe experts E top K;` for Mixtral)");
+            else if (mixtral) {
+                same(im, "num_experts_per_tok", number(c, "num_experts_per_tok", 2), number(moe, "topk", 0));
+                if (!cJSON_IsString(router) || strcmp(router->valuestring, "softmax"))
+                    problem(im, "config.json: Mixtral routes by a softmax; the plan's router is %s: `router softmax`",
+                            cJSON_IsString(router) ? router->valuestring : "?");
+            }
         } else {
             const cJSON *act = cJSON_GetObjectItemCaseSensitive(c, "activation_function");
             if (cJSON_IsString(act) && strcmp(act->valuestring, "gelu_new") && strcmp(act->valuestring, "gelu_pytorch_tanh"))
@@ -421,6 +482,7 @@ void prt_import_hf(prt *rt, const char *path) {
         if (find(&im, "transformer.wte.weight")) im.family = PRT_HF_GPT2;
         else if (find(&im, "model.embed_tokens.weight")) im.family = PRT_HF_LLAMA;
         else problem(&im, "%s: neither a GPT-2 (transformer.wte.weight) nor a Llama (model.embed_tokens.weight)", path);
+        im.mixtral = find(&im, "model.layers.0.block_sparse_moe.gate.weight") != NULL;
         if (!im.err[0]) check_config(&im);
     }
     int opened = !im.err[0];
@@ -460,8 +522,8 @@ void prt_import_hf(prt *rt, const char *path) {
     if (im.err[0]) snprintf(message, sizeof message, "--init-from %s:\n  %s%s", path, im.err, more);
     prt_startup_verdict(rt, PRT_STARTUP_IMPORT, im.err[0] ? message : NULL);
     if (rt->world_rank == 0 && !rt->quiet) {
-        printf("initialised from %s (%s, %.1f ms)\n", path, im.family == PRT_HF_GPT2 ? "GPT-2" : "Llama",
-               (MPI_Wtime() - t0) * 1e3);
+        printf("initialised from %s (%s, %.1f ms)\n", path,
+               im.family == PRT_HF_GPT2 ? "GPT-2" : im.mixtral ? "Mixtral" : "Llama", (MPI_Wtime() - t0) * 1e3);
         fflush(stdout);
     }
 }

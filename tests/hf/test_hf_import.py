@@ -8,8 +8,11 @@ release), not a model written here.
 usage: test_hf_import.py PARC EXAMPLES_DIR
 
 For a tiny random GPT2LMHeadModel of tiny_gpt's sizes (untied) and its tied
-twin (tiny_tied's), and a tiny random LlamaForCausalLM of tiny_rope's (grouped
-K/V 4/2, rope theta 500000), without and with Llama 3.1's scaling:
+twin (tiny_tied's), a tiny random LlamaForCausalLM of tiny_rope's (grouped
+K/V 4/2, rope theta 500000), without and with Llama 3.1's scaling, and a tiny
+random MixtralForCausalLM of tiny_moe's (4 experts of 96, top 2; one rank,
+experts over dp 2, with tp 2, pp 2; its step loss with the load-balancing
+loss computed from transformers' router logits):
   - step 1's loss in every layout (one rank, tp 2, pp 2 1F1B, dp 2 ZeRO-3,
     interleaved pp 2, the 8-rank 3-D layout) equals transformers' cross-entropy
     of the same model on the same batch (the run's dumped tokens and targets):
@@ -18,7 +21,8 @@ K/V 4/2, rope theta 500000), without and with Llama 3.1's scaling:
     transformers' eval-mode logits on step 6's batch equal the one-rank run's
     (relative 1e-4: the layouts' weights agree to the parity tolerances);
   - the refusals, each naming what is wrong, all at once: config.json's
-    rope_theta or rope_scaling other than the plan's; a model with 5 layers
+    rope_theta or rope_scaling other than the plan's; a Mixtral into a dense
+    plan; a model with 5 layers
     (every tensor of layer 4 named as having no place), one 128 wide (each
     tensor's expected and found shape), --init-from with --resume, a path that
     does not exist; a tied plan given an untied file names `head untied`.
@@ -37,7 +41,8 @@ from runcheck import Checks  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ckpt"))
 from test_ckpt import Plans  # noqa: E402  (builds a plan once, runs it on its world size)
 import torch  # noqa: E402
-from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM  # noqa: E402
+from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,  # noqa: E402
+                          LlamaForCausalLM, MixtralConfig, MixtralForCausalLM)
 
 LOSS_TOL, LOGIT_TOL = 1e-5, 1e-4
 LAYOUTS = ["tiny_single", "tiny_tp", "tiny_pp_1f1b", "tiny_zero3", "tiny_pp_interleaved", "tiny_3d"]
@@ -45,6 +50,9 @@ TIED_LAYOUTS = ["tiny_tied", "tiny_tied_pp", "tiny_tied_zero3"]
 TRAINED = ["tiny_tp", "tiny_zero3"]
 ROPE_LAYOUTS = ["tiny_rope", "tiny_rope_tp", "tiny_rope_pp", "tiny_rope_zero3"]
 ROPE_TRAINED = ["tiny_rope_tp", "tiny_rope_zero3"]
+MOE_LAYOUTS = ["tiny_moe", "tiny_moe_ep", "tiny_moe_ep_tp", "tiny_moe_pp"]
+MOE_TRAINED = ["tiny_moe_ep"]
+MOE_AUX, MOE_EXPERTS, MOE_TOP = 0.01, 4, 2  # tiny_moe's router
 # Llama 3.1's scaling with an original context of 64 positions: the 8 frequency
 # pairs of a 16-dim head fall in all three of its bands within 32 positions
 SCALING = dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
@@ -70,6 +78,18 @@ def llama(path, scaling=None, theta=500000.0, seed=0):
                          rope_theta=theta, rope_scaling=scaling, rms_norm_eps=1e-5, tie_word_embeddings=False,
                          attention_bias=False, mlp_bias=False, hidden_act="silu")
     LlamaForCausalLM(config).save_pretrained(path)
+    return path
+
+
+def mixtral(path, seed=0):
+    """A tiny random MixtralForCausalLM of tiny_moe's sizes (GQA 4/2, 4 experts of 96, top 2, untied)."""
+    torch.manual_seed(seed)
+    config = MixtralConfig(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                           rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=False, sliding_window=None,
+                           num_local_experts=MOE_EXPERTS, num_experts_per_tok=MOE_TOP,
+                           router_aux_loss_coef=MOE_AUX, hidden_act="silu")
+    MixtralForCausalLM(config).save_pretrained(path)
     return path
 
 
@@ -104,7 +124,25 @@ def hf_loss(model, batch):
     return sum(losses) / len(losses)
 
 
-def test_family(r, work, layouts, tied, tag=None, src=None, trained=None):
+def hf_loss_moe(model, batch):
+    """The step loss parc reports for a mixture of experts (docs/language.md): per micro-batch the
+    cross-entropy plus, per layer, aux_loss x E x sum_e f_e P_e over its tokens (f_e the share of the
+    top-k assignments expert e got, P_e its mean router softmax) from transformers' router logits."""
+    total = 0.0
+    with torch.no_grad():
+        for t, y in batch:
+            out = model(torch.from_numpy(t), output_router_logits=True)
+            loss = torch.nn.functional.cross_entropy(out.logits.flatten(0, 1).double(), torch.from_numpy(y).flatten())
+            for logits in out.router_logits:  # [tokens, E] per layer
+                p = torch.softmax(logits.double(), dim=-1)
+                chosen = torch.topk(logits, MOE_TOP, dim=-1).indices
+                f = torch.bincount(chosen.flatten(), minlength=MOE_EXPERTS).double() / chosen.numel()
+                loss = loss + MOE_AUX * MOE_EXPERTS * (f * p.mean(dim=0)).sum()
+            total += loss.item()
+    return total / len(batch)
+
+
+def test_family(r, work, layouts, tied, tag=None, src=None, trained=None, loss=hf_loss):
     tag = tag or ("tied" if tied else "untied")
     src = src or gpt2(os.path.join(work, f"gpt2_{tag}"), tied)
     trained_layouts = trained if trained is not None else (TRAINED if not tied else ["tiny_tied_zero3"])
@@ -113,7 +151,7 @@ def test_family(r, work, layouts, tied, tag=None, src=None, trained=None):
     r.run(layouts[0], ["--steps", "6", "--init-from", src, "--checkpoint-dir", ref + ".ck", "--checkpoint-every", "5",
                        "--log", ref + ".jsonl"], {"PRT_DUMP_DIR": ref, "PRT_DUMP_STEP": "6",
                                                   "PRT_DUMP_DATA_ALL": "1", "PRT_LOSS_FILE": ref + ".loss"})
-    want = hf_loss(model, batch_of(ref, 1))
+    want = loss(model, batch_of(ref, 1))
     for name in layouts:
         loss_file = os.path.join(work, f"{name}.{tag}.loss")
         r.run(name, ["--steps", "1", "--init-from", src], {"PRT_LOSS_FILE": loss_file})
@@ -165,6 +203,9 @@ def test_refusals(r, work):
     rc, out = r.run("tiny_rope", ["--steps", "1", "--init-from", os.path.join(work, "llama_scaled")], expect=None)
     check(rc == 2 and "rope_scaling llama3, the plan's model does not scale" in out,
           f"a scaled Llama into an unscaled plan is refused ({rc}: {out.strip()[:200]})")
+    rc, out = r.run("tiny_rope", ["--steps", "1", "--init-from", os.path.join(work, "mixtral")], expect=None)
+    check(rc == 2 and "config.json: a Mixtral (a mixture of experts), the plan's model dense" in out,
+          f"a Mixtral into a dense Llama plan is refused ({rc}: {out.strip()[:200]})")
     rc, out = r.run("tiny_single", ["--steps", "1", "--init-from", os.path.join(work, "nowhere")], expect=None)
     check(rc == 2 and "nowhere: No such file or directory" in out, f"a missing path is named ({out.strip()[:120]})")
 
@@ -183,6 +224,8 @@ def main():
         test_family(scaled, work, ["tiny_rope", "tiny_rope_tp", "tiny_rope_pp", "tiny_rope_zero3"], False,
                     "Llama (GQA, rope theta 500000, Llama 3.1 scaling)",
                     llama(os.path.join(work, "llama_scaled"), SCALING), ["tiny_rope_tp"])
+        test_family(r, work, MOE_LAYOUTS, False, "Mixtral (4 experts, top 2)", mixtral(os.path.join(work, "mixtral")),
+                    MOE_TRAINED, hf_loss_moe)
         test_refusals(r, work)
     except (RuntimeError, ValueError, OSError, KeyError) as e:
         check(False, f"{type(e).__name__}: {e}")
