@@ -99,6 +99,32 @@ static void explain_stage_total(FILE *out, const Cluster *cl, int64_t total)
             fits ? "to spare" : "over");
 }
 
+/* A mixture of experts' share of a stage's memory: the buffers of the
+ * experts' weights (their gradients, master weights and moments named after
+ * them) and of the routed rows (dispatched, inside the experts, kept for the
+ * backward), by class. */
+static void explain_stage_experts(FILE *out, const StageProgram *sp)
+{
+    int64_t by[PRT_NCLASS] = {0}, any = 0;
+    for (int b = 0; b < sp->nbufs; b++) {
+        const Buffer *bf = &sp->bufs[b];
+        if (!strstr(bf->name, "mlp.experts.") && !strstr(bf->name, "mlp.dispatch.")) continue;
+        by[bf->klass] += bf->elems * bf->instances * dtype_bytes(bf->dtype);
+        any = 1;
+    }
+    if (!any) return;
+    char b1[64];
+    fprintf(out, "  of which experts");
+    const char *sep = " ";
+    for (int k = 0; k < PRT_NCLASS; k++) {
+        if (!by[k]) continue;
+        analyze_format_bytes((double)by[k], b1, sizeof b1);
+        fprintf(out, "%s%s %s", sep, ledger_class_names[k], b1);
+        sep = ", ";
+    }
+    fprintf(out, " (their weights' states and the routed rows)\n");
+}
+
 /* One stage's memory: every class (with its buffers when verbose), the total
  * against the GPU, bytes per parameter. */
 static void explain_stage_memory(FILE *out, const Analysis *an, int s, int verbose)
@@ -147,6 +173,7 @@ static void explain_stage_memory(FILE *out, const Analysis *an, int s, int verbo
                              sc->ledger[PRT_OPTIM]);
     if (sc->params_local > 0)
         fprintf(out, "  model states   %.4g bytes per parameter held\n", states / (double)sc->params_local);
+    explain_stage_experts(out, sp);
     if (sc->cpu_widen) {
         analyze_format_bytes((double)sc->cpu_widen, b1, sizeof b1);
         fprintf(out, "  the CPU runtime computes in fp32: a program built from this plan also widens 16-bit "
