@@ -14,7 +14,8 @@ reshard  tiny_3d (8 ranks) saved at step 5 resumes on 1 rank, tp 2, ZeRO-3 dp 2,
          plus 1e-2 of lr).  The same for tiny_tied_pp (a tied head, the table held by
          both end stages) resumed on one rank and on pp 2 x tp 2; padded ZeRO shards
          onto even ones and back; interleaved chunks of unlike sizes (tiny_l6) onto
-         one rank and back.
+         one rank and back; a mixture of experts' experts split over dp onto one
+         rank, and one rank onto experts over dp x tp 2.
 kill     PRT_TEST_CKPT_DIE kills the last rank (SIGKILL) inside the save of step 6,
          after its shard is written and before the rename: the job fails, step 4's
          checkpoint is still `latest`, resuming from it reproduces the curve, and the
@@ -58,6 +59,9 @@ PADDED = [("tiny_b12_dp3_zero3", "tiny_b12_dp2_zero3"), ("tiny_b12_dp2_zero3", "
 # interleaved chunks of unlike sizes (layers 0, 3..4 on stage 0; 1..2, 5 on stage 1) onto one rank and back
 UNEVEN_CHUNKS = [("tiny_l6_pp_interleaved_uneven_zero3", "tiny_l6_single"),
                  ("tiny_l6_single", "tiny_l6_pp_interleaved_uneven")]
+# a mixture of experts with its experts split over dp (and ZeRO-3 for the rest) onto one rank,
+# and one rank onto experts over dp x tp 2
+EXPERTS = [("tiny_moe_ep_zero3", "tiny_moe"), ("tiny_moe", "tiny_moe_ep_tp")]
 LOSS_TOL, PARAM_TOL, PARAM_ATOL_LR = 1e-5, 1e-5, 1e-2
 
 failures = []
@@ -157,12 +161,14 @@ def test_reshard(plans, work):
     test_reshard_tied(plans, d)
     test_reshard_pairs(plans, d, PADDED)
     test_reshard_pairs(plans, d, UNEVEN_CHUNKS)
+    test_reshard_pairs(plans, d, EXPERTS)
 
 
 def test_reshard_pairs(plans, d, pairs):
     """A checkpoint resumes on another layout, continuing the saving layout's run: padded
     shards (a checkpoint holds no padding) onto even ones and back, pipeline chunks of
-    unlike sizes (each layer saved under its global index) onto one rank and back."""
+    unlike sizes (each layer saved under its global index) onto one rank and back,
+    experts split over dp (each rank's saved under their global index) onto one rank and back."""
     for src, dst in pairs:
         ref_loss = os.path.join(d, src + ".ref.loss")
         plans.run(src, ["--steps", "10"], {"PRT_LOSS_FILE": ref_loss, "PRT_DUMP_DIR": os.path.join(d, src + ".ref")})
