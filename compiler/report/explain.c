@@ -103,16 +103,23 @@ static void explain_stage_total(FILE *out, const Cluster *cl, int64_t total)
  * experts' weights (their gradients, master weights and moments named after
  * them) and of the routed rows (dispatched, inside the experts, kept for the
  * backward), by class. */
-static void explain_stage_experts(FILE *out, const StageProgram *sp)
+static int stage_experts_bytes(const StageProgram *sp, int64_t by[PRT_NCLASS])
 {
-    int64_t by[PRT_NCLASS] = {0}, any = 0;
+    int any = 0;
+    for (int k = 0; k < PRT_NCLASS; k++) by[k] = 0;
     for (int b = 0; b < sp->nbufs; b++) {
         const Buffer *bf = &sp->bufs[b];
         if (!strstr(bf->name, "mlp.experts.") && !strstr(bf->name, "mlp.dispatch.")) continue;
         by[bf->klass] += bf->elems * bf->instances * dtype_bytes(bf->dtype);
         any = 1;
     }
-    if (!any) return;
+    return any;
+}
+
+static void explain_stage_experts(FILE *out, const StageProgram *sp)
+{
+    int64_t by[PRT_NCLASS];
+    if (!stage_experts_bytes(sp, by)) return;
     char b1[64];
     fprintf(out, "  of which experts");
     const char *sep = " ";
@@ -342,45 +349,64 @@ static void explain_reserve(FILE *out, const Cluster *cl)
         fprintf(out, "  reserve         none: the cluster was calibrated on a CPU, whose ranks hold no device context\n");
 }
 
-/* Expert parallelism: the experts a rank holds, the size of one exchange of
- * a layer's routed rows and how many a micro-batch makes (counted in stage
- * 0's block sequences), and the rows the expert-side buffers hold. */
+/* Expert parallelism's figures: the experts a rank holds, the bytes of one
+ * exchange of a layer's routed rows (the balanced share times `imbalance`)
+ * and how many a micro-batch makes (counted in stage 0's block sequences),
+ * the rows the experts' side buffers hold and their dropless bound. */
+typedef struct ExpertParallel {
+    int axis;                /* -1: the experts are whole */
+    int64_t local, tokens, chosen, rows, bound;
+    double bytes;
+    int fwd, bwd;
+} ExpertParallel;
+
+static ExpertParallel expert_parallel(const Program *prog)
+{
+    const Plan *plan = prog->plan;
+    const MoeSpec *moe = &plan->model.block.moe;
+    ExpertParallel x = {.axis = moe->experts ? plan->layout.dim_axis[DIM_EXPERTS] : -1};
+    if (x.axis < 0) return x;
+    int64_t S = plan->mesh.axes[x.axis].size;
+    x.local = moe->experts / S;
+    x.tokens = plan->train.micro_batch * plan->model.seq;
+    x.chosen = moe->topk < x.local ? moe->topk : x.local;
+    x.bytes = (double)x.tokens * (double)moe->topk * (double)plan->model.hidden * dtype_bytes(program_act_dtype(plan)) *
+              moe->imbalance;
+    const StageProgram *sp = &prog->stages[0];
+    for (int i = 0; i < sp->seq[SEQ_BLOCK_FWD].n; i++) x.fwd += sp->seq[SEQ_BLOCK_FWD].ins[i].fn == RT_prt_alltoallv;
+    for (int i = 0; i < sp->seq[SEQ_BLOCK_BWD].n; i++) x.bwd += sp->seq[SEQ_BLOCK_BWD].ins[i].fn == RT_prt_alltoallv;
+    x.bound = x.rows = x.tokens * S * x.chosen;
+    if (moe->capacity > 0) {
+        int64_t cap = (int64_t)ceil(moe->capacity * (double)x.tokens * (double)moe->topk);
+        if (cap < x.rows) x.rows = cap;
+    }
+    return x;
+}
+
 static void explain_expert_parallel(FILE *out, const Program *prog)
 {
     const Plan *plan = prog->plan;
     const MoeSpec *moe = &plan->model.block.moe;
-    int ep = plan->layout.dim_axis[DIM_EXPERTS];
-    if (ep < 0) return;
-    int64_t S = plan->mesh.axes[ep].size, local = moe->experts / S;
-    int64_t tokens = plan->train.micro_batch * plan->model.seq, chosen = moe->topk < local ? moe->topk : local;
-    double bytes = (double)tokens * (double)moe->topk * (double)plan->model.hidden *
-                   dtype_bytes(program_act_dtype(plan)) * moe->imbalance;
-    int fwd = 0, bwd = 0;
-    const StageProgram *sp = &prog->stages[0];
-    for (int i = 0; i < sp->seq[SEQ_BLOCK_FWD].n; i++) fwd += sp->seq[SEQ_BLOCK_FWD].ins[i].fn == RT_prt_alltoallv;
-    for (int i = 0; i < sp->seq[SEQ_BLOCK_BWD].n; i++) bwd += sp->seq[SEQ_BLOCK_BWD].ins[i].fn == RT_prt_alltoallv;
+    ExpertParallel x = expert_parallel(prog);
+    if (x.axis < 0) return;
+    const char *ax = plan->mesh.axes[x.axis].name;
     char b1[64];
-    analyze_format_bytes(bytes, b1, sizeof b1);
-    int64_t bound = tokens * S * chosen, rows = bound;
-    if (moe->capacity > 0) {
-        int64_t cap = (int64_t)ceil(moe->capacity * (double)tokens * (double)moe->topk);
-        if (cap < rows) rows = cap;
-    }
+    analyze_format_bytes(x.bytes, b1, sizeof b1);
     const char *held =
-        rows < bound ? arena_printf(prog->arena,
-                                    "%lld rows, capacity %g x the balanced %lld (a step that routes more to a rank "
-                                    "stops the run)",
-                                    (long long)rows, moe->capacity, (long long)(tokens * moe->topk))
-                     : arena_printf(prog->arena, "the %lld rows they can receive (every token of %s, at most %lld each)",
-                                    (long long)rows, plan->mesh.axes[ep].name, (long long)chosen);
+        x.rows < x.bound ? arena_printf(prog->arena,
+                                        "%lld rows, capacity %g x the balanced %lld (a step that routes more to a rank "
+                                        "stops the run)",
+                                        (long long)x.rows, moe->capacity, (long long)(x.tokens * moe->topk))
+                         : arena_printf(prog->arena, "the %lld rows they can receive (every token of %s, at most %lld "
+                                                     "each)",
+                                        (long long)x.rows, ax, (long long)x.chosen);
     fprintf(out,
             "  expert parallel %lld of the %lld experts on each rank of %s; a layer's routed rows go to their experts' "
             "ranks and back by all-to-all(v), %s a rank each (%lld tokens x top %lld%s): %d per micro-batch forward, "
             "%d backward; the experts' buffers hold %s\n",
-            (long long)local, (long long)moe->experts, plan->mesh.axes[ep].name, b1, (long long)tokens,
-            (long long)moe->topk,
+            (long long)x.local, (long long)moe->experts, ax, b1, (long long)x.tokens, (long long)moe->topk,
             moe->imbalance != 1.0 ? arena_printf(prog->arena, " x imbalance %g", moe->imbalance) : ", balanced",
-            fwd, bwd, held);
+            x.fwd, x.bwd, held);
 }
 
 void explain_text(FILE *out, const Analysis *an, const Analysis *other, int verbose)
@@ -584,10 +610,28 @@ void explain_json(FILE *out, const Analysis *an)
     fprintf(out, ",\n  \"model\": {\"name\": ");
     json_str(out, plan->model.name);
     Arena text = {0};
-    fprintf(out, ", \"parameters\": %lld, \"active_parameters\": %lld, \"layers\": %lld, \"config\": %s},\n",
+    fprintf(out, ", \"parameters\": %lld, \"active_parameters\": %lld, \"layers\": %lld, \"config\": %s",
             (long long)prog->graph->params_total, (long long)prog->graph->params_active, (long long)plan->model.layers,
             plan_model_json(&text, plan));
     arena_free(&text);
+    const MoeSpec *moe = &plan->model.block.moe;
+    if (moe->experts) {
+        ExpertParallel x = expert_parallel(prog);
+        fprintf(out, ",\n    \"experts\": {\"experts\": %lld, \"top\": %lld, \"over\": ", (long long)moe->experts,
+                (long long)moe->topk);
+        if (x.axis >= 0) json_str(out, plan->mesh.axes[x.axis].name);
+        else fputs("null", out);
+        fprintf(out, ", \"per_rank\": %lld", (long long)(x.axis >= 0 ? x.local : moe->experts));
+        if (x.axis >= 0)
+            fprintf(out, ", \"exchange_bytes\": %.0f, \"exchanges_forward\": %d, \"exchanges_backward\": %d, "
+                         "\"buffer_rows\": %lld, \"bound_rows\": %lld",
+                    x.bytes, x.fwd, x.bwd, (long long)x.rows, (long long)x.bound);
+        fprintf(out, ", \"capacity\": ");
+        if (moe->capacity > 0) fprintf(out, "%.6g", moe->capacity);
+        else fputs("null", out);
+        fprintf(out, ", \"imbalance\": %.6g}", moe->imbalance);
+    }
+    fprintf(out, "},\n");
     fprintf(out, "  \"world\": %d,\n  \"gpu_memory_bytes\": %.0f,\n  \"gpu_reserve_bytes\": %.0f,\n", plan->mesh.world,
             plan->cluster.gpu_memory, plan->cluster.gpu_reserve);
     fprintf(out, "  \"mesh\": [");
@@ -612,9 +656,17 @@ void explain_json(FILE *out, const Analysis *an)
                 prog->schedule.peak_in_flight[s]);
         for (int k = 0; k < PRT_NCLASS; k++)
             fprintf(out, "%s\"%s\": %lld", k ? ", " : "", ledger_class_names[k], (long long)sc->ledger[k]);
-        fprintf(out, ", \"total\": %lld, \"fits\": %s},\n     \"cpu_runtime_extra_workspace\": %lld, "
+        fprintf(out, ", \"total\": %lld, \"fits\": %s},\n", (long long)sc->total,
+                plan_fits(&plan->cluster, (double)sc->total) ? "true" : "false");
+        int64_t by[PRT_NCLASS];
+        if (stage_experts_bytes(sp, by)) {
+            fprintf(out, "     \"experts_memory\": {");
+            for (int k = 0; k < PRT_NCLASS; k++)
+                fprintf(out, "%s\"%s\": %lld", k ? ", " : "", ledger_class_names[k], (long long)by[k]);
+            fprintf(out, "},\n");
+        }
+        fprintf(out, "     \"cpu_runtime_extra_workspace\": %lld, "
                      "\"host_pipeline_staging\": %lld, \"flops_per_step\": %.6g}",
-                (long long)sc->total, plan_fits(&plan->cluster, (double)sc->total) ? "true" : "false",
                 (long long)sc->cpu_widen, (long long)sc->host_staging, sc->flops_step);
     }
     fprintf(out, "\n  ],\n");

@@ -15,6 +15,8 @@ micro_batch 2 x seq 32 = 64 tokens a micro-batch, 2 micro-batches, 2 layers):
     listed, a dispatch moves exactly its 128 rows (32 KiB), and the bytes
     of all calls on both ranks sum to the listed bytes per step x 2 ranks
     (every row that goes to an expert comes back, however it is routed);
+  - `explain --json` states the same exchange (model.experts) and each
+    stage's experts' share of its memory;
   - `parc search` ranks layouts with the experts whole and split over dp,
     the plan's own layout among them.
 Exits 1 on any failure."""
@@ -82,6 +84,17 @@ def main(argv):
             else:
                 print(f"tiny_moe_ep: {calls} all-to-all(v) calls of {ROWS * HIDDEN * FP32} bytes listed; "
                       f"measured {measured} bytes over {RANKS} ranks = listed {listed} x {RANKS}")
+    # explain --json states the same exchange and the experts' side buffers (2 ranks x 64 tokens x 2)
+    out = subprocess.run([parc, "explain", plan, "--json"], capture_output=True, text=True, check=True).stdout
+    info = json.loads(out)
+    x = info["model"].get("experts", {})
+    want_x = dict(experts=4, top=2, over="dp", per_rank=2, exchange_bytes=ROWS * HIDDEN * FP32, exchanges_forward=2,
+                  exchanges_backward=2, buffer_rows=RANKS * ROWS, bound_rows=RANKS * ROWS, capacity=None, imbalance=1)
+    if x != want_x:
+        fails.append(f"explain --json model.experts {x}, expected {want_x}")
+    em = info["stages"][0].get("experts_memory", {})
+    if not em or em.get("weights", 0) <= 0 or any(em[k] > info["stages"][0]["memory"][k] for k in em):
+        fails.append(f"explain --json stages[0].experts_memory {em} against memory {info['stages'][0]['memory']}")
     # `parc search` ranks the layouts with the experts whole and split over dp, the plan's own among them
     out = subprocess.run([parc, "search", plan, "--top", "200", "--json"], capture_output=True, text=True,
                          check=True).stdout
