@@ -40,13 +40,16 @@ static inline int64_t prt_scratch_matmul_bwd(int64_t K, int64_t M, int64_t N, in
 }
 
 /* The mixture-of-experts ops: the router's GEMMs are matmul's over T rows
- * (logits[T,E] = x[T,H] @ wr[H,E]); the grouped GEMM is one matmul call per
- * expert, so its request is matmul's for the expert with the most rows,
- * `rows` (at most the T*topk rows a dispatch makes, the compiler's bound).
- * Routing, dispatch and combine take none. */
+ * (logits[T,E] = x[T,H] @ wr[H,E]), and its forward takes at least E + 1
+ * doubles (the CUDA runtime's partial sums of the losses, after the GEMM);
+ * the grouped GEMM is one matmul call per expert, so its request is matmul's
+ * for the expert with the most rows, `rows` (at most the T*topk rows a
+ * dispatch makes, the compiler's bound).  Routing, dispatch and combine take
+ * none. */
 static inline int64_t prt_scratch_moe_router_fwd(int64_t T, int64_t H, int64_t E, int wr16, int x16, int logits16)
 {
-    return prt_scratch_matmul_fwd(H, E, T, wr16, x16, logits16);
+    int64_t gemm = prt_scratch_matmul_fwd(H, E, T, wr16, x16, logits16);
+    return gemm > 2 * (E + 1) ? gemm : 2 * (E + 1);
 }
 static inline int64_t prt_scratch_moe_router_bwd(int64_t T, int64_t H, int64_t E, int has_dx, int has_dwr, int wr16,
                                                  int dwr16, int x16, int dlogits16, int dx16)

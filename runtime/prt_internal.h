@@ -390,6 +390,9 @@ void prt_count_step_loss(prt *rt, int64_t axis, double loss);
 /* Is this rank coordinate 0 of every axis of the last loss_replicas mask (the
  * one of a replicated value that counts it)? */
 int prt_loss_owner(prt *rt);
+/* Adds a router's counts[E] (host memory) to the step's per-expert tokens of
+ * layer `layer` (every backend's moe_counts; parc_rt.h). */
+void prt_moe_count_tokens(prt *rt, const int32_t *counts, int64_t E, int64_t layer);
 
 /* ---------------------------------------------------------------- watchdog */
 

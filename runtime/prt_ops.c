@@ -8,6 +8,7 @@
  *     and the backend's collective for the rest (it traces its own transfers).
  * Also the step-loss bookkeeping both backends' xent_fwd report to.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "prt_backend.h"
@@ -148,6 +149,21 @@ void prt_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_
 /* ---------------------------------------------------------------- step loss */
 
 void prt_loss_replicas(prt *rt, int64_t axis_mask) { rt->loss_replica_axes = axis_mask; }
+
+void prt_moe_count_tokens(prt *rt, const int32_t *counts, int64_t E, int64_t layer) {
+    PRT_CHECK(E > 0 && layer >= 0, "moe_counts: E = %lld, layer %lld", (long long)E, (long long)layer);
+    PRT_CHECK(rt->moe_experts == 0 || rt->moe_experts == E, "moe_counts: %lld experts, the plan's layers have %lld",
+              (long long)E, (long long)rt->moe_experts);
+    if (rt->eval_active) return;
+    if (layer >= rt->moe_layers) {  /* the stage's layers, as their first forward arrives */
+        int64_t *grown = prt_xcalloc((size_t)((layer + 1) * E), sizeof *grown);
+        if (rt->moe_tokens) memcpy(grown, rt->moe_tokens, (size_t)(rt->moe_layers * E) * sizeof *grown);
+        free(rt->moe_tokens);
+        rt->moe_tokens = grown, rt->moe_layers = layer + 1, rt->moe_experts = E;
+    }
+    if (!prt_loss_owner(rt)) return; /* a replica of the router: another rank counts its tokens */
+    for (int64_t e = 0; e < E; e++) rt->moe_tokens[layer * E + e] += counts[e];
+}
 
 int prt_loss_owner(prt *rt) {
     for (int a = 0; a < PRT_MAX_AXES; a++)

@@ -132,19 +132,7 @@ void prt_cpu_moe_router_fwd(prt *rt, void *logits_, void *index_, void *weight_,
 
 void prt_cpu_moe_counts(prt *rt, const void *counts_, int64_t E, int64_t layer, int64_t dtypes) {
     const char *op = "moe_counts";
-    const int32_t *counts = moe_i32(rt, dtypes, 0, (void *)counts_, op);
-    PRT_CHECK(E > 0 && layer >= 0, "%s: E = %lld, layer %lld", op, (long long)E, (long long)layer);
-    PRT_CHECK(rt->moe_experts == 0 || rt->moe_experts == E, "%s: %lld experts, the plan's layers have %lld", op,
-              (long long)E, (long long)rt->moe_experts);
-    if (rt->eval_active) return;
-    if (layer >= rt->moe_layers) {  /* the stage's layers, as their first forward arrives */
-        int64_t *grown = prt_xcalloc((size_t)((layer + 1) * E), sizeof *grown);
-        if (rt->moe_tokens) memcpy(grown, rt->moe_tokens, (size_t)(rt->moe_layers * E) * sizeof *grown);
-        free(rt->moe_tokens);
-        rt->moe_tokens = grown, rt->moe_layers = layer + 1, rt->moe_experts = E;
-    }
-    if (!prt_loss_owner(rt)) return; /* a replica of the router: another rank counts its tokens */
-    for (int64_t e = 0; e < E; e++) rt->moe_tokens[layer * E + e] += counts[e];
+    prt_moe_count_tokens(rt, moe_i32(rt, dtypes, 0, (void *)counts_, op), E, layer);
 }
 
 void prt_cpu_moe_loss_add(prt *rt, const void *losses_, double scale, int64_t dtypes) {

@@ -39,8 +39,7 @@ void prt_cuda_memset(prt *rt, void *dst, int byte, size_t bytes);
 /* A malloc'ed host copy of `bytes` device bytes (the caller frees it). */
 void *prt_cuda_host_copy(prt *rt, const void *dev, size_t bytes);
 /* Refuses (prt_fail) an op whose shape the kernels do not take on this device,
- * naming the op, its shape and the limit (prt_cuda_shape_ok); before any launch
- * (an op without kernels, prt_cuda_op_missing, whatever its shape). */
+ * naming the op, its shape and the limit (prt_cuda_shape_ok); before any launch. */
 void prt_cuda_require_shape(prt *rt, const char *op, int nargs, const int64_t *args);
 #define PRT_CUDA_REQUIRE(rt, op, ...)                                                          \
     do {                                                                                       \
@@ -85,6 +84,33 @@ void prt_cu_relu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t n);
 void prt_cu_relu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t n, int write);
 void prt_cu_swiglu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t N, int64_t F);
 void prt_cu_swiglu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t N, int64_t F, int write);
+/* The mixture-of-experts ops (prt_cuda_moe.cu; parc_rt.h's moe_* rows, the
+ * i32 tensors as device pointers; `write`: the output is written, not added) */
+void prt_cu_moe_router_fwd(prt *rt, prt_ten logits, int32_t *index, prt_ten weight, int32_t *counts, prt_ten losses,
+                           prt_ten x, prt_ten wr, int64_t T, int64_t H, int64_t E, int64_t K, int sigmoid,
+                           double aux_coef, double z_coef);
+void prt_cu_moe_router_bwd(prt *rt, prt_ten dx, prt_ten dwr, prt_ten dlogits, prt_ten dweight, prt_ten logits,
+                           const int32_t *index, const int32_t *counts, prt_ten x, prt_ten wr, int64_t T, int64_t H,
+                           int64_t E, int64_t K, int sigmoid, double aux_coef, double z_coef, int dx_write);
+void prt_cu_moe_permute_fwd(prt *rt, prt_ten out, int32_t *offsets, int32_t *rows, prt_ten in, const int32_t *index,
+                            int64_t T, int64_t H, int64_t E, int64_t K);
+void prt_cu_moe_permute_bwd(prt *rt, prt_ten din, prt_ten dout, const int32_t *rows, int64_t T, int64_t H, int64_t K,
+                            int write);
+void prt_cu_moe_matmul_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten w, const int32_t *offsets, int64_t E, int64_t K,
+                           int64_t M);
+void prt_cu_moe_matmul_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w,
+                           const int32_t *offsets, int64_t E, int64_t K, int64_t M);
+void prt_cu_moe_combine_fwd(prt *rt, prt_ten out, prt_ten y, prt_ten weight, const int32_t *rows, int64_t T, int64_t H,
+                            int64_t K);
+void prt_cu_moe_combine_bwd(prt *rt, prt_ten dy, prt_ten dweight, prt_ten dout, prt_ten y, prt_ten weight,
+                            const int32_t *rows, int64_t T, int64_t H, int64_t K, int dy_write, int dweight_write);
+void prt_cu_moe_rank_rows(prt *rt, int32_t *send_rows, const int32_t *counts, int64_t S, int64_t E);
+void prt_cu_moe_regroup_fwd(prt *rt, prt_ten out, int32_t *offsets, prt_ten in, const int32_t *counts, int64_t S,
+                            int64_t El, int64_t H, int to_expert);
+void prt_cu_moe_regroup_bwd(prt *rt, prt_ten din, prt_ten dout, const int32_t *counts, int64_t S, int64_t El, int64_t H,
+                            int to_expert, int write);
+void prt_cu_moe_counts(prt *rt, const int32_t *counts, int64_t E, int64_t layer);
+void prt_cu_moe_loss_add(prt *rt, prt_ten losses, double scale);
 /* KV: key/value heads; KV == NH: qkv[B,T,3,NH,HD], else the grouped
  * qkv[B,T,KV,NH/KV+2,HD] (parc_rt.h attention_fwd). */
 void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int64_t B, int64_t T, int64_t NH,

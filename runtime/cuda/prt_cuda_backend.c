@@ -228,61 +228,79 @@ static void cu_xent_fwd(prt *rt, void *loss_sum, void *stats, const void *logits
                                                   V_local, vocab_offset, axis));
 }
 
-/* The mixture-of-experts ops have no kernels yet (prt_cuda_op_missing): the
- * plan was refused at init unless its op-shape table left them out, and a call
- * stops the run here. */
+/* The mixture-of-experts ops (prt_cuda_moe.cu); i32 tensors are FIXED. */
+#define I32(index, p) ((int32_t *)FIXED((index), (p), PRT_I32))
 static void cu_moe_router_fwd(prt *rt, void *logits, void *index, void *weight, void *counts, void *losses,
                               const void *x, const void *wr, int64_t T, int64_t H, int64_t E, int64_t topk,
                               int64_t sigmoid, double aux_coef, double z_coef, int64_t dtypes) {
     PRT_CUDA_REQUIRE(rt, "moe_router_fwd", T, H, E, topk);
+    prt_cu_moe_router_fwd(rt, TN(0, logits), I32(1, index), TN(2, weight), I32(3, counts), TN(4, losses), TN(5, x),
+                          TN(6, wr), T, H, E, topk, (int)sigmoid, aux_coef, z_coef);
 }
 static void cu_moe_router_bwd(prt *rt, void *dx, void *dwr, void *dlogits, const void *dweight, const void *logits,
                               const void *index, const void *counts, const void *x, const void *wr, int64_t T,
                               int64_t H, int64_t E, int64_t topk, int64_t sigmoid, double aux_coef, double z_coef,
                               int64_t dtypes) {
     PRT_CUDA_REQUIRE(rt, "moe_router_bwd", T, H, E, topk);
+    prt_cu_moe_router_bwd(rt, TN(0, dx), TN(1, dwr), TN(2, dlogits), TN(3, dweight), TN(4, logits),
+                          I32(5, index), I32(6, counts), TN(7, x), TN(8, wr), T, H, E, topk, (int)sigmoid, aux_coef,
+                          z_coef, prt_word_writes(dtypes, 0));
 }
 static void cu_moe_permute_fwd(prt *rt, void *out, void *offsets, void *rows, const void *in, const void *index,
                                int64_t T, int64_t H, int64_t E, int64_t topk, int64_t dtypes) {
     PRT_CUDA_REQUIRE(rt, "moe_permute_fwd", T, H, E, topk);
+    prt_cu_moe_permute_fwd(rt, TN(0, out), I32(1, offsets), I32(2, rows), TN(3, in), I32(4, index), T, H, E, topk);
 }
 static void cu_moe_permute_bwd(prt *rt, void *din, const void *dout, const void *rows, int64_t T, int64_t H,
                                int64_t topk, int64_t dtypes) {
     PRT_CUDA_REQUIRE(rt, "moe_permute_bwd", T, H, topk);
+    prt_cu_moe_permute_bwd(rt, TN(0, din), TN(1, dout), I32(2, rows), T, H, topk, prt_word_writes(dtypes, 0));
 }
 static void cu_moe_matmul_fwd(prt *rt, void *out, const void *in, const void *w, const void *offsets, int64_t E,
                               int64_t K, int64_t M, int64_t dtypes) {
     PRT_CUDA_REQUIRE(rt, "moe_matmul_fwd", E, K, M);
+    prt_cu_moe_matmul_fwd(rt, TN(0, out), TN(1, in), TN(2, w), I32(3, offsets), E, K, M);
 }
 static void cu_moe_matmul_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
                               const void *offsets, int64_t E, int64_t K, int64_t M, int64_t dtypes) {
     PRT_CUDA_REQUIRE(rt, "moe_matmul_bwd", E, K, M);
+    prt_cu_moe_matmul_bwd(rt, TN(0, din), TN(1, dw), TN(2, dout), TN(3, in), TN(4, w), I32(5, offsets), E, K, M);
 }
 static void cu_moe_combine_fwd(prt *rt, void *out, const void *y, const void *weight, const void *rows, int64_t T,
                                int64_t H, int64_t topk, int64_t dtypes) {
     PRT_CUDA_REQUIRE(rt, "moe_combine_fwd", T, H, topk);
+    prt_cu_moe_combine_fwd(rt, TN(0, out), TN(1, y), TN(2, weight), I32(3, rows), T, H, topk);
 }
 static void cu_moe_combine_bwd(prt *rt, void *dy, void *dweight, const void *dout, const void *y, const void *weight,
                                const void *rows, int64_t T, int64_t H, int64_t topk, int64_t dtypes) {
     PRT_CUDA_REQUIRE(rt, "moe_combine_bwd", T, H, topk);
+    prt_cu_moe_combine_bwd(rt, TN(0, dy), TN(1, dweight), TN(2, dout), TN(3, y), TN(4, weight), I32(5, rows), T, H,
+                           topk, prt_word_writes(dtypes, 0), prt_word_writes(dtypes, 1));
 }
 
 static void cu_moe_rank_rows(prt *rt, void *send_rows, const void *counts, int64_t S, int64_t E, int64_t dtypes) {
     PRT_CUDA_REQUIRE(rt, "moe_rank_rows", S, E);
+    prt_cu_moe_rank_rows(rt, I32(0, send_rows), I32(1, counts), S, E);
 }
 static void cu_moe_counts(prt *rt, const void *counts, int64_t E, int64_t layer, int64_t dtypes) {
     PRT_CUDA_REQUIRE(rt, "moe_counts", E, layer);
+    prt_cu_moe_counts(rt, I32(0, counts), E, layer);
 }
 static void cu_moe_loss_add(prt *rt, const void *losses, double scale, int64_t dtypes) {
     PRT_CUDA_REQUIRE(rt, "moe_loss_add", (int64_t)scale);
+    prt_cu_moe_loss_add(rt, TN(0, losses), scale);
 }
 static void cu_moe_regroup_fwd(prt *rt, void *out, void *offsets, const void *in, const void *counts, int64_t S,
                                int64_t El, int64_t H, int64_t to_expert, int64_t dtypes) {
     PRT_CUDA_REQUIRE(rt, "moe_regroup_fwd", S, El, H, to_expert);
+    prt_cu_moe_regroup_fwd(rt, TN(0, out), offsets ? I32(1, offsets) : NULL, TN(2, in), I32(3, counts), S, El, H,
+                           (int)to_expert);
 }
 static void cu_moe_regroup_bwd(prt *rt, void *din, const void *dout, const void *counts, int64_t S, int64_t El,
                                int64_t H, int64_t to_expert, int64_t dtypes) {
     PRT_CUDA_REQUIRE(rt, "moe_regroup_bwd", S, El, H, to_expert);
+    prt_cu_moe_regroup_bwd(rt, TN(0, din), TN(1, dout), I32(2, counts), S, El, H, (int)to_expert,
+                           prt_word_writes(dtypes, 0));
 }
 
 /* ---------------------------------------------------------------- memory and lifecycle */

@@ -99,15 +99,7 @@ static const struct {
     {"matmul_t_bwd", 3, "N K M", gemm},
 };
 
-int prt_cuda_op_missing(const char *op) { return !strncmp(op, "moe_", 4); }
-
 int prt_cuda_shape_ok(const prt_cuda_op_shape *op, const prt_cuda_limits *lim, char *why, size_t why_size) {
-    if (prt_cuda_op_missing(op->op)) {
-        if (why && why_size)
-            snprintf(why, why_size, "%s: the CUDA backend has no kernels for the mixture-of-experts ops (the CPU "
-                     "runtime runs them: --device cpu)", op->op);
-        return 0;
-    }
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
         if (strcmp(rows[r].op, op->op)) continue;
         verdict v = {NULL, ""};

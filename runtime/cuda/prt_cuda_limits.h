@@ -51,16 +51,9 @@ typedef struct {
 extern "C" {
 #endif
 
-/* 1 when backend op `op` (a PRT_CALLS name) has no CUDA kernels: the
- * mixture-of-experts ops (moe_*), which run on the CPU runtime only for now.
- * prt_cuda_shape_ok refuses them whatever their shape, so a plan that calls
- * one is refused at init and an adapter called anyway stops the run. */
-int prt_cuda_op_missing(const char *op);
-
 /* 1 when the CUDA kernels take `op` on a device with `lim`; else 0 and
  * "OP (ARG v, ...): what: the limit" in why (why_size > 0).  Ops without a
- * shape limit (element-wise, grid-stride kernels) always pass; ops without
- * kernels (prt_cuda_op_missing) never do. */
+ * shape limit (element-wise, grid-stride kernels) always pass. */
 int prt_cuda_shape_ok(const prt_cuda_op_shape *op, const prt_cuda_limits *lim, char *why, size_t why_size);
 
 /* Walks a program's op-shape table (prt_plan_desc.op_shapes, emitted by the

@@ -19,10 +19,7 @@
  * runtime/cuda defines.  The backend table is filled from PRT_CALLS, so a
  * missing adapter stops the CUDA build, and a missing device function only
  * the module's load; this source check fails for both on a machine without
- * the toolkit.  The exceptions are the backend ops without CUDA kernels
- * (prt_cuda_op_missing: the mixture-of-experts ops): no op_table row may name
- * one, and the limits refuse it whatever its shape.  Exit status 1 on any
- * failure.
+ * the toolkit.  Exit status 1 on any failure.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -383,9 +380,6 @@ static void test_ops_table(void) {
             CHECK(!strcmp(kind, "OP") || !strcmp(kind, "HOST"), "op %s names %s, a %s row of PRT_CALLS", op_names[k],
                   name, kind);
             if (strcmp(kind, "OP") != 0) continue;
-            /* an op without kernels (the mixture of experts) is refused at init: the loop below
-             * checks that the limits refuse it */
-            if (prt_cuda_op_missing(name)) continue;
             const char *missing = cuda_missing(sources, name, why, sizeof why);
             CHECK(!missing, "op %s names %s: %s", op_names[k], name, missing ? missing : "");
         }
@@ -393,13 +387,6 @@ static void test_ops_table(void) {
     /* the alternatives the emitters choose among (attention's dropout forms) are backend ops too */
     for (int f = 0; f < RT_FN_COUNT; f++) {
         if (strcmp(call_kinds[f], "OP") != 0) continue;
-        if (prt_cuda_op_missing(rt_fn_names[f] + strlen("prt_"))) {  /* refused at init */
-            prt_cuda_op_shape shape = {rt_fn_names[f] + strlen("prt_"), 0, {0}};
-            prt_cuda_limits lim = PRT_CUDA_COMMON_LIMITS;
-            CHECK(!prt_cuda_shape_ok(&shape, &lim, why, sizeof why), "backend op %s has no CUDA kernels, but the "
-                  "limits take it", rt_fn_names[f]);
-            continue;
-        }
         const char *missing = cuda_missing(sources, rt_fn_names[f] + strlen("prt_"), why, sizeof why);
         CHECK(!missing, "backend op %s: %s", rt_fn_names[f], missing ? missing : "");
     }

@@ -10,7 +10,7 @@
  *   bf16 ulps: both sides round nearly equal fp32 values; f16 2e-3);
  *   forward outputs start as NaN on the device: any NaN left is an unwritten output.
  * Backward outputs start as the same random values on both sides (they accumulate).
- * Then the collectives of the active PRT_COLLECTIVES path on axis x (size 1: with
+ * The mixture-of-experts ops likewise (moe_ops).  Then the collectives of the active PRT_COLLECTIVES path on axis x (size 1: with
  * PRT_COLLECTIVES=nccl that is a one-rank NCCL communicator, the real code path).
  * Exit status 0 when every check passes.  Prints one line per check.
  */
@@ -93,6 +93,113 @@ static ten mki(int64_t n, int64_t lo, int64_t hi) {  /* i32 tokens in [lo, hi) *
     t.d = prt_cuda_alloc_zero(rt, (size_t)n * 4, "test");
     prt_cuda_h2d(rt, t.d, t.h, (size_t)n * 4);
     return t;
+}
+
+/* Compares an i32 tensor's device copy with its host value exactly (n of its elements). */
+static void check_i32(const char *op, const char *what, ten t, int64_t n) {
+    int32_t *g = malloc((size_t)n * 4);
+    prt_cuda_d2h(rt, g, t.d, (size_t)n * 4);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += g[i] != ((int32_t *)t.h)[i];
+    checks++;
+    if (bad) failures++;
+    printf("%-22s %-6s %-8s %lld of %lld differ  %s\n", op, "i32", what, (long long)bad, (long long)n,
+           bad ? "FAIL" : "ok");
+    free(g);
+}
+static void upload(ten t) { prt_cuda_h2d(rt, t.d, t.h, (size_t)t.n * prt_dtype_size(t.dt)); }
+
+/* The mixture-of-experts ops: the router (softmax and sigmoid gates, both
+ * losses) of T tokens over E experts, top 2; the dispatch, the grouped GEMM
+ * (expert 4 gets no token: its index is never drawn), the combine, forward and
+ * backward; expert parallelism's rank rows and regroup over 3 ranks of 2
+ * experts.  Each op's inputs are the CPU's outputs of the op before, uploaded,
+ * so a choice the two sides round differently cannot cascade. */
+static void moe_ops(int64_t dt) {
+    double tol = tol_of(dt);
+    const int64_t T = 40, H = 32, E = 5, K = 2, F = 24;
+    for (int sig = 0; sig < 2; sig++) {
+        const char *r = sig ? "moe_router(sigmoid)" : "moe_router";
+        ten x = mk(dt, T * H, -1, 1, 0), wr = mk(dt, H * E, -1, 1, 0), logits = mk(dt, T * E, 0, 0, 1),
+            index = mki(T * K, 0, 1), weight = mk(dt, T * K, 0, 0, 1), counts = mki(E, 0, 1),
+            losses = mk(PRT_F32, 2, 0, 0, 1), dx = mk(dt, T * H, -1, 1, 0), dwr = mk(dt, H * E, -1, 1, 0),
+            dlogits = mk(dt, T * E, 0, 0, 1), dweight = mk(dt, T * K, -1, 1, 0);
+        prt_moe_router_fwd(rt, logits.h, index.h, weight.h, counts.h, losses.h, x.h, wr.h, T, H, E, K, sig, 0.05, 0.01,
+                           PRT_ARG_DTYPES(logits.dt, PRT_I32, weight.dt, PRT_I32, PRT_F32, x.dt, wr.dt));
+        prt_cu_moe_router_fwd(rt, D(logits), index.d, D(weight), counts.d, D(losses), D(x), D(wr), T, H, E, K, sig,
+                              0.05, 0.01);
+        check(r, "logits", logits, tol); check_i32(r, "index", index, T * K); check(r, "weight", weight, tol);
+        check_i32(r, "counts", counts, E); check(r, "losses", losses, 1e-4);
+        upload(logits), upload(index), upload(counts);
+        prt_moe_router_bwd(rt, dx.h, dwr.h, dlogits.h, dweight.h, logits.h, index.h, counts.h, x.h, wr.h, T, H, E, K,
+                           sig, 0.05, 0.01,
+                           PRT_ARG_DTYPES(dx.dt, dwr.dt, dlogits.dt, dweight.dt, logits.dt, PRT_I32, PRT_I32, x.dt,
+                                          wr.dt));
+        prt_cu_moe_router_bwd(rt, D(dx), D(dwr), D(dlogits), D(dweight), D(logits), index.d, counts.d, D(x), D(wr), T,
+                              H, E, K, sig, 0.05, 0.01, 0);
+        check(r, "dlogits", dlogits, tol); check(r, "dx", dx, tol); check(r, "dwr", dwr, tol);
+    }
+    /* dispatch, experts, combine over choices of experts 0..3 (expert 4 gets none) */
+    ten h = mk(dt, T * H, -1, 1, 0), index = mki(T * K, 0, 1), xp = mk(dt, T * K * H, 0, 0, 1),
+        offsets = mki(E + 1, 0, 1), rows = mki(T * K, 0, 1);
+    for (int64_t t = 0; t < T; t++) {
+        ((int32_t *)index.h)[t * K] = (int32_t)(t % 4);
+        ((int32_t *)index.h)[t * K + 1] = (int32_t)((t / 4 + t % 4 + 1) % 4);
+    }
+    upload(index);
+    prt_moe_permute_fwd(rt, xp.h, offsets.h, rows.h, h.h, index.h, T, H, E, K,
+                        PRT_ARG_DTYPES(xp.dt, PRT_I32, PRT_I32, h.dt, PRT_I32));
+    prt_cu_moe_permute_fwd(rt, D(xp), offsets.d, rows.d, D(h), index.d, T, H, E, K);
+    check("moe_permute_fwd", "out", xp, tol); check_i32("moe_permute_fwd", "offsets", offsets, E + 1);
+    check_i32("moe_permute_fwd", "rows", rows, T * K);
+    ten w_up = mk(dt, E * H * F, -1, 1, 0), up = mk(dt, T * K * F, 0, 0, 1), dxp = mk(dt, T * K * H, -1, 1, 0),
+        dwu = mk(dt, E * H * F, -1, 1, 0), dup = mk(dt, T * K * F, -1, 1, 0);
+    prt_moe_matmul_fwd(rt, up.h, xp.h, w_up.h, offsets.h, E, H, F, PRT_ARG_DTYPES(up.dt, xp.dt, w_up.dt, PRT_I32));
+    prt_cu_moe_matmul_fwd(rt, D(up), D(xp), D(w_up), offsets.d, E, H, F);
+    check("moe_matmul_fwd", "out", up, tol);
+    prt_moe_matmul_bwd(rt, dxp.h, dwu.h, dup.h, xp.h, w_up.h, offsets.h, E, H, F,
+                       PRT_ARG_DTYPES(dxp.dt, dwu.dt, dup.dt, xp.dt, w_up.dt, PRT_I32));
+    prt_cu_moe_matmul_bwd(rt, D(dxp), D(dwu), D(dup), D(xp), D(w_up), offsets.d, E, H, F);
+    check("moe_matmul_bwd", "din", dxp, tol); check("moe_matmul_bwd", "dw", dwu, tol);
+    ten y = mk(dt, T * K * H, -1, 1, 0), gate = mk(dt, T * K, 0, 1, 0), out = mk(dt, T * H, 0, 0, 1),
+        dout = mk(dt, T * H, -1, 1, 0), dy = mk(dt, T * K * H, -1, 1, 0), dgate = mk(dt, T * K, -1, 1, 0),
+        dh = mk(dt, T * H, -1, 1, 0);
+    prt_moe_combine_fwd(rt, out.h, y.h, gate.h, rows.h, T, H, K, PRT_ARG_DTYPES(out.dt, y.dt, gate.dt, PRT_I32));
+    prt_cu_moe_combine_fwd(rt, D(out), D(y), D(gate), rows.d, T, H, K);
+    check("moe_combine_fwd", "out", out, tol);
+    prt_moe_combine_bwd(rt, dy.h, dgate.h, dout.h, y.h, gate.h, rows.h, T, H, K,
+                        PRT_ARG_DTYPES(dy.dt, dgate.dt, dout.dt, y.dt, gate.dt, PRT_I32));
+    prt_cu_moe_combine_bwd(rt, D(dy), D(dgate), D(dout), D(y), D(gate), rows.d, T, H, K, 0, 0);
+    check("moe_combine_bwd", "dy", dy, tol); check("moe_combine_bwd", "dweight", dgate, tol);
+    prt_moe_permute_bwd(rt, dh.h, dy.h, rows.h, T, H, K, PRT_ARG_DTYPES(dh.dt, dy.dt, PRT_I32));
+    prt_cu_moe_permute_bwd(rt, D(dh), D(dy), rows.d, T, H, K, 0);
+    check("moe_permute_bwd", "din", dh, tol);
+    /* expert parallelism: S = 3 ranks of El = 2 experts; what this rank received, block (s, e) of cnt[s, e] rows */
+    {
+        const int64_t S = 3, El = 2, Et = S * El;
+        ten ecounts = mki(Et, 0, 1), send = mki(S, 0, 1), cnt = mki(S * El, 0, 1), roff = mki(El + 1, 0, 1);
+        static const int32_t per_expert[6] = {3, 0, 5, 2, 4, 1}, received[6] = {2, 0, 3, 4, 0, 1};
+        memcpy(ecounts.h, per_expert, sizeof per_expert);
+        memcpy(cnt.h, received, sizeof received);
+        upload(ecounts), upload(cnt);
+        prt_moe_rank_rows(rt, send.h, ecounts.h, S, Et, PRT_ARG_DTYPES(PRT_I32, PRT_I32));
+        prt_cu_moe_rank_rows(rt, send.d, ecounts.d, S, Et);
+        check_i32("moe_rank_rows", "send", send, S);
+        const int64_t R = 10; /* the received rows: sum of cnt */
+        ten in = mk(dt, R * H, -1, 1, 0), grouped = mk(dt, R * H, 0, 0, 1), back = mk(dt, R * H, 0, 0, 1),
+            din = mk(dt, R * H, -1, 1, 0);
+        prt_moe_regroup_fwd(rt, grouped.h, roff.h, in.h, cnt.h, S, El, H, 1,
+                            PRT_ARG_DTYPES(grouped.dt, PRT_I32, in.dt, PRT_I32));
+        prt_cu_moe_regroup_fwd(rt, D(grouped), roff.d, D(in), cnt.d, S, El, H, 1);
+        check("moe_regroup_fwd", "out", grouped, tol); check_i32("moe_regroup_fwd", "offsets", roff, El + 1);
+        prt_moe_regroup_fwd(rt, back.h, NULL, grouped.h, cnt.h, S, El, H, 0,
+                            PRT_ARG_DTYPES(back.dt, PRT_I32, grouped.dt, PRT_I32));
+        prt_cu_moe_regroup_fwd(rt, D(back), NULL, D(grouped), cnt.d, S, El, H, 0);
+        check("moe_regroup_fwd(back)", "out", back, tol);
+        prt_moe_regroup_bwd(rt, din.h, grouped.h, cnt.h, S, El, H, 1, PRT_ARG_DTYPES(din.dt, grouped.dt, PRT_I32));
+        prt_cu_moe_regroup_bwd(rt, D(din), D(grouped), cnt.d, S, El, H, 1, 0);
+        check("moe_regroup_bwd", "din", din, tol);
+    }
 }
 
 static void ops(int64_t dt) {
@@ -435,7 +542,7 @@ int main(int argc, char **argv) {
     ipool = prt_ptr(rt, 3, 0);
     prt_cuda_init(rt);
     printf("test_gpu_ops: collectives %s\n", prt_cuda_collectives(rt));
-    for (int64_t dt = PRT_F32; dt <= PRT_F16; dt++) ops(dt);
+    for (int64_t dt = PRT_F32; dt <= PRT_F16; dt++) ops(dt), moe_ops(dt);
     collectives();
     prt_cuda_sync(rt);
     printf("test_gpu_ops: %d checks, %d failed: %s\n", checks, failures, failures ? "FAIL" : "ok");
