@@ -37,6 +37,7 @@ from array import array
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "parity"))
 import metrics_log  # noqa: E402
+import moe_plan  # noqa: E402
 import prt_dump  # noqa: E402
 
 TOKENS, TOPK, EXPERTS, LAYERS, HIDDEN = 256, 2, 4, 2, 64
@@ -95,20 +96,7 @@ def imbalance(rows):
 
 def run(parc, examples, work, aux):
     """-> (problems, the step records) of the skewed run with aux_loss `aux`."""
-    with open(os.path.join(examples, "tiny_moe.par")) as f:
-        text = f.read()
-    with open(os.path.join(examples, "common", "tiny_moe.par")) as f:
-        model = f.read()
-    if model.count("aux_loss 0.01") != 1 or text.count('include "common/tiny_moe.par"') != 1:
-        raise ValueError("tiny_moe.par no longer includes common/tiny_moe.par with `aux_loss 0.01` once")
-    fragment = os.path.join(work, f"aux{aux}.model.par")
-    with open(fragment, "w") as f:
-        f.write(model.replace("aux_loss 0.01", f"aux_loss {aux}"))
-    plan = os.path.join(work, f"aux{aux}.par")
-    common = os.path.join(os.path.abspath(examples), "common") + "/"
-    with open(plan, "w") as f:
-        f.write(text.replace('include "common/tiny_moe.par"', f'include "{fragment}"')
-                .replace('include "common/', 'include "' + common))
+    plan = moe_plan.edited(examples, work, "tiny_moe", "aux_loss 0.01", f"aux_loss {aux}", f"aux{aux}")
     exe, ckpt, log = (os.path.join(work, f"aux{aux}{s}") for s in ("", ".ckpt", ".jsonl"))
     prt_dump.build(parc, plan, exe)
     launch(exe, 1, ["--checkpoint-dir", ckpt])

@@ -21,25 +21,14 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "parity"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import moe_plan  # noqa: E402
 import prt_dump  # noqa: E402
 
 
 def plan_with(examples, work, capacity):
-    with open(os.path.join(examples, "common", "tiny_moe.par")) as f:
-        model = f.read()
-    with open(os.path.join(examples, "tiny_moe_ep.par")) as f:
-        text = f.read()
-    if model.count("aux_loss 0.01;") != 1 or text.count('include "common/tiny_moe.par"') != 1:
-        raise ValueError("tiny_moe_ep.par no longer includes common/tiny_moe.par ending its mlp moe with aux_loss 0.01")
-    frag = os.path.join(work, f"model{capacity}.par")
-    with open(frag, "w") as f:
-        f.write(model.replace("aux_loss 0.01;", f"aux_loss 0.01 capacity {capacity};"))
-    plan = os.path.join(work, f"ep{capacity}.par")
-    common = os.path.join(os.path.abspath(examples), "common") + "/"
-    with open(plan, "w") as f:
-        f.write(text.replace('include "common/tiny_moe.par"', f'include "{frag}"')
-                .replace('include "common/', 'include "' + common))
-    return plan
+    return moe_plan.edited(examples, work, "tiny_moe_ep", "aux_loss 0.01;", f"aux_loss 0.01 capacity {capacity};",
+                           f"ep{capacity}")
 
 
 def run(exe, world, work, name, extra):
