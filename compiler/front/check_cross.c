@@ -741,14 +741,13 @@ void check_moe_plan(Check *c)
             if (d == DIM_HEADS || d == DIM_FFN || d == DIM_VOCAB) tensor = 1;
             else what = arena_printf(c->arena, "`%s -> %s`", dim_names[d], ax->name);
         }
-        if (!what && l->sp_axis == a) what = arena_printf(c->arena, "sequence parallelism over `%s`", ax->name);
         if (!what && !tensor)
             what = arena_printf(c->arena, "`%s` (size %d, nothing mapped: a replica axis)", ax->name, ax->size);
         if (!what) continue;
         diag_error(ax->loc,
                    "with `mlp moe`, give size > 1 only to the axes of `batch` (data parallelism; `experts` "
-                   "may split over it), of `heads`, `ffn` and `vocab` (tensor parallelism) and of `layers` "
-                   "(pipeline)",
+                   "may split over it), of `heads`, `ffn` and `vocab` (tensor and sequence parallelism) and of "
+                   "`layers` (pipeline)",
                    "a mixture of experts with %s is not yet supported", what);
         diag_note(moe->loc, NULL, "the mixture of experts is here");
     }

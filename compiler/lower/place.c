@@ -110,8 +110,17 @@ void place_rule_elementwise(Lowerer *lw, const Op *op, int a, OpPlace *r)
 void place_rule_moe(Lowerer *lw, const Op *op, int a, OpPlace *r)
 {
     const Graph *g = lw->g;
-    for (int i = 0; i < op->nin; i++) r->in[i] = r->din[i] = g->tensors[op->in[i]].home[a];
+    /* sequence parallelism: the tokens' rows split on seq over the tensor
+     * axis are gathered whole before routing (every rank of the axis routes
+     * all of them, as without it), and the combine's output is whole, sliced
+     * back to its home by its consumer */
+    int sp = a == lw->plan->layout.sp_axis;
+    for (int i = 0; i < op->nin; i++) {
+        Placement home = g->tensors[op->in[i]].home[a];
+        r->in[i] = r->din[i] = sp && home.kind == PLACE_S && home.dim == DIM_SEQ ? PLACE_REP : home;
+    }
     r->out = out_home(lw, op, a);
+    if (sp && r->out.kind == PLACE_S && r->out.dim == DIM_SEQ) r->out = PLACE_REP;
     Placement rows = op->nin > 0 ? r->in[0] : r->out;
     int by_expert = 0, by_ffn = 0;
     for (int i = 0; i < op->nparam; i++) {

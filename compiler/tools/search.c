@@ -9,8 +9,8 @@
  * virtual-stage count that divides the layers), ZeRO 0-3 over the data
  * axis, sequence parallelism over tp, recompute none / selective / full,
  * every micro-batch size dividing the per-rank batch up to 16, for a
- * mixture of experts (without sequence parallelism) its experts whole on
- * every rank or split over dp (expert parallelism) where they divide, and
+ * mixture of experts its experts whole on every rank or split over dp
+ * (expert parallelism) where they divide, and
  * for a long sequence (SEARCH_CP_MIN_SEQ tokens and more) a context axis
  * (seq -> cp, mesh order pp, dp, cp, tp) of every size that leaves each rank
  * SEARCH_CP_MIN_CHUNK tokens at least.
@@ -250,7 +250,6 @@ static int experts_split(const Plan *b, int dp)
 static void enumerate(Search *s)
 {
     const Plan *b = s->base;
-    int moe = b->model.block.moe.experts > 0; /* no sequence parallelism with experts */
     int world = b->cluster.nodes * b->cluster.gpus_per_node;
     int64_t layers = b->model.layers;
     for (int tp = 1; tp <= b->cluster.gpus_per_node; tp++) {
@@ -270,7 +269,7 @@ static void enumerate(Search *s)
                              v <= (sched == SCHED_INTERLEAVED ? layers / pp : 1); v++) {
                             if (sched == SCHED_INTERLEAVED && layers % (pp * v)) continue;
                             for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
-                                for (int sp = 0; sp <= (tp > 1 && !moe && cp == 1 ? 1 : 0); sp++)
+                                for (int sp = 0; sp <= (tp > 1 && cp == 1 ? 1 : 0); sp++)
                                     for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
                                         for (int ep = 0; ep <= experts_split(b, dp); ep++) {
                                             Layout1 l = {tp, pp, dp, mb, (SchedKind)sched, v, zero, sp,
@@ -289,7 +288,6 @@ static void enumerate(Search *s)
 static void enumerate_fit(Search *s)
 {
     const Plan *b = s->base;
-    int moe = b->model.block.moe.experts > 0; /* no sequence parallelism with experts */
     int gpn = b->cluster.gpus_per_node, world = b->cluster.nodes * gpn;
     int64_t layers = b->model.layers;
     for (int tp = 1; tp <= gpn; tp++) {
@@ -305,7 +303,7 @@ static void enumerate_fit(Search *s)
             for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
                 for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
                     for (int ep = 0; ep <= experts_split(b, dp); ep++) {
-                        Layout1 l = {tp, pp, dp, mb, pp > 1 ? SCHED_1F1B : SCHED_NONE, 1, zero, tp > 1 && !moe,
+                        Layout1 l = {tp, pp, dp, mb, pp > 1 ? SCHED_1F1B : SCHED_NONE, 1, zero, tp > 1,
                                      (RecomputeKind)rc, ep, 1};
                         try_layout(s, &l);
                     }
