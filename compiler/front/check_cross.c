@@ -711,6 +711,15 @@ void check_moe_plan(Check *c)
      * of size > 1 splits its rows or replicates it. */
     const Layout *l = &p->layout;
     int ep = l->dim_axis[DIM_EXPERTS];
+    /* `ffn -> tp` splits the experts' hidden units and the shared experts' */
+    int ffn_axis = l->dim_axis[DIM_FFN];
+    if (ffn_axis >= 0) {
+        check_divides(c, "expert_ffn", moe->expert_ffn, moe->expert_ffn, ffn_axis, moe->loc,
+                      " (`ffn -> AXIS` splits every expert's hidden units)");
+        if (moe->shared_ffn)
+            check_divides(c, "shared_ffn", moe->shared_ffn, moe->shared_ffn, ffn_axis, moe->loc,
+                          " (`ffn -> AXIS` splits the shared experts' hidden units)");
+    }
     if (moe->capacity > 0 && ep < 0)
         diag_error(moe->loc, "drop `capacity`, or split the experts over the data axis with `experts -> AXIS;`",
                    "`capacity` sizes the buffers of expert parallelism, and the experts are not split");
