@@ -483,13 +483,6 @@ static void expand_head(Expander *ex, int wte)
 
 static const char *axis_name(const Plan *plan, int axis) { return plan->mesh.axes[axis].name; }
 
-static int tensor_has_dim_(const Tensor *t, Dim d)
-{
-    for (int i = 0; i < t->ndim; i++)
-        if (t->dims[i] == d) return 1;
-    return 0;
-}
-
 static void place_tensor(Expander *ex, Tensor *t)
 {
     const Plan *plan = ex->plan;
@@ -527,7 +520,7 @@ static void place_tensor(Expander *ex, Tensor *t)
         /* Expert parallelism: the routed rows inside the experts (their
          * hidden units) live with the experts, split by expert; the rows
          * going in and coming out are the tokens', split where batch is. */
-        if (lay->dim_axis[DIM_EXPERTS] == a && tensor_has_dim_(t, DIM_ROUTED) && tensor_has_dim_(t, DIM_FFN)) {
+        if (lay->dim_axis[DIM_EXPERTS] == a && tensor_has_dim(t, DIM_ROUTED) && tensor_has_dim(t, DIM_FFN)) {
             p.kind = PLACE_S;
             p.dim = DIM_EXPERTS;
         }
@@ -570,7 +563,7 @@ void expand_verify(const Graph *g)
                         PARC_BUG("tensor %s: %s = %lld does not divide by axis %s", tt->name, dim_names[p.dim],
                                  (long long)tt->sizes[d], plan->mesh.axes[a].name);
                 }
-            if (!found && !(p.dim == DIM_EXPERTS && tensor_has_dim_(tt, DIM_ROUTED)))
+            if (!found && !(p.dim == DIM_EXPERTS && tensor_has_dim(tt, DIM_ROUTED)))
                 PARC_BUG("tensor %s is split on a dim it does not have", tt->name);
         }
     }

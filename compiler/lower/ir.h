@@ -197,6 +197,13 @@ void expand_dump(const Graph *graph, FILE *out);
 int64_t expand_tensor_numel(const Tensor *t);
 /* Local elements of t on one rank under placement place[] (no Partial). */
 int64_t expand_tensor_local_numel(const Plan *plan, const Tensor *t, const Placement *place);
+/* Has tensor t a dim d? */
+static inline int tensor_has_dim(const Tensor *t, Dim d)
+{
+    for (int i = 0; i < t->ndim; i++)
+        if (t->dims[i] == d) return 1;
+    return 0;
+}
 /* Its local sizes per dim (a flat ZeRO shard not applied).  Split(experts)
  * of routed rows [routed, topk, ...] (expert parallelism) is the bound of
  * what a rank's experts receive: routed whole, topk at most experts / parts. */

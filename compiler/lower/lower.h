@@ -127,12 +127,6 @@ static inline int place_is_row_split(Placement p)
 {
     return p.kind == PLACE_S && (p.dim == DIM_BATCH || p.dim == DIM_SEQ || p.dim == DIM_ROUTED);
 }
-static inline int tensor_has_dim(const Tensor *t, Dim d)
-{
-    for (int i = 0; i < t->ndim; i++)
-        if (t->dims[i] == d) return 1;
-    return 0;
-}
 /* The placement a parameter is consumed in: its home, with a ZeRO-3 flat
  * shard gathered first. */
 static inline Placement place_param_use(const Tensor *w, int a)
