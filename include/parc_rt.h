@@ -434,6 +434,23 @@ does:
     dropout hash of (seed, step, layer, site 0) and index (((first_sample + b) *
     NH_global + h_offset + h) * T + i) * T + j says drop.  probs, when given,
     holds P before dropout; M is never stored: the backward regenerates it.
+  ring_kv_pack(kv, qkv, B, T, NH, KV, HD): kv[B,T,2,KV,HD] = the k and v of
+    every key/value head of qkv (attention_fwd's layouts), what ring attention
+    passes around the context axis.  ring_kv_grad(dqkv, dkv, B, T, NH, KV, HD):
+    dqkv's k and v columns += dkv.
+  ring_attention_fwd(out, lse, qkv, kv, B, T, NH, KV, HD, causal, coord, step,
+    P): one step of ring attention over a context axis of P ranks, this rank at
+    coord holding query rows coord*T .. of the whole sequence (qkv[B,T,...] its
+    chunk) and, at step s, kv = the packed k and v of the chunk of rank
+    src = (coord - s) mod P (keys src*T ..).  Step 0 writes out[B,T,NH,HD]
+    (normalised) and lse[B,NH,T] (fp32, the rows' logsumexp); each later step
+    merges its block in (out = out e^(lse - new) + O_blk e^(lse_blk - new), lse =
+    new = logaddexp(lse, lse_blk)).  Causal: a block from src > coord is masked
+    whole (nothing computed), src == coord is the diagonal block.
+    ring_attention_bwd(dqkv, dkv, dout, out, lse, qkv, kv, B, T, NH, KV, HD,
+    causal, coord, step, P): the same step's gradients from the final out and
+    lse: dq (dqkv's q columns) += and dkv[B,T,2,KV,HD] += (a group's dk and dv
+    sum over its query heads).  P^T dO, dO V^T, dS = P (dP - rowsum(dO out)).
   add_fwd(out, a, b, n).
   xent_fwd(loss_sum, stats, logits, targets, N, V_local, vocab_offset, axis):
     softmax cross-entropy over logits[N,V_local] whose vocab is split over `axis`
@@ -562,6 +579,10 @@ does:
     the message is there (the runtime posts each training step's next receive
     ahead of its call, into a slot of its own, in the order of the step before).
     tag identifies (direction, micro-batch, chunk).
+  shift_start(axis, out, in, n): n elements of in to the rank at coord + 1 (mod
+    size) of the axis, out from the rank at coord - 1, started like the ones
+    below (comm_wait(out) completes it; in is not written meanwhile): a step of
+    ring attention's K/V (and their gradients') pass around a context axis.
   allreduce_start(axis, buf, n) / reducescatter_start(axis, out, in, outer, inner):
     allreduce / reducescatter started, not finished: they return at once and the
     result is there after comm_wait(buf) (comm_wait(out)); until then nothing may
@@ -725,6 +746,20 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
       const void *probs, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t Tq,    \
       int64_t q0, int64_t dtypes),                                                                                \
       (rt, dqkv, dout, qkv, probs, B, T, NH, KV, HD, causal, Tq, q0, dtypes))                                     \
+    R(X, OP, ring_kv_pack, "pppiiiiit", (prt *rt, void *kv, const void *qkv, int64_t B, int64_t T, int64_t NH,   \
+      int64_t KV, int64_t HD, int64_t dtypes),                                                                    \
+      (rt, kv, qkv, B, T, NH, KV, HD, dtypes))                                                                    \
+    R(X, OP, ring_kv_grad, "pppiiiiit", (prt *rt, void *dqkv, const void *dkv, int64_t B, int64_t T, int64_t NH,  \
+      int64_t KV, int64_t HD, int64_t dtypes),                                                                    \
+      (rt, dqkv, dkv, B, T, NH, KV, HD, dtypes))                                                                  \
+    R(X, OP, ring_attention_fwd, "pppppiiiiiiiiit", (prt *rt, void *out, void *lse, const void *qkv,            \
+      const void *kv, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t coord,    \
+      int64_t step, int64_t P, int64_t dtypes),                                                                   \
+      (rt, out, lse, qkv, kv, B, T, NH, KV, HD, causal, coord, step, P, dtypes))                                  \
+    R(X, OP, ring_attention_bwd, "ppppppppiiiiiiiiit", (prt *rt, void *dqkv, void *dkv, const void *dout,       \
+      const void *out, const void *lse, const void *qkv, const void *kv, int64_t B, int64_t T, int64_t NH,       \
+      int64_t KV, int64_t HD, int64_t causal, int64_t coord, int64_t step, int64_t P, int64_t dtypes),           \
+      (rt, dqkv, dkv, dout, out, lse, qkv, kv, B, T, NH, KV, HD, causal, coord, step, P, dtypes))                 \
     R(X, OP, rope_fwd, "pppiiiiiiiddddit", (prt *rt, void *out, const void *in, int64_t B, int64_t T,             \
       int64_t G, int64_t U, int64_t R, int64_t HD, int64_t t_offset, double theta, double factor,                 \
       double low_freq_factor, double high_freq_factor, int64_t original_max_positions, int64_t dtypes),           \
@@ -828,6 +863,9 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, COMM, recv, "piipiit", (prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag,         \
       int64_t dtypes),                                                                                            \
       (rt, axis, delta, buf, n, tag, dtypes))                                                                     \
+    R(X, COMM, shift_start, "pippit", (prt *rt, int64_t axis, void *out, const void *in, int64_t n,               \
+      int64_t dtypes),                                                                                            \
+      (rt, axis, out, in, n, dtypes))                                                                             \
     R(X, COMM, allreduce_start, "pipit", (prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtypes),           \
       (rt, axis, buf, n, dtypes))                                                                                 \
     R(X, COMM, reducescatter_start, "pippiit", (prt *rt, int64_t axis, void *out, const void *in, int64_t outer,  \

@@ -147,6 +147,32 @@ static inline int64_t prt_scratch_attention_dropout_bwd(int64_t T, int64_t HD, i
     return prt_attention_workers(heads) * prt_attention_bwd_slice(T, HD, has_probs, probs16, qkv16, dqkv16, dout16, 1);
 }
 
+/* Ring attention (ring_attention_fwd / _bwd, parc_rt.h): each (batch, head)
+ * of a forward, each (batch, key/value group) of a backward on one worker as
+ * attention's, key-blocked against the step's block of keys (T rows on either
+ * side).  A forward slice: a block of scores, its rows' max and sum [2, rows]
+ * and output [rows, HD]; a backward one: P and dP of a block and the rows'
+ * rowsum(dO * out) [T].  With 16-bit activations (w16) the widened q, k, v and
+ * output (forward) or k, v, dk, dv, q, dq, dout and out (backward), T x HD each. */
+static inline int64_t prt_ring_fwd_slice(int64_t T, int64_t HD, int w16)
+{
+    int64_t R = prt_attention_rows(T);
+    return R * prt_attention_keys(T) + 2 * R + R * HD + (int64_t)w16 * 4 * T * HD;
+}
+static inline int64_t prt_ring_bwd_slice(int64_t T, int64_t HD, int w16)
+{
+    return 2 * prt_attention_rows(T) * prt_attention_keys(T) + T + (int64_t)w16 * 8 * T * HD;
+}
+/* heads = B x NH */
+static inline int64_t prt_scratch_ring_attention_fwd(int64_t T, int64_t HD, int64_t heads, int w16)
+{
+    return prt_attention_workers(heads) * prt_ring_fwd_slice(T, HD, w16);
+}
+static inline int64_t prt_scratch_ring_attention_bwd(int64_t T, int64_t HD, int64_t heads, int w16)
+{
+    return prt_attention_workers(heads) * prt_ring_bwd_slice(T, HD, w16);
+}
+
 /* Row max [N], then the sum of exponentials and the target logit [2N] that
  * one all-reduce sums over a vocab split. */
 static inline int64_t prt_scratch_xent_fwd(int64_t N) { return 3 * N; }

@@ -131,6 +131,7 @@ typedef struct prt_inflight {  /* a collective started and not yet waited for (p
     int64_t bytes, axis;
     double start;               /* MPI_Wtime at its start */
     int done;
+    void *owned;                /* freed once complete: what the request reads meanwhile (prt_comm_keep) */
 } prt_inflight;
 
 typedef struct prt_trace_event {
@@ -373,6 +374,12 @@ void prt_comm_free(prt *rt);
  * prt_comm_progress tests the pending ones and the pending pipeline sends
  * (the op entry points call it while there are any);
  * prt_comm_check_idle fails when any is still in flight (step end). */
+/* The collective in flight on buf reads `owned` (a heap block: counts an
+ * MPI nonblocking call keeps using) until it completes; comm_wait frees it. */
+void prt_comm_keep(prt *rt, const void *buf, void *owned);
+void prt_mpi_shift_start(prt *rt, int64_t axis, void *out, const void *in, int64_t n, int64_t dtype);
+/* The same step blocking (the CUDA backend's host-staged path). */
+void prt_mpi_shift(prt *rt, int64_t axis, void *out, const void *in, int64_t n, int64_t dtype);
 void prt_comm_post(prt *rt, const void *buf, MPI_Request request, const char *name, int64_t bytes, int64_t axis,
                    double start);
 void prt_comm_progress(prt *rt);

@@ -231,6 +231,32 @@ void prt_mpi_allgather_start(prt *rt, int64_t axis, void *out, const void *in, i
     prt_comm_post(rt, out, req, "allgather", (int64_t)S * block * (int64_t)prt_dtype_size(dtype), axis, t);
 }
 
+void prt_mpi_shift(prt *rt, int64_t axis, void *out, const void *in, int64_t n, int64_t dtype) {
+    int S = prt_axis_size(rt, axis), me = rt->coord[axis], count = count_of(n, "shift");
+    double t = prt_trace_start(rt);
+    PRT_MPI_CHECK(MPI_Sendrecv(in, count, mpi_type(dtype), (me + 1) % S, 0, out, count, mpi_type(dtype),
+                               (me + S - 1) % S, 0, prt_axis_comm(rt, axis), MPI_STATUS_IGNORE));
+    PRT_TRACE_END(rt, "shift", "comm", t, n * (int64_t)prt_dtype_size(dtype), axis);
+}
+
+/* A ring step: one nonblocking all-to-all(v) whose only counts are n to the
+ * next rank and n from the one before (one request for comm_wait, which a
+ * pair of point-to-point requests would not give). */
+void prt_mpi_shift_start(prt *rt, int64_t axis, void *out, const void *in, int64_t n, int64_t dtype) {
+    double t = MPI_Wtime();
+    int S = prt_axis_size(rt, axis), me = rt->coord[axis];
+    int count = count_of(n, "shift_start");
+    int *v = prt_xcalloc((size_t)(4 * S), sizeof *v), *scounts = v, *sdispls = v + S, *rcounts = v + 2 * S,
+        *rdispls = v + 3 * S;
+    scounts[(me + 1) % S] = count;
+    rcounts[(me + S - 1) % S] = count;
+    MPI_Request req;
+    PRT_MPI_CHECK(MPI_Ialltoallv(in, scounts, sdispls, mpi_type(dtype), out, rcounts, rdispls, mpi_type(dtype),
+                                 prt_axis_comm(rt, axis), &req));
+    prt_comm_post(rt, out, req, "shift", n * (int64_t)prt_dtype_size(dtype), axis, t);
+    prt_comm_keep(rt, out, v);
+}
+
 void prt_mpi_alltoall(prt *rt, int64_t axis, void *out, const void *in_, int64_t outer, int64_t inner, int64_t dtype) {
     size_t esize = prt_dtype_size(dtype);
     int S = prt_axis_size(rt, axis);

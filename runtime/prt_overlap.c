@@ -1,6 +1,6 @@
 /*
  * prt_overlap.c — collectives that overlap computation: allreduce_start,
- * reducescatter_start, allgather_start and comm_wait (parc_rt.h), and the
+ * reducescatter_start, allgather_start, shift_start and comm_wait (parc_rt.h), and the
  * table of collectives in flight they share with the backends.
  *
  * A backend's *_start posts its collective and registers the request here
@@ -39,8 +39,14 @@ void prt_comm_post(prt *rt, const void *buf, MPI_Request request, const char *na
         rt->inflight = prt_xrealloc(rt->inflight, (size_t)rt->inflight_cap * sizeof *rt->inflight);
     }
     rt->inflight[rt->ninflight++] =
-        (prt_inflight){buf, request, name, bytes, axis, start, request == MPI_REQUEST_NULL};
+        (prt_inflight){buf, request, name, bytes, axis, start, request == MPI_REQUEST_NULL, NULL};
     if (request != MPI_REQUEST_NULL) rt->inflight_pending++;
+}
+
+void prt_comm_keep(prt *rt, const void *buf, void *owned) {
+    int i = find(rt, buf);
+    PRT_CHECK(i >= 0 && !rt->inflight[i].owned, "comm_keep: no collective of its own in flight on the buffer");
+    rt->inflight[i].owned = owned;
 }
 
 /* Marks entry f complete: its span in the trace ends now, on the first lane
@@ -122,6 +128,18 @@ void prt_allgather_start(prt *rt, int64_t axis, void *out, const void *in, int64
     prt_phase_charge(rt, PRT_PHASE_COMM, start);
 }
 
+void prt_shift_start(prt *rt, int64_t axis, void *out, const void *in, int64_t n, int64_t dtypes) {
+    double start = MPI_Wtime();
+    int64_t dtype = prt_comm_dtype(rt, dtypes, out, in, "shift_start");
+    PRT_CHECK(n >= 0 && out != in, "shift_start: %lld elements, in %s out", (long long)n,
+              out == in ? "the same buffer as" : "apart from");
+    int before = rt->ninflight;
+    if (prt_axis_size(rt, axis) > 1) rt->backend->shift_start(rt, axis, out, in, n, dtype);
+    else if (n > 0) rt->backend->copy_bytes(rt, out, in, (size_t)n * prt_dtype_size(dtype));
+    post_if_finished(rt, before, out, "shift", n * (int64_t)prt_dtype_size(dtype), axis, start);
+    prt_phase_charge(rt, PRT_PHASE_COMM, start);
+}
+
 void prt_comm_wait(prt *rt, void *buf) {
     double start = MPI_Wtime();
     int i = find(rt, buf);
@@ -133,6 +151,7 @@ void prt_comm_wait(prt *rt, void *buf) {
         prt_wait(rt, &f->request, NULL, f->name, f->axis);
         completed(rt, f);
     }
+    free(f->owned);
     for (int k = i + 1; k < rt->ninflight; k++) rt->inflight[k - 1] = rt->inflight[k];
     rt->ninflight--;
     if (rt->backend->comm_wait) rt->backend->comm_wait(rt, buf);
@@ -141,6 +160,7 @@ void prt_comm_wait(prt *rt, void *buf) {
 }
 
 void prt_comm_inflight_free(prt *rt) {
+    for (int i = 0; i < rt->ninflight; i++) free(rt->inflight[i].owned);
     free(rt->inflight);
     rt->inflight = NULL;
     rt->ninflight = rt->inflight_cap = rt->inflight_pending = 0;

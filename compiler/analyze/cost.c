@@ -27,7 +27,8 @@ double cost_bus_factor(CollKind kind, int n)
     case COLL_ALLTOALL:
     case COLL_ALLTOALLV: return (double)(n - 1) / n;
     case COLL_SEND:
-    case COLL_RECV: return 1.0;
+    case COLL_RECV:
+    case COLL_SHIFT: return 1.0; /* a ring step: each rank sends its block once, to the next */
     default: return 0;
     }
 }
@@ -104,7 +105,7 @@ double cost_activation_s(const Cluster *cl, double bytes) { return cost_memory_s
 
 static int coll_steps(CollKind kind, int n)
 {
-    if (kind == COLL_SEND || kind == COLL_RECV) return 1;
+    if (kind == COLL_SEND || kind == COLL_RECV || kind == COLL_SHIFT) return 1;
     return (kind == COLL_ALLREDUCE || kind == COLL_ALLREDUCE_MAX) ? 2 * (n - 1) : n - 1;
 }
 
@@ -119,7 +120,7 @@ double cost_coll_bandwidth_s(const Cluster *cl, CollKind kind, int n, int inside
     if (n <= 1 || kind == COLL_NONE || kind == COLL_SLICE) return 0;
     double bw = inside ? cl->intra_bw : cl->inter_bw;
     if (bw <= 0) bw = 1e12;
-    double factor = (kind == COLL_SEND || kind == COLL_RECV) ? 1.0 : cost_bus_factor(kind, n);
+    double factor = (kind == COLL_SEND || kind == COLL_RECV || kind == COLL_SHIFT) ? 1.0 : cost_bus_factor(kind, n);
     /* Hockney's (n + n_1/2) / r_inf: below n_1/2 a collective cannot fill
      * its pipeline of chunks and runs at under half its bus bandwidth */
     double half = cl->eff.half_bytes[inside ? 0 : 1];

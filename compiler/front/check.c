@@ -97,6 +97,7 @@ int check_plan_text(Arena *arena, const char *path, const char *text, Plan *plan
         check_batch(c);
         check_pipeline(c);
         check_pipeline_scatter(c);
+        check_cp_comm(c);
         check_moe_plan(c);
         check_size_limits(c);
     } else {

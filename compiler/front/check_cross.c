@@ -609,6 +609,15 @@ static const char *scatter_micro_batch_hint(Check *c, int64_t per_sample, int tp
     return NULL;
 }
 
+void check_cp_comm(Check *c)
+{
+    const Layout *l = &c->plan->layout;
+    if (l->cp_comm != CP_COMM_RING || l->dim_axis[DIM_SEQ] >= 0 || c->dim_rule[DIM_SEQ]) return;
+    diag_error(l->cp_comm_loc, "map the sequence onto an axis of its own (`seq -> cp;`), or remove `cp_comm ring;`",
+               "`cp_comm ring` passes keys and values around the context axis: the plan has none (no `seq -> "
+               "AXIS` rule)");
+}
+
 /* `pipeline_scatter on;` splits each pipeline message over the tensor axis:
  * it needs a pipeline, a tensor axis of size > 1 over which the boundary
  * [micro_batch, seq, hidden] is whole, and a boundary that divides by it. */

@@ -486,7 +486,14 @@ typedef struct Layout {
      * rule onto it), and the boundary's elements per micro-batch divide by it. */
     int pipeline_scatter;
     SrcLoc pipeline_scatter_loc;
+    /* `cp_comm ring;` (CP_COMM_RING): attention under context parallelism
+     * passes each chunk's K/V around the context axis (ring attention)
+     * instead of gathering the qkv whole (CP_COMM_ALLGATHER, the default).
+     * check guarantees: ring only with a context axis (a `seq` rule). */
+    int cp_comm;
+    SrcLoc cp_comm_loc;
 } Layout;
+enum { CP_COMM_ALLGATHER, CP_COMM_RING };
 
 /* The resolved, checked plan.  Guarantees after check_plan() succeeds:
  * every number is in base units (bytes, FLOP/s, seconds, counts); every split

@@ -255,6 +255,7 @@ static void write_layout(const Plan *p, FILE *out)
     if (l->grad_overlap_off) fprintf(out, "  grad_overlap off;\n");
     if (l->tp_overlap_off) fprintf(out, "  tp_overlap off;\n");
     if (l->pipeline_scatter) fprintf(out, "  pipeline_scatter on;\n");
+    if (l->cp_comm == CP_COMM_RING) fprintf(out, "  cp_comm ring;\n");
     fprintf(out, "}\n");
 }
 

@@ -432,6 +432,10 @@ static void expand_block(Expander *ex)
         int aop = op_new(ex, OP_ATTENTION, r, "attn", loc, 1, &qkv, 0, NULL, att);
         op_aux(ex, aop, tensor_new(ex, r, TENSOR_STAT, "attn.probs", loc, 4,
                                    DIMS(DIM_BATCH, DIM_HEADS, DIM_SEQ, DIM_SEQ), SIZES(B, NH, S, S)));
+        /* ring attention (`cp_comm ring`): each row's logsumexp, kept for the backward */
+        if (ex->plan->layout.cp_comm == CP_COMM_RING && ex->plan->layout.dim_axis[DIM_SEQ] >= 0)
+            op_aux(ex, aop, tensor_new(ex, r, TENSOR_STAT, "attn.lse", loc, 3, DIMS(DIM_BATCH, DIM_HEADS, DIM_SEQ),
+                                       SIZES(B, NH, S)));
         int proj = linear(ex, r, "attn.proj", loc, att, 3, DIMS(DIM_HEADS, DIM_HEAD_DIM, DIM_HIDDEN),
                           SIZES(NH, HD, H), 1, bs->bias, std_out);
         proj = dropout(ex, r, "attn.drop", loc, proj);

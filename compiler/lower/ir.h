@@ -57,6 +57,7 @@ typedef struct Placement {
     X(SLICE, "slice")                       \
     X(SEND, "send")                         \
     X(RECV, "recv")                         \
+    X(SHIFT, "shift")                       \
     X(ALLREDUCE_MAX, "all-reduce(max)")
 
 typedef enum {
@@ -314,6 +315,7 @@ typedef struct OpShape {
     int dropout;
     OpPart part;
     int seq_axis;
+    int ring; /* ring attention: the context axis's size P (seq_axis), the call one step of P; else 0 */
 } OpShape;
 
 /* The memory-bound classes of the cost model, each charged at its own
@@ -668,7 +670,14 @@ extern const char *const rt_fn_sigs[RT_FN_COUNT];
 static inline int instr_is_start(const Instr *ins)
 {
     return ins->fn == RT_prt_allreduce_start || ins->fn == RT_prt_reducescatter_start ||
-           ins->fn == RT_prt_allgather_start;
+           ins->fn == RT_prt_allgather_start || ins->fn == RT_prt_shift_start;
+}
+/* Whether argument k of start ins is a buffer nothing may name until its
+ * wait: every buffer of a start but a shift's input, which the shift only
+ * reads (ring attention computes on the block it passes on meanwhile). */
+static inline int instr_start_holds(const Instr *ins, int k)
+{
+    return ins->args[k].kind == ARG_BUF && !(ins->fn == RT_prt_shift_start && k == 2);
 }
 static inline int instr_is_wait(const Instr *ins) { return ins->fn == RT_prt_comm_wait; }
 /* The argument naming where a start's result lands: what its wait names. */

@@ -49,7 +49,8 @@ static void bind_region(Lowerer *lw, Region r, int L)
         int saved = b->needed && !full;
         /* attention probabilities are kept in the activations' dtype (16 bits in a
          * 16-bit plan, as Megatron keeps them); other statistics in fp32 */
-        int probs = tt->kind == TENSOR_STAT && tt->producer >= 0 && g->ops[tt->producer].kind == OP_ATTENTION;
+        int probs = tt->kind == TENSOR_STAT && tt->producer >= 0 && g->ops[tt->producer].kind == OP_ATTENTION &&
+                    g->ops[tt->producer].aux[0] == t;
         /* dropout masks: one byte per element */
         int mask = tt->kind == TENSOR_STAT && tt->producer >= 0 && g->ops[tt->producer].kind == OP_DROPOUT;
         int dtype = tt->kind == TENSOR_INDEX ? PRT_I32

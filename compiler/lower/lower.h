@@ -152,6 +152,9 @@ void place_rule_elementwise(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_norm(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_linear(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_attention(Lowerer *lw, const Op *op, int a, OpPlace *r);
+/* The context axis op's ring attention passes K/V around (`cp_comm ring` and
+ * op an attention whose output is split on seq there), else -1. */
+int place_ring_axis(const Lowerer *lw, const Op *op);
 void place_rule_dropout(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_xent(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_moe(Lowerer *lw, const Op *op, int a, OpPlace *r);
@@ -269,6 +272,17 @@ int reshard_temp_buf(Lowerer *lw, const char *what, int t, const Placement *plac
  * GEMM's input in forward and again in backward, the down GEMM's output
  * gradient) runs before it and nothing between them exchanges. */
 int reshard_ep_offsets(Lowerer *lw, int axis);
+/* Ring attention (ops_emit.c): out[0], out[1] = the stage's two workspace
+ * buffers `name`.0 and `name`.1 of n elements in the activations' dtype (a
+ * chunk's packed K/V, or their gradient: the one a step computes on and the
+ * one arriving), made on first use; reshard_ring_shift emits one step of the
+ * ring over context axis `axis` (the resharding of a chunk's block from one
+ * rank of the axis to the next: shift_start of n elements of in to out, a
+ * started collective with its rule; grad: the K/V gradient's), and
+ * reshard_ring_wait its comm_wait. */
+void reshard_ring_bufs(Lowerer *lw, const char *name, int64_t n, Arg out[2]);
+void reshard_ring_shift(Emit *e, const Op *op, int axis, Arg out, Arg in, int64_t n, int grad);
+void reshard_ring_wait(Emit *e, const Op *op, int axis, Arg out);
 
 /* ------------------------------------------------------------ autodiff.c */
 

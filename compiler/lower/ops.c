@@ -149,6 +149,8 @@ static void shape_attention(const Lowerer *lw, const Op *op, const OpArgs *a, Op
     const Binding *p = &lw->bind[op->aux[0]];
     s->kept = p->needed && p->value.buf >= 0;
     s->dropout = lw->plan->model.block.dropout > 0;
+    int ring = place_ring_axis(lw, op);
+    if (ring >= 0) s->ring = lw->plan->mesh.axes[ring].size;
 }
 
 /* rope: d = {B, T, G groups, U heads per group, R rotated per group, HD} of
@@ -300,10 +302,13 @@ static double flops_moe_combine(const OpShape *s, int bwd)
 }
 
 /* QK^T and PV forward, T query rows by Tk keys; backward twice that, plus
- * QK^T again when the probabilities were not kept */
+ * QK^T again when the probabilities were not kept.  A ring attention call is
+ * one step: T rows by the T keys of one chunk, every step charged whole (the
+ * busiest rank of a causal split, the last, computes all of them). */
 static double flops_attention(const OpShape *s, int bwd)
 {
     double f = (double)s->d[0] * s->d[1] * s->d[5] * s->d[2] * s->d[3];
+    if (s->ring) return (bwd ? 10.0 : 4.0) * f; /* a ring step's backward: QK^T again, dV, dP, dQ, dK */
     return (bwd ? (s->kept ? 8.0 : 12.0) : 4.0) * f;
 }
 
@@ -447,11 +452,15 @@ static int64_t scratch_linear(const OpShape *s, int bwd, unsigned given, unsigne
 }
 
 /* attention_fwd(out, probs, qkv, ...);  attention_bwd(dqkv, dout, qkv, probs, ...);
- * their attention_dropout_* forms (s->dropout) take the same first arguments;
+ * ring attention's steps (s->ring) the ring_attention_* entries; the
+ * attention_dropout_* forms (s->dropout) take the same first arguments;
  * sized by the key count Tk (a head's slice holds rows of Tk keys) */
 static int64_t scratch_attention(const OpShape *s, int bwd, unsigned given, unsigned wide)
 {
     int64_t T = s->d[5], HD = s->d[3], heads = s->d[0] * s->d[2];
+    if (s->ring) /* ring_attention_fwd(out, lse, qkv, kv, ...) / _bwd(dqkv, dkv, dout, out, lse, qkv, kv, ...) */
+        return bwd ? prt_scratch_ring_attention_bwd(T, HD, heads, (int)(BIT(wide, 5) | BIT(wide, 0)))
+                   : prt_scratch_ring_attention_fwd(T, HD, heads, (int)(BIT(wide, 2) | BIT(wide, 0)));
     if (!bwd)
         return (s->dropout ? prt_scratch_attention_dropout_fwd : prt_scratch_attention_fwd)(
             T, HD, heads, (int)BIT(given, 1), (int)BIT(wide, 1), (int)BIT(wide, 2), (int)BIT(wide, 0));
@@ -793,7 +802,7 @@ static const char *cost_incomplete(const OpDesc *d)
 {
     int64_t mnk[3];
     for (int kept = 0; kept <= 1; kept++) {
-        const OpShape probe = {{2, 2, 2, 2, 2, 2}, -1, kept, 0, OP_PART_WHOLE, -1};
+        const OpShape probe = {{2, 2, 2, 2, 2, 2}, -1, kept, 0, OP_PART_WHOLE, -1, 0};
         for (int bwd = 0; bwd <= (d->bwd != RT_NONE); bwd++)
             switch (d->cost) {
             case OP_COST_GEMM:

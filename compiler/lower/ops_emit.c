@@ -170,6 +170,75 @@ static Arg probs_arg(const Lowerer *lw, const Op *op, const OpShape *s)
     return s->kept ? arg_value(lw, op->aux[0]) : arg_null();
 }
 
+/* A ring step's call as an entry of op (its shape, FLOPs). */
+static int ring_entry(Emit *e, int idx, const Op *op, const OpShape *s, OpEntry entry)
+{
+    Instr *ins = &e->seq->ins[idx];
+    ins->op = op->id;
+    ins->entry = entry;
+    ins->shape = *s;
+    ins->flops = op_table[op->kind].flops(s, entry == ENTRY_BACKWARD);
+    return idx;
+}
+
+/* Ring attention (`cp_comm ring`, s->ring = P ranks on context axis
+ * s->seq_axis), as Megatron-LM's and torchtitan's: the chunk's K/V packed,
+ * then P steps, each computing on the chunk in hand while it is passed on
+ * to the next rank (the shift started before the step's call, waited for
+ * after it; none after the last).  The backward passes the K/V again and,
+ * after each step, their gradient accumulated so far, so that P shifts bring
+ * every chunk's gradient home, added into dqkv's k and v. */
+static int emit_ring_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    Lowerer *lw = e->lw;
+    int64_t B = s->d[0], T = s->d[1], NH = s->d[2], HD = s->d[3], KV = s->d[4], P = s->ring, n = B * T * 2 * KV * HD;
+    int ax = s->seq_axis, causal = lw->plan->model.block.causal;
+    Arg kv[2], lse = arg_value(lw, op->aux[1]);
+    reshard_ring_bufs(lw, "ring.kv", n, kv);
+    EMIT(e, RT_prt_ring_kv_pack, kv[0], a->in[0].arg, arg_int(B), arg_int(T), arg_int(NH), arg_int(KV), arg_int(HD));
+    int entry = -1;
+    for (int64_t j = 0; j < P; j++) {
+        Arg cur = kv[j & 1], next = kv[(j + 1) & 1];
+        if (j + 1 < P) reshard_ring_shift(e, op, ax, next, cur, n, 0);
+        entry = ENTRY(e, RT_prt_ring_attention_fwd, a->out, lse, a->in[0].arg, cur, arg_int(B), arg_int(T),
+                      arg_int(NH), arg_int(KV), arg_int(HD), arg_int(causal), arg_coord(ax, 1), arg_int(j),
+                      arg_int(P));
+        if (j + 1 < P) {
+            ring_entry(e, entry, op, s, ENTRY_FORWARD);
+            reshard_ring_wait(e, op, ax, next);
+        }
+    }
+    return entry;
+}
+
+static int emit_ring_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
+{
+    Lowerer *lw = e->lw;
+    int64_t B = s->d[0], T = s->d[1], NH = s->d[2], HD = s->d[3], KV = s->d[4], P = s->ring, n = B * T * 2 * KV * HD;
+    int ax = s->seq_axis, causal = lw->plan->model.block.causal;
+    Arg kv[2], dkv[2], lse = arg_value(lw, op->aux[1]), out = arg_value(lw, op->out);
+    reshard_ring_bufs(lw, "ring.kv", n, kv);
+    reshard_ring_bufs(lw, "ring.dkv", n, dkv);
+    EMIT(e, RT_prt_ring_kv_pack, kv[0], a->in[0].arg, arg_int(B), arg_int(T), arg_int(NH), arg_int(KV), arg_int(HD));
+    EMIT(e, RT_prt_zero, dkv[0], arg_int(n));
+    int entry = -1;
+    for (int64_t j = 0; j < P; j++) {
+        Arg cur = kv[j & 1], next = kv[(j + 1) & 1], dcur = dkv[j & 1], dnext = dkv[(j + 1) & 1];
+        if (j + 1 < P) reshard_ring_shift(e, op, ax, next, cur, n, 0);
+        entry = ring_entry(e,
+                           ENTRY(e, RT_prt_ring_attention_bwd, a->din[0].arg, dcur, a->dout, out, lse, a->in[0].arg,
+                                 cur, arg_int(B), arg_int(T), arg_int(NH), arg_int(KV), arg_int(HD), arg_int(causal),
+                                 arg_coord(ax, 1), arg_int(j), arg_int(P)),
+                           op, s, ENTRY_BACKWARD);
+        if (j + 1 < P) reshard_ring_wait(e, op, ax, next);
+        reshard_ring_shift(e, op, ax, dnext, dcur, n, 1);
+        reshard_ring_wait(e, op, ax, dnext);
+    }
+    EMIT(e, RT_prt_ring_kv_grad, a->din[0].arg, dkv[P & 1], arg_int(B), arg_int(T), arg_int(NH), arg_int(KV),
+         arg_int(HD));
+    return entry;
+}
+
 /* attention_fwd / attention_bwd take the key count T (the qkv's rows), then
  * the rank's query rows Tq and their first row q0 (context parallelism: the
  * seq axis's coordinate times Tq; else Tq = T, q0 0).  With dropout the
@@ -180,6 +249,7 @@ static Arg probs_arg(const Lowerer *lw, const Op *op, const OpShape *s)
 int ops_emit_attention_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     const Model *m = &e->lw->plan->model;
+    if (s->ring) return emit_ring_fwd(e, op, a, s);
     if (s->dropout)
         return ENTRY(e, RT_prt_attention_dropout_fwd, a->out, probs_arg(e->lw, op, s), a->in[0].arg,
                      arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[4]),
@@ -193,6 +263,7 @@ int ops_emit_attention_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape
 int ops_emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     const Model *m = &e->lw->plan->model;
+    if (s->ring) return emit_ring_bwd(e, op, a, s);
     if (s->dropout)
         return ENTRY(e, RT_prt_attention_dropout_bwd, a->din[0].arg, a->dout, a->in[0].arg, probs_arg(e->lw, op, s),
                      arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[4]),

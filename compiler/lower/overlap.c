@@ -295,7 +295,7 @@ static void verify_start_in_backward(const StageProgram *sp, int q, int i)
                  waits == 1 ? " (before it)" : "");
     for (int j = i + 1; j < at; j++)
         for (int k = 0; k < st->nargs; k++)
-            if (st->args[k].kind == ARG_BUF && names_buf(&seq->ins[j], st->args[k].buf))
+            if (instr_start_holds(st, k) && names_buf(&seq->ins[j], st->args[k].buf))
                 PARC_BUG("stage %d %s: %s references %%%s while the %s started on %%%s is in flight", sp->stage,
                          seq_names[q], seq->ins[j].fn >= 0 ? rt_fn_names[seq->ins[j].fn] : "a record",
                          sp->bufs[st->args[k].buf].name, rt_fn_names[st->fn], sp->bufs[res->buf].name);
@@ -321,6 +321,14 @@ static int gathered_into(const Seq *seq, int b)
     return 0;
 }
 
+/* Does a shift started in seq (ring attention, ops_emit.c) land in buffer b? */
+static int shifted_into(const Seq *seq, int b)
+{
+    for (int j = 0; j < seq->n; j++)
+        if (seq->ins[j].fn == RT_prt_shift_start && instr_async_result(&seq->ins[j])->buf == b) return 1;
+    return 0;
+}
+
 void overlap_verify(const Program *prog)
 {
     for (int s = 0; s < prog->nstages; s++) {
@@ -332,7 +340,9 @@ void overlap_verify(const Program *prog)
                 /* prefetched gathers: overlap_gather_verify runs the passes */
                 int gather = ins->fn == RT_prt_allgather_start ||
                              (instr_is_wait(ins) && gathered_into(seq, ins->args[0].buf));
-                if ((q == SEQ_BLOCK_BWD || q == SEQ_BLOCK_FWD) && gather) continue;
+                /* ring attention's shifts: overlap_gather_verify runs the passes too */
+                int shift = ins->fn == RT_prt_shift_start || (instr_is_wait(ins) && shifted_into(seq, ins->args[0].buf));
+                if ((q == SEQ_BLOCK_BWD || q == SEQ_BLOCK_FWD) && (gather || shift)) continue;
                 if (scatters_in(q)) {
                     if (instr_is_start(ins)) verify_start_in_backward(sp, q, i);
                     if (instr_is_wait(ins)) verify_wait_in_backward(sp, q, i);

@@ -213,7 +213,7 @@ static void verify_pass(const StageProgram *sp, SeqKind q, int dir, int layers)
             if (!instr_is_start(ins)) continue;
             for (int k = 0; k < ins->nargs; k++) {
                 const Arg *a = &ins->args[k];
-                if (a->kind != ARG_BUF) continue;
+                if (!instr_start_holds(ins, k)) continue;
                 if (nfl == (int)(sizeof fl / sizeof fl[0]))
                     PARC_BUG("stage %d %s: more buffers in flight than the verifier follows", sp->stage, seq_names[q]);
                 fl[nfl++] = (InFlight){a->buf, instance_at(sp, a, l), posts, i, a == instr_async_result(ins)};

@@ -219,11 +219,25 @@ void place_rule_attention(Lowerer *lw, const Op *op, int a, OpPlace *r)
                                      "(context parallelism) is not supported",
                              "drop `dropout` from the block, or map heads or batch to this axis instead of seq", a,
                              DIM_SEQ);
+        if (place_ring_axis(lw, op) == a) {
+            r->in[0] = r->din[0] = home; /* ring attention: each rank's chunk; K/V pass around the axis */
+            return;
+        }
         r->in[0] = PLACE_REP;
         r->din[0] = PLACE_PART;
         return;
     }
     r->in[0] = r->din[0] = home;
+}
+
+int place_ring_axis(const Lowerer *lw, const Op *op)
+{
+    if (op->kind != OP_ATTENTION || lw->plan->layout.cp_comm != CP_COMM_RING) return -1;
+    for (int a = 0; a < lw->naxes; a++) {
+        Placement h = out_home(lw, op, a);
+        if (h.kind == PLACE_S && h.dim == DIM_SEQ) return a;
+    }
+    return -1;
 }
 
 void place_rule_xent(Lowerer *lw, const Op *op, int a, OpPlace *r)
@@ -280,6 +294,13 @@ static void mark_needed(Lowerer *lw)
             if (!(saves & (k ? OP_SAVES_IN1 : OP_SAVES_IN0))) continue;
             if (exchanged(lw, op, k)) lw->kept_in[i] |= (unsigned char)(1u << k);
             else lw->bind[op->in[k]].needed = 1;
+        }
+        /* ring attention's backward reads the output and its rows' logsumexp,
+         * never probabilities */
+        if (place_ring_axis(lw, op) >= 0) {
+            PARC_ASSERT(op->naux == 2);
+            lw->bind[op->out].needed = lw->bind[op->aux[1]].needed = 1;
+            continue;
         }
         /* memory-efficient attention keeps no probabilities whatever the policy */
         int keep = keep_stats && !(op->kind == OP_ATTENTION && lw->plan->model.block.flash);

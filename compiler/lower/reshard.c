@@ -99,6 +99,49 @@ int reshard_ep_offsets(Lowerer *lw, int axis)
     return ep_buf(lw, "moe.ep.offsets", local + 1);
 }
 
+void reshard_ring_bufs(Lowerer *lw, const char *name, int64_t n, Arg out[2])
+{
+    for (int k = 0; k < 2; k++) {
+        const char *nm = arena_printf(lw->arena, "%s.%d", name, k);
+        int b = -1;
+        for (int i = 0; i < lw->sp->nbufs && b < 0; i++)
+            if (!strcmp(lw->sp->bufs[i].name, nm)) b = i;
+        if (b < 0) b = program_buf_new(lw->prog, lw->sp, lw->buf_order, nm, PRT_WORKSPACE, program_act_dtype(lw->plan), n, 1);
+        PARC_ASSERT(lw->sp->bufs[b].elems >= n);
+        out[k] = arg_buf(b, INST_FIXED, 0);
+    }
+}
+
+void reshard_ring_shift(Emit *e, const Op *op, int axis, Arg out, Arg in, int64_t n, int grad)
+{
+    Lowerer *lw = e->lw;
+    const char *ax = lw->plan->mesh.axes[axis].name;
+    Instr *c = EMIT(e, RT_prt_shift_start, arg_int(axis), out, in, arg_int(n));
+    c->coll = COLL_SHIFT;
+    c->axis = axis;
+    c->op = op->id;
+    c->tensor = op->in[0];
+    c->elems = n;
+    c->elem_bytes = dtype_bytes(program_act_dtype(lw->plan));
+    c->why = grad ? arena_printf(lw->arena,
+                                 "ring attention over %s: the gradient of the keys and values of the chunk in hand, "
+                                 "passed on with them (the last step brings each chunk's home)",
+                                 ax)
+                  : arena_printf(lw->arena,
+                                 "ring attention over %s: the keys and values of the chunk in hand to the next rank, "
+                                 "sent while this step computes on them",
+                                 ax);
+}
+
+void reshard_ring_wait(Emit *e, const Op *op, int axis, Arg out)
+{
+    Instr *w = EMIT(e, RT_prt_comm_wait, out);
+    w->axis = axis;
+    w->op = op->id;
+    w->tensor = op->in[0];
+    w->why = "completes the ring step's shift before the next step reads the chunk";
+}
+
 /* Routed rows [routed, topk, W...] between the ranks of axis a that routed
  * them (Split(routed): this rank's tokens' rows, sorted by expert, as the
  * dispatch made them) and the ranks holding their experts (Split(experts):

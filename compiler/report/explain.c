@@ -264,6 +264,17 @@ static void explain_attention(FILE *out, const Analysis *an, const Analysis *oth
     const BlockSpec *b = &plan->model.block;
     if (b->kind != BLOCK_TRANSFORMER || plan->model.heads <= 0) return;
     const char *mask = b->causal ? "causal" : "full";
+    int cp = plan->layout.dim_axis[DIM_SEQ];
+    if (cp >= 0 && plan->layout.cp_comm == CP_COMM_RING) {
+        int64_t P = plan->mesh.axes[cp].size;
+        fprintf(out, "  attention       %s, ring attention over %s: %lld step%s a layer, each on the keys and "
+                     "values of one chunk of %lld tokens while the next arrives (the backward passes their "
+                     "gradient along); online softmax, each row's logsumexp kept, no probabilities%s\n",
+                mask, plan->mesh.axes[cp].name, (long long)P, P == 1 ? "" : "s", (long long)(plan->model.seq / P),
+                b->causal ? "; a causal split in order leaves the last rank every step's work, the first one step's"
+                          : "");
+        return;
+    }
     if (plan->layout.recompute != RECOMPUTE_NONE) {
         fprintf(out, "  attention       %s%s: probabilities recomputed in backward (recompute %s)\n", mask,
                 b->flash ? " flash" : "", recompute_names[plan->layout.recompute]);

@@ -391,10 +391,17 @@ static void att_group_bwd(const att_args *a, float *s, int64_t b, int g) {
     part_store(a, a->dqkv, dv, b, 2, h0);
 }
 
+/* One unit of a call's work on a worker: head h (forward) or key/value group
+ * h (backward) of sample b, in workspace slice s; ring: the ring step's
+ * arguments (NULL outside ring attention). */
+struct ring_args;
+typedef void (*att_unit)(const att_args *a, const struct ring_args *ring, float *s, int64_t b, int h);
+
 /* Every (batch, head) of a forward, every (batch, key/value group) of a
  * backward over the workers, the BLAS on one thread meanwhile; slice = the
  * floats of one worker's workspace. */
-static void att_run(prt *rt, const att_args *a, int64_t B, int64_t slice, int bwd) {
+static void att_units(prt *rt, const att_args *a, const struct ring_args *ring, int64_t B, int64_t slice, int bwd,
+                      att_unit unit) {
     int64_t heads = B * a->NH, units = bwd ? B * a->KV : heads, per = bwd ? a->KV : a->NH;
     int64_t nw = prt_attention_workers(units);
     int nt = openblas_get_num_threads();
@@ -404,14 +411,22 @@ static void att_run(prt *rt, const att_args *a, int64_t B, int64_t slice, int bw
     if (nt > 1) openblas_set_num_threads(1);
 #pragma omp parallel for num_threads((int)nw) if (nw > 1) schedule(dynamic, 1)
     for (int64_t u = 0; u < units; u++) {
-        int w = omp_get_thread_num();
-        float *s = slice ? ws + (size_t)w * (size_t)slice : NULL;
-        int64_t b = u / per;
-        int h = (int)(u % per);
-        if (!bwd) (a->probs.p ? att_head_fwd : flash_head_fwd)(a, s, b, h);
-        else att_group_bwd(a, s, b, h);
+        float *s = slice ? ws + (size_t)omp_get_thread_num() * (size_t)slice : NULL;
+        unit(a, ring, s, u / per, (int)(u % per));
     }
     if (nt > 1) openblas_set_num_threads(nt);
+}
+
+static void att_unit_fwd(const att_args *a, const struct ring_args *ring, float *s, int64_t b, int h) {
+    (void)ring;
+    (a->probs.p ? att_head_fwd : flash_head_fwd)(a, s, b, h);
+}
+static void att_unit_bwd(const att_args *a, const struct ring_args *ring, float *s, int64_t b, int g) {
+    (void)ring;
+    att_group_bwd(a, s, b, g);
+}
+static void att_run(prt *rt, const att_args *a, int64_t B, int64_t slice, int bwd) {
+    att_units(rt, a, NULL, B, slice, bwd, bwd ? att_unit_bwd : att_unit_fwd);
 }
 
 static att_args att_args_of(prt *rt, const char *op, int64_t T_, int64_t Tq_, int64_t q0_, int64_t NH_, int64_t KV_,
@@ -484,3 +499,189 @@ void prt_cpu_attention_keyblocked_rows_bwd(prt *rt, void *dqkv, const void *dout
     att_bwd(rt, dqkv, dout, qkv, NULL, B, T, Tq, q0, NH, KV, HD, causal, drop, dtypes, 1);
 }
 
+
+/* ------------------------------------------------ ring attention
+ *
+ * One step of ring attention (parc_rt.h ring_attention_fwd / _bwd): the
+ * rank's T query rows against the T keys of the chunk the step brings, packed
+ * kv[B, T, 2, KV, HD].  The chunk of rank src = (coord - step) mod P: causal,
+ * src > coord is above the diagonal (nothing to compute), src == coord the
+ * diagonal block (masked like a whole causal sequence of T), src < coord whole.
+ * The forward runs flash_rows_fwd on the block and merges the normalised block
+ * output into out by the rows' logsumexp (Liu et al. 2023, "Ring Attention
+ * with Blockwise Transformers"; the merge of FlashAttention's online softmax
+ * across blocks); the backward is flash_head_bwd's key loop with the final
+ * out's logsumexp L and D = rowsum(dO * out) (Dao 2023). */
+
+typedef struct ring_args {
+    tensor kv, dkv, lse, out;
+    int step;
+} ring_args;
+
+/* The block of step `step` for rank coord of P: 0 nothing to do (masked whole),
+ * else 1, with a->causal set for the diagonal block. */
+static int ring_block(att_args *a, int64_t causal, int64_t coord, int64_t step, int64_t P, const char *op) {
+    PRT_CHECK(P >= 1 && coord >= 0 && coord < P && step >= 0 && step < P, "%s: step %lld of %lld at coordinate %lld",
+              op, (long long)step, (long long)P, (long long)coord);
+    int64_t src = ((coord - step) % P + P) % P;
+    a->causal = causal && src == coord;
+    return !(causal && src > coord);
+}
+
+/* k (which 1) or v (2) of group g of sample b in a packed kv */
+static view kv_view(const att_args *a, tensor kv, float *slot, int64_t b, int which, int g, int load) {
+    int64_t W = 2 * (int64_t)a->KV * a->HD;
+    return view_of(kv, slot, b * a->T * W + ((int64_t)(which - 1) * a->KV + g) * a->HD, a->T, a->HD, W, load);
+}
+static void kv_store(const att_args *a, tensor kv, view v, int64_t b, int which, int g) {
+    int64_t W = 2 * (int64_t)a->KV * a->HD;
+    view_store(kv, v, b * a->T * W + ((int64_t)(which - 1) * a->KV + g) * a->HD, a->T, a->HD, W);
+}
+
+static void ring_head_fwd(const att_args *a, const struct ring_args *g, float *s, int64_t b, int h) {
+    int T = a->T, HD = a->HD, C = a->C, BQ = (int)prt_attention_rows(T), BK = (int)prt_attention_keys(T);
+    int64_t THD = (int64_t)T * HD;
+    flash_ws w = {0};
+    w.S = take(&s, (int64_t)BQ * BK), w.m = take(&s, BQ), w.l = take(&s, BQ);
+    float *Ob = take(&s, (int64_t)BQ * HD), *q_slot = take(&s, is16(a->qkv) * THD),
+          *k_slot = take(&s, is16(g->kv) * THD), *v_slot = take(&s, is16(g->kv) * THD),
+          *o_slot = take(&s, is16(a->out) * THD);
+    view q = part_view(a, a->qkv, q_slot, b, 0, h, 1);
+    view k = kv_view(a, g->kv, k_slot, b, 1, h / a->G, 1), v = kv_view(a, g->kv, v_slot, b, 2, h / a->G, 1);
+    int64_t o_off = (int64_t)b * T * C + (int64_t)h * HD;
+    view o = view_of(a->out, o_slot, o_off, T, HD, C, g->step > 0);
+    float *lse = (float *)g->lse.p + ((int64_t)b * a->NH + h) * T;
+    for (int i0 = 0; i0 < T; i0 += BQ) {
+        int r = T - i0 < BQ ? T - i0 : BQ;
+        flash_rows_fwd(a, &w, q, k, v, Ob, HD, b, h, i0, r);
+        for (int i = 0; i < r; i++) {
+            float lb = w.m[i] + logf(w.l[i]), *orow = o.f + (size_t)(i0 + i) * o.ld;
+            const float *brow = Ob + (size_t)i * HD;
+            if (g->step == 0) {
+                lse[i0 + i] = lb;
+                memcpy(orow, brow, sizeof(float) * (size_t)HD);
+                continue;
+            }
+            float old = lse[i0 + i], mx = old > lb ? old : lb;
+            float nl = mx + logf(expf(old - mx) + expf(lb - mx)), ca = expf(old - nl), cb = expf(lb - nl);
+            for (int e = 0; e < HD; e++) orow[e] = orow[e] * ca + brow[e] * cb;
+            lse[i0 + i] = nl;
+        }
+    }
+    view_store(a->out, o, o_off, T, HD, C);
+}
+
+/* Head h's share of a backward step, adding into its group's dk and dv. */
+static void ring_head_bwd(const att_args *a, const ring_args *g, float *s, int64_t b, int h, view k, view v, view dk,
+                          view dv) {
+    int T = a->T, HD = a->HD, C = a->C, BQ = (int)prt_attention_rows(T), BK = (int)prt_attention_keys(T);
+    int64_t THD = (int64_t)T * HD;
+    float *S = take(&s, (int64_t)BQ * BK), *dP = take(&s, (int64_t)BQ * BK), *D = take(&s, T),
+          *q_slot = take(&s, is16(a->qkv) * THD), *dq_slot = take(&s, is16(a->dqkv) * THD),
+          *do_slot = take(&s, is16(a->dout) * THD), *o_slot = take(&s, is16(g->out) * THD);
+    float scale = 1.0f / sqrtf((float)HD);
+    view q = part_view(a, a->qkv, q_slot, b, 0, h, 1), dq = part_view(a, a->dqkv, dq_slot, b, 0, h, 1);
+    int64_t o_off = (int64_t)b * T * C + (int64_t)h * HD;
+    view dO = view_of(a->dout, do_slot, o_off, T, HD, C, 1), O = view_of(g->out, o_slot, o_off, T, HD, C, 1);
+    const float *L = (const float *)g->lse.p + ((int64_t)b * a->NH + h) * T;
+    for (int i = 0; i < T; i++) {
+        const float *o = O.f + (size_t)i * O.ld, *d = dO.f + (size_t)i * dO.ld;
+        float dot = 0.0f;
+        for (int e = 0; e < HD; e++) dot += o[e] * d[e];
+        D[i] = dot;
+    }
+    for (int j0 = 0; j0 < T; j0 += BK) {
+        int c = T - j0 < BK ? T - j0 : BK;
+        const float *kb = k.f + (size_t)j0 * k.ld, *vb = v.f + (size_t)j0 * v.ld;
+        float *dkb = dk.f + (size_t)j0 * dk.ld, *dvb = dv.f + (size_t)j0 * dv.ld;
+        int first = a->causal ? j0 / BQ * BQ : 0; /* the diagonal block: rows at or past key j0 */
+        for (int i0 = first; i0 < T; i0 += BQ) {
+            int r = T - i0 < BQ ? T - i0 : BQ;
+            const float *qb = q.f + (size_t)i0 * q.ld, *dOb = dO.f + (size_t)i0 * dO.ld;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, scale, qb, q.ld, kb, k.ld, 0.0f, S, BK);
+            for (int i = 0; i < r; i++) {
+                float *row = S + (size_t)i * BK, Li = L[i0 + i];
+                int last = a->causal && i0 + i - j0 < c - 1 ? i0 + i - j0 : c - 1;
+                for (int j = 0; j <= last; j++) row[j] = prt_expf_fast(row[j] - Li);
+                for (int j = last < 0 ? 0 : last + 1; j < c; j++) row[j] = 0.0f;
+            }
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, r, 1.0f, S, BK, dOb, dO.ld, 1.0f, dvb, dv.ld);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, 1.0f, dOb, dO.ld, vb, v.ld, 0.0f, dP, BK);
+            for (int i = 0; i < r; i++) {
+                const float *p = S + (size_t)i * BK;
+                float *dp = dP + (size_t)i * BK, Di = D[i0 + i];
+                for (int j = 0; j < c; j++) dp[j] = p[j] * (dp[j] - Di);
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, c, scale, dP, BK, kb, k.ld, 1.0f,
+                        dq.f + (size_t)i0 * dq.ld, dq.ld);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, r, scale, dP, BK, qb, q.ld, 1.0f, dkb, dk.ld);
+        }
+    }
+    part_store(a, a->dqkv, dq, b, 0, h);
+}
+
+static void ring_group_bwd(const att_args *a, const struct ring_args *g, float *s, int64_t b, int grp) {
+    int64_t THD = (int64_t)a->T * a->HD;
+    float *k_slot = take(&s, is16(g->kv) * THD), *v_slot = take(&s, is16(g->kv) * THD),
+          *dk_slot = take(&s, is16(g->dkv) * THD), *dv_slot = take(&s, is16(g->dkv) * THD);
+    view k = kv_view(a, g->kv, k_slot, b, 1, grp, 1), v = kv_view(a, g->kv, v_slot, b, 2, grp, 1);
+    view dk = kv_view(a, g->dkv, dk_slot, b, 1, grp, 1), dv = kv_view(a, g->dkv, dv_slot, b, 2, grp, 1);
+    for (int h = grp * a->G; h < (grp + 1) * a->G; h++) ring_head_bwd(a, g, s, b, h, k, v, dk, dv);
+    kv_store(a, g->dkv, dk, b, 1, grp);
+    kv_store(a, g->dkv, dv, b, 2, grp);
+}
+
+void prt_cpu_ring_attention_fwd(prt *rt, void *out, void *lse, const void *qkv, const void *kv, int64_t B, int64_t T,
+                                int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t coord, int64_t step,
+                                int64_t P, int64_t dtypes) {
+    const char *op = "ring_attention_fwd";
+    att_args a = att_args_of(rt, op, T, T, 0, NH, KV, HD, causal, NULL);
+    if (!ring_block(&a, causal, coord, step, P, op)) return;
+    ring_args g = {.step = (int)step};
+    a.out = ften(rt, dtypes, 0, out, op), g.lse = ften(rt, dtypes, 1, lse, op);
+    a.qkv = ften(rt, dtypes, 2, qkv, op), g.kv = ften(rt, dtypes, 3, kv, op);
+    PRT_CHECK(!is16(g.lse), "%s: lse is fp32", op);
+    att_units(rt, &a, &g, B, prt_ring_fwd_slice(T, HD, is16(a.qkv) || is16(a.out)), 0, ring_head_fwd);
+}
+
+void prt_cpu_ring_attention_bwd(prt *rt, void *dqkv, void *dkv, const void *dout, const void *out, const void *lse,
+                                const void *qkv, const void *kv, int64_t B, int64_t T, int64_t NH, int64_t KV,
+                                int64_t HD, int64_t causal, int64_t coord, int64_t step, int64_t P, int64_t dtypes) {
+    const char *op = "ring_attention_bwd";
+    att_args a = att_args_of(rt, op, T, T, 0, NH, KV, HD, causal, NULL);
+    if (!ring_block(&a, causal, coord, step, P, op)) return;
+    ring_args g = {.step = (int)step};
+    a.dqkv = ften(rt, dtypes, 0, dqkv, op), g.dkv = ften(rt, dtypes, 1, dkv, op);
+    a.dout = ften(rt, dtypes, 2, dout, op), g.out = ften(rt, dtypes, 3, out, op);
+    g.lse = ften(rt, dtypes, 4, lse, op), a.qkv = ften(rt, dtypes, 5, qkv, op), g.kv = ften(rt, dtypes, 6, kv, op);
+    PRT_CHECK(!is16(g.lse), "%s: lse is fp32", op);
+    att_units(rt, &a, &g, B, prt_ring_bwd_slice(T, HD, is16(a.qkv) || is16(a.dqkv)), 1, ring_group_bwd);
+}
+
+/* kv[B,T,2,KV,HD] <- k, v of qkv (to 1), or dqkv's k, v columns += dkv (to 0) */
+static void kv_move(prt *rt, const char *op, void *qkv_, void *kv_, int64_t B, int64_t T, int64_t NH, int64_t KV,
+                    int64_t HD, int64_t dtypes, int to) {
+    att_args a = att_args_of(rt, op, T, T, 0, NH, KV, HD, 0, NULL);
+    tensor qkv = ften(rt, dtypes, to ? 1 : 0, qkv_, op), kv = ften(rt, dtypes, to ? 0 : 1, kv_, op);
+    int64_t W = 2 * KV * HD;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            for (int which = 1; which <= 2; which++)
+                for (int64_t g = 0; g < KV; g++) {
+                    int64_t x = (b * T + t) * a.W + qkv_col(&a, which, (int)(g * a.G));
+                    int64_t y = (b * T + t) * W + ((which - 1) * KV + g) * HD;
+                    for (int64_t e = 0; e < HD; e++)
+                        if (to) ST(kv, y + e, LD(qkv, x + e));
+                        else ST(qkv, x + e, LD(qkv, x + e) + LD(kv, y + e));
+                }
+}
+
+void prt_cpu_ring_kv_pack(prt *rt, void *kv, const void *qkv, int64_t B, int64_t T, int64_t NH, int64_t KV,
+                          int64_t HD, int64_t dtypes) {
+    kv_move(rt, "ring_kv_pack", (void *)qkv, kv, B, T, NH, KV, HD, dtypes, 1);
+}
+
+void prt_cpu_ring_kv_grad(prt *rt, void *dqkv, const void *dkv, int64_t B, int64_t T, int64_t NH, int64_t KV,
+                          int64_t HD, int64_t dtypes) {
+    kv_move(rt, "ring_kv_grad", dqkv, (void *)dkv, B, T, NH, KV, HD, dtypes, 0);
+}

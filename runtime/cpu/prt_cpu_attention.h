@@ -52,5 +52,17 @@ void prt_cpu_attention_keyblocked_bwd(prt *rt, void *dqkv, const void *dout, con
 void prt_cpu_attention_keyblocked_rows_bwd(prt *rt, void *dqkv, const void *dout, const void *qkv, int64_t B,
                                            int64_t T, int64_t Tq, int64_t q0, int64_t NH, int64_t KV, int64_t HD,
                                            int64_t causal, const prt_att_dropout *drop, int64_t dtypes);
+/* ring_kv_pack, ring_kv_grad, ring_attention_fwd and ring_attention_bwd of
+ * parc_rt.h (scratch: prt_scratch_ring_attention_*). */
+void prt_cpu_ring_kv_pack(prt *rt, void *kv, const void *qkv, int64_t B, int64_t T, int64_t NH, int64_t KV,
+                          int64_t HD, int64_t dtypes);
+void prt_cpu_ring_kv_grad(prt *rt, void *dqkv, const void *dkv, int64_t B, int64_t T, int64_t NH, int64_t KV,
+                          int64_t HD, int64_t dtypes);
+void prt_cpu_ring_attention_fwd(prt *rt, void *out, void *lse, const void *qkv, const void *kv, int64_t B, int64_t T,
+                                int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t coord, int64_t step,
+                                int64_t P, int64_t dtypes);
+void prt_cpu_ring_attention_bwd(prt *rt, void *dqkv, void *dkv, const void *dout, const void *out, const void *lse,
+                                const void *qkv, const void *kv, int64_t B, int64_t T, int64_t NH, int64_t KV,
+                                int64_t HD, int64_t causal, int64_t coord, int64_t step, int64_t P, int64_t dtypes);
 
 #endif

@@ -537,6 +537,31 @@ void prt_cu_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t o
     cu_collective_run(rt, &cu_collectives[CU_ALLTOALL], axis, out, in, outer, inner, dtype);
 }
 
+void prt_cu_shift_start(prt *rt, int64_t axis, void *out, const void *in, int64_t n, int64_t dtype) {
+    prt_cuda *c = prt_cu(rt);
+    size_t bytes = (size_t)n * prt_dtype_size(dtype);
+#ifdef PRT_HAVE_NCCL
+    if (c->nccl) {
+        TRACE_BEGIN(rt);
+        int S = prt_axis_size(rt, axis), me = rt->coord[axis];
+        ncclComm_t comm = nccl_comm(rt, axis);
+        cudaStream_t s = comm_begin(c);
+        PRT_NCCL_CHECK(ncclGroupStart());
+        PRT_NCCL_CHECK(ncclSend(in, (size_t)n, nccl_type(dtype), (me + 1) % S, comm, s));
+        PRT_NCCL_CHECK(ncclRecv(out, (size_t)n, nccl_type(dtype), (me + S - 1) % S, comm, s));
+        PRT_NCCL_CHECK(ncclGroupEnd());
+        PRT_CUDA_CHECK(cudaEventRecord(started_event(c, out), c->comm_stream));
+        TRACE_COMM(rt, "shift", (int64_t)bytes, axis);
+        return;
+    }
+#endif
+    /* host-staged: a blocking exchange through the page-locked stage */
+    char *h = host_stage(c, 2 * bytes + 1);
+    prt_cuda_d2h(rt, h, in, bytes);
+    prt_mpi_shift(rt, axis, h + bytes, h, n, dtype);
+    prt_cuda_h2d(rt, out, h + bytes, bytes);
+}
+
 /* alltoallv: the counts are device i32 [S] like the rows.  The host needs them
  * to size the transfers, so either path synchronises once for the send
  * counts and once for the received ones.

@@ -117,6 +117,16 @@ void prt_cu_attention_fwd(prt *rt, prt_ten out, prt_ten probs, prt_ten qkv, int6
                           int64_t KV, int64_t HD, int64_t causal);
 void prt_cu_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_ten probs, int64_t B, int64_t T,
                           int64_t NH, int64_t KV, int64_t HD, int64_t causal);
+/* Ring attention (parc_rt.h ring_*; prt_cuda_ring.cu): kv_move packs qkv's k
+ * and v into kv (to 1) or adds kv into qkv's k and v columns (to 0). */
+void prt_cu_ring_kv_move(prt *rt, prt_ten qkv, prt_ten kv, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD,
+                         int to);
+void prt_cu_ring_attention_fwd(prt *rt, prt_ten out, prt_ten lse, prt_ten qkv, prt_ten kv, int64_t B, int64_t T,
+                               int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t coord, int64_t step,
+                               int64_t P);
+void prt_cu_ring_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dkv, prt_ten dout, prt_ten out, prt_ten lse, prt_ten qkv,
+                               prt_ten kv, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal,
+                               int64_t coord, int64_t step, int64_t P);
 /* Dropout on the attention probabilities: where the local block sits in the
  * global mask (parc_rt.h attention_dropout_fwd); on = 0 for none. */
 typedef struct prt_cu_drop {
@@ -171,6 +181,9 @@ void prt_cu_allgather_start(prt *rt, int64_t axis, void *out, const void *in, in
 void prt_cu_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                                 int64_t dtype);
 void prt_cu_comm_wait(prt *rt, const void *buf);
+/* n elements to the next rank of the axis, from the one before (a ring step);
+ * NCCL: one group of ncclSend/ncclRecv on the communication stream. */
+void prt_cu_shift_start(prt *rt, int64_t axis, void *out, const void *in, int64_t n, int64_t dtype);
 void prt_cu_alltoall(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner, int64_t dtype);
 /* Rows of inner elements, a count per peer (device i32 [S]); the host waits for
  * the counts both ways (prt_cuda.cu). */

@@ -204,6 +204,26 @@ static void cu_attention_bwd(prt *rt, void *dqkv_, const void *dout_, const void
     if (prt_word_writes(dtypes, 0)) cu_zero(rt, dqkv_, B * T_ * (NH_ + 2 * KV_) * HD_, dtypes);  /* PRT_ARG_WRITE */
     prt_cu_attention_bwd(rt, TN(0, dqkv_), TN(1, dout_), TN(2, qkv_), TN(3, probs_), B, T_, NH_, KV_, HD_, causal);
 }
+static void cu_ring_kv_pack(prt *rt, void *kv, const void *qkv, int64_t B, int64_t T, int64_t NH, int64_t KV,
+                            int64_t HD, int64_t dtypes) {
+    prt_cu_ring_kv_move(rt, TN(1, qkv), TN(0, kv), B, T, NH, KV, HD, 1);
+}
+static void cu_ring_kv_grad(prt *rt, void *dqkv, const void *dkv, int64_t B, int64_t T, int64_t NH, int64_t KV,
+                            int64_t HD, int64_t dtypes) {
+    prt_cu_ring_kv_move(rt, TN(0, dqkv), TN(1, dkv), B, T, NH, KV, HD, 0);
+}
+static void cu_ring_attention_fwd(prt *rt, void *out, void *lse, const void *qkv, const void *kv, int64_t B, int64_t T,
+                                  int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t coord, int64_t step,
+                                  int64_t P, int64_t dtypes) {
+    prt_cu_ring_attention_fwd(rt, TN(0, out), TN(1, lse), TN(2, qkv), TN(3, kv), B, T, NH, KV, HD, causal, coord, step,
+                              P);
+}
+static void cu_ring_attention_bwd(prt *rt, void *dqkv, void *dkv, const void *dout, const void *out, const void *lse,
+                                  const void *qkv, const void *kv, int64_t B, int64_t T, int64_t NH, int64_t KV,
+                                  int64_t HD, int64_t causal, int64_t coord, int64_t step, int64_t P, int64_t dtypes) {
+    prt_cu_ring_attention_bwd(rt, TN(0, dqkv), TN(1, dkv), TN(2, dout), TN(3, out), TN(4, lse), TN(5, qkv), TN(6, kv),
+                              B, T, NH, KV, HD, causal, coord, step, P);
+}
 static void cu_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const void *stats_, const void *targets_,
                         int64_t N, int64_t V_local, int64_t vocab_offset, double scale, int64_t dtypes) {
     prt_cu_xent_bwd(rt, TN(0, dlogits_), TN(1, logits_), TN(2, stats_), FIXED(3, targets_, PRT_I32), N, V_local,

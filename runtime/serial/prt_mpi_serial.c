@@ -214,6 +214,21 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls
                       (char *)recvbuf + (size_t)rdispls[0] * (size_t)recvtype, recvcounts[0], recvtype, comm);
 }
 
+int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                   void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                   MPI_Request *request) {
+    return done(request, MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+                                       comm));
+}
+
+/* One rank: to itself, from itself. */
+int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status) {
+    (void)sendtag, (void)recvtag, (void)status;
+    if (dest != 0 || source != 0) return ERR_RANK;
+    return copy_block(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
                              MPI_Comm comm) {
     (void)op;
