@@ -108,7 +108,7 @@ static double when_share(const StageProgram *sp, const Instr *ins)
  * pass's first layer waits for its own; the `overlap` share of it is hidden.
  * dur[i] is instruction i's cost, the same in every layer.  *tp: the part of
  * it the starts over another axis than data_axis hide (overlap_tp.c's input
- * gradients under their weight gradients). */
+ * gradients under their weight gradients; ring attention's shifts aside). */
 static double timeline_hidden(const Seq *seq, const double *dur_of, int64_t L, int dir, int data_axis, double *tp)
 {
     int n = seq->n;
@@ -141,7 +141,8 @@ static double timeline_hidden(const Seq *seq, const double *dur_of, int64_t L, i
     cost_timeline_each(dur, wait_of, m, &hidden, hidden_of);
     *tp = 0;
     for (int j = 0; j < m; j++)
-        if (wait_of[j] == -2 && seq->ins[at[j]].axis != data_axis) *tp += hidden_of[j];
+        if (wait_of[j] == -2 && seq->ins[at[j]].axis != data_axis && seq->ins[at[j]].fn != RT_prt_shift_start)
+            *tp += hidden_of[j];
     free(dur);
     free(wait_of);
     free(at);

@@ -37,11 +37,19 @@ static void explain_tp_comm(FILE *out, const Analysis *an)
 static void explain_comm(FILE *out, const Analysis *an);
 
 /* The communication line's last words: what of the rest blocks. */
+static int ring(const Analysis *an)
+{
+    const Layout *l = &an->prog->plan->layout;
+    return l->cp_comm == CP_COMM_RING && l->dim_axis[DIM_SEQ] >= 0;
+}
 static const char *others(const Analysis *an)
 {
-    return an->tp_comm_hidden_s > 0 ? "the tensor axis's input gradients below; every other collective finishes "
-                                      "before the next op"
-                                    : "every other collective finishes before the next op";
+    if (an->tp_comm_hidden_s > 0)
+        return ring(an) ? "the tensor axis's input gradients below; ring attention's shifts under its steps; every "
+                          "other collective finishes before the next op"
+                        : "the tensor axis's input gradients below; every other collective finishes before the next op";
+    return ring(an) ? "ring attention's shifts under its steps; every other collective finishes before the next op"
+                    : "every other collective finishes before the next op";
 }
 
 void explain_phases(FILE *out, const Analysis *an)
@@ -70,7 +78,7 @@ static void explain_comm(FILE *out, const Analysis *an)
     if (plan_axis_size(prog->plan, prog->dp_axis) <= 1) { /* no gradient sync */
         fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (no data axis, so no gradient sync; %s)\n",
                 an->phase_s[APHASE_COMM], an->comm_hidden_s,
-                an->tp_comm_hidden_s > 0 ? others(an) : "every collective finishes before the next op");
+                an->tp_comm_hidden_s > 0 || ring(an) ? others(an) : "every collective finishes before the next op");
         return;
     }
     double share = cost_hidden_share(&prog->plan->cluster);

@@ -15,6 +15,8 @@ tiny_rope_s256_ring4 (seq 256 over cp 4: 64 tokens a rank; 4 query heads over
     gathers the qkv instead;
   - `parc explain`: attention names the ring and its 4 steps, and the
     estimate hides part of the shifts under the steps (hidden > 0);
+  - tiny_rope_ring_tp: no line of explain's communication is negative (the
+    shifts' hidden time is not the tensor axis's);
   - the plan's memory ledger holds the two K/V blocks and the two gradient
     blocks (ring.kv.0/1, ring.dkv.0/1, 32 KiB each) in the IR's buffers.
 Exits 1 on any failure."""
@@ -63,6 +65,10 @@ def main(argv):
     m = re.search(r"communication: ([0-9.e+-]+) s exposed, ([0-9.e+-]+) s hidden", text)
     if not m or float(m.group(2)) <= 0:
         fails.append(f"explain: no communication hidden under the ring's steps ({m.group(0) if m else 'no line'})")
+    tp_text = run(parc, "explain", os.path.join(examples, "tiny_rope_ring_tp.par"))
+    for line in tp_text.splitlines():
+        if re.search(r"-[0-9.]+(e[-+][0-9]+)? s exposed", line):
+            fails.append(f"tiny_rope_ring_tp: a negative exposed time: {line.strip()}")
     ir = run(parc, "lower", ring, "--emit=ir")
     for name in ("ring.kv.0", "ring.kv.1", "ring.dkv.0", "ring.dkv.1"):
         if not re.search(r"%" + re.escape(name) + r"\b.*\b" + str(CHUNK) + r"\b", ir):
