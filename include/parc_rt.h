@@ -354,19 +354,24 @@ ops and collectives, its slot in the runtime's backend interface.  What each cal
 does:
 
  data (host)
-  prt_data(tokens, targets, step, first_sample, B, T, vocab): tokens, targets
+  prt_data(tokens, targets, step, first_sample, B, T, vocab, zz): tokens, targets
     [B, T] int32.  Sample g of step `step` (g = first_sample + b) is a pure
     function of (seed, step, g): synthetic learnable sequences, or a window of
     T + 1 tokens of the training file (targets = the window shifted by one);
-    during evaluation the validation file's consecutive windows instead.
+    during evaluation the validation file's consecutive windows instead.  With
+    zz > 0 each sample's rows are in the order of the load-balanced split over
+    zz ranks (row t holds position prt_seq_pos_whole(t, T, zz)), so that
+    rank r's contiguous chunk of T / zz rows is its two chunks of the whole.
 
  ops (backend; n elements of the buffer's dtype; copy converts when dtypes differ)
   zero(buf, n); copy(dst, src, n); acc(dst, src, n): dst += src, in fp32.
   embed_fwd(out, tokens, wte, N, C, vocab_local, vocab_offset): out[N,C] =
     wte[tok - vocab_offset] when that row is local, else 0 (Partial).
   embed_bwd(dwte, tokens, dout, N, C, vocab_local, vocab_offset).
-  pos_fwd(out, in, wpe, B, T, C, t_offset): out[B,T,C] = in + wpe[t + t_offset]
-    (t_offset: first position held, for seq splits);  pos_bwd(dwpe, din, dout, ...).
+  pos_fwd(out, in, wpe, B, T, C, t_offset, zz): out[B,T,C] = in + wpe[position of
+    row t] (t_offset: first row held, for seq splits; the position is
+    prt_seq_pos(t, T, t_offset, zz), prt_math.h: t_offset + t, or with zz > 0 the
+    load-balanced split over zz ranks);  pos_bwd(dwpe, din, dout, ...).
   layernorm_fwd(out, mean, rstd, in, w, b, N, C, eps): over C, rstd = 1 / sqrt(variance
     + eps) in double; b may be NULL (no bias); mean, rstd: [N] saved.
     layernorm_bwd(din, dw, db, dout, in, w, mean, rstd, N, C).
@@ -401,13 +406,14 @@ does:
     dk and dv of every key those rows saw; a group's dk and dv sum over its G
     query heads) recomputes the probabilities when probs is NULL.  The CUDA
     runtime takes Tq = T, q0 = 0 only.
-  rope_fwd(out, in, B, T, G, U, R, HD, t_offset, theta, factor, low_freq_factor,
+  rope_fwd(out, in, B, T, G, U, R, HD, t_offset, zz, theta, factor, low_freq_factor,
     high_freq_factor, original_max_positions): rotary position embedding of the
-    q and k heads of a qkv tensor.  in[B,T,G,U,HD]: per row (sample b, position
-    t) G groups of U heads of HD (even) dims, the first R heads of each group
-    rotated, the others (v) copied.  The token at t has position t_offset + t
-    (its index in the whole sequence, so a sequence split rotates as the whole
-    does).  Head dims i and i + HD/2 form a pair (Hugging Face's rotate_half):
+    q and k heads of a qkv tensor.  in[B,T,G,U,HD]: per row (sample b, row t)
+    G groups of U heads of HD (even) dims, the first R heads of each group
+    rotated, the others (v) copied.  The token at row t has position
+    prt_seq_pos(t, T, t_offset, zz) (prt_math.h: t_offset + t, or the
+    load-balanced split's with zz > 0; its index in the whole sequence, so a
+    sequence split rotates as the whole does).  Head dims i and i + HD/2 form a pair (Hugging Face's rotate_half):
     out_i = x_i cos a - x_{i+HD/2} sin a, out_{i+HD/2} = x_{i+HD/2} cos a + x_i
     sin a, a = position x inv_freq(i) in fp32 (prt_rope_inv_freq, prt_math.h:
     1 / theta^(2i/HD), with factor > 0 Llama 3.1's scaling of it by factor,
@@ -443,7 +449,10 @@ does:
     coord holding query rows coord*T .. of the whole sequence (qkv[B,T,...] its
     chunk) and, at step s, kv = the packed k and v of the chunk of rank
     src = (coord - s) mod P (keys src*T ..).  Step 0 writes out[B,T,NH,HD]
-    (normalised) and lse[B,NH,T] (fp32, the rows' logsumexp); each later step
+    (normalised) and lse[B,NH,T] (fp32, the rows' logsumexp); balanced: the
+    rank's rows and the chunk's keys are each two halves of the load-balanced
+    split (prt_ring_kinds, prt_math.h, says which pairs of halves compute);
+    each later step
     merges its block in (out = out e^(lse - new) + O_blk e^(lse_blk - new), lse =
     new = logaddexp(lse, lse_blk)).  Causal: a block from src > coord is masked
     whole (nothing computed), src == coord is the diagonal block.
@@ -673,22 +682,22 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
       (rt, dst, src, n, dtypes))                                                                                  \
     R(X, OP, acc, "pppit", (prt *rt, void *dst, const void *src, int64_t n, int64_t dtypes),                      \
       (rt, dst, src, n, dtypes))                                                                                  \
-    R(X, HOST, data, "pppiiiii",                                                                                  \
+    R(X, HOST, data, "pppiiiiii",                                                                                 \
       (prt *rt, void *tokens, void *targets, int64_t step, int64_t first_sample, int64_t B, int64_t T,            \
-       int64_t vocab),                                                                                            \
-      (rt, tokens, targets, step, first_sample, B, T, vocab))                                                     \
+       int64_t vocab, int64_t zz),                                                                                \
+      (rt, tokens, targets, step, first_sample, B, T, vocab, zz))                                                 \
     R(X, OP, embed_fwd, "ppppiiiit", (prt *rt, void *out, const void *tokens, const void *wte, int64_t N,         \
       int64_t C, int64_t vocab_local, int64_t vocab_offset, int64_t dtypes),                                      \
       (rt, out, tokens, wte, N, C, vocab_local, vocab_offset, dtypes))                                            \
     R(X, OP, embed_bwd, "ppppiiiit", (prt *rt, void *dwte, const void *tokens, const void *dout, int64_t N,       \
       int64_t C, int64_t vocab_local, int64_t vocab_offset, int64_t dtypes),                                      \
       (rt, dwte, tokens, dout, N, C, vocab_local, vocab_offset, dtypes))                                          \
-    R(X, OP, pos_fwd, "ppppiiiit", (prt *rt, void *out, const void *in, const void *wpe, int64_t B, int64_t T,    \
-      int64_t C, int64_t t_offset, int64_t dtypes),                                                               \
-      (rt, out, in, wpe, B, T, C, t_offset, dtypes))                                                              \
-    R(X, OP, pos_bwd, "ppppiiiit", (prt *rt, void *dwpe, void *din, const void *dout, int64_t B, int64_t T,       \
-      int64_t C, int64_t t_offset, int64_t dtypes),                                                               \
-      (rt, dwpe, din, dout, B, T, C, t_offset, dtypes))                                                           \
+    R(X, OP, pos_fwd, "ppppiiiiit", (prt *rt, void *out, const void *in, const void *wpe, int64_t B, int64_t T,   \
+      int64_t C, int64_t t_offset, int64_t zz, int64_t dtypes),                                                   \
+      (rt, out, in, wpe, B, T, C, t_offset, zz, dtypes))                                                          \
+    R(X, OP, pos_bwd, "ppppiiiiit", (prt *rt, void *dwpe, void *din, const void *dout, int64_t B, int64_t T,      \
+      int64_t C, int64_t t_offset, int64_t zz, int64_t dtypes),                                                   \
+      (rt, dwpe, din, dout, B, T, C, t_offset, zz, dtypes))                                                       \
     R(X, OP, layernorm_fwd, "pppppppiidt", (prt *rt, void *out, void *mean, void *rstd, const void *in,           \
       const void *w, const void *b, int64_t N, int64_t C, double eps, int64_t dtypes),                            \
       (rt, out, mean, rstd, in, w, b, N, C, eps, dtypes))                                                         \
@@ -752,23 +761,24 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, OP, ring_kv_grad, "pppiiiiit", (prt *rt, void *dqkv, const void *dkv, int64_t B, int64_t T, int64_t NH,  \
       int64_t KV, int64_t HD, int64_t dtypes),                                                                    \
       (rt, dqkv, dkv, B, T, NH, KV, HD, dtypes))                                                                  \
-    R(X, OP, ring_attention_fwd, "pppppiiiiiiiiit", (prt *rt, void *out, void *lse, const void *qkv,            \
+    R(X, OP, ring_attention_fwd, "pppppiiiiiiiiiit", (prt *rt, void *out, void *lse, const void *qkv,           \
       const void *kv, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t coord,    \
-      int64_t step, int64_t P, int64_t dtypes),                                                                   \
-      (rt, out, lse, qkv, kv, B, T, NH, KV, HD, causal, coord, step, P, dtypes))                                  \
-    R(X, OP, ring_attention_bwd, "ppppppppiiiiiiiiit", (prt *rt, void *dqkv, void *dkv, const void *dout,       \
+      int64_t step, int64_t P, int64_t balanced, int64_t dtypes),                                                 \
+      (rt, out, lse, qkv, kv, B, T, NH, KV, HD, causal, coord, step, P, balanced, dtypes))                        \
+    R(X, OP, ring_attention_bwd, "ppppppppiiiiiiiiiit", (prt *rt, void *dqkv, void *dkv, const void *dout,      \
       const void *out, const void *lse, const void *qkv, const void *kv, int64_t B, int64_t T, int64_t NH,       \
-      int64_t KV, int64_t HD, int64_t causal, int64_t coord, int64_t step, int64_t P, int64_t dtypes),           \
-      (rt, dqkv, dkv, dout, out, lse, qkv, kv, B, T, NH, KV, HD, causal, coord, step, P, dtypes))                 \
-    R(X, OP, rope_fwd, "pppiiiiiiiddddit", (prt *rt, void *out, const void *in, int64_t B, int64_t T,             \
-      int64_t G, int64_t U, int64_t R, int64_t HD, int64_t t_offset, double theta, double factor,                 \
+      int64_t KV, int64_t HD, int64_t causal, int64_t coord, int64_t step, int64_t P, int64_t balanced,          \
+      int64_t dtypes),                                                                                            \
+      (rt, dqkv, dkv, dout, out, lse, qkv, kv, B, T, NH, KV, HD, causal, coord, step, P, balanced, dtypes))       \
+    R(X, OP, rope_fwd, "pppiiiiiiiiddddit", (prt *rt, void *out, const void *in, int64_t B, int64_t T,             \
+      int64_t G, int64_t U, int64_t R, int64_t HD, int64_t t_offset, int64_t zz, double theta, double factor,     \
       double low_freq_factor, double high_freq_factor, int64_t original_max_positions, int64_t dtypes),           \
-      (rt, out, in, B, T, G, U, R, HD, t_offset, theta, factor, low_freq_factor, high_freq_factor,                \
+      (rt, out, in, B, T, G, U, R, HD, t_offset, zz, theta, factor, low_freq_factor, high_freq_factor,            \
       original_max_positions, dtypes))                                                                            \
-    R(X, OP, rope_bwd, "pppiiiiiiiddddit", (prt *rt, void *din, const void *dout, int64_t B, int64_t T,           \
-      int64_t G, int64_t U, int64_t R, int64_t HD, int64_t t_offset, double theta, double factor,                 \
+    R(X, OP, rope_bwd, "pppiiiiiiiiddddit", (prt *rt, void *din, const void *dout, int64_t B, int64_t T,           \
+      int64_t G, int64_t U, int64_t R, int64_t HD, int64_t t_offset, int64_t zz, double theta, double factor,     \
       double low_freq_factor, double high_freq_factor, int64_t original_max_positions, int64_t dtypes),           \
-      (rt, din, dout, B, T, G, U, R, HD, t_offset, theta, factor, low_freq_factor, high_freq_factor,              \
+      (rt, din, dout, B, T, G, U, R, HD, t_offset, zz, theta, factor, low_freq_factor, high_freq_factor,          \
       original_max_positions, dtypes))                                                                            \
     R(X, OP, dropout_fwd, "ppppiiiiiiiiidt", (prt *rt, void *out, void *mask, const void *in, int64_t B,          \
       int64_t T, int64_t C, int64_t first_sample, int64_t t_offset, int64_t T_global, int64_t step,               \

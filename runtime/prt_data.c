@@ -335,12 +335,24 @@ static void file_sample(const prt_token_file *f, int eval, uint64_t h, uint64_t 
     }
 }
 
+/* Each sample's rows into the load-balanced split's order (prt_seq_pos_whole). */
+static void balance_rows(int32_t *rows, int64_t B, int64_t T, int64_t zz) {
+    int32_t *whole = prt_xmalloc(sizeof(int32_t) * (size_t)T);
+    for (int64_t b = 0; b < B; b++) {
+        memcpy(whole, rows + b * T, sizeof(int32_t) * (size_t)T);
+        for (int64_t t = 0; t < T; t++) rows[b * T + t] = whole[prt_seq_pos_whole(t, T, zz)];
+    }
+    free(whole);
+}
+
 void prt_data(prt *rt, void *tokens_, void *targets_, int64_t step, int64_t first_sample, int64_t B, int64_t T,
-              int64_t vocab) {
+              int64_t vocab, int64_t zz) {
     double t0 = prt_trace_start(rt);
     int32_t *tokens = tokens_, *targets = targets_;
     PRT_CHECK(vocab > 0 && T > 0 && B >= 0, "prt_data: bad shape B=%lld T=%lld vocab=%lld", (long long)B,
               (long long)T, (long long)vocab);
+    PRT_CHECK(zz >= 0 && (zz == 0 || T % (2 * zz) == 0), "prt_data: %lld tokens do not split in 2 x %lld chunks",
+              (long long)T, (long long)zz);
     int32_t *host = NULL;  /* a backend with its own memory: generated on the host, then uploaded */
     if (!rt->backend->host_memory) {
         host = prt_xmalloc(2 * sizeof(int32_t) * (size_t)(B * T));
@@ -381,6 +393,7 @@ void prt_data(prt *rt, void *tokens_, void *targets_, int64_t step, int64_t firs
         }
     }
     prt_dump_data(rt, tokens, targets, eval ? -1 : step, first_sample, B, T);
+    if (zz > 0) balance_rows(tokens, B, T, zz), balance_rows(targets, B, T, zz);
     if (host) {
         if (tokens_) rt->backend->upload(rt, tokens_, tokens, sizeof(int32_t) * (size_t)(B * T));
         if (targets_) rt->backend->upload(rt, targets_, targets, sizeof(int32_t) * (size_t)(B * T));

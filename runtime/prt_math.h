@@ -334,4 +334,46 @@ PRT_MATH void prt_rope_unrotate(float g1, float g2, float c, float s, float *d1,
     *d2 = g2 * c - g1 * s;
 }
 
+/* The load-balanced split of a sequence over a context axis of zz ranks
+ * (`cp_split balanced`): the sequence in 2 zz chunks, rank r holding chunks r
+ * and 2 zz - 1 - r, so every rank of a causal model does the same attention
+ * work (Megatron-LM's and torchtitan's split).  The data are loaded in that
+ * order (prt_data permutes each sample), and row t of a rank's T rows (first
+ * row t_offset = r T of the permuted sequence) is the token at position
+ * prt_seq_pos of the whole sequence.  zz 0: no permutation, t_offset + t. */
+PRT_MATH int64_t prt_seq_pos(int64_t t, int64_t T, int64_t t_offset, int64_t zz) {
+    if (zz <= 0 || T < 2) return t_offset + t;
+    int64_t h = T / 2, r = t_offset / T;
+    return t < h ? r * h + t : (2 * zz - 1 - r) * h + (t - h);
+}
+/* Row t of a whole permuted sequence of T_all rows (zz ranks): its position. */
+PRT_MATH int64_t prt_seq_pos_whole(int64_t t, int64_t T_all, int64_t zz) {
+    if (zz <= 0) return t;
+    int64_t T = T_all / zz;
+    return prt_seq_pos(t % T, T, t / T * T, zz);
+}
+
+/* Ring attention's step `step` of P on the rank at coord (parc_rt.h
+ * ring_attention_fwd): the blocks of its query rows and of the step's keys,
+ * in halves (a, b: 0 the first half of the rank's rows, 1 the second) when
+ * the split is balanced, else one block each (a = b = 0).  kind[a][b]: 0
+ * masked whole (nothing computed), 1 the diagonal (causal within), 2 whole.
+ * The number of blocks is 2 balanced, else 1 (prt_ring_halves). */
+PRT_MATH int prt_ring_halves(int balanced) { return balanced ? 2 : 1; }
+PRT_MATH void prt_ring_kinds(int64_t coord, int64_t step, int64_t P, int causal, int balanced, int kind[2][2]) {
+    int64_t src = ((coord - step) % P + P) % P;
+    int n = prt_ring_halves(balanced);
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+            if (a >= n || b >= n) {
+                kind[a][b] = 0;
+                continue;
+            }
+            /* the chunk index of each block in the sequence: 2P halves balanced, else P chunks */
+            int64_t q = balanced ? (a ? 2 * P - 1 - coord : coord) : coord;
+            int64_t k = balanced ? (b ? 2 * P - 1 - src : src) : src;
+            kind[a][b] = !causal ? 2 : k > q ? 0 : k == q ? 1 : 2;
+        }
+}
+
 #endif

@@ -116,7 +116,8 @@
     X(LY_GRAD_OVERLAP, "grad_overlap", "grad_overlap off;")            \
     X(LY_TP_OVERLAP, "tp_overlap", "tp_overlap off;")                \
     X(LY_PIPELINE_SCATTER, "pipeline_scatter", "pipeline_scatter on;") \
-    X(LY_CP_COMM, "cp_comm", "cp_comm ring;")
+    X(LY_CP_COMM, "cp_comm", "cp_comm ring;")                           \
+    X(LY_CP_SPLIT, "cp_split", "cp_split balanced;")
 
 #define OPT_PARAMS(X)                \
     X(OP_LR, "lr")                   \
@@ -160,6 +161,7 @@ static const char *const balance_words[] = {"even", "auto"}; /* ORDER: BALANCE_E
 static const char *const overlap_words[] = {"on", "off"};
 static const char *const pipeline_scatter_words[] = {"off", "on"}; /* ORDER: Layout.pipeline_scatter 0, 1 */
 static const char *const cp_comm_words[] = {"allgather", "ring"};  /* ORDER: CP_COMM_* */
+static const char *const cp_split_words[] = {"contiguous", "balanced"}; /* ORDER: Layout.cp_balanced 0, 1 */
 static const char *const bool_words[] = {"false", "true"};
 static const char *const head_words[] = {"none", "tied", "untied"};
 static const char *const loss_words[] = {"none", "cross_entropy"};
@@ -328,7 +330,8 @@ void check_dims_against_mesh(Check *c);
 void check_batch(Check *c);
 void check_pipeline(Check *c);
 void check_pipeline_scatter(Check *c);
-/* `cp_comm ring;` needs a context axis (a `seq -> AXIS` rule). */
+/* `cp_comm ring;` and `cp_split balanced;` need a context axis (a `seq -> AXIS`
+ * rule); the balanced split ring attention, seq dividing by 2 cp, no dropout. */
 void check_cp_comm(Check *c);
 void check_fill_even_stages(Layout *l, int64_t layers);
 /* The size limits above, on values the sections accepted; reports each one a

@@ -611,11 +611,35 @@ static const char *scatter_micro_batch_hint(Check *c, int64_t per_sample, int tp
 
 void check_cp_comm(Check *c)
 {
-    const Layout *l = &c->plan->layout;
-    if (l->cp_comm != CP_COMM_RING || l->dim_axis[DIM_SEQ] >= 0 || c->dim_rule[DIM_SEQ]) return;
-    diag_error(l->cp_comm_loc, "map the sequence onto an axis of its own (`seq -> cp;`), or remove `cp_comm ring;`",
-               "`cp_comm ring` passes keys and values around the context axis: the plan has none (no `seq -> "
-               "AXIS` rule)");
+    const Plan *p = c->plan;
+    const Layout *l = &p->layout;
+    int cp = l->dim_axis[DIM_SEQ];
+    if (cp < 0 && c->dim_rule[DIM_SEQ]) return; /* a refused rule, reported */
+    if (l->cp_comm == CP_COMM_RING && cp < 0)
+        diag_error(l->cp_comm_loc, "map the sequence onto an axis of its own (`seq -> cp;`), or remove `cp_comm ring;`",
+                   "`cp_comm ring` passes keys and values around the context axis: the plan has none (no `seq -> "
+                   "AXIS` rule)");
+    if (!l->cp_balanced) return;
+    SrcLoc at = l->cp_split_loc;
+    if (cp < 0) {
+        diag_error(at, "map the sequence onto an axis of its own (`seq -> cp;`), or remove `cp_split balanced;`",
+                   "`cp_split balanced` splits the sequence over the context axis: the plan has none (no `seq -> "
+                   "AXIS` rule)");
+        return;
+    }
+    int64_t P = p->mesh.axes[cp].size;
+    if (l->cp_comm != CP_COMM_RING)
+        diag_error(at, "add `cp_comm ring;` (ring attention), or remove `cp_split balanced;`",
+                   "`cp_split balanced` runs with ring attention only: the all-gather form keeps the sequence in order");
+    if (p->model.seq > 0 && p->model.seq % (2 * P) != 0)
+        diag_error(at, arena_printf(c->arena, "a seq that divides by %lld, or remove `cp_split balanced;`",
+                                    (long long)(2 * P)),
+                   "`cp_split balanced` cuts the sequence in 2 x %s = %lld chunks: seq = %lld does not divide",
+                   p->mesh.axes[cp].name, (long long)(2 * P), (long long)p->model.seq);
+    if (p->model.block.dropout > 0)
+        diag_error(at, "drop `dropout` from the block, or remove `cp_split balanced;`",
+                   "`cp_split balanced` reorders the sequence, and dropout's masks are placed by position in order: "
+                   "not supported together");
 }
 
 /* `pipeline_scatter on;` splits each pipeline message over the tensor axis:

@@ -1039,6 +1039,12 @@ void check_layout(Check *c, const Stmt *sec)
             if (w >= 0) l->pipeline_scatter = w;
             break;
         }
+        case LY_CP_SPLIT: {
+            l->cp_split_loc = check_stmt_span(st);
+            int w = check_read_word_stmt(c, st, cp_split_words, COUNT_OF(cp_split_words), LAYOUT_usage[k]);
+            if (w >= 0) l->cp_balanced = w;
+            break;
+        }
         case LY_CP_COMM: {
             l->cp_comm_loc = check_stmt_span(st);
             int w = check_read_word_stmt(c, st, cp_comm_words, COUNT_OF(cp_comm_words), LAYOUT_usage[k]);

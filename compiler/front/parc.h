@@ -492,6 +492,13 @@ typedef struct Layout {
      * check guarantees: ring only with a context axis (a `seq` rule). */
     int cp_comm;
     SrcLoc cp_comm_loc;
+    /* `cp_split balanced;`: the load-balanced split of the sequence over the
+     * context axis (rank r holds chunks r and 2 cp - 1 - r of 2 cp), so every
+     * rank of a causal model does the same attention work; the data are
+     * loaded in that order (prt_data) and positions follow it (prt_seq_pos).
+     * check guarantees: ring attention, seq divides by 2 cp, no dropout. */
+    int cp_balanced;
+    SrcLoc cp_split_loc;
 } Layout;
 enum { CP_COMM_ALLGATHER, CP_COMM_RING };
 

@@ -368,6 +368,7 @@ void plan_dump(const Plan *plan, FILE *out)
     if (l->tp_overlap_off) fprintf(out, "  tp_overlap off\n");
     if (l->pipeline_scatter) fprintf(out, "  pipeline_scatter on\n");
     if (l->cp_comm == CP_COMM_RING) fprintf(out, "  cp_comm ring\n");
+    if (l->cp_balanced) fprintf(out, "  cp_split balanced\n");
     if (l->balance == BALANCE_AUTO)
         fprintf(out, "  balance auto: layer %.6g s embed %.6g s head %.6g s busiest even %.6g s chosen %.6g s\n",
                 l->balance_layer_s, l->balance_embed_s, l->balance_head_s, l->balance_even_busy_s, l->balance_busy_s);
@@ -408,4 +409,5 @@ void plan_dump(const Plan *plan, FILE *out)
     if (l->tp_overlap_off) plan_dump_loc(out, "layout.tp_overlap", l->tp_overlap_loc);
     if (l->pipeline_scatter) plan_dump_loc(out, "layout.pipeline_scatter", l->pipeline_scatter_loc);
     if (l->cp_comm == CP_COMM_RING) plan_dump_loc(out, "layout.cp_comm", l->cp_comm_loc);
+    if (l->cp_balanced) plan_dump_loc(out, "layout.cp_split", l->cp_split_loc);
 }

@@ -256,6 +256,7 @@ static void write_layout(const Plan *p, FILE *out)
     if (l->tp_overlap_off) fprintf(out, "  tp_overlap off;\n");
     if (l->pipeline_scatter) fprintf(out, "  pipeline_scatter on;\n");
     if (l->cp_comm == CP_COMM_RING) fprintf(out, "  cp_comm ring;\n");
+    if (l->cp_balanced) fprintf(out, "  cp_split balanced;\n");
     fprintf(out, "}\n");
 }
 

@@ -315,7 +315,8 @@ typedef struct OpShape {
     int dropout;
     OpPart part;
     int seq_axis;
-    int ring; /* ring attention: the context axis's size P (seq_axis), the call one step of P; else 0 */
+    int ring;     /* ring attention: the context axis's size P (seq_axis), the call one step of P; else 0 */
+    int balanced; /* ring attention over the load-balanced split (`cp_split balanced`) */
 } OpShape;
 
 /* The memory-bound classes of the cost model, each charged at its own
@@ -328,7 +329,7 @@ typedef enum { MEM_STREAM, MEM_NORM, MEM_ACTIVATION, MEM_SOFTMAX, MEM_OPTIMIZER,
 /* Which runtime entry of its graph op an instruction is (ops.h). */
 typedef enum { ENTRY_NONE, ENTRY_FORWARD, ENTRY_BACKWARD } OpEntry;
 
-#define IR_MAX_ARGS 16
+#define IR_MAX_ARGS 18
 
 /* When a block sequence's instruction runs, by the layer l of the call (L:
  * the chunk's layers).  Only prefetched gathers carry one (overlap_gather.c):

@@ -150,7 +150,7 @@ static void shape_attention(const Lowerer *lw, const Op *op, const OpArgs *a, Op
     s->kept = p->needed && p->value.buf >= 0;
     s->dropout = lw->plan->model.block.dropout > 0;
     int ring = place_ring_axis(lw, op);
-    if (ring >= 0) s->ring = lw->plan->mesh.axes[ring].size;
+    if (ring >= 0) s->ring = lw->plan->mesh.axes[ring].size, s->balanced = lw->plan->layout.cp_balanced;
 }
 
 /* rope: d = {B, T, G groups, U heads per group, R rotated per group, HD} of
@@ -304,11 +304,14 @@ static double flops_moe_combine(const OpShape *s, int bwd)
 /* QK^T and PV forward, T query rows by Tk keys; backward twice that, plus
  * QK^T again when the probabilities were not kept.  A ring attention call is
  * one step: T rows by the T keys of one chunk, every step charged whole (the
- * busiest rank of a causal split, the last, computes all of them). */
+ * busiest rank of a causal split in order, the last, computes all of them),
+ * or half of it with the load-balanced split (every rank alike). */
 static double flops_attention(const OpShape *s, int bwd)
 {
     double f = (double)s->d[0] * s->d[1] * s->d[5] * s->d[2] * s->d[3];
-    if (s->ring) return (bwd ? 10.0 : 4.0) * f; /* a ring step's backward: QK^T again, dV, dP, dQ, dK */
+    /* a ring step's backward: QK^T again, dV, dP, dQ, dK; a balanced step computes two of its four
+     * blocks of halves (prt_ring_kinds: two whole, or one whole and two diagonals) */
+    if (s->ring) return (bwd ? 10.0 : 4.0) * f * (s->balanced && s->d[1] > 1 ? 0.5 : 1.0);
     return (bwd ? (s->kept ? 8.0 : 12.0) : 4.0) * f;
 }
 
@@ -802,7 +805,7 @@ static const char *cost_incomplete(const OpDesc *d)
 {
     int64_t mnk[3];
     for (int kept = 0; kept <= 1; kept++) {
-        const OpShape probe = {{2, 2, 2, 2, 2, 2}, -1, kept, 0, OP_PART_WHOLE, -1, 0};
+        const OpShape probe = {{2, 2, 2, 2, 2, 2}, -1, kept, 0, OP_PART_WHOLE, -1, 0, 0};
         for (int bwd = 0; bwd <= (d->bwd != RT_NONE); bwd++)
             switch (d->cost) {
             case OP_COST_GEMM:

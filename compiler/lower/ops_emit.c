@@ -9,6 +9,14 @@
 
 static const OpDesc *row(const Op *op) { return &op_table[op->kind]; }
 
+/* The ranks of the load-balanced split when axis is the context axis it
+ * splits (prt_seq_pos's zz), else 0. */
+static int64_t seq_zz(const Lowerer *lw, int axis)
+{
+    const Layout *l = &lw->plan->layout;
+    return l->cp_balanced && axis >= 0 && axis == l->dim_axis[DIM_SEQ] ? lw->plan->mesh.axes[axis].size : 0;
+}
+
 int ops_emit_data_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     Lowerer *lw = e->lw;
@@ -17,7 +25,7 @@ int ops_emit_data_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
     Arg tok = op->out == g->tokens ? a->out : scratch;
     Arg tgt = op->out == g->targets ? a->out : scratch;
     return ENTRY(e, RT_prt_data, tok, tgt, arg_kind(ARG_STEP), arg_kind(ARG_FIRST_SAMPLE), arg_int(s->d[0]),
-                 arg_int(s->d[1]), arg_int(lw->plan->model.vocab));
+                 arg_int(s->d[1]), arg_int(lw->plan->model.vocab), arg_int(seq_zz(lw, lw->plan->layout.dim_axis[DIM_SEQ])));
 }
 
 int ops_emit_embed_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
@@ -39,14 +47,14 @@ int ops_emit_pos_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;
     return ENTRY(e, RT_prt_pos_fwd, a->out, a->in[0].arg, a->param[0].arg, arg_int(s->d[0]), arg_int(s->d[1]),
-                 arg_int(s->d[2]), arg_coord(s->axis, s->d[1]));
+                 arg_int(s->d[2]), arg_coord(s->axis, s->d[1]), arg_int(seq_zz(e->lw, s->axis)));
 }
 
 int ops_emit_pos_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     (void)op;
     return ENTRY(e, RT_prt_pos_bwd, a->dparam[0].arg, a->din[0].arg, a->dout, arg_int(s->d[0]), arg_int(s->d[1]),
-                 arg_int(s->d[2]), arg_coord(s->axis, s->d[1]));
+                 arg_int(s->d[2]), arg_coord(s->axis, s->d[1]), arg_int(seq_zz(e->lw, s->axis)));
 }
 
 /* A norm's epsilon: the final norm's (the head region's) or the blocks'. */
@@ -148,7 +156,8 @@ static int emit_rope(Emit *e, RtFn fn, Arg dst, Arg src, const OpShape *s)
 {
     const Rope *r = &e->lw->plan->model.rope;
     return ENTRY(e, fn, dst, src, arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]),
-                 arg_int(s->d[4]), arg_int(s->d[5]), arg_coord(s->axis, s->d[1]), arg_f64(r->theta),
+                 arg_int(s->d[4]), arg_int(s->d[5]), arg_coord(s->axis, s->d[1]), arg_int(seq_zz(e->lw, s->axis)),
+                 arg_f64(r->theta),
                  arg_f64(r->llama3 ? r->factor : 0), arg_f64(r->llama3 ? r->low_freq_factor : 0),
                  arg_f64(r->llama3 ? r->high_freq_factor : 0), arg_int(r->llama3 ? r->original_max_positions : 0));
 }
@@ -202,7 +211,7 @@ static int emit_ring_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *
         if (j + 1 < P) reshard_ring_shift(e, op, ax, next, cur, n, 0);
         entry = ENTRY(e, RT_prt_ring_attention_fwd, a->out, lse, a->in[0].arg, cur, arg_int(B), arg_int(T),
                       arg_int(NH), arg_int(KV), arg_int(HD), arg_int(causal), arg_coord(ax, 1), arg_int(j),
-                      arg_int(P));
+                      arg_int(P), arg_int(s->balanced));
         if (j + 1 < P) {
             ring_entry(e, entry, op, s, ENTRY_FORWARD);
             reshard_ring_wait(e, op, ax, next);
@@ -228,7 +237,7 @@ static int emit_ring_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *
         entry = ring_entry(e,
                            ENTRY(e, RT_prt_ring_attention_bwd, a->din[0].arg, dcur, a->dout, out, lse, a->in[0].arg,
                                  cur, arg_int(B), arg_int(T), arg_int(NH), arg_int(KV), arg_int(HD), arg_int(causal),
-                                 arg_coord(ax, 1), arg_int(j), arg_int(P)),
+                                 arg_coord(ax, 1), arg_int(j), arg_int(P), arg_int(s->balanced)),
                            op, s, ENTRY_BACKWARD);
         if (j + 1 < P) reshard_ring_wait(e, op, ax, next);
         reshard_ring_shift(e, op, ax, dnext, dcur, n, 1);

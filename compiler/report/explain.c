@@ -271,8 +271,12 @@ static void explain_attention(FILE *out, const Analysis *an, const Analysis *oth
                      "values of one chunk of %lld tokens while the next arrives (the backward passes their "
                      "gradient along); online softmax, each row's logsumexp kept, no probabilities%s\n",
                 mask, plan->mesh.axes[cp].name, (long long)P, P == 1 ? "" : "s", (long long)(plan->model.seq / P),
-                b->causal ? "; a causal split in order leaves the last rank every step's work, the first one step's"
-                          : "");
+                !b->causal ? ""
+                : plan->layout.cp_balanced
+                    ? "; the load-balanced split (`cp_split balanced`: rank r holds chunks r and 2 cp - 1 - r) gives "
+                      "every rank the same work, half of each step's blocks"
+                    : "; a causal split in order leaves the last rank every step's work, the first one step's "
+                      "(`cp_split balanced` evens it)");
         return;
     }
     if (plan->layout.recompute != RECOMPUTE_NONE) {

@@ -507,8 +507,10 @@ void prt_cpu_attention_keyblocked_rows_bwd(prt *rt, void *dqkv, const void *dout
  * kv[B, T, 2, KV, HD].  The chunk of rank src = (coord - step) mod P: causal,
  * src > coord is above the diagonal (nothing to compute), src == coord the
  * diagonal block (masked like a whole causal sequence of T), src < coord whole.
- * The forward runs flash_rows_fwd on the block and merges the normalised block
- * output into out by the rows' logsumexp (Liu et al. 2023, "Ring Attention
+ * With the load-balanced split the rows and the keys are two halves each and
+ * the step computes the pairs of halves prt_ring_kinds names.  The forward
+ * runs flash_rows_fwd on each block and merges the normalised block output
+ * into out by the rows' logsumexp (Liu et al. 2023, "Ring Attention
  * with Blockwise Transformers"; the merge of FlashAttention's online softmax
  * across blocks); the backward is flash_head_bwd's key loop with the final
  * out's logsumexp L and D = rowsum(dO * out) (Dao 2023). */
@@ -516,16 +518,19 @@ void prt_cpu_attention_keyblocked_rows_bwd(prt *rt, void *dqkv, const void *dout
 typedef struct ring_args {
     tensor kv, dkv, lse, out;
     int step;
+    int kind[2][2]; /* prt_ring_kinds: 0 nothing, 1 the diagonal, 2 whole, of query half a by key half b */
+    int halves;     /* 2 with the load-balanced split, else 1 */
 } ring_args;
 
-/* The block of step `step` for rank coord of P: 0 nothing to do (masked whole),
- * else 1, with a->causal set for the diagonal block. */
-static int ring_block(att_args *a, int64_t causal, int64_t coord, int64_t step, int64_t P, const char *op) {
+/* The step's blocks (prt_ring_kinds); 0 when none computes. */
+static int ring_blocks(ring_args *g, int64_t causal, int64_t coord, int64_t step, int64_t P, int64_t balanced,
+                       int64_t T, const char *op) {
     PRT_CHECK(P >= 1 && coord >= 0 && coord < P && step >= 0 && step < P, "%s: step %lld of %lld at coordinate %lld",
               op, (long long)step, (long long)P, (long long)coord);
-    int64_t src = ((coord - step) % P + P) % P;
-    a->causal = causal && src == coord;
-    return !(causal && src > coord);
+    PRT_CHECK(!balanced || T % 2 == 0, "%s: the load-balanced split of %lld rows", op, (long long)T);
+    prt_ring_kinds(coord, step, P, causal != 0, balanced != 0, g->kind);
+    g->halves = prt_ring_halves(balanced != 0);
+    return g->kind[0][0] || g->kind[0][1] || g->kind[1][0] || g->kind[1][1];
 }
 
 /* k (which 1) or v (2) of group g of sample b in a packed kv */
@@ -537,12 +542,14 @@ static void kv_store(const att_args *a, tensor kv, view v, int64_t b, int which,
     int64_t W = 2 * (int64_t)a->KV * a->HD;
     view_store(kv, v, b * a->T * W + ((int64_t)(which - 1) * a->KV + g) * a->HD, a->T, a->HD, W);
 }
+/* rows from `row` on */
+static view rows_from(view v, int row) { return (view){v.f + (size_t)row * v.ld, v.ld}; }
 
 static void ring_head_fwd(const att_args *a, const struct ring_args *g, float *s, int64_t b, int h) {
-    int T = a->T, HD = a->HD, C = a->C, BQ = (int)prt_attention_rows(T), BK = (int)prt_attention_keys(T);
+    int T = a->T, HD = a->HD, C = a->C, n = T / g->halves, BQ = (int)prt_attention_rows(n);
     int64_t THD = (int64_t)T * HD;
     flash_ws w = {0};
-    w.S = take(&s, (int64_t)BQ * BK), w.m = take(&s, BQ), w.l = take(&s, BQ);
+    w.S = take(&s, (int64_t)BQ * prt_attention_keys(n)), w.m = take(&s, BQ), w.l = take(&s, BQ);
     float *Ob = take(&s, (int64_t)BQ * HD), *q_slot = take(&s, is16(a->qkv) * THD),
           *k_slot = take(&s, is16(g->kv) * THD), *v_slot = take(&s, is16(g->kv) * THD),
           *o_slot = take(&s, is16(a->out) * THD);
@@ -551,21 +558,32 @@ static void ring_head_fwd(const att_args *a, const struct ring_args *g, float *s
     int64_t o_off = (int64_t)b * T * C + (int64_t)h * HD;
     view o = view_of(a->out, o_slot, o_off, T, HD, C, g->step > 0);
     float *lse = (float *)g->lse.p + ((int64_t)b * a->NH + h) * T;
-    for (int i0 = 0; i0 < T; i0 += BQ) {
-        int r = T - i0 < BQ ? T - i0 : BQ;
-        flash_rows_fwd(a, &w, q, k, v, Ob, HD, b, h, i0, r);
-        for (int i = 0; i < r; i++) {
-            float lb = w.m[i] + logf(w.l[i]), *orow = o.f + (size_t)(i0 + i) * o.ld;
-            const float *brow = Ob + (size_t)i * HD;
-            if (g->step == 0) {
-                lse[i0 + i] = lb;
-                memcpy(orow, brow, sizeof(float) * (size_t)HD);
-                continue;
+    for (int qa = 0; qa < g->halves; qa++) {
+        int written = g->step > 0; /* step 0 writes a row's first block, merges the rest */
+        for (int kb = 0; kb < g->halves; kb++) {
+            if (!g->kind[qa][kb]) continue;
+            att_args sub = *a;
+            sub.T = n, sub.causal = g->kind[qa][kb] == 1;
+            view qs = rows_from(q, qa * n), ks = rows_from(k, kb * n), vs = rows_from(v, kb * n);
+            for (int i0 = 0; i0 < n; i0 += BQ) {
+                int r = n - i0 < BQ ? n - i0 : BQ;
+                flash_rows_fwd(&sub, &w, qs, ks, vs, Ob, HD, b, h, i0, r);
+                for (int i = 0; i < r; i++) {
+                    int row = qa * n + i0 + i;
+                    float lb = w.m[i] + logf(w.l[i]), *orow = o.f + (size_t)row * o.ld;
+                    const float *brow = Ob + (size_t)i * HD;
+                    if (!written) {
+                        lse[row] = lb;
+                        memcpy(orow, brow, sizeof(float) * (size_t)HD);
+                        continue;
+                    }
+                    float old = lse[row], mx = old > lb ? old : lb;
+                    float nl = mx + logf(expf(old - mx) + expf(lb - mx)), ca = expf(old - nl), cb = expf(lb - nl);
+                    for (int e = 0; e < HD; e++) orow[e] = orow[e] * ca + brow[e] * cb;
+                    lse[row] = nl;
+                }
             }
-            float old = lse[i0 + i], mx = old > lb ? old : lb;
-            float nl = mx + logf(expf(old - mx) + expf(lb - mx)), ca = expf(old - nl), cb = expf(lb - nl);
-            for (int e = 0; e < HD; e++) orow[e] = orow[e] * ca + brow[e] * cb;
-            lse[i0 + i] = nl;
+            written = 1;
         }
     }
     view_store(a->out, o, o_off, T, HD, C);
@@ -574,7 +592,8 @@ static void ring_head_fwd(const att_args *a, const struct ring_args *g, float *s
 /* Head h's share of a backward step, adding into its group's dk and dv. */
 static void ring_head_bwd(const att_args *a, const ring_args *g, float *s, int64_t b, int h, view k, view v, view dk,
                           view dv) {
-    int T = a->T, HD = a->HD, C = a->C, BQ = (int)prt_attention_rows(T), BK = (int)prt_attention_keys(T);
+    int T = a->T, HD = a->HD, C = a->C, n = T / g->halves, BQ = (int)prt_attention_rows(n),
+        BK = (int)prt_attention_keys(n);
     int64_t THD = (int64_t)T * HD;
     float *S = take(&s, (int64_t)BQ * BK), *dP = take(&s, (int64_t)BQ * BK), *D = take(&s, T),
           *q_slot = take(&s, is16(a->qkv) * THD), *dq_slot = take(&s, is16(a->dqkv) * THD),
@@ -590,33 +609,42 @@ static void ring_head_bwd(const att_args *a, const ring_args *g, float *s, int64
         for (int e = 0; e < HD; e++) dot += o[e] * d[e];
         D[i] = dot;
     }
-    for (int j0 = 0; j0 < T; j0 += BK) {
-        int c = T - j0 < BK ? T - j0 : BK;
-        const float *kb = k.f + (size_t)j0 * k.ld, *vb = v.f + (size_t)j0 * v.ld;
-        float *dkb = dk.f + (size_t)j0 * dk.ld, *dvb = dv.f + (size_t)j0 * dv.ld;
-        int first = a->causal ? j0 / BQ * BQ : 0; /* the diagonal block: rows at or past key j0 */
-        for (int i0 = first; i0 < T; i0 += BQ) {
-            int r = T - i0 < BQ ? T - i0 : BQ;
-            const float *qb = q.f + (size_t)i0 * q.ld, *dOb = dO.f + (size_t)i0 * dO.ld;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, scale, qb, q.ld, kb, k.ld, 0.0f, S, BK);
-            for (int i = 0; i < r; i++) {
-                float *row = S + (size_t)i * BK, Li = L[i0 + i];
-                int last = a->causal && i0 + i - j0 < c - 1 ? i0 + i - j0 : c - 1;
-                for (int j = 0; j <= last; j++) row[j] = prt_expf_fast(row[j] - Li);
-                for (int j = last < 0 ? 0 : last + 1; j < c; j++) row[j] = 0.0f;
+    for (int qa = 0; qa < g->halves; qa++)
+        for (int kb = 0; kb < g->halves; kb++) {
+            if (!g->kind[qa][kb]) continue;
+            int diag = g->kind[qa][kb] == 1, q0 = qa * n, k0 = kb * n;
+            for (int j0 = 0; j0 < n; j0 += BK) {
+                int c = n - j0 < BK ? n - j0 : BK;
+                const float *kb_ = k.f + (size_t)(k0 + j0) * k.ld, *vb = v.f + (size_t)(k0 + j0) * v.ld;
+                float *dkb = dk.f + (size_t)(k0 + j0) * dk.ld, *dvb = dv.f + (size_t)(k0 + j0) * dv.ld;
+                int first = diag ? j0 / BQ * BQ : 0; /* the diagonal block: rows at or past key j0 */
+                for (int i0 = first; i0 < n; i0 += BQ) {
+                    int r = n - i0 < BQ ? n - i0 : BQ;
+                    const float *qb = q.f + (size_t)(q0 + i0) * q.ld, *dOb = dO.f + (size_t)(q0 + i0) * dO.ld;
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, scale, qb, q.ld, kb_, k.ld, 0.0f, S,
+                                BK);
+                    for (int i = 0; i < r; i++) {
+                        float *row = S + (size_t)i * BK, Li = L[q0 + i0 + i];
+                        int last = diag && i0 + i - j0 < c - 1 ? i0 + i - j0 : c - 1;
+                        for (int j = 0; j <= last; j++) row[j] = prt_expf_fast(row[j] - Li);
+                        for (int j = last < 0 ? 0 : last + 1; j < c; j++) row[j] = 0.0f;
+                    }
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, r, 1.0f, S, BK, dOb, dO.ld, 1.0f, dvb,
+                                dv.ld);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, 1.0f, dOb, dO.ld, vb, v.ld, 0.0f, dP,
+                                BK);
+                    for (int i = 0; i < r; i++) {
+                        const float *p = S + (size_t)i * BK;
+                        float *dp = dP + (size_t)i * BK, Di = D[q0 + i0 + i];
+                        for (int j = 0; j < c; j++) dp[j] = p[j] * (dp[j] - Di);
+                    }
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, c, scale, dP, BK, kb_, k.ld, 1.0f,
+                                dq.f + (size_t)(q0 + i0) * dq.ld, dq.ld);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, r, scale, dP, BK, qb, q.ld, 1.0f, dkb,
+                                dk.ld);
+                }
             }
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, r, 1.0f, S, BK, dOb, dO.ld, 1.0f, dvb, dv.ld);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, 1.0f, dOb, dO.ld, vb, v.ld, 0.0f, dP, BK);
-            for (int i = 0; i < r; i++) {
-                const float *p = S + (size_t)i * BK;
-                float *dp = dP + (size_t)i * BK, Di = D[i0 + i];
-                for (int j = 0; j < c; j++) dp[j] = p[j] * (dp[j] - Di);
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, c, scale, dP, BK, kb, k.ld, 1.0f,
-                        dq.f + (size_t)i0 * dq.ld, dq.ld);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, r, scale, dP, BK, qb, q.ld, 1.0f, dkb, dk.ld);
         }
-    }
     part_store(a, a->dqkv, dq, b, 0, h);
 }
 
@@ -633,11 +661,11 @@ static void ring_group_bwd(const att_args *a, const struct ring_args *g, float *
 
 void prt_cpu_ring_attention_fwd(prt *rt, void *out, void *lse, const void *qkv, const void *kv, int64_t B, int64_t T,
                                 int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t coord, int64_t step,
-                                int64_t P, int64_t dtypes) {
+                                int64_t P, int64_t balanced, int64_t dtypes) {
     const char *op = "ring_attention_fwd";
     att_args a = att_args_of(rt, op, T, T, 0, NH, KV, HD, causal, NULL);
-    if (!ring_block(&a, causal, coord, step, P, op)) return;
     ring_args g = {.step = (int)step};
+    if (!ring_blocks(&g, causal, coord, step, P, balanced, T, op)) return;
     a.out = ften(rt, dtypes, 0, out, op), g.lse = ften(rt, dtypes, 1, lse, op);
     a.qkv = ften(rt, dtypes, 2, qkv, op), g.kv = ften(rt, dtypes, 3, kv, op);
     PRT_CHECK(!is16(g.lse), "%s: lse is fp32", op);
@@ -646,11 +674,12 @@ void prt_cpu_ring_attention_fwd(prt *rt, void *out, void *lse, const void *qkv, 
 
 void prt_cpu_ring_attention_bwd(prt *rt, void *dqkv, void *dkv, const void *dout, const void *out, const void *lse,
                                 const void *qkv, const void *kv, int64_t B, int64_t T, int64_t NH, int64_t KV,
-                                int64_t HD, int64_t causal, int64_t coord, int64_t step, int64_t P, int64_t dtypes) {
+                                int64_t HD, int64_t causal, int64_t coord, int64_t step, int64_t P, int64_t balanced,
+                                int64_t dtypes) {
     const char *op = "ring_attention_bwd";
     att_args a = att_args_of(rt, op, T, T, 0, NH, KV, HD, causal, NULL);
-    if (!ring_block(&a, causal, coord, step, P, op)) return;
     ring_args g = {.step = (int)step};
+    if (!ring_blocks(&g, causal, coord, step, P, balanced, T, op)) return;
     a.dqkv = ften(rt, dtypes, 0, dqkv, op), g.dkv = ften(rt, dtypes, 1, dkv, op);
     a.dout = ften(rt, dtypes, 2, dout, op), g.out = ften(rt, dtypes, 3, out, op);
     g.lse = ften(rt, dtypes, 4, lse, op), a.qkv = ften(rt, dtypes, 5, qkv, op), g.kv = ften(rt, dtypes, 6, kv, op);

@@ -60,9 +60,10 @@ void prt_cpu_ring_kv_grad(prt *rt, void *dqkv, const void *dkv, int64_t B, int64
                           int64_t HD, int64_t dtypes);
 void prt_cpu_ring_attention_fwd(prt *rt, void *out, void *lse, const void *qkv, const void *kv, int64_t B, int64_t T,
                                 int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t coord, int64_t step,
-                                int64_t P, int64_t dtypes);
+                                int64_t P, int64_t balanced, int64_t dtypes);
 void prt_cpu_ring_attention_bwd(prt *rt, void *dqkv, void *dkv, const void *dout, const void *out, const void *lse,
                                 const void *qkv, const void *kv, int64_t B, int64_t T, int64_t NH, int64_t KV,
-                                int64_t HD, int64_t causal, int64_t coord, int64_t step, int64_t P, int64_t dtypes);
+                                int64_t HD, int64_t causal, int64_t coord, int64_t step, int64_t P, int64_t balanced,
+                                int64_t dtypes);
 
 #endif

@@ -152,24 +152,24 @@ static void prt_cpu_embed_bwd(prt *rt, void *dwte_, const void *tokens_, const v
 }
 
 static void prt_cpu_pos_fwd(prt *rt, void *out_, const void *in_, const void *wpe_, int64_t B, int64_t T, int64_t C,
-                     int64_t t_offset, int64_t dtypes) {
+                     int64_t t_offset, int64_t zz, int64_t dtypes) {
     tensor out = ften(rt, dtypes, 0, out_, "pos_fwd"), in = ften(rt, dtypes, 1, in_, "pos_fwd"),
            wpe = ften(rt, dtypes, 2, wpe_, "pos_fwd");
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++) {
-            int64_t o = (b * T + t) * C, p = (t + t_offset) * C;
+            int64_t o = (b * T + t) * C, p = prt_seq_pos(t, T, t_offset, zz) * C;
             for (int64_t c = 0; c < C; c++) ST(out, o + c, LD(in, o + c) + LD(wpe, p + c));
         }
 }
 
 static void prt_cpu_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int64_t B, int64_t T, int64_t C,
-                     int64_t t_offset, int64_t dtypes) {
+                     int64_t t_offset, int64_t zz, int64_t dtypes) {
     tensor dwpe = ften(rt, dtypes, 0, dwpe_, "pos_bwd"), din = ften(rt, dtypes, 1, din_, "pos_bwd"),
            dout = ften(rt, dtypes, 2, dout_, "pos_bwd");
     if (dwpe.p)  /* each position sums its B samples in fp32, rounded once */
         for (int64_t t = 0; t < T; t++)
             for (int64_t c = 0; c < C; c++) {
-                int64_t p = (t + t_offset) * C + c;
+                int64_t p = prt_seq_pos(t, T, t_offset, zz) * C + c;
                 float acc = LD(dwpe, p);
                 for (int64_t b = 0; b < B; b++) acc += LD(dout, (b * T + t) * C + c);
                 ST(dwpe, p, acc);

@@ -21,13 +21,13 @@ static void rope_check(int64_t B, int64_t T, int64_t G, int64_t U, int64_t R, in
 /* dst = the rotation of src's rotated heads (the transpose when backward),
  * src's other heads as they are; with accumulate, added into dst. */
 static void rope(tensor dst, tensor src, int backward, int accumulate, int64_t B, int64_t T, int64_t G, int64_t U,
-                 int64_t R, int64_t HD, int64_t t_offset, double theta, double factor, double low, double high,
+                 int64_t R, int64_t HD, int64_t t_offset, int64_t zz, double theta, double factor, double low, double high,
                  int64_t original) {
     int64_t half = HD / 2, row = G * U * HD;
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < half; i++) {
             float c, s;
-            prt_rope_cos_sin(t_offset + t, prt_rope_inv_freq(i, HD, theta, factor, low, high, original), &c, &s);
+            prt_rope_cos_sin(prt_seq_pos(t, T, t_offset, zz), prt_rope_inv_freq(i, HD, theta, factor, low, high, original), &c, &s);
             for (int64_t b = 0; b < B; b++)
                 for (int64_t g = 0; g < G; g++)
                     for (int64_t u = 0; u < U; u++) {
@@ -43,19 +43,19 @@ static void rope(tensor dst, tensor src, int backward, int accumulate, int64_t B
 }
 
 void prt_cpu_rope_fwd(prt *rt, void *out_, const void *in_, int64_t B, int64_t T, int64_t G, int64_t U, int64_t R,
-                      int64_t HD, int64_t t_offset, double theta, double factor, double low_freq_factor,
+                      int64_t HD, int64_t t_offset, int64_t zz, double theta, double factor, double low_freq_factor,
                       double high_freq_factor, int64_t original_max_positions, int64_t dtypes) {
     rope_check(B, T, G, U, R, HD, t_offset, theta, "rope_fwd");
     tensor out = ften(rt, dtypes, 0, out_, "rope_fwd"), in = ften(rt, dtypes, 1, in_, "rope_fwd");
-    rope(out, in, 0, 0, B, T, G, U, R, HD, t_offset, theta, factor, low_freq_factor, high_freq_factor,
+    rope(out, in, 0, 0, B, T, G, U, R, HD, t_offset, zz, theta, factor, low_freq_factor, high_freq_factor,
          original_max_positions);
 }
 
 void prt_cpu_rope_bwd(prt *rt, void *din_, const void *dout_, int64_t B, int64_t T, int64_t G, int64_t U, int64_t R,
-                      int64_t HD, int64_t t_offset, double theta, double factor, double low_freq_factor,
+                      int64_t HD, int64_t t_offset, int64_t zz, double theta, double factor, double low_freq_factor,
                       double high_freq_factor, int64_t original_max_positions, int64_t dtypes) {
     rope_check(B, T, G, U, R, HD, t_offset, theta, "rope_bwd");
     tensor din = ften(rt, dtypes, 0, din_, "rope_bwd"), dout = ften(rt, dtypes, 1, dout_, "rope_bwd");
-    rope(din, dout, 1, !prt_word_writes(dtypes, 0), B, T, G, U, R, HD, t_offset, theta, factor, low_freq_factor,
+    rope(din, dout, 1, !prt_word_writes(dtypes, 0), B, T, G, U, R, HD, t_offset, zz, theta, factor, low_freq_factor,
          high_freq_factor, original_max_positions);
 }

@@ -63,8 +63,10 @@ void prt_cu_embed_fwd(prt *rt, prt_ten out, const int32_t *tokens, prt_ten wte, 
                       int64_t vocab_local, int64_t vocab_offset);
 void prt_cu_embed_bwd(prt *rt, prt_ten dwte, const int32_t *tokens, prt_ten dout, int64_t N, int64_t C,
                       int64_t vocab_local, int64_t vocab_offset);
-void prt_cu_pos_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten wpe, int64_t B, int64_t T, int64_t C, int64_t t_offset);
+void prt_cu_pos_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten wpe, int64_t B, int64_t T, int64_t C, int64_t t_offset,
+                    int64_t zz);
 void prt_cu_pos_bwd(prt *rt, prt_ten dwpe, prt_ten din, prt_ten dout, int64_t B, int64_t T, int64_t C, int64_t t_offset,
+                    int64_t zz,
                     int din_write);
 void prt_cu_layernorm_fwd(prt *rt, prt_ten out, prt_ten mean, prt_ten rstd, prt_ten in, prt_ten w, prt_ten b,
                           int64_t N, int64_t C, double eps);
@@ -123,10 +125,10 @@ void prt_cu_ring_kv_move(prt *rt, prt_ten qkv, prt_ten kv, int64_t B, int64_t T,
                          int to);
 void prt_cu_ring_attention_fwd(prt *rt, prt_ten out, prt_ten lse, prt_ten qkv, prt_ten kv, int64_t B, int64_t T,
                                int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t coord, int64_t step,
-                               int64_t P);
+                               int64_t P, int64_t balanced);
 void prt_cu_ring_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dkv, prt_ten dout, prt_ten out, prt_ten lse, prt_ten qkv,
                                prt_ten kv, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal,
-                               int64_t coord, int64_t step, int64_t P);
+                               int64_t coord, int64_t step, int64_t P, int64_t balanced);
 /* Dropout on the attention probabilities: where the local block sits in the
  * global mask (parc_rt.h attention_dropout_fwd); on = 0 for none. */
 typedef struct prt_cu_drop {
@@ -147,10 +149,10 @@ void prt_cu_dropout_fwd(prt *rt, prt_ten out, uint8_t *mask, prt_ten in, int64_t
 void prt_cu_dropout_bwd(prt *rt, prt_ten din, const uint8_t *mask, prt_ten dout, int64_t n, float scale, int write);
 /* The rotary position embedding (prt_cuda_rope.cu); write: the backward writes din. */
 void prt_cu_rope_fwd(prt *rt, prt_ten out, prt_ten in, int64_t B, int64_t T, int64_t G, int64_t U, int64_t R,
-                     int64_t HD, int64_t t_offset, double theta, double factor, double low_freq_factor,
+                     int64_t HD, int64_t t_offset, int64_t zz, double theta, double factor, double low_freq_factor,
                      double high_freq_factor, int64_t original_max_positions);
 void prt_cu_rope_bwd(prt *rt, prt_ten din, prt_ten dout, int64_t B, int64_t T, int64_t G, int64_t U, int64_t R,
-                     int64_t HD, int64_t t_offset, double theta, double factor, double low_freq_factor,
+                     int64_t HD, int64_t t_offset, int64_t zz, double theta, double factor, double low_freq_factor,
                      double high_freq_factor, int64_t original_max_positions, int write);
 void prt_cu_add_fwd(prt *rt, prt_ten out, prt_ten a, prt_ten b, int64_t n);
 /* Returns the loss (sum over the N rows of -log p(target)); loss_sum += it on the device. */

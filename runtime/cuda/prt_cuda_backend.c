@@ -52,12 +52,12 @@ static void cu_embed_bwd(prt *rt, void *dwte_, const void *tokens_, const void *
     prt_cu_embed_bwd(rt, TN(0, dwte_), FIXED(1, tokens_, PRT_I32), TN(2, dout_), N, C, vocab_local, vocab_offset);
 }
 static void cu_pos_fwd(prt *rt, void *out_, const void *in_, const void *wpe_, int64_t B, int64_t T, int64_t C,
-                       int64_t t_offset, int64_t dtypes) {
-    prt_cu_pos_fwd(rt, TN(0, out_), TN(1, in_), TN(2, wpe_), B, T, C, t_offset);
+                       int64_t t_offset, int64_t zz, int64_t dtypes) {
+    prt_cu_pos_fwd(rt, TN(0, out_), TN(1, in_), TN(2, wpe_), B, T, C, t_offset, zz);
 }
 static void cu_pos_bwd(prt *rt, void *dwpe_, void *din_, const void *dout_, int64_t B, int64_t T, int64_t C,
-                       int64_t t_offset, int64_t dtypes) {
-    prt_cu_pos_bwd(rt, TN(0, dwpe_), TN(1, din_), TN(2, dout_), B, T, C, t_offset, prt_word_writes(dtypes, 1));
+                       int64_t t_offset, int64_t zz, int64_t dtypes) {
+    prt_cu_pos_bwd(rt, TN(0, dwpe_), TN(1, din_), TN(2, dout_), B, T, C, t_offset, zz, prt_word_writes(dtypes, 1));
 }
 static void cu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, const void *in_, const void *w_,
                              const void *b_, int64_t N, int64_t C, double eps, int64_t dtypes) {
@@ -135,15 +135,15 @@ static void cu_add_fwd(prt *rt, void *out_, const void *a_, const void *b_, int6
     prt_cu_add_fwd(rt, TN(0, out_), TN(1, a_), TN(2, b_), n);
 }
 static void cu_rope_fwd(prt *rt, void *out_, const void *in_, int64_t B, int64_t T, int64_t G, int64_t U, int64_t R,
-                        int64_t HD, int64_t t_offset, double theta, double factor, double low_freq_factor,
+                        int64_t HD, int64_t t_offset, int64_t zz, double theta, double factor, double low_freq_factor,
                         double high_freq_factor, int64_t original_max_positions, int64_t dtypes) {
-    prt_cu_rope_fwd(rt, TN(0, out_), TN(1, in_), B, T, G, U, R, HD, t_offset, theta, factor, low_freq_factor,
+    prt_cu_rope_fwd(rt, TN(0, out_), TN(1, in_), B, T, G, U, R, HD, t_offset, zz, theta, factor, low_freq_factor,
                     high_freq_factor, original_max_positions);
 }
 static void cu_rope_bwd(prt *rt, void *din_, const void *dout_, int64_t B, int64_t T, int64_t G, int64_t U, int64_t R,
-                        int64_t HD, int64_t t_offset, double theta, double factor, double low_freq_factor,
+                        int64_t HD, int64_t t_offset, int64_t zz, double theta, double factor, double low_freq_factor,
                         double high_freq_factor, int64_t original_max_positions, int64_t dtypes) {
-    prt_cu_rope_bwd(rt, TN(0, din_), TN(1, dout_), B, T, G, U, R, HD, t_offset, theta, factor, low_freq_factor,
+    prt_cu_rope_bwd(rt, TN(0, din_), TN(1, dout_), B, T, G, U, R, HD, t_offset, zz, theta, factor, low_freq_factor,
                     high_freq_factor, original_max_positions, prt_word_writes(dtypes, 0));
 }
 static void cu_dropout_fwd(prt *rt, void *out_, void *mask_, const void *in_, int64_t B, int64_t T, int64_t C,
@@ -214,15 +214,16 @@ static void cu_ring_kv_grad(prt *rt, void *dqkv, const void *dkv, int64_t B, int
 }
 static void cu_ring_attention_fwd(prt *rt, void *out, void *lse, const void *qkv, const void *kv, int64_t B, int64_t T,
                                   int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t coord, int64_t step,
-                                  int64_t P, int64_t dtypes) {
+                                  int64_t P, int64_t balanced, int64_t dtypes) {
     prt_cu_ring_attention_fwd(rt, TN(0, out), TN(1, lse), TN(2, qkv), TN(3, kv), B, T, NH, KV, HD, causal, coord, step,
-                              P);
+                              P, balanced);
 }
 static void cu_ring_attention_bwd(prt *rt, void *dqkv, void *dkv, const void *dout, const void *out, const void *lse,
                                   const void *qkv, const void *kv, int64_t B, int64_t T, int64_t NH, int64_t KV,
-                                  int64_t HD, int64_t causal, int64_t coord, int64_t step, int64_t P, int64_t dtypes) {
+                                  int64_t HD, int64_t causal, int64_t coord, int64_t step, int64_t P, int64_t balanced,
+                                  int64_t dtypes) {
     prt_cu_ring_attention_bwd(rt, TN(0, dqkv), TN(1, dkv), TN(2, dout), TN(3, out), TN(4, lse), TN(5, qkv), TN(6, kv),
-                              B, T, NH, KV, HD, causal, coord, step, P);
+                              B, T, NH, KV, HD, causal, coord, step, P, balanced);
 }
 static void cu_xent_bwd(prt *rt, void *dlogits_, const void *logits_, const void *stats_, const void *targets_,
                         int64_t N, int64_t V_local, int64_t vocab_offset, double scale, int64_t dtypes) {

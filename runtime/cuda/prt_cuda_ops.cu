@@ -269,26 +269,29 @@ void prt_cu_embed_bwd(prt *rt, prt_ten dwte, const int32_t *tokens, prt_ten dout
     PRT_LAUNCH_CHECK();
 }
 
-static __global__ void k_pos_fwd(prt_ten out, prt_ten in, prt_ten wpe, int64_t B, int64_t T, int64_t C, int64_t t_offset) {
+static __global__ void k_pos_fwd(prt_ten out, prt_ten in, prt_ten wpe, int64_t B, int64_t T, int64_t C, int64_t t_offset,
+                                 int64_t zz) {
     GRID_STRIDE(i, B * T * C) {
         int64_t c = i % C, t = (i / C) % T;
-        ST(out, i, LD(in, i) + LD(wpe, (t + t_offset) * C + c));
+        ST(out, i, LD(in, i) + LD(wpe, prt_seq_pos(t, T, t_offset, zz) * C + c));
     }
 }
-static __global__ void k_pos_dwpe(prt_ten dwpe, prt_ten dout, int64_t B, int64_t T, int64_t C, int64_t t_offset) {
+static __global__ void k_pos_dwpe(prt_ten dwpe, prt_ten dout, int64_t B, int64_t T, int64_t C, int64_t t_offset,
+                                  int64_t zz) {
     GRID_STRIDE(i, T * C) {
-        int64_t t = i / C, c = i % C, p = (t + t_offset) * C + c;
+        int64_t t = i / C, c = i % C, p = prt_seq_pos(t, T, t_offset, zz) * C + c;
         float acc = LD(dwpe, p);
         for (int64_t b = 0; b < B; b++) acc += LD(dout, (b * T + t) * C + c);
         ST(dwpe, p, acc);
     }
 }
-void prt_cu_pos_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten wpe, int64_t B, int64_t T, int64_t C, int64_t t_offset) {
-    ELEMENTWISE(k_pos_fwd, B * T * C, out, in, wpe, B, T, C, t_offset);
+void prt_cu_pos_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten wpe, int64_t B, int64_t T, int64_t C, int64_t t_offset,
+                    int64_t zz) {
+    ELEMENTWISE(k_pos_fwd, B * T * C, out, in, wpe, B, T, C, t_offset, zz);
 }
 void prt_cu_pos_bwd(prt *rt, prt_ten dwpe, prt_ten din, prt_ten dout, int64_t B, int64_t T, int64_t C, int64_t t_offset,
-                    int din_write) {
-    if (dwpe.p) ELEMENTWISE(k_pos_dwpe, T * C, dwpe, dout, B, T, C, t_offset);
+                    int64_t zz, int din_write) {
+    if (dwpe.p) ELEMENTWISE(k_pos_dwpe, T * C, dwpe, dout, B, T, C, t_offset, zz);
     if (din.p && din_write) prt_cu_copy(rt, din, dout, B * T * C);  /* din = dout */
     else if (din.p) ELEMENTWISE(k_acc, B * T * C, din, dout, B * T * C);
 }

@@ -11,6 +11,9 @@
  * query row for dq, one per (sample, key/value group, key row) for dk and dv
  * over the group's query heads and the rows that see the key, each
  * recomputing P = exp(scale q k - L) and dS = P (dO v - D), D = rowsum(dO out).
+ * A key is seen by a query row when its position in the whole sequence is not
+ * after the row's (ring_sees: the positions of prt_seq_pos, so the
+ * load-balanced split's halves mask as the whole sequence does).
  * No device scratch.
  */
 #include <math.h>
@@ -29,9 +32,19 @@ static cudaStream_t stream_of(prt *rt) { return prt_cu(rt)->stream; }
  * qkv row W = (NH + 2 KV) HD wide, the packed kv row 2 KV HD. */
 typedef struct ring_shape {
     int64_t B, T, NH, KV, HD, G, W, WKV;
-    int diag;
+    int64_t coord, src, P; /* the rank's chunk and the step's (source) chunk of P */
+    int causal, balanced;
     float scale;
 } ring_shape;
+
+/* The position in the whole sequence of row t of chunk c (prt_seq_pos). */
+static __device__ int64_t ring_pos(const ring_shape *s, int64_t c, int64_t t) {
+    return prt_seq_pos(t, s->T, c * s->T, s->balanced ? s->P : 0);
+}
+/* Does query row i see key row j of the step's chunk? */
+static __device__ int ring_sees(const ring_shape *s, int64_t i, int64_t j) {
+    return !s->causal || ring_pos(s, s->src, j) <= ring_pos(s, s->coord, i);
+}
 
 /* Column of head h's q (which 0), k (1) or v (2) in a qkv row (parc_rt.h
  * attention_fwd's layouts). */
@@ -60,8 +73,8 @@ static __global__ void ring_fwd_kernel(prt_ten out, float *lse, prt_ten qkv, prt
         int64_t qo = (b * s.T + i) * s.W + qkv_col(&s, 0, h);
         float acc[PRT_CU_RING_HD], m = -INFINITY, l = 0.0f;
         for (int64_t e = 0; e < s.HD; e++) acc[e] = 0.0f;
-        int64_t n = s.diag ? i + 1 : s.T;
-        for (int64_t j = 0; j < n; j++) {
+        for (int64_t j = 0; j < s.T; j++) {
+            if (!ring_sees(&s, i, j)) continue;
             int64_t ko = kv_at(&s, 1, b, j, g), vo = kv_at(&s, 2, b, j, g);
             float dot = 0.0f;
             for (int64_t e = 0; e < s.HD; e++) dot += LD(qkv, qo + e) * LD(kv, ko + e);
@@ -70,6 +83,7 @@ static __global__ void ring_fwd_kernel(prt_ten out, float *lse, prt_ten qkv, prt
             l = l * a + p;
             m = mx;
         }
+        if (l == 0.0f) continue; /* no key of this step (balanced: a half above the diagonal) */
         float lb = m + logf(l);
         int64_t oo = (b * s.T + i) * s.NH * s.HD + h * s.HD, lo = (b * s.NH + h) * s.T + i;
         if (step == 0) {
@@ -106,7 +120,8 @@ static __global__ void ring_dq_kernel(prt_ten dqkv, prt_ten dout, prt_ten out, c
         int64_t qo = (b * s.T + i) * s.W + qkv_col(&s, 0, h);
         float acc[PRT_CU_RING_HD];
         for (int64_t e = 0; e < s.HD; e++) acc[e] = 0.0f;
-        for (int64_t j = 0; j < (s.diag ? i + 1 : s.T); j++) {
+        for (int64_t j = 0; j < s.T; j++) {
+            if (!ring_sees(&s, i, j)) continue;
             float p, ds;
             ring_pds(&s, qkv, kv, dout, out, lse, b, h, i, j, &p, &ds);
             int64_t ko = kv_at(&s, 1, b, j, g);
@@ -123,7 +138,8 @@ static __global__ void ring_dkv_kernel(prt_ten dkv, prt_ten dout, prt_ten out, c
         float dk[PRT_CU_RING_HD], dv[PRT_CU_RING_HD];
         for (int64_t e = 0; e < s.HD; e++) dk[e] = dv[e] = 0.0f;
         for (int64_t h = g * s.G; h < (g + 1) * s.G; h++)
-            for (int64_t i = s.diag ? j : 0; i < s.T; i++) {
+            for (int64_t i = 0; i < s.T; i++) {
+                if (!ring_sees(&s, i, j)) continue;
                 float p, ds;
                 ring_pds(&s, qkv, kv, dout, out, lse, b, h, i, j, &p, &ds);
                 int64_t qo = (b * s.T + i) * s.W + qkv_col(&s, 0, h), oo = (b * s.T + i) * s.NH * s.HD + h * s.HD;
@@ -144,17 +160,21 @@ static ring_shape shape_of(const char *op, int64_t B, int64_t T, int64_t NH, int
     PRT_CHECK(KV >= 1 && NH % KV == 0 && HD >= 1 && HD <= PRT_CU_RING_HD,
               "%s: %lld heads over %lld key/value heads of %lld dims (the CUDA kernels take head dims up to %d)", op,
               (long long)NH, (long long)KV, (long long)HD, PRT_CU_RING_HD);
-    ring_shape s = {B, T, NH, KV, HD, NH / KV, (NH + 2 * KV) * HD, 2 * KV * HD, 0, 1.0f / sqrtf((float)HD)};
+    ring_shape s = {B, T, NH, KV, HD, NH / KV, (NH + 2 * KV) * HD, 2 * KV * HD, 0, 0, 1, 0, 0, 1.0f / sqrtf((float)HD)};
     return s;
 }
 
-/* The step's block: 0 masked whole (nothing to do), else 1 with s->diag set. */
-static int block_of(ring_shape *s, const char *op, int64_t causal, int64_t coord, int64_t step, int64_t P) {
-    PRT_CHECK(P >= 1 && coord >= 0 && coord < P && step >= 0 && step < P, "%s: step %lld of %lld at coordinate %lld",
-              op, (long long)step, (long long)P, (long long)coord);
-    int64_t src = ((coord - step) % P + P) % P;
-    s->diag = causal && src == coord;
-    return !(causal && src > coord);
+/* The step's chunks; 0 when no block of it computes (prt_ring_kinds). */
+static int block_of(ring_shape *s, const char *op, int64_t causal, int64_t coord, int64_t step, int64_t P,
+                    int64_t balanced) {
+    PRT_CHECK(P >= 1 && coord >= 0 && coord < P && step >= 0 && step < P && (!balanced || s->T % 2 == 0),
+              "%s: step %lld of %lld at coordinate %lld (%lld rows%s)", op, (long long)step, (long long)P,
+              (long long)coord, (long long)s->T, balanced ? ", split balanced" : "");
+    s->coord = coord, s->src = ((coord - step) % P + P) % P, s->P = P;
+    s->causal = causal != 0, s->balanced = balanced != 0;
+    int kind[2][2];
+    prt_ring_kinds(coord, step, P, s->causal, s->balanced, kind);
+    return kind[0][0] || kind[0][1] || kind[1][0] || kind[1][1];
 }
 
 void prt_cu_ring_kv_move(prt *rt, prt_ten qkv, prt_ten kv, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD,
@@ -167,10 +187,10 @@ void prt_cu_ring_kv_move(prt *rt, prt_ten qkv, prt_ten kv, int64_t B, int64_t T,
 
 void prt_cu_ring_attention_fwd(prt *rt, prt_ten out, prt_ten lse, prt_ten qkv, prt_ten kv, int64_t B, int64_t T,
                                int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t coord, int64_t step,
-                               int64_t P) {
+                               int64_t P, int64_t balanced) {
     ring_shape s = shape_of("ring_attention_fwd", B, T, NH, KV, HD);
     PRT_CHECK(lse.dtype == PRT_F32, "ring_attention_fwd: lse is fp32");
-    if (!block_of(&s, "ring_attention_fwd", causal, coord, step, P) || B * T == 0) return;
+    if (!block_of(&s, "ring_attention_fwd", causal, coord, step, P, balanced) || B * T == 0) return;
     ring_fwd_kernel<<<prt_cu_blocks(B * NH * T), PRT_CU_THREADS, 0, stream_of(rt)>>>(out, (float *)lse.p, qkv, kv, s,
                                                                                    (int)step);
     PRT_LAUNCH_CHECK();
@@ -178,10 +198,10 @@ void prt_cu_ring_attention_fwd(prt *rt, prt_ten out, prt_ten lse, prt_ten qkv, p
 
 void prt_cu_ring_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dkv, prt_ten dout, prt_ten out, prt_ten lse, prt_ten qkv,
                                prt_ten kv, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal,
-                               int64_t coord, int64_t step, int64_t P) {
+                               int64_t coord, int64_t step, int64_t P, int64_t balanced) {
     ring_shape s = shape_of("ring_attention_bwd", B, T, NH, KV, HD);
     PRT_CHECK(lse.dtype == PRT_F32, "ring_attention_bwd: lse is fp32");
-    if (!block_of(&s, "ring_attention_bwd", causal, coord, step, P) || B * T == 0) return;
+    if (!block_of(&s, "ring_attention_bwd", causal, coord, step, P, balanced) || B * T == 0) return;
     const float *L = (const float *)lse.p;
     ring_dq_kernel<<<prt_cu_blocks(B * NH * T), PRT_CU_THREADS, 0, stream_of(rt)>>>(dqkv, dout, out, L, qkv, kv, s);
     PRT_LAUNCH_CHECK();

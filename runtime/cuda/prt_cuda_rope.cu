@@ -14,7 +14,7 @@
 #define ST(t, i, v) prt_st((t).p, (t).dtype, (i), (v))
 
 typedef struct {
-    int64_t B, T, G, U, R, HD, t_offset, original;
+    int64_t B, T, G, U, R, HD, t_offset, original, zz;
     double theta, factor, low, high;
 } rope_shape;
 
@@ -23,7 +23,7 @@ static __global__ void k_rope(int backward, int accumulate, prt_ten dst, prt_ten
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
         int64_t i = e % half, bt = e / half, t = bt % a.T;
         float c, s;
-        prt_rope_cos_sin(a.t_offset + t, prt_rope_inv_freq(i, a.HD, a.theta, a.factor, a.low, a.high, a.original), &c,
+        prt_rope_cos_sin(prt_seq_pos(t, a.T, a.t_offset, a.zz), prt_rope_inv_freq(i, a.HD, a.theta, a.factor, a.low, a.high, a.original), &c,
                          &s);
         for (int64_t gu = 0; gu < a.G * a.U; gu++) {
             int64_t e1 = bt * row + gu * a.HD + i, e2 = e1 + half;
@@ -52,17 +52,17 @@ static void rope(prt *rt, int backward, int accumulate, prt_ten dst, prt_ten src
 }
 
 void prt_cu_rope_fwd(prt *rt, prt_ten out, prt_ten in, int64_t B, int64_t T, int64_t G, int64_t U, int64_t R,
-                     int64_t HD, int64_t t_offset, double theta, double factor, double low_freq_factor,
+                     int64_t HD, int64_t t_offset, int64_t zz, double theta, double factor, double low_freq_factor,
                      double high_freq_factor, int64_t original_max_positions) {
-    rope_shape a = {B, T, G, U, R, HD, t_offset, original_max_positions, theta, factor, low_freq_factor,
+    rope_shape a = {B, T, G, U, R, HD, t_offset, original_max_positions, zz, theta, factor, low_freq_factor,
                     high_freq_factor};
     rope(rt, 0, 0, out, in, a);
 }
 
 void prt_cu_rope_bwd(prt *rt, prt_ten din, prt_ten dout, int64_t B, int64_t T, int64_t G, int64_t U, int64_t R,
-                     int64_t HD, int64_t t_offset, double theta, double factor, double low_freq_factor,
+                     int64_t HD, int64_t t_offset, int64_t zz, double theta, double factor, double low_freq_factor,
                      double high_freq_factor, int64_t original_max_positions, int write) {
-    rope_shape a = {B, T, G, U, R, HD, t_offset, original_max_positions, theta, factor, low_freq_factor,
+    rope_shape a = {B, T, G, U, R, HD, t_offset, original_max_positions, zz, theta, factor, low_freq_factor,
                     high_freq_factor};
     rope(rt, 1, !write, din, dout, a);
 }

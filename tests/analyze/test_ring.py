@@ -15,6 +15,8 @@ tiny_rope_s256_ring4 (seq 256 over cp 4: 64 tokens a rank; 4 query heads over
     gathers the qkv instead;
   - `parc explain`: attention names the ring and its 4 steps, and the
     estimate hides part of the shifts under the steps (hidden > 0);
+  - tiny_rope_s256_ring4_balanced: explain says every rank does the same
+    work, and the estimate's forward is below the split in order's;
   - tiny_rope_ring_tp: no line of explain's communication is negative (the
     shifts' hidden time is not the tensor axis's);
   - the plan's memory ledger holds the two K/V blocks and the two gradient
@@ -69,6 +71,14 @@ def main(argv):
     for line in tp_text.splitlines():
         if re.search(r"-[0-9.]+(e[-+][0-9]+)? s exposed", line):
             fails.append(f"tiny_rope_ring_tp: a negative exposed time: {line.strip()}")
+    def figure(pattern, text):
+        m = re.search(pattern, text)
+        return float(m.group(1)) if m else float("nan")
+    bal = run(parc, "explain", os.path.join(examples, "tiny_rope_s256_ring4_balanced.par"))
+    fwd, fwd_bal = figure(r"by phase: forward ([0-9.e+-]+) s", text), figure(r"by phase: forward ([0-9.e+-]+) s", bal)
+    if "gives every rank the same work" not in bal or not fwd_bal < fwd:
+        fails.append(f"the balanced split's estimate: forward {fwd_bal} s against the split in order's {fwd} s "
+                     "(each step half the blocks)")
     ir = run(parc, "lower", ring, "--emit=ir")
     for name in ("ring.kv.0", "ring.kv.1", "ring.dkv.0", "ring.dkv.1"):
         if not re.search(r"%" + re.escape(name) + r"\b.*\b" + str(CHUNK) + r"\b", ir):

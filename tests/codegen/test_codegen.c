@@ -198,7 +198,7 @@ static void build_stage(Arena *arena, const Program *pr, StageProgram *sp, const
 
     if (sp->has_embed) {
         INSTR(SEQ_EMBED_FWD, RT_prt_data, a_buf(B_TOKENS, INST_SLOT, 0), a_buf(B_TARGETS, INST_SLOT, 0), a_step(),
-              a_first_sample(), a_int(MB), a_int(T), a_int(VOCAB));
+              a_first_sample(), a_int(MB), a_int(T), a_int(VOCAB), a_int(0));
         INSTR(SEQ_EMBED_FWD, RT_prt_zero, a_buf(B_RESID, INST_SLOT_L, 0), a_int(N * C));
         INSTR(SEQ_EMBED_BWD, RT_prt_acc, a_buf(B_WS, INST_FIXED, 0), a_buf(B_DRESID, INST_FIXED, 0),
               a_coord_times(dp_axis, 4));

@@ -10,7 +10,7 @@
  *   bf16 ulps: both sides round nearly equal fp32 values; f16 2e-3);
  *   forward outputs start as NaN on the device: any NaN left is an unwritten output.
  * Backward outputs start as the same random values on both sides (they accumulate).
- * The mixture-of-experts ops likewise (moe_ops).  Then the collectives of the active PRT_COLLECTIVES path on axis x (size 1: with
+ * The mixture-of-experts ops likewise (moe_ops), and ring attention's steps (ring_ops).  Then the collectives of the active PRT_COLLECTIVES path on axis x (size 1: with
  * PRT_COLLECTIVES=nccl that is a one-rank NCCL communicator, the real code path).
  * Exit status 0 when every check passes.  Prints one line per check.
  */
@@ -202,6 +202,52 @@ static void moe_ops(int64_t dt) {
     }
 }
 
+/* Ring attention's steps (ring_kv_pack, ring_attention_fwd / _bwd,
+ * ring_kv_grad) at coordinate 1 of a context axis of 3, the split in order
+ * and load-balanced: every step of the forward against the CPU, each step's
+ * inputs the CPU's outputs of the step before (out and lse merge in place),
+ * then every step of the backward likewise. */
+static void ring_ops(int64_t dt) {
+    double tol = tol_of(dt);
+    const int64_t B = 2, T = 12, NH = 4, KV = 2, HD = 16, P = 3, coord = 1, W = (NH + 2 * KV) * HD, C = NH * HD;
+    for (int64_t balanced = 0; balanced < 2; balanced++) {
+        ten qkv = mk(dt, B * T * W, -1, 1, 0), kv = mk(dt, B * T * 2 * KV * HD, 0, 0, 1),
+            out = mk(dt, B * T * C, 0, 0, 1), lse = mk(PRT_F32, B * NH * T, 0, 0, 1),
+            dqkv = mk(dt, B * T * W, -1, 1, 0), dkv = mk(dt, B * T * 2 * KV * HD, -1, 1, 0),
+            dout = mk(dt, B * T * C, -1, 1, 0);
+        char name[64];
+        prt_ring_kv_pack(rt, kv.h, qkv.h, B, T, NH, KV, HD, PRT_ARG_DTYPES(kv.dt, qkv.dt));
+        prt_cu_ring_kv_move(rt, D(qkv), D(kv), B, T, NH, KV, HD, 1);
+        check("ring_kv_pack", "kv", kv, tol);
+        for (int64_t step = 0; step < P; step++) {
+            for (int64_t i = 0; i < kv.n; i++) prt_store(kv.h, dt, i, frand()); /* the chunk the step brings */
+            upload(kv), upload(out), upload(lse);
+            snprintf(name, sizeof name, "ring_attention_fwd step %lld%s", (long long)step, balanced ? " bal" : "");
+            prt_ring_attention_fwd(rt, out.h, lse.h, qkv.h, kv.h, B, T, NH, KV, HD, 1, coord, step, P, balanced,
+                                   PRT_ARG_DTYPES(out.dt, PRT_F32, qkv.dt, kv.dt));
+            prt_cu_ring_attention_fwd(rt, D(out), D(lse), D(qkv), D(kv), B, T, NH, KV, HD, 1, coord, step, P,
+                                      balanced);
+            check(name, "out", out, tol);
+            check(name, "lse", lse, tol);
+        }
+        for (int64_t step = 0; step < P; step++) {
+            for (int64_t i = 0; i < kv.n; i++) prt_store(kv.h, dt, i, frand());
+            upload(kv), upload(dqkv), upload(dkv);
+            snprintf(name, sizeof name, "ring_attention_bwd step %lld%s", (long long)step, balanced ? " bal" : "");
+            prt_ring_attention_bwd(rt, dqkv.h, dkv.h, dout.h, out.h, lse.h, qkv.h, kv.h, B, T, NH, KV, HD, 1, coord,
+                                   step, P, balanced,
+                                   PRT_ARG_DTYPES(dqkv.dt, dkv.dt, dout.dt, out.dt, PRT_F32, qkv.dt, kv.dt));
+            prt_cu_ring_attention_bwd(rt, D(dqkv), D(dkv), D(dout), D(out), D(lse), D(qkv), D(kv), B, T, NH, KV, HD, 1,
+                                      coord, step, P, balanced);
+            check(name, "dqkv", dqkv, tol);
+            check(name, "dkv", dkv, tol);
+        }
+        prt_ring_kv_grad(rt, dqkv.h, dkv.h, B, T, NH, KV, HD, PRT_ARG_DTYPES(dqkv.dt, dkv.dt));
+        prt_cu_ring_kv_move(rt, D(dqkv), D(dkv), B, T, NH, KV, HD, 0);
+        check("ring_kv_grad", "dqkv", dqkv, tol);
+    }
+}
+
 static void ops(int64_t dt) {
     double tol = tol_of(dt);
     const int64_t N = 48, C = 96, M = 80, K = 72;
@@ -245,8 +291,8 @@ static void ops(int64_t dt) {
         prt_embed_bwd(rt, dwte.h, tok.h, dout.h, N, C, V, off, PRT_ARG_DTYPES(dwte.dt, tok.dt, dout.dt)); prt_cu_embed_bwd(rt, D(dwte), tok.d, D(dout), N, C, V, off); check("embed_bwd", "dwte", dwte, tol);
         ten wpe = mk(dt, (T + 4) * C, -1, 1, 0), in = mk(dt, B * T * C, -1, 1, 0), po = mk(dt, B * T * C, 0, 0, 1),
             dwpe = mk(dt, (T + 4) * C, -1, 1, 0), din = mk(dt, B * T * C, -1, 1, 0), pg = mk(dt, B * T * C, -1, 1, 0);
-        prt_pos_fwd(rt, po.h, in.h, wpe.h, B, T, C, 4, PRT_ARG_DTYPES(po.dt, in.dt, wpe.dt)); prt_cu_pos_fwd(rt, D(po), D(in), D(wpe), B, T, C, 4); check("pos_fwd", "out", po, tol);
-        prt_pos_bwd(rt, dwpe.h, din.h, pg.h, B, T, C, 4, PRT_ARG_DTYPES(dwpe.dt, din.dt, pg.dt)); prt_cu_pos_bwd(rt, D(dwpe), D(din), D(pg), B, T, C, 4, 0);
+        prt_pos_fwd(rt, po.h, in.h, wpe.h, B, T, C, 4, 0, PRT_ARG_DTYPES(po.dt, in.dt, wpe.dt)); prt_cu_pos_fwd(rt, D(po), D(in), D(wpe), B, T, C, 4, 0); check("pos_fwd", "out", po, tol);
+        prt_pos_bwd(rt, dwpe.h, din.h, pg.h, B, T, C, 4, 0, PRT_ARG_DTYPES(dwpe.dt, din.dt, pg.dt)); prt_cu_pos_bwd(rt, D(dwpe), D(din), D(pg), B, T, C, 4, 0, 0);
         check("pos_bwd", "dwpe", dwpe, tol); check("pos_bwd", "din", din, tol);
     }
     /* norms */
@@ -293,15 +339,15 @@ static void ops(int64_t dt) {
         const double factor = scaled ? 8 : 0;
         ten in = mk(dt, n, -1, 1, 0), out = mk(dt, n, 0, 0, 1), din = mk(dt, n, -1, 1, 0), dout = mk(dt, n, -1, 1, 0),
             dw = mk(dt, n, 0, 0, 1);
-        prt_rope_fwd(rt, out.h, in.h, B, T, KV, U, R, HD, off, 500000, factor, 1, 4, 8192, PRT_ARG_DTYPES(out.dt, in.dt));
-        prt_cu_rope_fwd(rt, D(out), D(in), B, T, KV, U, R, HD, off, 500000, factor, 1, 4, 8192);
+        prt_rope_fwd(rt, out.h, in.h, B, T, KV, U, R, HD, off, 0, 500000, factor, 1, 4, 8192, PRT_ARG_DTYPES(out.dt, in.dt));
+        prt_cu_rope_fwd(rt, D(out), D(in), B, T, KV, U, R, HD, off, 0, 500000, factor, 1, 4, 8192);
         check(scaled ? "rope_fwd(llama3)" : "rope_fwd", "out", out, tol);
-        prt_rope_bwd(rt, din.h, dout.h, B, T, KV, U, R, HD, off, 500000, factor, 1, 4, 8192, PRT_ARG_DTYPES(din.dt, dout.dt));
-        prt_cu_rope_bwd(rt, D(din), D(dout), B, T, KV, U, R, HD, off, 500000, factor, 1, 4, 8192, 0);
+        prt_rope_bwd(rt, din.h, dout.h, B, T, KV, U, R, HD, off, 0, 500000, factor, 1, 4, 8192, PRT_ARG_DTYPES(din.dt, dout.dt));
+        prt_cu_rope_bwd(rt, D(din), D(dout), B, T, KV, U, R, HD, off, 0, 500000, factor, 1, 4, 8192, 0);
         check(scaled ? "rope_bwd(llama3)" : "rope_bwd", "din", din, tol);
-        prt_rope_bwd(rt, dw.h, dout.h, B, T, KV, U, R, HD, off, 500000, factor, 1, 4, 8192,
+        prt_rope_bwd(rt, dw.h, dout.h, B, T, KV, U, R, HD, off, 0, 500000, factor, 1, 4, 8192,
                      PRT_ARG_DTYPES(dw.dt | PRT_ARG_WRITE, dout.dt));
-        prt_cu_rope_bwd(rt, D(dw), D(dout), B, T, KV, U, R, HD, off, 500000, factor, 1, 4, 8192, 1);
+        prt_cu_rope_bwd(rt, D(dw), D(dout), B, T, KV, U, R, HD, off, 0, 500000, factor, 1, 4, 8192, 1);
         check(scaled ? "rope_bwd(llama3, writes)" : "rope_bwd(writes)", "din", dw, tol);
     }
     /* attention: head dims 16 / 64 / 128, causal or not, probs saved or not; T not a multiple of the tiles */
@@ -542,7 +588,7 @@ int main(int argc, char **argv) {
     ipool = prt_ptr(rt, 3, 0);
     prt_cuda_init(rt);
     printf("test_gpu_ops: collectives %s\n", prt_cuda_collectives(rt));
-    for (int64_t dt = PRT_F32; dt <= PRT_F16; dt++) ops(dt), moe_ops(dt);
+    for (int64_t dt = PRT_F32; dt <= PRT_F16; dt++) ops(dt), moe_ops(dt), ring_ops(dt);
     collectives();
     prt_cuda_sync(rt);
     printf("test_gpu_ops: %d checks, %d failed: %s\n", checks, failures, failures ? "FAIL" : "ok");

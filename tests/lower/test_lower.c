@@ -1157,7 +1157,7 @@ static void test_ops_table(void)
                         entry = bwd ? RT_prt_attention_dropout_bwd : RT_prt_attention_dropout_fwd;
                     /* a linear with its bias folded in: the bias's FLOPs {N, M} join */
                     int folded = d->folds_bias && ins->fn == (bwd ? d->bwd_bias : d->fwd_bias);
-                    OpShape bias_shape = {{ins->shape.d[0], ins->shape.d[2], 0, 0}, -1, 0, 0, OP_PART_WHOLE, -1, 0};
+                    OpShape bias_shape = {{ins->shape.d[0], ins->shape.d[2], 0, 0}, -1, 0, 0, OP_PART_WHOLE, -1, 0, 0};
                     double row_flops =
                         d->flops(&ins->shape, bwd) + (folded ? op_table[OP_BIAS].flops(&bias_shape, bwd) : 0);
                     seen_folded += folded;

@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
         if (hook("FAULT_HANG", rank, step)) sleep(120);
         if (hook("FAULT_STOP", rank, step)) raise(SIGSTOP);
         if (hook("FAULT_BADCALL", rank, step)) prt_ptr(rt, 99, 0);
-        prt_data(rt, tokens, targets, step, prt_coord(rt, 0) * 2, 2, 8, 256);  /* this dp rank's half of the batch */
+        prt_data(rt, tokens, targets, step, prt_coord(rt, 0) * 2, 2, 8, 256, 0);  /* this dp rank's half of the batch */
         prt_span_begin(rt, "exchange");
         for (int i = 0; i < 256; i++) buf[i] = (float)(i + rank + tokens[0]);
         prt_allreduce(rt, 0, buf, 256, 0);

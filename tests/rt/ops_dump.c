@@ -250,16 +250,16 @@ int main(int argc, char **argv) {
         enum { B = 2, T = 7, NH = 2, HD = 8, KV = 2, Q = 2 };
         float in[B * T * 3 * NH * HD], dout[B * T * 3 * NH * HD], out[B * T * 3 * NH * HD], din[B * T * 3 * NH * HD] = {0};
         rt_fill(in, B * T * 3 * NH * HD, 30, 2); rt_fill(dout, B * T * 3 * NH * HD, 31, 1);
-        prt_rope_fwd(rt, out, in, B, T, 1, 3 * NH, 2 * NH, HD, 3, 10000, 0, 1, 4, 8192, 0);
-        prt_rope_bwd(rt, din, dout, B, T, 1, 3 * NH, 2 * NH, HD, 3, 10000, 0, 1, 4, 8192, 0);
+        prt_rope_fwd(rt, out, in, B, T, 1, 3 * NH, 2 * NH, HD, 3, 0, 10000, 0, 1, 4, 8192, 0);
+        prt_rope_bwd(rt, din, dout, B, T, 1, 3 * NH, 2 * NH, HD, 3, 0, 10000, 0, 1, 4, 8192, 0);
         DUMP("rope_in", in, B, T, 3, NH, HD); DUMP("rope_dout", dout, B, T, 3, NH, HD);
         DUMP("rope_out", out, B, T, 3, NH, HD); DUMP("rope_din", din, B, T, 3, NH, HD);
         float gin[B * T * KV * (Q + 2) * HD], gdout[B * T * KV * (Q + 2) * HD], gout[B * T * KV * (Q + 2) * HD],
               gdin[B * T * KV * (Q + 2) * HD] = {0};
         rt_fill(gin, B * T * KV * (Q + 2) * HD, 32, 2); rt_fill(gdout, B * T * KV * (Q + 2) * HD, 33, 1);
         /* an original context of 32 positions puts HD 8's four pairs in all three bands at theta 100 */
-        prt_rope_fwd(rt, gout, gin, B, T, KV, Q + 2, Q + 1, HD, 0, 100, 8, 1, 4, 32, 0);
-        prt_rope_bwd(rt, gdin, gdout, B, T, KV, Q + 2, Q + 1, HD, 0, 100, 8, 1, 4, 32, 0);
+        prt_rope_fwd(rt, gout, gin, B, T, KV, Q + 2, Q + 1, HD, 0, 0, 100, 8, 1, 4, 32, 0);
+        prt_rope_bwd(rt, gdin, gdout, B, T, KV, Q + 2, Q + 1, HD, 0, 0, 100, 8, 1, 4, 32, 0);
         DUMP("ropeg_in", gin, B, T, KV, Q + 2, HD); DUMP("ropeg_dout", gdout, B, T, KV, Q + 2, HD);
         DUMP("ropeg_out", gout, B, T, KV, Q + 2, HD); DUMP("ropeg_din", gdin, B, T, KV, Q + 2, HD);
     }

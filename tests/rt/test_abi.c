@@ -41,9 +41,11 @@ static void expect(int ok, const char *what, const char *name, const char *detai
 #define FE_16(m, x, ...) m(x) FE_15(m, __VA_ARGS__)
 #define FE_17(m, x, ...) m(x) FE_16(m, __VA_ARGS__)
 #define FE_18(m, x, ...) m(x) FE_17(m, __VA_ARGS__)
-#define FE_PICK(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, N, ...) N
+#define FE_19(m, x, ...) m(x) FE_18(m, __VA_ARGS__)
+#define FE_20(m, x, ...) m(x) FE_19(m, __VA_ARGS__)
+#define FE_PICK(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20, N, ...) N
 #define FOR_EACH(m, ...)                                                                                      \
-    FE_PICK(__VA_ARGS__, FE_18, FE_17, FE_16, FE_15, FE_14, FE_13, FE_12, FE_11, FE_10, FE_9, FE_8, FE_7, FE_6, FE_5, \
+    FE_PICK(__VA_ARGS__, FE_20, FE_19, FE_18, FE_17, FE_16, FE_15, FE_14, FE_13, FE_12, FE_11, FE_10, FE_9, FE_8, FE_7, FE_6, FE_5, \
             FE_4, FE_3, FE_2, FE_1, _)(m, __VA_ARGS__)
 
 /* The parameters as local declarations, and the signature letter of each argument's type. */

@@ -208,11 +208,11 @@ static void test_embed_norms(void) {
         int64_t toff = 2;
         pair in = mk(B * T * C, 24, 1), wpe = mk((T + toff) * C, 25, 1), out = mk(B * T * C, 26, 1),
              dout = mk(B * T * C, 27, 1), dwpe = mk((T + toff) * C, 28, 1), din = mk(B * T * C, 29, 1);
-        prt_pos_fwd(RT, out.h, in.h, wpe.h, B, T, C, toff, PRT_ARG_DTYPES(DT, DT, DT));
-        prt_pos_fwd(RT, out.f, in.f, wpe.f, B, T, C, toff, 0);
+        prt_pos_fwd(RT, out.h, in.h, wpe.h, B, T, C, toff, 0, PRT_ARG_DTYPES(DT, DT, DT));
+        prt_pos_fwd(RT, out.f, in.f, wpe.f, B, T, C, toff, 0, 0);
         expect16("pos_fwd", out, 0);
-        prt_pos_bwd(RT, dwpe.h, din.h, dout.h, B, T, C, toff, PRT_ARG_DTYPES(DT, DT, DT));
-        prt_pos_bwd(RT, dwpe.f, din.f, dout.f, B, T, C, toff, 0);
+        prt_pos_bwd(RT, dwpe.h, din.h, dout.h, B, T, C, toff, 0, PRT_ARG_DTYPES(DT, DT, DT));
+        prt_pos_bwd(RT, dwpe.f, din.f, dout.f, B, T, C, toff, 0, 0);
         expect16("pos_bwd dwpe", dwpe, 0);
         expect16("pos_bwd din", din, 0);
     }
@@ -223,14 +223,14 @@ static void test_embed_norms(void) {
         for (int scaled = 0; scaled < 2; scaled++) {
             double factor = scaled ? 8 : 0;
             scratch_reset();
-            prt_rope_fwd(RT, out.h, in.h, B, T, G, U, 2, HD, 3, 500000, factor, 1, 4, 64, PRT_ARG_DTYPES(DT, DT));
+            prt_rope_fwd(RT, out.h, in.h, B, T, G, U, 2, HD, 3, 0, 500000, factor, 1, 4, 64, PRT_ARG_DTYPES(DT, DT));
             expect_scratch("rope_fwd", 0);
-            prt_rope_fwd(RT, out.f, in.f, B, T, G, U, 2, HD, 3, 500000, factor, 1, 4, 64, 0);
+            prt_rope_fwd(RT, out.f, in.f, B, T, G, U, 2, HD, 3, 0, 500000, factor, 1, 4, 64, 0);
             expect16(scaled ? "rope_fwd (llama3 scaling)" : "rope_fwd", out, 0);
             scratch_reset();
-            prt_rope_bwd(RT, din.h, dout.h, B, T, G, U, 2, HD, 3, 500000, factor, 1, 4, 64, PRT_ARG_DTYPES(DT, DT));
+            prt_rope_bwd(RT, din.h, dout.h, B, T, G, U, 2, HD, 3, 0, 500000, factor, 1, 4, 64, PRT_ARG_DTYPES(DT, DT));
             expect_scratch("rope_bwd", 0);
-            prt_rope_bwd(RT, din.f, dout.f, B, T, G, U, 2, HD, 3, 500000, factor, 1, 4, 64, 0);
+            prt_rope_bwd(RT, din.f, dout.f, B, T, G, U, 2, HD, 3, 0, 500000, factor, 1, 4, 64, 0);
             expect16(scaled ? "rope_bwd din (llama3 scaling)" : "rope_bwd din", din, 0);
         }
     }

@@ -87,7 +87,7 @@ static void test_embed(void) {
 typedef struct { float *out, *r, *in, *wpe; int64_t B, T, C, off; } pos_ctx;
 static double pos_loss(void *p) {
     pos_ctx *c = p;
-    prt_pos_fwd(RT, c->out, c->in, c->wpe, c->B, c->T, c->C, c->off, 0);
+    prt_pos_fwd(RT, c->out, c->in, c->wpe, c->B, c->T, c->C, c->off, 0, 0);
     return dot_r(c->out, c->r, c->B * c->T * c->C);
 }
 static void test_pos(void) {
@@ -103,7 +103,7 @@ static void test_pos(void) {
                 want[(b * c.T + t) * c.C + j] = c.in[(b * c.T + t) * c.C + j] + c.wpe[(t + c.off) * c.C + j];
     rt_close("pos_fwd", c.out, want, n, 0, 0);
     gradbuf dwpe = grad_new(np, 7), din = grad_new(n, 8);
-    prt_pos_bwd(RT, dwpe.g, din.g, c.r, c.B, c.T, c.C, c.off, 0);
+    prt_pos_bwd(RT, dwpe.g, din.g, c.r, c.B, c.T, c.C, c.off, 0, 0);
     grad_check("pos_bwd dwpe", pos_loss, &c, c.wpe, dwpe.g, dwpe.g0, np, 1e-2f);
     grad_check("pos_bwd din", pos_loss, &c, c.in, din.g, din.g0, n, 1e-2f);
     grad_free(dwpe); grad_free(din); free(want); free(c.out); free(c.r); free(c.in); free(c.wpe);
@@ -385,7 +385,7 @@ static void test_add(void) {
 typedef struct { float *out, *r, *in; int64_t B, T, G, U, R, HD, off; double theta, factor; } rope_ctx;
 static double rope_loss(void *p) {
     rope_ctx *c = p;
-    prt_rope_fwd(RT, c->out, c->in, c->B, c->T, c->G, c->U, c->R, c->HD, c->off, c->theta, c->factor, 1, 4, 8192, 0);
+    prt_rope_fwd(RT, c->out, c->in, c->B, c->T, c->G, c->U, c->R, c->HD, c->off, 0, c->theta, c->factor, 1, 4, 8192, 0);
     return dot_r(c->out, c->r, c->B * c->T * c->G * c->U * c->HD);
 }
 /* Llama 3.1's inverse frequency of pair i in double, from its definition
@@ -432,7 +432,7 @@ static void test_rope(void) {
                  (long long)c.R, (long long)c.HD, c.factor);
         rt_close(what, c.out, want, n, 1e-6, 1e-5);
         gradbuf din = grad_new(n, 66 + k);
-        prt_rope_bwd(RT, din.g, c.r, c.B, c.T, c.G, c.U, c.R, c.HD, c.off, c.theta, c.factor, 1, 4, 8192, 0);
+        prt_rope_bwd(RT, din.g, c.r, c.B, c.T, c.G, c.U, c.R, c.HD, c.off, 0, c.theta, c.factor, 1, 4, 8192, 0);
         snprintf(what, sizeof what, "rope bwd din (G %lld U %lld R %lld)", (long long)c.G, (long long)c.U,
                  (long long)c.R);
         grad_check(what, rope_loss, &c, c.in, din.g, din.g0, n, 1e-2f);
@@ -445,7 +445,7 @@ static void test_rope(void) {
             memcpy(part_in + b * T2 * row_len, c.in + (b * c.T + c.T - T2) * row_len, (size_t)(T2 * row_len) * 4);
             memcpy(part_want + b * T2 * row_len, c.out + (b * c.T + c.T - T2) * row_len, (size_t)(T2 * row_len) * 4);
         }
-        prt_rope_fwd(RT, part_out, part_in, c.B, T2, c.G, c.U, c.R, c.HD, c.off + c.T - T2, c.theta, c.factor, 1, 4,
+        prt_rope_fwd(RT, part_out, part_in, c.B, T2, c.G, c.U, c.R, c.HD, c.off + c.T - T2, 0, c.theta, c.factor, 1, 4,
                      8192, 0);
         rt_close("rope fwd of a sequence split at its offset", part_out, part_want, c.B * T2 * row_len, 0, 0);
         free(part_in); free(part_out); free(part_want);
@@ -468,7 +468,7 @@ static void test_rope(void) {
     enum { HD = 8, T = 12 };
     float x[T * 2 * HD], y[T * 2 * HD];
     for (int64_t t = 0; t < T; t++) rt_fill(x + t * 2 * HD, 2 * HD, 70, 1);  /* the same q and k at every position */
-    prt_rope_fwd(RT, y, x, 1, T, 1, 2, 2, HD, 0, 10000, 0, 1, 4, 8192, 0);
+    prt_rope_fwd(RT, y, x, 1, T, 1, 2, 2, HD, 0, 0, 10000, 0, 1, 4, 8192, 0);
     for (int64_t d = 0; d < 4; d++) {
         float base[T], shifted[T];
         for (int64_t m = 0; m + d + 4 < T; m++) {
@@ -787,8 +787,8 @@ static void test_optimizers(void) {
 static void test_data(void) {
     enum { B = 4, T = 12, V = 50 };
     int32_t tok[B * T], tgt[B * T], tok2[B * T], tgt2[B * T];
-    prt_data(RT, tok, tgt, 3, 0, B, T, V);
-    prt_data(RT, tok2, tgt2, 3, 2, 2, T, V);  /* samples 2, 3 alone */
+    prt_data(RT, tok, tgt, 3, 0, B, T, V, 0);
+    prt_data(RT, tok2, tgt2, 3, 2, 2, T, V, 0);  /* samples 2, 3 alone */
     int bad = 0;
     for (int i = 0; i < B * T; i++) bad += tok[i] < 0 || tok[i] >= V || tgt[i] < 0 || tgt[i] >= V;
     for (int b = 0; b < B; b++)
@@ -796,8 +796,21 @@ static void test_data(void) {
     RT_EXPECT(!bad, "data: %d tokens out of range or targets != next token", bad);
     RT_EXPECT(!memcmp(tok + 2 * T, tok2, sizeof(int32_t) * 2 * T) && !memcmp(tgt + 2 * T, tgt2, sizeof(int32_t) * 2 * T),
               "data: sample g differs when fetched in another batch split");
-    prt_data(RT, tok2, tgt2, 4, 0, B, T, V);
+    prt_data(RT, tok2, tgt2, 4, 0, B, T, V, 0);
     RT_EXPECT(memcmp(tok, tok2, sizeof tok), "data: step 3 and step 4 gave the same batch");
+    /* the load-balanced split over 3 ranks: 6 chunks of 2, rank r's rows (4 a rank)
+     * chunks r and 5 - r, so row t of the sample holds position {0,1,10,11,2,3,8,9,4,5,6,7}[t] */
+    static const int at[T] = {0, 1, 10, 11, 2, 3, 8, 9, 4, 5, 6, 7};
+    prt_data(RT, tok2, tgt2, 3, 0, B, T, V, 3);
+    bad = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            bad += tok2[b * T + t] != tok[b * T + at[t]] || tgt2[b * T + t] != tgt[b * T + at[t]] ||
+                   prt_seq_pos_whole(t, T, 3) != at[t];
+    RT_EXPECT(!bad, "data: %d rows out of the load-balanced split's order", bad);
+    for (int r = 0; r < 3; r++)
+        for (int t = 0; t < 4; t++) bad += prt_seq_pos(t, 4, r * 4, 3) != at[r * 4 + t];
+    RT_EXPECT(!bad, "prt_seq_pos: %d rows of a rank's chunk at the wrong position", bad);
 }
 
 /* Attention on 1 and on 2 BLAS threads (the heads spread over two workers):
@@ -1020,6 +1033,56 @@ static void test_moe_layer(void) {
     free(dy); free(dxp); free(c.x); free(c.w); free(c.weight); free(c.r); free(c.xp); free(c.y); free(c.out);
 }
 
+/* Ring attention's blocks (prt_ring_kinds) over a context axis of P ranks,
+ * T rows a rank: every visible (query, key) pair of a causal sequence is in a
+ * block some step computes, no computed block is masked whole, and the
+ * blocks' area, the attention work, is the same on every rank with the
+ * load-balanced split (within one block: here exactly) where the split in
+ * order gives rank r r T^2 + T (T + 1) / 2 of it. */
+static void test_ring_balance(void) {
+    for (int64_t P = 2; P <= 8; P++)
+        for (int balanced = 0; balanced < 2; balanced++) {
+            const int64_t T = 8, n = balanced ? T / 2 : T;
+            int64_t work[8] = {0};
+            int bad = 0;
+            for (int64_t r = 0; r < P; r++) {
+                int64_t seen = 0, visible = 0;
+                for (int64_t step = 0; step < P; step++) {
+                    int kind[2][2];
+                    prt_ring_kinds(r, step, P, 1, balanced, kind);
+                    int64_t src = ((r - step) % P + P) % P;
+                    for (int a = 0; a < 2; a++)
+                        for (int b = 0; b < 2; b++) {
+                            if (!kind[a][b]) continue;
+                            work[r] += kind[a][b] == 2 ? n * n : n * (n + 1) / 2;
+                            int64_t any = 0;
+                            for (int64_t i = a * n; i < (a + 1) * n; i++)
+                                for (int64_t j = b * n; j < (b + 1) * n; j++) {
+                                    int64_t qi = prt_seq_pos(i, T, r * T, balanced ? P : 0),
+                                            kj = prt_seq_pos(j, T, src * T, balanced ? P : 0);
+                                    int sees = kj <= qi;
+                                    any += sees;
+                                    /* the kind says how: the diagonal sees j <= i within the block */
+                                    bad += kind[a][b] == 2 ? !sees : sees != (j - b * n <= i - a * n);
+                                }
+                            bad += any == 0;
+                            seen += any;
+                        }
+                }
+                for (int64_t i = 0; i < T; i++) visible += prt_seq_pos(i, T, r * T, balanced ? P : 0) + 1;
+                bad += seen != visible;
+            }
+            RT_EXPECT(!bad, "ring blocks, P %lld%s: %d pairs or blocks wrong", (long long)P,
+                      balanced ? " balanced" : "", bad);
+            for (int64_t r = 0; r < P; r++) {
+                if (balanced) RT_EXPECT(work[r] == work[0], "balanced ring, P %lld: rank %lld computes %lld, rank 0 %lld",
+                                        (long long)P, (long long)r, (long long)work[r], (long long)work[0]);
+                else RT_EXPECT(work[r] == r * T * T + T * (T + 1) / 2, "ring in order, P %lld: rank %lld computes %lld",
+                               (long long)P, (long long)r, (long long)work[r]);
+            }
+        }
+}
+
 int main(int argc, char **argv) {
     prt_plan_desc plan = rt_plan("test_ops_grad", 0, NULL, NULL);
     RT = prt_init(1, argv, &plan);
@@ -1059,6 +1122,7 @@ int main(int argc, char **argv) {
     test_moe_layer();
     test_optimizers();
     test_data();
+    test_ring_balance();
     int64_t status = prt_finalize(RT);
     if (status) rt_failures++;
     printf("test_ops_grad: %s (%d failures)\n", rt_failures ? "FAIL" : "ok", rt_failures);

@@ -127,11 +127,11 @@ static void run_dropout(void *p, void *d, int64_t f) {
 }
 static void run_pos(void *p, void *d, int64_t f) {  /* din is pointer argument 1: [B = 1, T = N, C = K] */
     ctx_t *c = p;
-    prt_pos_bwd(RT, NULL, d, c->dout, 1, c->N, c->K, 0, PRT_ARG_DTYPES(c->dt, c->dt | f, c->dt));
+    prt_pos_bwd(RT, NULL, d, c->dout, 1, c->N, c->K, 0, 0, PRT_ARG_DTYPES(c->dt, c->dt | f, c->dt));
 }
 static void run_rope(void *p, void *d, int64_t f) {  /* din[B = 1, T = N, 7 heads (5 rotated) of 10 = K] */
     ctx_t *c = p;
-    prt_rope_bwd(RT, d, c->dout, 1, c->N, 1, 7, 5, c->K / 7, 4, 10000, 0, 1, 4, 8192, PRT_ARG_DTYPES(c->dt | f, c->dt));
+    prt_rope_bwd(RT, d, c->dout, 1, c->N, 1, 7, 5, c->K / 7, 4, 0, 10000, 0, 1, 4, 8192, PRT_ARG_DTYPES(c->dt | f, c->dt));
 }
 
 static void test_dtype(int64_t dt) {

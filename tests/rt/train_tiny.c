@@ -74,12 +74,12 @@ int main(int argc, char **argv) {
 
     for (int64_t step = 0; step < prt_steps(rt); step++) {
         prt_step_begin(rt, step);
-        prt_data(rt, tok, tgt, step, prt_coord(rt, 0) * Bl, Bl, T, V);
+        prt_data(rt, tok, tgt, step, prt_coord(rt, 0) * Bl, Bl, T, V, 0);
         for (int i = 0; i < NPARAM; i++) prt_zero(rt, g[i], P[i].rows * (P[i].cols ? P[i].cols : 1), 0);
         /* forward */
         prt_span_begin(rt, "forward");
         prt_embed_fwd(rt, x0, tok, w[WTE], N, C, V, 0, PRT_ARG_DTYPES(PRT_F32, PRT_I32));
-        prt_pos_fwd(rt, x0, x0, w[WPE], Bl, T, C, 0, 0);
+        prt_pos_fwd(rt, x0, x0, w[WPE], Bl, T, C, 0, 0, 0);
         prt_layernorm_fwd(rt, h1, mean1, rstd1, x0, w[LN1W], w[LN1B], N, C, 1e-5, 0);
         prt_matmul_fwd(rt, qkv, h1, w[QKVW], N, C, 3 * C, 0);
         prt_attention_fwd(rt, att, probs, qkv, Bl, T, NH, NH, HD, 1, T, 0, 0);
@@ -117,7 +117,7 @@ int main(int argc, char **argv) {
         prt_zero(rt, dh, N * C, 0);
         prt_matmul_bwd(rt, dh, g[QKVW], dqkv, h1, w[QKVW], N, C, 3 * C, 0);
         prt_layernorm_bwd(rt, dx, g[LN1W], g[LN1B], dh, x0, w[LN1W], mean1, rstd1, N, C, 0);
-        prt_pos_bwd(rt, g[WPE], NULL, dx, Bl, T, C, 0, 0);
+        prt_pos_bwd(rt, g[WPE], NULL, dx, Bl, T, C, 0, 0, 0);
         prt_embed_bwd(rt, g[WTE], tok, dx, N, C, V, 0, PRT_ARG_DTYPES(PRT_F32, PRT_I32));
         prt_span_end(rt);
         /* data-parallel gradient sum, then AdamW */
