@@ -20,13 +20,25 @@ tiny_rope_s256_ring4 (seq 256 over cp 4: 64 tokens a rank; 4 query heads over
   - tiny_rope_ring_tp: no line of explain's communication is negative (the
     shifts' hidden time is not the tensor axis's);
   - the plan's memory ledger holds the two K/V blocks and the two gradient
-    blocks (ring.kv.0/1, ring.dkv.0/1, 32 KiB each) in the IR's buffers.
+    blocks (ring.kv.0/1, ring.dkv.0/1, 32 KiB each) in the IR's buffers;
+  - Llama 3 70B at 131,072 tokens over cp 16 x tp 8 (llama3_70b_128k: pp 4,
+    interleaved 2, micro_batch 1, bf16, flash): a middle stage's activations
+    equal the bytes counted by hand, per layer and micro-batch of s = 131,072
+    / 16 = 8,192 tokens: with full recomputation (the example) the layer's
+    input, 2 s h; without it and with ring attention, 2 bytes x s x (4 h: the
+    input, the first norm's output, the attention residual, the second norm's
+    output; (64 + 2 x 8) x 128 / 8: the rotated qkv; 64 x 128 / 8: attention's
+    output; 2 x 28,672 / 8: the up projection; 28,672 / 8: SwiGLU's output)
+    + 4 bytes x s x (2 norms' rstd + 64 / 8 heads' logsumexp), times 9 micro-
+    batches in flight x 10 layers a chunk; the layers' inputs are the
+    residual stream's slots, 9 x (10 + 1) with each chunk's output.
 Exits 1 on any failure."""
 import json
 import re
 import subprocess
 import sys
 import os
+import tempfile
 
 P, B, T, KV, HD, LAYERS, MICRO, FP32 = 4, 2, 256, 2, 16, 2, 4, 4
 CHUNK = B * (T // P) * 2 * KV * HD
@@ -34,6 +46,38 @@ CHUNK = B * (T // P) * 2 * KV * HD
 
 def run(*args):
     return subprocess.run(list(args), capture_output=True, text=True, check=True).stdout
+
+
+def cp_memory(parc, examples):
+    """The activations of stage 1 of llama3_70b_128k, with and without full
+    recomputation (the latter with ring attention), against the hand count."""
+    fails = []
+    S, CP, TP, H, HEADS, KV, HD, F = 131072, 16, 8, 8192, 64, 8, 128, 28672
+    slots, layers = 9, 10  # stage 1: 9 micro-batches in flight (interleaved 1F1B), 10 layers a chunk
+    s = S // CP
+    stream = slots * (layers + 1) * 2 * s * H  # the residual stream's slots: each layer's input and the chunk's end
+    per_layer = 2 * s * (4 * H + (HEADS + 2 * KV) * HD // TP + HEADS * HD // TP + 2 * F // TP + F // TP) \
+        + 4 * s * (2 + HEADS // TP)
+    want = {"recompute full (the example)": stream,
+            "ring attention, nothing recomputed": stream + slots * layers * (per_layer - 2 * s * H)}
+    text = open(os.path.join(examples, "llama3_70b_128k.par")).read()
+    ring = text.replace("seq -> cp;", "seq -> cp;\n  cp_comm ring;").replace("recompute full;", "")
+    if ring == text or "recompute" in ring.split("layout", 1)[1]:
+        return ["llama3_70b_128k: the test cannot find its `seq -> cp;` and `recompute full;`"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for (what, bytes_), plan_text in zip(want.items(), (text, ring)):
+            path = os.path.join(tmp, "plan.par")
+            with open(path, "w") as f:
+                f.write(plan_text)
+            out = subprocess.run([parc, "explain", path, "--json"], capture_output=True, text=True).stdout
+            stage = json.loads(out)["stages"][1]
+            got = stage["memory"]["activations"]
+            if (stage["in_flight_peak"], stage["layers"]) != (slots, 2 * layers) or got != bytes_:
+                fails.append(f"llama3_70b_128k, {what}: stage 1 activations {got} B ({stage['in_flight_peak']} in "
+                             f"flight, {stage['layers']} layers), counted by hand {bytes_} B")
+            else:
+                print(f"llama3_70b_128k, {what}: stage 1 activations {got} B = the hand count")
+    return fails
 
 
 def main(argv):
@@ -79,6 +123,7 @@ def main(argv):
     if "gives every rank the same work" not in bal or not fwd_bal < fwd:
         fails.append(f"the balanced split's estimate: forward {fwd_bal} s against the split in order's {fwd} s "
                      "(each step half the blocks)")
+    fails += cp_memory(parc, examples)
     ir = run(parc, "lower", ring, "--emit=ir")
     for name in ("ring.kv.0", "ring.kv.1", "ring.dkv.0", "ring.dkv.1"):
         if not re.search(r"%" + re.escape(name) + r"\b.*\b" + str(CHUNK) + r"\b", ir):
