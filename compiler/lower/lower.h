@@ -272,15 +272,15 @@ int reshard_temp_buf(Lowerer *lw, const char *what, int t, const Placement *plac
  * GEMM's input in forward and again in backward, the down GEMM's output
  * gradient) runs before it and nothing between them exchanges. */
 int reshard_ep_offsets(Lowerer *lw, int axis);
-/* Ring attention (ops_emit.c): out[0], out[1] = the stage's two workspace
- * buffers `name`.0 and `name`.1 of n elements in the activations' dtype (a
- * chunk's packed K/V, or their gradient: the one a step computes on and the
- * one arriving), made on first use; reshard_ring_shift emits one step of the
+/* Ring attention (ops_emit.c): out[0 .. count - 1] = the stage's workspace
+ * buffers `name`.0, `name`.1 (`name` when count is 1) of n elements in the
+ * activations' dtype (a chunk's packed K/V, or their gradient: the one a step
+ * computes on and the one arriving), made on first use; reshard_ring_shift emits one step of the
  * ring over context axis `axis` (the resharding of a chunk's block from one
  * rank of the axis to the next: shift_start of n elements of in to out, a
  * started collective with its rule; grad: the K/V gradient's), and
  * reshard_ring_wait its comm_wait. */
-void reshard_ring_bufs(Lowerer *lw, const char *name, int64_t n, Arg out[2]);
+void reshard_ring_bufs(Lowerer *lw, const char *name, int64_t n, Arg *out, int count);
 void reshard_ring_shift(Emit *e, const Op *op, int axis, Arg out, Arg in, int64_t n, int grad);
 void reshard_ring_wait(Emit *e, const Op *op, int axis, Arg out);
 

@@ -195,7 +195,10 @@ static int ring_entry(Emit *e, int idx, const Op *op, const OpShape *s, OpEntry 
  * then P steps, each computing on the chunk in hand while it is passed on
  * to the next rank (the shift started before the step's call, waited for
  * after it; none after the last).  The backward passes the K/V again and,
- * after each step, their gradient accumulated so far, so that P shifts bring
+ * after each step, their gradient accumulated so far: a step computes its
+ * share of the chunk's dK/dV into a buffer of its own while the sum of the
+ * ranks before arrives, adds it, and passes the sum on (Megatron-LM's order:
+ * the gradient's transfer, too, runs under a step), so that P shifts bring
  * every chunk's gradient home, added into dqkv's k and v. */
 static int emit_ring_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
@@ -203,7 +206,7 @@ static int emit_ring_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *
     int64_t B = s->d[0], T = s->d[1], NH = s->d[2], HD = s->d[3], KV = s->d[4], P = s->ring, n = B * T * 2 * KV * HD;
     int ax = s->seq_axis, causal = lw->plan->model.block.causal;
     Arg kv[2], lse = arg_value(lw, op->aux[1]);
-    reshard_ring_bufs(lw, "ring.kv", n, kv);
+    reshard_ring_bufs(lw, "ring.kv", n, kv, 2);
     EMIT(e, RT_prt_ring_kv_pack, kv[0], a->in[0].arg, arg_int(B), arg_int(T), arg_int(NH), arg_int(KV), arg_int(HD));
     int entry = -1;
     for (int64_t j = 0; j < P; j++) {
@@ -225,25 +228,30 @@ static int emit_ring_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *
     Lowerer *lw = e->lw;
     int64_t B = s->d[0], T = s->d[1], NH = s->d[2], HD = s->d[3], KV = s->d[4], P = s->ring, n = B * T * 2 * KV * HD;
     int ax = s->seq_axis, causal = lw->plan->model.block.causal;
-    Arg kv[2], dkv[2], lse = arg_value(lw, op->aux[1]), out = arg_value(lw, op->out);
-    reshard_ring_bufs(lw, "ring.kv", n, kv);
-    reshard_ring_bufs(lw, "ring.dkv", n, dkv);
+    Arg kv[2], dkv[2], arrived, lse = arg_value(lw, op->aux[1]), out = arg_value(lw, op->out);
+    reshard_ring_bufs(lw, "ring.kv", n, kv, 2);
+    reshard_ring_bufs(lw, "ring.dkv", n, dkv, 2);
+    reshard_ring_bufs(lw, "ring.dkv.in", n, &arrived, 1);
     EMIT(e, RT_prt_ring_kv_pack, kv[0], a->in[0].arg, arg_int(B), arg_int(T), arg_int(NH), arg_int(KV), arg_int(HD));
-    EMIT(e, RT_prt_zero, dkv[0], arg_int(n));
     int entry = -1;
     for (int64_t j = 0; j < P; j++) {
-        Arg cur = kv[j & 1], next = kv[(j + 1) & 1], dcur = dkv[j & 1], dnext = dkv[(j + 1) & 1];
+        Arg cur = kv[j & 1], next = kv[(j + 1) & 1], mine = dkv[j & 1];
         if (j + 1 < P) reshard_ring_shift(e, op, ax, next, cur, n, 0);
+        EMIT(e, RT_prt_zero, mine, arg_int(n));
         entry = ring_entry(e,
-                           ENTRY(e, RT_prt_ring_attention_bwd, a->din[0].arg, dcur, a->dout, out, lse, a->in[0].arg,
+                           ENTRY(e, RT_prt_ring_attention_bwd, a->din[0].arg, mine, a->dout, out, lse, a->in[0].arg,
                                  cur, arg_int(B), arg_int(T), arg_int(NH), arg_int(KV), arg_int(HD), arg_int(causal),
                                  arg_coord(ax, 1), arg_int(j), arg_int(P), arg_int(s->balanced)),
                            op, s, ENTRY_BACKWARD);
+        if (j > 0) { /* the chunk's gradient so far, from the rank before, arrived under this step */
+            reshard_ring_wait(e, op, ax, arrived);
+            EMIT(e, RT_prt_acc, mine, arrived, arg_int(n));
+        }
+        reshard_ring_shift(e, op, ax, arrived, mine, n, 1);
         if (j + 1 < P) reshard_ring_wait(e, op, ax, next);
-        reshard_ring_shift(e, op, ax, dnext, dcur, n, 1);
-        reshard_ring_wait(e, op, ax, dnext);
     }
-    EMIT(e, RT_prt_ring_kv_grad, a->din[0].arg, dkv[P & 1], arg_int(B), arg_int(T), arg_int(NH), arg_int(KV),
+    reshard_ring_wait(e, op, ax, arrived);
+    EMIT(e, RT_prt_ring_kv_grad, a->din[0].arg, arrived, arg_int(B), arg_int(T), arg_int(NH), arg_int(KV),
          arg_int(HD));
     return entry;
 }

@@ -99,10 +99,10 @@ int reshard_ep_offsets(Lowerer *lw, int axis)
     return ep_buf(lw, "moe.ep.offsets", local + 1);
 }
 
-void reshard_ring_bufs(Lowerer *lw, const char *name, int64_t n, Arg out[2])
+void reshard_ring_bufs(Lowerer *lw, const char *name, int64_t n, Arg *out, int count)
 {
-    for (int k = 0; k < 2; k++) {
-        const char *nm = arena_printf(lw->arena, "%s.%d", name, k);
+    for (int k = 0; k < count; k++) {
+        const char *nm = count == 1 ? name : arena_printf(lw->arena, "%s.%d", name, k);
         int b = -1;
         for (int i = 0; i < lw->sp->nbufs && b < 0; i++)
             if (!strcmp(lw->sp->bufs[i].name, nm)) b = i;

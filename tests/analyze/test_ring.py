@@ -20,7 +20,8 @@ tiny_rope_s256_ring4 (seq 256 over cp 4: 64 tokens a rank; 4 query heads over
   - tiny_rope_ring_tp: no line of explain's communication is negative (the
     shifts' hidden time is not the tensor axis's);
   - the plan's memory ledger holds the two K/V blocks and the two gradient
-    blocks (ring.kv.0/1, ring.dkv.0/1, 32 KiB each) in the IR's buffers;
+    blocks and the arriving gradient (ring.kv.0/1, ring.dkv.0/1, ring.dkv.in, 32 KiB each) in
+    the IR's buffers;
   - Llama 3 70B at 131,072 tokens over cp 16 x tp 8 (llama3_70b_128k: pp 4,
     interleaved 2, micro_batch 1, bf16, flash): a middle stage's activations
     equal the bytes counted by hand, per layer and micro-batch of s = 131,072
@@ -125,7 +126,7 @@ def main(argv):
                      "(each step half the blocks)")
     fails += cp_memory(parc, examples)
     ir = run(parc, "lower", ring, "--emit=ir")
-    for name in ("ring.kv.0", "ring.kv.1", "ring.dkv.0", "ring.dkv.1"):
+    for name in ("ring.kv.0", "ring.kv.1", "ring.dkv.0", "ring.dkv.1", "ring.dkv.in"):
         if not re.search(r"%" + re.escape(name) + r"\b.*\b" + str(CHUNK) + r"\b", ir):
             fails.append(f"the IR has no buffer {name} of {CHUNK} elements")
     for f in fails:
