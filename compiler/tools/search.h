@@ -22,7 +22,12 @@ typedef struct Layout1 {
     RecomputeKind rc;
     int ep;  /* a mixture of experts' experts split over dp (expert parallelism) */
     int cp;  /* the sequence split over a context axis of this size (0 or 1: none) */
+    int ring; /* cp > 1: ring attention (`cp_comm ring`, the load-balanced split where the model is causal
+                 and seq divides by 2 cp), else the all-gather form */
 } Layout1;
+
+/* Whether ring layout l of base splits the sequence load-balanced. */
+int search_ring_balanced(const Plan *base, const Layout1 *l);
 
 /* The estimated step time (seconds) and busiest rank's memory (bytes) of
  * `base` under layout l.  Pure arithmetic on the plan's numbers: no arena,

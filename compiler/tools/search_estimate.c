@@ -65,9 +65,12 @@ static double block_compute_s(const Plan *p, const Layout1 *l, const Shape *s, i
     double act_elems = (bwd ? (swiglu ? 2.5 : 3) : (swiglu ? 1.5 : 2)) * act;
     if (transformer) {
         double scores = s->tok * s->heads * (double)p->model.seq;
-        int kept = l->rc == RECOMPUTE_NONE && !bs->flash;
+        int ring = l->cp > 1 && l->ring, kept = l->rc == RECOMPUTE_NONE && !bs->flash && !ring;
         double attn = 4.0 * scores * (s->att / (s->heads > 0 ? s->heads : 1));
-        t += cost_attention_s(cl, peak, bwd ? (kept ? 2.0 : 3.0) * attn : attn);
+        /* ring attention's backward recomputes only the scores (ops.c); the
+         * balanced split computes half of each step's blocks */
+        if (ring && search_ring_balanced(p, l)) attn *= 0.5;
+        t += cost_attention_s(cl, peak, bwd ? (kept ? 2.0 : ring ? 2.5 : 3.0) * attn : attn);
         /* stored: the scores through memory; else tiles on chip (ops.c) */
         if (kept) elems += (bwd ? 4.0 : 3.0) * scores;
         else t += cost_tiles_s(cl, (bwd ? 7.0 : 3.0) * scores * s->wb, s->wb == 2);
@@ -305,6 +308,18 @@ static double sync_estimate(const Plan *p, const Layout1 *l, const Params *block
 }
 
 /* Whether a group of `size` ranks `stride` apart stays inside a node. */
+int search_ring_balanced(const Plan *base, const Layout1 *l)
+{
+    return l->ring && l->cp > 1 && base->model.block.causal && base->model.seq % (2 * l->cp) == 0;
+}
+
+/* What of a transfer of x seconds a computation of c seconds leaves exposed
+ * (the cluster's `overlap` share of the overlap hidden). */
+static double exposed_s(const Cluster *cl, double x, double c)
+{
+    return x - (x < c ? x : c) * cost_hidden_share(cl);
+}
+
 static int inside_node(const Plan *p, int size, int stride)
 {
     int gpn = p->cluster.gpus_per_node;
@@ -340,11 +355,24 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     int dp_inside = inside_node(base, l->dp, cp * l->tp);
     /* context parallelism (the all-gather form): each block gathers the
      * qkv of the whole sequence over cp and reduce-scatters its gradient */
-    if (cp > 1) {
+    if (cp > 1 && !l->ring) {
         double qkv = s.tok * cp * s.qkv * s.wb;
         int cp_inside = inside_node(base, cp, l->tp);
         fwd += cost_coll_s(cl, COLL_ALLGATHER, cp, cp_inside, qkv);
         bwd += cost_coll_s(cl, COLL_REDUCESCATTER, cp, cp_inside, qkv);
+    }
+    /* ring attention: each of the cp - 1 steps' K/V shift runs under the step
+     * before it; backward the K/V's and their gradient's share the link under
+     * each step, and the gradient's last shift, home, is exposed (ops_emit.c) */
+    if (cp > 1 && l->ring && m->block.kind == BLOCK_TRANSFORMER) {
+        int cp_inside = inside_node(base, cp, l->tp);
+        double kv = s.tok * 2.0 * (double)m->kv_heads / tp * (double)m->head_dim * s.wb;
+        double shift = cost_coll_s(cl, COLL_SHIFT, cp, cp_inside, kv);
+        double attn = 4.0 * s.tok * s.heads * (double)m->seq * (double)m->head_dim *
+                      (search_ring_balanced(base, l) ? 0.5 : 1.0);
+        double step_f = cost_attention_s(cl, peak, attn) / cp, step_b = cost_attention_s(cl, peak, 2.5 * attn) / cp;
+        fwd += (cp - 1) * exposed_s(cl, shift, step_f);
+        bwd += (cp - 1) * exposed_s(cl, 2 * shift, step_b) + shift;
     }
     if (l->ep) {
         double rows = s.tok * (double)m->block.moe.topk * s.h * s.wb;

@@ -3,14 +3,16 @@
  * ring_kv_pack, ring_kv_grad, ring_attention_fwd, ring_attention_bwd): the
  * math of runtime/cpu/prt_cpu_attention.c's ring steps, one thread per row.
  *
- * The forward gives each (sample, head, query row) a thread that walks the
- * step's keys with an online softmax (running max and sum, the output row in
- * registers, HD <= PRT_CU_RING_HD) and merges the block into out and lse by
- * the rows' logsumexp.  The backward runs two kernels, neither with atomics
- * (so 16-bit gradients add as the CPU's do, once per step): one thread per
- * query row for dq, one per (sample, key/value group, key row) for dk and dv
- * over the group's query heads and the rows that see the key, each
- * recomputing P = exp(scale q k - L) and dS = P (dO v - D), D = rowsum(dO out).
+ * The forward gives each (sample, head, query row) a block, a thread per head
+ * dim (HD <= PRT_CU_RING_HD), that walks the step's keys with an online
+ * softmax (each score a block sum; running max and sum, the output row one
+ * element a thread) and merges the block into out and lse by the rows'
+ * logsumexp.  The backward runs two kernels, neither with atomics (so 16-bit
+ * gradients add as the CPU's do, once per step): a block per query row for
+ * dq, one per (sample, key/value group, key row) for dk and dv over the
+ * group's query heads and the rows that see the key, each recomputing
+ * P = exp(scale q k - L) and dS = P (dO v - D), D = rowsum(dO out).  Nothing
+ * is kept per thread but scalars (no stack: tests/gpu/gpu_ptxas.sh).
  * A key is seen by a query row when its position in the whole sequence is not
  * after the row's (ring_sees: the positions of prt_seq_pos, so the
  * load-balanced split's halves mask as the whole sequence does).
@@ -67,94 +69,122 @@ static __global__ void kv_move_kernel(prt_ten qkv, prt_ten kv, ring_shape s, int
     }
 }
 
+/* The sum of v over the block, for every thread (blockDim.x a multiple of 32;
+ * part: 32 floats of shared memory). */
+static __device__ float block_sum(float v, float *part) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    float sum = 0.0f;
+    for (int w = 0; w < nwarps; w++) sum += part[w];
+    return sum;
+}
+#define ROWS(u, n) for (int64_t u = blockIdx.x; u < (n); u += gridDim.x)
+
+/* A block per (sample, head, query row), a thread per head dim e. */
 static __global__ void ring_fwd_kernel(prt_ten out, float *lse, prt_ten qkv, prt_ten kv, ring_shape s, int step) {
-    GRID_STRIDE(u, s.B * s.NH * s.T) {
+    __shared__ float part[32];
+    int64_t e = threadIdx.x;
+    int on = e < s.HD;
+    ROWS(u, s.B * s.NH * s.T) {
         int64_t i = u % s.T, h = u / s.T % s.NH, b = u / (s.T * s.NH), g = h / s.G;
-        int64_t qo = (b * s.T + i) * s.W + qkv_col(&s, 0, h);
-        float acc[PRT_CU_RING_HD], m = -INFINITY, l = 0.0f;
-        for (int64_t e = 0; e < s.HD; e++) acc[e] = 0.0f;
+        float q = on ? LD(qkv, (b * s.T + i) * s.W + qkv_col(&s, 0, h) + e) : 0.0f;
+        float acc = 0.0f, m = -INFINITY, l = 0.0f;
         for (int64_t j = 0; j < s.T; j++) {
             if (!ring_sees(&s, i, j)) continue;
-            int64_t ko = kv_at(&s, 1, b, j, g), vo = kv_at(&s, 2, b, j, g);
-            float dot = 0.0f;
-            for (int64_t e = 0; e < s.HD; e++) dot += LD(qkv, qo + e) * LD(kv, ko + e);
-            float x = dot * s.scale, mx = fmaxf(m, x), a = expf(m - mx), p = expf(x - mx);
-            for (int64_t e = 0; e < s.HD; e++) acc[e] = acc[e] * a + p * LD(kv, vo + e);
+            float x = block_sum(on ? q * LD(kv, kv_at(&s, 1, b, j, g) + e) : 0.0f, part) * s.scale;
+            float mx = fmaxf(m, x), a = expf(m - mx), p = expf(x - mx);
+            acc = acc * a + (on ? p * LD(kv, kv_at(&s, 2, b, j, g) + e) : 0.0f);
             l = l * a + p;
             m = mx;
         }
         if (l == 0.0f) continue; /* no key of this step (balanced: a half above the diagonal) */
         float lb = m + logf(l);
-        int64_t oo = (b * s.T + i) * s.NH * s.HD + h * s.HD, lo = (b * s.NH + h) * s.T + i;
+        int64_t oo = (b * s.T + i) * s.NH * s.HD + h * s.HD + e, lo = (b * s.NH + h) * s.T + i;
+        float old = step == 0 ? -INFINITY : lse[lo];
+        __syncthreads(); /* every thread has read lse before thread 0 writes it */
         if (step == 0) {
-            for (int64_t e = 0; e < s.HD; e++) ST(out, oo + e, acc[e] / l);
-            lse[lo] = lb;
+            if (on) ST(out, oo, acc / l);
+            if (e == 0) lse[lo] = lb;
             continue;
         }
-        float old = lse[lo], mx = fmaxf(old, lb), nl = mx + logf(expf(old - mx) + expf(lb - mx));
-        float ca = expf(old - nl), cb = expf(lb - nl);
-        for (int64_t e = 0; e < s.HD; e++) ST(out, oo + e, LD(out, oo + e) * ca + acc[e] / l * cb);
-        lse[lo] = nl;
+        float mx = fmaxf(old, lb), nl = mx + logf(expf(old - mx) + expf(lb - mx));
+        if (on) ST(out, oo, LD(out, oo) * expf(old - nl) + acc / l * expf(lb - nl));
+        if (e == 0) lse[lo] = nl;
     }
 }
 
-/* P and dS of query row i (head h) against key row j of the step. */
-static __device__ void ring_pds(const ring_shape *s, prt_ten qkv, prt_ten kv, prt_ten dout, prt_ten out,
-                                const float *lse, int64_t b, int64_t h, int64_t i, int64_t j, float *p, float *ds) {
-    int64_t g = h / s->G, qo = (b * s->T + i) * s->W + qkv_col(s, 0, h);
-    int64_t ko = kv_at(s, 1, b, j, g), vo = kv_at(s, 2, b, j, g), oo = (b * s->T + i) * s->NH * s->HD + h * s->HD;
-    float dot = 0.0f, dp = 0.0f, D = 0.0f;
-    for (int64_t e = 0; e < s->HD; e++) {
-        dot += LD(qkv, qo + e) * LD(kv, ko + e);
-        dp += LD(dout, oo + e) * LD(kv, vo + e);
-        D += LD(dout, oo + e) * LD(out, oo + e);
-    }
+/* P and dS of query row i (head h) against key row j of the step, every
+ * thread of the block (thread e holds dim e). */
+static __device__ void ring_pds(const ring_shape *s, prt_ten qkv, prt_ten kv, prt_ten dout, const float *lse,
+                                int64_t b, int64_t h, int64_t i, int64_t j, float D, float *part, float *p,
+                                float *ds) {
+    int64_t e = threadIdx.x, g = h / s->G;
+    int on = e < s->HD;
+    float qk = on ? LD(qkv, (b * s->T + i) * s->W + qkv_col(s, 0, h) + e) * LD(kv, kv_at(s, 1, b, j, g) + e) : 0.0f;
+    float dv = on ? LD(dout, (b * s->T + i) * s->NH * s->HD + h * s->HD + e) * LD(kv, kv_at(s, 2, b, j, g) + e) : 0.0f;
+    float dot = block_sum(qk, part), dp = block_sum(dv, part);
     *p = expf(dot * s->scale - lse[(b * s->NH + h) * s->T + i]);
     *ds = *p * (dp - D);
+}
+/* D = rowsum(dO * out) of query row i, head h. */
+static __device__ float ring_D(const ring_shape *s, prt_ten dout, prt_ten out, int64_t b, int64_t h, int64_t i,
+                               float *part) {
+    int64_t e = threadIdx.x, oo = (b * s->T + i) * s->NH * s->HD + h * s->HD + e;
+    return block_sum(e < s->HD ? LD(dout, oo) * LD(out, oo) : 0.0f, part);
 }
 
 static __global__ void ring_dq_kernel(prt_ten dqkv, prt_ten dout, prt_ten out, const float *lse, prt_ten qkv,
                                       prt_ten kv, ring_shape s) {
-    GRID_STRIDE(u, s.B * s.NH * s.T) {
+    __shared__ float part[32];
+    int64_t e = threadIdx.x;
+    int on = e < s.HD;
+    ROWS(u, s.B * s.NH * s.T) {
         int64_t i = u % s.T, h = u / s.T % s.NH, b = u / (s.T * s.NH), g = h / s.G;
-        int64_t qo = (b * s.T + i) * s.W + qkv_col(&s, 0, h);
-        float acc[PRT_CU_RING_HD];
-        for (int64_t e = 0; e < s.HD; e++) acc[e] = 0.0f;
+        float D = ring_D(&s, dout, out, b, h, i, part), acc = 0.0f;
         for (int64_t j = 0; j < s.T; j++) {
             if (!ring_sees(&s, i, j)) continue;
             float p, ds;
-            ring_pds(&s, qkv, kv, dout, out, lse, b, h, i, j, &p, &ds);
-            int64_t ko = kv_at(&s, 1, b, j, g);
-            for (int64_t e = 0; e < s.HD; e++) acc[e] += ds * s.scale * LD(kv, ko + e);
+            ring_pds(&s, qkv, kv, dout, lse, b, h, i, j, D, part, &p, &ds);
+            if (on) acc += ds * s.scale * LD(kv, kv_at(&s, 1, b, j, g) + e);
         }
-        for (int64_t e = 0; e < s.HD; e++) ST(dqkv, qo + e, LD(dqkv, qo + e) + acc[e]);
+        int64_t qo = (b * s.T + i) * s.W + qkv_col(&s, 0, h) + e;
+        if (on) ST(dqkv, qo, LD(dqkv, qo) + acc);
     }
 }
 
+/* A block per (sample, key/value group, key row) over the group's heads and
+ * the rows that see the key. */
 static __global__ void ring_dkv_kernel(prt_ten dkv, prt_ten dout, prt_ten out, const float *lse, prt_ten qkv,
                                        prt_ten kv, ring_shape s) {
-    GRID_STRIDE(u, s.B * s.KV * s.T) {
+    __shared__ float part[32];
+    int64_t e = threadIdx.x;
+    int on = e < s.HD;
+    ROWS(u, s.B * s.KV * s.T) {
         int64_t j = u % s.T, g = u / s.T % s.KV, b = u / (s.T * s.KV);
-        float dk[PRT_CU_RING_HD], dv[PRT_CU_RING_HD];
-        for (int64_t e = 0; e < s.HD; e++) dk[e] = dv[e] = 0.0f;
+        float dk = 0.0f, dv = 0.0f;
         for (int64_t h = g * s.G; h < (g + 1) * s.G; h++)
             for (int64_t i = 0; i < s.T; i++) {
                 if (!ring_sees(&s, i, j)) continue;
-                float p, ds;
-                ring_pds(&s, qkv, kv, dout, out, lse, b, h, i, j, &p, &ds);
-                int64_t qo = (b * s.T + i) * s.W + qkv_col(&s, 0, h), oo = (b * s.T + i) * s.NH * s.HD + h * s.HD;
-                for (int64_t e = 0; e < s.HD; e++) {
-                    dk[e] += ds * s.scale * LD(qkv, qo + e);
-                    dv[e] += p * LD(dout, oo + e);
-                }
+                float p, ds, D = ring_D(&s, dout, out, b, h, i, part);
+                ring_pds(&s, qkv, kv, dout, lse, b, h, i, j, D, part, &p, &ds);
+                if (!on) continue;
+                dk += ds * s.scale * LD(qkv, (b * s.T + i) * s.W + qkv_col(&s, 0, h) + e);
+                dv += p * LD(dout, (b * s.T + i) * s.NH * s.HD + h * s.HD + e);
             }
-        int64_t ko = kv_at(&s, 1, b, j, g), vo = kv_at(&s, 2, b, j, g);
-        for (int64_t e = 0; e < s.HD; e++) {
-            ST(dkv, ko + e, LD(dkv, ko + e) + dk[e]);
-            ST(dkv, vo + e, LD(dkv, vo + e) + dv[e]);
-        }
+        if (!on) continue;
+        int64_t ko = kv_at(&s, 1, b, j, g) + e, vo = kv_at(&s, 2, b, j, g) + e;
+        ST(dkv, ko, LD(dkv, ko) + dk);
+        ST(dkv, vo, LD(dkv, vo) + dv);
     }
 }
+
+/* A block per row (at most 65535 x 16, striding over the rest), a thread per
+ * head dim rounded up to whole warps. */
+static int ring_grid(int64_t rows) { return (int)(rows < 1 ? 1 : rows > 65535 * 16 ? 65535 * 16 : rows); }
+static int ring_threads(int64_t HD) { return (int)((HD + 31) / 32 * 32); }
 
 static ring_shape shape_of(const char *op, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD) {
     PRT_CHECK(KV >= 1 && NH % KV == 0 && HD >= 1 && HD <= PRT_CU_RING_HD,
@@ -191,8 +221,8 @@ void prt_cu_ring_attention_fwd(prt *rt, prt_ten out, prt_ten lse, prt_ten qkv, p
     ring_shape s = shape_of("ring_attention_fwd", B, T, NH, KV, HD);
     PRT_CHECK(lse.dtype == PRT_F32, "ring_attention_fwd: lse is fp32");
     if (!block_of(&s, "ring_attention_fwd", causal, coord, step, P, balanced) || B * T == 0) return;
-    ring_fwd_kernel<<<prt_cu_blocks(B * NH * T), PRT_CU_THREADS, 0, stream_of(rt)>>>(out, (float *)lse.p, qkv, kv, s,
-                                                                                   (int)step);
+    ring_fwd_kernel<<<ring_grid(B * NH * T), ring_threads(HD), 0, stream_of(rt)>>>(out, (float *)lse.p, qkv, kv, s,
+                                                                                 (int)step);
     PRT_LAUNCH_CHECK();
 }
 
@@ -203,8 +233,8 @@ void prt_cu_ring_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dkv, prt_ten dout,
     PRT_CHECK(lse.dtype == PRT_F32, "ring_attention_bwd: lse is fp32");
     if (!block_of(&s, "ring_attention_bwd", causal, coord, step, P, balanced) || B * T == 0) return;
     const float *L = (const float *)lse.p;
-    ring_dq_kernel<<<prt_cu_blocks(B * NH * T), PRT_CU_THREADS, 0, stream_of(rt)>>>(dqkv, dout, out, L, qkv, kv, s);
+    ring_dq_kernel<<<ring_grid(B * NH * T), ring_threads(HD), 0, stream_of(rt)>>>(dqkv, dout, out, L, qkv, kv, s);
     PRT_LAUNCH_CHECK();
-    ring_dkv_kernel<<<prt_cu_blocks(B * KV * T), PRT_CU_THREADS, 0, stream_of(rt)>>>(dkv, dout, out, L, qkv, kv, s);
+    ring_dkv_kernel<<<ring_grid(B * KV * T), ring_threads(HD), 0, stream_of(rt)>>>(dkv, dout, out, L, qkv, kv, s);
     PRT_LAUNCH_CHECK();
 }
