@@ -101,17 +101,20 @@ void check_dims_against_mesh(Check *c)
         }
     }
 
-    /* ZeRO shards over the data axis. */
+    /* ZeRO shards over the data axis, or over the context axis (its ranks
+     * hold the same parameters and sum their gradients, as a data axis's). */
     int batch_rule_failed = c->dim_rule[DIM_BATCH] && l->dim_axis[DIM_BATCH] < 0;
     if (c->zero_stmt && l->zero_stage > 0 && !batch_rule_failed) {
         int batch_axis = l->dim_axis[DIM_BATCH];
-        if (l->zero_axis != batch_axis) {
+        if (l->zero_axis != batch_axis && l->zero_axis != l->dim_axis[DIM_SEQ]) {
             const char *name = p->mesh.axes[l->zero_axis].name;
             diag_error(l->zero_loc,
                        batch_axis >= 0 ? arena_printf(c->arena, "batch maps to `%s`: write `over %s`",
                                                       p->mesh.axes[batch_axis].name, p->mesh.axes[batch_axis].name)
                                        : arena_printf(c->arena, "add `batch -> %s;`", name),
-                       "ZeRO shards over the data-parallel axis (the one `batch` maps to), not `%s`", name);
+                       "ZeRO shards over the data-parallel axis (the one `batch` maps to) or the context axis (the "
+                       "one `seq` maps to), not `%s`",
+                       name);
         }
     }
 }

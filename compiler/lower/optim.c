@@ -284,7 +284,11 @@ static void emit_sync(Lowerer *lw, Emit *es, int t, const Placement *acc, const 
         }
         if (!moves) continue;
         int bucket = r == REGION_BLOCK && lw->sp->sync_in_backward;
-        const char *why = pass == 0 ? (lay->dim_axis[DIM_SEQ] >= 0
+        int batch = lay->dim_axis[DIM_BATCH];
+        const char *why = pass == 0 ? (batch >= 0 && batch != data_axis && lw->plan->mesh.axes[batch].size > 1
+                                           ? "partial gradients of a parameter: each data rank's samples, and rows "
+                                             "split on a tensor or context axis (ZeRO shards over the context axis)"
+                                       : lay->dim_axis[DIM_SEQ] >= 0
                                            ? "partial gradients of a parameter used on rows split on a tensor or "
                                              "context axis"
                                            : "partial gradients of a parameter used on rows split on a tensor axis")

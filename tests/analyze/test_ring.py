@@ -32,7 +32,9 @@ tiny_rope_s256_ring4 (seq 256 over cp 4: 64 tokens a rank; 4 query heads over
     output; 2 x 28,672 / 8: the up projection; 28,672 / 8: SwiGLU's output)
     + 4 bytes x s x (2 norms' rstd + 64 / 8 heads' logsumexp), times 9 micro-
     batches in flight x 10 layers a chunk; the layers' inputs are the
-    residual stream's slots, 9 x (10 + 1) with each chunk's output.
+    residual stream's slots, 9 x (10 + 1) with each chunk's output;
+  - llama3_70b_128k_ring with `zero 1 over cp;`: a middle stage's optimizer
+    state is a 16th of the plan's without it, its weights whole.
 Exits 1 on any failure."""
 import json
 import re
@@ -78,6 +80,26 @@ def cp_memory(parc, examples):
                              f"flight, {stage['layers']} layers), counted by hand {bytes_} B")
             else:
                 print(f"llama3_70b_128k, {what}: stage 1 activations {got} B = the hand count")
+    # ZeRO-1 over the context axis (no data axis): the optimizer state a 16th
+    ring_plan = os.path.join(examples, "llama3_70b_128k_ring.par")
+    text = open(ring_plan).read()
+    zero = text.replace("seq -> cp;", "seq -> cp;\n  zero 1 over cp;")
+    with tempfile.TemporaryDirectory() as tmp:
+        got = []
+        for plan_text in (text, zero):
+            path = os.path.join(tmp, "plan.par")
+            with open(path, "w") as f:
+                f.write(plan_text)
+            out = subprocess.run([parc, "explain", path, "--json"], capture_output=True, text=True).stdout
+            got.append(json.loads(out)["stages"][1]["memory"])
+    share = got[1]["optimizer"] / got[0]["optimizer"] if got[0]["optimizer"] else 0
+    if zero == text or abs(share * CP - 1) > 1e-3 or got[1]["weights"] != got[0]["weights"]:
+        fails.append(f"llama3_70b_128k_ring with zero 1 over cp: optimizer {got[1]['optimizer']} B against "
+                     f"{got[0]['optimizer']} B without (share {share:.5f}, want 1/{CP}), weights "
+                     f"{got[1]['weights']} against {got[0]['weights']}")
+    else:
+        print(f"llama3_70b_128k_ring, zero 1 over cp: stage 1 optimizer {got[1]['optimizer']} B = 1/{CP} of "
+              f"{got[0]['optimizer']} B, total {got[1]['total']} B against {got[0]['total']} B")
     return fails
 
 
