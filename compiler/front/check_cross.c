@@ -93,9 +93,22 @@ void check_dims_against_mesh(Check *c)
                                         : arena_printf(c->arena, "map `heads -> %s;` and `ffn -> %s;` first", sp_name,
                                                        sp_name),
                        "sequence parallelism runs over the tensor axis (the one heads/ffn map to), not `%s`", sp_name);
-        } else if (l->dim_axis[DIM_SEQ] >= 0) {
-            diag_error(l->sp_loc, "keep one of them", "`seq` is already split by the rule `seq -> %s`",
-                       p->mesh.axes[l->dim_axis[DIM_SEQ]].name);
+        } else if (l->dim_axis[DIM_SEQ] >= 0 && (m->positions == POS_LEARNED || m->block.dropout > 0)) {
+            /* a row's place is then two coordinates' (the context chunk, the
+             * tensor rank's part of it): rotary positions sit on the qkv,
+             * which is whole on the tensor axis, but a learned position
+             * table and dropout's masks are placed by one */
+            diag_error(l->sp_loc,
+                       m->positions == POS_LEARNED ? "keep one of them, or use rotary positions (`embed positions rope`)"
+                                                   : "keep one of them, or drop `dropout` from the block",
+                       "sequence parallelism and the rule `seq -> %s` split the sequence twice, and %s places rows "
+                       "by one split",
+                       p->mesh.axes[l->dim_axis[DIM_SEQ]].name,
+                       m->positions == POS_LEARNED ? "the learned position table" : "dropout's mask");
+        } else if (l->dim_axis[DIM_SEQ] >= 0 && m->seq > 0) {
+            int64_t cp = p->mesh.axes[l->dim_axis[DIM_SEQ]].size;
+            check_divides(c, "seq", m->seq / cp, m->seq / cp, l->sp_axis, l->sp_loc,
+                          " (sequence parallelism splits each context chunk)");
         } else if (m->seq > 0) {
             check_divides(c, "seq", m->seq, m->seq, l->sp_axis, l->sp_loc, " (sequence parallelism splits seq)");
         }
