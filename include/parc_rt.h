@@ -440,6 +440,13 @@ does:
     dropout hash of (seed, step, layer, site 0) and index (((first_sample + b) *
     NH_global + h_offset + h) * T + i) * T + j says drop.  probs, when given,
     holds P before dropout; M is never stored: the backward regenerates it.
+  seq_permute(dst, src, B, T, W, zz, inverse): rows of W elements of B
+    sequences of T, the load-balanced split's order (prt_seq_pos_whole over zz
+    ranks) and the sequence's: inverse 0 dst[b, position of row g] = src[b, g]
+    (a gathered sequence into order); inverse 1 dst[b, g] += src[b, position of
+    g] (its gradient back, added).  seq_halves(seq, half0, half1, B, h, C, join):
+    join 1 seq[b, a h + i] = half_a[b, i] (two blocks of B x h rows of C into
+    B sequences of 2h), join 0 the inverse (the halves written).
   ring_kv_pack(kv, qkv, B, T, NH, KV, HD): kv[B,T,2,KV,HD] = the k and v of
     every key/value head of qkv (attention_fwd's layouts), what ring attention
     passes around the context axis.  ring_kv_grad(dqkv, dkv, B, T, NH, KV, HD):
@@ -761,6 +768,12 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
     R(X, OP, ring_kv_grad, "pppiiiiit", (prt *rt, void *dqkv, const void *dkv, int64_t B, int64_t T, int64_t NH,  \
       int64_t KV, int64_t HD, int64_t dtypes),                                                                    \
       (rt, dqkv, dkv, B, T, NH, KV, HD, dtypes))                                                                  \
+    R(X, OP, seq_permute, "pppiiiiit", (prt *rt, void *dst, const void *src, int64_t B, int64_t T, int64_t W,      \
+      int64_t zz, int64_t inverse, int64_t dtypes),                                                               \
+      (rt, dst, src, B, T, W, zz, inverse, dtypes))                                                               \
+    R(X, OP, seq_halves, "ppppiiiit", (prt *rt, void *seq, void *half0, void *half1, int64_t B, int64_t h,         \
+      int64_t C, int64_t join, int64_t dtypes),                                                                   \
+      (rt, seq, half0, half1, B, h, C, join, dtypes))                                                             \
     R(X, OP, ring_attention_fwd, "pppppiiiiiiiiiit", (prt *rt, void *out, void *lse, const void *qkv,           \
       const void *kv, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t coord,    \
       int64_t step, int64_t P, int64_t balanced, int64_t dtypes),                                                 \

@@ -112,6 +112,7 @@ static LLVMValueRef arg_value(Gen *g, const StageProgram *sp, const Instr *in, i
     case ARG_COORD_TIMES:
         have = 'i';
         v = mul(g, codegen_coord(g, a->axis), c64(g, a->i), "");
+        if (a->k) v = LLVMBuildAdd(g->b, v, c64(g, a->k), "");
         break;
     case ARG_STEP:
         have = 'i';

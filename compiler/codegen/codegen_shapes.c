@@ -9,7 +9,7 @@
  * every sequence of every stage gives a row with its runtime function's name
  * (PRT_CALLS, without the prt_ prefix) and its int64_t arguments in call
  * order as arg_value passes them.  An ARG_COORD_TIMES argument, coordinate ×
- * i, is the largest any rank passes, (size - 1) × i; arguments that only the
+ * i + k, is the largest any rank passes, (size - 1) × i + k (k when i < 0); arguments that only the
  * running call knows (the step, a micro-batch's first sample, a layer, a
  * message tag) are -1.  Identical rows of one stage appear once, in the order
  * of first appearance.
@@ -32,8 +32,8 @@ static int shape_row(const Program *pr, int stage, const Instr *in, prt_op_shape
         const Arg *a = &in->args[j];
         int64_t v = -1;
         if (a->kind == ARG_INT) v = a->i;
-        else if (a->kind == ARG_COORD_TIMES)
-            v = (a->axis >= 0 ? (int64_t)pr->plan->mesh.axes[a->axis].size - 1 : 0) * a->i;
+        else if (a->kind == ARG_COORD_TIMES) /* the largest any coordinate gives */
+            v = a->k + (a->i > 0 && a->axis >= 0 ? (int64_t)pr->plan->mesh.axes[a->axis].size - 1 : 0) * a->i;
         if (row->nargs == PRT_OP_SHAPE_MAX_ARGS)
             PARC_BUG("%s takes more than %d int64_t arguments", name, PRT_OP_SHAPE_MAX_ARGS);
         row->args[row->nargs++] = v;

@@ -331,7 +331,7 @@ void check_batch(Check *c);
 void check_pipeline(Check *c);
 void check_pipeline_scatter(Check *c);
 /* `cp_comm ring;` and `cp_split balanced;` need a context axis (a `seq -> AXIS`
- * rule); the balanced split ring attention, seq dividing by 2 cp, no dropout. */
+ * rule); the balanced split seq dividing by 2 cp and no dropout. */
 void check_cp_comm(Check *c);
 void check_fill_even_stages(Layout *l, int64_t layers);
 /* The size limits above, on values the sections accepted; reports each one a

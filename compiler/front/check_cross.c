@@ -644,9 +644,6 @@ void check_cp_comm(Check *c)
         return;
     }
     int64_t P = p->mesh.axes[cp].size;
-    if (l->cp_comm != CP_COMM_RING)
-        diag_error(at, "add `cp_comm ring;` (ring attention), or remove `cp_split balanced;`",
-                   "`cp_split balanced` runs with ring attention only: the all-gather form keeps the sequence in order");
     if (p->model.seq > 0 && p->model.seq % (2 * P) != 0)
         diag_error(at, arena_printf(c->arena, "a seq that divides by %lld, or remove `cp_split balanced;`",
                                     (long long)(2 * P)),

@@ -496,7 +496,7 @@ typedef struct Layout {
      * context axis (rank r holds chunks r and 2 cp - 1 - r of 2 cp), so every
      * rank of a causal model does the same attention work; the data are
      * loaded in that order (prt_data) and positions follow it (prt_seq_pos).
-     * check guarantees: ring attention, seq divides by 2 cp, no dropout. */
+     * check guarantees: seq divides by 2 cp, no dropout. */
     int cp_balanced;
     SrcLoc cp_split_loc;
 } Layout;

@@ -253,7 +253,7 @@ typedef enum {
                         coord(axis) * i when axis >= 0 (a rank's share of a flat tensor) */
     ARG_INT,         /* i */
     ARG_F64,         /* d */
-    ARG_COORD_TIMES, /* coord(axis) * i */
+    ARG_COORD_TIMES, /* coord(axis) * i + k */
     ARG_STEP,        /* the step number, counting from 1 */
     ARG_FIRST_SAMPLE, /* first sample of this micro-batch in the step's global batch:
                          micro * (micro_batch * dp) + coord(dp axis) * micro_batch */
@@ -316,7 +316,7 @@ typedef struct OpShape {
     OpPart part;
     int seq_axis;
     int ring;     /* ring attention: the context axis's size P (seq_axis), the call one step of P; else 0 */
-    int balanced; /* ring attention over the load-balanced split (`cp_split balanced`) */
+    int balanced; /* attention over the load-balanced split (`cp_split balanced`), either form */
 } OpShape;
 
 /* The memory-bound classes of the cost model, each charged at its own

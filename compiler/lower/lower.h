@@ -155,6 +155,9 @@ void place_rule_attention(Lowerer *lw, const Op *op, int a, OpPlace *r);
 /* The context axis op's ring attention passes K/V around (`cp_comm ring` and
  * op an attention whose output is split on seq there), else -1. */
 int place_ring_axis(const Lowerer *lw, const Op *op);
+/* Whether op is attention in the all-gather form of the load-balanced split
+ * (`cp_split balanced` without ring attention): its query rows two halves. */
+int place_balanced_gather(const Lowerer *lw, const Op *op);
 void place_rule_dropout(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_xent(Lowerer *lw, const Op *op, int a, OpPlace *r);
 void place_rule_moe(Lowerer *lw, const Op *op, int a, OpPlace *r);
@@ -205,6 +208,14 @@ static inline Arg arg_coord(int axis, int64_t times)
 {
     if (axis < 0) return arg_int(0);
     Arg a = {ARG_COORD_TIMES, 0, (int8_t)axis, -1, 0, times, 0};
+    return a;
+}
+/* coord(axis) * times + plus (the load-balanced split's second half: its
+ * first position, (2 cp - 1 - coord) x half) */
+static inline Arg arg_coord_plus(int axis, int64_t times, int32_t plus)
+{
+    if (axis < 0) return arg_int(plus);
+    Arg a = {ARG_COORD_TIMES, 0, (int8_t)axis, -1, plus, times, 0};
     return a;
 }
 static inline Arg arg_kind(ArgKind kind)

@@ -151,6 +151,7 @@ static void shape_attention(const Lowerer *lw, const Op *op, const OpArgs *a, Op
     s->dropout = lw->plan->model.block.dropout > 0;
     int ring = place_ring_axis(lw, op);
     if (ring >= 0) s->ring = lw->plan->mesh.axes[ring].size, s->balanced = lw->plan->layout.cp_balanced;
+    if (place_balanced_gather(lw, op)) s->balanced = 1;
 }
 
 /* rope: d = {B, T, G groups, U heads per group, R rotated per group, HD} of
@@ -305,13 +306,17 @@ static double flops_moe_combine(const OpShape *s, int bwd)
  * QK^T again when the probabilities were not kept.  A ring attention call is
  * one step: T rows by the T keys of one chunk, every step charged whole (the
  * busiest rank of a causal split in order, the last, computes all of them),
- * or half of it with the load-balanced split (every rank alike). */
+ * or half of it with the load-balanced split (every rank alike); the
+ * all-gather form's calls likewise. */
 static double flops_attention(const OpShape *s, int bwd)
 {
     double f = (double)s->d[0] * s->d[1] * s->d[5] * s->d[2] * s->d[3];
-    /* a ring step's backward: QK^T again, dV, dP, dQ, dK; a balanced step computes two of its four
-     * blocks of halves (prt_ring_kinds: two whole, or one whole and two diagonals) */
-    if (s->ring) return (bwd ? 10.0 : 4.0) * f * (s->balanced && s->d[1] > 1 ? 0.5 : 1.0);
+    /* the load-balanced split: a ring step computes two of its four blocks of
+     * halves (prt_ring_kinds: two whole, or one whole and two diagonals), a
+     * gathered half of query rows half of the keys on average */
+    if (s->balanced) f *= 0.5;
+    /* a ring step's backward: QK^T again, dV, dP, dQ, dK */
+    if (s->ring) return (bwd ? 10.0 : 4.0) * f;
     return (bwd ? (s->kept ? 8.0 : 12.0) : 4.0) * f;
 }
 

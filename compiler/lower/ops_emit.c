@@ -256,6 +256,58 @@ static int emit_ring_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *
     return entry;
 }
 
+/* The all-gather form of the load-balanced split (`cp_split balanced`
+ * without ring attention; Llama 3's context parallelism): the gathered qkv
+ * holds the chunks in the split's order, so it is put in the sequence's
+ * (seq_permute into `cp.qkv`) and the rank's query rows, two halves of h
+ * rows at positions coord h and (2 cp - 1 - coord) h, are two calls, each an
+ * entry of the op, their outputs joined into the rank's rows (seq_halves).
+ * The backward splits dout likewise, both calls add into the ordered qkv's
+ * gradient (`cp.qkv.grad`), and seq_permute adds it back in the gathered
+ * order, which the reduce-scatter then takes.  No probabilities are kept
+ * (place.c): each backward call recomputes its own. */
+static Arg half_q0(const OpShape *s, int64_t P, int64_t h, int a)
+{
+    return a ? arg_coord_plus(s->seq_axis, -h, (int32_t)((2 * P - 1) * h)) : arg_coord(s->seq_axis, h);
+}
+
+static int emit_balanced_gather(Emit *e, const Op *op, const OpArgs *a, const OpShape *s, int bwd)
+{
+    Lowerer *lw = e->lw;
+    const Model *m = &lw->plan->model;
+    int64_t B = s->d[0], Tl = s->d[1], NH = s->d[2], HD = s->d[3], KV = s->d[4], T = s->d[5], h = Tl / 2;
+    int64_t P = lw->plan->mesh.axes[s->seq_axis].size, W = (NH + 2 * KV) * HD, C = NH * HD;
+    PARC_ASSERT(Tl % 2 == 0 && !s->kept && !s->dropout);
+    Arg ordered, grad, half[2];
+    reshard_ring_bufs(lw, "cp.qkv", B * T * W, &ordered, 1);
+    reshard_ring_bufs(lw, "cp.half", B * h * C, half, 2);
+    EMIT(e, RT_prt_seq_permute, ordered, a->in[0].arg, arg_int(B), arg_int(T), arg_int(W), arg_int(P), arg_int(0));
+    OpShape hs = *s;
+    hs.d[1] = h;
+    int entry = -1;
+    if (!bwd) {
+        for (int k = 0; k < 2; k++)
+            entry = ring_entry(e,
+                               ENTRY(e, RT_prt_attention_fwd, half[k], arg_null(), ordered, arg_int(B), arg_int(T),
+                                     arg_int(NH), arg_int(KV), arg_int(HD), arg_int(m->block.causal), arg_int(h),
+                                     half_q0(s, P, h, k)),
+                               op, &hs, ENTRY_FORWARD);
+        EMIT(e, RT_prt_seq_halves, a->out, half[0], half[1], arg_int(B), arg_int(h), arg_int(C), arg_int(1));
+        return entry;
+    }
+    reshard_ring_bufs(lw, "cp.qkv.grad", B * T * W, &grad, 1);
+    EMIT(e, RT_prt_seq_halves, a->dout, half[0], half[1], arg_int(B), arg_int(h), arg_int(C), arg_int(0));
+    EMIT(e, RT_prt_zero, grad, arg_int(B * T * W));
+    for (int k = 0; k < 2; k++)
+        entry = ring_entry(e,
+                           ENTRY(e, RT_prt_attention_bwd, grad, half[k], ordered, arg_null(), arg_int(B), arg_int(T),
+                                 arg_int(NH), arg_int(KV), arg_int(HD), arg_int(m->block.causal), arg_int(h),
+                                 half_q0(s, P, h, k)),
+                           op, &hs, ENTRY_BACKWARD);
+    EMIT(e, RT_prt_seq_permute, a->din[0].arg, grad, arg_int(B), arg_int(T), arg_int(W), arg_int(P), arg_int(1));
+    return entry;
+}
+
 /* attention_fwd / attention_bwd take the key count T (the qkv's rows), then
  * the rank's query rows Tq and their first row q0 (context parallelism: the
  * seq axis's coordinate times Tq; else Tq = T, q0 0).  With dropout the
@@ -267,6 +319,7 @@ int ops_emit_attention_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape
 {
     const Model *m = &e->lw->plan->model;
     if (s->ring) return emit_ring_fwd(e, op, a, s);
+    if (place_balanced_gather(e->lw, op)) return emit_balanced_gather(e, op, a, s, 0);
     if (s->dropout)
         return ENTRY(e, RT_prt_attention_dropout_fwd, a->out, probs_arg(e->lw, op, s), a->in[0].arg,
                      arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[4]),
@@ -281,6 +334,7 @@ int ops_emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape
 {
     const Model *m = &e->lw->plan->model;
     if (s->ring) return emit_ring_bwd(e, op, a, s);
+    if (place_balanced_gather(e->lw, op)) return emit_balanced_gather(e, op, a, s, 1);
     if (s->dropout)
         return ENTRY(e, RT_prt_attention_dropout_bwd, a->din[0].arg, a->dout, a->in[0].arg, probs_arg(e->lw, op, s),
                      arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[4]),

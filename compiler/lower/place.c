@@ -230,6 +230,14 @@ void place_rule_attention(Lowerer *lw, const Op *op, int a, OpPlace *r)
     r->in[0] = r->din[0] = home;
 }
 
+int place_balanced_gather(const Lowerer *lw, const Op *op)
+{
+    const Layout *l = &lw->plan->layout;
+    int cp = l->dim_axis[DIM_SEQ];
+    return op->kind == OP_ATTENTION && l->cp_balanced && l->cp_comm != CP_COMM_RING && cp >= 0 &&
+           out_home(lw, op, cp).kind == PLACE_S && out_home(lw, op, cp).dim == DIM_SEQ;
+}
+
 int place_ring_axis(const Lowerer *lw, const Op *op)
 {
     if (op->kind != OP_ATTENTION || lw->plan->layout.cp_comm != CP_COMM_RING) return -1;
@@ -302,8 +310,10 @@ static void mark_needed(Lowerer *lw)
             lw->bind[op->out].needed = lw->bind[op->aux[1]].needed = 1;
             continue;
         }
-        /* memory-efficient attention keeps no probabilities whatever the policy */
-        int keep = keep_stats && !(op->kind == OP_ATTENTION && lw->plan->model.block.flash);
+        /* memory-efficient attention keeps no probabilities whatever the policy,
+         * nor does the all-gather form of the load-balanced split (its two
+         * halves of query rows are two calls, ops_emit.c) */
+        int keep = keep_stats && !(op->kind == OP_ATTENTION && (lw->plan->model.block.flash || place_balanced_gather(lw, op)));
         if ((saves & OP_SAVES_AUX) || ((saves & OP_SAVES_AUX_KEPT) && keep))
             for (int k = 0; k < op->naux; k++) lw->bind[op->aux[k]].needed = 1;
     }

@@ -211,7 +211,10 @@ static void arg_dump(const StageProgram *sp, const Arg *a, FILE *out)
         break;
     case ARG_INT: fprintf(out, "%lld", (long long)a->i); break;
     case ARG_F64: fprintf(out, "%.9g", a->d); break;
-    case ARG_COORD_TIMES: fprintf(out, "coord(%d)*%lld", a->axis, (long long)a->i); break;
+    case ARG_COORD_TIMES:
+        fprintf(out, "coord(%d)*%lld", a->axis, (long long)a->i);
+        if (a->k) fprintf(out, "%+d", a->k);
+        break;
     case ARG_STEP: fprintf(out, "step"); break;
     case ARG_LR: fprintf(out, "lr"); break;
     case ARG_CLIP_SCALE: fprintf(out, "clip_scale"); break;

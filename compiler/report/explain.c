@@ -279,6 +279,15 @@ static void explain_attention(FILE *out, const Analysis *an, const Analysis *oth
                       "(`cp_split balanced` evens it)");
         return;
     }
+    if (cp >= 0 && plan->layout.cp_balanced) {
+        int64_t P = plan->mesh.axes[cp].size;
+        fprintf(out, "  attention       %s, context parallel over %s by all-gather with the load-balanced split "
+                     "(`cp_split balanced`: rank r holds chunks r and 2 cp - 1 - r of %lld tokens): the gathered qkv "
+                     "put in order, the rank's two halves of query rows two calls, every rank the same work; no "
+                     "probabilities kept, each half recomputes its own in the backward\n",
+                mask, plan->mesh.axes[cp].name, (long long)(plan->model.seq / (2 * P)));
+        return;
+    }
     if (plan->layout.recompute != RECOMPUTE_NONE) {
         fprintf(out, "  attention       %s%s: probabilities recomputed in backward (recompute %s)\n", mask,
                 b->flash ? " flash" : "", recompute_names[plan->layout.recompute]);

@@ -714,3 +714,35 @@ void prt_cpu_ring_kv_grad(prt *rt, void *dqkv, const void *dkv, int64_t B, int64
                           int64_t HD, int64_t dtypes) {
     kv_move(rt, "ring_kv_grad", dqkv, (void *)dkv, B, T, NH, KV, HD, dtypes, 0);
 }
+
+/* ------------------------------------------------ the load-balanced split's order */
+
+void prt_cpu_seq_permute(prt *rt, void *dst_, const void *src_, int64_t B, int64_t T, int64_t W, int64_t zz,
+                         int64_t inverse, int64_t dtypes) {
+    const char *op = "seq_permute";
+    PRT_CHECK(B >= 0 && T >= 0 && W >= 0 && zz >= 1 && T % (2 * zz) == 0, "%s: B=%lld T=%lld W=%lld zz=%lld", op,
+              (long long)B, (long long)T, (long long)W, (long long)zz);
+    tensor dst = ften(rt, dtypes, 0, dst_, op), src = ften(rt, dtypes, 1, src_, op);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t g = 0; g < T; g++) {
+            int64_t p = prt_seq_pos_whole(g, T, zz), x = (b * T + g) * W, y = (b * T + p) * W;
+            for (int64_t e = 0; e < W; e++)
+                if (inverse) ST(dst, x + e, LD(dst, x + e) + LD(src, y + e));
+                else ST(dst, y + e, LD(src, x + e));
+        }
+}
+
+void prt_cpu_seq_halves(prt *rt, void *seq_, void *half0, void *half1, int64_t B, int64_t h, int64_t C, int64_t join,
+                        int64_t dtypes) {
+    const char *op = "seq_halves";
+    PRT_CHECK(B >= 0 && h >= 0 && C >= 0, "%s: B=%lld h=%lld C=%lld", op, (long long)B, (long long)h, (long long)C);
+    tensor seq = ften(rt, dtypes, 0, seq_, op), half[2] = {ften(rt, dtypes, 1, half0, op), ften(rt, dtypes, 2, half1, op)};
+    for (int64_t a = 0; a < 2; a++)
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < h; i++) {
+                int64_t blk = (b * h + i) * C, row = ((b * 2 + a) * h + i) * C;
+                for (int64_t e = 0; e < C; e++)
+                    if (join) ST(seq, row + e, LD(half[a], blk + e));
+                    else ST(half[a], blk + e, LD(seq, row + e));
+            }
+}

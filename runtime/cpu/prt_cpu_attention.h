@@ -65,5 +65,11 @@ void prt_cpu_ring_attention_bwd(prt *rt, void *dqkv, void *dkv, const void *dout
                                 const void *qkv, const void *kv, int64_t B, int64_t T, int64_t NH, int64_t KV,
                                 int64_t HD, int64_t causal, int64_t coord, int64_t step, int64_t P, int64_t balanced,
                                 int64_t dtypes);
+/* seq_permute and seq_halves of parc_rt.h (the all-gather form of the
+ * load-balanced split). */
+void prt_cpu_seq_permute(prt *rt, void *dst, const void *src, int64_t B, int64_t T, int64_t W, int64_t zz,
+                         int64_t inverse, int64_t dtypes);
+void prt_cpu_seq_halves(prt *rt, void *seq, void *half0, void *half1, int64_t B, int64_t h, int64_t C, int64_t join,
+                        int64_t dtypes);
 
 #endif

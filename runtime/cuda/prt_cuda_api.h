@@ -123,6 +123,8 @@ void prt_cu_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dout, prt_ten qkv, prt_
  * and v into kv (to 1) or adds kv into qkv's k and v columns (to 0). */
 void prt_cu_ring_kv_move(prt *rt, prt_ten qkv, prt_ten kv, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD,
                          int to);
+void prt_cu_seq_permute(prt *rt, prt_ten dst, prt_ten src, int64_t B, int64_t T, int64_t W, int64_t zz, int inverse);
+void prt_cu_seq_halves(prt *rt, prt_ten seq, prt_ten half0, prt_ten half1, int64_t B, int64_t h, int64_t C, int join);
 void prt_cu_ring_attention_fwd(prt *rt, prt_ten out, prt_ten lse, prt_ten qkv, prt_ten kv, int64_t B, int64_t T,
                                int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t coord, int64_t step,
                                int64_t P, int64_t balanced);

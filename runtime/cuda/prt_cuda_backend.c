@@ -212,6 +212,14 @@ static void cu_ring_kv_grad(prt *rt, void *dqkv, const void *dkv, int64_t B, int
                             int64_t HD, int64_t dtypes) {
     prt_cu_ring_kv_move(rt, TN(0, dqkv), TN(1, dkv), B, T, NH, KV, HD, 0);
 }
+static void cu_seq_permute(prt *rt, void *dst, const void *src, int64_t B, int64_t T, int64_t W, int64_t zz,
+                           int64_t inverse, int64_t dtypes) {
+    prt_cu_seq_permute(rt, TN(0, dst), TN(1, src), B, T, W, zz, (int)inverse);
+}
+static void cu_seq_halves(prt *rt, void *seq, void *half0, void *half1, int64_t B, int64_t h, int64_t C, int64_t join,
+                          int64_t dtypes) {
+    prt_cu_seq_halves(rt, TN(0, seq), TN(1, half0), TN(2, half1), B, h, C, (int)join);
+}
 static void cu_ring_attention_fwd(prt *rt, void *out, void *lse, const void *qkv, const void *kv, int64_t B, int64_t T,
                                   int64_t NH, int64_t KV, int64_t HD, int64_t causal, int64_t coord, int64_t step,
                                   int64_t P, int64_t balanced, int64_t dtypes) {

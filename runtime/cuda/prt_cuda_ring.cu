@@ -238,3 +238,38 @@ void prt_cu_ring_attention_bwd(prt *rt, prt_ten dqkv, prt_ten dkv, prt_ten dout,
     ring_dkv_kernel<<<ring_grid(B * KV * T), ring_threads(HD), 0, stream_of(rt)>>>(dkv, dout, out, L, qkv, kv, s);
     PRT_LAUNCH_CHECK();
 }
+
+/* seq_permute / seq_halves (parc_rt.h): one thread per element. */
+static __global__ void seq_permute_kernel(prt_ten dst, prt_ten src, int64_t B, int64_t T, int64_t W, int64_t zz,
+                                          int inverse) {
+    GRID_STRIDE(i, B * T * W) {
+        int64_t e = i % W, g = i / W % T, b = i / (W * T);
+        int64_t y = (b * T + prt_seq_pos_whole(g, T, zz)) * W + e;
+        if (inverse) ST(dst, i, LD(dst, i) + LD(src, y));
+        else ST(dst, y, LD(src, i));
+    }
+}
+static __global__ void seq_halves_kernel(prt_ten seq, prt_ten half0, prt_ten half1, int64_t B, int64_t h, int64_t C,
+                                         int join) {
+    GRID_STRIDE(i, 2 * B * h * C) {
+        int64_t n = B * h * C, a = i / n, j = i % n, e = j % C, r = j / C % h, b = j / (C * h);
+        int64_t row = ((b * 2 + a) * h + r) * C + e;
+        prt_ten half = a ? half1 : half0;
+        if (join) ST(seq, row, LD(half, j));
+        else ST(half, j, LD(seq, row));
+    }
+}
+
+void prt_cu_seq_permute(prt *rt, prt_ten dst, prt_ten src, int64_t B, int64_t T, int64_t W, int64_t zz, int inverse) {
+    PRT_CHECK(zz >= 1 && T % (2 * zz) == 0, "seq_permute: T=%lld zz=%lld", (long long)T, (long long)zz);
+    if (B * T * W == 0) return;
+    seq_permute_kernel<<<prt_cu_blocks(B * T * W), PRT_CU_THREADS, 0, stream_of(rt)>>>(dst, src, B, T, W, zz, inverse);
+    PRT_LAUNCH_CHECK();
+}
+
+void prt_cu_seq_halves(prt *rt, prt_ten seq, prt_ten half0, prt_ten half1, int64_t B, int64_t h, int64_t C, int join) {
+    if (B * h * C == 0) return;
+    seq_halves_kernel<<<prt_cu_blocks(2 * B * h * C), PRT_CU_THREADS, 0, stream_of(rt)>>>(seq, half0, half1, B, h, C,
+                                                                                          join);
+    PRT_LAUNCH_CHECK();
+}
