@@ -246,6 +246,26 @@ static void ring_ops(int64_t dt) {
         prt_cu_ring_kv_move(rt, D(dqkv), D(dkv), B, T, NH, KV, HD, 0);
         check("ring_kv_grad", "dqkv", dqkv, tol);
     }
+    /* the all-gather form of the load-balanced split: a gathered sequence of 3 chunks put in
+     * order and back (added), and a rank's rows split into halves and joined */
+    ten seq = mk(dt, B * 3 * T * W, -1, 1, 0), ord = mk(dt, B * 3 * T * W, 0, 0, 1),
+        back = mk(dt, B * 3 * T * W, -1, 1, 0), rows = mk(dt, B * T * C, -1, 1, 0),
+        h0 = mk(dt, B * (T / 2) * C, 0, 0, 1), h1 = mk(dt, B * (T / 2) * C, 0, 0, 1);
+    prt_seq_permute(rt, ord.h, seq.h, B, 3 * T, W, 3, 0, PRT_ARG_DTYPES(ord.dt, seq.dt));
+    prt_cu_seq_permute(rt, D(ord), D(seq), B, 3 * T, W, 3, 0);
+    check("seq_permute", "ordered", ord, tol);
+    prt_seq_permute(rt, back.h, ord.h, B, 3 * T, W, 3, 1, PRT_ARG_DTYPES(back.dt, ord.dt));
+    prt_cu_seq_permute(rt, D(back), D(ord), B, 3 * T, W, 3, 1);
+    check("seq_permute inverse", "added", back, tol);
+    prt_seq_halves(rt, rows.h, h0.h, h1.h, B, T / 2, C, 0, PRT_ARG_DTYPES(rows.dt, h0.dt, h1.dt));
+    prt_cu_seq_halves(rt, D(rows), D(h0), D(h1), B, T / 2, C, 0);
+    check("seq_halves split", "half 0", h0, tol);
+    check("seq_halves split", "half 1", h1, tol);
+    for (int64_t i = 0; i < rows.n; i++) prt_store(rows.h, dt, i, frand());
+    upload(rows);
+    prt_seq_halves(rt, rows.h, h0.h, h1.h, B, T / 2, C, 1, PRT_ARG_DTYPES(rows.dt, h0.dt, h1.dt));
+    prt_cu_seq_halves(rt, D(rows), D(h0), D(h1), B, T / 2, C, 1);
+    check("seq_halves join", "rows", rows, tol);
 }
 
 static void ops(int64_t dt) {
