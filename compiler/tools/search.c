@@ -14,8 +14,8 @@
  * for a long sequence (SEARCH_CP_MIN_SEQ tokens and more) a context axis
  * (seq -> cp, mesh order pp, dp, cp, tp) of every size that leaves each rank
  * SEARCH_CP_MIN_CHUNK tokens at least, in both forms: the all-gather and
- * ring attention (with the load-balanced split where the model is causal and
- * seq divides by 2 cp).
+ * ring attention (either with the load-balanced split where the model is
+ * causal and seq divides by 2 cp).
  *
  * Every layout of the space is first estimated in closed form
  * (search_estimate.c); those estimated to need far more memory than the
@@ -110,7 +110,7 @@ static void apply_layout(const Plan *base, const Layout1 *l, Plan *p)
     if (axis[1] >= 0) ly->dim_axis[DIM_BATCH] = axis[1];
     if (axis[2] >= 0) ly->dim_axis[DIM_SEQ] = axis[2];
     ly->cp_comm = axis[2] >= 0 && l->ring ? CP_COMM_RING : CP_COMM_ALLGATHER;
-    ly->cp_balanced = axis[2] >= 0 && l->ring && search_ring_balanced(base, l);
+    ly->cp_balanced = axis[2] >= 0 && search_cp_balanced(base, l);
     if (axis[3] >= 0) {
         const Model *md = &base->model;
         if (md->block.kind == BLOCK_TRANSFORMER) ly->dim_axis[DIM_HEADS] = axis[3];
@@ -154,8 +154,9 @@ static char *layout_text(const Plan *base, const Layout1 *l, const char *comment
 
 static void layout_describe(const Layout1 *l, char *buf, size_t size)
 {
-    int n = layout_cp(l) > 1 ? snprintf(buf, size, "pp %d dp %d cp %d%s tp %d, micro_batch %lld", l->pp, l->dp, l->cp,
-                                        l->ring ? " (ring)" : "", l->tp, (long long)l->micro_batch)
+    int n = layout_cp(l) > 1 ? snprintf(buf, size, "pp %d dp %d cp %d%s%s tp %d, micro_batch %lld", l->pp, l->dp,
+                                        l->cp, l->ring ? " (ring" : " (all-gather",
+                                        l->bal ? ", balanced)" : ")", l->tp, (long long)l->micro_batch)
                               : snprintf(buf, size, "pp %d dp %d tp %d, micro_batch %lld", l->pp, l->dp, l->tp,
                                          (long long)l->micro_batch);
     if (l->pp > 1 && (size_t)n < size)
@@ -283,11 +284,12 @@ static void enumerate(Search *s)
                                 for (int sp = 0; sp <= (tp > 1 && (cp == 1 || sp_with_cp(b)) ? 1 : 0); sp++)
                                     for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
                                         for (int ep = 0; ep <= experts_split(b, dp); ep++)
-                                            for (int ring = 0; ring <= (cp > 1); ring++) {
-                                                Layout1 l = {tp, pp, dp, mb, (SchedKind)sched, v, zero, sp,
-                                                             (RecomputeKind)rc, ep, cp, ring};
-                                                consider(s, &l);
-                                            }
+                                            for (int ring = 0; ring <= (cp > 1); ring++)
+                                                for (int bal = 0; bal <= search_cp_can_balance(b, cp); bal++) {
+                                                    Layout1 l = {tp, pp, dp, mb, (SchedKind)sched, v, zero, sp,
+                                                                 (RecomputeKind)rc, ep, cp, ring, bal};
+                                                    consider(s, &l);
+                                                }
                         }
                     }
                 }
@@ -316,7 +318,7 @@ static void enumerate_fit(Search *s)
                 for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
                     for (int ep = 0; ep <= experts_split(b, dp); ep++) {
                         Layout1 l = {tp, pp, dp, mb, pp > 1 ? SCHED_1F1B : SCHED_NONE, 1, zero, tp > 1,
-                                     (RecomputeKind)rc, ep, 1, 0};
+                                     (RecomputeKind)rc, ep, 1, 0, 0};
                         try_layout(s, &l);
                     }
         }
@@ -406,11 +408,12 @@ static int own_layout(const Plan *p, Layout1 *l)
                    .virt = ly->virtual_stages, .zero = ly->zero_stage, .sp = ly->sp_axis >= 0, .rc = ly->recompute,
                    .ep = ly->dim_axis[DIM_EXPERTS] >= 0, .cp = plan_axis_size(p, ly->dim_axis[DIM_SEQ])};
     l->ring = layout_cp(l) > 1 && ly->cp_comm == CP_COMM_RING;
+    l->bal = layout_cp(l) > 1 && ly->cp_balanced;
     if (l->pp == 1) l->virt = 1;
     int axes = (l->tp > 1) + (l->pp > 1) + (layout_cp(l) > 1) + (l->dp > 1 || (l->tp == 1 && l->pp == 1 && layout_cp(l) == 1));
     return p->mesh.naxes == axes && (ly->zero_stage == 0 || ly->zero_axis == dp_axis) && !ly->uneven &&
            (ly->sp_axis < 0 || ly->sp_axis == tp_axis) && (layout_cp(l) == 1 || ly->dim_axis[DIM_SEQ] != tp_axis) &&
-           (!l->ring || ly->cp_balanced == search_ring_balanced(p, l));
+           (!l->bal || search_cp_can_balance(p, l->cp));
 }
 
 static int same_layout(const Layout1 *a, const Layout1 *b)
@@ -418,7 +421,7 @@ static int same_layout(const Layout1 *a, const Layout1 *b)
     return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->micro_batch == b->micro_batch &&
            (a->pp == 1 || (a->sched == b->sched && (a->sched != SCHED_INTERLEAVED || a->virt == b->virt))) &&
            a->zero == b->zero && a->sp == b->sp && a->rc == b->rc && a->ep == b->ep && layout_cp(a) == layout_cp(b) &&
-           (layout_cp(a) == 1 || a->ring == b->ring);
+           (layout_cp(a) == 1 || (a->ring == b->ring && a->bal == b->bal));
 }
 
 /* A layout the memory estimate leaves out needs more than this many times
@@ -583,13 +586,14 @@ static void print_json(FILE *out, const Search *s, int top)
         const Result *r = &s->res[i];
         fprintf(out, "%s\n    {\"rank\": %d, \"pp\": %d, \"dp\": %d, \"tp\": %d, \"micro_batch\": %lld, "
                      "\"schedule\": \"%s\", \"virtual_stages\": %d, \"zero\": %d, \"sequence_parallel\": %s, "
-                     "\"recompute\": \"%s\", \"experts_over_dp\": %s, \"cp\": %d, \"cp_comm\": \"%s\", \"step_time_s\": %.6g, \"mfu\": %.6g, \"bubble_share\": %.6g, "
+                     "\"recompute\": \"%s\", \"experts_over_dp\": %s, \"cp\": %d, \"cp_comm\": \"%s\", \"cp_split\": \"%s\", \"step_time_s\": %.6g, \"mfu\": %.6g, \"bubble_share\": %.6g, "
                      "\"peak_memory_bytes\": %lld, \"wire_inside_nodes\": %.0f, \"wire_across_nodes\": %.0f, "
                      "\"pipeline_bytes\": %.0f, \"phases_s\": {",
                 i ? "," : "", i + 1, r->l.pp, r->l.dp, r->l.tp, (long long)r->l.micro_batch,
                 schedule_kind_name(r->l.pp > 1 ? r->l.sched : SCHED_NONE), r->l.pp > 1 ? r->l.virt : 1, r->l.zero,
                 r->l.sp ? "true" : "false", recompute_names[r->l.rc], r->l.ep ? "true" : "false", layout_cp(&r->l),
-                layout_cp(&r->l) == 1 ? "none" : r->l.ring ? "ring" : "allgather", r->step_s, r->mfu, r->bubble, (long long)r->peak,
+                layout_cp(&r->l) == 1 ? "none" : r->l.ring ? "ring" : "allgather",
+                layout_cp(&r->l) == 1 ? "none" : r->l.bal ? "balanced" : "contiguous", r->step_s, r->mfu, r->bubble, (long long)r->peak,
                 r->link_wire[0], r->link_wire[1], r->pipeline_bytes);
         for (int k = 0; k < ANALYZE_NPHASES; k++)
             fprintf(out, "%s\"%s\": %.6g", k ? ", " : "", analyze_phase_names[k], r->phase[k]);

@@ -22,12 +22,15 @@ typedef struct Layout1 {
     RecomputeKind rc;
     int ep;  /* a mixture of experts' experts split over dp (expert parallelism) */
     int cp;  /* the sequence split over a context axis of this size (0 or 1: none) */
-    int ring; /* cp > 1: ring attention (`cp_comm ring`, the load-balanced split where the model is causal
-                 and seq divides by 2 cp), else the all-gather form */
+    int ring; /* cp > 1: ring attention (`cp_comm ring`), else the all-gather form */
+    int bal;  /* cp > 1: the load-balanced split (`cp_split balanced`; search_cp_can_balance) */
 } Layout1;
 
-/* Whether ring layout l of base splits the sequence load-balanced. */
-int search_ring_balanced(const Plan *base, const Layout1 *l);
+/* Whether base's sequence may take the load-balanced split over cp ranks:
+ * a causal transformer without dropout, seq dividing by 2 cp. */
+int search_cp_can_balance(const Plan *base, int cp);
+/* Whether layout l of base splits the sequence load-balanced. */
+int search_cp_balanced(const Plan *base, const Layout1 *l);
 
 /* The estimated step time (seconds) and busiest rank's memory (bytes) of
  * `base` under layout l.  Pure arithmetic on the plan's numbers: no arena,

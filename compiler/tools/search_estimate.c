@@ -65,11 +65,12 @@ static double block_compute_s(const Plan *p, const Layout1 *l, const Shape *s, i
     double act_elems = (bwd ? (swiglu ? 2.5 : 3) : (swiglu ? 1.5 : 2)) * act;
     if (transformer) {
         double scores = s->tok * s->heads * (double)p->model.seq;
-        int ring = l->cp > 1 && l->ring, kept = l->rc == RECOMPUTE_NONE && !bs->flash && !ring;
+        int ring = l->cp > 1 && l->ring, balanced = search_cp_balanced(p, l);
+        int kept = l->rc == RECOMPUTE_NONE && !bs->flash && !ring && !balanced;
         double attn = 4.0 * scores * (s->att / (s->heads > 0 ? s->heads : 1));
         /* ring attention's backward recomputes only the scores (ops.c); the
-         * balanced split computes half of each step's blocks */
-        if (ring && search_ring_balanced(p, l)) attn *= 0.5;
+         * balanced split computes half of the blocks, in either form */
+        if (balanced) attn *= 0.5;
         t += cost_attention_s(cl, peak, bwd ? (kept ? 2.0 : ring ? 2.5 : 3.0) * attn : attn);
         /* stored: the scores through memory; else tiles on chip (ops.c) */
         if (kept) elems += (bwd ? 4.0 : 3.0) * scores;
@@ -308,9 +309,15 @@ static double sync_estimate(const Plan *p, const Layout1 *l, const Params *block
 }
 
 /* Whether a group of `size` ranks `stride` apart stays inside a node. */
-int search_ring_balanced(const Plan *base, const Layout1 *l)
+int search_cp_can_balance(const Plan *base, int cp)
 {
-    return l->ring && l->cp > 1 && base->model.block.causal && base->model.seq % (2 * l->cp) == 0;
+    return cp > 1 && base->model.block.kind == BLOCK_TRANSFORMER && base->model.block.causal &&
+           base->model.seq % (2 * cp) == 0 && base->model.block.dropout == 0;
+}
+
+int search_cp_balanced(const Plan *base, const Layout1 *l)
+{
+    return l->bal && search_cp_can_balance(base, l->cp);
 }
 
 /* What of a transfer of x seconds a computation of c seconds leaves exposed
@@ -369,7 +376,7 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
         double kv = s.tok * 2.0 * (double)m->kv_heads / tp * (double)m->head_dim * s.wb;
         double shift = cost_coll_s(cl, COLL_SHIFT, cp, cp_inside, kv);
         double attn = 4.0 * s.tok * s.heads * (double)m->seq * (double)m->head_dim *
-                      (search_ring_balanced(base, l) ? 0.5 : 1.0);
+                      (search_cp_balanced(base, l) ? 0.5 : 1.0);
         double step_f = cost_attention_s(cl, peak, attn) / cp, step_b = cost_attention_s(cl, peak, 2.5 * attn) / cp;
         fwd += (cp - 1) * exposed_s(cl, shift, step_f);
         bwd += (cp - 1) * exposed_s(cl, 2 * shift, step_b) + shift;

@@ -32,7 +32,7 @@ if not bad:
 sys.exit(1 if bad else 0)
 PY
 # the plan's own layout (pp 4 x cp 16 x tp 8, the all-gather form) is lowered and ranked
-own=$("$parc" search "$examples/llama3_70b_128k.par" --top 3 2>/dev/null | grep "the plan's own layout (pp 4 dp 1 cp 16 tp 8")
+own=$("$parc" search "$examples/llama3_70b_128k.par" --top 3 2>/dev/null | grep "the plan's own layout (pp 4 dp 1 cp 16 (all-gather) tp 8")
 case "$own" in
     *"ranked exactly"*) echo "${own%%:*}";;
     *) echo "FAIL: the plan's own layout (pp 4 x cp 16 x tp 8) is not ranked: ${own:-no line}"; fails=$((fails + 1));;
