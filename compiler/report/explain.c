@@ -277,6 +277,24 @@ static void explain_attention(FILE *out, const Analysis *an, const Analysis *oth
                       "every rank the same work, half of each step's blocks"
                     : "; a causal split in order leaves the last rank every step's work, the first one step's "
                       "(`cp_split balanced` evens it)");
+        /* the blocks in flight, as the lowered program holds them */
+        const StageProgram *sp = &an->prog->stages[an->worst_stage];
+        int n = 0;
+        double bytes = 0, each = 0;
+        for (int i = 0; i < sp->nbufs; i++)
+            if (!strncmp(sp->bufs[i].name, "ring.", 5)) {
+                n++;
+                each = (double)sp->bufs[i].elems * dtype_bytes(sp->bufs[i].dtype);
+                bytes += each;
+            }
+        if (n) {
+            char b1[64], b2[64];
+            analyze_format_bytes(each, b1, sizeof b1);
+            analyze_format_bytes(bytes, b2, sizeof b2);
+            fprintf(out, "                  in flight: %d blocks of a chunk's keys and values, %s each (two passed on, "
+                         "two of their gradient, one arriving), %s of workspace\n",
+                    n, b1, b2);
+        }
         return;
     }
     if (cp >= 0 && plan->layout.cp_balanced) {

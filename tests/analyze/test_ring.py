@@ -131,6 +131,8 @@ def main(argv):
     text = run(parc, "explain", ring)
     if "ring attention over cp: 4 steps a layer" not in text:
         fails.append("explain does not name the ring and its 4 steps")
+    if "in flight: 5 blocks of a chunk's keys and values, 32.0 KiB each" not in text:
+        fails.append("explain does not state the ring's 5 blocks of 32 KiB in flight")
     m = re.search(r"communication: ([0-9.e+-]+) s exposed, ([0-9.e+-]+) s hidden", text)
     if not m or float(m.group(2)) <= 0:
         fails.append(f"explain: no communication hidden under the ring's steps ({m.group(0) if m else 'no line'})")
