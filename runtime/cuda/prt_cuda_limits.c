@@ -49,6 +49,17 @@ static void attention_rows(const int64_t *a, const prt_cuda_limits *lim, verdict
         refuse(v, "query rows from %lld of %lld: the CUDA kernels compute every row (context parallelism runs on the "
                   "CPU runtime)", a[7], a[1]);
 }
+/* ring attention's steps (B, T, NH, KV, HD, causal, coord, step, P, balanced):
+ * a thread per head dim; the load-balanced split halves the rows */
+static void ring(const int64_t *a, const prt_cuda_limits *lim, verdict *v) {
+    int64_t T = a[1], NH = a[2], KV = a[3], HD = a[4];
+    (void)lim;
+    if (KV < 1 || KV > NH || (NH >= 1 && NH % KV))
+        refuse(v, "%lld key/value heads for %lld heads: they must divide the heads", KV, NH);
+    if (HD < 1 || HD > PRT_RING_MAX_HD) refuse(v, "head dim %lld: the ring kernels take 1..%lld", HD, PRT_RING_MAX_HD);
+    if (a[9] && T % 2) refuse(v, "%lld rows do not split in two halves (the load-balanced split): %lld left over", T, T % 2);
+}
+
 /* cross-entropy forward (N, V_local, vocab_offset, axis): one block per row; the
  * all-reduce of the 2N row sums counts in int */
 static void xent(const int64_t *a, const prt_cuda_limits *lim, verdict *v) {
@@ -86,6 +97,8 @@ static const struct {
     {"attention_bwd", 8, "B T NH KV HD causal Tq q0", attention_rows},
     {"attention_dropout_fwd", 11, "B T NH KV HD causal first_sample h_offset NH_global step layer", attention},
     {"attention_dropout_bwd", 11, "B T NH KV HD causal first_sample h_offset NH_global step layer", attention},
+    {"ring_attention_fwd", 10, "B T NH KV HD causal coord step P balanced", ring},
+    {"ring_attention_bwd", 10, "B T NH KV HD causal coord step P balanced", ring},
     {"xent_fwd", 4, "N V_local vocab_offset axis", xent},
     {"layernorm_fwd", 2, "N C", norm},
     {"layernorm_bwd", 2, "N C", norm},

@@ -43,6 +43,9 @@ typedef struct {
 #define PRT_ATT_ROWS 8
 #define PRT_ATT_BK 32
 #define PRT_ATT_MAX_HD 128
+/* Ring attention's kernels (prt_cuda_ring.cu): a block per row, a thread per
+ * head dim, so up to this many dims (the block's threads). */
+#define PRT_RING_MAX_HD 256
 #define PRT_ATT_HDMAX(hd) ((hd) <= 32 ? 32 : (hd) <= 64 ? 64 : 128)
 #define PRT_ATT_SMEM_BYTES(hdmax) \
     ((int64_t)4 * (2 * PRT_ATT_BK * ((hdmax) + 1) + 2 * PRT_ATT_ROWS * (hdmax) + 2 * PRT_ATT_BK))

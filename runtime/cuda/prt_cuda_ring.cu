@@ -4,7 +4,7 @@
  * math of runtime/cpu/prt_cpu_attention.c's ring steps, one thread per row.
  *
  * The forward gives each (sample, head, query row) a block, a thread per head
- * dim (HD <= PRT_CU_RING_HD), that walks the step's keys with an online
+ * dim (HD <= PRT_RING_MAX_HD, prt_cuda_limits.h), that walks the step's keys with an online
  * softmax (each score a block sum; running max and sum, the output row one
  * element a thread) and merges the block into out and lse by the rows'
  * logsumexp.  The backward runs two kernels, neither with atomics (so 16-bit
@@ -26,7 +26,6 @@
 #define LD(t, i) prt_ld((t).p, (t).dtype, (i))
 #define ST(t, i, v) prt_st((t).p, (t).dtype, (i), (v))
 #define GRID_STRIDE(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-#define PRT_CU_RING_HD 256
 
 static cudaStream_t stream_of(prt *rt) { return prt_cu(rt)->stream; }
 
@@ -187,9 +186,9 @@ static int ring_grid(int64_t rows) { return (int)(rows < 1 ? 1 : rows > 65535 * 
 static int ring_threads(int64_t HD) { return (int)((HD + 31) / 32 * 32); }
 
 static ring_shape shape_of(const char *op, int64_t B, int64_t T, int64_t NH, int64_t KV, int64_t HD) {
-    PRT_CHECK(KV >= 1 && NH % KV == 0 && HD >= 1 && HD <= PRT_CU_RING_HD,
+    PRT_CHECK(KV >= 1 && NH % KV == 0 && HD >= 1 && HD <= PRT_RING_MAX_HD,
               "%s: %lld heads over %lld key/value heads of %lld dims (the CUDA kernels take head dims up to %d)", op,
-              (long long)NH, (long long)KV, (long long)HD, PRT_CU_RING_HD);
+              (long long)NH, (long long)KV, (long long)HD, PRT_RING_MAX_HD);
     ring_shape s = {B, T, NH, KV, HD, NH / KV, (NH + 2 * KV) * HD, 2 * KV * HD, 0, 0, 1, 0, 0, 1.0f / sqrtf((float)HD)};
     return s;
 }

@@ -64,6 +64,10 @@ int main(void) {
     EXPECT("attention_fwd", &small, "attention_fwd (B 1, T 64, NH 1, KV 1, HD 100, causal 1, Tq 64, q0 0): 41472 bytes of shared memory per block: the device has 32768",
            1, 64, 1, 1, 100, 1, 64, 0);
     EXPECT("attention_fwd", &small, NULL, 1, 64, 1, 1, 64, 1, 64, 0);  /* 20,992 bytes */
+    /* ring attention's steps: head dims up to 256 (a thread each), rows in halves when balanced */
+    EXPECT("ring_attention_fwd", &hopper, NULL, 1, 8192, 8, 1, 128, 1, 15, 0, 16, 1);
+    EXPECT("ring_attention_bwd", &hopper, "ring_attention_bwd (B 1, T 4096, NH 8, KV 8, HD 320, causal 1, coord 1, step 0, P 2, balanced 0): head dim 320: the ring kernels take 1..256",
+           1, 4096, 8, 8, 320, 1, 1, 0, 2, 0);
     /* cross-entropy rows */
     EXPECT("xent_fwd", &hopper, NULL, 32768, 50257, 0, -1);
     EXPECT("xent_fwd", &hopper, "xent_fwd (N 1073741824, V_local 50257, vocab_offset 0, axis -1): 1073741824 rows: the all-reduce of 2 x rows floats counts in int (at most 1073741823 rows)",
