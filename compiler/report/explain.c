@@ -37,7 +37,11 @@ static const char *axis_role(const Program *prog, int a, char *buf, size_t size)
     }
     if (dims[0] && used < size) {
         const char *kind = l->dim_axis[DIM_BATCH] == a ? "data" : l->dim_axis[DIM_SEQ] == a ? "context" : "tensor";
-        used += (size_t)snprintf(buf + used, size - used, "%s%s (%s)", sep, kind, dims);
+        /* a context axis: ring attention, the load-balanced split */
+        int ctx = l->dim_axis[DIM_SEQ] == a && (l->cp_comm == CP_COMM_RING || l->cp_balanced);
+        used += (size_t)snprintf(buf + used, size - used, "%s%s (%s%s%s%s)", sep, kind, dims, ctx ? "; " : "",
+                                 !ctx ? "" : l->cp_comm == CP_COMM_RING ? "ring" : "all-gather",
+                                 ctx && l->cp_balanced ? ", balanced" : "");
         sep = ", ";
     }
     if (l->sp_axis == a && used < size) {
