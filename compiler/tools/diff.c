@@ -49,7 +49,10 @@ static void layout_line(FILE *out, const Analysis *an)
     if (p->layout.pp_axis >= 0)
         fprintf(out, "; %s x%d", schedule_kind_name(an->prog->schedule.kind), p->layout.virtual_stages);
     if (p->layout.sp_axis >= 0) fprintf(out, "; sequence parallel");
-    if (p->layout.dim_axis[DIM_SEQ] >= 0) fprintf(out, "; seq over %s", p->mesh.axes[p->layout.dim_axis[DIM_SEQ]].name);
+    if (p->layout.dim_axis[DIM_SEQ] >= 0)
+        fprintf(out, "; seq over %s%s%s", p->mesh.axes[p->layout.dim_axis[DIM_SEQ]].name,
+                p->layout.cp_comm == CP_COMM_RING ? " (ring attention)" : "",
+                p->layout.cp_balanced ? " load-balanced" : "");
     if (p->layout.dim_axis[DIM_EXPERTS] >= 0)
         fprintf(out, "; experts over %s", p->mesh.axes[p->layout.dim_axis[DIM_EXPERTS]].name);
     if (p->model.block.moe.capacity > 0) fprintf(out, "; capacity %g", p->model.block.moe.capacity);

@@ -60,6 +60,7 @@ run lower.unknown_pass lower examples/tiny_3d.par --emit=asm
 # diff and search on small spaces (search writes no time unless --time)
 run tiny_dp-zero3.diff diff examples/tiny_dp.par examples/tiny_zero3.par
 run tiny_moe_dp-ep.diff diff examples/tiny_moe_dp.par examples/tiny_moe_ep.par
+run tiny_rope_cp-ring.diff diff examples/tiny_rope_cp.par examples/tiny_rope_ring.par
 run tiny_dp-blocking.diff diff examples/tiny_dp.par examples/tiny_dp_blocking.par
 run tiny_tp-pp_1f1b.diff.json diff examples/tiny_tp.par examples/tiny_pp_1f1b.par --json
 run tiny_dp.search search examples/tiny_dp.par --top 3
