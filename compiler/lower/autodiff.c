@@ -168,7 +168,12 @@ static void emit_backward(Emit *e, const Op *op)
 void autodiff_forward(Lowerer *lw, Seq *seq, Region r, Phase phase)
 {
     Emit e = {lw, seq, phase};
+    size_t n = (size_t)(lw->g->ntensors ? lw->g->ntensors : 1);
+    if (!lw->copy_val) lw->copy_val = arena_alloc(lw->arena, sizeof(Val) * n);
+    lw->copy_has = arena_alloc(lw->arena, n);
+    memset(lw->copy_has, 0, n);
     for (int i = 0; i < lw->g->region_count[r]; i++) emit_forward(&e, &lw->g->ops[lw->g->region_first[r] + i]);
+    lw->copy_has = NULL;
 }
 
 static void zero_region_grads(Emit *e, Region r, int skip_tensor)

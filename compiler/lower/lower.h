@@ -90,6 +90,12 @@ typedef struct Lowerer {
     unsigned window_regions, window_backward;
     struct Val *window_val;    /* [ntensors] */
     unsigned char *window_has; /* [ntensors] */
+    /* One forward pass (autodiff_forward): an activation resharded for one
+     * op serves the later ops of the pass that ask for the same placement
+     * (a MoE layer's router and dispatch both gather the norm's output under
+     * sequence parallelism); the latest copy of each tensor. */
+    struct Val *copy_val;      /* [ntensors] */
+    unsigned char *copy_has;   /* [ntensors], NULL outside a forward pass */
     int buf_order;        /* Buffer.order of the buffers created now (lower.c) */
     int rule_seen[OP_COUNT][DIM_COUNT][PARC_MAX_AXES];
     /* [nops] (ops_fold_bias): for a linear, the bias op folded into its call;

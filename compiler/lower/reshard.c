@@ -497,6 +497,13 @@ Val reshard_input(Emit *e, const Op *op, int i, int is_param)
     }
     const Val *kept = is_param ? window_copy(lw, t, to) : NULL;
     if (kept) return *kept;
+    int pass = !is_param && !lw->replaying && lw->copy_has; /* a forward pass's copy (Lowerer.copy_val) */
+    if (pass && lw->copy_has[t]) {
+        const Val *c = &lw->copy_val[t];
+        int same = 1;
+        for (int a = 0; a < lw->naxes; a++) same &= place_eq(c->place[a], to[a]);
+        if (same) return *c;
+    }
     const char *why = reshard_why(lw, op, t, to, 0);
     if (lw->replaying)
         why = arena_printf(lw->arena, "again for the backward of %s (the forward's copy was not kept): %s", op->name,
@@ -506,6 +513,7 @@ Val reshard_input(Emit *e, const Op *op, int i, int is_param)
         lw->window_val[t] = r;
         lw->window_has[t] = 1;
     }
+    if (pass) lw->copy_val[t] = r, lw->copy_has[t] = 1;
     return r;
 }
 
