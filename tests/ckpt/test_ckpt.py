@@ -62,6 +62,9 @@ UNEVEN_CHUNKS = [("tiny_l6_pp_interleaved_uneven_zero3", "tiny_l6_single"),
 # a mixture of experts with its experts split over dp (and ZeRO-3 for the rest) onto one rank,
 # and one rank onto experts over dp x tp 2
 EXPERTS = [("tiny_moe_ep_zero3", "tiny_moe"), ("tiny_moe", "tiny_moe_ep_tp")]
+# ZeRO-3 sharded over the context axis (dp 2 x cp 2, ring attention) onto one rank, and one rank
+# onto ZeRO-1 over cp
+CONTEXT = [("tiny_rope_ring_zero3_cp", "tiny_rope"), ("tiny_rope", "tiny_rope_ring_zero1_cp")]
 LOSS_TOL, PARAM_TOL, PARAM_ATOL_LR = 1e-5, 1e-5, 1e-2
 
 failures = []
@@ -162,13 +165,15 @@ def test_reshard(plans, work):
     test_reshard_pairs(plans, d, PADDED)
     test_reshard_pairs(plans, d, UNEVEN_CHUNKS)
     test_reshard_pairs(plans, d, EXPERTS)
+    test_reshard_pairs(plans, d, CONTEXT)
 
 
 def test_reshard_pairs(plans, d, pairs):
     """A checkpoint resumes on another layout, continuing the saving layout's run: padded
     shards (a checkpoint holds no padding) onto even ones and back, pipeline chunks of
     unlike sizes (each layer saved under its global index) onto one rank and back,
-    experts split over dp (each rank's saved under their global index) onto one rank and back."""
+    experts split over dp (each rank's saved under their global index) onto one rank and back,
+    ZeRO shards over a context axis onto one rank and back."""
     for src, dst in pairs:
         ref_loss = os.path.join(d, src + ".ref.loss")
         plans.run(src, ["--steps", "10"], {"PRT_LOSS_FILE": ref_loss, "PRT_DUMP_DIR": os.path.join(d, src + ".ref")})
