@@ -447,7 +447,7 @@ typedef struct Layout {
     int virtual_stages;           /* chunks per pipeline rank (1 unless interleaved) */
     int sp_axis;                  /* sequence-parallel axis, or -1 */
     int zero_stage;               /* 0..3 */
-    int zero_axis;                /* axis ZeRO shards over, or -1 */
+    int zero_axis;                /* axis ZeRO shards over (the data axis or the context axis), or -1 */
     RecomputeKind recompute;
     /* Stage assignment, always filled by check: model chunk v holds layers
      * [chunk_first[v], chunk_first[v] + chunk_layers[v]), and chunk c of

@@ -109,7 +109,10 @@ static void verify_plan(const Plan *p, const char *what)
         if (l->virtual_stages > 1) EXPECT(t->micro_batches % l->stages == 0, "%s", what);
     }
     if (l->schedule == SCHED_1F1B) EXPECT(t->micro_batches >= l->stages, "%s", what);
-    if (l->zero_stage > 0) EXPECT(l->zero_axis == l->dim_axis[DIM_BATCH] && l->zero_axis >= 0, "%s", what);
+    /* ZeRO shards over the data axis or the context axis */
+    if (l->zero_stage > 0)
+        EXPECT(l->zero_axis >= 0 && (l->zero_axis == l->dim_axis[DIM_BATCH] || l->zero_axis == l->dim_axis[DIM_SEQ]),
+               "%s", what);
     if (m->tied_head) EXPECT(m->has_embed && m->has_head, "%s", what);
     if (m->positions == POS_ROPE) {
         EXPECT(m->has_embed && m->block.kind == BLOCK_TRANSFORMER && m->head_dim % 2 == 0 && m->rope.theta > 1,
