@@ -19,14 +19,15 @@
  */
 #include "lower.h"
 
-static void mark_entry(Emit *e, int idx, const Op *op, const OpShape *s, OpEntry entry)
+int autodiff_mark_entry(Emit *e, int idx, const Op *op, const OpShape *s, OpEntry entry)
 {
-    if (idx < 0) return;
+    if (idx < 0) return idx;
     Instr *ins = &e->seq->ins[idx];
     ins->op = op->id;
     ins->entry = entry;
     ins->shape = *s;
     ins->flops = op_table[op->kind].flops(s, entry == ENTRY_BACKWARD);
+    return idx;
 }
 
 /* A bias op folded into the linear before it (ops_fold_bias): -1, or the
@@ -64,7 +65,7 @@ static void emit_forward(Emit *e, const Op *op)
     OpShape s;
     d->shape(lw, op, &args, &s);
     int idx = d->emit_fwd(e, op, &args, &s);
-    mark_entry(e, idx, op, &s, ENTRY_FORWARD);
+    autodiff_mark_entry(e, idx, op, &s, ENTRY_FORWARD);
     if (bias) mark_folded(e, idx, bias, &args, 0);
 }
 
@@ -160,7 +161,7 @@ static void emit_backward(Emit *e, const Op *op)
     OpShape s;
     d->shape(lw, op, &args, &s);
     int idx = d->emit_bwd(e, op, &args, &s);
-    mark_entry(e, idx, op, &s, ENTRY_BACKWARD);
+    autodiff_mark_entry(e, idx, op, &s, ENTRY_BACKWARD);
     if (bias) mark_folded(e, idx, bias, &args, 1);
     for (int i = 0; i < op->nin; i++) grad_finish(e, op, &din[i]);
 }

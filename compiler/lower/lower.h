@@ -289,15 +289,15 @@ int reshard_temp_buf(Lowerer *lw, const char *what, int t, const Placement *plac
  * GEMM's input in forward and again in backward, the down GEMM's output
  * gradient) runs before it and nothing between them exchanges. */
 int reshard_ep_offsets(Lowerer *lw, int axis);
-/* Ring attention (ops_emit.c): out[0 .. count - 1] = the stage's workspace
- * buffers `name`.0, `name`.1 (`name` when count is 1) of n elements in the
- * activations' dtype (a chunk's packed K/V, or their gradient: the one a step
- * computes on and the one arriving), made on first use; reshard_ring_shift emits one step of the
- * ring over context axis `axis` (the resharding of a chunk's block from one
- * rank of the axis to the next: shift_start of n elements of in to out, a
- * started collective with its rule; grad: the K/V gradient's), and
- * reshard_ring_wait its comm_wait. */
-void reshard_ring_bufs(Lowerer *lw, const char *name, int64_t n, Arg *out, int count);
+/* The stage's workspace buffer `name` of n elements of dtype, made on first
+ * use and shared by every later use of the name (expert parallelism's
+ * routing bookkeeping; ring attention's K/V blocks and the load-balanced
+ * split's ordered qkv, ops_emit.c).
+ * Ring attention: reshard_ring_shift emits one step of the ring over context
+ * axis `axis` (the resharding of a chunk's block from one rank of the axis to
+ * the next: shift_start of n elements of in to out, a started collective with
+ * its rule; grad: the K/V gradient's), and reshard_ring_wait its comm_wait. */
+int reshard_stage_buf(Lowerer *lw, const char *name, int dtype, int64_t n);
 void reshard_ring_shift(Emit *e, const Op *op, int axis, Arg out, Arg in, int64_t n, int grad);
 void reshard_ring_wait(Emit *e, const Op *op, int axis, Arg out);
 
@@ -315,6 +315,10 @@ typedef struct GradDst {
 
 /* The forward of a region's ops (phase FORWARD, or RECOMPUTE inside backward). */
 void autodiff_forward(Lowerer *lw, Seq *seq, Region r, Phase phase);
+/* Instruction idx of e's sequence is an entry of op: its op, entry, shape
+ * and FLOPs (every op's entry carries them; an op lowered to several calls,
+ * ring attention's steps, marks each); returns idx. */
+int autodiff_mark_entry(struct Emit *e, int idx, const Op *op, const OpShape *s, OpEntry entry);
 /* The backward of a region: recompute (full policy), zeroed gradients (except
  * `incoming`, which the next region wrote), each op's backward in reverse, and
  * the ZeRO-2/3 per-micro-batch scatter of parameter gradients. */

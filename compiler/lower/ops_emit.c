@@ -179,15 +179,13 @@ static Arg probs_arg(const Lowerer *lw, const Op *op, const OpShape *s)
     return s->kept ? arg_value(lw, op->aux[0]) : arg_null();
 }
 
-/* A ring step's call as an entry of op (its shape, FLOPs). */
-static int ring_entry(Emit *e, int idx, const Op *op, const OpShape *s, OpEntry entry)
+/* Workspace buffers name.0, name.1 .. (name alone for one) of n activations. */
+static void act_bufs(Lowerer *lw, const char *name, int64_t n, Arg *out, int count)
 {
-    Instr *ins = &e->seq->ins[idx];
-    ins->op = op->id;
-    ins->entry = entry;
-    ins->shape = *s;
-    ins->flops = op_table[op->kind].flops(s, entry == ENTRY_BACKWARD);
-    return idx;
+    for (int k = 0; k < count; k++)
+        out[k] = arg_buf(reshard_stage_buf(lw, count == 1 ? name : arena_printf(lw->arena, "%s.%d", name, k),
+                                           program_act_dtype(lw->plan), n),
+                         INST_FIXED, 0);
 }
 
 /* Ring attention (`cp_comm ring`, s->ring = P ranks on context axis
@@ -206,7 +204,7 @@ static int emit_ring_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *
     int64_t B = s->d[0], T = s->d[1], NH = s->d[2], HD = s->d[3], KV = s->d[4], P = s->ring, n = B * T * 2 * KV * HD;
     int ax = s->seq_axis, causal = lw->plan->model.block.causal;
     Arg kv[2], lse = arg_value(lw, op->aux[1]);
-    reshard_ring_bufs(lw, "ring.kv", n, kv, 2);
+    act_bufs(lw, "ring.kv", n, kv, 2);
     EMIT(e, RT_prt_ring_kv_pack, kv[0], a->in[0].arg, arg_int(B), arg_int(T), arg_int(NH), arg_int(KV), arg_int(HD));
     int entry = -1;
     for (int64_t j = 0; j < P; j++) {
@@ -216,7 +214,7 @@ static int emit_ring_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *
                       arg_int(NH), arg_int(KV), arg_int(HD), arg_int(causal), arg_coord(ax, 1), arg_int(j),
                       arg_int(P), arg_int(s->balanced));
         if (j + 1 < P) {
-            ring_entry(e, entry, op, s, ENTRY_FORWARD);
+            autodiff_mark_entry(e, entry, op, s, ENTRY_FORWARD);
             reshard_ring_wait(e, op, ax, next);
         }
     }
@@ -229,16 +227,16 @@ static int emit_ring_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *
     int64_t B = s->d[0], T = s->d[1], NH = s->d[2], HD = s->d[3], KV = s->d[4], P = s->ring, n = B * T * 2 * KV * HD;
     int ax = s->seq_axis, causal = lw->plan->model.block.causal;
     Arg kv[2], dkv[2], arrived, lse = arg_value(lw, op->aux[1]), out = arg_value(lw, op->out);
-    reshard_ring_bufs(lw, "ring.kv", n, kv, 2);
-    reshard_ring_bufs(lw, "ring.dkv", n, dkv, 2);
-    reshard_ring_bufs(lw, "ring.dkv.in", n, &arrived, 1);
+    act_bufs(lw, "ring.kv", n, kv, 2);
+    act_bufs(lw, "ring.dkv", n, dkv, 2);
+    act_bufs(lw, "ring.dkv.in", n, &arrived, 1);
     EMIT(e, RT_prt_ring_kv_pack, kv[0], a->in[0].arg, arg_int(B), arg_int(T), arg_int(NH), arg_int(KV), arg_int(HD));
     int entry = -1;
     for (int64_t j = 0; j < P; j++) {
         Arg cur = kv[j & 1], next = kv[(j + 1) & 1], mine = dkv[j & 1];
         if (j + 1 < P) reshard_ring_shift(e, op, ax, next, cur, n, 0);
         EMIT(e, RT_prt_zero, mine, arg_int(n));
-        entry = ring_entry(e,
+        entry = autodiff_mark_entry(e,
                            ENTRY(e, RT_prt_ring_attention_bwd, a->din[0].arg, mine, a->dout, out, lse, a->in[0].arg,
                                  cur, arg_int(B), arg_int(T), arg_int(NH), arg_int(KV), arg_int(HD), arg_int(causal),
                                  arg_coord(ax, 1), arg_int(j), arg_int(P), arg_int(s->balanced)),
@@ -279,15 +277,15 @@ static int emit_balanced_gather(Emit *e, const Op *op, const OpArgs *a, const Op
     int64_t P = lw->plan->mesh.axes[s->seq_axis].size, W = (NH + 2 * KV) * HD, C = NH * HD;
     PARC_ASSERT(Tl % 2 == 0 && !s->kept && !s->dropout);
     Arg ordered, grad, half[2];
-    reshard_ring_bufs(lw, "cp.qkv", B * T * W, &ordered, 1);
-    reshard_ring_bufs(lw, "cp.half", B * h * C, half, 2);
+    act_bufs(lw, "cp.qkv", B * T * W, &ordered, 1);
+    act_bufs(lw, "cp.half", B * h * C, half, 2);
     EMIT(e, RT_prt_seq_permute, ordered, a->in[0].arg, arg_int(B), arg_int(T), arg_int(W), arg_int(P), arg_int(0));
     OpShape hs = *s;
     hs.d[1] = h;
     int entry = -1;
     if (!bwd) {
         for (int k = 0; k < 2; k++)
-            entry = ring_entry(e,
+            entry = autodiff_mark_entry(e,
                                ENTRY(e, RT_prt_attention_fwd, half[k], arg_null(), ordered, arg_int(B), arg_int(T),
                                      arg_int(NH), arg_int(KV), arg_int(HD), arg_int(m->block.causal), arg_int(h),
                                      half_q0(s, P, h, k)),
@@ -295,11 +293,11 @@ static int emit_balanced_gather(Emit *e, const Op *op, const OpArgs *a, const Op
         EMIT(e, RT_prt_seq_halves, a->out, half[0], half[1], arg_int(B), arg_int(h), arg_int(C), arg_int(1));
         return entry;
     }
-    reshard_ring_bufs(lw, "cp.qkv.grad", B * T * W, &grad, 1);
+    act_bufs(lw, "cp.qkv.grad", B * T * W, &grad, 1);
     EMIT(e, RT_prt_seq_halves, a->dout, half[0], half[1], arg_int(B), arg_int(h), arg_int(C), arg_int(0));
     EMIT(e, RT_prt_zero, grad, arg_int(B * T * W));
     for (int k = 0; k < 2; k++)
-        entry = ring_entry(e,
+        entry = autodiff_mark_entry(e,
                            ENTRY(e, RT_prt_attention_bwd, grad, half[k], ordered, arg_null(), arg_int(B), arg_int(T),
                                  arg_int(NH), arg_int(KV), arg_int(HD), arg_int(m->block.causal), arg_int(h),
                                  half_q0(s, P, h, k)),

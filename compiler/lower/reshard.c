@@ -84,32 +84,23 @@ int reshard_temp_buf(Lowerer *lw, const char *what, int t, const Placement *plac
     return temp_buf_dtype(lw, what, t, place, klass, dtype);
 }
 
-/* The stage's i32 workspace buffer `name` of n elements, made on first use:
- * the routing bookkeeping of expert parallelism, rewritten by each exchange. */
-static int ep_buf(Lowerer *lw, const char *name, int64_t n)
+int reshard_stage_buf(Lowerer *lw, const char *name, int dtype, int64_t n)
 {
     for (int b = 0; b < lw->sp->nbufs; b++)
-        if (!strcmp(lw->sp->bufs[b].name, name)) return b;
-    return program_buf_new(lw->prog, lw->sp, lw->buf_order, name, PRT_WORKSPACE, PRT_I32, n, 1);
+        if (!strcmp(lw->sp->bufs[b].name, name)) {
+            PARC_ASSERT(lw->sp->bufs[b].dtype == dtype && lw->sp->bufs[b].elems >= n);
+            return b;
+        }
+    return program_buf_new(lw->prog, lw->sp, lw->buf_order, name, PRT_WORKSPACE, dtype, n, 1);
 }
+
+/* The routing bookkeeping of expert parallelism (i32), rewritten by each exchange. */
+static int ep_buf(Lowerer *lw, const char *name, int64_t n) { return reshard_stage_buf(lw, name, PRT_I32, n); }
 
 int reshard_ep_offsets(Lowerer *lw, int axis)
 {
     int64_t local = lw->plan->model.block.moe.experts / lw->plan->mesh.axes[axis].size;
     return ep_buf(lw, "moe.ep.offsets", local + 1);
-}
-
-void reshard_ring_bufs(Lowerer *lw, const char *name, int64_t n, Arg *out, int count)
-{
-    for (int k = 0; k < count; k++) {
-        const char *nm = count == 1 ? name : arena_printf(lw->arena, "%s.%d", name, k);
-        int b = -1;
-        for (int i = 0; i < lw->sp->nbufs && b < 0; i++)
-            if (!strcmp(lw->sp->bufs[i].name, nm)) b = i;
-        if (b < 0) b = program_buf_new(lw->prog, lw->sp, lw->buf_order, nm, PRT_WORKSPACE, program_act_dtype(lw->plan), n, 1);
-        PARC_ASSERT(lw->sp->bufs[b].elems >= n);
-        out[k] = arg_buf(b, INST_FIXED, 0);
-    }
 }
 
 void reshard_ring_shift(Emit *e, const Op *op, int axis, Arg out, Arg in, int64_t n, int grad)
