@@ -93,11 +93,7 @@ void check_dims_against_mesh(Check *c)
                                         : arena_printf(c->arena, "map `heads -> %s;` and `ffn -> %s;` first", sp_name,
                                                        sp_name),
                        "sequence parallelism runs over the tensor axis (the one heads/ffn map to), not `%s`", sp_name);
-        } else if (l->dim_axis[DIM_SEQ] >= 0 && (m->positions == POS_LEARNED || m->block.dropout > 0)) {
-            /* a row's place is then two coordinates' (the context chunk, the
-             * tensor rank's part of it): rotary positions sit on the qkv,
-             * which is whole on the tensor axis, but a learned position
-             * table and dropout's masks are placed by one */
+        } else if (l->dim_axis[DIM_SEQ] >= 0 && !plan_sp_with_cp(m)) {
             diag_error(l->sp_loc,
                        m->positions == POS_LEARNED ? "keep one of them, or use rotary positions (`embed positions rope`)"
                                                    : "keep one of them, or drop `dropout` from the block",

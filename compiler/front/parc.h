@@ -536,6 +536,11 @@ int64_t plan_boundary_elems(const Plan *plan);
  * pipeline, a tensor axis of size > 1 over which the boundary is whole, and a
  * boundary that divides by it (what check requires of the switch). */
 int plan_pipeline_scatter_fits(const Plan *plan);
+/* Whether sequence parallelism composes with a context axis for this model:
+ * a row's place is then two coordinates', which rotary positions (on the
+ * qkv, whole on the tensor axis) take and a learned position table and
+ * dropout's masks (placed by one split) do not. */
+int plan_sp_with_cp(const Model *m);
 /* Whether every group of `axis` stays inside one node (mesh order, last axis
  * fastest, ranks 0..gpus_per_node-1 on node 0). */
 int plan_axis_inside_node(const Plan *plan, int axis);

@@ -84,6 +84,11 @@ int64_t plan_boundary_elems(const Plan *plan)
            (m->hidden / plan_dim_parts(plan, DIM_HIDDEN));
 }
 
+int plan_sp_with_cp(const Model *m)
+{
+    return m->positions != POS_LEARNED && m->block.dropout == 0;
+}
+
 int plan_pipeline_scatter_fits(const Plan *plan)
 {
     const Layout *l = &plan->layout;

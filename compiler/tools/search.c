@@ -245,13 +245,6 @@ static int context_split(const Plan *b, int cp)
            m->block.kind == BLOCK_TRANSFORMER && m->block.dropout == 0 && m->block.moe.experts == 0;
 }
 
-/* 1 when sequence parallelism composes with a context axis for the plan's
- * model (check.c: rotary positions, no dropout). */
-static int sp_with_cp(const Plan *b)
-{
-    return b->model.positions == POS_ROPE && b->model.block.dropout == 0;
-}
-
 /* 1 when the plan's experts can split over a data axis of dp ranks. */
 static int experts_split(const Plan *b, int dp)
 {
@@ -281,7 +274,7 @@ static void enumerate(Search *s)
                              v <= (sched == SCHED_INTERLEAVED ? layers / pp : 1); v++) {
                             if (sched == SCHED_INTERLEAVED && layers % (pp * v)) continue;
                             for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
-                                for (int sp = 0; sp <= (tp > 1 && (cp == 1 || sp_with_cp(b)) ? 1 : 0); sp++)
+                                for (int sp = 0; sp <= (tp > 1 && (cp == 1 || plan_sp_with_cp(&b->model)) ? 1 : 0); sp++)
                                     for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
                                         for (int ep = 0; ep <= experts_split(b, dp); ep++)
                                             for (int ring = 0; ring <= (cp > 1); ring++)
