@@ -78,7 +78,9 @@ enum prt_dtype {
 
 enum prt_init { PRT_INIT_NONE = 0, PRT_INIT_NORMAL, PRT_INIT_ONES, PRT_INIT_ZEROS, PRT_INIT_COPY };
 
-#define PRT_MAX_AXES 8
+/* Mesh axes and derived axes together (a derived axis: the ranks that
+ * differ only on its parts, prt_plan_desc.axis_parts). */
+#define PRT_MAX_AXES 10
 /* Rows a GEMM op widens from 16-bit storage at a time (the ledger's R, at
  * prt_expect_memory). */
 #define PRT_CONVERT_ROWS 64
@@ -183,9 +185,12 @@ typedef struct prt_op_shape_desc {
 typedef struct prt_plan_desc {
     const char *plan_name;
     const char *source_file;
-    int64_t naxes;
+    int64_t naxes;                       /* mesh axes: [0, naxes) */
     const char *axis_names[PRT_MAX_AXES];
     int64_t axis_sizes[PRT_MAX_AXES];
+    /* [naxes, ...) while non-zero: derived axes, bit a set for each mesh axis
+     * a they span; a collective's axis may name one (the data group) */
+    int64_t axis_parts[PRT_MAX_AXES];
     int64_t dp_axis, tp_axis, pp_axis;   /* -1 when absent */
     /* The plan's cluster: world ranks gpus_per_node at a time, in order, share
      * a node (0 = unknown); the start-up placement check holds the hosts the

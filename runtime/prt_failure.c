@@ -202,7 +202,7 @@ void prt_block_begin(const char *what, int64_t axis) {
 void prt_block_end(void) { atomic_store(&g_watch.blocked_since_ms, 0); }
 
 static const char *axis_name(prt *rt, long long axis) {
-    if (rt && axis >= 0 && axis < rt->naxes && rt->plan.axis_names[axis]) return rt->plan.axis_names[axis];
+    if (rt && axis >= 0 && axis < rt->ncomms && rt->plan.axis_names[axis]) return rt->plan.axis_names[axis];
     return "world";
 }
 

@@ -184,7 +184,8 @@ struct prt {
     prt_plan_desc plan;
     int world_rank, world_size, local_ranks;
     char host[MPI_MAX_PROCESSOR_NAME];
-    int naxes;
+    int naxes;                       /* mesh axes */
+    int ncomms;                      /* mesh axes and derived axes: axis_* and coord hold both */
     int axis_size[PRT_MAX_AXES];
     int coord[PRT_MAX_AXES];
     MPI_Comm axis_comm[PRT_MAX_AXES];

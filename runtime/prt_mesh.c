@@ -91,9 +91,29 @@ static void mesh_coordinates(prt *rt, const prt_plan_desc *plan) {
         rt->coord[a] = rest % rt->axis_size[a];
         rest /= rt->axis_size[a];
     }
+    /* derived axes: the parts' coordinates in mesh order, the first slowest */
+    rt->ncomms = rt->naxes;
+    while (rt->ncomms < PRT_MAX_AXES && plan->axis_parts[rt->ncomms]) {
+        int d = rt->ncomms++, size = 1, coord = 0;
+        for (int a = 0; a < rt->naxes; a++)
+            if (plan->axis_parts[d] >> a & 1) {
+                size *= rt->axis_size[a];
+                coord = coord * rt->axis_size[a] + rt->coord[a];
+            }
+        PRT_CHECK(size == plan->axis_sizes[d], "derived axis %s: its parts have %d ranks, the plan says %lld",
+                  plan->axis_names[d] ? plan->axis_names[d] : "?", size, (long long)plan->axis_sizes[d]);
+        rt->axis_size[d] = size;
+        rt->coord[d] = coord;
+    }
 }
 
-/* One communicator per axis (key = coordinate). */
+/* The mesh axes axis spans (bit a): itself, or a derived axis's parts. */
+static int64_t axis_parts(const prt *rt, int axis) {
+    return axis < rt->naxes ? (int64_t)1 << axis : rt->plan.axis_parts[axis];
+}
+
+/* One communicator per axis, mesh or derived (key = coordinate): the ranks
+ * that differ only on the axis's parts. */
 static void build_axes(prt *rt) {
     int stride = 1, strides[PRT_MAX_AXES];
     for (int a = rt->naxes - 1; a >= 0; a--) {
@@ -102,8 +122,10 @@ static void build_axes(prt *rt) {
     }
     prt_watched_barrier(rt, prt_startup_phase(rt, PRT_STARTUP_MESH));
     prt_block_begin("the communicator split (start-up)", -1);
-    for (int a = 0; a < rt->naxes; a++) {
-        int color = rt->world_rank - rt->coord[a] * strides[a];
+    for (int a = 0; a < rt->ncomms; a++) {
+        int color = rt->world_rank;
+        for (int b = 0; b < rt->naxes; b++)
+            if (axis_parts(rt, a) >> b & 1) color -= rt->coord[b] * strides[b];
         PRT_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, rt->coord[a], &rt->axis_comm[a]));
         MPI_Comm_set_errhandler(rt->axis_comm[a], MPI_ERRORS_RETURN);
         int r = -1;
@@ -204,7 +226,8 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
 
 int64_t prt_coord(prt *rt, int64_t axis) {
     if (axis < 0) return 0;
-    PRT_CHECK(axis < rt->naxes, "axis %lld out of range (mesh has %d axes)", (long long)axis, rt->naxes);
+    PRT_CHECK(axis < rt->ncomms, "axis %lld out of range (mesh has %d axes, %d derived)", (long long)axis, rt->naxes,
+              rt->ncomms - rt->naxes);
     return rt->coord[axis];
 }
 
@@ -214,13 +237,15 @@ double prt_lr(prt *rt, int64_t step) { return prt_lr_at(&rt->plan.lr, step); }
 
 int prt_axis_size(prt *rt, int64_t axis) {
     if (axis < 0) return 1;
-    PRT_CHECK(axis < rt->naxes, "axis %lld out of range (mesh has %d axes)", (long long)axis, rt->naxes);
+    PRT_CHECK(axis < rt->ncomms, "axis %lld out of range (mesh has %d axes, %d derived)", (long long)axis, rt->naxes,
+              rt->ncomms - rt->naxes);
     return rt->axis_size[axis];
 }
 
 MPI_Comm prt_axis_comm(prt *rt, int64_t axis) {
     if (axis < 0) return MPI_COMM_NULL;
-    PRT_CHECK(axis < rt->naxes, "axis %lld out of range (mesh has %d axes)", (long long)axis, rt->naxes);
+    PRT_CHECK(axis < rt->ncomms, "axis %lld out of range (mesh has %d axes, %d derived)", (long long)axis, rt->naxes,
+              rt->ncomms - rt->naxes);
     return rt->axis_comm[axis];
 }
 

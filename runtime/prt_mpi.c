@@ -34,7 +34,7 @@ static int count_of(int64_t n, const char *what) {
 }
 
 static const char *axis_label(prt *rt, int64_t axis) {
-    return axis >= 0 && axis < rt->naxes && rt->plan.axis_names[axis] ? rt->plan.axis_names[axis] : "?";
+    return axis >= 0 && axis < rt->ncomms && rt->plan.axis_names[axis] ? rt->plan.axis_names[axis] : "?";
 }
 
 /* ---------------------------------------------------------------- element types */
@@ -348,7 +348,7 @@ static int peer_of(prt *rt, int64_t axis, int64_t delta) {
 /* The world rank of coordinate `peer` on the axis (coordinates run last axis
  * fastest, prt_mesh.c; axis < 0: this rank): for the trace's flow arrows. */
 static int world_rank_of(prt *rt, int64_t axis, int peer) {
-    if (axis < 0) return rt->world_rank;
+    if (axis < 0 || axis >= rt->naxes) return rt->world_rank; /* point-to-point runs on mesh axes */
     int stride = 1;
     for (int a = rt->naxes - 1; a > axis; a--) stride *= rt->axis_size[a];
     return rt->world_rank + (peer - rt->coord[axis]) * stride;

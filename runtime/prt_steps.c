@@ -209,7 +209,7 @@ int64_t prt_finalize(prt *rt) {
     prt_watched_barrier(rt, "the final barrier (shutdown)");
     prt_watchdog_stop();
     prt_comm_free(rt);
-    for (int a = 0; a < rt->naxes; a++) MPI_Comm_free(&rt->axis_comm[a]);
+    for (int a = 0; a < rt->ncomms; a++) MPI_Comm_free(&rt->axis_comm[a]);
     MPI_Comm_free(&rt->watch_comm);
     for (int c = 0; c < PRT_NCLASS; c++)
         if (rt->class_block[c]) rt->backend->free(rt, rt->class_block[c]);

@@ -197,7 +197,7 @@ static void put_event(text *t, prt *rt, const prt_trace_event *e) {
         if (e->bytes >= 0) put(t, "\"bytes\":%lld%s", (long long)e->bytes, e->axis >= 0 ? "," : "");
         if (e->axis >= 0) {
             put(t, "\"axis\":\"");
-            put_escaped(t, e->axis < rt->naxes && rt->plan.axis_names[e->axis] ? rt->plan.axis_names[e->axis] : "?");
+            put_escaped(t, e->axis < rt->ncomms && rt->plan.axis_names[e->axis] ? rt->plan.axis_names[e->axis] : "?");
             put(t, "\"");
         }
         put(t, "}");

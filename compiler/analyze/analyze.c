@@ -543,7 +543,7 @@ void analyze_dump(const Analysis *an, FILE *out)
                 r->group, (long long)r->elems, r->elem_bytes, (long long)r->calls,
                 r->inside_node ? "inside node" : "across nodes", r->op, r->tensor, r->why);
     }
-    for (int a = 0; a < plan->mesh.naxes; a++)
+    for (int a = 0; a < plan->mesh.naxes + plan->mesh.nderived; a++)
         fprintf(out, "axis %s: bytes %.6g wire %.6g\n", plan->mesh.axes[a].name, an->axis_bytes[a], an->axis_wire[a]);
     fprintf(out, "links: inside %.6g across %.6g pipeline %.6g\n", an->link_wire[0], an->link_wire[1],
             an->pipeline_bytes);
@@ -587,7 +587,7 @@ void analyze_verify(const Analysis *an)
         if (r->stage < 0 || r->stage >= prog->nstages || r->group < 2 || r->calls < 1 || r->elems < 1)
             PARC_BUG("collective row %d: stage %d group %d, %lld calls of %lld elements", i, r->stage, r->group,
                      (long long)r->calls, (long long)r->elems);
-        if (r->axis < -1 || r->axis >= prog->plan->mesh.naxes) PARC_BUG("collective row %d: axis %d", i, r->axis);
+        if (r->axis < -1 || r->axis >= prog->plan->mesh.naxes + prog->plan->mesh.nderived) PARC_BUG("collective row %d: axis %d", i, r->axis);
     }
     if (!(an->step_s >= an->pipeline_s && an->pipeline_s >= 0 && an->bubble_share >= 0 && an->bubble_share <= 1))
         PARC_BUG("step %g s, pipeline %g s, bubble share %g", an->step_s, an->pipeline_s, an->bubble_share);

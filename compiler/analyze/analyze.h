@@ -94,8 +94,8 @@ typedef struct Analysis {
     double bubble_ideal;          /* (p-1)/(v m) */
     double bubble_share;          /* idle share of the simulated step on the busiest stage */
     double step_s;                /* estimated step time */
-    double axis_bytes[PARC_MAX_AXES];  /* bytes per step per rank on each axis (buffer sizes) */
-    double axis_wire[PARC_MAX_AXES];   /* ... times the bus factor: what crosses the links */
+    double axis_bytes[PARC_MESH_SLOTS];  /* bytes per step per rank on each axis (buffer sizes) */
+    double axis_wire[PARC_MESH_SLOTS];   /* ... times the bus factor: what crosses the links */
     double link_wire[2];               /* [0] inside nodes, [1] across nodes */
     double pipeline_bytes;             /* send/recv bytes per step per rank, both directions */
     int slow_stage;                    /* the stage whose chunks are slowest (t_fwd + t_bwd) */

@@ -72,8 +72,8 @@ static void check_layouts(Gen *g, LLVMTargetDataRef td) {
     PARC_ASSERT(LLVMOffsetOfElement(td, g->t_buffer_desc, 15) == offsetof(prt_buffer_desc, layer_of_n));
     PARC_ASSERT(LLVMABISizeOfType(td, g->t_plan_desc) == sizeof(prt_plan_desc));
     PARC_ASSERT(LLVMOffsetOfElement(td, g->t_plan_desc, 3) == offsetof(prt_plan_desc, axis_names));
-    PARC_ASSERT(LLVMOffsetOfElement(td, g->t_plan_desc, 8) == offsetof(prt_plan_desc, gpus_per_node));
-    PARC_ASSERT(LLVMOffsetOfElement(td, g->t_plan_desc, 15) == offsetof(prt_plan_desc, vocab));
+    PARC_ASSERT(LLVMOffsetOfElement(td, g->t_plan_desc, 9) == offsetof(prt_plan_desc, gpus_per_node));
+    PARC_ASSERT(LLVMOffsetOfElement(td, g->t_plan_desc, 16) == offsetof(prt_plan_desc, vocab));
 }
 
 static int write_text(LLVMModuleRef mod, const char *out_path) {

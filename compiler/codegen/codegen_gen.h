@@ -73,7 +73,7 @@ typedef struct Gen {
     int nstrings;
     /* the function being built */
     LLVMValueRef fn, rt;
-    LLVMValueRef coord[PARC_MAX_AXES]; /* prt_coord results, computed once in the entry block */
+    LLVMValueRef coord[PARC_MESH_SLOTS]; /* prt_coord results, computed once in the entry block */
     LLVMBasicBlockRef entry;
     /* buffer pointers already computed in a straight-line sequence function */
     struct PtrCache {

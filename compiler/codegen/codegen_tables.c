@@ -63,6 +63,7 @@ void codegen_build_types(Gen *g) {
         g->t_i64,                                        /* naxes */
         LLVMArrayType(g->t_ptr, PRT_MAX_AXES),           /* axis_names */
         LLVMArrayType(g->t_i64, PRT_MAX_AXES),           /* axis_sizes */
+        LLVMArrayType(g->t_i64, PRT_MAX_AXES),           /* axis_parts */
         g->t_i64, g->t_i64, g->t_i64,                    /* dp_axis, tp_axis, pp_axis */
         g->t_i64,                                        /* gpus_per_node */
         g->t_i64, g->t_i64,                              /* steps, seed */
@@ -200,11 +201,14 @@ LLVMValueRef codegen_emit_plan_desc(Gen *g) {
     const Program *pr = g->program;
     const Plan *plan = pr->plan;
     LLVMValueRef names[PRT_MAX_AXES];
-    int64_t sizes[PRT_MAX_AXES] = {0};
-    PARC_ASSERT(plan->mesh.naxes >= 0 && plan->mesh.naxes <= PRT_MAX_AXES);
+    int64_t sizes[PRT_MAX_AXES] = {0}, parts[PRT_MAX_AXES] = {0};
+    _Static_assert(PRT_MAX_AXES >= PARC_MESH_SLOTS, "the runtime's axes hold the mesh's and the derived ones");
+    int slots = plan->mesh.naxes + plan->mesh.nderived;
+    PARC_ASSERT(plan->mesh.naxes >= 0 && slots <= PRT_MAX_AXES);
     for (int a = 0; a < PRT_MAX_AXES; a++) {
-        names[a] = a < plan->mesh.naxes ? const_string(g, plan->mesh.axes[a].name) : LLVMConstNull(g->t_ptr);
-        sizes[a] = a < plan->mesh.naxes ? plan->mesh.axes[a].size : 0;
+        names[a] = a < slots ? const_string(g, plan->mesh.axes[a].name) : LLVMConstNull(g->t_ptr);
+        sizes[a] = a < slots ? plan->mesh.axes[a].size : 0;
+        parts[a] = a < slots ? plan->mesh.axes[a].parts : 0;
     }
     LLVMValueRef phases[PRT_NPHASES];
     for (int k = 0; k < PRT_NPHASES; k++) phases[k] = LLVMConstReal(g->t_f64, pr->est_phase_seconds[k]);
@@ -219,6 +223,7 @@ LLVMValueRef codegen_emit_plan_desc(Gen *g) {
         c64(g, plan->mesh.naxes),
         LLVMConstArray(g->t_ptr, names, PRT_MAX_AXES),
         const_i64_array(g, sizes, PRT_MAX_AXES),
+        const_i64_array(g, parts, PRT_MAX_AXES),
         c64(g, pr->dp_axis), c64(g, pr->tp_axis), c64(g, pr->pp_axis),
         c64(g, plan->cluster.gpus_per_node),
         c64(g, plan->train.steps), c64(g, (int64_t)plan->train.seed),
@@ -327,7 +332,7 @@ void codegen_begin_function(Gen *g, LLVMValueRef fn) {
  * dominates every use); 0 without the axis. */
 LLVMValueRef codegen_coord(Gen *g, int axis) {
     if (axis < 0) return c64(g, 0);
-    PARC_ASSERT(axis < PARC_MAX_AXES && axis < g->program->plan->mesh.naxes);
+    PARC_ASSERT(axis < PARC_MESH_SLOTS && axis < g->program->plan->mesh.naxes + g->program->plan->mesh.nderived);
     if (!g->coord[axis]) {
         LLVMBasicBlockRef here = LLVMGetInsertBlock(g->b);
         LLVMValueRef first = LLVMGetFirstInstruction(g->entry);

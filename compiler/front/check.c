@@ -25,7 +25,7 @@ static void plan_defaults(Plan *plan, const char *path)
     memset(plan, 0, sizeof *plan);
     plan->file = path;
     for (int d = 0; d < DIM_COUNT; d++) plan->layout.dim_axis[d] = -1;
-    plan->layout.pp_axis = plan->layout.sp_axis = plan->layout.zero_axis = -1;
+    plan->layout.pp_axis = plan->layout.sp_axis = plan->layout.zero_axis = plan->layout.grad_axis = -1;
     plan->layout.virtual_stages = 1;
     plan->layout.stages = 1;
     plan->train.steps = 10;
@@ -44,7 +44,7 @@ int check_plan_text(Arena *arena, const char *path, const char *text, Plan *plan
     path = arena_strdup(arena, path);
     text = arena_strdup(arena, text);
     plan_defaults(plan, path);
-    Check check = {.arena = arena, .plan = plan, .file = path, .interleave = 1};
+    Check check = {.arena = arena, .plan = plan, .file = path, .interleave = 1, .zero_second = -1};
     Check *c = &check;
     c->include_stack[c->include_depth++] = check_canonical_path(c, path);
 

@@ -110,12 +110,30 @@ void check_dims_against_mesh(Check *c)
         }
     }
 
-    /* ZeRO shards over the data axis, or over the context axis (its ranks
-     * hold the same parameters and sum their gradients, as a data axis's). */
+    /* ZeRO shards over the data axis, over the context axis (its ranks
+     * hold the same parameters and sum their gradients, as a data axis's),
+     * or over both (`over dp cp`: the data group, their derived axis). */
+    plan_derive_axes(p);
     int batch_rule_failed = c->dim_rule[DIM_BATCH] && l->dim_axis[DIM_BATCH] < 0;
     if (c->zero_stmt && l->zero_stage > 0 && !batch_rule_failed) {
-        int batch_axis = l->dim_axis[DIM_BATCH];
-        if (l->zero_axis != batch_axis && l->zero_axis != l->dim_axis[DIM_SEQ]) {
+        int batch_axis = l->dim_axis[DIM_BATCH], seq_axis = l->dim_axis[DIM_SEQ];
+        if (c->zero_second >= 0) {
+            int a = l->zero_axis, b = c->zero_second;
+            if (batch_axis < 0 || seq_axis < 0 || seq_axis == plan_tensor_axis(p) ||
+                !((a == batch_axis && b == seq_axis) || (a == seq_axis && b == batch_axis))) {
+                int group = batch_axis >= 0 && seq_axis >= 0 && seq_axis != plan_tensor_axis(p);
+                diag_error(l->zero_loc,
+                           group ? arena_printf(c->arena, "write `over %s %s`", p->mesh.axes[batch_axis].name,
+                                                p->mesh.axes[seq_axis].name)
+                           : batch_axis >= 0 ? arena_printf(c->arena, "write `over %s`", p->mesh.axes[batch_axis].name)
+                                             : "add `batch -> AXIS;`",
+                           "ZeRO over two axes shards over the data group: the axis `batch` maps to and the context "
+                           "axis `seq` maps to, not `%s` and `%s`",
+                           p->mesh.axes[a].name, p->mesh.axes[b].name);
+            } else {
+                l->zero_axis = plan_data_group(p);
+            }
+        } else if (l->zero_axis != batch_axis && l->zero_axis != seq_axis) {
             const char *name = p->mesh.axes[l->zero_axis].name;
             diag_error(l->zero_loc,
                        batch_axis >= 0 ? arena_printf(c->arena, "batch maps to `%s`: write `over %s`",

@@ -992,7 +992,7 @@ void check_layout(Check *c, const Stmt *sec)
         case LY_FSDP: {
             l->zero_loc = check_stmt_span(st);
             int nfixed = k == LY_ZERO ? 1 : 0;
-            if (!check_shape(c, st, nfixed + 2, nfixed + 2, BODY_NO, LAYOUT_usage[k])) break;
+            if (!check_shape(c, st, nfixed + 2, nfixed + 3, BODY_NO, LAYOUT_usage[k])) break;
             int64_t stage = 3;
             if (k == LY_ZERO && !check_read_count(c, st, &st->values[0], 0, 3, &stage)) break;
             const Value *over = &st->values[nfixed];
@@ -1002,9 +1002,12 @@ void check_layout(Check *c, const Stmt *sec)
                 break;
             }
             int axis = read_axis(c, &st->values[nfixed + 1]);
-            if (axis < 0) break;
+            /* `over dp cp`: the data group, both axes (check_cross) */
+            int second = st->nvalues > nfixed + 2 ? read_axis(c, &st->values[nfixed + 2]) : -1;
+            if (axis < 0 || (st->nvalues > nfixed + 2 && second < 0)) break;
             l->zero_stage = (int)stage;
             l->zero_axis = stage > 0 ? axis : -1;
+            c->zero_second = stage > 0 ? second : -1;
             c->zero_stmt = st;
             break;
         }

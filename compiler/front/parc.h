@@ -421,18 +421,28 @@ typedef struct DataSpec {
 } DataSpec;
 
 #define PARC_MAX_AXES 8
+/* Derived axes: groups of ranks spanning several mesh axes, numbered after
+ * them (PARC_MESH_SLOTS in all). */
+#define PARC_MAX_DERIVED 2
+#define PARC_MESH_SLOTS (PARC_MAX_AXES + PARC_MAX_DERIVED)
 #define PARC_MAX_STAGES 4096
 
 typedef struct MeshAxis {
     const char *name;
     int size;
+    unsigned parts;        /* a derived axis: bit a for each mesh axis a it spans; 0 for a mesh axis */
     SrcLoc loc;
 } MeshAxis;
 
-/* Axes in rank order: the last axis varies fastest in the global rank. */
+/* Axes in rank order: the last axis varies fastest in the global rank.
+ * axes[naxes .. naxes + nderived) are derived axes (plan_derive_axes): the
+ * ranks that differ only on their parts, coordinate in mesh order (the
+ * first part slowest), size the product of the parts' sizes.  A collective
+ * may run over one; a placement names mesh axes only. */
 typedef struct Mesh {
     int naxes;
-    MeshAxis axes[PARC_MAX_AXES];
+    int nderived;
+    MeshAxis axes[PARC_MESH_SLOTS];
     int world;             /* product of sizes */
     SrcLoc loc;
 } Mesh;
@@ -447,7 +457,11 @@ typedef struct Layout {
     int virtual_stages;           /* chunks per pipeline rank (1 unless interleaved) */
     int sp_axis;                  /* sequence-parallel axis, or -1 */
     int zero_stage;               /* 0..3 */
-    int zero_axis;                /* axis ZeRO shards over (the data axis or the context axis), or -1 */
+    int zero_axis;                /* axis ZeRO shards over (the data axis, the context axis or the data
+                                     group, their derived axis), or -1 */
+    int grad_axis;                /* the data group (plan_derive_axes): the axis, mesh or derived,
+                                     whose ranks hold the same parameters and sum their gradients
+                                     (batch's and seq's together), or -1 */
     RecomputeKind recompute;
     /* Stage assignment, always filled by check: model chunk v holds layers
      * [chunk_first[v], chunk_first[v] + chunk_layers[v]), and chunk c of
@@ -541,6 +555,18 @@ int plan_pipeline_scatter_fits(const Plan *plan);
  * qkv, whole on the tensor axis) take and a learned position table and
  * dropout's masks (placed by one split) do not. */
 int plan_sp_with_cp(const Model *m);
+/* Recomputes the plan's derived axes from its mesh and layout: the data
+ * group, batch's axis and the context axis (seq's, when it is not the
+ * tensor axis) together when both have more than one rank (Megatron-LM's
+ * data-parallel group with context parallelism), else the one of them with
+ * more than one rank.  Sets layout.grad_axis to it; a ZeRO axis that names
+ * the derived axis of a mesh that no longer has one becomes batch's axis.
+ * Idempotent; every plan entering the passes goes through it. */
+void plan_derive_axes(Plan *plan);
+/* The data group's axis of a plan whose axes are derived: layout.grad_axis. */
+int plan_data_group(const Plan *plan);
+/* The mesh axes (bit a) an axis spans: itself, or a derived axis's parts. */
+unsigned plan_axis_parts(const Plan *plan, int axis);
 /* Whether every group of `axis` stays inside one node (mesh order, last axis
  * fastest, ranks 0..gpus_per_node-1 on node 0). */
 int plan_axis_inside_node(const Plan *plan, int axis);

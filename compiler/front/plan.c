@@ -11,6 +11,8 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PLAN_NAME_(kind, name) name,
@@ -32,9 +34,60 @@ int plan_precision_bytes(Precision p)
 int plan_axis_size(const Plan *plan, int axis)
 {
     if (axis < 0) return 1;
-    PARC_ASSERT(axis < plan->mesh.naxes);
+    PARC_ASSERT(axis < plan->mesh.naxes + plan->mesh.nderived);
     return plan->mesh.axes[axis].size;
 }
+
+unsigned plan_axis_parts(const Plan *plan, int axis)
+{
+    if (axis < 0) return 0;
+    PARC_ASSERT(axis < plan->mesh.naxes + plan->mesh.nderived);
+    return axis < plan->mesh.naxes ? 1u << axis : plan->mesh.axes[axis].parts;
+}
+
+/* "a*b", kept for the process (plans are copied by value, so a derived
+ * axis's name cannot live in the plan); the same pair gives the same text. */
+static const char *intern_pair(const char *a, const char *b)
+{
+    static char **names;
+    static size_t n, cap;
+    char buf[160];
+    snprintf(buf, sizeof buf, "%s*%s", a, b);
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(names[i], buf)) return names[i];
+    if (n == cap) {
+        cap = cap ? 2 * cap : 8;
+        char **grown = realloc(names, cap * sizeof *names);
+        if (!grown) PARC_BUG("out of memory naming a derived axis");
+        names = grown;
+    }
+    names[n] = strdup(buf);
+    if (!names[n]) PARC_BUG("out of memory naming a derived axis");
+    return names[n++];
+}
+
+void plan_derive_axes(Plan *plan)
+{
+    Mesh *m = &plan->mesh;
+    Layout *l = &plan->layout;
+    int had = m->naxes + m->nderived, zero_derived = l->zero_axis >= m->naxes && l->zero_axis < had;
+    m->nderived = 0;
+    int batch = l->dim_axis[DIM_BATCH], seq = l->dim_axis[DIM_SEQ];
+    if (seq >= 0 && seq == plan_tensor_axis(plan)) seq = -1; /* the sequence split on the tensor axis */
+    int nb = plan_axis_size(plan, batch), ns = plan_axis_size(plan, seq);
+    l->grad_axis = nb > 1 ? batch : ns > 1 ? seq : batch;
+    if (nb > 1 && ns > 1 && m->naxes < PARC_MAX_AXES + PARC_MAX_DERIVED) {
+        int d = m->naxes + m->nderived++;
+        int lo = batch < seq ? batch : seq, hi = batch < seq ? seq : batch;
+        const char *a = m->axes[lo].name ? m->axes[lo].name : "?", *b = m->axes[hi].name ? m->axes[hi].name : "?";
+        m->axes[d] = (MeshAxis){.name = intern_pair(a, b), .size = nb * ns,
+                                .parts = (1u << lo) | (1u << hi), .loc = m->loc};
+        l->grad_axis = d;
+    }
+    if (zero_derived) l->zero_axis = l->grad_axis >= m->naxes ? l->grad_axis : batch;
+}
+
+int plan_data_group(const Plan *plan) { return plan->layout.grad_axis; }
 
 int plan_dim_parts(const Plan *plan, Dim dim)
 {
@@ -105,9 +158,32 @@ static int64_t plan_axis_stride(const Plan *plan, int axis)
     return stride;
 }
 
+/* A derived axis: each group's ranks lie between its rank at coordinate 0
+ * (every part's coordinate 0) and the one at the last coordinate, so every
+ * group stays in a node iff each group's first and last rank do. */
+static int derived_inside_node(const Plan *plan, int axis)
+{
+    unsigned parts = plan->mesh.axes[axis].parts;
+    int64_t gpn = plan->cluster.gpus_per_node, span = 0;
+    if (gpn <= 0) return 0;
+    for (int a = 0; a < plan->mesh.naxes; a++)
+        if (parts >> a & 1) span += (int64_t)(plan->mesh.axes[a].size - 1) * plan_axis_stride(plan, a);
+    int coords[PARC_MAX_AXES];
+    for (int r = 0; r < plan->mesh.world; r++) {
+        plan_rank_coords(plan, r, coords);
+        int base = 1;
+        for (int a = 0; a < plan->mesh.naxes && base; a++)
+            if (parts >> a & 1) base = coords[a] == 0;
+        if (base && r / gpn != (r + span) / gpn) return 0;
+    }
+    return 1;
+}
+
 int plan_axis_inside_node(const Plan *plan, int axis)
 {
     if (axis < 0) return 1;
+    if (axis >= plan->mesh.naxes && axis < plan->mesh.naxes + plan->mesh.nderived)
+        return plan->mesh.axes[axis].size <= 1 || derived_inside_node(plan, axis);
     PARC_ASSERT(axis < plan->mesh.naxes);
     int64_t size = plan->mesh.axes[axis].size;
     int64_t gpn = plan->cluster.gpus_per_node;
@@ -164,7 +240,7 @@ static const char *const schedule_names[] = {"none", "gpipe", "1f1b", "interleav
 
 static const char *plan_axis_name(const Plan *plan, int axis)
 {
-    if (axis < 0 || axis >= plan->mesh.naxes) return "-";
+    if (axis < 0 || axis >= plan->mesh.naxes + plan->mesh.nderived) return "-";
     return plan->mesh.axes[axis].name ? plan->mesh.axes[axis].name : "?";
 }
 

@@ -250,7 +250,13 @@ static void write_layout(const Plan *p, FILE *out)
         }
     }
     if (l->sp_axis >= 0) fprintf(out, "  sequence_parallel over %s;\n", mesh->axes[l->sp_axis].name);
-    if (l->zero_stage > 0) fprintf(out, "  zero %d over %s;\n", l->zero_stage, mesh->axes[l->zero_axis].name);
+    if (l->zero_stage > 0) { /* a derived axis: its parts, `over dp cp` */
+        fprintf(out, "  zero %d over", l->zero_stage);
+        unsigned parts = l->zero_axis < mesh->naxes ? 1u << l->zero_axis : mesh->axes[l->zero_axis].parts;
+        for (int a = 0; a < mesh->naxes; a++)
+            if (parts >> a & 1) fprintf(out, " %s", mesh->axes[a].name);
+        fprintf(out, ";\n");
+    }
     if (l->recompute != RECOMPUTE_NONE) fprintf(out, "  recompute %s;\n", recompute_names[l->recompute]);
     if (l->grad_overlap_off) fprintf(out, "  grad_overlap off;\n");
     if (l->tp_overlap_off) fprintf(out, "  tp_overlap off;\n");

@@ -536,7 +536,8 @@ static void place_tensor(Expander *ex, Tensor *t)
             p.dim = DIM_SEQ;
         }
         /* ZeRO-3 / FSDP: parameters live flat-sharded over the data axis. */
-        if (t->kind == TENSOR_PARAM && lay->zero_stage == 3 && lay->zero_axis == a && p.kind == PLACE_R) {
+        if (t->kind == TENSOR_PARAM && lay->zero_stage == 3 && (plan_axis_parts(plan, lay->zero_axis) >> a & 1) &&
+            p.kind == PLACE_R) {
             p.kind = PLACE_S;
             p.dim = DIM_FLAT;
         }

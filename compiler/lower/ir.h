@@ -44,6 +44,26 @@ typedef struct Placement {
     uint8_t dim;  /* Dim, for PLACE_S */
 } Placement;
 
+/* Sets placement v on every mesh axis that axis (a mesh axis or a derived
+ * one) spans. */
+static inline void place_set_on(const Plan *plan, Placement *place, int axis, Placement v)
+{
+    unsigned parts = plan_axis_parts(plan, axis);
+    for (int a = 0; a < plan->mesh.naxes; a++)
+        if (parts >> a & 1) place[a] = v;
+}
+
+/* The placement on axis (a derived one: on its first part, the parts moving
+ * together). */
+static inline Placement place_on(const Plan *plan, const Placement *place, int axis)
+{
+    unsigned parts = plan_axis_parts(plan, axis);
+    for (int a = 0; a < plan->mesh.naxes; a++)
+        if (parts >> a & 1) return place[a];
+    PARC_BUG("axis %d spans no mesh axis", axis);
+}
+
+
 /* The collectives.  ORDER: X(kind, name).  reshard_collective maps a
  * placement change to one; cost_bus_factor (cost.h) gives their bus bandwidth factors
  * as nccl-tests defines them: all-reduce 2(n-1)/n, gathers/scatters (n-1)/n. */

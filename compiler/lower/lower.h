@@ -342,6 +342,9 @@ void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r);
  * (an all-reduce per summed axis, from Partial to whole), then the norm and,
  * with `clip`, the clip factor, at the end of SEQ_GRAD_NORM_ONCE. */
 void optim_emit_grad_norm(Lowerer *lw);
+/* The axis of a gradient sync's last step, all its parts at once: the ZeRO
+ * axis, else the data group (layout.grad_axis). */
+int optim_sync_axis(const Plan *plan);
 /* ZeRO-2/3 after a micro-batch's backward: each parameter's whole gradient
  * reduce-scattered into this rank's shard. */
 void optim_emit_scatter(Emit *e, Region r);

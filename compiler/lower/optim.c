@@ -63,7 +63,10 @@ static int sharded(Placement p) { return p.kind == PLACE_S; }
 static int split_on_zero_axis(const Lowerer *lw, const Tensor *tt)
 {
     int za = lw->plan->layout.zero_axis;
-    return za >= 0 && tt->home[za].kind == PLACE_S && tt->home[za].dim != DIM_FLAT;
+    unsigned parts = plan_axis_parts(lw->plan, za);
+    for (int a = 0; a < lw->naxes; a++)
+        if ((parts >> a & 1) && tt->home[a].kind == PLACE_S && tt->home[a].dim != DIM_FLAT) return 1;
+    return 0;
 }
 
 /* The ZeRO row of parameter tt: the plan's stage's, row 0 for one split on
@@ -258,20 +261,30 @@ void optim_emit_scatter(Emit *e, Region r)
         Placement to[PARC_MAX_AXES];
         memcpy(v.place, b->grad, sizeof v.place);
         memcpy(to, b->grad, sizeof to);
-        to[za] = z->grads;
+        place_set_on(lw->plan, to, za, z->grads);
         Val s = reshard_to(e, v, to, -1, z->scatter_why, 1, NULL);
         EMIT(e, RT_prt_acc, arg_grad(lw, t), s.arg, arg_int(program_local_numel(lw->plan, tt, to)));
     }
 }
 
+/* The last step of a gradient's sync: the ZeRO axis, else the data group
+ * (plan_derive_axes: batch's axis, or it and the context axis as one). */
+int optim_sync_axis(const Plan *plan)
+{
+    const Layout *lay = &plan->layout;
+    return lay->zero_axis >= 0 ? lay->zero_axis : lay->grad_axis >= 0 ? lay->grad_axis : lay->dim_axis[DIM_BATCH];
+}
+
 /* Gradient sync: from the accumulation placement to the optimizer's, tensor
- * axes first, the data axis last; the last step writes into dst_data. */
+ * axes first, the data axis (sync_axis, all its parts at once) last; the
+ * last step writes into dst_data. */
 static void emit_sync(Lowerer *lw, Emit *es, int t, const Placement *acc, const Placement *opt, Arg gr, Arg dst_data,
                       Region r)
 {
     const Layout *lay = &lw->plan->layout;
     const ZeroRow *z = zero_row(lw, &lw->g->tensors[t]);
-    int data_axis = lay->zero_axis >= 0 ? lay->zero_axis : lay->dim_axis[DIM_BATCH];
+    int data_axis = optim_sync_axis(lw->plan);
+    unsigned data_parts = plan_axis_parts(lw->plan, data_axis);
     Val v = {gr, t, {{0}}};
     memcpy(v.place, acc, sizeof v.place);
     for (int pass = 0; pass < 2; pass++) {
@@ -279,21 +292,29 @@ static void emit_sync(Lowerer *lw, Emit *es, int t, const Placement *acc, const 
         memcpy(to, v.place, sizeof to);
         int moves = 0;
         for (int a = 0; a < lw->naxes; a++) {
-            if ((a == data_axis) == (pass == 1)) to[a] = opt[a];
+            if ((int)(data_parts >> a & 1) == (pass == 1)) to[a] = opt[a];
             moves |= reshard_collective(v.place[a], to[a]) != COLL_NONE;
         }
         if (!moves) continue;
         int bucket = r == REGION_BLOCK && lw->sp->sync_in_backward;
         int batch = lay->dim_axis[DIM_BATCH];
-        const char *why = pass == 0 ? (batch >= 0 && batch != data_axis && lw->plan->mesh.axes[batch].size > 1
+        const char *why = pass == 0 ? (batch >= 0 && !(data_parts >> batch & 1) && lw->plan->mesh.axes[batch].size > 1
                                            ? "partial gradients of a parameter: each data rank's samples, and rows "
                                              "split on a tensor or context axis (ZeRO shards over the context axis)"
                                        : lay->dim_axis[DIM_SEQ] >= 0
                                            ? "partial gradients of a parameter used on rows split on a tensor or "
                                              "context axis"
                                            : "partial gradients of a parameter used on rows split on a tensor axis")
-                          : bucket  ? z->sync_why_bucketed
-                                    : z->sync_why;
+                          : z == &zero_rows[0] && data_axis != batch
+                              ? arena_printf(lw->arena,
+                                             data_axis >= lw->naxes
+                                                 ? "data and context parallel: gradients summed over `%s` as one "
+                                                   "group, every rank of it holding the same parameters%s"
+                                                 : "context parallel: gradients summed over `%s`, whose ranks hold "
+                                                   "the same parameters, each its chunk's share%s",
+                                             lw->plan->mesh.axes[data_axis].name, bucket ? BUCKETED : "")
+                          : bucket ? z->sync_why_bucketed
+                                   : z->sync_why;
         reshard_to(es, v, to, -1, why, 1, pass == 0 ? &gr : &dst_data);
         memcpy(v.place, to, sizeof to);
     }
@@ -303,7 +324,7 @@ static void emit_sync(Lowerer *lw, Emit *es, int t, const Placement *acc, const 
 static Placement opt_place(const Lowerer *lw, const Tensor *tt, int a)
 {
     const ZeroRow *z = zero_row(lw, tt);
-    if (a == lw->plan->layout.zero_axis && sharded(z->optim)) return z->optim;
+    if ((plan_axis_parts(lw->plan, lw->plan->layout.zero_axis) >> a & 1) && sharded(z->optim)) return z->optim;
     return place_param_use(tt, a);
 }
 
@@ -383,9 +404,9 @@ void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r)
             acc[a] = b->grad[a];
             opt[a] = whole[a] = place_param_use(tt, a);
         }
-        if (za >= 0 && sharded(z->weights)) whole[za] = z->weights;
-        if (za >= 0 && sharded(z->grads)) acc[za] = z->grads;
-        if (za >= 0 && sharded(z->optim)) opt[za] = z->optim;
+        if (za >= 0 && sharded(z->weights)) place_set_on(lw->plan, whole, za, z->weights);
+        if (za >= 0 && sharded(z->grads)) place_set_on(lw->plan, acc, za, z->grads);
+        if (za >= 0 && sharded(z->optim)) place_set_on(lw->plan, opt, za, z->optim);
         int64_t n = program_local_numel(lw->plan, tt, opt);
         /* a whole buffer stepped on a shard: this rank's region of it */
         int shard_of_whole_w = za >= 0 && sharded(z->optim) && !sharded(z->weights);

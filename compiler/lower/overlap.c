@@ -97,8 +97,7 @@ static int startable(const Lowerer *lw, const Instr *ins, int data_axis)
 void overlap_buckets(Lowerer *lw)
 {
     StageProgram *sp = lw->sp;
-    const Layout *lay = &lw->plan->layout;
-    int data_axis = lay->zero_axis >= 0 ? lay->zero_axis : lay->dim_axis[DIM_BATCH];
+    int data_axis = optim_sync_axis(lw->plan);
     if (!sp->sync_in_backward || data_axis < 0 || lw->plan->mesh.axes[data_axis].size < 2) return;
     int64_t layers = sp->layers;
     Seq *sync = &sp->seq[SEQ_GRAD_SYNC_BLOCK];

@@ -21,7 +21,7 @@ int64_t program_local_numel(const Plan *plan, const Tensor *t, const Placement *
     if (t->kind != TENSOR_PARAM || l->zero_stage < 1 || l->zero_axis < 0) return n;
     /* its flat shard, or a block split on the axis by its own dim (the
      * experts' under expert parallelism), which ZeRO does not shard */
-    if (place[l->zero_axis].kind == PLACE_S) return n;
+    if (place_on(plan, place, l->zero_axis).kind == PLACE_S) return n;
     int64_t z = plan->mesh.axes[l->zero_axis].size;
     return (n + z - 1) / z * z;
 }
@@ -176,13 +176,13 @@ void program_verify(const Program *prog)
                             PARC_BUG("stage %d %s: per-slot instance outside a micro-batch", s, seq_names[q]);
                     }
                     if ((a->kind == ARG_COORD_TIMES || (a->kind == ARG_BUF && a->axis >= 0)) &&
-                        a->axis >= plan->mesh.naxes)
+                        a->axis >= plan->mesh.naxes + plan->mesh.nderived)
                         PARC_BUG("stage %d %s: axis %d is not a mesh axis", s, seq_names[q], a->axis);
                 }
                 if (ins->when != WHEN_ALWAYS && (!block || ins->when < 0 || ins->when >= WHEN_COUNT))
                     PARC_BUG("stage %d %s: %s runs only on some layers outside a layer loop", s, seq_names[q],
                              rt_fn_names[ins->fn]);
-                if (ins->coll != COLL_NONE && (ins->axis < 0 || ins->axis >= plan->mesh.naxes))
+                if (ins->coll != COLL_NONE && (ins->axis < 0 || ins->axis >= plan->mesh.naxes + plan->mesh.nderived))
                     PARC_BUG("stage %d %s: collective over a non-axis group", s, seq_names[q]);
             }
         }

@@ -208,26 +208,75 @@ static int arg_same(Arg x, Arg y)
 /* Elements of the step's smaller side go through a fresh buffer when the
  * destination shares the source's buffer: a gather's source is copied out
  * first, a scatter or slice writes a fresh buffer copied into dst after. */
+/* The mesh axes (bit a) that move as one derived axis: every part of it
+ * changes the same way, by a collective that a group of their ranks runs as
+ * one (a sum, or a flat shard's scatter, gather or slice). */
+static unsigned fused_parts(const Lowerer *lw, const Val *v, const Placement *to)
+{
+    const Mesh *m = &lw->plan->mesh;
+    unsigned fused = 0;
+    for (int d = m->naxes; d < m->naxes + m->nderived; d++) {
+        unsigned parts = m->axes[d].parts;
+        int first = -1, same = !(parts & fused);
+        for (int a = 0; a < m->naxes && same; a++) {
+            if (!(parts >> a & 1)) continue;
+            if (first < 0) first = a;
+            same = m->axes[a].size > 1 && place_eq(v->place[a], v->place[first]) && place_eq(to[a], to[first]);
+        }
+        if (!same || first < 0) continue;
+        CollKind c = reshard_collective(v->place[first], to[first]);
+        if (c == COLL_ALLREDUCE || ((c == COLL_REDUCESCATTER || c == COLL_SLICE) && to[first].dim == DIM_FLAT) ||
+            (c == COLL_ALLGATHER && v->place[first].dim == DIM_FLAT))
+            fused |= parts;
+    }
+    return fused;
+}
+
+/* The steps of a move, in mesh order: each mesh axis, a derived axis at its
+ * first part in place of all its parts when they move as one. */
+static int reshard_steps(const Lowerer *lw, const Val *v, const Placement *to, int *steps)
+{
+    const Mesh *m = &lw->plan->mesh;
+    unsigned fused = fused_parts(lw, v, to);
+    int n = 0;
+    for (int a = 0; a < m->naxes; a++) {
+        if (!(fused >> a & 1)) {
+            steps[n++] = a;
+            continue;
+        }
+        for (int d = m->naxes; d < m->naxes + m->nderived; d++)
+            if ((m->axes[d].parts & fused) == m->axes[d].parts && (m->axes[d].parts & ((2u << a) - 1)) == 1u << a)
+                steps[n++] = d; /* a is the derived axis's first part */
+    }
+    return n;
+}
+
 Val reshard_to(Emit *e, Val v, const Placement *to, int op, const char *why, int is_grad, const Arg *dst)
 {
     Lowerer *lw = e->lw;
+    const Plan *plan = lw->plan;
+    int steps[PARC_MESH_SLOTS], nsteps = reshard_steps(lw, &v, to, steps);
     int last = -1;
-    for (int a = 0; a < lw->naxes; a++)
-        if (reshard_collective(v.place[a], to[a]) != COLL_NONE && lw->plan->mesh.axes[a].size > 1) last = a;
-    for (int a = 0; a < lw->naxes; a++) {
-        Placement from = v.place[a];
-        CollKind c = reshard_collective(from, to[a]);
+    for (int k = 0; k < nsteps; k++) {
+        Placement from = place_on(plan, v.place, steps[k]);
+        if (reshard_collective(from, place_on(plan, to, steps[k])) != COLL_NONE && plan->mesh.axes[steps[k]].size > 1)
+            last = steps[k];
+    }
+    for (int k = 0; k < nsteps; k++) {
+        int a = steps[k]; /* a mesh axis, or a derived one moving all its parts */
+        Placement from = place_on(plan, v.place, a), dest = place_on(plan, to, a);
+        CollKind c = reshard_collective(from, dest);
         if (c == COLL_NONE) continue;
-        if (lw->plan->mesh.axes[a].size == 1) {
+        if (plan->mesh.axes[a].size == 1) {
             /* a group of one: every placement is the whole tensor */
-            v.place[a] = to[a];
+            place_set_on(plan, v.place, a, dest);
             continue;
         }
         int t = v.tensor;
         int klass = lw->g->tensors[t].kind == TENSOR_PARAM ? PRT_COMM : PRT_WORKSPACE;
         int dtype = elem_dtype_of(lw, v.arg); /* a step keeps its value's dtype */
         Val nv = v;
-        nv.place[a] = to[a];
+        place_set_on(plan, nv.place, a, dest);
         int into_dst = dst && a == last;
         int overlap = into_dst && dst->buf == v.arg.buf && c != COLL_ALLREDUCE;
         if (overlap && c == COLL_ALLGATHER) {
@@ -258,7 +307,7 @@ Val reshard_to(Emit *e, Val v, const Placement *to, int op, const char *why, int
             ins->elems = outer * inner * lw->plan->mesh.axes[a].size;
             break;
         case COLL_REDUCESCATTER:
-            coll_shape(lw, t, nv.place, (Dim)to[a].dim, &outer, &inner);
+            coll_shape(lw, t, nv.place, (Dim)dest.dim, &outer, &inner);
             ins = EMIT(e, RT_prt_reducescatter, arg_int(a), nv.arg, v.arg, arg_int(outer), arg_int(inner));
             ins->elems = outer * inner * lw->plan->mesh.axes[a].size;
             break;
@@ -266,7 +315,7 @@ Val reshard_to(Emit *e, Val v, const Placement *to, int op, const char *why, int
             ins = routed_exchange(e, v, nv, a, dtype, op);
             break;
         case COLL_SLICE:
-            coll_shape(lw, t, nv.place, (Dim)to[a].dim, &outer, &inner);
+            coll_shape(lw, t, nv.place, (Dim)dest.dim, &outer, &inner);
             ins = EMIT(e, RT_prt_slice, arg_int(a), nv.arg, v.arg, arg_int(outer), arg_int(inner));
             ins->elems = outer * inner;
             break;
@@ -274,7 +323,7 @@ Val reshard_to(Emit *e, Val v, const Placement *to, int op, const char *why, int
             diag_error(lw->g->ops[op >= 0 ? op : 0].loc, NULL,
                        "moving `%s` from split %s to split %s on `%s` needs an all-to-all, which the runtime does "
                        "not lower yet",
-                       lw->g->tensors[t].name, dim_names[from.dim], dim_names[to[a].dim], lw->plan->mesh.axes[a].name);
+                       lw->g->tensors[t].name, dim_names[from.dim], dim_names[dest.dim], lw->plan->mesh.axes[a].name);
             lw->errors++;
             return v;
         }

@@ -59,7 +59,23 @@ static void verify_front(const Compilation *c)
     for (int d = 0; d < DIM_COUNT; d++)
         if (l->dim_axis[d] < -1 || l->dim_axis[d] >= m->naxes)
             PARC_BUG("plan: dim %s maps to axis %d of %d", dim_names[d], l->dim_axis[d], m->naxes);
-    if (l->zero_stage < 0 || l->zero_stage > 3 || (l->zero_stage > 0 && (l->zero_axis < 0 || l->zero_axis >= m->naxes)))
+    if (m->nderived < 0 || m->nderived > PARC_MAX_DERIVED) PARC_BUG("plan: %d derived axes", m->nderived);
+    for (int a = m->naxes; a < m->naxes + m->nderived; a++) {
+        int64_t size = 1;
+        for (int b = 0; b < m->naxes; b++)
+            if (m->axes[a].parts >> b & 1) size *= m->axes[b].size;
+        if (!m->axes[a].parts || m->axes[a].parts >> m->naxes || size != m->axes[a].size)
+            PARC_BUG("plan: derived axis `%s` of size %d spans axes %#x", m->axes[a].name, m->axes[a].size,
+                     m->axes[a].parts);
+    }
+    {
+        Plan again = *p; /* the derived axes are those plan_derive_axes gives */
+        plan_derive_axes(&again);
+        if (again.mesh.nderived != m->nderived || again.layout.grad_axis != l->grad_axis)
+            PARC_BUG("plan: %d derived axes and data group %d, not plan_derive_axes's", m->nderived, l->grad_axis);
+    }
+    if (l->zero_stage < 0 || l->zero_stage > 3 ||
+        (l->zero_stage > 0 && (l->zero_axis < 0 || l->zero_axis >= m->naxes + m->nderived)))
         PARC_BUG("plan: zero %d over axis %d", l->zero_stage, l->zero_axis);
     const Train *t = &p->train;
     if (t->micro_batch < 1 || t->micro_batches < 1 || t->batch != t->micro_batch * t->micro_batches * plan_dp(p))
@@ -272,6 +288,7 @@ int passes_run_plan(Compilation *c, Arena *arena, const Plan *plan, int verify, 
 {
     start(c, arena, plan->file, NULL, verify);
     c->written = c->plan = *plan;
+    plan_derive_axes(&c->plan); /* a plan built or changed by a tool: its data group as its mesh now has it */
     c->done = passes_find("front");
     if (verify) passes[c->done].verify(c);
     return run_rows(c, c->done + 1, last);

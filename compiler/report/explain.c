@@ -48,8 +48,10 @@ static const char *axis_role(const Program *prog, int a, char *buf, size_t size)
         used += (size_t)snprintf(buf + used, size - used, "%ssequence parallel", sep);
         sep = ", ";
     }
-    if (l->zero_axis == a && l->zero_stage > 0 && used < size) {
+    if ((plan_axis_parts(plan, l->zero_axis) >> a & 1) && l->zero_stage > 0 && used < size) {
         used += (size_t)snprintf(buf + used, size - used, "%sZeRO-%d", sep, l->zero_stage);
+        if (l->zero_axis >= plan->mesh.naxes && used < size) /* over the data group */
+            used += (size_t)snprintf(buf + used, size - used, " over %s", plan->mesh.axes[l->zero_axis].name);
         sep = ", ";
     }
     if (!buf[0]) snprintf(buf, size, "replicated (no rule maps to it)");
@@ -584,7 +586,7 @@ void explain_text(FILE *out, const Analysis *an, const Analysis *other, int verb
     explain_phases(out, an);
     if (verbose) explain_cost_terms(out, an);
     fprintf(out, "  communication per rank per step:");
-    for (int a = 0; a < plan->mesh.naxes; a++) {
+    for (int a = 0; a < plan->mesh.naxes + plan->mesh.nderived; a++) {
         analyze_format_bytes(an->axis_wire[a], b1, sizeof b1);
         fprintf(out, " %s %s", plan->mesh.axes[a].name, b1);
     }
@@ -762,7 +764,7 @@ void explain_collectives(FILE *out, const Analysis *an)
     }
     fprintf(out, "\ntotals per rank per step (stage %d, the busiest):\n", an->worst_stage);
     fprintf(out, "  %-6s %14s %14s\n", "axis", "buffer bytes", "on the wire");
-    for (int a = 0; a < plan->mesh.naxes; a++) {
+    for (int a = 0; a < plan->mesh.naxes + plan->mesh.nderived; a++) {
         analyze_format_bytes(an->axis_bytes[a], b1, sizeof b1);
         analyze_format_bytes(an->axis_wire[a], b2, sizeof b2);
         fprintf(out, "  %-6s %14s %14s   %s\n", plan->mesh.axes[a].name, b1, b2,
@@ -803,7 +805,7 @@ void explain_collectives_json(FILE *out, const Analysis *an)
         fprintf(out, "}");
     }
     fprintf(out, "\n  ],\n  \"totals\": {");
-    for (int a = 0; a < plan->mesh.naxes; a++) {
+    for (int a = 0; a < plan->mesh.naxes + plan->mesh.nderived; a++) {
         fprintf(out, "%s\n    ", a ? "," : "");
         json_str(out, plan->mesh.axes[a].name);
         fprintf(out, ": {\"bytes_per_step\": %.0f, \"wire_bytes_per_step\": %.0f}", an->axis_bytes[a],

@@ -409,9 +409,14 @@ static void axis_carries(FILE *out, const Plan *plan, const Program *prog, int a
         fprintf(out, "%s%s", any ? ", " : "", dim_names[d]);
         any = 1;
     }
+    if (any && l->dim_axis[DIM_SEQ] == a && (l->cp_comm == CP_COMM_RING || l->cp_balanced)) /* as explain's */
+        fprintf(out, "; %s%s", l->cp_comm == CP_COMM_RING ? "ring" : "all-gather", l->cp_balanced ? ", balanced" : "");
     if (any) fputs(")", out), sep = ", ";
     if (l->sp_axis == a) fprintf(out, "%ssequence parallel", sep), sep = ", ";
-    if (l->zero_axis == a && l->zero_stage > 0) fprintf(out, "%sZeRO-%d", sep, l->zero_stage), sep = ", ";
+    if ((plan_axis_parts(plan, l->zero_axis) >> a & 1) && l->zero_stage > 0) {
+        fprintf(out, "%sZeRO-%d", sep, l->zero_stage), sep = ", ";
+        if (l->zero_axis >= plan->mesh.naxes) fprintf(out, " over %s", plan->mesh.axes[l->zero_axis].name);
+    }
     if (!*sep) fputs("replicated", out);
 }
 

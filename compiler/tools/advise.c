@@ -25,8 +25,9 @@ int advise_variant_valid(const Plan *p)
     const Train *t = &p->train;
     int batch_axis = l->dim_axis[DIM_BATCH];
     if (l->zero_stage < 0 || l->zero_stage > 3) return 0;
-    if (l->zero_stage > 0 && (l->zero_axis < 0 || (l->zero_axis != batch_axis && l->zero_axis != l->dim_axis[DIM_SEQ])))
-        return 0; /* ZeRO over the data axis or the context axis (check_cross.c) */
+    if (l->zero_stage > 0 && (l->zero_axis < 0 || (l->zero_axis != batch_axis && l->zero_axis != l->dim_axis[DIM_SEQ] &&
+                                                   (l->zero_axis < p->mesh.naxes || l->zero_axis != plan_data_group(p)))))
+        return 0; /* ZeRO over the data axis, the context axis or both (check_cross.c) */
     if (l->recompute < RECOMPUTE_NONE || l->recompute > RECOMPUTE_FULL) return 0;
     int64_t dp = plan_dp(p);
     if (t->micro_batch < 1 || dp < 1 || t->batch % (t->micro_batch * dp) != 0) return 0;

@@ -124,7 +124,10 @@ static void apply_layout(const Plan *base, const Layout1 *l, Plan *p)
         ly->schedule = l->sched;
         ly->virtual_stages = l->sched == SCHED_INTERLEAVED ? l->virt : 1;
     }
-    if (l->zero > 0 && axis[1] >= 0) ly->zero_stage = l->zero, ly->zero_axis = axis[1];
+    /* ZeRO over the data group: beside a context axis, its ranks and dp's
+     * together (Megatron-LM's distributed optimizer over dp x cp) */
+    plan_derive_axes(p);
+    if (l->zero > 0 && axis[1] >= 0) ly->zero_stage = l->zero, ly->zero_axis = plan_data_group(p);
     if (l->ep && axis[1] >= 0) ly->dim_axis[DIM_EXPERTS] = axis[1];
     /* `capacity` sizes expert parallelism's buffers: a layout with the
      * experts whole has none to size */
@@ -395,7 +398,7 @@ static void why_first(FILE *out, const Result *a, const Result *b, int rank_b)
 static int own_layout(const Plan *p, Layout1 *l)
 {
     const Layout *ly = &p->layout;
-    int tp_axis = ly->dim_axis[DIM_FFN], dp_axis = ly->dim_axis[DIM_BATCH];
+    int tp_axis = ly->dim_axis[DIM_FFN];
     *l = (Layout1){.tp = plan_axis_size(p, tp_axis), .pp = ly->stages, .dp = plan_dp(p),
                    .micro_batch = p->train.micro_batch, .sched = ly->pp_axis >= 0 ? ly->schedule : SCHED_NONE,
                    .virt = ly->virtual_stages, .zero = ly->zero_stage, .sp = ly->sp_axis >= 0, .rc = ly->recompute,
@@ -404,7 +407,7 @@ static int own_layout(const Plan *p, Layout1 *l)
     l->bal = layout_cp(l) > 1 && ly->cp_balanced;
     if (l->pp == 1) l->virt = 1;
     int axes = (l->tp > 1) + (l->pp > 1) + (layout_cp(l) > 1) + (l->dp > 1 || (l->tp == 1 && l->pp == 1 && layout_cp(l) == 1));
-    return p->mesh.naxes == axes && (ly->zero_stage == 0 || ly->zero_axis == dp_axis) && !ly->uneven &&
+    return p->mesh.naxes == axes && (ly->zero_stage == 0 || ly->zero_axis == plan_data_group(p)) && !ly->uneven &&
            (ly->sp_axis < 0 || ly->sp_axis == tp_axis) && (layout_cp(l) == 1 || ly->dim_axis[DIM_SEQ] != tp_axis) &&
            (!l->bal || search_cp_can_balance(p, l->cp));
 }

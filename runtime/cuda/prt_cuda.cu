@@ -148,7 +148,7 @@ void prt_cuda_init(prt *rt) {
 #else
     if (c->nccl) {
         /* one communicator per axis; every rank creates them in axis order */
-        for (int a = 0; a < rt->naxes; a++) {
+        for (int a = 0; a < rt->ncomms; a++) {
             int S = rt->axis_size[a];
             if (S == 1 && !forced) continue;
             ncclUniqueId id;
@@ -321,7 +321,7 @@ static ncclDataType_t nccl_type(int64_t dtype) {
 
 static ncclComm_t nccl_comm(prt *rt, int64_t axis) {
     prt_cuda *c = prt_cu(rt);
-    PRT_CHECK(axis >= 0 && axis < rt->naxes && c->comm[axis], "no NCCL communicator for axis %lld", (long long)axis);
+    PRT_CHECK(axis >= 0 && axis < rt->ncomms && c->comm[axis], "no NCCL communicator for axis %lld", (long long)axis);
     return c->comm[axis];
 }
 

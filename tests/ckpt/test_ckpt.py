@@ -62,9 +62,10 @@ UNEVEN_CHUNKS = [("tiny_l6_pp_interleaved_uneven_zero3", "tiny_l6_single"),
 # a mixture of experts with its experts split over dp (and ZeRO-3 for the rest) onto one rank,
 # and one rank onto experts over dp x tp 2
 EXPERTS = [("tiny_moe_ep_zero3", "tiny_moe"), ("tiny_moe", "tiny_moe_ep_tp")]
-# ZeRO-3 sharded over the context axis (dp 2 x cp 2, ring attention) onto one rank, and one rank
-# onto ZeRO-1 over cp
-CONTEXT = [("tiny_rope_ring_zero3_cp", "tiny_rope"), ("tiny_rope", "tiny_rope_ring_zero1_cp")]
+# ZeRO-3 sharded over the context axis (dp 2 x cp 2, ring attention) onto one rank, one rank
+# onto ZeRO-1 over cp, and ZeRO-3 over the data group dp*cp onto ZeRO-1 over it
+CONTEXT = [("tiny_rope_ring_zero3_cp", "tiny_rope"), ("tiny_rope", "tiny_rope_ring_zero1_cp"),
+           ("tiny_rope_ring_zero3_group", "tiny_rope_cp_zero1_group")]
 LOSS_TOL, PARAM_TOL, PARAM_ATOL_LR = 1e-5, 1e-5, 1e-2
 
 failures = []
@@ -173,7 +174,8 @@ def test_reshard_pairs(plans, d, pairs):
     shards (a checkpoint holds no padding) onto even ones and back, pipeline chunks of
     unlike sizes (each layer saved under its global index) onto one rank and back,
     experts split over dp (each rank's saved under their global index) onto one rank and back,
-    ZeRO shards over a context axis onto one rank and back."""
+    ZeRO shards over a context axis onto one rank and back, ZeRO-3's over the data group
+    dp*cp onto ZeRO-1's over it."""
     for src, dst in pairs:
         ref_loss = os.path.join(d, src + ".ref.loss")
         plans.run(src, ["--steps", "10"], {"PRT_LOSS_FILE": ref_loss, "PRT_DUMP_DIR": os.path.join(d, src + ".ref")})

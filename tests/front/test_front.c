@@ -109,10 +109,14 @@ static void verify_plan(const Plan *p, const char *what)
         if (l->virtual_stages > 1) EXPECT(t->micro_batches % l->stages == 0, "%s", what);
     }
     if (l->schedule == SCHED_1F1B) EXPECT(t->micro_batches >= l->stages, "%s", what);
-    /* ZeRO shards over the data axis or the context axis */
-    if (l->zero_stage > 0)
-        EXPECT(l->zero_axis >= 0 && (l->zero_axis == l->dim_axis[DIM_BATCH] || l->zero_axis == l->dim_axis[DIM_SEQ]),
+    /* ZeRO shards over the data axis, the context axis or the data group
+     * (both: their derived axis, which spans exactly those two) */
+    if (l->zero_stage > 0) {
+        int za = l->zero_axis, derived = za >= p->mesh.naxes && za == l->grad_axis && p->mesh.nderived == 1;
+        EXPECT(za >= 0 && (za == l->dim_axis[DIM_BATCH] || za == l->dim_axis[DIM_SEQ] ||
+                           (derived && p->mesh.axes[za].parts == ((1u << l->dim_axis[DIM_BATCH]) | (1u << l->dim_axis[DIM_SEQ])))),
                "%s", what);
+    }
     if (m->tied_head) EXPECT(m->has_embed && m->has_head, "%s", what);
     if (m->positions == POS_ROPE) {
         EXPECT(m->has_embed && m->block.kind == BLOCK_TRANSFORMER && m->head_dim % 2 == 0 && m->rope.theta > 1,

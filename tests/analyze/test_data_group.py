@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""test_data_group.py — the data group: gradients summed and ZeRO sharded over the ranks of the
+data and context axes together, as one collective over their derived axis `dp*cp`.
+
+usage: test_data_group.py PARC EXAMPLES_DIR
+
+tiny_rope (4 layers, 214,592 parameters in 9 tensors: wte, head.w, lnf.g and 6 per layer) over
+dp 2 x cp 2 with ring attention:
+  - tiny_rope_ring_dp_ddp (no ZeRO): `parc collectives --json` lists each parameter's gradient
+    sync as one all-reduce over `dp*cp`, group 4, of the whole gradient (its elements as
+    `parc lower --emit=graph` sizes it, fp32), and no gradient all-reduce over dp or cp alone;
+  - tiny_rope_ring_zero3_group (`zero 3 over dp cp`): every weight gather and gradient
+    reduce-scatter runs over `dp*cp` (group 4); the optimizer state, weights and gradients per
+    rank are a quarter of the DDP plan's, half of `zero 3 over dp`'s (tiny_rope_ring_dp);
+    `parc explain` says both axes carry "ZeRO-3 over dp*cp";
+  - the same plan on 2 nodes of 2 GPUs (cp inside a node, dp across): the `dp*cp` rows cross
+    nodes, cp's ring shifts stay inside one;
+  - `zero 1 over dp tp` is refused with the hint `over dp cp`, and the plan written as the hint
+    says checks.
+Exits 1 on any failure."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "parity"))
+import prt_dump  # noqa: E402
+
+GROUP, FP32 = 4, 4
+
+
+def run(*args, check=True):
+    r = subprocess.run(list(args), capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({r.returncode}): {r.stderr}")
+    return r
+
+
+def collectives(parc, plan):
+    return json.loads(run(parc, "collectives", plan, "--json").stdout)["collectives"]
+
+
+def memory(parc, plan):
+    return json.loads(run(parc, "explain", plan, "--json").stdout)["stages"][0]["memory"]
+
+
+def main(argv):
+    if len(argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    parc, examples = argv[1:]
+    fails = []
+    ddp = os.path.join(examples, "tiny_rope_ring_dp_ddp.par")
+    group = os.path.join(examples, "tiny_rope_ring_zero3_group.par")
+    over_dp = os.path.join(examples, "tiny_rope_ring_dp.par")
+
+    numel = {}
+    for name, (_, sizes) in prt_dump.param_shapes(parc, ddp).items():
+        n = 1
+        for s in sizes:
+            n *= s
+        numel[name] = n
+    if sum(numel[k] * (4 if k not in ("wte", "head.w", "lnf.g") else 1) for k in numel) != 214592:
+        fails.append(f"tiny_rope's parameters {numel}: expected 214,592 in all")
+
+    rows = collectives(parc, ddp)
+    sync = {r["tensor"]: r for r in rows if r["phase"] == "grad-sync" and r["tensor"] != "grad_norm.sumsq"}
+    if set(sync) != set(numel):
+        fails.append(f"tiny_rope_ring_dp_ddp: gradient sync rows for {sorted(sync)}, expected {sorted(numel)}")
+    for name, r in sync.items():
+        got = (r["collective"], r["axis"], r["group"], r["elements"], r["element_bytes"])
+        if got != ("all-reduce", "dp*cp", GROUP, numel.get(name), FP32):
+            fails.append(f"tiny_rope_ring_dp_ddp: {name}'s sync {got}, expected one all-reduce over dp*cp "
+                         f"(group {GROUP}) of its {numel.get(name)} fp32 elements")
+    alone = [r for r in rows if r["phase"] == "grad-sync" and r["tensor"] != "grad_norm.sumsq" and
+             r["axis"] in ("dp", "cp")]
+    if alone:
+        fails.append(f"tiny_rope_ring_dp_ddp: gradients also summed over one axis: {alone[0]}")
+
+    grows = collectives(parc, group)
+    zero = [r for r in grows if r["collective"] in ("all-gather", "reduce-scatter")]
+    if not zero or any((r["axis"], r["group"]) != ("dp*cp", GROUP) for r in zero):
+        bad = [r for r in zero if (r["axis"], r["group"]) != ("dp*cp", GROUP)]
+        fails.append(f"tiny_rope_ring_zero3_group: {len(zero)} ZeRO rows, off the data group: {bad[:1]}")
+    gathered = {r["tensor"] for r in zero if r["collective"] == "reduce-scatter"}
+    if gathered != set(numel):
+        fails.append(f"tiny_rope_ring_zero3_group: reduce-scatters for {sorted(gathered)}, expected every parameter")
+
+    m_ddp, m_group, m_dp = memory(parc, ddp), memory(parc, group), memory(parc, over_dp)
+    for k in ("weights", "gradients", "optimizer"):
+        if m_group[k] * GROUP != m_ddp[k] or m_group[k] * 2 != m_dp[k]:
+            fails.append(f"{k}: {m_group[k]} B over dp*cp, {m_dp[k]} B over dp, {m_ddp[k]} B without ZeRO: "
+                         "expected a quarter and a half of the last")
+    print(f"optimizer state per rank: {m_ddp['optimizer']} B (DDP over dp*cp), {m_dp['optimizer']} B "
+          f"(ZeRO-3 over dp), {m_group['optimizer']} B (ZeRO-3 over dp*cp)")
+
+    text = run(parc, "explain", group).stdout
+    for axis in ("dp", "cp"):
+        if not any(line.split()[:1] == [axis] and "ZeRO-3 over dp*cp" in line for line in text.splitlines()):
+            fails.append(f"explain: axis {axis} does not carry `ZeRO-3 over dp*cp`")
+
+    with tempfile.TemporaryDirectory() as work:
+        os.symlink(os.path.abspath(os.path.join(examples, "common")), os.path.join(work, "common"))
+        src = open(group).read()
+        two = os.path.join(work, "two_nodes.par")
+        with open(two, "w") as f:
+            f.write(src.replace("nodes 1; gpus_per_node 4;", "nodes 2; gpus_per_node 2; link inter 1 GB/s 10 us;"))
+        rows2 = collectives(parc, two)
+        for r in rows2:
+            want = r["axis"] == "cp"
+            if r["axis"] in ("cp", "dp*cp") and r["inside_node"] != want:
+                fails.append(f"2 nodes x 2: {r['collective']} over {r['axis']} inside_node {r['inside_node']}, "
+                             f"expected {want}")
+        if not any(r["axis"] == "dp*cp" for r in rows2):
+            fails.append("2 nodes x 2: no collective over dp*cp")
+        bad = os.path.join(work, "bad.par")
+        with open(bad, "w") as f:
+            f.write(src.replace("zero 3 over dp cp;", "heads -> tp;\n  zero 3 over dp tp;")
+                    .replace("mesh { dp 2; cp 2; }", "mesh { dp 2; cp 2; tp 1; }"))
+        r = run(parc, "check", bad, check=False)
+        if r.returncode == 0 or "ZeRO over two axes shards over the data group" not in r.stderr or \
+                "hint: write `over dp cp`" not in r.stderr:
+            fails.append(f"`zero 3 over dp tp`: exit {r.returncode}, {r.stderr.strip()[:300]}")
+        fixed = os.path.join(work, "fixed.par")
+        with open(fixed, "w") as f:
+            f.write(open(bad).read().replace("zero 3 over dp tp;", "zero 3 over dp cp;"))
+        r = run(parc, "check", fixed, check=False)
+        if r.returncode != 0:
+            fails.append(f"the plan as the hint says does not check: {r.stderr.strip()[:300]}")
+
+    for f in fails:
+        print("FAIL: " + f)
+    print(f"data group: {len(sync)} gradient syncs over dp*cp, {len(zero)} ZeRO-3 collectives over it; "
+          f"{'ok' if not fails else f'{len(fails)} failure(s)'}")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
