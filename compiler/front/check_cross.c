@@ -31,14 +31,15 @@ void check_dims_against_mesh(Check *c)
     Plan *p = c->plan;
     Model *m = &p->model;
     Layout *l = &p->layout;
-    /* The data axis and the pipeline axis carry nothing else. */
+    plan_derive_axes(p); /* batch over two axes: its derived axis */
+    /* The data axes and the pipeline axis carry nothing else. */
     for (int e = 0; e < 2; e++) {
         Dim owner = e == 0 ? DIM_BATCH : DIM_LAYERS;
         int axis = l->dim_axis[owner];
         if (axis < 0) continue;
         for (int i = 0; i < COUNT_OF(mappable_dims); i++) {
             Dim d = mappable_dims[i];
-            if (d == owner || l->dim_axis[d] != axis) continue;
+            if (d == owner || !(plan_axis_parts(p, l->dim_axis[d]) & plan_axis_parts(p, axis))) continue;
             if (e == 1 && d == DIM_BATCH) continue; /* reported once, by the batch pass */
             if (e == 0 && d == DIM_EXPERTS) continue; /* expert parallelism borrows the data ranks */
             diag_error(l->dim_axis_loc[d],
@@ -112,36 +113,39 @@ void check_dims_against_mesh(Check *c)
 
     /* ZeRO shards over the data axis, over the context axis (its ranks
      * hold the same parameters and sum their gradients, as a data axis's),
-     * or over both (`over dp cp`: the data group, their derived axis). */
+     * over both (`over dp cp`: the data group, their derived axis), or, with
+     * batch over two axes, over them both or one of them. */
     plan_derive_axes(p);
     int batch_rule_failed = c->dim_rule[DIM_BATCH] && l->dim_axis[DIM_BATCH] < 0;
     if (c->zero_stmt && l->zero_stage > 0 && !batch_rule_failed) {
         int batch_axis = l->dim_axis[DIM_BATCH], seq_axis = l->dim_axis[DIM_SEQ];
-        if (c->zero_second >= 0) {
-            int a = l->zero_axis, b = c->zero_second;
-            if (batch_axis < 0 || seq_axis < 0 || seq_axis == plan_tensor_axis(p) ||
-                !((a == batch_axis && b == seq_axis) || (a == seq_axis && b == batch_axis))) {
-                int group = batch_axis >= 0 && seq_axis >= 0 && seq_axis != plan_tensor_axis(p);
-                diag_error(l->zero_loc,
-                           group ? arena_printf(c->arena, "write `over %s %s`", p->mesh.axes[batch_axis].name,
-                                                p->mesh.axes[seq_axis].name)
-                           : batch_axis >= 0 ? arena_printf(c->arena, "write `over %s`", p->mesh.axes[batch_axis].name)
-                                             : "add `batch -> AXIS;`",
-                           "ZeRO over two axes shards over the data group: the axis `batch` maps to and the context "
-                           "axis `seq` maps to, not `%s` and `%s`",
-                           p->mesh.axes[a].name, p->mesh.axes[b].name);
-            } else {
-                l->zero_axis = plan_data_group(p);
-            }
-        } else if (l->zero_axis != batch_axis && l->zero_axis != seq_axis) {
+        unsigned named = (1u << l->zero_axis) | (c->zero_second >= 0 ? 1u << c->zero_second : 0);
+        unsigned batch_parts = batch_axis >= 0 ? (l->batch_parts ? l->batch_parts : 1u << batch_axis) : 0;
+        int cp = seq_axis >= 0 && seq_axis != plan_tensor_axis(p);
+        int ok = -1; /* the axis ZeRO shards over */
+        if (named == batch_parts) ok = batch_axis;
+        else if (cp && named == 1u << seq_axis) ok = seq_axis;
+        else if (cp && batch_axis >= 0 && named == (batch_parts | 1u << seq_axis)) ok = plan_data_group(p);
+        else if (c->zero_second < 0 && (batch_parts >> l->zero_axis & 1)) ok = l->zero_axis;
+        if (ok >= 0) {
+            l->zero_axis = ok;
+        } else {
+            char group[160] = "";
+            size_t used = 0;
+            for (int a = 0; a < p->mesh.naxes && used < sizeof group; a++)
+                if (((batch_parts | (cp ? 1u << seq_axis : 0)) >> a & 1))
+                    used += (size_t)snprintf(group + used, sizeof group - used, "%s%s", used ? " " : "",
+                                             p->mesh.axes[a].name);
             const char *name = p->mesh.axes[l->zero_axis].name;
             diag_error(l->zero_loc,
-                       batch_axis >= 0 ? arena_printf(c->arena, "batch maps to `%s`: write `over %s`",
-                                                      p->mesh.axes[batch_axis].name, p->mesh.axes[batch_axis].name)
+                       batch_axis >= 0 ? arena_printf(c->arena, "write `over %s`", group)
                                        : arena_printf(c->arena, "add `batch -> %s;`", name),
-                       "ZeRO shards over the data-parallel axis (the one `batch` maps to) or the context axis (the "
-                       "one `seq` maps to), not `%s`",
-                       name);
+                       c->zero_second >= 0
+                           ? "ZeRO over two axes shards over the data group: the axes `batch` maps to and the context "
+                             "axis `seq` maps to, not `%s` and `%s`"
+                           : "ZeRO shards over the data-parallel axis (the one `batch` maps to) or the context axis (the "
+                             "one `seq` maps to), not `%s`%s",
+                       name, c->zero_second >= 0 ? p->mesh.axes[c->zero_second].name : "");
         }
     }
 }
@@ -765,6 +769,7 @@ void check_moe_plan(Check *c)
     }
     if (moe->expert_ffn == 0) moe->expert_ffn = p->model.ffn;
     if (moe->shared && moe->shared_ffn == 0) moe->shared_ffn = moe->shared * moe->expert_ffn;
+    if (c->dim_rule[DIM_BATCH] && p->layout.dim_axis[DIM_BATCH] < 0) return; /* its rule's error said it */
     /* The data axis (experts replicated on it, their gradients all-reduced
      * like any weight's, or split over it: expert parallelism), a tensor
      * axis and the pipeline axis carry a mixture of experts; any other axis
@@ -785,12 +790,17 @@ void check_moe_plan(Check *c)
                    "`capacity` sizes the buffers of expert parallelism, and the experts are not split");
     if (ep >= 0) {
         const MeshAxis *ax = &p->mesh.axes[ep];
-        if (ep != l->dim_axis[DIM_BATCH])
+        /* the data axis, or one of two that batch splits over (the experts
+         * replicated over the other: Megatron-LM's expert-data parallelism) */
+        if (ep != l->dim_axis[DIM_BATCH] && !(l->batch_parts >> ep & 1))
             diag_error(l->dim_axis_loc[DIM_EXPERTS],
                        l->dim_axis[DIM_BATCH] >= 0
-                           ? arena_printf(c->arena, "write `experts -> %s;`: the experts split over the data ranks, "
-                                                    "which route their own samples (DeepSpeed-MoE, Megatron-LM)",
-                                          p->mesh.axes[l->dim_axis[DIM_BATCH]].name)
+                           ? arena_printf(c->arena,
+                                          "write `experts -> %s;`, or `batch -> %s %s;` to split the samples over "
+                                          "`%s` too: the experts split over data ranks, which route their own "
+                                          "samples (DeepSpeed-MoE, Megatron-LM)",
+                                          p->mesh.axes[l->dim_axis[DIM_BATCH]].name,
+                                          p->mesh.axes[l->dim_axis[DIM_BATCH]].name, ax->name, ax->name)
                            : "map `batch` to the axis too: each rank routes its own samples to the experts of all",
                        "expert parallelism runs over the data axis (the one batch maps to), not `%s`", ax->name);
         else
@@ -799,14 +809,15 @@ void check_moe_plan(Check *c)
     }
     for (int a = 0; a < p->mesh.naxes; a++) {
         const MeshAxis *ax = &p->mesh.axes[a];
-        if (ax->size <= 1 || a == l->dim_axis[DIM_BATCH] || a == l->pp_axis || a == ep) continue;
+        if (ax->size <= 1 || (plan_axis_parts(p, l->dim_axis[DIM_BATCH]) >> a & 1) || a == l->pp_axis || a == ep)
+            continue;
         /* a tensor axis (heads, ffn, vocab) splits attention, the experts'
          * hidden units and the head as it does a dense model's */
         const char *what = NULL;
         int tensor = 0;
         for (int i = 0; i < COUNT_OF(mappable_dims) && !what; i++) {
             Dim d = mappable_dims[i];
-            if (l->dim_axis[d] != a) continue;
+            if (!(plan_axis_parts(p, l->dim_axis[d]) >> a & 1)) continue;
             if (d == DIM_HEADS || d == DIM_FFN || d == DIM_VOCAB) tensor = 1;
             else what = arena_printf(c->arena, "`%s -> %s`", dim_names[d], ax->name);
         }

@@ -922,7 +922,25 @@ static void check_rule(Check *c, const Stmt *st)
     }
     c->dim_rule[dim] = st;
     int axis = read_axis(c, &st->values[0]);
-    if (st->nvalues > 1) {
+    if (dim == DIM_BATCH && st->nvalues > 1) {
+        /* `batch -> dp ep;`: the samples split over several axes (their
+         * derived axis, plan_derive_axes), a later one's ranks groups inside
+         * the data ranks (expert parallelism smaller than dp) */
+        unsigned parts = axis >= 0 ? 1u << axis : 0;
+        int ok = axis >= 0;
+        for (int i = 1; i < st->nvalues; i++) {
+            int b = read_axis(c, &st->values[i]);
+            if (b >= 0 && (parts >> b & 1)) {
+                diag_error(st->values[i].loc, "name each axis once", "`batch -> ...` names `%s` twice",
+                           st->values[i].text);
+                ok = 0;
+            }
+            if (b < 0) ok = 0;
+            else parts |= 1u << b;
+        }
+        if (!ok) return; /* batch unmapped: the checks that need its axis stay quiet */
+        l->batch_parts = parts;
+    } else if (st->nvalues > 1) {
         if (dim != DIM_LAYERS)
             diag_error(st->values[1].loc, "a rule is `DIM -> AXIS;`; `layers -> AXIS` may add `schedule KIND`",
                        "unexpected `%s`: only `layers -> AXIS` takes a schedule", check_value_text(c, &st->values[1]));

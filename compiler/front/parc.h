@@ -459,6 +459,8 @@ typedef struct Layout {
     int zero_stage;               /* 0..3 */
     int zero_axis;                /* axis ZeRO shards over (the data axis, the context axis or the data
                                      group, their derived axis), or -1 */
+    unsigned batch_parts;         /* `batch -> A B ...`: a bit per axis named (dim_axis[DIM_BATCH] is
+                                     then their derived axis, plan_derive_axes); else 0 */
     int grad_axis;                /* the data group (plan_derive_axes): the axis, mesh or derived,
                                      whose ranks hold the same parameters and sum their gradients
                                      (batch's and seq's together), or -1 */
@@ -555,13 +557,16 @@ int plan_pipeline_scatter_fits(const Plan *plan);
  * qkv, whole on the tensor axis) take and a learned position table and
  * dropout's masks (placed by one split) do not. */
 int plan_sp_with_cp(const Model *m);
-/* Recomputes the plan's derived axes from its mesh and layout: the data
- * group, batch's axis and the context axis (seq's, when it is not the
- * tensor axis) together when both have more than one rank (Megatron-LM's
- * data-parallel group with context parallelism), else the one of them with
- * more than one rank.  Sets layout.grad_axis to it; a ZeRO axis that names
- * the derived axis of a mesh that no longer has one becomes batch's axis.
- * Idempotent; every plan entering the passes goes through it. */
+/* Recomputes the plan's derived axes from its mesh and layout: batch's,
+ * when `batch -> A B ...` splits the samples over several axes of more than
+ * one rank (dim_axis[DIM_BATCH] becomes it; over one, that axis); and the
+ * data group,
+ * batch's axes and the context axis (seq's, when it is not the tensor axis)
+ * together when both have more than one rank (Megatron-LM's data-parallel
+ * group with context parallelism), else the one of them with more than one
+ * rank.  Sets layout.grad_axis to the data group; a ZeRO axis that named a
+ * derived axis names the one spanning the same axes now, else the data
+ * group.  Idempotent; every plan entering the passes goes through it. */
 void plan_derive_axes(Plan *plan);
 /* The data group's axis of a plan whose axes are derived: layout.grad_axis. */
 int plan_data_group(const Plan *plan);

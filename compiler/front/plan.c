@@ -45,14 +45,19 @@ unsigned plan_axis_parts(const Plan *plan, int axis)
     return axis < plan->mesh.naxes ? 1u << axis : plan->mesh.axes[axis].parts;
 }
 
-/* "a*b", kept for the process (plans are copied by value, so a derived
- * axis's name cannot live in the plan); the same pair gives the same text. */
-static const char *intern_pair(const char *a, const char *b)
+/* The names of mesh axes `parts` joined by '*' ("dp*cp"), kept for the
+ * process (plans are copied by value, so a derived axis's name cannot live
+ * in the plan); the same text gives the same pointer. */
+static const char *intern_parts(const Mesh *m, unsigned parts)
 {
     static char **names;
     static size_t n, cap;
-    char buf[160];
-    snprintf(buf, sizeof buf, "%s*%s", a, b);
+    char buf[PARC_MAX_AXES * 72] = "";
+    size_t used = 0;
+    for (int a = 0; a < m->naxes && used < sizeof buf; a++)
+        if (parts >> a & 1)
+            used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s", used ? "*" : "",
+                                     m->axes[a].name ? m->axes[a].name : "?");
     for (size_t i = 0; i < n; i++)
         if (!strcmp(names[i], buf)) return names[i];
     if (n == cap) {
@@ -66,25 +71,51 @@ static const char *intern_pair(const char *a, const char *b)
     return names[n++];
 }
 
+/* The axis spanning exactly `parts` (bit a per mesh axis): a mesh axis, an
+ * existing derived axis, or a new derived one. */
+static int derived_axis(Mesh *m, unsigned parts)
+{
+    for (int a = 0; a < m->naxes; a++)
+        if (parts == 1u << a) return a;
+    for (int d = m->naxes; d < m->naxes + m->nderived; d++)
+        if (m->axes[d].parts == parts) return d;
+    PARC_ASSERT(m->nderived < PARC_MAX_DERIVED);
+    int d = m->naxes + m->nderived++, size = 1;
+    for (int a = 0; a < m->naxes; a++)
+        if (parts >> a & 1) size *= m->axes[a].size;
+    m->axes[d] = (MeshAxis){.name = intern_parts(m, parts), .size = size, .parts = parts, .loc = m->loc};
+    return d;
+}
+
 void plan_derive_axes(Plan *plan)
 {
     Mesh *m = &plan->mesh;
     Layout *l = &plan->layout;
-    int had = m->naxes + m->nderived, zero_derived = l->zero_axis >= m->naxes && l->zero_axis < had;
+    unsigned zero_parts = l->zero_axis >= m->naxes && l->zero_axis < m->naxes + m->nderived
+                              ? m->axes[l->zero_axis].parts : 0;
     m->nderived = 0;
+    /* batch over two axes: the ones of more than one rank */
+    unsigned bparts = 0;
+    for (int a = 0; a < m->naxes; a++)
+        if ((l->batch_parts >> a & 1) && m->axes[a].size > 1) bparts |= 1u << a;
+    if (l->batch_parts) {
+        int first = -1;
+        for (int a = 0; a < m->naxes && first < 0; a++)
+            if (l->batch_parts >> a & 1) first = a;
+        l->dim_axis[DIM_BATCH] = __builtin_popcount(bparts) >= 2 ? derived_axis(m, bparts)
+                                 : bparts ? __builtin_ctz(bparts) : first;
+    }
     int batch = l->dim_axis[DIM_BATCH], seq = l->dim_axis[DIM_SEQ];
     if (seq >= 0 && seq == plan_tensor_axis(plan)) seq = -1; /* the sequence split on the tensor axis */
     int nb = plan_axis_size(plan, batch), ns = plan_axis_size(plan, seq);
     l->grad_axis = nb > 1 ? batch : ns > 1 ? seq : batch;
-    if (nb > 1 && ns > 1 && m->naxes < PARC_MAX_AXES + PARC_MAX_DERIVED) {
-        int d = m->naxes + m->nderived++;
-        int lo = batch < seq ? batch : seq, hi = batch < seq ? seq : batch;
-        const char *a = m->axes[lo].name ? m->axes[lo].name : "?", *b = m->axes[hi].name ? m->axes[hi].name : "?";
-        m->axes[d] = (MeshAxis){.name = intern_pair(a, b), .size = nb * ns,
-                                .parts = (1u << lo) | (1u << hi), .loc = m->loc};
-        l->grad_axis = d;
+    if (nb > 1 && ns > 1) l->grad_axis = derived_axis(m, plan_axis_parts(plan, batch) | 1u << seq);
+    if (zero_parts) {
+        int z = -1;
+        for (int d = 0; d < m->naxes + m->nderived; d++)
+            if (plan_axis_parts(plan, d) == zero_parts) z = d;
+        l->zero_axis = z >= 0 ? z : l->grad_axis;
     }
-    if (zero_derived) l->zero_axis = l->grad_axis >= m->naxes ? l->grad_axis : batch;
 }
 
 int plan_data_group(const Plan *plan) { return plan->layout.grad_axis; }

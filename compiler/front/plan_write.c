@@ -224,6 +224,13 @@ static void write_layout(const Plan *p, FILE *out)
     for (int d = 0; d < DIM_COUNT; d++) {
         int a = l->dim_axis[d];
         if (a < 0 || d == DIM_LAYERS) continue;
+        if (d == DIM_BATCH && l->batch_parts) { /* `batch -> dp ep;` */
+            fprintf(out, "  batch ->");
+            for (int b = 0; b < mesh->naxes; b++)
+                if (l->batch_parts >> b & 1) fprintf(out, " %s", mesh->axes[b].name);
+            fprintf(out, ";\n");
+            continue;
+        }
         fprintf(out, "  %s -> %s;\n", dim_names[d], mesh->axes[a].name);
     }
     if (l->pp_axis >= 0) {

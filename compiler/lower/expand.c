@@ -36,8 +36,12 @@ int64_t expand_tensor_numel(const Tensor *t)
 void expand_local_sizes(const Plan *plan, const Tensor *t, const Placement *place, int64_t *sizes)
 {
     memcpy(sizes, t->sizes, sizeof(int64_t) * IR_MAX_TDIMS);
+    /* the other splits first: the experts' rows count the tokens of the
+     * expert axis's ranks, after batch's other axis took its share */
+    for (int pass = 0; pass < 2; pass++)
     for (int a = 0; a < plan->mesh.naxes; a++) {
         if (place[a].kind != PLACE_S || place[a].dim == DIM_FLAT) continue;
+        if ((place[a].dim == DIM_EXPERTS) != (pass == 1)) continue;
         int parts = plan->mesh.axes[a].size, found = 0;
         for (int d = 0; d < t->ndim && !found; d++)
             if (t->dims[d] == place[a].dim) {
@@ -499,7 +503,7 @@ static void place_tensor(Expander *ex, Tensor *t)
             Dim dim = t->dims[d];
             /* the routed rows are the tokens' rows: they split where batch does */
             int axis = dim == DIM_ROUTED ? lay->dim_axis[DIM_BATCH] : lay->dim_axis[dim];
-            if (axis != a) continue;
+            if (!(plan_axis_parts(plan, axis) >> a & 1)) continue; /* batch may span two axes */
             /* `experts` splits the experts' weights [experts, ...] alone (not
              * the router's columns, its logits or its counts) */
             if (dim == DIM_EXPERTS && !(t->kind == TENSOR_PARAM && d == 0)) continue;

@@ -221,10 +221,13 @@ static void shape_moe_matmul(const Lowerer *lw, const Op *op, const OpArgs *a, O
     for (int ax = 0; ax < lw->naxes; ax++) {
         Placement p = a->in[0].place[ax];
         if (p.kind != PLACE_S || p.dim != DIM_EXPERTS) continue;
-        /* the tokens of the axis: the routed rows' whole first dim (nothing
-         * else splits it) */
+        /* the tokens of the axis: the routed rows' first dim, less what
+         * batch's other axis splits off */
         const MoeSpec *moe = &lw->plan->model.block.moe;
         double tokens = (double)lw->g->tensors[op->in[0]].sizes[0];
+        for (int o = 0; o < lw->naxes; o++)
+            if (o != ax && a->in[0].place[o].kind == PLACE_S && a->in[0].place[o].dim == DIM_ROUTED)
+                tokens /= lw->plan->mesh.axes[o].size;
         double busiest = tokens * (double)moe->topk / (double)lw->plan->mesh.axes[ax].size * moe->imbalance;
         s->d[4] = (int64_t)llround(busiest);
         s->d[5] = ax + 1;

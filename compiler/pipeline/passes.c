@@ -57,7 +57,7 @@ static void verify_front(const Compilation *c)
     if (world != m->world) PARC_BUG("plan: axis sizes multiply to %lld, world is %d", (long long)world, m->world);
     const Layout *l = &p->layout;
     for (int d = 0; d < DIM_COUNT; d++)
-        if (l->dim_axis[d] < -1 || l->dim_axis[d] >= m->naxes)
+        if (l->dim_axis[d] < -1 || l->dim_axis[d] >= (d == DIM_BATCH ? m->naxes + m->nderived : m->naxes))
             PARC_BUG("plan: dim %s maps to axis %d of %d", dim_names[d], l->dim_axis[d], m->naxes);
     if (m->nderived < 0 || m->nderived > PARC_MAX_DERIVED) PARC_BUG("plan: %d derived axes", m->nderived);
     for (int a = m->naxes; a < m->naxes + m->nderived; a++) {

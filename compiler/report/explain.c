@@ -32,11 +32,13 @@ static const char *axis_role(const Program *prog, int a, char *buf, size_t size)
     char dims[128] = "";
     size_t du = 0;
     for (int d = 0; d < DIM_COUNT && du < sizeof dims; d++) {
-        if (d == DIM_LAYERS || l->dim_axis[d] != a) continue;
+        if (d == DIM_LAYERS || !(plan_axis_parts(plan, l->dim_axis[d]) >> a & 1)) continue;
         du += (size_t)snprintf(dims + du, sizeof dims - du, "%s%s", du ? ", " : "", dim_names[d]);
     }
     if (dims[0] && used < size) {
-        const char *kind = l->dim_axis[DIM_BATCH] == a ? "data" : l->dim_axis[DIM_SEQ] == a ? "context" : "tensor";
+        const char *kind = (plan_axis_parts(plan, l->dim_axis[DIM_BATCH]) >> a & 1) ? "data"
+                    : l->dim_axis[DIM_SEQ] == a                                ? "context"
+                                                                               : "tensor";
         /* a context axis: ring attention, the load-balanced split */
         int ctx = l->dim_axis[DIM_SEQ] == a && (l->cp_comm == CP_COMM_RING || l->cp_balanced);
         used += (size_t)snprintf(buf + used, size - used, "%s%s (%s%s%s%s)", sep, kind, dims, ctx ? "; " : "",

@@ -402,10 +402,12 @@ static void axis_carries(FILE *out, const Plan *plan, const Program *prog, int a
     }
     int any = 0;
     for (int d = 0; d < DIM_COUNT; d++) {
-        if (d == DIM_LAYERS || l->dim_axis[d] != a) continue;
+        if (d == DIM_LAYERS || !(plan_axis_parts(plan, l->dim_axis[d]) >> a & 1)) continue;
         if (!any)
             fprintf(out, "%s%s (", sep,
-                    l->dim_axis[DIM_BATCH] == a ? "data" : l->dim_axis[DIM_SEQ] == a ? "context" : "tensor");
+                    (plan_axis_parts(plan, l->dim_axis[DIM_BATCH]) >> a & 1) ? "data"
+                    : l->dim_axis[DIM_SEQ] == a                                ? "context"
+                                                                               : "tensor");
         fprintf(out, "%s%s", any ? ", " : "", dim_names[d]);
         any = 1;
     }

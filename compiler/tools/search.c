@@ -94,6 +94,7 @@ static void apply_layout(const Plan *base, const Layout1 *l, Plan *p)
     m->naxes = 0;
     for (int d = 0; d < DIM_COUNT; d++) ly->dim_axis[d] = -1;
     ly->pp_axis = ly->sp_axis = ly->zero_axis = -1;
+    ly->batch_parts = 0;
     ly->zero_stage = 0;
     ly->uneven = 0;
     ly->virtual_stages = 1;

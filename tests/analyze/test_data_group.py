@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """test_data_group.py — the data group: gradients summed and ZeRO sharded over the ranks of the
-data and context axes together, as one collective over their derived axis `dp*cp`.
+data and context axes together, as one collective over their derived axis `dp*cp`; batch over
+two axes with the experts over the second (expert parallelism smaller than dp).
 
 usage: test_data_group.py PARC EXAMPLES_DIR
 
@@ -16,7 +17,12 @@ dp 2 x cp 2 with ring attention:
   - the same plan on 2 nodes of 2 GPUs (cp inside a node, dp across): the `dp*cp` rows cross
     nodes, cp's ring shifts stay inside one;
   - `zero 1 over dp tp` is refused with the hint `over dp cp`, and the plan written as the hint
-    says checks.
+    says checks;
+  - tiny_moe_edp (`batch -> dp ep; experts -> ep;`, 4 experts over ep 2): the all-to-alls run
+    over ep (group 2), each expert weight's gradient is summed over dp (group 2: the ranks
+    holding that expert), every other gradient over `dp*ep` (group 4); with `zero 3 over dp`
+    (tiny_moe_edp_zero3_dp) the experts' optimizer state per rank is half of tiny_moe_edp's,
+    with `zero 1 over dp ep` (tiny_moe_edp_zero1) it is tiny_moe_edp's (experts stay whole).
 Exits 1 on any failure."""
 import json
 import os
@@ -43,6 +49,49 @@ def collectives(parc, plan):
 
 def memory(parc, plan):
     return json.loads(run(parc, "explain", plan, "--json").stdout)["stages"][0]["memory"]
+
+
+def expert_memory(parc, plan):
+    """The experts' optimizer bytes under stage 0's memory (`of which experts`)."""
+    text = run(parc, "explain", plan).stdout
+    for line in text.splitlines():
+        if line.strip().startswith("of which experts"):
+            for part in line.split(","):
+                words = part.split()
+                if "optimizer" in words:
+                    i = words.index("optimizer")
+                    return " ".join(words[i + 1:i + 3])
+    return None
+
+
+def expert_data_parallel(parc, examples):
+    fails = []
+    edp = os.path.join(examples, "tiny_moe_edp.par")
+    rows = collectives(parc, edp)
+    experts = ("mlp.experts.up.w", "mlp.experts.down.w")
+    for r in rows:
+        if r["collective"].startswith("all-to-all") and (r["axis"], r["group"]) != ("ep", 2):
+            fails.append(f"tiny_moe_edp: {r['collective']} of {r['op']} over {r['axis']}, expected ep (2)")
+        if r["phase"] == "grad-sync" and r["tensor"] != "grad_norm.sumsq":
+            want = ("dp", 2) if r["tensor"] in experts else ("dp*ep", 4)
+            if (r["collective"], r["axis"], r["group"]) != ("all-reduce",) + want:
+                fails.append(f"tiny_moe_edp: {r['tensor']}'s sync {r['collective']} over {r['axis']} "
+                             f"({r['group']}), expected all-reduce over {want}")
+    synced = {r["tensor"] for r in rows if r["phase"] == "grad-sync"}
+    if not set(experts) <= synced or "attn.qkv.w" not in synced:
+        fails.append(f"tiny_moe_edp: gradient syncs {sorted(synced)}")
+    base = expert_memory(parc, edp)
+    z3 = expert_memory(parc, os.path.join(examples, "tiny_moe_edp_zero3_dp.par"))
+    z1 = expert_memory(parc, os.path.join(examples, "tiny_moe_edp_zero1.par"))
+    def kib(x):
+        n, unit = x.split()
+        return float(n) * {"B": 1 / 1024, "KiB": 1, "MiB": 1024}[unit]
+    if not (base and z3 and z1) or abs(kib(z3) * 2 - kib(base)) > 1 or kib(z1) != kib(base):
+        fails.append(f"experts' optimizer state: {base} (tiny_moe_edp), {z3} (zero 3 over dp), {z1} "
+                     "(zero 1 over dp ep): expected half, then equal")
+    print(f"expert-data parallelism: experts' optimizer state {base}, {z3} with zero 3 over dp, {z1} with "
+          "zero 1 over dp ep")
+    return fails
 
 
 def main(argv):
@@ -129,6 +178,7 @@ def main(argv):
         if r.returncode != 0:
             fails.append(f"the plan as the hint says does not check: {r.stderr.strip()[:300]}")
 
+    fails += expert_data_parallel(parc, examples)
     for f in fails:
         print("FAIL: " + f)
     print(f"data group: {len(sync)} gradient syncs over dp*cp, {len(zero)} ZeRO-3 collectives over it; "

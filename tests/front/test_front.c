@@ -80,7 +80,12 @@ static void verify_plan(const Plan *p, const char *what)
     EXPECT(p->cluster.gpu_memory > 0 && p->cluster.flops_bf16 > 0 && p->cluster.hbm_bandwidth > 0, "%s", what);
     EXPECT(t->batch == t->micro_batch * t->micro_batches * plan_dp(p), "%s: batch arithmetic", what);
     EXPECT(t->lr > 0, "%s", what);
-    for (int d = 0; d < DIM_COUNT; d++) EXPECT(l->dim_axis[d] >= -1 && l->dim_axis[d] < p->mesh.naxes, "%s", what);
+    /* a mesh axis; batch's may be derived, spanning the axes its rule names */
+    for (int d = 0; d < DIM_COUNT; d++)
+        EXPECT(l->dim_axis[d] >= -1 && l->dim_axis[d] < p->mesh.naxes + (d == DIM_BATCH ? p->mesh.nderived : 0), "%s",
+               what);
+    if (l->dim_axis[DIM_BATCH] >= p->mesh.naxes)
+        EXPECT(!(plan_axis_parts(p, l->dim_axis[DIM_BATCH]) & ~l->batch_parts), "%s: batch's derived axis", what);
     int64_t sizes[] = {[DIM_HEADS] = m->heads, [DIM_FFN] = m->ffn, [DIM_VOCAB] = m->vocab, [DIM_HIDDEN] = m->hidden,
                        [DIM_SEQ] = m->seq};
     Dim split[] = {DIM_HEADS, DIM_FFN, DIM_VOCAB, DIM_HIDDEN, DIM_SEQ};
@@ -109,13 +114,14 @@ static void verify_plan(const Plan *p, const char *what)
         if (l->virtual_stages > 1) EXPECT(t->micro_batches % l->stages == 0, "%s", what);
     }
     if (l->schedule == SCHED_1F1B) EXPECT(t->micro_batches >= l->stages, "%s", what);
-    /* ZeRO shards over the data axis, the context axis or the data group
-     * (both: their derived axis, which spans exactly those two) */
+    /* ZeRO shards over the data axis, the context axis, the data group
+     * (their derived axis) or, with batch over several axes, some of them:
+     * inside the data group always */
     if (l->zero_stage > 0) {
-        int za = l->zero_axis, derived = za >= p->mesh.naxes && za == l->grad_axis && p->mesh.nderived == 1;
-        EXPECT(za >= 0 && (za == l->dim_axis[DIM_BATCH] || za == l->dim_axis[DIM_SEQ] ||
-                           (derived && p->mesh.axes[za].parts == ((1u << l->dim_axis[DIM_BATCH]) | (1u << l->dim_axis[DIM_SEQ])))),
-               "%s", what);
+        int za = l->zero_axis;
+        EXPECT(za >= 0 && za < p->mesh.naxes + p->mesh.nderived && l->grad_axis >= 0 &&
+                   !(plan_axis_parts(p, za) & ~plan_axis_parts(p, l->grad_axis)),
+               "%s: ZeRO over axis %d, the data group %d", what, za, l->grad_axis);
     }
     if (m->tied_head) EXPECT(m->has_embed && m->has_head, "%s", what);
     if (m->positions == POS_ROPE) {
