@@ -99,25 +99,28 @@ static void apply_layout(const Plan *base, const Layout1 *l, Plan *p)
     ly->uneven = 0;
     ly->virtual_stages = 1;
     ly->schedule = SCHED_NONE;
-    int sizes[4] = {l->pp, l->dp, layout_cp(l), l->tp};
-    static const char *const names[4] = {"pp", "dp", "cp", "tp"};
-    int axis[4] = {-1, -1, -1, -1};
-    for (int k = 0; k < 4; k++)
+    /* expert parallelism inside the data ranks: dp / ep of them on `dp`, ep on `ep` */
+    int edp = l->ep > 1 && l->ep < l->dp ? l->ep : 1;
+    int sizes[5] = {l->pp, l->dp / edp, edp, layout_cp(l), l->tp};
+    static const char *const names[5] = {"pp", "dp", "ep", "cp", "tp"};
+    int axis[5] = {-1, -1, -1, -1, -1};
+    for (int k = 0; k < 5; k++)
         if (sizes[k] > 1 || (k == 1 && l->pp == 1 && l->tp == 1 && layout_cp(l) == 1)) {
             axis[k] = m->naxes;
             m->axes[m->naxes++] = (MeshAxis){.name = names[k], .size = sizes[k]};
         }
     m->world = l->pp * l->dp * layout_cp(l) * l->tp;
     if (axis[1] >= 0) ly->dim_axis[DIM_BATCH] = axis[1];
-    if (axis[2] >= 0) ly->dim_axis[DIM_SEQ] = axis[2];
-    ly->cp_comm = axis[2] >= 0 && l->ring ? CP_COMM_RING : CP_COMM_ALLGATHER;
-    ly->cp_balanced = axis[2] >= 0 && search_cp_balanced(base, l);
-    if (axis[3] >= 0) {
+    if (axis[2] >= 0) ly->batch_parts = (1u << axis[1]) | (1u << axis[2]); /* batch -> dp ep */
+    if (axis[3] >= 0) ly->dim_axis[DIM_SEQ] = axis[3];
+    ly->cp_comm = axis[3] >= 0 && l->ring ? CP_COMM_RING : CP_COMM_ALLGATHER;
+    ly->cp_balanced = axis[3] >= 0 && search_cp_balanced(base, l);
+    if (axis[4] >= 0) {
         const Model *md = &base->model;
-        if (md->block.kind == BLOCK_TRANSFORMER) ly->dim_axis[DIM_HEADS] = axis[3];
-        ly->dim_axis[DIM_FFN] = axis[3];
-        if (md->vocab > 0 && md->vocab % l->tp == 0 && (md->has_embed || md->has_head)) ly->dim_axis[DIM_VOCAB] = axis[3];
-        if (l->sp) ly->sp_axis = axis[3];
+        if (md->block.kind == BLOCK_TRANSFORMER) ly->dim_axis[DIM_HEADS] = axis[4];
+        ly->dim_axis[DIM_FFN] = axis[4];
+        if (md->vocab > 0 && md->vocab % l->tp == 0 && (md->has_embed || md->has_head)) ly->dim_axis[DIM_VOCAB] = axis[4];
+        if (l->sp) ly->sp_axis = axis[4];
     }
     if (axis[0] >= 0) {
         ly->pp_axis = axis[0];
@@ -129,7 +132,7 @@ static void apply_layout(const Plan *base, const Layout1 *l, Plan *p)
      * together (Megatron-LM's distributed optimizer over dp x cp) */
     plan_derive_axes(p);
     if (l->zero > 0 && axis[1] >= 0) ly->zero_stage = l->zero, ly->zero_axis = plan_data_group(p);
-    if (l->ep && axis[1] >= 0) ly->dim_axis[DIM_EXPERTS] = axis[1];
+    if (l->ep && axis[1] >= 0) ly->dim_axis[DIM_EXPERTS] = axis[2] >= 0 ? axis[2] : axis[1];
     /* `capacity` sizes expert parallelism's buffers: a layout with the
      * experts whole has none to size */
     if (!l->ep) p->model.block.moe.capacity = 0;
@@ -170,7 +173,8 @@ static void layout_describe(const Layout1 *l, char *buf, size_t size)
     if ((size_t)n < size)
         n += snprintf(buf + n, size - (size_t)n, ", zero %d%s, recompute %s", l->zero, l->sp ? ", sp" : "",
                       recompute_names[l->rc]);
-    if (l->ep && (size_t)n < size) snprintf(buf + n, size - (size_t)n, ", experts over dp");
+    if (l->ep == l->dp && (size_t)n < size) snprintf(buf + n, size - (size_t)n, ", experts over dp");
+    else if (l->ep && (size_t)n < size) snprintf(buf + n, size - (size_t)n, ", experts over ep %d of dp", l->ep);
 }
 
 /* Checks, lowers and analyzes one layout; records it unless pruned. */
@@ -250,10 +254,15 @@ static int context_split(const Plan *b, int cp)
 }
 
 /* 1 when the plan's experts can split over a data axis of dp ranks. */
-static int experts_split(const Plan *b, int dp)
+/* The next expert-parallel size after ep (0: experts whole, the first) for
+ * dp data ranks: the divisors of dp above 1 that divide the experts, up to
+ * dp; 0 after the last. */
+static int next_ep(const Plan *b, int dp, int ep)
 {
     int64_t e = b->model.block.moe.experts;
-    return e > 0 && dp > 1 && e % dp == 0;
+    for (int k = ep < 2 ? 2 : ep + 1; e > 0 && k <= dp; k++)
+        if (dp % k == 0 && e % k == 0) return k;
+    return 0;
 }
 
 static void enumerate(Search *s)
@@ -280,7 +289,7 @@ static void enumerate(Search *s)
                             for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
                                 for (int sp = 0; sp <= (tp > 1 && (cp == 1 || plan_sp_with_cp(&b->model)) ? 1 : 0); sp++)
                                     for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
-                                        for (int ep = 0; ep <= experts_split(b, dp); ep++)
+                                        for (int ep = 0, first = 1; first || ep; first = 0, ep = next_ep(b, dp, ep))
                                             for (int ring = 0; ring <= (cp > 1); ring++)
                                                 for (int bal = 0; bal <= search_cp_can_balance(b, cp); bal++) {
                                                     Layout1 l = {tp, pp, dp, mb, (SchedKind)sched, v, zero, sp,
@@ -313,7 +322,7 @@ static void enumerate_fit(Search *s)
             if (!mb) continue;
             for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++)
                 for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++)
-                    for (int ep = 0; ep <= experts_split(b, dp); ep++) {
+                    for (int ep = 0, first = 1; first || ep; first = 0, ep = next_ep(b, dp, ep)) {
                         Layout1 l = {tp, pp, dp, mb, pp > 1 ? SCHED_1F1B : SCHED_NONE, 1, zero, tp > 1,
                                      (RecomputeKind)rc, ep, 1, 0, 0};
                         try_layout(s, &l);
@@ -403,11 +412,13 @@ static int own_layout(const Plan *p, Layout1 *l)
     *l = (Layout1){.tp = plan_axis_size(p, tp_axis), .pp = ly->stages, .dp = plan_dp(p),
                    .micro_batch = p->train.micro_batch, .sched = ly->pp_axis >= 0 ? ly->schedule : SCHED_NONE,
                    .virt = ly->virtual_stages, .zero = ly->zero_stage, .sp = ly->sp_axis >= 0, .rc = ly->recompute,
-                   .ep = ly->dim_axis[DIM_EXPERTS] >= 0, .cp = plan_axis_size(p, ly->dim_axis[DIM_SEQ])};
+                   .ep = ly->dim_axis[DIM_EXPERTS] >= 0 ? plan_axis_size(p, ly->dim_axis[DIM_EXPERTS]) : 0,
+                   .cp = plan_axis_size(p, ly->dim_axis[DIM_SEQ])};
     l->ring = layout_cp(l) > 1 && ly->cp_comm == CP_COMM_RING;
     l->bal = layout_cp(l) > 1 && ly->cp_balanced;
     if (l->pp == 1) l->virt = 1;
-    int axes = (l->tp > 1) + (l->pp > 1) + (layout_cp(l) > 1) + (l->dp > 1 || (l->tp == 1 && l->pp == 1 && layout_cp(l) == 1));
+    int axes = (l->tp > 1) + (l->pp > 1) + (layout_cp(l) > 1) + (l->ep > 1 && l->ep < l->dp) +
+               (l->dp > 1 || (l->tp == 1 && l->pp == 1 && layout_cp(l) == 1));
     return p->mesh.naxes == axes && (ly->zero_stage == 0 || ly->zero_axis == plan_data_group(p)) && !ly->uneven &&
            (ly->sp_axis < 0 || ly->sp_axis == tp_axis) && (layout_cp(l) == 1 || ly->dim_axis[DIM_SEQ] != tp_axis) &&
            (!l->bal || search_cp_can_balance(p, l->cp));
@@ -583,12 +594,12 @@ static void print_json(FILE *out, const Search *s, int top)
         const Result *r = &s->res[i];
         fprintf(out, "%s\n    {\"rank\": %d, \"pp\": %d, \"dp\": %d, \"tp\": %d, \"micro_batch\": %lld, "
                      "\"schedule\": \"%s\", \"virtual_stages\": %d, \"zero\": %d, \"sequence_parallel\": %s, "
-                     "\"recompute\": \"%s\", \"experts_over_dp\": %s, \"cp\": %d, \"cp_comm\": \"%s\", \"cp_split\": \"%s\", \"step_time_s\": %.6g, \"mfu\": %.6g, \"bubble_share\": %.6g, "
+                     "\"recompute\": \"%s\", \"experts_over_dp\": %s, \"ep\": %d, \"cp\": %d, \"cp_comm\": \"%s\", \"cp_split\": \"%s\", \"step_time_s\": %.6g, \"mfu\": %.6g, \"bubble_share\": %.6g, "
                      "\"peak_memory_bytes\": %lld, \"wire_inside_nodes\": %.0f, \"wire_across_nodes\": %.0f, "
                      "\"pipeline_bytes\": %.0f, \"phases_s\": {",
                 i ? "," : "", i + 1, r->l.pp, r->l.dp, r->l.tp, (long long)r->l.micro_batch,
                 schedule_kind_name(r->l.pp > 1 ? r->l.sched : SCHED_NONE), r->l.pp > 1 ? r->l.virt : 1, r->l.zero,
-                r->l.sp ? "true" : "false", recompute_names[r->l.rc], r->l.ep ? "true" : "false", layout_cp(&r->l),
+                r->l.sp ? "true" : "false", recompute_names[r->l.rc], r->l.ep && r->l.ep == r->l.dp ? "true" : "false", r->l.ep, layout_cp(&r->l),
                 layout_cp(&r->l) == 1 ? "none" : r->l.ring ? "ring" : "allgather",
                 layout_cp(&r->l) == 1 ? "none" : r->l.bal ? "balanced" : "contiguous", r->step_s, r->mfu, r->bubble, (long long)r->peak,
                 r->link_wire[0], r->link_wire[1], r->pipeline_bytes);

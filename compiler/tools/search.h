@@ -20,7 +20,9 @@ typedef struct Layout1 {
     int virt;
     int zero, sp;
     RecomputeKind rc;
-    int ep;  /* a mixture of experts' experts split over dp (expert parallelism) */
+    int ep;  /* a mixture of experts' expert-parallel ranks: 0 experts whole; dp: split over the
+                data axis; a divisor of dp between: `batch -> dp ep; experts -> ep;` with an
+                axis dp of dp / ep ranks (expert-data parallelism) */
     int cp;  /* the sequence split over a context axis of this size (0 or 1: none) */
     int ring; /* cp > 1: ring attention (`cp_comm ring`), else the all-gather form */
     int bal;  /* cp > 1: the load-balanced split (`cp_split balanced`; search_cp_can_balance) */

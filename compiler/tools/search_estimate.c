@@ -381,9 +381,9 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
         fwd += (cp - 1) * exposed_s(cl, shift, step_f);
         bwd += (cp - 1) * exposed_s(cl, 2 * shift, step_b) + shift;
     }
-    if (l->ep) {
+    if (l->ep) { /* the exchange over the ep ranks: the data axis's, or its inner ep of them */
         double rows = s.tok * (double)m->block.moe.topk * s.h * s.wb;
-        double x = cost_coll_s(cl, COLL_ALLTOALLV, l->dp, dp_inside, rows);
+        double x = cost_coll_s(cl, COLL_ALLTOALLV, l->ep, inside_node(base, l->ep, cp * l->tp), rows);
         fwd += 2 * x;
         bwd += 2 * x;
     }
@@ -412,7 +412,7 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     double embed = m->has_embed ? (double)m->vocab * s.h / (s.vocab < (double)m->vocab ? tp : 1) : 0;
     double head_w = m->has_head && !m->tied_head ? (double)m->vocab * s.h / (s.vocab < (double)m->vocab ? tp : 1) : 0;
     double ends = l->pp > 1 ? (embed > head_w ? embed : head_w) : embed + head_w;
-    double experts = l->ep ? per_stage * expert_params(m) : 0; /* split over dp, not sharded by ZeRO */
+    double experts = l->ep ? per_stage * expert_params(m) : 0; /* split over ep, not sharded by ZeRO */
     double params = per_stage * block_params(m) / tp + ends - experts;
     double dp = l->dp;
     /* the stage of the longest sync: the first's ends or the last's (one
@@ -434,11 +434,16 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
         double tail = sync_estimate(base, l, &bp, nb, &last, dp_inside, mb, tf, tb, 2.0 / 3.0 * head, s.gb, s.wb);
         if (tail > sync) sync = tail;
     }
+    /* experts over ep < dp: each expert's gradient summed over the dp / ep
+     * ranks holding it (its expert-data-parallel group, the outer axis) */
+    if (l->ep > 1 && l->ep < l->dp)
+        sync += cost_coll_s(cl, COLL_ALLREDUCE, l->dp / l->ep, inside_node(base, l->dp / l->ep, l->ep * cp * l->tp),
+                            experts / l->ep * s.gb);
     int master = tr->master_fp32 && tr->precision != PREC_FP32;
     double moments = tr->optimizer == OPT_SGD ? (tr->momentum > 0 ? 4 : 0) : 8;
     double state = params * ((l->zero >= 1 ? 1 / dp : 1) * (4.0 * master + moments) + (l->zero >= 2 ? 1 / dp : 1) * s.gb +
                              (l->zero >= 3 ? 1 / dp : 1) * s.wb) +
-                   experts / dp * (4.0 * master + moments + s.gb + s.wb);
+                   experts / (l->ep ? l->ep : 1) * (4.0 * master + moments + s.gb + s.wb);
     double optim = cost_stream_s(cl, 2 * state);
 
     /* saved activations per block per micro-batch, in 16-bit elements'

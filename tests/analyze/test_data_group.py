@@ -22,7 +22,9 @@ dp 2 x cp 2 with ring attention:
     over ep (group 2), each expert weight's gradient is summed over dp (group 2: the ranks
     holding that expert), every other gradient over `dp*ep` (group 4); with `zero 3 over dp`
     (tiny_moe_edp_zero3_dp) the experts' optimizer state per rank is half of tiny_moe_edp's,
-    with `zero 1 over dp ep` (tiny_moe_edp_zero1) it is tiny_moe_edp's (experts stay whole).
+    with `zero 1 over dp ep` (tiny_moe_edp_zero1) it is tiny_moe_edp's (experts stay whole);
+  - `parc search tiny_moe_ep4` ranks layouts with the experts over an ep inside dp, and the plan
+    it writes for the first explains to the step time the search printed.
 Exits 1 on any failure."""
 import json
 import os
@@ -91,6 +93,26 @@ def expert_data_parallel(parc, examples):
                      "(zero 1 over dp ep): expected half, then equal")
     print(f"expert-data parallelism: experts' optimizer state {base}, {z3} with zero 3 over dp, {z1} with "
           "zero 1 over dp ep")
+    # parc search ranks expert parallelism inside the data ranks, and the plan it writes for one
+    # such layout explains to the step time it printed
+    ep4 = os.path.join(examples, "tiny_moe_ep4.par")
+    top = json.loads(run(parc, "search", ep4, "--top", "400", "--json").stdout)["top"]
+    inner = [r for r in top if 1 < r["ep"] < r["dp"]]
+    if not inner:
+        fails.append("search tiny_moe_ep4: no layout with experts over an ep inside dp")
+    else:
+        k = inner[0]["rank"]
+        with tempfile.TemporaryDirectory() as work:
+            run(parc, "search", ep4, "--top", str(k), "-o", work)
+            os.symlink(os.path.abspath(os.path.join(examples, "common")), os.path.join(work, "common"))
+            written = open(os.path.join(work, f"{k}.par")).read()
+            got = json.loads(run(parc, "explain", os.path.join(work, f"{k}.par"), "--json").stdout)["step_time_s"]
+            if "batch -> dp ep;" not in written or "experts -> ep;" not in written or \
+                    abs(got - inner[0]["step_time_s"]) > 1e-6 * got:
+                fails.append(f"search #{k} (ep {inner[0]['ep']} of dp {inner[0]['dp']}): the written plan explains "
+                             f"to {got} s against {inner[0]['step_time_s']} s, or lacks `batch -> dp ep;`")
+        print(f"search tiny_moe_ep4: {len(inner)} of {len(top)} ranked layouts put the experts over an ep inside dp, "
+              f"the first #{k}")
     return fails
 
 
