@@ -53,7 +53,7 @@ static void apply_change(Plan *p, const Change *c)
     switch (c->kind) {
     case CHANGE_ZERO:
         p->layout.zero_stage = c->arg;
-        p->layout.zero_axis = p->layout.dim_axis[DIM_BATCH];
+        p->layout.zero_axis = plan_data_group(p); /* the data axis, with a context axis the data group */
         break;
     case CHANGE_RECOMPUTE: p->layout.recompute = (RecomputeKind)c->arg; break;
     case CHANGE_HALVE_MICRO:
@@ -64,14 +64,17 @@ static void apply_change(Plan *p, const Change *c)
 }
 
 /* The candidate changes of a plan, cheapest kinds first; returns how many. */
-static int list_changes(const Plan *plan, Change *out, int max)
+static int list_changes(Arena *arena, const Plan *plan, Change *out, int max)
 {
-    static const char *const zero_what[4] = {NULL, "zero 1 over dp", "zero 2 over dp", "zero 3 over dp"};
-    int n = 0;
-    int dp_axis = plan->layout.dim_axis[DIM_BATCH];
-    int dp = dp_axis >= 0 ? plan->mesh.axes[dp_axis].size : 1;
-    if (dp > 1)
-        for (int z = plan->layout.zero_stage + 1; z <= 3 && n < max; z++) out[n++] = (Change){CHANGE_ZERO, z, zero_what[z]};
+    /* ZeRO over the data group, named as the plan would write it (`zero 1 over dp cp`) */
+    int n = 0, group = plan_data_group(plan);
+    if (plan_axis_size(plan, group) > 1)
+        for (int z = plan->layout.zero_stage + 1; z <= 3 && n < max; z++) {
+            const char *what = arena_printf(arena, "zero %d over", z);
+            for (int a = 0; a < plan->mesh.naxes; a++)
+                if (plan_axis_parts(plan, group) >> a & 1) what = arena_printf(arena, "%s %s", what, plan->mesh.axes[a].name);
+            out[n++] = (Change){CHANGE_ZERO, z, what};
+        }
     static const char *const recompute_what[RECOMPUTE_COUNT] = {
 #define ADVISE_RECOMPUTE_(kind, word) "recompute " word,
         PARC_RECOMPUTE(ADVISE_RECOMPUTE_)
@@ -243,7 +246,7 @@ static int hint_changes(Arena *arena, Hint *h, const Compilation *c, Room room)
 {
     const Plan *plan = &c->written;
     Change changes[8];
-    int nchanges = list_changes(plan, changes, 8);
+    int nchanges = list_changes(arena, plan, changes, 8);
     int reached = 0;
     char buf[64];
     for (int i = 0; i < nchanges; i++) {

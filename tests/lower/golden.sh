@@ -41,6 +41,7 @@ run tiny_3d.explain.json explain examples/tiny_3d.par --json
 run tiny_3d.collectives.json collectives examples/tiny_3d.par --json
 run llama2_7b.explain.verbose explain examples/llama2_7b.par --verbose
 run fit_zero.check check tests/neg_place/fit_zero.par
+run fit_zero_cp.check check tests/neg_place/fit_zero_cp.par
 
 # `parc lower --emit=<pass>` after every pass of the table (compiler/pipeline/passes.c)
 run tiny_3d.front lower examples/tiny_3d.par --emit=front
