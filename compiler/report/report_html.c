@@ -607,12 +607,13 @@ static void traffic_table(FILE *out, const Analysis *an)
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;
     double max_wire = an->pipeline_bytes;
-    for (int a = 0; a < plan->mesh.naxes; a++) max_wire = fmax(max_wire, an->axis_wire[a]);
+    int slots = plan->mesh.naxes + plan->mesh.nderived; /* derived axes (dp*cp) after the mesh's */
+    for (int a = 0; a < slots; a++) max_wire = fmax(max_wire, an->axis_wire[a]);
     fputs("<div class=\"wide\"><table class=\"traffic\">\n<tr><th class=\"l\">axis</th><th>size</th><th>groups</th>"
           "<th class=\"l\">link"
           "</th><th>buffer bytes per step</th><th>on the wire per step</th><th class=\"l\"></th></tr>\n",
           out);
-    for (int a = 0; a < plan->mesh.naxes; a++) {
+    for (int a = 0; a < slots; a++) {
         int size = plan->mesh.axes[a].size;
         traffic_row(out, plan->mesh.axes[a].name, plan->mesh.axes[a].name, size, plan->mesh.world / size,
                     plan_axis_inside_node(plan, a), an->axis_bytes[a], an->axis_wire[a], max_wire);

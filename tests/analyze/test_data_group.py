@@ -13,7 +13,8 @@ dp 2 x cp 2 with ring attention:
   - tiny_rope_ring_zero3_group (`zero 3 over dp cp`): every weight gather and gradient
     reduce-scatter runs over `dp*cp` (group 4); the optimizer state, weights and gradients per
     rank are a quarter of the DDP plan's, half of `zero 3 over dp`'s (tiny_rope_ring_dp);
-    `parc explain` says both axes carry "ZeRO-3 over dp*cp";
+    `parc explain` says both axes carry "ZeRO-3 over dp*cp", and its HTML page's traffic table
+    has a row for dp*cp;
   - the same plan on 2 nodes of 2 GPUs (cp inside a node, dp across): the `dp*cp` rows cross
     nodes, cp's ring shifts stay inside one;
   - `zero 1 over dp tp` is refused with the hint `over dp cp`, and the plan written as the hint
@@ -173,6 +174,10 @@ def main(argv):
 
     with tempfile.TemporaryDirectory() as work:
         os.symlink(os.path.abspath(os.path.join(examples, "common")), os.path.join(work, "common"))
+        page = os.path.join(work, "group.html")
+        run(parc, "explain", group, "--html", page)
+        if "dp*cp</td><td>4</td><td>1</td>" not in open(page).read():
+            fails.append("explain --html: the traffic table has no row for dp*cp (size 4, 1 group)")
         src = open(group).read()
         two = os.path.join(work, "two_nodes.par")
         with open(two, "w") as f:
