@@ -38,7 +38,10 @@
  * half and then by exactly one wait on its result, and nothing between the
  * start and the wait names its buffers; a started reduce-scatter that packs
  * (outer > 1, through the runtime's one communication stage) has no other
- * collective that packs between it and its wait.
+ * collective that packs between it and its wait.  A ring step's shift
+ * (any sequence) has one wait after it, and between them nothing names its
+ * result and its input is named only as a ring step's kv or another shift's
+ * input (the step reads the block the shift is passing on).
  */
 #include "lower.h"
 
@@ -274,6 +277,36 @@ static void verify_start(const StageProgram *sp, SeqKind q, int i)
                  rt_fn_names[st->fn], name);
 }
 
+/* A ring step's shift (shift_start, reshard.c) reads its input while the
+ * step computes on it: it has one wait after it, and until then nothing
+ * names its result, and its input is named only as the block a ring step
+ * reads (ring_attention_fwd's and _bwd's kv) or as another shift's input. */
+static void verify_shift(const StageProgram *sp, SeqKind q, int i)
+{
+    const Seq *seq = &sp->seq[q];
+    const Instr *st = &seq->ins[i];
+    const Arg *res = instr_async_result(st);
+    int in = st->args[2].buf, at = -1;
+    for (int j = i + 1; j < seq->n && at < 0; j++)
+        if (instr_is_wait(&seq->ins[j]) && same_arg(&seq->ins[j].args[0], res)) at = j;
+    if (at < 0)
+        PARC_BUG("stage %d %s: the shift into %%%s has no wait after it", sp->stage, seq_names[q],
+                 sp->bufs[res->buf].name);
+    for (int j = i + 1; j < at; j++) {
+        const Instr *o = &seq->ins[j];
+        for (int k = 0; k < o->nargs; k++) {
+            if (o->args[k].kind != ARG_BUF) continue;
+            int b = o->args[k].buf;
+            int reads = (o->fn == RT_prt_ring_attention_fwd && k == 3) ||
+                        (o->fn == RT_prt_ring_attention_bwd && k == 6) || (o->fn == RT_prt_shift_start && k == 2);
+            if (b == res->buf || (b == in && !reads))
+                PARC_BUG("stage %d %s: %s names %%%s (argument %d) while the shift of %%%s into %%%s is in flight",
+                         sp->stage, seq_names[q], rt_fn_names[o->fn], sp->bufs[b].name, k, sp->bufs[in].name,
+                         sp->bufs[res->buf].name);
+        }
+    }
+}
+
 void overlap_tp_verify(const Program *prog)
 {
     static const SeqKind backward[] = {SEQ_BLOCK_BWD, SEQ_HEAD_BWD, SEQ_EMBED_BWD};
@@ -281,6 +314,8 @@ void overlap_tp_verify(const Program *prog)
     for (int s = 0; s < prog->nstages; s++) {
         const StageProgram *sp = &prog->stages[s];
         for (int q = 0; q < SEQ_COUNT; q++) {
+            for (int i = 0; i < sp->seq[q].n; i++)
+                if (sp->seq[q].ins[i].fn == RT_prt_shift_start) verify_shift(sp, (SeqKind)q, i);
             int bwd = q == SEQ_BLOCK_BWD || q == SEQ_HEAD_BWD || q == SEQ_EMBED_BWD;
             for (int i = 0; i < sp->seq[q].n && !bwd; i++)
                 if (sp->seq[q].ins[i].shape.part != OP_PART_WHOLE)

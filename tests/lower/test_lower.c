@@ -16,6 +16,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "test_check.h"
 
@@ -1310,8 +1312,57 @@ static void test_first_writer(void)
     arena_free(&arena);
 }
 
+/* The ring shift's verifier (overlap_tp.c) catches a ring step that writes
+ * the block its shift is passing on: a child process breaks the first
+ * forward step of a ring plan that way and must die by PARC_BUG naming the
+ * shift, where the unbroken program verifies. */
+static void test_shift_verifier(void)
+{
+    Arena arena = {0};
+    Opts o = defaults();
+    o.block = "llama";
+    o.rope = "theta 10000";
+    o.gpus = 2;
+    o.mesh = "cp 2;";
+    o.layout = "seq -> cp; cp_comm ring;";
+    Program *prog = NULL;
+    Analysis *an = compile(&arena, o, &prog);
+    CHECK(an != NULL, "a ring plan lowers");
+    if (!an) return;
+    program_verify(prog);
+    Seq *seq = &prog->stages[0].seq[SEQ_BLOCK_FWD];
+    int at = -1;
+    for (int i = 0; i + 1 < seq->n && at < 0; i++)
+        if (seq->ins[i].fn == RT_prt_shift_start && seq->ins[i + 1].fn == RT_prt_ring_attention_fwd) at = i;
+    CHECK(at >= 0, "the ring plan's forward starts a shift before a ring step");
+    if (at < 0) return;
+    fflush(stdout);
+    int pipefd[2];
+    CHECK(pipe(pipefd) == 0, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pipefd[1], 2);
+        close(pipefd[0]);
+        /* the step writes its output over the block in flight */
+        seq->ins[at + 1].args[0] = seq->ins[at].args[2];
+        overlap_tp_verify(prog);
+        _exit(0);
+    }
+    close(pipefd[1]);
+    char err[2048] = "";
+    ssize_t n, got = 0;
+    while ((n = read(pipefd[0], err + got, sizeof err - 1 - (size_t)got)) > 0) got += n;
+    close(pipefd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && strstr(err, "while the shift of"),
+          "a ring step writing the block its shift passes on is a verifier error (%s)", err);
+    arena_free(&arena);
+}
+
 int main(void)
 {
+    test_shift_verifier();
     test_ops_table();
     test_first_writer();
     test_layout_combinations();
