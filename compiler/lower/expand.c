@@ -547,6 +547,17 @@ static void place_tensor(Expander *ex, Tensor *t)
         }
         t->home[a] = p;
     }
+    /* ... but not one split on a part of the ZeRO axis by a dim of its own
+     * (the experts over ep inside `zero 3 over dp ep`): ZeRO leaves it whole
+     * on every part, as the optimizer's row for it says (optim.c) */
+    if (t->kind == TENSOR_PARAM && lay->zero_stage == 3 && lay->zero_axis >= 0) {
+        unsigned parts = plan_axis_parts(plan, lay->zero_axis);
+        int own = 0;
+        for (int a = 0; a < plan->mesh.naxes; a++)
+            own |= (parts >> a & 1) && t->home[a].kind == PLACE_S && t->home[a].dim != DIM_FLAT;
+        for (int a = 0; a < plan->mesh.naxes && own; a++)
+            if ((parts >> a & 1) && t->home[a].kind == PLACE_S && t->home[a].dim == DIM_FLAT) t->home[a] = (Placement){PLACE_R, 0};
+    }
 }
 
 /* The graph's invariants: every op reads tensors already produced (or the
