@@ -547,16 +547,15 @@ static void place_tensor(Expander *ex, Tensor *t)
         }
         t->home[a] = p;
     }
-    /* ... but not one split on a part of the ZeRO axis by a dim of its own
-     * (the experts over ep inside `zero 3 over dp ep`): ZeRO leaves it whole
-     * on every part, as the optimizer's row for it says (optim.c) */
+    /* ... over the parts that do not split it by a dim of its own: the
+     * axis program_param_zero_axis names (an expert's weights over ep inside
+     * `zero 3 over dp ep`: over dp, their expert-data-parallel ranks), none
+     * when no axis spans them, as the optimizer's row for it says (optim.c) */
     if (t->kind == TENSOR_PARAM && lay->zero_stage == 3 && lay->zero_axis >= 0) {
-        unsigned parts = plan_axis_parts(plan, lay->zero_axis);
-        int own = 0;
+        unsigned keep = plan_axis_parts(plan, program_param_zero_axis(plan, t));
         for (int a = 0; a < plan->mesh.naxes; a++)
-            own |= (parts >> a & 1) && t->home[a].kind == PLACE_S && t->home[a].dim != DIM_FLAT;
-        for (int a = 0; a < plan->mesh.naxes && own; a++)
-            if ((parts >> a & 1) && t->home[a].kind == PLACE_S && t->home[a].dim == DIM_FLAT) t->home[a] = (Placement){PLACE_R, 0};
+            if (!(keep >> a & 1) && t->home[a].kind == PLACE_S && t->home[a].dim == DIM_FLAT)
+                t->home[a] = (Placement){PLACE_R, 0};
     }
 }
 

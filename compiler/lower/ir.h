@@ -730,6 +730,12 @@ void program_record(Arena *arena, Seq *seq, Phase phase, CollKind coll, int axis
 int program_act_dtype(const Plan *plan);
 /* Local elements / sizes of tensor t under placement place[] (scalars: 1). */
 int64_t program_local_numel(const Plan *plan, const Tensor *t, const Placement *place);
+/* The axis ZeRO shards parameter t over: the plan's ZeRO axis less its parts
+ * that split t by a dim of its own (an expert's weights over ep under `zero
+ * N over dp ep`: their expert-data-parallel ranks, dp), as the mesh or
+ * derived axis spanning what is left; -1 without ZeRO, or when nothing is
+ * left or no axis spans it (t is then held whole). */
+int program_param_zero_axis(const Plan *plan, const Tensor *t);
 void program_local_sizes(const Plan *plan, const Tensor *t, const Placement *place, int64_t *sizes);
 
 #endif

@@ -56,26 +56,18 @@ static const ZeroRow zero_rows[4] = {
 
 static int sharded(Placement p) { return p.kind == PLACE_S; }
 
-/* Is parameter tt split on the ZeRO axis by a dim of its own (the experts'
- * weights under expert parallelism)?  Then no other rank of the axis holds
- * its block: ZeRO has nothing to shard, and its weights, gradient and
- * optimizer state follow row 0 (whole, as held). */
-static int split_on_zero_axis(const Lowerer *lw, const Tensor *tt)
-{
-    int za = lw->plan->layout.zero_axis;
-    unsigned parts = plan_axis_parts(lw->plan, za);
-    for (int a = 0; a < lw->naxes; a++)
-        if ((parts >> a & 1) && tt->home[a].kind == PLACE_S && tt->home[a].dim != DIM_FLAT) return 1;
-    return 0;
-}
+/* The axis ZeRO shards parameter tt over (program_param_zero_axis): the
+ * plan's, or what of it does not split tt by a dim of its own (an expert's
+ * weights over ep: their expert-data-parallel ranks); -1: held whole. */
+static int param_zero_axis(const Lowerer *lw, const Tensor *tt) { return program_param_zero_axis(lw->plan, tt); }
 
-/* The ZeRO row of parameter tt: the plan's stage's, row 0 for one split on
- * the ZeRO axis. */
+/* The ZeRO row of parameter tt: the plan's stage's, row 0 for one ZeRO
+ * leaves whole. */
 static const ZeroRow *zero_row(const Lowerer *lw, const Tensor *tt)
 {
     int zs = lw->plan->layout.zero_stage;
     PARC_ASSERT(zs >= 0 && zs < 4);
-    return &zero_rows[split_on_zero_axis(lw, tt) ? 0 : zs];
+    return &zero_rows[param_zero_axis(lw, tt) < 0 ? 0 : zs];
 }
 
 /* Local elements of a parameter buffer: this rank's share of the padded
@@ -83,9 +75,8 @@ static const ZeroRow *zero_row(const Lowerer *lw, const Tensor *tt)
  * split on the ZeRO axis: its block, unpadded). */
 static int64_t param_elems(const Lowerer *lw, const Tensor *tt, Placement on_zero_axis)
 {
-    const Layout *lay = &lw->plan->layout;
-    int zeroed = lay->zero_stage > 0 && !split_on_zero_axis(lw, tt);
-    int zn = lay->zero_axis >= 0 ? lw->plan->mesh.axes[lay->zero_axis].size : 1;
+    int za = param_zero_axis(lw, tt), zeroed = za >= 0;
+    int zn = zeroed ? lw->plan->mesh.axes[za].size : 1;
     Placement tp[PARC_MAX_AXES] = {{0}}; /* tensor-parallel placement: home without the flat shard */
     for (int a = 0; a < lw->naxes; a++) tp[a] = place_param_use(tt, a);
     int64_t tp_local = program_local_numel(lw->plan, tt, tp);
@@ -148,8 +139,7 @@ static void bind_param(Lowerer *lw, int t, Region r, int instances, int first_la
     const Plan *plan = lw->plan;
     const Tensor *tt = &lw->g->tensors[t];
     const ZeroRow *z = zero_row(lw, tt);
-    int za = plan->layout.zero_axis;
-    int zeroed = plan->layout.zero_stage > 0 && !split_on_zero_axis(lw, tt);
+    int za = param_zero_axis(lw, tt), zeroed = za >= 0;
     int wdtype = program_act_dtype(lw->plan);
     /* `grads fp32`: 16-bit weights, gradients accumulated, synced and read by
      * the optimizer in fp32 (Megatron's main gradients) */
@@ -249,12 +239,12 @@ void optim_emit_scatter(Emit *e, Region r)
 {
     Lowerer *lw = e->lw;
     const Graph *g = lw->g;
-    int za = lw->plan->layout.zero_axis;
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *tt = &g->tensors[t];
         const Binding *b = &lw->bind[t];
         if (!optim_full_grad_scattered_in(lw, t, r) || tt->kind != TENSOR_PARAM || b->full_grad < 0) continue;
         const ZeroRow *z = zero_row(lw, tt);
+        int za = param_zero_axis(lw, tt);
         Val v;
         v.arg = arg_buf(b->full_grad, INST_FIXED, 0);
         v.tensor = t;
@@ -324,7 +314,7 @@ static void emit_sync(Lowerer *lw, Emit *es, int t, const Placement *acc, const 
 static Placement opt_place(const Lowerer *lw, const Tensor *tt, int a)
 {
     const ZeroRow *z = zero_row(lw, tt);
-    if ((plan_axis_parts(lw->plan, lw->plan->layout.zero_axis) >> a & 1) && sharded(z->optim)) return z->optim;
+    if ((plan_axis_parts(lw->plan, param_zero_axis(lw, tt)) >> a & 1) && sharded(z->optim)) return z->optim;
     return place_param_use(tt, a);
 }
 
@@ -385,13 +375,13 @@ void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r)
 {
     const Graph *g = lw->g;
     const Train *tr = &lw->plan->train;
-    int za = lw->plan->layout.zero_axis;
     int64_t summed = norm_axes(lw); /* the norm's axes: one walk of the parameters, not one per parameter */
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *tt = &g->tensors[t];
         const Binding *b = &lw->bind[t];
         if (tt->region != r || tt->kind != TENSOR_PARAM || b->value.buf < 0) continue;
         const ZeroRow *z = zero_row(lw, tt);
+        int za = param_zero_axis(lw, tt);
         int mode = b->value.inst;
         Arg w = arg_ref(b->value), gr = arg_ref(b->gradient);
         Emit ez = {lw, zero, PHASE_GRAD_SYNC};

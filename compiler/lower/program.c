@@ -17,13 +17,26 @@ int64_t program_local_numel(const Plan *plan, const Tensor *t, const Placement *
     /* ZeRO shards a parameter's local block flat, padded up to a multiple of
      * its axis: a block held whole on that axis keeps the padding too, so the
      * axis's all-gather and reduce-scatter move size × share elements */
-    const Layout *l = &plan->layout;
-    if (t->kind != TENSOR_PARAM || l->zero_stage < 1 || l->zero_axis < 0) return n;
-    /* its flat shard, or a block split on the axis by its own dim (the
-     * experts' under expert parallelism), which ZeRO does not shard */
-    if (place_on(plan, place, l->zero_axis).kind == PLACE_S) return n;
-    int64_t z = plan->mesh.axes[l->zero_axis].size;
+    int za = program_param_zero_axis(plan, t);
+    if (za < 0) return n;
+    /* its flat shard */
+    if (place_on(plan, place, za).kind == PLACE_S) return n;
+    int64_t z = plan->mesh.axes[za].size;
     return (n + z - 1) / z * z;
+}
+
+int program_param_zero_axis(const Plan *plan, const Tensor *t)
+{
+    const Layout *l = &plan->layout;
+    if (t->kind != TENSOR_PARAM || l->zero_stage < 1 || l->zero_axis < 0) return -1;
+    unsigned parts = plan_axis_parts(plan, l->zero_axis), own = 0;
+    for (int a = 0; a < plan->mesh.naxes; a++)
+        if ((parts >> a & 1) && t->home[a].kind == PLACE_S && t->home[a].dim != DIM_FLAT) own |= 1u << a;
+    if (!own) return l->zero_axis;
+    unsigned rest = parts & ~own;
+    for (int a = 0; rest && a < plan->mesh.naxes + plan->mesh.nderived; a++)
+        if (plan_axis_parts(plan, a) == rest) return a;
+    return -1;
 }
 
 void program_local_sizes(const Plan *plan, const Tensor *t, const Placement *place, int64_t *sizes)

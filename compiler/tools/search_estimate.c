@@ -412,7 +412,8 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     double embed = m->has_embed ? (double)m->vocab * s.h / (s.vocab < (double)m->vocab ? tp : 1) : 0;
     double head_w = m->has_head && !m->tied_head ? (double)m->vocab * s.h / (s.vocab < (double)m->vocab ? tp : 1) : 0;
     double ends = l->pp > 1 ? (embed > head_w ? embed : head_w) : embed + head_w;
-    double experts = l->ep ? per_stage * expert_params(m) : 0; /* split over ep, not sharded by ZeRO */
+    /* the experts split over ep; ZeRO shards each over the dp / ep ranks holding it */
+    double experts = l->ep ? per_stage * expert_params(m) : 0, edp = l->ep ? (double)l->dp / l->ep : 1;
     double params = per_stage * block_params(m) / tp + ends - experts;
     double dp = l->dp;
     /* the stage of the longest sync: the first's ends or the last's (one
@@ -443,7 +444,9 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     double moments = tr->optimizer == OPT_SGD ? (tr->momentum > 0 ? 4 : 0) : 8;
     double state = params * ((l->zero >= 1 ? 1 / dp : 1) * (4.0 * master + moments) + (l->zero >= 2 ? 1 / dp : 1) * s.gb +
                              (l->zero >= 3 ? 1 / dp : 1) * s.wb) +
-                   experts / (l->ep ? l->ep : 1) * (4.0 * master + moments + s.gb + s.wb);
+                   experts / (l->ep ? l->ep : 1) *
+                       ((l->zero >= 1 ? 1 / edp : 1) * (4.0 * master + moments) + (l->zero >= 2 ? 1 / edp : 1) * s.gb +
+                        (l->zero >= 3 ? 1 / edp : 1) * s.wb);
     double optim = cost_stream_s(cl, 2 * state);
 
     /* saved activations per block per micro-batch, in 16-bit elements'
