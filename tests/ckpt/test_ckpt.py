@@ -61,8 +61,8 @@ UNEVEN_CHUNKS = [("tiny_l6_pp_interleaved_uneven_zero3", "tiny_l6_single"),
                  ("tiny_l6_single", "tiny_l6_pp_interleaved_uneven")]
 # a mixture of experts with its experts split over dp (and ZeRO-3 for the rest) onto one rank,
 # one rank onto experts over dp x tp 2, and experts over ep 2 inside dp 2 x ep 2 with ZeRO-3
-# over dp (each expert's shards on its expert-data-parallel ranks) onto experts over dp 2
-EXPERTS = [("tiny_moe_ep_zero3", "tiny_moe"), ("tiny_moe", "tiny_moe_ep_tp"), ("tiny_moe_edp_zero3_dp", "tiny_moe_ep")]
+# over dp ep (each expert's shards on its expert-data-parallel ranks, dp) onto experts over dp 2
+EXPERTS = [("tiny_moe_ep_zero3", "tiny_moe"), ("tiny_moe", "tiny_moe_ep_tp"), ("tiny_moe_edp_zero3", "tiny_moe_ep")]
 # ZeRO-3 sharded over the context axis (dp 2 x cp 2, ring attention) onto one rank, one rank
 # onto ZeRO-1 over cp, and ZeRO-3 over the data group dp*cp onto ZeRO-1 over it
 CONTEXT = [("tiny_rope_ring_zero3_cp", "tiny_rope"), ("tiny_rope", "tiny_rope_ring_zero1_cp"),
