@@ -322,5 +322,12 @@ void passes_explain_text(FILE *out, Arena *arena, const Compilation *c, int verb
         p->model.block.flash = !p->model.block.flash;
         other = passes_variant(arena, c, p, p->model.block.flash ? "attention ... flash" : "attention without flash");
     }
-    explain_text(out, c->analysis, other, verbose);
+    const Analysis *group = NULL;
+    if (explain_wants_zero_group(&c->plan)) {
+        Plan *p = arena_alloc(arena, sizeof *p);
+        *p = c->plan;
+        p->layout.zero_axis = plan_data_group(p);
+        group = passes_variant(arena, c, p, "ZeRO over the data group");
+    }
+    explain_text(out, c->analysis, other, group, verbose);
 }

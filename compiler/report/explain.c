@@ -459,7 +459,35 @@ static void explain_expert_parallel(FILE *out, const Program *prog)
             x.fwd, x.bwd, held);
 }
 
-void explain_text(FILE *out, const Analysis *an, const Analysis *other, int verbose)
+int explain_wants_zero_group(const Plan *plan)
+{
+    const Layout *l = &plan->layout;
+    int group = plan_data_group(plan);
+    return l->zero_stage > 0 && l->zero_axis >= 0 && group >= plan->mesh.naxes && l->zero_axis != group;
+}
+
+/* ZeRO over one axis of the data group: what sharding over all of it would
+ * hold per GPU (`group`, that plan through the pass table). */
+static void explain_zero_group(FILE *out, const Analysis *an, const Analysis *group)
+{
+    const Plan *plan = an->prog->plan;
+    const Layout *l = &plan->layout;
+    if (!group) return;
+    int g = plan_data_group(plan);
+    char now[64], then[64], names[160] = "";
+    size_t used = 0;
+    for (int a = 0; a < plan->mesh.naxes && used < sizeof names; a++)
+        if (plan_axis_parts(plan, g) >> a & 1)
+            used += (size_t)snprintf(names + used, sizeof names - used, " %s", plan->mesh.axes[a].name);
+    analyze_format_bytes((double)an->max_total, now, sizeof now);
+    analyze_format_bytes((double)group->max_total, then, sizeof then);
+    fprintf(out, "  ZeRO-%d over %s alone: every rank of %s holds the same parameters; `zero %d over%s;` would shard "
+                 "over all %d: %s per GPU instead of %s\n",
+            l->zero_stage, plan->mesh.axes[l->zero_axis].name, plan->mesh.axes[g].name, l->zero_stage, names,
+            plan->mesh.axes[g].size, then, now);
+}
+
+void explain_text(FILE *out, const Analysis *an, const Analysis *other, const Analysis *group, int verbose)
 {
     const Program *prog = an->prog;
     const Plan *plan = prog->plan;
@@ -538,6 +566,7 @@ void explain_text(FILE *out, const Analysis *an, const Analysis *other, int verb
                 axis_role(prog, a, role, sizeof role), inside ? "inside node" : "across nodes",
                 inside ? "intra" : "inter", b1);
     }
+    explain_zero_group(out, an, group);
 
     for (int s = 0; s < prog->nstages; s++) explain_stage_memory(out, an, s, verbose);
 

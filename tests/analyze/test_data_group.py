@@ -14,7 +14,8 @@ dp 2 x cp 2 with ring attention:
     reduce-scatter runs over `dp*cp` (group 4); the optimizer state, weights and gradients per
     rank are a quarter of the DDP plan's, half of `zero 3 over dp`'s (tiny_rope_ring_dp);
     `parc explain` says both axes carry "ZeRO-3 over dp*cp", and its HTML page's traffic table
-    has a row for dp*cp;
+    has a row for dp*cp; explaining tiny_rope_ring_dp (ZeRO-3 over dp alone) names
+    `zero 3 over dp cp;` and the peak it would have, which the plan written so checks to;
   - the same plan on 2 nodes of 2 GPUs (cp inside a node, dp across): the `dp*cp` rows cross
     nodes, cp's ring shifts stay inside one;
   - `zero 1 over dp tp` is refused with the hint `over dp cp`, and the plan written as the hint
@@ -30,6 +31,7 @@ dp 2 x cp 2 with ring attention:
 Exits 1 on any failure."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -172,6 +174,25 @@ def main(argv):
                          "expected a quarter and a half of the last")
     print(f"optimizer state per rank: {m_ddp['optimizer']} B (DDP over dp*cp), {m_dp['optimizer']} B "
           f"(ZeRO-3 over dp), {m_group['optimizer']} B (ZeRO-3 over dp*cp)")
+
+    # ZeRO over dp alone beside cp: explain names the statement that shards over the group and
+    # the memory it would take, and the plan written so explains to that figure
+    said = [l for l in run(parc, "explain", over_dp).stdout.splitlines() if "ZeRO-3 over dp alone" in l]
+    m = re.search(r"`(zero 3 over dp cp;)` would shard over all 4: ([0-9.]+ \w+) per GPU instead of ([0-9.]+ \w+)",
+                  said[0]) if said else None
+    if not m:
+        fails.append(f"explain tiny_rope_ring_dp: no line proposing ZeRO over dp cp ({said})")
+    else:
+        with tempfile.TemporaryDirectory() as work:
+            os.symlink(os.path.abspath(os.path.join(examples, "common")), os.path.join(work, "common"))
+            followed = os.path.join(work, "followed.par")
+            with open(followed, "w") as f:
+                f.write(open(over_dp).read().replace("zero 3 over dp;", m.group(1)))
+            peak = re.search(r"peak ([0-9.]+ \w+) of", run(parc, "check", followed).stdout)
+            if not peak or peak.group(1) != m.group(2):
+                fails.append(f"followed, the hint's plan peaks at {peak.group(1) if peak else '?'}, it said {m.group(2)}")
+            else:
+                print(f"explain's hint `{m.group(1)}`: {m.group(3)} -> {m.group(2)} per GPU, as the plan written so checks")
 
     text = run(parc, "explain", group).stdout
     for axis in ("dp", "cp"):
