@@ -361,12 +361,15 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
      * (reshard.c) */
     int dp_inside = inside_node(base, l->dp, cp * l->tp);
     /* context parallelism (the all-gather form): each block gathers the
-     * qkv of the whole sequence over cp and reduce-scatters its gradient */
+     * qkv of the whole sequence over cp, again in the backward (the
+     * forward's copy is not kept, reshard.c), and reduce-scatters its
+     * gradient */
     if (cp > 1 && !l->ring) {
         double qkv = s.tok * cp * s.qkv * s.wb;
         int cp_inside = inside_node(base, cp, l->tp);
-        fwd += cost_coll_s(cl, COLL_ALLGATHER, cp, cp_inside, qkv);
-        bwd += cost_coll_s(cl, COLL_REDUCESCATTER, cp, cp_inside, qkv);
+        double gather = cost_coll_s(cl, COLL_ALLGATHER, cp, cp_inside, qkv);
+        fwd += gather;
+        bwd += gather + cost_coll_s(cl, COLL_REDUCESCATTER, cp, cp_inside, qkv);
     }
     /* ring attention: each of the cp - 1 steps' K/V shift runs under the step
      * before it; backward the K/V's and their gradient's share the link under
