@@ -47,7 +47,7 @@
 /* ---------------------------------------------------------------- 1. layouts */
 
 static void test_layouts(void) {
-    uint64_t size, off[32];
+    uint64_t size, off[48];
     static const size_t desc_off[] = {
         offsetof(prt_buffer_desc, name),        offsetof(prt_buffer_desc, init_name),
         offsetof(prt_buffer_desc, klass),       offsetof(prt_buffer_desc, dtype),
@@ -59,7 +59,7 @@ static void test_layouts(void) {
         offsetof(prt_buffer_desc, layer_of),    offsetof(prt_buffer_desc, layer_of_n),
         offsetof(prt_buffer_desc, zero_whole),
     };
-    int n = codegen_struct_layout(0, &size, off, 32);
+    int n = codegen_struct_layout(0, &size, off, 48);
     CHECK(n == (int)(sizeof desc_off / sizeof desc_off[0]), "prt_buffer_desc: %d LLVM fields", n);
     CHECK(size == sizeof(prt_buffer_desc), "prt_buffer_desc: LLVM size %llu, C size %zu",
           (unsigned long long)size, sizeof(prt_buffer_desc));
@@ -70,7 +70,8 @@ static void test_layouts(void) {
     static const size_t plan_off[] = {
         offsetof(prt_plan_desc, plan_name),  offsetof(prt_plan_desc, source_file),
         offsetof(prt_plan_desc, naxes),      offsetof(prt_plan_desc, axis_names),
-        offsetof(prt_plan_desc, axis_sizes), offsetof(prt_plan_desc, dp_axis),
+        offsetof(prt_plan_desc, axis_sizes), offsetof(prt_plan_desc, axis_parts),
+        offsetof(prt_plan_desc, dp_axis),
         offsetof(prt_plan_desc, tp_axis),    offsetof(prt_plan_desc, pp_axis),
         offsetof(prt_plan_desc, gpus_per_node),
         offsetof(prt_plan_desc, steps),      offsetof(prt_plan_desc, seed),
@@ -87,7 +88,7 @@ static void test_layouts(void) {
         offsetof(prt_plan_desc, model_json),
         offsetof(prt_plan_desc, op_shapes),  offsetof(prt_plan_desc, nop_shapes),
     };
-    n = codegen_struct_layout(1, &size, off, 32);
+    n = codegen_struct_layout(1, &size, off, 48);
     CHECK(n == (int)(sizeof plan_off / sizeof plan_off[0]), "prt_plan_desc: %d LLVM fields", n);
     CHECK(size == sizeof(prt_plan_desc), "prt_plan_desc: LLVM size %llu, C size %zu", (unsigned long long)size,
           sizeof(prt_plan_desc));
@@ -104,14 +105,14 @@ static void test_layouts(void) {
         offsetof(prt_op_shape_desc, op), offsetof(prt_op_shape_desc, stage), offsetof(prt_op_shape_desc, nargs),
         offsetof(prt_op_shape_desc, args),
     };
-    n = codegen_struct_layout(3, &size, off, 32);
+    n = codegen_struct_layout(3, &size, off, 48);
     CHECK(n == 4 && size == sizeof(prt_op_shape_desc), "prt_op_shape_desc: %d LLVM fields, size %llu, C size %zu", n,
           (unsigned long long)size, sizeof(prt_op_shape_desc));
     for (int i = 0; i < n && i < 4; i++)
         CHECK(off[i] == shape_off[i], "prt_op_shape_desc field %d: LLVM offset %llu, C offset %zu", i,
               (unsigned long long)off[i], shape_off[i]);
 
-    n = codegen_struct_layout(2, &size, off, 32);
+    n = codegen_struct_layout(2, &size, off, 48);
     CHECK(n == (int)(sizeof data_off / sizeof data_off[0]), "prt_data_desc: %d LLVM fields", n);
     CHECK(size == sizeof(prt_data_desc), "prt_data_desc: LLVM size %llu, C size %zu", (unsigned long long)size,
           sizeof(prt_data_desc));
