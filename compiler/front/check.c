@@ -44,7 +44,7 @@ int check_plan_text(Arena *arena, const char *path, const char *text, Plan *plan
     path = arena_strdup(arena, path);
     text = arena_strdup(arena, text);
     plan_defaults(plan, path);
-    Check check = {.arena = arena, .plan = plan, .file = path, .interleave = 1, .zero_second = -1};
+    Check check = {.arena = arena, .plan = plan, .file = path, .interleave = 1};
     Check *c = &check;
     c->include_stack[c->include_depth++] = check_canonical_path(c, path);
 

@@ -222,7 +222,7 @@ typedef struct Check {
     int interleave;           /* `interleaved N`: N, else 1 */
     SrcLoc interleave_loc;
     const Stmt *zero_stmt, *schedule_stmt;
-    int zero_second;                 /* `zero N over A B`: B's axis, else -1 */
+    unsigned zero_named;             /* `zero N over A B ...`: a bit per axis named */
     const Stmt **stage_stmts;
     int nstage_stmts, cap_stage_stmts;
 } Check;

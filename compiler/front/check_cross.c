@@ -114,19 +114,20 @@ void check_dims_against_mesh(Check *c)
     /* ZeRO shards over the data axis, over the context axis (its ranks
      * hold the same parameters and sum their gradients, as a data axis's),
      * over both (`over dp cp`: the data group, their derived axis), or, with
-     * batch over two axes, over them both or one of them. */
+     * batch over several axes, over all of them or one. */
     plan_derive_axes(p);
     int batch_rule_failed = c->dim_rule[DIM_BATCH] && l->dim_axis[DIM_BATCH] < 0;
     if (c->zero_stmt && l->zero_stage > 0 && !batch_rule_failed) {
         int batch_axis = l->dim_axis[DIM_BATCH], seq_axis = l->dim_axis[DIM_SEQ];
-        unsigned named = (1u << l->zero_axis) | (c->zero_second >= 0 ? 1u << c->zero_second : 0);
+        unsigned named = c->zero_named;
+        int several = __builtin_popcount(named) > 1;
         unsigned batch_parts = batch_axis >= 0 ? (l->batch_parts ? l->batch_parts : 1u << batch_axis) : 0;
         int cp = seq_axis >= 0 && seq_axis != plan_tensor_axis(p);
         int ok = -1; /* the axis ZeRO shards over */
         if (named == batch_parts) ok = batch_axis;
         else if (cp && named == 1u << seq_axis) ok = seq_axis;
         else if (cp && batch_axis >= 0 && named == (batch_parts | 1u << seq_axis)) ok = plan_data_group(p);
-        else if (c->zero_second < 0 && (batch_parts >> l->zero_axis & 1)) ok = l->zero_axis;
+        else if (!several && (batch_parts >> l->zero_axis & 1)) ok = l->zero_axis;
         if (ok >= 0) {
             l->zero_axis = ok;
         } else {
@@ -137,15 +138,19 @@ void check_dims_against_mesh(Check *c)
                     used += (size_t)snprintf(group + used, sizeof group - used, "%s%s", used ? " " : "",
                                              p->mesh.axes[a].name);
             const char *name = p->mesh.axes[l->zero_axis].name;
+            char listed[160] = "";
+            size_t n = 0;
+            for (int a = 0; a < p->mesh.naxes && n < sizeof listed; a++)
+                if (named >> a & 1)
+                    n += (size_t)snprintf(listed + n, sizeof listed - n, "%s`%s`", n ? " and " : "", p->mesh.axes[a].name);
             diag_error(l->zero_loc,
                        batch_axis >= 0 ? arena_printf(c->arena, "write `over %s`", group)
                                        : arena_printf(c->arena, "add `batch -> %s;`", name),
-                       c->zero_second >= 0
-                           ? "ZeRO over two axes shards over the data group: the axes `batch` maps to and the context "
-                             "axis `seq` maps to, not `%s` and `%s`"
-                           : "ZeRO shards over the data-parallel axis (the one `batch` maps to) or the context axis (the "
-                             "one `seq` maps to), not `%s`%s",
-                       name, c->zero_second >= 0 ? p->mesh.axes[c->zero_second].name : "");
+                       several ? "ZeRO over several axes shards over the data group: the axes `batch` maps to and the "
+                                 "context axis `seq` maps to, not %s"
+                               : "ZeRO shards over the data-parallel axis (the one `batch` maps to) or the context axis "
+                                 "(the one `seq` maps to), not %s",
+                       listed);
         }
     }
 }

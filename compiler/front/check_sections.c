@@ -1010,7 +1010,7 @@ void check_layout(Check *c, const Stmt *sec)
         case LY_FSDP: {
             l->zero_loc = check_stmt_span(st);
             int nfixed = k == LY_ZERO ? 1 : 0;
-            if (!check_shape(c, st, nfixed + 2, nfixed + 3, BODY_NO, LAYOUT_usage[k])) break;
+            if (!check_shape(c, st, nfixed + 2, nfixed + 1 + PARC_MAX_AXES, BODY_NO, LAYOUT_usage[k])) break;
             int64_t stage = 3;
             if (k == LY_ZERO && !check_read_count(c, st, &st->values[0], 0, 3, &stage)) break;
             const Value *over = &st->values[nfixed];
@@ -1019,13 +1019,23 @@ void check_layout(Check *c, const Stmt *sec)
                            "expected `over`, got `%s`", check_value_text(c, over));
                 break;
             }
-            int axis = read_axis(c, &st->values[nfixed + 1]);
-            /* `over dp cp`: the data group, both axes (check_cross) */
-            int second = st->nvalues > nfixed + 2 ? read_axis(c, &st->values[nfixed + 2]) : -1;
-            if (axis < 0 || (st->nvalues > nfixed + 2 && second < 0)) break;
+            /* `over dp cp`: several axes, the data group or part of it (check_cross) */
+            int axis = read_axis(c, &st->values[nfixed + 1]), ok = axis >= 0;
+            unsigned named = ok ? 1u << axis : 0;
+            for (int i = nfixed + 2; i < st->nvalues; i++) {
+                int b = read_axis(c, &st->values[i]);
+                if (b >= 0 && (named >> b & 1)) {
+                    diag_error(st->values[i].loc, "name each axis once", "`%s` names `%s` twice", st->key,
+                               st->values[i].text);
+                    ok = 0;
+                }
+                if (b < 0) ok = 0;
+                else named |= 1u << b;
+            }
+            if (!ok) break;
             l->zero_stage = (int)stage;
             l->zero_axis = stage > 0 ? axis : -1;
-            c->zero_second = stage > 0 ? second : -1;
+            c->zero_named = stage > 0 ? named : 0;
             c->zero_stmt = st;
             break;
         }

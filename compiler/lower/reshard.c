@@ -210,13 +210,24 @@ static int arg_same(Arg x, Arg y)
  * first, a scatter or slice writes a fresh buffer copied into dst after. */
 /* The mesh axes (bit a) that move as one derived axis: every part of it
  * changes the same way, by a collective that a group of their ranks runs as
- * one (a sum, or a flat shard's scatter, gather or slice). */
-static unsigned fused_parts(const Lowerer *lw, const Val *v, const Placement *to)
+ * one (a sum, or a flat shard's scatter, gather or slice); the widest such
+ * group wins. */
+static unsigned fused_parts(const Lowerer *lw, const Val *v, const Placement *to, int *chosen)
 {
     const Mesh *m = &lw->plan->mesh;
     unsigned fused = 0;
+    /* the widest group first: the data group before batch's own derived axis */
+    int order[PARC_MAX_DERIVED], n = 0;
     for (int d = m->naxes; d < m->naxes + m->nderived; d++) {
+        int at = n++;
+        while (at > 0 && __builtin_popcount(m->axes[order[at - 1]].parts) < __builtin_popcount(m->axes[d].parts))
+            order[at] = order[at - 1], at--;
+        order[at] = d;
+    }
+    for (int k = 0; k < n; k++) {
+        int d = order[k];
         unsigned parts = m->axes[d].parts;
+        chosen[d - m->naxes] = 0;
         int first = -1, same = !(parts & fused);
         for (int a = 0; a < m->naxes && same; a++) {
             if (!(parts >> a & 1)) continue;
@@ -226,18 +237,21 @@ static unsigned fused_parts(const Lowerer *lw, const Val *v, const Placement *to
         if (!same || first < 0) continue;
         CollKind c = reshard_collective(v->place[first], to[first]);
         if (c == COLL_ALLREDUCE || ((c == COLL_REDUCESCATTER || c == COLL_SLICE) && to[first].dim == DIM_FLAT) ||
-            (c == COLL_ALLGATHER && v->place[first].dim == DIM_FLAT))
+            (c == COLL_ALLGATHER && v->place[first].dim == DIM_FLAT)) {
             fused |= parts;
+            chosen[d - m->naxes] = 1;
+        }
     }
     return fused;
 }
 
-/* The steps of a move, in mesh order: each mesh axis, a derived axis at its
- * first part in place of all its parts when they move as one. */
+/* The steps of a move, in mesh order: each mesh axis, a chosen derived axis
+ * (fused_parts) at its first part in place of all its parts. */
 static int reshard_steps(const Lowerer *lw, const Val *v, const Placement *to, int *steps)
 {
     const Mesh *m = &lw->plan->mesh;
-    unsigned fused = fused_parts(lw, v, to);
+    int chosen[PARC_MAX_DERIVED] = {0};
+    unsigned fused = fused_parts(lw, v, to, chosen);
     int n = 0;
     for (int a = 0; a < m->naxes; a++) {
         if (!(fused >> a & 1)) {
@@ -245,7 +259,7 @@ static int reshard_steps(const Lowerer *lw, const Val *v, const Placement *to, i
             continue;
         }
         for (int d = m->naxes; d < m->naxes + m->nderived; d++)
-            if ((m->axes[d].parts & fused) == m->axes[d].parts && (m->axes[d].parts & ((2u << a) - 1)) == 1u << a)
+            if (chosen[d - m->naxes] && (m->axes[d].parts & ((2u << a) - 1)) == 1u << a)
                 steps[n++] = d; /* a is the derived axis's first part */
     }
     return n;

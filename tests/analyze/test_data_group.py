@@ -20,6 +20,8 @@ dp 2 x cp 2 with ring attention:
     nodes, cp's ring shifts stay inside one;
   - `zero 1 over dp tp` is refused with the hint `over dp cp`, and the plan written as the hint
     says checks;
+  - tiny_rope_ring_batch_two_axes (`batch -> outer inner; seq -> cp; zero 1 over outer inner
+    cp;`): each gradient is reduce-scattered once, over the 8 ranks of outer*inner*cp;
   - tiny_moe_edp (`batch -> dp ep; experts -> ep;`, 4 experts over ep 2): the all-to-alls run
     over ep (group 2), each expert weight's gradient is summed over dp (group 2: the ranks
     holding that expert), every other gradient over `dp*ep` (group 4); with `zero 3 over dp`
@@ -222,7 +224,7 @@ def main(argv):
             f.write(src.replace("zero 3 over dp cp;", "heads -> tp;\n  zero 3 over dp tp;")
                     .replace("mesh { dp 2; cp 2; }", "mesh { dp 2; cp 2; tp 1; }"))
         r = run(parc, "check", bad, check=False)
-        if r.returncode == 0 or "ZeRO over two axes shards over the data group" not in r.stderr or \
+        if r.returncode == 0 or "ZeRO over several axes shards over the data group" not in r.stderr or \
                 "hint: write `over dp cp`" not in r.stderr:
             fails.append(f"`zero 3 over dp tp`: exit {r.returncode}, {r.stderr.strip()[:300]}")
         fixed = os.path.join(work, "fixed.par")
@@ -232,6 +234,14 @@ def main(argv):
         if r.returncode != 0:
             fails.append(f"the plan as the hint says does not check: {r.stderr.strip()[:300]}")
 
+    # batch over two axes beside cp, ZeRO over all three: one reduce-scatter per gradient over
+    # the 8 ranks of outer*inner*cp, none over batch's own derived axis
+    rows3 = collectives(parc, os.path.join(examples, "tiny_rope_ring_batch_two_axes.par"))
+    rs = [r for r in rows3 if r["collective"] == "reduce-scatter"]
+    if len(rs) != len(numel) or any((r["axis"], r["group"]) != ("outer*inner*cp", 8) for r in rs):
+        fails.append(f"tiny_rope_ring_batch_two_axes: {len(rs)} reduce-scatters, "
+                     f"{sorted({(r['axis'], r['group']) for r in rs})}: expected one per parameter over "
+                     "outer*inner*cp (8)")
     fails += expert_data_parallel(parc, examples)
     for f in fails:
         print("FAIL: " + f)
