@@ -25,7 +25,7 @@ static void plan_defaults(Plan *plan, const char *path)
     memset(plan, 0, sizeof *plan);
     plan->file = path;
     for (int d = 0; d < DIM_COUNT; d++) plan->layout.dim_axis[d] = -1;
-    plan->layout.pp_axis = plan->layout.sp_axis = plan->layout.zero_axis = plan->layout.grad_axis = -1;
+    plan->layout.pp_axis = plan->layout.sp_axis = plan->layout.zero_axis = plan->layout.data_group = -1;
     plan->layout.virtual_stages = 1;
     plan->layout.stages = 1;
     plan->train.steps = 10;

@@ -126,7 +126,7 @@ void check_dims_against_mesh(Check *c)
         int ok = -1; /* the axis ZeRO shards over */
         if (named == batch_parts) ok = batch_axis;
         else if (cp && named == 1u << seq_axis) ok = seq_axis;
-        else if (cp && batch_axis >= 0 && named == (batch_parts | 1u << seq_axis)) ok = plan_data_group(p);
+        else if (cp && batch_axis >= 0 && named == (batch_parts | 1u << seq_axis)) ok = p->layout.data_group;
         else if (!several && (batch_parts >> l->zero_axis & 1)) ok = l->zero_axis;
         if (ok >= 0) {
             l->zero_axis = ok;

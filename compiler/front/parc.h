@@ -461,7 +461,7 @@ typedef struct Layout {
                                      group, their derived axis), or -1 */
     unsigned batch_parts;         /* `batch -> A B ...`: a bit per axis named (dim_axis[DIM_BATCH] is
                                      then their derived axis, plan_derive_axes); else 0 */
-    int grad_axis;                /* the data group (plan_derive_axes): the axis, mesh or derived,
+    int data_group;               /* the data group (plan_derive_axes): the axis, mesh or derived,
                                      whose ranks hold the same parameters and sum their gradients
                                      (batch's and seq's together), or -1 */
     RecomputeKind recompute;
@@ -564,14 +564,16 @@ int plan_sp_with_cp(const Model *m);
  * batch's axes and the context axis (seq's, when it is not the tensor axis)
  * together when both have more than one rank (Megatron-LM's data-parallel
  * group with context parallelism), else the one of them with more than one
- * rank.  Sets layout.grad_axis to the data group; a ZeRO axis that named a
+ * rank.  Sets layout.data_group to it; a ZeRO axis that named a
  * derived axis names the one spanning the same axes now, else the data
  * group.  Idempotent; every plan entering the passes goes through it. */
 void plan_derive_axes(Plan *plan);
-/* The data group's axis of a plan whose axes are derived: layout.grad_axis. */
-int plan_data_group(const Plan *plan);
 /* The mesh axes (bit a) an axis spans: itself, or a derived axis's parts. */
 unsigned plan_axis_parts(const Plan *plan, int axis);
+/* Whether ZeRO may shard over axis (mesh or derived): it spans some of the
+ * data group's axes and no other (check_cross.c maps `zero N over A B ...`
+ * to such an axis; the fit advice's variants keep to it). */
+int plan_zero_axis_ok(const Plan *plan, int axis);
 /* Whether every group of `axis` stays inside one node (mesh order, last axis
  * fastest, ranks 0..gpus_per_node-1 on node 0). */
 int plan_axis_inside_node(const Plan *plan, int axis);

@@ -45,6 +45,12 @@ unsigned plan_axis_parts(const Plan *plan, int axis)
     return axis < plan->mesh.naxes ? 1u << axis : plan->mesh.axes[axis].parts;
 }
 
+int plan_zero_axis_ok(const Plan *plan, int axis)
+{
+    if (axis < 0 || axis >= plan->mesh.naxes + plan->mesh.nderived || plan->layout.data_group < 0) return 0;
+    return !(plan_axis_parts(plan, axis) & ~plan_axis_parts(plan, plan->layout.data_group));
+}
+
 /* The names of mesh axes `parts` joined by '*' ("dp*cp"), kept for the
  * process (plans are copied by value, so a derived axis's name cannot live
  * in the plan); the same text gives the same pointer. */
@@ -108,17 +114,16 @@ void plan_derive_axes(Plan *plan)
     int batch = l->dim_axis[DIM_BATCH], seq = l->dim_axis[DIM_SEQ];
     if (seq >= 0 && seq == plan_tensor_axis(plan)) seq = -1; /* the sequence split on the tensor axis */
     int nb = plan_axis_size(plan, batch), ns = plan_axis_size(plan, seq);
-    l->grad_axis = nb > 1 ? batch : ns > 1 ? seq : batch;
-    if (nb > 1 && ns > 1) l->grad_axis = derived_axis(m, plan_axis_parts(plan, batch) | 1u << seq);
+    l->data_group = nb > 1 ? batch : ns > 1 ? seq : batch;
+    /* after batch's own: reshard.c's fused_parts tries the later, wider, first */
+    if (nb > 1 && ns > 1) l->data_group = derived_axis(m, plan_axis_parts(plan, batch) | 1u << seq);
     if (zero_parts) {
         int z = -1;
         for (int d = 0; d < m->naxes + m->nderived; d++)
             if (plan_axis_parts(plan, d) == zero_parts) z = d;
-        l->zero_axis = z >= 0 ? z : l->grad_axis;
+        l->zero_axis = z >= 0 ? z : l->data_group;
     }
 }
-
-int plan_data_group(const Plan *plan) { return plan->layout.grad_axis; }
 
 int plan_dim_parts(const Plan *plan, Dim dim)
 {
@@ -197,6 +202,14 @@ static int derived_inside_node(const Plan *plan, int axis)
     unsigned parts = plan->mesh.axes[axis].parts;
     int64_t gpn = plan->cluster.gpus_per_node, span = 0;
     if (gpn <= 0) return 0;
+    /* reports ask for every instruction's axis: remember the last answer,
+     * for this mesh, node size and parts */
+    static struct { int naxes, sizes[PARC_MAX_AXES], inside; int64_t gpn; unsigned parts; } memo = {.naxes = -1};
+    int same = memo.naxes == plan->mesh.naxes && memo.gpn == gpn && memo.parts == parts;
+    for (int a = 0; a < plan->mesh.naxes && same; a++) same = memo.sizes[a] == plan->mesh.axes[a].size;
+    if (same) return memo.inside;
+    memo.naxes = plan->mesh.naxes, memo.gpn = gpn, memo.parts = parts, memo.inside = 0;
+    for (int a = 0; a < plan->mesh.naxes; a++) memo.sizes[a] = plan->mesh.axes[a].size;
     for (int a = 0; a < plan->mesh.naxes; a++)
         if (parts >> a & 1) span += (int64_t)(plan->mesh.axes[a].size - 1) * plan_axis_stride(plan, a);
     int coords[PARC_MAX_AXES];
@@ -207,7 +220,7 @@ static int derived_inside_node(const Plan *plan, int axis)
             if (parts >> a & 1) base = coords[a] == 0;
         if (base && r / gpn != (r + span) / gpn) return 0;
     }
-    return 1;
+    return memo.inside = 1;
 }
 
 int plan_axis_inside_node(const Plan *plan, int axis)

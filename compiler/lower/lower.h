@@ -292,12 +292,12 @@ int reshard_ep_offsets(Lowerer *lw, int axis);
 /* The stage's workspace buffer `name` of n elements of dtype, made on first
  * use and shared by every later use of the name (expert parallelism's
  * routing bookkeeping; ring attention's K/V blocks and the load-balanced
- * split's ordered qkv, ops_emit.c).
- * Ring attention: reshard_ring_shift emits one step of the ring over context
+ * split's ordered qkv, ops_emit.c). */
+int reshard_stage_buf(Lowerer *lw, const char *name, int dtype, int64_t n);
+/* Ring attention: reshard_ring_shift emits one step of the ring over context
  * axis `axis` (the resharding of a chunk's block from one rank of the axis to
  * the next: shift_start of n elements of in to out, a started collective with
  * its rule; grad: the K/V gradient's), and reshard_ring_wait its comm_wait. */
-int reshard_stage_buf(Lowerer *lw, const char *name, int dtype, int64_t n);
 void reshard_ring_shift(Emit *e, const Op *op, int axis, Arg out, Arg in, int64_t n, int grad);
 void reshard_ring_wait(Emit *e, const Op *op, int axis, Arg out);
 
@@ -343,7 +343,7 @@ void optim_emit(Lowerer *lw, Seq *zero, Seq *sync, Seq *optim, Region r);
  * with `clip`, the clip factor, at the end of SEQ_GRAD_NORM_ONCE. */
 void optim_emit_grad_norm(Lowerer *lw);
 /* The axis of a gradient sync's last step, all its parts at once: the ZeRO
- * axis, else the data group (layout.grad_axis). */
+ * axis, else the data group (layout.data_group). */
 int optim_sync_axis(const Plan *plan);
 /* ZeRO-2/3 after a micro-batch's backward: each parameter's whole gradient
  * reduce-scattered into this rank's shard. */

@@ -262,7 +262,7 @@ void optim_emit_scatter(Emit *e, Region r)
 int optim_sync_axis(const Plan *plan)
 {
     const Layout *lay = &plan->layout;
-    return lay->zero_axis >= 0 ? lay->zero_axis : lay->grad_axis >= 0 ? lay->grad_axis : lay->dim_axis[DIM_BATCH];
+    return lay->zero_axis >= 0 ? lay->zero_axis : lay->data_group;
 }
 
 /* Gradient sync: from the accumulation placement to the optimizer's, tensor

@@ -196,36 +196,22 @@ static Instr *routed_exchange(Emit *e, Val v, Val nv, int a, int dtype, int op)
     return x;
 }
 
-/* Moves value v to placement `to` axis by axis, each step one collective from
- * the table; returns the new value (fresh workspace buffers).  `why` names the
- * rule; op is the graph op that causes it. */
 static int arg_same(Arg x, Arg y)
 {
     return x.kind == y.kind && x.inst == y.inst && x.axis == y.axis && x.buf == y.buf && x.k == y.k && x.i == y.i;
 }
 
-
-/* Elements of the step's smaller side go through a fresh buffer when the
- * destination shares the source's buffer: a gather's source is copied out
- * first, a scatter or slice writes a fresh buffer copied into dst after. */
 /* The mesh axes (bit a) that move as one derived axis: every part of it
  * changes the same way, by a collective that a group of their ranks runs as
- * one (a sum, or a flat shard's scatter, gather or slice); the widest such
- * group wins. */
+ * one (a sum, or a flat shard's scatter, gather or slice); chosen[d - naxes]
+ * marks those derived axes.  The widest group wins: plan_derive_axes makes
+ * batch's own derived axis before the data group that contains it, so the
+ * later ones are tried first. */
 static unsigned fused_parts(const Lowerer *lw, const Val *v, const Placement *to, int *chosen)
 {
     const Mesh *m = &lw->plan->mesh;
     unsigned fused = 0;
-    /* the widest group first: the data group before batch's own derived axis */
-    int order[PARC_MAX_DERIVED], n = 0;
-    for (int d = m->naxes; d < m->naxes + m->nderived; d++) {
-        int at = n++;
-        while (at > 0 && __builtin_popcount(m->axes[order[at - 1]].parts) < __builtin_popcount(m->axes[d].parts))
-            order[at] = order[at - 1], at--;
-        order[at] = d;
-    }
-    for (int k = 0; k < n; k++) {
-        int d = order[k];
+    for (int d = m->naxes + m->nderived - 1; d >= m->naxes; d--) {
         unsigned parts = m->axes[d].parts;
         chosen[d - m->naxes] = 0;
         int first = -1, same = !(parts & fused);
@@ -265,6 +251,13 @@ static int reshard_steps(const Lowerer *lw, const Val *v, const Placement *to, i
     return n;
 }
 
+/* Moves value v to placement `to` step by step (reshard_steps: a mesh axis,
+ * or a derived axis whose parts move together), each step one collective
+ * from the table; returns the new value (fresh workspace buffers).  `why`
+ * names the rule; op is the graph op that causes it.  Elements of the step's
+ * smaller side go through a fresh buffer when the destination shares the
+ * source's buffer: a gather's source is copied out first, a scatter or slice
+ * writes a fresh buffer copied into dst after. */
 Val reshard_to(Emit *e, Val v, const Placement *to, int op, const char *why, int is_grad, const Arg *dst)
 {
     Lowerer *lw = e->lw;

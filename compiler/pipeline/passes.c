@@ -71,8 +71,8 @@ static void verify_front(const Compilation *c)
     {
         Plan again = *p; /* the derived axes are those plan_derive_axes gives */
         plan_derive_axes(&again);
-        if (again.mesh.nderived != m->nderived || again.layout.grad_axis != l->grad_axis)
-            PARC_BUG("plan: %d derived axes and data group %d, not plan_derive_axes's", m->nderived, l->grad_axis);
+        if (again.mesh.nderived != m->nderived || again.layout.data_group != l->data_group)
+            PARC_BUG("plan: %d derived axes and data group %d, not plan_derive_axes's", m->nderived, l->data_group);
     }
     if (l->zero_stage < 0 || l->zero_stage > 3 ||
         (l->zero_stage > 0 && (l->zero_axis < 0 || l->zero_axis >= m->naxes + m->nderived)))
@@ -326,7 +326,7 @@ void passes_explain_text(FILE *out, Arena *arena, const Compilation *c, int verb
     if (explain_wants_zero_group(&c->plan)) {
         Plan *p = arena_alloc(arena, sizeof *p);
         *p = c->plan;
-        p->layout.zero_axis = plan_data_group(p);
+        p->layout.zero_axis = p->layout.data_group;
         group = passes_variant(arena, c, p, "ZeRO over the data group");
     }
     explain_text(out, c->analysis, other, group, verbose);

@@ -462,7 +462,7 @@ static void explain_expert_parallel(FILE *out, const Program *prog)
 int explain_wants_zero_group(const Plan *plan)
 {
     const Layout *l = &plan->layout;
-    int group = plan_data_group(plan);
+    int group = plan->layout.data_group;
     return l->zero_stage > 0 && l->zero_axis >= 0 && group >= plan->mesh.naxes && l->zero_axis != group;
 }
 
@@ -473,7 +473,7 @@ static void explain_zero_group(FILE *out, const Analysis *an, const Analysis *gr
     const Plan *plan = an->prog->plan;
     const Layout *l = &plan->layout;
     if (!group) return;
-    int g = plan_data_group(plan);
+    int g = plan->layout.data_group;
     char now[64], then[64], names[160] = "";
     size_t used = 0;
     for (int a = 0; a < plan->mesh.naxes && used < sizeof names; a++)

@@ -75,7 +75,7 @@ static void explain_comm(FILE *out, const Analysis *an)
     }
     const StageCost *slow = &an->stages[an->slow_stage];
     const Program *prog = an->prog;
-    if (plan_axis_size(prog->plan, prog->plan->layout.grad_axis) <= 1) { /* no gradient sync */
+    if (plan_axis_size(prog->plan, prog->plan->layout.data_group) <= 1) { /* no gradient sync */
         fprintf(out, "\n  communication: %.4g s exposed, %.4g s hidden (no data axis, so no gradient sync; %s)\n",
                 an->phase_s[APHASE_COMM], an->comm_hidden_s,
                 an->tp_comm_hidden_s > 0 || ring(an) ? others(an) : "every collective finishes before the next op");

@@ -23,11 +23,8 @@ int advise_variant_valid(const Plan *p)
 {
     const Layout *l = &p->layout;
     const Train *t = &p->train;
-    int batch_axis = l->dim_axis[DIM_BATCH];
     if (l->zero_stage < 0 || l->zero_stage > 3) return 0;
-    if (l->zero_stage > 0 && (l->zero_axis < 0 || (l->zero_axis != batch_axis && l->zero_axis != l->dim_axis[DIM_SEQ] &&
-                                                   (l->zero_axis < p->mesh.naxes || l->zero_axis != plan_data_group(p)))))
-        return 0; /* ZeRO over the data axis, the context axis or both (check_cross.c) */
+    if (l->zero_stage > 0 && !plan_zero_axis_ok(p, l->zero_axis)) return 0;
     if (l->recompute < RECOMPUTE_NONE || l->recompute > RECOMPUTE_FULL) return 0;
     int64_t dp = plan_dp(p);
     if (t->micro_batch < 1 || dp < 1 || t->batch % (t->micro_batch * dp) != 0) return 0;
@@ -53,7 +50,7 @@ static void apply_change(Plan *p, const Change *c)
     switch (c->kind) {
     case CHANGE_ZERO:
         p->layout.zero_stage = c->arg;
-        p->layout.zero_axis = plan_data_group(p); /* the data axis, with a context axis the data group */
+        p->layout.zero_axis = p->layout.data_group; /* the data axis, with a context axis the data group */
         break;
     case CHANGE_RECOMPUTE: p->layout.recompute = (RecomputeKind)c->arg; break;
     case CHANGE_HALVE_MICRO:
@@ -67,7 +64,7 @@ static void apply_change(Plan *p, const Change *c)
 static int list_changes(Arena *arena, const Plan *plan, Change *out, int max)
 {
     /* ZeRO over the data group, named as the plan would write it (`zero 1 over dp cp`) */
-    int n = 0, group = plan_data_group(plan);
+    int n = 0, group = plan->layout.data_group;
     if (plan_axis_size(plan, group) > 1)
         for (int z = plan->layout.zero_stage + 1; z <= 3 && n < max; z++) {
             const char *what = arena_printf(arena, "zero %d over", z);

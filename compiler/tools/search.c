@@ -131,7 +131,7 @@ static void apply_layout(const Plan *base, const Layout1 *l, Plan *p)
     /* ZeRO over the data group: beside a context axis, its ranks and dp's
      * together (Megatron-LM's distributed optimizer over dp x cp) */
     plan_derive_axes(p);
-    if (l->zero > 0 && axis[1] >= 0) ly->zero_stage = l->zero, ly->zero_axis = plan_data_group(p);
+    if (l->zero > 0 && axis[1] >= 0) ly->zero_stage = l->zero, ly->zero_axis = p->layout.data_group;
     if (l->ep && axis[1] >= 0) ly->dim_axis[DIM_EXPERTS] = axis[2] >= 0 ? axis[2] : axis[1];
     /* `capacity` sizes expert parallelism's buffers: a layout with the
      * experts whole has none to size */
@@ -419,7 +419,7 @@ static int own_layout(const Plan *p, Layout1 *l)
     if (l->pp == 1) l->virt = 1;
     int axes = (l->tp > 1) + (l->pp > 1) + (layout_cp(l) > 1) + (l->ep > 1 && l->ep < l->dp) +
                (l->dp > 1 || (l->tp == 1 && l->pp == 1 && layout_cp(l) == 1));
-    return p->mesh.naxes == axes && (ly->zero_stage == 0 || ly->zero_axis == plan_data_group(p)) && !ly->uneven &&
+    return p->mesh.naxes == axes && (ly->zero_stage == 0 || ly->zero_axis == p->layout.data_group) && !ly->uneven &&
            (ly->sp_axis < 0 || ly->sp_axis == tp_axis) && (layout_cp(l) == 1 || ly->dim_axis[DIM_SEQ] != tp_axis) &&
            (!l->bal || search_cp_can_balance(p, l->cp));
 }

@@ -117,12 +117,9 @@ static void verify_plan(const Plan *p, const char *what)
     /* ZeRO shards over the data axis, the context axis, the data group
      * (their derived axis) or, with batch over several axes, some of them:
      * inside the data group always */
-    if (l->zero_stage > 0) {
-        int za = l->zero_axis;
-        EXPECT(za >= 0 && za < p->mesh.naxes + p->mesh.nderived && l->grad_axis >= 0 &&
-                   !(plan_axis_parts(p, za) & ~plan_axis_parts(p, l->grad_axis)),
-               "%s: ZeRO over axis %d, the data group %d", what, za, l->grad_axis);
-    }
+    if (l->zero_stage > 0)
+        EXPECT(plan_zero_axis_ok(p, l->zero_axis), "%s: ZeRO over axis %d, the data group %d", what, l->zero_axis,
+               l->data_group);
     if (m->tied_head) EXPECT(m->has_embed && m->has_head, "%s", what);
     if (m->positions == POS_ROPE) {
         EXPECT(m->has_embed && m->block.kind == BLOCK_TRANSFORMER && m->head_dim % 2 == 0 && m->rope.theta > 1,
