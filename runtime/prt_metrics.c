@@ -64,6 +64,14 @@ static void write_record(prt *rt, int64_t step, double loss, double tokens_per_s
     if (rt->moe_layers > 0) {  /* every rank's counts, summed at the step's end */
         bad |= fprintf(f, ", \"expert_tokens\": [") < 0;
         for (int64_t l = 0; l < rt->moe_layers; l++) {
+            /* a mixture's row counts every token topk times: a row of zeros
+             * is a layer with a dense MLP (`every N`) */
+            int64_t routed = 0;
+            for (int64_t e = 0; e < rt->moe_experts; e++) routed += rt->moe_tokens[l * rt->moe_experts + e];
+            if (routed == 0) {
+                bad |= fprintf(f, "%snull", l ? ", " : "") < 0;
+                continue;
+            }
             bad |= fprintf(f, "%s[", l ? ", " : "") < 0;
             for (int64_t e = 0; e < rt->moe_experts; e++)
                 bad |= fprintf(f, "%s%lld", e ? ", " : "", (long long)rt->moe_tokens[l * rt->moe_experts + e]) < 0;

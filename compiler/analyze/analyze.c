@@ -392,7 +392,8 @@ static double model_matmul_params(const Graph *g)
             for (int k = 0; k < op->nparam; k++)
                 if (op->param[k] == t) matmul = 1;
         }
-        double per_layer = tt->region == REGION_BLOCK ? (double)g->plan->model.layers : 1.0;
+        double per_layer =
+            tt->region == REGION_BLOCK ? (double)(g->plan->model.layers / plan_block_layers(g->plan)) : 1.0;
         if (matmul) n += (double)expand_tensor_numel(tt) * per_layer;
     }
     return n - (double)(g->params_total - g->params_active);

@@ -67,12 +67,14 @@ void balance_plan(Arena *arena, Plan *plan, const Analysis *an)
         if (sp->has_head) l->balance_head_s = seq_seconds(prog, sp, SEQ_HEAD_FWD) + seq_seconds(prog, sp, SEQ_HEAD_BWD);
         n[s] = 1;
     }
-    l->balance_layer_s = layer;
+    /* the program's unit is a block of N layers (`every N`): whole blocks move */
+    int64_t N = plan_block_layers(plan);
+    l->balance_layer_s = layer / (double)N;
     l->balance_even_busy_s = l->balance_busy_s = even_busy;
     l->balanced = 1;
 
     /* one layer at a time to the stage it delays least (the lower stage on a tie) */
-    int64_t left = plan->model.layers - S;
+    int64_t left = plan->model.layers / N - S;
     for (; left > 0; left--) {
         int best = 0;
         double best_t = stage_busy(micro, own[0], layer, n[0] + 1);
@@ -88,12 +90,12 @@ void balance_plan(Arena *arena, Plan *plan, const Analysis *an)
         if (b > busy) busy = b;
     }
     if (!(busy < even_busy * (1.0 - 1e-9))) return; /* no better than even: keep it */
-    int at = 0;
+    int64_t at = 0;
     for (int s = 0; s < S; s++) {
-        l->chunk_first[s] = at;
-        l->chunk_layers[s] = n[s];
+        l->chunk_first[s] = (int)(at * N);
+        l->chunk_layers[s] = (int)(n[s] * N);
         at += n[s];
     }
-    PARC_ASSERT(at == plan->model.layers);
+    PARC_ASSERT(at * N == plan->model.layers);
     l->balance_busy_s = busy;
 }

@@ -135,9 +135,11 @@ LLVMValueRef codegen_emit_plan_desc(Gen *g);
 LLVMValueRef codegen_emit_buffer_table(Gen *g, const StageProgram *sp);
 LLVMValueRef codegen_emit_schedule_table(Gen *g, const StageProgram *sp);
 LLVMValueRef codegen_emit_ledger(Gen *g, const StageProgram *sp);
-/* @stageS.layer_of: the global layer of each per-layer instance of stage sp
- * (chunk by chunk), what a buffer's layer_of points at (prt_buffer_desc). */
-LLVMValueRef codegen_stage_layer_of(Gen *g, const StageProgram *sp);
+/* @stageS.layer_of[.SUB]: the global layer of each per-layer instance of
+ * stage sp (chunk by chunk) for the parameters of layer SUB in the block
+ * (block * plan_block_layers + SUB), what a buffer's layer_of points at
+ * (prt_buffer_desc). */
+LLVMValueRef codegen_stage_layer_of(Gen *g, const StageProgram *sp, int sub);
 /* @stageS.chunks: i64[3 * chunks]: for each chunk its first per-layer
  * instance (the layers of the chunks before it), its layer count, then its
  * first global layer; for stages whose chunks differ (codegen_seq.c). */

@@ -147,7 +147,8 @@ static LLVMValueRef arg_value(Gen *g, const StageProgram *sp, const Instr *in, i
     }
     case ARG_LAYER:
         have = 'i';
-        v = add(g, chunk_figure(g, sp, CHUNK_FIRST, p->chunk), p->l, "layer");
+        v = add(g, chunk_figure(g, sp, CHUNK_FIRST, p->chunk), p->l, "block");
+        v = add(g, mul(g, v, c64(g, plan_block_layers(pr->plan)), ""), c64(g, a->k), "layer");
         break;
     case ARG_TAG: {
         have = 'i';

@@ -156,14 +156,16 @@ static LLVMValueRef i64_table(Gen *g, const char *name, const int64_t *v, int n)
     return gv;
 }
 
-LLVMValueRef codegen_stage_layer_of(Gen *g, const StageProgram *sp) {
+LLVMValueRef codegen_stage_layer_of(Gen *g, const StageProgram *sp, int sub) {
     char name[64];
-    snprintf(name, sizeof name, "stage%d.layer_of", sp->stage);
+    int64_t N = plan_block_layers(g->program->plan);
+    if (sub == 0) snprintf(name, sizeof name, "stage%d.layer_of", sp->stage);
+    else snprintf(name, sizeof name, "stage%d.layer_of.%d", sp->stage, sub);
     int64_t *v = calloc((size_t)sp->layers + 1, sizeof *v);
     PARC_ASSERT(v);
     int n = 0;
     for (int c = 0; c < sp->chunks; c++)
-        for (int l = 0; l < sp->chunk_layers[c]; l++) v[n++] = sp->chunk_first_layer[c] + l;
+        for (int l = 0; l < sp->chunk_layers[c]; l++) v[n++] = (sp->chunk_first_layer[c] + l) * N + sub;
     PARC_ASSERT(n == sp->layers);
     LLVMValueRef gv = i64_table(g, name, v, n);
     free(v);
@@ -269,7 +271,7 @@ LLVMValueRef codegen_emit_buffer_table(Gen *g, const StageProgram *sp) {
             dims, splits,
             c64(g, bf->zero_axis), c64(g, bf->copy_of),
             LLVMConstReal(g->t_f64, bf->init_std),
-            bf->layer_table ? LLVMConstBitCast(codegen_stage_layer_of(g, sp), g->t_ptr) : LLVMConstNull(g->t_ptr),
+            bf->layer_table ? LLVMConstBitCast(codegen_stage_layer_of(g, sp, bf->sub), g->t_ptr) : LLVMConstNull(g->t_ptr),
             c64(g, bf->layer_table ? sp->layers : 0),
             c64(g, bf->zero_whole),
         };

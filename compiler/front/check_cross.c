@@ -762,6 +762,50 @@ static const char *thousands(Check *c, int64_t n)
     return s;
 }
 
+/* `every N`: N divides the layers, and each model chunk holds whole groups
+ * of N layers (the lowered program repeats a group as its block). */
+static void check_moe_every(Check *c)
+{
+    Plan *p = c->plan;
+    const MoeSpec *moe = &p->model.block.moe;
+    const Layout *l = &p->layout;
+    int64_t N = moe->every, L = p->model.layers;
+    if (N <= 1 || c->have_model_key[MD_LAYERS] != 1 || L < 1) return;
+    if (N > L || L % N != 0) {
+        const char *works = "";
+        for (int64_t v = 2; v <= L && v <= 8; v++)
+            if (L % v == 0) works = arena_printf(c->arena, "%s%s%" PRId64, works, *works ? ", " : "", v);
+        diag_error(moe->every_loc,
+                   *works ? arena_printf(c->arena, "every %s would divide them", works)
+                          : "leave `every` out: the mixture is then in every layer",
+                   "`every %" PRId64 "` does not divide the model's %" PRId64 " layers", N, L);
+        return;
+    }
+    int nchunks = l->stages * l->virtual_stages;
+    if (l->balance == BALANCE_AUTO && L / N >= nchunks) {
+        /* the even split balance.c starts from, in whole groups */
+        Layout *lw = &p->layout;
+        check_fill_even_stages(lw, L / N);
+        for (int v = 0; v < nchunks; v++) lw->chunk_first[v] *= (int)N, lw->chunk_layers[v] *= (int)N;
+        return;
+    }
+    for (int v = 0; v < nchunks; v++) {
+        if (l->chunk_layers[v] < 1 || (l->chunk_first[v] % N == 0 && l->chunk_layers[v] % N == 0)) continue;
+        int64_t groups = L / N;
+        diag_error(moe->every_loc,
+                   groups >= nchunks
+                       ? arena_printf(c->arena,
+                                      "give each stage a multiple of %" PRId64 " layers (`stage N { layers A..B; }` with "
+                                      "A a multiple of %" PRId64 "), or let `balance auto;` place whole groups",
+                                      N, N)
+                       : arena_printf(c->arena, "use at most %" PRId64 " pipeline chunks, or a smaller `every`", groups),
+                   "%s holds layers %d..%d, and with `every %" PRId64 "` a stage holds whole groups of %" PRId64
+                   " layers (each group's last layer is the mixture of experts)",
+                   chunk_name(c, v), l->chunk_first[v], l->chunk_first[v] + l->chunk_layers[v] - 1, N, N);
+        return;
+    }
+}
+
 void check_moe_plan(Check *c)
 {
     Plan *p = c->plan;
@@ -774,6 +818,7 @@ void check_moe_plan(Check *c)
     }
     if (moe->expert_ffn == 0) moe->expert_ffn = p->model.ffn;
     if (moe->shared && moe->shared_ffn == 0) moe->shared_ffn = moe->shared * moe->expert_ffn;
+    check_moe_every(c);
     if (c->dim_rule[DIM_BATCH] && p->layout.dim_axis[DIM_BATCH] < 0) return; /* its rule's error said it */
     /* The data axis (experts replicated on it, their gradients all-reduced
      * like any weight's, or split over it: expert parallelism), a tensor

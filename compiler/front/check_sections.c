@@ -240,20 +240,20 @@ static void check_moe_positive(Check *c, const Stmt *named, const Value *v, int6
 }
 
 /* `mlp moe [ACT] experts E top K [expert_ffn N] [router softmax|sigmoid]
- * [aux_loss C] [z_loss C] [shared S] [shared_ffn N] [imbalance F] [capacity F];`: fills b->moe (and
+ * [aux_loss C] [z_loss C] [shared S] [shared_ffn N] [imbalance F] [capacity F] [every N];`: fills b->moe (and
  * b->mlp when ACT is given).  expert_ffn stays 0 when not given, and so does
  * shared_ffn: check_moe_plan takes the model's ffn and S x expert_ffn. */
 static void check_moe(Check *c, const Stmt *s, BlockSpec *b)
 {
-    static const char *const options[] = {"experts", "top",    "expert_ffn", "router",    "aux_loss",
-                                          "z_loss",  "shared", "shared_ffn", "imbalance", "capacity"};
+    static const char *const options[] = {"experts", "top",        "expert_ffn", "router",   "aux_loss", "z_loss",
+                                          "shared",  "shared_ffn", "imbalance",  "capacity", "every"};
     enum {
         MO_EXPERTS, MO_TOP, MO_FFN, MO_ROUTER, MO_AUX, MO_Z, MO_SHARED, MO_SHARED_FFN, MO_IMBALANCE, MO_CAPACITY,
-        MO_COUNT
+        MO_EVERY, MO_COUNT
     };
     const char *usage = "mlp moe experts 8 top 2;";
     MoeSpec *m = &b->moe;
-    *m = (MoeSpec){.router = ROUTER_SOFTMAX, .aux_coef = 0.01, .imbalance = 1.0, .loc = check_stmt_span(s)};
+    *m = (MoeSpec){.router = ROUTER_SOFTMAX, .aux_coef = 0.01, .imbalance = 1.0, .every = 1, .loc = check_stmt_span(s)};
     const Value *seen[MO_COUNT] = {0};
     int i = 1, act;
     if (i < s->nvalues && s->values[i].kind == VAL_WORD &&
@@ -317,6 +317,13 @@ static void check_moe(Check *c, const Stmt *s, BlockSpec *b)
                                  "the rows an expert-parallel rank's buffers hold over the balanced share, such as "
                                  "`capacity 1.5`",
                                  &m->capacity);
+            break;
+        case MO_EVERY:
+            /* the lowered block holds `every` layers: a bound keeps it a block */
+            check_moe_positive(c, &named, val, 64,
+                               "`every 2` makes every second layer a mixture of experts; leave it out for every layer",
+                               &m->every);
+            m->every_loc = val->loc;
             break;
         case MO_SHARED_FFN:
             check_moe_positive(c, &named, val, INT64_C(1) << 40,

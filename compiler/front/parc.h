@@ -332,6 +332,10 @@ typedef struct MoeSpec {
                            * over the balanced share, >= 1 (default 1) */
     double capacity;      /* expert parallelism's buffers hold this many times the balanced share of
                            * rows, >= 1; 0: the dropless bound */
+    int64_t every;        /* `every N`: layer l has the mixture iff (l + 1) % N == 0, the others a dense
+                           * MLP of the model's ffn (Switch, Qwen2-MoE's decoder_sparse_step, Llama 4's
+                           * interleave step); 1: every layer.  N divides layers. */
+    SrcLoc every_loc;     /* its value, when given */
     SrcLoc loc;           /* the `mlp moe ...` statement */
 } MoeSpec;
 
@@ -602,6 +606,15 @@ int check_plan_buffer(Arena *arena, const char *name, const char *data, size_t s
  * passes through: a mixture of experts counts its router, topk of its
  * routed experts and its shared experts. */
 int64_t plan_parameter_counts(const Plan *plan, int64_t *active);
+/* Layers in one repetition of the block: `mlp moe ... every N` repeats N
+ * layers (N - 1 dense, then the mixture), else 1.  The lowered program's
+ * per-layer unit ("block") is that group; the plan's stages hold whole
+ * groups, and global layer = block * N + the layer's place in it. */
+static inline int64_t plan_block_layers(const Plan *plan)
+{
+    const MoeSpec *m = &plan->model.block.moe;
+    return m->experts && m->every > 1 ? m->every : 1;
+}
 
 /* Dumps the resolved plan in a stable text form (`parc lower --emit=front`). */
 void plan_dump(const Plan *plan, FILE *out);

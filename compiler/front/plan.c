@@ -347,8 +347,13 @@ int64_t plan_parameter_counts(const Plan *plan, int64_t *active)
     if (m->has_embed) ends += V * H + (m->positions == POS_LEARNED ? m->seq * H : 0);
     ends += plan_norm_params(m->final_norm, b->bias, H);
     if (m->has_head && !(m->tied_head && m->has_embed)) ends += H * V;
-    *active = ends + m->layers * (layer_rest + mlp_active);
-    return ends + m->layers * (layer_rest + layer);
+    /* `every N`: layers / N mixtures, the rest dense MLPs of ffn units */
+    int64_t N = plan_block_layers(plan), moe_layers = m->layers / N, dense_layers = m->layers - moe_layers;
+    Model dense_model = *m;
+    dense_model.block.moe.experts = 0;
+    int64_t dense_active, dense = plan_mlp_params(&dense_model, &dense_active);
+    *active = ends + m->layers * layer_rest + moe_layers * mlp_active + dense_layers * dense;
+    return ends + m->layers * layer_rest + moe_layers * layer + dense_layers * dense;
 }
 
 const char *plan_model_json(Arena *arena, const Plan *plan)
@@ -368,10 +373,11 @@ const char *plan_model_json(Arena *arena, const Plan *plan)
     const char *moe = e->experts ? arena_printf(arena,
                                                 ", \"moe\": {\"experts\": %lld, \"topk\": %lld, \"expert_ffn\": %lld, "
                                                 "\"router\": \"%s\", \"aux_loss\": %.17g, \"z_loss\": %.17g, "
-                                                "\"shared\": %lld, \"shared_ffn\": %lld}",
+                                                "\"shared\": %lld, \"shared_ffn\": %lld, \"every\": %lld}",
                                                 (long long)e->experts, (long long)e->topk, (long long)e->expert_ffn,
                                                 e->router == ROUTER_SIGMOID ? "sigmoid" : "softmax", e->aux_coef,
-                                                e->z_coef, (long long)e->shared, (long long)e->shared_ffn)
+                                                e->z_coef, (long long)e->shared, (long long)e->shared_ffn,
+                                                (long long)e->every)
                                  : "";
     return arena_printf(arena,
                         "{\"vocab\": %lld, \"seq\": %lld, \"positions\": \"%s\"%s, \"norm\": \"%s\", \"norm_eps\": %.17g, "
@@ -429,6 +435,7 @@ void plan_dump(const Plan *plan, FILE *out)
         if (moe->shared) fprintf(out, " shared %" PRId64 " shared_ffn %" PRId64, moe->shared, moe->shared_ffn);
         if (moe->imbalance != 1.0) fprintf(out, " imbalance %s", plan_num(n1, moe->imbalance));
         if (moe->capacity > 0) fprintf(out, " capacity %s", plan_num(n1, moe->capacity));
+        if (moe->every > 1) fprintf(out, " every %" PRId64, moe->every);
         fprintf(out, "\n");
         fprintf(out, "  parameters %" PRId64 " active %" PRId64 "\n", total, active);
     }

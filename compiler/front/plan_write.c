@@ -169,6 +169,10 @@ static void write_model(const Plan *p, FILE *out)
             size_t used = strlen(mlp);
             snprintf(mlp + used, sizeof mlp - used, " capacity %s", NUM(e->capacity));
         }
+        if (e->every > 1) {
+            size_t used = strlen(mlp);
+            snprintf(mlp + used, sizeof mlp - used, " every %" PRId64, e->every);
+        }
     }
     if (b->kind == BLOCK_TRANSFORMER)
         fprintf(out, "  repeat layers { block transformer { norm %s%s; mlp %s; attention %s%s; bias %s;%s } }\n",

@@ -24,6 +24,8 @@ typedef struct Expander {
     const Plan *plan;
     Graph *g;
     int errors;
+    int sub;             /* the block's layer being expanded (plan_block_layers > 1) */
+    const char *prefix;  /* "l<sub>." then, else "" */
 } Expander;
 
 int64_t expand_tensor_numel(const Tensor *t)
@@ -112,7 +114,9 @@ static int tensor_new(Expander *ex, Region region, TensorKind kind, const char *
     t.id = g->ntensors;
     t.region = region;
     t.kind = kind;
-    t.name = arena_strdup(ex->arena, name);
+    t.name = arena_printf(ex->arena, "%s%s", region == REGION_BLOCK ? ex->prefix : "", name);
+    t.base_name = t.name + (region == REGION_BLOCK ? strlen(ex->prefix) : 0);
+    t.sub = region == REGION_BLOCK ? ex->sub : 0;
     t.ndim = ndim;
     if (ndim > 0) {
         memcpy(t.dims, dims, sizeof(Dim) * (size_t)ndim);
@@ -154,7 +158,8 @@ static int op_new(Expander *ex, OpKind kind, Region region, const char *name, Sr
     op.id = g->nops;
     op.kind = kind;
     op.region = region;
-    op.name = arena_strdup(ex->arena, name);
+    op.name = arena_printf(ex->arena, "%s%s", region == REGION_BLOCK ? ex->prefix : "", name);
+    op.sub = region == REGION_BLOCK ? ex->sub : 0;
     op.loc = loc;
     op.nin = nin;
     for (int i = 0; i < nin; i++) op.in[i] = in[i];
@@ -401,18 +406,17 @@ static void expand_embed(Expander *ex, int *wte_out)
     g->embed_out = e;
 }
 
-static void expand_block(Expander *ex)
+/* One layer of the block: the stream x in, the stream out; `moe`: its MLP
+ * is the mixture of experts, else dense. */
+static int expand_layer(Expander *ex, int x, int moe)
 {
     const Model *m = &ex->plan->model;
     const BlockSpec *bs = &m->block;
-    Graph *g = ex->g;
     int64_t B = ex->plan->train.micro_batch * plan_dp(ex->plan), S = m->seq, H = m->hidden;
     int64_t F = m->ffn, NH = m->heads, HD = m->head_dim;
     SrcLoc loc = bs->loc;
     Region r = REGION_BLOCK;
     double std = 0.02, std_out = 0.02 / sqrt(2.0 * (double)(m->layers > 0 ? m->layers : 1));
-    int x = act(ex, r, "x", loc, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_HIDDEN), SIZES(B, S, H));
-    g->block_in = x;
     int resid = x;
     if (bs->kind == BLOCK_TRANSFORMER) {
         int h = bs->norm != NORM_NONE ? norm_op(ex, r, bs->norm, bs->bias, "ln1", loc, x, B, S, H) : x;
@@ -448,14 +452,36 @@ static void expand_block(Expander *ex)
     int h = resid;
     if (bs->norm != NORM_NONE)
         h = norm_op(ex, r, bs->norm, bs->bias, bs->kind == BLOCK_TRANSFORMER ? "ln2" : "ln", loc, resid, B, S, H);
-    int down = bs->moe.experts ? expand_moe(ex, r, h, B, S, H, std, std_out)
-                               : expand_dense_mlp(ex, r, "mlp", loc, h, B, S, H, F, bs->bias, std, std_out);
+    int down = moe ? expand_moe(ex, r, h, B, S, H, std, std_out)
+                   : expand_dense_mlp(ex, r, "mlp", loc, h, B, S, H, F, bs->bias, std, std_out);
     down = dropout(ex, r, "mlp.drop", loc, down);
     int out = (bs->kind == BLOCK_TRANSFORMER || bs->residual)
                   ? add(ex, r, "mlp.resid", loc, resid, down)
                   : unary(ex, OP_COPY, r, "block.stream", loc, down, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_HIDDEN),
                           SIZES(B, S, H));
-    g->block_out = out;
+    return out;
+}
+
+/* The repeated block: plan_block_layers layers, each but the last with a
+ * dense MLP when the mixture of experts is in every Nth layer only. */
+static void expand_block(Expander *ex)
+{
+    const Model *m = &ex->plan->model;
+    Graph *g = ex->g;
+    int64_t B = ex->plan->train.micro_batch * plan_dp(ex->plan), S = m->seq, H = m->hidden;
+    int64_t N = plan_block_layers(ex->plan);
+    ex->sub = 0;
+    ex->prefix = "";
+    int x = act(ex, REGION_BLOCK, "x", m->block.loc, 3, DIMS(DIM_BATCH, DIM_SEQ, DIM_HIDDEN), SIZES(B, S, H));
+    g->block_in = x;
+    for (int64_t j = 0; j < N; j++) {
+        ex->sub = (int)j;
+        ex->prefix = N > 1 ? arena_printf(ex->arena, "l%d.", (int)j) : "";
+        x = expand_layer(ex, x, m->block.moe.experts && j == N - 1);
+    }
+    ex->sub = 0;
+    ex->prefix = "";
+    g->block_out = x;
 }
 
 static void expand_head(Expander *ex, int wte)
@@ -607,7 +633,7 @@ void expand_verify(const Graph *g)
 
 Graph *expand_model(Arena *arena, const Plan *plan)
 {
-    Expander ex = {arena, plan, arena_alloc(arena, sizeof(Graph)), 0};
+    Expander ex = {arena, plan, arena_alloc(arena, sizeof(Graph)), 0, 0, ""};
     Graph *g = ex.g;
     g->plan = plan;
     g->tokens = g->targets = g->embed_out = g->head_in = g->loss = g->grad_sumsq = g->moe_counts = -1;
@@ -634,7 +660,7 @@ Graph *expand_model(Arena *arena, const Plan *plan)
         const Tensor *t = &g->tensors[i];
         if (t->kind != TENSOR_PARAM) continue;
         int64_t n = expand_tensor_numel(t);
-        g->params_total += t->region == REGION_BLOCK ? n * plan->model.layers : n;
+        g->params_total += t->region == REGION_BLOCK ? n * (plan->model.layers / plan_block_layers(plan)) : n;
     }
     int64_t counted = plan_parameter_counts(plan, &g->params_active);
     if (!ex.errors && counted != g->params_total)

@@ -129,7 +129,9 @@ typedef struct Tensor {
     int id;
     Region region;
     TensorKind kind;
-    const char *name;                 /* "mlp.up.w", "h2" */
+    const char *name;                 /* "mlp.up.w", "h2"; "l1.mlp.up.w" in layer 1 of a block of several */
+    const char *base_name;            /* the name without that prefix: a parameter's name in every layer */
+    int sub;                          /* REGION_BLOCK: its layer in the block (plan_block_layers), else 0 */
     int ndim;
     Dim dims[IR_MAX_TDIMS];
     int64_t sizes[IR_MAX_TDIMS];      /* global sizes */
@@ -179,7 +181,8 @@ typedef struct Op {
     int id;
     OpKind kind;
     Region region;
-    const char *name;     /* "mlp.up" */
+    const char *name;     /* "mlp.up"; "l1.mlp.up" in layer 1 of a block of several */
+    int sub;              /* REGION_BLOCK: its layer in the block, else 0 */
     int nin, in[3];       /* activation inputs (tensor ids) */
     int nparam, param[2]; /* parameters (tensor ids) */
     int out;              /* output tensor */
@@ -283,9 +286,9 @@ typedef enum {
     ARG_COUNTED,     /* 1.0 on ranks at coordinate 0 of every axis in the bit mask i, else 0.0:
                         a value replicated over those axes is counted once */
     ARG_CLIP_SCALE,  /* the step's gradient clipping factor (prt_clip_scale) */
-    ARG_LAYER        /* the global layer of a block sequence's (chunk, l):
-                        chunk_first_layer[chunk] + l; outside block sequences the
-                        chunk's first layer */
+    ARG_LAYER        /* the global layer of a block sequence's (chunk, l) and the op's layer k
+                        in the block: (chunk_first_layer[chunk] + l) * plan_block_layers + k;
+                        outside block sequences the chunk's first layer */
 } ArgKind;
 
 typedef struct Arg {
@@ -509,6 +512,8 @@ typedef struct Buffer {
     double init_std;
     int layer_table;      /* instances are the stage's layers chunk by chunk: layer_of is the stage's table
                              (prt_buffer_desc; codegen_stage_layer_of) */
+    int sub;              /* a block parameter's layer in the block: instance i is global layer
+                             block(i) * plan_block_layers + sub (the table's entries) */
     int order;            /* the stage's buffer order: what created it (lower.c, BufOrder) */
 } Buffer;
 
@@ -534,7 +539,12 @@ static inline int dtype_is_16(int dtype) { return dtype == PRT_BF16 || dtype == 
  * read and extend them.  Opaque outside lowering. */
 typedef struct StageBindings StageBindings;
 
-typedef struct StageProgram {
+typedef struct StageProgram StageProgram;
+/* The global layers first..last of chunk c of stage sp: its blocks' layers
+ * (the program counts blocks of plan_block_layers layers). */
+static inline void program_chunk_span(const Plan *plan, const StageProgram *sp, int c, int64_t *first, int64_t *last);
+
+struct StageProgram {
     int stage;                 /* coordinate on the pipeline axis */
     StageBindings *bindings;   /* lowering's state of this stage (above); not read after `lower` */
     int chunks;                /* virtual stages held */
@@ -574,7 +584,14 @@ typedef struct StageProgram {
      * backend copies each message to the host first): booked to PRT_COMM in
      * the built program's ledger, not in ledger[] (no GPU memory) */
     int64_t host_staging;
-} StageProgram;
+};
+
+static inline void program_chunk_span(const Plan *plan, const StageProgram *sp, int c, int64_t *first, int64_t *last)
+{
+    int64_t N = plan_block_layers(plan);
+    *first = (int64_t)sp->chunk_first_layer[c] * N;
+    *last = *first + (int64_t)sp->chunk_layers[c] * N - 1;
+}
 
 /* The placement pass's result (place.c; lower.h defines it): for every op
  * and mesh axis, the placement each input and parameter must have, the one

@@ -84,10 +84,14 @@ static int stage_chunks(const Plan *plan, StageProgram *sp, int s)
     PARC_ASSERT(v <= (int)(sizeof sp->chunk_layers / sizeof sp->chunk_layers[0]));
     sp->chunks = v;
     sp->layers = sp->max_chunk_layers = 0;
+    /* the program's unit is the block of plan_block_layers layers (the front
+     * gives each chunk whole blocks) */
+    int64_t N = plan_block_layers(plan);
     for (int c = 0; c < v; c++) {
         int k = plan_chunk(lay, s, c);
-        sp->chunk_first_layer[c] = lay->chunk_first[k];
-        sp->chunk_layers[c] = lay->chunk_layers[k];
+        PARC_ASSERT(lay->chunk_first[k] % N == 0 && lay->chunk_layers[k] % N == 0);
+        sp->chunk_first_layer[c] = (int)(lay->chunk_first[k] / N);
+        sp->chunk_layers[c] = (int)(lay->chunk_layers[k] / N);
         sp->layers += sp->chunk_layers[c];
         if (sp->chunk_layers[c] > sp->max_chunk_layers) sp->max_chunk_layers = sp->chunk_layers[c];
     }

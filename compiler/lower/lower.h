@@ -229,6 +229,12 @@ static inline Arg arg_kind(ArgKind kind)
     Arg a = {(uint8_t)kind, 0, -1, -1, 0, 0, 0};
     return a;
 }
+/* The global layer of an op's call: its layer `sub` in the block (Op.sub). */
+static inline Arg arg_layer(int sub)
+{
+    Arg a = {ARG_LAYER, 0, -1, -1, sub, 0, 0};
+    return a;
+}
 static inline Arg arg_ref(BufRef r)
 {
     PARC_ASSERT(r.buf >= 0);

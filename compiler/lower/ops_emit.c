@@ -322,7 +322,7 @@ int ops_emit_attention_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape
         return ENTRY(e, RT_prt_attention_dropout_fwd, a->out, probs_arg(e->lw, op, s), a->in[0].arg,
                      arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[4]),
                      arg_int(s->d[3]), arg_int(m->block.causal), arg_kind(ARG_FIRST_SAMPLE), arg_coord(s->axis, s->d[2]),
-                     arg_int(m->heads), arg_kind(ARG_STEP), arg_kind(ARG_LAYER), arg_f64(m->block.dropout));
+                     arg_int(m->heads), arg_kind(ARG_STEP), arg_layer(op->sub), arg_f64(m->block.dropout));
     return ENTRY(e, RT_prt_attention_fwd, a->out, probs_arg(e->lw, op, s), a->in[0].arg, arg_int(s->d[0]),
                  arg_int(s->d[5]), arg_int(s->d[2]), arg_int(s->d[4]), arg_int(s->d[3]), arg_int(m->block.causal),
                  arg_int(s->d[1]), arg_coord(s->seq_axis, s->d[1]));
@@ -337,7 +337,7 @@ int ops_emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape
         return ENTRY(e, RT_prt_attention_dropout_bwd, a->din[0].arg, a->dout, a->in[0].arg, probs_arg(e->lw, op, s),
                      arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[4]),
                      arg_int(s->d[3]), arg_int(m->block.causal), arg_kind(ARG_FIRST_SAMPLE), arg_coord(s->axis, s->d[2]),
-                     arg_int(m->heads), arg_kind(ARG_STEP), arg_kind(ARG_LAYER), arg_f64(m->block.dropout));
+                     arg_int(m->heads), arg_kind(ARG_STEP), arg_layer(op->sub), arg_f64(m->block.dropout));
     return ENTRY(e, RT_prt_attention_bwd, a->din[0].arg, a->dout, a->in[0].arg, probs_arg(e->lw, op, s),
                  arg_int(s->d[0]), arg_int(s->d[5]), arg_int(s->d[2]), arg_int(s->d[4]), arg_int(s->d[3]),
                  arg_int(m->block.causal), arg_int(s->d[1]), arg_coord(s->seq_axis, s->d[1]));
@@ -346,13 +346,17 @@ int ops_emit_attention_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShape
 /* Dropout of a branch output: site 1 for attention's (`attn.drop`), 2 for the
  * MLP's (`mlp.drop`), as expand.c names them; the sample, the position (a
  * sequence split's offset), the step and the layer place the mask. */
-static int64_t dropout_site(const Op *op) { return strcmp(op->name, "mlp.drop") == 0 ? 2 : 1; }
+static int64_t dropout_site(const Op *op)
+{
+    size_t n = strlen(op->name);
+    return n >= 8 && strcmp(op->name + n - 8, "mlp.drop") == 0 ? 2 : 1;
+}
 
 int ops_emit_dropout_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     return ENTRY(e, RT_prt_dropout_fwd, a->out, arg_value(e->lw, op->aux[0]), a->in[0].arg, arg_int(s->d[0]),
                  arg_int(s->d[1]), arg_int(s->d[2]), arg_kind(ARG_FIRST_SAMPLE), arg_coord(s->axis, s->d[1]),
-                 arg_int(s->d[3]), arg_kind(ARG_STEP), arg_kind(ARG_LAYER), arg_int(dropout_site(op)),
+                 arg_int(s->d[3]), arg_kind(ARG_STEP), arg_layer(op->sub), arg_int(dropout_site(op)),
                  arg_f64(e->lw->plan->model.block.dropout));
 }
 
@@ -454,7 +458,7 @@ int ops_emit_moe_router_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShap
                 replicas |= (int64_t)1 << x;
         EMIT(e, RT_prt_loss_replicas, arg_int(replicas));
         EMIT(e, RT_prt_moe_loss_add, losses, arg_f64((double)plan->train.batch * (double)plan->model.seq));
-        EMIT(e, RT_prt_moe_counts, arg_value(lw, op->aux[2]), arg_int(s->d[2]), arg_kind(ARG_LAYER));
+        EMIT(e, RT_prt_moe_counts, arg_value(lw, op->aux[2]), arg_int(s->d[2]), arg_layer(op->sub));
     }
     return entry;
 }

@@ -99,6 +99,7 @@ static void describe_master(Lowerer *lw, int w, int master, int zero_axis)
     for (int d = 0; d < 4; d++) mb->gdims[d] = pw->gdims[d], mb->split_axis[d] = pw->split_axis[d];
     mb->zero_axis = zero_axis;
     mb->layer_table = pw->layer_table;
+    mb->sub = pw->sub;
 }
 
 /* Optimizer moments start at zero (init NONE: the class block is zeroed) but
@@ -115,10 +116,12 @@ static void describe_moment(Lowerer *lw, int w, int moment, int zero_axis)
 static void describe_weights(Lowerer *lw, int w, const Tensor *tt, Region r, int first_layer, int zero_axis)
 {
     Buffer *wb = &lw->sp->bufs[w];
-    wb->init_name = tt->name;
+    wb->init_name = tt->base_name;
     wb->init = tt->init;
     wb->init_std = tt->init_std;
-    wb->first_layer = r == REGION_BLOCK ? first_layer : -1;
+    int64_t N = plan_block_layers(lw->plan);
+    wb->first_layer = r == REGION_BLOCK ? first_layer * N + tt->sub : -1;
+    wb->sub = tt->sub;
     PARC_ASSERT(tt->ndim <= 4);
     wb->ndim = tt->ndim;
     for (int d = 0; d < tt->ndim; d++) {
@@ -130,7 +133,7 @@ static void describe_weights(Lowerer *lw, int w, const Tensor *tt, Region r, int
         }
     }
     wb->zero_axis = zero_axis;
-    wb->layer_table = r == REGION_BLOCK && lw->sp->chunks > 1;
+    wb->layer_table = r == REGION_BLOCK && (lw->sp->chunks > 1 || N > 1);
 }
 
 /* Weights, gradient, master and moments of parameter t (of region r). */

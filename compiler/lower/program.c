@@ -238,7 +238,10 @@ static void arg_dump(const StageProgram *sp, const Arg *a, FILE *out)
         fprintf(out, ")");
         break;
     case ARG_FIRST_SAMPLE: fprintf(out, "first_sample"); break;
-    case ARG_LAYER: fprintf(out, "layer"); break;
+    case ARG_LAYER:
+        fprintf(out, "layer");
+        if (a->k) fprintf(out, "%+d", a->k);
+        break;
     case ARG_TAG:
         fprintf(out, "tag(%s, micro, chunk", a->i ? "grad" : "act");
         if (a->k) fprintf(out, "%+d", a->k);
@@ -255,11 +258,15 @@ void program_dump(const Program *prog, FILE *out)
             (long long)plan->train.micro_batches);
     for (int s = 0; s < prog->nstages; s++) {
         const StageProgram *sp = &prog->stages[s];
-        fprintf(out, "\nstage %d: chunks %d, layers per chunk", s, sp->chunks);
+        /* the program's unit: a layer, or a block of N layers (`every N`) */
+        int64_t N = plan_block_layers(plan);
+        const char *unit = N > 1 ? "blocks" : "layers";
+        fprintf(out, "\nstage %d: chunks %d, %s per chunk", s, sp->chunks, unit);
         int alike = 1;
         for (int c = 1; c < sp->chunks; c++) alike &= sp->chunk_layers[c] == sp->chunk_layers[0];
         for (int c = 0; c < (alike ? 1 : sp->chunks); c++) fprintf(out, " %d", sp->chunk_layers[c]);
-        fprintf(out, ", first layers");
+        if (N > 1) fprintf(out, " of %lld layers", (long long)N);
+        fprintf(out, ", first %s", unit);
         for (int c = 0; c < sp->chunks; c++) fprintf(out, " %d", sp->chunk_first_layer[c]);
         fprintf(out, ", embed %d, head %d, slots %d, message %lld elements\n", sp->has_embed, sp->has_head, sp->nslots,
                 (long long)sp->boundary_elems);

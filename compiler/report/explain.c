@@ -154,8 +154,11 @@ static void explain_stage_memory(FILE *out, const Analysis *an, int s, int verbo
         fprintf(out, "stage %d (%lld ranks): layers", s, (long long)stage_ranks(prog));
     else
         fprintf(out, "every rank (%lld): layers", (long long)stage_ranks(prog));
-    for (int c = 0; c < sp->chunks; c++)
-        fprintf(out, " %d..%d", sp->chunk_first_layer[c], sp->chunk_first_layer[c] + sp->chunk_layers[c] - 1);
+    for (int c = 0; c < sp->chunks; c++) {
+        int64_t first, last;
+        program_chunk_span(prog->plan, sp, c, &first, &last);
+        fprintf(out, " %lld..%lld", (long long)first, (long long)last);
+    }
     /* the head region holds the final norm even in a model without a head */
     int head = sp->has_head && prog->plan->model.has_head, embed = sp->has_embed && prog->plan->model.has_embed;
     fprintf(out, "%s%s; %lld parameters held\n", embed ? " + embedding" : "", head ? " + head" : "",
@@ -165,8 +168,9 @@ static void explain_stage_memory(FILE *out, const Analysis *an, int s, int verbo
         analyze_format_bytes((double)sc->ledger[k], b1, sizeof b1);
         fprintf(out, "  %-14s %16lld %11s", ledger_class_names[k], (long long)sc->ledger[k], b1);
         if (k == PRT_ACTIVATIONS)
-            fprintf(out, "   (%d in-flight micro-batch%s x %d layer%s)", sp->nslots, sp->nslots == 1 ? "" : "es",
-                    sp->max_chunk_layers, sp->max_chunk_layers == 1 ? "" : "s");
+            fprintf(out, "   (%d in-flight micro-batch%s x %lld layer%s)", sp->nslots, sp->nslots == 1 ? "" : "es",
+                    (long long)(sp->max_chunk_layers * plan_block_layers(prog->plan)),
+                    sp->max_chunk_layers * plan_block_layers(prog->plan) == 1 ? "" : "s");
         if (k < PRT_ACTIVATIONS && sc->params_local > 0 && sc->ledger[k])
             fprintf(out, "   %.3g bytes/parameter", (double)sc->ledger[k] / (double)sc->params_local);
         fprintf(out, "\n");
@@ -503,13 +507,23 @@ void explain_text(FILE *out, const Analysis *an, const Analysis *other, const An
         const MoeSpec *moe = &m->block.moe;
         fprintf(out, "  active          %lld (", (long long)prog->graph->params_active);
         print_count(out, (double)prog->graph->params_active);
-        fprintf(out, ") per token: the router%s%lld of %lld experts%s in each layer\n", moe->shared ? ", " : " and ",
-                (long long)moe->topk, (long long)moe->experts, moe->shared ? " and the shared experts" : "");
+        int64_t N = plan_block_layers(plan);
+        char which[96] = "in each layer";
+        if (N > 1)
+            snprintf(which, sizeof which, "in each of the %lld mixture layers (the others dense)",
+                     (long long)(m->layers / N));
+        fprintf(out, ") per token: the router%s%lld of %lld experts%s %s\n", moe->shared ? ", " : " and ",
+                (long long)moe->topk, (long long)moe->experts, moe->shared ? " and the shared experts" : "", which);
         const char *act = m->block.mlp == MLP_SWIGLU ? "SwiGLU" : m->block.mlp == MLP_GELU ? "GELU" : "ReLU";
-        fprintf(out, "  experts         %lld %s experts per layer, %lld hidden units each; each token to its top %lld "
+        fprintf(out, "  experts         %lld %s experts per %slayer, %lld hidden units each; each token to its top %lld "
                      "by a %s router; aux_loss %g, z_loss %g\n",
-                (long long)moe->experts, act, (long long)moe->expert_ffn, (long long)moe->topk,
+                (long long)moe->experts, act, N > 1 ? "mixture " : "", (long long)moe->expert_ffn, (long long)moe->topk,
                 moe->router == ROUTER_SIGMOID ? "sigmoid" : "softmax", moe->aux_coef, moe->z_coef);
+        if (N > 1)
+            fprintf(out, "  interleaved     the mixture in every %lld%s layer (layers %lld, %lld, ...), a dense %s MLP of "
+                         "%lld hidden units in the others\n",
+                    (long long)N, N == 2 ? "nd" : N == 3 ? "rd" : "th", (long long)(N - 1), (long long)(2 * N - 1), act,
+                    (long long)m->ffn);
         if (moe->shared)
             fprintf(out, "  shared experts  %lld, as one ungated %s MLP of %lld hidden units that every token goes "
                          "through, added to the routed experts' output\n",
@@ -631,8 +645,8 @@ static void layer_counts(const Program *prog, char *buf, size_t size)
 {
     size_t used = 0;
     for (int s = 0; s < prog->nstages && used < size; s++)
-        used += (size_t)snprintf(buf + used, size - used, "%s%d", s ? " + " : "",
-                                 prog->stages[s].layers);
+        used += (size_t)snprintf(buf + used, size - used, "%s%lld", s ? " + " : "",
+                                 (long long)(prog->stages[s].layers * plan_block_layers(prog->plan)));
 }
 
 /* Each stage's layers and busy time per step (its work items through the
@@ -647,8 +661,11 @@ static void explain_stage_busy(FILE *out, const Analysis *an, int verbose)
         const StageCost *c = &an->stages[s];
         double item = cost_terms_total(&c->fwd) + cost_terms_total(&c->bwd);
         fprintf(out, "  stage %-3d layers", s);
-        for (int k = 0; k < sp->chunks; k++)
-            fprintf(out, " %d..%d", sp->chunk_first_layer[k], sp->chunk_first_layer[k] + sp->chunk_layers[k] - 1);
+        for (int k = 0; k < sp->chunks; k++) {
+            int64_t first, last;
+            program_chunk_span(prog->plan, sp, k, &first, &last);
+            fprintf(out, " %lld..%lld", (long long)first, (long long)last);
+        }
         fprintf(out, "%s%s: busy %.4g s per step (%.0f x %.4g s)\n", sp->has_embed ? " + embedding" : "",
                 sp->has_head ? " + head" : "", items * item, items, item);
         if (s >= 7 && !verbose && prog->nstages > 9) {
@@ -729,7 +746,7 @@ void explain_json(FILE *out, const Analysis *an)
         const StageCost *sc = &an->stages[s];
         fprintf(out, "%s\n    {\"stage\": %d, \"ranks\": %lld, \"layers\": %d, \"embed\": %s, \"head\": %s, "
                      "\"parameters_held\": %lld, \"in_flight_peak\": %d,\n     \"memory\": {",
-                s ? "," : "", s, (long long)stage_ranks(prog), sp->layers,
+                s ? "," : "", s, (long long)stage_ranks(prog), (int)(sp->layers * plan_block_layers(plan)),
                 sp->has_embed && prog->plan->model.has_embed ? "true" : "false",
                 sp->has_head && prog->plan->model.has_head ? "true" : "false", (long long)sc->params_local,
                 prog->schedule.peak_in_flight[s]);

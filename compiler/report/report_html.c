@@ -327,11 +327,13 @@ static void memory_bars(FILE *out, const Analysis *an, double scale_bytes)
     fputs("</svg>\n", out);
 }
 
-static void stage_layers(FILE *out, const StageProgram *sp)
+static void stage_layers(FILE *out, const Plan *plan, const StageProgram *sp)
 {
-    for (int c = 0; c < sp->chunks; c++)
-        fprintf(out, "%s%d..%d", c ? ", " : "", sp->chunk_first_layer[c],
-                sp->chunk_first_layer[c] + sp->chunk_layers[c] - 1);
+    for (int c = 0; c < sp->chunks; c++) {
+        int64_t first, last;
+        program_chunk_span(plan, sp, c, &first, &last);
+        fprintf(out, "%s%lld..%lld", c ? ", " : "", (long long)first, (long long)last);
+    }
     if (sp->has_embed) fputs(" + embedding", out);
     if (sp->has_head) fputs(" + head", out);
 }
@@ -356,7 +358,7 @@ static void memory_table(FILE *out, const Analysis *an)
         const StageProgram *sp = &prog->stages[s];
         const StageCost *sc = &an->stages[s];
         fprintf(out, "<tr data-stage=\"%d\"><td class=\"l\">%d</td><td class=\"l layers\">", s, s);
-        stage_layers(out, sp);
+        stage_layers(out, prog->plan, sp);
         fputs("</td>", out);
         for (int k = 0; k < PRT_NCLASS; k++) memory_cell(out, s, ledger_class_names[k], sc->ledger[k], 0);
         int bad = !plan_fits(cl, (double)sc->total);

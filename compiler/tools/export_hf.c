@@ -243,6 +243,14 @@ int export_hf(const ExportTensor *in, int64_t n, ExportOut **out, int64_t *nout,
     }
     const ExportTensor *wte = find(&m, -1, "wte"), *wpe = find(&m, -1, "wpe"), *head = find(&m, -1, "head.w");
     const ExportTensor *up0 = NULL, *ln0b = NULL, *experts0 = NULL, *shared0 = NULL;
+    int dense_layers = 0, moe_layers = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int L = -1, at = 0;
+        if (sscanf(in[i].name, "h.%d.%n", &L, &at) == 1 && at > 0) {
+            dense_layers += !strcmp(in[i].name + at, "mlp.up.w");
+            moe_layers += !strcmp(in[i].name + at, "mlp.experts.up.w");
+        }
+    }
     for (int64_t i = 0; i < n; i++) {
         if (!strcmp(in[i].name, "h.0.mlp.up.w")) up0 = &in[i];
         if (!strcmp(in[i].name, "h.0.mlp.experts.up.w")) experts0 = &in[i];
@@ -251,7 +259,10 @@ int export_hf(const ExportTensor *in, int64_t n, ExportOut **out, int64_t *nout,
     }
     int gpt2 = wte && wpe && ln0b && up0 && up0->ndim == 2;
     int llama = wte && !wpe && !ln0b && ((up0 && up0->ndim == 3) || (experts0 && experts0->ndim == 4));
-    if (shared0) {
+    if (dense_layers && moe_layers) {
+        fail(&m, "this model has the mixture of experts in some layers and a dense MLP in the others (`every`): "
+                 "Mixtral's and Llama's classes have one kind of layer; export with --names parc");
+    } else if (shared0) {
         fail(&m, "this mixture of experts has shared experts, which parc adds ungated: no Hugging Face class "
                  "computes that (Qwen2-MoE gates its shared expert); export with --names parc");
     } else if (!wte || wte->ndim != 2 || !layers || gpt2 == llama) {

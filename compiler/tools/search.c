@@ -269,7 +269,7 @@ static void enumerate(Search *s)
 {
     const Plan *b = s->base;
     int world = b->cluster.nodes * b->cluster.gpus_per_node;
-    int64_t layers = b->model.layers;
+    int64_t layers = b->model.layers / plan_block_layers(b); /* stages hold whole blocks */
     for (int tp = 1; tp <= b->cluster.gpus_per_node; tp++) {
         if (b->cluster.gpus_per_node % tp || world % tp) continue;
         for (int pp = 1; pp <= world / tp && pp <= layers; pp++) {
@@ -309,7 +309,7 @@ static void enumerate_fit(Search *s)
 {
     const Plan *b = s->base;
     int gpn = b->cluster.gpus_per_node, world = b->cluster.nodes * gpn;
-    int64_t layers = b->model.layers;
+    int64_t layers = b->model.layers / plan_block_layers(b); /* stages hold whole blocks */
     for (int tp = 1; tp <= gpn; tp++) {
         if (gpn % tp || world % tp) continue;
         for (int pp = 1; pp <= world / tp && pp <= layers; pp++) {

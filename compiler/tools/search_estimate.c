@@ -114,19 +114,32 @@ static double block_tp_hidden_s(const Plan *p, const Layout1 *l, const Shape *s)
     return hidden * cost_hidden_share(cl);
 }
 
+/* The share of layers with the mixture of experts: 1 / `every`, 1 without
+ * `every`; the estimate averages a layer over dense and mixture layers. */
+static double moe_share(const Model *m)
+{
+    const MoeSpec *e = &m->block.moe;
+    return e->experts && e->every > 1 ? 1.0 / (double)e->every : 1.0;
+}
+
 /* The MLP's hidden width as the estimate counts it: for parameters, a
  * mixture of experts' every expert side by side with its shared experts (its
  * router left out); for the work of a token, the topk experts it passes
- * through and the shared experts. */
+ * through and the shared experts; averaged with the dense layers' ffn under
+ * `every`. */
 static double ffn_params(const Model *m)
 {
     const MoeSpec *e = &m->block.moe;
-    return e->experts ? (double)e->experts * (double)e->expert_ffn + (double)e->shared_ffn : (double)m->ffn;
+    double w = moe_share(m);
+    return e->experts ? w * ((double)e->experts * (double)e->expert_ffn + (double)e->shared_ffn) + (1 - w) * (double)m->ffn
+                      : (double)m->ffn;
 }
 static double ffn_active(const Model *m)
 {
     const MoeSpec *e = &m->block.moe;
-    return e->experts ? (double)e->topk * (double)e->expert_ffn + (double)e->shared_ffn : (double)m->ffn;
+    double w = moe_share(m);
+    return e->experts ? w * ((double)e->topk * (double)e->expert_ffn + (double)e->shared_ffn) + (1 - w) * (double)m->ffn
+                      : (double)m->ffn;
 }
 
 /* Parameters of one block, all of it (not split). */
@@ -161,11 +174,12 @@ static void params_norm(Params *ps, NormKind kind, int bias, double h)
     if (kind == NORM_LAYER && bias) params_add(ps, h, 0);
 }
 
-/* The experts' parameters of one block (0 for a dense MLP). */
+/* The experts' parameters of one layer, averaged (0 for a dense MLP). */
 static double expert_params(const Model *m)
 {
     const MoeSpec *e = &m->block.moe;
-    return (double)e->experts * (double)e->expert_ffn * (double)m->hidden * (m->block.mlp == MLP_SWIGLU ? 3 : 2);
+    return moe_share(m) * (double)e->experts * (double)e->expert_ffn * (double)m->hidden *
+           (m->block.mlp == MLP_SWIGLU ? 3 : 2);
 }
 
 /* One block's parameters the data axis syncs, as expand.c makes them, split
@@ -175,7 +189,8 @@ static void block_param_list(const Model *m, double tp, int ep, Params *ps)
 {
     const BlockSpec *bs = &m->block;
     double h = (double)m->hidden, up = bs->mlp == MLP_SWIGLU ? 2 : 1;
-    double f = (ep ? (double)bs->moe.shared_ffn : ffn_params(m)) / tp;
+    double w = moe_share(m);
+    double f = (ep ? w * (double)bs->moe.shared_ffn + (1 - w) * (double)m->ffn : ffn_params(m)) / tp;
     ps->n = 0;
     if (bs->kind == BLOCK_TRANSFORMER) {
         double hd = (double)m->head_dim, qkv = (double)(m->heads + 2 * m->kv_heads) * hd / tp;
@@ -387,8 +402,8 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     if (l->ep) { /* the exchange over the ep ranks: the data axis's, or its inner ep of them */
         double rows = s.tok * (double)m->block.moe.topk * s.h * s.wb;
         double x = cost_coll_s(cl, COLL_ALLTOALLV, l->ep, inside_node(base, l->ep, cp * l->tp), rows);
-        fwd += 2 * x;
-        bwd += 2 * x;
+        fwd += 2 * x * moe_share(m);
+        bwd += 2 * x * moe_share(m);
     }
     double block = fwd + bwd + comm * (l->rc == RECOMPUTE_FULL ? 3 : 2) + (l->rc == RECOMPUTE_FULL ? fwd : 0) - hidden;
     double head = 0;
