@@ -15,7 +15,8 @@ reshard  tiny_3d (8 ranks) saved at step 5 resumes on 1 rank, tp 2, ZeRO-3 dp 2,
          both end stages) resumed on one rank and on pp 2 x tp 2; padded ZeRO shards
          onto even ones and back; interleaved chunks of unlike sizes (tiny_l6) onto
          one rank and back; a mixture of experts' experts split over dp onto one
-         rank, and one rank onto experts over dp x tp 2.
+         rank, and one rank onto experts over dp x tp 2; the mixture in every
+         second layer from a pipeline onto dp x tp.
 kill     PRT_TEST_CKPT_DIE kills the last rank (SIGKILL) inside the save of step 6,
          after its shard is written and before the rename: the job fails, step 4's
          checkpoint is still `latest`, resuming from it reproduces the curve, and the
@@ -62,7 +63,10 @@ UNEVEN_CHUNKS = [("tiny_l6_pp_interleaved_uneven_zero3", "tiny_l6_single"),
 # a mixture of experts with its experts split over dp (and ZeRO-3 for the rest) onto one rank,
 # one rank onto experts over dp x tp 2, and experts over ep 2 inside dp 2 x ep 2 with ZeRO-3
 # over dp ep (each expert's shards on its expert-data-parallel ranks, dp) onto experts over dp 2
-EXPERTS = [("tiny_moe_ep_zero3", "tiny_moe"), ("tiny_moe", "tiny_moe_ep_tp"), ("tiny_moe_edp_zero3", "tiny_moe_ep")]
+# and the mixture in every second layer, pipelined over pp 2 with experts over dp, onto dp 2 x tp 2
+# with ZeRO-3 (each layer's parameters under its own global layer on both sides)
+EXPERTS = [("tiny_moe_ep_zero3", "tiny_moe"), ("tiny_moe", "tiny_moe_ep_tp"), ("tiny_moe_edp_zero3", "tiny_moe_ep"),
+           ("tiny_moe_every_pp", "tiny_moe_every_ep_tp")]
 # ZeRO-3 sharded over the context axis (dp 2 x cp 2, ring attention) onto one rank, one rank
 # onto ZeRO-1 over cp, and ZeRO-3 over the data group dp*cp onto ZeRO-1 over it
 CONTEXT = [("tiny_rope_ring_zero3_cp", "tiny_rope"), ("tiny_rope", "tiny_rope_ring_zero1_cp"),

@@ -5,7 +5,8 @@
 # Mixtral 8x7B's against Mistral's published 46.7B total and 12.9B active,
 # within 0.5%, and Qwen1.5-MoE-A2.7B's (shared experts) against Qwen's
 # published 14.3B total and 2.7B active, within 1%, with parc's own figures
-# exactly.  Exit status: 0 when every figure holds.
+# exactly, and Llama 4 Maverick's (the mixture in every second layer) against
+# Meta's published 400B and 17B.  Exit status: 0 when every figure holds.
 set -u
 parc=$1; dir=$2
 fails=0
@@ -72,7 +73,35 @@ if [ "${total:-}" != 14315587584 ] || [ "${active:-}" != 2688976896 ] ||
          "(the published 14.3e9 and 2.7e9 within 1%)"
     fails=$((fails + 1))
 fi
+qwen="$total ($active active)"
+
+# tiny_moe_every: tiny_moe's model over 4 layers with the mixture in layers 1
+# and 3 (`every 2`), layers 0 and 2 a dense SwiGLU MLP of ffn 172: 64*344 +
+# 172*64 = 33024.  Total 32832 + 4*12416 + 2*33024 + 2*(256 + 4*18432) =
+# 296512; active 32832 + 4*12416 + 2*33024 + 2*(256 + 2*18432) = 222784.
+read -r total active < <(counts "$dir/tiny_moe_every.par")
+if [ "${total:-}" != 296512 ] || [ "${active:-}" != 222784 ]; then
+    echo "FAIL tiny_moe_every: parameters ${total:-?} active ${active:-?}, expected 296512 active 222784"
+    fails=$((fails + 1))
+fi
+
+# Llama 4 Maverick: hidden 5120, vocab 202048, 48 layers of 40 heads over 8 kv
+# heads of 128.  Embedding + untied head + final norm: 2*202048*5120 + 5120 =
+# 2068976640.  A layer's attention and norms: 5120*(40+16)*128 + 40*128*5120 +
+# 2*5120 = 62924800.  A dense layer's SwiGLU MLP of 16384: 3*5120*16384 =
+# 251658240; a mixture layer's router 5120*128 = 655360, an expert or the
+# shared expert of 8192 3*5120*8192 = 125829120.  24 of each kind: total
+# 2068976640 + 48*62924800 + 24*251658240 + 24*(655360 + 129*125829120) =
+# 400711848960; active, 1 expert and the shared one: 17184691200.  Meta
+# publishes 400B and 17B (rounded to the billion): within 0.5% and 3%.
+read -r total active < <(counts "$dir/llama4_maverick.par")
+if [ "${total:-}" != 400711848960 ] || [ "${active:-}" != 17184691200 ] ||
+    ! within "${total:-0}" 400e9 0.005 || ! within "${active:-0}" 17e9 0.03; then
+    echo "FAIL llama4_maverick: parameters ${total:-?} active ${active:-?}, expected 400711848960 and 17184691200" \
+         "(the published 400e9 within 0.5% and 17e9 within 3%)"
+    fails=$((fails + 1))
+fi
 [ "$fails" = 0 ] && echo "moe_params: tiny_moe 205632 (131904 active), tiny_moe_shared 168768 (131904 active)," \
-    "tiny_moe_shared_gelu 110080 (97792 active)," \
-    "mixtral_8x7b $mixtral, qwen15_moe_a27b $total ($active active)"
+    "tiny_moe_shared_gelu 110080 (97792 active), tiny_moe_every 296512 (222784 active)," \
+    "mixtral_8x7b $mixtral, qwen15_moe_a27b $qwen, llama4_maverick $total ($active active)"
 exit $((fails > 0))

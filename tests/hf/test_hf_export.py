@@ -20,7 +20,8 @@ its eval-mode logits on every micro-batch of step 6 equal parc's:
 to the same logits.  A model whose norms' epsilons differ (tiny_rope_llama31)
 and a Llama without rotary positions are refused for the directory form (LlamaForCausalLM applies them), naming the .safetensors form,
 and --names parc with a directory is a usage error; so are a mixture of
-experts with shared experts (parc's are ungated) and one of GELU experts.
+experts with shared experts (parc's are ungated), one of GELU experts and one
+with the mixture in every second layer only (`every 2`: dense layers between).
 """
 import json
 import os
@@ -143,7 +144,8 @@ def test_refusals(parc, examples, work):
 def test_moe_refusals(parc, examples, work):
     """A mixture of experts transformers has no class for is refused, naming why."""
     for name, says in (("tiny_moe_shared", "shared experts, which parc adds ungated"),
-                       ("tiny_moe_gelu", "neither a GPT-2")):
+                       ("tiny_moe_gelu", "neither a GPT-2"),
+                       ("tiny_moe_every", "a dense MLP in the others (`every`)")):
         d = os.path.join(work, name)
         os.makedirs(d)
         step, _ = run_and_save(parc, examples, d, name)

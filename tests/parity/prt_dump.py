@@ -208,9 +208,13 @@ def launch(exe, world, steps, env_extra, timeout=300):
 
 
 def param_shapes(parc, plan):
-    """{name: (per_layer, [sizes])} of the model's parameters from `parc lower --emit=graph`."""
+    """{name: (per_layer, [sizes])} of the model's parameters from `parc lower --emit=graph`.
+    A block of several layers (`mlp moe ... every N`) names its layer j's
+    parameters "lJ.NAME": they are listed by NAME, and layer_subs[NAME] is the set
+    of j (global layer l holds NAME iff l % N is in it, N = block_layers)."""
     out = subprocess.run([parc, "lower", plan, "--emit=graph"], capture_output=True, text=True, check=True).stdout
-    shapes, region = {}, None
+    shapes, region = Shapes(), None
+    shapes.layer_subs = {}
     for line in out.splitlines():
         m = re.match(r"region (\w+):", line)
         if m:
@@ -219,8 +223,20 @@ def param_shapes(parc, plan):
         m = re.match(r"\s+param\s+(\S+)\s+\[([^\]]*)\]", line)
         if m:
             sizes = [int(s.split("=")[1]) for s in m.group(2).split(",") if s.strip()]
-            shapes[m.group(1)] = (region == "block", sizes)
+            name, sub = m.group(1), 0
+            j = re.match(r"l(\d+)\.(.*)", name) if region == "block" else None
+            if j:
+                sub, name = int(j.group(1)), j.group(2)
+            shapes[name] = (region == "block", sizes)
+            shapes.layer_subs.setdefault(name, set()).add(sub)
+            shapes.block_layers = max(shapes.block_layers, sub + 1)
     return shapes
+
+
+class Shapes(dict):
+    """param_shapes' answer: a dict with the block's layout beside it."""
+    layer_subs = None
+    block_layers = 1
 
 
 def schedule_peak(parc, plan):
@@ -243,7 +259,8 @@ def optimizer_settings(parc, plan):
         lr_arg, b1, b2, eps, wd = m.groups()[1:]
         lr = float(lr_arg) if lr_arg.strip() != "lr" else schedule_peak(parc, plan)
         b1, b2, eps, wd = float(b1), float(b2), float(eps), float(wd)
-        settings[m.group(1)] = dict(lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)
+        name = re.sub(r"^l\d+\.", "", m.group(1))  # a block's layer j: "lJ.NAME" (param_shapes)
+        settings[name] = dict(lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)
     if not settings:
         raise RuntimeError(f"{plan}: no adamw calls in the lowered program")
     return settings

@@ -155,8 +155,16 @@ class Model:
                 raise ValueError(f"{name} layer {layer}: per-layer mismatch with the graph")
             t = torch.tensor(flat, dtype=torch.float64).reshape(sizes)
             self.p[(name, layer)] = t.requires_grad_(True)
+        N = getattr(shapes, "block_layers", 1)
+        subs = getattr(shapes, "layer_subs", None) or {}
+
+        def held(n, l):  # a block of N layers holds n in layer l
+            return l < 0 or l % N in subs.get(n, {l % N})
         missing = [n for n, (per_layer, _) in shapes.items()
-                   if any((n, l) not in self.p for l in (range(self.layers) if per_layer else [-1]))]
+                   if any((n, l) not in self.p for l in (range(self.layers) if per_layer else [-1]) if held(n, l))]
+        extra = [(n, l) for (n, l) in self.p if not held(n, l)]
+        if extra:
+            raise ValueError(f"parameters in layers the graph does not put them in: {extra}")
         if missing:
             raise ValueError(f"parameters missing from the dump: {missing}")
         self.llama = ("ln1.b", 0) not in self.p

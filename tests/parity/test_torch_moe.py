@@ -10,7 +10,10 @@ tiny_moe_gelu (a GPT-2 block whose MLP is 3 GELU experts of 48, top 2, sigmoid
 router, aux_loss 0.05, z_loss 0.001), tiny_moe_shared (tiny_moe's block with
 4 SwiGLU experts of 48 and 2 shared experts: one SwiGLU MLP of 96 every token
 goes through) and tiny_moe_shared_gelu (a GPT-2 block with 3 GELU experts of
-48, top 2, sigmoid router, and a shared GELU expert of 80).  The reference,
+48, top 2, sigmoid router, and a shared GELU expert of 80), and tiny_moe_every
+(tiny_moe's mixture in layers 1 and 3 of 4, `every 2`, layers 0 and 2 a dense
+SwiGLU MLP of ffn 172: the reference makes layer l a mixture iff (l + 1) % 2 == 0
+and fails where a layer's parameters say otherwise).  The reference,
 per layer over the N
 tokens of a micro-batch: logits = h @ mlp.router.w [hidden, E]; each token's
 top K logits, the lower expert first among equal ones (a stable descending
@@ -42,7 +45,7 @@ import test_torch_model as ttm  # noqa: E402  (exits 77 without torch)
 
 import torch  # noqa: E402
 
-PLANS = ["tiny_moe", "tiny_moe_gelu", "tiny_moe_shared", "tiny_moe_shared_gelu"]
+PLANS = ["tiny_moe", "tiny_moe_gelu", "tiny_moe_shared", "tiny_moe_shared_gelu", "tiny_moe_every"]
 ROUTE_MARGIN = 1e-6
 
 
@@ -66,9 +69,16 @@ class MoeModel(ttm.Model):
         self.sigmoid = s["router"] == "sigmoid"
         self.aux_coef, self.z_coef = float(s["aux_loss"]), float(s["z_loss"])
         self.shared_ffn = int(s.get("shared_ffn", 0))
+        self.every = int(s.get("every", 1))
         self.min_margin = float("inf")
 
     def mlp(self, h, l):
+        # `every N` (Switch, Qwen2-MoE's decoder_sparse_step): layer l is a
+        # mixture iff (l + 1) % N == 0, the others the block's dense MLP
+        if (l + 1) % self.every != 0:
+            if ("mlp.router.w", l) in self.p:
+                raise ValueError(f"layer {l} has a router, and with every {self.every} it is dense")
+            return super().mlp(h, l)
         B, T, H = h.shape
         x = h.reshape(-1, H)
         N, E, K = x.shape[0], self.experts, self.topk

@@ -22,7 +22,10 @@ resumed with --log.  Asserts:
     stage holds one layer) and tiny_moe_ep_tp (experts over dp 2, tp 2: both
     tensor ranks route alike) log, 3 steps from initialisation, the same
     expert_tokens every step as tiny_moe on one rank: every rank's counts
-    summed, every layer's row present once, a tensor group's counted once.
+    summed, every layer's row present once, a tensor group's counted once;
+  - tiny_moe_every (the mixture in layers 1 and 3 of 4) logs null for the
+    dense layers 0 and 2, rows of 512 for 1 and 3, the same on one rank and
+    over tiny_moe_every_pp's dp 2 x pp 2.
 Exits 1 on any failure."""
 import json
 import os
@@ -170,6 +173,22 @@ def main(argv):
                     print(f"{name} (4 ranks) logs tiny_moe's expert_tokens in each of 3 steps: {four[-1]}")
         except (RuntimeError, ValueError, OSError, subprocess.CalledProcessError) as e:
             failures.append(f"the 4-rank expert_tokens: {type(e).__name__}: {e}")
+        try:
+            # the mixture in layers 1 and 3 of 4 (`every 2`): null rows for the
+            # dense layers 0 and 2, the mixture rows each summing to 512, alike
+            # over the dp 2 x pp 2 ranks of tiny_moe_every_pp and on one rank
+            one = log_counts(parc, examples, work, "tiny_moe_every", 3)
+            four = log_counts(parc, examples, work, "tiny_moe_every_pp", 3)
+            bad = [rows for rows in one
+                   if len(rows) != 4 or rows[0] is not None or rows[2] is not None
+                   or any(rows[l] is None or sum(rows[l]) != 2 * TOKENS for l in (1, 3))]
+            if bad or len(one) != 3 or one != four:
+                failures.append(f"every 2: tiny_moe_every logged {one}, tiny_moe_every_pp {four}; expected null "
+                                f"for layers 0 and 2 and rows of sum {2 * TOKENS} for 1 and 3, alike")
+            else:
+                print(f"tiny_moe_every (1 rank) and tiny_moe_every_pp (4 ranks) log {one[-1]}")
+        except (RuntimeError, ValueError, OSError, subprocess.CalledProcessError) as e:
+            failures.append(f"every 2's expert_tokens: {type(e).__name__}: {e}")
     for f in failures:
         prt_dump.fail(f)
     return 1 if failures else 0
