@@ -501,6 +501,11 @@ does:
     the tokens each expert got; losses[2] (may be NULL) = aux_coef x the
     load-balancing loss E sum_e f_e P_e and z_coef x the z-loss mean_t
     logsumexp(logits_t)^2.
+  moe_router_loss(losses, logits, index, counts, T, E, topk, sigmoid, aux_coef,
+    z_coef): moe_router_fwd's losses[2] from its saved logits and index with
+    the counts[E] given (i32): with the tokens split over a context axis the
+    counts summed over it, so a rank's losses are its tokens' shares of the
+    sequence's (the caller scales the coefficients).
   moe_router_bwd(dx, dwr, dlogits, dweight, logits, index, counts, x, wr, T, H,
     E, topk, sigmoid, aux_coef, z_coef): dlogits[T,E] = the gradient of the
     weights (dweight[T,topk], may be NULL) plus those of both losses (written,
@@ -820,6 +825,10 @@ static inline int64_t prt_same_dtypes(int64_t dtype, int n) {
       void *losses, const void *x, const void *wr, int64_t T, int64_t H, int64_t E, int64_t topk,                 \
       int64_t sigmoid, double aux_coef, double z_coef, int64_t dtypes),                                           \
       (rt, logits, index, weight, counts, losses, x, wr, T, H, E, topk, sigmoid, aux_coef, z_coef, dtypes))       \
+    R(X, OP, moe_router_loss, "pppppiiiiddt", (prt *rt, void *losses, const void *logits, const void *index,      \
+      const void *counts, int64_t T, int64_t E, int64_t topk, int64_t sigmoid, double aux_coef, double z_coef,    \
+      int64_t dtypes),                                                                                            \
+      (rt, losses, logits, index, counts, T, E, topk, sigmoid, aux_coef, z_coef, dtypes))                         \
     R(X, OP, moe_router_bwd, "ppppppppppiiiiiddt", (prt *rt, void *dx, void *dwr, void *dlogits,                  \
       const void *dweight, const void *logits, const void *index, const void *counts, const void *x,              \
       const void *wr, int64_t T, int64_t H, int64_t E, int64_t topk, int64_t sigmoid, double aux_coef,            \

@@ -51,6 +51,7 @@ static inline int64_t prt_scratch_moe_router_fwd(int64_t T, int64_t H, int64_t E
     int64_t gemm = prt_scratch_matmul_fwd(H, E, T, wr16, x16, logits16);
     return gemm > 2 * (E + 1) ? gemm : 2 * (E + 1);
 }
+static inline int64_t prt_scratch_moe_router_loss(int64_t E) { return 2 * (E + 1); }
 static inline int64_t prt_scratch_moe_router_bwd(int64_t T, int64_t H, int64_t E, int has_dx, int has_dwr, int wr16,
                                                  int dwr16, int x16, int dlogits16, int dx16)
 {

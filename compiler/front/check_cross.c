@@ -862,13 +862,16 @@ void check_moe_plan(Check *c)
         if (ax->size <= 1 || (plan_axis_parts(p, l->dim_axis[DIM_BATCH]) >> a & 1) || a == l->pp_axis || a == ep)
             continue;
         /* a tensor axis (heads, ffn, vocab) splits attention, the experts'
-         * hidden units and the head as it does a dense model's */
+         * hidden units and the head as it does a dense model's; a context
+         * axis (seq) splits the tokens each rank routes, their router counts
+         * summed over it for the load-balancing loss (Megatron-LM sums them
+         * over its tensor x context group) */
         const char *what = NULL;
         int tensor = 0;
         for (int i = 0; i < COUNT_OF(mappable_dims) && !what; i++) {
             Dim d = mappable_dims[i];
             if (!(plan_axis_parts(p, l->dim_axis[d]) >> a & 1)) continue;
-            if (d == DIM_HEADS || d == DIM_FFN || d == DIM_VOCAB) tensor = 1;
+            if (d == DIM_HEADS || d == DIM_FFN || d == DIM_VOCAB || d == DIM_SEQ) tensor = 1;
             else what = arena_printf(c->arena, "`%s -> %s`", dim_names[d], ax->name);
         }
         if (!what && !tensor)
@@ -876,8 +879,8 @@ void check_moe_plan(Check *c)
         if (!what) continue;
         diag_error(ax->loc,
                    "with `mlp moe`, give size > 1 only to the axes of `batch` (data parallelism; `experts` "
-                   "may split over it), of `heads`, `ffn` and `vocab` (tensor and sequence parallelism) and of "
-                   "`layers` (pipeline)",
+                   "may split over it), of `heads`, `ffn` and `vocab` (tensor and sequence parallelism), of `seq` "
+                   "(context parallelism) and of `layers` (pipeline)",
                    "a mixture of experts with %s is not yet supported", what);
         diag_note(moe->loc, NULL, "the mixture of experts is here");
     }

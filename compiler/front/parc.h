@@ -572,6 +572,9 @@ int plan_sp_with_cp(const Model *m);
  * derived axis names the one spanning the same axes now, else the data
  * group.  Idempotent; every plan entering the passes goes through it. */
 void plan_derive_axes(Plan *plan);
+/* The context axis: the one `seq` maps to when it is not the tensor axis
+ * and has more than one rank (context parallelism), else -1. */
+int plan_context_axis(const Plan *plan);
 /* The mesh axes (bit a) an axis spans: itself, or a derived axis's parts. */
 unsigned plan_axis_parts(const Plan *plan, int axis);
 /* Whether ZeRO may shard over axis (mesh or derived): it spans some of the

@@ -93,6 +93,13 @@ static int derived_axis(Mesh *m, unsigned parts)
     return d;
 }
 
+int plan_context_axis(const Plan *plan)
+{
+    int seq = plan->layout.dim_axis[DIM_SEQ];
+    if (seq < 0 || seq >= plan->mesh.naxes || seq == plan_tensor_axis(plan)) return -1;
+    return plan->mesh.axes[seq].size > 1 ? seq : -1;
+}
+
 void plan_derive_axes(Plan *plan)
 {
     Mesh *m = &plan->mesh;
@@ -111,8 +118,7 @@ void plan_derive_axes(Plan *plan)
         l->dim_axis[DIM_BATCH] = __builtin_popcount(bparts) >= 2 ? derived_axis(m, bparts)
                                  : bparts ? __builtin_ctz(bparts) : first;
     }
-    int batch = l->dim_axis[DIM_BATCH], seq = l->dim_axis[DIM_SEQ];
-    if (seq >= 0 && seq == plan_tensor_axis(plan)) seq = -1; /* the sequence split on the tensor axis */
+    int batch = l->dim_axis[DIM_BATCH], seq = plan_context_axis(plan);
     int nb = plan_axis_size(plan, batch), ns = plan_axis_size(plan, seq);
     l->data_group = nb > 1 ? batch : ns > 1 ? seq : batch;
     /* after batch's own: reshard.c's fused_parts tries the later, wider, first */

@@ -353,6 +353,11 @@ static int expand_moe(Expander *ex, Region r, int h, int64_t B, int64_t S, int64
     ex->g->moe_counts = tensor_new(ex, r, TENSOR_INDEX, "mlp.router.counts", loc, 1, DIMS(DIM_EXPERTS), SIZES(E));
     op_aux(ex, router, ex->g->moe_counts);
     op_aux(ex, router, tensor_new(ex, r, TENSOR_STAT, "mlp.router.losses", loc, 1, DIMS(DIM_GATE), SIZES(2)));
+    /* the tokens split over a context axis: the counts summed over it, which
+     * the load-balancing loss and its gradient read (ops_emit.c) */
+    if (plan_context_axis(ex->plan) >= 0)
+        op_aux(ex, router, tensor_new(ex, r, TENSOR_INDEX, "mlp.router.counts.cp", loc, 1, DIMS(DIM_EXPERTS),
+                                      SIZES(E)));
 
     int xp = act(ex, r, "mlp.dispatch.out", loc, 3, DIMS(DIM_ROUTED, DIM_TOPK, DIM_HIDDEN), SIZES(T, K, H));
     int din[2] = {h, index};
@@ -527,8 +532,10 @@ static void place_tensor(Expander *ex, Tensor *t)
         int owner_dim = -1;
         for (int d = 0; d < t->ndim; d++) {
             Dim dim = t->dims[d];
-            /* the routed rows are the tokens' rows: they split where batch does */
-            int axis = dim == DIM_ROUTED ? lay->dim_axis[DIM_BATCH] : lay->dim_axis[dim];
+            /* the routed rows are the tokens' rows: they split where batch and
+             * a context axis do (the data group) */
+            int axis = dim == DIM_ROUTED ? (lay->data_group >= 0 ? lay->data_group : lay->dim_axis[DIM_BATCH])
+                                         : lay->dim_axis[dim];
             if (!(plan_axis_parts(plan, axis) >> a & 1)) continue; /* batch may span two axes */
             /* `experts` splits the experts' weights [experts, ...] alone (not
              * the router's columns, its logits or its counts) */
@@ -536,8 +543,9 @@ static void place_tensor(Expander *ex, Tensor *t)
             if (dim == DIM_LAYERS) continue;
             if (t->kind == TENSOR_PARAM && (dim == DIM_BATCH || dim == DIM_SEQ)) continue;
             /* token ids are loaded whole along seq; a seq split starts at the
-             * embedding's output (a local slice) */
-            if (t->kind == TENSOR_INDEX && dim == DIM_SEQ) continue;
+             * embedding's output (a local slice).  A block's index tensors (a
+             * router's choices, a dispatch's rows) index the rank's tokens. */
+            if (t->kind == TENSOR_INDEX && dim == DIM_SEQ && t->region != REGION_BLOCK) continue;
             if (owner_dim >= 0 && owner_dim != (int)dim) {
                 diag_error(lay->dim_axis_loc[dim], "map one of the two dims to another axis",
                            "tensor `%s` would be split on axis `%s` twice: `%s -> %s` and `%s -> %s`",

@@ -186,7 +186,7 @@ typedef struct Op {
     int nin, in[3];       /* activation inputs (tensor ids) */
     int nparam, param[2]; /* parameters (tensor ids) */
     int out;              /* output tensor */
-    int naux, aux[4];     /* statistics the op saves for backward (mean, rstd, probs; a router's
+    int naux, aux[5];     /* statistics the op saves for backward (mean, rstd, probs; a router's
                            * logits, choices, counts and losses) */
     SrcLoc loc;           /* the plan line that asked for it */
 } Op;

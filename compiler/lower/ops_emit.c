@@ -436,19 +436,45 @@ static double moe_coef(const Plan *plan, double coef)
     return coef * (double)plan->train.micro_batch / (double)plan->train.batch;
 }
 
-/* the router (aux: logits, index, counts, losses), then its two losses added
- * to the step's loss and its counts to the step's per-expert load (not again
- * when a recompute replays the forward), by one rank of its replicas */
+/* With the tokens split over a context axis of C ranks (aux[4], the counts
+ * summed over it): a rank's losses are its tokens' shares of the sequence's,
+ * which the step sums over the axis.  With the summed counts and the rank's
+ * T tokens the router's formulas give C^2 times its share of the
+ * load-balancing loss (f_e and P_e each over T instead of C T) and C times
+ * its share of the z-loss: their coefficients are divided by that. */
+static double moe_cp_scale(const Lowerer *lw, const Op *op, int z)
+{
+    if (op->naux < 5) return 1.0;
+    double C = (double)plan_axis_size(lw->plan, plan_context_axis(lw->plan));
+    return z ? 1.0 / C : 1.0 / (C * C);
+}
+
+/* the router (aux: logits, index, counts, losses, and with a context axis the
+ * counts summed over it), then its two losses added to the step's loss and its
+ * counts to the step's per-expert load (not again when a recompute replays the
+ * forward), by one rank of its replicas.  With a context axis the router
+ * leaves the losses to moe_router_loss over the summed counts. */
 int ops_emit_moe_router_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShape *s)
 {
     Lowerer *lw = e->lw;
     const Plan *plan = lw->plan;
     const MoeSpec *moe = &plan->model.block.moe;
+    int cp = op->naux >= 5;
     Arg losses = arg_value(lw, op->aux[3]);
+    double aux = moe_coef(plan, moe->aux_coef) * moe_cp_scale(lw, op, 0);
+    double z = moe_coef(plan, moe->z_coef) * moe_cp_scale(lw, op, 1);
     int entry = ENTRY(e, RT_prt_moe_router_fwd, arg_value(lw, op->aux[0]), arg_value(lw, op->aux[1]), a->out,
-                      arg_value(lw, op->aux[2]), losses, a->in[0].arg, a->param[0].arg, arg_int(s->d[0]),
-                      arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]), arg_int(moe->router == ROUTER_SIGMOID),
-                      arg_f64(moe_coef(plan, moe->aux_coef)), arg_f64(moe_coef(plan, moe->z_coef)));
+                      arg_value(lw, op->aux[2]), cp ? arg_null() : losses, a->in[0].arg, a->param[0].arg,
+                      arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]),
+                      arg_int(moe->router == ROUTER_SIGMOID), arg_f64(aux), arg_f64(z));
+    if (cp) {
+        reshard_moe_counts(e, op->id, op->aux[4], arg_value(lw, op->aux[4]), arg_value(lw, op->aux[2]), s->d[2],
+                           plan_context_axis(plan));
+        if (e->phase == PHASE_FORWARD)
+            EMIT(e, RT_prt_moe_router_loss, losses, arg_value(lw, op->aux[0]), arg_value(lw, op->aux[1]),
+                 arg_value(lw, op->aux[4]), arg_int(s->d[0]), arg_int(s->d[2]), arg_int(s->d[3]),
+                 arg_int(moe->router == ROUTER_SIGMOID), arg_f64(aux), arg_f64(z));
+    }
     if (e->phase == PHASE_FORWARD) {
         /* every rank of an axis the tokens are whole on (a tensor axis) routes
          * them alike: one of them counts the losses and the tokens */
@@ -469,11 +495,13 @@ int ops_emit_moe_router_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShap
     Lowerer *lw = e->lw;
     const Plan *plan = lw->plan;
     const MoeSpec *moe = &plan->model.block.moe;
+    /* with a context axis the loss's gradient reads the counts summed over it */
+    Arg counts = arg_value(lw, op->aux[op->naux >= 5 ? 4 : 2]);
     return ENTRY(e, RT_prt_moe_router_bwd, a->din[0].arg, a->dparam[0].arg, arg_grad(lw, op->aux[0]), a->dout,
-                 arg_value(lw, op->aux[0]), arg_value(lw, op->aux[1]), arg_value(lw, op->aux[2]), a->in[0].arg,
-                 a->param[0].arg, arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]),
-                 arg_int(moe->router == ROUTER_SIGMOID), arg_f64(moe_coef(plan, moe->aux_coef)),
-                 arg_f64(moe_coef(plan, moe->z_coef)));
+                 arg_value(lw, op->aux[0]), arg_value(lw, op->aux[1]), counts, a->in[0].arg, a->param[0].arg,
+                 arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]),
+                 arg_int(moe->router == ROUTER_SIGMOID), arg_f64(moe_coef(plan, moe->aux_coef) * moe_cp_scale(lw, op, 0)),
+                 arg_f64(moe_coef(plan, moe->z_coef) * moe_cp_scale(lw, op, 1)));
 }
 
 /* aux: offsets, rows */

@@ -359,9 +359,10 @@ void place_plan(Lowerer *lw)
             continue;
         for (int a = 0; a < lw->naxes; a++) {
             Placement p = lw->bind[t].produced[a];
-            /* a dispatch's rows [batch, seq, topk] index this rank's tokens */
+            /* a dispatch's rows [batch, seq, topk] index this rank's tokens:
+             * split where they are at home (batch, or seq on a context axis) */
             if (p.kind == PLACE_S && p.dim == DIM_ROUTED && tensor_has_dim(tt, DIM_BATCH))
-                lw->bind[t].produced[a] = place_split(DIM_BATCH);
+                lw->bind[t].produced[a] = tt->home[a].kind == PLACE_S ? tt->home[a] : place_split(DIM_BATCH);
             else if (p.kind == PLACE_P || (p.kind == PLACE_S && !tensor_has_dim(tt, (Dim)p.dim)))
                 lw->bind[t].produced[a] = PLACE_REP;
         }

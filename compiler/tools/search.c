@@ -244,13 +244,13 @@ static void consider(Search *s, const Layout1 *l)
 
 /* 1 when the plan's sequence may split over a context axis of cp ranks
  * (cp 1: always): a long sequence, chunks of SEARCH_CP_MIN_CHUNK at least,
- * and a model whose attention takes it (no dropout, no experts). */
+ * and a model whose attention takes it (no dropout). */
 static int context_split(const Plan *b, int cp)
 {
     if (cp == 1) return 1;
     const Model *m = &b->model;
     return m->seq >= SEARCH_CP_MIN_SEQ && m->seq % cp == 0 && m->seq / cp >= SEARCH_CP_MIN_CHUNK &&
-           m->block.kind == BLOCK_TRANSFORMER && m->block.dropout == 0 && m->block.moe.experts == 0;
+           m->block.kind == BLOCK_TRANSFORMER && m->block.dropout == 0;
 }
 
 /* 1 when the plan's experts can split over a data axis of dp ranks. */

@@ -97,6 +97,21 @@ static void choose(tensor logits, int64_t t, int64_t E, int64_t topk, int32_t *c
     }
 }
 
+/* losses[0] = aux_coef E sum_e f_e P_e = aux_coef (E / T) sum_t sum_e f_e p[t,e]
+ * with f_e = counts[e] / (T topk); losses[1] = z_coef mean_t lse_t^2. */
+static void router_losses(tensor losses, tensor logits, const int32_t *index, const int32_t *counts, int64_t T,
+                          int64_t E, int64_t topk, int sigmoid, double aux_coef, double z_coef) {
+    double aux = 0.0, z = 0.0;
+    for (int64_t t = 0; t < T; t++) {
+        gate_row g = gate_of(logits, t, E, index + t * topk, topk, sigmoid);
+        double total = sigmoid_total_of(&g);
+        for (int64_t e = 0; e < E; e++) aux += (double)counts[e] / (double)(T * topk) * gate_prob(&g, e, total);
+        z += g.lse * g.lse;
+    }
+    ST(losses, 0, T ? (float)(aux_coef * (double)E * aux / (double)T) : 0.0f);
+    ST(losses, 1, T ? (float)(z_coef * z / (double)T) : 0.0f);
+}
+
 void prt_cpu_moe_router_fwd(prt *rt, void *logits_, void *index_, void *weight_, void *counts_, void *losses_,
                             const void *x, const void *wr, int64_t T, int64_t H, int64_t E, int64_t topk,
                             int64_t sigmoid, double aux_coef, double z_coef, int64_t dtypes) {
@@ -117,17 +132,17 @@ void prt_cpu_moe_router_fwd(prt *rt, void *logits_, void *index_, void *weight_,
             counts[chosen[j]]++;
         }
     }
-    if (!losses.p) return;
-    /* aux = aux_coef E sum_e f_e P_e = aux_coef (E / T) sum_t sum_e f_e p[t,e] */
-    double aux = 0.0, z = 0.0;
-    for (int64_t t = 0; t < T; t++) {
-        gate_row g = gate_of(logits, t, E, index + t * topk, topk, (int)sigmoid);
-        double total = sigmoid_total_of(&g);
-        for (int64_t e = 0; e < E; e++) aux += (double)counts[e] / (double)(T * topk) * gate_prob(&g, e, total);
-        z += g.lse * g.lse;
-    }
-    ST(losses, 0, T ? (float)(aux_coef * (double)E * aux / (double)T) : 0.0f);
-    ST(losses, 1, T ? (float)(z_coef * z / (double)T) : 0.0f);
+    if (losses.p) router_losses(losses, logits, index, counts, T, E, topk, (int)sigmoid, aux_coef, z_coef);
+}
+
+void prt_cpu_moe_router_loss(prt *rt, void *losses_, const void *logits_, const void *index_, const void *counts_,
+                             int64_t T, int64_t E, int64_t topk, int64_t sigmoid, double aux_coef, double z_coef,
+                             int64_t dtypes) {
+    const char *op = "moe_router_loss";
+    moe_sizes(op, T, E, topk);
+    tensor losses = ften(rt, dtypes, 0, losses_, op), logits = ften(rt, dtypes, 1, (void *)logits_, op);
+    const int32_t *index = moe_i32(rt, dtypes, 2, index_, op), *counts = moe_i32(rt, dtypes, 3, counts_, op);
+    router_losses(losses, logits, index, counts, T, E, topk, (int)sigmoid, aux_coef, z_coef);
 }
 
 void prt_cpu_moe_counts(prt *rt, const void *counts_, int64_t E, int64_t layer, int64_t dtypes) {

@@ -72,6 +72,9 @@
 void prt_cpu_moe_router_fwd(prt *rt, void *logits, void *index, void *weight, void *counts, void *losses,
                             const void *x, const void *wr, int64_t T, int64_t H, int64_t E, int64_t topk,
                             int64_t sigmoid, double aux_coef, double z_coef, int64_t dtypes);
+void prt_cpu_moe_router_loss(prt *rt, void *losses, const void *logits, const void *index, const void *counts,
+                             int64_t T, int64_t E, int64_t topk, int64_t sigmoid, double aux_coef, double z_coef,
+                             int64_t dtypes);
 void prt_cpu_moe_router_bwd(prt *rt, void *dx, void *dwr, void *dlogits, const void *dweight, const void *logits,
                             const void *index, const void *counts, const void *x, const void *wr, int64_t T,
                             int64_t H, int64_t E, int64_t topk, int64_t sigmoid, double aux_coef, double z_coef,

@@ -91,6 +91,8 @@ void prt_cu_swiglu_bwd(prt *rt, prt_ten din, prt_ten in, prt_ten dout, int64_t N
 void prt_cu_moe_router_fwd(prt *rt, prt_ten logits, int32_t *index, prt_ten weight, int32_t *counts, prt_ten losses,
                            prt_ten x, prt_ten wr, int64_t T, int64_t H, int64_t E, int64_t K, int sigmoid,
                            double aux_coef, double z_coef);
+void prt_cu_moe_router_loss(prt *rt, prt_ten losses, prt_ten logits, const int32_t *counts, int64_t T, int64_t E,
+                            int64_t K, int sigmoid, double aux_coef, double z_coef);
 void prt_cu_moe_router_bwd(prt *rt, prt_ten dx, prt_ten dwr, prt_ten dlogits, prt_ten dweight, prt_ten logits,
                            const int32_t *index, const int32_t *counts, prt_ten x, prt_ten wr, int64_t T, int64_t H,
                            int64_t E, int64_t K, int sigmoid, double aux_coef, double z_coef, int dx_write);

@@ -266,6 +266,14 @@ static void cu_moe_router_fwd(prt *rt, void *logits, void *index, void *weight, 
     prt_cu_moe_router_fwd(rt, TN(0, logits), I32(1, index), TN(2, weight), I32(3, counts), TN(4, losses), TN(5, x),
                           TN(6, wr), T, H, E, topk, (int)sigmoid, aux_coef, z_coef);
 }
+static void cu_moe_router_loss(prt *rt, void *losses, const void *logits, const void *index, const void *counts,
+                               int64_t T, int64_t E, int64_t topk, int64_t sigmoid, double aux_coef, double z_coef,
+                               int64_t dtypes) {
+    PRT_CUDA_REQUIRE(rt, "moe_router_loss", T, E, topk);
+    (void)index;
+    prt_cu_moe_router_loss(rt, TN(0, losses), TN(1, logits), I32(3, counts), T, E, topk, (int)sigmoid, aux_coef,
+                           z_coef);
+}
 static void cu_moe_router_bwd(prt *rt, void *dx, void *dwr, void *dlogits, const void *dweight, const void *logits,
                               const void *index, const void *counts, const void *x, const void *wr, int64_t T,
                               int64_t H, int64_t E, int64_t topk, int64_t sigmoid, double aux_coef, double z_coef,

@@ -123,7 +123,11 @@ void prt_cu_moe_router_fwd(prt *rt, prt_ten logits, int32_t *index, prt_ten weig
                                                                           sigmoid);
         PRT_LAUNCH_CHECK();
     }
-    if (!losses.p) return;
+    if (losses.p) prt_cu_moe_router_loss(rt, losses, logits, counts, T, E, K, sigmoid, aux_coef, z_coef);
+}
+
+void prt_cu_moe_router_loss(prt *rt, prt_ten losses, prt_ten logits, const int32_t *counts, int64_t T, int64_t E,
+                            int64_t K, int sigmoid, double aux_coef, double z_coef) {
     double *part = (double *)prt_cuda_workspace(rt, (size_t)(2 * (E + 1)));  /* E + 1 doubles */
     k_router_losses<<<(unsigned)(E + 1), 256, 0, stream_of(rt)>>>(logits, counts, T, E, K, sigmoid, part);
     PRT_LAUNCH_CHECK();
