@@ -64,9 +64,10 @@ UNEVEN_CHUNKS = [("tiny_l6_pp_interleaved_uneven_zero3", "tiny_l6_single"),
 # one rank onto experts over dp x tp 2, and experts over ep 2 inside dp 2 x ep 2 with ZeRO-3
 # over dp ep (each expert's shards on its expert-data-parallel ranks, dp) onto experts over dp 2
 # and the mixture in every second layer, pipelined over pp 2 with experts over dp, onto dp 2 x tp 2
-# with ZeRO-3 (each layer's parameters under its own global layer on both sides)
+# with ZeRO-3 (each layer's parameters under its own global layer on both sides); experts over dp
+# beside ring attention over cp with ZeRO-1 over dp cp onto cp 2 alone
 EXPERTS = [("tiny_moe_ep_zero3", "tiny_moe"), ("tiny_moe", "tiny_moe_ep_tp"), ("tiny_moe_edp_zero3", "tiny_moe_ep"),
-           ("tiny_moe_every_pp", "tiny_moe_every_ep_tp")]
+           ("tiny_moe_every_pp", "tiny_moe_every_ep_tp"), ("tiny_moe_ring_ep", "tiny_moe_cp")]
 # ZeRO-3 sharded over the context axis (dp 2 x cp 2, ring attention) onto one rank, one rank
 # onto ZeRO-1 over cp, and ZeRO-3 over the data group dp*cp onto ZeRO-1 over it
 CONTEXT = [("tiny_rope_ring_zero3_cp", "tiny_rope"), ("tiny_rope", "tiny_rope_ring_zero1_cp"),

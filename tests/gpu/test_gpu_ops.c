@@ -112,7 +112,8 @@ static void upload(ten t) { prt_cuda_h2d(rt, t.d, t.h, (size_t)t.n * prt_dtype_s
 /* The mixture-of-experts ops: the router (softmax and sigmoid gates, both
  * losses) of T tokens over E experts, top 2; the dispatch, the grouped GEMM
  * (expert 4 gets no token: its index is never drawn), the combine, forward and
- * backward; expert parallelism's rank rows and regroup over 3 ranks of 2
+ * backward; the router's losses from given counts (moe_router_loss, a
+ * context axis's); expert parallelism's rank rows and regroup over 3 ranks of 2
  * experts.  Each op's inputs are the CPU's outputs of the op before, uploaded,
  * so a choice the two sides round differently cannot cascade. */
 static void moe_ops(int64_t dt) {
@@ -131,6 +132,15 @@ static void moe_ops(int64_t dt) {
         check(r, "logits", logits, tol); check_i32(r, "index", index, T * K); check(r, "weight", weight, tol);
         check_i32(r, "counts", counts, E); check(r, "losses", losses, 1e-4);
         upload(logits), upload(index), upload(counts);
+        /* the losses again from given counts (a context axis's sums): here twice
+         * the router's, with other coefficients */
+        ten twice = mki(E, 0, 1), again = mk(PRT_F32, 2, 0, 0, 1);
+        for (int64_t e = 0; e < E; e++) ((int32_t *)twice.h)[e] = 2 * ((int32_t *)counts.h)[e];
+        upload(twice);
+        prt_moe_router_loss(rt, again.h, logits.h, index.h, twice.h, T, E, K, sig, 0.0125, 0.005,
+                            PRT_ARG_DTYPES(PRT_F32, logits.dt, PRT_I32, PRT_I32));
+        prt_cu_moe_router_loss(rt, D(again), D(logits), twice.d, T, E, K, sig, 0.0125, 0.005);
+        check(sig ? "moe_router_loss(sigmoid)" : "moe_router_loss", "losses", again, 1e-4);
         prt_moe_router_bwd(rt, dx.h, dwr.h, dlogits.h, dweight.h, logits.h, index.h, counts.h, x.h, wr.h, T, H, E, K,
                            sig, 0.05, 0.01,
                            PRT_ARG_DTYPES(dx.dt, dwr.dt, dlogits.dt, dweight.dt, logits.dt, PRT_I32, PRT_I32, x.dt,

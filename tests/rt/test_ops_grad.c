@@ -985,6 +985,53 @@ static void test_moe_router(int64_t sigmoid, int64_t topk) {
     free(c.index0);
 }
 
+/* The router's tokens split over a context axis of C = 2 ranks (ops_emit.c):
+ * each half routes its own T/2 tokens, the counts are summed over the halves,
+ * and moe_router_loss with the summed counts and the coefficients aux / C^2
+ * and z / C gives each half's share of the whole's losses: the halves' losses
+ * sum to moe_router_fwd's over all T tokens, and moe_router_bwd with the
+ * summed counts and those coefficients gives each half's rows of the whole's
+ * dlogits.  moe_router_loss with a router's own counts gives its losses. */
+static void test_moe_router_context(int64_t sigmoid) {
+    enum { T = 8, H = 4, E = 4, K = 2, C = 2, TC = T / C };
+    const double aux = 0.3, z = 0.2;
+    float *x = rt_alloc(T * H), *wr = rt_alloc(H * E), *logits = rt_alloc(T * E), *weight = rt_alloc(T * K),
+          *dw = rt_alloc(T * K), *dlogits = rt_alloc(T * E), *part_dlogits = rt_alloc(T * E), losses[2], again[2];
+    int32_t index[T * K], counts[E], part_counts[C][E], sum_counts[E];
+    rt_fill(x, T * H, 140 + (uint64_t)sigmoid, 1); rt_fill(wr, H * E, 141, 1); rt_fill(dw, T * K, 142, 1);
+    const int64_t w_loss = PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_I32, PRT_I32);
+    const int64_t w_bwd =
+        PRT_ARG_DTYPES(PRT_F32, PRT_F32, PRT_F32, PRT_F32, PRT_F32, PRT_I32, PRT_I32, PRT_F32, PRT_F32);
+    prt_moe_router_fwd(RT, logits, index, weight, counts, losses, x, wr, T, H, E, K, sigmoid, aux, z, router_word());
+    prt_moe_router_loss(RT, again, logits, index, counts, T, E, K, sigmoid, aux, z, w_loss);
+    rt_close("moe_router_loss: a router's own counts give its losses", again, losses, 2, 1e-7, 1e-6);
+    prt_moe_router_bwd(RT, NULL, NULL, dlogits, dw, logits, index, counts, x, wr, T, H, E, K, sigmoid, aux, z, w_bwd);
+    float *pl[C], *pw[C];
+    int32_t pi[C][TC * K];
+    for (int c = 0; c < C; c++) {
+        pl[c] = rt_alloc(TC * E), pw[c] = rt_alloc(TC * K);
+        prt_moe_router_fwd(RT, pl[c], pi[c], pw[c], part_counts[c], NULL, x + c * TC * H, wr, TC, H, E, K, sigmoid,
+                           aux, z, router_word());
+    }
+    for (int e = 0; e < E; e++) sum_counts[e] = part_counts[0][e] + part_counts[1][e];
+    float sum[2] = {0, 0};
+    for (int c = 0; c < C; c++) {
+        float part[2];
+        prt_moe_router_loss(RT, part, pl[c], pi[c], sum_counts, TC, E, K, sigmoid, aux / (C * C), z / C, w_loss);
+        sum[0] += part[0], sum[1] += part[1];
+        prt_moe_router_bwd(RT, NULL, NULL, part_dlogits + c * TC * E, dw + c * TC * K, pl[c], pi[c], sum_counts,
+                           x + c * TC * H, wr, TC, H, E, K, sigmoid, aux / (C * C), z / C, w_bwd);
+        free(pl[c]); free(pw[c]);
+    }
+    const char *what[2] = {"moe_router_loss over a context split of 2 (softmax): the halves' losses sum to the whole's",
+                           "moe_router_loss over a context split of 2 (sigmoid): the halves' losses sum to the whole's"};
+    rt_close(what[sigmoid], sum, losses, 2, 1e-7, 1e-5);
+    const char *dwhat[2] = {"moe_router_bwd over a context split of 2 (softmax): the halves' dlogits are the whole's",
+                            "moe_router_bwd over a context split of 2 (sigmoid): the halves' dlogits are the whole's"};
+    rt_close(dwhat[sigmoid], part_dlogits, dlogits, T * E, 1e-7, 1e-5);
+    free(x); free(wr); free(logits); free(weight); free(dw); free(dlogits); free(part_dlogits);
+}
+
 /* Dispatch, one grouped GEMM and the combine, routing fixed (expert 3 gets no
  * token): L = sum(out * R) in x, w[E,H,M] and the weights; x, w and weight's
  * gradients prefilled, so the accumulation of permute_bwd, moe_matmul_bwd and
@@ -1119,6 +1166,7 @@ int main(int argc, char **argv) {
     test_xent();
     for (int64_t sigmoid = 0; sigmoid < 2; sigmoid++)
         for (int64_t topk = 1; topk <= 2; topk++) test_moe_router(sigmoid, topk);
+    for (int64_t sigmoid = 0; sigmoid <= 1; sigmoid++) test_moe_router_context(sigmoid);
     test_moe_layer();
     test_optimizers();
     test_data();
