@@ -422,7 +422,8 @@ static ExpertParallel expert_parallel(const Program *prog)
     if (x.axis < 0) return x;
     int64_t S = plan->mesh.axes[x.axis].size;
     x.local = moe->experts / S;
-    x.tokens = plan->train.micro_batch * plan->model.seq;
+    /* a rank's tokens: its samples' positions, its chunk of them beside a context axis */
+    x.tokens = plan->train.micro_batch * plan->model.seq / plan_axis_size(plan, plan_context_axis(plan));
     x.chosen = moe->topk < x.local ? moe->topk : x.local;
     x.bytes = (double)x.tokens * (double)moe->topk * (double)plan->model.hidden * dtype_bytes(program_act_dtype(plan)) *
               moe->imbalance;

@@ -18,7 +18,8 @@ micro_batch 2 x seq 32 = 64 tokens a micro-batch, 2 micro-batches, 2 layers):
   - `explain --json` states the same exchange (model.experts) and each
     stage's experts' share of its memory;
   - `parc search` ranks layouts with the experts whole and split over dp,
-    the plan's own layout among them.
+    the plan's own layout among them;
+  - beside a context axis (tiny_moe_ring_ep): see context().
 Exits 1 on any failure."""
 import json
 import os
@@ -107,9 +108,52 @@ def main(argv):
                      f"layout ranked {own}")
     else:
         print(f"parc search: {split} of {len(top)} ranked layouts split the experts over dp; the plan's own is #{own[0]}")
+    fails += context(parc, examples)
     for f in fails:
         prt_dump.fail(f)
     return 1 if fails else 0
+
+
+def context(parc, examples):
+    """tiny_moe_ring_ep (dp 2 x cp 2, experts over dp): a rank routes its
+    chunk, 2 samples x 16 positions = 32 tokens, so an exchange moves 64 rows
+    (16 KiB) over dp among the ranks of one cp coordinate, the experts' side
+    holds the 128 rows of dp's two ranks; the router's counts (4 i32) are
+    summed over cp once per layer and micro-batch; run with --trace, the 4
+    ranks' all-to-all(v) bytes sum to the listed bytes x 4."""
+    plan = os.path.join(examples, "tiny_moe_ring_ep.par")
+    fails, rows_cp, ranks = [], 32 * 2, 4
+    rows = json.loads(subprocess.run([parc, "collectives", plan, "--json"], capture_output=True, text=True,
+                                     check=True).stdout)["collectives"]
+    v = [r for r in rows if r["collective"] == "all-to-all(v)"]
+    if not v or any((r["elements"], r["axis"], r["group"]) != (rows_cp * HIDDEN, "dp", 2) for r in v):
+        fails.append(f"tiny_moe_ring_ep: all-to-all(v) rows {v}, expected {rows_cp * HIDDEN} elements over dp 2")
+    summed = [r for r in rows if r["collective"] == "all-reduce" and r["axis"] == "cp" and r["phase"] == "forward"]
+    if [(r["elements"], r["element_bytes"], r["calls_per_step"]) for r in summed] != [(4, 4, LAYERS * MICRO)]:
+        fails.append(f"tiny_moe_ring_ep: the router counts' all-reduce over cp {summed}, expected 4 i32 elements "
+                     f"{LAYERS * MICRO} times a step")
+    x = json.loads(subprocess.run([parc, "explain", plan, "--json"], capture_output=True, text=True,
+                                  check=True).stdout)["model"].get("experts", {})
+    if (x.get("exchange_bytes"), x.get("buffer_rows")) != (rows_cp * HIDDEN * FP32, 2 * rows_cp):
+        fails.append(f"tiny_moe_ring_ep: explain --json model.experts {x}, expected exchange_bytes "
+                     f"{rows_cp * HIDDEN * FP32} and buffer_rows {2 * rows_cp}")
+    listed = sum(r["bytes_per_step"] for r in v)
+    mpirun = os.environ.get("PARC_MPIRUN") or shutil.which("mpirun")
+    with tempfile.TemporaryDirectory(prefix="parc-moe-cp-") as work:
+        exe, trace = os.path.join(work, "cp"), os.path.join(work, "trace.json")
+        prt_dump.build(parc, plan, exe)
+        r = subprocess.run([mpirun, "-np", str(ranks), "--oversubscribe", exe, "--steps", "1", "--quiet",
+                            "--trace", trace], capture_output=True, text=True, env=prt_dump.run_env({}), timeout=300)
+        if r.returncode != 0:
+            return fails + [f"tiny_moe_ring_ep: the run failed ({r.returncode}): {r.stderr[-2000:]}"]
+        measured = sum(e["args"]["bytes"] for e in prt_dump.read_trace(trace) if e.get("name") == "alltoallv")
+        if measured != listed * ranks:
+            fails.append(f"tiny_moe_ring_ep: measured {measured} bytes of all-to-all(v), listed {listed} a rank x "
+                         f"{ranks}")
+        elif not fails:
+            print(f"tiny_moe_ring_ep: exchanges of {rows_cp} rows over dp, the counts summed over cp "
+                  f"{LAYERS * MICRO} times a step; measured {measured} bytes = listed {listed} x {ranks}")
+    return fails
 
 
 if __name__ == "__main__":
