@@ -295,11 +295,6 @@ int reshard_temp_buf(Lowerer *lw, const char *what, int t, const Placement *plac
  * GEMM's input in forward and again in backward, the down GEMM's output
  * gradient) runs before it and nothing between them exchanges. */
 int reshard_ep_offsets(Lowerer *lw, int axis);
-/* A router's counts of tokens split over context axis `axis`, summed over it
- * into dst (i32[E], from src): the counts of the sequence's tokens, which
- * the load-balancing loss reads (Megatron-LM sums them over its tensor x
- * context group).  Listed as the all-reduce of op's tensor `counts`. */
-void reshard_moe_counts(Emit *e, int op, int counts, Arg dst, Arg src, int64_t E, int axis);
 /* The stage's workspace buffer `name` of n elements of dtype, made on first
  * use and shared by every later use of the name (expert parallelism's
  * routing bookkeeping; ring attention's K/V blocks and the load-balanced

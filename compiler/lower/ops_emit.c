@@ -436,16 +436,19 @@ static double moe_coef(const Plan *plan, double coef)
     return coef * (double)plan->train.micro_batch / (double)plan->train.batch;
 }
 
-/* With the tokens split over a context axis of C ranks (aux[4], the counts
- * summed over it): a rank's losses are its tokens' shares of the sequence's,
- * which the step sums over the axis.  With the summed counts and the rank's
- * T tokens the router's formulas give C^2 times its share of the
- * load-balancing loss (f_e and P_e each over T instead of C T) and C times
- * its share of the z-loss: their coefficients are divided by that. */
-static double moe_cp_scale(const Lowerer *lw, const Op *op, int z)
+/* A router's aux tensors (expand.c): the saved logits, index, counts and
+ * losses, and beside a context axis the counts summed over it. */
+enum { ROUTER_LOGITS, ROUTER_INDEX, ROUTER_COUNTS, ROUTER_LOSSES, ROUTER_COUNTS_CP };
+
+/* With the tokens split over a context axis of C ranks: a rank's losses are
+ * its tokens' shares of the sequence's, which the step sums over the axis.
+ * With the summed counts and the rank's T tokens the router's formulas give
+ * C^2 times its share of the load-balancing loss (f_e and P_e each over T
+ * instead of C T) and C times its share of the z-loss: their coefficients
+ * are divided by that. */
+static double moe_cp_scale(const Plan *plan, int z)
 {
-    if (op->naux < 5) return 1.0;
-    double C = (double)plan_axis_size(lw->plan, plan_context_axis(lw->plan));
+    double C = (double)plan_axis_size(plan, plan_context_axis(plan));
     return z ? 1.0 / C : 1.0 / (C * C);
 }
 
@@ -459,20 +462,32 @@ int ops_emit_moe_router_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShap
     Lowerer *lw = e->lw;
     const Plan *plan = lw->plan;
     const MoeSpec *moe = &plan->model.block.moe;
-    int cp = op->naux >= 5;
-    Arg losses = arg_value(lw, op->aux[3]);
-    double aux = moe_coef(plan, moe->aux_coef) * moe_cp_scale(lw, op, 0);
-    double z = moe_coef(plan, moe->z_coef) * moe_cp_scale(lw, op, 1);
-    int entry = ENTRY(e, RT_prt_moe_router_fwd, arg_value(lw, op->aux[0]), arg_value(lw, op->aux[1]), a->out,
-                      arg_value(lw, op->aux[2]), cp ? arg_null() : losses, a->in[0].arg, a->param[0].arg,
-                      arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]),
-                      arg_int(moe->router == ROUTER_SIGMOID), arg_f64(aux), arg_f64(z));
-    if (cp) {
-        reshard_moe_counts(e, op->id, op->aux[4], arg_value(lw, op->aux[4]), arg_value(lw, op->aux[2]), s->d[2],
-                           plan_context_axis(plan));
+    int cp = plan_context_axis(plan);
+    PARC_ASSERT(op->naux == (cp >= 0 ? ROUTER_COUNTS_CP + 1 : ROUTER_COUNTS_CP));
+    Arg losses = arg_value(lw, op->aux[ROUTER_LOSSES]), counts = arg_value(lw, op->aux[ROUTER_COUNTS]);
+    double aux = moe_coef(plan, moe->aux_coef) * (cp >= 0 ? moe_cp_scale(plan, 0) : 1.0);
+    double z = moe_coef(plan, moe->z_coef) * (cp >= 0 ? moe_cp_scale(plan, 1) : 1.0);
+    int entry = ENTRY(e, RT_prt_moe_router_fwd, arg_value(lw, op->aux[ROUTER_LOGITS]),
+                      arg_value(lw, op->aux[ROUTER_INDEX]), a->out, counts, cp >= 0 ? arg_null() : losses,
+                      a->in[0].arg, a->param[0].arg, arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]),
+                      arg_int(s->d[3]), arg_int(moe->router == ROUTER_SIGMOID), arg_f64(aux), arg_f64(z));
+    if (cp >= 0) {
+        /* the rank's counts are its part of the sequence's, Partial over cp:
+         * the table's all-reduce makes them whole into the summed counts */
+        int t = op->aux[ROUTER_COUNTS_CP];
+        Val v = {counts, t, {{0}}};
+        Placement whole[PARC_MAX_AXES];
+        for (int x = 0; x < lw->naxes; x++) whole[x] = v.place[x] = PLACE_REP;
+        v.place[cp] = PLACE_PART;
+        Arg summed = arg_value(lw, t);
+        reshard_to(e, v, whole, op->id,
+                   arena_printf(lw->arena, "the router's tokens per expert summed over context axis %s: the "
+                                           "load-balancing loss counts the whole sequence's",
+                                plan->mesh.axes[cp].name),
+                   0, &summed);
         if (e->phase == PHASE_FORWARD)
-            EMIT(e, RT_prt_moe_router_loss, losses, arg_value(lw, op->aux[0]), arg_value(lw, op->aux[1]),
-                 arg_value(lw, op->aux[4]), arg_int(s->d[0]), arg_int(s->d[2]), arg_int(s->d[3]),
+            EMIT(e, RT_prt_moe_router_loss, losses, arg_value(lw, op->aux[ROUTER_LOGITS]),
+                 arg_value(lw, op->aux[ROUTER_INDEX]), summed, arg_int(s->d[0]), arg_int(s->d[2]), arg_int(s->d[3]),
                  arg_int(moe->router == ROUTER_SIGMOID), arg_f64(aux), arg_f64(z));
     }
     if (e->phase == PHASE_FORWARD) {
@@ -484,7 +499,7 @@ int ops_emit_moe_router_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShap
                 replicas |= (int64_t)1 << x;
         EMIT(e, RT_prt_loss_replicas, arg_int(replicas));
         EMIT(e, RT_prt_moe_loss_add, losses, arg_f64((double)plan->train.batch * (double)plan->model.seq));
-        EMIT(e, RT_prt_moe_counts, arg_value(lw, op->aux[2]), arg_int(s->d[2]), arg_layer(op->sub));
+        EMIT(e, RT_prt_moe_counts, counts, arg_int(s->d[2]), arg_layer(op->sub));
     }
     return entry;
 }
@@ -496,12 +511,14 @@ int ops_emit_moe_router_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShap
     const Plan *plan = lw->plan;
     const MoeSpec *moe = &plan->model.block.moe;
     /* with a context axis the loss's gradient reads the counts summed over it */
-    Arg counts = arg_value(lw, op->aux[op->naux >= 5 ? 4 : 2]);
-    return ENTRY(e, RT_prt_moe_router_bwd, a->din[0].arg, a->dparam[0].arg, arg_grad(lw, op->aux[0]), a->dout,
-                 arg_value(lw, op->aux[0]), arg_value(lw, op->aux[1]), counts, a->in[0].arg, a->param[0].arg,
-                 arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]), arg_int(s->d[3]),
-                 arg_int(moe->router == ROUTER_SIGMOID), arg_f64(moe_coef(plan, moe->aux_coef) * moe_cp_scale(lw, op, 0)),
-                 arg_f64(moe_coef(plan, moe->z_coef) * moe_cp_scale(lw, op, 1)));
+    int cp = plan_context_axis(plan);
+    Arg counts = arg_value(lw, op->aux[cp >= 0 ? ROUTER_COUNTS_CP : ROUTER_COUNTS]);
+    double aux = moe_coef(plan, moe->aux_coef) * (cp >= 0 ? moe_cp_scale(plan, 0) : 1.0);
+    double z = moe_coef(plan, moe->z_coef) * (cp >= 0 ? moe_cp_scale(plan, 1) : 1.0);
+    return ENTRY(e, RT_prt_moe_router_bwd, a->din[0].arg, a->dparam[0].arg, arg_grad(lw, op->aux[ROUTER_LOGITS]),
+                 a->dout, arg_value(lw, op->aux[ROUTER_LOGITS]), arg_value(lw, op->aux[ROUTER_INDEX]), counts,
+                 a->in[0].arg, a->param[0].arg, arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]),
+                 arg_int(s->d[3]), arg_int(moe->router == ROUTER_SIGMOID), arg_f64(aux), arg_f64(z));
 }
 
 /* aux: offsets, rows */

@@ -147,23 +147,6 @@ void reshard_ring_wait(Emit *e, const Op *op, int axis, Arg out)
  * (elems) is the busiest rank's: balanced, every rank sends and receives its
  * tokens' rows, T x topk, times the plan's `imbalance` (the cost model's
  * all-to-all moving (n-1)/n of them off-rank). */
-void reshard_moe_counts(Emit *e, int op, int counts, Arg dst, Arg src, int64_t E, int axis)
-{
-    Lowerer *lw = e->lw;
-    EMIT(e, RT_prt_copy, dst, src, arg_int(E));
-    Instr *c = EMIT(e, RT_prt_allreduce, arg_int(axis), dst, arg_int(E));
-    c->coll = COLL_ALLREDUCE;
-    c->axis = axis;
-    c->op = op;
-    c->tensor = counts;
-    c->elems = E;
-    c->elem_bytes = 4;
-    c->why = arena_printf(lw->arena,
-                          "the router's tokens per expert summed over context axis %s: the load-balancing loss "
-                          "counts the whole sequence's",
-                          lw->plan->mesh.axes[axis].name);
-}
-
 static Instr *routed_exchange(Emit *e, Val v, Val nv, int a, int dtype, int op)
 {
     Lowerer *lw = e->lw;
@@ -400,12 +383,18 @@ const char *reshard_why(Lowerer *lw, const Op *consumer, int t, const Placement 
 {
     const Graph *g = lw->g;
     const Tensor *tt = &g->tensors[t];
-    char buf[512], flat[128];
+    char buf[512], flat[128] = "";
     size_t used = 0, flat_len = 0;
-    /* the last clause, when it is ZeRO-3's: where it starts and ends, so the
-     * next axis it is sharded over joins it */
-    long flat_at = -1, flat_end = -1;
     buf[0] = 0;
+    /* a weight ZeRO-3 shards over several axes (a group) is gathered over all
+     * of them: one clause names them, at the first */
+    for (int a = 0; a < lw->naxes && !backward && tt->kind == TENSOR_PARAM && flat_len < sizeof flat; a++) {
+        Placement p = lw->bind[t].produced[a];
+        if (p.kind == PLACE_S && p.dim == DIM_FLAT && reshard_collective(p, to[a]) != COLL_NONE)
+            flat_len += (size_t)snprintf(flat + flat_len, sizeof flat - flat_len, "%s%s", flat_len ? " and " : "",
+                                         lw->plan->mesh.axes[a].name);
+    }
+    int flat_said = 0;
     for (int a = 0; a < lw->naxes; a++) {
         Placement want = backward ? lw->bind[t].grad[a] : to[a];
         CollKind c;
@@ -414,10 +403,10 @@ const char *reshard_why(Lowerer *lw, const Op *consumer, int t, const Placement 
         if (c == COLL_NONE) continue;
         const char *ax = lw->plan->mesh.axes[a].name;
         int n;
-        int zero_more = !backward && flat_end == (long)used && tt->kind == TENSOR_PARAM &&
-                        lw->bind[t].produced[a].kind == PLACE_S && lw->bind[t].produced[a].dim == DIM_FLAT;
-        int wrote_flat = 0;
-        if (used > 0 && !zero_more) { /* a move on several axes: one clause each */
+        int flat_here = !backward && tt->kind == TENSOR_PARAM && lw->bind[t].produced[a].kind == PLACE_S &&
+                        lw->bind[t].produced[a].dim == DIM_FLAT;
+        if (flat_here && flat_said) continue;
+        if (used > 0) { /* a move on several axes: one clause each */
             n = snprintf(buf + used, sizeof buf - used, "; ");
             if (n < 0 || (used += (size_t)n) >= sizeof buf) break;
         }
@@ -437,23 +426,11 @@ const char *reshard_why(Lowerer *lw, const Op *consumer, int t, const Placement 
         } else if (!backward) {
             Placement p = lw->bind[t].produced[a];
             const Op *prod = tt->producer >= 0 ? &g->ops[tt->producer] : NULL;
-            if (zero_more) {
-                /* sharded over several axes (a ZeRO group): one clause naming them */
-                n = snprintf(flat + flat_len, sizeof flat - flat_len, " and %s", ax);
-                if (n > 0 && (flat_len += (size_t)n) >= sizeof flat) flat_len = sizeof flat - 1;
-                used = (size_t)flat_at;
-                buf[used] = 0;
+            if (flat_here) {
                 n = snprintf(buf + used, sizeof buf - used, "%s needs %s whole; ZeRO-3 shards it over %s",
                              consumer->name, tt->name, flat);
-                wrote_flat = 1;
-            } else if (tt->kind == TENSOR_PARAM && p.kind == PLACE_S && p.dim == DIM_FLAT) {
-                flat_at = (long)used;
-                flat_len = (size_t)snprintf(flat, sizeof flat, "%s", ax);
-                n = snprintf(buf + used, sizeof buf - used, "%s needs %s whole; ZeRO-3 shards it over %s",
-                             consumer->name, tt->name, ax);
-                wrote_flat = 1;
-            }
-            else if (p.kind == PLACE_P && prod)
+                flat_said = 1;
+            } else if (p.kind == PLACE_P && prod)
                 n = snprintf(buf + used, sizeof buf - used, "%s %s %s split on %s -> Partial; %s needs %s",
                              prod->name, op_partial_verb(prod), dim_names[split_dim(lw, prod, a)], ax, consumer->name,
                              want.kind == PLACE_R ? "it whole" : "it split on seq");
@@ -475,7 +452,6 @@ const char *reshard_why(Lowerer *lw, const Op *consumer, int t, const Placement 
         if (n < 0) break;
         used += (size_t)n;
         if (used >= sizeof buf) break;
-        flat_end = wrote_flat ? (long)used : -1;
     }
     return arena_strdup(lw->arena, buf);
 }
