@@ -768,7 +768,7 @@ static void check_moe_every(Check *c)
 {
     Plan *p = c->plan;
     const MoeSpec *moe = &p->model.block.moe;
-    const Layout *l = &p->layout;
+    Layout *l = &p->layout;
     int64_t N = moe->every, L = p->model.layers;
     if (N <= 1 || c->have_model_key[MD_LAYERS] != 1 || L < 1) return;
     if (N > L || L % N != 0) {
@@ -784,9 +784,8 @@ static void check_moe_every(Check *c)
     int nchunks = l->stages * l->virtual_stages;
     if (l->balance == BALANCE_AUTO && L / N >= nchunks) {
         /* the even split balance.c starts from, in whole groups */
-        Layout *lw = &p->layout;
-        check_fill_even_stages(lw, L / N);
-        for (int v = 0; v < nchunks; v++) lw->chunk_first[v] *= (int)N, lw->chunk_layers[v] *= (int)N;
+        check_fill_even_stages(l, L / N);
+        for (int v = 0; v < nchunks; v++) l->chunk_first[v] *= (int)N, l->chunk_layers[v] *= (int)N;
         return;
     }
     for (int v = 0; v < nchunks; v++) {
@@ -822,8 +821,8 @@ void check_moe_plan(Check *c)
     if (c->dim_rule[DIM_BATCH] && p->layout.dim_axis[DIM_BATCH] < 0) return; /* its rule's error said it */
     /* The data axis (experts replicated on it, their gradients all-reduced
      * like any weight's, or split over it: expert parallelism), a tensor
-     * axis and the pipeline axis carry a mixture of experts; any other axis
-     * of size > 1 splits its rows or replicates it. */
+     * axis, a context axis and the pipeline axis carry a mixture of experts;
+     * any other axis of size > 1 replicates it (refused below). */
     const Layout *l = &p->layout;
     int ep = l->dim_axis[DIM_EXPERTS];
     /* `ffn -> tp` splits the experts' hidden units and the shared experts' */
