@@ -59,32 +59,23 @@ def main(argv):
     if sum(r["calls_per_step"] for r in counts) != sum(want.values()) or any(
             (r["elements"], r["element_bytes"]) != (4, 4) for r in counts):
         fails.append(f"the exchanges' counts: {counts}")
-    mpirun = os.environ.get("PARC_MPIRUN") or shutil.which("mpirun")
-    with tempfile.TemporaryDirectory(prefix="parc-moe-a2a-") as work:
-        exe, trace = os.path.join(work, "ep"), os.path.join(work, "trace.json")
-        prt_dump.build(parc, plan, exe)
-        r = subprocess.run([mpirun, "-np", str(RANKS), "--oversubscribe", exe, "--steps", "1", "--quiet",
-                            "--trace", trace], capture_output=True, text=True, env=prt_dump.run_env({}), timeout=300)
-        if r.returncode != 0:
-            fails.append(f"the run failed ({r.returncode}): {r.stdout[-2000:]}{r.stderr[-2000:]}")
+    per_rank, problem = traced_alltoallv(parc, plan, RANKS)
+    if problem:
+        fails.append(problem)
+    else:
+        measured = sum(sum(b) for b in per_rank.values())
+        for rank, b in sorted(per_rank.items()):
+            if len(b) != sum(want.values()):
+                fails.append(f"rank {rank}: {len(b)} all-to-all(v) calls in the step, listed {sum(want.values())}")
+            # the first exchange of each layer and micro-batch is a dispatch: all of the rank's rows
+            if b[0] != ROWS * HIDDEN * FP32:
+                fails.append(f"rank {rank}: the first dispatch moved {b[0]} bytes, expected {ROWS * HIDDEN * FP32}")
+        if len(per_rank) != RANKS or measured != listed * RANKS:
+            fails.append(f"measured {measured} bytes of all-to-all(v) over {len(per_rank)} ranks, listed "
+                         f"{listed} a rank: expected {listed * RANKS}")
         else:
-            events = [e for e in prt_dump.read_trace(trace) if e.get("name") == "alltoallv"]
-            per_rank = {}
-            for e in events:
-                per_rank.setdefault(e["pid"], []).append(e["args"]["bytes"])
-            measured = sum(sum(b) for b in per_rank.values())
-            for rank, b in sorted(per_rank.items()):
-                if len(b) != sum(want.values()):
-                    fails.append(f"rank {rank}: {len(b)} all-to-all(v) calls in the step, listed {sum(want.values())}")
-                # the first exchange of each layer and micro-batch is a dispatch: all of the rank's rows
-                if b[0] != ROWS * HIDDEN * FP32:
-                    fails.append(f"rank {rank}: the first dispatch moved {b[0]} bytes, expected {ROWS * HIDDEN * FP32}")
-            if len(per_rank) != RANKS or measured != listed * RANKS:
-                fails.append(f"measured {measured} bytes of all-to-all(v) over {len(per_rank)} ranks, listed "
-                             f"{listed} a rank: expected {listed * RANKS}")
-            else:
-                print(f"tiny_moe_ep: {calls} all-to-all(v) calls of {ROWS * HIDDEN * FP32} bytes listed; "
-                      f"measured {measured} bytes over {RANKS} ranks = listed {listed} x {RANKS}")
+            print(f"tiny_moe_ep: {calls} all-to-all(v) calls of {ROWS * HIDDEN * FP32} bytes listed; "
+                  f"measured {measured} bytes over {RANKS} ranks = listed {listed} x {RANKS}")
     # explain --json states the same exchange and the experts' side buffers (2 ranks x 64 tokens x 2)
     out = subprocess.run([parc, "explain", plan, "--json"], capture_output=True, text=True, check=True).stdout
     info = json.loads(out)
@@ -138,22 +129,34 @@ def context(parc, examples):
         fails.append(f"tiny_moe_ring_ep: explain --json model.experts {x}, expected exchange_bytes "
                      f"{rows_cp * HIDDEN * FP32} and buffer_rows {2 * rows_cp}")
     listed = sum(r["bytes_per_step"] for r in v)
+    per_rank, problem = traced_alltoallv(parc, plan, ranks)
+    if problem:
+        return fails + [f"tiny_moe_ring_ep: {problem}"]
+    measured = sum(sum(b) for b in per_rank.values())
+    if measured != listed * ranks:
+        fails.append(f"tiny_moe_ring_ep: measured {measured} bytes of all-to-all(v), listed {listed} a rank x {ranks}")
+    elif not fails:
+        print(f"tiny_moe_ring_ep: exchanges of {rows_cp} rows over dp, the counts summed over cp "
+              f"{LAYERS * MICRO} times a step; measured {measured} bytes = listed {listed} x {ranks}")
+    return fails
+
+
+def traced_alltoallv(parc, plan, ranks):
+    """-> ({rank: [bytes of each all-to-all(v) call, in order]}, None) of one
+    step of `plan` on `ranks` ranks with --trace, or (None, what failed)."""
     mpirun = os.environ.get("PARC_MPIRUN") or shutil.which("mpirun")
-    with tempfile.TemporaryDirectory(prefix="parc-moe-cp-") as work:
-        exe, trace = os.path.join(work, "cp"), os.path.join(work, "trace.json")
+    with tempfile.TemporaryDirectory(prefix="parc-moe-a2a-") as work:
+        exe, trace = os.path.join(work, "prog"), os.path.join(work, "trace.json")
         prt_dump.build(parc, plan, exe)
         r = subprocess.run([mpirun, "-np", str(ranks), "--oversubscribe", exe, "--steps", "1", "--quiet",
                             "--trace", trace], capture_output=True, text=True, env=prt_dump.run_env({}), timeout=300)
         if r.returncode != 0:
-            return fails + [f"tiny_moe_ring_ep: the run failed ({r.returncode}): {r.stderr[-2000:]}"]
-        measured = sum(e["args"]["bytes"] for e in prt_dump.read_trace(trace) if e.get("name") == "alltoallv")
-        if measured != listed * ranks:
-            fails.append(f"tiny_moe_ring_ep: measured {measured} bytes of all-to-all(v), listed {listed} a rank x "
-                         f"{ranks}")
-        elif not fails:
-            print(f"tiny_moe_ring_ep: exchanges of {rows_cp} rows over dp, the counts summed over cp "
-                  f"{LAYERS * MICRO} times a step; measured {measured} bytes = listed {listed} x {ranks}")
-    return fails
+            return None, f"the run failed ({r.returncode}): {r.stdout[-2000:]}{r.stderr[-2000:]}"
+        per_rank = {}
+        for e in prt_dump.read_trace(trace):
+            if e.get("name") == "alltoallv":
+                per_rank.setdefault(e["pid"], []).append(e["args"]["bytes"])
+        return per_rank, None
 
 
 if __name__ == "__main__":

@@ -11,6 +11,15 @@ set -u
 parc=$1; dir=$2
 fails=0
 counts() { "$parc" lower "$1" --emit=front | awk '$1 == "parameters" && $3 == "active" { print $2, $4 }'; }
+# exact NAME TOTAL ACTIVE: the plan's counts are exactly these (total, active then hold its figures)
+exact() {
+    read -r total active < <(counts "$dir/$1.par")
+    if [ "${total:-}" != "$2" ] || [ "${active:-}" != "$3" ]; then
+        echo "FAIL $1: parameters ${total:-?} active ${active:-?}, expected $2 active $3"
+        fails=$((fails + 1))
+        return 1
+    fi
+}
 
 # tiny_moe: hidden 64, vocab 256, 2 layers, 4 heads over 2 kv heads of 16,
 # 4 SwiGLU experts of 96, top 2.  Embedding + untied head + final norm:
@@ -18,22 +27,14 @@ counts() { "$parc" lower "$1" --emit=front | awk '$1 == "parameters" && $3 == "a
 # proj 64*64 = 4096, router 64*4 = 256, an expert 64*192 + 96*64 = 18432.
 # Total 32832 + 2*(12416 + 256 + 4*18432) = 205632;
 # active 32832 + 2*(12416 + 256 + 2*18432) = 131904.
-read -r total active < <(counts "$dir/tiny_moe.par")
-if [ "${total:-}" != 205632 ] || [ "${active:-}" != 131904 ]; then
-    echo "FAIL tiny_moe: parameters ${total:-?} active ${active:-?}, expected 205632 active 131904"
-    fails=$((fails + 1))
-fi
+exact tiny_moe 205632 131904
 
 # tiny_moe_shared: tiny_moe with 4 SwiGLU experts of 48, top 2, and 2 shared
 # experts: one SwiGLU MLP of 2*48 = 96 units.  An expert 64*96 + 48*64 = 9216,
 # the shared MLP 64*192 + 96*64 = 18432 (in both counts).
 # Total 32832 + 2*(12416 + 256 + 4*9216 + 18432) = 168768;
 # active 32832 + 2*(12416 + 256 + 2*9216 + 18432) = 131904.
-read -r total active < <(counts "$dir/tiny_moe_shared.par")
-if [ "${total:-}" != 168768 ] || [ "${active:-}" != 131904 ]; then
-    echo "FAIL tiny_moe_shared: parameters ${total:-?} active ${active:-?}, expected 168768 active 131904"
-    fails=$((fails + 1))
-fi
+exact tiny_moe_shared 168768 131904
 
 # tiny_moe_shared_gelu: a GPT-2 block (biases, learned positions, tied head)
 # with 3 GELU experts of 48, top 2, and a shared expert of shared_ffn 80.
@@ -42,11 +43,7 @@ fi
 # 192, an expert 64*48 + 48*64 = 6144, the shared MLP 64*80 + 80*64 = 10240
 # (no biases).  Total 18560 + 2*(17088 + 3*6144 + 10240) = 110080;
 # active 18560 + 2*(17088 + 2*6144 + 10240) = 97792.
-read -r total active < <(counts "$dir/tiny_moe_shared_gelu.par")
-if [ "${total:-}" != 110080 ] || [ "${active:-}" != 97792 ]; then
-    echo "FAIL tiny_moe_shared_gelu: parameters ${total:-?} active ${active:-?}, expected 110080 active 97792"
-    fails=$((fails + 1))
-fi
+exact tiny_moe_shared_gelu 110080 97792
 
 # within X WANT TOLERANCE: |X - WANT| / WANT < TOLERANCE
 within() { awk -v x="$1" -v want="$2" -v tol="$3" 'BEGIN { d = (x - want) / want; exit !(d < tol && d > -tol) }'; }
@@ -66,11 +63,9 @@ mixtral="$total ($active active)"
 # adds q/k/v biases and the shared expert's gate, 196608 parameters, that parc
 # lacks); active 622331904 + 24*(16781312 + 122880 + 4*8650752 + 34603008) =
 # 2688976896 (published 2.7B).
-read -r total active < <(counts "$dir/qwen15_moe_a27b.par")
-if [ "${total:-}" != 14315587584 ] || [ "${active:-}" != 2688976896 ] ||
-    ! within "${total:-0}" 14.3e9 0.01 || ! within "${active:-0}" 2.7e9 0.01; then
-    echo "FAIL qwen15_moe_a27b: parameters ${total:-?} active ${active:-?}, expected 14315587584 and 2688976896" \
-         "(the published 14.3e9 and 2.7e9 within 1%)"
+if exact qwen15_moe_a27b 14315587584 2688976896 &&
+    { ! within "$total" 14.3e9 0.01 || ! within "$active" 2.7e9 0.01; }; then
+    echo "FAIL qwen15_moe_a27b: parameters $total active $active, more than 1% off the published 14.3e9 and 2.7e9"
     fails=$((fails + 1))
 fi
 qwen="$total ($active active)"
@@ -79,11 +74,7 @@ qwen="$total ($active active)"
 # and 3 (`every 2`), layers 0 and 2 a dense SwiGLU MLP of ffn 172: 64*344 +
 # 172*64 = 33024.  Total 32832 + 4*12416 + 2*33024 + 2*(256 + 4*18432) =
 # 296512; active 32832 + 4*12416 + 2*33024 + 2*(256 + 2*18432) = 222784.
-read -r total active < <(counts "$dir/tiny_moe_every.par")
-if [ "${total:-}" != 296512 ] || [ "${active:-}" != 222784 ]; then
-    echo "FAIL tiny_moe_every: parameters ${total:-?} active ${active:-?}, expected 296512 active 222784"
-    fails=$((fails + 1))
-fi
+exact tiny_moe_every 296512 222784
 
 # Llama 4 Maverick: hidden 5120, vocab 202048, 48 layers of 40 heads over 8 kv
 # heads of 128.  Embedding + untied head + final norm: 2*202048*5120 + 5120 =
@@ -94,11 +85,9 @@ fi
 # 2068976640 + 48*62924800 + 24*251658240 + 24*(655360 + 129*125829120) =
 # 400711848960; active, 1 expert and the shared one: 17184691200.  Meta
 # publishes 400B and 17B (rounded to the billion): within 0.5% and 3%.
-read -r total active < <(counts "$dir/llama4_maverick.par")
-if [ "${total:-}" != 400711848960 ] || [ "${active:-}" != 17184691200 ] ||
-    ! within "${total:-0}" 400e9 0.005 || ! within "${active:-0}" 17e9 0.03; then
-    echo "FAIL llama4_maverick: parameters ${total:-?} active ${active:-?}, expected 400711848960 and 17184691200" \
-         "(the published 400e9 within 0.5% and 17e9 within 3%)"
+if exact llama4_maverick 400711848960 17184691200 &&
+    { ! within "$total" 400e9 0.005 || ! within "$active" 17e9 0.03; }; then
+    echo "FAIL llama4_maverick: parameters $total active $active, off the published 400e9 (0.5%) or 17e9 (3%)"
     fails=$((fails + 1))
 fi
 [ "$fails" = 0 ] && echo "moe_params: tiny_moe 205632 (131904 active), tiny_moe_shared 168768 (131904 active)," \
