@@ -358,17 +358,18 @@ static void analyze_stage(Arena *arena, Analysis *an, int s)
 /* One pipeline hand-off: the slowest message sequence a stage receives with,
  * its receive on the pipeline axis's link and, with `pipeline_scatter on`, the
  * all-gather after it on the tensor axis's. */
-static double message_s(const Program *prog)
+static double message_s(const Program *prog, double *bytes)
 {
     static const SeqKind recvs[2] = {SEQ_RECV_FWD, SEQ_RECV_BWD};
     double worst = 0;
+    *bytes = 0;
     for (int s = 0; s < prog->nstages; s++)
         for (int k = 0; k < 2; k++) {
             const StageProgram *sp = &prog->stages[s];
             if (program_seq_calls_per_step(prog, sp, recvs[k]) == 0) continue;
             CostTerms t = {0};
             for (int i = 0; i < sp->seq[recvs[k]].n; i++) cost_instr(prog, &sp->seq[recvs[k]].ins[i], 1.0, &t);
-            if (t.comm_s > worst) worst = t.comm_s;
+            if (t.comm_s > worst) worst = t.comm_s, *bytes = t.comm_bytes;
         }
     return worst;
 }
@@ -460,14 +461,24 @@ static void analyze_step_time(Arena *arena, Analysis *an)
         }
         if (tf + tb > slowest) slowest = tf + tb, an->slow_stage = s;
     }
-    if (prog->nstages > 1) an->t_p2p = message_s(prog);
+    double msg_bytes = 0;
+    if (prog->nstages > 1) an->t_p2p = message_s(prog, &msg_bytes);
+    /* a CPU rank stages a message with a copy into its send slot, and takes
+     * it in with a copy out of the receive posted ahead (runtime/prt_mpi.c),
+     * and the bytes cross the link meanwhile; a GPU's host-staged path
+     * copies over the host's bus, at about the link's rate, so there the
+     * hand-off is the holds */
+    if (plan_cluster_cpu(&prog->plan->cluster))
+        an->t_hold = cost_stream_s(&prog->plan->cluster, 2.0 * msg_bytes), an->t_wire = an->t_p2p;
+    else an->t_hold = an->t_p2p, an->t_wire = 0;
     double *idle = arena_alloc(arena, sizeof(double) * (size_t)prog->nstages);
     /* each stage at its own times: the last stage's head and loss make its
      * chunks the slowest, and the first stage's ramp-up forward and drain
      * backward, on the critical path, are its own; a pipeline message holds
-     * its sender and its receiver a hand-off each (schedule.h) */
+     * its sender and its receiver t_hold each and is t_wire in flight
+     * (schedule.h) */
     an->pipeline_s = schedule_simulate_stages(&prog->schedule, an->stage_fwd, an->stage_bwd, an->t_fwd, an->t_bwd,
-                                              an->t_p2p, idle, NULL);
+                                              an->t_hold, an->t_wire, idle, NULL);
     an->bubble_ideal = schedule_bubble_ideal(&prog->schedule);
     double min_idle = an->pipeline_s;
     for (int s = 0; s < prog->nstages; s++)

@@ -89,6 +89,9 @@ typedef struct Analysis {
     double model_matmul_params, model_attention_flops_per_token;
     double peak_flops;            /* per GPU for the plan's precision */
     double t_fwd, t_bwd, t_p2p;   /* per chunk per micro-batch, slowest chunk; t_p2p one hand-off (its receive and, scattered, the all-gather after it) */
+    double t_hold, t_wire;        /* what a hand-off holds each end and is in flight (schedule_simulate_stages):
+                                   * on a GPU t_p2p and 0 (its host-staged copies at about the link's rate), on
+                                   * CPU ranks a copy of the message and t_p2p */
     double *stage_fwd, *stage_bwd; /* [stage * chunks + chunk]: each chunk's item time, which the simulation runs */
     double pipeline_s;            /* simulated makespan of the schedule */
     double bubble_ideal;          /* (p-1)/(v m) */

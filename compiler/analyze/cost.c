@@ -109,17 +109,30 @@ static int coll_steps(CollKind kind, int n)
     return (kind == COLL_ALLREDUCE || kind == COLL_ALLREDUCE_MAX) ? 2 * (n - 1) : n - 1;
 }
 
-double cost_coll_latency_s(const Cluster *cl, CollKind kind, int n, int inside)
+double cost_coll_latency_s(const Cluster *cl, CollKind kind, int n, int node_ranks)
 {
     if (n <= 1 || kind == COLL_NONE || kind == COLL_SLICE) return 0;
-    return coll_steps(kind, n) * (inside ? cl->intra_latency : cl->inter_latency);
+    return coll_steps(kind, n) * (node_ranks >= n ? cl->intra_latency : cl->inter_latency);
 }
 
-double cost_coll_bandwidth_s(const Cluster *cl, CollKind kind, int n, int inside, double bytes)
+double cost_coll_bandwidth_s(const Cluster *cl, CollKind kind, int n, int node_ranks, double bytes)
 {
     if (n <= 1 || kind == COLL_NONE || kind == COLL_SLICE) return 0;
+    int inside = node_ranks >= n;
     double bw = inside ? cl->intra_bw : cl->inter_bw;
     if (bw <= 0) bw = 1e12;
+    /* a ring collective over a group with k ranks on each node runs k rings
+     * side by side, each crossing between nodes through another rank's link
+     * (NCCL's channels, one or more per NIC; nccl-tests' bus bandwidths across
+     * nodes approach the node's NICs together), so it crosses at k times a
+     * rank's `link inter`, and no faster than the link inside the node.  An
+     * all-to-all's share for other nodes leaves through each rank's own link. */
+    int ring = kind == COLL_ALLREDUCE || kind == COLL_ALLREDUCE_MAX || kind == COLL_ALLGATHER ||
+               kind == COLL_REDUCESCATTER;
+    if (!inside && ring && node_ranks > 1) {
+        bw *= node_ranks;
+        if (cl->intra_bw > 0 && bw > cl->intra_bw) bw = cl->intra_bw;
+    }
     double factor = (kind == COLL_SEND || kind == COLL_RECV || kind == COLL_SHIFT) ? 1.0 : cost_bus_factor(kind, n);
     /* Hockney's (n + n_1/2) / r_inf: below n_1/2 a collective cannot fill
      * its pipeline of chunks and runs at under half its bus bandwidth */
@@ -127,9 +140,9 @@ double cost_coll_bandwidth_s(const Cluster *cl, CollKind kind, int n, int inside
     return (bytes + (half > 0 ? half : 0)) * factor / (bw * eff_or_one(cl->eff.bus[inside ? 0 : 1]));
 }
 
-double cost_coll_s(const Cluster *cl, CollKind kind, int n, int inside, double bytes)
+double cost_coll_s(const Cluster *cl, CollKind kind, int n, int node_ranks, double bytes)
 {
-    return cost_coll_latency_s(cl, kind, n, inside) + cost_coll_bandwidth_s(cl, kind, n, inside, bytes);
+    return cost_coll_latency_s(cl, kind, n, node_ranks) + cost_coll_bandwidth_s(cl, kind, n, node_ranks, bytes);
 }
 
 /* ------------------------------------------------------------ per instruction */
@@ -177,7 +190,10 @@ void cost_instr(const Program *prog, const Instr *ins, double times, CostTerms *
         if (ins->axis < 0) return;
         int n = instr_group(plan, ins);
         double bytes = (double)ins->elems * ins->elem_bytes;
-        t->comm_s += times * cost_coll_s(&plan->cluster, ins->coll, n, plan_axis_inside_node(plan, ins->axis), bytes);
+        /* a point-to-point message is inside a node only where its axis is */
+        int p2p = ins->coll == COLL_SEND || ins->coll == COLL_RECV || ins->coll == COLL_SHIFT;
+        int node = p2p ? (plan_axis_inside_node(plan, ins->axis) ? n : 1) : plan_axis_node_ranks(plan, ins->axis);
+        t->comm_s += times * cost_coll_s(&plan->cluster, ins->coll, n, node, bytes);
         if (n > 1) t->comm_bytes += times * bytes;
         return;
     }

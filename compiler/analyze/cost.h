@@ -53,14 +53,17 @@ double cost_memory_s(const Cluster *cl, MemKind kind, double bytes, int wide16);
  * FLOP rate the `attention` efficiency is. */
 double cost_tiles_s(const Cluster *cl, double bytes, int wide16);
 /* Seconds of one collective of `bytes` per rank (the buffer nccl-tests calls
- * size) over a group of n ranks on the intra (inside = 1) or inter link:
- * latency x steps + bytes x bus factor / (link bandwidth x bus efficiency).
- * Steps: 2(n-1) for all-reduce (ring reduce-scatter + all-gather), n-1 for
- * the others, 1 for a send. */
-double cost_coll_s(const Cluster *cl, CollKind kind, int n, int inside, double bytes);
+ * size) over a group of n ranks of which node_ranks share a node (at least
+ * n: the group is inside a node, on the intra link; fewer: it spans nodes,
+ * plan_axis_node_ranks): latency x steps + bytes x bus factor / (link
+ * bandwidth x bus efficiency).  Across nodes a ring collective (all-reduce,
+ * all-gather, reduce-scatter) crosses at node_ranks x `link inter`, at most
+ * `link intra`.  Steps: 2(n-1) for all-reduce (ring reduce-scatter +
+ * all-gather), n-1 for the others, 1 for a send. */
+double cost_coll_s(const Cluster *cl, CollKind kind, int n, int node_ranks, double bytes);
 /* The latency and bandwidth parts of cost_coll_s separately. */
-double cost_coll_latency_s(const Cluster *cl, CollKind kind, int n, int inside);
-double cost_coll_bandwidth_s(const Cluster *cl, CollKind kind, int n, int inside, double bytes);
+double cost_coll_latency_s(const Cluster *cl, CollKind kind, int n, int node_ranks);
+double cost_coll_bandwidth_s(const Cluster *cl, CollKind kind, int n, int node_ranks, double bytes);
 
 /* The share of what cost_overlap and cost_timeline find hidden under compute
  * that is hidden: the cluster's `overlap` (1 unless it says; CPU ranks move

@@ -276,6 +276,10 @@ typedef struct Cluster {
  * CPU (`calibrated "cpu ..."`) defaults to 0: a CPU rank has no device
  * context, and its memory is the host's. */
 #define PARC_RESERVE_FIXED (2.0 * 1073741824.0)
+/* Whether `parc calibrate` measured the cluster on CPU ranks (`calibrated
+ * "cpu ..."`): their device memory is the host's and a pipeline message is
+ * staged by a copy in memory (analyze.c). */
+int plan_cluster_cpu(const Cluster *c);
 #define PARC_RESERVE_SHARE 0.025
 /* The share of a GPU (ledger plus reserve) above which a plan that fits is
  * warned about: less than a tenth of the GPU left for what neither counts. */
@@ -584,6 +588,10 @@ int plan_zero_axis_ok(const Plan *plan, int axis);
 /* Whether every group of `axis` stays inside one node (mesh order, last axis
  * fastest, ranks 0..gpus_per_node-1 on node 0). */
 int plan_axis_inside_node(const Plan *plan, int axis);
+/* The fewest of one group's ranks of `axis` that share a node: the axis's
+ * size when every group stays inside a node, 1 when each rank of a group is
+ * on a node of its own (the cost of a collective across nodes: cost.h). */
+int plan_axis_node_ranks(const Plan *plan, int axis);
 /* Coordinates of a global rank on every axis, and back. */
 void plan_rank_coords(const Plan *plan, int rank, int coords[PARC_MAX_AXES]);
 int plan_coords_rank(const Plan *plan, const int coords[PARC_MAX_AXES]);

@@ -149,9 +149,11 @@ int plan_dp(const Plan *plan)
     return plan_dim_parts(plan, DIM_BATCH);
 }
 
+int plan_cluster_cpu(const Cluster *c) { return c->calibrated && strncmp(c->calibrated, "cpu ", 4) == 0; }
+
 double plan_default_reserve(const Cluster *c)
 {
-    if (c->calibrated && strncmp(c->calibrated, "cpu ", 4) == 0) return 0;
+    if (plan_cluster_cpu(c)) return 0;
     const double mib = 1048576.0; /* whole MiB: the figure a written plan states */
     return round((PARC_RESERVE_FIXED + PARC_RESERVE_SHARE * c->gpu_memory) / mib) * mib;
 }
@@ -227,6 +229,53 @@ static int derived_inside_node(const Plan *plan, int axis)
         if (base && r / gpn != (r + span) / gpn) return 0;
     }
     return memo.inside = 1;
+}
+
+/* The fewest of one group's ranks that share a node, over the axis's groups
+ * and the nodes they touch.  A group's ranks in increasing order are its
+ * parts' coordinates counted in mesh order (the later axis fastest), and a
+ * node holds a contiguous range of ranks, so the ranks of a group on one node
+ * are a run of that order. */
+int plan_axis_node_ranks(const Plan *plan, int axis)
+{
+    if (axis < 0) return 1;
+    int size = plan->mesh.axes[axis].size;
+    if (size <= 1 || plan_axis_inside_node(plan, axis)) return size > 1 ? size : 1;
+    int64_t gpn = plan->cluster.gpus_per_node;
+    if (gpn <= 0) return 1;
+    unsigned parts = plan_axis_parts(plan, axis);
+    static struct { int naxes, sizes[PARC_MAX_AXES], fewest; int64_t gpn; unsigned parts; } memo = {.naxes = -1};
+    int same = memo.naxes == plan->mesh.naxes && memo.gpn == gpn && memo.parts == parts;
+    for (int a = 0; a < plan->mesh.naxes && same; a++) same = memo.sizes[a] == plan->mesh.axes[a].size;
+    if (same) return memo.fewest;
+    int fewest = size, coords[PARC_MAX_AXES], c[PARC_MAX_AXES];
+    for (int r = 0; r < plan->mesh.world; r++) {
+        plan_rank_coords(plan, r, coords);
+        int base = 1;
+        for (int a = 0; a < plan->mesh.naxes && base; a++)
+            if (parts >> a & 1) base = coords[a] == 0;
+        if (!base) continue;
+        int64_t node = -1;
+        int run = 0;
+        memcpy(c, coords, sizeof c);
+        for (int m = 0; m < size; m++) { /* the group's m-th rank: parts' coordinates counted, the last fastest */
+            int64_t rank = plan_coords_rank(plan, c), at = rank / gpn;
+            if (at != node) {
+                if (run > 0 && run < fewest) fewest = run;
+                node = at, run = 0;
+            }
+            run++;
+            for (int a = plan->mesh.naxes - 1; a >= 0; a--) {
+                if (!(parts >> a & 1)) continue;
+                if (++c[a] < plan->mesh.axes[a].size) break;
+                c[a] = 0;
+            }
+        }
+        if (run < fewest) fewest = run;
+    }
+    memo.naxes = plan->mesh.naxes, memo.gpn = gpn, memo.parts = parts, memo.fewest = fewest;
+    for (int a = 0; a < plan->mesh.naxes; a++) memo.sizes[a] = plan->mesh.axes[a].size;
+    return fewest;
 }
 
 int plan_axis_inside_node(const Plan *plan, int axis)

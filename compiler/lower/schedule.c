@@ -151,10 +151,11 @@ typedef struct Executor {
     double *busy;     /* per stage: total time running items */
     int *ready;       /* stack of stages that may make progress */
     int nready;
-    double t_fwd, t_bwd, t_p2p;
+    double t_fwd, t_bwd;
     const double *stage_fwd, *stage_bwd; /* [stage * chunks + chunk], where chunks take their own times (NULL: t_fwd, t_bwd) */
-    int holds;        /* a message holds its sender for t_p2p after the item that sends it, and its receiver
-                       * for t_p2p before the item that takes it in (schedule_simulate_stages) */
+    double t_hold;    /* a message holds its sender for t_hold after the item that sends it, and its receiver
+                       * for t_hold before the item that takes it in (schedule_simulate_stages) */
+    double t_wire;    /* ... and is in flight for t_wire after its sender's hold */
     double *const *start; /* per stage, per item: when it starts (NULL: not kept) */
     char *why;        /* first error, or NULL to stop reporting */
     size_t why_size;
@@ -238,7 +239,7 @@ static void executor_run_stage(Executor *ex, int stage) {
             }
             ex->mail[need] = MSG_RECEIVED;
             if (ex->arrival[need] > start) start = ex->arrival[need];
-            if (ex->holds) start += ex->t_p2p; /* taking it in */
+            start += ex->t_hold; /* taking it in */
         }
         if (ex->start) ex->start[stage][ex->pc[stage]] = start;
         int at = stage * ex->s->chunks + item->chunk;
@@ -256,8 +257,8 @@ static void executor_run_stage(Executor *ex, int stage) {
                 return;
             }
             ex->mail[sent] = MSG_SENT;
-            ex->arrival[sent] = ex->clock[stage] + ex->t_p2p;
-            if (ex->holds) ex->clock[stage] = ex->arrival[sent]; /* staging it */
+            ex->clock[stage] += ex->t_hold; /* staging it */
+            ex->arrival[sent] = ex->clock[stage] + ex->t_wire;
             int to = message_receiver(ex, sent);
             if (ex->waiting[to] == sent) {
                 ex->waiting[to] = -1;
@@ -429,11 +430,11 @@ double schedule_simulate(const Schedule *s, double t_fwd, double t_bwd, double t
 }
 
 static double simulate(const Schedule *s, const double *stage_fwd, const double *stage_bwd, double t_fwd,
-                       double t_bwd, double t_p2p, int holds, double *idle, double *const *start) {
+                       double t_bwd, double t_hold, double t_wire, double *idle, double *const *start) {
     if (schedule_verify(s, NULL, 0) != 0) return -1.0;
     Arena scratch = {0};
-    Executor ex = {.s = s, .t_fwd = t_fwd, .t_bwd = t_bwd, .t_p2p = t_p2p, .stage_fwd = stage_fwd,
-                   .stage_bwd = stage_bwd, .holds = holds, .start = start};
+    Executor ex = {.s = s, .t_fwd = t_fwd, .t_bwd = t_bwd, .t_hold = t_hold, .t_wire = t_wire,
+                   .stage_fwd = stage_fwd, .stage_bwd = stage_bwd, .start = start};
     double makespan = -1.0;
     if (executor_run(&ex, &scratch) == 0) {
         makespan = 0.0;
@@ -448,12 +449,12 @@ static double simulate(const Schedule *s, const double *stage_fwd, const double 
 
 double schedule_simulate_spans(const Schedule *s, double t_fwd, double t_bwd, double t_p2p,
                                double *idle, double *const *start) {
-    return simulate(s, NULL, NULL, t_fwd, t_bwd, t_p2p, 0, idle, start);
+    return simulate(s, NULL, NULL, t_fwd, t_bwd, 0, t_p2p, idle, start);
 }
 
 double schedule_simulate_stages(const Schedule *s, const double *stage_fwd, const double *stage_bwd, double t_fwd,
-                                double t_bwd, double t_p2p, double *idle, double *const *start) {
-    return simulate(s, stage_fwd, stage_bwd, t_fwd, t_bwd, t_p2p, 1, idle, start);
+                                double t_bwd, double t_hold, double t_wire, double *idle, double *const *start) {
+    return simulate(s, stage_fwd, stage_bwd, t_fwd, t_bwd, t_hold, t_wire, idle, start);
 }
 
 /* -------------------------------------------------------------- dumping */

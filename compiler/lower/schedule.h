@@ -133,15 +133,16 @@ double schedule_simulate_spans(const Schedule *s, double t_fwd, double t_bwd, do
  * of chunk c takes stage_fwd[st * chunks + c], a B stage_bwd[st * chunks + c]
  * (a pipeline's stages and chunks differ: the first holds the embedding, the
  * last the head and the loss, and chunks may hold unlike layers), and a message
- * holds both ends for t_p2p: its sender after the item that sends it (the
+ * holds both ends for t_hold: its sender after the item that sends it (the
  * runtime stages the buffer before the send returns: a copy into its send
  * slot, on a GPU first the copy to host memory) and its receiver once it
- * has arrived, before the item that needs it (taking it in: on a GPU the
- * copy back to device memory).  It arrives when the sender's hold ends.
- * Holds are not busy time: idle[] counts them with the waits.  With both
- * arrays NULL every stage takes t_fwd and t_bwd, with the same holds. */
+ * has arrived, before the item that needs it (taking it in: a copy out of
+ * the receive posted ahead, on a GPU back to device memory).  It arrives
+ * t_wire after the sender's hold ends.  Holds are not busy time: idle[]
+ * counts them with the waits.  With both arrays NULL every stage takes t_fwd
+ * and t_bwd, with the same holds. */
 double schedule_simulate_stages(const Schedule *s, const double *stage_fwd, const double *stage_bwd, double t_fwd,
-                                double t_bwd, double t_p2p, double *idle, double *const *start);
+                                double t_bwd, double t_hold, double t_wire, double *idle, double *const *start);
 
 /* Stable text form:
  *   schedule 1f1b: stages 2, micro_batches 4, chunks 1

@@ -107,8 +107,8 @@ static void timeline_build(Arena *arena, Timeline *tl, const Analysis *an)
             tl->item_at[s][item_key(sc, w->kind, w->chunk, w->micro)] = i;
         }
     }
-    double makespan = schedule_simulate_stages(sc, an->stage_fwd, an->stage_bwd, an->t_fwd, an->t_bwd, an->t_p2p,
-                                               tl->idle, tl->start);
+    double makespan = schedule_simulate_stages(sc, an->stage_fwd, an->stage_bwd, an->t_fwd, an->t_bwd, an->t_hold,
+                                               an->t_wire, tl->idle, tl->start);
     if (makespan != an->pipeline_s)
         PARC_BUG("the timeline's simulation gives %.9g s, the analysis %.9g s", makespan, an->pipeline_s);
 }
@@ -362,7 +362,7 @@ static int timeline_handoffs(FILE *out, const Timeline *tl)
             int from, j;
             if (!item_sender(tl, s, i, &from, &j)) continue;
             const WorkItem *w = &sc->items[from][j];
-            double sent = tl->start[from][j] + item_length(tl, from, w), arrives = sent + tl->an->t_p2p;
+            double sent = tl->start[from][j] + item_length(tl, from, w), arrives = sent + tl->an->t_hold + tl->an->t_wire;
             int down = from < s;
             double y0 = tl_y(from) + (down ? TL_LANE : 0), y1 = tl_y(s) + (down ? 0 : TL_LANE);
             item_name(sc, w, name, sizeof name);

@@ -90,8 +90,8 @@ static double block_comm_s(const Plan *p, const Layout1 *l, const Shape *s)
     double bytes = s->tok * s->h * s->wb;
     int n = p->model.block.kind == BLOCK_TRANSFORMER ? 2 : 1;
     if (l->sp)
-        return n * (cost_coll_s(cl, COLL_ALLGATHER, l->tp, 1, bytes) + cost_coll_s(cl, COLL_REDUCESCATTER, l->tp, 1, bytes));
-    return n * cost_coll_s(cl, COLL_ALLREDUCE, l->tp, 1, bytes);
+        return n * (cost_coll_s(cl, COLL_ALLGATHER, l->tp, l->tp, bytes) + cost_coll_s(cl, COLL_REDUCESCATTER, l->tp, l->tp, bytes));
+    return n * cost_coll_s(cl, COLL_ALLREDUCE, l->tp, l->tp, bytes);
 }
 
 /* What of one block's backward collectives over the tensor axis runs under
@@ -104,7 +104,7 @@ static double block_tp_hidden_s(const Plan *p, const Layout1 *l, const Shape *s)
     if (l->tp <= 1 || p->layout.tp_overlap_off) return 0;
     const Cluster *cl = &p->cluster;
     double peak = cost_peak_flops(cl, p->train.precision);
-    double c = cost_coll_s(cl, l->sp ? COLL_REDUCESCATTER : COLL_ALLREDUCE, l->tp, 1, s->tok * s->h * s->wb);
+    double c = cost_coll_s(cl, l->sp ? COLL_REDUCESCATTER : COLL_ALLREDUCE, l->tp, l->tp, s->tok * s->h * s->wb);
     double up = gemm(cl, peak, s->tok, p->model.block.mlp == MLP_SWIGLU ? 2 * s->f : s->f, s->h);
     double hidden = c < up ? c : up;
     if (p->model.block.kind == BLOCK_TRANSFORMER) {
@@ -226,12 +226,12 @@ static void ends_param_list(const Model *m, double vocab, int embed_side, Params
 
 /* The collectives of every tensor of ps, `bytes` an element; with
  * skip_bias, of those a backward reads only. */
-static double coll_each(const Cluster *cl, CollKind kind, int n, int inside, const Params *ps, double bytes,
+static double coll_each(const Cluster *cl, CollKind kind, int n, int node, const Params *ps, double bytes,
                         int skip_bias)
 {
     double t = 0;
     for (int i = 0; i < ps->n; i++)
-        if (!skip_bias || !ps->bias[i]) t += cost_coll_s(cl, kind, n, inside, ps->elems[i] * bytes);
+        if (!skip_bias || !ps->bias[i]) t += cost_coll_s(cl, kind, n, node, ps->elems[i] * bytes);
     return t;
 }
 
@@ -240,14 +240,14 @@ static double coll_each(const Cluster *cl, CollKind kind, int n, int inside, con
  * tb: the gradients complete in reverse order of the block's parameters, the
  * j-th at the share of tb its and the later parameters' elements make (the
  * GEMMs' time follows their weights' size); one link, one after the other. */
-static double scatter_exposed_s(const Cluster *cl, int dp, int inside, const Params *ps, double bytes, double tb)
+static double scatter_exposed_s(const Cluster *cl, int dp, int node, const Params *ps, double bytes, double tb)
 {
     double all = 0, done = 0, link = 0;
     for (int i = 0; i < ps->n; i++) all += ps->elems[i];
     for (int i = ps->n - 1; i >= 0; i--) {
         done += ps->elems[i];
         double ready = all > 0 ? tb * done / all : tb;
-        link = (link > ready ? link : ready) + cost_coll_s(cl, COLL_REDUCESCATTER, dp, inside, ps->elems[i] * bytes);
+        link = (link > ready ? link : ready) + cost_coll_s(cl, COLL_REDUCESCATTER, dp, node, ps->elems[i] * bytes);
     }
     return link > tb ? link - tb : 0;
 }
@@ -269,7 +269,8 @@ static double unhidden_s(const Cluster *cl, double all, double exposed)
     return all - (all - exposed) * cost_hidden_share(cl);
 }
 
-/* The data axis's gradient sync of one stage over dp ranks, the parameters
+/* The data group's gradient sync of one stage over dp ranks (dp x cp beside
+ * a context axis), `node` of them on a node, the parameters
  * of its blocks (nblocks of them, each `blocks`) and its ends, by ZeRO stage
  * as optim.c emits it: ZeRO-0/1 once per step (a bucket per block, started
  * after the block's last backward unless `grad_overlap off;`, overlap.c),
@@ -285,45 +286,43 @@ static double unhidden_s(const Cluster *cl, double all, double exposed)
  * cost_overlap's rule.  Of what runs under compute only the cluster's
  * `overlap` share is hidden (cost_hidden_share), as analyze.c counts it. */
 static double sync_estimate(const Plan *p, const Layout1 *l, const Params *blocks, int nblocks, const Params *ends,
-                            int inside, double mb, double tf, double tb, double t0, int gb, int wb)
+                            int dp, int node, double mb, double tf, double tb, double t0, int gb, int wb)
 {
     const Cluster *cl = &p->cluster;
-    int dp = l->dp;
     if (dp <= 1) return 0;
     double t = 0;
     if (l->zero <= 1) {
         CollKind kind = l->zero == 0 ? COLL_ALLREDUCE : COLL_REDUCESCATTER;
-        double bucket = coll_each(cl, kind, dp, inside, blocks, gb, 0), all = nblocks * bucket, exposed = all;
+        double bucket = coll_each(cl, kind, dp, node, blocks, gb, 0), all = nblocks * bucket, exposed = all;
         if (!p->layout.grad_overlap_off && nblocks >= 1) {
             double link = 0;
             for (int k = 1; k <= nblocks; k++) link = (link > t0 + k * tb ? link : t0 + k * tb) + bucket;
             double past = link > t0 + nblocks * tb ? link - (t0 + nblocks * tb) : 0;
             if (past < all) exposed = past;
         }
-        t += unhidden_s(cl, all, exposed) + coll_each(cl, kind, dp, inside, ends, gb, 0);
+        t += unhidden_s(cl, all, exposed) + coll_each(cl, kind, dp, node, ends, gb, 0);
     } else {
-        double all = coll_each(cl, COLL_REDUCESCATTER, dp, inside, blocks, gb, 0);
+        double all = coll_each(cl, COLL_REDUCESCATTER, dp, node, blocks, gb, 0);
         double block =
-            p->layout.grad_overlap_off ? all : unhidden_s(cl, all, scatter_exposed_s(cl, dp, inside, blocks, gb, tb));
-        t += mb * (nblocks * block + coll_each(cl, COLL_REDUCESCATTER, dp, inside, ends, gb, 0));
+            p->layout.grad_overlap_off ? all : unhidden_s(cl, all, scatter_exposed_s(cl, dp, node, blocks, gb, tb));
+        t += mb * (nblocks * block + coll_each(cl, COLL_REDUCESCATTER, dp, node, ends, gb, 0));
     }
     if (l->zero == 1 || l->zero == 2)
-        t += nblocks * coll_each(cl, COLL_ALLGATHER, dp, inside, blocks, wb, 0) +
-             coll_each(cl, COLL_ALLGATHER, dp, inside, ends, wb, 0);
+        t += nblocks * coll_each(cl, COLL_ALLGATHER, dp, node, blocks, wb, 0) +
+             coll_each(cl, COLL_ALLGATHER, dp, node, ends, wb, 0);
     if (l->zero == 3) {
-        double gf = coll_each(cl, COLL_ALLGATHER, dp, inside, blocks, wb, 0);
-        double gbw = coll_each(cl, COLL_ALLGATHER, dp, inside, blocks, wb, 1);
+        double gf = coll_each(cl, COLL_ALLGATHER, dp, node, blocks, wb, 0);
+        double gbw = coll_each(cl, COLL_ALLGATHER, dp, node, blocks, wb, 1);
         double all = nblocks * (gf + gbw);
         double blocks_s = p->layout.grad_overlap_off || nblocks < 2
                               ? all
                               : unhidden_s(cl, all, prefetch_exposed_s(gf, tf, nblocks) +
                                                                         prefetch_exposed_s(gbw, tb, nblocks));
-        t += mb * (blocks_s + coll_each(cl, COLL_ALLGATHER, dp, inside, ends, wb, 0));
+        t += mb * (blocks_s + coll_each(cl, COLL_ALLGATHER, dp, node, ends, wb, 0));
     }
     return t;
 }
 
-/* Whether a group of `size` ranks `stride` apart stays inside a node. */
 int search_cp_can_balance(const Plan *base, int cp)
 {
     return cp > 1 && base->model.block.kind == BLOCK_TRANSFORMER && base->model.block.causal &&
@@ -342,10 +341,14 @@ static double exposed_s(const Cluster *cl, double x, double c)
     return x - (x < c ? x : c) * cost_hidden_share(cl);
 }
 
-static int inside_node(const Plan *p, int size, int stride)
+/* How many of a group of `size` ranks `stride` apart share a node (the
+ * search's layouts place an axis's ranks so that they divide a node or
+ * span whole ones): `size` when the group stays inside one (cost.h). */
+static int node_ranks(const Plan *p, int size, int stride)
 {
     int gpn = p->cluster.gpus_per_node;
-    return size <= 1 || (gpn > 0 && (int64_t)size * stride <= gpn && gpn % (size * stride) == 0);
+    if (size <= 1 || (gpn > 0 && (int64_t)size * stride <= gpn && gpn % (size * stride) == 0)) return size;
+    return gpn > stride && gpn % stride == 0 ? gpn / stride : 1;
 }
 
 SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
@@ -371,37 +374,38 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     double per_stage = (double)m->layers / l->pp;
     double fwd = block_compute_s(base, l, &s, 0), bwd = block_compute_s(base, l, &s, 1);
     double comm = block_comm_s(base, l, &s), hidden = block_tp_hidden_s(base, l, &s);
-    /* expert parallelism: each block's routed rows exchanged over dp, 2 times
-     * forward, 2 backward (and the forward's 2 again recomputing), balanced
-     * (reshard.c) */
-    int dp_inside = inside_node(base, l->dp, cp * l->tp);
+    /* the gradients are summed over the data group, dp x cp (plan_derive_axes) */
+    int group = l->dp * cp, group_node = node_ranks(base, group, l->tp);
     /* context parallelism (the all-gather form): each block gathers the
      * qkv of the whole sequence over cp, again in the backward (the
      * forward's copy is not kept, reshard.c), and reduce-scatters its
      * gradient */
     if (cp > 1 && !l->ring) {
         double qkv = s.tok * cp * s.qkv * s.wb;
-        int cp_inside = inside_node(base, cp, l->tp);
-        double gather = cost_coll_s(cl, COLL_ALLGATHER, cp, cp_inside, qkv);
+        int cp_node = node_ranks(base, cp, l->tp);
+        double gather = cost_coll_s(cl, COLL_ALLGATHER, cp, cp_node, qkv);
         fwd += gather;
-        bwd += gather + cost_coll_s(cl, COLL_REDUCESCATTER, cp, cp_inside, qkv);
+        bwd += gather + cost_coll_s(cl, COLL_REDUCESCATTER, cp, cp_node, qkv);
     }
     /* ring attention: each of the cp - 1 steps' K/V shift runs under the step
      * before it; backward the K/V's and their gradient's share the link under
      * each step, and the gradient's last shift, home, is exposed (ops_emit.c) */
     if (cp > 1 && l->ring && m->block.kind == BLOCK_TRANSFORMER) {
-        int cp_inside = inside_node(base, cp, l->tp);
+        int cp_node = node_ranks(base, cp, l->tp);
         double kv = s.tok * 2.0 * (double)m->kv_heads / tp * (double)m->head_dim * s.wb;
-        double shift = cost_coll_s(cl, COLL_SHIFT, cp, cp_inside, kv);
+        double shift = cost_coll_s(cl, COLL_SHIFT, cp, cp_node, kv);
         double attn = 4.0 * s.tok * s.heads * (double)m->seq * (double)m->head_dim *
                       (search_cp_balanced(base, l) ? 0.5 : 1.0);
         double step_f = cost_attention_s(cl, peak, attn) / cp, step_b = cost_attention_s(cl, peak, 2.5 * attn) / cp;
         fwd += (cp - 1) * exposed_s(cl, shift, step_f);
         bwd += (cp - 1) * exposed_s(cl, 2 * shift, step_b) + shift;
     }
+    /* expert parallelism: each block's routed rows exchanged over dp, 2 times
+     * forward, 2 backward (and the forward's 2 again recomputing), balanced
+     * (reshard.c) */
     if (l->ep) { /* the exchange over the ep ranks: the data axis's, or its inner ep of them */
         double rows = s.tok * (double)m->block.moe.topk * s.h * s.wb;
-        double x = cost_coll_s(cl, COLL_ALLTOALLV, l->ep, inside_node(base, l->ep, cp * l->tp), rows);
+        double x = cost_coll_s(cl, COLL_ALLTOALLV, l->ep, node_ranks(base, l->ep, cp * l->tp), rows);
         fwd += 2 * x * moe_share(m);
         bwd += 2 * x * moe_share(m);
     }
@@ -410,17 +414,17 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     if (m->has_head) {
         head = 3 * gemm(cl, peak, s.tok, s.vocab, s.h) + cost_stream_s(cl, 5 * s.tok * s.vocab * s.wb);
         /* a vocab-parallel loss reduces its per-token max and sum over tp */
-        if (s.vocab < (double)m->vocab) head += 2 * cost_coll_s(cl, COLL_ALLREDUCE, l->tp, 1, s.tok * 4);
+        if (s.vocab < (double)m->vocab) head += 2 * cost_coll_s(cl, COLL_ALLREDUCE, l->tp, l->tp, s.tok * 4);
     }
     double stage = per_stage * block + head;
-    int pp_inside = inside_node(base, l->pp, l->dp * cp * l->tp);
-    double p2p = l->pp > 1 ? cost_coll_s(cl, COLL_SEND, 2, pp_inside, s.tok * s.hs * s.wb) : 0;
+    int pp_link = node_ranks(base, l->pp, l->dp * cp * l->tp) >= l->pp ? 2 : 1; /* a hand-off's link */
+    double p2p = l->pp > 1 ? cost_coll_s(cl, COLL_SEND, 2, pp_link, s.tok * s.hs * s.wb) : 0;
     /* `pipeline_scatter on` where the layout keeps it (search.c's apply_layout):
      * 1/tp of the message over the pipeline link, then the all-gather over tp */
     if (l->pp > 1 && base->layout.pipeline_scatter && l->tp > 1 && !l->sp &&
         (int64_t)(s.tok * s.hs) % l->tp == 0)
-        p2p = cost_coll_s(cl, COLL_SEND, 2, pp_inside, s.tok * s.hs * s.wb / tp) +
-              cost_coll_s(cl, COLL_ALLGATHER, l->tp, inside_node(base, l->tp, 1), s.tok * s.hs * s.wb);
+        p2p = cost_coll_s(cl, COLL_SEND, 2, pp_link, s.tok * s.hs * s.wb / tp) +
+              cost_coll_s(cl, COLL_ALLGATHER, l->tp, node_ranks(base, l->tp, 1), s.tok * s.hs * s.wb);
     int v = l->pp > 1 && l->sched == SCHED_INTERLEAVED ? l->virt : 1;
     double mb = (double)(tr->batch / l->dp / l->micro_batch);
     /* hand-offs wait on the critical path only while the pipeline fills and drains */
@@ -447,16 +451,16 @@ SearchEstimate search_estimate(const Plan *base, const Layout1 *l)
     int nb = (int)per_stage;
     double tb = bwd + comm + (l->rc == RECOMPUTE_FULL ? fwd + comm : 0) - hidden;
     double tf = fwd + comm;
-    double sync = sync_estimate(base, l, &bp, nb, &first, dp_inside, mb, tf, tb, l->pp == 1 ? 2.0 / 3.0 * head : 0,
+    double sync = sync_estimate(base, l, &bp, nb, &first, group, group_node, mb, tf, tb, l->pp == 1 ? 2.0 / 3.0 * head : 0,
                                 s.gb, s.wb);
     if (l->pp > 1) {
-        double tail = sync_estimate(base, l, &bp, nb, &last, dp_inside, mb, tf, tb, 2.0 / 3.0 * head, s.gb, s.wb);
+        double tail = sync_estimate(base, l, &bp, nb, &last, group, group_node, mb, tf, tb, 2.0 / 3.0 * head, s.gb, s.wb);
         if (tail > sync) sync = tail;
     }
     /* experts over ep < dp: each expert's gradient summed over the dp / ep
      * ranks holding it (its expert-data-parallel group, the outer axis) */
     if (l->ep > 1 && l->ep < l->dp)
-        sync += cost_coll_s(cl, COLL_ALLREDUCE, l->dp / l->ep, inside_node(base, l->dp / l->ep, l->ep * cp * l->tp),
+        sync += cost_coll_s(cl, COLL_ALLREDUCE, l->dp / l->ep, node_ranks(base, l->dp / l->ep, l->ep * cp * l->tp),
                             experts / l->ep * s.gb);
     int master = tr->master_fp32 && tr->precision != PREC_FP32;
     double moments = tr->optimizer == OPT_SGD ? (tr->momentum > 0 ? 4 : 0) : 8;

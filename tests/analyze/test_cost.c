@@ -65,19 +65,29 @@ static void test_primitives(void)
     /* one all-reduce of 1 GiB over 8 GPUs of a node: 2(n-1) steps of 2 us,
      * 2(n-1)/n x bytes at 300 GB/s x 0.75 */
     double gib = 1073741824.0;
-    near("all-reduce 8 ranks 1 GiB", cost_coll_s(&c, COLL_ALLREDUCE, 8, 1, gib), 14 * 2e-6 + 1.75 * gib / 225e9);
-    near("all-reduce latency", cost_coll_latency_s(&c, COLL_ALLREDUCE, 8, 1), 28e-6);
+    near("all-reduce 8 ranks 1 GiB", cost_coll_s(&c, COLL_ALLREDUCE, 8, 8, gib), 14 * 2e-6 + 1.75 * gib / 225e9);
+    near("all-reduce latency", cost_coll_latency_s(&c, COLL_ALLREDUCE, 8, 8), 28e-6);
     /* one all-gather of 64 MiB over 4 nodes: 3 steps of 5 us, 3/4 x bytes at 25 GB/s x 0.5 */
-    near("all-gather 4 ranks across nodes", cost_coll_s(&c, COLL_ALLGATHER, 4, 0, 64 * 1048576.0),
+    near("all-gather 4 ranks across nodes", cost_coll_s(&c, COLL_ALLGATHER, 4, 1, 64 * 1048576.0),
          3 * 5e-6 + 0.75 * 64 * 1048576.0 / 12.5e9);
-    near("send inside a node", cost_coll_s(&c, COLL_SEND, 2, 1, 1e6), 2e-6 + 1e6 / 225e9);
+    near("send inside a node", cost_coll_s(&c, COLL_SEND, 2, 2, 1e6), 2e-6 + 1e6 / 225e9);
+    /* 8 ranks over 2 nodes, 4 on each: four rings side by side cross at 4 x
+     * 25 GB/s; 32 over 2 nodes, 16 on each, no faster than inside a node
+     * (300 GB/s); an all-to-all's share for the other node leaves through
+     * each rank's own link */
+    near("all-gather 8 ranks, 4 a node", cost_coll_s(&c, COLL_ALLGATHER, 8, 4, 64 * 1048576.0),
+         7 * 5e-6 + 0.875 * 64 * 1048576.0 / (4 * 25e9 * 0.5));
+    near("all-reduce 32 ranks, 16 a node", cost_coll_s(&c, COLL_ALLREDUCE, 32, 16, 64 * 1048576.0),
+         62 * 5e-6 + 2 * 31.0 / 32 * 64 * 1048576.0 / (300e9 * 0.5));
+    near("all-to-all 8 ranks, 4 a node", cost_coll_s(&c, COLL_ALLTOALL, 8, 4, 64 * 1048576.0),
+         7 * 5e-6 + 0.875 * 64 * 1048576.0 / (25e9 * 0.5));
     /* a half-bandwidth size of 8 MiB: 24 MiB over 8 ranks is charged as 32 MiB,
      * so it runs at 24/32 of the bus bandwidth */
     Cluster h = c;
     h.eff.half_bytes[0] = 8 * 1048576.0;
-    near("all-reduce 24 MiB, n1/2 8 MiB", cost_coll_s(&h, COLL_ALLREDUCE, 8, 1, 24 * 1048576.0),
+    near("all-reduce 24 MiB, n1/2 8 MiB", cost_coll_s(&h, COLL_ALLREDUCE, 8, 8, 24 * 1048576.0),
          14 * 2e-6 + 1.75 * 32 * 1048576.0 / 225e9);
-    near("n1/2 inside leaves across alone", cost_coll_s(&h, COLL_SEND, 2, 0, 1e6), 5e-6 + 1e6 / 12.5e9);
+    near("n1/2 inside leaves across alone", cost_coll_s(&h, COLL_SEND, 2, 1, 1e6), 5e-6 + 1e6 / 12.5e9);
     near("nothing over one rank", cost_coll_s(&c, COLL_ALLREDUCE, 1, 1, 1e9), 0);
     near("stream 1 GB", cost_stream_s(&c, 1e9), 1e9 / 1.8e12);
     /* GELU and SwiGLU at their own share of the bandwidth (a CPU's tanh) */
@@ -259,7 +269,7 @@ static void test_gradient_sync_overlapped(void)
     for (int i = 0; i < an->nrows; i++) {
         const CollRow *r = &an->rows[i];
         if (r->phase != PHASE_GRAD_SYNC) continue;
-        want += (double)r->calls * cost_coll_s(&an->prog->plan->cluster, r->coll, r->group, r->inside_node,
+        want += (double)r->calls * cost_coll_s(&an->prog->plan->cluster, r->coll, r->group, plan_axis_node_ranks(an->prog->plan, r->axis),
                                                (double)r->elems * r->elem_bytes);
     }
     truth("there are gradient all-reduces", want > 0);
@@ -820,6 +830,37 @@ static void test_uneven_chunks(void)
     arena_free(&arena);
 }
 
+/* The ranks of a group that share a node, as the collectives' cost reads
+ * them: 4 nodes of 4; dp 4 x tp 2 x cp 2 puts tp and cp inside a node, dp
+ * across with one rank a node, and dp x cp (their data group, a derived axis)
+ * across with two a node; dp 8 x tp 2 puts two of dp's ranks on a node. */
+static void test_node_ranks(void)
+{
+    static const char *const cluster =
+        "cluster { nodes 4; gpus_per_node 4;\n"
+        "  gpu { memory 1 GiB; bf16 1 TFLOP/s; fp32 1 TFLOP/s; hbm 100 GB/s; }\n"
+        "  link intra 10 GB/s 5 us; link inter 1 GB/s 10 us; }\n"
+        "model m { seq 32; hidden 64; ffn 256; layers 4; repeat layers { block mlp; } }\n"
+        "train { batch 16; micro_batch 2; precision fp32; optimizer sgd lr 0.1; }\n";
+    Arena arena = {0};
+    Analysis *an = analyze_plan(&arena, "nodes_cp", arena_printf(&arena, "%s%s", cluster,
+        "mesh { dp 4; tp 2; cp 2; }\nlayout { batch -> dp; ffn -> tp; seq -> cp; zero 1 over dp cp; }\n"));
+    truth("the dp x tp x cp plan analyzes", an != NULL);
+    if (an) {
+        const Plan *p = an->prog->plan;
+        truth("tp: both ranks on a node", plan_axis_node_ranks(p, 1) == 2);
+        truth("cp: both ranks on a node", plan_axis_node_ranks(p, 2) == 2);
+        truth("dp: one rank a node", plan_axis_node_ranks(p, 0) == 1);
+        truth("the data group dp x cp is derived", p->mesh.nderived == 1);
+        truth("dp x cp: two ranks a node", p->mesh.nderived == 1 && plan_axis_node_ranks(p, p->mesh.naxes) == 2);
+    }
+    an = analyze_plan(&arena, "nodes_dp", arena_printf(&arena, "%s%s", cluster,
+        "mesh { dp 8; tp 2; }\nlayout { batch -> dp; ffn -> tp; }\n"));
+    truth("the dp x tp plan analyzes", an != NULL);
+    if (an) truth("dp 8 over 4 nodes: two ranks a node", plan_axis_node_ranks(an->prog->plan, 0) == 2);
+    arena_free(&arena);
+}
+
 int main(void)
 {
     test_primitives();
@@ -838,6 +879,7 @@ int main(void)
     test_prefetch_timeline();
     test_gathers_prefetched();
     test_overlap_share();
+    test_node_ranks();
     if (diag_error_count()) printf("FAIL %d diagnostics\n", diag_error_count()), failures++;
     printf("%s: %d failure%s\n", failures ? "FAIL" : "ok", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;

@@ -184,13 +184,21 @@ static void test_stage_times(void) {
     schedule_build(&arena, SCHED_1F1B, 2, 2, 1, &s);
     const double f[2] = {1, 3}, b[2] = {2, 4};
     double idle[2];
-    double span = schedule_simulate_stages(&s, f, b, 3, 4, 0.5, idle, NULL);
+    double span = schedule_simulate_stages(&s, f, b, 3, 4, 0.5, 0.0, idle, NULL);
     CHECK(close_to(span, 20.0), "own stage times, hand-off 0.5: makespan %g, want 20", span);
     CHECK(close_to(idle[0], 14.0) && close_to(idle[1], 6.0), "idle %g %g, want 14 6 (holds are not busy)",
           idle[0], idle[1]);
-    span = schedule_simulate_stages(&s, f, b, 3, 4, 0.0, idle, NULL);
+    span = schedule_simulate_stages(&s, f, b, 3, 4, 0.0, 0.0, idle, NULL);
     CHECK(close_to(span, 17.0) && close_to(idle[0], 11.0) && close_to(idle[1], 3.0),
           "own stage times, free hand-off: makespan %g idle %g %g, want 17 11 3", span, idle[0], idle[1]);
+    /* a CPU rank's hand-off: holds of 0.1 (its copies) and 0.4 in flight.
+     * Stage 0: F0 0-1 (holds to 1.1; arrives 1.5), F1 1.1-2.1 (to 2.2; 2.6);
+     * stage 1 takes micro-batch 0 in 1.5-1.6, F0 1.6-4.6, B0 4.6-8.6 (to 8.7;
+     * arrives 9.1), F1 8.8-11.8, B1 11.8-15.8 (to 15.9; 16.3); stage 0 B0
+     * 9.2-11.2, B1 16.4-18.4 */
+    span = schedule_simulate_stages(&s, f, b, 3, 4, 0.1, 0.4, idle, NULL);
+    CHECK(close_to(span, 18.4) && close_to(idle[0], 12.4) && close_to(idle[1], 4.4),
+          "holds 0.1, 0.4 in flight: makespan %g idle %g %g, want 18.4 12.4 4.4", span, idle[0], idle[1]);
     span = schedule_simulate(&s, 3, 4, 0.0, NULL);
     CHECK(close_to(span, 21.0), "every stage at the slower one's times: %g, want 21", span);
     arena_free(&arena);
