@@ -4,7 +4,9 @@
 # each; needs root).  At each shaped rate of the link between the hosts
 # (RATES, default "1gbit 100mbit") it reshapes the link, runs `parc calibrate
 # --hosts` (the fragment's `link intra` and `link inter`, printed), and runs
-# four layouts of the tiny GPT (examples/common/tiny_gpt.par, batch 8) on
+# four layouts of the bench GPT (bench/plans/gpt_bench_single.par's model:
+# 4 layers, hidden 256, seq 256, vocab 4096; batch 8; MODEL=tiny: the tiny GPT
+# of examples/common/tiny_gpt.par, whose steps are a few milliseconds) on
 # `cluster { nodes 2; gpus_per_node 2; include "<that fragment>"; }`:
 #   tp_inside_dp_across  mesh { dp 2; tp 2; }    tensor parallel inside a host, data parallel across
 #   tp_across_dp_inside  mesh { tp 2; dp 2; }    the other way round
@@ -12,11 +14,14 @@
 #   zero3_across         mesh { dp 4; }          ZeRO-3 over all four ranks
 # For each it prints `parc explain`'s step estimate, the step time the program
 # measured (`parc run --steps STEPS --log`: the summary's mean over the steps
-# after the first), their ratio, and the estimated / measured phases of rank 0.
+# after the first), their ratio, and the estimated / measured phases of rank 0;
+# then, at each rate, the slowdown of tp across hosts over tp inside them,
+# estimated and measured, and whether the estimates order the layouts as the
+# measurements do.
 # The machine's load average is printed first: the hosts share this machine's
 # cores, so under load the compute and the shared-memory links inside a host
 # measure the other work too.
-# Usage: bench/bench_multinode.sh [build/parc] [steps]   (RATES="1gbit 100mbit")
+# Usage: bench/bench_multinode.sh [build/parc] [steps]   (RATES="1gbit 100mbit", MODEL=bench|tiny)
 set -euo pipefail
 parc=$(realpath "${1:-build/parc}")
 steps=${2:-10}
@@ -31,9 +36,15 @@ echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $
 "$emu" up "$cluster" --hosts 2 --slots 2 --rate "${rates%% *}"
 on0() { "$emu" exec "$cluster" node0 "$@"; }
 
-plan() { # name mesh layout fragment -> $tmp/name.par
+case "${MODEL:-bench}" in
+    bench) sed -n '/^model/,/^}/p' "$root/bench/plans/gpt_bench_single.par" > "$tmp/model.par" ;;
+    tiny) echo "include \"$root/examples/common/tiny_gpt.par\";" > "$tmp/model.par" ;;
+    *) echo "MODEL is bench or tiny, not ${MODEL}" >&2; exit 2 ;;
+esac
+
+plan() { # name mesh layout fragment micro_batch -> $tmp/name.par
     cat > "$tmp/$1.par" <<EOF
-include "$root/examples/common/tiny_gpt.par";
+include "$tmp/model.par";
 cluster { nodes 2; gpus_per_node 2; include "$4"; }
 train { batch 8; micro_batch $5; precision fp32; optimizer adamw lr 1e-3 weight_decay 0.0; steps 10; seed 1234; }
 mesh { $2 }
@@ -54,19 +65,35 @@ for rate in $rates; do
     plan pp_across "pp 2; dp 2;" "batch -> dp; layers -> pp schedule 1f1b;" "$frag" 1
     plan zero3_across "dp 4;" "batch -> dp; zero 3 over dp;" "$frag" 2
     printf '  %-22s %12s %12s %8s\n' layout "est. ms" "meas. ms" "est/meas"
+    : > "$tmp/steps.$rate"
     for name in tp_inside_dp_across tp_across_dp_inside pp_across zero3_across; do
         log=$tmp/$name.$rate.jsonl
         on0 "$parc" run "$tmp/$name.par" --hosts "$cluster/hostfile" --steps "$steps" --quiet --log "$log" \
             > "$tmp/$name.out" 2>&1 || { echo "FAILED: $name at $rate: $(tail -5 "$tmp/$name.out")" >&2; exit 1; }
-        python3 - "$log" "$name" <<'PY'
+        python3 - "$log" "$name" "$tmp/steps.$rate" <<'PY'
 import json, sys
 summary = [json.loads(l) for l in open(sys.argv[1]) if '"summary"' in l][-1]
 est, meas = summary["step_ms"]["estimated"], summary["step_ms"]["measured"]
 print(f"  {sys.argv[2]:<22} {est:12.2f} {meas:12.2f} {est / meas:8.3f}")
+open(sys.argv[3], "a").write(f"{sys.argv[2]} {est} {meas}\n")
 phases = ", ".join(f"{k} {v['estimated']:.2f} / {v['measured']:.2f}" for k, v in summary["phases_ms"].items())
 print(f"    phases est. / meas. ms (rank 0): {phases}")
 PY
     done
+    python3 - "$tmp/steps.$rate" <<'PY'
+import sys
+rows = {n: (float(e), float(m)) for n, e, m in (l.split() for l in open(sys.argv[1]))}
+within = sum(1 for e, m in rows.values() if abs(e / m - 1) <= 0.25)
+print(f"  steps within 25% of measured: {within} of {len(rows)}")
+a, b = rows["tp_across_dp_inside"], rows["tp_inside_dp_across"]
+est, meas = a[0] / b[0], a[1] / b[1]
+print(f"  tp across over tp inside: estimated {est:.3f}x, measured {meas:.3f}x, ratio {est / meas:.3f}"
+      f" ({'within' if abs(est / meas - 1) <= 0.25 else 'NOT within'} 25%)")
+by_est = sorted(rows, key=lambda n: rows[n][0])
+by_meas = sorted(rows, key=lambda n: rows[n][1])
+print(f"  fastest to slowest, estimated: {', '.join(by_est)}")
+print(f"  fastest to slowest, measured:  {', '.join(by_meas)} ({'the same' if by_est == by_meas else 'NOT the same'})")
+PY
 done
 echo
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

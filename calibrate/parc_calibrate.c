@@ -38,6 +38,7 @@
 #include <math.h>
 #include <mpi.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,7 +238,7 @@ static int cmp_double(const void *x, const void *y)
  * away in does not decide the figure). */
 enum { SYNC_ROUNDS = 5 };
 
-static double synced_allreduce_s(float *buf, size_t count, int syncs)
+static double synced_allreduce_s(MPI_Comm comm, float *buf, size_t count, int syncs)
 {
     const int dim = 128;
     float *a = alloc_floats((size_t)dim * dim, 0.5f), *c = alloc_floats((size_t)dim * dim, 0.0f);
@@ -246,16 +247,16 @@ static double synced_allreduce_s(float *buf, size_t count, int syncs)
     for (int k = -1; k < SYNC_ROUNDS; k++) {
         int n = k < 0 ? 10 : each;
         double waited = 0;
-        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Barrier(comm);
         for (int i = 0; i < n; i++) {
             for (int g = 0; g < 2; g++)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim, dim, dim, 1.0f, a, dim, a, dim, 0.0f, c,
                             dim);
             double s0 = now();
-            MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, comm);
             waited += now() - s0;
         }
-        MPI_Allreduce(MPI_IN_PLACE, &waited, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, &waited, 1, MPI_DOUBLE, MPI_MAX, comm);
         if (k >= 0) round_s[k] = waited / n;
     }
     free(a), free(c);
@@ -272,6 +273,9 @@ typedef struct Link {
     double mid_s[MID_SIZES]; /* ... of all-reduces of mid_floats */
     double overlap, overlap_share[2]; /* measure_overlap: the mean, and the bucket's and the gathers' */
     double bytes; /* measure_inter_link: the size its bandwidth was measured at (0: 16 MiB) */
+    double alone; /* measure_inter_link: the bandwidth of one pair of ranks while the others wait */
+    double pairs; /* measure_inter_link: the pairs of ranks measuring at once (a host's ranks) */
+    double ranks; /* the launch between hosts: its ranks, all measuring the compute at once */
     char hosts[2 * MPI_MAX_PROCESSOR_NAME + 8]; /* measure_inter_link: "A and B" */
 } Link;
 
@@ -291,11 +295,11 @@ static Link measure_link(int rank, int size)
      * for the other rank, whose core the machine's other work may have taken
      * meanwhile.  A mean, since a run's measured phases are means (of the
      * median round: synced_allreduce_s). */
-    l.sync = synced_allreduce_s(mid, 2, 400);
+    l.sync = synced_allreduce_s(MPI_COMM_WORLD, mid, 2, 400);
     /* the same at the sizes of a small plan's tensor-parallel all-reduces and
      * gathers, where a collective is far from its large-message bandwidth:
      * write_fragment fits the link's half-bandwidth size to them */
-    for (int k = 0; k < MID_SIZES; k++) l.mid_s[k] = synced_allreduce_s(mid, mid_floats[k], 200);
+    for (int k = 0; k < MID_SIZES; k++) l.mid_s[k] = synced_allreduce_s(MPI_COMM_WORLD, mid, mid_floats[k], 200);
     free(mid);
     float *buf = alloc_floats(nbig, 1.0f), *out = alloc_floats(nbig, 0.0f);
     for (int pass = 0; pass < 2; pass++) {
@@ -333,39 +337,76 @@ static double median(double *x, int n)
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-/* Seconds of one ping-pong of `bytes` between ranks 0 and 1, half the round
- * trip, as rank 0 timed it (every rank returns it). */
-static double ping_pong_s(char *buf, size_t bytes, int rank)
+/* Seconds of one ping-pong of `bytes` between ranks 0 and 1 of comm, half
+ * the round trip, as rank 0 timed it (both return it). */
+static double ping_pong_s(MPI_Comm comm, char *buf, size_t bytes)
 {
-    MPI_Barrier(MPI_COMM_WORLD);
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Barrier(comm);
     double t0 = now();
     if (rank == 0) {
-        MPI_Send(buf, (int)bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
-        MPI_Recv(buf, (int)bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(buf, (int)bytes, MPI_BYTE, 1, 0, comm);
+        MPI_Recv(buf, (int)bytes, MPI_BYTE, 1, 0, comm, MPI_STATUS_IGNORE);
     } else if (rank == 1) {
-        MPI_Recv(buf, (int)bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Send(buf, (int)bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+        MPI_Recv(buf, (int)bytes, MPI_BYTE, 0, 0, comm, MPI_STATUS_IGNORE);
+        MPI_Send(buf, (int)bytes, MPI_BYTE, 0, 0, comm);
     }
     double half = (now() - t0) / 2;
-    MPI_Bcast(&half, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&half, 1, MPI_DOUBLE, 0, comm);
     return half;
 }
 
-/* The link between two hosts, one rank on each (a network, far slower than
- * shared memory, so every size adapts to it): the latency is the median of
+/* A barrier the ranks reach asleep, testing it every millisecond: ranks
+ * waiting for others to measure leave them the cores (where hosts share a
+ * machine's, a polling rank takes one). */
+static void idle_barrier(void)
+{
+    MPI_Request req;
+    int done = 0;
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    for (MPI_Test(&req, &done, MPI_STATUS_IGNORE); !done; MPI_Test(&req, &done, MPI_STATUS_IGNORE)) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+}
+
+/* The least of x over the launch's ranks; a rank outside the pairs gives
+ * none (+inf). */
+static double least(double x)
+{
+    MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    return x;
+}
+
+/* The link between two hosts, measured by `pairs` pairs of ranks, a rank of
+ * each pair on each host (pair: the pair's communicator, its rank 0 on the
+ * first host; MPI_COMM_NULL on a rank in no pair, which waits).  `link
+ * inter` is a GPU's share of its node's network while every GPU of the node
+ * sends at once (docs/language.md), and a host's ranks share its link: the
+ * bandwidth, the all-reduce bus bandwidth and the mid-size all-reduces after
+ * compute are measured by every pair at once, the slowest pair's; the
+ * latency, the bandwidth of one pair alone (`alone`, the link's own rate) and
+ * the 8-byte all-reduce after compute by the first pair while the others
+ * wait (ranks that compute and synchronise 8 bytes in lockstep on cores
+ * shared with other pairs, an emulated cluster's, wait out each other's time
+ * slices: 10 us to 4 ms from one launch to the next).  A network is
+ * far slower than shared memory, so every size adapts to it: the latency is
+ * the median of
  * INTER_ROUNDS rounds of 8-byte ping-pongs; the bandwidth a ping-pong of the
  * smallest power-of-two size from 1 MiB up to INTER_MAX_BYTES whose one-way
- * time reaches INTER_MIN_S, the median of INTER_ROUNDS after one that warms
- * the connection; the all-reduce bus bandwidth of that size the same way;
- * the 8-byte and mid-size all-reduces after compute as for the link inside a
- * host (synced_allreduce_s). */
+ * time alone reaches INTER_MIN_S, the median of INTER_ROUNDS after one that
+ * warms the connection; the all-reduce bus bandwidth of that size the same
+ * way; the 8-byte and mid-size all-reduces after compute as for the link
+ * inside a host (synced_allreduce_s). */
 enum { INTER_ROUNDS = 5 };
 #define INTER_MIN_S 0.1
 #define INTER_MAX_BYTES ((size_t)64 << 20)
 
-static Link measure_inter_link(int rank, int size)
+static Link measure_inter_link(MPI_Comm pair, int first, int pairs)
 {
     Link l = {0};
+    l.pairs = pairs;
     char *buf = calloc(INTER_MAX_BYTES, 1);
     float *out = alloc_floats(INTER_MAX_BYTES / sizeof(float), 0.0f);
     if (!buf) {
@@ -373,34 +414,59 @@ static Link measure_inter_link(int rank, int size)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     double x[INTER_ROUNDS];
-    for (int k = -1; k < INTER_ROUNDS; k++) {
-        double sum = 0;
-        for (int i = 0; i < 50; i++) sum += ping_pong_s(buf, 8, rank);
-        if (k >= 0) x[k] = sum / 50;
+    size_t size = (size_t)1 << 20;
+    if (first) { /* the first pair alone */
+        for (int k = -1; k < INTER_ROUNDS; k++) {
+            double sum = 0;
+            for (int i = 0; i < 50; i++) sum += ping_pong_s(pair, buf, 8);
+            if (k >= 0) x[k] = sum / 50;
+        }
+        l.latency = median(x, INTER_ROUNDS);
+        ping_pong_s(pair, buf, size); /* the connection up, its window open */
+        while (size < INTER_MAX_BYTES && ping_pong_s(pair, buf, size) < INTER_MIN_S) size *= 2;
+        for (int k = 0; k < INTER_ROUNDS; k++) x[k] = (double)size / ping_pong_s(pair, buf, size);
+        l.alone = median(x, INTER_ROUNDS);
     }
-    l.latency = median(x, INTER_ROUNDS);
-    size_t bytes = (size_t)1 << 20;
-    ping_pong_s(buf, bytes, rank); /* the connection up, its window open */
-    while (bytes < INTER_MAX_BYTES && ping_pong_s(buf, bytes, rank) < INTER_MIN_S) bytes *= 2;
-    for (int k = 0; k < INTER_ROUNDS; k++) x[k] = (double)bytes / ping_pong_s(buf, bytes, rank);
+    idle_barrier();
+    MPI_Bcast(&size, sizeof size, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&l.latency, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&l.alone, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    size_t bytes = (size_t)size;
+    if (pair != MPI_COMM_NULL) ping_pong_s(pair, buf, bytes); /* every pair's connection up */
+    for (int k = 0; k < INTER_ROUNDS; k++) { /* every pair at once */
+        MPI_Barrier(MPI_COMM_WORLD);
+        x[k] = least(pair != MPI_COMM_NULL ? (double)bytes / ping_pong_s(pair, buf, bytes) : INFINITY);
+    }
     l.bandwidth = median(x, INTER_ROUNDS);
     float *f = (float *)(void *)buf;
     size_t count = bytes / sizeof(float);
     memset(buf, 0, bytes);
     for (int k = -1; k < INTER_ROUNDS; k++) {
         MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = now();
-        MPI_Allreduce(f, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        double t = now() - t0;
-        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        if (k >= 0) x[k] = 2.0 * (size - 1) / size * (double)bytes / t;
+        double t0 = now(), bw = INFINITY;
+        if (pair != MPI_COMM_NULL) {
+            MPI_Allreduce(f, out, (int)count, MPI_FLOAT, MPI_SUM, pair);
+            double t = now() - t0;
+            MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, pair);
+            bw = (double)bytes / t; /* 2 (n - 1) / n = 1 for a pair */
+        }
+        bw = least(bw);
+        if (k >= 0) x[k] = bw;
     }
     l.busbw = median(x, INTER_ROUNDS);
     l.bytes = (double)bytes;
     free(out);
     float *mid = alloc_floats(mid_floats[MID_SIZES - 1], 0.0f);
-    l.sync = synced_allreduce_s(mid, 2, 100);
-    for (int k = 0; k < MID_SIZES; k++) l.mid_s[k] = synced_allreduce_s(mid, mid_floats[k], 50);
+    double sync = 0, mids[MID_SIZES] = {0, 0};
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (first) sync = synced_allreduce_s(pair, mid, 2, 100);
+    idle_barrier();
+    MPI_Bcast(&sync, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    l.sync = sync;
+    if (pair != MPI_COMM_NULL)
+        for (int k = 0; k < MID_SIZES; k++) mids[k] = synced_allreduce_s(pair, mid, mid_floats[k], 50);
+    MPI_Allreduce(MPI_IN_PLACE, mids, MID_SIZES, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    for (int k = 0; k < MID_SIZES; k++) l.mid_s[k] = mids[k];
     free(mid);
     free(buf);
     return l;
@@ -698,7 +764,7 @@ static const size_t link_field_at[] = {
     offsetof(Link, latency), offsetof(Link, bandwidth), offsetof(Link, busbw),
     offsetof(Link, sync),    offsetof(Link, mid_s[0]),  offsetof(Link, mid_s[1]),
     offsetof(Link, overlap), offsetof(Link, overlap_share[0]), offsetof(Link, overlap_share[1]),
-    offsetof(Link, bytes),
+    offsetof(Link, bytes),   offsetof(Link, alone),     offsetof(Link, pairs), offsetof(Link, ranks),
 };
 enum { LINK_FIELDS = sizeof link_field_at / sizeof link_field_at[0] };
 
@@ -723,6 +789,32 @@ static int read_link(const char *path, Link *l)
     if (fscanf(f, " %[^\n]", l->hosts) != 1) l->hosts[0] = 0;
     fclose(f);
     return k == LINK_FIELDS ? 0 : -1;
+}
+
+/* The rates the launch between hosts measured with every rank of the hosts
+ * at once, beside its link in PATH.rates: one number per double of Rates. */
+static int write_rates(const char *link_path, const Rates *r)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s.rates", link_path);
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    const double *d = (const double *)(const void *)r;
+    for (size_t k = 0; k < sizeof *r / sizeof(double); k++) fprintf(f, "%.17g\n", d[k]);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+static int read_rates(const char *link_path, Rates *r)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s.rates", link_path);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    double *d = (double *)(void *)r;
+    size_t k = 0;
+    while (k < sizeof *r / sizeof(double) && fscanf(f, "%lg", &d[k]) == 1) k++;
+    fclose(f);
+    return k == sizeof *r / sizeof(double) ? 0 : -1;
 }
 
 /* Each launch of a pair of ranks sets up its shared-memory transport anew,
@@ -797,11 +889,12 @@ static void write_inter(FILE *f, const Link *inter, const char *hosts)
 {
     double halves[MID_SIZES], half;
     double latency = link_fit(inter, 2, halves, &half);
-    fprintf(f, "# between hosts (%s, one rank each): latency %.3g us (ping-pong of idle ranks), %.3g us an 8-byte "
-               "all-reduce after compute, bandwidth %.4g MB/s (ping-pong of %.0f KiB), all-reduce bus bandwidth %.4g "
-               "MB/s\n",
-            hosts, inter->latency * 1e6, inter->sync * 1e6, inter->bandwidth / 1e6, inter->bytes / 1024,
-            inter->busbw / 1e6);
+    int pairs = inter->pairs >= 1 ? (int)inter->pairs : 1;
+    fprintf(f, "# between hosts (%s, %d rank%s each, sending at once): latency %.3g us (ping-pong of one idle pair), "
+               "%.3g us an 8-byte all-reduce after compute, bandwidth %.4g MB/s a rank (ping-pongs of %.0f KiB; one "
+               "pair alone %.4g MB/s), all-reduce bus bandwidth %.4g MB/s a rank\n",
+            hosts, pairs, pairs == 1 ? "" : "s", inter->latency * 1e6, inter->sync * 1e6, inter->bandwidth / 1e6,
+            inter->bytes / 1024, inter->alone / 1e6, inter->busbw / 1e6);
     fprintf(f, "# between hosts, all-reduces after compute: 16 KiB %.6g us, 256 KiB %.6g us; the half-bandwidth size "
                "that puts the model on each %.4g and %.4g KiB, their mean %.4g KiB\n",
             inter->mid_s[0] * 1e6, inter->mid_s[1] * 1e6, halves[0] / 1024, halves[1] / 1024, half / 1024);
@@ -822,11 +915,15 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link
     if (rt && rt->backend->memory_bytes) memory = (double)rt->backend->memory_bytes((struct prt *)rt);
     char host[256] = "this machine";
     gethostname(host, sizeof host - 1);
+    char every[96] = "";
+    if (inter)
+        snprintf(every, sizeof every, ", and again the %.0f ranks of the hosts at once (the slower of each)",
+                 inter->ranks);
     if (!rt)
         fprintf(f, "# Fragment (not a plan), written by `parc calibrate%s` on %s: include it INSIDE\n"
                    "# `cluster { nodes %s; gpus_per_node N; ... }`.  One rank per core, fp32 OpenBLAS (%s kernels) "
-                   "with one thread, %d MPI ranks measuring at once, the slowest rank's rates.\n",
-                inter ? " --hosts" : "", host, inter ? "M" : "1", openblas_get_corename(), size);
+                   "with one thread, %d MPI ranks measuring at once%s, the slowest rank's rates.\n",
+                inter ? " --hosts" : "", host, inter ? "M" : "1", openblas_get_corename(), size, every);
     else
         fprintf(f, "# Fragment (not a plan), written by `parc calibrate --device %s` on %s: include it INSIDE\n"
                    "# `cluster { nodes 1; gpus_per_node N; ... }`.  Every figure through the runtime's %s backend "
@@ -1117,30 +1214,59 @@ int main(int argc, char **argv)
     const char *inter_path = argc >= 4 && !strcmp(argv[2], "--inter") ? argv[3] : NULL;
     int first_link = inter_path ? 4 : 2;
     if (argc < 2 || (!link_only && !inter_only && argc - first_link >= MAX_LAUNCHES) ||
-        (!link_only && !inter_only && argv[1][0] == '-') || (inter_only && size != 2)) {
+        (!link_only && !inter_only && argv[1][0] == '-') || (inter_only && size < 2)) {
         if (rank == 0)
             fprintf(stderr, "usage: mpirun -np 2 parc_calibrate OUT.par [--inter LINK] [LINK...]\n"
                             "       mpirun -np 2 parc_calibrate --link LINK\n"
-                            "       mpirun -np 2 --map-by ppr:1:node parc_calibrate --link-inter LINK\n"
+                            "       mpirun -np HxS --map-by ppr:S:node parc_calibrate --link-inter LINK\n"
                             "       [mpirun -np G] parc_calibrate --device DEV OUT.par\n");
         MPI_Finalize();
         return 2;
     }
     int status = 0;
-    if (inter_only) { /* one rank on each of two hosts */
-        char mine[MPI_MAX_PROCESSOR_NAME] = {0}, names[2][MPI_MAX_PROCESSOR_NAME];
+    if (inter_only) { /* S ranks on each of H >= 2 hosts, in host order */
+        char mine[MPI_MAX_PROCESSOR_NAME] = {0}, (*names)[MPI_MAX_PROCESSOR_NAME] = malloc((size_t)size * sizeof *names);
         int len = 0;
+        if (!names) MPI_Abort(MPI_COMM_WORLD, 1);
         MPI_Get_processor_name(mine, &len);
         MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD);
-        if (!strcmp(names[0], names[1])) {
+        int per = 1; /* the first host's ranks; the second host's are the next as many */
+        while (per < size && !strcmp(names[per], names[0])) per++;
+        int ok = 2 * per <= size;
+        for (int r = per; r < 2 * per && ok; r++) ok = !strcmp(names[r], names[per]);
+        if (!ok) {
             if (rank == 0)
-                fprintf(stderr, "parc_calibrate: --link-inter: both ranks run on %s: start one on each of two "
-                                "hosts (mpirun --map-by ppr:1:node with a hostfile of two hosts)\n", names[0]);
+                fprintf(stderr, "parc_calibrate: --link-inter: the ranks are not S on %s and S on another host: "
+                                "start them host by host (mpirun --map-by ppr:S:node with a hostfile of two hosts "
+                                "or more)\n", names[0]);
+            free(names);
             MPI_Finalize();
             return 1;
         }
-        Link link = measure_inter_link(rank, size);
-        snprintf(link.hosts, sizeof link.hosts, "%s and %s", names[0], names[1]);
+        /* pair p: rank p on the first host and rank per + p on the second */
+        MPI_Comm pair;
+        MPI_Comm_split(MPI_COMM_WORLD, rank < 2 * per ? rank % per : MPI_UNDEFINED, rank / per, &pair);
+        Link link = measure_inter_link(pair, rank < 2 * per && rank % per == 0, per);
+        snprintf(link.hosts, sizeof link.hosts, "%s and %s", names[0], names[per]);
+        link.ranks = size;
+        free(names);
+        if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
+        /* the compute with every rank of the hosts at once: where hosts share
+         * a machine's cores (an emulated cluster) they take each other's */
+        Rates r;
+        memset(&r, 0, sizeof r);
+        MPI_Barrier(MPI_COMM_WORLD);
+        measure_compute(NULL, &r);
+        MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+        if (rank == 0 && write_rates(argv[2], &r) != 0) {
+            fprintf(stderr, "parc_calibrate: cannot write `%s.rates`\n", argv[2]);
+            status = 1;
+        }
+        MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (status) {
+            MPI_Finalize();
+            return status;
+        }
         return finish_link(rank, argv[2], &link);
     }
     if (link_only) {
@@ -1167,10 +1293,15 @@ int main(int argc, char **argv)
     MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
     r.others = others;
     Link inter = {0};
-    if (inter_path && read_link(inter_path, &inter) != 0) {
+    Rates all;
+    if (inter_path && (read_link(inter_path, &inter) != 0 || read_rates(inter_path, &all) != 0)) {
         if (rank == 0) fprintf(stderr, "parc_calibrate: cannot read the link between hosts measured in `%s`\n",
                                inter_path);
         status = 1;
+    } else if (inter_path) { /* each rate the slower of this host's and every host's at once */
+        double *mine = (double *)(void *)&r, *every = (double *)(void *)&all;
+        for (size_t k = 0; k < offsetof(Rates, others) / sizeof(double); k++)
+            if (every[k] > 0 && every[k] < mine[k]) mine[k] = every[k];
     }
     if (size > 1) {
         for (int i = first_link; i < argc && status == 0; i++) {

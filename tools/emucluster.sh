@@ -4,21 +4,29 @@
 # without a second machine.  Needs root (network, UTS and mount namespaces),
 # iproute2's `ip` and `tc`, `unshare` and Open MPI.
 #
-#   emucluster.sh up DIR [--hosts N] [--slots S] [--rate RATE]
+#   emucluster.sh up DIR [--hosts N] [--slots S] [--rate RATE] [--cores own|shared]
 #       N hosts (default 2) named node0 .. node{N-1}, each a network namespace
 #       with one veth link (eth0, 10.77.0.{i+1}/24) to a bridge inside a switch
 #       namespace of its own; nothing is added to this machine's network.  Each
 #       host's eth0 sends through `tc tbf rate RATE` (default 1gbit; any rate
 #       tc reads: 100mbit, 2gbit), so every transfer between two hosts is
 #       shaped in each direction; ranks on one host talk through shared memory
-#       as on a real node.  DIR (which must not exist) receives
+#       as on a real node.  With `--cores own` (the default where this machine
+#       has a core for every slot of every host) every process of host i runs
+#       on cores of its own, this machine's cores split evenly among the hosts
+#       (taskset), as on hosts with their own processors; with `--cores
+#       shared` (the default otherwise) the hosts' ranks share every core:
+#       two ranks that poll for each other's messages on one core wait a
+#       scheduler's time slice (milliseconds) for every one.  DIR (which must
+#       not exist) receives
 #         hostfile   `nodeI slots=S` per host (S default 2);
 #         env        the launcher settings to source before mpirun: the rsh
 #                    agent and the per-host temporary directories;
 #         rsh        the agent Open MPI starts its daemon with: it runs the
 #                    daemon inside the host's namespaces, under its host name;
 #         tmp/HOST/  each host's TMPDIR (Open MPI's and PMIx's session files);
-#         namespaces the network namespaces it made, one per line.
+#         namespaces the network namespaces it made, one per line;
+#         cores      with own cores, `HOST CPULIST` per host.
 #   emucluster.sh exec DIR HOST COMMAND [ARG...]
 #       COMMAND inside HOST: its network, its host name, its temporary
 #       directory and the launcher settings.  mpirun and `parc run` must start
@@ -111,20 +119,29 @@ shape() {
 }
 
 up() {
-    local hosts=2 slots=2 rate=1gbit
+    local hosts=2 slots=2 rate=1gbit cores=""
     while [ $# -gt 0 ]; do
         case $1 in
             --hosts) hosts=${2:-}; shift 2 ;;
             --slots) slots=${2:-}; shift 2 ;;
             --rate) rate=${2:-}; shift 2 ;;
+            --cores) cores=${2:-}; shift 2 ;;
             *) usage ;;
         esac
     done
     [[ $hosts =~ ^[0-9]+$ ]] && [ "$hosts" -ge 1 ] && [ "$hosts" -le 200 ] || die "--hosts $hosts: 1 to 200"
     [[ $slots =~ ^[0-9]+$ ]] && [ "$slots" -ge 1 ] || die "--slots $slots: a count of at least 1"
     rate_bytes "$rate" > /dev/null
+    local ncpu
+    ncpu=$(nproc)
+    [ -n "$cores" ] || { [ "$ncpu" -ge $((hosts * slots)) ] && cores=own || cores=shared; }
+    case $cores in
+        own) [ "$ncpu" -ge "$hosts" ] || die "--cores own: $hosts hosts need a core each, this machine has $ncpu" ;;
+        shared) ;;
+        *) die "--cores $cores: own or shared" ;;
+    esac
     [ "$(id -u)" = 0 ] || die "making network namespaces needs root"
-    for tool in ip tc unshare mpirun; do command -v $tool > /dev/null || die "\`$tool\` is not on PATH"; done
+    for tool in ip tc unshare taskset mpirun; do command -v $tool > /dev/null || die "\`$tool\` is not on PATH"; done
     [ ! -e "$dir" ] || die "$dir exists: give a new directory (\`down\` removes an old cluster's)"
     mkdir -p "$dir/tmp"
     : > "$dir/.emucluster" # what `down` removes DIR by
@@ -156,6 +173,10 @@ up() {
         ip -n "$ns" addr add "10.77.0.$((i + 1))/24" dev eth0
         shape $name "$rate"
         echo "$name slots=$slots" >> "$dir/hostfile"
+        if [ "$cores" = own ]; then # host i: cores [i n / N, (i + 1) n / N)
+            local first=$((i * ncpu / hosts)) last=$(((i + 1) * ncpu / hosts - 1))
+            echo "$name $first-$last" >> "$dir/cores"
+        fi
     done
     echo "$rate" > "$dir/rate"
 
@@ -177,12 +198,12 @@ export OMPI_MCA_plm_rsh_agent=$dir/rsh
 export OMPI_MCA_plm_rsh_no_tree_spawn=1
 export OMPI_MCA_btl_tcp_if_include=eth0
 export OMPI_MCA_oob_tcp_if_include=eth0
-# the hosts share this machine's cores: a rank pinned to a core would share it
-# with the ranks of the other hosts pinned to the same one
+# a host's ranks run on its cores (\`cores\`) or on all of this machine's:
+# Open MPI's own binding would pin ranks of every host to the same first cores
 export OMPI_MCA_hwloc_base_binding_policy=none
 EOF
     up_done=1
-    echo "emucluster: $hosts hosts of $slots slots, links shaped to $rate: $dir/hostfile" >&2
+    echo "emucluster: $hosts hosts of $slots slots, links shaped to $rate, $cores cores: $dir/hostfile" >&2
 }
 
 # COMMAND inside HOST: its network namespace (with /etc/hosts naming every
@@ -193,10 +214,15 @@ exec_in() {
     shift
     [ -f "$dir/hostfile" ] || die "no cluster in $dir (run \`up\` first)"
     hosts_of | grep -qxF "$host" || die "no host \`$host\` in $dir/hostfile"
-    local tmp
+    local tmp pin=()
     tmp=$(realpath "$dir")/tmp/$host
+    if [ -f "$dir/cores" ]; then
+        local list
+        list=$(awk -v h="$host" '$1 == h {print $2}' "$dir/cores")
+        [ -z "$list" ] || pin=(taskset -c "$list")
+    fi
     # shellcheck disable=SC2016
-    exec ip netns exec "$(host_ns "$host")" unshare --uts /bin/sh -c '
+    exec "${pin[@]}" ip netns exec "$(host_ns "$host")" unshare --uts /bin/sh -c '
         host=$1 tmp=$2 env=$3; shift 3
         hostname "$host" || exit 1
         export TMPDIR="$tmp" OMPI_MCA_orte_tmpdir_base="$tmp" PMIX_SYSTEM_TMPDIR="$tmp" PMIX_SERVER_TMPDIR="$tmp"

@@ -10,10 +10,13 @@
  *
  * With --hosts FILE (mpirun's hostfile, two hosts or more) the launches run
  * on its hosts: the link inside a host and the compute on the first one (two
- * ranks there), and one more launch measures the link between the first two
- * hosts (a rank on each), which the fragment adds as `link inter` with its
- * efficiency and half-bandwidth size: plans include it inside `cluster {
- * nodes M; gpus_per_node N; ... }`.
+ * ranks there), and one more launch of S ranks on every host (S the fewest
+ * slots a line of FILE gives) measures the link between the first two hosts,
+ * their ranks in pairs sending at once, which the fragment adds as `link
+ * inter` with its efficiency and half-bandwidth size, and the compute with
+ * every rank at once (the fragment keeps the slower of each rate: hosts
+ * that share a machine's cores take each other's).  Plans include it inside
+ * `cluster { nodes M; gpus_per_node N; ... }`.
  */
 #include "launch.h"
 #include "process.h"
@@ -27,6 +30,26 @@
 #ifndef PARC_MPIEXEC
 #define PARC_MPIEXEC "mpirun"
 #endif
+
+/* The fewest slots a line of an Open MPI hostfile gives its host (`HOST
+ * slots=N`; a line without them counts 1), at least 1. */
+static int hostfile_slots(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    char line[1024];
+    int fewest = 0;
+    while (fgets(line, sizeof line, f)) {
+        char word[256];
+        if (sscanf(line, " %255s", word) != 1 || word[0] == '#') continue;
+        const char *at = strstr(line, "slots=");
+        int n = at ? atoi(at + 6) : 1;
+        if (n < 1) n = 1;
+        if (fewest == 0 || n < fewest) fewest = n;
+    }
+    fclose(f);
+    return fewest > 0 ? fewest : 1;
+}
 
 int calibrate_main(const CliOptions *o)
 {
@@ -56,7 +79,12 @@ int calibrate_main(const CliOptions *o)
         return 3;
     }
     char links[LINK_LAUNCHES - 1][sizeof dir + 16] = {{0}}; /* empty until its launch names it */
-    char inter[sizeof dir + 16] = "";
+    char inter[sizeof dir + 16] = "", rates[sizeof dir + 24] = "";
+    /* the launch between hosts: every host's ranks, S on each */
+    int slots = hosts ? hostfile_slots(hosts) : 1;
+    char between_np[24], between_map[32];
+    snprintf(between_np, sizeof between_np, "%d", nhosts * slots);
+    snprintf(between_map, sizeof between_map, "ppr:%d:node", slots);
     char *args[16 + LINK_LAUNCHES];
     char *env[4];
     int ne = 0;
@@ -98,18 +126,20 @@ int calibrate_main(const CliOptions *o)
         int n = 0;
         args[n++] = (char *)PARC_MPIEXEC;
         args[n++] = (char *)"-np";
-        args[n++] = (char *)"2";
+        args[n++] = between ? between_np : (char *)"2";
         if (hosts) {
             args[n++] = (char *)"--hostfile";
             args[n++] = (char *)hosts;
             args[n++] = (char *)"--map-by";
-            args[n++] = (char *)(between ? "ppr:1:node" : "ppr:2:node");
+            args[n++] = between ? between_map : (char *)"ppr:2:node";
+            if (between && slots > cores) args[n++] = (char *)"--oversubscribe";
         } else if (cores < 2) {
             args[n++] = (char *)"--oversubscribe";
         }
         args[n++] = (char *)PARC_CALIBRATE_EXE;
         if (between) {
             snprintf(inter, sizeof inter, "%s/inter", dir);
+            snprintf(rates, sizeof rates, "%s.rates", inter);
             args[n++] = (char *)"--link-inter";
             args[n++] = inter;
         } else if (!last) {
@@ -130,6 +160,7 @@ int calibrate_main(const CliOptions *o)
     for (int i = 0; i < LINK_LAUNCHES - 1; i++)
         if (links[i][0]) unlink(links[i]);
     if (inter[0]) unlink(inter);
+    if (rates[0]) unlink(rates);
     rmdir(dir);
     if (status != 0) {
         fprintf(stderr, "parc calibrate: %s%s%s exited with status %d\n", device && ranks == 1 ? "" : PARC_MPIEXEC,

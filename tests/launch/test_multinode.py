@@ -5,7 +5,9 @@ emulated cluster (tools/emucluster.sh: network namespaces node0 and node1,
 be made (no root, no `ip`) FAILS the test with the reason.  It asserts:
   - the cluster: each host has its own host name, and mpirun started inside
     node0 runs one process on each host; `down` removes every namespace it
-    made and its directory;
+    made and its directory; 2 hosts of 2 slots share a machine of under 4
+    cores, and with `--cores own` 2 hosts of 1 slot run on disjoint cores
+    (more hosts than cores refused);
   - parity across hosts: `parc run --hosts` of the tiny GPT on 2 nodes of 2
     (dp across the hosts, tp inside each) and on 2 nodes of 1 (tp across)
     trains to tiny_single's loss at every step (relative difference at most
@@ -16,9 +18,11 @@ be made (no root, no `ip`) FAILS the test with the reason.  It asserts:
     started by hand with one rank per host warns that its `dp` group spans
     node0 and node1 although the plan keeps `dp` inside a node;
   - `parc calibrate --hosts` writes a fragment with both `link intra` and
-    `link inter` (its comment naming node0 and node1), an efficiency block
-    with `inter` and `half_inter`, the inter-host bandwidth within 30% of
-    the shaped rate, and a 2-node plan that includes it passes `parc check`;
+    `link inter` (its comment naming node0 and node1 and their 2 ranks each
+    sending at once), an efficiency block with `inter` and `half_inter`, the
+    bandwidth of one pair of ranks alone within 30% of the shaped rate, and
+    `link inter`, a rank's share while both ranks of a host send, within 30%
+    of half of it; a 2-node plan that includes it passes `parc check`;
   - faults across hosts, on the dp-across run with `--timeout 5` and a
     checkpoint every 2 steps, once node0 trained 5 steps: node1's link taken
     down (`ip link set eth0 down`) and every process of node1 killed.  Each
@@ -154,14 +158,19 @@ def test_calibrate(cluster, tmp):
     inter = re.search(r"^link inter ([0-9.e+]+) B/s ([0-9.e+-]+) s;$", text, re.M)
     check(intra and inter, f"the fragment has `link intra` and `link inter`: {intra and intra.group(0)}, "
                            f"{inter and inter.group(0)}")
-    check("# between hosts (node0 and node1, one rank each)" in text, "its comment names the two hosts")
+    check("# between hosts (node0 and node1, 2 ranks each, sending at once)" in text,
+          "its comment names the two hosts and the ranks of each measuring at once")
+    alone = re.search(r"one pair alone ([0-9.]+) MB/s", text)
+    check(alone and abs(float(alone.group(1)) * 1e6 - RATE_BYTES) <= BANDWIDTH_TOL * RATE_BYTES,
+          f"the bandwidth of one pair alone, {alone and alone.group(1)} MB/s, is within {BANDWIDTH_TOL:.0%} of "
+          f"the shaped {RATE_BYTES / 1e6:.0f} MB/s")
     check(re.search(r"^efficiency \{.* intra [0-9.]+; inter [0-9.]+; half_inter [0-9.e+]+ B; half_intra [0-9.e+]+ B;",
                     text, re.M) is not None, "its efficiency block has intra, inter, half_inter and half_intra")
     if inter:
-        bw = float(inter.group(1))
-        check(abs(bw - RATE_BYTES) <= BANDWIDTH_TOL * RATE_BYTES,
-              f"the inter-host bandwidth {bw / 1e6:.2f} MB/s is within {BANDWIDTH_TOL:.0%} of the shaped "
-              f"{RATE_BYTES / 1e6:.0f} MB/s")
+        bw, share = float(inter.group(1)), RATE_BYTES / 2
+        check(abs(bw - share) <= BANDWIDTH_TOL * share,
+              f"`link inter`, {bw / 1e6:.2f} MB/s a rank, is within {BANDWIDTH_TOL:.0%} of half the shaped "
+              f"{RATE_BYTES / 1e6:.0f} MB/s (the 2 ranks of a host share its link)")
     plan_path = os.path.join(tmp, "calibrated.par")
     with open(plan_path, "w") as f:
         f.write(f'include "{examples}/common/tiny_gpt.par";\n'
@@ -352,6 +361,36 @@ def test_cluster(cluster):
                                          "--map-by", "ppr:1:node", "hostname"])
     check(rc == 0 and sorted(out.split()) == ["node0", "node1"],
           f"mpirun inside node0 runs a process on each host: {out.split()} {err[-300:]}")
+    check(not os.path.exists(os.path.join(cluster, "cores")),
+          "2 hosts of 2 slots on a machine of fewer than 4 cores share its cores (no `cores` file)")
+
+
+def test_own_cores(tmp):
+    """Hosts with cores of their own: 2 hosts of 1 slot on a machine of 2
+    cores or more run on disjoint cores; `--cores own` for more hosts than
+    cores is refused."""
+    cores = len(os.sched_getaffinity(0))
+    own = os.path.join(tmp, "own")
+    up = emu("up", own, "--hosts", "2", "--slots", "1", "--cores", "own")
+    if cores < 2:
+        check(up.returncode == 1 and "need a core each" in up.stderr,
+              f"--cores own with 2 hosts on {cores} core is refused: {up.returncode} {up.stderr.strip()}")
+        return
+    if not check(up.returncode == 0, f"2 hosts with their own cores come up: {up.stderr.strip()}"):
+        return
+    try:
+        masks = {}
+        for host in ("node0", "node1"):
+            rc, out, _ = on(own, host, ["python3", "-c", "import os; print(*sorted(os.sched_getaffinity(0)))"])
+            masks[host] = out.strip()
+            check(rc == 0 and out.strip() != "", f"{host} runs on cores {out.strip()}")
+        check(not set(masks["node0"].split()) & set(masks["node1"].split()),
+              f"the two hosts' cores are disjoint: {masks}")
+    finally:
+        emu("down", own)
+    many = emu("up", os.path.join(tmp, "many"), "--hosts", str(cores + 1), "--slots", "1", "--cores", "own")
+    check(many.returncode == 1 and "need a core each" in many.stderr,
+          f"--cores own with {cores + 1} hosts on {cores} cores is refused: {many.stderr.strip()}")
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -363,6 +402,7 @@ with tempfile.TemporaryDirectory() as tmp:
         made = f.read().split()
     try:
         test_cluster(cluster)
+        test_own_cores(tmp)
         ref_file = os.path.join(tmp, "single.loss")
         r = subprocess.run([parc, "run", os.path.join(examples, "tiny_single.par"), "--steps", str(STEPS), "--quiet"],
                            capture_output=True, text=True, env=dict(os.environ, PRT_LOSS_FILE=ref_file))
