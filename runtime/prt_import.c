@@ -444,6 +444,10 @@ static void check_config(importer *im) {
                 problem(im, "config.json: a %s, the plan's model %s", mixtral ? "Mixtral (a mixture of experts)" : "dense Llama",
                         cJSON_IsObject(moe) ? "a mixture of experts" : "dense (`mlp moe experts E top K;` for Mixtral)");
             else if (mixtral) {
+                double every = number(moe, "every", 1);
+                if (every != 1)
+                    problem(im, "config.json: a Mixtral has a mixture of experts in every layer, the plan's model "
+                                "in one layer of every %g (`every %g`): `every 1` loads it", every, every);
                 same(im, "num_experts_per_tok", number(c, "num_experts_per_tok", 2), number(moe, "topk", 0));
                 if (!cJSON_IsString(router) || strcmp(router->valuestring, "softmax"))
                     problem(im, "config.json: Mixtral routes by a softmax; the plan's router is %s: `router softmax`",

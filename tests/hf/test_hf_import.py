@@ -206,6 +206,11 @@ def test_refusals(r, work):
     rc, out = r.run("tiny_rope", ["--steps", "1", "--init-from", os.path.join(work, "mixtral")], expect=None)
     check(rc == 2 and "config.json: a Mixtral (a mixture of experts), the plan's model dense" in out,
           f"a Mixtral into a dense Llama plan is refused ({rc}: {out.strip()[:200]})")
+    rc, out = r.run("tiny_moe_every", ["--steps", "1", "--init-from", os.path.join(work, "mixtral")], expect=None)
+    want = ("config.json: a Mixtral has a mixture of experts in every layer, the plan's model in one layer of every 2 "
+            "(`every 2`): `every 1` loads it")
+    check(rc == 2 and want in out, f"a Mixtral into a plan with a mixture every 2 layers says so ({rc}: "
+          f"{out.strip()[:300]})")
     rc, out = r.run("tiny_single", ["--steps", "1", "--init-from", os.path.join(work, "nowhere")], expect=None)
     check(rc == 2 and "nowhere: No such file or directory" in out, f"a missing path is named ({out.strip()[:120]})")
 
