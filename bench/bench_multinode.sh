@@ -21,11 +21,15 @@
 # The machine's load average is printed first: the hosts share this machine's
 # cores, so under load the compute and the shared-memory links inside a host
 # measure the other work too.
-# Usage: bench/bench_multinode.sh [build/parc] [steps]   (RATES="1gbit 100mbit", MODEL=bench|tiny)
+# With PASSES=N the four layouts run N times in turn at each rate and the
+# summary holds the median of each layout's measured steps (the hosts share
+# this machine's cores: one run to the next differs by 10-20% here).
+# Usage: bench/bench_multinode.sh [build/parc] [steps]   (RATES="1gbit 100mbit", MODEL=bench|tiny, PASSES=1)
 set -euo pipefail
 parc=$(realpath "${1:-build/parc}")
 steps=${2:-10}
 rates=${RATES:-1gbit 100mbit}
+passes=${PASSES:-1}
 root=$(cd "$(dirname "$0")/.." && pwd)
 emu=$root/tools/emucluster.sh
 tmp=$(mktemp -d)
@@ -66,8 +70,9 @@ for rate in $rates; do
     plan zero3_across "dp 4;" "batch -> dp; zero 3 over dp;" "$frag" 2
     printf '  %-22s %12s %12s %8s\n' layout "est. ms" "meas. ms" "est/meas"
     : > "$tmp/steps.$rate"
+    for pass in $(seq "$passes"); do
     for name in tp_inside_dp_across tp_across_dp_inside pp_across zero3_across; do
-        log=$tmp/$name.$rate.jsonl
+        log=$tmp/$name.$rate.$pass.jsonl
         on0 "$parc" run "$tmp/$name.par" --hosts "$cluster/hostfile" --steps "$steps" --quiet --log "$log" \
             > "$tmp/$name.out" 2>&1 || { echo "FAILED: $name at $rate: $(tail -5 "$tmp/$name.out")" >&2; exit 1; }
         python3 - "$log" "$name" "$tmp/steps.$rate" <<'PY'
@@ -80,9 +85,17 @@ phases = ", ".join(f"{k} {v['estimated']:.2f} / {v['measured']:.2f}" for k, v in
 print(f"    phases est. / meas. ms (rank 0): {phases}")
 PY
     done
+    done
     python3 - "$tmp/steps.$rate" <<'PY'
-import sys
-rows = {n: (float(e), float(m)) for n, e, m in (l.split() for l in open(sys.argv[1]))}
+import statistics, sys
+runs = {}
+for n, e, m in (l.split() for l in open(sys.argv[1])):
+    runs.setdefault(n, []).append((float(e), float(m)))
+rows = {n: (r[0][0], statistics.median(m for _, m in r)) for n, r in runs.items()}
+if any(len(r) > 1 for r in runs.values()):
+    print("  the measured median of each layout's runs:")
+    for n, (e, m) in rows.items():
+        print(f"  {n:<22} {e:12.2f} {m:12.2f} {e / m:8.3f}   (runs {', '.join(f'{x:.1f}' for _, x in runs[n])})")
 within = sum(1 for e, m in rows.values() if abs(e / m - 1) <= 0.25)
 print(f"  steps within 25% of measured: {within} of {len(rows)}")
 a, b = rows["tp_across_dp_inside"], rows["tp_inside_dp_across"]
