@@ -9,8 +9,11 @@
  *                                      share of the machine's memory
  *   link intra BW LATENCY;             MPI between two local ranks
  *   link inter BW LATENCY;             with --inter LINK: MPI between ranks on
- *                                      two hosts, as a `--link-inter LINK`
- *                                      launch of one rank per host measured it
+ *                                      two hosts, a rank's share while every
+ *                                      rank of a host sends, as a
+ *                                      `--link-inter LINK` launch measured it
+ *                                      (which also measured the compute, in
+ *                                      LINK.rates, with every host's ranks)
  *   efficiency { ... }                 each GEMM shape class against that
  *                                      peak, attention-shaped GEMMs, the
  *                                      runtime's kinds of memory-bound loops
@@ -29,8 +32,8 @@
  * Run as `mpirun -np 2 parc_calibrate OUT.par [--inter LINK] [LINK...]`
  * (`parc calibrate` does, after three `mpirun -np 2 parc_calibrate --link
  * LINK` launches that measure the link alone: link_of_fast, and with
- * --hosts one `mpirun -np 2 --map-by ppr:1:node parc_calibrate --link-inter
- * LINK` between two hosts: measure_inter_link); with one rank it leaves the
+ * --hosts one `mpirun -np HxS --map-by ppr:S:node parc_calibrate --link-inter
+ * LINK` on the H hosts: measure_inter_link); with one rank it leaves the
  * link out.  Exit status 0, or 1 after a failed measurement or write (the message
  * names it).
  */
@@ -431,7 +434,7 @@ static Link measure_inter_link(MPI_Comm pair, int first, int pairs)
     MPI_Bcast(&size, sizeof size, MPI_BYTE, 0, MPI_COMM_WORLD);
     MPI_Bcast(&l.latency, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Bcast(&l.alone, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    size_t bytes = (size_t)size;
+    size_t bytes = size;
     if (pair != MPI_COMM_NULL) ping_pong_s(pair, buf, bytes); /* every pair's connection up */
     for (int k = 0; k < INTER_ROUNDS; k++) { /* every pair at once */
         MPI_Barrier(MPI_COMM_WORLD);
@@ -598,15 +601,15 @@ static double own_busy_s(void)
 /* Collective, around a measurement: load_begin notes the machine's and
  * this process's CPU time and the clock; load_end gives, on every rank, the
  * share of all cores' time in between that went to processes other than
- * the job's ranks (their CPU time summed over the ranks; the ranks share
- * the one machine), -1 where /proc/stat is not there. */
+ * the job's ranks (their CPU time summed over `ranks`, those on this
+ * machine), -1 where /proc/stat is not there. */
 typedef struct Load { double machine, own, wall; } Load;
 #define CALIBRATE_BUSY 0.10 /* a share of other processes above which the fragment says the machine was busy */
 static Load load_begin(void) { return (Load){machine_busy_s(), own_busy_s(), now()}; }
-static double load_end(Load b)
+static double load_end(Load b, MPI_Comm ranks)
 {
     double own = own_busy_s() - b.own;
-    MPI_Allreduce(MPI_IN_PLACE, &own, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &own, 1, MPI_DOUBLE, MPI_SUM, ranks);
     double machine = machine_busy_s(), wall = now() - b.wall;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (machine < 0 || b.machine < 0 || wall <= 0 || cores <= 0) return -1;
@@ -916,9 +919,8 @@ static void write_fragment(FILE *f, const Rates *r, const Link *link, const Link
     char host[256] = "this machine";
     gethostname(host, sizeof host - 1);
     char every[96] = "";
-    if (inter)
-        snprintf(every, sizeof every, ", and again the %.0f ranks of the hosts at once (the slower of each)",
-                 inter->ranks);
+    if (inter) snprintf(every, sizeof every, " (the link inside a host; the compute: the %.0f ranks of the hosts)",
+                        inter->ranks);
     if (!rt)
         fprintf(f, "# Fragment (not a plan), written by `parc calibrate%s` on %s: include it INSIDE\n"
                    "# `cluster { nodes %s; gpus_per_node N; ... }`.  One rank per core, fp32 OpenBLAS (%s kernels) "
@@ -1167,7 +1169,7 @@ static int calibrate_on_device(char **argv)
     MPI_Barrier(MPI_COMM_WORLD);
     Load load = load_begin();
     measure_compute(rt, &r);
-    double others = load_end(load);
+    double others = load_end(load, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
     r.others = others;
     if (rank == 0) {
@@ -1251,13 +1253,29 @@ int main(int argc, char **argv)
         link.ranks = size;
         free(names);
         if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
-        /* the compute with every rank of the hosts at once: where hosts share
-         * a machine's cores (an emulated cluster) they take each other's */
+        /* the compute with every rank of the hosts at once, as a run's ranks
+         * compute: where hosts share a machine's cores (an emulated cluster)
+         * they take each other's.  The load is the first rank's machine's:
+         * its CPU time less that of the ranks on it (those with its boot_id) */
+        char boot[64] = "", first[64];
+        FILE *b = fopen("/proc/sys/kernel/random/boot_id", "r");
+        if (b) {
+            if (!fgets(boot, sizeof boot, b)) boot[0] = 0;
+            fclose(b);
+        }
+        memcpy(first, boot, sizeof first);
+        MPI_Bcast(first, sizeof first, MPI_CHAR, 0, MPI_COMM_WORLD);
+        MPI_Comm machine;
+        MPI_Comm_split(MPI_COMM_WORLD, strcmp(boot, first) != 0, rank, &machine);
         Rates r;
         memset(&r, 0, sizeof r);
         MPI_Barrier(MPI_COMM_WORLD);
+        Load load = load_begin();
         measure_compute(NULL, &r);
+        double others = load_end(load, machine);
+        MPI_Comm_free(&machine);
         MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+        r.others = others;
         if (rank == 0 && write_rates(argv[2], &r) != 0) {
             fprintf(stderr, "parc_calibrate: cannot write `%s.rates`\n", argv[2]);
             status = 1;
@@ -1286,22 +1304,20 @@ int main(int argc, char **argv)
     }
     Rates r;
     memset(&r, 0, sizeof r);
-    MPI_Barrier(MPI_COMM_WORLD);
-    Load load = load_begin();
-    measure_compute(NULL, &r);
-    double others = load_end(load);
-    MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-    r.others = others;
     Link inter = {0};
-    Rates all;
-    if (inter_path && (read_link(inter_path, &inter) != 0 || read_rates(inter_path, &all) != 0)) {
-        if (rank == 0) fprintf(stderr, "parc_calibrate: cannot read the link between hosts measured in `%s`\n",
-                               inter_path);
-        status = 1;
-    } else if (inter_path) { /* each rate the slower of this host's and every host's at once */
-        double *mine = (double *)(void *)&r, *every = (double *)(void *)&all;
-        for (size_t k = 0; k < offsetof(Rates, others) / sizeof(double); k++)
-            if (every[k] > 0 && every[k] < mine[k]) mine[k] = every[k];
+    if (inter_path) { /* the launch between hosts measured the compute, every host's ranks at once */
+        if (read_link(inter_path, &inter) != 0 || read_rates(inter_path, &r) != 0) {
+            if (rank == 0)
+                fprintf(stderr, "parc_calibrate: cannot read the link between hosts measured in `%s`\n", inter_path);
+            status = 1;
+        }
+    } else {
+        MPI_Barrier(MPI_COMM_WORLD);
+        Load load = load_begin();
+        measure_compute(NULL, &r);
+        double others = load_end(load, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+        r.others = others;
     }
     if (size > 1) {
         for (int i = first_link; i < argc && status == 0; i++) {

@@ -244,10 +244,15 @@ int plan_axis_node_ranks(const Plan *plan, int axis)
     int64_t gpn = plan->cluster.gpus_per_node;
     if (gpn <= 0) return 1;
     unsigned parts = plan_axis_parts(plan, axis);
-    static struct { int naxes, sizes[PARC_MAX_AXES], fewest; int64_t gpn; unsigned parts; } memo = {.naxes = -1};
-    int same = memo.naxes == plan->mesh.naxes && memo.gpn == gpn && memo.parts == parts;
-    for (int a = 0; a < plan->mesh.naxes && same; a++) same = memo.sizes[a] == plan->mesh.axes[a].size;
-    if (same) return memo.fewest;
+    /* reports and the cost of every instruction ask for every axis: remember
+     * the answers, a slot per mesh, node size and parts */
+    static struct { int naxes, sizes[PARC_MAX_AXES], fewest; int64_t gpn; unsigned parts; } memo[16];
+    unsigned h = (unsigned)gpn * 31u + parts;
+    for (int a = 0; a < plan->mesh.naxes; a++) h = h * 31u + (unsigned)plan->mesh.axes[a].size;
+    h %= 16u;
+    int same = memo[h].naxes == plan->mesh.naxes && memo[h].gpn == gpn && memo[h].parts == parts;
+    for (int a = 0; a < plan->mesh.naxes && same; a++) same = memo[h].sizes[a] == plan->mesh.axes[a].size;
+    if (same) return memo[h].fewest;
     int fewest = size, coords[PARC_MAX_AXES], c[PARC_MAX_AXES];
     for (int r = 0; r < plan->mesh.world; r++) {
         plan_rank_coords(plan, r, coords);
@@ -273,8 +278,8 @@ int plan_axis_node_ranks(const Plan *plan, int axis)
         }
         if (run < fewest) fewest = run;
     }
-    memo.naxes = plan->mesh.naxes, memo.gpn = gpn, memo.parts = parts, memo.fewest = fewest;
-    for (int a = 0; a < plan->mesh.naxes; a++) memo.sizes[a] = plan->mesh.axes[a].size;
+    memo[h].naxes = plan->mesh.naxes, memo[h].gpn = gpn, memo[h].parts = parts, memo[h].fewest = fewest;
+    for (int a = 0; a < plan->mesh.naxes; a++) memo[h].sizes[a] = plan->mesh.axes[a].size;
     return fewest;
 }
 

@@ -9,13 +9,13 @@
  * `cluster { nodes 1; gpus_per_node N; include "cluster.par"; }`.
  *
  * With --hosts FILE (mpirun's hostfile, two hosts or more) the launches run
- * on its hosts: the link inside a host and the compute on the first one (two
- * ranks there), and one more launch of S ranks on every host (S the fewest
- * slots a line of FILE gives) measures the link between the first two hosts,
- * their ranks in pairs sending at once, which the fragment adds as `link
- * inter` with its efficiency and half-bandwidth size, and the compute with
- * every rank at once (the fragment keeps the slower of each rate: hosts
- * that share a machine's cores take each other's).  Plans include it inside
+ * on its hosts: the link inside a host on the first one (two ranks there),
+ * and one more launch of S ranks on every host (S the fewest slots a line of
+ * FILE gives) measures the link between the first two hosts, their ranks in
+ * pairs sending at once, which the fragment adds as `link inter` with its
+ * efficiency and half-bandwidth size, and the compute with every rank at
+ * once (hosts that share a machine's cores take each other's).  Plans
+ * include it inside
  * `cluster { nodes M; gpus_per_node N; ... }`.
  */
 #include "launch.h"
