@@ -1140,6 +1140,22 @@ static int known_device(const char *dev)
     return 2;
 }
 
+/* Collective: the compute's rates, every rank measuring at once, the
+ * slowest rank's (a step goes at its pace), with the load other processes
+ * put on the machine meanwhile (load_end over `machine`, the ranks on it). */
+static Rates rates_at_once(struct prt *rt, MPI_Comm machine)
+{
+    Rates r;
+    memset(&r, 0, sizeof r);
+    MPI_Barrier(MPI_COMM_WORLD);
+    Load load = load_begin();
+    measure_compute(rt, &r);
+    double others = load_end(load, machine);
+    MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    r.others = others;
+    return r;
+}
+
 /* `parc_calibrate --device DEV OUT.par`, one rank per device (mpirun -np G,
  * or alone): every figure through the runtime started on DEV, a mesh of
  * one axis over the ranks (their count from the launcher's environment:
@@ -1164,14 +1180,7 @@ static int calibrate_on_device(char **argv)
     struct prt *rt = prt_init(4, av, &plan);
     int rank = rt->world_rank, size = rt->world_size, status = 0;
     Link link = size > 1 ? device_link(rt, size) : (Link){0};
-    Rates r;
-    memset(&r, 0, sizeof r);
-    MPI_Barrier(MPI_COMM_WORLD);
-    Load load = load_begin();
-    measure_compute(rt, &r);
-    double others = load_end(load, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-    r.others = others;
+    Rates r = rates_at_once(rt, MPI_COMM_WORLD);
     if (rank == 0) {
         FILE *f = fopen(argv[3], "w");
         if (!f || (write_fragment(f, &r, &link, &link, 1, size, rt, NULL, NULL), fclose(f) != 0)) {
@@ -1267,15 +1276,8 @@ int main(int argc, char **argv)
         MPI_Bcast(first, sizeof first, MPI_CHAR, 0, MPI_COMM_WORLD);
         MPI_Comm machine;
         MPI_Comm_split(MPI_COMM_WORLD, strcmp(boot, first) != 0, rank, &machine);
-        Rates r;
-        memset(&r, 0, sizeof r);
-        MPI_Barrier(MPI_COMM_WORLD);
-        Load load = load_begin();
-        measure_compute(NULL, &r);
-        double others = load_end(load, machine);
+        Rates r = rates_at_once(NULL, machine);
         MPI_Comm_free(&machine);
-        MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-        r.others = others;
         if (rank == 0 && write_rates(argv[2], &r) != 0) {
             fprintf(stderr, "parc_calibrate: cannot write `%s.rates`\n", argv[2]);
             status = 1;
@@ -1312,12 +1314,7 @@ int main(int argc, char **argv)
             status = 1;
         }
     } else {
-        MPI_Barrier(MPI_COMM_WORLD);
-        Load load = load_begin();
-        measure_compute(NULL, &r);
-        double others = load_end(load, MPI_COMM_WORLD);
-        MPI_Allreduce(MPI_IN_PLACE, &r, (int)(sizeof r / sizeof(double)), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-        r.others = others;
+        r = rates_at_once(NULL, MPI_COMM_WORLD);
     }
     if (size > 1) {
         for (int i = first_link; i < argc && status == 0; i++) {
