@@ -13,7 +13,7 @@
  *                                      rank of a host sends, as a
  *                                      `--link-inter LINK` launch measured it
  *                                      (which also measured the compute, in
- *                                      LINK.rates, with every host's ranks)
+ *                                      LINK too, with every host's ranks)
  *   efficiency { ... }                 each GEMM shape class against that
  *                                      peak, attention-shaped GEMMs, the
  *                                      runtime's kinds of memory-bound loops
@@ -760,8 +760,11 @@ static AttentionFit attention_fit(const Rates *r, int kept, double attn_eff, dou
     return a;
 }
 
-/* A link measured by another launch of this program (`--link FILE`), as
- * write_link wrote it: one number per field of link_field_at, in order. */
+/* A link measured by another launch of this program (`--link FILE`,
+ * `--link-inter FILE`), as write_link wrote it: one number per field of
+ * link_field_at, in order; the count of rates that follow (the launch
+ * between hosts: every double of its Rates, the compute it measured with
+ * every host's ranks; 0 otherwise) and them; the hosts. */
 enum { MAX_LAUNCHES = 8 };
 static const size_t link_field_at[] = {
     offsetof(Link, latency), offsetof(Link, bandwidth), offsetof(Link, busbw),
@@ -773,51 +776,36 @@ enum { LINK_FIELDS = sizeof link_field_at / sizeof link_field_at[0] };
 
 static double *link_field(Link *l, int k) { return (double *)((char *)l + link_field_at[k]); }
 
-static int write_link(const char *path, Link *l)
+static int write_link(const char *path, Link *l, const Rates *r)
 {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     for (int k = 0; k < LINK_FIELDS; k++) fprintf(f, "%.17g\n", *link_field(l, k));
+    size_t n = r ? sizeof *r / sizeof(double) : 0;
+    fprintf(f, "%zu\n", n);
+    for (size_t k = 0; k < n; k++) fprintf(f, "%.17g\n", ((const double *)(const void *)r)[k]);
     fprintf(f, "%s\n", l->hosts);
     return fclose(f) == 0 ? 0 : -1;
 }
 
-static int read_link(const char *path, Link *l)
+/* r: NULL, or where the rates the file must carry go. */
+static int read_link(const char *path, Link *l, Rates *r)
 {
     FILE *f = fopen(path, "r");
     if (!f) return -1;
     int k = 0;
     while (k < LINK_FIELDS && fscanf(f, "%lg", link_field(l, k)) == 1) k++;
+    size_t n = 0;
+    int ok = k == LINK_FIELDS && fscanf(f, "%zu", &n) == 1 && (!r || n == sizeof *r / sizeof(double));
+    for (size_t i = 0; ok && i < n; i++) {
+        double x;
+        ok = fscanf(f, "%lg", &x) == 1;
+        if (ok && r) ((double *)(void *)r)[i] = x;
+    }
     l->hosts[0] = 0;
-    if (fscanf(f, " %[^\n]", l->hosts) != 1) l->hosts[0] = 0;
+    if (ok && fscanf(f, " %[^\n]", l->hosts) != 1) l->hosts[0] = 0;
     fclose(f);
-    return k == LINK_FIELDS ? 0 : -1;
-}
-
-/* The rates the launch between hosts measured with every rank of the hosts
- * at once, beside its link in PATH.rates: one number per double of Rates. */
-static int write_rates(const char *link_path, const Rates *r)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s.rates", link_path);
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    const double *d = (const double *)(const void *)r;
-    for (size_t k = 0; k < sizeof *r / sizeof(double); k++) fprintf(f, "%.17g\n", d[k]);
-    return fclose(f) == 0 ? 0 : -1;
-}
-
-static int read_rates(const char *link_path, Rates *r)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s.rates", link_path);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    double *d = (double *)(void *)r;
-    size_t k = 0;
-    while (k < sizeof *r / sizeof(double) && fscanf(f, "%lg", &d[k]) == 1) k++;
-    fclose(f);
-    return k == sizeof *r / sizeof(double) ? 0 : -1;
+    return ok ? 0 : -1;
 }
 
 /* Each launch of a pair of ranks sets up its shared-memory transport anew,
@@ -1193,12 +1181,13 @@ static int calibrate_on_device(char **argv)
     return status ? status : (int)fin;
 }
 
-/* The end of a link-only launch: rank 0 writes the link's figures to path;
- * every rank returns the same status, 1 when that write failed. */
-static int finish_link(int rank, const char *path, Link *link)
+/* The end of a link-only launch: rank 0 writes the link's figures (and r,
+ * the rates, where it measured them) to path; every rank returns the same
+ * status, 1 when that write failed. */
+static int finish_link(int rank, const char *path, Link *link, const Rates *r)
 {
     int status = 0;
-    if (rank == 0 && write_link(path, link) != 0) {
+    if (rank == 0 && write_link(path, link, r) != 0) {
         fprintf(stderr, "parc_calibrate: cannot write `%s`\n", path);
         status = 1;
     }
@@ -1278,21 +1267,12 @@ int main(int argc, char **argv)
         MPI_Comm_split(MPI_COMM_WORLD, strcmp(boot, first) != 0, rank, &machine);
         Rates r = rates_at_once(NULL, machine);
         MPI_Comm_free(&machine);
-        if (rank == 0 && write_rates(argv[2], &r) != 0) {
-            fprintf(stderr, "parc_calibrate: cannot write `%s.rates`\n", argv[2]);
-            status = 1;
-        }
-        MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        if (status) {
-            MPI_Finalize();
-            return status;
-        }
-        return finish_link(rank, argv[2], &link);
+        return finish_link(rank, argv[2], &link, &r);
     }
     if (link_only) {
         Link link = size > 1 ? measure_link(rank, size) : (Link){0};
         if (size > 1) link.overlap = measure_overlap(size, link.overlap_share);
-        return finish_link(rank, argv[2], &link);
+        return finish_link(rank, argv[2], &link, NULL);
     }
     /* the link first, as the link-only launches measure it, before the
      * compute measurements churn this process's memory (after them a launch
@@ -1308,7 +1288,7 @@ int main(int argc, char **argv)
     memset(&r, 0, sizeof r);
     Link inter = {0};
     if (inter_path) { /* the launch between hosts measured the compute, every host's ranks at once */
-        if (read_link(inter_path, &inter) != 0 || read_rates(inter_path, &r) != 0) {
+        if (read_link(inter_path, &inter, &r) != 0) {
             if (rank == 0)
                 fprintf(stderr, "parc_calibrate: cannot read the link between hosts measured in `%s`\n", inter_path);
             status = 1;
@@ -1318,7 +1298,7 @@ int main(int argc, char **argv)
     }
     if (size > 1) {
         for (int i = first_link; i < argc && status == 0; i++) {
-            if (read_link(argv[i], &links[launches]) != 0) {
+            if (read_link(argv[i], &links[launches], NULL) != 0) {
                 if (rank == 0) fprintf(stderr, "parc_calibrate: cannot read the link measured in `%s`\n", argv[i]);
                 status = 1;
             }

@@ -31,26 +31,6 @@
 #define PARC_MPIEXEC "mpirun"
 #endif
 
-/* The fewest slots a line of an Open MPI hostfile gives its host (`HOST
- * slots=N`; a line without them counts 1), at least 1. */
-static int hostfile_slots(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) return 1;
-    char line[1024];
-    int fewest = 0;
-    while (fgets(line, sizeof line, f)) {
-        char word[256];
-        if (sscanf(line, " %255s", word) != 1 || word[0] == '#') continue;
-        const char *at = strstr(line, "slots=");
-        int n = at ? atoi(at + 6) : 1;
-        if (n < 1) n = 1;
-        if (fewest == 0 || n < fewest) fewest = n;
-    }
-    fclose(f);
-    return fewest > 0 ? fewest : 1;
-}
-
 int calibrate_main(const CliOptions *o)
 {
     const char *out = o->output ? o->output : "cluster.par", *device = o->device, *hosts = o->hosts;
@@ -79,9 +59,9 @@ int calibrate_main(const CliOptions *o)
         return 3;
     }
     char links[LINK_LAUNCHES - 1][sizeof dir + 16] = {{0}}; /* empty until its launch names it */
-    char inter[sizeof dir + 16] = "", rates[sizeof dir + 24] = "";
+    char inter[sizeof dir + 16] = "";
     /* the launch between hosts: every host's ranks, S on each */
-    int slots = hosts ? hostfile_slots(hosts) : 1;
+    int slots = hosts ? launch_hostfile_slots(hosts) : 1;
     char between_np[24], between_map[32];
     snprintf(between_np, sizeof between_np, "%d", nhosts * slots);
     snprintf(between_map, sizeof between_map, "ppr:%d:node", slots);
@@ -139,7 +119,6 @@ int calibrate_main(const CliOptions *o)
         args[n++] = (char *)PARC_CALIBRATE_EXE;
         if (between) {
             snprintf(inter, sizeof inter, "%s/inter", dir);
-            snprintf(rates, sizeof rates, "%s.rates", inter);
             args[n++] = (char *)"--link-inter";
             args[n++] = inter;
         } else if (!last) {
@@ -160,7 +139,6 @@ int calibrate_main(const CliOptions *o)
     for (int i = 0; i < LINK_LAUNCHES - 1; i++)
         if (links[i][0]) unlink(links[i]);
     if (inter[0]) unlink(inter);
-    if (rates[0]) unlink(rates);
     rmdir(dir);
     if (status != 0) {
         fprintf(stderr, "parc calibrate: %s%s%s exited with status %d\n", device && ranks == 1 ? "" : PARC_MPIEXEC,

@@ -99,6 +99,23 @@ static pid_t start_janitor(const char *dir, const char *exe, int *hold)
     return pid;
 }
 
+int launch_hostfile_slots(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    char line[1024];
+    int fewest = 0;
+    while (fgets(line, sizeof line, f)) {
+        char word[256];
+        if (sscanf(line, " %255s", word) != 1 || word[0] == '#') continue;
+        const char *at = strstr(line, "slots=");
+        int n = at ? atoi(at + 6) : 1;
+        if (n < 1) n = 1;
+        if (fewest == 0 || n < fewest) fewest = n;
+    }
+    fclose(f);
+    return fewest > 0 ? fewest : 1;
+}
+
 int launch_hostfile_hosts(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return -1;

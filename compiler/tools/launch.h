@@ -52,6 +52,9 @@ int launch_run(const CodegenModule *module, const Program *program, const Launch
 /* The distinct hosts a hostfile of mpirun names (the first word of each line
  * that is not blank or a `#` comment), or -1 when it cannot be read. */
 int launch_hostfile_hosts(const char *path);
+/* The fewest slots a line of the hostfile gives its host (`HOST slots=N`; a
+ * line without them counts 1), at least 1; 1 when it cannot be read. */
+int launch_hostfile_slots(const char *path);
 
 /* `parc build --sbatch SCRIPT`: a Slurm batch script (mode 0755) that runs the
  * executable at `exe` (by its absolute path) with srun on the plan's nodes:
