@@ -440,16 +440,20 @@ static double moe_coef(const Plan *plan, double coef)
  * losses, and beside a context axis the counts summed over it. */
 enum { ROUTER_LOGITS, ROUTER_INDEX, ROUTER_COUNTS, ROUTER_LOSSES, ROUTER_COUNTS_CP };
 
-/* With the tokens split over a context axis of C ranks: a rank's losses are
- * its tokens' shares of the sequence's, which the step sums over the axis.
- * With the summed counts and the rank's T tokens the router's formulas give
- * C^2 times its share of the load-balancing loss (f_e and P_e each over T
- * instead of C T) and C times its share of the z-loss: their coefficients
- * are divided by that. */
-static double moe_cp_scale(const Plan *plan, int z)
+/* The router's load-balancing and z-loss coefficients as a rank's call
+ * takes them (moe_coef).  With the tokens split over a context axis of C
+ * ranks a rank's losses are its tokens' shares of the sequence's, which the
+ * step sums over the axis: with the summed counts and the rank's T tokens
+ * the router's formulas give C^2 times its share of the load-balancing loss
+ * (f_e and P_e each over T instead of C T) and C times its share of the
+ * z-loss, so the coefficients are divided by that. */
+static void router_coefs(const Plan *plan, double *aux, double *z)
 {
-    double C = (double)plan_axis_size(plan, plan_context_axis(plan));
-    return z ? 1.0 / C : 1.0 / (C * C);
+    const MoeSpec *moe = &plan->model.block.moe;
+    int cp = plan_context_axis(plan);
+    double C = cp >= 0 ? (double)plan_axis_size(plan, cp) : 1.0;
+    *aux = moe_coef(plan, moe->aux_coef) / (C * C);
+    *z = moe_coef(plan, moe->z_coef) / C;
 }
 
 /* the router (aux: logits, index, counts, losses, and with a context axis the
@@ -465,8 +469,8 @@ int ops_emit_moe_router_fwd(Emit *e, const Op *op, const OpArgs *a, const OpShap
     int cp = plan_context_axis(plan);
     PARC_ASSERT(op->naux == (cp >= 0 ? ROUTER_COUNTS_CP + 1 : ROUTER_COUNTS_CP));
     Arg losses = arg_value(lw, op->aux[ROUTER_LOSSES]), counts = arg_value(lw, op->aux[ROUTER_COUNTS]);
-    double aux = moe_coef(plan, moe->aux_coef) * (cp >= 0 ? moe_cp_scale(plan, 0) : 1.0);
-    double z = moe_coef(plan, moe->z_coef) * (cp >= 0 ? moe_cp_scale(plan, 1) : 1.0);
+    double aux, z;
+    router_coefs(plan, &aux, &z);
     int entry = ENTRY(e, RT_prt_moe_router_fwd, arg_value(lw, op->aux[ROUTER_LOGITS]),
                       arg_value(lw, op->aux[ROUTER_INDEX]), a->out, counts, cp >= 0 ? arg_null() : losses,
                       a->in[0].arg, a->param[0].arg, arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]),
@@ -513,8 +517,8 @@ int ops_emit_moe_router_bwd(Emit *e, const Op *op, const OpArgs *a, const OpShap
     /* with a context axis the loss's gradient reads the counts summed over it */
     int cp = plan_context_axis(plan);
     Arg counts = arg_value(lw, op->aux[cp >= 0 ? ROUTER_COUNTS_CP : ROUTER_COUNTS]);
-    double aux = moe_coef(plan, moe->aux_coef) * (cp >= 0 ? moe_cp_scale(plan, 0) : 1.0);
-    double z = moe_coef(plan, moe->z_coef) * (cp >= 0 ? moe_cp_scale(plan, 1) : 1.0);
+    double aux, z;
+    router_coefs(plan, &aux, &z);
     return ENTRY(e, RT_prt_moe_router_bwd, a->din[0].arg, a->dparam[0].arg, arg_grad(lw, op->aux[ROUTER_LOGITS]),
                  a->dout, arg_value(lw, op->aux[ROUTER_LOGITS]), arg_value(lw, op->aux[ROUTER_INDEX]), counts,
                  a->in[0].arg, a->param[0].arg, arg_int(s->d[0]), arg_int(s->d[1]), arg_int(s->d[2]),
