@@ -1205,6 +1205,7 @@ int main(int argc, char **argv)
         return 2;
     }
     prt_blas_select(argc, argv); /* may restart this process with the runtime's kernel choice */
+    prt_mpi_settings(); /* the started collectives the runtime runs */
     MPI_Init(&argc, &argv);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

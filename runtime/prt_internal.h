@@ -132,6 +132,8 @@ typedef struct prt_inflight {  /* a collective started and not yet waited for (p
     double start;               /* MPI_Wtime at its start */
     int done;
     void *owned;                /* freed once complete: what the request reads meanwhile (prt_comm_keep) */
+    struct prt_ring *ring;      /* a collective of several steps the runtime drives itself (request unused):
+                                 * prt_mpi_ring_advance moves it on, it is freed once complete */
 } prt_inflight;
 
 typedef struct prt_trace_event {
@@ -190,6 +192,7 @@ struct prt {
     int coord[PRT_MAX_AXES];
     MPI_Comm axis_comm[PRT_MAX_AXES];
     int tag_ub;
+    int64_t ring_seq[PRT_MAX_AXES]; /* ring collectives started on each axis: their messages' tags (prt_mpi.c) */
 
     /* flags */
     int64_t steps;
@@ -383,6 +386,22 @@ void prt_mpi_shift_start(prt *rt, int64_t axis, void *out, const void *in, int64
 void prt_mpi_shift(prt *rt, int64_t axis, void *out, const void *in, int64_t n, int64_t dtype);
 void prt_comm_post(prt *rt, const void *buf, MPI_Request request, const char *name, int64_t bytes, int64_t axis,
                    double start);
+/* The same for a collective the runtime runs as steps of point-to-point
+ * messages (prt_mpi.c's ring reduce-scatter): prt_comm_progress and
+ * comm_wait move it on through prt_mpi_ring_advance. */
+void prt_comm_post_ring(prt *rt, const void *buf, struct prt_ring *ring, const char *name, int64_t bytes,
+                        int64_t axis, double start);
+/* Moves a ring collective on: completes what of its current step has arrived
+ * and posts the next; with wait set, until it is done (watched waits, named
+ * as the collective on its axis).  Returns 1 once it is done. */
+int prt_mpi_ring_advance(prt *rt, struct prt_ring *ring, int wait);
+void prt_mpi_ring_free(struct prt_ring *ring);
+/* Open MPI's settings the runtime's collectives rely on, set in the
+ * environment before MPI_Init unless the user set them: a started
+ * all-reduce runs the ring (libnbc otherwise reduces to one rank and
+ * broadcasts back, for fewer than 4 ranks or in place, which moves twice
+ * the bytes a rank of the ring does: docs/cost-model.md). */
+void prt_mpi_settings(void);
 void prt_comm_progress(prt *rt);
 /* Tests the pending pipeline sends (prt_mpi.c); prt_comm_progress calls it. */
 void prt_comm_progress_sends(prt *rt);

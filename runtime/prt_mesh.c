@@ -164,6 +164,7 @@ prt *prt_init(int64_t argc, char **argv, const prt_plan_desc *plan) {
     PRT_CHECK(plan, "prt_init: no plan");
     prt_blas_select(ac, argv);  /* may restart the program: before MPI and anything else */
     prt_allocator_settings();   /* before MPI allocates anything */
+    prt_mpi_settings();         /* before MPI reads its settings */
     PRT_MPI_CHECK(MPI_Init_thread(&ac, &av, MPI_THREAD_FUNNELED, &provided));
     double mpi_done = prt_monotonic();
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -28,6 +28,8 @@
 
 #include "prt_internal.h"
 
+void prt_mpi_settings(void) { setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0); }
+
 static int count_of(int64_t n, const char *what) {
     PRT_CHECK(n >= 0 && n <= INT_MAX, "%s: %lld elements do not fit one MPI call", what, (long long)n);
     return (int)n;
@@ -204,17 +206,100 @@ void prt_mpi_allreduce_start(prt *rt, int64_t axis, void *buf, int64_t n, int64_
     prt_comm_post(rt, buf, req, "allreduce", n * (int64_t)prt_dtype_size(dtype), axis, t);
 }
 
+/* A started reduce-scatter runs as a ring of S - 1 steps the runtime drives
+ * (libnbc's reduces the whole buffer to one rank and scatters it from there,
+ * log2(S) + 1 times the bytes of a ring: docs/cost-model.md).  Rank r ends
+ * with block r.  At step k it sends to rank r + 1 the partial sum of block
+ * r - 1 - k (its own contribution at step 0), receives from rank r - 1 the
+ * partial sum of block r - 2 - k and adds its own contribution to it; the
+ * last step receives into out.  Two scratch blocks alternate as what is sent
+ * and what is received (none for S = 2); they are the ring's own, freed when
+ * it completes, as an MPI nonblocking collective keeps its temporary buffers
+ * (not in the ledger).  The messages carry a tag of their own per ring
+ * (below the largest, which allreduce_ends uses), so rings in flight on one
+ * axis never take each other's messages. */
+typedef struct prt_ring {
+    MPI_Comm comm;
+    MPI_Datatype type;
+    int64_t dtype, axis;
+    int S, me, step, tag, count, posted; /* step: the one in flight; S - 1 once done */
+    size_t block_bytes;
+    const char *in; /* S blocks: this rank's contributions */
+    char *out, *scratch[2];
+    MPI_Request req[2]; /* the step's receive and send */
+} prt_ring;
+
+/* dst += src, count elements of dtype (16-bit ones summed in fp32 and rounded,
+ * as sum_op's). */
+static void add_into(int64_t dtype, void *dst, const void *src, int count) {
+    MPI_Datatype type = mpi_type(dtype);
+    if (dtype == PRT_BF16) sum_bf16((void *)src, dst, &count, &type);
+    else if (dtype == PRT_F16) sum_f16((void *)src, dst, &count, &type);
+    else {
+        float *d = dst;
+        const float *x = src;
+        for (int i = 0; i < count; i++) d[i] += x[i];
+    }
+}
+
+static int ring_block(const prt_ring *g, int k) { return ((g->me - k) % g->S + g->S) % g->S; }
+
+static void ring_post(prt_ring *g) {
+    const char *send = g->step == 0 ? g->in + (size_t)ring_block(g, 1) * g->block_bytes : g->scratch[(g->step - 1) % 2];
+    char *recv = g->step == g->S - 2 ? g->out : g->scratch[g->step % 2];
+    PRT_MPI_CHECK(MPI_Irecv(recv, g->count, g->type, (g->me + g->S - 1) % g->S, g->tag, g->comm, &g->req[0]));
+    PRT_MPI_CHECK(MPI_Isend(send, g->count, g->type, (g->me + 1) % g->S, g->tag, g->comm, &g->req[1]));
+    g->posted = 1;
+}
+
+int prt_mpi_ring_advance(prt *rt, prt_ring *g, int wait) {
+    while (g->step < g->S - 1) {
+        if (!g->posted) ring_post(g);
+        if (wait) {
+            prt_wait(rt, &g->req[0], MPI_STATUS_IGNORE, "reduce-scatter", g->axis);
+            prt_wait(rt, &g->req[1], MPI_STATUS_IGNORE, "reduce-scatter", g->axis);
+        } else {
+            int done = 0;
+            PRT_MPI_CHECK(MPI_Testall(2, g->req, &done, MPI_STATUSES_IGNORE));
+            if (!done) return 0;
+        }
+        char *recv = g->step == g->S - 2 ? g->out : g->scratch[g->step % 2];
+        add_into(g->dtype, recv, g->in + (size_t)ring_block(g, g->step + 2) * g->block_bytes, g->count);
+        g->step++;
+        g->posted = 0;
+    }
+    return 1;
+}
+
+void prt_mpi_ring_free(prt_ring *g) {
+    if (!g) return;
+    free(g->scratch[0]);
+    free(g->scratch[1]);
+    free(g);
+}
+
 void prt_mpi_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                                  int64_t dtype) {
     double t = MPI_Wtime();
     int S = prt_axis_size(rt, axis);
     int block = count_of(outer * inner, "reducescatter_start");
     count_of((int64_t)S * block, "reducescatter_start");
-    const void *send = outer > 1 ? pack_blocks(rt, in, S, outer, inner, prt_dtype_size(dtype)) : in;
-    MPI_Request req;
-    PRT_MPI_CHECK(MPI_Ireduce_scatter_block(send, out, block, mpi_type(dtype), sum_op(rt, dtype),
-                                            prt_axis_comm(rt, axis), &req));
-    prt_comm_post(rt, out, req, "reducescatter", (int64_t)S * block * (int64_t)prt_dtype_size(dtype), axis, t);
+    prt_ring *g = prt_xcalloc(1, sizeof *g);
+    g->comm = prt_axis_comm(rt, axis);
+    g->type = mpi_type(dtype);
+    g->dtype = dtype;
+    g->axis = axis;
+    g->S = S;
+    g->me = prt_coord(rt, axis);
+    g->count = block;
+    g->block_bytes = (size_t)block * prt_dtype_size(dtype);
+    g->tag = rt->tag_ub - 1 - (int)(rt->ring_seq[axis]++ % 4096);
+    g->in = outer > 1 ? pack_blocks(rt, in, S, outer, inner, prt_dtype_size(dtype)) : in;
+    g->out = out;
+    for (int i = 0; i < 2 && S > 2; i++) g->scratch[i] = prt_xmalloc(g->block_bytes ? g->block_bytes : 1);
+    g->req[0] = g->req[1] = MPI_REQUEST_NULL;
+    ring_post(g);
+    prt_comm_post_ring(rt, out, g, "reducescatter", (int64_t)S * block * (int64_t)prt_dtype_size(dtype), axis, t);
 }
 
 void prt_mpi_allgather_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,

@@ -39,8 +39,17 @@ void prt_comm_post(prt *rt, const void *buf, MPI_Request request, const char *na
         rt->inflight = prt_xrealloc(rt->inflight, (size_t)rt->inflight_cap * sizeof *rt->inflight);
     }
     rt->inflight[rt->ninflight++] =
-        (prt_inflight){buf, request, name, bytes, axis, start, request == MPI_REQUEST_NULL, NULL};
+        (prt_inflight){buf, request, name, bytes, axis, start, request == MPI_REQUEST_NULL, NULL, NULL};
     if (request != MPI_REQUEST_NULL) rt->inflight_pending++;
+}
+
+void prt_comm_post_ring(prt *rt, const void *buf, struct prt_ring *ring, const char *name, int64_t bytes,
+                        int64_t axis, double start) {
+    prt_comm_post(rt, buf, MPI_REQUEST_NULL, name, bytes, axis, start);
+    prt_inflight *f = &rt->inflight[rt->ninflight - 1];
+    f->ring = ring;
+    f->done = 0;
+    rt->inflight_pending++;
 }
 
 void prt_comm_keep(prt *rt, const void *buf, void *owned) {
@@ -66,13 +75,17 @@ static void completed(prt *rt, prt_inflight *f) {
 void prt_comm_progress(prt *rt) {
     if (rt->sends_pending > 0) prt_comm_progress_sends(rt);
     if (rt->recv_ahead_pending) prt_comm_progress_recv(rt);
+    int blocked = 0; /* an MPI request not done: MPI_Test progressed every one, test the later ones next time */
     for (int i = 0; i < rt->ninflight && rt->inflight_pending > 0; i++) {
         prt_inflight *f = &rt->inflight[i];
         if (f->done) continue;
         int done = 0;
-        PRT_MPI_CHECK(MPI_Test(&f->request, &done, MPI_STATUS_IGNORE));
-        if (!done) break; /* later ones were posted later: test them next time */
-        completed(rt, f);
+        if (f->ring) done = prt_mpi_ring_advance(rt, f->ring, 0); /* each ring posts its own next step */
+        else if (!blocked) {
+            PRT_MPI_CHECK(MPI_Test(&f->request, &done, MPI_STATUS_IGNORE));
+            blocked = !done;
+        }
+        if (done) completed(rt, f);
     }
 }
 
@@ -148,10 +161,12 @@ void prt_comm_wait(prt *rt, void *buf) {
     const char *name = f->name;
     int64_t bytes = f->bytes, axis = f->axis;
     if (!f->done) {
-        prt_wait(rt, &f->request, NULL, f->name, f->axis);
+        if (f->ring) prt_mpi_ring_advance(rt, f->ring, 1);
+        else prt_wait(rt, &f->request, NULL, f->name, f->axis);
         completed(rt, f);
     }
     free(f->owned);
+    prt_mpi_ring_free(f->ring);
     for (int k = i + 1; k < rt->ninflight; k++) rt->inflight[k - 1] = rt->inflight[k];
     rt->ninflight--;
     if (rt->backend->comm_wait) rt->backend->comm_wait(rt, buf);
@@ -160,7 +175,10 @@ void prt_comm_wait(prt *rt, void *buf) {
 }
 
 void prt_comm_inflight_free(prt *rt) {
-    for (int i = 0; i < rt->ninflight; i++) free(rt->inflight[i].owned);
+    for (int i = 0; i < rt->ninflight; i++) {
+        free(rt->inflight[i].owned);
+        prt_mpi_ring_free(rt->inflight[i].ring);
+    }
     free(rt->inflight);
     rt->inflight = NULL;
     rt->ninflight = rt->inflight_cap = rt->inflight_pending = 0;

@@ -5,10 +5,14 @@
  * is either right or wrong; wrong elements are counted.
  *   - allreduce, allreduce_ends, allgather, reducescatter, alltoall, slice with
  *     outer = 1 and 3; allgather in place (in = out + coord x inner, outer 1);
+ *   - started reduce-scatters and an all-reduce in flight together, waited in
+ *     another order than started;
  *   - axis -1 (no-op copy semantics);
  *   - pipeline send/recv rings (+1 and -1) with several tags and sizes in flight;
  *   - vocab-parallel cross-entropy and embedding on axis c (size 2) against the
  *     unsplit ops, and the step loss counting a tensor-parallel group once.
+ * With the argument 4x2 the mesh is 4 x 2 (axes a and b) and only the
+ * collectives and rings run.
  * Exit status 0 iff nothing was wrong on any rank.
  */
 #include "prt_internal.h"
@@ -85,6 +89,46 @@ static void test_axis(int axis) {
             }
         prt_reducescatter(RT, axis, out, in, outer, inner, 0);
         expect_eq(outer > 1 ? "reducescatter(outer 3)" : "reducescatter", axis, out, want, nin);
+
+        /* started reduce-scatters (the runtime's ring), three in flight at once
+         * with an all-reduce among them, progressed between, waited in another
+         * order than started: outer 1 and 3 (one that packs at a time) */
+        {
+            enum { K = 3 };
+            const int64_t outers[K] = {outer, 1, 1}, inners[K] = {inner, 4099, 1};
+            float *rin[K], *rout[K], *rwant[K];
+            for (int k = 0; k < K; k++) {
+                int64_t o_n = outers[k], i_n = inners[k], n = o_n * S * i_n;
+                rin[k] = rt_alloc(n), rout[k] = rt_alloc(o_n * i_n), rwant[k] = rt_alloc(o_n * i_n);
+                for (int64_t i = 0; i < n; i++) rin[k][i] = f(me, i, (int)seed + 40 + k);
+                for (int64_t o = 0; o < o_n; o++)
+                    for (int64_t i = 0; i < i_n; i++) {
+                        float s = 0;
+                        for (int r = 0; r < S; r++) s += f(member(axis, r), (o * S + c) * i_n + i, (int)seed + 40 + k);
+                        rwant[k][o * i_n + i] = s;
+                    }
+            }
+            for (int64_t i = 0; i < nfull; i++) {
+                in[i] = f(me, i, (int)seed + 50);
+                want[i] = 0;
+                for (int s = 0; s < S; s++) want[i] += f(member(axis, s), i, (int)seed + 50);
+            }
+            prt_reducescatter_start(RT, axis, rout[0], rin[0], outers[0], inners[0], 0);
+            prt_reducescatter_start(RT, axis, rout[1], rin[1], outers[1], inners[1], 0);
+            prt_allreduce_start(RT, axis, in, nfull, 0);
+            prt_reducescatter_start(RT, axis, rout[2], rin[2], outers[2], inners[2], 0);
+            for (int k = 0; k < 3; k++) prt_comm_progress(RT);
+            prt_comm_wait(RT, rout[2]);
+            prt_comm_wait(RT, in);
+            prt_comm_wait(RT, rout[0]);
+            prt_comm_wait(RT, rout[1]);
+            expect_eq("allreduce_start", axis, in, want, nfull);
+            for (int k = 0; k < K; k++) {
+                expect_eq(outers[k] > 1 ? "reducescatter_start(outer 3)" : "reducescatter_start", axis, rout[k],
+                          rwant[k], outers[k] * inners[k]);
+                free(rin[k]), free(rout[k]), free(rwant[k]);
+            }
+        }
 
         /* alltoall: in[outer, S, inner] -> out[S, outer, inner]; out[s] = rank s's block c */
         for (int64_t i = 0; i < nfull; i++) in[i] = f(me, i, (int)seed + 3);
@@ -234,15 +278,20 @@ static void test_vocab_parallel(void) {
 
 int main(int argc, char **argv) {
     static const char *names[3] = {"a", "b", "c"};
-    static const int64_t sizes[3] = {2, 2, 2};
-    prt_plan_desc plan = rt_plan("test_collectives", 3, names, sizes);
+    /* "4x2": axes a of 4 and b of 2 (rings of more than two ranks) */
+    int wide = argc > 1 && strcmp(argv[1], "4x2") == 0;
+    static const int64_t cube[3] = {2, 2, 2}, rect[2] = {4, 2};
+    prt_plan_desc plan = rt_plan("test_collectives", wide ? 2 : 3, names, wide ? rect : cube);
     plan.batch = 2;
     plan.seq = 3;
-    RT = prt_init(argc, argv, &plan);
-    for (int axis = 0; axis < 3; axis++) test_axis(axis);
+    if (wide) argv[1] = argv[0]; /* the runtime's options follow */
+    RT = prt_init(argc - wide, argv + wide, &plan);
+    for (int axis = 0; axis < RT->naxes; axis++) test_axis(axis);
     test_no_axis();
-    test_vocab_parallel();
-    test_resident_temporaries();
+    if (!wide) {
+        test_vocab_parallel();
+        test_resident_temporaries();
+    }
     long long total = wrong + rt_failures;
     MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     int rank = RT->world_rank;
