@@ -4,13 +4,14 @@
  * table of collectives in flight they share with the backends.
  *
  * A backend's *_start posts its collective and registers the request here
- * (prt_comm_post); a backend whose collectives overlap by other means (the
+ * (prt_comm_post), or the state of a ring it drives itself step by step
+ * (prt_comm_post_ring: the MPI backend's reduce-scatter); a backend whose collectives overlap by other means (the
  * CUDA backend enqueues it on NCCL's stream and records an event) registers
  * nothing, the entry point then records it as complete, and comm_wait asks
  * the backend to order what follows after it (prt_backend.comm_wait).  While
  * requests (or pipeline sends) are in flight, every op entry point first calls
  * prt_comm_progress, which tests them (MPI_Test drives Open MPI's nonblocking collectives, which
- * make no progress on their own) and records each one's trace span when it
+ * make no progress on their own) and moves each ring on to its next step, and records each one's trace span when it
  * completes: from its start to the test that saw it done, on the
  * communication track.  comm_wait(buf) completes the one collective posted on
  * buf through a watched wait (prt_wait), charging its time to exposed
