@@ -669,8 +669,9 @@ void prt_mpi_alltoallv(prt *rt, int64_t axis, void *out, const void *in, const v
                        int64_t out_rows, int64_t inner, int64_t dtype);
 void prt_mpi_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag, int64_t dtype);
 void prt_mpi_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag, int64_t dtype);
-/* Nonblocking: MPI_Iallreduce in place / MPI_Ireduce_scatter_block (outer 1),
- * posted with prt_comm_post. */
+/* Nonblocking: MPI_Iallreduce in place (libnbc's ring, prt_mpi_settings) and
+ * MPI_Iallgather posted with prt_comm_post; the reduce-scatter a ring of
+ * point-to-point steps posted with prt_comm_post_ring. */
 void prt_mpi_allreduce_start(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype);
 void prt_mpi_allgather_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                              int64_t dtype);

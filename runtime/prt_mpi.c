@@ -118,6 +118,19 @@ void prt_mpi_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtyp
     PRT_TRACE_END(rt, "allreduce", "comm", t, n * (int64_t)prt_dtype_size(dtype), axis);
 }
 
+/* dst += src, count elements of dtype (16-bit ones summed in fp32 and rounded,
+ * as sum_op's). */
+static void add_into(int64_t dtype, void *dst, const void *src, int count) {
+    MPI_Datatype type = mpi_type(dtype);
+    if (dtype == PRT_BF16) sum_bf16((void *)src, dst, &count, &type);
+    else if (dtype == PRT_F16) sum_f16((void *)src, dst, &count, &type);
+    else {
+        float *d = dst;
+        const float *x = src;
+        for (int i = 0; i < count; i++) d[i] += x[i];
+    }
+}
+
 /* The two ends of the axis exchange their buffers (the peer's copy lands in the
  * packing buffer) and each adds the other's: addition commutes, so both get the
  * same bits.  The tag is the largest MPI allows, which no pipeline message
@@ -134,14 +147,7 @@ void prt_mpi_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n, int64_t
     PRT_MPI_CHECK(MPI_Isend(buf, count, mpi_type(dtype), peer, rt->tag_ub, comm, &req[1]));
     prt_wait(rt, &req[0], MPI_STATUS_IGNORE, "embedding-group all-reduce", axis);
     prt_wait(rt, &req[1], MPI_STATUS_IGNORE, "embedding-group all-reduce", axis);
-    MPI_Datatype type = mpi_type(dtype);
-    if (dtype == PRT_BF16) sum_bf16(other, buf, &count, &type);
-    else if (dtype == PRT_F16) sum_f16(other, buf, &count, &type);
-    else {
-        float *b = buf;
-        const float *o = (const float *)other;
-        for (int i = 0; i < count; i++) b[i] += o[i];
-    }
+    add_into(dtype, buf, other, count);
     PRT_TRACE_END(rt, "allreduce_ends", "comm", t, n * (int64_t)prt_dtype_size(dtype), axis);
 }
 
@@ -228,19 +234,6 @@ typedef struct prt_ring {
     char *out, *scratch[2];
     MPI_Request req[2]; /* the step's receive and send */
 } prt_ring;
-
-/* dst += src, count elements of dtype (16-bit ones summed in fp32 and rounded,
- * as sum_op's). */
-static void add_into(int64_t dtype, void *dst, const void *src, int count) {
-    MPI_Datatype type = mpi_type(dtype);
-    if (dtype == PRT_BF16) sum_bf16((void *)src, dst, &count, &type);
-    else if (dtype == PRT_F16) sum_f16((void *)src, dst, &count, &type);
-    else {
-        float *d = dst;
-        const float *x = src;
-        for (int i = 0; i < count; i++) d[i] += x[i];
-    }
-}
 
 static int ring_block(const prt_ring *g, int k) { return ((g->me - k) % g->S + g->S) % g->S; }
 

@@ -5,14 +5,16 @@
  *
  * A backend's *_start posts its collective and registers the request here
  * (prt_comm_post), or the state of a ring it drives itself step by step
- * (prt_comm_post_ring: the MPI backend's reduce-scatter); a backend whose collectives overlap by other means (the
- * CUDA backend enqueues it on NCCL's stream and records an event) registers
- * nothing, the entry point then records it as complete, and comm_wait asks
- * the backend to order what follows after it (prt_backend.comm_wait).  While
- * requests (or pipeline sends) are in flight, every op entry point first calls
- * prt_comm_progress, which tests them (MPI_Test drives Open MPI's nonblocking collectives, which
- * make no progress on their own) and moves each ring on to its next step, and records each one's trace span when it
- * completes: from its start to the test that saw it done, on the
+ * (prt_comm_post_ring: the MPI backend's reduce-scatter); a backend whose
+ * collectives overlap by other means (the CUDA backend enqueues it on NCCL's
+ * stream and records an event) registers nothing, the entry point then
+ * records it as complete, and comm_wait asks the backend to order what
+ * follows after it (prt_backend.comm_wait).  While requests (or pipeline
+ * sends) are in flight, every op entry point first calls prt_comm_progress,
+ * which tests them (MPI_Test drives Open MPI's nonblocking collectives, which
+ * make no progress on their own), moves each ring on to its next step, and
+ * records each one's trace span when it completes: from its start to the
+ * test that saw it done, on the
  * communication track.  comm_wait(buf) completes the one collective posted on
  * buf through a watched wait (prt_wait), charging its time to exposed
  * communication; the trace shows it as a span of category "wait" on the
@@ -31,26 +33,30 @@ static int find(prt *rt, const void *buf) {
     return -1;
 }
 
-void prt_comm_post(prt *rt, const void *buf, MPI_Request request, const char *name, int64_t bytes, int64_t axis,
-                   double start) {
+/* Registers a collective in flight on buf: an MPI request, or a ring the
+ * MPI backend drives (ring non-NULL, request unused); MPI_REQUEST_NULL and
+ * no ring: already complete. */
+static void post(prt *rt, const void *buf, MPI_Request request, struct prt_ring *ring, const char *name,
+                 int64_t bytes, int64_t axis, double start) {
     PRT_CHECK(find(rt, buf) < 0, "%s started on a buffer whose %s is still in flight", name,
               rt->inflight[find(rt, buf)].name);
     if (rt->ninflight == rt->inflight_cap) {
         rt->inflight_cap = rt->inflight_cap ? 2 * rt->inflight_cap : 64;
         rt->inflight = prt_xrealloc(rt->inflight, (size_t)rt->inflight_cap * sizeof *rt->inflight);
     }
-    rt->inflight[rt->ninflight++] =
-        (prt_inflight){buf, request, name, bytes, axis, start, request == MPI_REQUEST_NULL, NULL, NULL};
-    if (request != MPI_REQUEST_NULL) rt->inflight_pending++;
+    int done = request == MPI_REQUEST_NULL && !ring;
+    rt->inflight[rt->ninflight++] = (prt_inflight){buf, request, name, bytes, axis, start, done, NULL, ring};
+    if (!done) rt->inflight_pending++;
+}
+
+void prt_comm_post(prt *rt, const void *buf, MPI_Request request, const char *name, int64_t bytes, int64_t axis,
+                   double start) {
+    post(rt, buf, request, NULL, name, bytes, axis, start);
 }
 
 void prt_comm_post_ring(prt *rt, const void *buf, struct prt_ring *ring, const char *name, int64_t bytes,
                         int64_t axis, double start) {
-    prt_comm_post(rt, buf, MPI_REQUEST_NULL, name, bytes, axis, start);
-    prt_inflight *f = &rt->inflight[rt->ninflight - 1];
-    f->ring = ring;
-    f->done = 0;
-    rt->inflight_pending++;
+    post(rt, buf, MPI_REQUEST_NULL, ring, name, bytes, axis, start);
 }
 
 void prt_comm_keep(prt *rt, const void *buf, void *owned) {

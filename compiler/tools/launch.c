@@ -99,31 +99,22 @@ static pid_t start_janitor(const char *dir, const char *exe, int *hold)
     return pid;
 }
 
-int launch_hostfile_slots(const char *path) {
+/* An Open MPI hostfile's distinct hosts (the first word of each line that is
+ * not blank or a `#` comment) and the fewest slots a line gives its host
+ * (`HOST slots=N`; a line without them counts 1); -1 when it cannot be read. */
+static int hostfile_read(const char *path, int *fewest_slots) {
     FILE *f = fopen(path, "r");
-    if (!f) return 1;
-    char line[1024];
-    int fewest = 0;
+    *fewest_slots = 1;
+    if (!f) return -1;
+    char line[1024], (*seen)[256] = NULL;
+    int n = 0, fewest = 0;
     while (fgets(line, sizeof line, f)) {
         char word[256];
         if (sscanf(line, " %255s", word) != 1 || word[0] == '#') continue;
         const char *at = strstr(line, "slots=");
-        int n = at ? atoi(at + 6) : 1;
-        if (n < 1) n = 1;
-        if (fewest == 0 || n < fewest) fewest = n;
-    }
-    fclose(f);
-    return fewest > 0 ? fewest : 1;
-}
-
-int launch_hostfile_hosts(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char line[1024], (*seen)[256] = NULL;
-    int n = 0;
-    while (fgets(line, sizeof line, f)) {
-        char word[256];
-        if (sscanf(line, " %255s", word) != 1 || word[0] == '#') continue;
+        int slots = at ? atoi(at + 6) : 1;
+        if (slots < 1) slots = 1;
+        if (fewest == 0 || slots < fewest) fewest = slots;
         int known = 0;
         for (int i = 0; i < n && !known; i++) known = strcmp(seen[i], word) == 0;
         if (known) continue;
@@ -133,7 +124,19 @@ int launch_hostfile_hosts(const char *path) {
     }
     fclose(f);
     free(seen);
+    if (fewest > 0) *fewest_slots = fewest;
     return n;
+}
+
+int launch_hostfile_slots(const char *path) {
+    int slots;
+    hostfile_read(path, &slots);
+    return slots;
+}
+
+int launch_hostfile_hosts(const char *path) {
+    int slots;
+    return hostfile_read(path, &slots);
 }
 
 /* The launcher's command line: srun inside a Slurm allocation, else mpirun
