@@ -18,7 +18,9 @@
 # then, at each rate, the slowdown of tp across hosts over tp inside them,
 # estimated and measured, and whether the estimates order the layouts as the
 # measurements do.
-# The machine's load average is printed first: the hosts share this machine's
+# The BLAS kernels (those parc's start-up check picks, an inherited
+# OPENBLAS_CORETYPE set aside: bench/lib.sh) and the machine's load average
+# are printed first: the hosts share this machine's
 # cores, so under load the compute and the shared-memory links inside a host
 # measure the other work too.
 # With PASSES=N the four layouts run N times in turn at each rate and the
@@ -36,7 +38,10 @@ tmp=$(mktemp -d)
 cluster=$tmp/cluster
 trap '"$emu" down "$cluster" > /dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+. "$root/bench/lib.sh"
+own_kernels # the calibration and every run on the kernels parc's start-up check picks
 echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "BLAS kernels: $kernels"
 "$emu" up "$cluster" --hosts 2 --slots 2 --rate "${rates%% *}"
 on0() { "$emu" exec "$cluster" node0 "$@"; }
 
