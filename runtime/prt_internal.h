@@ -387,7 +387,7 @@ void prt_mpi_shift(prt *rt, int64_t axis, void *out, const void *in, int64_t n, 
 void prt_comm_post(prt *rt, const void *buf, MPI_Request request, const char *name, int64_t bytes, int64_t axis,
                    double start);
 /* The same for a collective the runtime runs as steps of point-to-point
- * messages (prt_mpi.c's ring reduce-scatter): prt_comm_progress and
+ * messages (prt_mpi.c's ring reduce-scatter and all-gather): prt_comm_progress and
  * comm_wait move it on through prt_mpi_ring_advance. */
 void prt_comm_post_ring(prt *rt, const void *buf, struct prt_ring *ring, const char *name, int64_t bytes,
                         int64_t axis, double start);
@@ -669,9 +669,10 @@ void prt_mpi_alltoallv(prt *rt, int64_t axis, void *out, const void *in, const v
                        int64_t out_rows, int64_t inner, int64_t dtype);
 void prt_mpi_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t n, int64_t tag, int64_t dtype);
 void prt_mpi_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag, int64_t dtype);
-/* Nonblocking: MPI_Iallreduce in place (libnbc's ring, prt_mpi_settings) and
- * MPI_Iallgather posted with prt_comm_post; the reduce-scatter a ring of
- * point-to-point steps posted with prt_comm_post_ring. */
+/* Nonblocking: MPI_Iallreduce in place (libnbc's ring, prt_mpi_settings)
+ * posted with prt_comm_post; the all-gather and the reduce-scatter rings of
+ * point-to-point steps posted with prt_comm_post_ring (their blocking forms
+ * above run the same rings to the end). */
 void prt_mpi_allreduce_start(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype);
 void prt_mpi_allgather_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                              int64_t dtype);

@@ -151,54 +151,6 @@ void prt_mpi_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n, int64_t
     PRT_TRACE_END(rt, "allreduce_ends", "comm", t, n * (int64_t)prt_dtype_size(dtype), axis);
 }
 
-/* What an all-gather of whole blocks sends: MPI_IN_PLACE where `in` is
- * already this rank's block of `out` (MPI forbids aliased send and receive
- * buffers), else `in`. */
-static const void *gather_send(prt *rt, int64_t axis, const void *out, const void *in, int64_t outer, size_t block) {
-    if (outer == 1 && (const char *)in == (const char *)out + (size_t)prt_coord(rt, axis) * block) return MPI_IN_PLACE;
-    return in;
-}
-
-void prt_mpi_allgather(prt *rt, int64_t axis, void *out_, const void *in, int64_t outer, int64_t inner, int64_t dtype) {
-    size_t esize = prt_dtype_size(dtype);
-    int S = prt_axis_size(rt, axis);
-    double t = prt_trace_start(rt);
-    char *out = out_;
-    int block = count_of(outer * inner, "allgather");
-    MPI_Datatype type = mpi_type(dtype);
-    char *stage = outer == 1 ? NULL : stage_bytes(rt, (size_t)S * (size_t)block * esize);  /* [S, outer, inner] */
-    arrive(rt, axis, "all-gather");
-    PRT_MPI_CHECK(MPI_Allgather(gather_send(rt, axis, out, in, outer, (size_t)block * esize), block, type,
-                                stage ? stage : out, block, type, prt_axis_comm(rt, axis)));
-    prt_block_end();
-    if (stage) {
-        for (int s = 0; s < S; s++)
-            for (int64_t o = 0; o < outer; o++)
-                memcpy(out + (size_t)((o * S + s) * inner) * esize, stage + ((size_t)s * outer + o) * inner * esize,
-                       (size_t)inner * esize);
-    }
-    PRT_TRACE_END(rt, "allgather", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
-}
-
-void prt_mpi_reducescatter(prt *rt, int64_t axis, void *out, const void *in_, int64_t outer, int64_t inner,
-                           int64_t dtype) {
-    size_t esize = prt_dtype_size(dtype);
-    int S = prt_axis_size(rt, axis);
-    double t = prt_trace_start(rt);
-    const char *in = in_;
-    int block = count_of(outer * inner, "reducescatter");
-    count_of((int64_t)S * block, "reducescatter");
-    const char *send = in;
-    if (outer > 1) {
-        send = pack_blocks(rt, in, S, outer, inner, esize);
-    }
-    arrive(rt, axis, "reduce-scatter");
-    PRT_MPI_CHECK(MPI_Reduce_scatter_block(send, out, block, mpi_type(dtype), sum_op(rt, dtype),
-                                           prt_axis_comm(rt, axis)));
-    prt_block_end();
-    PRT_TRACE_END(rt, "reducescatter", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
-}
-
 /* The nonblocking forms (prt_overlap.c completes them): no arrival barrier, the
  * watched wait at comm_wait names a missing peer instead.  A reduce-scatter of
  * outer > 1 blocks sends from the communication stage it packs into, which
@@ -212,52 +164,92 @@ void prt_mpi_allreduce_start(prt *rt, int64_t axis, void *buf, int64_t n, int64_
     prt_comm_post(rt, buf, req, "allreduce", n * (int64_t)prt_dtype_size(dtype), axis, t);
 }
 
-/* A started reduce-scatter runs as a ring of S - 1 steps the runtime drives
- * (libnbc's reduces the whole buffer to one rank and scatters it from there,
- * log2(S) + 1 times the bytes of a ring: docs/cost-model.md).  Rank r ends
- * with block r.  At step k it sends to rank r + 1 the partial sum of block
- * r - 1 - k (its own contribution at step 0), receives from rank r - 1 the
- * partial sum of block r - 2 - k and adds its own contribution to it; the
- * last step receives into out.  Two scratch blocks alternate as what is sent
- * and what is received (none for S = 2); they are the ring's own, freed when
- * it completes, as an MPI nonblocking collective keeps its temporary buffers
- * (not in the ledger).  The messages carry a tag of their own per ring
- * (below the largest, which allreduce_ends uses), so rings in flight on one
- * axis never take each other's messages. */
+/* A reduce-scatter or an all-gather runs as a ring of S - 1 steps the
+ * runtime drives (libnbc's started reduce-scatter reduces the whole buffer
+ * to one rank and scatters it from there, log2(S) + 1 times the bytes of a
+ * ring; its started all-gather sends each block to every rank at once:
+ * docs/cost-model.md).  Rank r ends with block r of a reduce-scatter: at
+ * step k it sends to rank r + 1 the partial sum of block r - 1 - k (its own
+ * contribution at step 0), receives from rank r - 1 the partial sum of block
+ * r - 2 - k and adds its own contribution to it; the last step receives into
+ * out.  Two scratch blocks alternate as what is sent and what is received
+ * (none for S = 2); they are the ring's own, freed when it completes, as an
+ * MPI collective keeps its temporary buffers (not in the ledger).  An
+ * all-gather forwards whole blocks in out itself: at step k rank r sends
+ * block r - k to r + 1 and receives block r - 1 - k from r - 1.  The
+ * messages carry a tag of their own per ring (below the largest, which
+ * allreduce_ends uses), so rings in flight on one axis never take each
+ * other's messages: every rank of an axis starts its rings in one order. */
+enum { RING_REDUCE, RING_GATHER };
 typedef struct prt_ring {
     MPI_Comm comm;
     MPI_Datatype type;
     int64_t dtype, axis;
-    int S, me, step, tag, count, posted; /* step: the one in flight; S - 1 once done */
+    int kind, S, me, step, tag, count, posted; /* step: the one in flight; S - 1 once done */
     size_t block_bytes;
-    const char *in; /* S blocks: this rank's contributions */
+    const char *in; /* a reduce-scatter's S blocks: this rank's contributions */
     char *out, *scratch[2];
     MPI_Request req[2]; /* the step's receive and send */
 } prt_ring;
 
 static int ring_block(const prt_ring *g, int k) { return ((g->me - k) % g->S + g->S) % g->S; }
 
+static prt_ring *ring_new(prt *rt, int64_t axis, int64_t dtype, int block, int kind) {
+    prt_ring *g = prt_xcalloc(1, sizeof *g);
+    g->comm = prt_axis_comm(rt, axis);
+    g->type = mpi_type(dtype);
+    g->dtype = dtype;
+    g->axis = axis;
+    g->kind = kind;
+    g->S = prt_axis_size(rt, axis);
+    g->me = prt_coord(rt, axis);
+    g->count = block;
+    g->block_bytes = (size_t)block * prt_dtype_size(dtype);
+    g->tag = rt->tag_ub - 1 - (int)(rt->ring_seq[axis]++ % 4096);
+    for (int i = 0; i < 2 && kind == RING_REDUCE && g->S > 2; i++)
+        g->scratch[i] = prt_xmalloc(g->block_bytes ? g->block_bytes : 1);
+    g->req[0] = g->req[1] = MPI_REQUEST_NULL;
+    return g;
+}
+
+/* An all-gather into `out` (S blocks) starts from this rank's block there. */
+static void ring_own_block(prt_ring *g, char *out, const void *in) {
+    g->out = out;
+    char *mine = out + (size_t)g->me * g->block_bytes;
+    if ((const char *)in != mine) memmove(mine, in, g->block_bytes);
+}
+
 static void ring_post(prt_ring *g) {
-    const char *send = g->step == 0 ? g->in + (size_t)ring_block(g, 1) * g->block_bytes : g->scratch[(g->step - 1) % 2];
-    char *recv = g->step == g->S - 2 ? g->out : g->scratch[g->step % 2];
+    const char *send;
+    char *recv;
+    if (g->kind == RING_GATHER) {
+        send = g->out + (size_t)ring_block(g, g->step) * g->block_bytes;
+        recv = g->out + (size_t)ring_block(g, g->step + 1) * g->block_bytes;
+    } else {
+        send = g->step == 0 ? g->in + (size_t)ring_block(g, 1) * g->block_bytes : g->scratch[(g->step - 1) % 2];
+        recv = g->step == g->S - 2 ? g->out : g->scratch[g->step % 2];
+    }
     PRT_MPI_CHECK(MPI_Irecv(recv, g->count, g->type, (g->me + g->S - 1) % g->S, g->tag, g->comm, &g->req[0]));
     PRT_MPI_CHECK(MPI_Isend(send, g->count, g->type, (g->me + 1) % g->S, g->tag, g->comm, &g->req[1]));
     g->posted = 1;
 }
 
 int prt_mpi_ring_advance(prt *rt, prt_ring *g, int wait) {
+    const char *what = g->kind == RING_GATHER ? "all-gather" : "reduce-scatter";
     while (g->step < g->S - 1) {
         if (!g->posted) ring_post(g);
         if (wait) {
-            prt_wait(rt, &g->req[0], MPI_STATUS_IGNORE, "reduce-scatter", g->axis);
-            prt_wait(rt, &g->req[1], MPI_STATUS_IGNORE, "reduce-scatter", g->axis);
+            prt_wait(rt, &g->req[0], MPI_STATUS_IGNORE, what, g->axis);
+            prt_wait(rt, &g->req[1], MPI_STATUS_IGNORE, what, g->axis);
         } else {
             int done = 0;
             PRT_MPI_CHECK(MPI_Testall(2, g->req, &done, MPI_STATUSES_IGNORE));
             if (!done) return 0;
         }
-        char *recv = g->step == g->S - 2 ? g->out : g->scratch[g->step % 2];
-        add_into(g->dtype, recv, g->in + (size_t)ring_block(g, g->step + 2) * g->block_bytes, g->count);
+        if (g->kind == RING_REDUCE) {
+            char *recv = g->step == g->S - 2 ? g->out : g->scratch[g->step % 2];
+            add_into(g->dtype, recv, g->in + (size_t)ring_block(g, g->step + 2) * g->block_bytes, g->count);
+        }
         g->step++;
         g->posted = 0;
     }
@@ -271,26 +263,21 @@ void prt_mpi_ring_free(prt_ring *g) {
     free(g);
 }
 
+/* A blocking collective: the whole ring, waited for. */
+static void ring_run(prt *rt, prt_ring *g) {
+    prt_mpi_ring_advance(rt, g, 1);
+    prt_mpi_ring_free(g);
+}
+
 void prt_mpi_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                                  int64_t dtype) {
     double t = MPI_Wtime();
     int S = prt_axis_size(rt, axis);
     int block = count_of(outer * inner, "reducescatter_start");
     count_of((int64_t)S * block, "reducescatter_start");
-    prt_ring *g = prt_xcalloc(1, sizeof *g);
-    g->comm = prt_axis_comm(rt, axis);
-    g->type = mpi_type(dtype);
-    g->dtype = dtype;
-    g->axis = axis;
-    g->S = S;
-    g->me = prt_coord(rt, axis);
-    g->count = block;
-    g->block_bytes = (size_t)block * prt_dtype_size(dtype);
-    g->tag = rt->tag_ub - 1 - (int)(rt->ring_seq[axis]++ % 4096);
+    prt_ring *g = ring_new(rt, axis, dtype, block, RING_REDUCE);
     g->in = outer > 1 ? pack_blocks(rt, in, S, outer, inner, prt_dtype_size(dtype)) : in;
     g->out = out;
-    for (int i = 0; i < 2 && S > 2; i++) g->scratch[i] = prt_xmalloc(g->block_bytes ? g->block_bytes : 1);
-    g->req[0] = g->req[1] = MPI_REQUEST_NULL;
     ring_post(g);
     prt_comm_post_ring(rt, out, g, "reducescatter", (int64_t)S * block * (int64_t)prt_dtype_size(dtype), axis, t);
 }
@@ -302,11 +289,49 @@ void prt_mpi_allgather_start(prt *rt, int64_t axis, void *out, const void *in, i
     PRT_CHECK(outer == 1, "allgather_start: outer %lld, not 1", (long long)outer);
     int block = count_of(inner, "allgather_start");
     count_of((int64_t)S * block, "allgather_start");
-    MPI_Datatype type = mpi_type(dtype);
-    MPI_Request req;
-    PRT_MPI_CHECK(MPI_Iallgather(gather_send(rt, axis, out, in, 1, (size_t)block * prt_dtype_size(dtype)), block,
-                                 type, out, block, type, prt_axis_comm(rt, axis), &req));
-    prt_comm_post(rt, out, req, "allgather", (int64_t)S * block * (int64_t)prt_dtype_size(dtype), axis, t);
+    prt_ring *g = ring_new(rt, axis, dtype, block, RING_GATHER);
+    ring_own_block(g, out, in);
+    ring_post(g);
+    prt_comm_post_ring(rt, out, g, "allgather", (int64_t)S * block * (int64_t)prt_dtype_size(dtype), axis, t);
+}
+
+/* The blocking all-gather and reduce-scatter run the rings their started
+ * forms run (below): Open MPI's own (coll tuned) sent a reduce-scatter of 4
+ * ranks on two hosts about three times a ring's bytes across them, and an
+ * all-gather a third more (docs/cost-model.md).  Their steps are watched
+ * waits, so a missing peer is named as by arrive(). */
+void prt_mpi_allgather(prt *rt, int64_t axis, void *out_, const void *in, int64_t outer, int64_t inner, int64_t dtype) {
+    size_t esize = prt_dtype_size(dtype);
+    int S = prt_axis_size(rt, axis);
+    double t = prt_trace_start(rt);
+    char *out = out_;
+    int block = count_of(outer * inner, "allgather");
+    count_of((int64_t)S * block, "allgather");
+    char *gathered = outer == 1 ? out : stage_bytes(rt, (size_t)S * (size_t)block * esize); /* [S, outer, inner] */
+    prt_ring *g = ring_new(rt, axis, dtype, block, RING_GATHER);
+    ring_own_block(g, gathered, in);
+    ring_run(rt, g);
+    if (gathered != out) {
+        for (int s = 0; s < S; s++)
+            for (int64_t o = 0; o < outer; o++)
+                memcpy(out + (size_t)((o * S + s) * inner) * esize, gathered + ((size_t)s * outer + o) * inner * esize,
+                       (size_t)inner * esize);
+    }
+    PRT_TRACE_END(rt, "allgather", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
+}
+
+void prt_mpi_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
+                           int64_t dtype) {
+    size_t esize = prt_dtype_size(dtype);
+    int S = prt_axis_size(rt, axis);
+    double t = prt_trace_start(rt);
+    int block = count_of(outer * inner, "reducescatter");
+    count_of((int64_t)S * block, "reducescatter");
+    prt_ring *g = ring_new(rt, axis, dtype, block, RING_REDUCE);
+    g->in = outer > 1 ? pack_blocks(rt, in, S, outer, inner, esize) : in;
+    g->out = out;
+    ring_run(rt, g);
+    PRT_TRACE_END(rt, "reducescatter", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
 }
 
 void prt_mpi_shift(prt *rt, int64_t axis, void *out, const void *in, int64_t n, int64_t dtype) {

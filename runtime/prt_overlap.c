@@ -5,7 +5,7 @@
  *
  * A backend's *_start posts its collective and registers the request here
  * (prt_comm_post), or the state of a ring it drives itself step by step
- * (prt_comm_post_ring: the MPI backend's reduce-scatter); a backend whose
+ * (prt_comm_post_ring: the MPI backend's reduce-scatter and all-gather); a backend whose
  * collectives overlap by other means (the CUDA backend enqueues it on NCCL's
  * stream and records an event) registers nothing, the entry point then
  * records it as complete, and comm_wait asks the backend to order what

@@ -66,8 +66,9 @@ void prt_allocator_settings(void) {
     /* Fixed thresholds switch off glibc's sliding ones: a block up to
      * PRT_MMAP_THRESHOLD comes from the heap, and freed heap memory stays
      * mapped up to PRT_TRIM_THRESHOLD, so a temporary that MPI or a kernel
-     * mallocs and frees every call (Open MPI's MPI_Reduce_scatter_block
-     * does) reuses pages already touched instead of faulting fresh ones. */
+     * mallocs and frees every call (a ring reduce-scatter's scratch blocks,
+     * Open MPI's own collectives' temporaries) reuses pages already touched
+     * instead of faulting fresh ones. */
     mallopt(M_MMAP_THRESHOLD, PRT_MMAP_THRESHOLD);
     mallopt(M_TRIM_THRESHOLD, PRT_TRIM_THRESHOLD);
 }
