@@ -671,8 +671,8 @@ void prt_mpi_send(prt *rt, int64_t axis, int64_t delta, const void *buf, int64_t
 void prt_mpi_recv(prt *rt, int64_t axis, int64_t delta, void *buf, int64_t n, int64_t tag, int64_t dtype);
 /* Nonblocking: MPI_Iallreduce in place (libnbc's ring, prt_mpi_settings)
  * posted with prt_comm_post; the all-gather and the reduce-scatter rings of
- * point-to-point steps posted with prt_comm_post_ring (their blocking forms
- * above run the same rings to the end). */
+ * point-to-point steps posted with prt_comm_post_ring.  The blocking forms
+ * above run the same collectives to the end. */
 void prt_mpi_allreduce_start(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype);
 void prt_mpi_allgather_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                              int64_t dtype);
