@@ -198,8 +198,15 @@ static void test_axis(int axis) {
  * malloced, touched and freed as a step's other work might, faults no page
  * from the third call on.  With glibc's sliding thresholds (no
  * prt_allocator_settings) each call faulted all pages of its temporaries
- * (1,536 and 31 ms cold against 1.1 ms warm on a Zen 5 VM for MPI's).  Not
+ * (MPI's: 1,536 pages, 31 ms cold against 1.1 ms warm on a Zen 5 VM).  Not
  * under a sanitizer, whose allocator is its own. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RT_OWN_ALLOCATOR 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RT_OWN_ALLOCATOR 1
+#endif
+#endif
 static void test_resident_temporaries(int axis) {
 #ifndef RT_OWN_ALLOCATOR
     const int S = prt_axis_size(RT, axis);
