@@ -87,10 +87,10 @@ static char *stage_bytes(prt *rt, size_t bytes) {
 
 /* Waits, watched, until every rank of the axis has reached this collective (a
  * nonblocking barrier that prt_wait polls, so a missing peer is named), then
- * brackets the blocking call that follows for the watchdog thread.  The
- * collective itself stays MPI's blocking one, with the algorithms MPI tunes for
- * it (Open MPI's nonblocking collectives are a separate, simpler implementation);
- * the barrier adds one small round trip per collective. */
+ * brackets the blocking call that follows for the watchdog thread: the
+ * all-to-alls, which stay MPI's blocking ones (the all-reduce, all-gather
+ * and reduce-scatter below are started and waited for, their waits watched).
+ * The barrier adds one small round trip per collective. */
 static void arrive(prt *rt, int64_t axis, const char *what) {
     MPI_Request req;
     PRT_MPI_CHECK(MPI_Ibarrier(prt_axis_comm(rt, axis), &req));
@@ -115,11 +115,16 @@ static const char *pack_blocks(prt *rt, const char *in, int S, int64_t outer, in
  * two emulated hosts at 1 Gbit/s at 32-56 MB/s from one call to the next,
  * the ring at 52-57 (docs/cost-model.md); the watched wait names a missing
  * peer as arrive() does. */
+static MPI_Request allreduce_post(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype, const char *name) {
+    MPI_Request req;
+    PRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n, name), mpi_type(dtype), sum_op(rt, dtype),
+                                 prt_axis_comm(rt, axis), &req));
+    return req;
+}
+
 void prt_mpi_allreduce(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype) {
     double t = prt_trace_start(rt);
-    MPI_Request req;
-    PRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n, "allreduce"), mpi_type(dtype), sum_op(rt, dtype),
-                                 prt_axis_comm(rt, axis), &req));
+    MPI_Request req = allreduce_post(rt, axis, buf, n, dtype, "allreduce");
     prt_wait(rt, &req, MPI_STATUS_IGNORE, "all-reduce", axis);
     PRT_TRACE_END(rt, "allreduce", "comm", t, n * (int64_t)prt_dtype_size(dtype), axis);
 }
@@ -157,16 +162,14 @@ void prt_mpi_allreduce_ends(prt *rt, int64_t axis, void *buf, int64_t n, int64_t
     PRT_TRACE_END(rt, "allreduce_ends", "comm", t, n * (int64_t)prt_dtype_size(dtype), axis);
 }
 
-/* The nonblocking forms (prt_overlap.c completes them): no arrival barrier, the
- * watched wait at comm_wait names a missing peer instead.  A reduce-scatter of
+/* The nonblocking forms (prt_overlap.c completes them): the watched wait at
+ * comm_wait names a missing peer.  A reduce-scatter of
  * outer > 1 blocks sends from the communication stage it packs into, which
  * stays in use until its comm_wait (parc_rt.h: no other collective that packs
  * runs meanwhile). */
 void prt_mpi_allreduce_start(prt *rt, int64_t axis, void *buf, int64_t n, int64_t dtype) {
     double t = MPI_Wtime();
-    MPI_Request req;
-    PRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n, "allreduce_start"), mpi_type(dtype),
-                                 sum_op(rt, dtype), prt_axis_comm(rt, axis), &req));
+    MPI_Request req = allreduce_post(rt, axis, buf, n, dtype, "allreduce_start");
     prt_comm_post(rt, buf, req, "allreduce", n * (int64_t)prt_dtype_size(dtype), axis, t);
 }
 
@@ -269,6 +272,19 @@ void prt_mpi_ring_free(prt_ring *g) {
     free(g);
 }
 
+/* The ring of a reduce-scatter of in[outer, S, inner] into out[outer,
+ * inner] (outer > 1: packed into the communication stage first). */
+static prt_ring *reducescatter_ring(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
+                                    int64_t dtype, const char *name) {
+    int S = prt_axis_size(rt, axis);
+    int block = count_of(outer * inner, name);
+    count_of((int64_t)S * block, name);
+    prt_ring *g = ring_new(rt, axis, dtype, block, RING_REDUCE);
+    g->in = outer > 1 ? pack_blocks(rt, in, S, outer, inner, prt_dtype_size(dtype)) : in;
+    g->out = out;
+    return g;
+}
+
 /* A blocking collective: the whole ring, waited for. */
 static void ring_run(prt *rt, prt_ring *g) {
     prt_mpi_ring_advance(rt, g, 1);
@@ -278,14 +294,9 @@ static void ring_run(prt *rt, prt_ring *g) {
 void prt_mpi_reducescatter_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                                  int64_t dtype) {
     double t = MPI_Wtime();
-    int S = prt_axis_size(rt, axis);
-    int block = count_of(outer * inner, "reducescatter_start");
-    count_of((int64_t)S * block, "reducescatter_start");
-    prt_ring *g = ring_new(rt, axis, dtype, block, RING_REDUCE);
-    g->in = outer > 1 ? pack_blocks(rt, in, S, outer, inner, prt_dtype_size(dtype)) : in;
-    g->out = out;
+    prt_ring *g = reducescatter_ring(rt, axis, out, in, outer, inner, dtype, "reducescatter_start");
     ring_post(g);
-    prt_comm_post_ring(rt, out, g, "reducescatter", (int64_t)S * block * (int64_t)prt_dtype_size(dtype), axis, t);
+    prt_comm_post_ring(rt, out, g, "reducescatter", (int64_t)g->S * g->block_bytes, axis, t);
 }
 
 void prt_mpi_allgather_start(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
@@ -302,7 +313,7 @@ void prt_mpi_allgather_start(prt *rt, int64_t axis, void *out, const void *in, i
 }
 
 /* The blocking all-gather and reduce-scatter run the rings their started
- * forms run (below): Open MPI's own (coll tuned) sent a reduce-scatter of 4
+ * forms run (above): Open MPI's own (coll tuned) sent a reduce-scatter of 4
  * ranks on two hosts about three times a ring's bytes across them, and an
  * all-gather a third more (docs/cost-model.md).  Their steps are watched
  * waits, so a missing peer is named as by arrive(). */
@@ -328,16 +339,11 @@ void prt_mpi_allgather(prt *rt, int64_t axis, void *out_, const void *in, int64_
 
 void prt_mpi_reducescatter(prt *rt, int64_t axis, void *out, const void *in, int64_t outer, int64_t inner,
                            int64_t dtype) {
-    size_t esize = prt_dtype_size(dtype);
-    int S = prt_axis_size(rt, axis);
     double t = prt_trace_start(rt);
-    int block = count_of(outer * inner, "reducescatter");
-    count_of((int64_t)S * block, "reducescatter");
-    prt_ring *g = ring_new(rt, axis, dtype, block, RING_REDUCE);
-    g->in = outer > 1 ? pack_blocks(rt, in, S, outer, inner, esize) : in;
-    g->out = out;
+    prt_ring *g = reducescatter_ring(rt, axis, out, in, outer, inner, dtype, "reducescatter");
+    int64_t bytes = (int64_t)g->S * (int64_t)g->block_bytes;
     ring_run(rt, g);
-    PRT_TRACE_END(rt, "reducescatter", "comm", t, (int64_t)S * block * (int64_t)esize, axis);
+    PRT_TRACE_END(rt, "reducescatter", "comm", t, bytes, axis);
 }
 
 void prt_mpi_shift(prt *rt, int64_t axis, void *out, const void *in, int64_t n, int64_t dtype) {
