@@ -37,6 +37,7 @@ static int omp_get_thread_num(void) { return 0; }
 #endif
 
 #include "prt_cpu_attention.h"
+#include "prt_cpu_fast.h"
 #include "prt_cpu_view.h"
 #include "prt_internal.h"
 #include "prt_math.h"
@@ -125,20 +126,7 @@ static void att_block_probs(float *S, int ld, view q, view k, int i0, int r, int
     float scale = 1.0f / sqrtf((float)HD);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, n, HD, scale, q.f + (size_t)i0 * q.ld, q.ld, k.f, k.ld,
                 0.0f, S, ld);
-    for (int i = 0; i < r; i++) {
-        float *row = S + (size_t)i * ld;
-        int last = causal ? i0 + i : n - 1;
-        float m = row[0];
-        for (int j = 1; j <= last; j++) m = row[j] > m ? row[j] : m;
-        double sum = 0.0;
-        for (int j = 0; j <= last; j++) {
-            row[j] = expf(row[j] - m);
-            sum += row[j];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int j = 0; j <= last; j++) row[j] *= inv;
-        for (int j = last + 1; j < zero_to; j++) row[j] = 0.0f;
-    }
+    prt_fast_softmax_rows(S, ld, r, n, i0, causal, zero_to);
 }
 
 /* One head forward in workspace slice s (prt_attention_fwd_slice). */
@@ -197,13 +185,7 @@ static void att_head_bwd(const att_args *a, float *s, int64_t b, int h, view k, 
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, n, HD, 1.0f, dOb, dO.ld, v.f, v.ld, 0.0f, dP, n);
         if (a->drop) att_drop_apply(a->drop, dP, dP, n, b, h, T, i0, r, n);
         /* dS = P * (dP - rowsum(P * dP)), in place in dP (masked entries: P = 0 -> 0) */
-        for (int i = 0; i < r; i++) {
-            const float *p = P + (size_t)i * ld;
-            float *dp = dP + (size_t)i * n;
-            double dot = 0.0;
-            for (int j = 0; j < n; j++) dot += (double)p[j] * dp[j];
-            for (int j = 0; j < n; j++) dp[j] = p[j] * (dp[j] - (float)dot);
-        }
+        prt_fast_softmax_bwd_rows(dP, P, ld, r, n);
         /* dQ_blk += scale dS K[0:n];  dK[0:n] += scale dS^T Q_blk */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, n, scale, dP, n, k.f, k.ld, 1.0f,
                     dq.f + (size_t)i0 * dq.ld, dq.ld);

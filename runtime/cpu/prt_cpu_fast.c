@@ -251,6 +251,43 @@ PRT_FAST_CLONES void prt_fast_xent_bwd(float *dlogits, const float *logits, cons
     }
 }
 
+/* ---------------------------------------------------------------- attention's softmax */
+
+PRT_FAST_CLONES void prt_fast_softmax_rows(float *S, int64_t ld, int64_t r, int64_t n, int64_t i0, int causal,
+                                           int64_t zero_to) {
+    for (int64_t i = 0; i < r; i++) {
+        float *row = S + i * ld;
+        int64_t len = causal ? i0 + i + 1 : n;
+        float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+        for (int64_t j = 0; j < len; j++) m = row[j] > m ? row[j] : m;
+        double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < len; j++) {
+            float e = prt_expf_fast(row[j] - m);
+            row[j] = e;
+            sum += e;
+        }
+        float inv = (float)(1.0 / sum);
+#pragma omp simd
+        for (int64_t j = 0; j < len; j++) row[j] *= inv;
+        if (zero_to > len) memset(row + len, 0, sizeof(float) * (size_t)(zero_to - len));
+    }
+}
+
+PRT_FAST_CLONES void prt_fast_softmax_bwd_rows(float *dP, const float *P, int64_t ld, int64_t r, int64_t n) {
+    for (int64_t i = 0; i < r; i++) {
+        const float *p = P + i * ld;
+        float *dp = dP + i * n;
+        double dot = 0.0;
+#pragma omp simd reduction(+ : dot)
+        for (int64_t j = 0; j < n; j++) dot += (double)p[j] * dp[j];
+        float d = (float)dot;
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++) dp[j] = p[j] * (dp[j] - d);
+    }
+}
+
 /* ---------------------------------------------------------------- activations, bias, embedding */
 
 PRT_FAST_CLONES void prt_fast_gelu_fwd(float *restrict out, const float *restrict in, int64_t n) {

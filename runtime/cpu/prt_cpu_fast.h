@@ -53,6 +53,16 @@ void prt_fast_row_sumexp(float *sums, float *target_logit, const float *logits, 
 void prt_fast_xent_bwd(float *dlogits, const float *logits, const float *stats, const int32_t *targets, int64_t N,
                        int64_t V, int64_t vocab_offset, float scale, int write);
 
+/* Attention's softmax on r rows of scores S (rows ld apart), in place and on
+ * the calling thread (attention's workers are threads already): row i over
+ * its keys 0 .. last_i, last_i = i0 + i when causal, else n - 1; its max
+ * subtracted, exponentials prt_expf_fast's summed in double lanes; columns
+ * last_i + 1 .. zero_to - 1 set to exactly 0. */
+void prt_fast_softmax_rows(float *S, int64_t ld, int64_t r, int64_t n, int64_t i0, int causal, int64_t zero_to);
+/* Its backward in place in dP (rows n apart) from P (rows ld apart), r rows
+ * of n columns: dP = P * (dP - rowsum(P * dP)), the row sums in double lanes. */
+void prt_fast_softmax_bwd_rows(float *dP, const float *P, int64_t ld, int64_t r, int64_t n);
+
 void prt_fast_gelu_fwd(float *out, const float *in, int64_t n);
 void prt_fast_gelu_bwd(float *din, const float *in, const float *dout, int64_t n, int write);
 void prt_fast_swiglu_fwd(float *out, const float *in, int64_t N, int64_t F);
