@@ -380,8 +380,9 @@ PRT_FAST_CLONES void prt_fast_add(float *out, const float *a, const float *b, in
 
 /* The sum of squares of x[i0, i1) in double over 16 lanes (element i in lane
  * i mod 16, the lanes added in order at the end): 16 independent chains instead
- * of one, and every clone adds the same elements in the same order. */
-static double sumsq_lanes(const float *x, int64_t i0, int64_t i1) {
+ * of one, and every clone adds the same elements in the same order.  Inlined
+ * into prt_fast_sumsq's clones, so each vectorises it at its own width. */
+static inline __attribute__((always_inline)) double sumsq_lanes(const float *x, int64_t i0, int64_t i1) {
     double lane[16] = {0};
     int64_t i = i0;
     for (; i + 16 <= i1; i += 16)
