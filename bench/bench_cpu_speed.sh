@@ -51,6 +51,7 @@ fi
 peer_malloc
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || a + 0 <= 0) print "n/a"; else printf "%.2f", b / a }'; }
+ratio3() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || a + 0 <= 0) print "n/a"; else printf "%.3f", b / a }'; }
 
 declare -A plan torch_args tokens torch_ms parc_ms compile_ms
 plan[5m]=$root/bench/plans/gpt_bench_single.par
@@ -129,8 +130,8 @@ echo "2. GEMM share of parc's step ($m, --trace, steps 3..6) and its GEMMs vs cb
 if [ -x "$tmp/prog_$m" ]; then
     "$parc" lower "${plan[$m]}" --emit=ir > "$tmp/ir.txt" 2>&1
     shapes=$("$PY" "$root/bench/trace_gemm.py" shapes "$tmp/ir.txt")
-    printf '   %7s %8s %8s %6s %10s %12s %10s %11s %13s\n' threads "step ms" "GEMM ms" share "GEMM GF/s" "BLAS shapes" "vs shapes" \
-        "torch/GEMM" "compile/GEMM"
+    printf '   %7s %8s %8s %6s %10s %12s %10s %11s %13s %9s %10s %9s\n' threads "step ms" "GEMM ms" share "GEMM GF/s" \
+        "BLAS shapes" "vs shapes" "torch/GEMM" "compile/GEMM" "attn GEMM" "step/GEMM" "step/all"
     for T in 1 2; do
         OPENBLAS_NUM_THREADS=$T "$benchbin/bench_sgemm_peak" --square 2048 --shapes "$shapes" > "$tmp/peak$T.txt"
         OPENBLAS_NUM_THREADS=$T "$MPIRUN" --bind-to none -np 1 "$tmp/prog_$m" --steps 6 --quiet --trace "$tmp/t$T.json" \
@@ -138,14 +139,17 @@ if [ -x "$tmp/prog_$m" ]; then
         "$PY" "$root/bench/trace_gemm.py" report "$tmp/ir.txt" "$tmp/t$T.json" "$tmp/peak$T.txt" --skip 2 > "$tmp/r$T.txt" ||
             { echo "   trace analysis failed:"; cat "$tmp/r$T.txt"; continue; }
         g() { sed -n "s/^$1=//p" "$tmp/r$T.txt"; }
-        printf '   %7s %8s %8s %5.0f%% %10s %7s GF/s %9sx %10sx %12sx\n' "$T" "$(g step_ms)" "$(g gemm_ms)" \
+        printf '   %7s %8s %8s %5.0f%% %10s %7s GF/s %9sx %10sx %12sx %9s %9sx %8sx\n' "$T" "$(g step_ms)" "$(g gemm_ms)" \
             "$(awk -v s="$(g gemm_share)" 'BEGIN { print s * 100 }')" "$(g gemm_gflops)" "$(g blas_same_shapes_gflops)" \
             "$(ratio "$(g gemm_ms)" "$(g blas_same_shapes_ms)")" "$(ratio "$(g gemm_ms)" "${torch_ms[${m}_$T]:-nan}")" \
-            "$(ratio "$(g gemm_ms)" "${compile_ms[${m}_$T]:-nan}")"
+            "$(ratio "$(g gemm_ms)" "${compile_ms[${m}_$T]:-nan}")" "$(g inner_gemm_ms)" \
+            "$(ratio3 "$(g gemm_ms)" "$(g step_ms)")" "$(ratio3 "$(g all_gemm_ms)" "$(g step_ms)")"
         echo "           largest ops per step: $(g top_ops)"
     done
     echo "   'vs shapes' = BLAS-alone time / parc's GEMM time on the same shapes (targets: share >= 80% at 1 thread, >= 0.95x at 2;"
     echo "   the step <= 1.10x its GEMM time, a share >= 91%, at 1 and 2 threads)"
+    echo "   'attn GEMM' = ms of the block GEMMs attention calls itself (its trace spans' gemm_share x their time);"
+    echo "   'step/GEMM' = the step over the matmul ops' time, 'step/all' over theirs and attention's GEMMs together"
     echo "   'torch/GEMM' = torch's step (table 1, same threads) / parc's GEMM time alone: the torch/parc ratio parc would"
     echo "   reach with every non-GEMM op free, so the most faster kernels can give without fewer GEMM FLOPs than torch's;"
     echo "   'compile/GEMM' the same for torch.compile's step"

@@ -21,7 +21,10 @@ PEAK is bench_sgemm_peak's output: `square n gflops g` (the BLAS peak: largest n
 and `shape N:K:M fwd_gflops f bwd_gflops b` (the BLAS alone on each shape: the
 time the step's GEMMs would take at those rates is printed beside parc's).
 
-report prints `key=value` lines that bench_train.sh formats.
+report prints `key=value` lines that bench_train.sh formats.  gemm_ms is the
+matmul ops' time; inner_gemm_ms the time of the GEMMs other ops call
+themselves (an op event's args.gemm_share x its duration: the CPU
+attention's block products), all_gemm_ms the two together.
 """
 import json
 import re
@@ -101,17 +104,19 @@ def report(ir_path, trace_path, peak_path, skip, top):
     if not steps:
         print("error=no steps left after --skip")
         return 1
-    per_step = []  # (step ms, gemm ms, {op: ms}, matmul events)
+    per_step = []  # (step ms, gemm ms, {op: ms}, matmul events, ms of GEMMs inside other ops)
     for s in steps:
         t0, t1 = s["ts"], s["ts"] + s["dur"]
-        ops, n_mm = {}, 0
+        ops, n_mm, inner = {}, 0, 0.0
         for e in ev:
             if e.get("cat") in ("op", "comm") and t0 <= e["ts"] <= t1:
                 ops[e["name"]] = ops.get(e["name"], 0.0) + e["dur"] / 1e3
                 if e["name"].startswith("matmul"):
                     n_mm += 1
+                else:
+                    inner += e["dur"] / 1e3 * e.get("args", {}).get("gemm_share", 0.0)
         gemm = sum(v for k, v in ops.items() if k.startswith("matmul"))
-        per_step.append((s["dur"] / 1e3, gemm, ops, n_mm))
+        per_step.append((s["dur"] / 1e3, gemm, ops, n_mm, inner))
     expected = sum(c for *_, c in gs)
     step_ms = statistics.median(p[0] for p in per_step)
     gemm_ms = statistics.median(p[1] for p in per_step)
@@ -119,6 +124,9 @@ def report(ir_path, trace_path, peak_path, skip, top):
     print(f"step_ms={step_ms:.1f}")
     print(f"gemm_ms={gemm_ms:.1f}")
     print(f"gemm_share={gemm_ms / step_ms:.3f}")
+    inner_ms = statistics.median(p[4] for p in per_step)
+    print(f"inner_gemm_ms={inner_ms:.1f}")
+    print(f"all_gemm_ms={statistics.median(p[1] + p[4] for p in per_step):.1f}")
     print(f"gemm_gflop_per_step={flops / 1e9:.2f}")
     print(f"gemm_gflops={flops / (gemm_ms / 1e3) / 1e9:.1f}")
     print(f"blas_same_shapes_ms={blas_s * 1e3:.1f}")

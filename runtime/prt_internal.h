@@ -152,6 +152,7 @@ typedef struct prt_trace_event {
     int32_t micro, chunk, chunks;
     int64_t id;
     int32_t lane;            /* > 0: a started collective's span, on thread 1 + lane (prt_overlap.c) */
+    float gemm_share;        /* > 0: an op's share of its time in the GEMMs it calls itself (args.gemm_share) */
 } prt_trace_event;
 
 /* Threads of the trace that hold the spans of started collectives, which
@@ -294,6 +295,8 @@ struct prt {
 
     /* trace */
     int tracing;
+    double op_gemm_share;    /* set by an op that times its own GEMMs while tracing (the CPU attention);
+                                the op's trace event takes it, then it is 0 again */
     double time_origin;      /* MPI_Wtime at init (after a barrier) */
     prt_trace_event *events; int64_t nevents, events_cap;   /* recorded since the last flush */
     int trace_meta_done;     /* this rank's track names sent (prt_trace_flush) */

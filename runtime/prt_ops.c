@@ -19,12 +19,15 @@
 static void trace_op(prt *rt, const char *name, double start) {
     if (rt->backend->sync) rt->backend->sync(rt);
     prt_trace_record(rt, name, "op", start, -1, -1);
+    rt->events[rt->nevents - 1].gemm_share = (float)rt->op_gemm_share;
+    rt->op_gemm_share = 0;
 }
 
 #define PRT_DISPATCH_OP(name, params, args)     \
     void prt_##name params {                    \
         if (rt->inflight_pending || rt->sends_pending || rt->recv_ahead_pending) prt_comm_progress(rt); \
         double start = prt_trace_start(rt);     \
+        rt->op_gemm_share = 0;                  \
         rt->backend->name args;                 \
         if (rt->tracing) trace_op(rt, #name, start); \
     }

@@ -1,6 +1,7 @@
 /*
  * prt_trace.c — Chrome trace JSON (chrome://tracing, Perfetto) of one run.
- * Each rank records events in memory: "X" (complete) spans of ops, collectives
+ * Each rank records events in memory: "X" (complete) spans of ops (args.gemm_share
+ * where an op times the GEMMs it calls itself: the CPU attention), collectives
  * (bytes and axis in args), pipeline send/recv, steps (args.step) and
  * prt_span_begin/end regions; "B"/"E" spans of each schedule item's work
  * ("F mb3 chunk1", args micro and chunk) above its ops; an "i" marker at each
@@ -191,6 +192,10 @@ static void put_event(text *t, prt *rt, const prt_trace_event *e) {
     }
     put(t, ",\"dur\":%.3f", e->duration_us);
     int step = !strcmp(e->category, "step");
+    if (e->gemm_share > 0) {
+        put(t, ",\"args\":{\"gemm_share\":%.4f}}", (double)e->gemm_share);
+        return;
+    }
     if (e->bytes >= 0 || e->axis >= 0 || step) {
         put(t, ",\"args\":{");
         if (step) put(t, "\"step\":%lld%s", (long long)e->id, e->bytes >= 0 || e->axis >= 0 ? "," : "");

@@ -30,11 +30,31 @@
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #else
 static int omp_get_thread_num(void) { return 0; }
 #endif
+
+/* Attention's GEMMs go through att_sgemm: cblas_sgemm, its time added to the
+ * worker's att_gemm_s while att_timing is set (a traced run, att_units: the
+ * op's trace event then carries the share of its time in GEMMs). */
+static _Thread_local int att_timing;
+static _Thread_local double att_gemm_s;
+
+static double att_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void att_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K,
+                      float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    double t0 = att_timing ? att_now() : 0.0;
+    cblas_sgemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (att_timing) att_gemm_s += att_now() - t0;
+}
 
 #include "prt_cpu_attention.h"
 #include "prt_cpu_fast.h"
@@ -124,7 +144,7 @@ static void head_views(const att_args *a, float *slot, int64_t b, int h, view *q
 static void att_block_probs(float *S, int ld, view q, view k, int i0, int r, int n, int zero_to, int HD,
                             int causal) {
     float scale = 1.0f / sqrtf((float)HD);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, n, HD, scale, q.f + (size_t)i0 * q.ld, q.ld, k.f, k.ld,
+    att_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, n, HD, scale, q.f + (size_t)i0 * q.ld, q.ld, k.f, k.ld,
                 0.0f, S, ld);
     prt_fast_softmax_rows(S, ld, r, n, i0, causal, zero_to);
 }
@@ -149,7 +169,7 @@ static void att_head_fwd(const att_args *a, float *s, int64_t b, int h) {
         att_block_probs(P, ld, q, k, i0, r, n, ld, HD, a->causal);
         if (a->probs.p && !p_own) view_store(a->probs, (view){P, ld}, p_row, r, T, T);
         if (a->drop) att_drop_apply(a->drop, pd_slot, P, ld, b, h, T, i0, r, n);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, n, 1.0f, a->drop ? pd_slot : P, ld, v.f, v.ld,
+        att_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, n, 1.0f, a->drop ? pd_slot : P, ld, v.f, v.ld,
                     0.0f, o.f + (size_t)(i0 - q0) * o.ld, o.ld);
     }
     view_store(a->out, o, o_off, Tq, HD, C);
@@ -180,16 +200,16 @@ static void att_head_bwd(const att_args *a, float *s, int64_t b, int h, view k, 
         /* with dropout O = PD V, PD = P * M * scale: dV += PD^T dO, and dP = (dO V^T) * M * scale */
         if (a->drop) att_drop_apply(a->drop, pd_slot, P, ld, b, h, T, i0, r, n);
         /* dV[0:n] += P_blk^T dO_blk;  dP = dO_blk V[0:n]^T */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, HD, r, 1.0f, a->drop ? pd_slot : P, ld, dOb, dO.ld,
+        att_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, HD, r, 1.0f, a->drop ? pd_slot : P, ld, dOb, dO.ld,
                     1.0f, dv.f, dv.ld);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, n, HD, 1.0f, dOb, dO.ld, v.f, v.ld, 0.0f, dP, n);
+        att_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, n, HD, 1.0f, dOb, dO.ld, v.f, v.ld, 0.0f, dP, n);
         if (a->drop) att_drop_apply(a->drop, dP, dP, n, b, h, T, i0, r, n);
         /* dS = P * (dP - rowsum(P * dP)), in place in dP (masked entries: P = 0 -> 0) */
         prt_fast_softmax_bwd_rows(dP, P, ld, r, n);
         /* dQ_blk += scale dS K[0:n];  dK[0:n] += scale dS^T Q_blk */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, n, scale, dP, n, k.f, k.ld, 1.0f,
+        att_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, n, scale, dP, n, k.f, k.ld, 1.0f,
                     dq.f + (size_t)i0 * dq.ld, dq.ld);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, HD, r, scale, dP, n, qb, q.ld, 1.0f, dk.f, dk.ld);
+        att_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, HD, r, scale, dP, n, qb, q.ld, 1.0f, dk.f, dk.ld);
     }
     part_store(a, a->dqkv, dq, b, 0, h);
 }
@@ -246,7 +266,7 @@ static void flash_rows_fwd(const att_args *a, const flash_ws *w, view q, view k,
     for (int i = 0; i < r; i++) w->m[i] = -INFINITY, w->l[i] = 0.0f;
     for (int j0 = 0; j0 < n; j0 += BK) {
         int c = n - j0 < BK ? n - j0 : BK;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, scale, q.f + (size_t)i0 * q.ld, q.ld,
+        att_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, scale, q.f + (size_t)i0 * q.ld, q.ld,
                     k.f + (size_t)j0 * k.ld, k.ld, 0.0f, w->S, BK);
         float alpha[PRT_ATTENTION_ROWS];
         flash_softmax_block(w->S, BK, i0, r, j0, c, a->causal, w->m, w->l, alpha);
@@ -255,7 +275,7 @@ static void flash_rows_fwd(const att_args *a, const flash_ws *w, view q, view k,
                 if (alpha[i] != 1.0f)
                     for (int e = 0; e < HD; e++) O[(size_t)i * ld_o + e] *= alpha[i];
         if (a->drop) att_drop_cols(a->drop, w->PD, w->S, BK, b, h, T, i0, r, j0, c);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, c, 1.0f, a->drop ? w->PD : w->S, BK,
+        att_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, c, 1.0f, a->drop ? w->PD : w->S, BK,
                     v.f + (size_t)j0 * v.ld, v.ld, j0 > 0 ? 1.0f : 0.0f, O, ld_o);
     }
     for (int i = 0; i < r; i++) {
@@ -330,7 +350,7 @@ static void flash_head_bwd(const att_args *a, float *s, int64_t b, int h, view k
             int r = q0 + Tq - i0 < BQ ? q0 + Tq - i0 : BQ;
             const float *qb = q.f + (size_t)i0 * q.ld, *dOb = dO.f + (size_t)(i0 - q0) * dO.ld;
             /* P = exp(scale Q_i K_j^T - L), 0 past each row's last key */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, scale, qb, q.ld, kb, k.ld, 0.0f, w.S, BK);
+            att_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, scale, qb, q.ld, kb, k.ld, 0.0f, w.S, BK);
             for (int i = 0; i < r; i++) {
                 float *row = w.S + (size_t)i * BK, Li = L[i0 - q0 + i];
                 int last = a->causal && i0 + i - j0 < c - 1 ? i0 + i - j0 : c - 1;
@@ -339,9 +359,9 @@ static void flash_head_bwd(const att_args *a, float *s, int64_t b, int h, view k
             }
             /* with dropout O = PD V, PD = P * M * scale: dV += PD^T dO, and dP = (dO V^T) * M * scale */
             if (a->drop) att_drop_cols(a->drop, w.PD, w.S, BK, b, h, T, i0, r, j0, c);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, r, 1.0f, a->drop ? w.PD : w.S, BK, dOb,
+            att_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, r, 1.0f, a->drop ? w.PD : w.S, BK, dOb,
                         dO.ld, 1.0f, dvb, dv.ld);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, 1.0f, dOb, dO.ld, vb, v.ld, 0.0f, dP, BK);
+            att_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, 1.0f, dOb, dO.ld, vb, v.ld, 0.0f, dP, BK);
             if (a->drop) att_drop_cols(a->drop, dP, dP, BK, b, h, T, i0, r, j0, c);
             /* dS = P * (dP - D), in place in dP (masked entries: P = 0 -> 0) */
             for (int i = 0; i < r; i++) {
@@ -349,9 +369,9 @@ static void flash_head_bwd(const att_args *a, float *s, int64_t b, int h, view k
                 float *dp = dP + (size_t)i * BK, Di = D[i0 - q0 + i];
                 for (int j = 0; j < c; j++) dp[j] = p[j] * (dp[j] - Di);
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, c, scale, dP, BK, kb, k.ld, 1.0f,
+            att_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, c, scale, dP, BK, kb, k.ld, 1.0f,
                         dq.f + (size_t)i0 * dq.ld, dq.ld);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, r, scale, dP, BK, qb, q.ld, 1.0f, dkb, dk.ld);
+            att_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, r, scale, dP, BK, qb, q.ld, 1.0f, dkb, dk.ld);
         }
     }
     part_store(a, a->dqkv, dq, b, 0, h);
@@ -390,13 +410,20 @@ static void att_units(prt *rt, const att_args *a, const struct ring_args *ring, 
     if (nt < 1) nt = 1;
     if (nw > nt) nw = nt;
     float *ws = scratch(rt, prt_attention_workers(heads) * slice);
+    int timing = rt->tracing;
+    double gemm = 0.0, busy = 0.0;
     if (nt > 1) openblas_set_num_threads(1);
-#pragma omp parallel for num_threads((int)nw) if (nw > 1) schedule(dynamic, 1)
+#pragma omp parallel for num_threads((int)nw) if (nw > 1) schedule(dynamic, 1) reduction(+ : gemm, busy)
     for (int64_t u = 0; u < units; u++) {
         float *s = slice ? ws + (size_t)omp_get_thread_num() * (size_t)slice : NULL;
+        double t0 = timing ? att_now() : 0.0;
+        att_timing = timing, att_gemm_s = 0.0;
         unit(a, ring, s, u / per, (int)(u % per));
+        if (timing) gemm += att_gemm_s, busy += att_now() - t0;
+        att_timing = 0;
     }
     if (nt > 1) openblas_set_num_threads(nt);
+    if (timing && busy > 0) rt->op_gemm_share = gemm / busy;
 }
 
 static void att_unit_fwd(const att_args *a, const struct ring_args *ring, float *s, int64_t b, int h) {
@@ -603,7 +630,7 @@ static void ring_head_bwd(const att_args *a, const ring_args *g, float *s, int64
                 for (int i0 = first; i0 < n; i0 += BQ) {
                     int r = n - i0 < BQ ? n - i0 : BQ;
                     const float *qb = q.f + (size_t)(q0 + i0) * q.ld, *dOb = dO.f + (size_t)(q0 + i0) * dO.ld;
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, scale, qb, q.ld, kb_, k.ld, 0.0f, S,
+                    att_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, scale, qb, q.ld, kb_, k.ld, 0.0f, S,
                                 BK);
                     for (int i = 0; i < r; i++) {
                         float *row = S + (size_t)i * BK, Li = L[q0 + i0 + i];
@@ -611,18 +638,18 @@ static void ring_head_bwd(const att_args *a, const ring_args *g, float *s, int64
                         for (int j = 0; j <= last; j++) row[j] = prt_expf_fast(row[j] - Li);
                         for (int j = last < 0 ? 0 : last + 1; j < c; j++) row[j] = 0.0f;
                     }
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, r, 1.0f, S, BK, dOb, dO.ld, 1.0f, dvb,
+                    att_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, r, 1.0f, S, BK, dOb, dO.ld, 1.0f, dvb,
                                 dv.ld);
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, 1.0f, dOb, dO.ld, vb, v.ld, 0.0f, dP,
+                    att_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, HD, 1.0f, dOb, dO.ld, vb, v.ld, 0.0f, dP,
                                 BK);
                     for (int i = 0; i < r; i++) {
                         const float *p = S + (size_t)i * BK;
                         float *dp = dP + (size_t)i * BK, Di = D[q0 + i0 + i];
                         for (int j = 0; j < c; j++) dp[j] = p[j] * (dp[j] - Di);
                     }
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, c, scale, dP, BK, kb_, k.ld, 1.0f,
+                    att_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, c, scale, dP, BK, kb_, k.ld, 1.0f,
                                 dq.f + (size_t)(q0 + i0) * dq.ld, dq.ld);
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, r, scale, dP, BK, qb, q.ld, 1.0f, dkb,
+                    att_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, r, scale, dP, BK, qb, q.ld, 1.0f, dkb,
                                 dk.ld);
                 }
             }

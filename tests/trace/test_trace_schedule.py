@@ -16,7 +16,9 @@ For each plan: `parc run PLAN --steps 2 --trace T` (with PRT_METRICS_FILE), then
     flows as sends, each from a send span to a recv span of the same bytes on
     the neighbouring stage;
   - each step has one "step N" marker per rank and one counter of its phase
-    times, whose values on rank 0 equal the PRT_METRICS_FILE record of that step.
+    times, whose values on rank 0 equal the PRT_METRICS_FILE record of that step;
+  - attention's op spans carry args.gemm_share in (0, 1) (the share of their
+    time in the block GEMMs they call), and no other op's span has one.
 Exit status 0 iff all of that held."""
 import json
 import os
@@ -86,6 +88,14 @@ def check_plan(parc, plan, tmp):
             stage_of[e["pid"]] = int(m.group(1)) if m else 0
     check(sorted(set(stage_of.values())) == sorted(order), f"{name}: ranks of stages {stage_of}, schedule {sorted(order)}")
 
+    # the CPU attention times the block GEMMs it calls itself: its spans carry that share of their time
+    for e in events:
+        if e["ph"] == "X" and e.get("cat") == "op":
+            share = e.get("args", {}).get("gemm_share")
+            if e["name"].startswith("attention"):
+                check(share is not None and 0 < share < 1, f"{name}: {e['name']} gemm_share {share}")
+            else:
+                check(share is None, f"{name}: {e['name']} has a gemm_share ({share})")
     by_thread, _ = chrome_trace.spans(events)
     for e in events:
         if e["ph"] in ("X", "B"):
