@@ -233,6 +233,25 @@ PRT_FAST_CLONES void prt_fast_row_sumexp(float *sums, float *target_logit, const
     }
 }
 
+PRT_FAST_CLONES void prt_fast_row_max_sumexp(float *mx, float *sums, float *target_logit, const float *logits,
+                                             const int32_t *targets, int64_t N, int64_t V, int64_t vocab_offset) {
+    int nt = prt_cpu_threads();
+#pragma omp parallel for num_threads(nt) if (nt > 1 && N * V >= PAR_MIN) schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        const float *x = logits + n * V;
+        float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+        for (int64_t j = 0; j < V; j++) m = x[j] > m ? x[j] : m;
+        double s = 0.0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t j = 0; j < V; j++) s += prt_expf_fast(x[j] - m);
+        mx[n] = m;
+        sums[n] = (float)s;
+        int64_t j = (int64_t)targets[n] - vocab_offset;
+        target_logit[n] = j >= 0 && j < V ? x[j] : 0.0f;
+    }
+}
+
 PRT_FAST_CLONES void prt_fast_xent_bwd(float *dlogits, const float *logits, const float *stats, const int32_t *targets, int64_t N,
                        int64_t V, int64_t vocab_offset, float scale, int write) {
     int nt = prt_cpu_threads();

@@ -49,6 +49,10 @@ void prt_fast_rmsnorm_bwd(float *din, float *dw, const float *dout, const float 
 void prt_fast_row_max(float *mx, const float *logits, int64_t N, int64_t V);
 void prt_fast_row_sumexp(float *sums, float *target_logit, const float *logits, const float *mx,
                          const int32_t *targets, int64_t N, int64_t V, int64_t vocab_offset);
+/* The two above in one pass over each row (while it is in cache), where no
+ * all-reduce of the maxima comes between them: the same results. */
+void prt_fast_row_max_sumexp(float *mx, float *sums, float *target_logit, const float *logits, const int32_t *targets,
+                             int64_t N, int64_t V, int64_t vocab_offset);
 /* dlogits += scale (exp(x - lse) - onehot(target)), lse = stats[2n + 1]. */
 void prt_fast_xent_bwd(float *dlogits, const float *logits, const float *stats, const int32_t *targets, int64_t N,
                        int64_t V, int64_t vocab_offset, float scale, int write);

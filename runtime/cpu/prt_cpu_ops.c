@@ -570,7 +570,9 @@ static void prt_cpu_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void 
     /* scratch: row max [N], then (sum of exp [N], target logit [N]) for one all-reduce */
     float *mx = prt_workspace(rt, (size_t)prt_scratch_xent_fwd(N)), *sums = mx + N;
     int fast = f32(logits);
-    if (fast) prt_fast_row_max(mx, F32(logits), N, V_local);
+    int fused = fast && S == 1; /* no all-reduce of the maxima between the passes: one pass a row */
+    if (fused) prt_fast_row_max_sumexp(mx, sums, sums + N, F32(logits), targets, N, V_local, vocab_offset);
+    else if (fast) prt_fast_row_max(mx, F32(logits), N, V_local);
     for (int64_t n = 0; n < N && !fast; n++) {
         float m = -INFINITY;
         for (int64_t j = 0; j < V_local; j++) {
@@ -587,7 +589,7 @@ static void prt_cpu_xent_fwd(prt *rt, void *loss_sum_, void *stats_, const void 
         prt_wait(rt, &req, NULL, "cross-entropy max all-reduce", axis);
         PRT_TRACE_END(rt, "xent_allreduce_max", "comm", t, N * 4, axis);
     }
-    if (fast) prt_fast_row_sumexp(sums, sums + N, F32(logits), mx, targets, N, V_local, vocab_offset);
+    if (fast && !fused) prt_fast_row_sumexp(sums, sums + N, F32(logits), mx, targets, N, V_local, vocab_offset);
     for (int64_t n = 0; n < N && !fast; n++) {
         double s = 0.0;
         for (int64_t j = 0; j < V_local; j++) s += prt_expf_fast(LD(logits, n * V_local + j) - mx[n]);
