@@ -277,20 +277,26 @@ PRT_FAST_CLONES void prt_fast_softmax_rows(float *S, int64_t ld, int64_t r, int6
     for (int64_t i = 0; i < r; i++) {
         float *row = S + i * ld;
         int64_t len = causal ? i0 + i + 1 : n;
+        /* the exponential and scaling loops run to a multiple of 16 where the
+         * row has room: the masked columns up to it hold -inf, whose
+         * exponential is exactly 0, so no loop ends in a scalar remainder */
+        int64_t wide = (len + 15) / 16 * 16;
+        if (wide > zero_to) wide = len;
         float m = -INFINITY;
 #pragma omp simd reduction(max : m)
         for (int64_t j = 0; j < len; j++) m = row[j] > m ? row[j] : m;
+        for (int64_t j = len; j < wide; j++) row[j] = -INFINITY;
         double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < len; j++) {
+        for (int64_t j = 0; j < wide; j++) {
             float e = prt_expf_fast(row[j] - m);
             row[j] = e;
             sum += e;
         }
         float inv = (float)(1.0 / sum);
 #pragma omp simd
-        for (int64_t j = 0; j < len; j++) row[j] *= inv;
-        if (zero_to > len) memset(row + len, 0, sizeof(float) * (size_t)(zero_to - len));
+        for (int64_t j = 0; j < wide; j++) row[j] *= inv;
+        if (zero_to > wide) memset(row + wide, 0, sizeof(float) * (size_t)(zero_to - wide));
     }
 }
 
