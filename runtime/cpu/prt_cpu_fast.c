@@ -14,6 +14,7 @@
  */
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -102,10 +103,46 @@ PRT_FAST_CLONES void prt_fast_layernorm_fwd(float *out, float *mean, float *rstd
     }
 }
 
+/* The norms' backward runs in NORM_BWD_PARTS fixed blocks of rows (fewer when
+ * N is smaller), each on one thread: a block's rows are read once for their
+ * input gradients and their terms of the weight (and bias) gradients, summed
+ * in row order into the block's own partial sums; the partial sums are then
+ * added to dw (db) in block order, a column range per thread.  The blocks
+ * depend on N alone, so the results do not depend on the thread count.
+ * Returns the [parts][2][C] partial sums, zeroed (NULL if out of memory: the
+ * caller then sums the columns over all rows in order in a pass of its own). */
+#define NORM_BWD_PARTS 8
+
+static float *norm_parts(int64_t N, int64_t C, int64_t *parts) {
+    *parts = N < NORM_BWD_PARTS ? (N > 0 ? N : 1) : NORM_BWD_PARTS;
+    return calloc((size_t)(*parts * 2 * C), sizeof(float));
+}
+
+/* dw (db: the second row of each part; either may be NULL) += the parts' sums, in part order. */
+static inline __attribute__((always_inline)) void norm_parts_add(float *dw, float *db, const float *part,
+                                                                  int64_t parts, int64_t C, int nt, int par) {
+#pragma omp parallel num_threads(nt) if (par)
+    {
+        int64_t c0, c1;
+        column_range(C, par ? omp_get_thread_num() : 0, par ? nt : 1, &c0, &c1);
+        for (int64_t p = 0; p < parts; p++) {
+            const float *pw = part + p * 2 * C, *pb = pw + C;
+            if (dw)
+#pragma omp simd
+                for (int64_t c = c0; c < c1; c++) dw[c] += pw[c];
+            if (db)
+#pragma omp simd
+                for (int64_t c = c0; c < c1; c++) db[c] += pb[c];
+        }
+    }
+}
+
 PRT_FAST_CLONES void prt_fast_layernorm_bwd(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
                             const float *mean, const float *rstd, int64_t N, int64_t C, int write) {
     int nt = prt_cpu_threads(), par = nt > 1 && N * C >= PAR_MIN;
-    if (dw || db) {  /* column sums over the rows, in row order: a column range per thread */
+    int64_t parts = 1;
+    float *part = dw || db ? norm_parts(N, C, &parts) : NULL;
+    if ((dw || db) && !part) {  /* no memory for the partial sums: the columns over all rows, in a pass of their own */
 #pragma omp parallel num_threads(nt) if (par)
         {
             int64_t c0, c1;
@@ -122,34 +159,48 @@ PRT_FAST_CLONES void prt_fast_layernorm_bwd(float *din, float *dw, float *db, co
             }
         }
     }
-    if (!din) return;
+    if (!din && !part) return;
+    if (!part) parts = N < NORM_BWD_PARTS ? (N > 0 ? N : 1) : NORM_BWD_PARTS;
 #pragma omp parallel for num_threads(nt) if (par) schedule(static)
-    for (int64_t n = 0; n < N; n++) {
-        const float *x = in + n * C, *g = dout + n * C;
-        float *d = din + n * C, m = mean[n], r = rstd[n];
-        double dm = 0.0, dnm = 0.0;
+    for (int64_t p = 0; p < parts; p++) {
+        float *pw = part ? part + p * 2 * C : NULL, *pb = pw ? pw + C : NULL;
+        for (int64_t n = N * p / parts; n < N * (p + 1) / parts; n++) {
+            const float *x = in + n * C, *g = dout + n * C;
+            float m = mean[n], r = rstd[n];
+            if (pw && dw)
+#pragma omp simd
+                for (int64_t c = 0; c < C; c++) pw[c] += (x[c] - m) * r * g[c];
+            if (pb && db)
+#pragma omp simd
+                for (int64_t c = 0; c < C; c++) pb[c] += g[c];
+            if (!din) continue;
+            float *d = din + n * C;
+            double dm = 0.0, dnm = 0.0;
 #pragma omp simd reduction(+ : dm, dnm)
-        for (int64_t c = 0; c < C; c++) {
-            float norm = (x[c] - m) * r, dnorm = w[c] * g[c];
-            dm += dnorm;
-            dnm += dnorm * norm;
-        }
-        dm /= (double)C;
-        dnm /= (double)C;
-        if (write) {
-#pragma omp simd
             for (int64_t c = 0; c < C; c++) {
                 float norm = (x[c] - m) * r, dnorm = w[c] * g[c];
-                d[c] = (float)(r * (dnorm - dm - norm * dnm));
+                dm += dnorm;
+                dnm += dnorm * norm;
             }
-        } else {
+            dm /= (double)C;
+            dnm /= (double)C;
+            if (write) {
 #pragma omp simd
-            for (int64_t c = 0; c < C; c++) {
-                float norm = (x[c] - m) * r, dnorm = w[c] * g[c];
-                d[c] += (float)(r * (dnorm - dm - norm * dnm));
+                for (int64_t c = 0; c < C; c++) {
+                    float norm = (x[c] - m) * r, dnorm = w[c] * g[c];
+                    d[c] = (float)(r * (dnorm - dm - norm * dnm));
+                }
+            } else {
+#pragma omp simd
+                for (int64_t c = 0; c < C; c++) {
+                    float norm = (x[c] - m) * r, dnorm = w[c] * g[c];
+                    d[c] += (float)(r * (dnorm - dm - norm * dnm));
+                }
             }
         }
     }
+    if (part) norm_parts_add(dw, db, part, parts, C, nt, par);
+    free(part);
 }
 
 PRT_FAST_CLONES void prt_fast_rmsnorm_fwd(float *out, float *rstd, const float *in, const float *w, int64_t N, int64_t C, double eps) {
@@ -171,7 +222,9 @@ PRT_FAST_CLONES void prt_fast_rmsnorm_fwd(float *out, float *rstd, const float *
 PRT_FAST_CLONES void prt_fast_rmsnorm_bwd(float *din, float *dw, const float *dout, const float *in, const float *w,
                           const float *rstd, int64_t N, int64_t C, int write) {
     int nt = prt_cpu_threads(), par = nt > 1 && N * C >= PAR_MIN;
-    if (dw) {
+    int64_t parts = 1;
+    float *part = dw ? norm_parts(N, C, &parts) : NULL;
+    if (dw && !part) {  /* no memory for the partial sums: the columns over all rows, in a pass of their own */
 #pragma omp parallel num_threads(nt) if (par)
         {
             int64_t c0, c1;
@@ -184,23 +237,35 @@ PRT_FAST_CLONES void prt_fast_rmsnorm_bwd(float *din, float *dw, const float *do
             }
         }
     }
-    if (!din) return;
+    if (!din && !part) return;
+    if (!part) parts = N < NORM_BWD_PARTS ? (N > 0 ? N : 1) : NORM_BWD_PARTS;
 #pragma omp parallel for num_threads(nt) if (par) schedule(static)
-    for (int64_t n = 0; n < N; n++) {
-        const float *x = in + n * C, *g = dout + n * C;
-        float *d = din + n * C;
-        double r = rstd[n], dot = 0.0;  /* dot = sum_c dnorm_c x_c */
+    for (int64_t p = 0; p < parts; p++) {
+        float *pw = part ? part + p * 2 * C : NULL;
+        for (int64_t n = N * p / parts; n < N * (p + 1) / parts; n++) {
+            const float *x = in + n * C, *g = dout + n * C;
+            if (pw) {
+                float rf = rstd[n];
+#pragma omp simd
+                for (int64_t c = 0; c < C; c++) pw[c] += (float)(x[c] * (double)rf) * g[c];
+            }
+            if (!din) continue;
+            float *d = din + n * C;
+            double r = rstd[n], dot = 0.0;  /* dot = sum_c dnorm_c x_c */
 #pragma omp simd reduction(+ : dot)
-        for (int64_t c = 0; c < C; c++) dot += (double)w[c] * g[c] * x[c];
-        double k = r * r * dot / (double)C;
-        if (write) {
+            for (int64_t c = 0; c < C; c++) dot += (double)w[c] * g[c] * x[c];
+            double k = r * r * dot / (double)C;
+            if (write) {
 #pragma omp simd
-            for (int64_t c = 0; c < C; c++) d[c] = (float)(r * ((double)w[c] * g[c] - x[c] * k));
-        } else {
+                for (int64_t c = 0; c < C; c++) d[c] = (float)(r * ((double)w[c] * g[c] - x[c] * k));
+            } else {
 #pragma omp simd
-            for (int64_t c = 0; c < C; c++) d[c] += (float)(r * ((double)w[c] * g[c] - x[c] * k));
+                for (int64_t c = 0; c < C; c++) d[c] += (float)(r * ((double)w[c] * g[c] - x[c] * k));
+            }
         }
     }
+    if (part) norm_parts_add(dw, NULL, part, parts, C, nt, par);
+    free(part);
 }
 
 /* ---------------------------------------------------------------- cross-entropy */

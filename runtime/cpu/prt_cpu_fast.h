@@ -6,11 +6,13 @@
  * prt_load/prt_store, for 16-bit storage.  Same semantics as those loops
  * (parc_rt.h): forward ops overwrite, backward ops accumulate (into din, or
  * write it when `write` is set: PRT_ARG_WRITE).  Results do not
- * depend on the thread count: a row is one thread's, and sums over rows (bias,
- * norm weight and embedding gradients) are split by column and run over the rows
- * in order.  Sums along a row are vector-lane partial sums: of doubles for the
- * norms' statistics and cross-entropy's sum of exponentials, as the 16-bit
- * paths sum in double, so both give the same fp32 results.
+ * depend on the thread count: a row is one thread's, and sums over rows (bias
+ * and embedding gradients) are split by column and run over the rows in order;
+ * the norms' weight gradients sum fixed blocks of rows (set by N alone) in row
+ * order, then the blocks in order.  Sums along a row are vector-lane partial
+ * sums: of doubles for the norms' statistics and cross-entropy's sum of
+ * exponentials, as the 16-bit paths sum in double, so both give the same fp32
+ * results.
  */
 #ifndef PRT_CPU_FAST_H
 #define PRT_CPU_FAST_H
