@@ -270,16 +270,29 @@ PRT_FAST_CLONES void prt_fast_rmsnorm_bwd(float *din, float *dw, const float *do
 
 /* ---------------------------------------------------------------- cross-entropy */
 
+/* A row's max, its sum of exp(x - m) in double lanes, and its target's logit
+ * (0 outside this rank's vocab slice): inlined into each clone below. */
+static inline __attribute__((always_inline)) float row_max(const float *x, int64_t V) {
+    float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < V; j++) m = x[j] > m ? x[j] : m;
+    return m;
+}
+static inline __attribute__((always_inline)) float row_sumexp(const float *x, int64_t V, float m) {
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < V; j++) s += prt_expf_fast(x[j] - m);
+    return (float)s;
+}
+static inline float row_target(const float *x, int32_t target, int64_t V, int64_t vocab_offset) {
+    int64_t j = (int64_t)target - vocab_offset;
+    return j >= 0 && j < V ? x[j] : 0.0f;
+}
+
 PRT_FAST_CLONES void prt_fast_row_max(float *mx, const float *logits, int64_t N, int64_t V) {
     int nt = prt_cpu_threads();
 #pragma omp parallel for num_threads(nt) if (nt > 1 && N * V >= PAR_MIN) schedule(static)
-    for (int64_t n = 0; n < N; n++) {
-        const float *x = logits + n * V;
-        float m = -INFINITY;
-#pragma omp simd reduction(max : m)
-        for (int64_t j = 0; j < V; j++) m = x[j] > m ? x[j] : m;
-        mx[n] = m;
-    }
+    for (int64_t n = 0; n < N; n++) mx[n] = row_max(logits + n * V, V);
 }
 
 PRT_FAST_CLONES void prt_fast_row_sumexp(float *sums, float *target_logit, const float *logits, const float *mx,
@@ -287,14 +300,8 @@ PRT_FAST_CLONES void prt_fast_row_sumexp(float *sums, float *target_logit, const
     int nt = prt_cpu_threads();
 #pragma omp parallel for num_threads(nt) if (nt > 1 && N * V >= PAR_MIN) schedule(static)
     for (int64_t n = 0; n < N; n++) {
-        const float *x = logits + n * V;
-        float m = mx[n];
-        double s = 0.0;
-#pragma omp simd reduction(+ : s)
-        for (int64_t j = 0; j < V; j++) s += prt_expf_fast(x[j] - m);
-        sums[n] = (float)s;
-        int64_t j = (int64_t)targets[n] - vocab_offset;
-        target_logit[n] = j >= 0 && j < V ? x[j] : 0.0f;
+        sums[n] = row_sumexp(logits + n * V, V, mx[n]);
+        target_logit[n] = row_target(logits + n * V, targets[n], V, vocab_offset);
     }
 }
 
@@ -303,17 +310,9 @@ PRT_FAST_CLONES void prt_fast_row_max_sumexp(float *mx, float *sums, float *targ
     int nt = prt_cpu_threads();
 #pragma omp parallel for num_threads(nt) if (nt > 1 && N * V >= PAR_MIN) schedule(static)
     for (int64_t n = 0; n < N; n++) {
-        const float *x = logits + n * V;
-        float m = -INFINITY;
-#pragma omp simd reduction(max : m)
-        for (int64_t j = 0; j < V; j++) m = x[j] > m ? x[j] : m;
-        double s = 0.0;
-#pragma omp simd reduction(+ : s)
-        for (int64_t j = 0; j < V; j++) s += prt_expf_fast(x[j] - m);
-        mx[n] = m;
-        sums[n] = (float)s;
-        int64_t j = (int64_t)targets[n] - vocab_offset;
-        target_logit[n] = j >= 0 && j < V ? x[j] : 0.0f;
+        mx[n] = row_max(logits + n * V, V);
+        sums[n] = row_sumexp(logits + n * V, V, mx[n]);
+        target_logit[n] = row_target(logits + n * V, targets[n], V, vocab_offset);
     }
 }
 
