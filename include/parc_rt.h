@@ -669,7 +669,11 @@ matmul_t_bwd, matmul_bias_bwd, layernorm_bwd, rmsnorm_bwd, rope_bwd, dropout_bwd
 dqkv of attention_bwd and attention_dropout_bwd, the dx of moe_router_bwd, the
 din of moe_permute_bwd, the din of moe_matmul_bwd (the rows of offsets[0] ..
 offsets[E] - 1), the dy (the rows rows[] names) and dweight of
-moe_combine_bwd, and the din of moe_regroup_bwd. */
+moe_combine_bwd, and the din of moe_regroup_bwd; and weight gradients: the dw of
+matmul_bwd, matmul_t_bwd and matmul_bias_bwd, matmul_bias_bwd's db, and the dw
+and db of layernorm_bwd and rmsnorm_bwd's dw (the sums over the call's rows
+written, not added: the compiler sets these where a step runs one backward
+through the weight, first_write.c). */
 
 #define PRT_ARG_WRITE 8
 

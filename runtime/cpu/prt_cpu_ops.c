@@ -215,6 +215,9 @@ static void prt_cpu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, con
            dout = ften(rt, dtypes, 3, dout_, op),
            in = ften(rt, dtypes, 4, in_, op), w = ften(rt, dtypes, 5, w_, op), mean = ften(rt, dtypes, 6, mean_, op),
            rstd = ften(rt, dtypes, 7, rstd_, op);
+    /* PRT_ARG_WRITE on dw or db: the sums over the rows written, not added (zeroed first: C elements) */
+    if (dw.p && prt_word_writes(dtypes, 1)) memset(dw.p, 0, (size_t)C * (size_t)prt_dtype_size(dw.dtype));
+    if (db.p && prt_word_writes(dtypes, 2)) memset(db.p, 0, (size_t)C * (size_t)prt_dtype_size(db.dtype));
     if (f32(din) && f32(dw) && f32(db) && f32(dout) && f32(in) && f32(w) && f32(mean) && f32(rstd)) {
         prt_fast_layernorm_bwd(F32(din), F32(dw), F32(db), F32(dout), F32(in), F32(w), F32(mean), F32(rstd), N, C,
                                prt_word_writes(dtypes, 0));
@@ -275,6 +278,8 @@ static void prt_cpu_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout
     tensor din = ften(rt, dtypes, 0, din_, op), dw = ften(rt, dtypes, 1, dw_, op),
            dout = ften(rt, dtypes, 2, dout_, op), in = ften(rt, dtypes, 3, in_, op),
            w = ften(rt, dtypes, 4, w_, op), rstd = ften(rt, dtypes, 5, rstd_, op);
+    /* PRT_ARG_WRITE on dw: the sums over the rows written, not added (zeroed first: C elements) */
+    if (dw.p && prt_word_writes(dtypes, 1)) memset(dw.p, 0, (size_t)C * (size_t)prt_dtype_size(dw.dtype));
     if (f32(din) && f32(dw) && f32(dout) && f32(in) && f32(w) && f32(rstd)) {
         prt_fast_rmsnorm_bwd(F32(din), F32(dw), F32(dout), F32(in), F32(w), F32(rstd), N, C, prt_word_writes(dtypes, 0));
         return;
@@ -331,16 +336,18 @@ static void matmul_fwd(prt *rt, const char *op, void *out_, const void *in_, con
 }
 
 /* din[N,K] += dout[N,M] @ op(w)^T (=, with PRT_ARG_WRITE on din);  dw += in^T @ dout (w[K,M]) or
- * dout^T @ in (transposed: w[M,K]). */
+ * dout^T @ in (transposed: w[M,K]) (=, with PRT_ARG_WRITE on dw). */
 static void matmul_bwd(prt *rt, const char *op, void *din_, void *dw_, const void *dout_, const void *in_,
                        const void *w_, int64_t N, int64_t K, int64_t M, int transposed, int64_t dtypes) {
     int n = blas_dim(N, op), k = blas_dim(K, op), m = blas_dim(M, op);
-    if (!n || !k || !m) return;
     tensor din = ften(rt, dtypes, 0, din_, op), dw = ften(rt, dtypes, 1, dw_, op),
            dout = ften(rt, dtypes, 2, dout_, op), in = ften(rt, dtypes, 3, in_, op),
            w = ften(rt, dtypes, 4, w_, op);
+    int din_write = prt_word_writes(dtypes, 0), dw_write = dw.p && prt_word_writes(dtypes, 1);
+    if (din_write && din.p && !m) memset(din.p, 0, (size_t)(N * K) * (size_t)prt_dtype_size(din.dtype));
+    if (dw_write && !n) memset(dw.p, 0, (size_t)(K * M) * (size_t)prt_dtype_size(dw.dtype));
+    if (!n || !k || !m) return;
     int w16 = din.p && is16(w), dw16 = is16(dw), din16 = is16(din), in16 = dw.p && is16(in), dout16 = is16(dout);
-    int din_write = prt_word_writes(dtypes, 0);
     int64_t R = chunk_rows(N, dout16 || din16 || in16);
     float *s = scratch(rt, prt_scratch_matmul_bwd(K, M, N, din.p != NULL, dw.p != NULL, is16(w), dw16, is16(in), dout16, din16));
     float *w_slot = take(&s, w16 * K * M), *dw_slot = take(&s, dw16 * K * M), *dout_slot = take(&s, dout16 * R * M),
@@ -348,7 +355,7 @@ static void matmul_bwd(prt *rt, const char *op, void *din_, void *dw_, const voi
     int64_t wr = transposed ? M : K, wc = transposed ? K : M;  /* w and dw are [wr, wc] */
     view wv = {NULL, 0}, dwv = {NULL, 0};
     if (din.p) wv = view_of(w, w_slot, 0, wr, wc, wc, 1);
-    if (dw.p) dwv = view_of(dw, dw_slot, 0, wr, wc, wc, 1);
+    if (dw.p) dwv = view_of(dw, dw_slot, 0, wr, wc, wc, !dw_write);
     for (int64_t r0 = 0; r0 < N; r0 += R) {
         int r = (int)(N - r0 < R ? N - r0 : R);
         view dov = view_of(dout, dout_slot, r0 * M, r, M, M, 1);
@@ -360,11 +367,12 @@ static void matmul_bwd(prt *rt, const char *op, void *din_, void *dw_, const voi
         }
         if (dw.p) {
             view iv = view_of(in, in_slot, r0 * K, r, K, K, 1);
+            float beta = dw_write && r0 == 0 ? 0.0f : 1.0f;  /* the first rows' products written, the rest added */
             if (transposed)  /* dw[M,K] += dout^T @ in */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, k, r, 1.0f, dov.f, dov.ld, iv.f, iv.ld, 1.0f,
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, k, r, 1.0f, dov.f, dov.ld, iv.f, iv.ld, beta,
                             dwv.f, dwv.ld);
             else             /* dw[K,M] += in^T @ dout */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, m, r, 1.0f, iv.f, iv.ld, dov.f, dov.ld, 1.0f,
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, m, r, 1.0f, iv.f, iv.ld, dov.f, dov.ld, beta,
                             dwv.f, dwv.ld);
         }
     }
@@ -412,7 +420,10 @@ static void prt_cpu_matmul_bias_fwd(prt *rt, void *out, const void *in, const vo
 /* db first: it reads only dout, which the GEMMs read next */
 static void prt_cpu_matmul_bias_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w,
                                     void *db, int64_t N, int64_t K, int64_t M, int64_t dtypes) {
-    if (db) prt_cpu_bias_bwd(rt, db, dout, N, M, PRT_ARG_DTYPES(prt_word_dtype(dtypes, 5), prt_word_dtype(dtypes, 2)));
+    if (db)
+        prt_cpu_bias_bwd(rt, db, dout, N, M,
+                         PRT_ARG_DTYPES(prt_word_dtype(dtypes, 5) | (prt_word_writes(dtypes, 5) ? PRT_ARG_WRITE : 0),
+                                        prt_word_dtype(dtypes, 2)));
     matmul_bwd(rt, "matmul_bias_bwd", din, dw, dout, in, w, N, K, M, 0, dtypes);
 }
 
@@ -430,6 +441,7 @@ static void prt_cpu_bias_fwd(prt *rt, void *out_, const void *in_, const void *b
 
 static void prt_cpu_bias_bwd(prt *rt, void *db_, const void *dout_, int64_t N, int64_t M, int64_t dtypes) {
     tensor db = ften(rt, dtypes, 0, db_, "bias_bwd"), dout = ften(rt, dtypes, 1, dout_, "bias_bwd");
+    if (prt_word_writes(dtypes, 0)) memset(db.p, 0, (size_t)M * (size_t)prt_dtype_size(db.dtype)); /* db = the sums */
     if (f32(db) && f32(dout)) {
         prt_fast_bias_bwd(F32(db), F32(dout), N, M);
         return;

@@ -77,7 +77,7 @@ void prt_cu_rmsnorm_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten 
                         int64_t N, int64_t C, int write);
 void prt_cu_matmul_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten w, int64_t N, int64_t K, int64_t M, int transposed);
 void prt_cu_matmul_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, int64_t N, int64_t K,
-                       int64_t M, int transposed, int din_write);
+                       int64_t M, int transposed, int din_write, int dw_write);
 void prt_cu_bias_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten b, int64_t N, int64_t M);
 void prt_cu_bias_bwd(prt *rt, prt_ten db, prt_ten dout, int64_t N, int64_t M);
 void prt_cu_gelu_fwd(prt *rt, prt_ten out, prt_ten in, int64_t n);

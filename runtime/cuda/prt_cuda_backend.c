@@ -66,6 +66,9 @@ static void cu_layernorm_fwd(prt *rt, void *out_, void *mean_, void *rstd_, cons
 static void cu_layernorm_bwd(prt *rt, void *din_, void *dw_, void *db_, const void *dout_, const void *in_,
                              const void *w_, const void *mean_, const void *rstd_, int64_t N, int64_t C,
                              int64_t dtypes) {
+    /* PRT_ARG_WRITE on dw or db: the column sums written, not added (zeroed first: C elements) */
+    if (dw_ && prt_word_writes(dtypes, 1)) prt_cu_zero(rt, TN(1, dw_), C, prt_dtype_size(prt_word_dtype(dtypes, 1)));
+    if (db_ && prt_word_writes(dtypes, 2)) prt_cu_zero(rt, TN(2, db_), C, prt_dtype_size(prt_word_dtype(dtypes, 2)));
     prt_cu_layernorm_bwd(rt, TN(0, din_), TN(1, dw_), TN(2, db_), TN(3, dout_), TN(4, in_), TN(5, w_), TN(6, mean_),
                          TN(7, rstd_), N, C,
                          prt_word_writes(dtypes, 0));
@@ -76,6 +79,7 @@ static void cu_rmsnorm_fwd(prt *rt, void *out_, void *rstd_, const void *in_, co
 }
 static void cu_rmsnorm_bwd(prt *rt, void *din_, void *dw_, const void *dout_, const void *in_, const void *w_,
                            const void *rstd_, int64_t N, int64_t C, int64_t dtypes) {
+    if (dw_ && prt_word_writes(dtypes, 1)) prt_cu_zero(rt, TN(1, dw_), C, prt_dtype_size(prt_word_dtype(dtypes, 1)));
     prt_cu_rmsnorm_bwd(rt, TN(0, din_), TN(1, dw_), TN(2, dout_), TN(3, in_), TN(4, w_), TN(5, rstd_), N, C,
                        prt_word_writes(dtypes, 0));
 }
@@ -85,7 +89,8 @@ static void cu_matmul_fwd(prt *rt, void *out, const void *in, const void *w, int
 }
 static void cu_matmul_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
                           int64_t K, int64_t M, int64_t dtypes) {
-    prt_cu_matmul_bwd(rt, TN(0, din), TN(1, dw), TN(2, dout), TN(3, in), TN(4, w), N, K, M, 0, prt_word_writes(dtypes, 0));
+    prt_cu_matmul_bwd(rt, TN(0, din), TN(1, dw), TN(2, dout), TN(3, in), TN(4, w), N, K, M, 0, prt_word_writes(dtypes, 0),
+                      prt_word_writes(dtypes, 1));
 }
 static void cu_matmul_t_fwd(prt *rt, void *out, const void *in, const void *w, int64_t N, int64_t K, int64_t M,
                             int64_t dtypes) {
@@ -93,7 +98,8 @@ static void cu_matmul_t_fwd(prt *rt, void *out, const void *in, const void *w, i
 }
 static void cu_matmul_t_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, int64_t N,
                             int64_t K, int64_t M, int64_t dtypes) {
-    prt_cu_matmul_bwd(rt, TN(0, din), TN(1, dw), TN(2, dout), TN(3, in), TN(4, w), N, K, M, 1, prt_word_writes(dtypes, 0));
+    prt_cu_matmul_bwd(rt, TN(0, din), TN(1, dw), TN(2, dout), TN(3, in), TN(4, w), N, K, M, 1, prt_word_writes(dtypes, 0),
+                      prt_word_writes(dtypes, 1));
 }
 /* the GEMM, then the bias added in place (out may equal in for bias_fwd) */
 static void cu_matmul_bias_fwd(prt *rt, void *out, const void *in, const void *w, const void *b, int64_t N, int64_t K,
@@ -103,8 +109,10 @@ static void cu_matmul_bias_fwd(prt *rt, void *out, const void *in, const void *w
 }
 static void cu_matmul_bias_bwd(prt *rt, void *din, void *dw, const void *dout, const void *in, const void *w, void *db,
                                int64_t N, int64_t K, int64_t M, int64_t dtypes) {
+    if (db && prt_word_writes(dtypes, 5)) prt_cu_zero(rt, TN(5, db), M, prt_dtype_size(prt_word_dtype(dtypes, 5)));
     if (db) prt_cu_bias_bwd(rt, TN(5, db), TN(2, dout), N, M);
-    prt_cu_matmul_bwd(rt, TN(0, din), TN(1, dw), TN(2, dout), TN(3, in), TN(4, w), N, K, M, 0, prt_word_writes(dtypes, 0));
+    prt_cu_matmul_bwd(rt, TN(0, din), TN(1, dw), TN(2, dout), TN(3, in), TN(4, w), N, K, M, 0, prt_word_writes(dtypes, 0),
+                      prt_word_writes(dtypes, 1));
 }
 static void cu_bias_fwd(prt *rt, void *out_, const void *in_, const void *b_, int64_t N, int64_t M, int64_t dtypes) {
     prt_cu_bias_fwd(rt, TN(0, out_), TN(1, in_), TN(2, b_), N, M);

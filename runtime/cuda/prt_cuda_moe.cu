@@ -197,7 +197,7 @@ void prt_cu_moe_router_bwd(prt *rt, prt_ten dx, prt_ten dwr, prt_ten dlogits, pr
         PRT_LAUNCH_CHECK();
     }
     /* dx [+]= dlogits @ wr^T, dwr += x^T @ dlogits */
-    prt_cu_matmul_bwd(rt, dx, dwr, dlogits, x, wr, T, H, E, 0, dx_write);
+    prt_cu_matmul_bwd(rt, dx, dwr, dlogits, x, wr, T, H, E, 0, dx_write, 0);
 }
 
 /* ---------------------------------------------------------------- dispatch and combine */
@@ -349,7 +349,7 @@ void prt_cu_moe_matmul_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_t
         int64_t r0 = h[e], n = h[e + 1] - h[e];
         if (n)
             prt_cu_matmul_bwd(rt, at(din, r0 * K), at(dw, e * K * M), at(dout, r0 * M), at(in, r0 * K),
-                              at(w, e * K * M), n, K, M, 0, 0);
+                              at(w, e * K * M), n, K, M, 0, 0, 0);
     }
     free(h);
 }

@@ -462,10 +462,12 @@ void prt_cu_matmul_fwd(prt *rt, prt_ten out, prt_ten in, prt_ten w, int64_t N_, 
 }
 
 void prt_cu_matmul_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten in, prt_ten w, int64_t N_, int64_t K_,
-                       int64_t M_, int transposed, int din_write) {
+                       int64_t M_, int transposed, int din_write, int dw_write) {
     const char *op = transposed ? "matmul_t_bwd" : "matmul_bwd";
     PRT_CUDA_REQUIRE(rt, op, N_, K_, M_);
     int N = (int)N_, K = (int)K_, M = (int)M_;
+    if (din.p && din_write && !M) prt_cu_zero(rt, din, (int64_t)N * K, prt_dtype_size(din.dtype));
+    if (dw.p && dw_write && !N) prt_cu_zero(rt, dw, (int64_t)K * M, prt_dtype_size(dw.dtype));
     if (!N || !K || !M) return;
     if (din.p) {
         float beta = din_write ? 0.0f : 1.0f;  /* din_write: din = ..., not += */
@@ -475,10 +477,11 @@ void prt_cu_matmul_bwd(prt *rt, prt_ten din, prt_ten dw, prt_ten dout, prt_ten i
             gemm_rm(rt, 0, 1, N, K, M, 1.0f, dout, M, w, M, beta, din, K);
     }
     if (dw.p) {
+        float beta = dw_write ? 0.0f : 1.0f;  /* dw_write: dw = ..., not += */
         if (transposed)  /* dw[M,K] += dout^T @ in */
-            gemm_rm(rt, 1, 0, M, K, N, 1.0f, dout, M, in, K, 1.0f, dw, K);
+            gemm_rm(rt, 1, 0, M, K, N, 1.0f, dout, M, in, K, beta, dw, K);
         else             /* dw[K,M] += in^T @ dout */
-            gemm_rm(rt, 1, 0, K, M, N, 1.0f, in, K, dout, M, 1.0f, dw, M);
+            gemm_rm(rt, 1, 0, K, M, N, 1.0f, in, K, dout, M, beta, dw, M);
     }
 }
 

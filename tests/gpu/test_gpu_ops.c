@@ -352,7 +352,7 @@ static void ops(int64_t dt) {
         if (tr) { prt_matmul_t_fwd(rt, out.h, in.h, w.h, N, K, M, PRT_ARG_DTYPES(out.dt, in.dt, w.dt)); prt_matmul_t_bwd(rt, din.h, dw.h, dout.h, in.h, w.h, N, K, M, PRT_ARG_DTYPES(din.dt, dw.dt, dout.dt, in.dt, w.dt)); }
         else { prt_matmul_fwd(rt, out.h, in.h, w.h, N, K, M, PRT_ARG_DTYPES(out.dt, in.dt, w.dt)); prt_matmul_bwd(rt, din.h, dw.h, dout.h, in.h, w.h, N, K, M, PRT_ARG_DTYPES(din.dt, dw.dt, dout.dt, in.dt, w.dt)); }
         prt_cu_matmul_fwd(rt, D(out), D(in), D(w), N, K, M, tr);
-        prt_cu_matmul_bwd(rt, D(din), D(dw), D(dout), D(in), D(w), N, K, M, tr, 0);
+        prt_cu_matmul_bwd(rt, D(din), D(dw), D(dout), D(in), D(w), N, K, M, tr, 0, 0);
         check(f, "out", out, tol); check(bw, "din", din, tol); check(bw, "dw", dw, tol);
         if (dt != PRT_F32) {
             ten in32 = mk(PRT_F32, N * K, -1, 1, 0), o2 = mk(dt, N * M, 0, 0, 1);

@@ -4,7 +4,8 @@
  * output gradient that holds garbage (NaN) must leave exactly the values the
  * same op leaves when it adds into zeros, and without the flag it must still
  * add (into a prefilled buffer: prefill + the zero-start result, to within one
- * rounding).  Exit status 0 iff every check passed.
+ * rounding); weight gradients (dw, db) as well as input gradients.  Exit status
+ * 0 iff every check passed.
  */
 #include <cblas.h>
 #include <math.h>
@@ -175,6 +176,68 @@ static void test_dtype(int64_t dt) {
     c.targets = targets;
     three_runs("xent_bwd dlogits", dt, N * K, run_xent, &c);
     free(c.in), free(c.w), free(c.dout), free(mean), free(rstd), free(stats), free(x), free(w), free(g);
+}
+
+/* Weight gradients (the compiler's first_write_step): the dw of the three
+ * GEMMs' backward, matmul_bias_bwd's db, the norms' dw and db, alone in the
+ * call (din NULL); N = 150 rows, more than one widening chunk of a 16-bit
+ * operand (PRT_CONVERT_ROWS), so a written dw takes the first chunk's
+ * products and adds the others'. */
+static void run_matmul_dw(void *p, void *d, int64_t f) {
+    ctx_t *c = p;
+    int64_t t = c->dt;
+    if (c->kind == 0) prt_matmul_bwd(RT, NULL, d, c->dout, c->in, c->w, c->N, c->K, c->M, PRT_ARG_DTYPES(t, t | f, t, t, t));
+    if (c->kind == 1)
+        prt_matmul_t_bwd(RT, NULL, d, c->dout, c->in, c->w, c->N, c->K, c->M, PRT_ARG_DTYPES(t, t | f, t, t, t));
+    if (c->kind == 2)
+        prt_matmul_bias_bwd(RT, NULL, d, c->dout, c->in, c->w, NULL, c->N, c->K, c->M,
+                            PRT_ARG_DTYPES(t, t | f, t, t, t, t));
+}
+static void run_matmul_db(void *p, void *d, int64_t f) {
+    ctx_t *c = p;
+    int64_t t = c->dt;
+    prt_matmul_bias_bwd(RT, NULL, NULL, c->dout, c->in, c->w, d, c->N, c->K, c->M, PRT_ARG_DTYPES(t, t, t, t, t, t | f));
+}
+static void run_layernorm_dw(void *p, void *d, int64_t f) {
+    ctx_t *c = p;
+    int64_t t = c->dt;
+    prt_layernorm_bwd(RT, NULL, d, NULL, c->dout, c->in, c->w, c->mean, c->rstd, c->N, c->K,
+                      PRT_ARG_DTYPES(t, t | f, t, t, t, t, PRT_F32, PRT_F32));
+}
+static void run_layernorm_db(void *p, void *d, int64_t f) {
+    ctx_t *c = p;
+    int64_t t = c->dt;
+    prt_layernorm_bwd(RT, NULL, NULL, d, c->dout, c->in, c->w, c->mean, c->rstd, c->N, c->K,
+                      PRT_ARG_DTYPES(t, t, t | f, t, t, t, PRT_F32, PRT_F32));
+}
+static void run_rmsnorm_dw(void *p, void *d, int64_t f) {
+    ctx_t *c = p;
+    int64_t t = c->dt;
+    prt_rmsnorm_bwd(RT, NULL, d, c->dout, c->in, c->w, c->rstd, c->N, c->K, PRT_ARG_DTYPES(t, t | f, t, t, t, PRT_F32));
+}
+
+static void test_weight_grads(int64_t dt) {
+    const int64_t N = 150, K = 70, M = 45;
+    float *x = rt_alloc(N * K), *w = rt_alloc(K * M), *g = rt_alloc(N * K);
+    rt_fill(x, N * K, 41, 2.0f);
+    rt_fill(w, K * M, 42, 0.5f);
+    rt_fill(g, N * K, 43, 1.0f);
+    ctx_t c = {dt, N, K, M, 0, buf_of(x, N * K, dt), buf_of(w, K * M, dt), buf_of(g, N * M, dt), NULL, NULL,
+               NULL, NULL, NULL, NULL, NULL, NULL};
+    for (c.kind = 0; c.kind < 3; c.kind++)
+        three_runs(c.kind == 0 ? "matmul_bwd dw" : c.kind == 1 ? "matmul_t_bwd dw" : "matmul_bias_bwd dw", dt, K * M,
+                   run_matmul_dw, &c);
+    three_runs("matmul_bias_bwd db", dt, M, run_matmul_db, &c);
+    float *mean = rt_alloc(N), *rstd = rt_alloc(N);
+    for (int64_t n = 0; n < N; n++) mean[n] = 0.1f * (float)(n % 5), rstd[n] = 0.5f + 0.01f * (float)n;
+    free(c.dout);
+    c.dout = buf_of(g, N * K, dt);
+    c.mean = mean;
+    c.rstd = rstd;
+    three_runs("layernorm_bwd dw", dt, K, run_layernorm_dw, &c);
+    three_runs("layernorm_bwd db", dt, K, run_layernorm_db, &c);
+    three_runs("rmsnorm_bwd dw", dt, K, run_rmsnorm_dw, &c);
+    free(c.in), free(c.w), free(c.dout), free(mean), free(rstd), free(x), free(w), free(g);
 }
 
 /* attention_bwd / attention_dropout_bwd's dqkv[B, T, 3, NH, HD]: probabilities
@@ -349,6 +412,8 @@ int main(int argc, char **argv) {
     RT = prt_init(1, argv, &plan);
     test_dtype(PRT_F32);
     test_dtype(PRT_BF16);
+    test_weight_grads(PRT_F32);
+    test_weight_grads(PRT_BF16);
     test_attention(PRT_F32);
     test_attention(PRT_BF16);
     test_moe(PRT_F32);
