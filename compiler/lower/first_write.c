@@ -11,6 +11,12 @@
  * (codegen passes it as PRT_ARG_WRITE in the call's dtypes word, parc_rt.h;
  * an acc with it is a copy), and the zero goes.
  *
+ * first_write_step does the same across a step whose stage runs one
+ * micro-batch: the weight gradients zeroed at the step's start (zero_grads.*)
+ * and first touched in the backward by a GEMM's or a norm's weight gradient
+ * (written whole: the products or sums over the call's rows) lose their zero
+ * the same way, since that backward runs once a step per layer.
+ *
  * Takes a backward sequence as autodiff_backward leaves it.  Guarantees, and
  * first_write_verify proves: an instruction's `writes` bit k names a rule of
  * its function, argument k is a buffer no other argument of the call overlaps,
@@ -37,6 +43,13 @@ static const WriteRule write_rules[] = {
     {RT_prt_matmul_bwd, 0, {5, 6}, 1},          /* din[N, K] */
     {RT_prt_matmul_t_bwd, 0, {5, 6}, 1},        /* din[N, K] */
     {RT_prt_matmul_bias_bwd, 0, {6, 7}, 1},     /* din[N, K] */
+    {RT_prt_matmul_bwd, 1, {6, 7}, 1},          /* dw[K, M] (first_write_step) */
+    {RT_prt_matmul_t_bwd, 1, {6, 7}, 1},        /* dw[M, K] */
+    {RT_prt_matmul_bias_bwd, 1, {7, 8}, 1},     /* dw[K, M] */
+    {RT_prt_matmul_bias_bwd, 5, {8}, 1},        /* db[M] */
+    {RT_prt_layernorm_bwd, 1, {9}, 1},          /* dw[C] */
+    {RT_prt_layernorm_bwd, 2, {9}, 1},          /* db[C] */
+    {RT_prt_rmsnorm_bwd, 1, {7}, 1},            /* dw[C] */
     {RT_prt_layernorm_bwd, 0, {8, 9}, 1},       /* din[N, C] */
     {RT_prt_rmsnorm_bwd, 0, {6, 7}, 1},         /* din[N, C] */
     {RT_prt_relu_bwd, 0, {3}, 1},               /* din[n] */
@@ -173,4 +186,68 @@ void first_write_verify(const StageProgram *sp, const Seq *seq, const char *seq_
                              seq_name, rt_fn_names[ins->fn], sp->bufs[a->buf].name, p);
         }
     }
+}
+
+/* ------------------------------------------------------------ across the step */
+
+/* Sequences that run after every backward of the step: the gradient sync, its
+ * waits, the norm and the optimizer. */
+static int after_backward(int q)
+{
+    return q == SEQ_GRAD_SYNC_BLOCK || q == SEQ_GRAD_SYNC_ONCE || q == SEQ_GRAD_WAIT_BLOCK || q == SEQ_OPTIM_BLOCK ||
+           q == SEQ_OPTIM_ONCE || q == SEQ_GRAD_NORM_BLOCK || q == SEQ_GRAD_NORM_ONCE;
+}
+
+static int seq_touches(const Seq *q, const Arg *a)
+{
+    for (int j = 0; j < q->n; j++)
+        if (instr_touches(&q->ins[j], a)) return 1;
+    return 0;
+}
+
+/* The zeros of zero sequence zk whose buffer the step touches first in the
+ * backward sequences `order` (in the order a micro-batch runs them), through
+ * an argument that can be written whole: that argument's `writes` bit set,
+ * the zero dropped.  Nothing else before the optimizer may touch the buffer:
+ * no forward, pipeline message or other backward sequence, no other zero. */
+static void step_writes(StageProgram *sp, SeqKind zk, const SeqKind *order, int n)
+{
+    Seq *zs = &sp->seq[zk];
+    int out = 0;
+    for (int i = 0; i < zs->n; i++) {
+        Instr z = zs->ins[i];
+        int drop = 0;
+        if (z.fn == RT_prt_zero && z.args[0].kind == ARG_BUF && z.args[1].kind == ARG_INT) {
+            const Arg *a = &z.args[0];
+            int clear = 1;
+            for (int q = 0; q < SEQ_COUNT && clear; q++) {
+                int ordered = 0;
+                for (int o = 0; o < n; o++) ordered |= (int)order[o] == q;
+                if (q != (int)zk && !ordered && !after_backward(q)) clear = !seq_touches(&sp->seq[q], a);
+            }
+            for (int p = 0; p < zs->n && clear; p++)
+                if (p != i && instr_touches(&zs->ins[p], a)) clear = 0;
+            Instr *w = NULL;
+            for (int o = 0; o < n && clear && !w; o++) {
+                Seq *q = &sp->seq[order[o]];
+                for (int j = 0; j < q->n && !w; j++)
+                    if (instr_touches(&q->ins[j], a)) w = &q->ins[j];
+            }
+            int k = w && w->when == z.when ? writable_arg(w, a, z.args[1].i) : -1;
+            if (k >= 0) {
+                w->writes |= 1u << k;
+                drop = 1;
+            }
+        }
+        if (!drop) zs->ins[out++] = z;
+    }
+    zs->n = out;
+}
+
+void first_write_step(StageProgram *sp)
+{
+    static const SeqKind block[] = {SEQ_BLOCK_BWD};
+    static const SeqKind once[] = {SEQ_HEAD_BWD, SEQ_BLOCK_BWD, SEQ_EMBED_BWD};
+    step_writes(sp, SEQ_ZERO_GRADS_BLOCK, block, 1);
+    step_writes(sp, SEQ_ZERO_GRADS_ONCE, once, 3);
 }

@@ -651,12 +651,16 @@ Schedule *lower_schedule(Arena *arena, const Plan *plan);
  *   lower_overlap   the data axis's gradient buckets started in the backward
  *                   and waited before the optimizer (overlap.c), unless the
  *                   plan says `grad_overlap off;`;
+ *   lower_step_writes with one micro-batch a step, the weight gradients'
+ *                   zeros dropped where the backward's first touch writes them
+ *                   whole (first_write.c);
  *   lower_finish    the ledger; the program verified. */
 Program *lower_reshard(Arena *arena, const PlaceTable *placement, const Schedule *schedule);
 int lower_autodiff(Program *program);
 int lower_optim(Program *program);
 int lower_tp_overlap(Program *program);
 int lower_overlap(Program *program);
+int lower_step_writes(Program *program);
 void lower_finish(Program *program);
 /* Checks the program's invariants (every collective's group is a mesh axis,
  * buffers in range, instance modes valid for the sequence, schedule sound).
@@ -675,6 +679,10 @@ void overlap_gather_verify(const StageProgram *sp);
 /* The `writes` bits of a sequence's instructions (first_write.c; program_verify
  * runs it on every sequence). */
 void first_write_verify(const StageProgram *sp, const Seq *seq, const char *seq_name);
+/* first_write.c's pass across the step, for a stage that runs one micro-batch
+ * a step (lower_step_writes): zeros of zero_grads.* dropped where the
+ * backward's first touch writes the weight gradient whole. */
+void first_write_step(StageProgram *sp);
 void program_dump(const Program *program, FILE *out);
 
 /* How many times per step a sequence runs on a stage. */

@@ -439,6 +439,13 @@ int lower_overlap(Program *prog)
     return lw->errors != 0;
 }
 
+int lower_step_writes(Program *prog)
+{
+    if (prog->plan->train.micro_batches != 1) return 0; /* gradients accumulate over the micro-batches */
+    for (int s = 0; s < prog->nstages; s++) first_write_step(&prog->stages[s]);
+    return 0;
+}
+
 /* Sorts stage sp's buffers by Buffer.order, keeping creation order within
  * one order, and renames every reference to them. */
 static void sort_buffers(Arena *arena, StageProgram *sp)

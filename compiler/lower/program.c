@@ -300,8 +300,10 @@ void program_dump(const Program *prog, FILE *out)
                 }
                 fprintf(out, ")");
                 if (ins->coll != COLL_NONE || instr_is_wait(ins)) fprintf(out, "    ; %s", ins->why ? ins->why : "");
-                for (int k = 0; k < ins->nargs; k++)  /* first_write.c */
-                    if (ins->writes >> k & 1) fprintf(out, "    ; writes %%%s, not adds", sp->bufs[ins->args[k].buf].name);
+                for (int k = 0, n = 0; k < ins->nargs; k++)  /* first_write.c */
+                    if (ins->writes >> k & 1)
+                        fprintf(out, "%s%%%s%s", n++ ? ", " : "    ; writes ", sp->bufs[ins->args[k].buf].name,
+                                ins->writes >> (k + 1) ? "" : ", not adds");
                 if (ins->when != WHEN_ALWAYS) fprintf(out, "    ; %s", when_names[ins->when]);
                 if (ins->shape.part != OP_PART_WHOLE) /* overlap_tp.c */
                     fprintf(out, "    ; the %s gradient only", ins->shape.part == OP_PART_INPUT ? "input" : "weight");

@@ -163,6 +163,8 @@ static int run_tp_overlap(Compilation *c) { return lower_tp_overlap(c->prog); }
 
 static int run_overlap(Compilation *c) { return lower_overlap(c->prog); }
 
+static int run_step_writes(Compilation *c) { return lower_step_writes(c->prog); }
+
 static int run_lower(Compilation *c)
 {
     lower_finish(c->prog);
@@ -212,6 +214,7 @@ const Pass passes[] = {
     {"optim", run_optim, dump_lower, verify_lower},
     {"tp_overlap", run_tp_overlap, dump_lower, verify_lower},
     {"overlap", run_overlap, dump_lower, verify_lower},
+    {"step_writes", run_step_writes, dump_lower, verify_lower},
     {"lower", run_lower, dump_lower, verify_lower},
     {"analyze", run_analyze, dump_analyze, verify_analyze},
     {"codegen", run_codegen, dump_codegen, verify_codegen},

@@ -592,17 +592,17 @@ static void test_pass_table(void) {
     static const char *const plans[] = {"tiny_3d", "tiny_pp_interleaved", "tiny_zero3", "tiny_bf16"};
     static const char *const order[] = {"front",   "balance",    "expand",  "place", "schedule",
                                         "reshard", "autodiff",   "optim",   "tp_overlap", "overlap",
-                                        "lower",   "analyze",    "codegen"};
-    CHECK(passes_count == 13, "the table has %d passes", passes_count);
-    for (int i = 0; i < 13 && i < passes_count; i++) {
+                                        "step_writes", "lower",  "analyze",    "codegen"};
+    CHECK(passes_count == 14, "the table has %d passes", passes_count);
+    for (int i = 0; i < 14 && i < passes_count; i++) {
         CHECK(passes_find(order[i]) == i, "pass %s at %d", order[i], passes_find(order[i]));
         CHECK(passes[i].run && passes[i].dump && passes[i].verify, "pass %s has run, dump and verify", order[i]);
     }
-    CHECK(passes_find("plan") == 0 && passes_find("graph") == 2 && passes_find("ir") == 10,
+    CHECK(passes_find("plan") == 0 && passes_find("graph") == 2 && passes_find("ir") == 11,
           "the old dump names plan, graph, ir");
     CHECK(passes_find("asm") == -1, "an unknown pass name");
     CHECK(strcmp(passes_names(), "front, balance, expand, place, schedule, reshard, autodiff, optim, tp_overlap, "
-                                 "overlap, lower, analyze, codegen") == 0,
+                                 "overlap, step_writes, lower, analyze, codegen") == 0,
           "names: %s", passes_names());
     for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
         char path[PATH_MAX + 64];

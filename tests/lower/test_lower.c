@@ -1211,6 +1211,48 @@ static void count_seq(const Seq *q, int *zeros, int *writes, int *copies, int *a
     }
 }
 
+/* Weight gradients across the step (first_write_step): with one micro-batch a
+ * step the gpt2 block's four GEMMs write their dw and db and its two layer
+ * norms their dw and db, and zero_grads.block keeps no zero; the head's GEMM
+ * and final norm write theirs, and only the token and position tables'
+ * gradients (a scatter-add, and a sum the position backward adds) keep their
+ * zeros.  With four micro-batches the gradients accumulate: every zero stays
+ * and no weight gradient is written. */
+static void test_step_writes(void)
+{
+    for (int one = 0; one < 2; one++) {
+        Arena arena = {0};
+        Program *prog;
+        Opts o = defaults();
+        if (one) o.batch = o.micro_batch;
+        Analysis *an = compile(&arena, o, &prog);
+        CHECK(an != NULL, "gpt2 plan with %s lowers", one ? "one micro-batch" : "four micro-batches");
+        if (!an) continue;
+        const StageProgram *sp = &prog->stages[0];
+        int weight_bits = 0;
+        for (int q = 0; q < SEQ_COUNT; q++)
+            for (int i = 0; i < sp->seq[q].n; i++) {
+                const Instr *ins = &sp->seq[q].ins[i];
+                unsigned wmask = ins->fn == RT_prt_matmul_bias_bwd ? (1u << 1 | 1u << 5)
+                                 : ins->fn == RT_prt_matmul_bwd     ? 1u << 1
+                                 : ins->fn == RT_prt_layernorm_bwd  ? (1u << 1 | 1u << 2)
+                                                                    : 0u;
+                if (!wmask) continue;
+                CHECK((ins->writes & wmask) == (one ? wmask : 0u), "%s: %s in %s writes argument mask %#x",
+                      one ? "one micro-batch" : "four", rt_fn_names[ins->fn], seq_names[q], ins->writes);
+                weight_bits += __builtin_popcount(ins->writes & wmask);
+            }
+        int z, w, c, a;
+        count_seq(&sp->seq[SEQ_ZERO_GRADS_BLOCK], &z, &w, &c, &a);
+        CHECK(z == (one ? 0 : 12), "%s: zero_grads.block keeps %d zeros", one ? "one micro-batch" : "four", z);
+        count_seq(&sp->seq[SEQ_ZERO_GRADS_ONCE], &z, &w, &c, &a);
+        CHECK(z == (one ? 2 : 5), "%s: zero_grads.once keeps %d zeros", one ? "one micro-batch" : "four", z);
+        CHECK(weight_bits == (one ? 4 * 2 + 2 * 2 + 1 + 2 : 0), "%s: %d weight-gradient write bits",
+              one ? "one micro-batch" : "four", weight_bits);
+        arena_free(&arena);
+    }
+}
+
 static void test_first_writer(void)
 {
     Arena arena = {0};
@@ -1365,6 +1407,7 @@ int main(void)
     test_shift_verifier();
     test_ops_table();
     test_first_writer();
+    test_step_writes();
     test_layout_combinations();
     test_verifier_sweep();
     test_bytes_per_parameter();
