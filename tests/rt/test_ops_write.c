@@ -79,6 +79,17 @@ typedef struct {
     uint8_t *mask;
 } ctx_t;
 
+/* The norms' inputs: dout = g's first N K values as [N, K], and each row's
+ * statistics (mean, rstd; fp32, freed by the caller). */
+static void norm_inputs(ctx_t *c, const float *g) {
+    float *mean = rt_alloc(c->N), *rstd = rt_alloc(c->N);
+    for (int64_t n = 0; n < c->N; n++) mean[n] = 0.1f * (float)(n % 5), rstd[n] = 0.5f + 0.01f * (float)n;
+    free(c->dout);
+    c->dout = buf_of(g, c->N * c->K, c->dt);
+    c->mean = mean;
+    c->rstd = rstd;
+}
+
 static void run_acc(void *p, void *d, int64_t f) {
     ctx_t *c = p;
     prt_acc(RT, d, c->dout, c->N * c->K, PRT_ARG_DTYPES(c->dt | f, c->dt));
@@ -151,12 +162,7 @@ static void test_dtype(int64_t dt) {
         three_runs(c.kind == 0 ? "matmul_bwd din" : c.kind == 1 ? "matmul_t_bwd din" : "matmul_bias_bwd din", dt,
                    N * K, run_matmul, &c);
     /* layer norm: the statistics of x's rows, weights w[0..K) */
-    float *mean = rt_alloc(N), *rstd = rt_alloc(N);
-    for (int64_t n = 0; n < N; n++) mean[n] = 0.1f * (float)(n % 5), rstd[n] = 0.5f + 0.01f * (float)n;
-    free(c.dout);
-    c.dout = buf_of(g, N * K, dt);
-    c.mean = mean;
-    c.rstd = rstd;
+    norm_inputs(&c, g);
     three_runs("layernorm_bwd din", dt, N * K, run_layernorm, &c);
     three_runs("rmsnorm_bwd din", dt, N * K, run_rmsnorm, &c);
     three_runs("relu_bwd din", dt, N * K, run_relu, &c);  /* x < 0 on about half: din = 0 there */
@@ -175,7 +181,7 @@ static void test_dtype(int64_t dt) {
     c.stats = stats;
     c.targets = targets;
     three_runs("xent_bwd dlogits", dt, N * K, run_xent, &c);
-    free(c.in), free(c.w), free(c.dout), free(mean), free(rstd), free(stats), free(x), free(w), free(g);
+    free(c.in), free(c.w), free(c.dout), free(c.mean), free(c.rstd), free(stats), free(x), free(w), free(g);
 }
 
 /* Weight gradients (the compiler's first_write_step): the dw of the three
@@ -228,16 +234,11 @@ static void test_weight_grads(int64_t dt) {
         three_runs(c.kind == 0 ? "matmul_bwd dw" : c.kind == 1 ? "matmul_t_bwd dw" : "matmul_bias_bwd dw", dt, K * M,
                    run_matmul_dw, &c);
     three_runs("matmul_bias_bwd db", dt, M, run_matmul_db, &c);
-    float *mean = rt_alloc(N), *rstd = rt_alloc(N);
-    for (int64_t n = 0; n < N; n++) mean[n] = 0.1f * (float)(n % 5), rstd[n] = 0.5f + 0.01f * (float)n;
-    free(c.dout);
-    c.dout = buf_of(g, N * K, dt);
-    c.mean = mean;
-    c.rstd = rstd;
+    norm_inputs(&c, g);
     three_runs("layernorm_bwd dw", dt, K, run_layernorm_dw, &c);
     three_runs("layernorm_bwd db", dt, K, run_layernorm_db, &c);
     three_runs("rmsnorm_bwd dw", dt, K, run_rmsnorm_dw, &c);
-    free(c.in), free(c.w), free(c.dout), free(mean), free(rstd), free(x), free(w), free(g);
+    free(c.in), free(c.w), free(c.dout), free(c.mean), free(c.rstd), free(x), free(w), free(g);
 }
 
 /* attention_bwd / attention_dropout_bwd's dqkv[B, T, 3, NH, HD]: probabilities
