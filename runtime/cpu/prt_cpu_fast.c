@@ -14,7 +14,7 @@
  */
 #include <cblas.h>
 #include <math.h>
-#include <stdlib.h>
+#include <stdlib.h>  /* free */
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -23,6 +23,7 @@ static int omp_get_thread_num(void) { return 0; }
 #endif
 
 #include "prt_cpu_fast.h"
+#include "prt_internal.h"
 #include "prt_math.h"
 
 /* Below this many elements an op runs on the calling thread: waking the other
@@ -109,13 +110,13 @@ PRT_FAST_CLONES void prt_fast_layernorm_fwd(float *out, float *mean, float *rstd
  * in row order into the block's own partial sums; the partial sums are then
  * added to dw (db) in block order, a column range per thread.  The blocks
  * depend on N alone, so the results do not depend on the thread count.
- * Returns the [parts][2][C] partial sums, zeroed (NULL if out of memory: the
- * caller then sums the columns over all rows in order in a pass of its own). */
+ * norm_parts: the block count, and with `sums` the [parts][2][C] partial
+ * sums, zeroed (prt_xcalloc: a run out of memory stops with a message). */
 #define NORM_BWD_PARTS 8
 
-static float *norm_parts(int64_t N, int64_t C, int64_t *parts) {
+static float *norm_parts(int64_t N, int64_t C, int sums, int64_t *parts) {
     *parts = N < NORM_BWD_PARTS ? (N > 0 ? N : 1) : NORM_BWD_PARTS;
-    return calloc((size_t)(*parts * 2 * C), sizeof(float));
+    return sums ? prt_xcalloc((size_t)(*parts * 2 * C), sizeof(float)) : NULL;
 }
 
 /* dw (db: the second row of each part; either may be NULL) += the parts' sums, in part order. */
@@ -140,27 +141,9 @@ static inline __attribute__((always_inline)) void norm_parts_add(float *dw, floa
 PRT_FAST_CLONES void prt_fast_layernorm_bwd(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
                             const float *mean, const float *rstd, int64_t N, int64_t C, int write) {
     int nt = prt_cpu_threads(), par = nt > 1 && N * C >= PAR_MIN;
-    int64_t parts = 1;
-    float *part = dw || db ? norm_parts(N, C, &parts) : NULL;
-    if ((dw || db) && !part) {  /* no memory for the partial sums: the columns over all rows, in a pass of their own */
-#pragma omp parallel num_threads(nt) if (par)
-        {
-            int64_t c0, c1;
-            column_range(C, par ? omp_get_thread_num() : 0, par ? nt : 1, &c0, &c1);
-            for (int64_t n = 0; n < N; n++) {
-                const float *x = in + n * C, *g = dout + n * C;
-                float m = mean[n], r = rstd[n];
-                if (dw)
-#pragma omp simd
-                    for (int64_t c = c0; c < c1; c++) dw[c] += (x[c] - m) * r * g[c];
-                if (db)
-#pragma omp simd
-                    for (int64_t c = c0; c < c1; c++) db[c] += g[c];
-            }
-        }
-    }
+    int64_t parts;
+    float *part = norm_parts(N, C, dw || db, &parts);
     if (!din && !part) return;
-    if (!part) parts = N < NORM_BWD_PARTS ? (N > 0 ? N : 1) : NORM_BWD_PARTS;
 #pragma omp parallel for num_threads(nt) if (par) schedule(static)
     for (int64_t p = 0; p < parts; p++) {
         float *pw = part ? part + p * 2 * C : NULL, *pb = pw ? pw + C : NULL;
@@ -222,23 +205,9 @@ PRT_FAST_CLONES void prt_fast_rmsnorm_fwd(float *out, float *rstd, const float *
 PRT_FAST_CLONES void prt_fast_rmsnorm_bwd(float *din, float *dw, const float *dout, const float *in, const float *w,
                           const float *rstd, int64_t N, int64_t C, int write) {
     int nt = prt_cpu_threads(), par = nt > 1 && N * C >= PAR_MIN;
-    int64_t parts = 1;
-    float *part = dw ? norm_parts(N, C, &parts) : NULL;
-    if (dw && !part) {  /* no memory for the partial sums: the columns over all rows, in a pass of their own */
-#pragma omp parallel num_threads(nt) if (par)
-        {
-            int64_t c0, c1;
-            column_range(C, par ? omp_get_thread_num() : 0, par ? nt : 1, &c0, &c1);
-            for (int64_t n = 0; n < N; n++) {
-                const float *x = in + n * C, *g = dout + n * C;
-                float r = rstd[n];
-#pragma omp simd
-                for (int64_t c = c0; c < c1; c++) dw[c] += (float)(x[c] * (double)r) * g[c];
-            }
-        }
-    }
+    int64_t parts;
+    float *part = norm_parts(N, C, dw != NULL, &parts);
     if (!din && !part) return;
-    if (!part) parts = N < NORM_BWD_PARTS ? (N > 0 ? N : 1) : NORM_BWD_PARTS;
 #pragma omp parallel for num_threads(nt) if (par) schedule(static)
     for (int64_t p = 0; p < parts; p++) {
         float *pw = part ? part + p * 2 * C : NULL;
