@@ -295,8 +295,8 @@ struct prt {
 
     /* trace */
     int tracing;
-    double op_gemm_share;    /* set by an op that times its own GEMMs while tracing (the CPU attention);
-                                the op's trace event takes it, then it is 0 again */
+    double op_gemm_share;    /* set by an op that times its own GEMMs while tracing (the CPU attention),
+                                0 before every op (prt_ops.c's dispatch); the op's trace event takes it */
     double time_origin;      /* MPI_Wtime at init (after a barrier) */
     prt_trace_event *events; int64_t nevents, events_cap;   /* recorded since the last flush */
     int trace_meta_done;     /* this rank's track names sent (prt_trace_flush) */

@@ -19,8 +19,7 @@
 static void trace_op(prt *rt, const char *name, double start) {
     if (rt->backend->sync) rt->backend->sync(rt);
     prt_trace_record(rt, name, "op", start, -1, -1);
-    rt->events[rt->nevents - 1].gemm_share = (float)rt->op_gemm_share;
-    rt->op_gemm_share = 0;
+    rt->events[rt->nevents - 1].gemm_share = (float)rt->op_gemm_share; /* 0 unless the op set it */
 }
 
 #define PRT_DISPATCH_OP(name, params, args)     \

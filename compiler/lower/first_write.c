@@ -190,14 +190,6 @@ void first_write_verify(const StageProgram *sp, const Seq *seq, const char *seq_
 
 /* ------------------------------------------------------------ across the step */
 
-/* Sequences that run after every backward of the step: the gradient sync, its
- * waits, the norm and the optimizer. */
-static int after_backward(int q)
-{
-    return q == SEQ_GRAD_SYNC_BLOCK || q == SEQ_GRAD_SYNC_ONCE || q == SEQ_GRAD_WAIT_BLOCK || q == SEQ_OPTIM_BLOCK ||
-           q == SEQ_OPTIM_ONCE || q == SEQ_GRAD_NORM_BLOCK || q == SEQ_GRAD_NORM_ONCE;
-}
-
 static int seq_touches(const Seq *q, const Arg *a)
 {
     for (int j = 0; j < q->n; j++)
@@ -220,10 +212,12 @@ static void step_writes(StageProgram *sp, SeqKind zk, const SeqKind *order, int 
         if (z.fn == RT_prt_zero && z.args[0].kind == ARG_BUF && z.args[1].kind == ARG_INT) {
             const Arg *a = &z.args[0];
             int clear = 1;
+            /* before the optimizer a step runs its zeros, then only per-micro-batch sequences */
             for (int q = 0; q < SEQ_COUNT && clear; q++) {
                 int ordered = 0;
                 for (int o = 0; o < n; o++) ordered |= (int)order[o] == q;
-                if (q != (int)zk && !ordered && !after_backward(q)) clear = !seq_touches(&sp->seq[q], a);
+                int before = seq_per_micro[q] || q == SEQ_ZERO_GRADS_BLOCK || q == SEQ_ZERO_GRADS_ONCE;
+                if (q != (int)zk && !ordered && before) clear = !seq_touches(&sp->seq[q], a);
             }
             for (int p = 0; p < zs->n && clear; p++)
                 if (p != i && instr_touches(&zs->ins[p], a)) clear = 0;
